@@ -1,0 +1,149 @@
+"""Segmenter role: a session's turns -> events. LLM with validation, or embedding change points.
+
+The change-point segmenter is both the LLM role's fallback and the no-LLM policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+from langchain_core.language_models import BaseChatModel
+
+from agents.base import RoleOutcome, run_role
+from memory.embeddings import normalize
+from memory.records import Turn
+from memory.timeparse import find_time_phrases, resolve_relative
+from prompts import segment as prompt
+from prompts.segment import SegmentedEvent, Segmentation
+
+__all__ = ["changepoint_segments", "finalize_times", "render_turns", "segment_session", "validate_segmentation"]
+
+_DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+
+
+def render_turns(turns: Sequence[Turn]) -> str:
+    return "\n".join(t.render() for t in turns)
+
+
+def changepoint_segments(
+    turns: Sequence[Turn], vectors: np.ndarray, *, min_size: int = 2, max_size: int = 4
+) -> Segmentation:
+    """Deterministic segmentation: cut where consecutive turns' similarity drops below mean - 0.5 sd.
+
+    Segments keep between ``min_size`` and ``max_size`` turns (a short session may give one segment).
+    """
+    n = len(turns)
+    if n == 0:
+        return Segmentation(events=[])
+    unit = normalize(np.asarray(vectors, dtype=np.float32))
+    sims = np.array([float(unit[i] @ unit[i + 1]) for i in range(n - 1)]) if n > 1 else np.array([])
+    threshold = float(sims.mean() - 0.5 * sims.std()) if sims.size else 0.0
+    groups: list[list[int]] = [[0]]
+    for i in range(1, n):
+        current = groups[-1]
+        cut = sims[i - 1] < threshold and len(current) >= min_size
+        if cut or len(current) >= max_size:
+            groups.append([i])
+        else:
+            current.append(i)
+    if len(groups) > 1 and len(groups[-1]) < min_size and len(groups[-2]) + len(groups[-1]) <= max_size + 1:
+        groups[-2].extend(groups.pop())
+    events = []
+    for group in groups:
+        members = [turns[i] for i in group]
+        events.append(
+            SegmentedEvent(
+                summary=" ".join(
+                    f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
+                    for t in members
+                ),
+                turn_ids=[t.dia_id for t in members],
+                participants=list(dict.fromkeys(t.speaker for t in members)),
+            )
+        )
+    return Segmentation(events=events)
+
+
+def validate_segmentation(result: Segmentation, turns: Sequence[Turn]) -> list[str]:
+    """Problems a retry can fix: unknown turn ids, empty events, malformed dates."""
+    known = {t.dia_id for t in turns}
+    problems: list[str] = []
+    if turns and not result.events:
+        problems.append("no events: every session has at least one event")
+    for i, event in enumerate(result.events):
+        if not event.summary.strip():
+            problems.append(f"event {i}: empty summary")
+        if not event.turn_ids:
+            problems.append(f"event {i}: cites no turn ids")
+        unknown = [t for t in event.turn_ids if t not in known]
+        if unknown:
+            problems.append(f"event {i}: unknown turn ids {unknown}; valid ids are {sorted(known)}")
+        if event.date and not _DATE_RE.match(event.date.strip()):
+            problems.append(f"event {i}: date {event.date!r} is not YYYY-MM-DD, YYYY-MM or YYYY")
+        if len(event.participants) > 3:
+            problems.append(f"event {i}: at most 3 participants")
+    return problems
+
+
+def _cover_all_turns(result: Segmentation, turns: Sequence[Turn]) -> Segmentation:
+    """Turns no event cites join the event of the nearest earlier cited turn, so no turn is orphaned."""
+    order = {t.dia_id: i for i, t in enumerate(turns)}
+    events = [e.model_copy(deep=True) for e in result.events]
+    for e in events:
+        e.turn_ids = sorted(dict.fromkeys(e.turn_ids), key=lambda t: order[t])
+    owner = {t: i for i, e in enumerate(events) for t in e.turn_ids}
+    for turn in turns:
+        if turn.dia_id in owner:
+            continue
+        earlier = [owner[t.dia_id] for t in turns[: order[turn.dia_id]] if t.dia_id in owner]
+        target = earlier[-1] if earlier else 0
+        events[target].turn_ids.append(turn.dia_id)
+        events[target].turn_ids.sort(key=lambda t: order[t])
+        owner[turn.dia_id] = target
+    return Segmentation(events=events)
+
+
+def finalize_times(result: Segmentation, turns: Sequence[Turn], session_time: datetime | None) -> Segmentation:
+    """Resolve each event's time phrase against the session date (a phrase is looked for in its turns)."""
+    by_id = {t.dia_id: t for t in turns}
+    events = []
+    for event in result.events:
+        phrase = event.time_phrase
+        if not phrase:
+            found = find_time_phrases(" ".join(by_id[t].text for t in event.turn_ids if t in by_id))
+            phrase = found[0] if found else None
+        date = event.date.strip() if event.date and _DATE_RE.match(event.date.strip()) else None
+        if date is None and phrase:
+            date = resolve_relative(phrase, session_time)
+        events.append(event.model_copy(update={"time_phrase": phrase, "date": date}))
+    return Segmentation(events=events)
+
+
+def segment_session(
+    llm: BaseChatModel | None,
+    turns: Sequence[Turn],
+    vectors: np.ndarray,
+    *,
+    session_time: datetime | None,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[Segmentation]:
+    """Events of a session. Without a model (or after a failed retry) the change-point segmenter runs."""
+    outcome = run_role(
+        llm,
+        role="segmenter",
+        messages=prompt.build_messages(render_turns(turns), session_time.isoformat() if session_time else None),
+        schema=Segmentation,
+        validate=lambda r: validate_segmentation(r, turns),
+        fallback=lambda: changepoint_segments(turns, vectors),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
+    )
+    covered = _cover_all_turns(outcome.output, turns)
+    outcome.output = finalize_times(covered, turns, session_time)
+    return outcome

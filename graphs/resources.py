@@ -1,0 +1,79 @@
+"""The things graphs run against: settings, the memory store, the embedder and the chat model.
+
+Resolved lazily, so importing a graph module (as LangGraph Studio does) loads no model.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models import BaseChatModel
+
+from agents.models import make_chat_model
+from memory.config import LogicMapSettings
+from memory.embeddings import CachedEmbeddings, make_embeddings
+from memory.store import MemoryStore
+
+__all__ = ["Resources", "default_resources", "set_default_resources"]
+
+_UNSET: Any = object()
+
+
+@dataclass
+class Resources:
+    """Shared, lazily built resources. Pass your own chat model or embedder to override settings."""
+
+    settings: LogicMapSettings = field(default_factory=LogicMapSettings)
+    store_: MemoryStore | None = None
+    embeddings_: Embeddings | None = None
+    llm_: Any = _UNSET
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def store(self) -> MemoryStore:
+        with self._lock:
+            if self.store_ is None:
+                self.store_ = MemoryStore(self.settings)
+            return self.store_
+
+    @property
+    def embeddings(self) -> Embeddings:
+        with self._lock:
+            if self.embeddings_ is None:
+                self.embeddings_ = make_embeddings(self.settings)
+            elif not isinstance(self.embeddings_, CachedEmbeddings):
+                self.embeddings_ = CachedEmbeddings(self.embeddings_)
+            return self.embeddings_
+
+    @property
+    def llm(self) -> BaseChatModel | None:
+        with self._lock:
+            if self.llm_ is _UNSET:
+                self.llm_ = make_chat_model(self.settings)
+            return self.llm_
+
+    @property
+    def method(self) -> str:
+        return self.settings.structured_output
+
+
+_default: Resources | None = None
+_default_lock = threading.Lock()
+
+
+def default_resources() -> Resources:
+    """Process-wide resources built from ``LOGICMAP_*`` settings on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Resources()
+        return _default
+
+
+def set_default_resources(resources: Resources | None) -> None:
+    global _default
+    with _default_lock:
+        _default = resources

@@ -1,0 +1,62 @@
+"""Settings for LogicMap: one pydantic-settings model read from ``LOGICMAP_*`` variables.
+
+Secrets are ``SecretStr`` so they never appear in logs, reprs or error messages.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["LogicMapSettings", "StructuredOutputMethod", "get_settings"]
+
+StructuredOutputMethod = Literal["function_calling", "json_schema", "json_mode", "prompt"]
+
+
+class LogicMapSettings(BaseSettings):
+    """Everything configurable about models, storage and the topic layer."""
+
+    model_config = SettingsConfigDict(env_prefix="LOGICMAP_", env_file=None, extra="ignore")
+
+    # Chat model. No model name means "no LLM": graphs then run their no-LLM policies.
+    chat_model: str | None = Field(default=None, description="Chat model name, e.g. gpt-4o-mini.")
+    openai_base_url: str | None = Field(default=None, description="OpenAI-compatible base URL.")
+    openai_api_key: SecretStr | None = Field(default=None, description="API key (never logged).")
+    structured_output: StructuredOutputMethod = Field(
+        default="function_calling",
+        description="How typed outputs are requested: OpenAI/vLLM support json_schema; "
+        "llama.cpp's server needs function_calling.",
+    )
+    temperature: float = 0.0
+    request_timeout: float = 120.0
+
+    # Embeddings.
+    embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    embedding_batch_size: int = 64
+
+    # Storage.
+    data_dir: Path = Path(".logicmap")
+    chroma_host: str | None = Field(default=None, description="Chroma server host: server mode when set.")
+    chroma_port: int = 8000
+    default_namespace: str = "default"
+
+    # Topic layer and fusion (CompassMem paper defaults).
+    topic_delta: float = 0.9
+    recluster_every: int = 4
+    merge_threshold: float = 0.9
+
+    def describe(self) -> dict[str, object]:
+        """A loggable view: secrets reduced to whether they are set."""
+        data = self.model_dump()
+        data["openai_api_key"] = "set" if self.openai_api_key else "unset"
+        data["data_dir"] = str(self.data_dir)
+        return data
+
+
+def get_settings(**overrides: object) -> LogicMapSettings:
+    """Settings from the environment, with explicit overrides on top."""
+    return LogicMapSettings(**overrides)  # type: ignore[arg-type]

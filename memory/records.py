@@ -1,0 +1,182 @@
+"""Pydantic records of the memory model: turns, events, relations, topics, facts, cues and tags.
+
+Every record carries its namespace and the turns it came from; ids are deterministic.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+__all__ = [
+    "Cue",
+    "Event",
+    "Fact",
+    "FactIntent",
+    "Relation",
+    "SessionInfo",
+    "Tag",
+    "Topic",
+    "Turn",
+    "event_id",
+    "relation_id",
+    "stable_hash",
+    "validate_namespace",
+]
+
+_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+
+
+def validate_namespace(namespace: object) -> str:
+    """Return the namespace if it is a well-formed name, else raise ``ValueError``."""
+    if not isinstance(namespace, str) or not _NAMESPACE_RE.match(namespace):
+        raise ValueError(
+            f"invalid namespace {namespace!r}: use 1-128 characters from letters, digits and _ . : @ -, "
+            "starting with a letter or digit"
+        )
+    return namespace
+
+
+def stable_hash(*parts: str, length: int = 12) -> str:
+    """Short deterministic hash of the parts (ids, cache keys)."""
+    return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:length]
+
+
+def event_id(session_id: str, index: int) -> str:
+    """Readable, deterministic event id: ``S3-E2`` is the second event segmented from session S3."""
+    return f"{session_id}-E{index}"
+
+
+def relation_id(source: str, label: str, target: str) -> str:
+    return f"{source}|{label}|{target}"
+
+
+class Turn(BaseModel):
+    """One utterance: the source of truth every other record cites."""
+
+    namespace: str
+    session_id: str
+    dia_id: str
+    speaker: str
+    text: str
+    image_caption: str | None = None
+    session_time: datetime | None = None
+    session_time_text: str | None = None
+    position: int = Field(0, description="Order of the turn within the whole conversation.")
+
+    @property
+    def id(self) -> str:
+        return self.dia_id
+
+    def render(self) -> str:
+        """The turn as a line a model or a person reads."""
+        line = f"[{self.dia_id}] {self.speaker}: {self.text}"
+        if self.image_caption:
+            line += f" [shares an image: {self.image_caption}]"
+        return line
+
+
+class Event(BaseModel):
+    """A segment of conversation summarised as something that happened, with when and who."""
+
+    id: str
+    namespace: str
+    session_id: str
+    summary: str
+    time: str | None = Field(None, description="Absolute ISO date when stated or derivable.")
+    time_phrase: str | None = Field(None, description="The phrase the time came from, e.g. 'last year'.")
+    session_time: datetime | None = None
+    order: int = Field(0, description="Relative order of the event within the namespace.")
+    participants: list[str] = Field(default_factory=list)
+    turn_ids: list[str] = Field(default_factory=list)
+    sessions: list[str] = Field(default_factory=list, description="Sessions merged into this event.")
+    source: str = Field("llm", description="Which policy produced it: llm, heuristic or fallback.")
+    created_at: datetime | None = None
+
+    @field_validator("participants")
+    @classmethod
+    def _at_most_three(cls, value: list[str]) -> list[str]:
+        return list(dict.fromkeys(p.strip() for p in value if p and p.strip()))[:3]
+
+    def render(self) -> str:
+        when = self.time or (self.session_time.date().isoformat() if self.session_time else "undated")
+        return f"({self.id}, {when}) {self.summary}"
+
+
+class Relation(BaseModel):
+    """A typed, directed relation between two events, with the turns that support it."""
+
+    id: str
+    namespace: str
+    source: str
+    target: str
+    label: str
+    turn_ids: list[str] = Field(default_factory=list)
+    session_id: str | None = None
+
+
+class Topic(BaseModel):
+    """A topic of the topic layer: centroid and member events."""
+
+    id: str
+    namespace: str
+    centroid: list[float]
+    members: list[str] = Field(default_factory=list)
+
+
+FactIntent = Literal["FACT", "CAUSAL", "TEMPORAL", "CONTRAST", "EVOLUTION"]
+
+
+class Fact(BaseModel):
+    """A temporal, confidence-aware atomic fact (REAL)."""
+
+    id: str
+    namespace: str
+    head: str
+    relation: str
+    tail: str
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    confidence: float = 1.0
+    intent: FactIntent = "FACT"
+    cardinality: Literal["single", "multi"] = "multi"
+    turn_ids: list[str] = Field(default_factory=list)
+    history: list[dict[str, object]] = Field(default_factory=list)
+
+
+class Cue(BaseModel):
+    """A verbatim keyword (entity, place, time, activity) that leads to events and facts (MRAgent)."""
+
+    id: str
+    namespace: str
+    text: str
+    kind: str = "entity"
+
+
+class Tag(BaseModel):
+    """A short label linking a cue to an event or to a semantic fact about a person (MRAgent)."""
+
+    id: str
+    namespace: str
+    cue_id: str
+    tag: str
+    target_kind: Literal["event", "fact"] = "event"
+    target_id: str
+    person: str | None = None
+    content: str | None = None
+
+
+class SessionInfo(BaseModel):
+    """What the manifest remembers of a committed session."""
+
+    session_id: str
+    content_hash: str
+    generation: int
+    policy: str
+    events: int = 0
+    relations: int = 0
+    fallbacks: list[str] = Field(default_factory=list)
