@@ -24,6 +24,7 @@ from agents.base import Cost, FallbackRecord, add_cost
 from agents.coref import CandidatePair, judge_pairs, similarity_verdicts
 from agents.relations import chain_relations, extract_relations
 from agents.segmenter import changepoint_segments, finalize_times, segment_session
+from graphs.enrich import EnrichRequest, apply_enrichment
 from graphs.resources import Resources, default_resources
 from memory.loaders import Conversation, Session, load_conversations
 from memory.records import Event, Relation, SessionInfo, Turn, event_id, relation_id, validate_namespace
@@ -357,6 +358,35 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
         stats = {**state.get("session_stats", {}), "topics_reclustered": update.reclustered}
         return {"change": change, "session_stats": stats}
 
+    def enrich_with(module: str, state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+        import importlib
+
+        ctx = _ctx(runtime)
+        change, session = state["change"], state["current"]
+        assert change is not None and session is not None
+        policy, llm = policy_and_llm(ctx)
+        snapshot = res().store.snapshot(state["namespace"])
+        merged_ids = {e.id for e in change.events}
+        request = EnrichRequest(
+            namespace=state["namespace"], session=session, turns=state["turns"],
+            events=[e for e in change.events if e.id in merged_ids], snapshot=snapshot, policy=policy, llm=llm,
+            embeddings=res().embeddings, method=res().method, **trace(state, ctx),
+        )
+        enrichment = importlib.import_module(module).enrich(request)
+        return {
+            "change": apply_enrichment(change, enrichment),
+            "session_cost": (state.get("session_cost") or Cost()) + enrichment.cost,
+            "session_fallbacks": [*state.get("session_fallbacks", []), *enrichment.fallbacks],
+        }
+
+    def facts(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+        """REAL's temporal facts for the session (graphs/ingest_facts.py)."""
+        return enrich_with("graphs.ingest_facts", state, runtime)
+
+    def cues(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+        """MRAgent's cue-tag records for the session (graphs/ingest_cues.py)."""
+        return enrich_with("graphs.ingest_cues", state, runtime)
+
     def commit(state: IngestState) -> dict[str, Any]:
         change, session = state["change"], state["current"]
         assert change is not None and session is not None
@@ -418,13 +448,17 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
     builder.add_node("relate", relate)
     builder.add_node("fuse", fuse)
     builder.add_node("topics", topics)
+    builder.add_node("facts", facts)
+    builder.add_node("cues", cues)
     builder.add_node("commit", commit)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", after_prepare, ["segment", END])
     builder.add_edge("segment", "relate")
     builder.add_edge("relate", "fuse")
     builder.add_edge("fuse", "topics")
-    builder.add_edge("topics", "commit")
+    builder.add_edge("topics", "facts")
+    builder.add_edge("facts", "cues")
+    builder.add_edge("cues", "commit")
     builder.add_conditional_edges("commit", after_commit, ["fuse", "segment", END])
     return builder
 

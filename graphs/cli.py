@@ -1,0 +1,237 @@
+"""The ``logicmap`` command line: ingest, ask, graph, stats, demo (and more as strategies land).
+
+Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from graphs.resources import Resources
+from memory.config import LogicMapSettings
+from memory.loaders import DataFormatError, load_conversations
+from memory.store import StoreLockedError, UnknownNamespaceError
+
+__all__ = ["main"]
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
+
+
+def _resources(args: argparse.Namespace) -> Resources:
+    overrides: dict[str, Any] = {}
+    if getattr(args, "data_dir", None):
+        overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "embeddings", None):
+        overrides["embedding_provider"] = args.embeddings
+    return Resources(settings=LogicMapSettings(**overrides))
+
+
+def _policy(args: argparse.Namespace, resources: Resources) -> str:
+    policy = getattr(args, "policy", "auto") or "auto"
+    if policy == "auto":
+        policy = "llm" if resources.settings.chat_model else "heuristic"
+        if policy == "heuristic":
+            print("note: no chat model configured (LOGICMAP_CHAT_MODEL); using the no-LLM policy", file=sys.stderr)
+    return policy
+
+
+def _namespace_for(base: str, conversation_id: str, many: bool) -> str:
+    if not many:
+        return base
+    return f"{base}.{re.sub(r'[^A-Za-z0-9_.:@-]+', '-', conversation_id).strip('-') or 'conv'}"
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from graphs.ingest import ingest_conversation
+
+    resources = _resources(args)
+    conversations = load_conversations(args.file)
+    policy = _policy(args, resources)
+    many = len(conversations) > 1
+    for conv in conversations:
+        for repair in conv.repairs:
+            print(f"repaired {conv.conversation_id}: {repair}", file=sys.stderr)
+        namespace = _namespace_for(args.namespace, conv.conversation_id, many)
+        report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet)
+        done = [s for s in report.sessions if not s.skipped]
+        skipped = len(report.sessions) - len(done)
+        turns = sum(s.turns for s in done)
+        print(
+            f"{namespace}: {len(done)} sessions ingested, {skipped} already committed; "
+            f"{sum(s.events for s in done)} events, {turns} turns; policy {policy}; "
+            f"LLM calls {report.cost.llm_calls} ({report.llm_calls_per_session:.1f}/session), "
+            f"tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, wall {report.wall_time_s:.2f}s"
+        )
+        for fb in report.fallbacks:
+            print(f"  fallback: {fb.role}: {fb.reason}", file=sys.stderr)
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    resources = _resources(args)
+    resources.store.require_namespace(args.namespace)
+    stats = resources.store.snapshot(args.namespace).graph().stats()
+    print(json.dumps(stats, indent=2))
+    return 0
+
+
+def cmd_graph(args: argparse.Namespace) -> int:
+    from graphs.visualize import write_event_graph_html
+
+    resources = _resources(args)
+    resources.store.require_namespace(args.namespace)
+    out = Path(args.out or f"{args.namespace}-graph.html")
+    write_event_graph_html(resources.store.snapshot(args.namespace).graph(), out)
+    print(f"wrote {out}")
+    return 0
+
+
+def _print_result(result: Any, as_json: bool) -> None:
+    if as_json:
+        print(result.model_dump_json(indent=2))
+        return
+    print(f"Q: {result.question}")
+    print(f"A: {result.answer}")
+    snapshot_turns = result.details.get("turn_texts", {})
+    print(f"evidence ({len(result.evidence)}):")
+    for item in result.evidence[:8]:
+        print(f"  - [{item.kind} {item.id}] {item.text[:160]}")
+        for tid in item.turn_ids[:4]:
+            if tid in snapshot_turns:
+                print(f"      {snapshot_turns[tid][:160]}")
+    c = result.cost
+    print(
+        f"cost: {c.llm_calls} LLM calls, {c.prompt_tokens}+{c.completion_tokens} tokens"
+        f"{' (estimated)' if c.tokens_estimated else ''}, {result.steps} steps, {c.wall_time_s:.2f}s"
+    )
+    for fb in result.fallbacks:
+        print(f"  fallback: {fb.role}: {fb.reason}")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from graphs.strategies import answer
+
+    resources = _resources(args)
+    resources.store.require_namespace(args.namespace)
+    policy = _policy(args, resources)
+    options: dict[str, Any] = {"policy": policy}
+    if args.backbone:
+        options["backbone"] = args.backbone
+    result = answer(args.strategy, args.question, args.namespace, resources=resources, **options)
+    _print_result(result, args.json)
+    return 0
+
+
+def cmd_namespaces(args: argparse.Namespace) -> int:
+    for ns in _resources(args).store.namespaces():
+        print(ns)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Ingest the bundled sample conversation, show its memory, draw it, and ask its questions."""
+    from graphs.ingest import ingest_conversation
+    from graphs.strategies import STRATEGIES, answer
+    from graphs.visualize import write_event_graph_html
+
+    resources = _resources(args)
+    policy = _policy(args, resources)
+    conversation = load_conversations(SAMPLE)[0]
+    namespace = args.namespace
+    print(f"== ingesting {SAMPLE.name} into namespace {namespace!r} (policy {policy})")
+    report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True)
+    print(
+        f"   {len(report.sessions)} sessions, LLM calls {report.cost.llm_calls}, "
+        f"tokens {report.cost.total_tokens}, wall {report.wall_time_s:.2f}s"
+    )
+    graph = resources.store.snapshot(namespace).graph()
+    print("== memory statistics")
+    print(json.dumps(graph.stats(), indent=2))
+    out = write_event_graph_html(graph, Path(args.out_dir) / f"{namespace}-graph.html")
+    print(f"== event graph drawn to {out}")
+    strategy = args.strategy
+    try:
+        from graphs.strategies import strategy_function
+
+        strategy_function(strategy)
+    except (ImportError, AttributeError, ValueError):
+        print(f"== strategy {strategy!r} is not available yet; known: {sorted(STRATEGIES)}")
+        return 0
+    print(f"== asking the sample questions with strategy {strategy!r}")
+    started = time.perf_counter()
+    calls = 0
+    for qa in conversation.qa[: args.limit]:
+        result = answer(strategy, qa.question, namespace, resources=resources, policy=policy)
+        calls += result.cost.llm_calls
+        print(f"Q: {qa.question}\n   A: {result.answer[:200]}\n   gold: {qa.answer}  | cited turns: {', '.join(result.cited_turns(6))}")
+    print(f"== {min(len(conversation.qa), args.limit)} questions, {calls} LLM calls, {time.perf_counter() - started:.2f}s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="logicmap", description="Long-term memory for conversational agents.")
+    parser.add_argument("--data-dir", help="memory directory (default: LOGICMAP_DATA_DIR or .logicmap)")
+    parser.add_argument("--embeddings", choices=["minilm", "openai", "hashing"], help="embedding provider override")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("ingest", help="ingest a LoCoMo / LongMemEval / JSONL conversation file")
+    p.add_argument("file")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser("ask", help="answer a question from a namespace's memory")
+    p.add_argument("question")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--strategy", "-s", default="compass")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--backbone", help="retrieval backbone (goalmem): bm25, dense, events")
+    p.add_argument("--json", action="store_true", help="print the typed result as JSON")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser("graph", help="draw a namespace's event graph to a self-contained HTML file")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--out", "-o")
+    p.set_defaults(func=cmd_graph)
+
+    p = sub.add_parser("stats", help="memory statistics of a namespace")
+    p.add_argument("--namespace", "-n", required=True)
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("namespaces", help="list namespaces with committed memory")
+    p.set_defaults(func=cmd_namespaces)
+
+    p = sub.add_parser("demo", help="the main job: ingest the sample conversation and answer its questions")
+    p.add_argument("--namespace", "-n", default="sample")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--strategy", "-s", default="compass")
+    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--out-dir", default="reports")
+    p.set_defaults(func=cmd_demo)
+
+    # -- more subcommands are registered below (one block per feature) --
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except (DataFormatError, UnknownNamespaceError, StoreLockedError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; committed sessions are kept, re-run to resume", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

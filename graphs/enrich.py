@@ -1,0 +1,68 @@
+"""The contract of ingest enrichers: extra records (facts, cues, tags) built for a session before commit.
+
+The ingest graph calls ``graphs.ingest_facts.enrich`` in its ``facts`` node and
+``graphs.ingest_cues.enrich`` in its ``cues`` node; each returns an ``Enrichment`` that is added to
+the session's change set, so the extra records become visible atomically with the session.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, Field
+
+from agents.base import Cost, FallbackRecord
+from memory.loaders import Session
+from memory.records import Cue, Event, Fact, Tag, Turn
+from memory.store import ChangeSet, NamespaceSnapshot
+
+__all__ = ["EnrichRequest", "Enrichment", "apply_enrichment"]
+
+
+@dataclass
+class EnrichRequest:
+    """What an enricher sees: the session, its turns and events (after fusion), the committed state."""
+
+    namespace: str
+    session: Session
+    turns: list[Turn]
+    events: list[Event]
+    snapshot: NamespaceSnapshot
+    policy: str  # "llm" or "heuristic"
+    llm: BaseChatModel | None
+    embeddings: Any
+    method: str = "function_calling"
+    tags: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class Enrichment(BaseModel):
+    """Records an enricher adds to the change set, with what it cost and any fallback it used."""
+
+    facts: list[Fact] = Field(default_factory=list)
+    fact_vectors: list[list[float]] = Field(default_factory=list)
+    cues: list[Cue] = Field(default_factory=list)
+    cue_vectors: list[list[float]] = Field(default_factory=list)
+    tags: list[Tag] = Field(default_factory=list)
+    retire: dict[str, list[str]] = Field(default_factory=dict)
+    cost: Cost = Field(default_factory=Cost)
+    fallbacks: list[FallbackRecord] = Field(default_factory=list)
+
+
+def apply_enrichment(change: ChangeSet, enrichment: Enrichment) -> ChangeSet:
+    """The change set with the enrichment's records added."""
+    retire = {k: list(v) for k, v in change.retire.items()}
+    for kind, ids in enrichment.retire.items():
+        retire.setdefault(kind, []).extend(i for i in ids if i not in retire.get(kind, []))
+    return change.model_copy(
+        update={
+            "facts": [*change.facts, *enrichment.facts],
+            "fact_vectors": [*change.fact_vectors, *enrichment.fact_vectors],
+            "cues": [*change.cues, *enrichment.cues],
+            "cue_vectors": [*change.cue_vectors, *enrichment.cue_vectors],
+            "tags": [*change.tags, *enrichment.tags],
+            "retire": retire,
+        }
+    )

@@ -1,0 +1,38 @@
+"""Named answering strategies, resolved lazily: ``answer(strategy, question, namespace, ...)``.
+
+Each strategy module provides ``answer(question, namespace, *, resources=None, policy="llm", **options)``
+returning an ``AnswerResult``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from graphs.resources import Resources
+from graphs.result import AnswerResult
+
+__all__ = ["STRATEGIES", "answer", "strategy_function"]
+
+STRATEGIES: dict[str, str] = {
+    "compass": "graphs.compass:answer",
+    "goalmem": "graphs.goalmem:answer",
+    "real": "graphs.real:answer",
+    "reconstruct": "graphs.reconstruct:answer",
+    "dense": "graphs.baselines:answer_dense",
+    "bm25": "graphs.baselines:answer_bm25",
+}
+
+
+def strategy_function(name: str) -> Any:
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGIES)}")
+    module, attr = STRATEGIES[name].split(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def answer(
+    strategy: str, question: str, namespace: str, *, resources: Resources | None = None, **options: Any
+) -> AnswerResult:
+    """Answer ``question`` from ``namespace`` with the named strategy."""
+    return strategy_function(strategy)(question, namespace, resources=resources, **options)

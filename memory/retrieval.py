@@ -1,0 +1,185 @@
+"""Retrieval backbones over a namespace: BM25 and dense search over turns and events.
+
+Every backbone returns ``Hit`` records with the turn ids they cite, so any strategy can use any of them.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from memory.embeddings import normalize
+from memory.store import MemoryStore, NamespaceSnapshot
+
+__all__ = [
+    "BM25Index",
+    "Backbone",
+    "Hit",
+    "MemoryRetriever",
+    "bm25_events",
+    "bm25_turns",
+    "dense_events",
+    "dense_turns",
+    "reciprocal_rank_fusion",
+    "tokenize",
+]
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an the and or of to in on at for with is was were are be been it its this that i you he she we they "
+    "my your his her our their me him them do did does so but if as by from about what which who when where "
+    "why how".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens without stop words, with a light plural/suffix strip."""
+    tokens = []
+    for tok in _TOKEN.findall(text.lower()):
+        if tok in _STOP:
+            continue
+        if len(tok) > 4 and tok.endswith("s") and not tok.endswith("ss"):
+            tok = tok[:-1]
+        tokens.append(tok)
+    return tokens
+
+
+class BM25Index:
+    """Okapi BM25 (k1 = 1.5, b = 0.75) over a fixed list of documents."""
+
+    def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
+        self.k1, self.b = k1, b
+        self.docs = [Counter(tokenize(d)) for d in documents]
+        self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=np.float32)
+        self.avg = float(self.lengths.mean()) if len(self.docs) else 0.0
+        df: Counter[str] = Counter()
+        for d in self.docs:
+            df.update(d.keys())
+        n = len(self.docs)
+        self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+
+    def scores(self, query: str) -> np.ndarray:
+        out = np.zeros(len(self.docs), dtype=np.float32)
+        if not self.docs:
+            return out
+        terms = tokenize(query)
+        for i, doc in enumerate(self.docs):
+            norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / (self.avg or 1.0))
+            s = 0.0
+            for t in terms:
+                f = doc.get(t)
+                if f:
+                    s += self.idf[t] * f * (self.k1 + 1) / (f + norm)
+            out[i] = s
+        return out
+
+
+@dataclass
+class Hit:
+    """One retrieved memory: a turn or an event, its text, the turns it cites, and its score."""
+
+    kind: Literal["turn", "event", "fact"]
+    id: str
+    text: str
+    turn_ids: list[str] = field(default_factory=list)
+    score: float = 0.0
+    time: str | None = None
+
+
+class Backbone(Protocol):
+    """What Goal-Mem, the baselines and the tools need from a retriever."""
+
+    name: str
+
+    def search(self, query: str, k: int) -> list[Hit]: ...
+
+
+def _turn_hit(snapshot: NamespaceSnapshot, dia_id: str, score: float) -> Hit:
+    turn = snapshot.turns[dia_id]
+    when = turn.session_time.date().isoformat() if turn.session_time else None
+    return Hit("turn", dia_id, turn.render(), [dia_id], score, when)
+
+
+def _event_hit(snapshot: NamespaceSnapshot, eid: str, score: float) -> Hit:
+    event = snapshot.events[eid]
+    return Hit("event", eid, event.render(), list(event.turn_ids), score, event.time)
+
+
+def _cache(snapshot: NamespaceSnapshot, key: str, build):  # noqa: ANN001, ANN202
+    cache = snapshot.__dict__.setdefault("_indexes", {})
+    if key not in cache:
+        cache[key] = build()
+    return cache[key]
+
+
+class MemoryRetriever:
+    """A backbone over one namespace: ``bm25`` or ``dense`` over ``turns`` or ``events``."""
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        namespace: str,
+        *,
+        method: Literal["bm25", "dense"],
+        unit: Literal["turns", "events"],
+        embeddings: Embeddings | None = None,
+    ) -> None:
+        if method == "dense" and embeddings is None:
+            raise ValueError("a dense backbone needs an embedder")
+        self.store, self.namespace, self.method, self.unit, self.embeddings = store, namespace, method, unit, embeddings
+        self.name = f"{method}_{unit}"
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        snapshot = self.store.snapshot(self.namespace)
+        records = snapshot.turns if self.unit == "turns" else snapshot.events
+        ids = list(records)
+        if not ids or k <= 0:
+            return []
+        make = _turn_hit if self.unit == "turns" else _event_hit
+        if self.method == "bm25":
+            def build() -> BM25Index:
+                if self.unit == "turns":
+                    return BM25Index([snapshot.turns[i].render() for i in ids])
+                return BM25Index([snapshot.events[i].summary for i in ids])
+
+            index = _cache(snapshot, f"bm25:{self.unit}", build)
+            scores = index.scores(query)
+        else:
+            vectors = snapshot.turn_vectors if self.unit == "turns" else snapshot.event_vectors
+            matrix = _cache(snapshot, f"dense:{self.unit}", lambda: normalize(np.vstack([vectors[i] for i in ids])))
+            assert self.embeddings is not None
+            scores = matrix @ normalize(np.asarray(self.embeddings.embed_query(query), dtype=np.float32))
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [make(snapshot, ids[i], float(scores[i])) for i in order]
+
+
+def bm25_turns(store: MemoryStore, namespace: str) -> MemoryRetriever:
+    return MemoryRetriever(store, namespace, method="bm25", unit="turns")
+
+
+def bm25_events(store: MemoryStore, namespace: str) -> MemoryRetriever:
+    return MemoryRetriever(store, namespace, method="bm25", unit="events")
+
+
+def dense_turns(store: MemoryStore, namespace: str, embeddings: Embeddings) -> MemoryRetriever:
+    return MemoryRetriever(store, namespace, method="dense", unit="turns", embeddings=embeddings)
+
+
+def dense_events(store: MemoryStore, namespace: str, embeddings: Embeddings) -> MemoryRetriever:
+    return MemoryRetriever(store, namespace, method="dense", unit="events", embeddings=embeddings)
+
+
+def reciprocal_rank_fusion(rankings: Sequence[Sequence[str]], k: int = 60) -> list[tuple[str, float]]:
+    """Fuse several rankings of ids: score = sum of 1 / (k + rank)."""
+    scores: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, rid in enumerate(ranking):
+            scores[rid] = scores.get(rid, 0.0) + 1.0 / (k + rank + 1)
+    return sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))
