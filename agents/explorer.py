@@ -1,0 +1,140 @@
+"""Explorer role: SKIP / EXPAND / ANSWER for an event, one call per event or one call per superstep.
+
+An unparseable decision is retried once, then becomes SKIP and is recorded (never a silent EXPAND).
+The similarity explorer is the no-LLM policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from langchain_core.language_models import BaseChatModel
+
+from agents.base import RoleOutcome, run_role
+from prompts import explore as prompt
+from prompts.explore import BatchDecision, EventDecision, ExplorerDecision
+
+__all__ = ["ExplorerView", "explore_batch", "explore_event", "similarity_decision", "validate_decision"]
+
+
+@dataclass
+class ExplorerView:
+    """What an explorer sees of one event: its text with raw turns, and its neighbours with relations."""
+
+    event_id: str
+    event_text: str
+    neighbors: list[tuple[str, str, str]]  # (neighbour id, relation label, neighbour text)
+
+    def neighbors_text(self) -> str:
+        return "\n".join(f"- {nid} [{label}] {text}" for nid, label, text in self.neighbors)
+
+
+def validate_decision(decision: ExplorerDecision, view: ExplorerView, n_subgoals: int) -> list[str]:
+    allowed = {nid for nid, _, _ in view.neighbors}
+    problems = []
+    bad = [e for e in decision.next_events if e not in allowed]
+    if bad:
+        problems.append(f"next_events {bad} are not neighbours of {view.event_id}; neighbours are {sorted(allowed)}")
+    if len(decision.next_events) > 3:
+        problems.append("at most 3 next_events")
+    wrong = [i for i in decision.satisfied_subgoals if not 0 <= i < n_subgoals]
+    if wrong:
+        problems.append(f"satisfied_subgoals {wrong} out of range 0..{n_subgoals - 1}")
+    return problems
+
+
+def _skip() -> ExplorerDecision:
+    return ExplorerDecision(action="SKIP")
+
+
+def explore_event(
+    llm: BaseChatModel | None,
+    context: str,
+    view: ExplorerView,
+    n_subgoals: int,
+    *,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[ExplorerDecision]:
+    return run_role(
+        llm,
+        role="explorer",
+        messages=prompt.build_messages(context, view.event_text, view.neighbors_text()),
+        schema=ExplorerDecision,
+        validate=lambda d: validate_decision(d, view, n_subgoals),
+        fallback=_skip,
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "event_id": view.event_id, "prompt_version": prompt.VERSION},
+    )
+
+
+def explore_batch(
+    llm: BaseChatModel | None,
+    context: str,
+    views: Sequence[ExplorerView],
+    n_subgoals: int,
+    *,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[BatchDecision]:
+    """One call decides for every event of the superstep; each event must get exactly one decision."""
+    by_id = {v.event_id: v for v in views}
+
+    def validate(batch: BatchDecision) -> list[str]:
+        got = [d.event_id for d in batch.decisions]
+        problems = []
+        if sorted(got) != sorted(by_id):
+            problems.append(f"give exactly one decision for each of {sorted(by_id)}, got {got}")
+        for d in batch.decisions:
+            if d.event_id in by_id:
+                problems.extend(f"{d.event_id}: {p}" for p in validate_decision(d, by_id[d.event_id], n_subgoals))
+        return problems
+
+    text = "\n\n".join(f"Event {v.event_id}:\n{v.event_text}\nNeighbours:\n{v.neighbors_text() or '(none)'}" for v in views)
+    return run_role(
+        llm,
+        role="explorer_batch",
+        messages=prompt.build_batch_messages(context, text),
+        schema=BatchDecision,
+        validate=validate,
+        fallback=lambda: BatchDecision(decisions=[EventDecision(event_id=v.event_id, action="SKIP") for v in views]),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
+    )
+
+
+def similarity_decision(
+    event_vector: np.ndarray,
+    subgoal_vectors: np.ndarray,
+    satisfied: Sequence[bool],
+    neighbor_ids: Sequence[str],
+    neighbor_vectors: np.ndarray,
+    *,
+    keep_threshold: float,
+    satisfy_threshold: float,
+    expand_threshold: float,
+) -> ExplorerDecision:
+    """The no-LLM explorer: keep an event similar to an open subgoal, satisfy subgoals it matches well,
+    expand to the neighbours closest to the open subgoals."""
+    sims = subgoal_vectors @ event_vector if len(subgoal_vectors) else np.zeros(0)
+    open_idx = [i for i, done in enumerate(satisfied) if not done] or list(range(len(satisfied)))
+    relevance = float(max((sims[i] for i in open_idx), default=0.0))
+    if relevance < keep_threshold:
+        return ExplorerDecision(action="SKIP")
+    now_satisfied = [i for i in range(len(satisfied)) if sims[i] >= satisfy_threshold and not satisfied[i]]
+    state = [done or i in now_satisfied for i, done in enumerate(satisfied)]
+    next_events: list[str] = []
+    if len(neighbor_ids):
+        still_open = [i for i, done in enumerate(state) if not done] or open_idx
+        scores = (neighbor_vectors @ subgoal_vectors[still_open].T).max(axis=1)
+        for j in np.argsort(-scores, kind="stable")[:3]:
+            if scores[j] >= expand_threshold:
+                next_events.append(neighbor_ids[j])
+    action = "ANSWER" if all(state) else "EXPAND"
+    return ExplorerDecision(action=action, next_events=next_events, satisfied_subgoals=now_satisfied)

@@ -1,0 +1,77 @@
+"""Planner role: 2-5 subgoals for a question, and a refined query for the subgoals still unsatisfied.
+
+Fallbacks (and no-LLM policy): subgoals from the question's clauses; the refined query joins what is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from langchain_core.language_models import BaseChatModel
+
+from agents.base import RoleOutcome, run_role
+from memory.retrieval import tokenize
+from prompts import plan as prompt
+from prompts.plan import Plan, RefinedQuery
+
+__all__ = ["clause_subgoals", "plan_subgoals", "refine_query"]
+
+_CLAUSE_SPLIT = re.compile(r"\s*(?:[,;]|\band\b|\bbecause\b|\bafter\b|\bbefore\b|\bwhile\b)\s*", re.IGNORECASE)
+
+
+def clause_subgoals(question: str, limit: int = 5) -> list[str]:
+    """The question's clauses that carry content words; the whole question when it has one clause."""
+    text = question.strip().rstrip("?").strip()
+    parts = [p.strip() for p in _CLAUSE_SPLIT.split(text) if len(tokenize(p)) >= 2]
+    if len(parts) <= 1:
+        return [text or question]
+    return parts[:limit]
+
+
+def _validate_plan(plan: Plan) -> list[str]:
+    goals = [g for g in plan.subgoals if g.strip()]
+    if not 2 <= len(goals) <= 5:
+        return [f"give 2 to 5 non-empty subgoals, got {len(goals)}"]
+    return []
+
+
+def plan_subgoals(
+    llm: BaseChatModel | None, question: str, *, method: str = "function_calling", tags: Sequence[str] = (), metadata: dict | None = None
+) -> RoleOutcome[Plan]:
+    outcome = run_role(
+        llm,
+        role="planner",
+        messages=prompt.build_messages(question),
+        schema=Plan,
+        validate=_validate_plan,
+        fallback=lambda: Plan(subgoals=clause_subgoals(question)),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
+    )
+    outcome.output.subgoals = [g.strip() for g in outcome.output.subgoals if g.strip()][:5]
+    return outcome
+
+
+def refine_query(
+    llm: BaseChatModel | None,
+    question: str,
+    missing: list[str],
+    found: str,
+    *,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[RefinedQuery]:
+    return run_role(
+        llm,
+        role="refiner",
+        messages=prompt.build_refine_messages(question, missing, found),
+        schema=RefinedQuery,
+        validate=lambda r: [] if r.query.strip() else ["empty query"],
+        fallback=lambda: RefinedQuery(query=" ".join(missing) or question),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
+    )

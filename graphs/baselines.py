@@ -1,0 +1,63 @@
+"""Plain retrieval baselines: top-k turns by dense similarity or BM25, then the responder.
+
+They are what the graph strategies are measured against.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from agents.responder import EvidenceText, respond
+from graphs.resources import Resources, default_resources
+from graphs.result import AnswerResult, EvidenceItem
+from memory.retrieval import MemoryRetriever
+
+__all__ = ["answer_bm25", "answer_dense", "answer_top_k"]
+
+
+def answer_top_k(
+    question: str,
+    namespace: str,
+    *,
+    method: Literal["dense", "bm25"],
+    resources: Resources | None = None,
+    policy: str = "llm",
+    k: int = 10,
+    **_: object,
+) -> AnswerResult:
+    """Retrieve the top ``k`` turns with ``method`` and answer from them."""
+    started = time.perf_counter()
+    res = resources or default_resources()
+    res.store.require_namespace(namespace)
+    retriever = MemoryRetriever(res.store, namespace, method=method, unit="turns", embeddings=res.embeddings)
+    hits = retriever.search(question, k)
+    evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]
+    llm = None if policy == "heuristic" else res.llm
+    outcome = respond(
+        llm, question, evidence, method=res.method,
+        tags=[f"strategy:{method}", f"policy:{policy}"], metadata={"namespace": namespace, "k": k},
+    )
+    cost = outcome.cost.model_copy(update={"wall_time_s": time.perf_counter() - started})
+    fallbacks = [outcome.fallback] if outcome.fallback and policy != "heuristic" else []
+    return AnswerResult(
+        strategy=method,
+        namespace=namespace,
+        question=question,
+        answer=outcome.output.answer,
+        evidence=[EvidenceItem(kind="turn", id=h.id, text=h.text, turn_ids=h.turn_ids, time=h.time, score=h.score) for h in hits],
+        cost=cost,
+        steps=1,
+        fallbacks=fallbacks,
+        details={"k": k, "cited_ids": outcome.output.cited_ids},
+    )
+
+
+def answer_dense(question: str, namespace: str, **kwargs: object) -> AnswerResult:
+    """Plain dense RAG: top-k turns by embedding similarity."""
+    return answer_top_k(question, namespace, method="dense", **kwargs)  # type: ignore[arg-type]
+
+
+def answer_bm25(question: str, namespace: str, **kwargs: object) -> AnswerResult:
+    """Plain BM25: top-k turns by BM25."""
+    return answer_top_k(question, namespace, method="bm25", **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,524 @@
+"""REAL's fact layer: cardinality-aware, non-destructive updates of temporal facts and as-of queries.
+
+Pure functions over ``Fact`` records: nothing here reads or writes the store, and nothing is deleted.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Any, Literal
+
+from memory.records import Fact, FactIntent, stable_hash
+from memory.timeparse import parse_timestamp
+
+__all__ = [
+    "ASSERTED_CONFIDENCE",
+    "DEFAULT_CARDINALITY",
+    "FACT_INTENTS",
+    "HEDGED_CONFIDENCE",
+    "INFERRED_CONFIDENCE",
+    "RELATION_ALIASES",
+    "STABLE_CONFIDENCE",
+    "Cardinality",
+    "FactDecision",
+    "FactUpdate",
+    "apply_fact_updates",
+    "attribute_history",
+    "combine_confidence",
+    "entity_key",
+    "fact_id",
+    "fact_text",
+    "facts_as_of",
+    "interval_text",
+    "make_fact",
+    "normalize_relation",
+    "parse_when",
+    "relation_cardinality",
+    "render_fact",
+    "valid_at",
+    "valid_during",
+]
+
+Cardinality = Literal["single", "multi"]
+FACT_INTENTS: tuple[FactIntent, ...] = ("FACT", "CAUSAL", "TEMPORAL", "CONTRAST", "EVOLUTION")
+
+# REAL's "stable" confidence: a fact below it is shown to the search only when the question asks
+# for uncertain information. Assertions start above it, hedged statements below it.
+STABLE_CONFIDENCE = 0.8
+ASSERTED_CONFIDENCE = 0.9
+INFERRED_CONFIDENCE = 0.7
+HEDGED_CONFIDENCE = 0.6
+
+# Single-valued relations hold one value at a time: a new value closes the old one's interval.
+# Anything not listed (and not hinted by the extractor) is multi-valued, the safe default: a
+# parallel fact never hides another one.
+DEFAULT_CARDINALITY: dict[str, Cardinality] = {
+    # single
+    "lives_in": "single",
+    "home_in": "single",
+    "flat_in": "single",
+    "works_at": "single",
+    "occupation": "single",
+    "married_to": "single",
+    "engaged_to": "single",
+    "dating": "single",
+    "relationship_status": "single",
+    "age": "single",
+    "birthday": "single",
+    "born_in": "single",
+    "nationality": "single",
+    "favourite_food": "single",
+    "favourite_drink": "single",
+    "favourite_color": "single",
+    "favourite_book": "single",
+    "favourite_movie": "single",
+    "studies_at": "single",
+    "current_goal": "single",
+    "job_schedule": "single",
+    # multi
+    "likes": "multi",
+    "dislikes": "multi",
+    "visited": "multi",
+    "has_pet": "multi",
+    "adopted": "multi",
+    "friend_of": "multi",
+    "sibling": "multi",
+    "sister": "multi",
+    "brother": "multi",
+    "child": "multi",
+    "parent": "multi",
+    "hobby": "multi",
+    "plays": "multi",
+    "owns": "multi",
+    "speaks": "multi",
+    "drinks": "multi",
+    "eats": "multi",
+    "wants": "multi",
+    "plans": "multi",
+    "started": "multi",
+    "finished": "multi",
+    "signed_up_for": "multi",
+    "never_tried": "multi",
+    "job_offer_from": "multi",
+    "is_a": "multi",
+    "helped": "multi",
+    "decided_because": "multi",
+}
+
+# Spellings extractors use for the same relation; the canonical name decides cardinality and ids.
+RELATION_ALIASES: dict[str, str] = {
+    "live_in": "lives_in",
+    "lives_at": "lives_in",
+    "resides_in": "lives_in",
+    "residence": "lives_in",
+    "home_city": "lives_in",
+    "city_of_residence": "lives_in",
+    "moved_to": "lives_in",
+    "work_at": "works_at",
+    "works_for": "works_at",
+    "employed_at": "works_at",
+    "employed_by": "works_at",
+    "employer": "works_at",
+    "job": "occupation",
+    "profession": "occupation",
+    "works_as": "occupation",
+    "is_married_to": "married_to",
+    "spouse": "married_to",
+    "favorite_food": "favourite_food",
+    "favorite_drink": "favourite_drink",
+    "favorite_color": "favourite_color",
+    "favorite_book": "favourite_book",
+    "favorite_movie": "favourite_movie",
+    "like": "likes",
+    "love": "likes",
+    "loves": "likes",
+    "enjoys": "likes",
+    "dislike": "dislikes",
+    "hates": "dislikes",
+    "visit": "visited",
+    "has_dog": "has_pet",
+    "has_cat": "has_pet",
+    "owns_pet": "has_pet",
+    "pet": "has_pet",
+    "hobbies": "hobby",
+    "has_sister": "sister",
+    "has_brother": "brother",
+    "type_of": "is_a",
+    "kind_of": "is_a",
+    "instance_of": "is_a",
+}
+
+_ARTICLES = re.compile(r"^(?:the|a|an|my|his|her|their|our)\s+", re.IGNORECASE)
+_NON_WORD = re.compile(r"[^a-z0-9']+")
+
+
+def normalize_relation(text: str) -> str:
+    """``"Lives in"`` -> ``lives_in``; known aliases map to one canonical name."""
+    rel = _NON_WORD.sub("_", (text or "").strip().lower()).strip("_").replace("'", "")
+    return RELATION_ALIASES.get(rel, rel) or "related_to"
+
+
+def entity_key(text: str) -> str:
+    """The comparison key of an entity: lowercase, no leading article, single spaces, no punctuation."""
+    value = re.sub(r"\s+", " ", (text or "").strip().lower())
+    value = _ARTICLES.sub("", value)
+    value = re.sub(r"[^\w\s'-]", "", value).strip()
+    return value
+
+
+def relation_cardinality(
+    relation: str, table: Mapping[str, Cardinality] | None = None, hint: str | None = None
+) -> Cardinality:
+    """Cardinality from the table, else the extractor's hint, else multi (unknown is multi-valued)."""
+    rel = normalize_relation(relation)
+    known = (table if table is not None else DEFAULT_CARDINALITY).get(rel)
+    if known:
+        return known
+    return "single" if hint == "single" else "multi"
+
+
+def fact_id(namespace: str, head: str, relation: str, tail: str, episode: int = 0) -> str:
+    """Deterministic id of a triple; ``episode`` counts re-openings of a triple after it was closed."""
+    digest = stable_hash(namespace, entity_key(head), normalize_relation(relation), entity_key(tail), length=12)
+    return f"F-{digest}" if episode == 0 else f"F-{digest}-{episode}"
+
+
+def combine_confidence(old: float, new: float) -> float:
+    """Noisy-or of two independent supports: a confirmation never lowers confidence."""
+    old, new = min(max(old, 0.0), 1.0), min(max(new, 0.0), 1.0)
+    return round(1.0 - (1.0 - old) * (1.0 - new), 4)
+
+
+def parse_when(value: Any) -> datetime | None:
+    """A datetime from a datetime, a date, ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a session timestamp."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return value.replace(tzinfo=None)
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day)
+    text = str(value).strip()
+    if re.fullmatch(r"\d{4}", text):
+        return datetime(int(text), 1, 1)
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        year, month = text.split("-")
+        return datetime(int(year), int(month), 1)
+    return parse_timestamp(text)
+
+
+def make_fact(
+    namespace: str,
+    head: str,
+    relation: str,
+    tail: str,
+    *,
+    valid_from: Any = None,
+    valid_to: Any = None,
+    confidence: float = ASSERTED_CONFIDENCE,
+    intent: FactIntent = "FACT",
+    turn_ids: Sequence[str] = (),
+    cardinality: Cardinality | None = None,
+    table: Mapping[str, Cardinality] | None = None,
+    episode: int = 0,
+) -> Fact:
+    """A new fact record with a deterministic id and cardinality from the table."""
+    rel = normalize_relation(relation)
+    return Fact(
+        id=fact_id(namespace, head, rel, tail, episode),
+        namespace=namespace,
+        head=head.strip(),
+        relation=rel,
+        tail=tail.strip(),
+        valid_from=parse_when(valid_from),
+        valid_to=parse_when(valid_to),
+        confidence=round(min(max(confidence, 0.0), 1.0), 4),
+        intent=intent,
+        cardinality=relation_cardinality(rel, table, cardinality),
+        turn_ids=list(dict.fromkeys(turn_ids)),
+    )
+
+
+# -- time ---------------------------------------------------------------------------------------
+
+
+def valid_at(fact: Fact, when: Any) -> bool:
+    """Whether the fact holds at ``when`` (``valid_from <= when < valid_to``; open ends are unbounded)."""
+    moment = parse_when(when)
+    if moment is None:
+        return True
+    if fact.valid_from is not None and fact.valid_from > moment:
+        return False
+    return fact.valid_to is None or moment < fact.valid_to
+
+
+def valid_during(fact: Fact, start: Any, end: Any = None) -> bool:
+    """Whether the fact's interval overlaps ``[start, end)``; without ``end`` it is ``valid_at(start)``."""
+    lo, hi = parse_when(start), parse_when(end)
+    if hi is None:
+        return valid_at(fact, lo)
+    if lo is None:
+        return fact.valid_from is None or fact.valid_from < hi
+    if fact.valid_from is not None and fact.valid_from >= hi:
+        return False
+    return fact.valid_to is None or fact.valid_to > lo
+
+
+def _facts_of(source: Any) -> list[Fact]:
+    records = getattr(source, "facts", source)
+    if isinstance(records, Mapping):
+        return list(records.values())
+    return list(records)
+
+
+def facts_as_of(
+    source: Any,
+    when: Any,
+    *,
+    head: str | None = None,
+    relation: str | None = None,
+    min_confidence: float = 0.0,
+) -> list[Fact]:
+    """Facts valid at ``when`` from a ``NamespaceSnapshot``, a dict of facts or a list, ordered by time."""
+    head_key = entity_key(head) if head else None
+    rel = normalize_relation(relation) if relation else None
+    found = [
+        f
+        for f in _facts_of(source)
+        if valid_at(f, when)
+        and f.confidence >= min_confidence
+        and (head_key is None or entity_key(f.head) == head_key)
+        and (rel is None or f.relation == rel)
+    ]
+    return sorted(found, key=_time_order)
+
+
+def attribute_history(source: Any, head: str, relation: str) -> list[Fact]:
+    """Every version of one attribute (head + relation), oldest first, closed and open alike."""
+    head_key, rel = entity_key(head), normalize_relation(relation)
+    found = [f for f in _facts_of(source) if entity_key(f.head) == head_key and f.relation == rel]
+    return sorted(found, key=_time_order)
+
+
+def _time_order(fact: Fact) -> tuple[datetime, datetime, str]:
+    return (fact.valid_from or datetime.min, fact.valid_to or datetime.max, fact.id)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.date().isoformat() if moment.time() == datetime.min.time() else moment.isoformat(timespec="minutes")
+
+
+def interval_text(fact: Fact) -> str:
+    """``[2023-04-24 -> open)`` style validity interval."""
+    return f"[{_iso(fact.valid_from) or '?'} -> {_iso(fact.valid_to) or 'open'})"
+
+
+def fact_text(fact: Fact) -> str:
+    """``head relation tail`` with the relation's words: the text facts are embedded with."""
+    return f"{fact.head} {fact.relation.replace('_', ' ')} {fact.tail}"
+
+
+def render_fact(fact: Fact) -> str:
+    """One line a person or a model reads: triple, interval, confidence, intent and cited turns."""
+    turns = f" turns {', '.join(fact.turn_ids)}" if fact.turn_ids else ""
+    return (
+        f"{fact.head} -[{fact.relation}]-> {fact.tail} {interval_text(fact)} "
+        f"confidence {fact.confidence:.2f} {fact.intent}{turns}"
+    )
+
+
+# -- updates ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FactDecision:
+    """What the update rules did with one incoming fact.
+
+    ``action``: add (new fact), parallel (another value of a multi-valued relation), confirm (same
+    triple: turns merged, confidence raised), extend (same triple stated earlier: interval starts
+    earlier), close (a single-valued value replaced; the old version keeps its closed interval),
+    backfill (an older value stated late: added with a closed interval), contest (a hedged value
+    that does not retire a more confident one), end (the triple was said to have stopped),
+    promote (a confirmation made a contested value stable and closed the older value).
+    """
+
+    action: str
+    fact_id: str
+    other_id: str | None = None
+    detail: str = ""
+
+
+@dataclass
+class FactUpdate:
+    """Facts to write (new facts and new versions of existing ones) and the decisions taken."""
+
+    facts: list[Fact] = field(default_factory=list)
+    decisions: list[FactDecision] = field(default_factory=list)
+
+    def actions(self) -> list[str]:
+        return [d.action for d in self.decisions]
+
+
+def _event(action: str, at: datetime | None, **extra: Any) -> dict[str, object]:
+    entry: dict[str, object] = {"action": action, "at": _iso(at)}
+    entry.update({k: v for k, v in extra.items() if v is not None})
+    return entry
+
+
+class _Working:
+    """The facts touched so far, keyed by id, with an index by (head key, relation)."""
+
+    def __init__(self, existing: Iterable[Fact]) -> None:
+        self.facts: dict[str, Fact] = {}
+        self.by_attribute: dict[tuple[str, str], list[str]] = {}
+        self.written: dict[str, Fact] = {}
+        for fact in existing:
+            self._index(fact)
+
+    def _index(self, fact: Fact) -> None:
+        if fact.id not in self.facts:
+            self.by_attribute.setdefault((entity_key(fact.head), fact.relation), []).append(fact.id)
+        self.facts[fact.id] = fact
+
+    def group(self, fact: Fact) -> list[Fact]:
+        return [self.facts[i] for i in self.by_attribute.get((entity_key(fact.head), fact.relation), [])]
+
+    def write(self, fact: Fact) -> None:
+        self._index(fact)
+        self.written[fact.id] = fact
+
+
+def apply_fact_updates(
+    existing: Iterable[Fact] | Mapping[str, Fact],
+    incoming: Sequence[Fact],
+    *,
+    table: Mapping[str, Cardinality] | None = None,
+    stable_confidence: float = STABLE_CONFIDENCE,
+) -> FactUpdate:
+    """Apply incoming facts (in time order) to the existing ones; return what to write.
+
+    Only facts with the same head and relation are ever compared, so an update can never touch an
+    unrelated fact. Existing facts are never removed: a replaced value gets a new version of the same
+    fact id with ``valid_to`` set and a ``history`` entry saying what closed it.
+    """
+    working = _Working(existing.values() if isinstance(existing, Mapping) else existing)
+    decisions: list[FactDecision] = []
+    ordered = sorted(enumerate(incoming), key=lambda item: (item[1].valid_from or datetime.min, item[0]))
+    for _, raw in ordered:
+        rel = normalize_relation(raw.relation)
+        cardinality = relation_cardinality(rel, table, raw.cardinality)
+        candidate = raw.model_copy(update={"relation": rel, "cardinality": cardinality})
+        decisions.extend(_apply_one(working, candidate, stable_confidence))
+    return FactUpdate(facts=list(working.written.values()), decisions=decisions)
+
+
+def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecision]:
+    group = working.group(cand)
+    tail_key = entity_key(cand.tail)
+    same = sorted((f for f in group if entity_key(f.tail) == tail_key), key=_time_order)
+    t = cand.valid_from
+
+    # The triple was said to have stopped ("I no longer work at X"): close its open version.
+    if cand.valid_to is not None:
+        open_same = [f for f in same if f.valid_to is None]
+        if open_same:
+            target = open_same[-1]
+            working.write(_closed(target, cand.valid_to, by=None, turn_ids=cand.turn_ids, action="end"))
+            return [FactDecision("end", target.id, detail=f"closed at {_iso(cand.valid_to)}")]
+
+    # The same triple again: confirm it, or extend its interval.
+    for existing in reversed(same):
+        inside = (t is None or existing.valid_from is None or existing.valid_from <= t) and (
+            existing.valid_to is None or t is None or t < existing.valid_to
+        )
+        earlier = t is not None and existing.valid_from is not None and t < existing.valid_from
+        if not (inside or earlier):
+            continue
+        confidence = combine_confidence(existing.confidence, cand.confidence)
+        valid_from = t if earlier else existing.valid_from
+        updated = existing.model_copy(
+            update={
+                "confidence": confidence,
+                "valid_from": valid_from,
+                "turn_ids": list(dict.fromkeys([*existing.turn_ids, *cand.turn_ids])),
+                "history": [
+                    *existing.history,
+                    _event(
+                        "extend" if earlier else "confirm",
+                        t,
+                        turn_ids=list(cand.turn_ids),
+                        confidence=[existing.confidence, confidence],
+                        valid_from=_iso(valid_from) if earlier else None,
+                    ),
+                ],
+            }
+        )
+        working.write(updated)
+        out = [FactDecision("extend" if earlier else "confirm", existing.id, detail=f"confidence {confidence:.2f}")]
+        if cand.cardinality == "single" and existing.confidence < stable <= confidence and updated.valid_to is None:
+            out.extend(_retire_older_values(working, updated, stable, action="promote"))
+        return out
+
+    episode = len(same)
+    new = cand.model_copy(
+        update={
+            "id": fact_id(cand.namespace, cand.head, cand.relation, cand.tail, episode),
+            "valid_to": None,
+            "history": [_event("add", t, turn_ids=list(cand.turn_ids), confidence=cand.confidence)],
+        }
+    )
+    if cand.cardinality == "multi":
+        action = "parallel" if group else "add"
+        working.write(new)
+        return [FactDecision(action, new.id)]
+
+    # Single-valued: a later value is stated after this one -> this one is history already.
+    if t is not None:
+        later = [f.valid_from for f in group if f.valid_from is not None and f.valid_from > t and entity_key(f.tail) != tail_key]
+        if later:
+            end = min(later)
+            new = new.model_copy(update={"valid_to": end, "history": [*new.history, _event("backfill", end)]})
+            working.write(new)
+            return [FactDecision("backfill", new.id, detail=f"closed at {_iso(end)} by a later value")]
+    working.write(new)
+    decisions = [FactDecision("add", new.id)]
+    decisions.extend(_retire_older_values(working, new, stable, action="close"))
+    return decisions
+
+
+def _retire_older_values(working: _Working, current: Fact, stable: float, *, action: str) -> list[FactDecision]:
+    """Close the open, older, differently valued facts of a single-valued attribute at ``current``'s start."""
+    t = current.valid_from
+    key = entity_key(current.tail)
+    out: list[FactDecision] = []
+    for other in working.group(current):
+        if other.id == current.id or other.valid_to is not None or entity_key(other.tail) == key:
+            continue
+        if t is None:
+            out.append(FactDecision("contest", current.id, other.id, "undated: both kept open"))
+            continue
+        if other.valid_from is not None and other.valid_from > t:
+            continue
+        # A hedged value does not retire a more confident one until a confirmation makes it stable.
+        if current.confidence < stable and current.confidence < other.confidence:
+            out.append(FactDecision("contest", current.id, other.id, "less confident than the open value"))
+            continue
+        working.write(_closed(other, t, by=current.id, turn_ids=current.turn_ids, action="close"))
+        out.append(FactDecision(action, other.id, current.id, f"closed at {_iso(t)}"))
+    return out
+
+
+def _closed(fact: Fact, at: datetime, *, by: str | None, turn_ids: Sequence[str], action: str) -> Fact:
+    # An interval never ends before it starts, even when a statement's time is coarse.
+    end = max(at, fact.valid_from) if fact.valid_from is not None else at
+    return fact.model_copy(
+        update={
+            "valid_to": end,
+            "history": [*fact.history, _event(action, end, by=by, turn_ids=list(turn_ids))],
+        }
+    )
+

@@ -1,0 +1,34 @@
+"""REAL path evaluator prompt: score every candidate path of one beam step in a single call."""
+
+from __future__ import annotations
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from prompts.common import schema_instructions
+
+__all__ = ["VERSION", "PathScore", "PathScores", "build_messages"]
+
+VERSION = "real-evaluate-v1"
+
+
+class PathScore(BaseModel):
+    path_id: str = Field(description="The path id as listed, e.g. 'P3'.")
+    relevance: float = Field(description="0..1: how relevant the path is to the question.")
+    coherence: float = Field(description="0..1: whether the facts chain logically and their times agree.")
+    sufficiency: float = Field(description="0..1: whether the path alone is enough to answer the question.")
+
+
+class PathScores(BaseModel):
+    scores: list[PathScore]
+
+
+def build_messages(question: str, paths_text: str, reference_time: str | None) -> list[BaseMessage]:
+    system = (
+        "You are the REAL path evaluator. Each candidate path is a chain of facts from a conversation's "
+        "memory, each with its validity interval and confidence. Score every path once for query "
+        "relevance, logical coherence (facts connect, times are consistent) and answer sufficiency "
+        "(the path answers the question by itself).\n" + schema_instructions(PathScores)
+    )
+    human = f"Question: {question}\nReference time: {reference_time or 'any'}\nCandidate paths:\n{paths_text}"
+    return [SystemMessage(content=system), HumanMessage(content=human)]
