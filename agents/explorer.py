@@ -110,7 +110,7 @@ def explore_batch(
 
 
 def similarity_decision(
-    event_vector: np.ndarray,
+    event_vectors: np.ndarray,
     subgoal_vectors: np.ndarray,
     satisfied: Sequence[bool],
     neighbor_ids: Sequence[str],
@@ -121,8 +121,13 @@ def similarity_decision(
     expand_threshold: float,
 ) -> ExplorerDecision:
     """The no-LLM explorer: keep an event similar to an open subgoal, satisfy subgoals it matches well,
-    expand to the neighbours closest to the open subgoals."""
-    sims = subgoal_vectors @ event_vector if len(subgoal_vectors) else np.zeros(0)
+    expand to the neighbours closest to the open subgoals.
+
+    ``event_vectors`` are the unit vectors of what the explorer reads (the summary and the cited turns);
+    a subgoal's similarity to the event is its best match among them.
+    """
+    readings = np.atleast_2d(event_vectors)
+    sims = (readings @ subgoal_vectors.T).max(axis=0) if len(subgoal_vectors) else np.zeros(0)
     open_idx = [i for i, done in enumerate(satisfied) if not done] or list(range(len(satisfied)))
     relevance = float(max((sims[i] for i in open_idx), default=0.0))
     if relevance < keep_threshold:

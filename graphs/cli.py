@@ -217,6 +217,51 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_demo)
 
     # -- more subcommands are registered below (one block per feature) --
+
+    # Memory-R2: `logicmap train-data FILE --out PATH [--group-size G] [--curriculum]` (evals.train.smoke)
+    from evals.train.smoke import register_train_data
+
+    register_train_data(sub)
+
+    def cmd_eval(args: argparse.Namespace) -> int:
+        """Evaluate strategies on a LoCoMo / LongMemEval file and write the report (evals.runner)."""
+        from evals.runner import make_judge_model, run_eval
+
+        resources = _resources(args)
+        policy = _policy(args, resources)
+        judge, judge_method = make_judge_model(resources, args.judge_model)
+        out = args.out or f"reports/eval-{Path(args.file).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+        categories = [c for c in (args.categories or "").split(",") if c.strip()] or None
+        run = run_eval(
+            args.file, args.strategy, limit=args.limit, categories=categories, policy=policy, out_dir=out,
+            resources=resources, budgets=[int(b) for b in args.budgets.split(",")], judge=judge,
+            judge_method=judge_method, progress=not args.quiet, langsmith=False if args.no_langsmith else None,
+        )
+        for label, reason in run.unavailable.items():
+            print(f"unavailable: {label}: {reason}")
+        for strategy, stats in run.aggregates.items():
+            s = stats["overall"]
+            recall = " ".join(f"R@{b}={v:.3f}" if v is not None else f"R@{b}=n/a" for b, v in s.recall.items())
+            judged = "judge not run" if s.judge_accuracy is None else f"judge={s.judge_accuracy:.3f}"
+            print(f"{strategy}: {s.questions} q, F1={s.f1:.3f} BLEU-1={s.bleu1:.3f} {judged} {recall}; "
+                  f"{s.llm_calls:.1f} LLM calls/q, {s.wall_time_s:.2f}s/q, errors {s.errors}")
+        print(f"wrote {run.files.get('report')} ({len(run.results)} answers)")
+        return 0
+
+    p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
+    p.add_argument("file")
+    p.add_argument("--strategy", "-s", action="append", required=True,
+                   help="strategy to run (repeatable): compass, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
+    p.add_argument("--limit", type=int, help="at most N questions (in file order)")
+    p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
+                   "default: all but LoCoMo 5 (adversarial)")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--out", "-o", help="output directory (default reports/eval-FILE-TIME)")
+    p.add_argument("--budgets", default="5,10,20", help="evidence recall budgets in turns")
+    p.add_argument("--judge-model", help="LLM judge model (default LOGICMAP_JUDGE_MODEL; none: judge not run)")
+    p.add_argument("--no-langsmith", action="store_true", help="do not push to LangSmith even when configured")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_eval)
     return parser
 
 

@@ -289,10 +289,13 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         }
 
     def heuristic_decision(graph: EventGraph, task: ExploreTask, eid: str, ctx: CompassContext) -> Decision:
-        neighbors = [n.event_id for n in graph.neighbors(eid)]
-        neighbors = list(dict.fromkeys(neighbors))
+        """The no-LLM explorer reads what an LLM explorer reads: the summary and the raw turns it cites."""
+        neighbors = list(dict.fromkeys(n.event_id for n in graph.neighbors(eid)))
+        snapshot = graph.snapshot
+        turn_vectors = [snapshot.turn_vectors[t] for t in graph.events[eid].turn_ids if t in snapshot.turn_vectors]
+        readings = normalize(np.vstack([graph.vector(eid), *turn_vectors]))
         d = similarity_decision(
-            graph.vector(eid),
+            readings,
             embed(task["subgoals"]),
             task["satisfied"],
             neighbors,
@@ -314,7 +317,9 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         visited = list(state.get("visited", []))
         queue = dict(state.get("queue", {}))
         answered = False
-        for d in sorted(decisions, key=lambda d: d["event_id"]):
+        dispatched = {eid: i for i, eid in enumerate(state.get("frontier", []))}
+        # Evidence is kept in the order the events were dispatched (best priority first).
+        for d in sorted(decisions, key=lambda d: (dispatched.get(d["event_id"], len(dispatched)), d["event_id"])):
             if d["action"] in ("EXPAND", "ANSWER") and d["event_id"] not in kept:
                 kept.append(d["event_id"])
             for i in d["satisfied_subgoals"]:
@@ -328,6 +333,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
                     queue[nxt] = 0.0
         # Priorities follow the satisfaction vector: recomputed for every queued event, never stale.
         queue = priorities(graph, list(queue), state["subgoals"], satisfied)
+        ranked = dict(queue)
         step += 1
         done = answered or all(satisfied) or step >= ctx.max_steps
         frontier: list[str] = []
@@ -341,7 +347,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             "visited": [*visited, *frontier],
             "step": step,
             "done": done,
-            "log": [{"node": "merge", "step": step, "decisions": decisions, "satisfied": satisfied, "queue": queue}],
+            "log": [{"node": "merge", "step": step, "decisions": decisions, "satisfied": satisfied, "priorities": ranked}],
         }
 
     def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:

@@ -60,6 +60,8 @@ class IngestContext:
     merge_threshold: float = 0.9
     topic_delta: float = 0.9
     recluster_every: int = 4
+    extract_facts: bool = True
+    extract_cues: bool = True
 
 
 class SessionReport(BaseModel):
@@ -381,10 +383,14 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
 
     def facts(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
         """REAL's temporal facts for the session (graphs/ingest_facts.py)."""
+        if not _ctx(runtime).extract_facts:
+            return {}
         return enrich_with("graphs.ingest_facts", state, runtime)
 
     def cues(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
         """MRAgent's cue-tag records for the session (graphs/ingest_cues.py)."""
+        if not _ctx(runtime).extract_cues:
+            return {}
         return enrich_with("graphs.ingest_cues", state, runtime)
 
     def commit(state: IngestState) -> dict[str, Any]:

@@ -1,11 +1,44 @@
-"""Ingest enricher for REAL's temporal facts (placeholder until the REAL issue lands: adds nothing)."""
+"""Ingest enricher for REAL's temporal facts: extract a session's facts and apply the update rules.
+
+Runs in the ingest graph's ``facts`` node; the facts (new ones and new versions of closed or confirmed
+ones) join the session's change set, so they become visible atomically with the session.
+"""
 
 from __future__ import annotations
 
+from agents.base import Cost, FallbackRecord
+from agents.fact_extractor import extract_session_facts, facts_from_extraction, pattern_extraction
 from graphs.enrich import EnrichRequest, Enrichment
+from memory.facts import apply_fact_updates, fact_text
 
 __all__ = ["enrich"]
 
 
 def enrich(request: EnrichRequest) -> Enrichment:
-    return Enrichment()
+    """Facts for one session: one LLM call (or the pattern extractor), then cardinality-aware updates."""
+    turns = list(request.turns)
+    if not turns:
+        return Enrichment()
+    cost, fallbacks = Cost(), []
+    speakers = list(dict.fromkeys(t.speaker for t in [*request.snapshot.turns.values(), *turns]))
+    if request.policy == "heuristic" or request.llm is None:
+        extraction = pattern_extraction(turns, speakers)
+        if request.policy != "heuristic":
+            fallbacks.append(FallbackRecord(role="fact_extractor", reason="no chat model configured"))
+    else:
+        outcome = extract_session_facts(
+            request.llm, turns, method=request.method, tags=request.tags, metadata=request.metadata
+        )
+        extraction, cost = outcome.output, outcome.cost
+        if outcome.fallback:
+            fallbacks.append(outcome.fallback)
+    candidates = facts_from_extraction(extraction, turns, request.namespace)
+    update = apply_fact_updates(request.snapshot.facts, candidates)
+    if not update.facts:
+        return Enrichment(cost=cost, fallbacks=fallbacks)
+    # A closed or confirmed fact keeps its text, so its stored vector is reused rather than recomputed.
+    stored = request.snapshot.fact_vectors
+    missing = [f for f in update.facts if f.id not in stored]
+    fresh = dict(zip((f.id for f in missing), request.embeddings.embed_documents([fact_text(f) for f in missing])))
+    vectors = [list(map(float, stored[f.id])) if f.id in stored else list(map(float, fresh[f.id])) for f in update.facts]
+    return Enrichment(facts=update.facts, fact_vectors=vectors, cost=cost, fallbacks=fallbacks)

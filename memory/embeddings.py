@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import re
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from memory.config import LogicMapSettings
+from memory.text import tokenize
 
 __all__ = [
     "CachedEmbeddings",
@@ -27,7 +27,6 @@ __all__ = [
     "normalize",
 ]
 
-_WORD = re.compile(r"[a-z0-9]+")
 
 
 def normalize(matrix: np.ndarray) -> np.ndarray:
@@ -62,7 +61,7 @@ class HashingEmbeddings(Embeddings):
 
     def _embed(self, text: str) -> list[float]:
         vector = np.zeros(self.dimensions, dtype=np.float32)
-        words = _WORD.findall(text.lower())
+        words = tokenize(text)
         grams = words + [f"{a}_{b}" for a, b in zip(words, words[1:])]
         for gram in grams:
             digest = hashlib.blake2b(gram.encode(), digest_size=8).digest()

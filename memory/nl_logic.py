@@ -254,7 +254,12 @@ class Goal(BaseModel):
         return [by_name[a] for a in self.answer]
 
     def apply(self, substitution: Substitution) -> Goal:
-        return Goal(atoms=[a.apply(substitution) for a in self.atoms], answer=list(self.answer))
+        """The goal with bound variables replaced; answer variables that got a value leave ``find``, so a
+        fully grounded goal reads ``check: ...``."""
+        return Goal(
+            atoms=[a.apply(substitution) for a in self.atoms],
+            answer=[a for a in self.answer if a not in substitution],
+        )
 
     def render(self) -> str:
         head = f"find {', '.join(self.answer)}:" if self.answer else "check:"

@@ -6,7 +6,6 @@ Every backbone returns ``Hit`` records with the turn ids they cite, so any strat
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from langchain_core.embeddings import Embeddings
 
 from memory.embeddings import normalize
 from memory.store import MemoryStore, NamespaceSnapshot
+from memory.text import tokenize
 
 __all__ = [
     "BM25Index",
@@ -30,26 +30,6 @@ __all__ = [
     "reciprocal_rank_fusion",
     "tokenize",
 ]
-
-_TOKEN = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an the and or of to in on at for with is was were are be been it its this that i you he she we they "
-    "my your his her our their me him them do did does so but if as by from about what which who when where "
-    "why how".split()
-)
-
-
-def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens without stop words, with a light plural/suffix strip."""
-    tokens = []
-    for tok in _TOKEN.findall(text.lower()):
-        if tok in _STOP:
-            continue
-        if len(tok) > 4 and tok.endswith("s") and not tok.endswith("ss"):
-            tok = tok[:-1]
-        tokens.append(tok)
-    return tokens
-
 
 class BM25Index:
     """Okapi BM25 (k1 = 1.5, b = 0.75) over a fixed list of documents."""

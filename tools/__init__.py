@@ -1,1 +1,101 @@
-"""placeholder"""
+"""Typed LangChain tools over LogicMap memory: the toolkit any agent can be given.
+
+Factories bind a namespace and a store; ``create_memory_toolkit`` builds the whole set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.tools import BaseTool
+
+from memory.store import MemoryStore
+from tools.common import MemoryToolConfigError, ToolArgumentError, ToolNamespaceError
+from tools.events import (
+    create_events_in_time_range_tool,
+    create_get_event_tool,
+    create_get_neighbors_tool,
+    create_search_events_tool,
+    create_topic_events_tool,
+)
+from tools.mragent import (
+    create_query_conversation_time_tool,
+    create_query_event_context_tool,
+    create_query_event_keywords_tool,
+    create_query_personal_aspect_tool,
+    create_query_personal_information_tool,
+    create_query_tag_events_tool,
+)
+from tools.remember import SessionIngester, create_remember_tool
+
+__all__ = [
+    "EVENT_TOOLS",
+    "MRAGENT_TOOLS",
+    "MemoryToolConfigError",
+    "SessionIngester",
+    "ToolArgumentError",
+    "ToolNamespaceError",
+    "create_events_in_time_range_tool",
+    "create_get_event_tool",
+    "create_get_neighbors_tool",
+    "create_memory_toolkit",
+    "create_query_conversation_time_tool",
+    "create_query_event_context_tool",
+    "create_query_event_keywords_tool",
+    "create_query_personal_aspect_tool",
+    "create_query_personal_information_tool",
+    "create_query_tag_events_tool",
+    "create_remember_tool",
+    "create_search_events_tool",
+    "create_topic_events_tool",
+]
+
+EVENT_TOOLS = ("search_events", "get_event", "get_neighbors", "events_in_time_range", "topic_events")
+MRAGENT_TOOLS = (
+    "query_tag_events",
+    "query_event_keywords",
+    "query_conversation_time",
+    "query_event_context",
+    "query_personal_aspect",
+    "query_personal_information",
+)
+
+
+def create_memory_toolkit(
+    namespace: str,
+    *,
+    store: MemoryStore,
+    embeddings: Embeddings | None = None,
+    k: int = 5,
+    ingest: SessionIngester | None = None,
+    include: Sequence[str] | None = None,
+) -> list[BaseTool]:
+    """The memory tools for one namespace: the event tools, MRAgent's operators, and ``remember`` when an
+    ``ingest`` callable is given. ``include`` keeps only the named tools.
+
+    Raises ``ToolNamespaceError`` (a ``MemoryToolConfigError``) when the namespace has no memory.
+    """
+    common = {"store": store}
+    tools: list[BaseTool] = [
+        create_search_events_tool(namespace, embeddings=embeddings, k=k, **common),
+        create_get_event_tool(namespace, **common),
+        create_get_neighbors_tool(namespace, **common),
+        create_events_in_time_range_tool(namespace, **common),
+        create_topic_events_tool(namespace, **common),
+        create_query_tag_events_tool(namespace, **common),
+        create_query_event_keywords_tool(namespace, **common),
+        create_query_conversation_time_tool(namespace, **common),
+        create_query_event_context_tool(namespace, **common),
+        create_query_personal_aspect_tool(namespace, **common),
+        create_query_personal_information_tool(namespace, **common),
+    ]
+    if ingest is not None:
+        tools.append(create_remember_tool(namespace, ingest=ingest))
+    if include is not None:
+        wanted = set(include)
+        unknown = wanted - {t.name for t in tools}
+        if unknown:
+            raise MemoryToolConfigError(f"unknown memory tools {sorted(unknown)}; available: {[t.name for t in tools]}")
+        tools = [t for t in tools if t.name in wanted]
+    return tools

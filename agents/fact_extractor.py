@@ -1,0 +1,345 @@
+"""REAL fact extractor role: one LLM call per session -> atomic temporal facts; a pattern extractor without one.
+
+The pattern extractor is both the LLM role's fallback and the no-LLM policy; both give ``Fact`` records.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from langchain_core.language_models import BaseChatModel
+
+from agents.base import RoleOutcome, run_role
+from memory.facts import (
+    ASSERTED_CONFIDENCE,
+    HEDGED_CONFIDENCE,
+    INFERRED_CONFIDENCE,
+    Cardinality,
+    entity_key,
+    make_fact,
+    parse_when,
+)
+from memory.records import Fact, Turn
+from memory.timeparse import find_time_phrases, resolve_relative
+from prompts import real_extract as prompt
+from prompts.real_extract import ExtractedFact, FactExtraction
+
+__all__ = [
+    "HEDGE_WORDS",
+    "extract_session_facts",
+    "facts_from_extraction",
+    "is_hedged",
+    "pattern_extraction",
+    "validate_extraction",
+]
+
+HEDGE_WORDS = re.compile(
+    r"\b(maybe|perhaps|probably|possibly|might|i think|i guess|i suppose|not sure|i hope|hopefully|kind of)\b",
+    re.IGNORECASE,
+)
+_DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
+_PRONOUNS = {"it", "that", "this", "them", "they", "he", "she", "him", "her", "those", "these", "one", "something"}
+_FIRST_PERSON = {"i", "me", "myself", "my"}
+_SECOND_PERSON = {"you", "yourself", "your"}
+_SENTENCE = re.compile(r"[^.!?]+[.!?]?")
+_NAME = r"[A-Z][\w'-]*(?:\s+(?:de|da|do|dos|das|of|the)?\s*[A-Z][\w'-]*)*"
+_OBJECT = r"[^.,!?;]+"
+# Words that end a captured object: the time phrase or the qualifier that follows it.
+_TAIL_STOP = re.compile(
+    r"\s+(?:last|next|this|yesterday|today|tonight|tomorrow|every|before|after|on|at|in \d|now|too|again|with|"
+    r"as much as|because|so|when|since|that i)\b.*$",
+    re.IGNORECASE,
+)
+
+
+def is_hedged(text: str) -> bool:
+    """Whether a statement carries a hedge (maybe, I think, probably, ...)."""
+    return bool(HEDGE_WORDS.search(text or ""))
+
+
+def _clean(value: str, *, max_words: int = 6) -> str | None:
+    text = re.sub(r"\s+", " ", value or "").strip(" ,.;:!?\"'")
+    text = _TAIL_STOP.sub("", text).strip(" ,.;:!?\"'")
+    text = re.sub(r"^(?:a|an|the|some|my|our)\s+", "", text, flags=re.IGNORECASE)
+    if not text or text.lower() in _PRONOUNS or len(text.split()) > max_words:
+        return None
+    return text
+
+
+class _Pattern:
+    """One statement shape: a regex over a sentence and the fact it gives."""
+
+    def __init__(
+        self,
+        regex: str,
+        relation: str,
+        *,
+        intent: str = "FACT",
+        flags: int = re.IGNORECASE,
+        head: str = "speaker",
+        group: str = "x",
+        confidence: float = ASSERTED_CONFIDENCE,
+        max_words: int = 6,
+    ) -> None:
+        self.regex = re.compile(regex, flags)
+        self.relation, self.intent, self.head, self.group = relation, intent, head, group
+        self.confidence, self.max_words = confidence, max_words
+
+
+# Case-sensitive where the object must be a name (places, organisations); order matters only for readability.
+_PATTERNS: list[_Pattern] = [
+    _Pattern(rf"\bI (?:now |still |currently )?live in (?P<x>{_NAME})", "lives_in", flags=0),
+    _Pattern(rf"\bI(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated) to (?P<x>{_NAME})", "lives_in",
+             intent="EVOLUTION", flags=0),
+    _Pattern(rf"\b[Hh]ow(?: is|'s) life in (?P<x>{_NAME})", "lives_in", head="addressee", flags=0,
+             confidence=INFERRED_CONFIDENCE),
+    _Pattern(rf"\b[Mm]y (?:new )?(?:flat|apartment|house|home) is in (?P<x>{_NAME})", "flat_in", flags=0),
+    _Pattern(r"\bI (?:\w+ )?work(?:s)?(?: [\w-]+){0,3}? as (?:a |an )?(?P<x>[a-z]+(?: [a-z]+)??)(?= at | in |[.,!?;]|$)",
+             "occupation"),
+    _Pattern(rf"\bI (?:\w+ )?work(?:s)?(?: [\w-]+){{0,5}}? at (?P<x>{_OBJECT})", "works_at"),
+    _Pattern(rf"\b(?P<x>{_NAME}) is my favou?rite (?P<kind>\w+)", "favourite", flags=0),
+    _Pattern(rf"\bmy favou?rite (?P<kind>\w+) is (?P<x>{_OBJECT})", "favourite"),
+    _Pattern(rf"\bI (?:really |also |absolutely |just |still )?(?:love|adore|enjoy) (?P<x>{_OBJECT})", "likes"),
+    _Pattern(r"\bI(?:'m| am) (?P<more>more of )?an? (?P<x>\w+) person\b", "likes"),
+    _Pattern(r"\bI (?:just |recently )?adopted (?:a |an )?(?P<x>[\w ]+?)(?= last | this | yesterday| today|[.,!?;]|$)",
+             "adopted", intent="TEMPORAL"),
+    _Pattern(rf"\bI (?:also |just |recently )?visited (?P<x>{_OBJECT})", "visited", intent="TEMPORAL"),
+    _Pattern(rf"\bI (?:had|ordered|tried) (?!to\b|all\b|been\b|never\b)(?P<x>{_OBJECT})", "had", intent="TEMPORAL"),
+    _Pattern(rf"\bI (?:got|received) a job offer from (?P<x>{_OBJECT})", "job_offer_from", intent="EVOLUTION",
+             max_words=8),
+    _Pattern(rf"\bI (?:just |recently )?(?:started|began) (?P<x>{_OBJECT})", "started", intent="TEMPORAL", max_words=8),
+    _Pattern(rf"\bI (?:just |finally )?finished (?P<x>{_OBJECT})", "finished", intent="TEMPORAL"),
+    _Pattern(rf"\bI (?:also |just )?signed up for (?P<x>{_OBJECT})", "signed_up_for", intent="TEMPORAL"),
+    _Pattern(rf"\bI (?:usually |often |always |mostly )?drink (?P<x>{_OBJECT})", "drinks"),
+    _Pattern(rf"\bI(?:'ve| have) never tried (?P<x>{_OBJECT})", "never_tried", intent="CONTRAST"),
+    _Pattern(rf"\bI (?:want|would like|hope) to (?P<x>{_OBJECT})", "wants", max_words=8),
+    _Pattern(rf"\bI plan to (?P<x>{_OBJECT})", "plans", intent="TEMPORAL", max_words=8),
+    _Pattern(rf"\bI want (?:the |a |an )(?P<x>{_OBJECT})", "wants", max_words=8),
+    _Pattern(rf"\bI(?:'m| am) in (?P<x>{_NAME}) (?=this|for|today|now)", "visiting", intent="TEMPORAL", flags=0),
+]
+_FAMILY = re.compile(
+    r"\b[Mm]y (?P<rel>sister|brother|mother|father|mom|dad|wife|husband|partner|son|daughter|friend|cousin) "
+    r"(?P<x>[A-Z][a-z]+)"
+)
+_HELPED = re.compile(r"\b(?P<helper>[A-Z][a-z]+) helped me (?P<verb>[a-z]+)")
+_HAD = re.compile(r"(?:^|,\s*)(?P<name>[A-Z][a-z]+) had (?:a |an )?(?P<x>[^.,!?;]+)")
+_PET_NAME = re.compile(r"\b(?:[Hh]is|[Hh]er|[Ii]ts) name is (?P<name>[A-Z][a-z]+)")
+_APPOSITIVE = re.compile(rf",\s*the (?P<name>{_NAME})")
+_CAUSE = re.compile(r"^(?P<cause>.+?),?\s+so\s+I\b", re.IGNORECASE)
+_BECAUSE = re.compile(r"\bbecause (?P<cause>[^.,!?;]+)", re.IGNORECASE)
+_FAMILY_RELATION = {"wife": "married_to", "husband": "married_to", "mom": "mother", "dad": "father", "friend": "friend_of"}
+
+
+def _addressee(turns: Sequence[Turn], index: int, speakers: Sequence[str]) -> str | None:
+    speaker = turns[index].speaker
+    others = [s for s in speakers if s != speaker]
+    if len(others) == 1:
+        return others[0]
+    for j in (index - 1, index + 1):
+        if 0 <= j < len(turns) and turns[j].speaker != speaker:
+            return turns[j].speaker
+    return None
+
+
+def pattern_extraction(turns: Sequence[Turn], speakers: Sequence[str] | None = None) -> FactExtraction:
+    """Deterministic facts from first-person statement shapes ("I live in X", "I moved to X", "I love X", ...).
+
+    Hedged sentences get a lower confidence; a fact inferred from the other speaker's question ("how is
+    life in Porto?") gets an inferred confidence and is confirmed when the addressee's reply names it.
+    """
+    speakers = list(dict.fromkeys(speakers or [t.speaker for t in turns]))
+    found: list[ExtractedFact] = []
+    for index, turn in enumerate(turns):
+        for sentence in (s.strip() for s in _SENTENCE.findall(turn.text or "")):
+            if sentence:
+                found.extend(_sentence_facts(sentence, turn, turns, index, speakers))
+    # The addressee's reply that names an inferred value confirms it (REAL's confidence upgrade).
+    for fact in list(found):
+        if fact.confidence != INFERRED_CONFIDENCE:
+            continue
+        origin = next((i for i, t in enumerate(turns) if t.dia_id == fact.turn_ids[0]), None)
+        if origin is None or origin + 1 >= len(turns):
+            continue
+        reply = turns[origin + 1]
+        if reply.speaker == fact.head and fact.tail.lower() in reply.text.lower():
+            found.append(fact.model_copy(update={"turn_ids": [reply.dia_id]}))
+    return FactExtraction(facts=found)
+
+
+def _sentence_facts(
+    sentence: str, turn: Turn, turns: Sequence[Turn], index: int, speakers: Sequence[str]
+) -> list[ExtractedFact]:
+    hedged = is_hedged(sentence)
+    phrases = find_time_phrases(sentence)
+    phrase = phrases[0] if phrases else None
+    causal_split = _CAUSE.search(sentence)
+    effect_start = causal_split.end() - 1 if causal_split else None
+    out: list[ExtractedFact] = []
+
+    def add(
+        head: str | None, relation: str, tail: str | None, intent: str, confidence: float, at: int = 0,
+        *, timeless: bool = False,
+    ) -> None:
+        if not head or not tail or entity_key(tail) == entity_key(head):
+            return
+        if effect_start is not None and at >= effect_start and intent == "FACT":
+            intent = "CAUSAL"
+        if intent == "FACT" and phrase and not timeless:
+            intent = "TEMPORAL"
+        if re.match(r"^\s*(?:now|these days)\b", sentence, re.IGNORECASE) and intent in ("FACT", "TEMPORAL"):
+            intent = "EVOLUTION"
+        out.append(
+            ExtractedFact(
+                head=head, relation=relation, tail=tail, turn_ids=[turn.dia_id], intent=intent,  # type: ignore[arg-type]
+                hedged=hedged, confidence=min(confidence, HEDGED_CONFIDENCE) if hedged else confidence,
+                time_phrase=None if timeless else phrase,
+            )
+        )
+
+    for pattern in _PATTERNS:
+        for match in pattern.regex.finditer(sentence):
+            head = turn.speaker if pattern.head == "speaker" else _addressee(turns, index, speakers)
+            raw = match.group(pattern.group)
+            relation, intent = pattern.relation, pattern.intent
+            if relation == "favourite":
+                kind = match.group("kind").lower()
+                relation = f"favourite_{kind}"
+                add(head, "likes", _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, match.start())
+            if relation == "likes" and "more" in match.groupdict() and match.group("more"):
+                intent = "CONTRAST"
+            if relation == "likes" and " as much as " in raw:
+                first, second = raw.split(" as much as ", 1)
+                add(head, "likes", _clean(first), intent, pattern.confidence, match.start())
+                add(head, "likes", _clean(second), "FACT", pattern.confidence, match.start())
+                continue
+            if relation == "visited":
+                named = _APPOSITIVE.search(sentence[match.start():])
+                if named:
+                    raw = named.group("name")
+            add(head, relation, _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, match.start())
+            if relation == "adopted":
+                pet = _PET_NAME.search(turn.text)
+                animal = _clean(raw)
+                if pet and animal:
+                    add(turn.speaker, "has_pet", pet.group("name"), "TEMPORAL", pattern.confidence, match.start())
+                    add(pet.group("name"), "is_a", animal, "FACT", pattern.confidence, match.start(), timeless=True)
+    for match in _FAMILY.finditer(sentence):
+        rel = match.group("rel").lower()
+        add(turn.speaker, _FAMILY_RELATION.get(rel, rel), match.group("x"), "FACT", ASSERTED_CONFIDENCE, match.start(),
+            timeless=True)
+    for match in _HELPED.finditer(sentence):
+        add(match.group("helper"), f"helped_{match.group('verb')}", turn.speaker, "TEMPORAL", ASSERTED_CONFIDENCE, match.start())
+    for match in _HAD.finditer(sentence):
+        if match.group("name") not in ("I",):
+            add(match.group("name"), "had", _clean(match.group("x")), "TEMPORAL", ASSERTED_CONFIDENCE, match.start())
+    cause = causal_split.group("cause") if causal_split else None
+    if cause is None:
+        because = _BECAUSE.search(sentence)
+        cause = because.group("cause") if because else None
+    if cause:
+        reason = re.sub(r"\s+", " ", cause).strip(" ,.;")
+        if reason and len(reason.split()) <= 14:
+            add(turn.speaker, "decided_because", reason, "CAUSAL", ASSERTED_CONFIDENCE, 0)
+    return out
+
+
+def validate_extraction(result: FactExtraction, turns: Sequence[Turn]) -> list[str]:
+    """Problems a retry can fix: unknown turns, empty parts, pronoun heads or tails, malformed dates."""
+    known = {t.dia_id for t in turns}
+    problems: list[str] = []
+    for i, fact in enumerate(result.facts):
+        if not fact.turn_ids:
+            problems.append(f"fact {i}: cites no turn ids")
+        unknown = [t for t in fact.turn_ids if t not in known]
+        if unknown:
+            problems.append(f"fact {i}: unknown turn ids {unknown}; valid ids are {sorted(known)}")
+        for part in ("head", "relation", "tail"):
+            value = getattr(fact, part).strip()
+            if not value:
+                problems.append(f"fact {i}: empty {part}")
+            elif part != "relation" and value.lower() in _PRONOUNS:
+                problems.append(f"fact {i}: {part} {value!r} is a pronoun; name the entity")
+        if fact.date and not _DATE_RE.match(fact.date.strip()):
+            problems.append(f"fact {i}: date {fact.date!r} is not YYYY-MM-DD, YYYY-MM or YYYY")
+        if fact.confidence is not None and not 0.0 <= fact.confidence <= 1.0:
+            problems.append(f"fact {i}: confidence {fact.confidence} is outside 0..1")
+    return problems
+
+
+def _resolve_person(name: str, speaker: str | None, addressee: str | None) -> str:
+    key = name.strip().lower()
+    if key in _FIRST_PERSON and speaker:
+        return speaker
+    if key in _SECOND_PERSON and addressee:
+        return addressee
+    return name.strip()
+
+
+def facts_from_extraction(
+    extraction: FactExtraction,
+    turns: Sequence[Turn],
+    namespace: str,
+    *,
+    table: Mapping[str, Cardinality] | None = None,
+) -> list[Fact]:
+    """``Fact`` candidates: valid_from is the stated time, else the turn's session time; hedges lower confidence."""
+    by_id = {t.dia_id: t for t in turns}
+    speakers = list(dict.fromkeys(t.speaker for t in turns))
+    facts: list[Fact] = []
+    for item in extraction.facts:
+        cited = [t for t in item.turn_ids if t in by_id]
+        if not cited:
+            continue
+        turn = by_id[cited[0]]
+        index = list(by_id).index(turn.dia_id)
+        addressee = _addressee(list(turns), index, speakers)
+        head = _resolve_person(item.head, turn.speaker, addressee)
+        tail = _resolve_person(item.tail, turn.speaker, addressee)
+        if not head or not tail or head.lower() in _PRONOUNS or tail.lower() in _PRONOUNS:
+            continue
+        anchor: datetime | None = turn.session_time
+        when = parse_when(item.date.strip()) if item.date and _DATE_RE.match(item.date.strip()) else None
+        if when is None and item.time_phrase:
+            when = parse_when(resolve_relative(item.time_phrase, anchor))
+        when = when or anchor
+        confidence = item.confidence if item.confidence is not None else ASSERTED_CONFIDENCE
+        if item.hedged:
+            confidence = min(confidence, HEDGED_CONFIDENCE)
+        facts.append(
+            make_fact(
+                namespace, head, item.relation, tail,
+                valid_from=None if item.ended else when,
+                valid_to=when if item.ended else None,
+                confidence=confidence, intent=item.intent, turn_ids=cited,
+                cardinality="single" if item.single_valued else None, table=table,
+            )
+        )
+    return facts
+
+
+def extract_session_facts(
+    llm: BaseChatModel | None,
+    turns: Sequence[Turn],
+    *,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[FactExtraction]:
+    """One call for the whole session; the pattern extractor when there is no model or no valid reply."""
+    speakers = list(dict.fromkeys(t.speaker for t in turns))
+    session_time = next((t.session_time for t in turns if t.session_time), None)
+    return run_role(
+        llm,
+        role="fact_extractor",
+        messages=prompt.build_messages(
+            "\n".join(t.render() for t in turns), session_time.isoformat() if session_time else None, speakers
+        ),
+        schema=FactExtraction,
+        validate=lambda r: validate_extraction(r, turns),
+        fallback=lambda: pattern_extraction(turns, speakers),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
+    )

@@ -1,0 +1,693 @@
+"""REAL's search roles: root planner, one-call-per-step path evaluator, answerer, and the repair rule table.
+
+Each LLM role runs through ``run_role`` with a deterministic, similarity-based fallback that is also the
+no-LLM policy. The fact index and the path model the ``real`` graph walks live here too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Literal
+
+import numpy as np
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, Field
+
+from agents.base import RoleOutcome, run_role
+from memory.embeddings import normalize
+from memory.facts import STABLE_CONFIDENCE, entity_key, interval_text, parse_when, valid_during
+from memory.records import Fact, FactIntent, stable_hash
+from memory.retrieval import tokenize
+from prompts import real_answer, real_evaluate, real_roots
+from prompts.real_answer import PathAnswer
+from prompts.real_evaluate import PathScore, PathScores
+from prompts.real_roots import RootEntity, RootPlan
+
+__all__ = [
+    "CAUSAL_RELATIONS",
+    "INTENT_COMPATIBILITY",
+    "REPAIR_RULES",
+    "FactIndex",
+    "FactPath",
+    "RepairCandidate",
+    "SearchFilter",
+    "answer_from_paths",
+    "asks_uncertain",
+    "cosine_to",
+    "evaluate_paths",
+    "heuristic_answer",
+    "heuristic_roots",
+    "heuristic_scores",
+    "path_text",
+    "plan_roots",
+    "question_intent",
+    "question_reference_time",
+    "reference_window",
+    "render_paths",
+    "repair_candidates",
+    "validate_root_plan",
+    "validate_scores",
+]
+
+# Which fact intents a root's exploration intent may traverse. CAUSAL facts only serve "why"
+# questions and CONTRAST facts only comparisons; the causality repair rule can still reach them.
+INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {
+    "FACT": frozenset({"FACT", "TEMPORAL", "EVOLUTION"}),
+    "CAUSAL": frozenset({"CAUSAL", "FACT", "TEMPORAL", "EVOLUTION"}),
+    "TEMPORAL": frozenset({"TEMPORAL", "EVOLUTION", "FACT"}),
+    "CONTRAST": frozenset({"CONTRAST", "FACT", "EVOLUTION"}),
+    "EVOLUTION": frozenset({"EVOLUTION", "TEMPORAL", "FACT"}),
+}
+CAUSAL_RELATIONS = frozenset(
+    {"decided_because", "because", "caused_by", "causes", "led_to", "reason", "motivated_by", "resulted_in", "due_to"}
+)
+HYPONYM_RELATIONS = frozenset({"is_a", "type_of", "kind_of", "instance_of", "breed", "species", "subclass_of"})
+
+# Words a relation stands for in questions, for the lexical part of the fallback scores.
+_RELATION_WORDS: dict[str, str] = {
+    "lives_in": "live home city where move",
+    "flat_in": "live flat home where",
+    "works_at": "work job employer where",
+    "occupation": "work job profession",
+    "likes": "love like favourite enjoy",
+    "favourite": "favourite love like",
+    "has_pet": "pet dog cat",
+    "adopted": "adopt pet",
+    "visited": "visit went place cafe restaurant bar",
+    "had": "have order drink eat",
+    "drinks": "drink",
+    "decided_because": "why reason because decide",
+    "job_offer_from": "job offer",
+    "finished": "finish complete",
+    "signed_up_for": "sign join take class hobby",
+    "wants": "want next plan",
+    "plans": "plan",
+    "married_to": "married wife husband spouse",
+}
+_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+                "november", "december"]
+_EXTRA_STOP = frozenset(
+    "now currently still ever say said says tell much many does did do would could should has have had also "
+    "really before after then than just name kind type thing".split()
+    + _MONTH_NAMES
+)
+_HEDGED_QUESTION = re.compile(
+    r"\b(maybe|might|plan|plans|planning|want|wants|wanted|hope|hopes|likely|unsure|uncertain|consider|considering|"
+    r"thinking|intend|intends|next)\b",
+    re.IGNORECASE,
+)
+_NOW = re.compile(r"\b(now|currently|these days|at the moment|at present|today|still)\b", re.IGNORECASE)
+_MONTHS = _MONTH_NAMES
+_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.IGNORECASE)
+_YEAR = re.compile(r"\b(19\d{2}|20\d{2})\b")
+_ISO_DAY = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            break
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
+def _stems(text: str) -> set[str]:
+    return {_stem(t) for t in tokenize(text.replace("_", " ")) if t not in _EXTRA_STOP and not _YEAR.fullmatch(t)}
+
+
+def _relation_stems(relation: str) -> set[str]:
+    words = relation.replace("_", " ")
+    prefix = relation.split("_")[0]
+    return _stems(f"{words} {_RELATION_WORDS.get(relation, _RELATION_WORDS.get(prefix, ''))}")
+
+
+# -- question analysis ---------------------------------------------------------------------------
+
+
+def question_intent(question: str) -> FactIntent:
+    """The exploration intent a question asks for (keyword rules; the LLM planner refines it)."""
+    q = question.lower()
+    if re.search(r"\b(why|reason|because|cause|caused|led to|motivat)", q):
+        return "CAUSAL"
+    if re.search(r"\b(differ|difference|instead|rather|compare|compared|unlike|versus|vs)\b", q):
+        return "CONTRAST"
+    if re.search(r"\b(change|changed|used to|anymore|no longer|moved|move from|switch|before moving|after moving)\b", q):
+        return "EVOLUTION"
+    if re.search(r"\b(when|what time|how long|what date|which year|which month)\b", q):
+        return "TEMPORAL"
+    return "FACT"
+
+
+def question_reference_time(question: str) -> str | None:
+    """``now``, ``YYYY-MM-DD``, ``YYYY-MM`` or ``YYYY`` when the question is about one time, else ``None``."""
+    day = _ISO_DAY.search(question)
+    if day:
+        return day.group(1)
+    month = _MONTH_YEAR.search(question)
+    if month:
+        return f"{month.group(2)}-{_MONTHS.index(month.group(1).lower()) + 1:02d}"
+    year = _YEAR.search(question)
+    if year:
+        return year.group(1)
+    if _NOW.search(question):
+        return "now"
+    return None
+
+
+def asks_uncertain(question: str) -> bool:
+    """Whether a question is about plans, hopes or guesses (then low-confidence facts are admissible)."""
+    return bool(_HEDGED_QUESTION.search(question))
+
+
+def reference_window(reference: str | None, latest: datetime | None) -> tuple[datetime | None, datetime | None] | None:
+    """The ``[start, end)`` window a reference time means; ``now`` is the latest known time; ``None``: no filter."""
+    if not reference:
+        return None
+    text = reference.strip().lower()
+    if text == "now":
+        return (latest, None) if latest else None
+    start = parse_when(text)
+    if start is None:
+        return None
+    if re.fullmatch(r"\d{4}", text):
+        return start, datetime(start.year + 1, 1, 1)
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        return start, datetime(start.year + (start.month == 12), start.month % 12 + 1, 1)
+    return start, start + timedelta(days=1)
+
+
+# -- the fact index and paths ---------------------------------------------------------------------
+
+
+class FactIndex:
+    """Facts of a namespace indexed by head, tail and cited turn: the graph the beam search walks."""
+
+    def __init__(self, facts: Mapping[str, Fact]) -> None:
+        self.facts: dict[str, Fact] = dict(facts)
+        self.by_head: dict[str, list[Fact]] = {}
+        self.by_tail: dict[str, list[Fact]] = {}
+        self.by_turn: dict[str, list[Fact]] = {}
+        self.names: dict[str, str] = {}
+        for fact in sorted(self.facts.values(), key=lambda f: (f.valid_from or datetime.min, f.id)):
+            head, tail = entity_key(fact.head), entity_key(fact.tail)
+            self.by_head.setdefault(head, []).append(fact)
+            self.by_tail.setdefault(tail, []).append(fact)
+            self.names.setdefault(head, fact.head)
+            self.names.setdefault(tail, fact.tail)
+            for turn in fact.turn_ids:
+                self.by_turn.setdefault(turn, []).append(fact)
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def name(self, key: str) -> str:
+        return self.names.get(entity_key(key), key)
+
+    def resolve(self, name: str) -> str | None:
+        """The known entity key a name refers to (exact key, else a unique key containing it)."""
+        key = entity_key(name)
+        if key in self.names:
+            return key
+        containing = [k for k in self.names if re.search(rf"\b{re.escape(key)}\b", k)] if key else []
+        return containing[0] if len(containing) == 1 else None
+
+    def outgoing(self, entity: str) -> list[Fact]:
+        return list(self.by_head.get(entity_key(entity), []))
+
+    def incoming(self, entity: str) -> list[Fact]:
+        return list(self.by_tail.get(entity_key(entity), []))
+
+    def versions(self, fact: Fact) -> list[Fact]:
+        """Other versions of the same attribute (same head and relation), in time order."""
+        return [f for f in self.by_head.get(entity_key(fact.head), []) if f.relation == fact.relation and f.id != fact.id]
+
+    def sharing_turns(self, turn_ids: Sequence[str]) -> list[Fact]:
+        seen: dict[str, Fact] = {}
+        for turn in turn_ids:
+            for fact in self.by_turn.get(turn, []):
+                seen.setdefault(fact.id, fact)
+        return list(seen.values())
+
+    def related_entities(self, entity: str) -> list[str]:
+        """Hypernyms and hyponyms by name: keys that contain the entity's words, or share its head noun."""
+        key = entity_key(entity)
+        words = set(key.split())
+        if not words:
+            return []
+        last = key.split()[-1]
+        found = []
+        for other in self.names:
+            if other == key:
+                continue
+            other_words = other.split()
+            if words <= set(other_words) or set(other_words) <= words or (len(last) > 3 and other_words[-1] == last):
+                found.append(other)
+        return found
+
+    def entities(self) -> list[str]:
+        """Entity names, heads (the people and things facts are about) first, by number of facts."""
+        heads = sorted(self.by_head, key=lambda k: (-len(self.by_head[k]), k))
+        tails = sorted((k for k in self.by_tail if k not in self.by_head), key=lambda k: (-len(self.by_tail[k]), k))
+        return [self.names[k] for k in [*heads, *tails]]
+
+    def latest_time(self) -> datetime | None:
+        times = [t for f in self.facts.values() for t in (f.valid_from, f.valid_to) if t is not None]
+        return max(times) if times else None
+
+
+class FactPath(BaseModel):
+    """A chain of facts from a root entity; ``directions[i]`` says whether fact i was walked head->tail."""
+
+    id: str
+    root: str
+    intent: FactIntent = "FACT"
+    nodes: list[str]
+    fact_ids: list[str] = Field(default_factory=list)
+    directions: list[Literal["out", "in"]] = Field(default_factory=list)
+    hypothesis: str | None = None
+    similarity: float = 0.0
+    relevance: float | None = None
+    coherence: float | None = None
+    sufficiency: float | None = None
+    score: float | None = None
+    step: int = 0
+
+    @property
+    def end(self) -> str:
+        return self.nodes[-1]
+
+    @property
+    def depth(self) -> int:
+        return len(self.fact_ids)
+
+    @classmethod
+    def start(cls, root: str, intent: FactIntent) -> FactPath:
+        return cls(id=f"root-{stable_hash(entity_key(root), intent, length=8)}", root=root, intent=intent, nodes=[root])
+
+    def extend(self, fact: Fact, direction: Literal["out", "in"], *, hypothesis: str | None = None, step: int = 0) -> FactPath:
+        target = fact.tail if direction == "out" else fact.head
+        fact_ids = [*self.fact_ids, fact.id]
+        return FactPath(
+            id=f"path-{stable_hash(entity_key(self.root), self.intent, *fact_ids, length=10)}",
+            root=self.root,
+            intent=self.intent,
+            nodes=[*self.nodes, target],
+            fact_ids=fact_ids,
+            directions=[*self.directions, direction],
+            hypothesis=hypothesis or self.hypothesis,
+            step=step,
+        )
+
+    def passes(self, relevance_threshold: float, coherence_threshold: float) -> bool:
+        return (self.relevance or 0.0) >= relevance_threshold and (self.coherence or 0.0) >= coherence_threshold
+
+
+def path_text(path: FactPath, index: FactIndex) -> str:
+    """The path as one readable line: each fact with relation, validity interval and confidence."""
+    parts = [path.nodes[0]]
+    for fact_id, direction, previous, node in zip(path.fact_ids, path.directions, path.nodes, path.nodes[1:]):
+        fact = index.facts[fact_id]
+        near = fact.head if direction == "out" else fact.tail
+        if entity_key(near) != entity_key(previous):
+            parts.append(f"~ {near}")  # a repair hop through a related entity, not a stored edge
+        label = f"{fact.relation} {interval_text(fact)} conf {fact.confidence:.2f}"
+        parts.append(f"-[{label}]-> {node}" if direction == "out" else f"<-[{label}]- {node}")
+    return " ".join(parts)
+
+
+def render_paths(paths: Sequence[FactPath], index: FactIndex, labels: Sequence[str]) -> str:
+    lines = []
+    for label, path in zip(labels, paths):
+        hypothesis = f" (repair: {path.hypothesis})" if path.hypothesis else ""
+        lines.append(f"{label}: {path_text(path, index)}{hypothesis}")
+    return "\n".join(lines)
+
+
+@dataclass
+class SearchFilter:
+    """Neighbour filter: time validity in the reference window, stable confidence, intent compatibility."""
+
+    window: tuple[datetime | None, datetime | None] | None = None
+    min_confidence: float = STABLE_CONFIDENCE
+    include_uncertain: bool = False
+
+    def admits(self, fact: Fact, intent: str, *, relax_time: bool = False, relax_intent: bool = False) -> bool:
+        if not self.include_uncertain and fact.confidence < self.min_confidence:
+            return False
+        if not relax_intent and fact.intent not in INTENT_COMPATIBILITY.get(intent, INTENT_COMPATIBILITY["FACT"]):
+            return False
+        if not relax_time and self.window is not None and not valid_during(fact, *self.window):
+            return False
+        return True
+
+
+# -- roots ---------------------------------------------------------------------------------------
+
+
+def heuristic_roots(question: str, index: FactIndex, similar_fact_ids: Sequence[str] = (), limit: int = 3) -> RootPlan:
+    """Entities named in the question (heads first), else heads of the most similar facts."""
+    lowered = " " + re.sub(r"[^\w\s'-]", " ", re.sub(r"'s\b", "", question.lower())) + " "
+    named = [
+        key for key in index.names
+        if len(key) >= 3 and key not in _EXTRA_STOP and re.search(rf"(?<![\w']){re.escape(key)}(?![\w'])", lowered)
+    ]
+    named.sort(key=lambda k: (k not in index.by_head, -len(index.by_head.get(k, [])), -len(k), k))
+    roots = named[:limit]
+    if not roots:
+        for fact_id in similar_fact_ids:
+            key = entity_key(index.facts[fact_id].head)
+            if key not in roots:
+                roots.append(key)
+            if len(roots) >= limit:
+                break
+    intent = question_intent(question)
+    return RootPlan(
+        roots=[RootEntity(entity=index.name(k), intent=intent) for k in roots],
+        reference_time=question_reference_time(question),
+        include_uncertain=asks_uncertain(question),
+    )
+
+
+def validate_root_plan(plan: RootPlan, index: FactIndex) -> list[str]:
+    problems = []
+    if not plan.roots:
+        problems.append("no roots: give 1 to 3 entities from the known entities")
+    for i, root in enumerate(plan.roots):
+        if index.resolve(root.entity) is None:
+            problems.append(f"root {i}: {root.entity!r} is not one of the known entities")
+    ref = (plan.reference_time or "").strip().lower()
+    if ref and ref != "now" and not re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", ref):
+        problems.append(f"reference_time {plan.reference_time!r} is not YYYY-MM-DD, YYYY-MM, YYYY, 'now' or null")
+    return problems
+
+
+def plan_roots(
+    llm: BaseChatModel | None,
+    question: str,
+    index: FactIndex,
+    *,
+    similar_fact_ids: Sequence[str] = (),
+    max_entities: int = 60,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[RootPlan]:
+    """Root entities with intents; the fallback picks entities named in the question, else by similarity."""
+    entities = index.entities()
+    shown = list(dict.fromkeys([*(index.facts[f].head for f in similar_fact_ids), *entities]))[:max_entities]
+    latest = index.latest_time()
+    outcome = run_role(
+        llm,
+        role="real_roots",
+        messages=real_roots.build_messages(question, shown, latest.date().isoformat() if latest else None),
+        schema=RootPlan,
+        validate=lambda plan: validate_root_plan(plan, index),
+        fallback=lambda: heuristic_roots(question, index, similar_fact_ids),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": real_roots.VERSION},
+    )
+    roots = []
+    for root in outcome.output.roots[:3]:
+        key = index.resolve(root.entity)
+        if key is not None and all(entity_key(r.entity) != key for r in roots):
+            roots.append(root.model_copy(update={"entity": index.name(key)}))
+    outcome.output = outcome.output.model_copy(update={"roots": roots})
+    return outcome
+
+
+# -- evaluation -----------------------------------------------------------------------------------
+
+
+def _question_parts(question: str, index: FactIndex) -> tuple[set[str], set[str]]:
+    """Question stems naming known entities, and the other content stems."""
+    stems = _stems(question)
+    entity_stems = {_stem(w) for key in index.names for w in tokenize(key)}
+    named = {s for s in stems if s in entity_stems}
+    return named, stems - named
+
+
+def heuristic_scores(
+    question: str,
+    paths: Sequence[FactPath],
+    labels: Sequence[str],
+    index: FactIndex,
+    similarities: Sequence[float],
+) -> PathScores:
+    """Similarity-and-overlap scores: the evaluator's fallback and the no-LLM policy.
+
+    relevance: named entities and content words of the question the path covers, plus embedding
+    similarity; coherence: chained, time-consistent, confident facts; sufficiency: the path covers the
+    question and adds something it does not name (for "when" a date, for "why" a reason).
+    """
+    named, content = _question_parts(question, index)
+    q = question.lower()
+    scores = []
+    for label, path, similarity in zip(labels, paths, similarities):
+        facts = [index.facts[f] for f in path.fact_ids]
+        tokens: set[str] = set()
+        for fact in facts:
+            tokens |= _stems(fact.head) | _stems(fact.tail) | _relation_stems(fact.relation)
+        named_cover = len(named & tokens) / len(named) if named else 1.0
+        content_cover = len(content & tokens) / len(content) if content else 1.0
+        relevance = 0.3 * named_cover + 0.5 * content_cover + 0.2 * max(0.0, float(similarity))
+        coherence = 0.6 + 0.4 * min((f.confidence for f in facts), default=0.0)
+        for a, b in zip(facts, facts[1:]):
+            if a.valid_to is not None and b.valid_from is not None and b.valid_from >= a.valid_to:
+                coherence -= 0.2  # the second fact starts after the first stopped holding
+        if len({entity_key(n) for n in path.nodes}) < len(path.nodes):
+            coherence -= 0.3
+        new_info = any(not (_stems(n) <= (named | content)) for n in path.nodes[1:])
+        if re.search(r"\bwhen\b", q):
+            new_info = any(f.valid_from is not None for f in facts)
+        sufficiency = content_cover * named_cover * (1.0 if new_info else 0.3)
+        if re.search(r"\bwhen\b", q) and not any(f.valid_from for f in facts):
+            sufficiency *= 0.5
+        if re.search(r"\bwhy\b", q) and not any(f.intent == "CAUSAL" or f.relation in CAUSAL_RELATIONS for f in facts):
+            sufficiency *= 0.5
+        scores.append(
+            PathScore(
+                path_id=label,
+                relevance=round(min(1.0, relevance), 4),
+                coherence=round(max(0.0, min(1.0, coherence)), 4),
+                sufficiency=round(min(1.0, sufficiency), 4),
+            )
+        )
+    return PathScores(scores=scores)
+
+
+def validate_scores(result: PathScores, labels: Sequence[str]) -> list[str]:
+    problems = []
+    given = [s.path_id for s in result.scores]
+    missing = [label for label in labels if label not in given]
+    unknown = [g for g in given if g not in labels]
+    if missing:
+        problems.append(f"missing scores for paths {missing}: score every listed path once")
+    if unknown:
+        problems.append(f"unknown path ids {unknown}; valid ids are {list(labels)}")
+    for s in result.scores:
+        for name in ("relevance", "coherence", "sufficiency"):
+            value = getattr(s, name)
+            if not 0.0 <= value <= 1.0:
+                problems.append(f"{s.path_id}: {name} {value} is outside 0..1")
+    return problems
+
+
+def evaluate_paths(
+    llm: BaseChatModel | None,
+    question: str,
+    paths: Sequence[FactPath],
+    index: FactIndex,
+    *,
+    similarities: Sequence[float],
+    reference_time: str | None = None,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[PathScores]:
+    """ONE call scores relevance, coherence and sufficiency of every candidate path of a beam step."""
+    labels = [f"P{i + 1}" for i in range(len(paths))]
+    return run_role(
+        llm,
+        role="real_evaluator",
+        messages=real_evaluate.build_messages(question, render_paths(paths, index, labels), reference_time),
+        schema=PathScores,
+        validate=lambda r: validate_scores(r, labels),
+        fallback=lambda: heuristic_scores(question, paths, labels, index, similarities),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": real_evaluate.VERSION},
+    )
+
+
+# -- counterfactual repair ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RepairCandidate:
+    fact: Fact
+    direction: Literal["out", "in"]
+    hypothesis: str
+
+
+RepairRule = Callable[[FactIndex, FactPath, Sequence[Fact], SearchFilter], list[RepairCandidate]]
+
+
+def _symmetry(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+    """If X r Y holds then Y r^-1 X: walk facts that point *into* the frontier entity."""
+    return [
+        RepairCandidate(f, "in", f"symmetry: {f.head} {f.relation} {parent.end}")
+        for f in index.incoming(parent.end)
+        if flt.admits(f, parent.intent)
+    ]
+
+
+def _hyponymy(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+    """What holds of a kind may be stated of an instance (and back): is_a edges and related names."""
+    out = []
+    end = entity_key(parent.end)
+    for fact in [*index.outgoing(parent.end), *index.incoming(parent.end)]:
+        if fact.relation in HYPONYM_RELATIONS and flt.admits(fact, parent.intent):
+            out.append(RepairCandidate(fact, "out" if entity_key(fact.head) == end else "in", f"hyponymy: {fact.head} is a {fact.tail}"))
+    for other in index.related_entities(parent.end):
+        for fact in index.outgoing(other):
+            if flt.admits(fact, parent.intent):
+                out.append(RepairCandidate(fact, "out", f"hyponymy: {parent.end} ~ {index.name(other)}"))
+        for fact in index.incoming(other):
+            if flt.admits(fact, parent.intent):
+                out.append(RepairCandidate(fact, "in", f"hyponymy: {parent.end} ~ {index.name(other)}"))
+    return out
+
+
+def _temporal_succession(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+    """The value may have changed: other versions of the attributes tried, at any time."""
+    seeds = [*(index.facts[f] for f in parent.fact_ids[-1:]), *failed, *index.outgoing(parent.end)]
+    end = entity_key(parent.end)
+    out = []
+    for seed in seeds:
+        for fact in [seed, *index.versions(seed)]:
+            if entity_key(fact.head) == end and flt.admits(fact, parent.intent, relax_time=True):
+                out.append(RepairCandidate(fact, "out", f"temporal succession: {fact.relation} {interval_text(fact)}"))
+    return out
+
+
+def _causality(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+    """There may be a reason behind it: causal facts about the frontier entity, whatever the intent."""
+    end = entity_key(parent.end)
+    out = []
+    for fact in [*index.outgoing(parent.end), *index.incoming(parent.end)]:
+        if (fact.intent == "CAUSAL" or fact.relation in CAUSAL_RELATIONS) and flt.admits(fact, parent.intent, relax_intent=True):
+            out.append(RepairCandidate(fact, "out" if entity_key(fact.head) == end else "in", f"causality: {fact.relation}"))
+    return out
+
+
+def _co_occurrence(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+    """Facts stated in the same turns as the path's facts (at the root: as the failed candidates) are likely related."""
+    seeds = [index.facts[f] for f in parent.fact_ids] or list(failed)
+    turns = [t for f in seeds for t in f.turn_ids]
+    on_path = {entity_key(n) for n in parent.nodes}
+    out = []
+    for fact in index.sharing_turns(turns):
+        if flt.admits(fact, parent.intent):
+            direction: Literal["out", "in"] = "in" if entity_key(fact.tail) in on_path else "out"
+            out.append(RepairCandidate(fact, direction, f"co-occurrence: turns {', '.join(fact.turn_ids)}"))
+    return out
+
+
+# The rule table: each hypothesis becomes a constrained traversal from the frontier entity.
+REPAIR_RULES: dict[str, RepairRule] = {
+    "symmetry": _symmetry,
+    "hyponymy": _hyponymy,
+    "temporal_succession": _temporal_succession,
+    "causality": _causality,
+    "co_occurrence": _co_occurrence,
+}
+
+
+def repair_candidates(
+    index: FactIndex,
+    parent: FactPath,
+    failed: Sequence[Fact],
+    flt: SearchFilter,
+    *,
+    exclude: set[str],
+    rules: Sequence[str] | None = None,
+) -> list[RepairCandidate]:
+    """Hypotheses from the rule table, first rule first, without facts already on or tried from ``parent``."""
+    # A failed fact is not re-proposed: a repair must bring something the plain expansion did not.
+    seen: set[str] = set(exclude) | set(parent.fact_ids) | {f.id for f in failed}
+    nodes = {entity_key(n) for n in parent.nodes}
+    out = []
+    for name in rules or list(REPAIR_RULES):
+        for cand in REPAIR_RULES[name](index, parent, failed, flt):
+            target = cand.fact.tail if cand.direction == "out" else cand.fact.head
+            if cand.fact.id in seen or entity_key(target) in nodes:
+                continue
+            seen.add(cand.fact.id)
+            out.append(cand)
+    return out
+
+
+# -- answering ------------------------------------------------------------------------------------
+
+
+def _date_text(moment: datetime) -> str:
+    return f"{moment.day} {_MONTHS[moment.month - 1].capitalize()} {moment.year}"
+
+
+def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex, *, passing: bool = True) -> PathAnswer:
+    """The best path's end entity (its start date for "when"); several values when top paths share a relation."""
+    if not paths or not passing:
+        return PathAnswer(answer="Not mentioned in the conversation", path_ids=[])
+    best = paths[0]
+    last = index.facts[best.fact_ids[-1]]
+    if re.search(r"\bwhen\b", question.lower()) and last.valid_from is not None:
+        return PathAnswer(answer=_date_text(last.valid_from), path_ids=[best.id])
+    values, used = [], []
+    for path in paths:
+        fact = index.facts[path.fact_ids[-1]]
+        same_kind = fact.relation == last.relation and entity_key(path.nodes[-2]) == entity_key(best.nodes[-2])
+        if path is best or (same_kind and (path.score or 0) >= 0.8 * (best.score or 0)):
+            if entity_key(path.end) not in {entity_key(v) for v in values}:
+                values.append(path.end)
+                used.append(path.id)
+    return PathAnswer(answer=", ".join(values), path_ids=used)
+
+
+def answer_from_paths(
+    llm: BaseChatModel | None,
+    question: str,
+    paths: Sequence[FactPath],
+    index: FactIndex,
+    *,
+    reference_time: str | None = None,
+    passing: bool = True,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[PathAnswer]:
+    """The answer from the kept paths only; the fallback reads it off the best path."""
+    labels = [p.id for p in paths]
+    return run_role(
+        llm,
+        role="real_answerer",
+        messages=real_answer.build_messages(question, render_paths(paths, index, labels) or "(none)", reference_time),
+        schema=PathAnswer,
+        validate=lambda a: [] if a.answer.strip() else ["empty answer"],
+        fallback=lambda: heuristic_answer(question, paths, index, passing=passing),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": real_answer.VERSION},
+    )
+
+
+def cosine_to(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """Cosine similarity of each row to the query."""
+    if vectors.size == 0:
+        return np.zeros(0, dtype=np.float32)
+    return normalize(np.atleast_2d(vectors)) @ normalize(query)

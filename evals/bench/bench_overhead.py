@@ -1,0 +1,151 @@
+"""Ingestion and query overhead with a scripted model that replies at once (or after a fixed latency).
+
+With no model latency the wall time is LogicMap's own overhead (graph, store, embedder); with 0.2 s per
+call it shows what parallel explorers save. Usage: ``python -m evals.bench.bench_overhead [--delays 0,0.2]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table
+from evals.bench.scripted import make_scripted_model
+
+__all__ = ["QUERY_STRATEGIES", "bench_ingest", "bench_queries", "main"]
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
+
+# (label, strategy name, options): compass runs both explorer modes to compare them.
+QUERY_STRATEGIES: list[tuple[str, str, dict[str, Any]]] = [
+    ("bm25", "bm25", {}),
+    ("dense", "dense", {}),
+    ("compass (parallel explorers)", "compass", {"explorer_mode": "parallel"}),
+    ("compass (batched explorers)", "compass", {"explorer_mode": "batched"}),
+    ("goalmem:bm25", "goalmem", {"backbone": "bm25"}),
+    ("real", "real", {}),
+    ("reconstruct", "reconstruct", {}),
+]
+
+
+def bench_ingest(resources: Any, model: Any, namespace: str) -> dict[str, float]:
+    """Ingest the sample conversation with the LLM policy against ``model``; wall, calls, model wait."""
+    from graphs.ingest import ingest_conversation
+    from memory.loaders import load_conversations
+
+    conversation = load_conversations(SAMPLE)[0]
+    calls_before = len(model.calls)
+    started = time.perf_counter()
+    report = ingest_conversation(conversation, namespace, resources=resources, policy="llm")
+    wall = time.perf_counter() - started
+    calls = len(model.calls) - calls_before
+    sessions = len([s for s in report.sessions if not s.skipped])
+    turns = conversation.turn_count
+    return {
+        "sessions": sessions, "turns": turns, "wall": wall, "calls": calls,
+        "fallbacks": len(report.fallbacks), "model_wait": calls * model.delay,
+    }
+
+
+def bench_queries(resources: Any, model: Any, namespace: str, questions: list[str]) -> dict[str, dict[str, float] | str]:
+    """Every available strategy on every question with the LLM policy: mean wall and calls per question."""
+    from graphs.strategies import strategy_function
+
+    out: dict[str, dict[str, float] | str] = {}
+    for label, name, options in QUERY_STRATEGIES:
+        try:
+            fn = strategy_function(name)
+        except (ImportError, AttributeError) as exc:
+            out[label] = f"unavailable ({type(exc).__name__}: {exc})"
+            continue
+        walls, calls, fallbacks, errors = [], [], 0, 0
+        for question in questions:
+            before = len(model.calls)
+            started = time.perf_counter()
+            try:
+                result = fn(question, namespace, resources=resources, policy="llm", **options)
+                fallbacks += len(result.fallbacks)
+            except Exception:  # noqa: BLE001 - a benchmark reports failures, it does not stop on them
+                errors += 1
+            walls.append(time.perf_counter() - started)
+            calls.append(len(model.calls) - before)
+        out[label] = {
+            "wall": statistics.mean(walls), "wall_median": statistics.median(walls), "calls": statistics.mean(calls),
+            "model_wait": statistics.mean(calls) * model.delay, "fallbacks": fallbacks, "errors": errors,
+        }
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--delays", default="0,0.2", help="model latencies in seconds, comma-separated")
+    parser.add_argument("--embeddings", default="hashing", choices=["hashing", "minilm"],
+                        help="embedder (hashing: LogicMap's overhead without the embedding model)")
+    parser.add_argument("--questions", type=int, default=15, help="sample questions per strategy")
+    args = parser.parse_args(argv)
+    from memory.loaders import load_conversations
+
+    print(machine_line())
+    print(f"embedder: {args.embeddings}; scripted model replies with valid JSON for every known role\n")
+    qa = [q for q in load_conversations(SAMPLE)[0].qa if str(q.category) != "5"][: args.questions]
+    questions = [q.question for q in qa]
+    delays = [float(d) for d in args.delays.split(",") if d.strip()]
+    ingest_rows, query_rows = [], []
+    by_delay: dict[float, dict[str, Any]] = {}
+    for delay in delays:
+        with tempfile.TemporaryDirectory(prefix="logicmap-overhead-") as tmp:
+            model = make_scripted_model(delay)
+            resources = fresh_resources(Path(tmp), embeddings=args.embeddings, llm=model)
+            ingest = bench_ingest(resources, model, "bench.overhead")
+            overhead = ingest["wall"] - ingest["model_wait"]
+            ingest_rows.append([
+                f"{delay:.1f}", ingest["sessions"], ingest["turns"], ingest["calls"],
+                f"{ingest['calls'] / ingest['sessions']:.1f}", f"{ingest['wall']:.2f}",
+                f"{ingest['wall'] / ingest['sessions']:.3f}", f"{1000 * overhead / ingest['turns']:.1f}",
+                ingest["fallbacks"],
+            ])
+            queries = bench_queries(resources, model, "bench.overhead", questions)
+            by_delay[delay] = queries
+            for label, stats in queries.items():
+                if isinstance(stats, str):
+                    query_rows.append([f"{delay:.1f}", label, stats, "", "", "", "", ""])
+                    continue
+                own = stats["wall"] - stats["model_wait"] if delay == 0 else None
+                query_rows.append([
+                    f"{delay:.1f}", label, f"{stats['calls']:.1f}", f"{1000 * stats['wall']:.1f}",
+                    f"{1000 * stats['wall_median']:.1f}", f"{stats['model_wait']:.2f}",
+                    f"{1000 * own:.1f}" if own is not None else "",
+                    f"{stats['fallbacks']}/{stats['errors']}",
+                ])
+            if resources.store_ is not None:
+                resources.store_.close()
+
+    print(f"## Ingestion: sample conversation ({SAMPLE.name}), LLM policy, calls are sequential\n")
+    print_table(["delay s", "sessions", "turns", "LLM calls", "calls/session", "wall s", "wall s/session",
+                 "non-LLM overhead ms/turn", "fallbacks"], ingest_rows)
+    print(f"\n## Queries: {len(questions)} sample questions, LLM policy\n")
+    print_table(["delay s", "strategy", "LLM calls/q", "wall ms/q (mean)", "wall ms/q (median)",
+                 "model time s/q if serial", "non-LLM overhead ms/q", "fallbacks/errors"], query_rows)
+    if 0.0 in by_delay and any(d > 0 for d in by_delay):
+        delay = max(by_delay)
+        print(f"\n## What concurrency saves at {delay:.1f} s per call "
+              "(serial estimate = overhead at 0 s + calls x delay)\n")
+        rows = []
+        for label, stats in by_delay[delay].items():
+            base = by_delay[0.0].get(label)
+            if isinstance(stats, str) or not isinstance(base, dict):
+                continue
+            serial = base["wall"] + stats["calls"] * delay
+            rows.append([label, f"{stats['calls']:.1f}", f"{serial:.2f}", f"{stats['wall']:.2f}",
+                         f"{serial - stats['wall']:.2f}", f"{serial / stats['wall']:.2f}x"])
+        print_table(["strategy", "LLM calls/q", "serial estimate s/q", "measured s/q", "saved s/q", "speed-up"], rows)
+    print(f"\npeak RSS {peak_rss_mb():.0f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

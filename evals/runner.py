@@ -1,0 +1,528 @@
+"""The eval runner: ingest a LoCoMo / LongMemEval file once per policy, answer every question with every strategy.
+
+Writes per-question results, per-category and overall aggregates with cost, then the report (evals.report).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agents.base import Cost
+from evals.metrics import (
+    ADVERSARIAL_CATEGORY,
+    LOCOMO_CATEGORIES,
+    JudgeScore,
+    bleu1,
+    category_label,
+    evidence_recall,
+    llm_judge,
+    locomo_category,
+    normalize_evidence_ids,
+    token_f1,
+)
+from graphs.resources import Resources, default_resources
+from memory.loaders import Conversation, QAItem, load_conversations
+
+__all__ = [
+    "DEFAULT_BUDGETS",
+    "CategoryStats",
+    "EvalRun",
+    "IngestSummary",
+    "JudgeSettings",
+    "QuestionResult",
+    "StrategySpec",
+    "aggregate",
+    "category_mapping",
+    "eval_namespace",
+    "make_judge_model",
+    "parse_strategy",
+    "resolve_strategies",
+    "run_eval",
+    "select_questions",
+]
+
+DEFAULT_BUDGETS: tuple[int, ...] = (5, 10, 20)
+CITED_TURNS_KEPT = 50
+OVERALL = "overall"
+
+
+# ---------------------------------------------------------------- strategies
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A strategy as named on the command line: ``goalmem:bm25`` is Goal-Mem over the BM25 backbone."""
+
+    label: str
+    name: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+def parse_strategy(spec: str) -> StrategySpec:
+    """``name`` or ``name:backbone``; the part after ``:`` is passed as the ``backbone`` option."""
+    spec = spec.strip()
+    name, _, backbone = spec.partition(":")
+    options = {"backbone": backbone} if backbone else {}
+    return StrategySpec(label=spec, name=name, options=options)
+
+
+def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, Callable[..., Any]]], dict[str, str]]:
+    """The strategies that can run, and the reason each other one cannot (a module not landed yet).
+
+    An unknown strategy name is a user error and raises ``ValueError``.
+    """
+    from graphs.strategies import STRATEGIES, strategy_function
+
+    available: list[tuple[StrategySpec, Callable[..., Any]]] = []
+    unavailable: dict[str, str] = {}
+    for raw in specs:
+        spec = parse_strategy(raw)
+        if spec.name not in STRATEGIES:
+            raise ValueError(f"unknown strategy {spec.name!r}; choose from {sorted(STRATEGIES)} (goalmem:bm25|dense|events)")
+        if any(s.label == spec.label for s, _ in available) or spec.label in unavailable:
+            continue
+        try:
+            available.append((spec, strategy_function(spec.name)))
+        except (ImportError, AttributeError) as exc:
+            unavailable[spec.label] = f"{type(exc).__name__}: {exc}"
+    return available, unavailable
+
+
+# ---------------------------------------------------------------- judge model
+
+
+class JudgeSettings(BaseSettings):
+    """The judge model, separate from the model under test (``LOGICMAP_JUDGE_*``); unset fields reuse the main ones."""
+
+    model_config = SettingsConfigDict(env_prefix="LOGICMAP_JUDGE_", env_file=None, extra="ignore")
+
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    structured_output: Literal["function_calling", "json_schema", "json_mode", "prompt"] | None = None
+
+
+def make_judge_model(resources: Resources, model: str | None = None) -> tuple[Any, str]:
+    """The judge chat model (``None`` when none is configured) and its structured-output method."""
+    from agents.models import make_chat_model
+
+    judge = JudgeSettings()
+    name = model or judge.model
+    method = judge.structured_output or resources.settings.structured_output
+    if not name:
+        return None, method
+    overrides: dict[str, Any] = {"chat_model": name}
+    if judge.base_url:
+        overrides["openai_base_url"] = judge.base_url
+    if judge.api_key:
+        overrides["openai_api_key"] = judge.api_key
+    settings = resources.settings.model_copy(update=overrides)
+    return make_chat_model(settings), method
+
+
+# ---------------------------------------------------------------- records
+
+
+class QuestionResult(BaseModel):
+    """One question answered by one strategy, with its scores and cost."""
+
+    question_id: str
+    conversation_id: str
+    namespace: str
+    strategy: str
+    category: int | str | None
+    category_label: str
+    question: str
+    gold: str
+    answer: str = ""
+    f1: float = 0.0
+    bleu1: float = 0.0
+    judge: JudgeScore = Field(default_factory=JudgeScore)
+    recall: dict[str, float | None] = Field(default_factory=dict)
+    gold_evidence: list[str] = Field(default_factory=list)
+    cited_turns: list[str] = Field(default_factory=list)
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
+    steps: int = 0
+    fallbacks: int = 0
+    error: str | None = None
+
+
+class CategoryStats(BaseModel):
+    """Means over the questions of one category (or ``overall``) for one strategy."""
+
+    questions: int = 0
+    f1: float = 0.0
+    bleu1: float = 0.0
+    judge_accuracy: float | None = None
+    judged: int = 0
+    recall: dict[str, float | None] = Field(default_factory=dict)
+    recall_questions: int = 0
+    llm_calls: float = 0.0
+    prompt_tokens: float = 0.0
+    completion_tokens: float = 0.0
+    wall_time_s: float = 0.0
+    fallbacks: int = 0
+    errors: int = 0
+
+
+class SessionCost(BaseModel):
+    session_id: str
+    turns: int = 0
+    events: int = 0
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
+    fallbacks: list[str] = Field(default_factory=list)
+
+
+class IngestSummary(BaseModel):
+    """How one conversation got into memory: this run, or reused from an earlier run (``cached``)."""
+
+    conversation_id: str
+    namespace: str
+    policy: str
+    cached: bool = False
+    sessions: list[SessionCost] = Field(default_factory=list)
+    wall_time_s: float = 0.0
+
+    def per_session(self) -> dict[str, float]:
+        n = max(1, len(self.sessions))
+        return {
+            "llm_calls": sum(s.llm_calls for s in self.sessions) / n,
+            "prompt_tokens": sum(s.prompt_tokens for s in self.sessions) / n,
+            "completion_tokens": sum(s.completion_tokens for s in self.sessions) / n,
+            "wall_time_s": sum(s.wall_time_s for s in self.sessions) / n,
+        }
+
+
+class EvalRun(BaseModel):
+    """Everything one ``run_eval`` call produced."""
+
+    file: str
+    file_sha256: str
+    source_format: str
+    policy: str
+    embeddings: str
+    started_at: str
+    category_mapping: str
+    budgets: list[int]
+    strategies: list[str]
+    unavailable: dict[str, str] = Field(default_factory=dict)
+    judge: str = "not run"
+    ingests: list[IngestSummary] = Field(default_factory=list)
+    results: list[QuestionResult] = Field(default_factory=list)
+    aggregates: dict[str, dict[str, CategoryStats]] = Field(default_factory=dict)
+    wall_time_s: float = 0.0
+    out_dir: str | None = None
+    files: dict[str, str] = Field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def category_mapping(source_format: str) -> str:
+    """The category mapping a report states."""
+    if source_format == "longmemeval":
+        return "LongMemEval: the category is the question_type field (e.g. temporal-reasoning, multi-session)."
+    names = ", ".join(f"{k} {v}" for k, v in LOCOMO_CATEGORIES.items())
+    return f"LoCoMo categories: {names}; category {ADVERSARIAL_CATEGORY} is excluded unless asked for."
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def eval_namespace(file_sha256: str, policy: str, embeddings: str, conversation_id: str) -> str:
+    """The namespace a conversation of a file is ingested into: the same file, policy and embedder reuse it."""
+    key = hashlib.sha256(f"{file_sha256}|{policy}|{embeddings}".encode()).hexdigest()[:12]
+    conv = re.sub(r"[^A-Za-z0-9_.:@-]+", "-", conversation_id).strip("-")[:80] or "conv"
+    return f"eval.{key}.{policy}.{conv}"
+
+
+def _embedder_label(resources: Resources) -> str:
+    """Which embedder wrote the vectors: memory ingested with another embedder is not reused."""
+    settings = resources.settings
+    if settings.embedding_provider == "hashing":
+        return "hashing"
+    return f"{settings.embedding_provider}:{settings.embedding_model}"
+
+
+def _wanted_categories(categories: Sequence[int | str] | None) -> set[str] | None:
+    if categories is None:
+        return None
+    return {str(c).strip() for c in categories if str(c).strip()}
+
+
+def select_questions(
+    conversations: Sequence[Conversation], categories: Sequence[int | str] | None = None, limit: int | None = None
+) -> list[tuple[Conversation, QAItem]]:
+    """The questions to ask, in file order: filtered by category (adversarial left out unless listed), at most ``limit``."""
+    wanted = _wanted_categories(categories)
+    chosen: list[tuple[Conversation, QAItem]] = []
+    for conv in conversations:
+        for qa in conv.qa:
+            if wanted is not None:
+                if str(qa.category) not in wanted:
+                    continue
+            elif conv.source_format == "locomo" and locomo_category(qa.category) == ADVERSARIAL_CATEGORY:
+                continue
+            chosen.append((conv, qa))
+            if limit is not None and len(chosen) >= limit:
+                return chosen
+    return chosen
+
+
+def _resolve_policy(policy: str, resources: Resources) -> str:
+    if policy == "auto":
+        return "llm" if resources.settings.chat_model else "heuristic"
+    if policy not in ("llm", "heuristic"):
+        raise ValueError(f"policy must be auto, llm or heuristic, not {policy!r}")
+    return policy
+
+
+def _cache_file(resources: Resources, namespace: str) -> Path:
+    return Path(resources.settings.data_dir) / "eval-ingest" / f"{namespace}.json"
+
+
+def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resources, progress: bool) -> IngestSummary:
+    """Ingest (idempotent: committed sessions are skipped) and keep the first run's per-session cost beside memory."""
+    from graphs.ingest import ingest_conversation
+
+    cache = _cache_file(resources, namespace)
+    known: dict[str, SessionCost] = {}
+    if cache.exists():
+        try:
+            stored = IngestSummary.model_validate_json(cache.read_text())
+            known = {s.session_id: s for s in stored.sessions}
+        except ValueError:
+            known = {}
+    report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=progress)  # type: ignore[arg-type]
+    sessions: list[SessionCost] = []
+    for s in report.sessions:
+        if s.skipped and s.session_id in known:
+            sessions.append(known[s.session_id])
+        elif s.skipped:
+            sessions.append(SessionCost(session_id=s.session_id))
+        else:
+            sessions.append(SessionCost(
+                session_id=s.session_id, turns=s.turns, events=s.events, llm_calls=s.cost.llm_calls,
+                prompt_tokens=s.cost.prompt_tokens, completion_tokens=s.cost.completion_tokens,
+                wall_time_s=s.cost.wall_time_s, fallbacks=s.fallbacks,
+            ))
+    summary = IngestSummary(
+        conversation_id=conv.conversation_id, namespace=namespace, policy=policy,
+        cached=all(s.skipped for s in report.sessions), sessions=sessions, wall_time_s=report.wall_time_s,
+    )
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_text(summary.model_copy(update={"cached": False}).model_dump_json(indent=1))
+    return summary
+
+
+def _accepts(fn: Callable[..., Any], name: str) -> bool:
+    """Whether a strategy takes a keyword (LongMemEval's question date goes only to those that do)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _answer_one(
+    spec: StrategySpec,
+    fn: Callable[..., Any],
+    conv: Conversation,
+    qa: QAItem,
+    namespace: str,
+    *,
+    policy: str,
+    resources: Resources,
+    budgets: Sequence[int],
+    judge: Any,
+    judge_method: str,
+) -> QuestionResult:
+    gold_evidence = normalize_evidence_ids(qa.evidence)
+    record = QuestionResult(
+        question_id=qa.question_id, conversation_id=conv.conversation_id, namespace=namespace, strategy=spec.label,
+        category=qa.category, category_label=category_label(qa.category), question=qa.question, gold=qa.answer,
+        gold_evidence=gold_evidence,
+    )
+    options = dict(spec.options)
+    if qa.question_date is not None and _accepts(fn, "question_date"):
+        options["question_date"] = qa.question_date.isoformat()
+    started = time.perf_counter()
+    try:
+        result = fn(qa.question, namespace, resources=resources, policy=policy, **options)
+    except Exception as exc:  # noqa: BLE001 - one failing question is recorded and scored 0, the run goes on
+        record.wall_time_s = time.perf_counter() - started
+        record.error = f"{type(exc).__name__}: {str(exc)[:500]}"
+        record.recall = {str(b): evidence_recall([], gold_evidence, b) for b in budgets}
+        return record
+    record.wall_time_s = time.perf_counter() - started
+    cost: Cost = result.cost
+    record.answer = result.answer
+    record.llm_calls, record.prompt_tokens, record.completion_tokens = cost.llm_calls, cost.prompt_tokens, cost.completion_tokens
+    record.steps, record.fallbacks = result.steps, len(result.fallbacks)
+    record.cited_turns = result.cited_turns(max([CITED_TURNS_KEPT, *budgets]))
+    record.f1 = token_f1(result.answer, qa.answer, qa.category)
+    record.bleu1 = bleu1(result.answer, qa.answer)
+    record.recall = {str(b): evidence_recall(record.cited_turns, gold_evidence, b) for b in budgets}
+    if judge is not None:
+        record.judge = llm_judge(judge, qa.question, qa.answer, result.answer, method=judge_method)
+    else:
+        record.judge = JudgeScore(reason_not_run="no judge model configured")
+    return record
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else 0.0
+
+
+def _stats(rows: Sequence[QuestionResult], budgets: Sequence[int]) -> CategoryStats:
+    judged = [r.judge.score for r in rows if r.judge.score is not None]
+    recall: dict[str, float | None] = {}
+    with_gold = [r for r in rows if r.gold_evidence]
+    for b in budgets:
+        values = [r.recall.get(str(b)) for r in with_gold]
+        present = [v for v in values if v is not None]
+        recall[str(b)] = _mean(present) if present else None
+    return CategoryStats(
+        questions=len(rows),
+        f1=_mean([r.f1 for r in rows]),
+        bleu1=_mean([r.bleu1 for r in rows]),
+        judge_accuracy=_mean(judged) if judged else None,
+        judged=len(judged),
+        recall=recall,
+        recall_questions=len(with_gold),
+        llm_calls=_mean([r.llm_calls for r in rows]),
+        prompt_tokens=_mean([r.prompt_tokens for r in rows]),
+        completion_tokens=_mean([r.completion_tokens for r in rows]),
+        wall_time_s=_mean([r.wall_time_s for r in rows]),
+        fallbacks=sum(r.fallbacks for r in rows),
+        errors=sum(1 for r in rows if r.error),
+    )
+
+
+def _category_key(row: QuestionResult) -> tuple[int, str]:
+    number = locomo_category(row.category)
+    return (number if number is not None else 100, row.category_label)
+
+
+def aggregate(results: Sequence[QuestionResult], budgets: Sequence[int] = DEFAULT_BUDGETS) -> dict[str, dict[str, CategoryStats]]:
+    """Per strategy: one ``CategoryStats`` per category label (in category order) and one for ``overall``."""
+    out: dict[str, dict[str, CategoryStats]] = {}
+    for strategy in dict.fromkeys(r.strategy for r in results):
+        rows = [r for r in results if r.strategy == strategy]
+        by_category: dict[str, list[QuestionResult]] = {}
+        for row in sorted(rows, key=_category_key):
+            by_category.setdefault(row.category_label, []).append(row)
+        stats = {label: _stats(group, budgets) for label, group in by_category.items()}
+        stats[OVERALL] = _stats(rows, budgets)
+        out[strategy] = stats
+    return out
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run_eval(
+    path: str | Path,
+    strategies: Sequence[str],
+    limit: int | None = None,
+    categories: Sequence[int | str] | None = None,
+    policy: str = "auto",
+    out_dir: str | Path | None = None,
+    *,
+    resources: Resources | None = None,
+    budgets: Sequence[int] = DEFAULT_BUDGETS,
+    judge: Any = None,
+    judge_method: str | None = None,
+    progress: bool = True,
+    langsmith: bool | None = None,
+) -> EvalRun:
+    """Evaluate ``strategies`` on the questions of a LoCoMo or LongMemEval file.
+
+    Each conversation is ingested once into a namespace derived from the file's content, the policy and
+    the embedder, so later runs (and every strategy of this run) share that memory. ``policy`` is used
+    both for ingest and for answering ("auto": llm when a chat model is configured). ``judge`` is a chat
+    model for the LLM judge; without one the judge is reported as not run. With ``out_dir`` the results,
+    the summary and the report with plots are written there. ``langsmith=None`` pushes the run as a
+    LangSmith experiment only when LangSmith is configured.
+    """
+    started = time.perf_counter()
+    path = Path(path)
+    resources = resources or default_resources()
+    policy = _resolve_policy(policy, resources)
+    budgets = sorted({int(b) for b in budgets})
+    available, unavailable = resolve_strategies(strategies)
+    for label, reason in unavailable.items():
+        print(f"note: strategy {label!r} is unavailable ({reason}); skipped", file=sys.stderr)
+    conversations = load_conversations(path)
+    digest = _file_digest(path)
+    embeddings = _embedder_label(resources)
+    source_format = conversations[0].source_format
+    chosen = select_questions(conversations, categories, limit)
+    needed = list(dict.fromkeys(conv.conversation_id for conv, _ in chosen))
+    by_id = {conv.conversation_id: conv for conv in conversations}
+
+    ingests: dict[str, IngestSummary] = {}
+    for conv_id in needed:
+        namespace = eval_namespace(digest, policy, embeddings, conv_id)
+        ingests[conv_id] = _ingest(by_id[conv_id], namespace, policy, resources, progress)
+
+    judge_method = judge_method or resources.method
+    results: list[QuestionResult] = []
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(chosen) * len(available), desc=f"eval {path.name}", unit="answer")
+    for conv, qa in chosen:
+        namespace = ingests[conv.conversation_id].namespace
+        for spec, fn in available:
+            row = _answer_one(spec, fn, conv, qa, namespace, policy=policy, resources=resources, budgets=budgets,
+                              judge=judge, judge_method=judge_method)
+            results.append(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(strategy=spec.label, f1=f"{row.f1:.2f}")
+    if bar is not None:
+        bar.close()
+
+    run = EvalRun(
+        file=str(path), file_sha256=digest, source_format=source_format, policy=policy, embeddings=embeddings,
+        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        category_mapping=category_mapping(source_format), budgets=budgets,
+        strategies=[spec.label for spec, _ in available], unavailable=unavailable,
+        judge=("run" if judge is not None else "not run (no judge model configured)"),
+        ingests=list(ingests.values()), results=results, aggregates=aggregate(results, budgets),
+    )
+    run.wall_time_s = time.perf_counter() - started
+    if out_dir is not None:
+        from evals.report import write_report
+
+        write_report(run, out_dir)
+    from evals.report import langsmith_configured, push_langsmith_experiment
+
+    if langsmith or (langsmith is None and langsmith_configured()):
+        try:
+            url = push_langsmith_experiment(run)
+            print(f"pushed to LangSmith: {url}", file=sys.stderr)
+        except Exception as exc:  # noqa: BLE001 - the local report is the result; a failed upload is only reported
+            print(f"warning: LangSmith push failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return run

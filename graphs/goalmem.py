@@ -1,0 +1,527 @@
+"""The Goal-Mem graph: backward chaining in NL-Logic over any retrieval backbone.
+
+parse_goal -> decompose (breadth loop) -> retrieve (one Send per subgoal) -> unify (one batched call)
+-> refine (depth loop) -> retrieve -> unify ... -> generate, or fail ("I don't know"). Studio loads ``graph``.
+"""
+
+from __future__ import annotations
+
+import operator
+import time
+from dataclasses import dataclass, fields
+from typing import Annotated, Any, Literal
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Send
+from pydantic import BaseModel, Field
+from typing_extensions import TypedDict
+
+from agents.base import Cost, FallbackRecord, add_cost
+from agents.goalmem import (
+    decompose_goal,
+    generate_answer,
+    parse_utterance,
+    refine_subgoals,
+    unify_subgoals,
+)
+from agents.goalmem_heuristics import MemoryLine
+from graphs.resources import Resources, default_resources
+from graphs.result import AnswerResult, EvidenceItem
+from memory.backbones import make_backbone
+from memory.nl_logic import Atom, Goal, Rule, Substitution, Term
+from memory.records import validate_namespace
+
+__all__ = [
+    "FAILURE_ANSWER",
+    "GoalMemContext",
+    "GoalMemState",
+    "Retrieval",
+    "answer",
+    "build_goalmem_graph",
+    "builder",
+    "call_bound",
+    "graph",
+]
+
+FAILURE_ANSWER = "I don't know"
+
+
+@dataclass
+class GoalMemContext:
+    """Per-run settings (a form in Studio). ``retriever`` overrides ``backbone`` with any LangChain
+    ``BaseRetriever`` or object with ``search(query, k)`` (Python API only)."""
+
+    max_breadth: int = 3
+    max_depth: int = 5
+    max_memories: int = 60
+    k_per_subgoal: int = 5
+    backbone: str = "bm25"
+    policy: Literal["llm", "heuristic"] = "llm"
+    retriever: Any = None
+
+
+def call_bound(max_breadth: int, max_depth: int) -> int:
+    """Most reasoning-role calls a question can take: 1 parse + B x (decompose + unify + D x (refine +
+    unify)) = 1 + B(2 + 2D); ``generate`` adds one when an answer is found, a retry doubles a call."""
+    return 1 + max_breadth * (2 + 2 * max_depth)
+
+
+class Retrieval(BaseModel):
+    """What one retrieve branch found for one subgoal at one step."""
+
+    step: int
+    subgoal: str
+    query: str
+    hits: list[EvidenceItem] = Field(default_factory=list)
+
+
+class GoalMemState(TypedDict, total=False):
+    question: str
+    namespace: str
+    goal: Goal | None
+    rule: Rule | None
+    failed: list[tuple[Rule, str]]
+    exhausted: bool
+    breadth: int
+    depth: int
+    step: int
+    subgoals: dict[str, Atom]
+    originals: list[str]
+    antecedent_of: dict[str, str]
+    substitution: Substitution
+    resolved: dict[str, list[str]]
+    unresolved: dict[str, str]
+    queried: Annotated[dict[str, str], operator.or_]
+    last_unified: dict[str, str]
+    new_in_step: int
+    solved_depth: int | None
+    stop_reason: str
+    answer: str
+    status: str
+    retrieved: Annotated[list[Retrieval], operator.add]
+    rejected: Annotated[list[str], operator.add]
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    cost: Annotated[Cost, add_cost]
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+
+
+class RetrieveTask(TypedDict):
+    namespace: str
+    subgoal: str
+    query: str
+    k: int
+    step: int
+
+
+def _ctx(runtime: Runtime[GoalMemContext] | None) -> GoalMemContext:
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, dict):
+        return GoalMemContext(**ctx)
+    return ctx or GoalMemContext()
+
+
+def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:
+    """Every memory retrieved so far (optionally only before a step), first retrieval first."""
+    pool: dict[str, EvidenceItem] = {}
+    for entry in state.get("retrieved", []) or []:
+        if before_step is not None and entry.step >= before_step:
+            continue
+        for hit in entry.hits:
+            pool.setdefault(hit.id, hit)
+    return pool
+
+
+def _memory_lines(state: GoalMemState, ids: list[str] | None = None) -> list[MemoryLine]:
+    """Memories as (id, text, date), the current step's first, so the freshest evidence leads."""
+    pool = _pool(state)
+    step = state.get("step", 0)
+    current = [h.id for e in state.get("retrieved", []) or [] if e.step == step for h in e.hits]
+    order = list(dict.fromkeys([*current, *pool])) if ids is None else [i for i in ids if i in pool]
+    return [(mid, _strip_id(pool[mid].text, mid), pool[mid].time) for mid in order]
+
+
+def _strip_id(text: str, mid: str) -> str:
+    prefix = f"[{mid}] "
+    return text[len(prefix) :] if text.startswith(prefix) else text
+
+
+def _types(state: GoalMemState) -> dict[str, Term]:
+    found: dict[str, Term] = {}
+    goal = state.get("goal")
+    atoms = [*(goal.atoms if goal else []), *(state.get("subgoals") or {}).values()]
+    for atom in atoms:
+        for v in atom.variables():
+            found.setdefault(v.name, v)
+    return found
+
+
+def build_goalmem_graph(resources: Resources | None = None) -> StateGraph:
+    """The Goal-Mem ``StateGraph`` (uncompiled). Resources default to the process-wide settings."""
+
+    def res() -> Resources:
+        return resources or default_resources()
+
+    def llm_for(ctx: GoalMemContext) -> tuple[Any, bool]:
+        if ctx.policy == "heuristic":
+            return None, True
+        return res().llm, False
+
+    def backbone_for(ctx: GoalMemContext, namespace: str):  # noqa: ANN202 - a Backbone
+        spec = ctx.retriever if ctx.retriever is not None else ctx.backbone
+        return make_backbone(spec, res().store, namespace, embeddings=lambda: res().embeddings)
+
+    def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        llm, heuristic = llm_for(ctx)
+        outcome = parse_utterance(llm, state["question"], method=res().method, heuristic=heuristic)
+        return {
+            "goal": outcome.output,
+            "breadth": 0,
+            "step": 0,
+            "failed": [],
+            "substitution": Substitution(),
+            "cost": outcome.cost,
+            "fallbacks": [outcome.fallback] if outcome.fallback else [],
+            "trace": [{"node": "parse_goal", "goal": outcome.output.render()}],
+        }
+
+    def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        llm, heuristic = llm_for(ctx)
+        goal = state["goal"]
+        failed = list(state.get("failed") or [])
+        previous = state.get("rule")
+        if previous is not None:
+            subgoals = state.get("subgoals") or {}
+            missing = "; ".join(
+                f"{subgoals[sid].render()}: {why}" for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals
+            )
+            failed.append((previous, missing or "not proved"))
+        outcome = decompose_goal(
+            llm, state["question"], goal, failed, method=res().method, heuristic=heuristic
+        )
+        rule = outcome.output
+        breadth = state.get("breadth", 0) + 1
+        update: dict[str, Any] = {
+            "breadth": breadth,
+            "failed": failed,
+            "cost": outcome.cost,
+            "fallbacks": [outcome.fallback] if outcome.fallback else [],
+        }
+        if any(rule.body_key() == old.body_key() for old, _ in failed):
+            # Nothing untried is left: another round would repeat a failed proof.
+            return {**update, "exhausted": True, "stop_reason": "no new decomposition",
+                    "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}]}
+        subgoals = {f"G{i + 1}": atom for i, atom in enumerate(rule.body)}
+        return {
+            **update,
+            "rule": rule,
+            "exhausted": False,
+            "depth": 0,
+            "step": state.get("step", 0) + 1,
+            "subgoals": subgoals,
+            "originals": list(subgoals),
+            "antecedent_of": {},
+            "substitution": Substitution(),
+            "resolved": {},
+            "unresolved": {sid: "not tried" for sid in subgoals},
+            "last_unified": {},
+            "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}],
+        }
+
+    def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        hits = backbone_for(ctx, task["namespace"]).search(task["query"], task["k"])
+        items = [
+            EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
+            for h in hits[: task["k"]]
+        ]
+        return {
+            "retrieved": [Retrieval(step=task["step"], subgoal=task["subgoal"], query=task["query"], hits=items)],
+            "queried": {task["subgoal"]: task["query"]},
+        }
+
+    def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        llm, heuristic = llm_for(ctx)
+        step = state.get("step", 0)
+        before = _pool(state, before_step=step)
+        now = _pool(state)
+        new_ids = [mid for mid in now if mid not in before]
+        subgoals = state.get("subgoals") or {}
+        active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}
+        substitution = state.get("substitution") or Substitution()
+        result, outcome = unify_subgoals(
+            llm, state["question"], active, _memory_lines(state), substitution,
+            method=res().method, heuristic=heuristic,
+        )
+        resolved = {**(state.get("resolved") or {}), **result.resolved}
+        unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
+        originals = state.get("originals") or []
+        goal = state["goal"]
+        solved = all(sid in resolved for sid in originals) and all(a in result.substitution for a in goal.answer)
+        return {
+            "substitution": result.substitution,
+            "resolved": resolved,
+            "unresolved": unresolved,
+            "new_in_step": len(new_ids),
+            "last_unified": {sid: atom.apply(substitution).render() for sid, atom in active.items()},
+            "solved_depth": state.get("depth", 0) if solved else None,
+            "rejected": result.rejected,
+            "cost": outcome.cost,
+            "fallbacks": [outcome.fallback] if outcome.fallback else [],
+            "trace": [{
+                "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
+                "new_memories": len(new_ids), "resolved": sorted(result.resolved),
+                "unresolved": sorted(unresolved), "substitution": result.substitution.render(),
+                "rejected": result.rejected,
+            }],
+        }
+
+    def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        llm, heuristic = llm_for(ctx)
+        subgoals = dict(state.get("subgoals") or {})
+        substitution = state.get("substitution") or Substitution()
+        unresolved = {sid: (subgoals[sid], why) for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals}
+        existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
+        picked, outcome = refine_subgoals(
+            llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
+            existing, method=res().method, heuristic=heuristic,
+        )
+        antecedent_of = dict(state.get("antecedent_of") or {})
+        unresolved_now = dict(state.get("unresolved") or {})
+        added = []
+        for target, atom in picked:
+            sid = f"G{len(subgoals) + 1}"
+            subgoals[sid] = atom
+            antecedent_of[sid] = target
+            unresolved_now[sid] = "not tried"
+            added.append(f"{sid} for {target}: {atom.render()}")
+        return {
+            "subgoals": subgoals,
+            "antecedent_of": antecedent_of,
+            "unresolved": unresolved_now,
+            "depth": state.get("depth", 0) + 1,
+            "step": state.get("step", 0) + 1,
+            "cost": outcome.cost,
+            "fallbacks": [outcome.fallback] if outcome.fallback else [],
+            "trace": [{"node": "refine", "depth": state.get("depth", 0) + 1, "antecedents": added}],
+        }
+
+    def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        llm, heuristic = llm_for(ctx)
+        supporting = list(dict.fromkeys(mid for ids in (state.get("resolved") or {}).values() for mid in ids))
+        outcome = generate_answer(
+            llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
+            method=res().method, heuristic=heuristic,
+        )
+        return {
+            "answer": outcome.output.answer.strip(),
+            "status": "answered",
+            "cost": outcome.cost,
+            "fallbacks": [outcome.fallback] if outcome.fallback else [],
+            "trace": [{"node": "generate", "answer": outcome.output.answer.strip()}],
+        }
+
+    def fail(state: GoalMemState) -> dict[str, Any]:
+        reason = state.get("stop_reason") or "breadth exhausted"
+        return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason,
+                "trace": [{"node": "fail", "reason": reason}]}
+
+    # -- routing -----------------------------------------------------------------------------------
+
+    def dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
+        """One retrieve branch per subgoal whose query is new, sharing what is left of the memory budget."""
+        substitution = state.get("substitution") or Substitution()
+        queried = state.get("queried") or {}
+        subgoals = state.get("subgoals") or {}
+        tasks = []
+        for sid in sids:
+            query = subgoals[sid].apply(substitution).text()
+            if queried.get(sid) != query:
+                tasks.append((sid, query))
+        remaining = max(0, ctx.max_memories - len(_pool(state)))
+        if not tasks or remaining == 0:
+            return []
+        share, extra = divmod(remaining, len(tasks))
+        sends = []
+        for i, (sid, query) in enumerate(tasks):
+            k = min(ctx.k_per_subgoal, share + (1 if i < extra else 0))
+            if k > 0:
+                sends.append(Send("retrieve", RetrieveTask(
+                    namespace=state["namespace"], subgoal=sid, query=query, k=k, step=state.get("step", 0))))
+        return sends
+
+    def next_breadth(state: GoalMemState, ctx: GoalMemContext) -> str:
+        return "decompose" if state.get("breadth", 0) < ctx.max_breadth else "fail"
+
+    def after_decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> Any:
+        if state.get("exhausted"):
+            return "fail"
+        sends = dispatch(state, _ctx(runtime), list(state.get("subgoals") or {}))
+        return sends or "unify"
+
+    def after_unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> str:
+        ctx = _ctx(runtime)
+        if state.get("solved_depth") is not None:
+            return "generate"
+        depth = state.get("depth", 0)
+        if depth >= ctx.max_depth:
+            return next_breadth(state, ctx)
+        if depth >= 1 and state.get("new_in_step", 0) == 0:
+            # Early stop: this depth step brought no memory we had not seen, a deeper one will not either.
+            return next_breadth(state, ctx)
+        if not state.get("unresolved"):
+            return next_breadth(state, ctx)
+        return "refine"
+
+    def after_refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> Any:
+        ctx = _ctx(runtime)
+        pending = [sid for sid in state.get("subgoals") or {} if sid not in (state.get("resolved") or {})]
+        sends = dispatch(state, ctx, pending)
+        if sends:
+            return sends
+        substitution = state.get("substitution") or Substitution()
+        last = state.get("last_unified") or {}
+        subgoals = state.get("subgoals") or {}
+        if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
+            # New bindings re-ground pending subgoals: worth one more look at the memories we have.
+            return "unify"
+        return next_breadth(state, ctx)
+
+    builder = StateGraph(GoalMemState, context_schema=GoalMemContext)
+    builder.add_node("parse_goal", parse_goal)
+    builder.add_node("decompose", decompose)
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("unify", unify)
+    builder.add_node("refine", refine)
+    builder.add_node("generate", generate)
+    builder.add_node("fail", fail)
+    builder.add_edge(START, "parse_goal")
+    builder.add_edge("parse_goal", "decompose")
+    builder.add_conditional_edges("decompose", after_decompose, ["retrieve", "unify", "fail"])
+    builder.add_edge("retrieve", "unify")
+    builder.add_conditional_edges("unify", after_unify, ["generate", "refine", "decompose", "fail"])
+    builder.add_conditional_edges("refine", after_refine, ["retrieve", "unify", "decompose", "fail"])
+    builder.add_edge("generate", END)
+    builder.add_edge("fail", END)
+    return builder
+
+
+_CONTEXT_FIELDS = {f.name for f in fields(GoalMemContext)}
+
+
+def answer(
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "llm",
+    backbone: Any = "bm25",
+    context: GoalMemContext | None = None,
+    **options: Any,
+) -> AnswerResult:
+    """Answer ``question`` from ``namespace`` by backward chaining. ``backbone``: ``bm25`` (turns),
+    ``dense`` (turns), ``events`` (event graph), a LangChain ``BaseRetriever`` or an object with
+    ``search(query, k)``. Options are ``GoalMemContext`` fields (``max_breadth``, ``max_depth``, ...;
+    ``k`` is ``k_per_subgoal``)."""
+    validate_namespace(namespace)
+    resources = resources or default_resources()
+    resources.store.require_namespace(namespace)
+    if "k" in options:
+        options.setdefault("k_per_subgoal", options.pop("k"))
+    unknown = sorted(set(options) - _CONTEXT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown goalmem options {unknown}; known: {sorted(_CONTEXT_FIELDS)}")
+    settings = {**(context.__dict__ if context else {}), **options}
+    if isinstance(backbone, str):
+        if context is None or backbone != GoalMemContext.backbone:
+            settings["backbone"] = backbone
+    else:
+        settings["retriever"] = backbone
+        settings.setdefault("backbone", getattr(backbone, "name", type(backbone).__name__))
+    settings.setdefault("policy", "heuristic" if policy == "heuristic" else "llm")
+    ctx = GoalMemContext(**settings)
+    if ctx.retriever is None:
+        make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
+    compiled = build_goalmem_graph(resources).compile()
+    started = time.perf_counter()
+    final = compiled.invoke(
+        {"question": question, "namespace": namespace},
+        context=ctx,
+        config={
+            "run_name": "goalmem",
+            "tags": ["strategy:goalmem", f"policy:{ctx.policy}", f"backbone:{ctx.backbone}"],
+            "metadata": {"namespace": namespace},
+            "recursion_limit": 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
+        },
+    )
+    cost = (final.get("cost") or Cost()).model_copy()
+    cost.wall_time_s = time.perf_counter() - started
+    return _result(question, namespace, final, ctx, cost, resources)
+
+
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, cost: Cost, resources: Resources
+) -> AnswerResult:
+    goal: Goal | None = final.get("goal")
+    substitution: Substitution = final.get("substitution") or Substitution()
+    resolved: dict[str, list[str]] = final.get("resolved") or {}
+    pool = _pool(final)  # type: ignore[arg-type]
+    supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
+    evidence = [pool[mid] for mid in supporting]
+    snapshot = resources.store.snapshot(namespace)
+    turn_texts = {
+        tid: snapshot.turns[tid].render()
+        for item in evidence
+        if item.kind != "turn"
+        for tid in item.turn_ids
+        if tid in snapshot.turns
+    }
+    subgoals: dict[str, Atom] = final.get("subgoals") or {}
+    rule: Rule | None = final.get("rule")
+    trace = final.get("trace") or []
+    details = {
+        "status": final.get("status", "failed"),
+        "goal": goal.render() if goal else None,
+        "grounded_goal": goal.apply(substitution).render() if goal else None,
+        "substitution": substitution.as_dict(),
+        "substitution_text": substitution.render(),
+        "rule": rule.render() if rule else None,
+        "subgoals": {sid: atom.render() for sid, atom in subgoals.items()},
+        "antecedent_of": final.get("antecedent_of") or {},
+        "supporting": {sid: ids for sid, ids in resolved.items()},
+        "unresolved": final.get("unresolved") or {},
+        "failed_decompositions": [rule.render() for rule, _ in final.get("failed") or []],
+        "breadth": final.get("breadth", 0),
+        "depth": final.get("solved_depth") if final.get("solved_depth") is not None else final.get("depth", 0),
+        "solved_depth": final.get("solved_depth"),
+        "stop_reason": final.get("stop_reason"),
+        "memories_retrieved": len(pool),
+        "rejected": final.get("rejected") or [],
+        "backbone": ctx.backbone,
+        "policy": ctx.policy,
+        "limits": {"max_breadth": ctx.max_breadth, "max_depth": ctx.max_depth, "max_memories": ctx.max_memories,
+                   "k_per_subgoal": ctx.k_per_subgoal},
+        "call_bound": call_bound(ctx.max_breadth, ctx.max_depth),
+        "trace": trace,
+        "turn_texts": turn_texts,
+    }
+    return AnswerResult(
+        strategy="goalmem",
+        namespace=namespace,
+        question=question,
+        answer=final.get("answer") or FAILURE_ANSWER,
+        evidence=evidence,
+        cost=cost,
+        steps=len(trace),
+        fallbacks=final.get("fallbacks") or [],
+        details=details,
+    )
+
+
+builder = build_goalmem_graph()
+graph = builder.compile()

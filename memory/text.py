@@ -1,0 +1,31 @@
+"""Word tokens for lexical matching (BM25, the hashing embedder, extractive answers).
+
+Lowercased, stop words dropped, a light plural strip; the same everywhere so scores agree.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["STOP_WORDS", "tokenize"]
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+STOP_WORDS = frozenset(
+    "a an the and or of to in on at for with is was were are be been it its this that i you he she we they "
+    "my your his her our their me him them do did does so but if as by from about what which who when where "
+    "why how".split()
+)
+
+
+def tokenize(text: str) -> list[str]:
+    """Lowercased word tokens without stop words, with a light plural/suffix strip."""
+    tokens = []
+    for tok in _TOKEN.findall(text.lower()):
+        if tok in STOP_WORDS:
+            continue
+        if len(tok) > 4 and tok.endswith("s") and not tok.endswith("ss"):
+            tok = tok[:-1]
+        tokens.append(tok)
+    return tokens
+
+

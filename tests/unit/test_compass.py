@@ -1,0 +1,249 @@
+"""The compass graph with scripted models: planning, localization, priorities, explorers, refine, respond."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from agents.testing import ScriptedChatModel
+from graphs.compass import CompassContext, answer, build_compass_graph
+from memory.embeddings import normalize
+from memory.records import Event, Relation, Topic, relation_id
+from memory.store import ChangeSet
+
+PLANNER = "You plan how to answer"
+LOCALIZER = "You choose where to start"
+EXPLORER = "Decide what to do with the current event"
+BATCH = "Decide for EACH listed event"
+REFINER = "Write one new search query"
+RESPONDER = "You answer a question about a long conversation"
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+
+
+def build_namespace(resources, namespace: str, events: dict[str, str], edges: list[tuple[str, str, str]],
+                    topics: dict[str, list[str]] | None) -> None:
+    """A hand-made event graph: summaries, typed edges and topics, committed like an ingest would."""
+    records = [
+        Event(id=eid, namespace=namespace, session_id="S1", summary=text, order=i, participants=["Ann"],
+              turn_ids=[f"D1:{i + 1}"])
+        for i, (eid, text) in enumerate(events.items())
+    ]
+    vectors = resources.embeddings.embed_documents(list(events.values()))
+    relations = [Relation(id=relation_id(a, label, b), namespace=namespace, source=a, target=b, label=label)
+                 for a, label, b in edges]
+    topic_records = []
+    for tid, members in (topics or {}).items():
+        centroid = normalize(np.mean([vectors[list(events).index(m)] for m in members], axis=0)).tolist()
+        topic_records.append(Topic(id=tid, namespace=namespace, centroid=centroid, members=members))
+    resources.store.commit(ChangeSet(namespace=namespace, base_generation=0, events=records, event_vectors=vectors,
+                                     relations=relations, topics=topic_records))
+
+
+def _current_event(messages) -> str:
+    return re.search(r"Current event:\n\((\S+?),", messages[-1].content).group(1)
+
+
+def _neighbours(messages) -> list[str]:
+    block = messages[-1].content.split("Neighbours:", 1)[1]
+    return re.findall(r"^- (\S+) \[", block, flags=re.MULTILINE)
+
+
+def test_heuristic_policy_answers_the_sample_without_llm_calls(ingested_sample) -> None:
+    result = answer("What drink did Maya have at the Blue Finch cafe?", "sample", resources=ingested_sample,
+                    policy="heuristic")
+    assert result.cost.llm_calls == 0 and result.strategy == "compass"
+    assert result.evidence and all(item.turn_ids for item in result.evidence)
+    assert "D2:4" in result.cited_turns(10)
+    # The extractive responder answers with a sentence of the kept evidence.
+    assert result.answer in " ".join(result.details["turn_texts"].values())
+
+
+def test_planner_subgoals_refinement_and_responder_fallback(ingested_sample) -> None:
+    llm = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": ["which cafe Maya visited", "what Maya drank there", "when it was"]}],
+            LOCALIZER: [{"event_ids": []}, {"event_ids": []}],
+            REFINER: [{"query": "Blue Finch cafe drink"}],
+            RESPONDER: [{"answer": "Not mentioned", "cited_ids": []}],
+        },
+        respond=lambda messages: {"action": "SKIP"},
+    )
+    ingested_sample.llm_ = llm
+    try:
+        result = answer("What drink did Maya have at the cafe?", "sample", resources=ingested_sample,
+                        context=CompassContext(max_steps=2))
+    finally:
+        ingested_sample.llm_ = None
+    assert result.details["subgoals"] == ["which cafe Maya visited", "what Maya drank there", "when it was"]
+    assert result.details["satisfied"] == [False, False, False]
+    assert result.details["refinements"] == 1
+    refine_calls = [c for c in llm.calls if REFINER in str(c[0].content)]
+    assert len(refine_calls) == 1 and "what Maya drank there" in refine_calls[0][1].content
+    reasons = [f.reason for f in result.fallbacks]
+    assert any("no evidence kept" in r for r in reasons)
+    assert result.evidence  # the top-k localized events stood in
+
+
+def test_expand_then_answer_keeps_evidence_and_stops(resources) -> None:
+    build_namespace(
+        resources, "g",
+        {"A": "Maya visited the Blue Finch cafe", "B": "At the Blue Finch Maya drank an iced matcha latte",
+         "C": "Leo trains for a marathon", "D": "Maya's sister Ana visits"},
+        [("A", "elaboration", "B"), ("A", "temporal_before", "C"), ("C", "temporal_before", "D")],
+        {"T0": ["A", "B"], "T1": ["C", "D"]},
+    )
+
+    def explorer(messages):
+        eid = _current_event(messages)
+        if eid == "A":
+            return {"action": "EXPAND", "next_events": ["B"], "satisfied_subgoals": [0]}
+        if eid == "B":
+            return {"action": "ANSWER", "satisfied_subgoals": [1]}
+        return {"action": "SKIP"}
+
+    resources.llm_ = ScriptedChatModel(routes={
+        PLANNER: [{"subgoals": ["which cafe Maya visited", "what she drank there"]}],
+        LOCALIZER: [{"event_ids": ["A"]}],
+        RESPONDER: [{"answer": "an iced matcha latte", "cited_ids": ["B"]}],
+    }, respond=explorer)
+    result = answer("What did Maya drink at the cafe she visited?", "g", resources=resources,
+                    context=CompassContext(explorers=1))
+    assert [e.id for e in result.evidence] == ["A", "B"]
+    assert result.answer == "an iced matcha latte"
+    assert result.details["satisfied"] == [True, True] and result.details["refinements"] == 0
+    assert result.steps == 2 and not result.fallbacks
+
+
+def test_garbage_explorer_reply_is_retried_then_skip_and_recorded_never_expand(resources) -> None:
+    build_namespace(resources, "g", {"A": "Maya visited the Blue Finch cafe", "B": "Maya drank a matcha latte"},
+                    [("A", "elaboration", "B")], {"T0": ["A", "B"]})
+    resources.llm_ = ScriptedChatModel(routes={
+        PLANNER: [{"subgoals": ["cafe", "drink"]}],
+        LOCALIZER: [{"event_ids": ["A"]}, {"event_ids": ["A"]}],
+        EXPLORER: ["EXPAND!!! go to B", '{"action": "DIVE"}'],
+        REFINER: [{"query": "drink"}],
+        RESPONDER: [{"answer": "unknown", "cited_ids": []}],
+    }, default="")
+    result = answer("What did Maya drink at the cafe?", "g", resources=resources, context=CompassContext(explorers=1))
+    explorer_fallbacks = [f for f in result.fallbacks if f.role == "explorer"]
+    assert explorer_fallbacks and "invalid model output" in explorer_fallbacks[0].reason
+    assert len(explorer_fallbacks[0].errors) == 2
+    assert "B" not in result.details["visited"][:1]
+    assert any("no evidence kept" in f.reason for f in result.fallbacks)  # A was skipped, not kept
+
+
+def test_next_events_must_be_real_neighbours(resources) -> None:
+    build_namespace(resources, "g", {"A": "cafe visit", "B": "matcha latte drink", "Z": "unrelated tax form"},
+                    [("A", "elaboration", "B")], {"T0": ["A", "B"], "T1": ["Z"]})
+    resources.llm_ = ScriptedChatModel(routes={
+        PLANNER: [{"subgoals": ["cafe visit", "drink"]}],
+        LOCALIZER: [{"event_ids": ["A"]}],
+        EXPLORER: [{"action": "EXPAND", "next_events": ["Z"]}, {"action": "EXPAND", "next_events": ["B"]},
+                   {"action": "ANSWER", "satisfied_subgoals": [0, 1]}],
+        RESPONDER: [{"answer": "matcha", "cited_ids": ["B"]}],
+    })
+    result = answer("What drink at the cafe visit?", "g", resources=resources, context=CompassContext(explorers=1))
+    assert not [f for f in result.fallbacks if f.role == "explorer"]
+    assert result.details["visited"] == ["A", "B"] and [e.id for e in result.evidence] == ["A", "B"]
+
+
+def test_localization_draws_candidates_from_distinct_topics_even_without_topics(resources) -> None:
+    events = {f"P{i}": f"dog walk in the park number {i}" for i in range(6)}
+    events.update({"Q": "a dog at the beach", "R": "the park bench"})
+    build_namespace(resources, "g", events, [], {"T0": [f"P{i}" for i in range(6)], "T1": ["Q"], "T2": ["R"]})
+    compiled = build_compass_graph(resources).compile()
+    final = compiled.invoke({"namespace": "g", "question": "dog walk in the park"},
+                            context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1))
+    candidates = next(entry for entry in final["log"] if entry["node"] == "localize")["candidates"]
+    assert {"Q", "R"} <= set(candidates) and len([c for c in candidates if c.startswith("P")]) == 3
+
+    build_namespace(resources, "flat", {"X": "dog walk", "Y": "park walk"}, [], topics=None)
+    result = answer("dog walk", "flat", resources=resources, policy="heuristic")
+    assert result.evidence, "a graph without topics still answers"
+
+
+def test_priorities_follow_the_satisfaction_vector(resources) -> None:
+    build_namespace(
+        resources, "g",
+        {"A": "Maya visited a cafe", "B": "the cafe served matcha latte drinks", "C": "the receipt showed the date"},
+        [("A", "elaboration", "B"), ("A", "temporal_before", "C")],
+        {"T0": ["A", "B", "C"]},
+    )
+    order: list[str] = []
+
+    def explorer(messages):
+        eid = _current_event(messages)
+        order.append(eid)
+        if eid == "A":
+            return {"action": "EXPAND", "next_events": _neighbours(messages), "satisfied_subgoals": [0]}
+        return {"action": "SKIP"}
+
+    subgoals = ["cafe matcha latte drinks", "receipt date"]
+    resources.llm_ = ScriptedChatModel(routes={
+        PLANNER: [{"subgoals": subgoals}], LOCALIZER: [{"event_ids": ["A"]}],
+        RESPONDER: [{"answer": "x", "cited_ids": []}],
+    }, respond=explorer)
+    compiled = build_compass_graph(resources).compile()
+    final = compiled.invoke({"namespace": "g", "question": "cafe drink and date"},
+                            context=CompassContext(explorers=1, max_steps=3, max_refinements=0))
+    ranked = next(e for e in final["log"] if e["node"] == "merge" and e["step"] == 1)["priorities"]
+    emb = resources.embeddings
+
+    def sim(text: str, goal: str) -> float:
+        return float(normalize(np.asarray(emb.embed_query(text))) @ normalize(np.asarray(emb.embed_query(goal))))
+
+    b_text, c_text = "the cafe served matcha latte drinks", "the receipt showed the date"
+    # Priorities are similarities to the one open subgoal, not to the satisfied one.
+    assert abs(ranked["B"] - sim(b_text, subgoals[1])) < 1e-4
+    assert abs(ranked["C"] - sim(c_text, subgoals[1])) < 1e-4
+    assert sim(b_text, subgoals[0]) > sim(c_text, subgoals[1]) > ranked["B"]
+    # B matches the satisfied subgoal best, C the open one: C is explored first.
+    assert order[:2] == ["A", "C"]
+
+
+def test_explorers_of_one_superstep_run_concurrently(resources) -> None:
+    build_namespace(resources, "g", {"A": "cafe one", "B": "cafe two", "C": "cafe three"}, [], {"T0": ["A", "B", "C"]})
+    spans: list[tuple[float, float]] = []
+    lock = threading.Lock()
+    delay = 0.4
+
+    def explorer(messages):
+        end = time.perf_counter()
+        with lock:
+            spans.append((end - delay, end))
+        return {"action": "EXPAND"}
+
+    resources.llm_ = ScriptedChatModel(routes={
+        PLANNER: [{"subgoals": ["cafe", "drink"]}], LOCALIZER: [{"event_ids": ["A", "B", "C"]}],
+        RESPONDER: [{"answer": "x", "cited_ids": []}],
+    }, respond=explorer, delay=delay)
+    result = answer("cafe?", "g", resources=resources, context=CompassContext(explorers=3, max_steps=1, max_refinements=0))
+    assert len(spans) == 3
+    latest_start = max(s for s, _ in spans)
+    earliest_end = min(e for _, e in spans)
+    assert latest_start < earliest_end, "the three explorer calls overlap in time"
+    assert result.cost.llm_calls == 6  # planner, localizer, 3 explorers, responder
+
+
+def test_batched_mode_decides_a_superstep_in_one_call(resources) -> None:
+    build_namespace(resources, "g", {"A": "cafe one", "B": "cafe two", "C": "cafe three"}, [], {"T0": ["A", "B", "C"]})
+    resources.llm_ = ScriptedChatModel(routes={
+        PLANNER: [{"subgoals": ["cafe", "drink"]}], LOCALIZER: [{"event_ids": ["A", "B", "C"]}],
+        BATCH: [{"decisions": [{"event_id": e, "action": "EXPAND", "satisfied_subgoals": [0]} for e in "ABC"]}],
+        RESPONDER: [{"answer": "x", "cited_ids": []}],
+    })
+    result = answer("cafe?", "g", resources=resources,
+                    context=CompassContext(explorers=3, max_steps=1, max_refinements=0, explorer_mode="batched"))
+    assert result.cost.llm_calls == 4
+    assert sorted(e.id for e in result.evidence) == ["A", "B", "C"]
+    assert result.details["satisfied"] == [True, False]
+
+
+def test_compiled_graph_diagram_matches_the_snapshot() -> None:
+    diagram = build_compass_graph().compile().get_graph().draw_mermaid()
+    path = SNAPSHOTS / "compass.mmd"
+    assert diagram == path.read_text(encoding="utf-8"), "the compass topology changed: update the snapshot if intended"

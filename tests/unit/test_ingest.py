@@ -1,0 +1,168 @@
+"""The ingest graph with scripted models: segmentation, relations, fusion, fallbacks, crash recovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from agents.testing import ScriptedChatModel
+from graphs.ingest import IngestContext, SessionConflictError, ingest_conversation
+from memory.loaders import Conversation
+from memory.store import MemoryStore
+from tests.conftest import make_resources
+
+SEGMENT = "split one session"
+RELATE = "logical relations"
+JUDGE = "numbered pair"
+CORE_ONLY = IngestContext(policy="llm", extract_facts=False, extract_cues=False)
+
+
+def _first_sessions(sample: Conversation, n: int) -> Conversation:
+    conv = sample.model_copy(deep=True)
+    conv.sessions = conv.sessions[:n]
+    return conv
+
+
+def _s1_segments() -> dict:
+    return {"events": [
+        {"summary": "Maya adopted Biscuit, a golden retriever puppy, last month.", "turn_ids": ["D1:1", "D1:2"],
+         "participants": ["Maya", "Leo"], "time_phrase": "last month"},
+        {"summary": "Maya works night shifts as a nurse at Santo Antonio hospital in Porto.", "turn_ids": ["D1:3"],
+         "participants": ["Maya"]},
+        {"summary": "Leo trains for the Lisbon half marathon and loves sushi; Maya prefers ramen.",
+         "turn_ids": ["D1:4", "D1:5", "D1:6", "D1:7", "D1:8"], "participants": ["Leo", "Maya"]},
+    ]}
+
+
+def test_segmentation_relations_and_relative_time(resources, sample) -> None:
+    llm = ScriptedChatModel(routes={
+        SEGMENT: [_s1_segments()],
+        RELATE: [{"relations": [{"source": "E2", "target": "E3", "label": "Contrast", "turn_ids": ["D1:3", "D1:4"]}]}],
+    })
+    resources.llm_ = llm
+    report = ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
+    snap = resources.store.snapshot("ns")
+    assert list(snap.events) == ["S1-E1", "S1-E2", "S1-E3"]
+    first = snap.events["S1-E1"]
+    assert first.time == "2023-02" and first.time_phrase == "last month"  # session of 4 March 2023
+    assert first.participants == ["Maya", "Leo"] and first.source == "llm"
+    assert snap.relations["S1-E2|contrast|S1-E3"].turn_ids == ["D1:3", "D1:4"]
+    session = report.sessions[0]
+    assert session.cost.llm_calls == 2 and not session.fallbacks
+    assert session.cost.prompt_tokens > 0 and session.cost.wall_time_s > 0
+
+
+def test_invalid_relation_is_retried_with_the_error(resources, sample) -> None:
+    bad = {"relations": [{"source": "E1", "target": "E9", "label": "causal"}]}
+    good = {"relations": [{"source": "E1", "target": "E2", "label": "causal", "turn_ids": ["D1:1"]}]}
+    llm = ScriptedChatModel(routes={SEGMENT: [_s1_segments()], RELATE: [bad, good]})
+    resources.llm_ = llm
+    report = ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
+    assert "S1-E1|causal|S1-E2" in resources.store.snapshot("ns").relations
+    assert report.sessions[0].cost.llm_calls == 3 and not report.fallbacks
+    retry_prompt = llm.calls[-1][-1].content
+    assert "E9" in retry_prompt and "endpoints must be events of this session" in retry_prompt
+
+
+@pytest.mark.parametrize(
+    "segment_replies",
+    [
+        ["not json at all", "{broken"],
+        [{"events": [{"summary": "x", "turn_ids": ["D9:9"]}]}, {"events": []}],
+        ["", ""],
+        [{"wrong": "schema"}, {"events": "nope"}],
+    ],
+)
+def test_garbage_replies_end_in_recorded_fallbacks_and_the_session_is_kept(resources, sample, segment_replies) -> None:
+    llm = ScriptedChatModel(routes={SEGMENT: list(segment_replies), RELATE: ["??", "[]"]})
+    resources.llm_ = llm
+    report = ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
+    roles = {f.role for f in report.fallbacks}
+    assert {"segmenter", "relation_extractor"} <= roles
+    snap = resources.store.snapshot("ns")
+    assert len(snap.turns) == 8
+    assert snap.events and all(e.source == "fallback" for e in snap.events.values())
+    covered = sorted(t for e in snap.events.values() for t in e.turn_ids)
+    assert covered == sorted(snap.turns)  # every turn is cited by a fallback event
+    assert all(r.label == "temporal_before" for r in snap.relations.values())
+    assert snap.manifest.sessions["S1"].fallbacks
+
+
+def test_fusion_merges_links_and_inserts_with_one_judge_call(resources, sample) -> None:
+    s1 = _s1_segments()
+    resources.llm_ = ScriptedChatModel(routes={SEGMENT: [s1], RELATE: [{"relations": []}]})
+    ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
+
+    second = _first_sessions(sample, 2)
+    second.sessions = second.sessions[1:]
+    s2 = {"events": [
+        {"summary": s1["events"][0]["summary"], "turn_ids": ["D2:1", "D2:2"], "participants": ["Maya"]},
+        {"summary": s1["events"][1]["summary"], "turn_ids": ["D2:3", "D2:4"], "participants": ["Maya"]},
+        {"summary": "Ana, Maya's sister, visits next month with her kids.", "turn_ids": ["D2:5", "D2:6", "D2:7"],
+         "participants": ["Maya", "Ana"]},
+    ]}
+    judge = {"verdicts": [
+        {"pair": 0, "same_event": True},
+        {"pair": 1, "same_event": False, "has_overlap": True, "relation_type": "elaboration"},
+    ]}
+    llm = ScriptedChatModel(routes={SEGMENT: [s2], RELATE: [{"relations": []}], JUDGE: [judge]})
+    resources.llm_ = llm
+    report = ingest_conversation(second, "ns", resources=resources, context=CORE_ONLY)
+    snap = resources.store.snapshot("ns")
+    merged = snap.events["S1-E1"]
+    assert "S2-E1" not in snap.events
+    assert merged.turn_ids == ["D1:1", "D1:2", "D2:1", "D2:2"] and merged.sessions == ["S1", "S2"]
+    assert "S2-E2|elaboration|S1-E2" in snap.relations and "S2-E2" in snap.events
+    assert "S2-E3" in snap.events
+    judge_calls = [c for c in llm.calls if JUDGE in str(c[0].content)]
+    assert len(judge_calls) == 1 and "Pair 1" in judge_calls[0][1].content
+    assert report.sessions[0].cost.llm_calls == 3  # segment + relate + one batched judge
+    assert report.sessions[0].merged == 1 and report.sessions[0].linked == 1
+
+
+def test_no_chat_model_falls_back_to_the_heuristic_policy_and_says_so(resources, sample) -> None:
+    report = ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, policy="llm")
+    assert report.sessions[0].policy == "heuristic"
+    assert any("no chat model" in f.reason for f in report.fallbacks)
+
+
+def test_changed_session_under_the_same_id_is_refused_before_anything_is_written(resources, sample) -> None:
+    conv = _first_sessions(sample, 1)
+    ingest_conversation(conv, "ns", resources=resources, policy="heuristic")
+    before = resources.store.snapshot("ns").fingerprint()
+    changed = conv.model_copy(deep=True)
+    changed.sessions[0].turns[0].text = "something else"
+    with pytest.raises(SessionConflictError, match="already holds a different session 'S1'"):
+        ingest_conversation(changed, "ns", resources=resources, policy="heuristic")
+    assert resources.store.snapshot("ns").fingerprint() == before
+
+
+def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run(tmp_path, sample, monkeypatch) -> None:
+    clean = make_resources(tmp_path / "clean")
+    ingest_conversation(sample, "ns", resources=clean, policy="heuristic")
+    expected = clean.store.snapshot("ns").fingerprint()
+    clean.store.close()
+
+    crashed = make_resources(tmp_path / "crashed")
+    original = MemoryStore._write
+    calls = {"n": 0}
+
+    def dying_write(self, namespace, kind, records, vectors, generation):  # noqa: ANN001
+        original(self, namespace, kind, records, vectors, generation)
+        if generation == 3 and kind == "events":
+            calls["n"] += 1
+            raise RuntimeError("simulated crash after the events of session 3 were written")
+
+    monkeypatch.setattr(MemoryStore, "_write", dying_write)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        ingest_conversation(sample, "ns", resources=crashed, policy="heuristic")
+    assert calls["n"] == 1
+    crashed.store._snapshots.clear()
+    visible = crashed.store.snapshot("ns")
+    assert sorted(visible.manifest.sessions) == ["S1", "S2"]
+    assert not any(e.session_id == "S3" for e in visible.events.values())
+    assert not any(t.session_id == "S3" for t in visible.turns.values())
+
+    monkeypatch.setattr(MemoryStore, "_write", original)
+    report = ingest_conversation(sample, "ns", resources=crashed, policy="heuristic")
+    assert [s.skipped for s in report.sessions] == [True, True, False, False, False]
+    assert crashed.store.snapshot("ns").fingerprint() == expected

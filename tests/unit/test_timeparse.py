@@ -1,0 +1,38 @@
+"""Relative time phrases resolved against the session timestamp."""
+
+from __future__ import annotations
+
+import pytest
+
+from memory.timeparse import find_time_phrases, parse_timestamp, resolve_relative
+
+ANCHOR = parse_timestamp("6:40 pm on 8 May, 2023")
+
+
+@pytest.mark.parametrize(
+    ("phrase", "expected"),
+    [
+        ("yesterday", "2023-05-07"),
+        ("last year", "2022"),
+        ("two months ago", "2023-03"),
+        ("3 weeks ago", "2023-04-17"),
+        ("last Saturday", "2023-05-06"),
+        ("next month", "2023-06"),
+        ("two weeks ago", "2023-04-24"),
+        ("8 May 2023", "2023-05-08"),
+        ("the heat death of the universe", None),
+    ],
+)
+def test_resolve_relative(phrase: str, expected: str | None) -> None:
+    assert resolve_relative(phrase, ANCHOR) == expected
+
+
+def test_timestamps_of_both_dataset_formats() -> None:
+    assert parse_timestamp("1:56 pm on 8 May, 2023").isoformat() == "2023-05-08T13:56:00"
+    assert parse_timestamp("2023/05/20 (Sat) 02:21").isoformat() == "2023-05-20T02:21:00"
+    assert parse_timestamp("not a date") is None
+
+
+def test_find_time_phrases_in_order() -> None:
+    text = "I moved two weeks ago, and last year I lived in Porto; yesterday I ran."
+    assert find_time_phrases(text) == ["two weeks ago", "last year", "yesterday"]

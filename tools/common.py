@@ -1,0 +1,251 @@
+"""What every memory tool shares: the factory, argument errors the LLM can act on, rendering of records.
+
+A tool's sync and async bodies run one implementation; wrong arguments come back as an error
+ToolMessage the model can read; configuration errors (``MemoryToolConfigError``) raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import difflib
+import inspect
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.tools import StructuredTool, ToolException
+from pydantic import BaseModel, ValidationError
+
+from memory.records import Event, Turn, validate_namespace
+from memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
+from memory.timeparse import parse_timestamp
+
+__all__ = [
+    "MemoryAccess",
+    "MemoryToolConfigError",
+    "ToolArgumentError",
+    "ToolNamespaceError",
+    "ToolResult",
+    "event_interval",
+    "event_line",
+    "event_record",
+    "make_memory_tool",
+    "parse_date_bound",
+    "turn_record",
+]
+
+log = logging.getLogger(__name__)
+
+ToolResult = tuple[str, list[dict[str, Any]]]
+MAX_LINE = 320
+
+
+class MemoryToolConfigError(Exception):
+    """A memory tool that cannot be built as configured. Raised, never turned into a tool message."""
+
+
+class ToolNamespaceError(MemoryToolConfigError, UnknownNamespaceError):
+    """A tool built for a namespace that has no committed memory."""
+
+    def __init__(self, error: UnknownNamespaceError) -> None:
+        UnknownNamespaceError.__init__(self, error.namespace, error.known)
+
+
+class ToolArgumentError(ToolException):
+    """Arguments the model got wrong; the message says what to do instead."""
+
+
+@dataclass
+class MemoryAccess:
+    """The injected side of a tool: which namespace, which store, which embedder. Never shown to the LLM."""
+
+    namespace: str
+    store: MemoryStore
+    embeddings: Embeddings | None = None
+
+    @classmethod
+    def checked(
+        cls, namespace: str, store: MemoryStore, embeddings: Embeddings | None = None, *, require: bool = True
+    ) -> MemoryAccess:
+        try:
+            validate_namespace(namespace)
+        except ValueError as exc:
+            raise MemoryToolConfigError(str(exc)) from exc
+        if store is None:
+            raise MemoryToolConfigError("a memory tool needs a store (MemoryStore)")
+        if require:
+            try:
+                store.require_namespace(namespace)
+            except UnknownNamespaceError as exc:
+                raise ToolNamespaceError(exc) from exc
+        return cls(namespace, store, embeddings)
+
+    def snapshot(self) -> NamespaceSnapshot:
+        return self.store.snapshot(self.namespace)
+
+    def event(self, snapshot: NamespaceSnapshot, event_id: str) -> Event:
+        """The event, or a ``ToolArgumentError`` that names the closest ids and how to find real ones."""
+        wanted = event_id.strip()
+        if wanted in snapshot.events:
+            return snapshot.events[wanted]
+        for eid in snapshot.events:
+            if eid.lower() == wanted.lower():
+                return snapshot.events[eid]
+        if wanted in snapshot.turns:
+            owners = [e.id for e in snapshot.events.values() if wanted in e.turn_ids]
+            if owners:
+                raise ToolArgumentError(
+                    f"{wanted!r} is a turn id, not an event id; the event that holds it is {owners[0]}. "
+                    f"Call again with event_id={owners[0]!r}."
+                )
+        close = difflib.get_close_matches(wanted, list(snapshot.events), n=3, cutoff=0.5)
+        example = next(iter(snapshot.events), "S1-E1")
+        hint = f" Closest ids: {', '.join(close)}." if close else ""
+        raise ToolArgumentError(
+            f"No event with id {wanted!r} in this memory.{hint} Event ids look like {example!r}; "
+            "use search_events or query_tag_events to find the right one."
+        )
+
+
+def _clip(text: str, limit: int = MAX_LINE) -> str:
+    text = re.sub(r"\s+", " ", text or "").strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def event_record(event: Event, **extra: Any) -> dict[str, Any]:
+    """An event as an artifact record: its fields plus ``kind`` (and any scores given)."""
+    return {"kind": "event", **event.model_dump(mode="json"), **extra}
+
+
+def turn_record(turn: Turn, **extra: Any) -> dict[str, Any]:
+    return {"kind": "turn", "id": turn.dia_id, **turn.model_dump(mode="json"), **extra}
+
+
+def event_line(event: Event, snapshot: NamespaceSnapshot | None = None, limit: int = MAX_LINE) -> str:
+    """One line per event: id, when, turns, summary (clipped)."""
+    when = event.time or (event.session_time.date().isoformat() if event.session_time else "undated")
+    topic = snapshot.topic_of(event.id) if snapshot is not None else None
+    where = f"; topic {topic}" if topic else ""
+    return f"{event.id} ({when}{where}; turns {', '.join(event.turn_ids)}): {_clip(event.summary, limit)}"
+
+
+_PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
+_MONTH_YEAR = re.compile(r"^([A-Za-z]+)\.?,?\s+(\d{4})$")
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
+
+
+def parse_date_bound(text: str, *, end: bool) -> date:
+    """A date from YYYY-MM-DD, YYYY-MM, YYYY, 'May 2023' or a full date; a partial date is its first
+    (``end=False``) or last (``end=True``) day. Raises ``ToolArgumentError`` with the accepted forms."""
+    value = (text or "").strip()
+    match = _PARTIAL_DATE.match(value)
+    try:
+        if match:
+            year = int(match.group(1))
+            month = int(match.group(2)) if match.group(2) else None
+            day = int(match.group(3)) if match.group(3) else None
+            if month is None:
+                return date(year, 12, 31) if end else date(year, 1, 1)
+            if day is None:
+                return date(year, month, calendar.monthrange(year, month)[1]) if end else date(year, month, 1)
+            return date(year, month, day)
+        match = _MONTH_YEAR.match(value)
+        if match and match.group(1).lower() in _MONTHS:
+            year, month = int(match.group(2)), _MONTHS[match.group(1).lower()]
+            return date(year, month, calendar.monthrange(year, month)[1]) if end else date(year, month, 1)
+    except ValueError:
+        pass
+    parsed = parse_timestamp(value)
+    if parsed is not None:
+        return parsed.date()
+    raise ToolArgumentError(
+        f"Could not read {text!r} as a date. Use YYYY-MM-DD, YYYY-MM or YYYY (for example '2023-05' for "
+        "May 2023, or '2023-05-08'), then call again."
+    )
+
+
+def event_interval(event: Event) -> tuple[date, date] | None:
+    """The days an event's time covers: its resolved date (a month or year is a range), else its session day."""
+    if event.time:
+        try:
+            return parse_date_bound(event.time, end=False), parse_date_bound(event.time, end=True)
+        except ToolArgumentError:
+            pass
+    if event.session_time:
+        day = event.session_time.date()
+        return day, day
+    return None
+
+
+def _argument_help(schema: type[BaseModel]) -> str:
+    parts = []
+    for name, info in schema.model_fields.items():
+        annotation = getattr(info.annotation, "__name__", None) or str(info.annotation).replace("typing.", "")
+        required = "required" if info.is_required() else f"default {info.default!r}"
+        parts.append(f"{name} ({annotation}, {required})")
+    return "; ".join(parts)
+
+
+def _validation_message(tool_name: str, schema: type[BaseModel]) -> Callable[[Exception], str]:
+    def message(error: Exception) -> str:
+        problems = []
+        if isinstance(error, ValidationError):
+            for item in error.errors()[:6]:
+                where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
+                got = item.get("input")
+                shown = f" (got {got!r})" if item.get("type") != "missing" and not isinstance(got, dict) else ""
+                problems.append(f"{where}: {item.get('msg', 'invalid')}{shown}")
+        else:
+            problems.append(str(error))
+        return (
+            f"Invalid arguments for {tool_name}: " + "; ".join(problems) + ". "
+            f"Expected arguments: {_argument_help(schema)}. Fix them and call {tool_name} again."
+        )
+
+    return message
+
+
+def make_memory_tool(
+    name: str,
+    args_schema: type[BaseModel],
+    run: Callable[..., ToolResult],
+    *,
+    description: str | None = None,
+) -> StructuredTool:
+    """A ``StructuredTool`` whose sync and async bodies share ``run`` (returning content and records).
+
+    The description is ``run``'s docstring. Argument errors and unexpected failures become an error
+    ToolMessage; ``MemoryToolConfigError`` propagates.
+    """
+
+    def guarded(**kwargs: Any) -> ToolResult:
+        try:
+            return run(**kwargs)
+        except (ToolException, MemoryToolConfigError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the agent gets a message, the log keeps the trace
+            log.exception("memory tool %s failed", name)
+            raise ToolException(
+                f"{name} failed: {type(exc).__name__}: {_clip(str(exc), 200)}. "
+                "Try different arguments or another tool."
+            ) from exc
+
+    async def guarded_async(**kwargs: Any) -> ToolResult:
+        return await asyncio.to_thread(guarded, **kwargs)
+
+    return StructuredTool.from_function(
+        func=guarded,
+        coroutine=guarded_async,
+        name=name,
+        description=description or inspect.cleandoc(run.__doc__ or name),
+        args_schema=args_schema,
+        response_format="content_and_artifact",
+        handle_validation_error=_validation_message(name, args_schema),
+        handle_tool_error=True,
+    )
