@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any, Literal, Protocol
 
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.base import Cost, FallbackRecord, RoleOutcome, run_role
+from agents.base import Cost, FallbackRecord, RoleOutcome, parse_json_reply, run_role
 from memory.r2 import (
     CandidateFact,
     EditReport,
@@ -344,10 +344,6 @@ def edits_completion(edits: Sequence[FactEdit]) -> str:
 
 def parse_completion(text: str) -> list[FactEdit]:
     """A manager reply (JSON text) as edits; raises ``ValueError`` when it is not a MemoryEdits object."""
-    from langchain_core.messages import AIMessage
-
-    from agents.base import parse_json_reply
-
     data = parse_json_reply(AIMessage(content=text))
     return [FactEdit.model_validate(e.model_dump()) for e in MemoryEdits.model_validate(data).edits]
 

@@ -641,21 +641,35 @@ def _date_text(moment: datetime) -> str:
 
 
 def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex, *, passing: bool = True) -> PathAnswer:
-    """The best path's end entity (its start date for "when"); several values when top paths share a relation."""
+    """Read the answer off the best path: the fact that matches the question best, its far end (its date
+    for "when", the reason for "why"); several values when top paths give the same kind of fact."""
     if not paths or not passing:
         return PathAnswer(answer="Not mentioned in the conversation", path_ids=[])
+    q = question.lower()
+    _, content = _question_parts(question, index)
     best = paths[0]
-    last = index.facts[best.fact_ids[-1]]
-    if re.search(r"\bwhen\b", question.lower()) and last.valid_from is not None:
-        return PathAnswer(answer=_date_text(last.valid_from), path_ids=[best.id])
-    values, used = [], []
-    for path in paths:
-        fact = index.facts[path.fact_ids[-1]]
-        same_kind = fact.relation == last.relation and entity_key(path.nodes[-2]) == entity_key(best.nodes[-2])
-        if path is best or (same_kind and (path.score or 0) >= 0.8 * (best.score or 0)):
-            if entity_key(path.end) not in {entity_key(v) for v in values}:
-                values.append(path.end)
-                used.append(path.id)
+    if re.search(r"\bwhy\b", q):
+        for fact_id in best.fact_ids:
+            fact = index.facts[fact_id]
+            if fact.intent == "CAUSAL" or fact.relation in CAUSAL_RELATIONS:
+                return PathAnswer(answer=fact.tail, path_ids=[best.id])
+    steps = list(zip(best.fact_ids, best.nodes[1:]))
+    # The fact whose relation the question names; the last one when none does.
+    fact_id, value = max(
+        reversed(steps), key=lambda s: len(_relation_stems(index.facts[s[0]].relation) & content)
+    )
+    fact = index.facts[fact_id]
+    if re.search(r"\bwhen\b", q) and fact.valid_from is not None:
+        return PathAnswer(answer=_date_text(fact.valid_from), path_ids=[best.id])
+    values, used = [value], [best.id]
+    wanted = _relation_stems(fact.relation) & content
+    for path in paths[1:]:
+        last = index.facts[path.fact_ids[-1]]
+        if (path.score or 0) < 0.8 * (best.score or 0) or not (_relation_stems(last.relation) & wanted):
+            continue
+        if entity_key(path.end) not in {entity_key(v) for v in values}:
+            values.append(path.end)
+            used.append(path.id)
     return PathAnswer(answer=", ".join(values), path_ids=used)
 
 

@@ -546,18 +546,22 @@ class CueIndex:
                 fact_tags[tag.target_id].append(tag)
         self.facts: dict[str, PersonalFact] = {}
         self.people: dict[str, str] = {}
+        # One sentence filed under several aspects is one fact with several aspects.
+        same: dict[tuple[str, str, str], PersonalFact] = {}
         for fid, group in sorted(fact_tags.items()):
             first = group[0]
             person = first.person or ""
             turn = fact_source_turn(fid)
-            self.facts[fid] = PersonalFact(
-                id=fid,
-                person=person,
-                aspects=list(dict.fromkeys(t.tag for t in group)),
-                content=first.content or "",
-                cues=list(dict.fromkeys(self.cues[t.cue_id].text for t in group if t.cue_id in self.cues)),
-                turn_ids=[turn] if turn else [],
-            )
+            cues = [self.cues[t.cue_id].text for t in group if t.cue_id in self.cues]
+            key = (person.lower(), turn or fid, first.content or "")
+            fact = same.get(key)
+            if fact is None:
+                fact = same[key] = self.facts[fid] = PersonalFact(
+                    id=fid, person=person, aspects=[], content=first.content or "", cues=[],
+                    turn_ids=[turn] if turn else [],
+                )
+            fact.aspects = list(dict.fromkeys([*fact.aspects, *(t.tag for t in group)]))
+            fact.cues = list(dict.fromkeys([*fact.cues, *cues]))
             if person:
                 self.people.setdefault(person.lower(), person)
         for cue in self.cues.values():

@@ -114,8 +114,10 @@ def create_query_tag_events_tool(
                 said = f' — "{link.content}"' if link.content else ""
                 lines.append(f"- {found.text} --[{link.tag}]--> {event_line(event, snapshot, limit=160)}{said}")
                 records.append(event_record(event, cue=found.text, tag=link.tag, content=link.content))
+        if not records and tag:
+            raise ToolArgumentError(" ".join(lines) + " Call again with one of these tags, or without a tag.")
         if not records:
-            return "\n".join(lines) or f"Cue {cue!r} is linked to no events.", []
+            return f"Cue {cue!r} is linked to no events.", []
         return f"Events linked to {cue!r}:\n" + "\n".join(lines), records
 
     return make_memory_tool(name, QueryTagEventsArgs, query_tag_events)

@@ -1,0 +1,164 @@
+"""Forward-reasoning baselines over the Goal-Mem backbones: query reformulation, self-reflection, ReAct.
+
+Each answers from the same retrieval backbones and memory budget as Goal-Mem and returns an ``AnswerResult``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from agents.base import Cost, FallbackRecord
+from agents.goalmem_forward import answer_from_memories, react_step, reflect_on_answer, reformulate_question
+from agents.goalmem_heuristics import MemoryLine
+from graphs.resources import Resources, default_resources
+from graphs.result import AnswerResult, EvidenceItem
+from memory.backbones import make_backbone
+from memory.records import validate_namespace
+from memory.retrieval import Backbone, reciprocal_rank_fusion
+
+__all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
+
+FORWARD_STRATEGIES = {
+    "forward_reformulate": "graphs.forward:answer_reformulate",
+    "forward_reflect": "graphs.forward:answer_reflect",
+    "forward_react": "graphs.forward:answer_react",
+}
+
+
+class _Run:
+    """What a baseline run shares: the backbone, the memory pool under its budget, cost and fallbacks."""
+
+    def __init__(
+        self, namespace: str, resources: Resources | None, policy: str, backbone: Any, max_memories: int
+    ) -> None:
+        validate_namespace(namespace)
+        self.resources = resources or default_resources()
+        self.resources.store.require_namespace(namespace)
+        self.namespace = namespace
+        self.heuristic = policy == "heuristic"
+        self.llm = None if self.heuristic else self.resources.llm
+        self.method = self.resources.method
+        self.backbone: Backbone = make_backbone(
+            backbone, self.resources.store, namespace, embeddings=lambda: self.resources.embeddings
+        )
+        self.backbone_name = backbone if isinstance(backbone, str) else getattr(self.backbone, "name", "custom")
+        self.max_memories = max_memories
+        self.pool: dict[str, EvidenceItem] = {}
+        self.cost = Cost()
+        self.fallbacks: list[FallbackRecord] = []
+        self.started = time.perf_counter()
+
+    def record(self, outcome: Any) -> Any:
+        self.cost = self.cost + outcome.cost
+        if outcome.fallback is not None:
+            self.fallbacks.append(outcome.fallback)
+        return outcome.output
+
+    def search(self, query: str, k: int) -> list[EvidenceItem]:
+        """Hits for a query, within what is left of the memory budget; new hits join the pool."""
+        k = min(k, self.max_memories - len(self.pool))
+        if k <= 0:
+            return []
+        items = []
+        for h in self.backbone.search(query, k)[:k]:
+            item = EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
+            self.pool.setdefault(item.id, item)
+            items.append(self.pool[item.id])
+        return items
+
+    def lines(self, ids: list[str] | None = None) -> list[MemoryLine]:
+        order = ids if ids is not None else list(self.pool)
+        out = []
+        for mid in order:
+            item = self.pool[mid]
+            prefix = f"[{mid}] "
+            text = item.text[len(prefix) :] if item.text.startswith(prefix) else item.text
+            out.append((mid, text, item.time))
+        return out
+
+    def result(self, strategy: str, question: str, answer: str, cited: list[str], details: dict[str, Any]) -> AnswerResult:
+        cited = [c for c in dict.fromkeys(cited) if c in self.pool]
+        evidence = [self.pool[c] for c in cited] or list(self.pool.values())
+        self.cost.wall_time_s = time.perf_counter() - self.started
+        return AnswerResult(
+            strategy=strategy, namespace=self.namespace, question=question, answer=answer.strip() or "I don't know",
+            evidence=evidence, cost=self.cost, steps=details.get("steps", 0), fallbacks=self.fallbacks,
+            details={**details, "backbone": self.backbone_name, "memories_retrieved": len(self.pool),
+                     "policy": "heuristic" if self.heuristic else "llm"},
+        )
+
+
+def answer_reformulate(
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
+    k: int = 5, max_queries: int = 3, max_memories: int = 60, **_: Any,
+) -> AnswerResult:
+    """Query reformulation: the LLM rewrites the question into queries; their hits are fused (RRF); one answer."""
+    run = _Run(namespace, resources, policy, backbone, max_memories)
+    reformulation = run.record(reformulate_question(run.llm, question, max_queries=max_queries, method=run.method,
+                                                    heuristic=run.heuristic))
+    queries = [q for q in reformulation.queries if q.strip()][:max_queries] or [question]
+    rankings = [[h.id for h in run.search(q, k)] for q in queries]
+    fused = [mid for mid, _ in reciprocal_rank_fusion(rankings)][: max(k, 2 * k)]
+    answered = run.record(answer_from_memories(run.llm, question, run.lines(fused), method=run.method,
+                                               heuristic=run.heuristic))
+    return run.result("forward_reformulate", question, answered.answer, answered.cited or fused[:k],
+                      {"queries": queries, "steps": 2 + len(queries)})
+
+
+def answer_reflect(
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
+    k: int = 5, max_rounds: int = 2, max_memories: int = 60, **_: Any,
+) -> AnswerResult:
+    """Self-reflection: retrieve, draft, reflect; while the reflection finds a gap (at most ``max_rounds``),
+    search its follow-up query and draft again."""
+    run = _Run(namespace, resources, policy, backbone, max_memories)
+    run.search(question, k)
+    draft = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method, heuristic=run.heuristic))
+    rounds: list[dict[str, Any]] = []
+    for _ in range(max_rounds):
+        reflection = run.record(reflect_on_answer(run.llm, question, draft.answer, run.lines(), method=run.method,
+                                                  heuristic=run.heuristic))
+        rounds.append({"draft": draft.answer, "sufficient": reflection.sufficient, "query": reflection.query})
+        if reflection.sufficient or not reflection.query:
+            break
+        if not [h for h in run.search(reflection.query, k)]:
+            break
+        draft = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method,
+                                                heuristic=run.heuristic))
+    return run.result("forward_reflect", question, draft.answer, draft.cited,
+                      {"rounds": rounds, "steps": 1 + 2 * len(rounds)})
+
+
+def answer_react(
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
+    k: int = 5, max_steps: int = 4, max_memories: int = 60, **_: Any,
+) -> AnswerResult:
+    """ReAct: the LLM alternates thoughts and memory searches until it answers (at most ``max_steps``
+    steps; the last step must answer). Each step is a typed role call, so a malformed step falls back."""
+    run = _Run(namespace, resources, policy, backbone, max_memories)
+    transcript: list[str] = []
+    searched = False
+    final = None
+    for step in range(max_steps):
+        searches_left = max_steps - step - 1
+        action = run.record(react_step(run.llm, question, transcript, run.lines(), searches_left, searched=searched,
+                                       method=run.method, heuristic=run.heuristic))
+        if action.action == "answer":
+            final = action
+            break
+        if searches_left <= 0:
+            break
+        hits = run.search(action.query or question, k)
+        searched = True
+        transcript.append(f"Thought: {action.thought}\nAction: search[{action.query}]")
+        transcript.append("Observation:\n" + ("\n".join(f"{h.id}: ({h.time or 'undated'}) {h.text}" for h in hits)
+                                              or "(nothing new)"))
+    if final is None:
+        # Out of steps while still searching: answer from what was observed.
+        answered = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method,
+                                                   heuristic=run.heuristic))
+        answer_text, cited = answered.answer, answered.cited
+    else:
+        answer_text, cited = final.answer or "I don't know", final.cited
+    return run.result("forward_react", question, answer_text, cited, {"transcript": transcript, "steps": len(transcript)})

@@ -1,0 +1,100 @@
+"""Reconstruction prompts (MRAgent): the navigator that calls memory tools, and the forced final answer.
+
+The navigator answers by calling ``submit_answer``; the final-answer prompt asks for the same typed answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from pydantic import BaseModel, Field
+
+from prompts.common import schema_instructions
+
+__all__ = [
+    "ANSWER_TOOL",
+    "VERSION",
+    "ReconstructedAnswer",
+    "answer_tool_spec",
+    "budget_note",
+    "build_final_messages",
+    "build_navigator_messages",
+]
+
+VERSION = "reconstruct-v1"
+ANSWER_TOOL = "submit_answer"
+
+
+class ReconstructedAnswer(BaseModel):
+    """The answer to the question, reconstructed from memory."""
+
+    answer: str = Field(description="A short, direct answer. Say 'not in memory' when the memory does not say.")
+    cited_event_ids: list[str] = Field(default_factory=list, description="Ids of the events the answer rests on, e.g. ['S3-E2'].")
+    cited_turn_ids: list[str] = Field(default_factory=list, description="dia ids of the turns that state it, e.g. ['D3:5'].")
+    confidence: float = Field(0.5, ge=0.0, le=1.0, description="How sure you are, 0 to 1.")
+
+
+def answer_tool_spec() -> dict[str, Any]:
+    """``submit_answer`` as an OpenAI-style tool: calling it is answer mode."""
+    return {
+        "type": "function",
+        "function": {
+            "name": ANSWER_TOOL,
+            "description": "Give the final answer with the event and turn ids it rests on. Call it alone, once.",
+            "parameters": ReconstructedAnswer.model_json_schema(),
+        },
+    }
+
+
+def build_navigator_messages(
+    question: str,
+    *,
+    question_date: str | None,
+    cues_text: str,
+    active_text: str,
+    max_turns: int,
+    max_tool_calls: int,
+) -> list[BaseMessage]:
+    system = (
+        "You answer a question about a long conversation by reconstructing the memory of it. The memory "
+        "is a graph of events (ids like 'S3-E2', each citing turns like 'D3:5'), keyword cues linked to "
+        "events by short tags, and facts about people. Work in turns. Each turn choose one mode:\n"
+        f"- navigate: call memory tools (at most {max_tool_calls} calls per turn) to follow cues, read "
+        "events and their turns, check dates and context, or look up facts about a person;\n"
+        f"- answer: call {ANSWER_TOOL} with a short answer, the event and turn ids it rests on, and your confidence.\n"
+        f"You have at most {max_turns} turns. Prefer exact words from the turns; resolve relative times "
+        "('last week') against the date the turn was said. If memory does not say, answer 'not in memory'."
+    )
+    human = (
+        f"Question: {question}\n"
+        + (f"Asked on: {question_date}\n" if question_date else "")
+        + f"Cues found in the question: {cues_text or 'none'}\n"
+        + f"Active set (memories the cues lead to):\n{active_text or '(empty: search first)'}"
+    )
+    return [SystemMessage(content=system), HumanMessage(content=human)]
+
+
+def budget_note(turns_left: int, dropped: int, max_tool_calls: int) -> str:
+    parts = []
+    if dropped:
+        parts.append(f"{dropped} tool call(s) were not run: at most {max_tool_calls} per turn.")
+    if turns_left <= 1:
+        parts.append(f"This is your last turn: call {ANSWER_TOOL} now with the best answer you have.")
+    else:
+        parts.append(f"{turns_left} turns left.")
+    return " ".join(parts)
+
+
+def build_final_messages(question: str, evidence_text: str, question_date: str | None = None) -> list[BaseMessage]:
+    system = (
+        "Answer a question about a conversation from the memories below only. Cite the event ids and "
+        "turn ids the answer rests on, and say how sure you are. If the memories do not say, answer "
+        "'not in memory' with low confidence.\n" + schema_instructions(ReconstructedAnswer)
+    )
+    human = (
+        f"Question: {question}\n"
+        + (f"Asked on: {question_date}\n" if question_date else "")
+        + f"Memories:\n{evidence_text or '(none)'}"
+    )
+    return [SystemMessage(content=system), HumanMessage(content=human)]
