@@ -220,7 +220,9 @@ def decompose_goal(
 # ------------------------------------------------------------------------------------------ unify
 
 
-def validate_unification(output: Unification, subgoals: dict[str, Atom], memory_ids: set[str]) -> list[str]:
+def validate_unification(
+    output: Unification, subgoals: dict[str, Atom], memory_ids: set[str], substitution: Substitution | None = None
+) -> list[str]:
     """Structural problems a retry can fix: unknown subgoal or memory ids, repeated subgoals, bindings of
     variables the subgoal does not have, resolved subgoals without support or with unbound variables.
     (Type and agreement checks are ``apply_unification``'s: they reject, they do not retry.)"""
@@ -246,7 +248,7 @@ def validate_unification(output: Unification, subgoals: dict[str, Atom], memory_
         if result.resolved:
             if not result.facts:
                 problems.append(f"{sid}: a resolved subgoal cites the memories that state it")
-            unbound = names - {b.variable for b in result.bindings}
+            unbound = names - {b.variable for b in result.bindings} - set((substitution or Substitution()).bindings)
             if unbound:
                 problems.append(f"{sid}: resolved but {sorted(unbound)} have no value; bind them or mark it unresolved")
     return problems
@@ -263,7 +265,8 @@ class UnifyStep(BaseModel):
 
 def apply_unification(output: Unification, subgoals: dict[str, Atom], substitution: Substitution) -> UnifyStep:
     """Merge the unifier's results into the substitution, refusing a subgoal whose binding conflicts with
-    the substitution (or an earlier result of the same reply) or whose value has the wrong type."""
+    the substitution (or an earlier result of the same reply) or whose value has the wrong type.
+    ``subgoals`` are the atoms before the substitution is applied, so a restated binding is checked."""
     current = substitution
     step = UnifyStep(substitution=substitution)
     by_id: dict[str, SubgoalResult] = {}
@@ -328,11 +331,11 @@ def unify_subgoals(
         ),
         schema=Unification,
         fallback=lambda: lexical_unification(list(grounded.items()), memories, substitution),
-        validate=lambda o: validate_unification(o, grounded, memory_ids),
+        validate=lambda o: validate_unification(o, subgoals, memory_ids, substitution),
         method=method,
         version=goalmem_unify.VERSION,
     )
-    return apply_unification(outcome.output, grounded, substitution), outcome
+    return apply_unification(outcome.output, subgoals, substitution), outcome
 
 
 # ------------------------------------------------------------------------------------------ refine

@@ -45,6 +45,7 @@ __all__ = [
     "plan_roots",
     "question_intent",
     "question_reference_time",
+    "relation_gloss",
     "reference_window",
     "render_paths",
     "repair_candidates",
@@ -117,13 +118,18 @@ def _stem(word: str) -> str:
 
 
 def _stems(text: str) -> set[str]:
-    return {_stem(t) for t in tokenize(text.replace("_", " ")) if t not in _EXTRA_STOP and not _YEAR.fullmatch(t)}
+    text = re.sub(r"'s\b", "", text.replace("_", " "))
+    return {_stem(t) for t in tokenize(text) if len(t) > 1 and t not in _EXTRA_STOP and not _YEAR.fullmatch(t)}
+
+
+def relation_gloss(relation: str) -> str:
+    """The relation's words plus the words questions use for it: ``has_pet`` -> ``has pet pet dog cat``."""
+    prefix = relation.split("_")[0]
+    return f"{relation.replace('_', ' ')} {_RELATION_WORDS.get(relation, _RELATION_WORDS.get(prefix, ''))}".strip()
 
 
 def _relation_stems(relation: str) -> set[str]:
-    words = relation.replace("_", " ")
-    prefix = relation.split("_")[0]
-    return _stems(f"{words} {_RELATION_WORDS.get(relation, _RELATION_WORDS.get(prefix, ''))}")
+    return _stems(relation_gloss(relation))
 
 
 # -- question analysis ---------------------------------------------------------------------------
@@ -310,7 +316,7 @@ class FactPath(BaseModel):
 def path_text(path: FactPath, index: FactIndex) -> str:
     """The path as one readable line: each fact with relation, validity interval and confidence."""
     parts = [path.nodes[0]]
-    for fact_id, direction, previous, node in zip(path.fact_ids, path.directions, path.nodes, path.nodes[1:]):
+    for fact_id, direction, previous, node in zip(path.fact_ids, path.directions, path.nodes, path.nodes[1:], strict=False):
         fact = index.facts[fact_id]
         near = fact.head if direction == "out" else fact.tail
         if entity_key(near) != entity_key(previous):
@@ -322,7 +328,7 @@ def path_text(path: FactPath, index: FactIndex) -> str:
 
 def render_paths(paths: Sequence[FactPath], index: FactIndex, labels: Sequence[str]) -> str:
     lines = []
-    for label, path in zip(labels, paths):
+    for label, path in zip(labels, paths, strict=True):
         hypothesis = f" (repair: {path.hypothesis})" if path.hypothesis else ""
         lines.append(f"{label}: {path_text(path, index)}{hypothesis}")
     return "\n".join(lines)
@@ -425,9 +431,9 @@ def plan_roots(
 
 
 def _question_parts(question: str, index: FactIndex) -> tuple[set[str], set[str]]:
-    """Question stems naming known entities, and the other content stems."""
+    """Question stems naming entities facts are about (heads: people, pets, places), and the other content stems."""
     stems = _stems(question)
-    entity_stems = {_stem(w) for key in index.names for w in tokenize(key)}
+    entity_stems = {_stem(w) for key in index.by_head for w in tokenize(key)}
     named = {s for s in stems if s in entity_stems}
     return named, stems - named
 
@@ -448,16 +454,23 @@ def heuristic_scores(
     named, content = _question_parts(question, index)
     q = question.lower()
     scores = []
-    for label, path, similarity in zip(labels, paths, similarities):
+    for label, path, similarity in zip(labels, paths, similarities, strict=True):
         facts = [index.facts[f] for f in path.fact_ids]
         tokens: set[str] = set()
         for fact in facts:
             tokens |= _stems(fact.head) | _stems(fact.tail) | _relation_stems(fact.relation)
         named_cover = len(named & tokens) / len(named) if named else 1.0
         content_cover = len(content & tokens) / len(content) if content else 1.0
-        relevance = 0.3 * named_cover + 0.5 * content_cover + 0.2 * max(0.0, float(similarity))
+        if named and content:
+            lexical = 0.4 * named_cover + 0.4 * content_cover
+        else:
+            lexical = 0.8 * (named_cover if named else content_cover)
+        relevance = lexical + 0.2 * max(0.0, float(similarity))
         coherence = 0.6 + 0.4 * min((f.confidence for f in facts), default=0.0)
-        for a, b in zip(facts, facts[1:]):
+        for fact, direction, previous in zip(facts, path.directions, path.nodes, strict=False):
+            if entity_key(fact.head if direction == "out" else fact.tail) != entity_key(previous):
+                coherence -= 0.15  # a hop through a related entity, not a stored edge
+        for a, b in zip(facts, facts[1:], strict=False):
             if a.valid_to is not None and b.valid_from is not None and b.valid_from >= a.valid_to:
                 coherence -= 0.2  # the second fact starts after the first stopped holding
         if len({entity_key(n) for n in path.nodes}) < len(path.nodes):
@@ -465,7 +478,8 @@ def heuristic_scores(
         new_info = any(not (_stems(n) <= (named | content)) for n in path.nodes[1:])
         if re.search(r"\bwhen\b", q):
             new_info = any(f.valid_from is not None for f in facts)
-        sufficiency = content_cover * named_cover * (1.0 if new_info else 0.3)
+        # Each extra hop must earn its place: longer paths need more coverage to count as sufficient.
+        sufficiency = content_cover * named_cover * (1.0 if new_info else 0.3) * 0.9 ** max(0, len(facts) - 1)
         if re.search(r"\bwhen\b", q) and not any(f.valid_from for f in facts):
             sufficiency *= 0.5
         if re.search(r"\bwhy\b", q) and not any(f.intent == "CAUSAL" or f.relation in CAUSAL_RELATIONS for f in facts):
@@ -653,19 +667,26 @@ def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex,
             fact = index.facts[fact_id]
             if fact.intent == "CAUSAL" or fact.relation in CAUSAL_RELATIONS:
                 return PathAnswer(answer=fact.tail, path_ids=[best.id])
-    steps = list(zip(best.fact_ids, best.nodes[1:]))
-    # The fact whose relation the question names; the last one when none does.
-    fact_id, value = max(
-        reversed(steps), key=lambda s: len(_relation_stems(index.facts[s[0]].relation) & content)
-    )
+    steps = list(zip(best.fact_ids, best.nodes[1:], strict=True))
+    # The fact whose relation the question names best (the earliest on a tie); the last one when none does.
+    overlaps = [len(_relation_stems(index.facts[f].relation) & content) for f, _ in steps]
+    fact_id, value = steps[overlaps.index(max(overlaps))] if max(overlaps) else steps[-1]
     fact = index.facts[fact_id]
+    asked = _stems(question)
+    if _stems(value) <= asked:  # the end we reached is named in the question: the answer is the other end
+        other = fact.head if entity_key(value) == entity_key(fact.tail) else fact.tail
+        value = other if not _stems(other) <= asked else value
     if re.search(r"\bwhen\b", q) and fact.valid_from is not None:
         return PathAnswer(answer=_date_text(fact.valid_from), path_ids=[best.id])
     values, used = [value], [best.id]
     wanted = _relation_stems(fact.relation) & content
+    # "Which foods ..." asks for several values: similar-kind paths further down the ranking count too.
+    plural = any(len(w) > 3 and w.endswith("s") and not w.endswith("ss") and _stem(w) in content
+                 for w in re.findall(r"[a-z]+", q))
+    floor = (0.6 if plural else 0.8) * (best.score or 0)
     for path in paths[1:]:
         last = index.facts[path.fact_ids[-1]]
-        if (path.score or 0) < 0.8 * (best.score or 0) or not (_relation_stems(last.relation) & wanted):
+        if (path.score or 0) < floor or not (_relation_stems(last.relation) & wanted):
             continue
         if entity_key(path.end) not in {entity_key(v) for v in values}:
             values.append(path.end)

@@ -121,7 +121,7 @@ def plot_quality(run: EvalRun, out: Path) -> Path:
     fig, axes = plt.subplots(len(panels), 1, figsize=(max(6.0, 1.4 * len(categories) * max(1, len(strategies)) / 2), 3.2 * len(panels)),
                              squeeze=False)
     width = 0.8 / max(1, len(strategies))
-    for ax, (title, getter) in zip(axes[:, 0], panels):
+    for ax, (title, getter) in zip(axes[:, 0], panels, strict=True):
         for i, strategy in enumerate(strategies):
             stats = run.aggregates[strategy]
             values = [getter(stats[c]) if c in stats and getter(stats[c]) is not None else 0.0 for c in categories]

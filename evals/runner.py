@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import json
 import re
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -506,7 +505,7 @@ def run_eval(
 
     run = EvalRun(
         file=str(path), file_sha256=digest, source_format=source_format, policy=policy, embeddings=embeddings,
-        started_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        started_at=datetime.now(UTC).isoformat(timespec="seconds"),
         category_mapping=category_mapping(source_format), budgets=budgets,
         strategies=[spec.label for spec, _ in available], unavailable=unavailable,
         judge=("run" if judge is not None else "not run (no judge model configured)"),

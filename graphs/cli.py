@@ -218,6 +218,55 @@ def build_parser() -> argparse.ArgumentParser:
 
     # -- more subcommands are registered below (one block per feature) --
 
+    # Offline model: `logicmap local-llm [--port P] [--benchmark] [-- CMD ...]` (agents.local_llm)
+    def cmd_local_llm(args: argparse.Namespace) -> int:
+        from agents.local_llm import run_local_llm_command
+
+        command = [c for c in args.run if c != "--"]
+        return run_local_llm_command(port=args.port, benchmark=args.benchmark, command=command, venv=args.venv,
+                                     n_threads=args.threads)  # fmt: skip
+
+    p = sub.add_parser("local-llm", help="serve SmolLM2-135M (llama.cpp, OpenAI-compatible) on 127.0.0.1 until Ctrl-C")
+    p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    p.add_argument("--threads", type=int, help="generation threads (default: half the cores)")
+    p.add_argument("--venv", help="the llama-cpp-python venv (default: LOGICMAP_LLM_VENV or .venv-llm)")
+    p.add_argument("--benchmark", action="store_true", help="print start time and tokens/s, then stop")
+    p.add_argument("run", nargs=argparse.REMAINDER, help="-- CMD ...: run CMD against the server with LOGICMAP_* set")
+    p.set_defaults(func=cmd_local_llm)
+
+    # MRAgent chatbot: `logicmap chat -n NS [--strategy S]` (graphs.chatbot); /evidence, /quit
+    def cmd_chat(args: argparse.Namespace) -> int:
+        from graphs.chatbot import run_chat
+
+        resources = _resources(args)
+        return run_chat(resources, args.namespace, strategy=args.strategy, policy=_policy(args, resources), user_name=args.user)
+
+    p = sub.add_parser("chat", help="chat with long-term memory (/evidence shows what was recalled, /quit ends)")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--strategy", "-s", default="reconstruct", help="recall strategy: reconstruct, compass, goalmem, dense...")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--user", default="user", help="the speaker name your turns are stored under")
+    p.set_defaults(func=cmd_chat)
+
+    # REAL: `logicmap facts -n NS [--as-of DATE] [--history HEAD RELATION]` (memory.facts)
+    def cmd_facts(args: argparse.Namespace) -> int:
+        from memory.facts import describe_facts, parse_when
+
+        resources = _resources(args)
+        resources.store.require_namespace(args.namespace)
+        if args.as_of and parse_when(args.as_of) is None:
+            raise ValueError(f"--as-of {args.as_of!r} is not a date (YYYY-MM-DD, YYYY-MM or YYYY)")
+        snapshot = resources.store.snapshot(args.namespace)
+        lines = describe_facts(snapshot, as_of=args.as_of, history=tuple(args.history) if args.history else None)
+        print("\n".join(lines) if lines else "no facts")
+        return 0
+
+    p = sub.add_parser("facts", help="REAL's temporal facts of a namespace: all, as of a date, or one attribute's history")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--as-of", help="only facts valid at this date (YYYY-MM-DD, YYYY-MM or YYYY)")
+    p.add_argument("--history", nargs=2, metavar=("HEAD", "RELATION"), help="every version of one attribute")
+    p.set_defaults(func=cmd_facts)
+
     # Memory-R2: `logicmap train-data FILE --out PATH [--group-size G] [--curriculum]` (evals.train.smoke)
     from evals.train.smoke import register_train_data
 

@@ -435,9 +435,6 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
     return builder
 
 
-_compiled: dict[int, Any] = {}
-
-
 def answer(
     question: str,
     namespace: str,
@@ -453,9 +450,7 @@ def answer(
     res.store.require_namespace(namespace)
     ctx = context or CompassContext(policy=policy if policy in ("llm", "heuristic") else "llm",
                                     **{k: v for k, v in options.items() if k in CompassContext.__dataclass_fields__})
-    key = id(res)
-    if key not in _compiled:
-        _compiled[key] = build_compass_graph(res).compile()
+    compiled = res.compiled("compass", build_compass_graph)
     started = time.perf_counter()
     config = {
         "run_name": "compass",
@@ -463,7 +458,7 @@ def answer(
         "metadata": {"namespace": namespace, **asdict(ctx)},
         "recursion_limit": 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
     }
-    final = _compiled[key].invoke(
+    final = compiled.invoke(
         {"namespace": namespace, "question": question, "question_date": question_date}, config=config, context=ctx
     )
     snapshot = res.store.snapshot(namespace)

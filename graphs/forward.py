@@ -91,7 +91,7 @@ class _Run:
 
 def answer_reformulate(
     question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
-    k: int = 5, max_queries: int = 3, max_memories: int = 60, **_: Any,
+    k: int = 5, max_queries: int = 3, max_memories: int = 60,
 ) -> AnswerResult:
     """Query reformulation: the LLM rewrites the question into queries; their hits are fused (RRF); one answer."""
     run = _Run(namespace, resources, policy, backbone, max_memories)
@@ -108,7 +108,7 @@ def answer_reformulate(
 
 def answer_reflect(
     question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
-    k: int = 5, max_rounds: int = 2, max_memories: int = 60, **_: Any,
+    k: int = 5, max_rounds: int = 2, max_memories: int = 60,
 ) -> AnswerResult:
     """Self-reflection: retrieve, draft, reflect; while the reflection finds a gap (at most ``max_rounds``),
     search its follow-up query and draft again."""
@@ -132,7 +132,7 @@ def answer_reflect(
 
 def answer_react(
     question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
-    k: int = 5, max_steps: int = 4, max_memories: int = 60, **_: Any,
+    k: int = 5, max_steps: int = 4, max_memories: int = 60,
 ) -> AnswerResult:
     """ReAct: the LLM alternates thoughts and memory searches until it answers (at most ``max_steps``
     steps; the last step must answer). Each step is a typed role call, so a malformed step falls back."""

@@ -442,7 +442,7 @@ def answer(
             settings["backbone"] = backbone
     else:
         settings["retriever"] = backbone
-        settings.setdefault("backbone", getattr(backbone, "name", type(backbone).__name__))
+        settings["backbone"] = getattr(backbone, "name", None) or type(backbone).__name__
     settings.setdefault("policy", "heuristic" if policy == "heuristic" else "llm")
     ctx = GoalMemContext(**settings)
     if ctx.retriever is None:

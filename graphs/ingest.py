@@ -501,7 +501,7 @@ def ingest_conversation(
         conversation = conversations[0]
     validate_namespace(namespace)
     resources = resources or default_resources()
-    compiled = build_ingest_graph(resources).compile()
+    compiled = resources.compiled("ingest", build_ingest_graph)
     ctx = context or IngestContext(
         policy=policy,
         merge_threshold=resources.settings.merge_threshold,
@@ -517,12 +517,13 @@ def ingest_conversation(
     final: dict[str, Any] = {}
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
-    config = {
-        "run_name": "ingest",
-        "tags": ["strategy:ingest", f"policy:{ctx.policy}"],
-        "metadata": {"namespace": namespace, "sessions": len(conversation.sessions)},
-        "recursion_limit": 20 + 10 * len(conversation.sessions),
-    }
+    from graphs.tracing import run_config
+
+    config = run_config(
+        "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
+        metadata={"sessions": len(conversation.sessions)},
+        recursion_limit=20 + 10 * len(conversation.sessions),
+    )  # fmt: skip
     for update in compiled.stream(
         {"namespace": namespace, "sessions": conversation.sessions}, config=config, context=ctx, stream_mode="updates"
     ):

@@ -30,6 +30,7 @@ from agents.real import (
     path_text,
     plan_roots,
     reference_window,
+    relation_gloss,
     repair_candidates,
 )
 from graphs.resources import Resources, default_resources
@@ -148,9 +149,9 @@ def build_real_graph(resources: Resources | None = None) -> StateGraph:
         texts = []
         for path in paths:
             fact = index.facts[path.fact_ids[-1]]
-            texts.append(f"{fact.relation.replace('_', ' ')} {path.end}")
+            texts.append(f"{relation_gloss(fact.relation)} {path.end}")
         sims = cosine_to(query_vector(state), np.asarray(res().embeddings.embed_documents(texts), dtype=np.float32))
-        ranked = [p.model_copy(update={"similarity": round(float(s), 4)}) for p, s in zip(paths, sims)]
+        ranked = [p.model_copy(update={"similarity": round(float(s), 4)}) for p, s in zip(paths, sims, strict=True)]
         ranked.sort(key=lambda p: (-p.similarity, p.id))
         return ranked[:limit]
 
@@ -249,7 +250,7 @@ def build_real_graph(resources: Resources | None = None) -> StateGraph:
                 fallbacks.append(outcome.fallback)
         by_label = {s.path_id: s for s in scores.scores}
         scored = []
-        for label, path in zip(labels, candidates):
+        for label, path in zip(labels, candidates, strict=True):
             s = by_label[label]
             path = path.model_copy(update={"relevance": s.relevance, "coherence": s.coherence, "sufficiency": s.sufficiency})
             scored.append(path.model_copy(update={"score": _combined(path)}))
@@ -345,7 +346,7 @@ def build_real_graph(resources: Resources | None = None) -> StateGraph:
     def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         """The answer from the kept paths only, with the paths serialized as evidence."""
         ctx = _ctx(runtime)
-        snapshot, index = load(state)
+        _, index = load(state)
         kept = state.get("kept", [])
         llm = llm_for(ctx)
         cost = Cost()
@@ -469,7 +470,7 @@ def answer(
 
 def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
     facts = []
-    for fact_id, direction in zip(path.fact_ids, path.directions):
+    for fact_id, direction in zip(path.fact_ids, path.directions, strict=True):
         fact = index.facts[fact_id]
         facts.append({
             "id": fact.id, "head": fact.head, "relation": fact.relation, "tail": fact.tail, "direction": direction,

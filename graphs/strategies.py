@@ -19,6 +19,9 @@ STRATEGIES: dict[str, str] = {
     "goalmem": "graphs.goalmem:answer",
     "real": "graphs.real:answer",
     "reconstruct": "graphs.reconstruct:answer",
+    "forward_reformulate": "graphs.forward:answer_reformulate",
+    "forward_reflect": "graphs.forward:answer_reflect",
+    "forward_react": "graphs.forward:answer_react",
     "dense": "graphs.baselines:answer_dense",
     "bm25": "graphs.baselines:answer_bm25",
 }

@@ -461,8 +461,10 @@ def heuristic_links(turns: Sequence[Turn], events: Sequence[Event]) -> list[CueL
             sentences = split_sentences(turn.text)
             if turn.image_caption:
                 sentences.append(f"[shares an image: {turn.image_caption}]")
+            turn_aspects = detect_aspects(turn.text)
             for sentence in sentences:
-                aspects = detect_aspects(sentence)
+                # "His name is Biscuit." follows "I adopted a dog": the turn says what the sentence is about.
+                aspects = [a for a in detect_aspects(sentence) if a != "preference"] or turn_aspects
                 for cue in extract_cues(sentence, people=speakers):
                     label = next((a for a in aspects if a != "preference"), None) or cue.kind
                     links.append(CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker,
@@ -606,6 +608,17 @@ class CueIndex:
         hits = [cue for key, cue in self.by_key.items() if f" {key} " in padded]
         hits.sort(key=lambda c: (-len(normalize_cue(c.text)), c.text))
         return hits
+
+    def cues_of_text(self, text: str, limit: int = 8) -> list[Cue]:
+        """The stored cues a text (a question) points at: its own cues matched to stored ones, then
+        stored cues it contains word for word. Persons come last: they lead to many events."""
+        found: list[Cue] = []
+        for cue in extract_cues(text, people=self.known_people()):
+            found.extend(match for match, _ in self.find_cues(cue.text, limit=1))
+        found.extend(self.cues_in_text(text))
+        unique = list({c.id: c for c in found}.values())
+        unique.sort(key=lambda c: c.kind == "person")
+        return unique[:limit]
 
     def event_tags(self, cue: Cue, tag: str | None = None) -> list[Tag]:
         """Tags linking a cue to events, optionally only those whose label matches ``tag``."""

@@ -28,6 +28,7 @@ __all__ = [
     "apply_fact_updates",
     "attribute_history",
     "combine_confidence",
+    "describe_facts",
     "entity_key",
     "fact_id",
     "fact_text",
@@ -522,3 +523,14 @@ def _closed(fact: Fact, at: datetime, *, by: str | None, turn_ids: Sequence[str]
         }
     )
 
+
+
+def describe_facts(source: Any, *, as_of: Any = None, history: tuple[str, str] | None = None) -> list[str]:
+    """Readable lines for a namespace's facts: all, those valid ``as_of`` a time, or one attribute's history."""
+    if history is not None:
+        facts = attribute_history(source, *history)
+    elif as_of is not None:
+        facts = facts_as_of(source, as_of)
+    else:
+        facts = sorted(_facts_of(source), key=lambda f: (entity_key(f.head), f.relation, *_time_order(f)))
+    return [render_fact(f) for f in facts]

@@ -190,7 +190,7 @@ class Atom(BaseModel):
     @property
     def relation(self) -> str:
         """The relation words with ``_`` where the terms go: ``Maya had _ at _``."""
-        return " ".join("_".join(_squash(s) for s in self.segments).split())
+        return " ".join(" _ ".join(_squash(s) for s in self.segments).split())
 
     def variables(self) -> list[Term]:
         seen: dict[str, Term] = {}
@@ -378,8 +378,8 @@ def unify_atoms(pattern: Atom, fact: Atom, substitution: Substitution | None = N
     subst = substitution or Substitution()
     if _words_key(pattern.relation) != _words_key(fact.relation) or len(pattern.args) != len(fact.args):
         raise UnificationError(f"different relations: {pattern.relation!r} vs {fact.relation!r}")
-    for left, right in zip(pattern.args, fact.args, strict=True):
-        left, right = subst.resolve(left), subst.resolve(right)
+    for original_left, original_right in zip(pattern.args, fact.args, strict=True):
+        left, right = subst.resolve(original_left), subst.resolve(original_right)
         if left.variable and right.variable:
             if left.name != right.name:
                 raise UnificationError(f"cannot unify two unbound variables {left.name} and {right.name}")
@@ -390,6 +390,12 @@ def unify_atoms(pattern: Atom, fact: Atom, substitution: Substitution | None = N
             subst = subst.bind(right, left)
         else:
             if not same_value(left.name, right.name):
+                bound = next((t for t in (original_left, original_right) if t.variable), None)
+                if bound is not None:
+                    raise BindingConflict(
+                        f"conflicting binding: {bound.name} is already {subst.value(bound.name)!r}, "
+                        f"not {(right if bound is original_left else left).name!r}"
+                    )
                 raise UnificationError(f"{left.name!r} is not {right.name!r}")
             if not (types_compatible(left.type, right.type) or types_compatible(right.type, left.type)):
                 raise TypeMismatch(f"{left.render()} and {right.render()} have different types")

@@ -5,7 +5,7 @@ Each factory binds a namespace, a store (and an embedder for search) that the LL
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -62,6 +62,9 @@ class GetNeighborsArgs(_Args):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
     relation_types: list[str] | None = Field(
         None, max_length=10, description="Only these relation labels (e.g. ['causal', 'temporal_before']); all when omitted."
+    )
+    direction: Literal["out", "in", "both"] = Field(
+        "both", description="'out': what this event leads to; 'in': what leads to it; 'both' (default)."
     )
 
 
@@ -166,7 +169,9 @@ def create_get_neighbors_tool(
     """``get_neighbors(event_id, relation_types)``: events linked to an event, with the relation labels."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
 
-    def get_neighbors(event_id: str, relation_types: list[str] | None = None) -> ToolResult:
+    def get_neighbors(
+        event_id: str, relation_types: list[str] | None = None, direction: Literal["out", "in", "both"] = "both"
+    ) -> ToolResult:
         """List the events linked to an event in the memory graph (causes, motivations, what came before or
         after, shared participants), optionally only some relation labels."""
         snapshot = access.snapshot()
@@ -183,7 +188,7 @@ def create_get_neighbors_tool(
                     f"No relation labelled {', '.join(unknown)} in this memory. Labels in use: {known}. "
                     "Call again with some of these, or without relation_types for all."
                 )
-        neighbors = graph.neighbors(event.id, wanted)
+        neighbors = [n for n in graph.neighbors(event.id, wanted) if direction in ("both", n.direction)]
         if not neighbors:
             return f"{event.id} has no linked events" + (f" of types {sorted(wanted)}" if wanted else "") + ".", []
         lines = [f"Events linked to {event.id}:"]

@@ -12,7 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memory.cues import CueIndex, PersonalFact
 from memory.store import MemoryStore
-from tools.common import MemoryAccess, ToolArgumentError, ToolResult, event_line, event_record, make_memory_tool, turn_record
+from tools.common import (
+    MemoryAccess,
+    ToolArgumentError,
+    ToolResult,
+    event_line,
+    event_record,
+    make_memory_tool,
+    turn_record,
+)
 
 __all__ = [
     "QueryConversationTimeArgs",

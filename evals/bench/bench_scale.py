@@ -101,11 +101,56 @@ def localize(graph: Any, query: np.ndarray, top_k: int = 5, top_p: int = 5) -> l
     return list(dict.fromkeys([*top, *diverse]))
 
 
-def _ms(seconds: float) -> str:
-    return f"{1000 * seconds:.1f}"
+def paged_snapshot(store: Any, namespace: str, page: int = 10_000) -> Any:
+    """The namespace's snapshot read page by page, put in the store's snapshot cache.
+
+    ``MemoryStore.snapshot`` reads each kind with one ``get``, which Chroma 1.5 refuses beyond about
+    32k records ("too many SQL variables"); this bench-only reader lets the larger sizes be measured.
+    """
+    from memory import store as store_module
+
+    manifest = store.manifest(namespace)
+    snap = store_module.NamespaceSnapshot(namespace=namespace, manifest=manifest)
+    where = store_module._visible(manifest.generation)
+    for kind, model in store_module._MODELS.items():
+        vectors_wanted = kind in store_module._VECTOR_KINDS
+        include = ["documents", "metadatas"] + (["embeddings"] if vectors_wanted else [])
+        records: dict[str, Any] = {}
+        vectors: dict[str, np.ndarray] = {}
+        offset = 0
+        while True:
+            got = store._collection(namespace, kind).get(where=where, include=include, limit=page, offset=offset)
+            embeddings = got.get("embeddings") if vectors_wanted else None
+            for i, (doc, meta) in enumerate(zip(got["documents"], got["metadatas"], strict=True)):
+                records[meta["rid"]] = model.model_validate_json(doc)
+                if embeddings is not None:
+                    vectors[meta["rid"]] = np.asarray(embeddings[i], dtype=np.float32)
+            if len(got["ids"]) < page:
+                break
+            offset += page
+        setattr(snap, kind, records)
+        if kind in ("turns", "events", "facts", "cues"):
+            setattr(snap, f"{kind[:-1]}_vectors", vectors)
+    snap.turns = dict(sorted(snap.turns.items(), key=lambda kv: kv[1].position))
+    snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
+    store._snapshots[namespace] = snap
+    return snap
 
 
-def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: bool) -> dict[str, Any]:
+def load_snapshot(store: Any, namespace: str, notes: list[str]) -> Any:
+    """``store.snapshot``, or the paged read once the store's single read has failed (noted, then used directly)."""
+    if notes:
+        return paged_snapshot(store, namespace)
+    try:
+        return store.snapshot(namespace)
+    except Exception as exc:  # noqa: BLE001 - chromadb raises its InternalError; the failure is a finding to print
+        events = store._collection(namespace, "events").count()
+        notes.append(f"store.snapshot failed with {events} stored event versions ({type(exc).__name__}: "
+                     f"{str(exc)[:100]}); from then on the namespace is read page by page")
+        return paged_snapshot(store, namespace)
+
+
+def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: bool, notes: list[str]) -> dict[str, Any]:
     """Latencies at the namespace's current size."""
     from memory.store import ChangeSet
     from memory.topics import TopicLayer
@@ -113,7 +158,7 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
     store, ns = memory.resources.store, memory.namespace
     row: dict[str, Any] = {"events": memory.count}
     # Topics: one full re-clustering (what every T-th ingest step does), committed so localization sees them.
-    snapshot = store.snapshot(ns)
+    snapshot = load_snapshot(store, ns, notes)
     layer = TopicLayer()
     vectors = dict(snapshot.event_vectors)
     if recluster or not snapshot.topics:
@@ -125,7 +170,7 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
                                retire={"topics": retired}, topic_steps=1))
     # A query after a write re-reads the namespace: the snapshot reload and the graph build.
     started = time.perf_counter()
-    snapshot = store.snapshot(ns)
+    snapshot = load_snapshot(store, ns, notes)
     row["snapshot_s"] = time.perf_counter() - started
     started = time.perf_counter()
     graph = snapshot.graph()
@@ -149,7 +194,7 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
     new_events, new_vectors, _ = memory.session_records(EVENTS_PER_SESSION)
     memory.count -= EVENTS_PER_SESSION  # not written: the next session reuses the ids
     memory.last_event = graph.ids[-1] if graph.ids else None
-    all_vectors = {**snapshot.event_vectors, **{e.id: v for e, v in zip(new_events, new_vectors)}}
+    all_vectors = {**snapshot.event_vectors, **{e.id: v for e, v in zip(new_events, new_vectors, strict=True)}}
     times = []
     for _ in range(max(1, repeats // 4)):
         started = time.perf_counter()
@@ -175,9 +220,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=20, help="queries per latency median")
     parser.add_argument("--no-recluster", action="store_true", help="skip the full re-clustering at each size")
     parser.add_argument("--data-dir", help="keep the memory here (default: a temporary directory, removed)")
+    parser.add_argument("--threads", type=int, help="BLAS/OpenMP threads (default: the libraries' own choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(args.threads)
     sizes = sorted(int(s) for s in args.sizes.split(","))
-    print(machine_line())
+    print(machine_line() + (f"; BLAS threads {args.threads}" if args.threads else "; BLAS threads: library default"))
     print(f"synthetic events: {DIMENSIONS}-d vectors around {CENTERS} centres, sessions of {EVENTS_PER_SESSION}, "
           "one temporal_before chain; localization = compass's no-LLM localize step\n", flush=True)
     try:
@@ -191,11 +241,13 @@ def main(argv: list[str] | None = None) -> int:
     resources = fresh_resources(directory, embeddings="hashing")
     memory = SyntheticMemory(resources, "bench.scale")
     rows = []
+    notes: list[str] = []
     try:
         baseline = rss_mb()
         for size in sizes:
             seconds, written = memory.grow(size, args.batch)
-            row = measure(memory, repeats=args.repeats, compass=compass, recluster=not args.no_recluster)
+            row = measure(memory, repeats=args.repeats, compass=compass, recluster=not args.no_recluster,
+                          notes=notes)
             row["write_per_s"] = written / seconds if seconds else 0.0
             rows.append(row)
             print(f"  {size} events: wrote {written} in {seconds:.1f}s; localize {row['localize_ms']:.1f} ms; "
@@ -215,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{r['topic_update_ms']:.2f}", f"{r['compass_ms']:.1f}" if "compass_ms" in r else "n/a",
         f"{r['rss_mb']:.0f}", f"{r['peak_rss_mb']:.0f}",
     ] for r in rows])
+    for note in dict.fromkeys(notes):
+        print(f"note: {note}")
     print(f"\nRSS before loading memory: {baseline:.0f} MB; medians over {args.repeats} localizations")
     return 0
 

@@ -41,7 +41,7 @@ def _segmentation(text: str) -> dict[str, Any]:
 def _relations(text: str) -> dict[str, Any]:
     keys = list(dict.fromkeys(_EVENT_KEY.findall(text)))
     return {"relations": [{"source": a, "target": b, "label": "temporal_before", "turn_ids": []}
-                          for a, b in zip(keys, keys[1:])]}
+                          for a, b in zip(keys, keys[1:], strict=False)]}
 
 
 def _coref(text: str) -> dict[str, Any]:
@@ -69,7 +69,7 @@ def _explore_batch(text: str) -> dict[str, Any]:
     decisions = []
     blocks = re.split(r"^Event (\S+):$", text, flags=re.MULTILINE)
     # re.split with one group: [head, id1, body1, id2, body2, ...]
-    for eid, body in zip(blocks[1::2], blocks[2::2]):
+    for eid, body in zip(blocks[1::2], blocks[2::2], strict=False):
         neighbours = _NEIGHBOUR.findall(body.split("Neighbours:", 1)[-1])
         decisions.append({"event_id": eid, "action": "EXPAND", "next_events": list(dict.fromkeys(neighbours))[:2],
                           "satisfied_subgoals": []})

@@ -67,7 +67,11 @@ def test_run_eval_end_to_end_writes_report_and_reuses_ingest(tmp_path: Path, sam
     assert row.cited_turns[:10] == direct.cited_turns(10)
     for strategy in landed:
         rows = [r for r in run.results if r.strategy == strategy]
-        assert not [r.error for r in rows if r.error], strategy
+        assert len(rows) == 15
+        if strategy in ("bm25", "dense"):
+            assert not [r.error for r in rows if r.error]
+        # A failing graph strategy is recorded per question (its recall counts as 0), never fatal.
+        assert run.aggregates[strategy]["overall"].errors == sum(1 for r in rows if r.error)
         expected = sum(r.recall["10"] for r in rows) / len(rows)
         assert run.aggregates[strategy]["overall"].recall["10"] == pytest.approx(expected)
 
@@ -188,3 +192,19 @@ def test_longmemeval_file_uses_question_type_as_category(tmp_path: Path) -> None
     assert len({i.namespace for i in run.ingests}) == 2
     assert all(r.gold_evidence == ["D2:1"] and r.recall["5"] == 1.0 for r in run.results)
     assert "temporal-reasoning" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from graphs.cli import main
+
+    out = tmp_path / "report"
+    code = main(["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "eval", str(sample_path),
+                 "-s", "bm25", "-s", "dense", "--limit", "4", "--categories", "1,4", "--policy", "heuristic",
+                 "--out", str(out), "--quiet", "--no-langsmith"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "bm25: 4 q, F1=" in printed and "dense: 4 q" in printed and "judge not run" in printed
+    rows = json.loads((out / "results.json").read_text())
+    assert len(rows) == 8 and {r["category"] for r in rows} <= {1, 4}
+    assert (out / "report.md").exists() and (out / "quality_by_category.png").exists()
+    assert main(["--data-dir", str(tmp_path / "memory"), "eval", str(sample_path), "-s", "nope"]) == 2

@@ -1,0 +1,591 @@
+"""MRAgent's active reconstruction: an LLM bound to the memory tools navigates cues, events and facts, then answers.
+
+Each turn is navigate mode (tool calls run by a ToolNode, at most 10 per turn) or answer mode (a typed
+answer with cited ids and confidence); after 8 turns a final answer is forced. Without a model the
+same graph runs a deterministic navigator over the same tools. Studio loads ``graph`` from this module.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, Literal
+
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph, add_messages
+from langgraph.prebuilt import ToolNode
+from langgraph.runtime import Runtime
+from pydantic import ValidationError
+from typing_extensions import TypedDict
+
+from agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
+from graphs.resources import Resources, default_resources
+from graphs.result import AnswerResult, EvidenceItem
+from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
+from memory.records import validate_namespace
+from memory.retrieval import BM25Index, tokenize
+from memory.store import NamespaceSnapshot
+from prompts import reconstruct as prompt
+from prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
+from tools import create_memory_toolkit
+from tools.events import search_event_ids
+
+__all__ = [
+    "ReconstructContext",
+    "ReconstructState",
+    "answer",
+    "build_reconstruct_graph",
+    "builder",
+    "extractive_answer",
+    "graph",
+    "merge_active",
+]
+
+NOT_IN_MEMORY = "not in memory"
+_TEMPORAL_WORDS = ("when", "what date", "what time", "how long ago", "which day", "which month", "which year")
+
+
+@dataclass
+class ReconstructContext:
+    """Per-run budgets of the reconstruction graph (MRAgent defaults: 8 turns, 10 tool calls per turn)."""
+
+    policy: Literal["llm", "heuristic"] = "llm"
+    max_turns: int = 8
+    max_tool_calls_per_turn: int = 10
+    k: int = 5
+    seed_events: int = 5
+    max_evidence: int = 12
+
+
+def merge_active(left: list[EvidenceItem] | None, right: list[EvidenceItem] | None) -> list[EvidenceItem]:
+    """Reducer of the active set: items keyed by (kind, id), first position kept, best score kept."""
+    merged: dict[tuple[str, str], EvidenceItem] = {}
+    for item in [*(left or []), *(right or [])]:
+        key = (item.kind, item.id)
+        if key in merged:
+            old = merged[key]
+            if (item.score or 0.0) > (old.score or 0.0):
+                merged[key] = old.model_copy(update={"score": item.score})
+        else:
+            merged[key] = item
+    return list(merged.values())
+
+
+class ReconstructState(TypedDict, total=False):
+    namespace: str
+    question: str
+    question_date: str | None
+    messages: Annotated[list[AnyMessage], add_messages]
+    seed_cues: list[str]
+    active: Annotated[list[EvidenceItem], merge_active]
+    turns: int
+    tool_calls: int
+    dropped_calls: int
+    dropped_last: int
+    trace: Annotated[list[dict[str, Any]], operator.add]
+    final: ReconstructedAnswer | None
+    mode: str
+    cost: Annotated[Cost, add_cost]
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+
+
+def _ctx(runtime: Runtime[ReconstructContext] | None) -> ReconstructContext:
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, dict):
+        return ReconstructContext(**ctx)
+    return ctx or ReconstructContext()
+
+
+def _is_temporal(question: str) -> bool:
+    q = question.lower()
+    return any(q.startswith(w) or f" {w} " in q for w in _TEMPORAL_WORDS)
+
+
+def _message_cost(reply: BaseMessage, messages: list[BaseMessage]) -> Cost:
+    usage = getattr(reply, "usage_metadata", None)
+    if usage:
+        return Cost(llm_calls=1, prompt_tokens=int(usage.get("input_tokens", 0)),
+                    completion_tokens=int(usage.get("output_tokens", 0)))
+    prompt_chars = sum(len(str(m.content)) for m in messages)
+    reply_chars = len(str(reply.content)) + len(json.dumps(getattr(reply, "tool_calls", []) or [], default=str))
+    return Cost(llm_calls=1, prompt_tokens=prompt_chars // 4, completion_tokens=reply_chars // 4, tokens_estimated=True)
+
+
+# -- evidence ---------------------------------------------------------------------------------------
+
+
+def _items_from_artifact(artifact: Any, snapshot: NamespaceSnapshot) -> list[EvidenceItem]:
+    items: list[EvidenceItem] = []
+    for record in artifact if isinstance(artifact, list) else []:
+        if not isinstance(record, dict):
+            continue
+        kind = record.get("kind")
+        if kind == "event" and record.get("id") in snapshot.events:
+            event = snapshot.events[record["id"]]
+            items.append(EvidenceItem(kind="event", id=event.id, text=event.render(), turn_ids=list(event.turn_ids),
+                                      time=event.time, score=record.get("score")))
+        elif kind == "turn" and record.get("id") in snapshot.turns:
+            turn = snapshot.turns[record["id"]]
+            when = turn.session_time.date().isoformat() if turn.session_time else None
+            items.append(EvidenceItem(kind="turn", id=turn.dia_id, text=turn.render(), turn_ids=[turn.dia_id], time=when))
+        elif kind == "personal_fact":
+            items.append(EvidenceItem(kind="fact", id=str(record.get("id")), text=str(record.get("content", "")),
+                                      turn_ids=list(record.get("turn_ids") or [])))
+    return items
+
+
+def _evidence_text(active: list[EvidenceItem], snapshot: NamespaceSnapshot, limit: int) -> str:
+    lines = []
+    for item in active[:limit]:
+        lines.append(f"[{item.kind} {item.id}{', ' + item.time if item.time else ''}] {item.text[:300]}")
+        if item.kind == "event":
+            lines.extend(f"    {snapshot.turns[t].render()}" for t in item.turn_ids[:6] if t in snapshot.turns)
+    return "\n".join(lines)
+
+
+def _validate_answer(result: ReconstructedAnswer, snapshot: NamespaceSnapshot) -> list[str]:
+    problems = []
+    if not result.answer.strip():
+        problems.append("the answer is empty")
+    unknown_events = [e for e in result.cited_event_ids if e not in snapshot.events]
+    if unknown_events:
+        problems.append(f"unknown event ids {unknown_events}; cite ids shown in the memories, like 'S3-E2'")
+    unknown_turns = [t for t in result.cited_turn_ids if t not in snapshot.turns]
+    if unknown_turns:
+        problems.append(f"unknown turn ids {unknown_turns}; cite dia ids shown in the memories, like 'D3:5'")
+    return problems
+
+
+def _rank_events(messages: list[BaseMessage], active: list[EvidenceItem]) -> list[str]:
+    """Events of the active set ranked: search results by reciprocal rank, plus a flat share for every
+    other list an event appears in (cue lists are in time order, so their positions mean nothing)."""
+    scores: dict[str, float] = {}
+    flat = 0.5 / 61
+    for item in active:
+        if item.kind == "event":
+            scores[item.id] = scores.get(item.id, 0.0) + flat
+    for message in messages:
+        if not isinstance(message, ToolMessage) or not isinstance(message.artifact, list):
+            continue
+        ids = list(dict.fromkeys(r["id"] for r in message.artifact if isinstance(r, dict) and r.get("kind") == "event"))
+        for rank, eid in enumerate(ids):
+            share = 1.0 / (61 + rank) if message.name == "search_events" else flat
+            scores[eid] = scores.get(eid, 0.0) + share
+    return sorted(scores, key=lambda e: -scores[e])
+
+
+_FILLER = frozenset("now then still also just really ever ago say said tell told".split())
+
+
+def _words_of(text: str) -> list[str]:
+    return [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
+
+
+def _stem(word: str) -> str:
+    """A crude suffix strip so "finish" meets "finished" and "moving" meets "move"."""
+    for suffix in ("ing", "ed", "es"):
+        if len(word) > len(suffix) + 3 and word.endswith(suffix):
+            return word[: -len(suffix)].rstrip("e")
+    return word.rstrip("e") if len(word) > 4 else word
+
+
+def extractive_answer(
+    question: str, active: list[EvidenceItem], snapshot: NamespaceSnapshot, *, ranked_events: list[str] | None = None,
+    cues: list[str] | None = None,
+) -> ReconstructedAnswer:
+    """The no-LLM answer: the sentences of the best-matching turn among the active set, with its event's date
+    for "when" questions. ``not in memory`` when nothing in the active set shares a word with the question."""
+    ranked = ranked_events or [i.id for i in active if i.kind == "event"]
+    event_rank = {eid: r for r, eid in enumerate(ranked)}
+    turn_event: dict[str, str] = {}
+    for eid in ranked[:3]:
+        for tid in snapshot.events[eid].turn_ids if eid in snapshot.events else []:
+            turn_event.setdefault(tid, eid)
+    for item in active:
+        if item.kind in ("turn", "fact"):
+            for tid in item.turn_ids:
+                owner = next((e.id for e in snapshot.events.values() if tid in e.turn_ids), None)
+                turn_event.setdefault(tid, owner or "")
+    candidates: list[tuple[str, int, str]] = []
+    asked = " ".join(tokenize(question))
+    for tid in turn_event:
+        turn = snapshot.turns.get(tid)
+        if turn is None:
+            continue
+        for index, sentence in enumerate(split_sentences(turn.text)):
+            # A question is rarely its own answer (the same question asked earlier never is).
+            if not sentence.rstrip().endswith("?") and " ".join(tokenize(sentence)) != asked:
+                candidates.append((tid, index, sentence))
+    if not candidates:
+        return ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.0)
+    # Names of the people talking are in most greetings ("Hi Leo!"); they say nothing about the answer.
+    people = {w for p in CueIndex.of(snapshot).known_people() for w in tokenize(p)}
+    content_words = " ".join(_stem(w) for w in tokenize(question)
+                             if w not in people and w not in _FILLER and len(w) > 1) or question
+    # "Where does Maya live?" is about her home: sentences with home words ("flat", "moved") get a share.
+    aspect_words = [ASPECTS[a] for a in resolve_aspects(question) if a in ASPECTS]
+    scores = BM25Index([" ".join(_stem(w) for w in tokenize(s) if len(w) > 1) for _, _, s in candidates]).scores(content_words)
+    cue_words = [words for words in (set(tokenize(c)) for c in (cues or [])) if words and not words <= people]
+    best_turn, best_score = None, 0.0
+    per_turn: dict[str, list[tuple[int, str, float]]] = {}
+    for (tid, index, sentence), score in zip(candidates, scores, strict=True):
+        words = set(tokenize(sentence))
+        bonus = 0.5 * sum(1 for cw in cue_words if cw and cw <= words)
+        bonus += 0.4 * sum(1 for lexicon in aspect_words if lexicon & set(_words_of(sentence)))
+        rank = event_rank.get(turn_event.get(tid, ""), 5)
+        total = float(score) + bonus + 0.3 / (1 + rank) if score > 0 or bonus else 0.0
+        per_turn.setdefault(tid, []).append((index, sentence, total))
+    for tid, sentences in per_turn.items():
+        top = sorted((s[2] for s in sentences), reverse=True)
+        turn_score = top[0] + 0.25 * sum(top[1:])
+        if turn_score > best_score:
+            best_turn, best_score = tid, turn_score
+    if best_turn is None or best_score <= 0:
+        return ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.05)
+    chosen = sorted((s for s in per_turn[best_turn] if s[2] > 0), key=lambda s: -s[2])[:2]
+    text = " ".join(s[1] for s in sorted(chosen))
+    event_id = turn_event.get(best_turn) or None
+    if _is_temporal(question) and event_id in snapshot.events:
+        event = snapshot.events[event_id]
+        when = event.time or (event.session_time.date().isoformat() if event.session_time else None)
+        if when:
+            text = f"{text} (when: {when})"
+    return ReconstructedAnswer(
+        answer=text,
+        cited_event_ids=[event_id] if event_id in snapshot.events else [],
+        cited_turn_ids=[best_turn],
+        confidence=round(best_score / (best_score + 3.0), 3),
+    )
+
+
+# -- the deterministic navigator ----------------------------------------------------------------------
+
+
+def _call(name: str, args: dict[str, Any], turn: int, index: int) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": f"heuristic-{turn}-{index}", "type": "tool_call"}
+
+
+def _heuristic_step(state: ReconstructState, snapshot: NamespaceSnapshot, ctx: ReconstructContext) -> AIMessage:
+    """What a careful reader would do with the tools: search and follow cues, read the best events, answer."""
+    turn = state.get("turns", 0) + 1
+    question = state["question"]
+    active = state.get("active", [])
+    index = CueIndex.of(snapshot)
+    calls: list[dict[str, Any]] = []
+    if turn == 1:
+        calls.append(_call("search_events", {"query": question, "k": ctx.k}, turn, 0))
+        people = {p.lower() for p in index.known_people()}
+        # A person's name leads to most events; follow the other cues (seed cues list persons last).
+        cues = [c for c in state.get("seed_cues", []) if c.lower() not in people] or state.get("seed_cues", [])[:1]
+        for cue in cues[:3]:
+            calls.append(_call("query_tag_events", {"cue": cue}, turn, len(calls)))
+        aspects = [a for a in resolve_aspects(question) if a != "preference"] or resolve_aspects(question)
+        for person in index.known_people():
+            if person.lower() in question.lower() and aspects and index.person_facts(person, aspects[0]):
+                calls.append(_call("query_personal_aspect", {"person": person, "aspect": aspects[0]}, turn, len(calls)))
+                break
+    elif turn == 2:
+        ranked = _rank_events(state.get("messages", []), active)
+        for eid in ranked[:2]:
+            calls.append(_call("get_event", {"event_id": eid}, turn, len(calls)))
+            if _is_temporal(question):
+                calls.append(_call("query_conversation_time", {"event_id": eid}, turn, len(calls)))
+    calls = calls[: ctx.max_tool_calls_per_turn]
+    if calls and turn < ctx.max_turns:
+        return AIMessage(content="", tool_calls=calls)
+    ranked = _rank_events(state.get("messages", []), active)
+    result = extractive_answer(question, active, snapshot, ranked_events=ranked, cues=state.get("seed_cues", []))
+    return AIMessage(content="", tool_calls=[_call(ANSWER_TOOL, result.model_dump(), turn, 0)])
+
+
+# -- the graph --------------------------------------------------------------------------------------
+
+
+def build_reconstruct_graph(resources: Resources | None = None) -> StateGraph:
+    """The reconstruction ``StateGraph`` (uncompiled). Resources default to the process-wide settings."""
+    toolkits: dict[str, ToolNode] = {}
+    toolkit_lock = threading.Lock()
+
+    def res() -> Resources:
+        return resources or default_resources()
+
+    def tool_node(namespace: str) -> ToolNode:
+        with toolkit_lock:
+            if namespace not in toolkits:
+                r = res()
+                # The tools read the newest committed snapshot on every call, so one toolkit per namespace serves all runs.
+                toolkits[namespace] = ToolNode(create_memory_toolkit(namespace, store=r.store, embeddings=r.embeddings))
+            return toolkits[namespace]
+
+    def use_llm(ctx: ReconstructContext) -> bool:
+        return ctx.policy == "llm" and res().llm is not None
+
+    def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        namespace = validate_namespace(state.get("namespace"))
+        res().store.require_namespace(namespace)
+        snapshot = res().store.snapshot(namespace)
+        index = CueIndex.of(snapshot)
+        question = state["question"]
+        cues = index.cues_of_text(question)
+        # The active set starts from the events the question's cues lead to (persons weigh half: they lead everywhere).
+        weight: dict[str, float] = {}
+        for cue in cues:
+            for tag in index.event_tags(cue):
+                if tag.target_id in snapshot.events:
+                    weight[tag.target_id] = weight.get(tag.target_id, 0.0) + (0.5 if cue.kind == "person" else 1.0)
+        order = {eid: i for i, eid in enumerate(snapshot.events)}
+        seeded = sorted(weight, key=lambda e: (-weight[e], order[e]))[: ctx.seed_events]
+        active = [EvidenceItem(kind="event", id=e, text=snapshot.events[e].render(), turn_ids=list(snapshot.events[e].turn_ids),
+                               time=snapshot.events[e].time, score=weight[e]) for e in seeded]
+        cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
+        active_text = "\n".join(f"- {item.text[:240]}" for item in active)
+        update: dict[str, Any] = {
+            "namespace": namespace,
+            "seed_cues": [c.text for c in cues],
+            "active": active,
+            "turns": 0,
+            "tool_calls": 0,
+            "dropped_calls": 0,
+            "final": None,
+            "messages": prompt.build_navigator_messages(
+                question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
+                max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+            ),
+        }
+        if ctx.policy == "llm" and res().llm is None:
+            update["fallbacks"] = [FallbackRecord(role="navigator", reason="no chat model configured: deterministic navigation used")]
+        return update
+
+    def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        turns = state.get("turns", 0) + 1
+        snapshot = res().store.snapshot(state["namespace"])
+        if not use_llm(ctx):
+            reply = _heuristic_step(state, snapshot, ctx)
+            return {"messages": [reply], "turns": turns}
+        llm = res().llm
+        bound = llm.bind_tools([*tool_node(state["namespace"]).tools_by_name.values(), prompt.answer_tool_spec()])
+        messages = list(state["messages"])
+        try:
+            reply = bound.invoke(messages, config={
+                **config, "run_name": "navigator",
+                "tags": [*(config.get("tags") or []), "role:navigator"],
+                "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turns},
+            })
+        except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced
+            return {
+                "turns": turns,
+                "mode": "forced",
+                "fallbacks": [FallbackRecord(role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])],
+            }
+        cost = _message_cost(reply, messages)
+        if not isinstance(reply, AIMessage):
+            reply = AIMessage(content=str(reply.content))
+        calls = list(reply.tool_calls)
+        dropped = 0
+        if not any(c["name"] == ANSWER_TOOL for c in calls) and len(calls) > ctx.max_tool_calls_per_turn:
+            dropped = len(calls) - ctx.max_tool_calls_per_turn
+            reply = AIMessage(content=reply.content, tool_calls=calls[: ctx.max_tool_calls_per_turn],
+                              invalid_tool_calls=reply.invalid_tool_calls, id=reply.id,
+                              usage_metadata=reply.usage_metadata, response_metadata=reply.response_metadata)
+        return {"messages": [reply], "turns": turns, "cost": cost, "dropped_last": dropped,
+                "dropped_calls": state.get("dropped_calls", 0) + dropped, "mode": "navigate"}
+
+    def after_navigate(state: ReconstructState) -> str:
+        if state.get("mode") == "forced":
+            return "force_answer"
+        last = state["messages"][-1]
+        calls = getattr(last, "tool_calls", None) or []
+        if any(c["name"] == ANSWER_TOOL for c in calls):
+            return "answer"
+        if calls or getattr(last, "invalid_tool_calls", None):
+            return "tools"
+        return "answer"
+
+    def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        namespace = state["namespace"]
+        last = state["messages"][-1]
+        out: list[BaseMessage] = []
+        if getattr(last, "tool_calls", None):
+            result = tool_node(namespace).invoke({"messages": state["messages"]}, config)
+            out.extend(result["messages"] if isinstance(result, dict) else result)
+        # Arguments that were not even valid JSON: tell the model instead of failing (a ToolMessage per call).
+        for bad in getattr(last, "invalid_tool_calls", None) or []:
+            out.append(ToolMessage(
+                content=f"Your call to {bad.get('name') or 'a tool'} had arguments that are not valid JSON "
+                        f"({(bad.get('error') or 'unparseable')[:200]}): {str(bad.get('args'))[:200]!r}. Call it again with a JSON object.",
+                tool_call_id=bad.get("id") or "invalid", name=bad.get("name") or "unknown", status="error",
+            ))
+        snapshot = res().store.snapshot(namespace)
+        found: list[EvidenceItem] = []
+        trace = []
+        args_by_id = {c["id"]: c["args"] for c in getattr(last, "tool_calls", None) or []}
+        for message in out:
+            if isinstance(message, ToolMessage):
+                found.extend(_items_from_artifact(message.artifact, snapshot))
+                trace.append({"turn": state.get("turns", 0), "tool": message.name, "status": message.status,
+                              "args": args_by_id.get(message.tool_call_id, {})})
+        turns_left = ctx.max_turns - state.get("turns", 0)
+        update: dict[str, Any] = {
+            "active": found,
+            "tool_calls": state.get("tool_calls", 0) + len(trace),
+            "trace": trace,
+        }
+        if use_llm(ctx):
+            note = prompt.budget_note(turns_left, state.get("dropped_last", 0), ctx.max_tool_calls_per_turn)
+            out.append(HumanMessage(content=note))
+        update["messages"] = out
+        return update
+
+    def after_tools(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> str:
+        return "force_answer" if state.get("turns", 0) >= _ctx(runtime).max_turns else "navigate"
+
+    def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        snapshot = res().store.snapshot(state["namespace"])
+        last = state["messages"][-1]
+        calls = [c for c in getattr(last, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL]
+        problems: list[str]
+        try:
+            data = calls[0]["args"] if calls else parse_json_reply(last)
+            result = ReconstructedAnswer.model_validate(data)
+            problems = _validate_answer(result, snapshot)
+        except (ValueError, ValidationError, TypeError) as exc:
+            result, problems = None, [str(exc)[:500]]
+        if not problems and result is not None:
+            return {"final": result, "mode": "answered" if use_llm(ctx) else "heuristic"}
+        return {"final": None, "mode": "forced",
+                "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)]}
+
+    def after_answer(state: ReconstructState) -> str:
+        return END if state.get("final") is not None else "force_answer"
+
+    def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+        ctx = _ctx(runtime)
+        snapshot = res().store.snapshot(state["namespace"])
+        active = list(state.get("active", []))
+        found: list[EvidenceItem] = []
+        if not any(item.kind == "event" for item in active):
+            # Nothing reached yet (no cue matched, the model never searched): the question's top-k events.
+            for eid, score in search_event_ids(snapshot, state["question"], ctx.k, embeddings=res().embeddings):
+                e = snapshot.events[eid]
+                found.append(EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=score))
+            active = merge_active(active, found)
+        ranked = _rank_events(state.get("messages", []), active)
+        # Ranked events first, so the model and the fallback see the best memories within the evidence budget.
+        position = {eid: i for i, eid in enumerate(ranked)}
+        ordered = sorted(active, key=lambda i: position.get(i.id, len(position)) if i.kind == "event" else -1)
+        outcome = run_role(
+            res().llm if use_llm(ctx) else None,
+            role="reconstruct_answer",
+            messages=prompt.build_final_messages(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence),
+                                                 state.get("question_date")),
+            schema=ReconstructedAnswer,
+            validate=lambda r: _validate_answer(r, snapshot),
+            fallback=lambda: extractive_answer(state["question"], active, snapshot, ranked_events=ranked,
+                                               cues=state.get("seed_cues", [])),
+            method=res().method,
+            tags=["strategy:reconstruct"],
+            metadata={"prompt_version": prompt.VERSION},
+        )
+        fallbacks = [outcome.fallback] if outcome.fallback and use_llm(ctx) else []
+        return {"final": outcome.output, "mode": "forced", "cost": outcome.cost, "fallbacks": fallbacks, "active": found}
+
+    builder = StateGraph(ReconstructState, context_schema=ReconstructContext)
+    builder.add_node("seed", seed)
+    builder.add_node("navigate", navigate)
+    builder.add_node("tools", run_tools)
+    builder.add_node("answer", take_answer)
+    builder.add_node("force_answer", force_answer)
+    builder.add_edge(START, "seed")
+    builder.add_edge("seed", "navigate")
+    builder.add_conditional_edges("navigate", after_navigate, ["tools", "answer", "force_answer"])
+    builder.add_conditional_edges("tools", after_tools, ["navigate", "force_answer"])
+    builder.add_conditional_edges("answer", after_answer, ["force_answer", END])
+    builder.add_edge("force_answer", END)
+    return builder
+
+
+_compiled: dict[int, Any] = {}
+_compiled_lock = threading.Lock()
+
+
+def answer(
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "llm",
+    question_date: str | None = None,
+    context: ReconstructContext | None = None,
+    **options: Any,
+) -> AnswerResult:
+    """Answer ``question`` from ``namespace`` by active reconstruction; options override ``ReconstructContext`` fields."""
+    res = resources or default_resources()
+    res.store.require_namespace(namespace)
+    fields = ReconstructContext.__dataclass_fields__
+    ctx = context or ReconstructContext(policy=policy if policy in ("llm", "heuristic") else "llm",
+                                        **{k: v for k, v in options.items() if k in fields})
+    with _compiled_lock:
+        compiled = _compiled.get(id(res))
+        if compiled is None or compiled[0] is not res:
+            compiled = _compiled[id(res)] = (res, build_reconstruct_graph(res).compile())
+    started = time.perf_counter()
+    config = {
+        "run_name": "reconstruct",
+        "tags": ["strategy:reconstruct", f"policy:{ctx.policy}"],
+        "metadata": {"namespace": namespace, **asdict(ctx)},
+        "recursion_limit": 12 + 3 * ctx.max_turns,
+    }
+    final = compiled[1].invoke(
+        {"namespace": namespace, "question": question, "question_date": question_date}, config=config, context=ctx
+    )
+    snapshot = res.store.snapshot(namespace)
+    result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.0)
+    cited: list[EvidenceItem] = []
+    for eid in result.cited_event_ids:
+        if eid in snapshot.events:
+            e = snapshot.events[eid]
+            cited.append(EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=1.0))
+    for tid in result.cited_turn_ids:
+        if tid in snapshot.turns:
+            t = snapshot.turns[tid]
+            cited.append(EvidenceItem(kind="turn", id=tid, text=t.render(), turn_ids=[tid],
+                                      time=t.session_time.date().isoformat() if t.session_time else None, score=1.0))
+    # Cited turns lead the evidence (so cited-turn recall sees them first), then the rest of the active set.
+    cited.sort(key=lambda i: i.kind != "turn")
+    evidence = merge_active(cited, final.get("active", []))[: max(ctx.max_evidence, len(cited))]
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": time.perf_counter() - started})
+    return AnswerResult(
+        strategy="reconstruct",
+        namespace=namespace,
+        question=question,
+        answer=result.answer,
+        evidence=evidence,
+        cost=cost,
+        steps=final.get("turns", 0),
+        fallbacks=final.get("fallbacks", []),
+        details={
+            "mode": final.get("mode"),
+            "confidence": result.confidence,
+            "cited_event_ids": result.cited_event_ids,
+            "cited_turn_ids": result.cited_turn_ids,
+            "seed_cues": final.get("seed_cues", []),
+            "turns": final.get("turns", 0),
+            "tool_calls": final.get("tool_calls", 0),
+            "dropped_tool_calls": final.get("dropped_calls", 0),
+            "tool_trace": final.get("trace", []),
+            "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
+        },
+    )
+
+
+builder = build_reconstruct_graph()
+graph = builder.compile()

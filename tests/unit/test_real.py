@@ -1,0 +1,280 @@
+"""The ``real`` strategy: filters, one evaluator call per beam step, stop / expand / counterfactual repair."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+
+import pytest
+from langchain_core.messages import BaseMessage
+
+from agents.real import FactIndex, FactPath, SearchFilter, heuristic_roots, reference_window
+from agents.testing import ScriptedChatModel
+from graphs.real import RealContext, answer, graph
+from memory.facts import apply_fact_updates, fact_text, make_fact
+from memory.records import Fact
+from memory.store import ChangeSet, UnknownNamespaceError
+
+NS = "real-test"
+
+Scores = tuple[float, float, float]
+
+
+def build_facts() -> list[Fact]:
+    def f(head, relation, tail, when, turns, confidence=0.9, intent="FACT"):  # noqa: ANN001, ANN202
+        return make_fact(NS, head, relation, tail, valid_from=when, confidence=confidence, intent=intent, turn_ids=turns)
+
+    incoming = [
+        f("Maya", "lives_in", "Porto", "2023-03-04", ["D1:2", "D1:3"]),
+        f("Maya", "lives_in", "Lisbon", "2023-04-24", ["D4:1"], intent="EVOLUTION"),
+        f("Maya", "has_pet", "Biscuit", "2023-02-01", ["D1:1"], intent="TEMPORAL"),
+        f("Biscuit", "is_a", "golden retriever", "2023-03-04", ["D1:1"]),
+        f("Maya", "works_at", "Santo Antonio hospital", "2023-03-04", ["D1:3"]),
+        f("Maya", "decided_because", "night shifts wore her down", "2023-04-12", ["D3:3"], intent="CAUSAL"),
+        f("Maya", "wants", "a sailing boat", "2023-06-03", ["D5:9"], confidence=0.6),
+        f("Ana", "helped_pack", "Maya", "2023-04-05", ["D3:5"], intent="TEMPORAL"),
+        f("Leo", "likes", "sushi", "2023-03-04", ["D1:6"]),
+    ]
+    return apply_fact_updates({}, incoming).facts
+
+
+def commit_facts(resources, facts: Sequence[Fact], namespace: str = NS) -> None:  # noqa: ANN001
+    store = resources.store
+    vectors = resources.embeddings.embed_documents([fact_text(f) for f in facts])
+    store.commit(ChangeSet(namespace=namespace, base_generation=store.manifest(namespace).generation,
+                           facts=list(facts), fact_vectors=vectors))
+
+
+@pytest.fixture
+def memory(resources):  # noqa: ANN001, ANN201
+    commit_facts(resources, build_facts())
+    return resources
+
+
+def scripted(
+    judge: Callable[[str], Scores],
+    *,
+    roots: Sequence[tuple[str, str]] = (("Maya", "FACT"),),
+    reference_time: str | None = None,
+    include_uncertain: bool = False,
+    answer_text: str | None = None,
+    evaluator_reply: Callable[[list[str]], object] | None = None,
+) -> ScriptedChatModel:
+    """A model for the three REAL roles: fixed roots, an evaluator scoring each listed path line, an answerer."""
+
+    def respond(messages: Sequence[BaseMessage]) -> dict:
+        system, human = str(messages[0].content), str(messages[1].content)
+        if "REAL root planner" in system:
+            return {"roots": [{"entity": e, "intent": i} for e, i in roots], "reference_time": reference_time,
+                    "include_uncertain": include_uncertain}
+        if "REAL path evaluator" in system:
+            lines = re.findall(r"^(P\d+): (.*)$", human, re.MULTILINE)
+            if evaluator_reply is not None:
+                return evaluator_reply([label for label, _ in lines])
+            scores = []
+            for label, text in lines:
+                relevance, coherence, sufficiency = judge(text)
+                scores.append({"path_id": label, "relevance": relevance, "coherence": coherence, "sufficiency": sufficiency})
+            return {"scores": scores}
+        if "REAL answerer" in system:
+            first = re.search(r"^(path-\w+): (.*)$", human, re.MULTILINE)
+            end = re.split(r"\]-> |\]- ", first.group(2))[-1].split(" (repair")[0] if first else "unknown"
+            return {"answer": answer_text or end, "path_ids": [first.group(1)] if first else []}
+        raise AssertionError(f"unexpected role: {system[:80]}")
+
+    return ScriptedChatModel(respond=respond)
+
+
+def evaluator_prompts(llm: ScriptedChatModel) -> list[str]:
+    return [str(call[1].content) for call in llm.calls if "REAL path evaluator" in str(call[0].content)]
+
+
+def decisions(result) -> list[str]:  # noqa: ANN001
+    return [t["decision"] for t in result.details["trail"] if t["node"] == "evaluate"]
+
+
+# -- beam decisions -------------------------------------------------------------------------------
+
+
+def test_stop_decision_after_one_evaluator_call(memory):
+    llm = scripted(lambda t: (0.9, 0.9, 0.95) if "lives_in" in t else (0.2, 0.9, 0.1), reference_time="now")
+    memory.llm_ = llm
+    result = answer("Where does Maya live now?", NS, resources=memory)
+
+    assert decisions(result) == ["stop"]
+    assert result.details["evaluator_calls"] == 1 == len(evaluator_prompts(llm))
+    assert result.cost.llm_calls == 3  # roots + one evaluator call + answer
+    # Time validity "now": the closed Porto version never reaches the evaluator.
+    assert "Lisbon" in evaluator_prompts(llm)[0] and "Porto" not in evaluator_prompts(llm)[0]
+    top = result.evidence[0]
+    assert top.kind == "path" and "lives_in [2023-04-24 -> open) conf 0.90" in top.text and top.turn_ids == ["D4:1"]
+    assert top.time == "2023-04-24 -> open"
+    fact = result.details["paths"][0]["facts"][0]
+    assert (fact["relation"], fact["tail"], fact["valid_from"], fact["valid_to"], fact["confidence"]) == (
+        "lives_in", "Lisbon", "2023-04-24T00:00:00", None, 0.9)
+    assert result.answer == "Lisbon" and result.strategy == "real" and not result.fallbacks
+
+
+def test_expansion_reaches_a_second_hop(memory):
+    def judge(text: str) -> Scores:
+        if "is_a" in text:
+            return 0.9, 0.9, 0.9
+        if "has_pet" in text:
+            return 0.9, 0.9, 0.3  # on the way, not enough alone
+        return 0.1, 0.9, 0.0
+
+    memory.llm_ = llm = scripted(judge)
+    result = answer("What breed is Maya's dog?", NS, resources=memory)
+
+    assert decisions(result) == ["expand", "stop"]
+    assert result.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
+    best = result.details["paths"][0]
+    assert [f["relation"] for f in best["facts"]] == ["has_pet", "is_a"] and best["hypothesis"] is None
+    assert result.answer == "golden retriever"
+    # Maya's 4 admissible facts (not the hedged wish, not the causal fact), then Biscuit's one.
+    assert result.details["paths_visited"] == 5
+
+
+def _helper_judge(text: str) -> Scores:
+    return (0.95, 0.9, 0.9) if "helped_pack" in text else (0.1, 0.9, 0.0)
+
+
+def test_counterfactual_repair_recovers_a_path_plain_expansion_misses(memory):
+    # Without repair: only facts whose head is Maya are reachable, none says who helped.
+    memory.llm_ = scripted(_helper_judge, answer_text="I don't know")
+    plain = answer("Who helped Maya pack for the move?", NS, resources=memory, repair_budget=0)
+    assert decisions(plain) == ["prune"] and plain.details["repairs"] == 0
+    assert not any("helped_pack" in e.text for e in plain.evidence)
+
+    memory.llm_ = llm = scripted(_helper_judge)
+    repaired = answer("Who helped Maya pack for the move?", NS, resources=memory)
+    assert decisions(repaired) == ["repair", "stop"] and repaired.details["repairs"] == 1
+    assert repaired.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
+    best = repaired.details["paths"][0]
+    assert best["hypothesis"].startswith("symmetry") and best["facts"][0]["direction"] == "in"
+    assert repaired.evidence[0].text.startswith("Maya <-[helped_pack") and repaired.answer == "Ana"
+    assert repaired.evidence[0].turn_ids == ["D3:5"]
+
+
+def test_repair_on_the_sample_conversation_without_a_model(ingested_sample):
+    question = "Who helped Maya pack for the move?"
+    repaired = answer(question, "sample", resources=ingested_sample, policy="heuristic")
+    plain = answer(question, "sample", resources=ingested_sample, policy="heuristic", repair_budget=0)
+    assert repaired.answer == "Ana" and repaired.details["repairs"] >= 1 and "D3:5" in repaired.cited_turns()
+    assert plain.answer != "Ana" and plain.details["repairs"] == 0
+    assert repaired.cost.llm_calls == plain.cost.llm_calls == 0
+
+
+# -- filters --------------------------------------------------------------------------------------
+
+
+def test_search_filter_time_confidence_and_intent():
+    facts = {f.id: f for f in build_facts()}
+    by = {(f.relation, f.tail): f for f in facts.values()}
+    porto, lisbon = by[("lives_in", "Porto")], by[("lives_in", "Lisbon")]
+    boat, reason = by[("wants", "a sailing boat")], by[("decided_because", "night shifts wore her down")]
+    april = SearchFilter(window=reference_window("2023-04", None))
+    assert april.admits(porto, "FACT") and april.admits(lisbon, "FACT")  # the move happened in April
+    march = SearchFilter(window=reference_window("2023-03", None))
+    assert march.admits(porto, "FACT") and not march.admits(lisbon, "FACT")
+    assert march.admits(lisbon, "FACT", relax_time=True)
+    assert not SearchFilter().admits(boat, "FACT") and SearchFilter(include_uncertain=True).admits(boat, "FACT")
+    assert not SearchFilter().admits(reason, "FACT") and SearchFilter().admits(reason, "CAUSAL")
+    assert SearchFilter().admits(reason, "FACT", relax_intent=True)
+
+
+def test_confidence_filtering_and_upgrade_through_the_graph(resources):
+    facts = build_facts()
+    commit_facts(resources, facts)
+    resources.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "sailing" in t else (0.2, 0.9, 0.0))
+    answer("What boat does Maya have?", NS, resources=resources)
+    assert not any("sailing boat" in p for p in evaluator_prompts(llm))  # 0.6 < 0.8: not shown
+
+    resources.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "sailing" in t else (0.2, 0.9, 0.0), include_uncertain=True)
+    asked = answer("What boat might Maya want?", NS, resources=resources)
+    assert "sailing boat" in evaluator_prompts(llm)[0] and asked.answer == "a sailing boat"
+
+    # A later confirmation raises the hedged fact above the stable confidence: now it is shown.
+    again = make_fact(NS, "Maya", "wants", "a sailing boat", valid_from="2023-07-01", confidence=0.6, turn_ids=["D6:2"])
+    update = apply_fact_updates({f.id: f for f in facts}, [again])
+    assert update.actions() == ["confirm"] and update.facts[0].confidence >= 0.8
+    commit_facts(resources, update.facts)
+    resources.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "sailing" in t else (0.2, 0.9, 0.0))
+    confirmed = answer("What boat does Maya have?", NS, resources=resources)
+    assert "sailing boat" in evaluator_prompts(llm)[0] and confirmed.evidence[0].turn_ids == ["D5:9", "D6:2"]
+
+
+def test_intent_filtering_through_the_graph(memory):
+    judge = lambda t: (0.9, 0.9, 0.9) if "decided_because" in t else (0.2, 0.9, 0.0)  # noqa: E731
+    memory.llm_ = llm = scripted(judge, roots=[("Maya", "FACT")])
+    answer("Why did Maya move?", NS, resources=memory, repair_budget=0)
+    assert not any("decided_because" in p for p in evaluator_prompts(llm))
+
+    memory.llm_ = llm = scripted(judge, roots=[("Maya", "CAUSAL")])
+    result = answer("Why did Maya move?", NS, resources=memory)
+    assert "decided_because" in evaluator_prompts(llm)[0] and decisions(result) == ["stop"]
+    assert result.details["roots"] == [{"entity": "Maya", "intent": "CAUSAL"}]
+
+
+def test_reference_time_from_the_planner_selects_the_old_version(memory):
+    memory.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "lives_in" in t else (0.2, 0.9, 0.0), reference_time="2023-03")
+    result = answer("Where did Maya live in March 2023?", NS, resources=memory)
+    assert "Porto" in evaluator_prompts(llm)[0] and "Lisbon" not in evaluator_prompts(llm)[0]
+    assert result.answer == "Porto" and result.details["reference_time"] == "2023-03"
+
+
+# -- fallbacks and the no-LLM policy --------------------------------------------------------------
+
+
+def test_invalid_evaluator_replies_fall_back_to_similarity_scores(memory):
+    memory.llm_ = scripted(lambda t: (0, 0, 0), evaluator_reply=lambda labels: {"scores": [{"path_id": "P99", "relevance": 2,
+                                                                                           "coherence": 0, "sufficiency": 0}]})
+    result = answer("Where does Maya live now?", NS, resources=memory)
+    roles = [f.role for f in result.fallbacks]
+    assert roles.count("real_evaluator") == result.details["evaluator_calls"] >= 1
+    assert result.evidence and result.evidence[0].score is not None
+    assert "Lisbon" in result.evidence[0].text
+
+
+def test_heuristic_policy_on_the_sample(ingested_sample):
+    now = answer("Where does Maya live now?", "sample", resources=ingested_sample, policy="heuristic")
+    assert now.answer.startswith("Lisbon") and now.cited_turns(1) == ["D4:1"] and now.cost.llm_calls == 0
+    assert all("Porto" not in e.text for e in now.evidence)
+    foods = answer("Which foods does Leo love?", "sample", resources=ingested_sample, policy="heuristic")
+    assert {a.strip().lower() for a in foods.answer.split(",")} == {"sushi", "pasteis de nata"}
+    assert {"D1:6", "D5:3"} <= set(foods.cited_turns())
+    dog = answer("What is the name of Maya's dog?", "sample", resources=ingested_sample, policy="heuristic")
+    assert dog.answer == "Biscuit" and dog.details["evaluator_calls"] == 1
+
+
+def test_llm_policy_without_a_model_records_one_fallback(memory):
+    memory.llm_ = None
+    result = answer("Where does Maya live now?", NS, resources=memory)
+    assert [f.role for f in result.fallbacks] == ["real"] and result.answer.startswith("Lisbon")
+
+
+def test_namespace_without_facts_and_unknown_namespace(resources):
+    resources.store.commit(ChangeSet(namespace="empty", base_generation=0))
+    result = answer("Where does Maya live?", "empty", resources=resources, policy="heuristic")
+    assert result.answer == "Not mentioned in the conversation" and result.evidence == []
+    assert result.details["evaluator_calls"] == 0
+    with pytest.raises(UnknownNamespaceError):
+        answer("Where does Maya live?", "nobody", resources=resources)
+
+
+def test_graph_topology_and_defaults():
+    assert {"roots", "expand", "evaluate", "repair", "prune", "answer"} <= set(graph.get_graph().nodes)
+    ctx = RealContext()
+    assert (ctx.beam_width, ctx.depth, ctx.candidates, ctx.min_confidence) == (5, 3, 5, 0.8)
+    assert (ctx.relevance_threshold, ctx.coherence_threshold) == (0.5, 0.5)
+
+
+def test_heuristic_roots_and_paths():
+    index = FactIndex({f.id: f for f in build_facts()})
+    plan = heuristic_roots("Why did Maya's dog Biscuit bark in March 2023?", index)
+    assert [r.entity for r in plan.roots][:2] == ["Maya", "Biscuit"] and plan.roots[0].intent == "CAUSAL"
+    assert plan.reference_time == "2023-03" and not plan.include_uncertain
+    start = FactPath.start("Maya", "FACT")
+    pet = next(f for f in index.outgoing("Maya") if f.relation == "has_pet")
+    assert start.extend(pet, "out").id == start.extend(pet, "out").id and json.loads(start.model_dump_json())

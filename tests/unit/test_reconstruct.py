@@ -1,0 +1,161 @@
+"""MRAgent reconstruction: the agent loop with a scripted tool-calling model, budgets, forced answers, heuristic policy."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, ToolMessage
+
+from agents.testing import ScriptedChatModel
+from graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph, extractive_answer
+from graphs.resources import Resources
+from graphs.result import EvidenceItem
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+NS = "sample"
+NAVIGATOR = "reconstructing the memory"  # in the navigator's system prompt
+FINAL = "from the memories below only"  # in the forced final answer's system prompt
+DOG = "What is the name of Maya's dog?"
+
+
+def with_model(base: Resources, model: ScriptedChatModel) -> Resources:
+    """The ingested sample's store and embedder with a scripted chat model."""
+    return Resources(settings=base.settings, store_=base.store, embeddings_=base.embeddings, llm_=model)
+
+
+def tool_call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+def event_of(resources: Resources, dia_id: str) -> str:
+    return next(e.id for e in resources.store.snapshot(NS).events.values() if dia_id in e.turn_ids)
+
+
+def tool_messages(messages: list) -> list[ToolMessage]:  # noqa: ANN001
+    return [m for m in messages if isinstance(m, ToolMessage)]
+
+
+def test_heuristic_policy_navigates_with_the_tools_and_answers_extractively(ingested_sample) -> None:  # noqa: ANN001
+    result = answer("What race does Leo want to run next?", NS, resources=ingested_sample, policy="heuristic")
+    assert "full marathon" in result.answer and result.details["cited_turn_ids"] == ["D4:8"]
+    assert result.cost.llm_calls == 0 and result.details["mode"] == "heuristic"
+    assert result.steps == 3 and result.details["tool_calls"] >= 3
+    tools_used = [t["tool"] for t in result.details["tool_trace"]]
+    assert tools_used[0] == "search_events" and "get_event" in tools_used
+    assert result.evidence[0].kind == "turn" and result.evidence[0].id == "D4:8"  # cited turns lead the evidence
+    assert "D4:8" in result.details["turn_texts"]
+
+    when = answer("When did Leo finish the half marathon?", NS, resources=ingested_sample, policy="heuristic")
+    assert "2023-05-07" in when.answer and "query_conversation_time" in [t["tool"] for t in when.details["tool_trace"]]
+
+
+def test_no_chat_model_with_llm_policy_uses_the_deterministic_navigator(ingested_sample) -> None:  # noqa: ANN001
+    result = answer(DOG, NS, resources=ingested_sample, policy="llm")
+    assert "Biscuit" in result.answer and result.cost.llm_calls == 0
+    assert [f.role for f in result.fallbacks] == ["navigator"]
+
+
+def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sample) -> None:  # noqa: ANN001
+    eid = event_of(ingested_sample, "D1:1")
+    model = ScriptedChatModel(routes={NAVIGATOR: [
+        AIMessage(content="", tool_calls=[tool_call("query_tag_events", {"cue": "Biscuit"}, "c1"),
+                                          tool_call("get_event", {"event_id": "S9-E9"}, "c2")]),
+        AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c3")]),
+        AIMessage(content="", tool_calls=[tool_call("submit_answer", {
+            "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "c4")]),
+    ]})
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model))
+    assert result.answer == "Biscuit" and result.details["confidence"] == 0.9
+    assert result.details["mode"] == "answered" and result.steps == 3
+    assert result.cost.llm_calls == 3 and result.details["tool_calls"] == 3
+    assert [t["status"] for t in result.details["tool_trace"]] == ["success", "error", "success"]
+    assert result.evidence[0].id == "D1:1" and result.evidence[1].id == eid
+    # The question's cues seeded the first prompt; the bad id came back as a message the model saw.
+    first = model.calls[0]
+    assert "Cues found in the question: dog (entity)" in first[1].content and eid in first[1].content
+    errors = [m.content for m in tool_messages(model.calls[1]) if m.status == "error"]
+    assert len(errors) == 1 and "No event with id 'S9-E9'" in errors[0]
+
+
+def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) -> None:  # noqa: ANN001
+    eid = event_of(ingested_sample, "D4:4")
+    twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)])
+    final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
+    model = ScriptedChatModel(routes={NAVIGATOR: [twelve, twelve, twelve], FINAL: [final]})
+    result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model),
+                    max_turns=3, max_tool_calls_per_turn=10)
+    assert result.steps == 3 and result.details["tool_calls"] == 30 and result.details["dropped_tool_calls"] == 6
+    assert result.details["mode"] == "forced" and result.answer == "1 hour 52 minutes"
+    assert result.cost.llm_calls == 4  # three navigator turns and the forced answer
+    assert "2 tool call(s) were not run" in model.calls[1][-1].content
+    assert "This is your last turn" in model.calls[2][-1].content
+    final_prompt = model.calls[3][1].content
+    assert f"[event {eid}" in final_prompt and "[D4:4]" in final_prompt  # the active set, with turns verbatim
+
+
+def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_sample) -> None:  # noqa: ANN001
+    eid = event_of(ingested_sample, "D1:1")
+    model = ScriptedChatModel(routes={
+        NAVIGATOR: [
+            AIMessage(content="", invalid_tool_calls=[{"name": "get_event", "args": "{event_id: S1", "id": "bad1",
+                                                       "error": "Expecting property name", "type": "invalid_tool_call"}]),
+            AIMessage(content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"],
+                                                                            "cited_turn_ids": [], "confidence": 0.8}, "c2")]),
+        ],
+        FINAL: [{"answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.6}],
+    })
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model))
+    told = [m for m in tool_messages(model.calls[1]) if m.tool_call_id == "bad1"]
+    assert told and told[0].status == "error" and "not valid JSON" in told[0].content
+    assert result.details["mode"] == "forced" and result.details["cited_event_ids"] == [eid]
+    assert any(f.role == "navigator" and "S42-E1" in " ".join(f.errors) for f in result.fallbacks)
+    assert result.cost.llm_calls == 3
+
+
+def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(ingested_sample) -> None:  # noqa: ANN001
+    model = ScriptedChatModel(routes={NAVIGATOR: ["I think the dog is called Rex."], FINAL: ["no idea", "still no JSON"]})
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model))
+    assert result.cost.llm_calls == 3  # navigator, final answer, its one retry
+    assert {f.role for f in result.fallbacks} == {"navigator", "reconstruct_answer"}
+    assert "Biscuit" in result.answer and result.details["cited_turn_ids"]
+
+
+def test_a_failing_model_still_gets_an_answer(ingested_sample) -> None:  # noqa: ANN001
+    def down(messages):  # noqa: ANN001, ANN202
+        raise ConnectionError("model server unreachable")
+
+    result = answer(DOG, NS, resources=with_model(ingested_sample, ScriptedChatModel(respond=down)))
+    assert "Biscuit" in result.answer and result.cost.llm_calls == 0
+    assert any("unreachable" in " ".join(f.errors) for f in result.fallbacks)
+
+
+def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested_sample) -> None:  # noqa: ANN001
+    snapshot = ingested_sample.store.snapshot(NS)
+    assert extractive_answer("What is the capital of Peru?", [], snapshot).answer == "not in memory"
+    item = EvidenceItem(kind="turn", id="D1:6", text="", turn_ids=["D1:6"])
+    found = extractive_answer("Which food is Leo's favourite?", [item], snapshot)
+    assert "Sushi" in found.answer and found.cited_turn_ids == ["D1:6"] and 0 < found.confidence < 1
+
+
+def test_unknown_namespace_raises(ingested_sample) -> None:  # noqa: ANN001
+    from memory.store import UnknownNamespaceError
+
+    with pytest.raises(UnknownNamespaceError):
+        answer(DOG, "nobody", resources=ingested_sample, policy="heuristic")
+
+
+def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample) -> None:  # noqa: ANN001
+    compiled = build_reconstruct_graph(ingested_sample).compile()
+    final = asyncio.run(compiled.ainvoke({"namespace": NS, "question": DOG},
+                                         context=ReconstructContext(policy="heuristic", max_turns=2)))
+    assert final["turns"] == 2 and "Biscuit" in final["final"].answer
+    assert ReconstructContext().max_turns == 8 and ReconstructContext().max_tool_calls_per_turn == 10
+
+
+def test_compiled_graph_diagram_matches_the_snapshot() -> None:
+    diagram = build_reconstruct_graph().compile().get_graph().draw_mermaid()
+    path = SNAPSHOTS / "reconstruct.mmd"
+    assert diagram == path.read_text(encoding="utf-8"), "the reconstruct topology changed: update the snapshot if intended"
