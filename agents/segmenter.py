@@ -17,7 +17,7 @@ from memory.embeddings import normalize
 from memory.records import Turn
 from memory.timeparse import find_time_phrases, resolve_relative
 from prompts import segment as prompt
-from prompts.segment import SegmentedEvent, Segmentation
+from prompts.segment import Segmentation, SegmentedEvent
 
 __all__ = ["changepoint_segments", "finalize_times", "render_turns", "segment_session", "validate_segmentation"]
 

@@ -118,8 +118,8 @@ def plot_quality(run: EvalRun, out: Path) -> Path:
         panels.append((f"evidence recall@{budget}", lambda s: s.recall.get(str(budget))))
     if any(stats[OVERALL].judge_accuracy is not None for stats in run.aggregates.values()):
         panels.append(("judge accuracy", lambda s: s.judge_accuracy))
-    fig, axes = plt.subplots(len(panels), 1, figsize=(max(6.0, 1.4 * len(categories) * max(1, len(strategies)) / 2), 3.2 * len(panels)),
-                             squeeze=False)
+    width_in = min(14.0, max(7.0, 0.35 * len(categories) * max(1, len(strategies)) + 2))
+    fig, axes = plt.subplots(len(panels), 1, figsize=(width_in, 3.6 * len(panels)), squeeze=False)
     width = 0.8 / max(1, len(strategies))
     for ax, (title, getter) in zip(axes[:, 0], panels, strict=True):
         for i, strategy in enumerate(strategies):
@@ -129,7 +129,7 @@ def plot_quality(run: EvalRun, out: Path) -> Path:
             ax.bar(xs, values, width=width, label=strategy)
         ax.set_xticks(range(len(categories)))
         ax.set_xticklabels(categories, rotation=15, fontsize=8)
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, 1.05)
         ax.set_ylabel(title)
         ax.grid(axis="y", alpha=0.3)
     axes[0, 0].legend(fontsize=8, ncol=min(4, max(1, len(strategies))))
@@ -158,7 +158,7 @@ def plot_cost_quality(run: EvalRun, out: Path) -> Path:
     right.set_xlabel("wall time per question (s)")
     right.set_ylabel(f"evidence recall@{budget}" if budget is not None else "evidence recall")
     for ax in (left, right):
-        ax.set_ylim(0, 1)
+        ax.set_ylim(0, 1.05)
         ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
     fig.suptitle(f"{Path(run.file).name}: cost against quality (policy {run.policy})")

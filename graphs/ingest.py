@@ -10,7 +10,7 @@ import operator
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -324,7 +324,7 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
                         relations.setdefault(rid, Relation(id=rid, namespace=namespace, source=other.id, target=event.id,
                                                            label="shared_participant", turn_ids=[], session_id=session.session_id))
                         links += 1
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         written = [*new_events.values(), *updated.values()]
         for e in written:
             e.created_at = e.created_at or now

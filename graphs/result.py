@@ -36,12 +36,17 @@ class AnswerResult(BaseModel):
     details: dict[str, Any] = Field(default_factory=dict)
 
     def cited_turns(self, limit: int | None = None) -> list[str]:
-        """Turn ids cited by the evidence, in evidence order, without repeats, at most ``limit``."""
+        """Turn ids cited by the evidence, without repeats, at most ``limit``.
+
+        Taken round-robin over the evidence items (the first turn of every item, then the second, ...),
+        so a turn budget covers every piece of evidence before it goes deep into one.
+        """
         seen: list[str] = []
-        for item in self.evidence:
-            for tid in item.turn_ids:
-                if tid not in seen:
-                    seen.append(tid)
+        depth = max((len(item.turn_ids) for item in self.evidence), default=0)
+        for position in range(depth):
+            for item in self.evidence:
+                if position < len(item.turn_ids) and item.turn_ids[position] not in seen:
+                    seen.append(item.turn_ids[position])
                     if limit is not None and len(seen) >= limit:
                         return seen
         return seen

@@ -10,12 +10,11 @@ clears before it writes, so a re-run reaches exactly the state of an uninterrupt
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +46,7 @@ __all__ = [
 ]
 
 SENTINEL = 2**31  # "still alive"
+_READ_PAGE = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
 _PLAIN_KINDS = ("relations", "tags")
@@ -328,17 +328,23 @@ class MemoryStore:
 
     def _read_kind(self, namespace: str, kind: str, generation: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         include = ["documents", "metadatas"] + (["embeddings"] if kind in _VECTOR_KINDS else [])
-        got = self._collection(namespace, kind).get(where=_visible(generation), include=include)
+        col = self._collection(namespace, kind)
         model = _MODELS[kind]
         records: dict[str, Any] = {}
         vectors: dict[str, np.ndarray] = {}
-        embeddings = got.get("embeddings") if kind in _VECTOR_KINDS else None
-        for i, (doc, meta) in enumerate(zip(got["documents"], got["metadatas"])):
-            rid = meta["rid"]
-            records[rid] = model.model_validate_json(doc)
-            if embeddings is not None:
-                vectors[rid] = np.asarray(embeddings[i], dtype=np.float32)
-        return records, vectors
+        offset = 0
+        while True:
+            # Paged: one unbounded get() of >32k records exceeds SQLite's variable limit in Chroma.
+            got = col.get(where=_visible(generation), include=include, limit=_READ_PAGE, offset=offset)
+            embeddings = got.get("embeddings") if kind in _VECTOR_KINDS else None
+            for i, (doc, meta) in enumerate(zip(got["documents"], got["metadatas"])):
+                rid = meta["rid"]
+                records[rid] = model.model_validate_json(doc)
+                if embeddings is not None:
+                    vectors[rid] = np.asarray(embeddings[i], dtype=np.float32)
+            if len(got["ids"]) < _READ_PAGE:
+                return records, vectors
+            offset += _READ_PAGE
 
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
         """Nearest committed records of a kind to a vector: ``[(record id, cosine similarity)]``."""
@@ -384,7 +390,7 @@ class MemoryStore:
 
             new_manifest = manifest.model_copy(deep=True)
             new_manifest.generation = generation
-            new_manifest.updated_at = datetime.now(timezone.utc)
+            new_manifest.updated_at = datetime.now(UTC)
             if change.session is not None:
                 session = change.session.model_copy(update={"generation": generation})
                 new_manifest.sessions[session.session_id] = session
@@ -406,20 +412,20 @@ class MemoryStore:
         """Undo what a crashed writer left: versions born after G, and retirements after G."""
         for kind in _MODELS:
             col = self._collection(namespace, kind)
-            born = col.get(where={"born": {"$gt": generation}}, include=[])
-            for ids in self._batched(born["ids"]):
-                col.delete(ids=list(ids))
-            killed = col.get(
-                where={"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]},
-                include=["metadatas"],
-            )
-            if killed["ids"]:
-                metas = [{**m, "died": SENTINEL} for m in killed["metadatas"]]
-                for start in range(0, len(metas), self._max_batch):
-                    col.update(
-                        ids=killed["ids"][start : start + self._max_batch],
-                        metadatas=metas[start : start + self._max_batch],
-                    )
+            while True:
+                born = col.get(where={"born": {"$gt": generation}}, include=[], limit=_READ_PAGE)
+                if not born["ids"]:
+                    break
+                col.delete(ids=born["ids"])
+            while True:
+                killed = col.get(
+                    where={"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]},
+                    include=["metadatas"],
+                    limit=min(_READ_PAGE, self._max_batch),
+                )
+                if not killed["ids"]:
+                    break
+                col.update(ids=killed["ids"], metadatas=[{**m, "died": SENTINEL} for m in killed["metadatas"]])
 
     def _retire(self, namespace: str, kind: str, rids: Sequence[str], generation: int, previous: int) -> None:
         if not rids:
@@ -467,6 +473,3 @@ class MemoryStore:
         session = getattr(record, "session_id", None)
         return {"session_id": session} if isinstance(session, str) else {}
 
-
-def dump_json(data: Any) -> str:
-    return json.dumps(data, sort_keys=True, default=str)

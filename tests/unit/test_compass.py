@@ -247,3 +247,15 @@ def test_compiled_graph_diagram_matches_the_snapshot() -> None:
     diagram = build_compass_graph().compile().get_graph().draw_mermaid()
     path = SNAPSHOTS / "compass.mmd"
     assert diagram == path.read_text(encoding="utf-8"), "the compass topology changed: update the snapshot if intended"
+
+
+def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
+    from graphs.result import AnswerResult, EvidenceItem
+
+    result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", evidence=[
+        EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2", "D1:3"]),
+        EvidenceItem(id="E2", text="", turn_ids=["D2:1", "D1:2"]),
+        EvidenceItem(id="E3", text="", turn_ids=["D3:1"]),
+    ])
+    assert result.cited_turns() == ["D1:1", "D2:1", "D3:1", "D1:2", "D1:3"]
+    assert result.cited_turns(2) == ["D1:1", "D2:1"]

@@ -43,31 +43,31 @@ def test_run_eval_end_to_end_writes_report_and_reuses_ingest(tmp_path: Path, sam
     strategies = ["bm25", "dense", *GRAPH_STRATEGIES]
     landed = ["bm25", "dense", *[s for s in GRAPH_STRATEGIES if _module_exists(s)]]
 
-    run = run_eval(sample_path, strategies, policy="heuristic", out_dir=tmp_path / "out1",
+    # Every strategy on the multi-hop and open-domain questions (6), to keep the test fast.
+    run = run_eval(sample_path, strategies, categories=["1", "3"], policy="heuristic", out_dir=tmp_path / "out1",
                    resources=resources, progress=False, langsmith=False)
 
     assert run.strategies == landed
     assert set(run.unavailable) == set(strategies) - set(landed)
-    # 16 sample questions, the adversarial one left out by default.
-    assert len(run.results) == 15 * len(landed)
-    assert all(r.category != 5 for r in run.results)
+    assert len(run.results) == 6 * len(landed)
+    assert {r.category for r in run.results} == {1, 3}
     assert "1 multi-hop" in run.category_mapping and "5 adversarial" in run.category_mapping
     bm25 = run.aggregates["bm25"]
-    assert list(bm25) == ["1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "overall"]
-    assert [bm25[c].questions for c in bm25] == [5, 3, 1, 6, 15]
-    assert bm25["overall"].recall_questions == 15 and set(bm25["overall"].recall) == {"5", "10", "20"}
+    assert list(bm25) == ["1 multi-hop", "3 open-domain", "overall"]
+    assert [bm25[c].questions for c in bm25] == [5, 1, 6]
+    assert bm25["overall"].recall_questions == 6 and set(bm25["overall"].recall) == {"5", "10", "20"}
     assert bm25["overall"].judge_accuracy is None and run.judge.startswith("not run")
 
     # Per-question scores are the metrics of what the strategy itself returns.
     namespace = run.ingests[0].namespace
-    row = next(r for r in run.results if r.strategy == "bm25" and r.question_id.endswith("-q0"))
+    row = next(r for r in run.results if r.strategy == "bm25")
     direct = answer_bm25(row.question, namespace, resources=resources, policy="heuristic")
-    assert row.answer == direct.answer
-    assert row.recall["10"] == evidence_recall(direct.cited_turns(10), ["D1:1"], 10)
+    assert row.answer == direct.answer and row.gold_evidence
+    assert row.recall["10"] == evidence_recall(direct.cited_turns(10), row.gold_evidence, 10)
     assert row.cited_turns[:10] == direct.cited_turns(10)
     for strategy in landed:
         rows = [r for r in run.results if r.strategy == strategy]
-        assert len(rows) == 15
+        assert len(rows) == 6
         if strategy in ("bm25", "dense"):
             assert not [r.error for r in rows if r.error]
         # A failing graph strategy is recorded per question (its recall counts as 0), never fatal.
@@ -85,26 +85,30 @@ def test_run_eval_end_to_end_writes_report_and_reuses_ingest(tmp_path: Path, sam
     results = json.loads((out / "results.json").read_text())
     assert len(results) == len(run.results) and results[0]["question"]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["aggregates"]["dense"]["overall"]["questions"] == 15
+    assert summary["aggregates"]["dense"]["overall"]["questions"] == 6
     for png in ("quality_by_category.png", "cost_vs_quality.png"):
         data = (out / png).read_bytes()
         assert data.startswith(PNG) and len(data) > 5000
     report = (out / "report.md").read_text()
     assert "LoCoMo categories: 1 multi-hop" in report
-    assert "| `bm25` | 15 |" in report and "LLM judge: not run" in report
+    assert "| `bm25` | 6 |" in report and "LLM judge: not run" in report
     assert "## evidence recall@10 per category" in report and "## Ingest cost" in report
     for label in run.unavailable:
         assert f"strategy `{label}` unavailable" in report
 
-    # Second run: the same memory is reused, nothing is re-ingested, answers are the same.
+    # Second run, every question but the adversarial one: the same memory is reused, answers are the same.
     again = run_eval(sample_path, ["bm25", "dense"], policy="heuristic", out_dir=tmp_path / "out2",
                      resources=resources, progress=False, langsmith=False)
     assert again.ingests[0].namespace == namespace and again.ingests[0].cached
+    assert len(again.results) == 30 and all(r.category != 5 for r in again.results)
+    bm25 = again.aggregates["bm25"]
+    assert list(bm25) == ["1 multi-hop", "2 temporal", "3 open-domain", "4 single-hop", "overall"]
+    assert [bm25[c].questions for c in bm25] == [5, 3, 1, 6, 15]
     # The cost reported for reused memory is the one measured at first ingest.
     assert [s.wall_time_s for s in again.ingests[0].sessions] == [s.wall_time_s for s in ingest.sessions]
     assert [n for n in resources.store.namespaces() if n.startswith("eval.")] == [namespace]
     first = {(r.question_id, r.strategy): r.answer for r in run.results if r.strategy in ("bm25", "dense")}
-    assert {(r.question_id, r.strategy): r.answer for r in again.results} == first
+    assert {(r.question_id, r.strategy): r.answer for r in again.results if (r.question_id, r.strategy) in first} == first
     assert "| yes |" in (tmp_path / "out2" / "report.md").read_text()
 
 

@@ -127,3 +127,19 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
     assert "LOCKED" in out.stdout, out.stderr
     assert "LOGICMAP_CHROMA_HOST" in out.stdout
     assert StoreLockedError.__doc__
+
+
+def test_reads_are_paged_so_large_namespaces_load_whole(resources, monkeypatch) -> None:
+    import memory.store as store_module
+
+    monkeypatch.setattr(store_module, "_READ_PAGE", 7)
+    turns = [Turn(namespace="big", session_id="S1", dia_id=f"D1:{i}", speaker="A", text=f"turn {i}") for i in range(30)]
+    resources.store.commit(ChangeSet(namespace="big", base_generation=0, turns=turns, turn_vectors=[[1.0, float(i), 0.0] for i in range(30)]))
+    resources.store._snapshots.clear()
+    assert len(resources.store.snapshot("big").turns) == 30
+    # Recovery scans are paged too: 30 orphans of a crashed generation are all cleared.
+    orphans = [t.model_copy(update={"dia_id": f"D2:{t.dia_id[3:]}"}) for t in turns]
+    resources.store._write("big", "turns", orphans, [[0.0, 1.0, 0.0]] * 30, 2)
+    resources.store.commit(ChangeSet(namespace="big", base_generation=1))
+    resources.store._snapshots.clear()
+    assert len(resources.store.snapshot("big").turns) == 30
