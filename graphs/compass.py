@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -38,7 +38,12 @@ __all__ = [
     "graph",
 ]
 
-RANKING_RECIPES = ("dense", "hybrid")
+# Named localization recipes: how events are ranked against the query.
+#   dense  - event summary embeddings (the paper's)
+#   hybrid - dense and BM25 over summaries, fused by reciprocal rank
+#   turns  - an event scores as its best-matching cited turn (for extractive, turn-concatenating summaries)
+#   auto   - dense for the LLM policy (concise written summaries), turns for the no-LLM policy
+RANKING_RECIPES = ("auto", "dense", "hybrid", "turns")
 
 
 @dataclass
@@ -46,7 +51,7 @@ class CompassContext:
     """Per-run settings and budgets of the compass graph (shown as a form in Studio)."""
 
     policy: Literal["llm", "heuristic"] = "llm"
-    recipe: Literal["dense", "hybrid"] = "dense"
+    recipe: Literal["auto", "dense", "hybrid", "turns"] = "auto"
     top_k: int = 5
     top_p: int = 5
     max_starts: int = 5
@@ -103,8 +108,11 @@ class ExploreTask(TypedDict):
 def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
     ctx = getattr(runtime, "context", None)
     if isinstance(ctx, dict):
-        return CompassContext(**ctx)
-    return ctx or CompassContext()
+        ctx = CompassContext(**ctx)
+    ctx = ctx or CompassContext()
+    if ctx.recipe == "auto":
+        return replace(ctx, recipe="turns" if ctx.policy == "heuristic" else "dense")
+    return ctx
 
 
 def build_compass_graph(resources: Resources | None = None) -> StateGraph:
@@ -130,14 +138,21 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             return np.zeros((0, 1), dtype=np.float32)
         return normalize(np.asarray(res().embeddings.embed_documents(texts), dtype=np.float32))
 
-    def priorities(graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool]) -> dict[str, float]:
+    def priorities(
+        graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], recipe: str = "dense"
+    ) -> dict[str, float]:
         """Priority = max similarity to a still-unsatisfied subgoal (all subgoals once every one is satisfied)."""
         if not ids:
             return {}
         open_goals = [g for g, done in zip(subgoals, satisfied) if not done] or subgoals
         goal_vectors = embed(open_goals)
-        matrix = np.vstack([graph.vector(e) for e in ids])
-        scores = (matrix @ goal_vectors.T).max(axis=1)
+        if recipe == "turns":  # the recipe decides how an event's text is scored against a query
+            index = {e: i for i, e in enumerate(graph.ids)}
+            rows = [index[e] for e in ids]
+            scores = np.max([graph.turn_similarities(g)[rows] for g in goal_vectors], axis=0)
+        else:
+            matrix = np.vstack([graph.vector(e) for e in ids])
+            scores = (matrix @ goal_vectors.T).max(axis=1)
         return {e: float(s) for e, s in zip(ids, scores)}
 
     def pop_frontier(queue: dict[str, float], n: int) -> tuple[list[str], dict[str, float]]:
@@ -198,7 +213,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         if not len(graph):
             return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
         query = state.get("query") or state["question"]
-        sims = graph.similarities(res().embeddings.embed_query(query))
+        q_vector = res().embeddings.embed_query(query)
+        sims = graph.turn_similarities(q_vector) if ctx.recipe == "turns" else graph.similarities(q_vector)
         dense_rank = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
         if ctx.recipe == "hybrid":
             cache = graph.__dict__.setdefault("_bm25", {})
@@ -237,7 +253,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
                 fallbacks.append(outcome.fallback)
         queue = dict(state.get("queue", {}))
         queue.update({e: 0.0 for e in starts if e not in visited})
-        queue = priorities(graph, list(queue), state["subgoals"], state["satisfied"])
+        queue = priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx.recipe)
         frontier, queue = pop_frontier(queue, ctx.explorers)
         return {
             "localized": list(dict.fromkeys([*state.get("localized", []), *top])),
@@ -332,7 +348,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
                 if nxt in real and nxt not in visited and nxt not in queue:
                     queue[nxt] = 0.0
         # Priorities follow the satisfaction vector: recomputed for every queued event, never stale.
-        queue = priorities(graph, list(queue), state["subgoals"], satisfied)
+        queue = priorities(graph, list(queue), state["subgoals"], satisfied, ctx.recipe)
         ranked = dict(queue)
         step += 1
         done = answered or all(satisfied) or step >= ctx.max_steps

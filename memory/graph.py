@@ -48,6 +48,7 @@ class EventGraph:
             if rel.source in self.events and rel.target in self.events:
                 self.graph.add_edge(rel.source, rel.target, key=rel.label, label=rel.label, turn_ids=rel.turn_ids)
         self.ids: list[str] = list(self.events)
+        self._turn_index: tuple[np.ndarray, np.ndarray] | None = None
         self._index = {eid: i for i, eid in enumerate(self.ids)}
         vectors = [snapshot.event_vectors[eid] for eid in self.ids if eid in snapshot.event_vectors]
         if self.ids and len(vectors) == len(self.ids):
@@ -91,6 +92,30 @@ class EventGraph:
         if not self.ids:
             return np.zeros(0, dtype=np.float32)
         return self.matrix @ normalize(np.asarray(query_vector, dtype=np.float32))
+
+    def turn_similarities(self, query_vector: np.ndarray | list[float]) -> np.ndarray:
+        """Per event (in ``self.ids`` order), the best cosine similarity of one of its cited turns to a vector.
+
+        Events whose text is a concatenation of turns (the no-LLM segmenter's) are found by their best
+        turn rather than by one diluted, possibly truncated, embedding of all of them.
+        """
+        if not self.ids:
+            return np.zeros(0, dtype=np.float32)
+        if self._turn_index is None:
+            owners, vectors = [], []
+            for i, eid in enumerate(self.ids):
+                for tid in self.events[eid].turn_ids:
+                    vec = self.snapshot.turn_vectors.get(tid)
+                    if vec is not None:
+                        owners.append(i)
+                        vectors.append(vec)
+            matrix = normalize(np.vstack(vectors)) if vectors else np.zeros((0, self.matrix.shape[1]), dtype=np.float32)
+            self._turn_index = (np.asarray(owners, dtype=np.int64), matrix)
+        owners, matrix = self._turn_index
+        scores = self.similarities(query_vector)
+        if len(owners):
+            np.maximum.at(scores, owners, matrix @ normalize(np.asarray(query_vector, dtype=np.float32)))
+        return scores
 
     def top_k(self, query_vector: np.ndarray | list[float], k: int) -> list[tuple[str, float]]:
         sims = self.similarities(query_vector)
