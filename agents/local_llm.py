@@ -42,7 +42,7 @@ MODEL_ALIAS = "smollm2-135m-instruct"
 # The server only honours ``max_tokens`` (ChatOpenAI sends ``max_completion_tokens``, which it ignores):
 # without a cap a constrained reply can loop until the context is full.
 DEFAULT_MAX_TOKENS = 512
-SERVER_DEFAULT_MAX_TOKENS = 1024
+SERVER_DEFAULT_MAX_TOKENS = 512
 DEFAULT_N_CTX = 8192
 # DESIGN.md: a native llama.cpp build crashes on these machines.
 LLAMA_CMAKE_ARGS = (
@@ -68,7 +68,7 @@ from llama_cpp.server.app import create_app
 from llama_cpp.server.settings import Settings, ServerSettings, ModelSettings
 from llama_cpp.server.cli import add_args_from_model, parse_model_from_args
 
-DEFAULT_MAX_TOKENS = int(os.environ.get("LOGICMAP_LLM_SERVER_MAX_TOKENS", "1024"))
+DEFAULT_MAX_TOKENS = int(os.environ.get("LOGICMAP_LLM_SERVER_MAX_TOKENS", "512"))
 
 
 def translate(body):

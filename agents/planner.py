@@ -50,7 +50,7 @@ def plan_subgoals(
         tags=tags,
         metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
     )
-    outcome.output.subgoals = [g.strip() for g in outcome.output.subgoals if g.strip()][:5]
+    outcome.output.subgoals = [g.strip() for g in outcome.output.subgoals if g.strip()][:5] or [question.strip() or "?"]
     return outcome
 
 

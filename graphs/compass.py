@@ -145,6 +145,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         if not ids:
             return {}
         open_goals = [g for g, done in zip(subgoals, satisfied) if not done] or subgoals
+        if not open_goals:  # a question without content words: no subgoal to rank against
+            return {e: 0.0 for e in ids}
         goal_vectors = embed(open_goals)
         if recipe == "turns":  # the recipe decides how an event's text is scored against a query
             index = {e: i for i, e in enumerate(graph.ids)}

@@ -440,12 +440,42 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
             "conflicts": 0,
         }
 
+    def rebase(state: IngestState) -> dict[str, Any]:
+        """After a GenerationConflict: skip the session if another writer committed it meanwhile, else
+        renumber its turns and events after what that writer added, then fuse again."""
+        namespace, session = state["namespace"], state["current"]
+        assert session is not None
+        snapshot = res().store.snapshot(namespace)
+        known = snapshot.manifest.sessions.get(session.session_id)
+        if known is not None:
+            if known.content_hash != session.content_hash():
+                raise SessionConflictError(
+                    f"namespace {namespace!r} already holds a different session {session.session_id!r}; "
+                    "ingest this conversation into a new namespace"
+                )
+            pending = list(state.get("pending", []))
+            report = SessionReport(session_id=session.session_id, skipped=True, policy=known.policy, generation=known.generation)
+            return {"reports": [report], "current": pending[0] if pending else None, "pending": pending[1:],
+                    "change": None, "conflicts": 0}
+        offset = len(snapshot.turns)
+        order_base = 1 + max((e.order for e in snapshot.events.values()), default=-1)
+        return {
+            "turns": [t.model_copy(update={"position": offset + i}) for i, t in enumerate(state["turns"])],
+            "events": [e.model_copy(update={"order": order_base + i}) for i, e in enumerate(state["events"])],
+            "base_generation": snapshot.generation,
+        }
+
+    def after_rebase(state: IngestState) -> str:
+        if state.get("conflicts", 0) > 0:
+            return "fuse"
+        return "segment" if state.get("current") is not None else END
+
     def after_prepare(state: IngestState) -> str:
         return "segment" if state.get("current") is not None else END
 
     def after_commit(state: IngestState) -> str:
         if state.get("change") is None and state.get("conflicts", 0) > 0:
-            return "fuse"
+            return "rebase"
         return "segment" if state.get("current") is not None else END
 
     builder = StateGraph(IngestState, context_schema=IngestContext)
@@ -457,6 +487,7 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
     builder.add_node("facts", facts)
     builder.add_node("cues", cues)
     builder.add_node("commit", commit)
+    builder.add_node("rebase", rebase)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", after_prepare, ["segment", END])
     builder.add_edge("segment", "relate")
@@ -465,7 +496,8 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
     builder.add_edge("topics", "facts")
     builder.add_edge("facts", "cues")
     builder.add_edge("cues", "commit")
-    builder.add_conditional_edges("commit", after_commit, ["fuse", "segment", END])
+    builder.add_conditional_edges("commit", after_commit, ["rebase", "segment", END])
+    builder.add_conditional_edges("rebase", after_rebase, ["fuse", "segment", END])
     return builder
 
 

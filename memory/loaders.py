@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from memory.records import stable_hash
 from memory.timeparse import parse_timestamp
@@ -109,6 +109,16 @@ def _require(obj: Any, key: str, kind: type | tuple[type, ...], path: Path, reco
     return value
 
 
+def _build(model: type[BaseModel], path: Path, record: str, **values: Any) -> Any:
+    """A record from checked values; what pydantic still rejects becomes a one-line DataFormatError."""
+    try:
+        return model(**values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = str(first["loc"][0]) if first.get("loc") else "-"
+        raise DataFormatError(path, record, field, f"{first['msg']} (got {str(first.get('input'))[:40]!r})") from None
+
+
 def _finish(conv: Conversation, path: Path) -> Conversation:
     """Checks shared by every format: non-empty, unique dia ids, sessions in time order."""
     if not conv.sessions or conv.turn_count == 0:
@@ -145,9 +155,13 @@ def load_locomo(path: str | Path) -> list[Conversation]:
     if not isinstance(data, list) or not data:
         raise DataFormatError(path, "top level", "-", "expected a non-empty list of samples")
     conversations = []
+    seen_ids: dict[str, int] = {}
     for n, sample in enumerate(data):
         record = f"sample {n}"
         sample_id = str(sample.get("sample_id", f"conv-{n}")) if isinstance(sample, dict) else f"conv-{n}"
+        if sample_id in seen_ids:
+            raise DataFormatError(path, f"sample {n}", "sample_id", f"duplicate sample_id {sample_id!r} (also sample {seen_ids[sample_id]})")
+        seen_ids[sample_id] = n
         record = f"sample {sample_id!r}"
         conv = _require(sample, "conversation", dict, path, record)
         speakers = [str(conv.get("speaker_a", "")), str(conv.get("speaker_b", ""))]
@@ -179,7 +193,10 @@ def load_locomo(path: str | Path) -> list[Conversation]:
             if turns:
                 sessions.append(Session(session_id=f"S{number}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
         qa_items = []
-        for i, qa in enumerate(sample.get("qa", []) or []):
+        qa_raw = sample.get("qa", []) or []
+        if not isinstance(qa_raw, list):
+            raise DataFormatError(path, record, "qa", f"expected a list of questions, got {type(qa_raw).__name__}")
+        for i, qa in enumerate(qa_raw):
             where = f"{record} qa {i}"
             question = _require(qa, "question", str, path, where)
             category = qa.get("category")
@@ -190,7 +207,8 @@ def load_locomo(path: str | Path) -> list[Conversation]:
             if not isinstance(evidence, list):
                 raise DataFormatError(path, where, "evidence", "expected a list of dia ids")
             qa_items.append(
-                QAItem(
+                _build(
+                    QAItem, path, where,
                     question_id=f"{sample_id}-q{i}",
                     question=question,
                     answer=str(answer),
@@ -242,6 +260,9 @@ def load_longmemeval(path: str | Path) -> list[Conversation]:
             if turns:
                 sessions.append(Session(session_id=f"S{s_index + 1}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
         question = _require(item, "question", str, path, record)
+        question_date = item.get("question_date")
+        if question_date is not None and not isinstance(question_date, str):
+            raise DataFormatError(path, record, "question_date", f"expected a string, got {type(question_date).__name__}")
         answer = item.get("answer")
         if answer is None:
             raise DataFormatError(path, record, "answer", "missing")

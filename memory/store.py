@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import fcntl
 import os
+import random
 import threading
+import time
+import uuid
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,6 +50,9 @@ __all__ = [
 ]
 
 SENTINEL = 2**31  # "still alive"
+COMMIT_LOCK_ID = "commit-lock"
+COMMIT_LOCK_LEASE_S = 120.0  # a writer that died holding the lock blocks others at most this long
+COMMIT_LOCK_WAIT_S = 300.0
 _READ_PAGE = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
@@ -295,7 +302,8 @@ class MemoryStore:
 
     def namespaces(self) -> list[str]:
         got = self._registry().get(include=[])
-        return sorted(got["ids"])
+        # Registered before their first commit: list only namespaces whose manifest is committed.
+        return sorted(ns for ns in got["ids"] if self.manifest(ns).generation > 0)
 
     def has_namespace(self, namespace: str) -> bool:
         return self.manifest(namespace).generation > 0
@@ -367,7 +375,7 @@ class MemoryStore:
         Raises ``GenerationConflict`` when another writer committed since ``base_generation``.
         """
         namespace = validate_namespace(change.namespace)
-        with self.namespace_lock(namespace):
+        with self.namespace_lock(namespace), self._server_commit_lock(namespace):
             manifest = self.manifest(namespace)
             if manifest.generation != change.base_generation:
                 raise GenerationConflict(
@@ -375,6 +383,10 @@ class MemoryStore:
                     f"to {manifest.generation} while this change was computed"
                 )
             generation = manifest.generation + 1
+            # Registered first, so a crash right after the manifest write cannot leave it unlisted.
+            self._registry().upsert(
+                ids=[namespace], embeddings=[_PLACEHOLDER], documents=[namespace], metadatas=[{"ns": namespace}]
+            )
             self._clear_uncommitted(namespace, manifest.generation)
             self._write(namespace, "turns", change.turns, change.turn_vectors, generation)
             self._write(namespace, "events", change.events, change.event_vectors, generation)
@@ -403,10 +415,37 @@ class MemoryStore:
                 documents=[new_manifest.model_dump_json()],
                 metadatas=[{"generation": generation}],
             )
-            self._registry().upsert(
-                ids=[namespace], embeddings=[_PLACEHOLDER], documents=[namespace], metadatas=[{"ns": namespace}]
-            )
             return new_manifest
+
+    @contextmanager
+    def _server_commit_lock(self, namespace: str):  # noqa: ANN202
+        """Server mode: one writer per namespace across processes (a lock record added only if absent)."""
+        if not self.settings.chroma_host:
+            yield  # embedded: the file lock makes this process the only writer
+            return
+        col = self._collection(namespace, "meta")
+        token = uuid.uuid4().hex
+        deadline = time.monotonic() + COMMIT_LOCK_WAIT_S
+        while True:
+            now = time.time()
+            # Chroma ignores an add whose id exists: the first writer's record stays, so reading it back
+            # tells who holds the lock.
+            col.add(ids=[COMMIT_LOCK_ID], embeddings=[_PLACEHOLDER], documents=[token],
+                    metadatas=[{"owner": token, "expires": now + COMMIT_LOCK_LEASE_S}])
+            got = col.get(ids=[COMMIT_LOCK_ID], include=["metadatas"])
+            holder = got["metadatas"][0] if got["ids"] else None
+            if holder is not None and holder.get("owner") == token:
+                break
+            if holder is not None and float(holder.get("expires", 0)) < now:
+                col.delete(ids=[COMMIT_LOCK_ID], where={"owner": holder["owner"]})  # a dead writer's lease
+                continue
+            if time.monotonic() > deadline:
+                raise GenerationConflict(f"namespace {namespace!r}: another process holds the commit lock")
+            time.sleep(0.02 + random.random() * 0.08)
+        try:
+            yield
+        finally:
+            col.delete(ids=[COMMIT_LOCK_ID], where={"owner": token})
 
     def _clear_uncommitted(self, namespace: str, generation: int) -> None:
         """Undo what a crashed writer left: versions born after G, and retirements after G."""

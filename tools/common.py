@@ -199,7 +199,7 @@ def _validation_message(tool_name: str, schema: type[BaseModel]) -> Callable[[Ex
             for item in error.errors()[:6]:
                 where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
                 got = item.get("input")
-                shown = f" (got {got!r})" if item.get("type") != "missing" and not isinstance(got, dict) else ""
+                shown = f" (got {_clip(repr(got), 80)})" if item.get("type") != "missing" and not isinstance(got, dict) else ""
                 problems.append(f"{where}: {item.get('msg', 'invalid')}{shown}")
         else:
             problems.append(str(error))

@@ -166,3 +166,12 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
     report = ingest_conversation(sample, "ns", resources=crashed, policy="heuristic")
     assert [s.skipped for s in report.sessions] == [True, True, False, False, False]
     assert crashed.store.snapshot("ns").fingerprint() == expected
+
+
+def test_compiled_ingest_graph_diagram_matches_the_snapshot() -> None:
+    from pathlib import Path
+
+    from graphs.ingest import build_ingest_graph
+
+    snapshot = Path(__file__).parent / "snapshots" / "ingest.mmd"
+    assert build_ingest_graph().compile().get_graph().draw_mermaid() == snapshot.read_text(encoding="utf-8")

@@ -1,0 +1,28 @@
+"""Fixtures of the reliability suite: isolated stores, the sample conversation ingested once per module."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphs.resources import Resources
+from tests.conftest import make_resources
+
+
+@pytest.fixture(scope="module")
+def module_resources(tmp_path_factory: pytest.TempPathFactory) -> Resources:
+    """One store for a module's examples (each example uses its own namespace)."""
+    res = make_resources(tmp_path_factory.mktemp("reliability") / "memory")
+    yield res
+    if res.store_ is not None:
+        res.store_.close()
+
+
+@pytest.fixture(scope="module")
+def sample_memory(module_resources: Resources) -> Resources:
+    """The sample conversation ingested by the heuristic policy into namespace "sample" (read-only)."""
+    from graphs.ingest import ingest_conversation
+    from memory.loaders import load_conversations
+    from tests.reliability.support import SAMPLE
+
+    ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic")
+    return module_resources
