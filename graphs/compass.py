@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -24,6 +24,7 @@ from agents.planner import clause_subgoals, plan_subgoals, refine_query
 from agents.responder import EvidenceText, respond
 from graphs.resources import Resources, default_resources
 from graphs.result import AnswerResult, EvidenceItem
+from graphs.tracing import traced_run
 from memory.embeddings import normalize
 from memory.graph import EventGraph
 from memory.retrieval import BM25Index, reciprocal_rank_fusion
@@ -470,15 +471,21 @@ def answer(
                                     **{k: v for k, v in options.items() if k in CompassContext.__dataclass_fields__})
     compiled = res.compiled("compass", build_compass_graph)
     started = time.perf_counter()
-    config = {
-        "run_name": "compass",
-        "tags": ["strategy:compass", f"policy:{ctx.policy}", f"explorers:{ctx.explorer_mode}"],
-        "metadata": {"namespace": namespace, **asdict(ctx)},
-        "recursion_limit": 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
-    }
-    final = compiled.invoke(
-        {"namespace": namespace, "question": question, "question_date": question_date}, config=config, context=ctx
-    )
+    with traced_run(
+        "compass", namespace=namespace, policy=ctx.policy, budgets=ctx,
+        inputs={"question": question, "namespace": namespace}, tags=[f"explorers:{ctx.explorer_mode}"],
+        recursion_limit=10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
+    ) as run:
+        final = compiled.invoke(
+            {"namespace": namespace, "question": question, "question_date": question_date}, config=run.config, context=ctx
+        )
+        result = _result(question, namespace, final, ctx, res, time.perf_counter() - started)
+        run.finish(result)
+    return result
+
+
+def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
+            elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     graph = snapshot.graph()
     q_vector = normalize(np.asarray(res.embeddings.embed_query(question), dtype=np.float32))
@@ -489,7 +496,7 @@ def answer(
         turn_ids = [t for t in event.turn_ids if t in snapshot.turn_vectors]
         turn_ids.sort(key=lambda t: -float(normalize(snapshot.turn_vectors[t]) @ q_vector))
         evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time))
-    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": time.perf_counter() - started})
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="compass",
         namespace=namespace,
@@ -509,7 +516,6 @@ def answer(
             "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
         },
     )
-
 
 builder = build_compass_graph()
 graph = builder.compile()

@@ -28,6 +28,7 @@ from agents.goalmem import (
 from agents.goalmem_heuristics import MemoryLine
 from graphs.resources import Resources, default_resources
 from graphs.result import AnswerResult, EvidenceItem
+from graphs.tracing import traced_run
 from memory.backbones import make_backbone
 from memory.nl_logic import Atom, Goal, Rule, Substitution, Term
 from memory.records import validate_namespace
@@ -447,22 +448,19 @@ def answer(
     ctx = GoalMemContext(**settings)
     if ctx.retriever is None:
         make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
-    compiled = build_goalmem_graph(resources).compile()
+    compiled = resources.compiled("goalmem", build_goalmem_graph)
     started = time.perf_counter()
-    final = compiled.invoke(
-        {"question": question, "namespace": namespace},
-        context=ctx,
-        config={
-            "run_name": "goalmem",
-            "tags": ["strategy:goalmem", f"policy:{ctx.policy}", f"backbone:{ctx.backbone}"],
-            "metadata": {"namespace": namespace},
-            "recursion_limit": 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
-        },
-    )
-    cost = (final.get("cost") or Cost()).model_copy()
-    cost.wall_time_s = time.perf_counter() - started
-    return _result(question, namespace, final, ctx, cost, resources)
-
+    with traced_run(
+        "goalmem", namespace=namespace, policy=ctx.policy, budgets=ctx,
+        inputs={"question": question, "namespace": namespace}, tags=[f"backbone:{ctx.backbone}"],
+        recursion_limit=25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
+    ) as run:
+        final = compiled.invoke({"question": question, "namespace": namespace}, context=ctx, config=run.config)
+        cost = (final.get("cost") or Cost()).model_copy()
+        cost.wall_time_s = time.perf_counter() - started
+        result = _result(question, namespace, final, ctx, cost, resources)
+        run.finish(result)
+    return result
 
 def _result(
     question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, cost: Cost, resources: Resources

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import operator
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ from agents.real import (
 )
 from graphs.resources import Resources, default_resources
 from graphs.result import AnswerResult, EvidenceItem
+from graphs.tracing import traced_run
 from memory.facts import entity_key, interval_text, parse_when
 from memory.records import Fact
 from memory.store import NamespaceSnapshot
@@ -402,9 +403,6 @@ def build_real_graph(resources: Resources | None = None) -> StateGraph:
     return builder
 
 
-_compiled: dict[int, Any] = {}
-
-
 def answer(
     question: str,
     namespace: str,
@@ -423,25 +421,28 @@ def answer(
         policy=policy if policy in ("llm", "heuristic") else "llm",
         **{k: v for k, v in options.items() if k in RealContext.__dataclass_fields__ and k != "policy"},
     )
-    key = id(res)
-    if key not in _compiled:
-        _compiled[key] = build_real_graph(res).compile()
+    compiled = res.compiled("real", build_real_graph)
     started = time.perf_counter()
-    config = {
-        "run_name": "real",
-        "tags": ["strategy:real", f"policy:{ctx.policy}"],
-        "metadata": {"namespace": namespace, **asdict(ctx)},
-        "recursion_limit": 20 + 4 * (ctx.depth + 1) * (ctx.repair_budget + 1),
-    }
-    final = _compiled[key].invoke(
-        {"namespace": namespace, "question": question, "question_date": question_date, "reference_time": reference_time},
-        config=config,
-        context=ctx,
-    )
+    with traced_run(
+        "real", namespace=namespace, policy=ctx.policy, budgets=ctx,
+        inputs={"question": question, "namespace": namespace},
+        recursion_limit=20 + 4 * (ctx.depth + 1) * (ctx.repair_budget + 1),
+    ) as run:
+        final = compiled.invoke(
+            {"namespace": namespace, "question": question, "question_date": question_date, "reference_time": reference_time},
+            config=run.config,
+            context=ctx,
+        )
+        result = _result(question, namespace, final, res, time.perf_counter() - started)
+        run.finish(result)
+    return result
+
+
+def _result(question: str, namespace: str, final: dict[str, Any], res: Resources, elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     index = _fact_index(snapshot)
     evidence: list[EvidenceItem] = final.get("evidence", [])
-    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": time.perf_counter() - started})
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     kept: list[FactPath] = final.get("kept", [])
     return AnswerResult(
         strategy="real",

@@ -12,7 +12,7 @@ import operator
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
@@ -26,6 +26,7 @@ from typing_extensions import TypedDict
 from agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
 from graphs.resources import Resources, default_resources
 from graphs.result import AnswerResult, EvidenceItem
+from graphs.tracing import traced_run
 from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
 from memory.records import validate_namespace
 from memory.retrieval import BM25Index, tokenize
@@ -513,10 +514,6 @@ def build_reconstruct_graph(resources: Resources | None = None) -> StateGraph:
     return builder
 
 
-_compiled: dict[int, Any] = {}
-_compiled_lock = threading.Lock()
-
-
 def answer(
     question: str,
     namespace: str,
@@ -533,20 +530,22 @@ def answer(
     fields = ReconstructContext.__dataclass_fields__
     ctx = context or ReconstructContext(policy=policy if policy in ("llm", "heuristic") else "llm",
                                         **{k: v for k, v in options.items() if k in fields})
-    with _compiled_lock:
-        compiled = _compiled.get(id(res))
-        if compiled is None or compiled[0] is not res:
-            compiled = _compiled[id(res)] = (res, build_reconstruct_graph(res).compile())
+    compiled = res.compiled("reconstruct", build_reconstruct_graph)
     started = time.perf_counter()
-    config = {
-        "run_name": "reconstruct",
-        "tags": ["strategy:reconstruct", f"policy:{ctx.policy}"],
-        "metadata": {"namespace": namespace, **asdict(ctx)},
-        "recursion_limit": 12 + 3 * ctx.max_turns,
-    }
-    final = compiled[1].invoke(
-        {"namespace": namespace, "question": question, "question_date": question_date}, config=config, context=ctx
-    )
+    with traced_run(
+        "reconstruct", namespace=namespace, policy=ctx.policy, budgets=ctx,
+        inputs={"question": question, "namespace": namespace}, recursion_limit=12 + 3 * ctx.max_turns,
+    ) as run:
+        final = compiled.invoke(
+            {"namespace": namespace, "question": question, "question_date": question_date}, config=run.config, context=ctx
+        )
+        answered = _result(question, namespace, final, ctx, res, time.perf_counter() - started)
+        run.finish(answered)
+    return answered
+
+
+def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
+            elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.0)
     cited: list[EvidenceItem] = []
@@ -562,7 +561,7 @@ def answer(
     # Cited turns lead the evidence (so cited-turn recall sees them first), then the rest of the active set.
     cited.sort(key=lambda i: i.kind != "turn")
     evidence = merge_active(cited, final.get("active", []))[: max(ctx.max_evidence, len(cited))]
-    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": time.perf_counter() - started})
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="reconstruct",
         namespace=namespace,

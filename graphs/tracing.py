@@ -43,7 +43,8 @@ def _budget_items(budgets: Any) -> dict[str, Any]:
     if budgets is None:
         return {}
     if dataclasses.is_dataclass(budgets) and not isinstance(budgets, type):
-        budgets = dataclasses.asdict(budgets)
+        # Not asdict(): it deep-copies every field, and a context may carry a retriever or a client.
+        budgets = {f.name: getattr(budgets, f.name) for f in dataclasses.fields(budgets)}
     elif isinstance(budgets, BaseModel):
         budgets = budgets.model_dump()
     # Metadata values must stay small and JSON-friendly: nested structures become their repr.
