@@ -134,43 +134,76 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    """Ingest the bundled sample conversation, show its memory, draw it, and ask its questions."""
+def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: str, questions: list[Any],
+               strategy: str, out_dir: Path) -> None:
+    """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
+    from evals.metrics import evidence_recall, token_f1
     from graphs.ingest import ingest_conversation
-    from graphs.strategies import STRATEGIES, answer
+    from graphs.strategies import answer
     from graphs.visualize import write_event_graph_html
 
-    resources = _resources(args)
-    policy = _policy(args, resources)
-    conversation = load_conversations(SAMPLE)[0]
-    namespace = args.namespace
-    print(f"== ingesting {SAMPLE.name} into namespace {namespace!r} (policy {policy})")
+    print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
     report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True)
+    fresh = [s for s in report.sessions if not s.skipped]
     print(
-        f"   {len(report.sessions)} sessions, LLM calls {report.cost.llm_calls}, "
-        f"tokens {report.cost.total_tokens}, wall {report.wall_time_s:.2f}s"
+        f"   {len(fresh)} sessions ingested now, {len(report.sessions) - len(fresh)} already in memory; "
+        f"LLM calls {report.cost.llm_calls}, tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, "
+        f"wall {report.wall_time_s:.1f}s"
     )
+    for fb in report.fallbacks:
+        print(f"   fallback recorded: {fb.role}: {fb.reason}")
     graph = resources.store.snapshot(namespace).graph()
     print("== memory statistics")
     print(json.dumps(graph.stats(), indent=2))
-    out = write_event_graph_html(graph, Path(args.out_dir) / f"{namespace}-graph.html")
+    out = write_event_graph_html(graph, out_dir / f"{namespace}-graph.html")
     print(f"== event graph drawn to {out}")
-    strategy = args.strategy
-    try:
-        from graphs.strategies import strategy_function
-
-        strategy_function(strategy)
-    except (ImportError, AttributeError, ValueError):
-        print(f"== strategy {strategy!r} is not available yet; known: {sorted(STRATEGIES)}")
-        return 0
-    print(f"== asking the sample questions with strategy {strategy!r}")
+    print(f"== {len(questions)} questions with strategy {strategy!r}")
     started = time.perf_counter()
-    calls = 0
-    for qa in conversation.qa[: args.limit]:
+    calls = tokens = 0
+    f1s, recalls = [], []
+    for qa in questions:
         result = answer(strategy, qa.question, namespace, resources=resources, policy=policy)
         calls += result.cost.llm_calls
-        print(f"Q: {qa.question}\n   A: {result.answer[:200]}\n   gold: {qa.answer}  | cited turns: {', '.join(result.cited_turns(6))}")
-    print(f"== {min(len(conversation.qa), args.limit)} questions, {calls} LLM calls, {time.perf_counter() - started:.2f}s")
+        tokens += result.cost.total_tokens
+        f1 = token_f1(result.answer, qa.answer, qa.category) if qa.category != 5 else None
+        recall = evidence_recall(result.cited_turns(10), qa.evidence, 10) if qa.evidence else None
+        f1s += [f1] if f1 is not None else []
+        recalls += [recall] if recall is not None else []
+        print(f"Q: {qa.question}\n   A: {result.answer[:160]}\n   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))}"
+              f" | {result.cost.llm_calls} calls{' | fallbacks: ' + ', '.join(f.role for f in result.fallbacks) if result.fallbacks else ''}")
+    elapsed = time.perf_counter() - started
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    print(
+        f"== {len(questions)} questions: token F1 {mean(f1s):.3f}, evidence recall@10 {mean(recalls):.3f}; "
+        f"{calls} LLM calls, {tokens} tokens, {elapsed:.1f}s ({elapsed / max(len(questions), 1):.2f}s per question)"
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: the sample conversation through the no-LLM policies, then through the chat model if any."""
+    resources = _resources(args)
+    conversation = load_conversations(SAMPLE)[0]
+    out_dir = Path(args.out_dir)
+    print("#### Part 1: the deterministic no-LLM policies on the whole sample conversation")
+    _demo_pass(resources, conversation, args.namespace, "heuristic", conversation.qa[: args.limit], args.strategy, out_dir)
+    settings = resources.settings
+    if not settings.chat_model:
+        print(
+            "\n#### Part 2 skipped: no chat model configured. Point LogicMap at a real model to run the LLM roles:\n"
+            "   export LOGICMAP_CHAT_MODEL=gpt-4o-mini LOGICMAP_OPENAI_API_KEY=sk-... LOGICMAP_STRUCTURED_OUTPUT=json_schema\n"
+            "   or an OpenAI-compatible server (vLLM, Ollama, llama.cpp): LOGICMAP_CHAT_MODEL=<model> "
+            "LOGICMAP_OPENAI_BASE_URL=http://127.0.0.1:8000/v1"
+        )
+        return 0
+    small = conversation.model_copy(deep=True)
+    small.sessions = small.sessions[: args.llm_sessions]
+    present = {t.dia_id for s in small.sessions for t in s.turns}
+    questions = [q for q in conversation.qa if q.evidence and set(q.evidence) <= present][: args.llm_questions]
+    print(f"\n#### Part 2: the LLM policies with {settings.chat_model} at {settings.openai_base_url or 'OpenAI'} "
+          f"({len(small.sessions)} sessions, {len(questions)} questions)")
+    if "smol" in settings.chat_model.lower():
+        print("   note: SmolLM2-135M is a smoke test of the real HTTP path, not a source of good answers.")
+    _demo_pass(resources, small, f"{args.namespace}-llm", "llm", questions, args.strategy, out_dir)
     return 0
 
 
@@ -212,7 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--namespace", "-n", default="sample")
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--strategy", "-s", default="compass")
-    p.add_argument("--limit", type=int, default=20)
+    p.add_argument("--limit", type=int, default=20, help="questions in part 1")
+    p.add_argument("--llm-sessions", type=int, default=2, help="sessions ingested with the chat model in part 2")
+    p.add_argument("--llm-questions", type=int, default=2, help="questions answered with the chat model in part 2")
     p.add_argument("--out-dir", default="reports")
     p.set_defaults(func=cmd_demo)
 

@@ -1,0 +1,105 @@
+"""The offline model over real HTTP: llama-cpp-python's server with SmolLM2, used through ChatOpenAI and run_role."""
+
+from __future__ import annotations
+
+import httpx
+import numpy as np
+import pytest
+from pydantic import BaseModel
+
+from agents.base import FallbackRecord, run_role
+from agents.local_llm import MODEL_ALIAS, LocalLLMServer
+from agents.segmenter import changepoint_segments, render_turns, validate_segmentation
+from memory.loaders import Conversation
+from memory.records import Turn
+from prompts import segment as segment_prompt
+from prompts.segment import Segmentation
+
+pytestmark = pytest.mark.integration
+
+
+class Capital(BaseModel):
+    city: str
+    country: str
+
+
+def _turns(sample: Conversation, index: int = 0) -> list[Turn]:
+    session = sample.sessions[index]
+    return [
+        Turn(namespace="it", session_id=session.session_id, dia_id=raw.dia_id, speaker=raw.speaker, text=raw.text,
+             image_caption=raw.image_caption, session_time=session.timestamp, position=i)
+        for i, raw in enumerate(session.turns)
+    ]  # fmt: skip
+
+
+def test_server_serves_the_model_on_loopback(local_llm: LocalLLMServer) -> None:
+    assert local_llm.base_url.startswith("http://127.0.0.1:")
+    models = httpx.get(f"{local_llm.base_url}/models", timeout=10).json()
+    assert [m["id"] for m in models["data"]] == [MODEL_ALIAS]
+    assert local_llm.start_time_s is not None and local_llm.start_time_s < 120
+
+
+def test_segmentation_through_run_role_is_typed_or_a_recorded_fallback(
+    local_llm: LocalLLMServer, sample: Conversation
+) -> None:
+    turns = _turns(sample)
+    vectors = np.eye(len(turns), dtype=np.float32)
+    outcome = run_role(
+        local_llm.chat_model(max_tokens=384),
+        role="segmenter",
+        messages=segment_prompt.build_messages(render_turns(turns), sample.sessions[0].timestamp.isoformat()),
+        schema=Segmentation,
+        validate=lambda r: validate_segmentation(r, turns),
+        fallback=lambda: changepoint_segments(turns, vectors),
+        method="function_calling",
+    )
+    assert isinstance(outcome.output, Segmentation) and outcome.output.events
+    # The call really went over HTTP: the server reported token usage (not an estimate).
+    assert outcome.cost.llm_calls >= 1
+    assert outcome.cost.prompt_tokens > 200 and not outcome.cost.tokens_estimated
+    if outcome.fallback is None:
+        assert validate_segmentation(outcome.output, turns) == []
+    else:
+        assert isinstance(outcome.fallback, FallbackRecord) and outcome.fallback.role == "segmenter"
+        assert outcome.attempts == 2 and len(outcome.fallback.errors) == 2
+        known = {t.dia_id for t in turns}
+        assert all(set(e.turn_ids) <= known for e in outcome.output.events)
+
+
+@pytest.mark.parametrize("method", ["function_calling", "json_schema"])
+def test_schema_constrained_decoding_returns_parseable_records(local_llm: LocalLLMServer, method: str) -> None:
+    """Both methods are grammar-constrained by the JSON schema (json_schema through the launcher's translation)."""
+    outcome = run_role(
+        local_llm.chat_model(max_tokens=64),
+        role="capital",
+        messages=[("system", "Answer with the capital city and its country."), ("user", "What is the capital of France?")],  # type: ignore[list-item]
+        schema=Capital,
+        fallback=lambda: Capital(city="", country=""),
+        method=method,
+    )
+    assert outcome.fallback is None, outcome.fallback
+    assert outcome.attempts == 1 and isinstance(outcome.output, Capital) and outcome.output.city
+
+
+def test_max_tokens_sent_by_chatopenai_is_honoured(local_llm: LocalLLMServer) -> None:
+    """ChatOpenAI sends ``max_completion_tokens``, which the bare server ignores; the launcher maps it."""
+    from langchain_openai import ChatOpenAI
+
+    llm = ChatOpenAI(model=MODEL_ALIAS, base_url=local_llm.base_url, api_key="x", max_tokens=12, max_retries=0)  # type: ignore[arg-type]
+    reply = llm.invoke("Write a very long essay about the sea, at least two thousand words.")
+    assert 0 < reply.usage_metadata["output_tokens"] <= 12
+
+
+def test_server_caps_uncapped_requests_and_releases_its_port_when_stopped(local_llm: LocalLLMServer) -> None:
+    server = LocalLLMServer(server_max_tokens=24)  # a second server beside the shared one
+    try:
+        server.start(timeout=120)
+        assert server.alive() and server.port != local_llm.port
+        body = {"messages": [{"role": "user", "content": "Write a very long essay about the sea."}]}
+        usage = httpx.post(f"{server.base_url}/chat/completions", json=body, timeout=120).json()["usage"]
+        assert 0 < usage["completion_tokens"] <= 24  # no client cap: the server default applies
+    finally:
+        server.stop()
+    assert not server.alive()
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{server.base_url}/models", timeout=2)
