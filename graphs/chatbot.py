@@ -49,7 +49,7 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -60,7 +60,7 @@ from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
 from agents.base import Cost, run_role
-from graphs.resources import Resources, default_resources
+from graphs.resources import Resources, default_resources, run_context
 from graphs.strategies import STRATEGIES
 from graphs.strategies import answer as strategy_answer
 from memory.loaders import Conversation, RawTurn, Session
@@ -120,15 +120,7 @@ class ChatState(TypedDict, total=False):
 
 
 def _ctx(runtime: Runtime[ChatContext] | None) -> ChatContext:
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, ChatContext):
-        return ctx
-    names = {f.name for f in fields(ChatContext)}
-    if isinstance(ctx, dict):
-        return ChatContext(**{k: v for k, v in ctx.items() if k in names})
-    if ctx is not None:  # a parent graph's context object: take the fields it shares with ours
-        return ChatContext(**{n: getattr(ctx, n) for n in names if hasattr(ctx, n)})
-    return ChatContext()
+    return run_context(runtime, ChatContext)
 
 
 # -- background ingestion ---------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from agents.explorer import ExplorerView, explore_batch, explore_event, similari
 from agents.localizer import pick_starts
 from agents.planner import clause_subgoals, plan_subgoals, refine_query
 from agents.responder import EvidenceText, respond
-from graphs.resources import Resources, default_resources
+from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
 from graphs.tracing import traced_run
 from memory.embeddings import normalize
@@ -107,10 +107,7 @@ class ExploreTask(TypedDict):
 
 
 def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, dict):
-        ctx = CompassContext(**ctx)
-    ctx = ctx or CompassContext()
+    ctx = run_context(runtime, CompassContext)
     if ctx.recipe == "auto":
         return replace(ctx, recipe="turns" if ctx.policy == "heuristic" else "dense")
     return ctx
@@ -467,8 +464,7 @@ def answer(
     """Answer ``question`` from ``namespace`` with the compass graph; options override ``CompassContext`` fields."""
     res = resources or default_resources()
     res.store.require_namespace(namespace)
-    ctx = context or CompassContext(policy=policy if policy in ("llm", "heuristic") else "llm",
-                                    **{k: v for k, v in options.items() if k in CompassContext.__dataclass_fields__})
+    ctx = context_for_run(CompassContext, context, policy, options)
     compiled = res.compiled("compass", build_compass_graph)
     started = time.perf_counter()
     with traced_run(

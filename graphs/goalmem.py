@@ -26,7 +26,7 @@ from agents.goalmem import (
     unify_subgoals,
 )
 from agents.goalmem_heuristics import MemoryLine
-from graphs.resources import Resources, default_resources
+from graphs.resources import Resources, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
 from graphs.tracing import traced_run
 from memory.backbones import make_backbone
@@ -116,10 +116,7 @@ class RetrieveTask(TypedDict):
 
 
 def _ctx(runtime: Runtime[GoalMemContext] | None) -> GoalMemContext:
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, dict):
-        return GoalMemContext(**ctx)
-    return ctx or GoalMemContext()
+    return run_context(runtime, GoalMemContext)
 
 
 def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:

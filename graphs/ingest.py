@@ -25,7 +25,7 @@ from agents.coref import CandidatePair, judge_pairs, similarity_verdicts
 from agents.relations import chain_relations, extract_relations
 from agents.segmenter import changepoint_segments, finalize_times, segment_session
 from graphs.enrich import EnrichRequest, apply_enrichment
-from graphs.resources import Resources, default_resources
+from graphs.resources import Resources, default_resources, run_context
 from memory.loaders import Conversation, Session, load_conversations
 from memory.records import Event, Relation, SessionInfo, Turn, event_id, relation_id, validate_namespace
 from memory.store import ChangeSet, GenerationConflict
@@ -103,10 +103,7 @@ class IngestState(TypedDict, total=False):
 
 
 def _ctx(runtime: Runtime[IngestContext] | None) -> IngestContext:
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, dict):
-        return IngestContext(**ctx)
-    return ctx or IngestContext()
+    return run_context(runtime, IngestContext)
 
 
 def build_ingest_graph(resources: Resources | None = None) -> StateGraph:

@@ -33,7 +33,7 @@ from agents.real import (
     relation_gloss,
     repair_candidates,
 )
-from graphs.resources import Resources, default_resources
+from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
 from graphs.tracing import traced_run
 from memory.facts import entity_key, interval_text, parse_when
@@ -89,10 +89,7 @@ class RealState(TypedDict, total=False):
 
 
 def _ctx(runtime: Runtime[RealContext] | None) -> RealContext:
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, dict):
-        return RealContext(**ctx)
-    return ctx or RealContext()
+    return run_context(runtime, RealContext)
 
 
 _INDEXES: dict[tuple[str, int], tuple[NamespaceSnapshot, FactIndex]] = {}
@@ -417,10 +414,7 @@ def answer(
     """Answer ``question`` from ``namespace``'s facts with REAL; options override ``RealContext`` fields."""
     res = resources or default_resources()
     res.store.require_namespace(namespace)
-    ctx = context or RealContext(
-        policy=policy if policy in ("llm", "heuristic") else "llm",
-        **{k: v for k, v in options.items() if k in RealContext.__dataclass_fields__ and k != "policy"},
-    )
+    ctx = context_for_run(RealContext, context, policy, options)
     compiled = res.compiled("real", build_real_graph)
     started = time.perf_counter()
     with traced_run(

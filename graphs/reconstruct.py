@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
-from graphs.resources import Resources, default_resources
+from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
 from graphs.tracing import traced_run
 from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
@@ -96,10 +96,7 @@ class ReconstructState(TypedDict, total=False):
 
 
 def _ctx(runtime: Runtime[ReconstructContext] | None) -> ReconstructContext:
-    ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, dict):
-        return ReconstructContext(**ctx)
-    return ctx or ReconstructContext()
+    return run_context(runtime, ReconstructContext)
 
 
 def _is_temporal(question: str) -> bool:
@@ -527,9 +524,7 @@ def answer(
     """Answer ``question`` from ``namespace`` by active reconstruction; options override ``ReconstructContext`` fields."""
     res = resources or default_resources()
     res.store.require_namespace(namespace)
-    fields = ReconstructContext.__dataclass_fields__
-    ctx = context or ReconstructContext(policy=policy if policy in ("llm", "heuristic") else "llm",
-                                        **{k: v for k, v in options.items() if k in fields})
+    ctx = context_for_run(ReconstructContext, context, policy, options)
     compiled = res.compiled("reconstruct", build_reconstruct_graph)
     started = time.perf_counter()
     with traced_run(

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -18,9 +18,10 @@ from memory.config import LogicMapSettings
 from memory.embeddings import CachedEmbeddings, make_embeddings
 from memory.store import MemoryStore
 
-__all__ = ["Resources", "default_resources", "set_default_resources"]
+__all__ = ["Resources", "context_for_run", "default_resources", "run_context", "set_default_resources"]
 
 _UNSET: Any = object()
+C = TypeVar("C")
 
 
 @dataclass
@@ -89,3 +90,27 @@ def set_default_resources(resources: Resources | None) -> None:
     global _default
     with _default_lock:
         _default = resources
+
+
+def run_context(runtime: Any, cls: type[C]) -> C:
+    """A node's per-run settings as ``cls``: the context object itself, a dict (Studio's form), the
+    shared fields of a parent graph's context, or the defaults when the run was given none."""
+    ctx = getattr(runtime, "context", None)
+    if isinstance(ctx, cls):
+        return ctx
+    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    if isinstance(ctx, dict):
+        return cls(**{k: v for k, v in ctx.items() if k in names})
+    if ctx is not None:
+        return cls(**{n: getattr(ctx, n) for n in names if hasattr(ctx, n)})
+    return cls()
+
+
+def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[str, Any]) -> C:
+    """The context an ``answer()`` call runs with: ``context`` when given, else ``cls`` built from the
+    policy and the options that name its fields."""
+    if context is not None:
+        return context
+    names = {f.name for f in fields(cls)} - {"policy"}  # type: ignore[arg-type]
+    return cls(policy=policy if policy in ("llm", "heuristic") else "llm",  # type: ignore[call-arg]
+               **{k: v for k, v in options.items() if k in names})
