@@ -82,12 +82,12 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from graphs.visualize import write_event_graph_html
+    from graphs.visualize import write_event_graph
 
     resources = _resources(args)
     resources.store.require_namespace(args.namespace)
     out = Path(args.out or f"{args.namespace}-graph.html")
-    write_event_graph_html(resources.store.snapshot(args.namespace).graph(), out)
+    write_event_graph(resources.store.snapshot(args.namespace).graph(), out)
     print(f"wrote {out}")
     return 0
 
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the typed result as JSON")
     p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("graph", help="draw a namespace's event graph to a self-contained HTML file")
+    p = sub.add_parser("graph", help="draw a namespace's event graph to a self-contained HTML file (or PNG: --out x.png)")
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--out", "-o")
     p.set_defaults(func=cmd_graph)

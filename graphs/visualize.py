@@ -13,7 +13,7 @@ import networkx as nx
 
 from memory.graph import EventGraph
 
-__all__ = ["render_event_graph_html", "write_event_graph_html"]
+__all__ = ["render_event_graph_html", "write_event_graph", "write_event_graph_html", "write_event_graph_png"]
 
 _PALETTE = [
     "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
@@ -117,3 +117,44 @@ def write_event_graph_html(graph: EventGraph, path: str | Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_event_graph_html(graph), encoding="utf-8")
     return path
+
+
+def write_event_graph_png(graph: EventGraph, path: str | Path, width: float = 14, height: float = 9) -> Path:
+    """The same picture as a PNG (matplotlib, Agg): dots coloured by topic, arrows coloured by relation type."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pos = _layout(graph, 1000, 700)
+    topics = sorted(set(graph.topic_of.values()))
+    topic_color = {t: _PALETTE[i % len(_PALETTE)] for i, t in enumerate(topics)}
+    labels = sorted(graph.relation_labels())
+    label_color = {label: _PALETTE[(i + 5) % len(_PALETTE)] for i, label in enumerate(labels)}
+    fig, ax = plt.subplots(figsize=(width, height))
+    for u, v, label in graph.graph.edges(keys=True):
+        (x1, y1), (x2, y2) = pos[u], pos[v]
+        ax.annotate("", xy=(x2, y2), xytext=(x1, y1),
+                    arrowprops={"arrowstyle": "->", "color": label_color[label], "alpha": 0.7, "lw": 1.2})
+    for eid in graph.ids:
+        x, y = pos[eid]
+        ax.scatter([x], [y], s=160, color=topic_color.get(graph.topic_of.get(eid, ""), "#ccc"), edgecolors="#333", zorder=3)
+        ax.text(x + 8, y + 4, eid, fontsize=8, zorder=4)
+    handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=f"topic {t}") for t, c in topic_color.items()]
+    handles += [plt.Line2D([], [], color=c, label=label) for label, c in label_color.items()]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    stats = graph.stats()
+    ax.set_title(f"{graph.namespace}: {stats['events']} events, {stats['relations']} relations, {stats['topics']} topics")
+    ax.invert_yaxis()
+    ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_event_graph(graph: EventGraph, path: str | Path) -> Path:
+    """HTML or PNG by the file's suffix."""
+    return write_event_graph_png(graph, path) if str(path).lower().endswith(".png") else write_event_graph_html(graph, path)
