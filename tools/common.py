@@ -19,7 +19,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool, ToolException
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from memory.records import Event, Turn, validate_namespace
 from memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
@@ -27,6 +27,7 @@ from memory.timeparse import parse_timestamp
 
 __all__ = [
     "MemoryAccess",
+    "ToolArgs",
     "MemoryToolConfigError",
     "ToolArgumentError",
     "ToolNamespaceError",
@@ -44,6 +45,12 @@ log = logging.getLogger(__name__)
 ToolResult = tuple[str, list[dict[str, Any]]]
 MAX_LINE = 320
 
+
+
+class ToolArgs(BaseModel):
+    """Base of every tool's arguments: an unknown argument is an error the model is told about."""
+
+    model_config = ConfigDict(extra="forbid")
 
 class MemoryToolConfigError(Exception):
     """A memory tool that cannot be built as configured. Raised, never turned into a tool message."""

@@ -10,12 +10,13 @@ from typing import Any, Literal
 import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memory.retrieval import BM25Index, reciprocal_rank_fusion
 from memory.store import MemoryStore, NamespaceSnapshot
 from tools.common import (
     MemoryAccess,
+    ToolArgs,
     ToolArgumentError,
     ToolResult,
     event_interval,
@@ -44,21 +45,17 @@ MAX_K = 20
 MAX_LISTED = 20
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class SearchEventsArgs(_Args):
+class SearchEventsArgs(ToolArgs):
     query: str = Field(min_length=1, max_length=500, description="What to look for, in words (names, things, what happened).")
     k: int | None = Field(None, ge=1, le=MAX_K, description="How many events to return (1-20; default set by the app).")
     diverse_topics: bool = Field(False, description="Prefer events from different topics over near-duplicates.")
 
 
-class GetEventArgs(_Args):
+class GetEventArgs(ToolArgs):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
 
 
-class GetNeighborsArgs(_Args):
+class GetNeighborsArgs(ToolArgs):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
     relation_types: list[str] | None = Field(
         None, max_length=10, description="Only these relation labels (e.g. ['causal', 'temporal_before']); all when omitted."
@@ -68,12 +65,12 @@ class GetNeighborsArgs(_Args):
     )
 
 
-class EventsInTimeRangeArgs(_Args):
+class EventsInTimeRangeArgs(ToolArgs):
     start: str = Field(min_length=1, max_length=40, description="First day: YYYY-MM-DD, YYYY-MM or YYYY.")
     end: str | None = Field(None, max_length=40, description="Last day (same forms); defaults to the end of `start`'s period.")
 
 
-class TopicEventsArgs(_Args):
+class TopicEventsArgs(ToolArgs):
     topic_id: str = Field(min_length=1, max_length=32, description="A topic id such as 'T2' (search_events shows each event's topic).")
 
 

@@ -8,12 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from langchain_core.tools import StructuredTool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memory.cues import CueIndex, PersonalFact
 from memory.store import MemoryStore
 from tools.common import (
     MemoryAccess,
+    ToolArgs,
     ToolArgumentError,
     ToolResult,
     event_line,
@@ -42,34 +43,30 @@ MAX_EVENTS = 12
 MAX_FACTS = 15
 
 
-class _Args(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class QueryTagEventsArgs(_Args):
+class QueryTagEventsArgs(ToolArgs):
     cue: str = Field(min_length=1, max_length=100, description="A keyword as it was said: a name, place, thing, activity or time.")
     tag: str | None = Field(None, max_length=60, description="Only links with this tag, e.g. 'pet', 'work', 'home' (optional).")
 
 
-class QueryEventKeywordsArgs(_Args):
+class QueryEventKeywordsArgs(ToolArgs):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
 
 
-class QueryConversationTimeArgs(_Args):
+class QueryConversationTimeArgs(ToolArgs):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
 
 
-class QueryEventContextArgs(_Args):
+class QueryEventContextArgs(ToolArgs):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
     window: int = Field(2, ge=0, le=10, description="How many turns before and after the event to include (0-10).")
 
 
-class QueryPersonalAspectArgs(_Args):
+class QueryPersonalAspectArgs(ToolArgs):
     person: str = Field(min_length=1, max_length=64, description="The person's name as said in the conversation.")
     aspect: str = Field(min_length=1, max_length=60, description="What about them: preference, work, home, family, pet, hobby, food, drink, health, ...")
 
 
-class QueryPersonalInformationArgs(_Args):
+class QueryPersonalInformationArgs(ToolArgs):
     person: str = Field(min_length=1, max_length=64, description="The person's name as said in the conversation.")
 
 

@@ -11,12 +11,12 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.tools import StructuredTool
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from memory.loaders import RawTurn, Session
 from memory.records import stable_hash, validate_namespace
 from memory.timeparse import parse_timestamp
-from tools.common import MemoryToolConfigError, ToolArgumentError, ToolResult, make_memory_tool
+from tools.common import MemoryToolConfigError, ToolArgs, ToolArgumentError, ToolResult, make_memory_tool
 
 __all__ = ["RememberArgs", "SessionIngester", "create_remember_tool", "statement_session"]
 
@@ -24,9 +24,7 @@ SessionIngester = Callable[[Session, str], Any]
 """Stores one session in a namespace: ``ingest(session, namespace) -> report``."""
 
 
-class RememberArgs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
+class RememberArgs(ToolArgs):
     text: str = Field(min_length=1, max_length=4000, description="What to remember, in the speaker's own words.")
     speaker: str = Field("user", min_length=1, max_length=64, description="Who said it (default 'user').")
     when: str | None = Field(
