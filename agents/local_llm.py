@@ -32,6 +32,7 @@ __all__ = [
     "local_chat_model",
     "local_llm_server",
     "measure_throughput",
+    "stop_process_group",
     "run_local_llm_command",
 ]
 
@@ -179,6 +180,20 @@ def local_chat_model(base_url: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, tim
     )
 
 
+
+def stop_process_group(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM the process group of a server we started (it runs in its own session), SIGKILL it if it lingers."""
+    if process.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=timeout)
+
 class LocalLLMServer:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, run as a child process.
 
@@ -258,15 +273,8 @@ class LocalLLMServer:
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the server (SIGTERM, then SIGKILL after ``timeout``); safe to call twice."""
         process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait(timeout=timeout)
+        if process is not None:
+            stop_process_group(process, timeout)
         if self._log is not None:
             self._log.close()
             self._log = None

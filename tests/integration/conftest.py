@@ -10,7 +10,6 @@ import email.parser
 import email.policy
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -23,7 +22,14 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.local_llm import LocalLLMServer, LocalLLMUnavailable, find_llm_python, find_model_path, free_port
+from agents.local_llm import (
+    LocalLLMServer,
+    LocalLLMUnavailable,
+    find_llm_python,
+    find_model_path,
+    free_port,
+    stop_process_group,
+)
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STUDIO_CONFIG = PROJECT_ROOT / "studio" / "langgraph.json"
@@ -54,20 +60,6 @@ def server_env(data_dir: Path, *, embedder: str = "minilm", **extra: str) -> dic
 def child_env() -> Any:
     """``server_env`` as a fixture, for tests that start their own child processes."""
     return server_env
-
-
-def stop_process_group(process: subprocess.Popen[Any], timeout: float = 15.0) -> None:
-    """SIGTERM the process group we started, SIGKILL it if it lingers."""
-    if process.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=timeout)
 
 
 # -- the local model ------------------------------------------------------------------------------------------
@@ -142,7 +134,7 @@ class LangGraphDevServer:
 
     def stop(self) -> None:
         if self.process is not None:
-            stop_process_group(self.process)
+            stop_process_group(self.process, timeout=15.0)
 
     def log_tail(self, lines: int = 40) -> str:
         try:
