@@ -7,7 +7,6 @@ applies their decisions. Studio loads ``graph`` from this module.
 from __future__ import annotations
 
 import operator
-import time
 from dataclasses import dataclass, replace
 from typing import Annotated, Any, Literal
 
@@ -24,7 +23,7 @@ from agents.planner import clause_subgoals, plan_subgoals, refine_query
 from agents.responder import EvidenceText, respond
 from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
-from graphs.tracing import traced_run
+from graphs.tracing import invoke_strategy
 from memory.embeddings import normalize
 from memory.graph import EventGraph
 from memory.retrieval import BM25Index, reciprocal_rank_fusion
@@ -465,19 +464,13 @@ def answer(
     res = resources or default_resources()
     res.store.require_namespace(namespace)
     ctx = context_for_run(CompassContext, context, policy, options)
-    compiled = res.compiled("compass", build_compass_graph)
-    started = time.perf_counter()
-    with traced_run(
-        "compass", namespace=namespace, policy=ctx.policy, budgets=ctx,
-        inputs={"question": question, "namespace": namespace}, tags=[f"explorers:{ctx.explorer_mode}"],
+    return invoke_strategy(
+        "compass", res.compiled("compass", build_compass_graph),
+        {"namespace": namespace, "question": question, "question_date": question_date}, ctx,
+        namespace=namespace, tags=[f"explorers:{ctx.explorer_mode}"],
         recursion_limit=10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
-    ) as run:
-        final = compiled.invoke(
-            {"namespace": namespace, "question": question, "question_date": question_date}, config=run.config, context=ctx
-        )
-        result = _result(question, namespace, final, ctx, res, time.perf_counter() - started)
-        run.finish(result)
-    return result
+        make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
+    )
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,

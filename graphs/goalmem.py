@@ -7,7 +7,6 @@ parse_goal -> decompose (breadth loop) -> retrieve (one Send per subgoal) -> uni
 from __future__ import annotations
 
 import operator
-import time
 from dataclasses import dataclass, fields
 from typing import Annotated, Any, Literal
 
@@ -28,7 +27,7 @@ from agents.goalmem import (
 from agents.goalmem_heuristics import MemoryLine
 from graphs.resources import Resources, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
-from graphs.tracing import traced_run
+from graphs.tracing import invoke_strategy
 from memory.backbones import make_backbone
 from memory.nl_logic import Atom, Goal, Rule, Substitution, Term
 from memory.records import validate_namespace
@@ -445,19 +444,15 @@ def answer(
     ctx = GoalMemContext(**settings)
     if ctx.retriever is None:
         make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
-    compiled = resources.compiled("goalmem", build_goalmem_graph)
-    started = time.perf_counter()
-    with traced_run(
-        "goalmem", namespace=namespace, policy=ctx.policy, budgets=ctx,
-        inputs={"question": question, "namespace": namespace}, tags=[f"backbone:{ctx.backbone}"],
+    return invoke_strategy(
+        "goalmem", resources.compiled("goalmem", build_goalmem_graph), {"question": question, "namespace": namespace},
+        ctx, namespace=namespace, tags=[f"backbone:{ctx.backbone}"],
         recursion_limit=25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
-    ) as run:
-        final = compiled.invoke({"question": question, "namespace": namespace}, context=ctx, config=run.config)
-        cost = (final.get("cost") or Cost()).model_copy()
-        cost.wall_time_s = time.perf_counter() - started
-        result = _result(question, namespace, final, ctx, cost, resources)
-        run.finish(result)
-    return result
+        make_result=lambda final, elapsed: _result(
+            question, namespace, final, ctx,
+            (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed}), resources,
+        ),
+    )
 
 def _result(
     question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, cost: Cost, resources: Resources

@@ -7,7 +7,6 @@ from the rule table within a budget. Studio loads ``graph`` from this module.
 from __future__ import annotations
 
 import operator
-import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -35,7 +34,7 @@ from agents.real import (
 )
 from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
-from graphs.tracing import traced_run
+from graphs.tracing import invoke_strategy
 from memory.facts import entity_key, interval_text, parse_when
 from memory.records import Fact
 from memory.store import NamespaceSnapshot
@@ -415,21 +414,12 @@ def answer(
     res = resources or default_resources()
     res.store.require_namespace(namespace)
     ctx = context_for_run(RealContext, context, policy, options)
-    compiled = res.compiled("real", build_real_graph)
-    started = time.perf_counter()
-    with traced_run(
-        "real", namespace=namespace, policy=ctx.policy, budgets=ctx,
-        inputs={"question": question, "namespace": namespace},
-        recursion_limit=20 + 4 * (ctx.depth + 1) * (ctx.repair_budget + 1),
-    ) as run:
-        final = compiled.invoke(
-            {"namespace": namespace, "question": question, "question_date": question_date, "reference_time": reference_time},
-            config=run.config,
-            context=ctx,
-        )
-        result = _result(question, namespace, final, res, time.perf_counter() - started)
-        run.finish(result)
-    return result
+    return invoke_strategy(
+        "real", res.compiled("real", build_real_graph),
+        {"namespace": namespace, "question": question, "question_date": question_date, "reference_time": reference_time},
+        ctx, namespace=namespace, recursion_limit=20 + 4 * (ctx.depth + 1) * (ctx.repair_budget + 1),
+        make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
+    )
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], res: Resources, elapsed: float) -> AnswerResult:

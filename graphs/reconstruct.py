@@ -11,7 +11,6 @@ import json
 import operator
 import re
 import threading
-import time
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -26,7 +25,7 @@ from typing_extensions import TypedDict
 from agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
 from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
-from graphs.tracing import traced_run
+from graphs.tracing import invoke_strategy
 from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
 from memory.records import validate_namespace
 from memory.retrieval import BM25Index, tokenize
@@ -525,18 +524,12 @@ def answer(
     res = resources or default_resources()
     res.store.require_namespace(namespace)
     ctx = context_for_run(ReconstructContext, context, policy, options)
-    compiled = res.compiled("reconstruct", build_reconstruct_graph)
-    started = time.perf_counter()
-    with traced_run(
-        "reconstruct", namespace=namespace, policy=ctx.policy, budgets=ctx,
-        inputs={"question": question, "namespace": namespace}, recursion_limit=12 + 3 * ctx.max_turns,
-    ) as run:
-        final = compiled.invoke(
-            {"namespace": namespace, "question": question, "question_date": question_date}, config=run.config, context=ctx
-        )
-        answered = _result(question, namespace, final, ctx, res, time.perf_counter() - started)
-        run.finish(answered)
-    return answered
+    return invoke_strategy(
+        "reconstruct", res.compiled("reconstruct", build_reconstruct_graph),
+        {"namespace": namespace, "question": question, "question_date": question_date}, ctx,
+        namespace=namespace, recursion_limit=12 + 3 * ctx.max_turns,
+        make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
+    )
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 from agents.base import Cost
 
 __all__ = [
+    "invoke_strategy",
     "TracedRun",
     "cost_metadata",
     "role_trace",
@@ -151,3 +153,30 @@ def traced_run(
         name=strategy, run_type="chain", inputs=dict(inputs), tags=config["tags"], metadata=config["metadata"]
     ) as root:
         yield TracedRun(config=config, run_tree=root)
+
+
+R = TypeVar("R", bound=BaseModel)
+
+
+def invoke_strategy(
+    strategy: str,
+    compiled: Any,
+    inputs: Mapping[str, Any],
+    context: Any,
+    *,
+    namespace: str,
+    recursion_limit: int,
+    make_result: Callable[[dict[str, Any], float], R],
+    tags: Sequence[str] = (),
+) -> R:
+    """Run a strategy's compiled graph inside its root run: ``make_result(final state, elapsed seconds)``
+    builds the answer, whose cost is attached to the root run."""
+    started = time.perf_counter()
+    with traced_run(
+        strategy, namespace=namespace, policy=context.policy, budgets=context,
+        inputs={"question": inputs.get("question"), "namespace": namespace}, tags=tags, recursion_limit=recursion_limit,
+    ) as run:
+        final = compiled.invoke(dict(inputs), config=run.config, context=context)
+        result = make_result(final, time.perf_counter() - started)
+        run.finish(result)
+    return result
