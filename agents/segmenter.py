@@ -34,6 +34,8 @@ def changepoint_segments(
     """Deterministic segmentation: cut where consecutive turns' similarity drops below mean - 0.5 sd.
 
     Segments keep between ``min_size`` and ``max_size`` turns (a short session may give one segment).
+    A question and the other speaker's reply (an adjacency pair) stay in one segment, which may then
+    hold ``max_size + 1`` turns: the reply ("A vintage film camera.") means little without the question.
     """
     n = len(turns)
     if n == 0:
@@ -44,8 +46,11 @@ def changepoint_segments(
     groups: list[list[int]] = [[0]]
     for i in range(1, n):
         current = groups[-1]
+        answers = turns[i - 1].text.rstrip().endswith("?") and turns[i].speaker != turns[i - 1].speaker
         cut = sims[i - 1] < threshold and len(current) >= min_size
-        if cut or len(current) >= max_size:
+        if answers and len(current) <= max_size:
+            current.append(i)
+        elif cut or len(current) >= max_size:
             groups.append([i])
         else:
             current.append(i)

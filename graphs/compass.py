@@ -62,6 +62,13 @@ class CompassContext:
     keep_threshold: float = 0.25
     satisfy_threshold: float = 0.55
     expand_threshold: float = 0.2
+    # The responder's context budget in turns. The no-LLM policy cannot judge whether evidence answers a
+    # subgoal (similarity only hints at it), so it searches best-first until its evidence fills this budget
+    # and no unread event could still place a turn in it.
+    context_turns: int = 10
+    # A turn scores max(its own similarity, context_weight x its event's similarity): a reply that only
+    # makes sense with its event ("A vintage film camera.") ranks with the event that gives it meaning.
+    context_weight: float = 0.9
 
 
 class Decision(TypedDict):
@@ -153,6 +160,34 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             matrix = np.vstack([graph.vector(e) for e in ids])
             scores = (matrix @ goal_vectors.T).max(axis=1)
         return {e: float(s) for e, s in zip(ids, scores)}
+
+    def evidence_filled(graph: EventGraph, state: dict[str, Any], ctx: CompassContext, queue: dict[str, float]) -> bool:
+        """The LLM explorer decides when evidence suffices. The no-LLM one stops when its evidence fills the
+        context budget and no queued event can improve it: an event's priority (its best turn or summary
+        similarity) bounds the score of every turn it holds, so the search is best-first with a stopping bound.
+        """
+        if ctx.policy != "heuristic":
+            return True
+        kept = [e for e in state.get("kept", []) if e in graph]
+        open_goals = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done] or state["subgoals"]
+        if not kept or not open_goals:
+            return bool(kept)
+        goals = embed(open_goals)
+        index = {e: i for i, e in enumerate(graph.ids)}
+        scores: list[float] = []
+        snapshot = graph.snapshot
+        for eid in kept:
+            floor = ctx.context_weight * float((graph.matrix[index[eid]] @ goals.T).max())
+            scores += [max(float((normalize(snapshot.turn_vectors[t]) @ goals.T).max()), floor)
+                       for t in graph.events[eid].turn_ids if t in snapshot.turn_vectors]
+        if len(scores) < ctx.context_turns:
+            return False
+        # Unqueued events are bounded by their localization score: a better one means localizing again.
+        seen = set(state.get("visited", [])) | set(queue)
+        unseen = [i for i, e in enumerate(graph.ids) if e not in seen]
+        outside = float(np.max([graph.turn_similarities(g)[unseen] for g in goals])) if unseen else float("-inf")
+        best_left = max(max(queue.values(), default=float("-inf")), outside)
+        return best_left <= sorted(scores, reverse=True)[ctx.context_turns - 1]
 
     def pop_frontier(queue: dict[str, float], n: int) -> tuple[list[str], dict[str, float]]:
         ranked = sorted(queue.items(), key=lambda kv: (-kv[1], kv[0]))
@@ -350,7 +385,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         queue = priorities(graph, list(queue), state["subgoals"], satisfied, ctx.recipe)
         ranked = dict(queue)
         step += 1
-        done = answered or all(satisfied) or step >= ctx.max_steps
+        progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
+        done = step >= ctx.max_steps or ((answered or all(satisfied)) and evidence_filled(graph, progress, ctx, queue))
         frontier: list[str] = []
         if not done:
             frontier, queue = pop_frontier(queue, ctx.explorers)
@@ -426,8 +462,9 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             if ctx.explorer_mode == "batched":
                 return [Send("explore_batch", {**base, "event_ids": frontier})]
             return [Send("explore", {**base, "event_ids": [eid]}) for eid in frontier]
-        unsatisfied = not all(state.get("satisfied", [True]))
-        if unsatisfied and state.get("refinements", 0) < ctx.max_refinements and len(event_graph(state["namespace"])):
+        graph = event_graph(state["namespace"])
+        wanting = not all(state.get("satisfied", [True])) or not evidence_filled(graph, state, ctx, state.get("queue", {}))
+        if wanting and state.get("refinements", 0) < ctx.max_refinements and len(graph):
             return "refine"
         return "respond"
 
@@ -478,13 +515,18 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     snapshot = res.store.snapshot(namespace)
     graph = snapshot.graph()
     q_vector = normalize(np.asarray(res.embeddings.embed_query(question), dtype=np.float32))
-    evidence = []
-    for eid in final.get("kept", []):
+    event_sims = dict(zip(graph.ids, graph.similarities(q_vector).tolist()))
+    evidence, scored = [], []
+    for rank, eid in enumerate(final.get("kept", [])):
         event = graph.events[eid]
-        # Within an event, the turns most similar to the question come first (a turn budget keeps them).
-        turn_ids = [t for t in event.turn_ids if t in snapshot.turn_vectors]
-        turn_ids.sort(key=lambda t: -float(normalize(snapshot.turn_vectors[t]) @ q_vector))
-        evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time))
+        # A turn scores max(own similarity, context_weight x its event's): the turns a budget keeps first.
+        floor = ctx.context_weight * event_sims.get(eid, 0.0)
+        scores = {t: max(float(normalize(snapshot.turn_vectors[t]) @ q_vector), floor)
+                  for t in event.turn_ids if t in snapshot.turn_vectors}
+        turn_ids = sorted(scores, key=lambda t: -scores[t])
+        scored += [(-scores[t], rank, t) for t in turn_ids]
+        evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time,
+                                     score=event_sims.get(eid)))
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="compass",
@@ -495,6 +537,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         cost=cost,
         steps=final.get("step", 0),
         fallbacks=final.get("fallbacks", []),
+        turn_ranking=[t for _, _, t in sorted(scored)],
         details={
             "subgoals": final.get("subgoals", []),
             "satisfied": final.get("satisfied", []),

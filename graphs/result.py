@@ -34,13 +34,21 @@ class AnswerResult(BaseModel):
     steps: int = 0
     fallbacks: list[FallbackRecord] = Field(default_factory=list)
     details: dict[str, Any] = Field(default_factory=dict)
+    turn_ranking: list[str] | None = Field(
+        default=None, description="the evidence's turns best first, when the strategy scored them itself"
+    )
 
     def cited_turns(self, limit: int | None = None) -> list[str]:
         """Turn ids cited by the evidence, without repeats, at most ``limit``.
 
-        Taken round-robin over the evidence items (the first turn of every item, then the second, ...),
-        so a turn budget covers every piece of evidence before it goes deep into one.
+        In the strategy's own ``turn_ranking`` when it has one; otherwise round-robin over the evidence
+        items (the first turn of every item, then the second, ...), so a turn budget covers every piece
+        of evidence before it goes deep into one.
         """
+        if self.turn_ranking is not None:
+            cited = set().union(*(item.turn_ids for item in self.evidence)) if self.evidence else set()
+            ranked = list(dict.fromkeys(t for t in self.turn_ranking if t in cited))
+            return ranked if limit is None else ranked[:limit]
         seen: list[str] = []
         depth = max((len(item.turn_ids) for item in self.evidence), default=0)
         for position in range(depth):

@@ -259,3 +259,70 @@ def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
     ])
     assert result.cited_turns() == ["D1:1", "D2:1", "D3:1", "D1:2", "D1:3"]
     assert result.cited_turns(2) == ["D1:1", "D2:1"]
+
+
+def _commit_turn_events(resources, namespace: str, events: dict[str, list[tuple[str, str]]]) -> None:
+    """Events made of raw turns (summary = the joined turns, as the no-LLM segmenter writes them)."""
+    from memory.records import Turn
+
+    turns, records = [], []
+    for i, (eid, lines) in enumerate(events.items()):
+        ids = []
+        for speaker, text in lines:
+            dia_id = f"D1:{len(turns) + 1}"
+            turns.append(Turn(namespace=namespace, session_id="S1", dia_id=dia_id, speaker=speaker, text=text,
+                              position=len(turns)))
+            ids.append(dia_id)
+        records.append(Event(id=eid, namespace=namespace, session_id="S1", order=i, participants=["Sam"], turn_ids=ids,
+                             summary=" ".join(f"{s}: {t}" for s, t in lines)))
+    emb = resources.embeddings
+    resources.store.commit(ChangeSet(
+        namespace=namespace, base_generation=0, turns=turns, turn_vectors=emb.embed_documents([t.render() for t in turns]),
+        events=records, event_vectors=emb.embed_documents([e.summary for e in records])))
+
+
+GIFT_EVENTS = {
+    "anniversary": [("Sam", "Nadia and I had our anniversary dinner, and I gave her a gift."),
+                    ("Priya", "What did you get her?"), ("Sam", "A vintage film camera from a flea market.")],
+    "shop": [("Priya", "Did Sam see Nadia downtown?")],
+    "party": [("Priya", "What party did Sam throw?")],
+    "card": [("Priya", "Nadia sent a gift card.")],
+    "weather": [("Priya", "It rained all week in Denver.")],
+}
+
+
+def test_a_reply_ranks_with_the_event_that_gives_it_meaning(resources) -> None:
+    _commit_turn_events(resources, "gift", GIFT_EVENTS)
+    question = "What gift did Sam give Nadia for their anniversary?"
+    with_context = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3)
+    alone = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3, context_weight=0.0)
+    camera = "D1:3"  # shares no word with the question: only its event makes it relevant
+    assert camera in with_context.cited_turns(3)
+    assert camera not in alone.cited_turns(3) and camera in alone.cited_turns()
+    assert with_context.turn_ranking and with_context.cited_turns() == [
+        t for t in with_context.turn_ranking if t in {t for item in with_context.evidence for t in item.turn_ids}]
+
+
+def test_no_llm_search_fills_the_context_budget_then_stops_at_the_bound(resources) -> None:
+    lines = ["Sam gave Nadia a gift for the anniversary.", "Sam gave Nadia a gift.", "Nadia liked the gift from Sam.",
+             "Sam and Nadia had an anniversary.", "Nadia got a gift.", "Sam got a gift for Nadia.",
+             "Nadia went to the anniversary dinner with Sam.", "The anniversary gift was lovely.",
+             "It rained all week in Denver.", "The bus was late again today.", "Pickle the cat slept all day."]
+    _commit_turn_events(resources, "budget", {f"E{i}": [("Priya", text)] for i, text in enumerate(lines)})
+    question = "What gift did Sam give Nadia for the anniversary?"
+    small = answer(question, "budget", resources=resources, policy="heuristic", context_turns=2)
+    large = answer(question, "budget", resources=resources, policy="heuristic", context_turns=6)
+    assert small.cited_turns(1) == large.cited_turns(1) == ["D1:1"] and large.cost.llm_calls == 0
+    assert len(large.cited_turns()) >= 6 and len(large.details["visited"]) > len(small.details["visited"])
+    # The bound stops the search once no unread event can beat the budget's weakest turn: unrelated events stay unread.
+    assert len(large.details["visited"]) < len(lines)
+
+
+def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
+    from graphs.result import AnswerResult, EvidenceItem
+
+    result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", turn_ranking=["D2:1", "D9:9", "D1:2", "D1:1"],
+                          evidence=[EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2"]),
+                                    EvidenceItem(id="E2", text="", turn_ids=["D2:1"])])
+    assert result.cited_turns() == ["D2:1", "D1:2", "D1:1"]  # a ranked turn outside the evidence is not cited
+    assert result.cited_turns(2) == ["D2:1", "D1:2"]

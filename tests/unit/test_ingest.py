@@ -175,3 +175,21 @@ def test_compiled_ingest_graph_diagram_matches_the_snapshot() -> None:
 
     snapshot = Path(__file__).parent / "snapshots" / "ingest.mmd"
     assert build_ingest_graph().compile().get_graph().draw_mermaid() == snapshot.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("asks", "together"), [("What did you get her?", True), ("Tell me about it.", False)])
+def test_a_question_and_the_reply_to_it_stay_in_one_no_llm_segment(asks: str, together: bool) -> None:
+    import numpy as np
+
+    from agents.segmenter import changepoint_segments
+    from memory.records import Turn
+
+    lines = [("Sam", "We had our anniversary dinner."), ("Priya", asks), ("Sam", "A vintage film camera."),
+             ("Priya", "Nice."), ("Sam", "Work is busy."), ("Priya", "Same here.")]
+    turns = [Turn(namespace="n", session_id="S1", dia_id=f"D1:{i + 1}", speaker=s, text=t) for i, (s, t) in enumerate(lines)]
+    e = np.eye(3)
+    vectors = np.vstack([e[0], e[0], e[1], e[1], e[2], e[2]])  # the similarity drops between the question and the reply
+    events = changepoint_segments(turns, vectors).events
+    owner = {t: i for i, event in enumerate(events) for t in event.turn_ids}
+    assert (owner["D1:2"] == owner["D1:3"]) is together
+    assert sorted(owner) == [t.dia_id for t in turns]
