@@ -22,7 +22,7 @@ from agents.localizer import pick_starts
 from agents.planner import clause_subgoals, plan_subgoals, refine_query
 from agents.responder import EvidenceText, respond
 from graphs.resources import Resources, context_for_run, default_resources, run_context
-from graphs.result import AnswerResult, EvidenceItem
+from graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from graphs.tracing import invoke_strategy
 from memory.embeddings import normalize
 from memory.graph import EventGraph
@@ -68,7 +68,7 @@ class CompassContext:
     context_turns: int = 10
     # A turn scores max(its own similarity, context_weight x its event's similarity): a reply that only
     # makes sense with its event ("A vintage film camera.") ranks with the event that gives it meaning.
-    context_weight: float = 0.9
+    context_weight: float = CONTEXT_WEIGHT
 
 
 class Decision(TypedDict):
@@ -516,15 +516,12 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     graph = snapshot.graph()
     q_vector = normalize(np.asarray(res.embeddings.embed_query(question), dtype=np.float32))
     event_sims = dict(zip(graph.ids, graph.similarities(q_vector).tolist()))
-    evidence, scored = [], []
-    for rank, eid in enumerate(final.get("kept", [])):
+    evidence = []
+    for eid in final.get("kept", []):
         event = graph.events[eid]
-        # A turn scores max(own similarity, context_weight x its event's): the turns a budget keeps first.
-        floor = ctx.context_weight * event_sims.get(eid, 0.0)
-        scores = {t: max(float(normalize(snapshot.turn_vectors[t]) @ q_vector), floor)
-                  for t in event.turn_ids if t in snapshot.turn_vectors}
-        turn_ids = sorted(scores, key=lambda t: -scores[t])
-        scored += [(-scores[t], rank, t) for t in turn_ids]
+        # Within an event, the turns most similar to the question come first.
+        turn_ids = [t for t in event.turn_ids if t in snapshot.turn_vectors]
+        turn_ids.sort(key=lambda t: -float(normalize(snapshot.turn_vectors[t]) @ q_vector))
         evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time,
                                      score=event_sims.get(eid)))
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
@@ -537,7 +534,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         cost=cost,
         steps=final.get("step", 0),
         fallbacks=final.get("fallbacks", []),
-        turn_ranking=[t for _, _, t in sorted(scored)],
+        turn_ranking=rank_turns(snapshot, q_vector, evidence, context_weight=ctx.context_weight),
         details={
             "subgoals": final.get("subgoals", []),
             "satisfied": final.get("satisfied", []),

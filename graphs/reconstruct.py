@@ -24,7 +24,7 @@ from typing_extensions import TypedDict
 
 from agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
 from graphs.resources import Resources, context_for_run, default_resources, run_context
-from graphs.result import AnswerResult, EvidenceItem
+from graphs.result import AnswerResult, EvidenceItem, rank_turns
 from graphs.tracing import invoke_strategy
 from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
 from memory.records import validate_namespace
@@ -549,6 +549,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
     # Cited turns lead the evidence (so cited-turn recall sees them first), then the rest of the active set.
     cited.sort(key=lambda i: i.kind != "turn")
     evidence = merge_active(cited, final.get("active", []))[: max(ctx.max_evidence, len(cited))]
+    ranking = rank_turns(snapshot, res.embeddings.embed_query(question), evidence, first=result.cited_turn_ids)
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="reconstruct",
@@ -559,6 +560,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
         cost=cost,
         steps=final.get("turns", 0),
         fallbacks=final.get("fallbacks", []),
+        turn_ranking=ranking,
         details={
             "mode": final.get("mode"),
             "confidence": result.confidence,

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, Field
 
 from agents.base import Cost, FallbackRecord
+from memory.embeddings import normalize
 
-__all__ = ["AnswerResult", "EvidenceItem"]
+if TYPE_CHECKING:
+    from memory.store import NamespaceSnapshot
+
+__all__ = ["CONTEXT_WEIGHT", "AnswerResult", "EvidenceItem", "rank_turns"]
+
+# How much of its event's similarity a turn inherits when evidence turns are ranked (see ``rank_turns``).
+CONTEXT_WEIGHT = 0.9
 
 
 class EvidenceItem(BaseModel):
@@ -58,3 +67,28 @@ class AnswerResult(BaseModel):
                     if limit is not None and len(seen) >= limit:
                         return seen
         return seen
+
+
+def rank_turns(
+    snapshot: NamespaceSnapshot,
+    query_vector: Sequence[float] | np.ndarray,
+    evidence: Sequence[EvidenceItem],
+    *,
+    context_weight: float = CONTEXT_WEIGHT,
+    first: Iterable[str] = (),
+) -> list[str]:
+    """The evidence's turns best first, for ``AnswerResult.turn_ranking``; ``first`` (e.g. turns a responder
+    cited) lead. A turn scores max(its own similarity to the query, ``context_weight`` x the similarity of the
+    event item holding it): a reply that only makes sense with its event ranks with that event.
+    """
+    q = normalize(np.asarray(query_vector, dtype=np.float32))
+    scores: dict[str, float] = {}
+    for item in evidence:
+        vector = snapshot.event_vectors.get(item.id) if item.kind == "event" else None
+        floor = context_weight * float(normalize(np.asarray(vector, dtype=np.float32)) @ q) if vector is not None else float("-inf")
+        for tid in item.turn_ids:
+            own = float(normalize(np.asarray(snapshot.turn_vectors[tid], dtype=np.float32)) @ q) if tid in snapshot.turn_vectors else float("-inf")
+            scores[tid] = max(scores.get(tid, float("-inf")), own, floor)
+    lead = [t for t in dict.fromkeys(first) if t in scores]
+    rest = sorted((t for t in scores if t not in lead), key=lambda t: -scores[t])  # stable: evidence order breaks ties
+    return [*lead, *rest]

@@ -326,3 +326,18 @@ def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
                                     EvidenceItem(id="E2", text="", turn_ids=["D2:1"])])
     assert result.cited_turns() == ["D2:1", "D1:2", "D1:1"]  # a ranked turn outside the evidence is not cited
     assert result.cited_turns(2) == ["D2:1", "D1:2"]
+
+
+def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(resources) -> None:
+    from graphs.result import EvidenceItem, rank_turns
+
+    _commit_turn_events(resources, "rank", GIFT_EVENTS)
+    snapshot = resources.store.snapshot("rank")
+    query = resources.embeddings.embed_query("What gift did Sam give Nadia for their anniversary?")
+    evidence = [EvidenceItem(kind="event", id=e, text="", turn_ids=list(snapshot.events[e].turn_ids))
+                for e in ("card", "anniversary", "shop")]
+    lifted = rank_turns(snapshot, query, evidence)
+    plain = rank_turns(snapshot, query, evidence, context_weight=0.0)
+    assert sorted(lifted) == sorted(plain) == ["D1:1", "D1:2", "D1:3", "D1:4", "D1:6"]
+    assert lifted.index("D1:3") < lifted.index("D1:6") and plain.index("D1:3") > plain.index("D1:6")
+    assert rank_turns(snapshot, query, evidence, first=["D1:4", "D9:9"])[0] == "D1:4"  # unknown ids are ignored
