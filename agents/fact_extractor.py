@@ -300,9 +300,11 @@ def facts_from_extraction(
         if not head or not tail or head.lower() in _PRONOUNS or tail.lower() in _PRONOUNS:
             continue
         anchor: datetime | None = turn.session_time
-        when = parse_when(item.date.strip()) if item.date and _DATE_RE.match(item.date.strip()) else None
+        # The stated text ("2023-04") goes to make_fact, which keeps its precision (a month, not 1 April).
+        when: str | datetime | None = item.date.strip() if item.date and _DATE_RE.match(item.date.strip()) else None
         if when is None and item.time_phrase:
-            when = parse_when(resolve_relative(item.time_phrase, anchor))
+            resolved = resolve_relative(item.time_phrase, anchor)
+            when = resolved if parse_when(resolved) is not None else None
         when = when or anchor
         confidence = item.confidence if item.confidence is not None else ASSERTED_CONFIDENCE
         if item.hedged:

@@ -650,8 +650,12 @@ def repair_candidates(
 # -- answering ------------------------------------------------------------------------------------
 
 
-def _date_text(moment: datetime) -> str:
-    return f"{moment.day} {_MONTHS[moment.month - 1].capitalize()} {moment.year}"
+def _date_text(moment: datetime, precision: str = "day") -> str:
+    """``24 April 2023``, ``April 2023`` or ``2023``: no more precise than the fact was stated."""
+    if precision == "year":
+        return str(moment.year)
+    month = f"{_MONTHS[moment.month - 1].capitalize()} {moment.year}"
+    return month if precision == "month" else f"{moment.day} {month}"
 
 
 def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex, *, passing: bool = True) -> PathAnswer:
@@ -677,7 +681,7 @@ def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex,
         other = fact.head if entity_key(value) == entity_key(fact.tail) else fact.tail
         value = other if not _stems(other) <= asked else value
     if re.search(r"\bwhen\b", q) and fact.valid_from is not None:
-        return PathAnswer(answer=_date_text(fact.valid_from), path_ids=[best.id])
+        return PathAnswer(answer=_date_text(fact.valid_from, fact.from_precision), path_ids=[best.id])
     values, used = [value], [best.id]
     wanted = _relation_stems(fact.relation) & content
     # "Which foods ..." asks for several values: similar-kind paths further down the ranking count too.

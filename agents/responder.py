@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from langchain_core.language_models import BaseChatModel
 
 from agents.base import RoleOutcome, run_role
-from memory.retrieval import tokenize
+from memory.text import stem, tokenize
 from prompts import respond as prompt
 from prompts.respond import Answer
 
@@ -34,9 +34,21 @@ class EvidenceText:
         return f"[{self.id}]{f' ({self.time})' if self.time else ''} {self.text}"
 
 
+def _words(text: str) -> set[str]:
+    """Stemmed content words; a lone letter (the "s" of "Maya's" or "That's") is not a word."""
+    return {stem(w) for w in tokenize(text) if len(w) > 1}
+
+
 def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer:
-    """The evidence sentence whose words best match the question (idf-weighted); earlier evidence wins ties."""
-    wanted = set(tokenize(question))
+    """The evidence sentence whose words best match the question (idf-weighted); earlier evidence wins ties.
+
+    The speakers' names do not count as a match (they are in every greeting: "That's wonderful, Maya!"),
+    and a sentence that adds nothing to the question's words is unlikely to answer it.
+    """
+    lines = [_LEAD.sub("", line.strip()) for item in evidence for line in item.text.splitlines()]
+    speakers = {stem(w) for line in lines if (m := _SPEAKER.match(line)) for w in tokenize(m.group(0))}
+    asked = _words(question)
+    wanted = asked - speakers or asked
     sentences: list[tuple[int, str, str, set[str]]] = []
     for rank, item in enumerate(evidence):
         pieces = [
@@ -46,7 +58,7 @@ def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer
         ]
         for sentence in pieces:
             sentence = _TRAIL.sub("", _SPEAKER.sub("", sentence.strip()))
-            words = set(tokenize(sentence))
+            words = _words(sentence)
             if words:
                 sentences.append((rank, sentence, item.id, words))
     if not sentences:
@@ -61,6 +73,8 @@ def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer
     for rank, sentence, item_id, words in sentences:
         score = sum(math.log(1 + n / df[w]) for w in wanted & words) / (len(words) ** 0.3)
         if sentence.endswith("?"):  # a question in the evidence rarely answers the question asked
+            score *= 0.3
+        if not words - wanted:  # nothing the question does not already say: no answer in it
             score *= 0.3
         if best is None or (score, -rank) > best:
             best, chosen = (score, -rank), (rank, sentence, item_id, words)

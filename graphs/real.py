@@ -35,7 +35,7 @@ from agents.real import (
 from graphs.resources import Resources, context_for_run, default_resources, run_context
 from graphs.result import AnswerResult, EvidenceItem
 from graphs.tracing import invoke_strategy
-from memory.facts import entity_key, interval_text, parse_when
+from memory.facts import entity_key, interval_text, parse_when, when_text
 from memory.records import Fact
 from memory.store import NamespaceSnapshot
 from prompts.real_roots import RootEntity
@@ -459,8 +459,8 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
         fact = index.facts[fact_id]
         facts.append({
             "id": fact.id, "head": fact.head, "relation": fact.relation, "tail": fact.tail, "direction": direction,
-            "valid_from": fact.valid_from.isoformat() if fact.valid_from else None,
-            "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
+            "valid_from": when_text(fact.valid_from, fact.from_precision),
+            "valid_to": when_text(fact.valid_to, fact.to_precision),
             "confidence": fact.confidence, "intent": fact.intent, "turn_ids": list(fact.turn_ids),
         })
     return {

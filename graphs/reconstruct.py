@@ -28,8 +28,9 @@ from graphs.result import AnswerResult, EvidenceItem, rank_turns
 from graphs.tracing import invoke_strategy
 from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
 from memory.records import validate_namespace
-from memory.retrieval import BM25Index, tokenize
+from memory.retrieval import BM25Index
 from memory.store import NamespaceSnapshot
+from memory.text import stem, tokenize
 from prompts import reconstruct as prompt
 from prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
 from tools import create_memory_toolkit
@@ -183,14 +184,6 @@ def _words_of(text: str) -> list[str]:
     return [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
 
 
-def _stem(word: str) -> str:
-    """A crude suffix strip so "finish" meets "finished" and "moving" meets "move"."""
-    for suffix in ("ing", "ed", "es"):
-        if len(word) > len(suffix) + 3 and word.endswith(suffix):
-            return word[: -len(suffix)].rstrip("e")
-    return word.rstrip("e") if len(word) > 4 else word
-
-
 def extractive_answer(
     question: str, active: list[EvidenceItem], snapshot: NamespaceSnapshot, *, ranked_events: list[str] | None = None,
     cues: list[str] | None = None,
@@ -222,11 +215,11 @@ def extractive_answer(
         return ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.0)
     # Names of the people talking are in most greetings ("Hi Leo!"); they say nothing about the answer.
     people = {w for p in CueIndex.of(snapshot).known_people() for w in tokenize(p)}
-    content_words = " ".join(_stem(w) for w in tokenize(question)
+    content_words = " ".join(stem(w) for w in tokenize(question)
                              if w not in people and w not in _FILLER and len(w) > 1) or question
     # "Where does Maya live?" is about her home: sentences with home words ("flat", "moved") get a share.
     aspect_words = [ASPECTS[a] for a in resolve_aspects(question) if a in ASPECTS]
-    scores = BM25Index([" ".join(_stem(w) for w in tokenize(s) if len(w) > 1) for _, _, s in candidates]).scores(content_words)
+    scores = BM25Index([" ".join(stem(w) for w in tokenize(s) if len(w) > 1) for _, _, s in candidates]).scores(content_words)
     cue_words = [words for words in (set(tokenize(c)) for c in (cues or [])) if words and not words <= people]
     best_turn, best_score = None, 0.0
     per_turn: dict[str, list[tuple[int, str, float]]] = {}

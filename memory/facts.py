@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
 
-from memory.records import Fact, FactIntent, stable_hash
+from memory.records import DatePrecision, Fact, FactIntent, stable_hash
 from memory.timeparse import parse_timestamp
 
 __all__ = [
@@ -41,6 +41,8 @@ __all__ = [
     "render_fact",
     "valid_at",
     "valid_during",
+    "when_precision",
+    "when_text",
 ]
 
 Cardinality = Literal["single", "multi"]
@@ -210,6 +212,16 @@ def parse_when(value: Any) -> datetime | None:
     return parse_timestamp(text)
 
 
+def when_precision(value: Any) -> DatePrecision:
+    """How much of a date ``value`` states: ``YYYY`` a year, ``YYYY-MM`` a month, anything else a day."""
+    text = str(value).strip() if isinstance(value, str) else ""
+    if re.fullmatch(r"\d{4}", text):
+        return "year"
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        return "month"
+    return "day"
+
+
 def make_fact(
     namespace: str,
     head: str,
@@ -235,6 +247,8 @@ def make_fact(
         tail=tail.strip(),
         valid_from=parse_when(valid_from),
         valid_to=parse_when(valid_to),
+        from_precision=when_precision(valid_from),
+        to_precision=when_precision(valid_to),
         confidence=round(min(max(confidence, 0.0), 1.0), 4),
         intent=intent,
         cardinality=relation_cardinality(rel, table, cardinality),
@@ -307,15 +321,21 @@ def _time_order(fact: Fact) -> tuple[datetime, datetime, str]:
     return (fact.valid_from or datetime.min, fact.valid_to or datetime.max, fact.id)
 
 
-def _iso(moment: datetime | None) -> str | None:
+def when_text(moment: datetime | None, precision: DatePrecision = "day") -> str | None:
+    """A fact time as stated: ``2023``, ``2023-04``, ``2023-04-24`` or ``2023-04-24T18:30``."""
     if moment is None:
         return None
+    if precision == "year":
+        return f"{moment.year:04d}"
+    if precision == "month":
+        return f"{moment.year:04d}-{moment.month:02d}"
     return moment.date().isoformat() if moment.time() == datetime.min.time() else moment.isoformat(timespec="minutes")
 
 
+
 def interval_text(fact: Fact) -> str:
-    """``[2023-04-24 -> open)`` style validity interval."""
-    return f"[{_iso(fact.valid_from) or '?'} -> {_iso(fact.valid_to) or 'open'})"
+    """``[2023-04-24 -> open)`` style validity interval, each end at the precision it was stated with."""
+    return f"[{when_text(fact.valid_from, fact.from_precision) or '?'} -> {when_text(fact.valid_to, fact.to_precision) or 'open'})"
 
 
 def fact_text(fact: Fact) -> str:
@@ -365,7 +385,7 @@ class FactUpdate:
 
 
 def _event(action: str, at: datetime | None, **extra: Any) -> dict[str, object]:
-    entry: dict[str, object] = {"action": action, "at": _iso(at)}
+    entry: dict[str, object] = {"action": action, "at": when_text(at)}
     entry.update({k: v for k, v in extra.items() if v is not None})
     return entry
 
@@ -428,8 +448,8 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
         open_same = [f for f in same if f.valid_to is None]
         if open_same:
             target = open_same[-1]
-            working.write(_closed(target, cand.valid_to, by=None, turn_ids=cand.turn_ids, action="end"))
-            return [FactDecision("end", target.id, detail=f"closed at {_iso(cand.valid_to)}")]
+            working.write(_closed(target, cand.valid_to, cand.to_precision, by=None, turn_ids=cand.turn_ids, action="end"))
+            return [FactDecision("end", target.id, detail=f"closed at {when_text(cand.valid_to, cand.to_precision)}")]
 
     # The same triple again: confirm it, or extend its interval.
     for existing in reversed(same):
@@ -445,6 +465,7 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
             update={
                 "confidence": confidence,
                 "valid_from": valid_from,
+                "from_precision": cand.from_precision if earlier else existing.from_precision,
                 "turn_ids": list(dict.fromkeys([*existing.turn_ids, *cand.turn_ids])),
                 "history": [
                     *existing.history,
@@ -453,7 +474,7 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
                         t,
                         turn_ids=list(cand.turn_ids),
                         confidence=[existing.confidence, confidence],
-                        valid_from=_iso(valid_from) if earlier else None,
+                        valid_from=when_text(valid_from, cand.from_precision) if earlier else None,
                     ),
                 ],
             }
@@ -469,6 +490,7 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
         update={
             "id": fact_id(cand.namespace, cand.head, cand.relation, cand.tail, episode),
             "valid_to": None,
+            "to_precision": "day",
             "history": [_event("add", t, turn_ids=list(cand.turn_ids), confidence=cand.confidence)],
         }
     )
@@ -479,12 +501,14 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
 
     # Single-valued: a later value is stated after this one -> this one is history already.
     if t is not None:
-        later = [f.valid_from for f in group if f.valid_from is not None and f.valid_from > t and entity_key(f.tail) != tail_key]
+        later = [f for f in group if f.valid_from is not None and f.valid_from > t and entity_key(f.tail) != tail_key]
         if later:
-            end = min(later)
-            new = new.model_copy(update={"valid_to": end, "history": [*new.history, _event("backfill", end)]})
+            successor = min(later, key=_time_order)
+            end, precision = successor.valid_from, successor.from_precision
+            new = new.model_copy(update={"valid_to": end, "to_precision": precision,
+                                         "history": [*new.history, _event("backfill", end)]})
             working.write(new)
-            return [FactDecision("backfill", new.id, detail=f"closed at {_iso(end)} by a later value")]
+            return [FactDecision("backfill", new.id, detail=f"closed at {when_text(end, precision)} by a later value")]
     working.write(new)
     decisions = [FactDecision("add", new.id)]
     decisions.extend(_retire_older_values(working, new, stable, action="close"))
@@ -508,17 +532,21 @@ def _retire_older_values(working: _Working, current: Fact, stable: float, *, act
         if current.confidence < stable and current.confidence < other.confidence:
             out.append(FactDecision("contest", current.id, other.id, "less confident than the open value"))
             continue
-        working.write(_closed(other, t, by=current.id, turn_ids=current.turn_ids, action="close"))
-        out.append(FactDecision(action, other.id, current.id, f"closed at {_iso(t)}"))
+        working.write(_closed(other, t, current.from_precision, by=current.id, turn_ids=current.turn_ids, action="close"))
+        out.append(FactDecision(action, other.id, current.id, f"closed at {when_text(t, current.from_precision)}"))
     return out
 
 
-def _closed(fact: Fact, at: datetime, *, by: str | None, turn_ids: Sequence[str], action: str) -> Fact:
+def _closed(fact: Fact, at: datetime, precision: DatePrecision, *, by: str | None, turn_ids: Sequence[str],
+            action: str) -> Fact:
     # An interval never ends before it starts, even when a statement's time is coarse.
-    end = max(at, fact.valid_from) if fact.valid_from is not None else at
+    if fact.valid_from is not None and fact.valid_from > at:
+        at, precision = fact.valid_from, fact.from_precision
+    end = at
     return fact.model_copy(
         update={
             "valid_to": end,
+            "to_precision": precision,
             "history": [*fact.history, _event(action, end, by=by, turn_ids=list(turn_ids))],
         }
     )

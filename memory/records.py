@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field, field_validator
 
 __all__ = [
     "Cue",
+    "DatePrecision",
     "Event",
     "Fact",
     "FactIntent",
@@ -129,6 +130,7 @@ class Topic(BaseModel):
 
 
 FactIntent = Literal["FACT", "CAUSAL", "TEMPORAL", "CONTRAST", "EVOLUTION"]
+DatePrecision = Literal["day", "month", "year"]
 
 
 class Fact(BaseModel):
@@ -141,6 +143,9 @@ class Fact(BaseModel):
     tail: str
     valid_from: datetime | None = None
     valid_to: datetime | None = None
+    # How much of each end was stated: "2023-04" is April 2023, not 1 April (the datetime holds the start).
+    from_precision: DatePrecision = "day"
+    to_precision: DatePrecision = "day"
     confidence: float = 1.0
     intent: FactIntent = "FACT"
     cardinality: Literal["single", "multi"] = "multi"

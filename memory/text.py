@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "tokenize"]
+__all__ = ["STOP_WORDS", "stem", "tokenize"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 STOP_WORDS = frozenset(
@@ -29,3 +29,11 @@ def tokenize(text: str) -> list[str]:
     return tokens
 
 
+
+
+def stem(word: str) -> str:
+    """A crude suffix strip so "finish" meets "finished", "name" meets "named" and "moving" meets "move"."""
+    for suffix in ("ing", "ed", "es"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)].rstrip("e")
+    return word.rstrip("e") if len(word) > 3 else word

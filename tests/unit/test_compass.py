@@ -341,3 +341,11 @@ def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(re
     assert sorted(lifted) == sorted(plain) == ["D1:1", "D1:2", "D1:3", "D1:4", "D1:6"]
     assert lifted.index("D1:3") < lifted.index("D1:6") and plain.index("D1:3") > plain.index("D1:6")
     assert rank_turns(snapshot, query, evidence, first=["D1:4", "D9:9"])[0] == "D1:4"  # unknown ids are ignored
+
+
+def test_extractive_responder_ignores_speaker_names_and_matches_word_forms() -> None:
+    from agents.responder import EvidenceText, extractive_answer
+
+    evidence = [EvidenceText("E1", "Leo: That's wonderful, Maya!\nMaya: He is named Biscuit, a golden retriever.")]
+    assert "Biscuit" in extractive_answer("What is the name of Maya's dog?", evidence).answer
+    assert extractive_answer("What is the name of Maya's dog?", [EvidenceText("E2", "Leo: Hi Maya!")]).answer.startswith("Hi")

@@ -295,3 +295,35 @@ def test_cli_facts_subcommand(ingested_sample, capsys):
     out = capsys.readouterr().out
     assert "-[lives_in]-> Porto" in out and "-[lives_in]-> Lisbon" not in out
     assert main([*args, "--as-of", "soon"]) == 2
+
+
+def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
+    from agents.real import _date_text
+    from memory.facts import interval_text, when_text
+
+    facts, _ = apply({}, fact("Maya", "lives_in", "Porto", "2021"))
+    facts, actions = apply(facts, fact("Maya", "lives_in", "Lisbon", "2023-04", turns=["D4:1"]))
+    porto, lisbon = facts[fact_id(NS, "Maya", "lives_in", "Porto")], facts[fact_id(NS, "Maya", "lives_in", "Lisbon")]
+    assert actions == ["add", "close"]
+    assert interval_text(porto) == "[2021 -> 2023-04)" and interval_text(lisbon) == "[2023-04 -> open)"
+    # The datetimes still order and filter: April 2023 starts on the 1st.
+    assert lisbon.valid_from == datetime(2023, 4, 1) and valid_at(lisbon, "2023-04-20") and not valid_at(porto, "2023-05-01")
+    assert _date_text(lisbon.valid_from, lisbon.from_precision) == "April 2023" and _date_text(porto.valid_from, "year") == "2021"
+    # A value stated late is closed at the later value's start, with that value's precision.
+    facts, actions = apply(facts, fact("Maya", "lives_in", "Madrid", "2019-06-02"))
+    assert actions == ["backfill"] and interval_text(facts[fact_id(NS, "Maya", "lives_in", "Madrid")]) == "[2019-06-02 -> 2021)"
+    assert when_text(datetime(2023, 4, 24, 18, 30)) == "2023-04-24T18:30"
+
+
+def test_an_extracted_month_date_is_stored_as_a_month():
+    from prompts.real_extract import ExtractedFact, FactExtraction
+
+    turn = Turn(namespace=NS, session_id="S4", dia_id="D4:1", speaker="Maya", text="I moved to Lisbon in April.",
+                session_time=datetime(2023, 5, 10))
+    extraction = FactExtraction(facts=[ExtractedFact(head="Maya", relation="lives_in", tail="Lisbon", turn_ids=["D4:1"],
+                                                     date="2023-04")])
+    [stored] = facts_from_extraction(extraction, [turn], NS)
+    assert stored.from_precision == "month" and stored.valid_from == datetime(2023, 4, 1)
+    [undated] = facts_from_extraction(FactExtraction(facts=[ExtractedFact(head="Maya", relation="likes", tail="tea",
+                                                                           turn_ids=["D4:1"])]), [turn], NS)
+    assert undated.valid_from == datetime(2023, 5, 10) and undated.from_precision == "day"  # the session's date

@@ -112,7 +112,7 @@ def test_stop_decision_after_one_evaluator_call(memory):
     assert top.time == "2023-04-24 -> open"
     fact = result.details["paths"][0]["facts"][0]
     assert (fact["relation"], fact["tail"], fact["valid_from"], fact["valid_to"], fact["confidence"]) == (
-        "lives_in", "Lisbon", "2023-04-24T00:00:00", None, 0.9)
+        "lives_in", "Lisbon", "2023-04-24", None, 0.9)
     assert result.answer == "Lisbon" and result.strategy == "real" and not result.fallbacks
 
 
