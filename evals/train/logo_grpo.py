@@ -383,6 +383,21 @@ class _Builder:
         self.stats.skipped_batches += result.skipped
         return result
 
+    def _group_rows(self, results: Sequence[Any], *, group_id: str, level: str, stage: int,
+                    horizon: int) -> tuple[list[dict[str, Any]], list[float]]:
+        """One GRPO group's rows and rewards: each member's advantage against the group goes on every step it
+        sampled (global: the whole rollout) or on its one edited step (local: the rest was greedy)."""
+        rewards = [r.reward.reward for r in results if r.reward]
+        self.stats.flat_groups += len(set(rewards)) <= 1
+        rows = []
+        for member, (result, advantage) in enumerate(zip(results, group_advantages(rewards), strict=True)):
+            for step in result.steps if level == "global" else result.steps[:1]:
+                if step.outcome.skipped or (level == "global" and not step.candidates):
+                    continue
+                rows.append(self.row(step, advantage=advantage, reward=result.reward, group_id=group_id, level=level,
+                                     member=member, stage=stage, horizon=horizon))
+        return rows, rewards
+
     def row(
         self,
         step: StepRecord,
@@ -443,26 +458,10 @@ class _Builder:
                 result.reward = self.score(result.memory, qa, normalizer)
                 rollouts.append(result)
             self.stats.rollouts_global += len(rollouts)
-            rewards = [r.reward.reward for r in rollouts if r.reward]
-            rewards_seen += rewards
-            advantages = group_advantages(rewards)
             self.stats.groups_global += 1
-            self.stats.flat_groups += len(set(rewards)) <= 1
-            for member, (result, advantage) in enumerate(zip(rollouts, advantages, strict=True)):
-                for step in result.steps:
-                    if step.candidates and not step.outcome.skipped:
-                        rows.append(
-                            self.row(
-                                step,
-                                advantage=advantage,
-                                reward=result.reward,
-                                group_id=group_id,  # type: ignore[arg-type]
-                                level="global",
-                                member=member,
-                                stage=stage,
-                                horizon=horizon,
-                            )
-                        )
+            group_rows, rewards = self._group_rows(rollouts, group_id=group_id, level="global", stage=stage, horizon=horizon)
+            rows += group_rows
+            rewards_seen += rewards
             # (b) local groups: from the first global rollout's snapshot before session s, G sampled
             # edit lists for s, each continued greedily to the horizon so the reward reflects s alone.
             reference = rollouts[0]
@@ -483,27 +482,10 @@ class _Builder:
                     result.reward = self.score(result.memory, qa, normalizer)
                     members.append(result)
                 self.stats.rollouts_local += len(members)
-                local_rewards = [m.reward.reward for m in members if m.reward]
-                rewards_seen += local_rewards
                 self.stats.groups_local += 1
-                self.stats.flat_groups += len(set(local_rewards)) <= 1
-                for member, (result, advantage) in enumerate(
-                    zip(members, group_advantages(local_rewards), strict=True)
-                ):
-                    step = result.steps[0]
-                    if not step.outcome.skipped:
-                        rows.append(
-                            self.row(
-                                step,
-                                advantage=advantage,
-                                reward=result.reward,
-                                group_id=group_id,  # type: ignore[arg-type]
-                                level="local",
-                                member=member,
-                                stage=stage,
-                                horizon=horizon,
-                            )
-                        )
+                group_rows, rewards = self._group_rows(members, group_id=group_id, level="local", stage=stage, horizon=horizon)
+                rows += group_rows
+                rewards_seen += rewards
         total = self.costs["extract"] + self.costs["manage"] + self.costs["answer"]
         self.stats.llm_calls = total.llm_calls
         self.stats.llm_calls_by_role = {role: c.llm_calls for role, c in self.costs.items()}
