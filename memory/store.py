@@ -57,6 +57,7 @@ _READ_PAGE = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
 _PLAIN_KINDS = ("relations", "tags")
+_SNAPSHOT_VECTORS = {"turns": "turn_vectors", "events": "event_vectors", "facts": "fact_vectors", "cues": "cue_vectors"}
 _MODELS: dict[str, type[BaseModel]] = {
     "turns": Turn,
     "events": Event,
@@ -172,6 +173,12 @@ class NamespaceSnapshot:
             "cues": dump(self.cues),
             "tags": dump(self.tags),
         }
+
+
+def _order(snap: NamespaceSnapshot) -> None:
+    """Turns in conversation order, events in graph order (every reader relies on it)."""
+    snap.turns = dict(sorted(snap.turns.items(), key=lambda kv: kv[1].position))
+    snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
 
 
 _PROCESS_LOCKS: dict[str, tuple[int, int]] = {}  # path -> (fd, refcount)
@@ -317,33 +324,77 @@ class MemoryStore:
 
     # -- reading --------------------------------------------------------------------------------
     def snapshot(self, namespace: str) -> NamespaceSnapshot:
-        """The committed records of a namespace (cached until its generation changes)."""
+        """The committed records of a namespace (cached until its generation changes).
+
+        A newer generation is read as a delta on the cached snapshot (the versions born and retired
+        since), so a commit costs a reader what the commit wrote, not the whole namespace again. The
+        cached snapshot is never changed: readers holding it keep their consistent view.
+        """
         manifest = self.manifest(namespace)
         cached = self._snapshots.get(namespace)
         if cached is not None and cached.manifest.generation == manifest.generation:
             return cached
-        snap = NamespaceSnapshot(namespace=namespace, manifest=manifest)
-        if manifest.generation > 0:
-            for kind in _MODELS:
-                records, vectors = self._read_kind(namespace, kind, manifest.generation)
-                setattr(snap, kind, records)
-                if kind in ("turns", "events", "facts", "cues"):
-                    setattr(snap, f"{kind[:-1]}_vectors", vectors)
-            snap.turns = dict(sorted(snap.turns.items(), key=lambda kv: kv[1].position))
-            snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
+        if cached is not None and 0 < cached.manifest.generation < manifest.generation:
+            snap = self._advance(cached, manifest)
+        else:
+            snap = NamespaceSnapshot(namespace=namespace, manifest=manifest)
+            if manifest.generation > 0:
+                for kind in _MODELS:
+                    records, vectors = self._read_kind(namespace, kind, manifest.generation)
+                    setattr(snap, kind, records)
+                    if kind in _SNAPSHOT_VECTORS:
+                        setattr(snap, _SNAPSHOT_VECTORS[kind], vectors)
+                _order(snap)
         self._snapshots[namespace] = snap
         return snap
 
-    def _read_kind(self, namespace: str, kind: str, generation: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    def _advance(self, base: NamespaceSnapshot, manifest: Manifest) -> NamespaceSnapshot:
+        """``base`` moved to ``manifest``'s generation: drop what was retired since, add what was born since."""
+        old, new = base.manifest.generation, manifest.generation
+        snap = NamespaceSnapshot(namespace=base.namespace, manifest=manifest)
+        for kind in _MODELS:
+            records = dict(getattr(base, kind))
+            vectors = dict(getattr(base, _SNAPSHOT_VECTORS[kind])) if kind in _SNAPSHOT_VECTORS else {}
+            for rid in self._retired_between(base.namespace, kind, old, new):
+                records.pop(rid, None)
+                vectors.pop(rid, None)
+            born, born_vectors = self._read_kind(base.namespace, kind, new, born_after=old)
+            records.update(born)
+            vectors.update(born_vectors)
+            setattr(snap, kind, records)
+            if kind in _SNAPSHOT_VECTORS:
+                setattr(snap, _SNAPSHOT_VECTORS[kind], vectors)
+        _order(snap)
+        return snap
+
+    def _retired_between(self, namespace: str, kind: str, old: int, new: int) -> set[str]:
+        """Ids of records whose version visible at ``old`` was retired by generation ``new``."""
+        col = self._collection(namespace, kind)
+        where = {"$and": [{"died": {"$gt": old}}, {"died": {"$lte": new}}]}
+        rids: set[str] = set()
+        offset = 0
+        while True:
+            got = col.get(where=where, include=["metadatas"], limit=_READ_PAGE, offset=offset)
+            rids.update(meta["rid"] for meta in got["metadatas"])
+            if len(got["ids"]) < _READ_PAGE:
+                return rids
+            offset += _READ_PAGE
+
+    def _read_kind(
+        self, namespace: str, kind: str, generation: int, *, born_after: int | None = None
+    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         include = ["documents", "metadatas"] + (["embeddings"] if kind in _VECTOR_KINDS else [])
         col = self._collection(namespace, kind)
         model = _MODELS[kind]
         records: dict[str, Any] = {}
         vectors: dict[str, np.ndarray] = {}
+        where = _visible(generation)
+        if born_after is not None:
+            where = {"$and": [*where["$and"], {"born": {"$gt": born_after}}]}
         offset = 0
         while True:
             # Paged: one unbounded get() of >32k records exceeds SQLite's variable limit in Chroma.
-            got = col.get(where=_visible(generation), include=include, limit=_READ_PAGE, offset=offset)
+            got = col.get(where=where, include=include, limit=_READ_PAGE, offset=offset)
             embeddings = got.get("embeddings") if kind in _VECTOR_KINDS else None
             for i, (doc, meta) in enumerate(zip(got["documents"], got["metadatas"])):
                 rid = meta["rid"]

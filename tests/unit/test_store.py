@@ -143,3 +143,27 @@ def test_reads_are_paged_so_large_namespaces_load_whole(resources, monkeypatch) 
     resources.store.commit(ChangeSet(namespace="big", base_generation=1))
     resources.store._snapshots.clear()
     assert len(resources.store.snapshot("big").turns) == 30
+
+
+def test_a_newer_generation_is_read_as_a_delta_that_equals_a_full_read(resources, sample: Conversation) -> None:
+    store = resources.store
+    fingerprints, snapshots = [], []
+    for n in range(1, len(sample.sessions) + 1):
+        part = sample.model_copy(deep=True)
+        part.sessions = part.sessions[:n]
+        ingest_conversation(part, "delta", resources=resources, policy="heuristic")
+        snapshots.append(store.snapshot("delta"))  # advanced from the previous cached generation
+        fingerprints.append(snapshots[-1].fingerprint())
+    store.commit(ChangeSet(namespace="delta", base_generation=store.manifest("delta").generation,
+                           retire={"events": [next(iter(snapshots[-1].events))], "turns": ["D1:1"]}))
+    delta = store.snapshot("delta")
+    store._snapshots.clear()
+    full = store.snapshot("delta")
+    assert delta is not full and delta.fingerprint() == full.fingerprint()
+    assert list(delta.events) == list(full.events) and list(delta.turns) == list(full.turns)  # same order
+    for kind in ("turn_vectors", "event_vectors", "fact_vectors", "cue_vectors"):
+        mine, theirs = getattr(delta, kind), getattr(full, kind)
+        assert mine.keys() == theirs.keys() and all((mine[k] == theirs[k]).all() for k in mine)
+    assert "D1:1" not in delta.turns and "D1:1" not in delta.turn_vectors
+    # Older snapshots are untouched: a reader holding one keeps its consistent view.
+    assert [s.fingerprint() for s in snapshots] == fingerprints and "D1:1" in snapshots[0].turns
