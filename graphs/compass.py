@@ -22,7 +22,7 @@ from agents.localizer import pick_starts
 from agents.planner import clause_subgoals, plan_subgoals, refine_query
 from agents.responder import EvidenceText, respond
 from graphs.resources import Resources, context_for_run, default_resources, run_context
-from graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
+from graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns, turn_scores
 from graphs.tracing import invoke_strategy
 from memory.embeddings import normalize
 from memory.graph import EventGraph
@@ -173,13 +173,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         if not kept or not open_goals:
             return bool(kept)
         goals = embed(open_goals)
-        index = {e: i for i, e in enumerate(graph.ids)}
-        scores: list[float] = []
-        snapshot = graph.snapshot
-        for eid in kept:
-            floor = ctx.context_weight * float((graph.matrix[index[eid]] @ goals.T).max())
-            scores += [max(float((normalize(snapshot.turn_vectors[t]) @ goals.T).max()), floor)
-                       for t in graph.events[eid].turn_ids if t in snapshot.turn_vectors]
+        evidence = [EvidenceItem(kind="event", id=e, text="", turn_ids=graph.events[e].turn_ids) for e in kept]
+        scores = list(turn_scores(graph.snapshot, goals, evidence, context_weight=ctx.context_weight).values())
         if len(scores) < ctx.context_turns:
             return False
         # Unqueued events are bounded by their localization score: a better one means localizing again.

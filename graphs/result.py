@@ -14,7 +14,7 @@ from memory.embeddings import normalize
 if TYPE_CHECKING:
     from memory.store import NamespaceSnapshot
 
-__all__ = ["CONTEXT_WEIGHT", "AnswerResult", "EvidenceItem", "rank_turns"]
+__all__ = ["CONTEXT_WEIGHT", "AnswerResult", "EvidenceItem", "rank_turns", "turn_scores"]
 
 # How much of its event's similarity a turn inherits when evidence turns are ranked (see ``rank_turns``).
 CONTEXT_WEIGHT = 0.9
@@ -69,6 +69,29 @@ class AnswerResult(BaseModel):
         return seen
 
 
+def turn_scores(
+    snapshot: NamespaceSnapshot,
+    query_vectors: Sequence[Sequence[float]] | np.ndarray,
+    evidence: Sequence[EvidenceItem],
+    *,
+    context_weight: float = CONTEXT_WEIGHT,
+) -> dict[str, float]:
+    """Each evidence turn's score, best over the queries: max(its own similarity, ``context_weight`` x the
+    similarity of the event item holding it), so a reply that only makes sense with its event ranks with it."""
+    queries = normalize(np.atleast_2d(np.asarray(query_vectors, dtype=np.float32)))
+    scores: dict[str, float] = {}
+    for item in evidence:
+        vector = snapshot.event_vectors.get(item.id) if item.kind == "event" else None
+        floor = context_weight * float((queries @ normalize(vector)).max()) if vector is not None else float("-inf")
+        known = [t for t in item.turn_ids if t in snapshot.turn_vectors]
+        own = (normalize(np.vstack([snapshot.turn_vectors[t] for t in known])) @ queries.T).max(axis=1) if known else []
+        for tid, sim in zip(known, own):
+            scores[tid] = max(scores.get(tid, float("-inf")), float(sim), floor)
+        for tid in item.turn_ids:
+            scores.setdefault(tid, floor)
+    return scores
+
+
 def rank_turns(
     snapshot: NamespaceSnapshot,
     query_vector: Sequence[float] | np.ndarray,
@@ -77,18 +100,9 @@ def rank_turns(
     context_weight: float = CONTEXT_WEIGHT,
     first: Iterable[str] = (),
 ) -> list[str]:
-    """The evidence's turns best first, for ``AnswerResult.turn_ranking``; ``first`` (e.g. turns a responder
-    cited) lead. A turn scores max(its own similarity to the query, ``context_weight`` x the similarity of the
-    event item holding it): a reply that only makes sense with its event ranks with that event.
-    """
-    q = normalize(np.asarray(query_vector, dtype=np.float32))
-    scores: dict[str, float] = {}
-    for item in evidence:
-        vector = snapshot.event_vectors.get(item.id) if item.kind == "event" else None
-        floor = context_weight * float(normalize(np.asarray(vector, dtype=np.float32)) @ q) if vector is not None else float("-inf")
-        for tid in item.turn_ids:
-            own = float(normalize(np.asarray(snapshot.turn_vectors[tid], dtype=np.float32)) @ q) if tid in snapshot.turn_vectors else float("-inf")
-            scores[tid] = max(scores.get(tid, float("-inf")), own, floor)
+    """The evidence's turns best first by ``turn_scores``, for ``AnswerResult.turn_ranking``; ``first``
+    (e.g. turns a responder cited) lead."""
+    scores = turn_scores(snapshot, query_vector, evidence, context_weight=context_weight)
     lead = [t for t in dict.fromkeys(first) if t in scores]
     rest = sorted((t for t in scores if t not in lead), key=lambda t: -scores[t])  # stable: evidence order breaks ties
     return [*lead, *rest]
