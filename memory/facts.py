@@ -332,7 +332,6 @@ def when_text(moment: datetime | None, precision: DatePrecision = "day") -> str 
     return moment.date().isoformat() if moment.time() == datetime.min.time() else moment.isoformat(timespec="minutes")
 
 
-
 def interval_text(fact: Fact) -> str:
     """``[2023-04-24 -> open)`` style validity interval, each end at the precision it was stated with."""
     return f"[{when_text(fact.valid_from, fact.from_precision) or '?'} -> {when_text(fact.valid_to, fact.to_precision) or 'open'})"
@@ -384,8 +383,8 @@ class FactUpdate:
         return [d.action for d in self.decisions]
 
 
-def _event(action: str, at: datetime | None, **extra: Any) -> dict[str, object]:
-    entry: dict[str, object] = {"action": action, "at": when_text(at)}
+def _event(action: str, at: datetime | None, precision: DatePrecision = "day", **extra: Any) -> dict[str, object]:
+    entry: dict[str, object] = {"action": action, "at": when_text(at, precision)}
     entry.update({k: v for k, v in extra.items() if v is not None})
     return entry
 
@@ -472,6 +471,7 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
                     _event(
                         "extend" if earlier else "confirm",
                         t,
+                        cand.from_precision,
                         turn_ids=list(cand.turn_ids),
                         confidence=[existing.confidence, confidence],
                         valid_from=when_text(valid_from, cand.from_precision) if earlier else None,
@@ -491,7 +491,7 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
             "id": fact_id(cand.namespace, cand.head, cand.relation, cand.tail, episode),
             "valid_to": None,
             "to_precision": "day",
-            "history": [_event("add", t, turn_ids=list(cand.turn_ids), confidence=cand.confidence)],
+            "history": [_event("add", t, cand.from_precision, turn_ids=list(cand.turn_ids), confidence=cand.confidence)],
         }
     )
     if cand.cardinality == "multi":
@@ -506,7 +506,7 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
             successor = min(later, key=_time_order)
             end, precision = successor.valid_from, successor.from_precision
             new = new.model_copy(update={"valid_to": end, "to_precision": precision,
-                                         "history": [*new.history, _event("backfill", end)]})
+                                         "history": [*new.history, _event("backfill", end, precision)]})
             working.write(new)
             return [FactDecision("backfill", new.id, detail=f"closed at {when_text(end, precision)} by a later value")]
     working.write(new)
@@ -542,12 +542,11 @@ def _closed(fact: Fact, at: datetime, precision: DatePrecision, *, by: str | Non
     # An interval never ends before it starts, even when a statement's time is coarse.
     if fact.valid_from is not None and fact.valid_from > at:
         at, precision = fact.valid_from, fact.from_precision
-    end = at
     return fact.model_copy(
         update={
-            "valid_to": end,
+            "valid_to": at,
             "to_precision": precision,
-            "history": [*fact.history, _event(action, end, by=by, turn_ids=list(turn_ids))],
+            "history": [*fact.history, _event(action, at, precision, by=by, turn_ids=list(turn_ids))],
         }
     )
 

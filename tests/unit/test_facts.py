@@ -306,6 +306,7 @@ def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
     porto, lisbon = facts[fact_id(NS, "Maya", "lives_in", "Porto")], facts[fact_id(NS, "Maya", "lives_in", "Lisbon")]
     assert actions == ["add", "close"]
     assert interval_text(porto) == "[2021 -> 2023-04)" and interval_text(lisbon) == "[2023-04 -> open)"
+    assert lisbon.history[0]["at"] == "2023-04" and porto.history[-1] == {**porto.history[-1], "action": "close", "at": "2023-04"}
     # The datetimes still order and filter: April 2023 starts on the 1st.
     assert lisbon.valid_from == datetime(2023, 4, 1) and valid_at(lisbon, "2023-04-20") and not valid_at(porto, "2023-05-01")
     assert _date_text(lisbon.valid_from, lisbon.from_precision) == "April 2023" and _date_text(porto.valid_from, "year") == "2021"
