@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from memory.nl_logic import Atom, Goal, Substitution, Term, normalize_value
-from memory.timeparse import find_time_phrases, parse_timestamp, resolve_relative
+from memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
 from prompts.goalmem_unify import Binding, SubgoalResult, Unification
 
 __all__ = [
@@ -299,12 +299,12 @@ def _date_value(text: str, when: str | None) -> str | None:
     for phrase in find_time_phrases(text):
         resolved = resolve_relative(phrase, anchor)
         if resolved:
-            return resolved
+            return date_text(resolved)
     match = re.search(r"\b\d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December)\b( \d{4})?", text)
     if match:
         return match.group(0)
     if anchor is not None and isinstance(anchor, date):
-        return anchor.date().isoformat() if hasattr(anchor, "date") else str(anchor)
+        return date_text(anchor)
     return None
 
 

@@ -21,6 +21,7 @@ from memory.embeddings import normalize
 from memory.facts import STABLE_CONFIDENCE, entity_key, interval_text, parse_when, valid_during
 from memory.records import Fact, FactIntent, stable_hash
 from memory.retrieval import tokenize
+from memory.timeparse import date_text
 from prompts import real_answer, real_evaluate, real_roots
 from prompts.real_answer import PathAnswer
 from prompts.real_evaluate import PathScore, PathScores
@@ -650,14 +651,6 @@ def repair_candidates(
 # -- answering ------------------------------------------------------------------------------------
 
 
-def _date_text(moment: datetime, precision: str = "day") -> str:
-    """``24 April 2023``, ``April 2023`` or ``2023``: no more precise than the fact was stated."""
-    if precision == "year":
-        return str(moment.year)
-    month = f"{_MONTHS[moment.month - 1].capitalize()} {moment.year}"
-    return month if precision == "month" else f"{moment.day} {month}"
-
-
 def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex, *, passing: bool = True) -> PathAnswer:
     """Read the answer off the best path: the fact that matches the question best, its far end (its date
     for "when", the reason for "why"); several values when top paths give the same kind of fact."""
@@ -681,7 +674,7 @@ def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex,
         other = fact.head if entity_key(value) == entity_key(fact.tail) else fact.tail
         value = other if not _stems(other) <= asked else value
     if re.search(r"\bwhen\b", q) and fact.valid_from is not None:
-        return PathAnswer(answer=_date_text(fact.valid_from, fact.from_precision), path_ids=[best.id])
+        return PathAnswer(answer=date_text(fact.valid_from, fact.from_precision), path_ids=[best.id])
     values, used = [value], [best.id]
     wanted = _relation_stems(fact.relation) & content
     # "Which foods ..." asks for several values: similar-kind paths further down the ranking count too.

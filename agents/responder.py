@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
 from agents.base import RoleOutcome, run_role
 from memory.text import stem, tokenize
+from memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
 from prompts import respond as prompt
 from prompts.respond import Answer
 
@@ -22,6 +24,8 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LEAD = re.compile(r"^(\[[^\]]*\]\s*|\([^)]*\)\s*)+")
 _TRAIL = re.compile(r"\s*\((?:\d{4}[-\d]*|undated)\)$")
 _SPEAKER = re.compile(r"^[A-Z][\w .'-]{0,30}:\s+")
+_LINE_DATE = re.compile(r"\((\d{4}-\d{2}-\d{2})\)\s*$")
+_WHEN = re.compile(r"^\s*when\b|\bwhat (?:date|day|month|year)\b", re.IGNORECASE)
 
 
 class EvidenceText:
@@ -49,38 +53,51 @@ def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer
     speakers = {stem(w) for line in lines if (m := _SPEAKER.match(line)) for w in tokenize(m.group(0))}
     asked = _words(question)
     wanted = asked - speakers or asked
-    sentences: list[tuple[int, str, str, set[str]]] = []
+    sentences: list[tuple[int, str, str, set[str], datetime | None]] = []
+    seen: dict[str, int] = {}
     for rank, item in enumerate(evidence):
-        pieces = [
-            sentence
-            for line in item.text.splitlines()
-            for sentence in _SENTENCE.split(_SPEAKER.sub("", _LEAD.sub("", line.strip())))
-        ]
-        for sentence in pieces:
-            sentence = _TRAIL.sub("", _SPEAKER.sub("", sentence.strip()))
-            words = _words(sentence)
-            if words:
-                sentences.append((rank, sentence, item.id, words))
+        for line in item.text.splitlines():
+            # The date a turn was said: its line's "(YYYY-MM-DD)", else the evidence item's time.
+            said = _LINE_DATE.search(line)
+            anchor = parse_timestamp(said.group(1) if said else (item.time or "")[:10])
+            for sentence in _SENTENCE.split(_SPEAKER.sub("", _LEAD.sub("", line.strip()))):
+                sentence = _TRAIL.sub("", _SPEAKER.sub("", sentence.strip()))
+                words = _words(sentence)
+                if not words:
+                    continue
+                if sentence in seen:  # a summary repeats its turns: keep one, dated by the turn's own line
+                    if said:
+                        i = seen[sentence]
+                        sentences[i] = (*sentences[i][:4], anchor)
+                    continue
+                seen[sentence] = len(sentences)
+                sentences.append((rank, sentence, item.id, words, anchor))
     if not sentences:
         return Answer(answer="Not mentioned", cited_ids=[])
     df: dict[str, int] = {}
-    for *_, words in sentences:
+    for _, _, _, words, _ in sentences:
         for w in words:
             df[w] = df.get(w, 0) + 1
     n = len(sentences)
     best: tuple[float, int] | None = None
     chosen = sentences[0]
-    for rank, sentence, item_id, words in sentences:
+    for rank, sentence, item_id, words, anchor in sentences:
         score = sum(math.log(1 + n / df[w]) for w in wanted & words) / (len(words) ** 0.3)
         if sentence.endswith("?"):  # a question in the evidence rarely answers the question asked
             score *= 0.3
         if not words - wanted:  # nothing the question does not already say: no answer in it
             score *= 0.3
         if best is None or (score, -rank) > best:
-            best, chosen = (score, -rank), (rank, sentence, item_id, words)
+            best, chosen = (score, -rank), (rank, sentence, item_id, words, anchor)
     if best is None or best[0] == 0:
         return Answer(answer="Not mentioned", cited_ids=[])
-    return Answer(answer=chosen[1], cited_ids=[chosen[2]])
+    _, sentence, item_id, _, anchor = chosen
+    if _WHEN.search(question):  # "yesterday", said on 8 May 2023, answers "When ...?" with 7 May 2023
+        for phrase in find_time_phrases(sentence):
+            resolved = resolve_relative(phrase, anchor)
+            if resolved:
+                return Answer(answer=date_text(resolved), cited_ids=[item_id])
+    return Answer(answer=sentence, cited_ids=[item_id])
 
 
 def respond(

@@ -31,6 +31,7 @@ from memory.records import validate_namespace
 from memory.retrieval import BM25Index
 from memory.store import NamespaceSnapshot
 from memory.text import stem, tokenize
+from memory.timeparse import date_text
 from prompts import reconstruct as prompt
 from prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
 from tools import create_memory_toolkit
@@ -244,7 +245,7 @@ def extractive_answer(
         event = snapshot.events[event_id]
         when = event.time or (event.session_time.date().isoformat() if event.session_time else None)
         if when:
-            text = f"{text} (when: {when})"
+            text = f"{text} (when: {date_text(when)})"
     return ReconstructedAnswer(
         answer=text,
         cited_event_ids=[event_id] if event_id in snapshot.events else [],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from datetime import date, datetime, timedelta
 
-__all__ = ["find_time_phrases", "parse_timestamp", "resolve_relative"]
+__all__ = ["date_text", "find_time_phrases", "parse_timestamp", "resolve_relative"]
 
 _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -137,3 +137,21 @@ def resolve_relative(phrase: str, anchor: datetime | date | None) -> str | None:
                 return (today + timedelta(days=ahead if ahead > 0 else ahead + 7)).isoformat()
             return (today - timedelta(days=delta)).isoformat()
     return None
+
+
+def date_text(moment: date | datetime | str, precision: str = "day") -> str:
+    """``24 April 2023``, ``April 2023`` or ``2023``: a date as an answer says it, no more precise than known.
+
+    A string is ``YYYY-MM-DD``, ``YYYY-MM`` or ``YYYY`` (what ``resolve_relative`` returns) and carries its
+    own precision.
+    """
+    if isinstance(moment, str):
+        if not re.fullmatch(r"\d{4}(-\d{2}(-\d{2})?)?", moment.strip()):
+            return moment  # not a date this function can read: said as it was given
+        parts = [int(p) for p in moment.strip().split("-")]
+        precision = ("year", "month", "day")[len(parts) - 1]
+        moment = date(parts[0], parts[1] if len(parts) > 1 else 1, parts[2] if len(parts) > 2 else 1)
+    if precision == "year":
+        return str(moment.year)
+    month = f"{_MONTHS[moment.month - 1].capitalize()} {moment.year}"
+    return month if precision == "month" else f"{moment.day} {month}"

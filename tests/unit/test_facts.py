@@ -298,8 +298,8 @@ def test_cli_facts_subcommand(ingested_sample, capsys):
 
 
 def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
-    from agents.real import _date_text
     from memory.facts import interval_text, when_text
+    from memory.timeparse import date_text
 
     facts, _ = apply({}, fact("Maya", "lives_in", "Porto", "2021"))
     facts, actions = apply(facts, fact("Maya", "lives_in", "Lisbon", "2023-04", turns=["D4:1"]))
@@ -309,7 +309,7 @@ def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
     assert lisbon.history[0]["at"] == "2023-04" and porto.history[-1] == {**porto.history[-1], "action": "close", "at": "2023-04"}
     # The datetimes still order and filter: April 2023 starts on the 1st.
     assert lisbon.valid_from == datetime(2023, 4, 1) and valid_at(lisbon, "2023-04-20") and not valid_at(porto, "2023-05-01")
-    assert _date_text(lisbon.valid_from, lisbon.from_precision) == "April 2023" and _date_text(porto.valid_from, "year") == "2021"
+    assert date_text(lisbon.valid_from, lisbon.from_precision) == "April 2023" and date_text(porto.valid_from, "year") == "2021"
     # A value stated late is closed at the later value's start, with that value's precision.
     facts, actions = apply(facts, fact("Maya", "lives_in", "Madrid", "2019-06-02"))
     assert actions == ["backfill"] and interval_text(facts[fact_id(NS, "Maya", "lives_in", "Madrid")]) == "[2019-06-02 -> 2021)"

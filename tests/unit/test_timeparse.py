@@ -36,3 +36,13 @@ def test_timestamps_of_both_dataset_formats() -> None:
 def test_find_time_phrases_in_order() -> None:
     text = "I moved two weeks ago, and last year I lived in Porto; yesterday I ran."
     assert find_time_phrases(text) == ["two weeks ago", "last year", "yesterday"]
+
+
+def test_date_text_says_a_date_at_its_precision() -> None:
+    from datetime import date, datetime
+
+    from memory.timeparse import date_text
+
+    assert date_text("2023-05-07") == "7 May 2023" and date_text("2023-04") == "April 2023" and date_text("2023") == "2023"
+    assert date_text(datetime(2023, 4, 1), "month") == "April 2023" and date_text(date(2023, 2, 9)) == "9 February 2023"
+    assert date_text("late April") == "late April"  # not a date it can read: left as given
