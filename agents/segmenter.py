@@ -46,9 +46,8 @@ def changepoint_segments(
     groups: list[list[int]] = [[0]]
     for i in range(1, n):
         current = groups[-1]
-        answers = turns[i - 1].text.rstrip().endswith("?") and turns[i].speaker != turns[i - 1].speaker
         cut = sims[i - 1] < threshold and len(current) >= min_size
-        if answers and len(current) <= max_size:
+        if turns[i].answers(turns[i - 1]) and len(current) <= max_size:
             current.append(i)
         elif cut or len(current) >= max_size:
             groups.append([i])

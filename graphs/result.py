@@ -77,7 +77,8 @@ def turn_scores(
     context_weight: float = CONTEXT_WEIGHT,
 ) -> dict[str, float]:
     """Each evidence turn's score, best over the queries: max(its own similarity, ``context_weight`` x the
-    similarity of the event item holding it), so a reply that only makes sense with its event ranks with it."""
+    similarity of the event item holding it, ``context_weight`` x the similarity of the question it replies to),
+    so a reply that only makes sense with its event or its question ranks with them."""
     queries = normalize(np.atleast_2d(np.asarray(query_vectors, dtype=np.float32)))
     scores: dict[str, float] = {}
     for item in evidence:
@@ -85,8 +86,13 @@ def turn_scores(
         floor = context_weight * float((queries @ normalize(vector)).max()) if vector is not None else float("-inf")
         known = [t for t in item.turn_ids if t in snapshot.turn_vectors]
         own = (normalize(np.vstack([snapshot.turn_vectors[t] for t in known])) @ queries.T).max(axis=1) if known else []
-        for tid, sim in zip(known, own):
-            scores[tid] = max(scores.get(tid, float("-inf")), float(sim), floor)
+        own_of = dict(zip(known, (float(x) for x in own)))
+        by_position = {snapshot.turns[t].position: t for t in known if t in snapshot.turns}
+        for tid, sim in own_of.items():
+            # A reply inherits the relevance of the question it answers, when the item holds both.
+            asked = by_position.get(snapshot.turns[tid].position - 1) if tid in snapshot.turns else None
+            pair = context_weight * own_of[asked] if asked and snapshot.turns[tid].answers(snapshot.turns[asked]) else sim
+            scores[tid] = max(scores.get(tid, float("-inf")), sim, floor, pair)
         for tid in item.turn_ids:
             scores.setdefault(tid, floor)
     return scores

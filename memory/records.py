@@ -73,6 +73,11 @@ class Turn(BaseModel):
     def id(self) -> str:
         return self.dia_id
 
+    def answers(self, previous: Turn | None) -> bool:
+        """Whether this turn is the reply of an adjacency pair: ``previous`` asks a question and another
+        speaker answers it ("What did you get her?" / "A vintage film camera.")."""
+        return previous is not None and previous.speaker != self.speaker and previous.text.rstrip().endswith("?")
+
     def render(self) -> str:
         """The turn as a line a model or a person reads."""
         line = f"[{self.dia_id}] {self.speaker}: {self.text}"

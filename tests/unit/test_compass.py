@@ -363,3 +363,19 @@ def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> Non
     # Without a time phrase the sentence itself is the answer.
     undated = [EvidenceText("D1:1", "[D1:1] Leo: I ran the half marathon in Porto.", "2023-03-04")]
     assert extractive_answer("When did Leo run the half marathon?", undated).answer == "I ran the half marathon in Porto."
+
+
+def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) -> None:
+    from graphs.result import EvidenceItem, turn_scores
+
+    _commit_turn_events(resources, "pair", {
+        "chat": [("Sam", "It rained all week."), ("Priya", "Which gift did Sam give Nadia?"), ("Sam", "A film camera."),
+                 ("Sam", "Which gift did Sam give Nadia?"), ("Sam", "A film camera, again.")],
+    })
+    snapshot = resources.store.snapshot("pair")
+    query = resources.embeddings.embed_query("Which gift did Sam give Nadia?")
+    item = [EvidenceItem(kind="event", id="chat", text="", turn_ids=list(snapshot.events["chat"].turn_ids))]
+    own = turn_scores(snapshot, query, item, context_weight=0.0)
+    paired = turn_scores(snapshot, query, item, context_weight=0.9)
+    assert own["D1:3"] < 0.9 * own["D1:2"] <= paired["D1:3"]  # Priya asks, Sam answers: the reply inherits
+    assert paired["D1:5"] < 0.9 * own["D1:4"]  # the same speaker going on is no reply: no inheritance
