@@ -47,7 +47,8 @@ def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer
     """The evidence sentence whose words best match the question (idf-weighted); earlier evidence wins ties.
 
     The speakers' names do not count as a match (they are in every greeting: "That's wonderful, Maya!"),
-    and a sentence that adds nothing to the question's words is unlikely to answer it.
+    and a sentence that adds nothing to the question's words is unlikely to answer it. A "when" question
+    is answered with the date the sentence's time phrase means on the day its turn was said.
     """
     lines = [_LEAD.sub("", line.strip()) for item in evidence for line in item.text.splitlines()]
     speakers = {stem(w) for line in lines if (m := _SPEAKER.match(line)) for w in tokenize(m.group(0))}
@@ -81,14 +82,15 @@ def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer
     n = len(sentences)
     best: tuple[float, int] | None = None
     chosen = sentences[0]
-    for rank, sentence, item_id, words, anchor in sentences:
+    for entry in sentences:
+        rank, sentence, _, words, _ = entry
         score = sum(math.log(1 + n / df[w]) for w in wanted & words) / (len(words) ** 0.3)
         if sentence.endswith("?"):  # a question in the evidence rarely answers the question asked
             score *= 0.3
         if not words - wanted:  # nothing the question does not already say: no answer in it
             score *= 0.3
         if best is None or (score, -rank) > best:
-            best, chosen = (score, -rank), (rank, sentence, item_id, words, anchor)
+            best, chosen = (score, -rank), entry
     if best is None or best[0] == 0:
         return Answer(answer="Not mentioned", cited_ids=[])
     _, sentence, item_id, _, anchor = chosen
