@@ -66,8 +66,9 @@ class CompassContext:
     # subgoal (similarity only hints at it), so it searches best-first until its evidence fills this budget
     # and no unread event could still place a turn in it.
     context_turns: int = 10
-    # A turn scores max(its own similarity, context_weight x its event's similarity): a reply that only
-    # makes sense with its event ("A vintage film camera.") ranks with the event that gives it meaning.
+    # A turn scores max(its own similarity, context_weight x its event's similarity, context_weight x the
+    # similarity of the question it replies to): a reply that only makes sense with its event or question
+    # ("A vintage film camera.") ranks with them (graphs.result.turn_scores).
     context_weight: float = CONTEXT_WEIGHT
 
 
@@ -142,13 +143,17 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             return np.zeros((0, 1), dtype=np.float32)
         return normalize(np.asarray(res().embeddings.embed_documents(texts), dtype=np.float32))
 
+    def open_subgoals(subgoals: list[str], satisfied: list[bool]) -> list[str]:
+        """The subgoals still to satisfy; all of them once every one is."""
+        return [g for g, done in zip(subgoals, satisfied) if not done] or subgoals
+
     def priorities(
         graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], recipe: str = "dense"
     ) -> dict[str, float]:
         """Priority = max similarity to a still-unsatisfied subgoal (all subgoals once every one is satisfied)."""
         if not ids:
             return {}
-        open_goals = [g for g, done in zip(subgoals, satisfied) if not done] or subgoals
+        open_goals = open_subgoals(subgoals, satisfied)
         if not open_goals:  # a question without content words: no subgoal to rank against
             return {e: 0.0 for e in ids}
         goal_vectors = embed(open_goals)
@@ -169,7 +174,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         if ctx.policy != "heuristic":
             return True
         kept = [e for e in state.get("kept", []) if e in graph]
-        open_goals = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done] or state["subgoals"]
+        open_goals = open_subgoals(state["subgoals"], state["satisfied"])
         if not kept or not open_goals:
             return bool(kept)
         goals = embed(open_goals)
