@@ -111,7 +111,7 @@ def explore_batch(
 
 def similarity_decision(
     event_vectors: np.ndarray,
-    subgoal_vectors: np.ndarray,
+    subgoal_vectors: np.ndarray | Sequence[np.ndarray],
     satisfied: Sequence[bool],
     neighbor_ids: Sequence[str],
     neighbor_vectors: np.ndarray,
@@ -124,10 +124,12 @@ def similarity_decision(
     expand to the neighbours closest to the open subgoals.
 
     ``event_vectors`` are the unit vectors of what the explorer reads (the summary and the cited turns);
-    a subgoal's similarity to the event is its best match among them.
+    a subgoal's similarity to the event is its best match among them. A subgoal is one unit vector or
+    several (its readings, e.g. the subgoal and its focus), matched by the best one.
     """
     readings = np.atleast_2d(event_vectors)
-    sims = (readings @ subgoal_vectors.T).max(axis=0) if len(subgoal_vectors) else np.zeros(0)
+    goals = [np.atleast_2d(v) for v in subgoal_vectors]
+    sims = np.array([float((readings @ g.T).max()) for g in goals])
     open_idx = [i for i, done in enumerate(satisfied) if not done] or list(range(len(satisfied)))
     relevance = float(max((sims[i] for i in open_idx), default=0.0))
     if relevance < keep_threshold:
@@ -137,7 +139,7 @@ def similarity_decision(
     next_events: list[str] = []
     if len(neighbor_ids):
         still_open = [i for i, done in enumerate(state) if not done] or open_idx
-        scores = (neighbor_vectors @ subgoal_vectors[still_open].T).max(axis=1)
+        scores = np.max([(neighbor_vectors @ goals[i].T).max(axis=1) for i in still_open], axis=0)
         for j in np.argsort(-scores, kind="stable")[:3]:
             if scores[j] >= expand_threshold:
                 next_events.append(neighbor_ids[j])

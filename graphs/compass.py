@@ -27,6 +27,7 @@ from graphs.tracing import invoke_strategy
 from memory.embeddings import normalize
 from memory.graph import EventGraph
 from memory.retrieval import BM25Index, reciprocal_rank_fusion
+from memory.text import query_readings
 
 __all__ = [
     "RANKING_RECIPES",
@@ -70,6 +71,9 @@ class CompassContext:
     # similarity of the question it replies to): a reply that only makes sense with its event or question
     # ("A vintage film camera.") ranks with them (graphs.result.turn_scores).
     context_weight: float = CONTEXT_WEIGHT
+    # Match every search text also without its names (memory.text.query_readings): names dominate a sentence
+    # embedding, so "Where exactly did Sam propose to Nadia?" finds every turn about Sam and Nadia first.
+    name_free_readings: bool = True
 
 
 class Decision(TypedDict):
@@ -143,12 +147,19 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             return np.zeros((0, 1), dtype=np.float32)
         return normalize(np.asarray(res().embeddings.embed_documents(texts), dtype=np.float32))
 
+    def query_vectors(graph: EventGraph, texts: list[str], ctx: CompassContext) -> list[np.ndarray]:
+        """Each text's unit query vectors, one row per reading: the text and, when it has one, its focus."""
+        readings = [query_readings(t) if ctx.name_free_readings else [t] for t in texts]
+        flat = embed([r for rs in readings for r in rs])
+        bounds = np.cumsum([0, *(len(rs) for rs in readings)])
+        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
     def open_subgoals(subgoals: list[str], satisfied: list[bool]) -> list[str]:
         """The subgoals still to satisfy; all of them once every one is."""
         return [g for g, done in zip(subgoals, satisfied) if not done] or subgoals
 
     def priorities(
-        graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], recipe: str = "dense"
+        graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], ctx: CompassContext
     ) -> dict[str, float]:
         """Priority = max similarity to a still-unsatisfied subgoal (all subgoals once every one is satisfied)."""
         if not ids:
@@ -156,8 +167,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         open_goals = open_subgoals(subgoals, satisfied)
         if not open_goals:  # a question without content words: no subgoal to rank against
             return {e: 0.0 for e in ids}
-        goal_vectors = embed(open_goals)
-        if recipe == "turns":  # the recipe decides how an event's text is scored against a query
+        goal_vectors = np.vstack(query_vectors(graph, open_goals, ctx))
+        if ctx.recipe == "turns":  # the recipe decides how an event's text is scored against a query
             index = {e: i for i, e in enumerate(graph.ids)}
             rows = [index[e] for e in ids]
             scores = np.max([graph.turn_similarities(g)[rows] for g in goal_vectors], axis=0)
@@ -177,7 +188,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         open_goals = open_subgoals(state["subgoals"], state["satisfied"])
         if not kept or not open_goals:
             return bool(kept)
-        goals = embed(open_goals)
+        goals = np.vstack(query_vectors(graph, open_goals, ctx))
         evidence = [EvidenceItem(kind="event", id=e, text="", turn_ids=graph.events[e].turn_ids) for e in kept]
         scores = list(turn_scores(graph.snapshot, goals, evidence, context_weight=ctx.context_weight).values())
         if len(scores) < ctx.context_turns:
@@ -247,8 +258,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         if not len(graph):
             return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
         query = state.get("query") or state["question"]
-        q_vector = res().embeddings.embed_query(query)
-        sims = graph.turn_similarities(q_vector) if ctx.recipe == "turns" else graph.similarities(q_vector)
+        similarity = graph.turn_similarities if ctx.recipe == "turns" else graph.similarities
+        sims = np.max([similarity(v) for v in query_vectors(graph, [query], ctx)[0]], axis=0)
         dense_rank = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
         if ctx.recipe == "hybrid":
             cache = graph.__dict__.setdefault("_bm25", {})
@@ -287,7 +298,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
                 fallbacks.append(outcome.fallback)
         queue = dict(state.get("queue", {}))
         queue.update({e: 0.0 for e in starts if e not in visited})
-        queue = priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx.recipe)
+        queue = priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx)
         frontier, queue = pop_frontier(queue, ctx.explorers)
         return {
             "localized": list(dict.fromkeys([*state.get("localized", []), *top])),
@@ -346,7 +357,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         readings = normalize(np.vstack([graph.vector(eid), *turn_vectors]))
         d = similarity_decision(
             readings,
-            embed(task["subgoals"]),
+            query_vectors(graph, task["subgoals"], ctx),
             task["satisfied"],
             neighbors,
             np.vstack([graph.vector(n) for n in neighbors]) if neighbors else np.zeros((0, 1)),
@@ -382,7 +393,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
                 if nxt in real and nxt not in visited and nxt not in queue:
                     queue[nxt] = 0.0
         # Priorities follow the satisfaction vector: recomputed for every queued event, never stale.
-        queue = priorities(graph, list(queue), state["subgoals"], satisfied, ctx.recipe)
+        queue = priorities(graph, list(queue), state["subgoals"], satisfied, ctx)
         ranked = dict(queue)
         step += 1
         progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
@@ -514,14 +525,15 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     graph = snapshot.graph()
-    q_vector = normalize(np.asarray(res.embeddings.embed_query(question), dtype=np.float32))
-    event_sims = dict(zip(graph.ids, graph.similarities(q_vector).tolist()))
+    readings = query_readings(question) if ctx.name_free_readings else [question]
+    q_vectors = normalize(np.asarray(res.embeddings.embed_documents(readings), dtype=np.float32))
+    event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
     evidence = []
     for eid in final.get("kept", []):
         event = graph.events[eid]
         # Within an event, the turns most similar to the question come first.
         turn_ids = [t for t in event.turn_ids if t in snapshot.turn_vectors]
-        turn_ids.sort(key=lambda t: -float(normalize(snapshot.turn_vectors[t]) @ q_vector))
+        turn_ids.sort(key=lambda t: -float((q_vectors @ normalize(snapshot.turn_vectors[t])).max()))
         evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time,
                                      score=event_sims.get(eid)))
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
@@ -534,7 +546,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         cost=cost,
         steps=final.get("step", 0),
         fallbacks=final.get("fallbacks", []),
-        turn_ranking=rank_turns(snapshot, q_vector, evidence, context_weight=ctx.context_weight),
+        turn_ranking=rank_turns(snapshot, q_vectors, evidence, context_weight=ctx.context_weight),
         details={
             "subgoals": final.get("subgoals", []),
             "satisfied": final.get("satisfied", []),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["STOP_WORDS", "stem", "tokenize"]
+__all__ = ["STOP_WORDS", "query_readings", "stem", "tokenize", "without_names"]
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 STOP_WORDS = frozenset(
@@ -37,3 +37,23 @@ def stem(word: str) -> str:
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
             return word[: -len(suffix)].rstrip("e")
     return word.rstrip("e") if len(word) > 3 else word
+
+
+def without_names(text: str) -> str:
+    """``text`` without its capitalised words after the first (the names in it), or "" when it has none or
+    keeps no content word.
+
+    Names dominate a sentence embedding: "Where exactly did Sam propose to Nadia?" is closest to every turn
+    about Sam and Nadia, and "Where exactly did propose to" to "I proposed in Door County".
+    """
+    words = text.split()
+    kept = [w for i, w in enumerate(words) if i == 0 or not w[:1].isupper() or w == "I"]
+    if len(kept) == len(words) or not tokenize(" ".join(kept)):
+        return ""
+    return " ".join(kept)
+
+
+def query_readings(text: str) -> list[str]:
+    """The texts a search matches, the best match counting: ``text`` and, when it names someone or
+    something, ``text`` without the names (``without_names``), which matches the predicate."""
+    return [text, *filter(None, [without_names(text)])]

@@ -379,3 +379,27 @@ def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) ->
     paired = turn_scores(snapshot, query, item, context_weight=0.9)
     assert own["D1:3"] < 0.9 * own["D1:2"] <= paired["D1:3"]  # Priya asks, Sam answers: the reply inherits
     assert paired["D1:5"] < 0.9 * own["D1:4"]  # the same speaker going on is no reply: no inheritance
+
+
+def test_without_names_keeps_the_predicate_of_a_question() -> None:
+    from memory.text import query_readings, without_names
+
+    assert without_names("Where exactly did Sam propose to Nadia?") == "Where exactly did propose to"
+    assert without_names("What did I cook last week?") == ""  # nothing named: no second reading
+    assert without_names("Which Osteria Verde?") == ""  # nothing but names would be left
+    assert query_readings("Where did Sam propose?") == ["Where did Sam propose?", "Where did propose?"]
+    assert query_readings("what did i cook") == ["what did i cook"]
+
+
+def test_a_search_also_matches_the_question_without_its_names(resources) -> None:
+    lines = ["Sam told Nadia about work.", "Nadia called Sam on Sunday.", "Sam and Nadia ate with Nadia's parents.",
+             "Sam met Nadia downtown.", "Nadia and Sam watched a film."]
+    events = {f"E{i}": [("Priya", text)] for i, text in enumerate(lines)}
+    events["beach"] = [("Priya", "He decided to propose at sunset on the beach.")]
+    _commit_turn_events(resources, "names", events)
+    question = "Where did Sam propose to Nadia?"
+    named = answer(question, "names", resources=resources, policy="heuristic", context_turns=2, name_free_readings=False)
+    both = answer(question, "names", resources=resources, policy="heuristic", context_turns=2)
+    proposal = "D1:6"
+    assert proposal in both.cited_turns(1) and both.cost.llm_calls == 0
+    assert proposal not in named.cited_turns(2)  # the names alone rank every turn about Sam and Nadia first
