@@ -117,3 +117,15 @@ def test_jsonl_messages_grouped_into_sessions(tmp_path) -> None:
     path.write_text('{"speaker": "Ann"}\n', encoding="utf-8")
     with pytest.raises(DataFormatError, match="line 1.*'text'"):
         load_conversations(path)
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "data").glob("*.json")), ids=lambda p: p.name)
+def test_every_shipped_dataset_loads_and_its_evidence_names_real_turns(path) -> None:
+    from evals.metrics import normalize_evidence_ids
+
+    (conversation,) = load_conversations(path)
+    dia_ids = {turn.dia_id for session in conversation.sessions for turn in session.turns}
+    assert conversation.qa and {q.category for q in conversation.qa} <= {1, 2, 3, 4, 5}
+    for item in conversation.qa:
+        assert set(normalize_evidence_ids(item.evidence)) <= dia_ids, item.question
+        assert item.category == 5 or normalize_evidence_ids(item.evidence), item.question
