@@ -1,7 +1,7 @@
 """Evidence recall at 5, 10 and 20 turns: the graph strategies' no-LLM policies against plain dense and BM25 top-k.
 
 One run, one memory per file (heuristic ingest, real MiniLM embedder by default), every strategy on every
-question with gold evidence. Usage: ``python -m evals.bench.bench_recall [FILE ...]`` (default: the sample).
+question with gold evidence. Usage: ``python -m evals.bench.bench_recall [FILE ...]`` (default: every conversation in ``data/``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from evals.bench.common import fresh_resources, machine_line, print_table
 
 __all__ = ["GRAPH_STRATEGIES", "TARGET_MARGIN", "main", "recall_table"]
 
-SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
+DATASETS = sorted((Path(__file__).resolve().parents[2] / "data").glob("*.json"), key=lambda p: p.stat().st_size)
 GRAPH_STRATEGIES = ["compass", "goalmem:bm25", "goalmem:dense", "goalmem:events", "real", "reconstruct"]
 # Issue 9, point 5: at a 10-turn budget the graph must beat the better plain baseline by this much.
 TARGET_MARGIN = 0.10
@@ -88,7 +88,8 @@ def recall_table(path: Path, resources: Any, strategies: list[str], budgets: lis
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("files", nargs="*", default=[str(SAMPLE)], help="LoCoMo / LongMemEval files (default: the sample)")
+    parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS],
+                        help="LoCoMo / LongMemEval files (default: every conversation in data/, smallest first)")
     parser.add_argument("--budgets", default="5,10,20")
     parser.add_argument("--embeddings", default="minilm", choices=["minilm", "hashing"])
     parser.add_argument("--strategies", default=",".join(GRAPH_STRATEGIES), help="graph strategies to compare")
