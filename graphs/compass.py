@@ -26,7 +26,9 @@ from graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from graphs.tracing import invoke_strategy
 from memory.embeddings import normalize
 from memory.graph import EventGraph
+from memory.ranking import default_ranker
 from memory.retrieval import BM25Index, reciprocal_rank_fusion
+from memory.store import NamespaceSnapshot
 from memory.text import query_readings
 
 __all__ = [
@@ -74,6 +76,11 @@ class CompassContext:
     # Match every search text also without its names (memory.text.query_readings): names dominate a sentence
     # embedding, so "Where exactly did Sam propose to Nadia?" finds every turn about Sam and Nadia first.
     name_free_readings: bool = True
+    # How the no-LLM policy ranks its evidence turns. "learned": every turn of the namespace is scored by the
+    # learned ranker over graph features (memory.ranking: its event's, topic's, neighbours' and question's
+    # similarity, lexical match, speaker); the best context_turns join the evidence with their events, and the
+    # evidence is ranked by it. "similarity": the turn_scores formula above, over the explored events only.
+    ranker: Literal["learned", "similarity"] = "learned"
 
 
 class Decision(TypedDict):
@@ -438,6 +445,13 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         graph = event_graph(state["namespace"])
         evidence_ids = [e for e in state.get("kept", []) if e in graph]
         fallbacks: list[FallbackRecord] = []
+        ranked: list[str] = []
+        if ctx.policy == "heuristic" and ctx.ranker == "learned":
+            # The ranker's best turns join the evidence with their events, after what the search kept.
+            scores = learned_scores(graph.snapshot, state["question"], ctx, res())
+            ranked = sorted(scores, key=lambda t: -scores[t])[: ctx.context_turns]
+            owner = {t: e for e in graph.ids for t in graph.events[e].turn_ids}
+            evidence_ids = list(dict.fromkeys([*evidence_ids, *(owner[t] for t in ranked if t in owner)]))
         if not evidence_ids:
             evidence_ids = [e for e in state.get("localized", []) if e in graph][: ctx.top_k]
             if evidence_ids:
@@ -455,6 +469,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             "kept": evidence_ids,
             "cost": outcome.cost,
             "fallbacks": fallbacks,
+            "log": [{"node": "respond", "ranker_turns": ranked}] if ranked else [],
         }
 
     # -- routing --------------------------------------------------------------------------------
@@ -521,19 +536,33 @@ def answer(
     )
 
 
+def _readings(question: str, ctx: CompassContext, res: Resources) -> np.ndarray:
+    """Unit vectors of the question's readings (the question first)."""
+    readings = query_readings(question) if ctx.name_free_readings else [question]
+    return normalize(np.asarray(res.embeddings.embed_documents(readings), dtype=np.float32))
+
+
+def learned_scores(snapshot: NamespaceSnapshot, question: str, ctx: CompassContext, res: Resources) -> dict[str, float]:
+    """Every turn's score by the shipped learned ranker (``memory.ranking``)."""
+    return default_ranker().scores(snapshot, question, _readings(question, ctx, res))
+
+
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     graph = snapshot.graph()
-    readings = query_readings(question) if ctx.name_free_readings else [question]
-    q_vectors = normalize(np.asarray(res.embeddings.embed_documents(readings), dtype=np.float32))
+    q_vectors = _readings(question, ctx, res)
     event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
+    learned = learned_scores(snapshot, question, ctx, res) if ctx.policy == "heuristic" and ctx.ranker == "learned" else None
     evidence = []
     for eid in final.get("kept", []):
         event = graph.events[eid]
-        # Within an event, the turns most similar to the question come first.
+        # Within an event, the turns most likely evidence (most similar to the question) come first.
         turn_ids = [t for t in event.turn_ids if t in snapshot.turn_vectors]
-        turn_ids.sort(key=lambda t: -float((q_vectors @ normalize(snapshot.turn_vectors[t])).max()))
+        if learned is not None:
+            turn_ids.sort(key=lambda t: -learned.get(t, float("-inf")))
+        else:
+            turn_ids.sort(key=lambda t: -float((q_vectors @ normalize(snapshot.turn_vectors[t])).max()))
         evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time,
                                      score=event_sims.get(eid)))
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
@@ -546,7 +575,10 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         cost=cost,
         steps=final.get("step", 0),
         fallbacks=final.get("fallbacks", []),
-        turn_ranking=rank_turns(snapshot, q_vectors, evidence, context_weight=ctx.context_weight),
+        turn_ranking=(
+            sorted({t for item in evidence for t in item.turn_ids}, key=lambda t: -learned.get(t, float("-inf")))
+            if learned is not None else rank_turns(snapshot, q_vectors, evidence, context_weight=ctx.context_weight)
+        ),
         details={
             "subgoals": final.get("subgoals", []),
             "satisfied": final.get("satisfied", []),

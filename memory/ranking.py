@@ -1,0 +1,147 @@
+"""A learned turn ranker over the event graph, for the no-LLM policies.
+
+Every turn of a namespace gets a score for a question from features the graph gives it (the similarity of
+its event, of its event's topic, of the turns before and after it in its event, of the question it replies
+to) next to its own similarity, its lexical match and who said it. The weights are a logistic regression
+fitted on the project's conversations by ``evals/train/turn_ranker.py`` (leave-one-conversation-out
+figures in its output and in the README) and stored in ``memory/turn_ranker_weights.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from memory.embeddings import normalize
+from memory.retrieval import BM25Index
+from memory.store import NamespaceSnapshot
+from memory.timeparse import find_time_phrases
+
+__all__ = ["FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features"]
+
+FEATURES = (
+    "own",  # best cosine similarity of the turn to a reading of the question (the question, the question without names)
+    "z_own",  # the same, standardised over the namespace's turns for this question
+    "own_question",  # cosine similarity to the question as written
+    "event",  # best similarity of the turn's event summary to a reading
+    "z_event",  # the same, standardised
+    "topic",  # best similarity of the event's topic centroid to a reading
+    "previous",  # own similarity of the turn before it in its event (0 at the event's start)
+    "next",  # own similarity of the turn after it in its event
+    "reply",  # own similarity of the question this turn answers (another speaker's question right before it)
+    "bm25",  # BM25 over turns, divided by the best turn's BM25 for this question
+    "speaker_named",  # the question names the turn's speaker
+    "dated_for_when",  # a "when" question and the turn holds a time phrase
+    "length",  # log(1 + words)
+)
+_WHEN = re.compile(r"\s*(when|what date|what day|how long ago)\b", re.IGNORECASE)
+
+
+@dataclass
+class TurnFeatures:
+    """The feature matrix of every turn of a namespace (rows in ``turn_ids`` order) for one question."""
+
+    turn_ids: list[str]
+    matrix: np.ndarray
+
+
+def _standardise(x: np.ndarray) -> np.ndarray:
+    spread = float(x.std())
+    return (x - x.mean()) / (spread if spread > 1e-9 else 1.0)
+
+
+def _layout(snapshot: NamespaceSnapshot) -> dict:
+    """Question-independent arrays of a snapshot, built once and kept on it."""
+    cache = snapshot.__dict__.setdefault("_indexes", {})
+    if "ranking:layout" in cache:
+        return cache["ranking:layout"]
+    graph = snapshot.graph()
+    ids = sorted((t for t in snapshot.turns if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
+    owner = {t: e for e in graph.ids for t in graph.events[e].turn_ids}
+    turns = [snapshot.turns[t] for t in ids]
+    same_event = [i > 0 and owner.get(ids[i - 1]) is not None and owner.get(ids[i - 1]) == owner.get(ids[i])
+                  for i in range(len(ids))]
+    topic_vectors = {tid: normalize(np.asarray(t.centroid, dtype=np.float32)) for tid, t in snapshot.topics.items()
+                     if t.centroid}
+    event_ids = sorted({e for e in owner.values()})
+    event_row = {e: i for i, e in enumerate(event_ids)}
+    dim = len(next(iter(snapshot.turn_vectors.values()))) if snapshot.turn_vectors else 1
+    layout = {
+        "ids": ids,
+        "turn_matrix": normalize(np.vstack([snapshot.turn_vectors[t] for t in ids])) if ids else np.zeros((0, dim)),
+        "event_matrix": normalize(np.vstack([snapshot.event_vectors[e] for e in event_ids])) if event_ids else np.zeros((0, dim)),
+        "event_of": np.array([event_row.get(owner.get(t, ""), -1) for t in ids], dtype=np.int64),
+        "topic_ids": list(topic_vectors),
+        "topic_matrix": np.vstack(list(topic_vectors.values())) if topic_vectors else np.zeros((0, dim)),
+        "topic_of": np.array([list(topic_vectors).index(graph.topic_of[owner[t]])
+                              if t in owner and graph.topic_of.get(owner[t]) in topic_vectors else -1 for t in ids],
+                             dtype=np.int64),
+        "previous": np.array(same_event, dtype=bool),
+        "next": np.array([*same_event[1:], False], dtype=bool),
+        "reply": np.array([same_event[i] and turns[i].answers(turns[i - 1]) for i in range(len(ids))], dtype=bool),
+        "speakers": [t.speaker for t in turns],
+        "dated": np.array([1.0 if find_time_phrases(t.text) else 0.0 for t in turns]),
+        "length": np.array([np.log1p(len(t.text.split())) for t in turns]),
+        "bm25": BM25Index([t.render() for t in turns]),
+    }
+    cache["ranking:layout"] = layout
+    return layout
+
+
+def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray) -> TurnFeatures:
+    """Features of every turn for ``question``; ``readings`` are the unit vectors of the question's readings
+    (``memory.text.query_readings``), the question as written first."""
+    layout = _layout(snapshot)
+    ids = layout["ids"]
+    if not ids:
+        return TurnFeatures([], np.zeros((0, len(FEATURES))))
+    queries = normalize(np.atleast_2d(np.asarray(readings, dtype=np.float32)))
+    own_all = layout["turn_matrix"] @ queries.T
+    own, own_question = own_all.max(axis=1), own_all[:, 0]
+    event_sims = (layout["event_matrix"] @ queries.T).max(axis=1) if len(layout["event_matrix"]) else np.zeros(0)
+    event = np.where(layout["event_of"] >= 0, event_sims[np.maximum(layout["event_of"], 0)] if len(event_sims) else 0.0, 0.0)
+    topic_sims = (layout["topic_matrix"] @ queries.T).max(axis=1) if len(layout["topic_matrix"]) else np.zeros(0)
+    topic = np.where(layout["topic_of"] >= 0, topic_sims[np.maximum(layout["topic_of"], 0)] if len(topic_sims) else 0.0, 0.0)
+    before = np.concatenate([[0.0], own[:-1]])
+    after = np.concatenate([own[1:], [0.0]])
+    lexical = layout["bm25"].scores(question).astype(np.float64)
+    lexical = lexical / (lexical.max() or 1.0)
+    named = {s for s in set(layout["speakers"]) if s and s in question}
+    speaker = np.array([1.0 if s in named else 0.0 for s in layout["speakers"]])
+    when = 1.0 if _WHEN.match(question) else 0.0
+    matrix = np.column_stack([
+        own, _standardise(own), own_question, event, _standardise(event), topic,
+        np.where(layout["previous"], before, 0.0), np.where(layout["next"], after, 0.0),
+        np.where(layout["reply"], before, 0.0), lexical, speaker, layout["dated"] * when, layout["length"],
+    ]).astype(np.float64)
+    return TurnFeatures(list(ids), matrix)
+
+
+@dataclass(frozen=True)
+class TurnRanker:
+    """A linear scorer over ``FEATURES`` (a logistic regression's coefficients and intercept)."""
+
+    coefficients: tuple[float, ...]
+    intercept: float = 0.0
+
+    def __post_init__(self) -> None:
+        if len(self.coefficients) != len(FEATURES):
+            raise ValueError(f"a turn ranker needs {len(FEATURES)} coefficients ({', '.join(FEATURES)}), got {len(self.coefficients)}")
+
+    def scores(self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray) -> dict[str, float]:
+        """Every turn's score for ``question`` (higher is more likely evidence)."""
+        features = turn_features(snapshot, question, readings)
+        values = features.matrix @ np.asarray(self.coefficients) + self.intercept
+        return dict(zip(features.turn_ids, values.tolist()))
+
+
+@cache
+def default_ranker() -> TurnRanker:
+    """The shipped ranker (``memory/turn_ranker_weights.py``, written by ``evals/train/turn_ranker.py``)."""
+    from memory.turn_ranker_weights import COEFFICIENTS, INTERCEPT
+
+    return TurnRanker(tuple(COEFFICIENTS[name] for name in FEATURES), INTERCEPT)
