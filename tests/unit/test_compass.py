@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from agents.testing import ScriptedChatModel
 from graphs.compass import CompassContext, answer, build_compass_graph
@@ -294,8 +295,9 @@ GIFT_EVENTS = {
 def test_a_reply_ranks_with_the_event_that_gives_it_meaning(resources) -> None:
     _commit_turn_events(resources, "gift", GIFT_EVENTS)
     question = "What gift did Sam give Nadia for their anniversary?"
-    with_context = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3)
-    alone = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3, context_weight=0.0)
+    with_context = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3, ranker="similarity")
+    alone = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3, context_weight=0.0,
+                   ranker="similarity")
     camera = "D1:3"  # shares no word with the question: only its event makes it relevant
     assert camera in with_context.cited_turns(3)
     assert camera not in alone.cited_turns(3) and camera in alone.cited_turns()
@@ -403,3 +405,55 @@ def test_a_search_also_matches_the_question_without_its_names(resources) -> None
     proposal = "D1:6"
     assert proposal in both.cited_turns(1) and both.cost.llm_calls == 0
     assert proposal not in named.cited_turns(2)  # the names alone rank every turn about Sam and Nadia first
+
+
+def test_learned_ranker_reads_the_graph_around_each_turn(resources) -> None:
+    from memory.embeddings import normalize
+    from memory.ranking import FEATURES, TurnRanker, turn_features
+
+    _commit_turn_events(resources, "feat", GIFT_EVENTS)
+    snapshot = resources.store.snapshot("feat")
+    question = "What did Sam get Nadia as an anniversary gift?"
+    readings = normalize(np.asarray(resources.embeddings.embed_documents([question]), dtype=np.float32))
+    features = turn_features(snapshot, question, readings)
+    row = {t: dict(zip(FEATURES, features.matrix[i])) for i, t in enumerate(features.turn_ids)}
+    assert features.matrix.shape == (len(snapshot.turns), len(FEATURES))
+    # "A vintage film camera." (D1:3) answers Priya's question (D1:2): it carries that question's similarity;
+    # Priya's question follows a statement, so it is no reply.
+    assert row["D1:3"]["reply"] == row["D1:3"]["previous"] == row["D1:2"]["own"] > 0 and row["D1:2"]["reply"] == 0
+    assert row["D1:2"]["previous"] == row["D1:1"]["own"] > 0 and row["D1:1"]["next"] == row["D1:2"]["own"]
+    assert row["D1:1"]["previous"] == 0 and row["D1:4"]["previous"] == 0  # an event's first turn has no context
+    assert row["D1:1"]["speaker_named"] == 1 and row["D1:2"]["speaker_named"] == 0  # Sam is named, Priya is not
+    assert row["D1:1"]["event"] == row["D1:3"]["event"] and row["D1:3"]["bm25"] < row["D1:1"]["bm25"] == 1.0
+    with pytest.raises(ValueError, match="13 coefficients"):
+        TurnRanker((1.0, 2.0))
+
+
+def test_learned_ranker_puts_its_best_turns_into_the_evidence(resources) -> None:
+    _commit_turn_events(resources, "learned", GIFT_EVENTS)
+    question = "What gift did Sam give Nadia for their anniversary?"
+    result = answer(question, "learned", resources=resources, policy="heuristic", context_turns=3)
+    similarity = answer(question, "learned", resources=resources, policy="heuristic", context_turns=3,
+                        context_weight=0.0, ranker="similarity")
+    assert result.cost.llm_calls == 0 and "D1:3" in result.cited_turns(3)  # the reply, by its graph features
+    assert "D1:3" not in similarity.cited_turns(3)
+    cited = {t for item in result.evidence for t in item.turn_ids}
+    assert set(result.cited_turns(3)) <= cited and result.turn_ranking[:3] == result.cited_turns(3)
+
+
+def test_turn_ranker_training_writes_weights_and_a_leave_one_out_table(tmp_path, sample_path, capsys) -> None:
+    import runpy
+    import shutil
+
+    from evals.train.turn_ranker import main
+    from memory.ranking import FEATURES
+
+    files = [tmp_path / "a.json", tmp_path / "b.json"]
+    for f in files:
+        shutil.copy(sample_path, f)
+    out = tmp_path / "weights.py"
+    assert main([*map(str, files), "--embeddings", "hashing", "--out", str(out), "--data-dir", str(tmp_path / "m")]) == 0
+    weights = runpy.run_path(str(out))
+    assert set(weights["COEFFICIENTS"]) == set(FEATURES) and isinstance(weights["INTERCEPT"], float)
+    printed = capsys.readouterr().out
+    assert "| a.json | 15 |" in printed and "fitted on the other files" in printed
