@@ -67,7 +67,8 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
                   for i in range(len(ids))]
     topic_vectors = {tid: normalize(np.asarray(t.centroid, dtype=np.float32)) for tid, t in snapshot.topics.items()
                      if t.centroid}
-    event_ids = sorted({e for e in owner.values()})
+    topic_row = {tid: i for i, tid in enumerate(topic_vectors)}
+    event_ids = sorted(set(owner.values()))
     event_row = {e: i for i, e in enumerate(event_ids)}
     dim = len(next(iter(snapshot.turn_vectors.values()))) if snapshot.turn_vectors else 1
     layout = {
@@ -77,9 +78,7 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
         "event_of": np.array([event_row.get(owner.get(t, ""), -1) for t in ids], dtype=np.int64),
         "topic_ids": list(topic_vectors),
         "topic_matrix": np.vstack(list(topic_vectors.values())) if topic_vectors else np.zeros((0, dim)),
-        "topic_of": np.array([list(topic_vectors).index(graph.topic_of[owner[t]])
-                              if t in owner and graph.topic_of.get(owner[t]) in topic_vectors else -1 for t in ids],
-                             dtype=np.int64),
+        "topic_of": np.array([topic_row.get(graph.topic_of.get(owner.get(t, ""), ""), -1) for t in ids], dtype=np.int64),
         "previous": np.array(same_event, dtype=bool),
         "next": np.array([*same_event[1:], False], dtype=bool),
         "reply": np.array([same_event[i] and turns[i].answers(turns[i - 1]) for i in range(len(ids))], dtype=bool),

@@ -44,20 +44,22 @@ class BM25Index:
             df.update(d.keys())
         n = len(self.docs)
         self.idf = {t: math.log(1 + (n - f + 0.5) / (f + 0.5)) for t, f in df.items()}
+        self.norms = self.k1 * (1 - self.b + self.b * self.lengths / (self.avg or 1.0))
+        # Postings: for each term, the documents holding it and how often, so a query touches only those.
+        postings: dict[str, tuple[list[int], list[int]]] = {}
+        for i, doc in enumerate(self.docs):
+            for t, f in doc.items():
+                rows, freqs = postings.setdefault(t, ([], []))
+                rows.append(i)
+                freqs.append(f)
+        self.postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(f, dtype=np.float32)) for t, (r, f) in postings.items()}
 
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.docs), dtype=np.float32)
-        if not self.docs:
-            return out
-        terms = tokenize(query)
-        for i, doc in enumerate(self.docs):
-            norm = self.k1 * (1 - self.b + self.b * self.lengths[i] / (self.avg or 1.0))
-            s = 0.0
-            for t in terms:
-                f = doc.get(t)
-                if f:
-                    s += self.idf[t] * f * (self.k1 + 1) / (f + norm)
-            out[i] = s
+        for t in tokenize(query):  # a repeated query term counts again, as in the per-document sum
+            if t in self.postings:
+                rows, f = self.postings[t]
+                out[rows] += self.idf[t] * f * (self.k1 + 1) / (f + self.norms[rows])
         return out
 
 
