@@ -47,6 +47,7 @@ __all__ = [
     "category_mapping",
     "eval_namespace",
     "make_judge_model",
+    "VARIANTS",
     "parse_strategy",
     "resolve_strategies",
     "run_eval",
@@ -70,12 +71,24 @@ class StrategySpec:
     options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
 
+# What the part after ":" picks, per strategy: the option it sets and the values it takes.
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "goalmem": ("backbone", ("bm25", "dense", "events")),
+    "compass": ("ranker", ("learned", "similarity")),  # the no-LLM policy's evidence ranking
+}
+
+
 def parse_strategy(spec: str) -> StrategySpec:
-    """``name`` or ``name:backbone``; the part after ``:`` is passed as the ``backbone`` option."""
+    """``name`` or ``name:variant``: ``goalmem:bm25`` (Goal-Mem's backbone), ``compass:similarity`` (the no-LLM
+    compass ranking evidence by similarity instead of the learned ranker)."""
     spec = spec.strip()
-    name, _, backbone = spec.partition(":")
-    options = {"backbone": backbone} if backbone else {}
-    return StrategySpec(label=spec, name=name, options=options)
+    name, _, variant = spec.partition(":")
+    if not variant:
+        return StrategySpec(label=spec, name=name)
+    option, allowed = VARIANTS.get(name, ("backbone", ()))
+    if allowed and variant not in allowed:
+        raise ValueError(f"unknown variant {variant!r} of {name}; choose from {', '.join(f'{name}:{v}' for v in allowed)}")
+    return StrategySpec(label=spec, name=name, options={option: variant})
 
 
 def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, Callable[..., Any]]], dict[str, str]]:

@@ -335,7 +335,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
     p.add_argument("file")
     p.add_argument("--strategy", "-s", action="append", required=True,
-                   help="strategy to run (repeatable): compass, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
+                   help="strategy to run (repeatable): compass, compass:similarity, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
     p.add_argument("--limit", type=int, help="at most N questions (in file order)")
     p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
                    "default: all but LoCoMo 5 (adversarial)")

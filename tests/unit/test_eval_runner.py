@@ -212,3 +212,13 @@ def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytes
     assert len(rows) == 8 and {r["category"] for r in rows} <= {1, 4}
     assert (out / "report.md").exists() and (out / "quality_by_category.png").exists()
     assert main(["--data-dir", str(tmp_path / "memory"), "eval", str(sample_path), "-s", "nope"]) == 2
+
+
+def test_a_variant_after_the_colon_sets_the_strategy_option_it_names() -> None:
+    from evals.runner import parse_strategy
+
+    assert parse_strategy("goalmem:bm25").options == {"backbone": "bm25"}
+    assert parse_strategy("compass:similarity").options == {"ranker": "similarity"}
+    assert parse_strategy(" compass ").options == {} and parse_strategy("compass").label == "compass"
+    with pytest.raises(ValueError, match="choose from compass:learned, compass:similarity"):
+        parse_strategy("compass:nearest")
