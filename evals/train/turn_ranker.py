@@ -99,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS], help="LoCoMo / LongMemEval files")
     parser.add_argument("--out", default=str(WEIGHTS), help="weights module to write ('-' to write nothing)")
-    parser.add_argument("--embeddings", default="minilm", choices=["minilm", "hashing"])
+    parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
+                        help="the embedder the ranker will run with (its model and endpoint from the LOGICMAP_* settings)")
     parser.add_argument("--data-dir", help="memory directory to keep and reuse (default: temporary)")
     args = parser.parse_args(argv)
     files = [Path(f) for f in args.files]
