@@ -109,6 +109,7 @@ class CompassState(TypedDict, total=False):
     decisions: Annotated[list[Decision], operator.add]
     answer: str
     cited_ids: list[str]
+    evidence_ranking: list[str]
     cost: Annotated[Cost, add_cost]
     fallbacks: Annotated[list[FallbackRecord], operator.add]
     log: Annotated[list[dict[str, Any]], operator.add]
@@ -445,13 +446,17 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         graph = event_graph(state["namespace"])
         evidence_ids = [e for e in state.get("kept", []) if e in graph]
         fallbacks: list[FallbackRecord] = []
-        ranked: list[str] = []
+        ranking: list[str] = []
         if ctx.policy == "heuristic" and ctx.ranker == "learned":
-            # The ranker's best turns join the evidence with their events, after what the search kept.
+            # The ranker's best turns join the evidence with their events, after what the search kept;
+            # the evidence's turns are then ranked by it (AnswerResult.turn_ranking).
             scores = learned_scores(graph.snapshot, state["question"], ctx, res())
-            ranked = sorted(scores, key=lambda t: -scores[t])[: ctx.context_turns]
+            ranking = sorted(scores, key=lambda t: -scores[t])
             owner = {t: e for e in graph.ids for t in graph.events[e].turn_ids}
-            evidence_ids = list(dict.fromkeys([*evidence_ids, *(owner[t] for t in ranked if t in owner)]))
+            best = [owner[t] for t in ranking[: ctx.context_turns] if t in owner]
+            evidence_ids = list(dict.fromkeys([*evidence_ids, *best]))
+            held = {t for e in evidence_ids for t in graph.events[e].turn_ids}
+            ranking = [t for t in ranking if t in held]
         if not evidence_ids:
             evidence_ids = [e for e in state.get("localized", []) if e in graph][: ctx.top_k]
             if evidence_ids:
@@ -469,7 +474,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             "kept": evidence_ids,
             "cost": outcome.cost,
             "fallbacks": fallbacks,
-            "log": [{"node": "respond", "ranker_turns": ranked}] if ranked else [],
+            "evidence_ranking": ranking,
+            "log": [{"node": "respond", "ranked_turns": ranking[: ctx.context_turns]}] if ranking else [],
         }
 
     # -- routing --------------------------------------------------------------------------------
@@ -553,14 +559,15 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     graph = snapshot.graph()
     q_vectors = _readings(question, ctx, res)
     event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
-    learned = learned_scores(snapshot, question, ctx, res) if ctx.policy == "heuristic" and ctx.ranker == "learned" else None
+    ranking = final.get("evidence_ranking") or []  # the learned ranker's order, when the respond node ranked
+    position = {t: i for i, t in enumerate(ranking)}
     evidence = []
     for eid in final.get("kept", []):
         event = graph.events[eid]
         # Within an event, the turns most likely evidence (most similar to the question) come first.
         turn_ids = [t for t in event.turn_ids if t in snapshot.turn_vectors]
-        if learned is not None:
-            turn_ids.sort(key=lambda t: -learned.get(t, float("-inf")))
+        if ranking:
+            turn_ids.sort(key=lambda t: position.get(t, len(position)))
         else:
             turn_ids.sort(key=lambda t: -float((q_vectors @ normalize(snapshot.turn_vectors[t])).max()))
         evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time,
@@ -575,10 +582,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         cost=cost,
         steps=final.get("step", 0),
         fallbacks=final.get("fallbacks", []),
-        turn_ranking=(
-            sorted({t for item in evidence for t in item.turn_ids}, key=lambda t: -learned.get(t, float("-inf")))
-            if learned is not None else rank_turns(snapshot, q_vectors, evidence, context_weight=ctx.context_weight)
-        ),
+        turn_ranking=ranking or rank_turns(snapshot, q_vectors, evidence, context_weight=ctx.context_weight),
         details={
             "subgoals": final.get("subgoals", []),
             "satisfied": final.get("satisfied", []),

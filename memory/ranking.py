@@ -17,7 +17,7 @@ from functools import cache
 import numpy as np
 
 from memory.embeddings import normalize
-from memory.retrieval import BM25Index
+from memory.retrieval import turn_index
 from memory.store import NamespaceSnapshot
 from memory.timeparse import find_time_phrases
 
@@ -68,6 +68,7 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
     topic_vectors = {tid: normalize(np.asarray(t.centroid, dtype=np.float32)) for tid, t in snapshot.topics.items()
                      if t.centroid}
     topic_row = {tid: i for i, tid in enumerate(topic_vectors)}
+    bm25_row = {t: i for i, t in enumerate(snapshot.turns)}
     event_ids = sorted(set(owner.values()))
     event_row = {e: i for i, e in enumerate(event_ids)}
     dim = len(next(iter(snapshot.turn_vectors.values()))) if snapshot.turn_vectors else 1
@@ -76,7 +77,6 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
         "turn_matrix": normalize(np.vstack([snapshot.turn_vectors[t] for t in ids])) if ids else np.zeros((0, dim)),
         "event_matrix": normalize(np.vstack([snapshot.event_vectors[e] for e in event_ids])) if event_ids else np.zeros((0, dim)),
         "event_of": np.array([event_row.get(owner.get(t, ""), -1) for t in ids], dtype=np.int64),
-        "topic_ids": list(topic_vectors),
         "topic_matrix": np.vstack(list(topic_vectors.values())) if topic_vectors else np.zeros((0, dim)),
         "topic_of": np.array([topic_row.get(graph.topic_of.get(owner.get(t, ""), ""), -1) for t in ids], dtype=np.int64),
         "previous": np.array(same_event, dtype=bool),
@@ -85,7 +85,8 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
         "speakers": [t.speaker for t in turns],
         "dated": np.array([1.0 if find_time_phrases(t.text) else 0.0 for t in turns]),
         "length": np.array([np.log1p(len(t.text.split())) for t in turns]),
-        "bm25": BM25Index([t.render() for t in turns]),
+        # Rows of the shared BM25 turn index (``snapshot.turns`` order) in this layout's order.
+        "bm25_rows": np.array([bm25_row[t] for t in ids], dtype=np.int64),
     }
     cache["ranking:layout"] = layout
     return layout
@@ -107,7 +108,7 @@ def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence
     topic = np.where(layout["topic_of"] >= 0, topic_sims[np.maximum(layout["topic_of"], 0)] if len(topic_sims) else 0.0, 0.0)
     before = np.concatenate([[0.0], own[:-1]])
     after = np.concatenate([own[1:], [0.0]])
-    lexical = layout["bm25"].scores(question).astype(np.float64)
+    lexical = turn_index(snapshot).scores(question)[layout["bm25_rows"]].astype(np.float64)
     lexical = lexical / (lexical.max() or 1.0)
     named = {s for s in set(layout["speakers"]) if s and s in question}
     speaker = np.array([1.0 if s in named else 0.0 for s in layout["speakers"]])

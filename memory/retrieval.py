@@ -29,6 +29,7 @@ __all__ = [
     "dense_turns",
     "reciprocal_rank_fusion",
     "tokenize",
+    "turn_index",
 ]
 
 class BM25Index:
@@ -126,12 +127,10 @@ class MemoryRetriever:
             return []
         make = _turn_hit if self.unit == "turns" else _event_hit
         if self.method == "bm25":
-            def build() -> BM25Index:
-                if self.unit == "turns":
-                    return BM25Index([snapshot.turns[i].render() for i in ids])
-                return BM25Index([snapshot.events[i].summary for i in ids])
-
-            index = _cache(snapshot, f"bm25:{self.unit}", build)
+            if self.unit == "turns":
+                index = turn_index(snapshot)
+            else:
+                index = _cache(snapshot, "bm25:events", lambda: BM25Index([snapshot.events[i].summary for i in ids]))
             scores = index.scores(query)
         else:
             vectors = snapshot.turn_vectors if self.unit == "turns" else snapshot.event_vectors
@@ -140,6 +139,12 @@ class MemoryRetriever:
             scores = matrix @ normalize(np.asarray(self.embeddings.embed_query(query), dtype=np.float32))
         order = np.argsort(-scores, kind="stable")[:k]
         return [make(snapshot, ids[i], float(scores[i])) for i in order]
+
+
+def turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
+    """BM25 over a snapshot's turns (rendered), in ``snapshot.turns`` order; built once per snapshot and shared
+    by the BM25 backbone and the learned ranker."""
+    return _cache(snapshot, "bm25:turns", lambda: BM25Index([t.render() for t in snapshot.turns.values()]))
 
 
 def bm25_turns(store: MemoryStore, namespace: str) -> MemoryRetriever:
