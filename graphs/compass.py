@@ -156,8 +156,8 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         return normalize(np.asarray(res().embeddings.embed_documents(texts), dtype=np.float32))
 
     def query_vectors(graph: EventGraph, texts: list[str], ctx: CompassContext) -> list[np.ndarray]:
-        """Each text's unit query vectors, one row per reading: the text and, when it has one, its focus."""
-        readings = [query_readings(t) if ctx.name_free_readings else [t] for t in texts]
+        """Each text's unit query vectors, one row per reading (``_reading_texts``), one embedding call."""
+        readings = [_reading_texts(t, ctx) for t in texts]
         flat = embed([r for rs in readings for r in rs])
         bounds = np.cumsum([0, *(len(rs) for rs in readings)])
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -542,10 +542,14 @@ def answer(
     )
 
 
+def _reading_texts(text: str, ctx: CompassContext) -> list[str]:
+    """What a search text is matched as: itself and, unless turned off, itself without its names."""
+    return query_readings(text) if ctx.name_free_readings else [text]
+
+
 def _readings(question: str, ctx: CompassContext, res: Resources) -> np.ndarray:
     """Unit vectors of the question's readings (the question first)."""
-    readings = query_readings(question) if ctx.name_free_readings else [question]
-    return normalize(np.asarray(res.embeddings.embed_documents(readings), dtype=np.float32))
+    return normalize(np.asarray(res.embeddings.embed_documents(_reading_texts(question, ctx)), dtype=np.float32))
 
 
 def learned_scores(snapshot: NamespaceSnapshot, question: str, ctx: CompassContext, res: Resources) -> dict[str, float]:
