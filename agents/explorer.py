@@ -125,7 +125,7 @@ def similarity_decision(
 
     ``event_vectors`` are the unit vectors of what the explorer reads (the summary and the cited turns);
     a subgoal's similarity to the event is its best match among them. A subgoal is one unit vector or
-    several (its readings, e.g. the subgoal and its focus), matched by the best one.
+    several (its readings, e.g. the subgoal and the subgoal without its names), matched by the best one.
     """
     readings = np.atleast_2d(event_vectors)
     goals = [np.atleast_2d(v) for v in subgoal_vectors]

@@ -452,7 +452,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
             # the evidence's turns are then ranked by it (AnswerResult.turn_ranking).
             scores = learned_scores(graph.snapshot, state["question"], ctx, res())
             ranking = sorted(scores, key=lambda t: -scores[t])
-            owner = {t: e for e in graph.ids for t in graph.events[e].turn_ids}
+            owner = graph.event_of_turn
             best = [owner[t] for t in ranking[: ctx.context_turns] if t in owner]
             evidence_ids = list(dict.fromkeys([*evidence_ids, *best]))
             held = {t for e in evidence_ids for t in graph.events[e].turn_ids}

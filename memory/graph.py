@@ -6,6 +6,7 @@ Built from a committed snapshot and cached with it, so it is rebuilt only when t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 import networkx as nx
@@ -125,6 +126,11 @@ class EventGraph:
         top = np.argpartition(-sims, k - 1)[:k]
         top = top[np.argsort(-sims[top], kind="stable")]
         return [(self.ids[i], float(sims[i])) for i in top]
+
+    @cached_property
+    def event_of_turn(self) -> dict[str, str]:
+        """The event citing each turn (the last one, should two cite it)."""
+        return {t: eid for eid in self.ids for t in self.events[eid].turn_ids}
 
     def turns_of(self, event_id: str) -> list[Turn]:
         event = self.events[event_id]

@@ -61,7 +61,7 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
         return cache["ranking:layout"]
     graph = snapshot.graph()
     ids = sorted((t for t in snapshot.turns if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
-    owner = {t: e for e in graph.ids for t in graph.events[e].turn_ids}
+    owner = graph.event_of_turn
     turns = [snapshot.turns[t] for t in ids]
     same_event = [i > 0 and owner.get(ids[i - 1]) is not None and owner.get(ids[i - 1]) == owner.get(ids[i])
                   for i in range(len(ids))]
