@@ -52,7 +52,7 @@ test-unit: install
 	$(BIN)/python -m pytest -q tests/unit
 
 lint: install
-	$(BIN)/ruff check memory agents graphs tools prompts studio evals tests
+	$(BIN)/ruff check .
 
 local-llm: install llm-venv
 	$(BIN)/logicmap local-llm

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from prompts import coref as prompt
-from prompts.coref import CorefVerdict, CorefVerdicts
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.prompts import coref as prompt
+from logicmap.prompts.coref import CorefVerdict, CorefVerdicts
 
 __all__ = ["CandidatePair", "judge_pairs", "similarity_verdicts"]
 

@@ -11,11 +11,11 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from memory.cues import CueLink, normalize_cue, personal_fact_id
-from memory.records import Event, Turn
-from prompts import cues as prompt
-from prompts.cues import CueExtraction
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.cues import CueLink, normalize_cue, personal_fact_id
+from logicmap.memory.records import Event, Turn
+from logicmap.prompts import cues as prompt
+from logicmap.prompts.cues import CueExtraction
 
 __all__ = ["extract_session_cues", "links_from_extraction", "validate_extraction"]
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from prompts import explore as prompt
-from prompts.explore import BatchDecision, EventDecision, ExplorerDecision
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.prompts import explore as prompt
+from logicmap.prompts.explore import BatchDecision, EventDecision, ExplorerDecision
 
 __all__ = ["ExplorerView", "explore_batch", "explore_event", "similarity_decision", "validate_decision"]
 

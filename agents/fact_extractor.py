@@ -11,8 +11,8 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from memory.facts import (
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.facts import (
     ASSERTED_CONFIDENCE,
     HEDGED_CONFIDENCE,
     INFERRED_CONFIDENCE,
@@ -21,10 +21,10 @@ from memory.facts import (
     make_fact,
     parse_when,
 )
-from memory.records import Fact, Turn
-from memory.timeparse import find_time_phrases, resolve_relative
-from prompts import real_extract as prompt
-from prompts.real_extract import ExtractedFact, FactExtraction
+from logicmap.memory.records import Fact, Turn
+from logicmap.memory.timeparse import find_time_phrases, resolve_relative
+from logicmap.prompts import real_extract as prompt
+from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
 
 __all__ = [
     "HEDGE_WORDS",

@@ -13,15 +13,15 @@ from typing import Any, TypeVar
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from agents.base import Cost, RoleOutcome, run_role
-from agents.goalmem_heuristics import (
+from logicmap.agents.base import Cost, RoleOutcome, run_role
+from logicmap.agents.goalmem_heuristics import (
     MemoryLine,
     heuristic_answer,
     heuristic_decompositions,
     heuristic_goal,
     lexical_unification,
 )
-from memory.nl_logic import (
+from logicmap.memory.nl_logic import (
     Atom,
     Goal,
     NLLogicSyntaxError,
@@ -34,12 +34,12 @@ from memory.nl_logic import (
     parse_atom,
     parse_goal,
 )
-from prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
-from prompts.goalmem_decompose import Decomposition
-from prompts.goalmem_generate import GoalAnswer
-from prompts.goalmem_parse import ParsedGoal
-from prompts.goalmem_refine import Refinement
-from prompts.goalmem_unify import SubgoalResult, Unification
+from logicmap.prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
+from logicmap.prompts.goalmem_decompose import Decomposition
+from logicmap.prompts.goalmem_generate import GoalAnswer
+from logicmap.prompts.goalmem_parse import ParsedGoal
+from logicmap.prompts.goalmem_refine import Refinement
+from logicmap.prompts.goalmem_unify import SubgoalResult, Unification
 
 __all__ = [
     "MAX_SUBGOALS",

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import Cost, RoleOutcome, run_role
-from agents.goalmem_heuristics import MemoryLine, content_stems, coverage
-from prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
-from prompts.forward_answer import ForwardAnswer
-from prompts.forward_react import ReactStep
-from prompts.forward_reflect import Reflection
-from prompts.forward_reformulate import Reformulation
+from logicmap.agents.base import Cost, RoleOutcome, run_role
+from logicmap.agents.goalmem_heuristics import MemoryLine, content_stems, coverage
+from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
+from logicmap.prompts.forward_answer import ForwardAnswer
+from logicmap.prompts.forward_react import ReactStep
+from logicmap.prompts.forward_reflect import Reflection
+from logicmap.prompts.forward_reformulate import Reformulation
 
 __all__ = [
     "answer_from_memories",

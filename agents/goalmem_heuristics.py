@@ -9,9 +9,9 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
-from memory.nl_logic import Atom, Goal, Substitution, Term, normalize_value
-from memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
-from prompts.goalmem_unify import Binding, SubgoalResult, Unification
+from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_value
+from logicmap.memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.prompts.goalmem_unify import Binding, SubgoalResult, Unification
 
 __all__ = [
     "LEXICAL_ENTAILMENT",

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from prompts import judge as prompt
-from prompts.judge import JudgeVerdict
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.prompts import judge as prompt
+from logicmap.prompts.judge import JudgeVerdict
 
 __all__ = ["judge_answer"]
 

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from memory.config import LogicMapSettings
+from logicmap.memory.config import LogicMapSettings
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",

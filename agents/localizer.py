@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from prompts import localize as prompt
-from prompts.localize import StartPicks
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.prompts import localize as prompt
+from logicmap.prompts.localize import StartPicks
 
 __all__ = ["pick_starts"]
 

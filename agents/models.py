@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from langchain_core.language_models import BaseChatModel
 
-from memory.config import LogicMapSettings
+from logicmap.memory.config import LogicMapSettings
 
 __all__ = ["make_chat_model"]
 

@@ -10,10 +10,10 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from memory.retrieval import tokenize
-from prompts import plan as prompt
-from prompts.plan import Plan, RefinedQuery
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.retrieval import tokenize
+from logicmap.prompts import plan as prompt
+from logicmap.prompts.plan import Plan, RefinedQuery
 
 __all__ = ["clause_subgoals", "plan_subgoals", "refine_query"]
 

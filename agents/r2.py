@@ -18,8 +18,8 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict, Field
 
-from agents.base import Cost, FallbackRecord, RoleOutcome, parse_json_reply, run_role
-from memory.r2 import (
+from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, parse_json_reply, run_role
+from logicmap.memory.r2 import (
     CandidateFact,
     EditReport,
     FactEdit,
@@ -29,10 +29,10 @@ from memory.r2 import (
     canonical_order,
     normalize_fact_text,
 )
-from memory.retrieval import BM25Index, tokenize
-from prompts import r2_extract, r2_manage
-from prompts.r2_extract import ExtractedFact, FactExtraction
-from prompts.r2_manage import FactAnswer, ManagerEdit, MemoryEdits
+from logicmap.memory.retrieval import BM25Index, tokenize
+from logicmap.prompts import r2_extract, r2_manage
+from logicmap.prompts.r2_extract import ExtractedFact, FactExtraction
+from logicmap.prompts.r2_manage import FactAnswer, ManagerEdit, MemoryEdits
 
 __all__ = [
     "DUPLICATE_SIMILARITY",

@@ -16,16 +16,16 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from agents.base import RoleOutcome, run_role
-from memory.embeddings import normalize
-from memory.facts import STABLE_CONFIDENCE, entity_key, interval_text, parse_when, valid_during
-from memory.records import Fact, FactIntent, stable_hash
-from memory.retrieval import tokenize
-from memory.timeparse import date_text
-from prompts import real_answer, real_evaluate, real_roots
-from prompts.real_answer import PathAnswer
-from prompts.real_evaluate import PathScore, PathScores
-from prompts.real_roots import RootEntity, RootPlan
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.facts import STABLE_CONFIDENCE, entity_key, interval_text, parse_when, valid_during
+from logicmap.memory.records import Fact, FactIntent, stable_hash
+from logicmap.memory.retrieval import tokenize
+from logicmap.memory.timeparse import date_text
+from logicmap.prompts import real_answer, real_evaluate, real_roots
+from logicmap.prompts.real_answer import PathAnswer
+from logicmap.prompts.real_evaluate import PathScore, PathScores
+from logicmap.prompts.real_roots import RootEntity, RootPlan
 
 __all__ = [
     "CAUSAL_RELATIONS",

@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import Cost, RoleOutcome, run_role
-from memory.records import Turn
-from prompts import relate as prompt
-from prompts.relate import ExtractedRelation, RelationSet
+from logicmap.agents.base import Cost, RoleOutcome, run_role
+from logicmap.memory.records import Turn
+from logicmap.prompts import relate as prompt
+from logicmap.prompts.relate import ExtractedRelation, RelationSet
 
 __all__ = ["chain_relations", "extract_relations", "validate_relations"]
 

@@ -12,11 +12,11 @@ from datetime import datetime
 
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from memory.text import stem, tokenize
-from memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
-from prompts import respond as prompt
-from prompts.respond import Answer
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.text import stem, tokenize
+from logicmap.memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.prompts import respond as prompt
+from logicmap.prompts.respond import Answer
 
 __all__ = ["EvidenceText", "extractive_answer", "respond"]
 

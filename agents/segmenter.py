@@ -12,12 +12,12 @@ from datetime import datetime
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 
-from agents.base import RoleOutcome, run_role
-from memory.embeddings import normalize
-from memory.records import Turn
-from memory.timeparse import find_time_phrases, resolve_relative
-from prompts import segment as prompt
-from prompts.segment import Segmentation, SegmentedEvent
+from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.records import Turn
+from logicmap.memory.timeparse import find_time_phrases, resolve_relative
+from logicmap.prompts import segment as prompt
+from logicmap.prompts.segment import Segmentation, SegmentedEvent
 
 __all__ = ["changepoint_segments", "finalize_times", "render_turns", "segment_session", "validate_segmentation"]
 

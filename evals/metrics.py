@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from evals.porter import porter_stem
+from logicmap.evals.porter import porter_stem
 
 __all__ = [
     "ADVERSARIAL_CATEGORY",
@@ -187,7 +187,7 @@ def llm_judge(
     """
     if llm is None:
         return JudgeScore(reason_not_run="no judge model configured")
-    from agents.judge import judge_answer
+    from logicmap.agents.judge import judge_answer
 
     outcome = judge_answer(llm, question, gold, prediction, method=method)
     cost = outcome.cost

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from evals.runner import CategoryStats, EvalRun
+    from logicmap.evals.runner import CategoryStats, EvalRun
 
 __all__ = ["langsmith_configured", "plot_cost_quality", "plot_quality", "push_langsmith_experiment", "render_markdown", "write_report"]
 

@@ -19,8 +19,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agents.base import Cost
-from evals.metrics import (
+from logicmap.agents.base import Cost
+from logicmap.evals.metrics import (
     ADVERSARIAL_CATEGORY,
     LOCOMO_CATEGORIES,
     JudgeScore,
@@ -32,8 +32,8 @@ from evals.metrics import (
     normalize_evidence_ids,
     token_f1,
 )
-from graphs.resources import Resources, default_resources
-from memory.loaders import Conversation, QAItem, load_conversations
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.loaders import Conversation, QAItem, load_conversations
 
 __all__ = [
     "DEFAULT_BUDGETS",
@@ -96,7 +96,7 @@ def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, C
 
     An unknown strategy name is a user error and raises ``ValueError``.
     """
-    from graphs.strategies import STRATEGIES, strategy_function
+    from logicmap.graphs.strategies import STRATEGIES, strategy_function
 
     available: list[tuple[StrategySpec, Callable[..., Any]]] = []
     unavailable: dict[str, str] = {}
@@ -129,7 +129,7 @@ class JudgeSettings(BaseSettings):
 
 def make_judge_model(resources: Resources, model: str | None = None) -> tuple[Any, str]:
     """The judge chat model (``None`` when none is configured) and its structured-output method."""
-    from agents.models import make_chat_model
+    from logicmap.agents.models import make_chat_model
 
     judge = JudgeSettings()
     name = model or judge.model
@@ -315,7 +315,7 @@ def _cache_file(resources: Resources, namespace: str) -> Path:
 
 def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resources, progress: bool) -> IngestSummary:
     """Ingest (idempotent: committed sessions are skipped) and keep the first run's per-session cost beside memory."""
-    from graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import ingest_conversation
 
     cache = _cache_file(resources, namespace)
     known: dict[str, SessionCost] = {}
@@ -526,10 +526,10 @@ def run_eval(
     )
     run.wall_time_s = time.perf_counter() - started
     if out_dir is not None:
-        from evals.report import write_report
+        from logicmap.evals.report import write_report
 
         write_report(run, out_dir)
-    from evals.report import langsmith_configured, push_langsmith_experiment
+    from logicmap.evals.report import langsmith_configured, push_langsmith_experiment
 
     if langsmith or (langsmith is None and langsmith_configured()):
         try:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from agents.responder import EvidenceText, respond
-from graphs.resources import Resources, default_resources
-from graphs.result import AnswerResult, EvidenceItem
-from memory.retrieval import MemoryRetriever
+from logicmap.agents.responder import EvidenceText, respond
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.memory.retrieval import MemoryRetriever
 
 __all__ = ["answer_bm25", "answer_dense", "answer_top_k"]
 

@@ -11,7 +11,7 @@ Two ways to drop it into someone else's chatbot
 
        from langgraph.checkpoint.memory import InMemorySaver
        from langgraph.graph import START, MessagesState, StateGraph
-       from graphs.chatbot import ChatContext, build_chatbot_graph
+       from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
 
        memory_bot = build_chatbot_graph(resources).compile()          # resources: graphs.resources.Resources
        parent = StateGraph(MessagesState)
@@ -59,14 +59,14 @@ from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from agents.base import Cost, run_role
-from graphs.resources import Resources, default_resources, run_context
-from graphs.strategies import STRATEGIES
-from graphs.strategies import answer as strategy_answer
-from memory.loaders import Conversation, RawTurn, Session
-from memory.records import stable_hash, validate_namespace
-from prompts import chat as prompt
-from prompts.chat import ChatReply
+from logicmap.agents.base import Cost, run_role
+from logicmap.graphs.resources import Resources, default_resources, run_context
+from logicmap.graphs.strategies import STRATEGIES
+from logicmap.graphs.strategies import answer as strategy_answer
+from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.prompts import chat as prompt
+from logicmap.prompts.chat import ChatReply
 
 __all__ = [
     "ChatContext",
@@ -199,7 +199,7 @@ def flush_ingestion(timeout: float | None = None) -> bool:
 
 def ingest_session(session: Session, namespace: str, *, resources: Resources | None = None, policy: str = "llm") -> Any:
     """Store one session in a namespace through the ingest graph (its report)."""
-    from graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import ingest_conversation
 
     conversation = Conversation(conversation_id=namespace, sessions=[session],
                                 speakers=sorted({t.speaker for t in session.turns}))

@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from graphs.resources import Resources
-from memory.config import LogicMapSettings
-from memory.loaders import DataFormatError, load_conversations
-from memory.store import StoreLockedError, UnknownNamespaceError
+from logicmap.graphs.resources import Resources
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.loaders import DataFormatError, load_conversations
+from logicmap.memory.store import StoreLockedError, UnknownNamespaceError
 
 __all__ = ["main"]
 
@@ -48,7 +49,7 @@ def _namespace_for(base: str, conversation_id: str, many: bool) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import ingest_conversation
 
     resources = _resources(args)
     conversations = load_conversations(args.file)
@@ -76,18 +77,18 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def cmd_stats(args: argparse.Namespace) -> int:
     resources = _resources(args)
     resources.store.require_namespace(args.namespace)
-    stats = resources.store.snapshot(args.namespace).graph().stats()
+    stats = EventGraph.of(resources.store.snapshot(args.namespace)).stats()
     print(json.dumps(stats, indent=2))
     return 0
 
 
 def cmd_graph(args: argparse.Namespace) -> int:
-    from graphs.visualize import write_event_graph
+    from logicmap.graphs.visualize import write_event_graph
 
     resources = _resources(args)
     resources.store.require_namespace(args.namespace)
     out = Path(args.out or f"{args.namespace}-graph.html")
-    write_event_graph(resources.store.snapshot(args.namespace).graph(), out)
+    write_event_graph(EventGraph.of(resources.store.snapshot(args.namespace)), out)
     print(f"wrote {out}")
     return 0
 
@@ -115,7 +116,7 @@ def _print_result(result: Any, as_json: bool) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from graphs.strategies import answer
+    from logicmap.graphs.strategies import answer
 
     resources = _resources(args)
     resources.store.require_namespace(args.namespace)
@@ -137,10 +138,10 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
 def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: str, questions: list[Any],
                strategy: str, out_dir: Path) -> None:
     """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
-    from evals.metrics import evidence_recall, token_f1
-    from graphs.ingest import ingest_conversation
-    from graphs.strategies import answer
-    from graphs.visualize import write_event_graph_html
+    from logicmap.evals.metrics import evidence_recall, token_f1
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.visualize import write_event_graph_html
 
     print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
     report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True)
@@ -152,7 +153,7 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
     )
     for fb in report.fallbacks:
         print(f"   fallback recorded: {fb.role}: {fb.reason}")
-    graph = resources.store.snapshot(namespace).graph()
+    graph = EventGraph.of(resources.store.snapshot(namespace))
     print("== memory statistics")
     print(json.dumps(graph.stats(), indent=2))
     out = write_event_graph_html(graph, out_dir / f"{namespace}-graph.html")
@@ -255,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # Offline model: `logicmap local-llm [--port P] [--benchmark] [-- CMD ...]` (agents.local_llm)
     def cmd_local_llm(args: argparse.Namespace) -> int:
-        from agents.local_llm import run_local_llm_command
+        from logicmap.agents.local_llm import run_local_llm_command
 
         command = [c for c in args.run if c != "--"]
         return run_local_llm_command(port=args.port, benchmark=args.benchmark, command=command, venv=args.venv,
@@ -271,7 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # MRAgent chatbot: `logicmap chat -n NS [--strategy S]` (graphs.chatbot); /evidence, /quit
     def cmd_chat(args: argparse.Namespace) -> int:
-        from graphs.chatbot import run_chat
+        from logicmap.graphs.chatbot import run_chat
 
         resources = _resources(args)
         return run_chat(resources, args.namespace, strategy=args.strategy, policy=_policy(args, resources), user_name=args.user)
@@ -285,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     # REAL: `logicmap facts -n NS [--as-of DATE] [--history HEAD RELATION]` (memory.facts)
     def cmd_facts(args: argparse.Namespace) -> int:
-        from memory.facts import describe_facts, parse_when
+        from logicmap.memory.facts import describe_facts, parse_when
 
         resources = _resources(args)
         resources.store.require_namespace(args.namespace)
@@ -303,13 +304,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_facts)
 
     # Memory-R2: `logicmap train-data FILE --out PATH [--group-size G] [--curriculum]` (evals.train.smoke)
-    from evals.train.smoke import register_train_data
+    from logicmap.evals.train.smoke import register_train_data
 
     register_train_data(sub)
 
     def cmd_eval(args: argparse.Namespace) -> int:
         """Evaluate strategies on a LoCoMo / LongMemEval file and write the report (evals.runner)."""
-        from evals.runner import make_judge_model, run_eval
+        from logicmap.evals.runner import make_judge_model, run_eval
 
         resources = _resources(args)
         policy = _policy(args, resources)

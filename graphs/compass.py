@@ -16,20 +16,20 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from typing_extensions import TypedDict
 
-from agents.base import Cost, FallbackRecord, add_cost
-from agents.explorer import ExplorerView, explore_batch, explore_event, similarity_decision
-from agents.localizer import pick_starts
-from agents.planner import clause_subgoals, plan_subgoals, refine_query
-from agents.responder import EvidenceText, respond
-from graphs.resources import Resources, context_for_run, default_resources, run_context
-from graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns, turn_scores
-from graphs.tracing import invoke_strategy
-from memory.embeddings import normalize
-from memory.graph import EventGraph
-from memory.ranking import default_ranker
-from memory.retrieval import BM25Index, reciprocal_rank_fusion
-from memory.store import NamespaceSnapshot
-from memory.text import query_readings
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event, similarity_decision
+from logicmap.agents.localizer import pick_starts
+from logicmap.agents.planner import clause_subgoals, plan_subgoals, refine_query
+from logicmap.agents.responder import EvidenceText, respond
+from logicmap.graphs.resources import Resources, context_for_run, default_resources, run_context
+from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns, turn_scores
+from logicmap.graphs.tracing import invoke_strategy
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.ranking import default_ranker
+from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
+from logicmap.memory.store import NamespaceSnapshot
+from logicmap.memory.text import query_readings
 
 __all__ = [
     "RANKING_RECIPES",
@@ -148,7 +148,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         }
 
     def event_graph(namespace: str) -> EventGraph:
-        return res().store.snapshot(namespace).graph()
+        return EventGraph.of(res().store.snapshot(namespace))
 
     def embed(texts: list[str]) -> np.ndarray:
         if not texts:
@@ -270,10 +270,7 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
         sims = np.max([similarity(v) for v in query_vectors(graph, [query], ctx)[0]], axis=0)
         dense_rank = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
         if ctx.recipe == "hybrid":
-            cache = graph.__dict__.setdefault("_bm25", {})
-            if "index" not in cache:
-                cache["index"] = BM25Index([graph.events[e].summary for e in graph.ids])
-            bm = cache["index"].scores(query)
+            bm = event_index(graph.snapshot).scores(query)  # rows in snapshot.events order, as graph.ids
             bm_rank = [graph.ids[i] for i in np.argsort(-bm, kind="stable")]
             ranking = [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
         else:
@@ -560,7 +557,7 @@ def learned_scores(snapshot: NamespaceSnapshot, question: str, ctx: CompassConte
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
-    graph = snapshot.graph()
+    graph = EventGraph.of(snapshot)
     q_vectors = _readings(question, ctx, res)
     event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
     ranking = final.get("evidence_ranking") or []  # the learned ranker's order, when the respond node ranked

@@ -13,10 +13,10 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from agents.base import Cost, FallbackRecord
-from memory.loaders import Session
-from memory.records import Cue, Event, Fact, Tag, Turn
-from memory.store import ChangeSet, NamespaceSnapshot
+from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.memory.loaders import Session
+from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
+from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 
 __all__ = ["EnrichRequest", "Enrichment", "apply_enrichment"]
 

@@ -8,21 +8,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agents.base import Cost, FallbackRecord
-from agents.goalmem_forward import answer_from_memories, react_step, reflect_on_answer, reformulate_question
-from agents.goalmem_heuristics import MemoryLine
-from graphs.resources import Resources, default_resources
-from graphs.result import AnswerResult, EvidenceItem
-from memory.backbones import make_backbone
-from memory.records import validate_namespace
-from memory.retrieval import Backbone, reciprocal_rank_fusion
+from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.agents.goalmem_forward import answer_from_memories, react_step, reflect_on_answer, reformulate_question
+from logicmap.agents.goalmem_heuristics import MemoryLine
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.memory.backbones import make_backbone
+from logicmap.memory.records import validate_namespace
+from logicmap.memory.retrieval import Backbone, reciprocal_rank_fusion
 
 __all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
 
 FORWARD_STRATEGIES = {
-    "forward_reformulate": "graphs.forward:answer_reformulate",
-    "forward_reflect": "graphs.forward:answer_reflect",
-    "forward_react": "graphs.forward:answer_react",
+    "forward_reformulate": "logicmap.graphs.forward:answer_reformulate",
+    "forward_reflect": "logicmap.graphs.forward:answer_reflect",
+    "forward_react": "logicmap.graphs.forward:answer_react",
 }
 
 

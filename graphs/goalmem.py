@@ -16,21 +16,21 @@ from langgraph.types import Send
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agents.base import Cost, FallbackRecord, add_cost
-from agents.goalmem import (
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.goalmem import (
     decompose_goal,
     generate_answer,
     parse_utterance,
     refine_subgoals,
     unify_subgoals,
 )
-from agents.goalmem_heuristics import MemoryLine
-from graphs.resources import Resources, default_resources, run_context
-from graphs.result import AnswerResult, EvidenceItem
-from graphs.tracing import invoke_strategy
-from memory.backbones import make_backbone
-from memory.nl_logic import Atom, Goal, Rule, Substitution, Term
-from memory.records import validate_namespace
+from logicmap.agents.goalmem_heuristics import MemoryLine
+from logicmap.graphs.resources import Resources, default_resources, run_context
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.tracing import invoke_strategy
+from logicmap.memory.backbones import make_backbone
+from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
+from logicmap.memory.records import validate_namespace
 
 __all__ = [
     "FAILURE_ANSWER",

@@ -20,16 +20,17 @@ from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 from typing_extensions import TypedDict
 
-from agents.base import Cost, FallbackRecord, add_cost
-from agents.coref import CandidatePair, judge_pairs, similarity_verdicts
-from agents.relations import chain_relations, extract_relations
-from agents.segmenter import changepoint_segments, finalize_times, segment_session
-from graphs.enrich import EnrichRequest, apply_enrichment
-from graphs.resources import Resources, default_resources, run_context
-from memory.loaders import Conversation, Session, load_conversations
-from memory.records import Event, Relation, SessionInfo, Turn, event_id, relation_id, validate_namespace
-from memory.store import ChangeSet, GenerationConflict
-from memory.topics import TopicLayer
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
+from logicmap.agents.relations import chain_relations, extract_relations
+from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session
+from logicmap.graphs.enrich import EnrichRequest, apply_enrichment
+from logicmap.graphs.resources import Resources, default_resources, run_context
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.loaders import Conversation, Session, load_conversations
+from logicmap.memory.records import Event, Relation, SessionInfo, Turn, event_id, relation_id, validate_namespace
+from logicmap.memory.store import ChangeSet, GenerationConflict
+from logicmap.memory.topics import TopicLayer
 
 __all__ = [
     "IngestContext",
@@ -245,7 +246,7 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
         namespace, session = state["namespace"], state["current"]
         store, embeddings = res().store, res().embeddings
         snapshot = store.snapshot(namespace)
-        graph = snapshot.graph()
+        graph = EventGraph.of(snapshot)
         events = [e.model_copy(deep=True) for e in state["events"]]
         vectors = np.asarray(embeddings.embed_documents([e.summary for e in events]), dtype=np.float32)
         pairs: list[CandidatePair] = []
@@ -382,13 +383,13 @@ def build_ingest_graph(resources: Resources | None = None) -> StateGraph:
         """REAL's temporal facts for the session (graphs/ingest_facts.py)."""
         if not _ctx(runtime).extract_facts:
             return {}
-        return enrich_with("graphs.ingest_facts", state, runtime)
+        return enrich_with("logicmap.graphs.ingest_facts", state, runtime)
 
     def cues(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
         """MRAgent's cue-tag records for the session (graphs/ingest_cues.py)."""
         if not _ctx(runtime).extract_cues:
             return {}
-        return enrich_with("graphs.ingest_cues", state, runtime)
+        return enrich_with("logicmap.graphs.ingest_cues", state, runtime)
 
     def commit(state: IngestState) -> dict[str, Any]:
         change, session = state["change"], state["current"]
@@ -546,7 +547,7 @@ def ingest_conversation(
     final: dict[str, Any] = {}
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
-    from graphs.tracing import run_config
+    from logicmap.graphs.tracing import run_config
 
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,

@@ -6,9 +6,9 @@ the records commit with the session, so they become visible atomically with it.
 
 from __future__ import annotations
 
-from agents.cue_extractor import extract_session_cues, links_from_extraction
-from graphs.enrich import Enrichment, EnrichRequest
-from memory.cues import build_cue_layer
+from logicmap.agents.cue_extractor import extract_session_cues, links_from_extraction
+from logicmap.graphs.enrich import Enrichment, EnrichRequest
+from logicmap.memory.cues import build_cue_layer
 
 __all__ = ["enrich"]
 

@@ -6,10 +6,10 @@ ones) join the session's change set, so they become visible atomically with the 
 
 from __future__ import annotations
 
-from agents.base import Cost, FallbackRecord
-from agents.fact_extractor import extract_session_facts, facts_from_extraction, pattern_extraction
-from graphs.enrich import Enrichment, EnrichRequest
-from memory.facts import apply_fact_updates, fact_text
+from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.agents.fact_extractor import extract_session_facts, facts_from_extraction, pattern_extraction
+from logicmap.graphs.enrich import Enrichment, EnrichRequest
+from logicmap.memory.facts import apply_fact_updates, fact_text
 
 __all__ = ["enrich"]
 

@@ -15,8 +15,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
 
-from agents.base import Cost, FallbackRecord, add_cost
-from agents.real import (
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.real import (
     FactIndex,
     FactPath,
     SearchFilter,
@@ -32,13 +32,13 @@ from agents.real import (
     relation_gloss,
     repair_candidates,
 )
-from graphs.resources import Resources, context_for_run, default_resources, run_context
-from graphs.result import AnswerResult, EvidenceItem
-from graphs.tracing import invoke_strategy
-from memory.facts import entity_key, interval_text, parse_when, when_text
-from memory.records import Fact
-from memory.store import NamespaceSnapshot
-from prompts.real_roots import RootEntity
+from logicmap.graphs.resources import Resources, context_for_run, default_resources, run_context
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.tracing import invoke_strategy
+from logicmap.memory.facts import entity_key, interval_text, parse_when, when_text
+from logicmap.memory.records import Fact
+from logicmap.memory.store import NamespaceSnapshot
+from logicmap.prompts.real_roots import RootEntity
 
 __all__ = ["RealContext", "RealState", "answer", "build_real_graph", "builder", "graph"]
 

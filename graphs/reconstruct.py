@@ -22,20 +22,20 @@ from langgraph.runtime import Runtime
 from pydantic import ValidationError
 from typing_extensions import TypedDict
 
-from agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
-from graphs.resources import Resources, context_for_run, default_resources, run_context
-from graphs.result import AnswerResult, EvidenceItem, rank_turns
-from graphs.tracing import invoke_strategy
-from memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
-from memory.records import validate_namespace
-from memory.retrieval import BM25Index
-from memory.store import NamespaceSnapshot
-from memory.text import stem, tokenize
-from memory.timeparse import date_text
-from prompts import reconstruct as prompt
-from prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
-from tools import create_memory_toolkit
-from tools.events import search_event_ids
+from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
+from logicmap.graphs.resources import Resources, context_for_run, default_resources, run_context
+from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
+from logicmap.graphs.tracing import invoke_strategy
+from logicmap.memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
+from logicmap.memory.records import validate_namespace
+from logicmap.memory.retrieval import BM25Index
+from logicmap.memory.store import NamespaceSnapshot
+from logicmap.memory.text import stem, tokenize
+from logicmap.memory.timeparse import date_text
+from logicmap.prompts import reconstruct as prompt
+from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
+from logicmap.tools import create_memory_toolkit
+from logicmap.tools.events import search_event_ids
 
 __all__ = [
     "ReconstructContext",

@@ -12,13 +12,23 @@ from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
+from pydantic.json_schema import SkipJsonSchema
 
-from agents.models import make_chat_model
-from memory.config import LogicMapSettings
-from memory.embeddings import CachedEmbeddings, make_embeddings
-from memory.store import MemoryStore
+from logicmap.agents.models import make_chat_model
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.embeddings import CachedEmbeddings, make_embeddings
+from logicmap.memory.store import MemoryStore
 
-__all__ = ["Resources", "context_for_run", "default_resources", "run_context", "set_default_resources"]
+__all__ = [
+    "Resources",
+    "ResourcesField",
+    "context_for_run",
+    "default_resources",
+    "resources_field",
+    "resources_of",
+    "run_context",
+    "set_default_resources",
+]
 
 _UNSET: Any = object()
 C = TypeVar("C")
@@ -90,6 +100,27 @@ def set_default_resources(resources: Resources | None) -> None:
     global _default
     with _default_lock:
         _default = resources
+
+
+# The type of a context's ``resources`` field: Python callers pass a ``Resources``; hidden from the JSON
+# schema, so Studio's context forms never show it (a form user cannot fill in a store or a model).
+ResourcesField = SkipJsonSchema[Any]
+
+
+def resources_field() -> Any:
+    """The ``resources`` field every graph's context declares (``resources: ResourcesField = resources_field()``)."""
+    return field(default=None, metadata={"description": "Resources for this run (Python callers only); "
+                                                        "unset = the process-wide defaults from LOGICMAP_* settings."})
+
+
+def resources_of(runtime: Any) -> Resources:
+    """The resources a node runs against: those its run's context carries, else the process-wide defaults.
+
+    The one resolver every node uses, so a node is a plain module-level function of ``(state, runtime)``.
+    """
+    ctx = getattr(runtime, "context", None)
+    found = ctx.get("resources") if isinstance(ctx, dict) else getattr(ctx, "resources", None)
+    return found if isinstance(found, Resources) else default_resources()
 
 
 def run_context(runtime: Any, cls: type[C]) -> C:

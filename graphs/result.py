@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from agents.base import Cost, FallbackRecord
-from memory.embeddings import normalize
+from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.memory.embeddings import normalize
 
 if TYPE_CHECKING:
-    from memory.store import NamespaceSnapshot
+    from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["CONTEXT_WEIGHT", "AnswerResult", "EvidenceItem", "rank_turns", "turn_scores"]
 

@@ -9,21 +9,21 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from graphs.resources import Resources
-from graphs.result import AnswerResult
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.result import AnswerResult
 
 __all__ = ["STRATEGIES", "answer", "strategy_function"]
 
 STRATEGIES: dict[str, str] = {
-    "compass": "graphs.compass:answer",
-    "goalmem": "graphs.goalmem:answer",
-    "real": "graphs.real:answer",
-    "reconstruct": "graphs.reconstruct:answer",
-    "forward_reformulate": "graphs.forward:answer_reformulate",
-    "forward_reflect": "graphs.forward:answer_reflect",
-    "forward_react": "graphs.forward:answer_react",
-    "dense": "graphs.baselines:answer_dense",
-    "bm25": "graphs.baselines:answer_bm25",
+    "compass": "logicmap.graphs.compass:answer",
+    "goalmem": "logicmap.graphs.goalmem:answer",
+    "real": "logicmap.graphs.real:answer",
+    "reconstruct": "logicmap.graphs.reconstruct:answer",
+    "forward_reformulate": "logicmap.graphs.forward:answer_reformulate",
+    "forward_reflect": "logicmap.graphs.forward:answer_reflect",
+    "forward_react": "logicmap.graphs.forward:answer_react",
+    "dense": "logicmap.graphs.baselines:answer_dense",
+    "bm25": "logicmap.graphs.baselines:answer_bm25",
 }
 
 

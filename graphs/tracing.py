@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
-from agents.base import Cost
+from logicmap.agents.base import Cost
 
 __all__ = [
     "invoke_strategy",

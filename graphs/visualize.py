@@ -11,7 +11,7 @@ from pathlib import Path
 
 import networkx as nx
 
-from memory.graph import EventGraph
+from logicmap.memory.graph import EventGraph
 
 __all__ = ["render_event_graph_html", "write_event_graph", "write_event_graph_html", "write_event_graph_png"]
 

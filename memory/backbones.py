@@ -15,9 +15,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
-from memory.records import stable_hash
-from memory.retrieval import Backbone, Hit, MemoryRetriever, reciprocal_rank_fusion
-from memory.store import MemoryStore
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.records import stable_hash
+from logicmap.memory.retrieval import Backbone, Hit, MemoryRetriever, reciprocal_rank_fusion
+from logicmap.memory.store import MemoryStore
 
 __all__ = [
     "BACKBONE_NAMES",
@@ -73,7 +74,7 @@ class EventGraphBackbone:
         if not fused:
             return []
         snapshot = self.store.snapshot(self.namespace)
-        graph = snapshot.graph()
+        graph = EventGraph.of(snapshot)
         score_of = dict(fused)
         n_seeds = max(1, k - math.floor(k * self.neighbor_share))
         chosen: dict[str, float] = {eid: score for eid, score in fused[:n_seeds]}

@@ -23,11 +23,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from memory.records import Cue, Event, Tag, Turn, stable_hash
-from memory.timeparse import find_time_phrases
+from logicmap.memory.records import Cue, Event, Tag, Turn, stable_hash
+from logicmap.memory.timeparse import find_time_phrases
 
 if TYPE_CHECKING:
-    from memory.store import NamespaceSnapshot
+    from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = [
     "ASPECTS",
@@ -573,11 +573,7 @@ class CueIndex:
     @classmethod
     def of(cls, snapshot: NamespaceSnapshot) -> CueIndex:
         """The index of a snapshot, cached on it (a snapshot never changes)."""
-        cached = snapshot.__dict__.get("_cue_index")
-        if cached is None:
-            cached = cls(snapshot)
-            snapshot.__dict__["_cue_index"] = cached
-        return cached
+        return snapshot.derived(cls)
 
     def find_cues(self, text: str, limit: int = 5) -> list[tuple[Cue, float]]:
         """Cues matching a text: the same key (1.0), else word containment either way (share of words)."""

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from memory.config import LogicMapSettings
-from memory.text import tokenize
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.text import tokenize
 
 __all__ = [
     "CachedEmbeddings",

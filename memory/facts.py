@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Literal
 
-from memory.records import DatePrecision, Fact, FactIntent, stable_hash
-from memory.timeparse import parse_timestamp
+from logicmap.memory.records import DatePrecision, Fact, FactIntent, stable_hash
+from logicmap.memory.timeparse import parse_timestamp
 
 __all__ = [
     "ASSERTED_CONFIDENCE",

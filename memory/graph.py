@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import networkx as nx
 import numpy as np
 
-from memory.embeddings import normalize
-from memory.records import Event, Turn
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.records import Event, Turn
 
 if TYPE_CHECKING:
-    from memory.store import NamespaceSnapshot
+    from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["EventGraph", "Neighbor"]
 
@@ -60,6 +60,11 @@ class EventGraph:
     @classmethod
     def from_snapshot(cls, snapshot: NamespaceSnapshot) -> EventGraph:
         return cls(snapshot)
+
+    @classmethod
+    def of(cls, snapshot: NamespaceSnapshot) -> EventGraph:
+        """The event graph of a snapshot, built once and cached on it."""
+        return snapshot.derived(cls.from_snapshot)
 
     def __len__(self) -> int:
         return len(self.ids)

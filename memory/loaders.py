@@ -14,8 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from memory.records import stable_hash
-from memory.timeparse import parse_timestamp
+from logicmap.memory.records import stable_hash
+from logicmap.memory.timeparse import parse_timestamp
 
 __all__ = [
     "Conversation",

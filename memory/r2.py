@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memory.records import validate_namespace
+from logicmap.memory.records import validate_namespace
 
 __all__ = [
     "DECISION_ORDER",

@@ -16,10 +16,11 @@ from functools import cache
 
 import numpy as np
 
-from memory.embeddings import normalize
-from memory.retrieval import turn_index
-from memory.store import NamespaceSnapshot
-from memory.timeparse import find_time_phrases
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.retrieval import turn_index
+from logicmap.memory.store import NamespaceSnapshot
+from logicmap.memory.timeparse import find_time_phrases
 
 __all__ = ["FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features"]
 
@@ -56,10 +57,11 @@ def _standardise(x: np.ndarray) -> np.ndarray:
 
 def _layout(snapshot: NamespaceSnapshot) -> dict:
     """Question-independent arrays of a snapshot, built once and kept on it."""
-    cache = snapshot.__dict__.setdefault("_indexes", {})
-    if "ranking:layout" in cache:
-        return cache["ranking:layout"]
-    graph = snapshot.graph()
+    return snapshot.derived(_build_layout)
+
+
+def _build_layout(snapshot: NamespaceSnapshot) -> dict:
+    graph = EventGraph.of(snapshot)
     ids = sorted((t for t in snapshot.turns if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
     owner = graph.event_of_turn
     turns = [snapshot.turns[t] for t in ids]
@@ -88,7 +90,6 @@ def _layout(snapshot: NamespaceSnapshot) -> dict:
         # Rows of the shared BM25 turn index (``snapshot.turns`` order) in this layout's order.
         "bm25_rows": np.array([bm25_row[t] for t in ids], dtype=np.int64),
     }
-    cache["ranking:layout"] = layout
     return layout
 
 
@@ -142,6 +143,6 @@ class TurnRanker:
 @cache
 def default_ranker() -> TurnRanker:
     """The shipped ranker (``memory/turn_ranker_weights.py``, written by ``evals/train/turn_ranker.py``)."""
-    from memory.turn_ranker_weights import COEFFICIENTS, INTERCEPT
+    from logicmap.memory.turn_ranker_weights import COEFFICIENTS, INTERCEPT
 
     return TurnRanker(tuple(COEFFICIENTS[name] for name in FEATURES), INTERCEPT)

@@ -14,9 +14,9 @@ from typing import Literal, Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from memory.embeddings import normalize
-from memory.store import MemoryStore, NamespaceSnapshot
-from memory.text import tokenize
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.store import MemoryStore, NamespaceSnapshot
+from logicmap.memory.text import tokenize
 
 __all__ = [
     "BM25Index",
@@ -27,6 +27,7 @@ __all__ = [
     "bm25_turns",
     "dense_events",
     "dense_turns",
+    "event_index",
     "reciprocal_rank_fusion",
     "tokenize",
     "turn_index",
@@ -95,11 +96,25 @@ def _event_hit(snapshot: NamespaceSnapshot, eid: str, score: float) -> Hit:
     return Hit("event", eid, event.render(), list(event.turn_ids), score, event.time)
 
 
-def _cache(snapshot: NamespaceSnapshot, key: str, build):  # noqa: ANN001, ANN202
-    cache = snapshot.__dict__.setdefault("_indexes", {})
-    if key not in cache:
-        cache[key] = build()
-    return cache[key]
+def event_index(snapshot: NamespaceSnapshot) -> BM25Index:
+    """BM25 over a snapshot's event summaries, in ``snapshot.events`` order; built once per snapshot."""
+    return snapshot.derived(_event_index)
+
+
+def _event_index(snapshot: NamespaceSnapshot) -> BM25Index:
+    return BM25Index([event.summary for event in snapshot.events.values()])
+
+
+def _turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
+    return BM25Index([t.render() for t in snapshot.turns.values()])
+
+
+def _turn_matrix(snapshot: NamespaceSnapshot) -> np.ndarray:
+    return normalize(np.vstack([snapshot.turn_vectors[i] for i in snapshot.turns]))
+
+
+def _event_matrix(snapshot: NamespaceSnapshot) -> np.ndarray:
+    return normalize(np.vstack([snapshot.event_vectors[i] for i in snapshot.events]))
 
 
 class MemoryRetriever:
@@ -127,14 +142,10 @@ class MemoryRetriever:
             return []
         make = _turn_hit if self.unit == "turns" else _event_hit
         if self.method == "bm25":
-            if self.unit == "turns":
-                index = turn_index(snapshot)
-            else:
-                index = _cache(snapshot, "bm25:events", lambda: BM25Index([snapshot.events[i].summary for i in ids]))
+            index = turn_index(snapshot) if self.unit == "turns" else event_index(snapshot)
             scores = index.scores(query)
         else:
-            vectors = snapshot.turn_vectors if self.unit == "turns" else snapshot.event_vectors
-            matrix = _cache(snapshot, f"dense:{self.unit}", lambda: normalize(np.vstack([vectors[i] for i in ids])))
+            matrix = snapshot.derived(_turn_matrix if self.unit == "turns" else _event_matrix)
             assert self.embeddings is not None
             scores = matrix @ normalize(np.asarray(self.embeddings.embed_query(query), dtype=np.float32))
         order = np.argsort(-scores, kind="stable")[:k]
@@ -144,7 +155,7 @@ class MemoryRetriever:
 def turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
     """BM25 over a snapshot's turns (rendered), in ``snapshot.turns`` order; built once per snapshot and shared
     by the BM25 backbone and the learned ranker."""
-    return _cache(snapshot, "bm25:turns", lambda: BM25Index([t.render() for t in snapshot.turns.values()]))
+    return snapshot.derived(_turn_index)
 
 
 def bm25_turns(store: MemoryStore, namespace: str) -> MemoryRetriever:

@@ -15,18 +15,18 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from memory.config import LogicMapSettings
-from memory.records import (
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.records import (
     Cue,
     Event,
     Fact,
@@ -53,6 +53,8 @@ SENTINEL = 2**31  # "still alive"
 COMMIT_LOCK_ID = "commit-lock"
 COMMIT_LOCK_LEASE_S = 120.0  # a writer that died holding the lock blocks others at most this long
 COMMIT_LOCK_WAIT_S = 300.0
+T = TypeVar("T")
+
 _READ_PAGE = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
@@ -138,7 +140,8 @@ class NamespaceSnapshot:
     cues: dict[str, Cue] = field(default_factory=dict)
     cue_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     tags: dict[str, Tag] = field(default_factory=dict)
-    _graph: Any = None
+    _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
+    _derived_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def generation(self) -> int:
@@ -150,12 +153,16 @@ class NamespaceSnapshot:
                 return topic.id
         return None
 
-    def graph(self):  # noqa: ANN201 - EventGraph, imported lazily to keep this module small
-        if self._graph is None:
-            from memory.graph import EventGraph
-
-            self._graph = EventGraph.from_snapshot(self)
-        return self._graph
+    def derived(self, build: Callable[[NamespaceSnapshot], T]) -> T:
+        """``build(self)``, computed once per snapshot (a snapshot never changes): the one cache for what is
+        derived from committed records (the event graph, BM25 and cue indexes, the ranker's arrays).
+        The builder function itself is the key, so the value's type is the builder's return type."""
+        with self._derived_lock:
+            if build in self._derived:
+                return self._derived[build]
+        value = build(self)
+        with self._derived_lock:
+            return self._derived.setdefault(build, value)
 
     def fingerprint(self) -> dict[str, Any]:
         """Comparable content of the snapshot (used to prove crash recovery is exact)."""

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from memory.embeddings import normalize
-from memory.records import Topic
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.records import Topic
 
 __all__ = ["TopicLayer", "TopicUpdate", "n_clusters_for"]
 

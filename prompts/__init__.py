@@ -3,6 +3,6 @@
 Each module has a ``VERSION`` that changes whenever its wording or schema changes.
 """
 
-from prompts.common import schema_instructions
+from logicmap.prompts.common import schema_instructions
 
 __all__ = ["schema_instructions"]

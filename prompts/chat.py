@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from prompts.common import schema_instructions
+from logicmap.prompts.common import schema_instructions
 
 __all__ = ["VERSION", "ChatReply", "build_messages"]
 

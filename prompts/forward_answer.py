@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from prompts.common import schema_instructions
+from logicmap.prompts.common import schema_instructions
 
 __all__ = ["SYSTEM_MARKER", "VERSION", "ForwardAnswer", "build_messages"]
 

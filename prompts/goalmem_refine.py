@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from prompts.common import schema_instructions
-from prompts.goalmem_parse import NL_LOGIC_PRIMER
+from logicmap.prompts.common import schema_instructions
+from logicmap.prompts.goalmem_parse import NL_LOGIC_PRIMER
 
 __all__ = ["SYSTEM_MARKER", "VERSION", "Antecedent", "Refinement", "build_messages"]
 

@@ -7,7 +7,7 @@ from typing import Literal
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from prompts.common import schema_instructions
+from logicmap.prompts.common import schema_instructions
 
 __all__ = ["VERSION", "RootEntity", "RootPlan", "build_messages"]
 

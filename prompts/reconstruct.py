@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from prompts.common import schema_instructions
+from logicmap.prompts.common import schema_instructions
 
 __all__ = [
     "ANSWER_TOOL",

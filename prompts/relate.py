@@ -5,7 +5,7 @@ from __future__ import annotations
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from prompts.common import schema_instructions
+from logicmap.prompts.common import schema_instructions
 
 __all__ = ["LABELS", "VERSION", "ExtractedRelation", "RelationSet", "build_messages"]
 

@@ -13,9 +13,9 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.pop("LANGSMITH_TRACING", None)
 os.environ.pop("LANGCHAIN_TRACING_V2", None)
 
-from graphs.resources import Resources  # noqa: E402
-from memory.config import LogicMapSettings  # noqa: E402
-from memory.loaders import Conversation, load_conversations  # noqa: E402
+from logicmap.graphs.resources import Resources  # noqa: E402
+from logicmap.memory.config import LogicMapSettings  # noqa: E402
+from logicmap.memory.loaders import Conversation, load_conversations  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 
@@ -48,7 +48,7 @@ def sample_path() -> Path:
 @pytest.fixture(scope="session")
 def ingested_sample(tmp_path_factory: pytest.TempPathFactory, sample: Conversation) -> Resources:
     """The sample conversation ingested once with the no-LLM policy (read-only for tests)."""
-    from graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import ingest_conversation
 
     res = make_resources(tmp_path_factory.mktemp("sample-memory"))
     ingest_conversation(sample, "sample", resources=res, policy="heuristic")

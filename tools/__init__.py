@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
 
-from memory.store import MemoryStore
-from tools.common import MemoryToolConfigError, ToolArgumentError, ToolNamespaceError
-from tools.events import (
+from logicmap.memory.store import MemoryStore
+from logicmap.tools.common import MemoryToolConfigError, ToolArgumentError, ToolNamespaceError
+from logicmap.tools.events import (
     create_events_in_time_range_tool,
     create_get_event_tool,
     create_get_neighbors_tool,
     create_search_events_tool,
     create_topic_events_tool,
 )
-from tools.mragent import (
+from logicmap.tools.mragent import (
     create_query_conversation_time_tool,
     create_query_event_context_tool,
     create_query_event_keywords_tool,
@@ -27,7 +27,7 @@ from tools.mragent import (
     create_query_personal_information_tool,
     create_query_tag_events_tool,
 )
-from tools.remember import SessionIngester, create_remember_tool
+from logicmap.tools.remember import SessionIngester, create_remember_tool
 
 __all__ = [
     "EVENT_TOOLS",

@@ -21,9 +21,9 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from memory.records import Event, Turn, validate_namespace
-from memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
-from memory.timeparse import parse_timestamp
+from logicmap.memory.records import Event, Turn, validate_namespace
+from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
+from logicmap.memory.timeparse import parse_timestamp
 
 __all__ = [
     "MemoryAccess",

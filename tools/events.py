@@ -12,9 +12,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from memory.retrieval import BM25Index, reciprocal_rank_fusion
-from memory.store import MemoryStore, NamespaceSnapshot
-from tools.common import (
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
+from logicmap.memory.store import MemoryStore, NamespaceSnapshot
+from logicmap.tools.common import (
     MemoryAccess,
     ToolArgs,
     ToolArgumentError,
@@ -78,17 +79,14 @@ def search_event_ids(
     snapshot: NamespaceSnapshot, query: str, k: int, *, embeddings: Embeddings | None, diverse_topics: bool = False
 ) -> list[tuple[str, float]]:
     """Events for a query: dense and BM25 rankings fused by reciprocal rank (BM25 only without an embedder)."""
-    graph = snapshot.graph()
+    graph = EventGraph.of(snapshot)
     if not graph.ids:
         return []
     pool = min(len(graph.ids), max(k * 4, 20))
     rankings: list[list[str]] = []
     if embeddings is not None:
         rankings.append([eid for eid, _ in graph.top_k(embeddings.embed_query(query), pool)])
-    cache = snapshot.__dict__.setdefault("_indexes", {})
-    if "tools:bm25:events" not in cache:
-        cache["tools:bm25:events"] = BM25Index([snapshot.events[eid].summary for eid in graph.ids])
-    scores = cache["tools:bm25:events"].scores(query)
+    scores = event_index(snapshot).scores(query)  # rows in snapshot.events order, which graph.ids keeps
     order = np.argsort(-scores, kind="stable")[:pool]
     rankings.append([graph.ids[i] for i in order if scores[i] > 0])
     fused = reciprocal_rank_fusion([r for r in rankings if r])
@@ -144,7 +142,7 @@ def create_get_event_tool(
         ids of related events."""
         snapshot = access.snapshot()
         event = access.event(snapshot, event_id)
-        graph = snapshot.graph()
+        graph = EventGraph.of(snapshot)
         turns = graph.turns_of(event.id)
         neighbors = graph.neighbors(event.id)
         lines = [
@@ -173,7 +171,7 @@ def create_get_neighbors_tool(
         after, shared participants), optionally only some relation labels."""
         snapshot = access.snapshot()
         event = access.event(snapshot, event_id)
-        graph = snapshot.graph()
+        graph = EventGraph.of(snapshot)
         labels = graph.relation_labels()
         wanted = None
         if relation_types:

@@ -10,9 +10,10 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from memory.cues import CueIndex, PersonalFact
-from memory.store import MemoryStore
-from tools.common import (
+from logicmap.memory.cues import CueIndex, PersonalFact
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.store import MemoryStore
+from logicmap.tools.common import (
     MemoryAccess,
     ToolArgs,
     ToolArgumentError,
@@ -165,7 +166,7 @@ def create_query_conversation_time_tool(
         talked about (the date and time of each session that mentions it)."""
         snapshot = access.snapshot()
         event = access.event(snapshot, event_id)
-        turns = snapshot.graph().turns_of(event.id)
+        turns = EventGraph.of(snapshot).turns_of(event.id)
         sessions: dict[str, str] = {}
         for turn in turns:
             stamp = turn.session_time.isoformat(timespec="minutes") if turn.session_time else "unknown time"

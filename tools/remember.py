@@ -13,10 +13,10 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from memory.loaders import RawTurn, Session
-from memory.records import stable_hash, validate_namespace
-from memory.timeparse import parse_timestamp
-from tools.common import MemoryToolConfigError, ToolArgs, ToolArgumentError, ToolResult, make_memory_tool
+from logicmap.memory.loaders import RawTurn, Session
+from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.timeparse import parse_timestamp
+from logicmap.tools.common import MemoryToolConfigError, ToolArgs, ToolArgumentError, ToolResult, make_memory_tool
 
 __all__ = ["RememberArgs", "SessionIngester", "create_remember_tool", "statement_session"]
 

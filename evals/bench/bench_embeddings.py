@@ -10,9 +10,9 @@ import os
 import platform
 import time
 
-from memory.embeddings import CachedEmbeddings, MiniLMEmbeddings
-from memory.loaders import load_conversations
-from memory.records import Turn
+from logicmap.memory.embeddings import CachedEmbeddings, MiniLMEmbeddings
+from logicmap.memory.loaders import load_conversations
+from logicmap.memory.records import Turn
 
 __all__ = ["main"]
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table
-from evals.bench.scripted import make_scripted_model
+from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table
+from logicmap.evals.bench.scripted import make_scripted_model
 
 __all__ = ["QUERY_STRATEGIES", "bench_ingest", "bench_queries", "main"]
 
@@ -34,8 +34,8 @@ QUERY_STRATEGIES: list[tuple[str, str, dict[str, Any]]] = [
 
 def bench_ingest(resources: Any, model: Any, namespace: str) -> dict[str, float]:
     """Ingest the sample conversation with the LLM policy against ``model``; wall, calls, model wait."""
-    from graphs.ingest import ingest_conversation
-    from memory.loaders import load_conversations
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.loaders import load_conversations
 
     conversation = load_conversations(SAMPLE)[0]
     calls_before = len(model.calls)
@@ -53,7 +53,7 @@ def bench_ingest(resources: Any, model: Any, namespace: str) -> dict[str, float]
 
 def bench_queries(resources: Any, model: Any, namespace: str, questions: list[str]) -> dict[str, dict[str, float] | str]:
     """Every available strategy on every question with the LLM policy: mean wall and calls per question."""
-    from graphs.strategies import strategy_function
+    from logicmap.graphs.strategies import strategy_function
 
     out: dict[str, dict[str, float] | str] = {}
     for label, name, options in QUERY_STRATEGIES:
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="embedder (hashing: LogicMap's overhead without the embedding model)")
     parser.add_argument("--questions", type=int, default=15, help="sample questions per strategy")
     args = parser.parse_args(argv)
-    from memory.loaders import load_conversations
+    from logicmap.memory.loaders import load_conversations
 
     print(machine_line())
     print(f"embedder: {args.embeddings}; scripted model replies with valid JSON for every known role\n")

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
 
 __all__ = ["GRAPH_STRATEGIES", "TARGET_MARGIN", "main", "recall_table"]
 
@@ -33,7 +33,7 @@ def _category_order(label: str) -> tuple[int, str]:
 
 def _cited(label: str, fn: Any, question: str, namespace: str, resources: Any, k: int, options: dict[str, Any]) -> list[str]:
     if label in ("dense", "bm25"):
-        from graphs.baselines import answer_top_k
+        from logicmap.graphs.baselines import answer_top_k
 
         result = answer_top_k(question, namespace, method=label, resources=resources, policy="heuristic", k=k)
     else:
@@ -43,10 +43,10 @@ def _cited(label: str, fn: Any, question: str, namespace: str, resources: Any, k
 
 def recall_table(path: Path, resources: Any, strategies: list[str], budgets: list[int]) -> dict[str, Any]:
     """Recall per strategy (and per category at the target budget) for every question of ``path`` with gold evidence."""
-    from evals.metrics import category_label, evidence_recall, normalize_evidence_ids
-    from evals.runner import eval_namespace, resolve_strategies, select_questions
-    from graphs.ingest import ingest_conversation
-    from memory.loaders import load_conversations
+    from logicmap.evals.metrics import category_label, evidence_recall, normalize_evidence_ids
+    from logicmap.evals.runner import eval_namespace, resolve_strategies, select_questions
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.loaders import load_conversations
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -16,7 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
+from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
+from logicmap.memory.graph import EventGraph
 
 __all__ = ["SyntheticMemory", "localize", "main"]
 
@@ -47,7 +48,7 @@ class SyntheticMemory:
 
     def session_records(self, n_events: int) -> tuple[list[Any], np.ndarray, list[Any]]:
         """``n_events`` new events (whole sessions), their vectors and the relations that chain them."""
-        from memory.records import Event, Relation, event_id, relation_id
+        from logicmap.memory.records import Event, Relation, event_id, relation_id
 
         vectors, labels = self.vectors(n_events)
         events, relations = [], []
@@ -69,7 +70,7 @@ class SyntheticMemory:
 
     def grow(self, target: int, batch: int) -> tuple[float, int]:
         """Write events until the namespace holds ``target``; returns seconds spent and events written."""
-        from memory.store import ChangeSet
+        from logicmap.memory.store import ChangeSet
 
         store = self.resources.store
         started, written = time.perf_counter(), 0
@@ -103,8 +104,8 @@ def localize(graph: Any, query: np.ndarray, top_k: int = 5, top_p: int = 5) -> l
 
 def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: bool) -> dict[str, Any]:
     """Latencies at the namespace's current size."""
-    from memory.store import ChangeSet
-    from memory.topics import TopicLayer
+    from logicmap.memory.store import ChangeSet
+    from logicmap.memory.topics import TopicLayer
 
     store, ns = memory.resources.store, memory.namespace
     row: dict[str, Any] = {"events": memory.count}
@@ -129,7 +130,7 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
     snapshot = store.snapshot(ns)
     row["cold_snapshot_s"] = time.perf_counter() - started
     started = time.perf_counter()
-    graph = snapshot.graph()
+    graph = EventGraph.of(snapshot)
     row["graph_s"] = time.perf_counter() - started
     row["topics"] = len(snapshot.topics)
     row["rss_mb"] = rss_mb()
@@ -187,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"synthetic events: {DIMENSIONS}-d vectors around {CENTERS} centres, sessions of {EVENTS_PER_SESSION}, "
           "one temporal_before chain; localization = compass's no-LLM localize step\n", flush=True)
     try:
-        from graphs.strategies import strategy_function
+        from logicmap.graphs.strategies import strategy_function
 
         compass = strategy_function("compass")
     except (ImportError, AttributeError) as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage
 
-from agents.testing import ScriptedChatModel
+from logicmap.agents.testing import ScriptedChatModel
 
 __all__ = ["make_scripted_model", "minimal_instance", "scripted_reply"]
 

@@ -24,5 +24,5 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        return getattr(importlib.import_module("evals.train.logo_grpo"), name)
+        return getattr(importlib.import_module("logicmap.evals.train.logo_grpo"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -28,8 +28,8 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from agents.base import Cost
-from agents.r2 import (
+from logicmap.agents.base import Cost
+from logicmap.agents.r2 import (
     ManagerOutcome,
     answer_from_facts,
     candidates_from,
@@ -38,10 +38,10 @@ from agents.r2 import (
     manage_memory,
     parse_completion,
 )
-from evals.metrics import token_f1
-from memory.loaders import Conversation, QAItem
-from memory.r2 import CandidateFact, EditReport, FactMemory, InvalidEditBatch
-from memory.records import stable_hash
+from logicmap.evals.metrics import token_f1
+from logicmap.memory.loaders import Conversation, QAItem
+from logicmap.memory.r2 import CandidateFact, EditReport, FactMemory, InvalidEditBatch
+from logicmap.memory.records import stable_hash
 
 __all__ = [
     "ADVANTAGE_EPS",

@@ -49,10 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, file_required: bool = True
 
 
 def cmd_train_data(args: argparse.Namespace) -> int:
-    from agents.models import make_chat_model
-    from evals.train.logo_grpo import LoGoConfig, build_logo_grpo_dataset, write_dataset
-    from memory.config import LogicMapSettings
-    from memory.loaders import load_conversations
+    from logicmap.agents.models import make_chat_model
+    from logicmap.evals.train.logo_grpo import LoGoConfig, build_logo_grpo_dataset, write_dataset
+    from logicmap.memory.config import LogicMapSettings
+    from logicmap.memory.loaders import load_conversations
 
     settings = LogicMapSettings()
     llm: Any = None

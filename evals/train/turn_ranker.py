@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
 
 __all__ = ["main"]
 
@@ -29,13 +29,13 @@ BUDGET = 10
 
 def examples(path: Path, resources) -> list[tuple[list[str], np.ndarray, np.ndarray, list[str], np.ndarray]]:  # noqa: ANN001
     """Per question with gold evidence: turn ids, features, labels, gold ids, and dense similarities."""
-    from evals.metrics import normalize_evidence_ids
-    from evals.runner import eval_namespace, select_questions
-    from graphs.ingest import ingest_conversation
-    from memory.embeddings import normalize
-    from memory.loaders import load_conversations
-    from memory.ranking import turn_features
-    from memory.text import query_readings
+    from logicmap.evals.metrics import normalize_evidence_ids
+    from logicmap.evals.runner import eval_namespace, select_questions
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.embeddings import normalize
+    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.ranking import turn_features
+    from logicmap.memory.text import query_readings
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -56,7 +56,7 @@ def examples(path: Path, resources) -> list[tuple[list[str], np.ndarray, np.ndar
 
 
 def recall_at(rows, score) -> float:  # noqa: ANN001
-    from evals.metrics import evidence_recall
+    from logicmap.evals.metrics import evidence_recall
 
     values = []
     for ids, matrix, _, gold, dense in rows:
@@ -75,7 +75,7 @@ def fit(rows):  # noqa: ANN001, ANN201
 
 
 def write_weights(model, files: list[Path], out: Path, report: list[str]) -> None:  # noqa: ANN001
-    from memory.ranking import FEATURES
+    from logicmap.memory.ranking import FEATURES
 
     lines = [
         '"""Weights of the no-LLM turn ranker (``memory.ranking``), written by ``python -m evals.train.turn_ranker``.',

@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agents.local_llm import (
+from logicmap.agents.local_llm import (
     LocalLLMServer,
     LocalLLMUnavailable,
     find_llm_python,

@@ -24,12 +24,12 @@ STRATEGY_GRAPHS = ("compass", "goalmem", "real", "reconstruct")
 CHILD = r"""
 import json, sys
 from pathlib import Path
-from agents.testing import ScriptedChatModel
-from graphs.ingest import IngestContext, build_ingest_graph, ingest_conversation
-from graphs.resources import Resources
-from graphs.tracing import traced_run
-from memory.config import LogicMapSettings
-from memory.loaders import load_conversations
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.ingest import IngestContext, build_ingest_graph, ingest_conversation
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.tracing import traced_run
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.loaders import load_conversations
 
 data_dir = Path(sys.argv[1])
 conversation = load_conversations(Path("data/sample_conversation.json"))[0]
@@ -42,7 +42,7 @@ report = ingest_conversation(conversation.model_copy(update={"sessions": session
 out["ingest_llm_calls"] = report.cost.llm_calls
 
 import importlib.util
-from graphs.strategies import answer
+from logicmap.graphs.strategies import answer
 for strategy in ("compass", "goalmem", "real", "reconstruct"):
     if importlib.util.find_spec(f"graphs.{strategy}") is not None:
         result = answer(strategy, "What is the name of Maya's dog?", "traced", resources=resources, policy="llm")
@@ -55,7 +55,7 @@ with traced_run("ingest", namespace="traced-root", policy="heuristic", inputs={"
     run.finish({"sessions": len(final["reports"])}, cost=final["cost"])
 out["traced_run_id"] = run.run_id
 
-from graphs.tracing import tracing_enabled
+from logicmap.graphs.tracing import tracing_enabled
 if tracing_enabled():  # flush what is queued; with tracing off there is no client to flush
     from langchain_core.tracers.langchain import wait_for_all_tracers
     from langsmith.run_trees import get_cached_client

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from pydantic import BaseModel
 
-from agents.base import FallbackRecord, run_role
-from agents.local_llm import MODEL_ALIAS, LocalLLMServer
-from agents.segmenter import changepoint_segments, render_turns, validate_segmentation
-from memory.loaders import Conversation
-from memory.records import Turn
-from prompts import segment as segment_prompt
-from prompts.segment import Segmentation
+from logicmap.agents.base import FallbackRecord, run_role
+from logicmap.agents.local_llm import MODEL_ALIAS, LocalLLMServer
+from logicmap.agents.segmenter import changepoint_segments, render_turns, validate_segmentation
+from logicmap.memory.loaders import Conversation
+from logicmap.memory.records import Turn
+from logicmap.prompts import segment as segment_prompt
+from logicmap.prompts.segment import Segmentation
 
 pytestmark = pytest.mark.integration
 

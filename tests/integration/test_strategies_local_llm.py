@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.base import FallbackRecord
-from agents.local_llm import LocalLLMServer
-from graphs.resources import Resources
-from graphs.result import AnswerResult, EvidenceItem
-from graphs.strategies import STRATEGIES, strategy_function
-from memory.loaders import Conversation
+from logicmap.agents.base import FallbackRecord
+from logicmap.agents.local_llm import LocalLLMServer
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.strategies import STRATEGIES, strategy_function
+from logicmap.memory.loaders import Conversation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -66,7 +66,7 @@ def llm_memory(
     local_llm: LocalLLMServer, sample: Conversation, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Resources, object]]:
     """The first two sample sessions ingested with the ``llm`` policy through the local server, MiniLM embeddings."""
-    from graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import ingest_conversation
 
     settings = local_llm.settings(data_dir=Path(tmp_path_factory.mktemp("llm-memory")), embedding_provider="minilm")
     resources = Resources(settings=settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.resources import Resources
+from logicmap.graphs.resources import Resources
 from tests.conftest import make_resources
 
 
@@ -20,8 +20,8 @@ def module_resources(tmp_path_factory: pytest.TempPathFactory) -> Resources:
 @pytest.fixture(scope="module")
 def sample_memory(module_resources: Resources) -> Resources:
     """The sample conversation ingested by the heuristic policy into namespace "sample" (read-only)."""
-    from graphs.ingest import ingest_conversation
-    from memory.loaders import load_conversations
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.loaders import load_conversations
     from tests.reliability.support import SAMPLE
 
     ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic")

@@ -23,7 +23,6 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 SAMPLE = ROOT / "data" / "sample_conversation.json"
 
 # Everything an ingest needs, imported before any fork (the children then start instantly). No Chroma
@@ -31,13 +30,13 @@ SAMPLE = ROOT / "data" / "sample_conversation.json"
 import chromadb  # noqa: E402,F401
 import sklearn.cluster  # noqa: E402,F401
 
-import graphs.ingest  # noqa: E402,F401
-import graphs.ingest_cues  # noqa: E402,F401
-import graphs.ingest_facts  # noqa: E402,F401
-import memory.graph  # noqa: E402,F401
-from graphs.resources import Resources  # noqa: E402
-from memory.config import LogicMapSettings  # noqa: E402
-from memory.loaders import load_conversations  # noqa: E402
+import logicmap.graphs.ingest  # noqa: E402,F401
+import logicmap.graphs.ingest_cues  # noqa: E402,F401
+import logicmap.graphs.ingest_facts  # noqa: E402,F401
+import logicmap.memory.graph  # noqa: E402,F401
+from logicmap.graphs.resources import Resources  # noqa: E402
+from logicmap.memory.config import LogicMapSettings  # noqa: E402
+from logicmap.memory.loaders import load_conversations  # noqa: E402
 
 CONVERSATION = load_conversations(SAMPLE)[0]
 
@@ -56,7 +55,7 @@ def _write(path: str, payload: dict) -> None:
 
 
 def child_ingest(cmd: dict) -> dict:
-    from graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import ingest_conversation
 
     resources = _resources(cmd["dir"])
     namespace = cmd["namespace"]
@@ -88,7 +87,7 @@ def child_ingest(cmd: dict) -> dict:
 
 
 def child_inspect(cmd: dict) -> dict:
-    from memory.store import SENTINEL
+    from logicmap.memory.store import SENTINEL
 
     resources = _resources(cmd["dir"])
     store = resources.store

@@ -13,16 +13,15 @@ import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
 
 
 def main(argv: list[str]) -> int:
     file, namespace, ready, go, out = argv
     result: dict = {"namespace": namespace}
     try:
-        from graphs.ingest import ingest_conversation
-        from graphs.resources import Resources
-        from memory.loaders import load_conversations
+        from logicmap.graphs.ingest import ingest_conversation
+        from logicmap.graphs.resources import Resources
+        from logicmap.memory.loaders import load_conversations
 
         resources = Resources()
         resources.llm_ = None

@@ -22,8 +22,8 @@ import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, PrivateAttr
 
-from agents.testing import ScriptedChatModel
-from memory.loaders import Conversation, RawTurn, Session
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.memory.loaders import Conversation, RawTurn, Session
 
 __all__ = [
     "GUARANTEED_INVALID_KINDS",
@@ -75,14 +75,14 @@ def require_module(name: str) -> types.ModuleType:
 
 
 def strategy_names() -> list[str]:
-    from graphs.strategies import STRATEGIES
+    from logicmap.graphs.strategies import STRATEGIES
 
     return sorted(STRATEGIES)
 
 
 def available_strategy(name: str) -> Callable[..., Any]:
     """The strategy's answer function, or a skip when its module is not there yet."""
-    from graphs.strategies import STRATEGIES, strategy_function
+    from logicmap.graphs.strategies import STRATEGIES, strategy_function
 
     module = STRATEGIES[name].split(":")[0]
     require_module(module)
@@ -195,7 +195,7 @@ def locomo_document(conversation: Conversation) -> list[dict[str, Any]]:
 
 def visible_duplicates(store: Any, namespace: str) -> list[str]:
     """Record ids with more than one visible version (the snapshot's dicts would hide them)."""
-    from memory.store import _visible
+    from logicmap.memory.store import _visible
 
     generation = store.manifest(namespace).generation
     found = []

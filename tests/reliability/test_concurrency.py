@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from graphs.ingest import ingest_conversation
-from graphs.resources import Resources
-from memory.config import LogicMapSettings
-from memory.loaders import Conversation
-from memory.store import MemoryStore, StoreLockedError
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.graphs.resources import Resources
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.loaders import Conversation
+from logicmap.memory.store import MemoryStore, StoreLockedError
 from tests.conftest import make_resources
 from tests.reliability.support import (
     ROOT,
@@ -74,7 +74,7 @@ class Readers:
                               for p in memory_problems(snap, self.expected[namespace])]
 
     def query_loop(self, namespace: str, strategies: tuple[str, ...]) -> None:
-        from graphs.strategies import answer
+        from logicmap.graphs.strategies import answer
 
         i = 0
         while not self.stop.is_set():
@@ -160,7 +160,7 @@ def test_the_same_conversation_ingested_twice_at_once_is_stored_once(tmp_path: P
 # -- a second process on one embedded store ---------------------------------------------------------
 LOCK_PROBE = """
 import sys
-from graphs.cli import main
+from logicmap.graphs.cli import main
 first = main(["namespaces"])
 print("first", first, flush=True)
 sys.stdin.readline()

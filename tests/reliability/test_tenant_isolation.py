@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from graphs.ingest import ingest_conversation
-from graphs.resources import Resources
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.graphs.resources import Resources
 from tests.conftest import make_resources
 from tests.reliability.support import (
     GarbageChatModel,
@@ -132,7 +132,7 @@ class Workload:
         return self.rng.choice(pools.get(field, [None]))
 
     def call_tool(self) -> None:
-        from tools import create_memory_toolkit
+        from logicmap.tools import create_memory_toolkit
 
         ns = self.rng.choice(self.ready())
         tools = create_memory_toolkit(ns, store=self.res.store, embeddings=self.res.embeddings)
@@ -181,7 +181,7 @@ def workload(tmp_path_factory: pytest.TempPathFactory) -> Workload:
         except pytest.skip.Exception:
             continue
     try:
-        import tools  # noqa: F401
+        import logicmap.tools  # noqa: F401
 
         has_tools = True
     except ImportError:
@@ -271,9 +271,9 @@ def test_a_tool_agent_driven_by_a_model_stays_in_its_namespace(workload: Workloa
 
 
 def test_remember_writes_only_its_own_namespace(workload: Workload, tmp_path: Path) -> None:
-    from graphs.ingest import ingest_conversation as ingest
-    from memory.loaders import Conversation
-    from tools import create_remember_tool
+    from logicmap.graphs.ingest import ingest_conversation as ingest
+    from logicmap.memory.loaders import Conversation
+    from logicmap.tools import create_remember_tool
 
     res = workload.res
     before = {ns: res.store.snapshot(ns).fingerprint() for ns in TENANTS}
@@ -298,7 +298,7 @@ def test_two_tenants_chatting_at_once_stay_apart(workload: Workload) -> None:
     """Two chatbot conversations in parallel threads, one per tenant, sharing one ingestion queue."""
     import threading
 
-    chatbot = require_module("graphs.chatbot")
+    chatbot = require_module("logicmap.graphs.chatbot")
     from langgraph.checkpoint.memory import InMemorySaver
 
     res = workload.res

@@ -31,8 +31,8 @@ VALUES = st.one_of(
 
 
 def toolkit(resources) -> list[Any]:  # noqa: ANN001
-    from graphs.ingest import ingest_conversation
-    from memory.loaders import Conversation
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.loaders import Conversation
 
     def ingest(session, namespace):  # noqa: ANN001, ANN202
         return ingest_conversation(Conversation(conversation_id="remember", sessions=[session]), namespace,
@@ -157,14 +157,14 @@ def test_a_tool_node_turns_every_bad_call_into_an_error_message(tools) -> None:
 
 
 def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample_memory) -> None:  # noqa: ANN001
-    reconstruct = require_module("graphs.reconstruct")
+    reconstruct = require_module("logicmap.graphs.reconstruct")
     available_strategy("reconstruct")
     calls = _bad_calls(["search_events"])
     replies = [AIMessage(content="", tool_calls=calls),
                AIMessage(content="", invalid_tool_calls=[{"name": "get_event", "args": "{\"event_id\": ", "id": "i1",
                                                           "error": "bad JSON", "type": "invalid_tool_call"}]),
                {"answer": "Biscuit", "cited_event_ids": ["S1-E1"], "cited_turn_ids": ["D1:1"], "confidence": 0.5}]
-    from agents.testing import ScriptedChatModel
+    from logicmap.agents.testing import ScriptedChatModel
 
     sample_memory.llm_ = ScriptedChatModel(replies=list(replies), default="")
     try:

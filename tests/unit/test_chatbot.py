@@ -11,8 +11,8 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
-from agents.testing import ScriptedChatModel
-from graphs.chatbot import (
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.chatbot import (
     ChatContext,
     IngestionQueue,
     build_chatbot_graph,
@@ -137,7 +137,7 @@ def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa
 
 
 def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001
-    from graphs.cli import main
+    from logicmap.graphs.cli import main
 
     data_dir = tmp_path / "cli-memory"
     lines = iter(["I keep my spare key under the blue pot.", "/quit"])
@@ -153,7 +153,7 @@ def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_
 
 
 def test_studio_graph_is_compiled_without_a_checkpointer() -> None:
-    from graphs import chatbot
+    from logicmap.graphs import chatbot
 
     assert chatbot.graph.checkpointer is None
     diagram = chatbot.builder.compile().get_graph().draw_mermaid()

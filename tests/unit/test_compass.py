@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agents.testing import ScriptedChatModel
-from graphs.compass import CompassContext, answer, build_compass_graph
-from memory.embeddings import normalize
-from memory.records import Event, Relation, Topic, relation_id
-from memory.store import ChangeSet
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.compass import CompassContext, answer, build_compass_graph
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.records import Event, Relation, Topic, relation_id
+from logicmap.memory.store import ChangeSet
 
 PLANNER = "You plan how to answer"
 LOCALIZER = "You choose where to start"
@@ -251,7 +251,7 @@ def test_compiled_graph_diagram_matches_the_snapshot() -> None:
 
 
 def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
-    from graphs.result import AnswerResult, EvidenceItem
+    from logicmap.graphs.result import AnswerResult, EvidenceItem
 
     result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", evidence=[
         EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2", "D1:3"]),
@@ -264,7 +264,7 @@ def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
 
 def _commit_turn_events(resources, namespace: str, events: dict[str, list[tuple[str, str]]]) -> None:
     """Events made of raw turns (summary = the joined turns, as the no-LLM segmenter writes them)."""
-    from memory.records import Turn
+    from logicmap.memory.records import Turn
 
     turns, records = [], []
     for i, (eid, lines) in enumerate(events.items()):
@@ -321,7 +321,7 @@ def test_no_llm_search_fills_the_context_budget_then_stops_at_the_bound(resource
 
 
 def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
-    from graphs.result import AnswerResult, EvidenceItem
+    from logicmap.graphs.result import AnswerResult, EvidenceItem
 
     result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", turn_ranking=["D2:1", "D9:9", "D1:2", "D1:1"],
                           evidence=[EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2"]),
@@ -331,7 +331,7 @@ def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
 
 
 def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(resources) -> None:
-    from graphs.result import EvidenceItem, rank_turns
+    from logicmap.graphs.result import EvidenceItem, rank_turns
 
     _commit_turn_events(resources, "rank", GIFT_EVENTS)
     snapshot = resources.store.snapshot("rank")
@@ -346,7 +346,7 @@ def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(re
 
 
 def test_extractive_responder_ignores_speaker_names_and_matches_word_forms() -> None:
-    from agents.responder import EvidenceText, extractive_answer
+    from logicmap.agents.responder import EvidenceText, extractive_answer
 
     evidence = [EvidenceText("E1", "Leo: That's wonderful, Maya!\nMaya: He is named Biscuit, a golden retriever.")]
     assert "Biscuit" in extractive_answer("What is the name of Maya's dog?", evidence).answer
@@ -354,7 +354,7 @@ def test_extractive_responder_ignores_speaker_names_and_matches_word_forms() -> 
 
 
 def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> None:
-    from agents.responder import EvidenceText, extractive_answer
+    from logicmap.agents.responder import EvidenceText, extractive_answer
 
     summary = "Leo: I finished the half marathon yesterday! Maya: Congratulations!"
     turns = "    [D5:1] Leo: I finished the half marathon yesterday! (2023-05-08)\n    [D5:2] Maya: Congratulations! (2023-05-08)"
@@ -368,7 +368,7 @@ def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> Non
 
 
 def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) -> None:
-    from graphs.result import EvidenceItem, turn_scores
+    from logicmap.graphs.result import EvidenceItem, turn_scores
 
     _commit_turn_events(resources, "pair", {
         "chat": [("Sam", "It rained all week."), ("Priya", "Which gift did Sam give Nadia?"), ("Sam", "A film camera."),
@@ -384,7 +384,7 @@ def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) ->
 
 
 def test_without_names_keeps_the_predicate_of_a_question() -> None:
-    from memory.text import query_readings, without_names
+    from logicmap.memory.text import query_readings, without_names
 
     assert without_names("Where exactly did Sam propose to Nadia?") == "Where exactly did propose to"
     assert without_names("What did I cook last week?") == ""  # nothing named: no second reading
@@ -408,8 +408,8 @@ def test_a_search_also_matches_the_question_without_its_names(resources) -> None
 
 
 def test_learned_ranker_reads_the_graph_around_each_turn(resources) -> None:
-    from memory.embeddings import normalize
-    from memory.ranking import FEATURES, TurnRanker, turn_features
+    from logicmap.memory.embeddings import normalize
+    from logicmap.memory.ranking import FEATURES, TurnRanker, turn_features
 
     _commit_turn_events(resources, "feat", GIFT_EVENTS)
     snapshot = resources.store.snapshot("feat")
@@ -445,8 +445,8 @@ def test_turn_ranker_training_writes_weights_and_a_leave_one_out_table(tmp_path,
     import runpy
     import shutil
 
-    from evals.train.turn_ranker import main
-    from memory.ranking import FEATURES
+    from logicmap.evals.train.turn_ranker import main
+    from logicmap.memory.ranking import FEATURES
 
     files = [tmp_path / "a.json", tmp_path / "b.json"]
     for f in files:

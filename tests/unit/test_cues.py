@@ -6,10 +6,10 @@ from datetime import datetime
 
 import pytest
 
-from agents.testing import ScriptedChatModel
-from graphs.enrich import EnrichRequest
-from graphs.ingest_cues import enrich
-from memory.cues import (
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.enrich import EnrichRequest
+from logicmap.graphs.ingest_cues import enrich
+from logicmap.memory.cues import (
     CueIndex,
     build_cue_layer,
     cue_id,
@@ -21,8 +21,8 @@ from memory.cues import (
     personal_fact_id,
     resolve_aspects,
 )
-from memory.loaders import RawTurn, Session
-from memory.records import Event, Turn
+from logicmap.memory.loaders import RawTurn, Session
+from logicmap.memory.records import Event, Turn
 
 NS = "cue-test"
 

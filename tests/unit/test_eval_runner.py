@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from agents.testing import ScriptedChatModel
-from evals.metrics import evidence_recall
-from evals.runner import eval_namespace, run_eval, select_questions
-from graphs.baselines import answer_bm25
-from graphs.strategies import STRATEGIES
-from memory.loaders import load_conversations
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.evals.metrics import evidence_recall
+from logicmap.evals.runner import eval_namespace, run_eval, select_questions
+from logicmap.graphs.baselines import answer_bm25
+from logicmap.graphs.strategies import STRATEGIES
+from logicmap.memory.loaders import load_conversations
 
 GRAPH_STRATEGIES = ["compass", "goalmem:bm25", "real", "reconstruct"]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -158,7 +158,7 @@ def test_failing_and_missing_strategies_are_reported_not_fatal(
     broken.answer = answer
     monkeypatch.setitem(sys.modules, "evaltest_broken_strategy", broken)
     monkeypatch.setitem(STRATEGIES, "broken", "evaltest_broken_strategy:answer")
-    monkeypatch.setitem(STRATEGIES, "ghost", "graphs.no_such_strategy_module:answer")
+    monkeypatch.setitem(STRATEGIES, "ghost", "logicmap.graphs.no_such_strategy_module:answer")
     run = run_eval(sample_path, ["broken", "ghost", "bm25"], limit=3, policy="heuristic",
                    resources=shared_memory, progress=False, langsmith=False)
     assert run.strategies == ["broken", "bm25"] and "ghost" in run.unavailable
@@ -199,7 +199,7 @@ def test_longmemeval_file_uses_question_type_as_category(tmp_path: Path) -> None
 
 
 def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from graphs.cli import main
+    from logicmap.graphs.cli import main
 
     out = tmp_path / "report"
     code = main(["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "eval", str(sample_path),
@@ -215,7 +215,7 @@ def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytes
 
 
 def test_a_variant_after_the_colon_sets_the_strategy_option_it_names() -> None:
-    from evals.runner import parse_strategy
+    from logicmap.evals.runner import parse_strategy
 
     assert parse_strategy("goalmem:bm25").options == {"backbone": "bm25"}
     assert parse_strategy("compass:similarity").options == {"ranker": "similarity"}

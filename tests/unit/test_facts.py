@@ -6,11 +6,11 @@ from datetime import datetime
 
 import pytest
 
-from agents.fact_extractor import facts_from_extraction, is_hedged, pattern_extraction
-from agents.testing import ScriptedChatModel
-from graphs.enrich import EnrichRequest
-from graphs.ingest_facts import enrich
-from memory.facts import (
+from logicmap.agents.fact_extractor import facts_from_extraction, is_hedged, pattern_extraction
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.enrich import EnrichRequest
+from logicmap.graphs.ingest_facts import enrich
+from logicmap.memory.facts import (
     HEDGED_CONFIDENCE,
     STABLE_CONFIDENCE,
     apply_fact_updates,
@@ -24,9 +24,9 @@ from memory.facts import (
     relation_cardinality,
     valid_at,
 )
-from memory.loaders import Session
-from memory.records import Fact, Turn
-from memory.store import Manifest, NamespaceSnapshot
+from logicmap.memory.loaders import Session
+from logicmap.memory.records import Fact, Turn
+from logicmap.memory.store import Manifest, NamespaceSnapshot
 
 NS = "facts-test"
 
@@ -285,7 +285,7 @@ def test_ingested_sample_keeps_both_city_versions_and_both_foods(ingested_sample
 
 
 def test_cli_facts_subcommand(ingested_sample, capsys):
-    from graphs.cli import main
+    from logicmap.graphs.cli import main
 
     args = ["--data-dir", str(ingested_sample.settings.data_dir), "--embeddings", "hashing", "facts", "-n", "sample"]
     assert main([*args, "--history", "Maya", "lives_in"]) == 0
@@ -298,8 +298,8 @@ def test_cli_facts_subcommand(ingested_sample, capsys):
 
 
 def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
-    from memory.facts import interval_text, when_text
-    from memory.timeparse import date_text
+    from logicmap.memory.facts import interval_text, when_text
+    from logicmap.memory.timeparse import date_text
 
     facts, _ = apply({}, fact("Maya", "lives_in", "Porto", "2021"))
     facts, actions = apply(facts, fact("Maya", "lives_in", "Lisbon", "2023-04", turns=["D4:1"]))
@@ -317,7 +317,7 @@ def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
 
 
 def test_an_extracted_month_date_is_stored_as_a_month():
-    from prompts.real_extract import ExtractedFact, FactExtraction
+    from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
 
     turn = Turn(namespace=NS, session_id="S4", dia_id="D4:1", speaker="Maya", text="I moved to Lisbon in April.",
                 session_time=datetime(2023, 5, 10))

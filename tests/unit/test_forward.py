@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from agents.goalmem_forward import extractive_answer
-from agents.testing import ScriptedChatModel
-from graphs.forward import FORWARD_STRATEGIES, answer_react, answer_reflect, answer_reformulate
-from graphs.resources import Resources
-from prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
+from logicmap.agents.goalmem_forward import extractive_answer
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.forward import FORWARD_STRATEGIES, answer_react, answer_reflect, answer_reformulate
+from logicmap.graphs.resources import Resources
+from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
 
 QUESTION = "What drink did Maya have at the cafe she visited?"
 

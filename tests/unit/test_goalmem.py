@@ -13,22 +13,22 @@ from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
 
-from agents.goalmem import (
+from logicmap.agents.goalmem import (
     apply_unification,
     decompose_goal,
     parse_utterance,
     refine_subgoals,
     unify_subgoals,
 )
-from agents.goalmem_heuristics import heuristic_decompositions, heuristic_goal, lexical_unification
-from agents.testing import ScriptedChatModel
-from graphs.goalmem import FAILURE_ANSWER, GoalMemContext, answer, call_bound, graph
-from graphs.resources import Resources
-from memory.backbones import BackboneRetriever, LangChainBackbone, make_backbone
-from memory.nl_logic import Rule, Substitution, Term, parse_atom, parse_goal
-from memory.retrieval import Hit
-from prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
-from prompts.goalmem_unify import Binding, SubgoalResult, Unification
+from logicmap.agents.goalmem_heuristics import heuristic_decompositions, heuristic_goal, lexical_unification
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.goalmem import FAILURE_ANSWER, GoalMemContext, answer, call_bound, graph
+from logicmap.graphs.resources import Resources
+from logicmap.memory.backbones import BackboneRetriever, LangChainBackbone, make_backbone
+from logicmap.memory.nl_logic import Rule, Substitution, Term, parse_atom, parse_goal
+from logicmap.memory.retrieval import Hit
+from logicmap.prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
+from logicmap.prompts.goalmem_unify import Binding, SubgoalResult, Unification
 
 QUESTION = "What drink did Maya have at the cafe she visited last week?"
 GOAL = "find x: Maya had (x:drink) at the cafe she visited last week"
@@ -454,7 +454,7 @@ def test_backbone_names_and_reverse_adapter(ingested_sample: Resources) -> None:
 
 
 def test_strategy_registry_and_context_options(ingested_sample: Resources) -> None:
-    from graphs.strategies import answer as strategy_answer
+    from logicmap.graphs.strategies import answer as strategy_answer
 
     result = strategy_answer("goalmem", "What drink did Maya have at the cafe she visited?", "sample",
                              resources=ingested_sample, policy="heuristic", backbone="bm25")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agents.testing import ScriptedChatModel
-from graphs.ingest import IngestContext, SessionConflictError, ingest_conversation
-from memory.loaders import Conversation
-from memory.store import MemoryStore
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.ingest import IngestContext, SessionConflictError, ingest_conversation
+from logicmap.memory.loaders import Conversation
+from logicmap.memory.store import MemoryStore
 from tests.conftest import make_resources
 
 SEGMENT = "split one session"
@@ -171,7 +171,7 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
 def test_compiled_ingest_graph_diagram_matches_the_snapshot() -> None:
     from pathlib import Path
 
-    from graphs.ingest import build_ingest_graph
+    from logicmap.graphs.ingest import build_ingest_graph
 
     snapshot = Path(__file__).parent / "snapshots" / "ingest.mmd"
     assert build_ingest_graph().compile().get_graph().draw_mermaid() == snapshot.read_text(encoding="utf-8")
@@ -181,8 +181,8 @@ def test_compiled_ingest_graph_diagram_matches_the_snapshot() -> None:
 def test_a_question_and_the_reply_to_it_stay_in_one_no_llm_segment(asks: str, together: bool) -> None:
     import numpy as np
 
-    from agents.segmenter import changepoint_segments
-    from memory.records import Turn
+    from logicmap.agents.segmenter import changepoint_segments
+    from logicmap.memory.records import Turn
 
     lines = [("Sam", "We had our anniversary dinner."), ("Priya", asks), ("Sam", "A vintage film camera."),
              ("Priya", "Nice."), ("Sam", "Work is busy."), ("Priya", "Same here.")]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from memory.loaders import DataFormatError, load_conversations
+from logicmap.memory.loaders import DataFormatError, load_conversations
 
 
 def _locomo(sessions: dict, qa: list | None = None) -> list:
@@ -121,7 +121,7 @@ def test_jsonl_messages_grouped_into_sessions(tmp_path) -> None:
 
 @pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "data").glob("*.json")), ids=lambda p: p.name)
 def test_every_shipped_dataset_loads_and_its_evidence_names_real_turns(path) -> None:
-    from evals.metrics import normalize_evidence_ids
+    from logicmap.evals.metrics import normalize_evidence_ids
 
     (conversation,) = load_conversations(path)
     dia_ids = {turn.dia_id for session in conversation.sessions for turn in session.turns}

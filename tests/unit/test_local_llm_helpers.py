@@ -1,4 +1,4 @@
-"""agents.local_llm without starting anything: venv discovery, ports, the settings it hands out."""
+"""logicmap.agents.local_llm without starting anything: venv discovery, ports, the settings it hands out."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agents.local_llm import (
+from logicmap.agents.local_llm import (
     MODEL_ALIAS,
     LocalLLMUnavailable,
     find_llm_python,

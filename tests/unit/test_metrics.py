@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from agents.testing import ScriptedChatModel
-from evals.metrics import (
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.evals.metrics import (
     bleu1,
     category_label,
     evidence_recall,
@@ -18,7 +18,7 @@ from evals.metrics import (
     stem_tokens,
     token_f1,
 )
-from evals.porter import porter_stem
+from logicmap.evals.porter import porter_stem
 
 
 @pytest.mark.parametrize(

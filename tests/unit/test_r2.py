@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agents.r2 import (
+from logicmap.agents.r2 import (
     extract_facts,
     fact_key,
     fallback_extraction,
@@ -21,8 +21,8 @@ from agents.r2 import (
     third_person,
     update_fact_memory,
 )
-from agents.testing import ScriptedChatModel
-from evals.train.logo_grpo import (
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.evals.train.logo_grpo import (
     LoGoConfig,
     LoGoRewardHook,
     build_logo_grpo_dataset,
@@ -35,8 +35,8 @@ from evals.train.logo_grpo import (
     score_memory,
     write_dataset,
 )
-from memory.loaders import QAItem, RawTurn
-from memory.r2 import (
+from logicmap.memory.loaders import QAItem, RawTurn
+from logicmap.memory.r2 import (
     CandidateFact,
     FactEdit,
     FactMemory,
@@ -442,7 +442,7 @@ def test_reward_hook_recomputes_local_rewards(built, tmp_path) -> None:
 
 
 def test_cli_train_data(sample_path, tmp_path, capsys) -> None:
-    from graphs.cli import main
+    from logicmap.graphs.cli import main
 
     out = tmp_path / "ds.jsonl"
     assert (

@@ -9,12 +9,12 @@ from collections.abc import Callable, Sequence
 import pytest
 from langchain_core.messages import BaseMessage
 
-from agents.real import FactIndex, FactPath, SearchFilter, heuristic_roots, reference_window
-from agents.testing import ScriptedChatModel
-from graphs.real import RealContext, answer, graph
-from memory.facts import apply_fact_updates, fact_text, make_fact
-from memory.records import Fact
-from memory.store import ChangeSet, UnknownNamespaceError
+from logicmap.agents.real import FactIndex, FactPath, SearchFilter, heuristic_roots, reference_window
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.real import RealContext, answer, graph
+from logicmap.memory.facts import apply_fact_updates, fact_text, make_fact
+from logicmap.memory.records import Fact
+from logicmap.memory.store import ChangeSet, UnknownNamespaceError
 
 NS = "real-test"
 

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
-from agents.testing import ScriptedChatModel
-from graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph, extractive_answer
-from graphs.resources import Resources
-from graphs.result import EvidenceItem
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph, extractive_answer
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.result import EvidenceItem
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 NS = "sample"
@@ -141,7 +141,7 @@ def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested
 
 
 def test_unknown_namespace_raises(ingested_sample) -> None:  # noqa: ANN001
-    from memory.store import UnknownNamespaceError
+    from logicmap.memory.store import UnknownNamespaceError
 
     with pytest.raises(UnknownNamespaceError):
         answer(DOG, "nobody", resources=ingested_sample, policy="heuristic")

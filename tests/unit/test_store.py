@@ -8,15 +8,16 @@ import textwrap
 
 import pytest
 
-from graphs.ingest import ingest_conversation
-from memory.loaders import Conversation
-from memory.records import Relation, Turn
-from memory.store import ChangeSet, GenerationConflict, MemoryStore, StoreLockedError, UnknownNamespaceError
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.loaders import Conversation
+from logicmap.memory.records import Relation, Turn
+from logicmap.memory.store import ChangeSet, GenerationConflict, MemoryStore, StoreLockedError, UnknownNamespaceError
 from tests.conftest import make_resources
 
 
 def _graph_signature(store: MemoryStore, namespace: str) -> tuple:
-    graph = store.snapshot(namespace).graph()
+    graph = EventGraph.of(store.snapshot(namespace))
     nodes = sorted((n, d["summary"], d["topic"]) for n, d in graph.graph.nodes(data=True))
     edges = sorted((u, v, k) for u, v, k in graph.graph.edges(keys=True))
     return nodes, edges
@@ -115,8 +116,8 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
     resources.store.manifest("ns")  # opens the store and takes the lock
     script = textwrap.dedent(
         f"""
-        from memory.config import LogicMapSettings
-        from memory.store import MemoryStore, StoreLockedError
+        from logicmap.memory.config import LogicMapSettings
+        from logicmap.memory.store import MemoryStore, StoreLockedError
         try:
             MemoryStore(LogicMapSettings(data_dir={str(resources.settings.data_dir)!r}))
         except StoreLockedError as exc:
@@ -130,7 +131,7 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
 
 
 def test_reads_are_paged_so_large_namespaces_load_whole(resources, monkeypatch) -> None:
-    import memory.store as store_module
+    import logicmap.memory.store as store_module
 
     monkeypatch.setattr(store_module, "_READ_PAGE", 7)
     turns = [Turn(namespace="big", session_id="S1", dia_id=f"D1:{i}", speaker="A", text=f"turn {i}") for i in range(30)]

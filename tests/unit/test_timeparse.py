@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from memory.timeparse import find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.timeparse import find_time_phrases, parse_timestamp, resolve_relative
 
 ANCHOR = parse_timestamp("6:40 pm on 8 May, 2023")
 
@@ -41,7 +41,7 @@ def test_find_time_phrases_in_order() -> None:
 def test_date_text_says_a_date_at_its_precision() -> None:
     from datetime import date, datetime
 
-    from memory.timeparse import date_text
+    from logicmap.memory.timeparse import date_text
 
     assert date_text("2023-05-07") == "7 May 2023" and date_text("2023-04") == "April 2023" and date_text("2023") == "2023"
     assert date_text(datetime(2023, 4, 1), "month") == "April 2023" and date_text(date(2023, 2, 9)) == "9 February 2023"

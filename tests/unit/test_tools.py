@@ -9,8 +9,9 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from memory.loaders import Session
-from tools import (
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.loaders import Session
+from logicmap.tools import (
     EVENT_TOOLS,
     MRAGENT_TOOLS,
     MemoryToolConfigError,
@@ -103,7 +104,7 @@ def test_get_event(toolkit, snapshot) -> None:  # noqa: ANN001
 def test_get_neighbors(toolkit, snapshot) -> None:  # noqa: ANN001
     eid = event_of(snapshot, "D3:5")
     msg = call(toolkit["get_neighbors"], {"event_id": eid})
-    expected = {n.event_id for n in snapshot.graph().neighbors(eid)}
+    expected = {n.event_id for n in EventGraph.of(snapshot).neighbors(eid)}
     assert msg.status == "success" and {r["id"] for r in msg.artifact} == expected
     out = call(toolkit["get_neighbors"], {"event_id": eid, "relation_types": ["temporal_before"], "direction": "out"})
     assert all(r["relation"] == "temporal_before" and r["direction"] == "out" for r in out.artifact)
@@ -224,7 +225,7 @@ def test_remember_ingests_through_the_injected_callable() -> None:
 
 
 def test_remember_then_search_finds_it(resources) -> None:  # noqa: ANN001
-    from graphs.chatbot import session_ingester
+    from logicmap.graphs.chatbot import session_ingester
 
     remember = create_remember_tool("alice", ingest=session_ingester(resources, policy="heuristic"))
     assert call(remember, {"text": "I keep bees on the roof of my house in Braga.", "speaker": "Alice"}).status == "success"

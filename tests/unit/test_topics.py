@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memory.topics import TopicLayer, n_clusters_for
+from logicmap.memory.topics import TopicLayer, n_clusters_for
 
 
 def _blob(center: np.ndarray, n: int, seed: int, spread: float = 0.05) -> list[np.ndarray]:

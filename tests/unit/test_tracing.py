@@ -1,11 +1,11 @@
-"""graphs.tracing: run names, tags and metadata for graph runs; nothing traced when tracing is off."""
+"""logicmap.graphs.tracing: run names, tags and metadata for graph runs; nothing traced when tracing is off."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from agents.base import Cost
-from graphs.tracing import cost_metadata, role_trace, run_config, traced_run, tracing_enabled
+from logicmap.agents.base import Cost
+from logicmap.graphs.tracing import cost_metadata, role_trace, run_config, traced_run, tracing_enabled
 
 
 @dataclass

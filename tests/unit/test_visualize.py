@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from graphs.cli import main
-from graphs.visualize import render_event_graph_html, write_event_graph
+from logicmap.graphs.cli import main
+from logicmap.graphs.visualize import render_event_graph_html, write_event_graph
+from logicmap.memory.graph import EventGraph
 
 
 def test_html_shows_every_event_topic_and_relation_type(ingested_sample) -> None:
-    graph = ingested_sample.store.snapshot("sample").graph()
+    graph = EventGraph.of(ingested_sample.store.snapshot("sample"))
     page = render_event_graph_html(graph)
     assert page.startswith("<!doctype html>") and "<script" not in page
     assert page.replace('xmlns="http://www.w3.org/2000/svg"', "").count("http") == 0  # nothing fetched from outside
@@ -18,7 +19,7 @@ def test_html_shows_every_event_topic_and_relation_type(ingested_sample) -> None
 
 
 def test_png_by_suffix(ingested_sample, tmp_path) -> None:
-    out = write_event_graph(ingested_sample.store.snapshot("sample").graph(), tmp_path / "g.png")
+    out = write_event_graph(EventGraph.of(ingested_sample.store.snapshot("sample")), tmp_path / "g.png")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
 
 
