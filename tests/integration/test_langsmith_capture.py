@@ -44,7 +44,7 @@ out["ingest_llm_calls"] = report.cost.llm_calls
 import importlib.util
 from logicmap.graphs.strategies import answer
 for strategy in ("compass", "goalmem", "real", "reconstruct"):
-    if importlib.util.find_spec(f"graphs.{strategy}") is not None:
+    if importlib.util.find_spec(f"logicmap.graphs.{strategy}") is not None:
         result = answer(strategy, "What is the name of Maya's dog?", "traced", resources=resources, policy="llm")
         out[f"{strategy}_llm_calls"] = result.cost.llm_calls
 

@@ -34,8 +34,8 @@ def test_studio_config_exposes_every_graph_module() -> None:
     existing = [name for name in GRAPH_MODULES if (PROJECT_ROOT / "graphs" / f"{name}.py").exists()]
     assert sorted(config["graphs"]) == sorted(existing), "studio/langgraph.json must list every graphs/<name>.py"
     for name, entry in config["graphs"].items():
-        assert entry["path"] == f"graphs.{name}:graph" and entry["description"]
-        graph = importlib.import_module(f"graphs.{name}").graph
+        assert entry["path"] == f"logicmap.graphs.{name}:graph" and entry["description"]
+        graph = importlib.import_module(f"logicmap.graphs.{name}").graph
         assert graph.checkpointer is None, f"{name}: Studio graphs get persistence from the server"
         assert graph.builder.context_schema is not None, f"{name}: per-run settings belong in a context schema"
 
