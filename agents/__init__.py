@@ -1,1 +1,25 @@
-"""placeholder"""
+"""The LLM roles: one role per module, each a prompt, a typed output, validation, one retry and a fallback.
+
+The rule of this layer: a role's module builds its messages with a prompt module from ``logicmap.prompts``,
+asks the chat model for a typed pydantic output (``base.run_role``), validates it against what the role was
+shown, retries once with the validation error, and otherwise returns its deterministic fallback and records a
+``FallbackRecord``. Every call's cost goes into one ``Cost``. The no-LLM policy of a role lives beside it.
+Roles use ``logicmap.memory`` and ``logicmap.prompts``; they never import ``logicmap.graphs`` or ``logicmap.tools``.
+
+Where each method's roles are (graph in ``logicmap.graphs``, roles here):
+
+| method | graph | roles (module: role) |
+| --- | --- | --- |
+| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor |
+| CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers and the no-LLM search policy; ``responder``: responder |
+| Goal-Mem | ``graphs.goalmem`` | ``goalmem``: parser, decomposer, unifier, refiner, generator; ``goalmem_heuristics``: their no-LLM policy; ``goalmem_forward``: the forward baselines' roles |
+| REAL | ``graphs.real`` | ``real``: root planner, path evaluator, answerer, counterfactual repair rules |
+| MRAgent | ``graphs.reconstruct``, ``graphs.chatbot`` | the reconstruct agent is a chat model bound to ``logicmap.tools``; ``responder``: the chatbot's reply |
+| Memory-R2 | ``evals.train.logo_grpo`` | ``r2``: fact extractor and memory manager (ADD / UPDATE / DELETE / NOOP), fact answerer |
+| evaluation | ``evals`` | ``judge``: LLM judge |
+
+Plumbing: ``base`` (the role runner, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory),
+``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models).
+"""
+
+__all__: list[str] = []

@@ -1,1 +1,24 @@
-"""placeholder"""
+"""The LangGraph StateGraphs: one graph per method, wiring the roles of ``logicmap.agents`` over memory.
+
+The rule of this layer: a graph module reads top to bottom like LangGraph's templates: state and context
+types, nodes as module-level functions ``(state, runtime)``, routers returning ``Literal[...]``, then
+``build_*_graph()`` that only wires nodes and edges, then ``graph = builder.compile()`` (no checkpointer: Studio
+and the API server supply persistence). A node finds its store, embedder and chat model with
+``resources.resources_of(runtime)`` (the run's context, else the process-wide defaults), so it can be imported
+and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here imports ``logicmap.evals``.
+
+| method | graph module | control flow |
+| --- | --- | --- |
+| ingest | ``ingest`` (+ ``ingest_facts``, ``ingest_cues``, ``enrich``) | prepare -> segment -> relate -> fuse -> topics -> facts -> cues -> commit, per session |
+| CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
+| Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
+| REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |
+| MRAgent | ``reconstruct``, ``chatbot`` | a chat model bound to the memory tools; a chatbot that recalls, answers and queues ingestion |
+| baselines | ``baselines`` | dense and BM25 top-k over turns |
+
+Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategies``
+(one ``answer()`` over every strategy), ``tracing`` (LangSmith run names, tags, metadata), ``visualize``
+(``logicmap graph``), ``cli`` (the core commands).
+"""
+
+__all__: list[str] = []

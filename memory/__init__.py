@@ -1,1 +1,26 @@
-"""placeholder"""
+"""The memory layer: records, the store, indexes and loaders. No LLM, no graph, no agent.
+
+The rule of this layer: everything here is deterministic and imports nothing from ``logicmap.agents``,
+``logicmap.graphs``, ``logicmap.tools`` or ``logicmap.evals``. Every record lives under a namespace (a tenant);
+readers see only committed generations (``store.MemoryStore.snapshot``), and anything derived from a
+snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached on it with
+``NamespaceSnapshot.derived``.
+
+| module | owns |
+| --- | --- |
+| ``records`` | the pydantic records: turn, event, relation, topic, fact, cue, tag; ids and namespace validation |
+| ``store`` | Chroma storage, generations and manifests, commit lock, snapshots |
+| ``graph`` | ``EventGraph``: the ``networkx.MultiDiGraph`` view of a snapshot |
+| ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
+| ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |
+| ``retrieval``, ``backbones``, ``ranking`` | BM25 and dense search, Goal-Mem backbones, the learned turn ranker |
+| ``facts`` | REAL's temporal facts: validity intervals, cardinality-aware non-destructive updates |
+| ``cues`` | MRAgent's cue-tag-content layer |
+| ``nl_logic`` | Goal-Mem's NL-Logic terms, goals and substitutions |
+| ``r2`` | Memory-R2's fact memory with copy-on-write snapshots |
+| ``text``, ``timeparse`` | the one text toolkit (tokens, stems, stop words, sentences) and the one date module |
+| ``loaders`` | LoCoMo, LongMemEval and JSONL conversations, validated before anything is written |
+| ``config`` | ``LogicMapSettings``, read from ``LOGICMAP_*`` variables |
+"""
+
+__all__: list[str] = []
