@@ -488,6 +488,11 @@ def test_context_hides_resources_and_retriever_from_the_schema() -> None:
     schema = graph.get_context_jsonschema()
     assert "resources" not in schema["properties"] and "retriever" not in schema["properties"]
     assert {"max_breadth", "max_depth", "backbone", "policy"} <= set(schema["properties"])
+    # Nor do a run's resources reach its trace metadata, where the budgets are.
+    from logicmap.graphs.tracing import run_metadata
+
+    metadata = run_metadata("goalmem", namespace="n", policy="llm", budgets=GoalMemContext(resources=Resources()))
+    assert "resources" not in metadata and metadata["max_depth"] == 5
 
 
 def test_parse_and_decompose_nodes_alone(resources: Resources) -> None:
