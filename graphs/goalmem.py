@@ -6,14 +6,16 @@ parse_goal -> decompose (breadth loop) -> retrieve (one Send per subgoal) -> uni
 
 from __future__ import annotations
 
+import dataclasses
 import operator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
@@ -25,23 +27,42 @@ from logicmap.agents.goalmem import (
     unify_subgoals,
 )
 from logicmap.agents.goalmem_heuristics import MemoryLine
-from logicmap.graphs.resources import Resources, default_resources, run_context
+from logicmap.graphs.resources import (
+    Resources,
+    ResourcesField,
+    default_resources,
+    resources_field,
+    resources_of,
+    run_context,
+)
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.tracing import invoke_strategy
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
 from logicmap.memory.records import validate_namespace
+from logicmap.memory.retrieval import Backbone
 
 __all__ = [
     "FAILURE_ANSWER",
     "GoalMemContext",
     "GoalMemState",
     "Retrieval",
+    "RetrieveTask",
     "answer",
     "build_goalmem_graph",
     "builder",
     "call_bound",
+    "decompose",
+    "fail",
+    "generate",
     "graph",
+    "parse_goal",
+    "refine",
+    "retrieve",
+    "route_after_decompose",
+    "route_after_refine",
+    "route_after_unify",
+    "unify",
 ]
 
 FAILURE_ANSWER = "I don't know"
@@ -58,7 +79,13 @@ class GoalMemContext:
     k_per_subgoal: int = 5
     backbone: str = "bm25"
     policy: Literal["llm", "heuristic"] = "llm"
-    retriever: Any = None
+    # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
+    retriever: SkipJsonSchema[Any] = field(
+        default=None,
+        metadata={"description": "A LangChain BaseRetriever, an object with search(query, k) or a backbone name "
+                                 "(Python callers only); overrides backbone when set."},
+    )
+    resources: ResourcesField = resources_field()
 
 
 def call_bound(max_breadth: int, max_depth: int) -> int:
@@ -107,6 +134,8 @@ class GoalMemState(TypedDict, total=False):
 
 
 class RetrieveTask(TypedDict):
+    """What one ``retrieve`` branch searches: a subgoal's grounded query and its share of the budget."""
+
     namespace: str
     subgoal: str
     query: str
@@ -114,8 +143,31 @@ class RetrieveTask(TypedDict):
     step: int
 
 
+# -- helpers -----------------------------------------------------------------------------------------
+
+
 def _ctx(runtime: Runtime[GoalMemContext] | None) -> GoalMemContext:
     return run_context(runtime, GoalMemContext)
+
+
+def _llm(runtime: Runtime[GoalMemContext] | None) -> tuple[Any, bool, str]:
+    """The chat model for a role call (``None`` under the heuristic policy), whether to use the heuristic,
+    and the structured-output method."""
+    res = resources_of(runtime)
+    if _ctx(runtime).policy == "heuristic":
+        return None, True, res.method
+    return res.llm, False, res.method
+
+
+def _backbone(runtime: Runtime[GoalMemContext] | None, namespace: str) -> Backbone:
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    spec = ctx.retriever if ctx.retriever is not None else ctx.backbone
+    return make_backbone(spec, res.store, namespace, embeddings=lambda: res.embeddings)
+
+
+def _spent(outcome: Any) -> dict[str, Any]:
+    """The cost and fallback of one role call, as a state update."""
+    return {"cost": outcome.cost, "fallbacks": [outcome.fallback] if outcome.fallback else []}
 
 
 def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:
@@ -153,242 +205,254 @@ def _types(state: GoalMemState) -> dict[str, Term]:
     return found
 
 
-def build_goalmem_graph(resources: Resources | None = None) -> StateGraph:
-    """The Goal-Mem ``StateGraph`` (uncompiled). Resources default to the process-wide settings."""
-
-    def res() -> Resources:
-        return resources or default_resources()
-
-    def llm_for(ctx: GoalMemContext) -> tuple[Any, bool]:
-        if ctx.policy == "heuristic":
-            return None, True
-        return res().llm, False
-
-    def backbone_for(ctx: GoalMemContext, namespace: str):  # noqa: ANN202 - a Backbone
-        spec = ctx.retriever if ctx.retriever is not None else ctx.backbone
-        return make_backbone(spec, res().store, namespace, embeddings=lambda: res().embeddings)
-
-    def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        llm, heuristic = llm_for(ctx)
-        outcome = parse_utterance(llm, state["question"], method=res().method, heuristic=heuristic)
-        return {
-            "goal": outcome.output,
-            "breadth": 0,
-            "step": 0,
-            "failed": [],
-            "substitution": Substitution(),
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-            "trace": [{"node": "parse_goal", "goal": outcome.output.render()}],
-        }
-
-    def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        llm, heuristic = llm_for(ctx)
-        goal = state["goal"]
-        failed = list(state.get("failed") or [])
-        previous = state.get("rule")
-        if previous is not None:
-            subgoals = state.get("subgoals") or {}
-            missing = "; ".join(
-                f"{subgoals[sid].render()}: {why}" for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals
-            )
-            failed.append((previous, missing or "not proved"))
-        outcome = decompose_goal(
-            llm, state["question"], goal, failed, method=res().method, heuristic=heuristic
-        )
-        rule = outcome.output
-        breadth = state.get("breadth", 0) + 1
-        update: dict[str, Any] = {
-            "breadth": breadth,
-            "failed": failed,
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-        }
-        if any(rule.body_key() == old.body_key() for old, _ in failed):
-            # Nothing untried is left: another round would repeat a failed proof.
-            return {**update, "exhausted": True, "stop_reason": "no new decomposition",
-                    "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}]}
-        subgoals = {f"G{i + 1}": atom for i, atom in enumerate(rule.body)}
-        return {
-            **update,
-            "rule": rule,
-            "exhausted": False,
-            "depth": 0,
-            "step": state.get("step", 0) + 1,
-            "subgoals": subgoals,
-            "originals": list(subgoals),
-            "antecedent_of": {},
-            "substitution": Substitution(),
-            "resolved": {},
-            "unresolved": {sid: "not tried" for sid in subgoals},
-            "last_unified": {},
-            "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}],
-        }
-
-    def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        hits = backbone_for(ctx, task["namespace"]).search(task["query"], task["k"])
-        items = [
-            EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
-            for h in hits[: task["k"]]
-        ]
-        return {
-            "retrieved": [Retrieval(step=task["step"], subgoal=task["subgoal"], query=task["query"], hits=items)],
-            "queried": {task["subgoal"]: task["query"]},
-        }
-
-    def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        llm, heuristic = llm_for(ctx)
-        step = state.get("step", 0)
-        before = _pool(state, before_step=step)
-        now = _pool(state)
-        new_ids = [mid for mid in now if mid not in before]
+def _failed_so_far(state: GoalMemState) -> list[tuple[Rule, str]]:
+    """The failed decompositions, with the one just tried (if any) and what it left unproved."""
+    failed = list(state.get("failed") or [])
+    previous = state.get("rule")
+    if previous is not None:
         subgoals = state.get("subgoals") or {}
-        active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}
-        substitution = state.get("substitution") or Substitution()
-        result, outcome = unify_subgoals(
-            llm, state["question"], active, _memory_lines(state), substitution,
-            method=res().method, heuristic=heuristic,
+        missing = "; ".join(
+            f"{subgoals[sid].render()}: {why}" for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals
         )
-        resolved = {**(state.get("resolved") or {}), **result.resolved}
-        unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
-        originals = state.get("originals") or []
-        goal = state["goal"]
-        solved = all(sid in resolved for sid in originals) and all(a in result.substitution for a in goal.answer)
-        return {
-            "substitution": result.substitution,
-            "resolved": resolved,
-            "unresolved": unresolved,
-            "new_in_step": len(new_ids),
-            "last_unified": {sid: atom.apply(substitution).render() for sid, atom in active.items()},
-            "solved_depth": state.get("depth", 0) if solved else None,
+        failed.append((previous, missing or "not proved"))
+    return failed
+
+
+def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
+    """The state of a new proof attempt of ``rule``: its body as subgoals G1..Gn, nothing resolved yet."""
+    subgoals = {f"G{i + 1}": atom for i, atom in enumerate(rule.body)}
+    return {
+        "rule": rule,
+        "exhausted": False,
+        "depth": 0,
+        "step": state.get("step", 0) + 1,
+        "subgoals": subgoals,
+        "originals": list(subgoals),
+        "antecedent_of": {},
+        "substitution": Substitution(),
+        "resolved": {},
+        "unresolved": {sid: "not tried" for sid in subgoals},
+        "last_unified": {},
+    }
+
+
+# -- nodes -------------------------------------------------------------------------------------------
+
+
+def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """The question as an NL-Logic goal; resets the breadth loop."""
+    llm, heuristic, method = _llm(runtime)
+    outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic)
+    return {
+        "goal": outcome.output,
+        "breadth": 0,
+        "step": 0,
+        "failed": [],
+        "substitution": Substitution(),
+        **_spent(outcome),
+        "trace": [{"node": "parse_goal", "goal": outcome.output.render()}],
+    }
+
+
+def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """One breadth step: a rule ``subgoals => goal`` unlike the failed ones, or ``exhausted`` if none is left."""
+    llm, heuristic, method = _llm(runtime)
+    failed = _failed_so_far(state)
+    outcome = decompose_goal(llm, state["question"], state["goal"], failed, method=method, heuristic=heuristic)
+    rule = outcome.output
+    breadth = state.get("breadth", 0) + 1
+    update: dict[str, Any] = {"breadth": breadth, "failed": failed, **_spent(outcome)}
+    if any(rule.body_key() == old.body_key() for old, _ in failed):
+        # Nothing untried is left: another round would repeat a failed proof.
+        return {**update, "exhausted": True, "stop_reason": "no new decomposition",
+                "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}]}
+    return {**update, **_fresh_proof(state, rule),
+            "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}]}
+
+
+def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """One subgoal's search on the backbone (a ``Send`` branch)."""
+    hits = _backbone(runtime, task["namespace"]).search(task["query"], task["k"])
+    items = [
+        EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
+        for h in hits[: task["k"]]
+    ]
+    return {
+        "retrieved": [Retrieval(step=task["step"], subgoal=task["subgoal"], query=task["query"], hits=items)],
+        "queried": {task["subgoal"]: task["query"]},
+    }
+
+
+def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """One batched unification of the open subgoals against every memory retrieved so far."""
+    llm, heuristic, method = _llm(runtime)
+    step = state.get("step", 0)
+    before = _pool(state, before_step=step)
+    new_ids = [mid for mid in _pool(state) if mid not in before]
+    subgoals = state.get("subgoals") or {}
+    active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}
+    substitution = state.get("substitution") or Substitution()
+    result, outcome = unify_subgoals(
+        llm, state["question"], active, _memory_lines(state), substitution, method=method, heuristic=heuristic,
+    )
+    resolved = {**(state.get("resolved") or {}), **result.resolved}
+    unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
+    solved = all(sid in resolved for sid in state.get("originals") or []) and all(
+        a in result.substitution for a in state["goal"].answer
+    )
+    return {
+        "substitution": result.substitution,
+        "resolved": resolved,
+        "unresolved": unresolved,
+        "new_in_step": len(new_ids),
+        "last_unified": {sid: atom.apply(substitution).render() for sid, atom in active.items()},
+        "solved_depth": state.get("depth", 0) if solved else None,
+        "rejected": result.rejected,
+        **_spent(outcome),
+        "trace": [{
+            "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
+            "new_memories": len(new_ids), "resolved": sorted(result.resolved),
+            "unresolved": sorted(unresolved), "substitution": result.substitution.render(),
             "rejected": result.rejected,
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-            "trace": [{
-                "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
-                "new_memories": len(new_ids), "resolved": sorted(result.resolved),
-                "unresolved": sorted(unresolved), "substitution": result.substitution.render(),
-                "rejected": result.rejected,
-            }],
-        }
+        }],
+    }
 
-    def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        llm, heuristic = llm_for(ctx)
-        subgoals = dict(state.get("subgoals") or {})
-        substitution = state.get("substitution") or Substitution()
-        unresolved = {sid: (subgoals[sid], why) for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals}
-        existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
-        picked, outcome = refine_subgoals(
-            llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
-            existing, method=res().method, heuristic=heuristic,
-        )
-        antecedent_of = dict(state.get("antecedent_of") or {})
-        unresolved_now = dict(state.get("unresolved") or {})
-        added = []
-        for target, atom in picked:
-            sid = f"G{len(subgoals) + 1}"
-            subgoals[sid] = atom
-            antecedent_of[sid] = target
-            unresolved_now[sid] = "not tried"
-            added.append(f"{sid} for {target}: {atom.render()}")
-        return {
-            "subgoals": subgoals,
-            "antecedent_of": antecedent_of,
-            "unresolved": unresolved_now,
-            "depth": state.get("depth", 0) + 1,
-            "step": state.get("step", 0) + 1,
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-            "trace": [{"node": "refine", "depth": state.get("depth", 0) + 1, "antecedents": added}],
-        }
 
-    def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        llm, heuristic = llm_for(ctx)
-        supporting = list(dict.fromkeys(mid for ids in (state.get("resolved") or {}).values() for mid in ids))
-        outcome = generate_answer(
-            llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
-            method=res().method, heuristic=heuristic,
-        )
-        return {
-            "answer": outcome.output.answer.strip(),
-            "status": "answered",
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-            "trace": [{"node": "generate", "answer": outcome.output.answer.strip()}],
-        }
+def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """One depth step: antecedents for unresolved subgoals join as new subgoals (``antecedent_of`` links them)."""
+    llm, heuristic, method = _llm(runtime)
+    subgoals = dict(state.get("subgoals") or {})
+    substitution = state.get("substitution") or Substitution()
+    unresolved = {sid: (subgoals[sid], why) for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals}
+    existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
+    picked, outcome = refine_subgoals(
+        llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
+        existing, method=method, heuristic=heuristic,
+    )
+    antecedent_of = dict(state.get("antecedent_of") or {})
+    unresolved_now = dict(state.get("unresolved") or {})
+    added = []
+    for target, atom in picked:
+        sid = f"G{len(subgoals) + 1}"
+        subgoals[sid] = atom
+        antecedent_of[sid] = target
+        unresolved_now[sid] = "not tried"
+        added.append(f"{sid} for {target}: {atom.render()}")
+    return {
+        "subgoals": subgoals,
+        "antecedent_of": antecedent_of,
+        "unresolved": unresolved_now,
+        "depth": state.get("depth", 0) + 1,
+        "step": state.get("step", 0) + 1,
+        **_spent(outcome),
+        "trace": [{"node": "refine", "depth": state.get("depth", 0) + 1, "antecedents": added}],
+    }
 
-    def fail(state: GoalMemState) -> dict[str, Any]:
-        reason = state.get("stop_reason") or "breadth exhausted"
-        return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason,
-                "trace": [{"node": "fail", "reason": reason}]}
 
-    # -- routing -----------------------------------------------------------------------------------
+def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """The answer from the grounded goal and the memories that resolved a subgoal."""
+    llm, heuristic, method = _llm(runtime)
+    supporting = list(dict.fromkeys(mid for ids in (state.get("resolved") or {}).values() for mid in ids))
+    outcome = generate_answer(
+        llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
+        method=method, heuristic=heuristic,
+    )
+    return {
+        "answer": outcome.output.answer.strip(),
+        "status": "answered",
+        **_spent(outcome),
+        "trace": [{"node": "generate", "answer": outcome.output.answer.strip()}],
+    }
 
-    def dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
-        """One retrieve branch per subgoal whose query is new, sharing what is left of the memory budget."""
-        substitution = state.get("substitution") or Substitution()
-        queried = state.get("queried") or {}
-        subgoals = state.get("subgoals") or {}
-        tasks = []
-        for sid in sids:
-            query = subgoals[sid].apply(substitution).text()
-            if queried.get(sid) != query:
-                tasks.append((sid, query))
-        remaining = max(0, ctx.max_memories - len(_pool(state)))
-        if not tasks or remaining == 0:
-            return []
-        share, extra = divmod(remaining, len(tasks))
-        sends = []
-        for i, (sid, query) in enumerate(tasks):
-            k = min(ctx.k_per_subgoal, share + (1 if i < extra else 0))
-            if k > 0:
-                sends.append(Send("retrieve", RetrieveTask(
-                    namespace=state["namespace"], subgoal=sid, query=query, k=k, step=state.get("step", 0))))
+
+def fail(state: GoalMemState) -> dict[str, Any]:
+    """No proof within the breadth and depth limits: "I don't know"."""
+    reason = state.get("stop_reason") or "breadth exhausted"
+    return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason,
+            "trace": [{"node": "fail", "reason": reason}]}
+
+
+# -- routers -----------------------------------------------------------------------------------------
+
+
+def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
+    """One retrieve branch per subgoal whose query is new, sharing what is left of the memory budget."""
+    substitution = state.get("substitution") or Substitution()
+    queried = state.get("queried") or {}
+    subgoals = state.get("subgoals") or {}
+    tasks = []
+    for sid in sids:
+        query = subgoals[sid].apply(substitution).text()
+        if queried.get(sid) != query:
+            tasks.append((sid, query))
+    remaining = max(0, ctx.max_memories - len(_pool(state)))
+    if not tasks or remaining == 0:
+        return []
+    share, extra = divmod(remaining, len(tasks))
+    sends = []
+    for i, (sid, query) in enumerate(tasks):
+        k = min(ctx.k_per_subgoal, share + (1 if i < extra else 0))
+        if k > 0:
+            sends.append(Send("retrieve", RetrieveTask(
+                namespace=state["namespace"], subgoal=sid, query=query, k=k, step=state.get("step", 0))))
+    return sends
+
+
+def _next_breadth(state: GoalMemState, ctx: GoalMemContext) -> Literal["decompose", "fail"]:
+    return "decompose" if state.get("breadth", 0) < ctx.max_breadth else "fail"
+
+
+def route_after_decompose(
+    state: GoalMemState, runtime: Runtime[GoalMemContext]
+) -> list[Send] | Literal["unify", "fail"]:
+    """Retrieve for each subgoal of the new rule (``Send``), or unify at once when nothing is left to retrieve."""
+    if state.get("exhausted"):
+        return "fail"
+    sends = _dispatch(state, _ctx(runtime), list(state.get("subgoals") or {}))
+    return sends or "unify"
+
+
+def route_after_unify(
+    state: GoalMemState, runtime: Runtime[GoalMemContext]
+) -> Literal["generate", "refine", "decompose", "fail"]:
+    """Answer when proved; refine while depth and new memories remain; else the next decomposition."""
+    ctx = _ctx(runtime)
+    if state.get("solved_depth") is not None:
+        return "generate"
+    depth = state.get("depth", 0)
+    if depth >= ctx.max_depth:
+        return _next_breadth(state, ctx)
+    if depth >= 1 and state.get("new_in_step", 0) == 0:
+        # Early stop: this depth step brought no memory we had not seen, a deeper one will not either.
+        return _next_breadth(state, ctx)
+    if not state.get("unresolved"):
+        return _next_breadth(state, ctx)
+    return "refine"
+
+
+def route_after_refine(
+    state: GoalMemState, runtime: Runtime[GoalMemContext]
+) -> list[Send] | Literal["unify", "decompose", "fail"]:
+    """Retrieve for the new or re-grounded subgoals, unify again on new bindings, else the next decomposition."""
+    ctx = _ctx(runtime)
+    pending = [sid for sid in state.get("subgoals") or {} if sid not in (state.get("resolved") or {})]
+    sends = _dispatch(state, ctx, pending)
+    if sends:
         return sends
+    substitution = state.get("substitution") or Substitution()
+    last = state.get("last_unified") or {}
+    subgoals = state.get("subgoals") or {}
+    if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
+        # New bindings re-ground pending subgoals: worth one more look at the memories we have.
+        return "unify"
+    return _next_breadth(state, ctx)
 
-    def next_breadth(state: GoalMemState, ctx: GoalMemContext) -> str:
-        return "decompose" if state.get("breadth", 0) < ctx.max_breadth else "fail"
 
-    def after_decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> Any:
-        if state.get("exhausted"):
-            return "fail"
-        sends = dispatch(state, _ctx(runtime), list(state.get("subgoals") or {}))
-        return sends or "unify"
+# -- the graph ---------------------------------------------------------------------------------------
 
-    def after_unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> str:
-        ctx = _ctx(runtime)
-        if state.get("solved_depth") is not None:
-            return "generate"
-        depth = state.get("depth", 0)
-        if depth >= ctx.max_depth:
-            return next_breadth(state, ctx)
-        if depth >= 1 and state.get("new_in_step", 0) == 0:
-            # Early stop: this depth step brought no memory we had not seen, a deeper one will not either.
-            return next_breadth(state, ctx)
-        if not state.get("unresolved"):
-            return next_breadth(state, ctx)
-        return "refine"
 
-    def after_refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> Any:
-        ctx = _ctx(runtime)
-        pending = [sid for sid in state.get("subgoals") or {} if sid not in (state.get("resolved") or {})]
-        sends = dispatch(state, ctx, pending)
-        if sends:
-            return sends
-        substitution = state.get("substitution") or Substitution()
-        last = state.get("last_unified") or {}
-        subgoals = state.get("subgoals") or {}
-        if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
-            # New bindings re-ground pending subgoals: worth one more look at the memories we have.
-            return "unify"
-        return next_breadth(state, ctx)
-
+def build_goalmem_graph() -> StateGraph:
+    """The Goal-Mem ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(GoalMemState, context_schema=GoalMemContext)
     builder.add_node("parse_goal", parse_goal)
     builder.add_node("decompose", decompose)
@@ -399,16 +463,43 @@ def build_goalmem_graph(resources: Resources | None = None) -> StateGraph:
     builder.add_node("fail", fail)
     builder.add_edge(START, "parse_goal")
     builder.add_edge("parse_goal", "decompose")
-    builder.add_conditional_edges("decompose", after_decompose, ["retrieve", "unify", "fail"])
+    builder.add_conditional_edges("decompose", route_after_decompose, ["retrieve", "unify", "fail"])
     builder.add_edge("retrieve", "unify")
-    builder.add_conditional_edges("unify", after_unify, ["generate", "refine", "decompose", "fail"])
-    builder.add_conditional_edges("refine", after_refine, ["retrieve", "unify", "decompose", "fail"])
+    builder.add_conditional_edges("unify", route_after_unify, ["generate", "refine", "decompose", "fail"])
+    builder.add_conditional_edges("refine", route_after_refine, ["retrieve", "unify", "decompose", "fail"])
     builder.add_edge("generate", END)
     builder.add_edge("fail", END)
     return builder
 
 
-_CONTEXT_FIELDS = {f.name for f in fields(GoalMemContext)}
+
+# -- the Python entry point --------------------------------------------------------------------------
+
+# Fields a caller may set through ``answer(**options)``; resources come through ``answer(resources=...)``.
+_OPTION_FIELDS = {f.name for f in fields(GoalMemContext)} - {"resources"}
+
+
+def _answer_context(
+    context: GoalMemContext | None, policy: str, backbone: Any, options: dict[str, Any]
+) -> GoalMemContext:
+    """The run's context: ``context`` (else the defaults) with the options and the backbone applied."""
+    updates = dict(options)
+    if "k" in updates:
+        updates.setdefault("k_per_subgoal", updates.pop("k"))
+    unknown = sorted(set(updates) - _OPTION_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown goalmem options {unknown}; known: {sorted(_OPTION_FIELDS)}")
+    if isinstance(backbone, str):
+        # A context's own backbone wins over the default name (answer's ``backbone`` defaults to "bm25").
+        if context is None or backbone != GoalMemContext.backbone:
+            updates["backbone"] = backbone
+    else:
+        updates["retriever"] = backbone
+        updates["backbone"] = getattr(backbone, "name", None) or type(backbone).__name__
+    if context is not None:
+        return dataclasses.replace(context, **updates)
+    updates.setdefault("policy", "heuristic" if policy == "heuristic" else "llm")
+    return GoalMemContext(**updates)
 
 
 def answer(
@@ -426,26 +517,13 @@ def answer(
     ``search(query, k)``. Options are ``GoalMemContext`` fields (``max_breadth``, ``max_depth``, ...;
     ``k`` is ``k_per_subgoal``)."""
     validate_namespace(namespace)
-    resources = resources or default_resources()
+    resources = resources or (context.resources if context else None) or default_resources()
     resources.store.require_namespace(namespace)
-    if "k" in options:
-        options.setdefault("k_per_subgoal", options.pop("k"))
-    unknown = sorted(set(options) - _CONTEXT_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown goalmem options {unknown}; known: {sorted(_CONTEXT_FIELDS)}")
-    settings = {**(context.__dict__ if context else {}), **options}
-    if isinstance(backbone, str):
-        if context is None or backbone != GoalMemContext.backbone:
-            settings["backbone"] = backbone
-    else:
-        settings["retriever"] = backbone
-        settings["backbone"] = getattr(backbone, "name", None) or type(backbone).__name__
-    settings.setdefault("policy", "heuristic" if policy == "heuristic" else "llm")
-    ctx = GoalMemContext(**settings)
+    ctx = dataclasses.replace(_answer_context(context, policy, backbone, options), resources=resources)
     if ctx.retriever is None:
         make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
     return invoke_strategy(
-        "goalmem", resources.compiled("goalmem", build_goalmem_graph), {"question": question, "namespace": namespace},
+        "goalmem", graph, {"question": question, "namespace": namespace},
         ctx, namespace=namespace, tags=[f"backbone:{ctx.backbone}"],
         recursion_limit=25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
         make_result=lambda final, elapsed: _result(
@@ -454,27 +532,26 @@ def answer(
         ),
     )
 
-def _result(
-    question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, cost: Cost, resources: Resources
-) -> AnswerResult:
-    goal: Goal | None = final.get("goal")
-    substitution: Substitution = final.get("substitution") or Substitution()
-    resolved: dict[str, list[str]] = final.get("resolved") or {}
-    pool = _pool(final)  # type: ignore[arg-type]
-    supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
-    evidence = [pool[mid] for mid in supporting]
+
+def _turn_texts(resources: Resources, namespace: str, evidence: list[EvidenceItem]) -> dict[str, str]:
+    """The turns behind non-turn evidence (events, facts), so a reader sees what they cite."""
     snapshot = resources.store.snapshot(namespace)
-    turn_texts = {
+    return {
         tid: snapshot.turns[tid].render()
         for item in evidence
         if item.kind != "turn"
         for tid in item.turn_ids
         if tid in snapshot.turns
     }
+
+
+def _details(final: dict[str, Any], ctx: GoalMemContext, pool: dict[str, EvidenceItem]) -> dict[str, Any]:
+    """The proof as the result's ``details``: goal, substitution, rule, subgoals, loops, limits and trace."""
+    goal: Goal | None = final.get("goal")
+    substitution: Substitution = final.get("substitution") or Substitution()
     subgoals: dict[str, Atom] = final.get("subgoals") or {}
     rule: Rule | None = final.get("rule")
-    trace = final.get("trace") or []
-    details = {
+    return {
         "status": final.get("status", "failed"),
         "goal": goal.render() if goal else None,
         "grounded_goal": goal.apply(substitution).render() if goal else None,
@@ -483,7 +560,7 @@ def _result(
         "rule": rule.render() if rule else None,
         "subgoals": {sid: atom.render() for sid, atom in subgoals.items()},
         "antecedent_of": final.get("antecedent_of") or {},
-        "supporting": {sid: ids for sid, ids in resolved.items()},
+        "supporting": {sid: ids for sid, ids in (final.get("resolved") or {}).items()},
         "unresolved": final.get("unresolved") or {},
         "failed_decompositions": [rule.render() for rule, _ in final.get("failed") or []],
         "breadth": final.get("breadth", 0),
@@ -497,9 +574,18 @@ def _result(
         "limits": {"max_breadth": ctx.max_breadth, "max_depth": ctx.max_depth, "max_memories": ctx.max_memories,
                    "k_per_subgoal": ctx.k_per_subgoal},
         "call_bound": call_bound(ctx.max_breadth, ctx.max_depth),
-        "trace": trace,
-        "turn_texts": turn_texts,
+        "trace": final.get("trace") or [],
     }
+
+
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, cost: Cost, resources: Resources
+) -> AnswerResult:
+    resolved: dict[str, list[str]] = final.get("resolved") or {}
+    pool = _pool(final)  # type: ignore[arg-type]
+    supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
+    evidence = [pool[mid] for mid in supporting]
+    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, evidence)}
     return AnswerResult(
         strategy="goalmem",
         namespace=namespace,
@@ -507,11 +593,11 @@ def _result(
         answer=final.get("answer") or FAILURE_ANSWER,
         evidence=evidence,
         cost=cost,
-        steps=len(trace),
+        steps=len(details["trace"]),
         fallbacks=final.get("fallbacks") or [],
         details=details,
     )
 
 
 builder = build_goalmem_graph()
-graph = builder.compile()
+graph = builder.compile(name="goalmem")

@@ -12,6 +12,8 @@ from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.messages import BaseMessage
 from langchain_core.retrievers import BaseRetriever
+from langgraph.runtime import Runtime
+from langgraph.types import Send
 
 from logicmap.agents.goalmem import (
     apply_unification,
@@ -22,8 +24,25 @@ from logicmap.agents.goalmem import (
 )
 from logicmap.agents.goalmem_heuristics import heuristic_decompositions, heuristic_goal, lexical_unification
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.goalmem import FAILURE_ANSWER, GoalMemContext, answer, call_bound, graph
+from logicmap.graphs.goalmem import (
+    FAILURE_ANSWER,
+    GoalMemContext,
+    Retrieval,
+    answer,
+    call_bound,
+    decompose,
+    fail,
+    graph,
+    refine,
+    retrieve,
+    route_after_decompose,
+    route_after_refine,
+    route_after_unify,
+    unify,
+)
+from logicmap.graphs.goalmem import parse_goal as parse_goal_node
 from logicmap.graphs.resources import Resources
+from logicmap.graphs.result import EvidenceItem
 from logicmap.memory.backbones import BackboneRetriever, LangChainBackbone, make_backbone
 from logicmap.memory.nl_logic import Rule, Substitution, Term, parse_atom, parse_goal
 from logicmap.memory.retrieval import Hit
@@ -453,14 +472,105 @@ def test_backbone_names_and_reverse_adapter(ingested_sample: Resources) -> None:
         make_backbone("nope", store, "sample")
 
 
+# ------------------------------------------------------------------------------------------ nodes alone
+
+
+def runtime_for(resources: Resources, **settings: Any) -> Runtime[GoalMemContext]:
+    return Runtime(context=GoalMemContext(**settings, resources=resources), store=None,
+                   stream_writer=lambda _: None, previous=None)
+
+
+def evidence(mid: str, text: str) -> EvidenceItem:
+    return EvidenceItem(kind="turn", id=mid, text=f"[{mid}] {text}", turn_ids=[mid], time="2023-05-08")
+
+
+def test_context_hides_resources_and_retriever_from_the_schema() -> None:
+    schema = graph.get_context_jsonschema()
+    assert "resources" not in schema["properties"] and "retriever" not in schema["properties"]
+    assert {"max_breadth", "max_depth", "backbone", "policy"} <= set(schema["properties"])
+    # Nor do a run's resources reach its trace metadata, where the budgets are.
+    from logicmap.graphs.tracing import run_metadata
+
+    metadata = run_metadata("goalmem", namespace="n", policy="llm", budgets=GoalMemContext(resources=Resources()))
+    assert "resources" not in metadata and metadata["max_depth"] == 5
+
+
+def test_parse_and_decompose_nodes_alone(resources: Resources) -> None:
+    runtime = runtime_for(resources, policy="heuristic")
+    parsed = parse_goal_node({"question": QUESTION}, runtime)
+    assert parsed["breadth"] == 0 and parsed["goal"].answer and parsed["cost"].llm_calls == 0
+    update = decompose({"question": QUESTION, "goal": parse_goal(GOAL), "breadth": 0, "step": 0}, runtime)
+    assert update["breadth"] == 1 and update["step"] == 1 and update["depth"] == 0 and not update["exhausted"]
+    assert list(update["subgoals"]) == update["originals"] == [f"G{i + 1}" for i in range(len(update["rule"].body))]
+    assert set(update["unresolved"].values()) == {"not tried"} and update["failed"] == []
+    # A second call records the first rule as failed, with what it left unproved, and tries another.
+    again = decompose({**update, "question": QUESTION, "goal": parse_goal(GOAL)}, runtime)
+    assert again["failed"][0] == (update["rule"], "; ".join(
+        f"{atom.render()}: not tried" for atom in update["subgoals"].values()))
+    assert again["breadth"] == 2 and (again.get("exhausted") or again["rule"].body_key() != update["rule"].body_key())
+
+
+def test_unify_node_alone_resolves_with_both_memories(resources: Resources) -> None:
+    script = RoleScript(unify=careful_unifier)
+    state = {
+        "question": QUESTION, "goal": parse_goal(GOAL), "step": 2, "depth": 1, "breadth": 1,
+        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE), "G2": parse_atom(VISITED)}, "originals": ["G1"],
+        "retrieved": [Retrieval(step=1, subgoal="G1", query="q1", hits=[evidence("D2:4", D2_4)]),
+                      Retrieval(step=2, subgoal="G2", query="q2", hits=[evidence("D2:2", D2_2)])],
+    }
+    update = unify(state, runtime_for(with_model(resources, script.model)))
+    assert script.count("unify") == 1 and update["new_in_step"] == 1 and update["solved_depth"] == 1
+    assert update["resolved"] == {"G1": ["D2:4", "D2:2"], "G2": ["D2:2"]} and update["unresolved"] == {}
+    assert update["substitution"].as_dict() == {"x": "iced matcha latte", "y": "Blue Finch"}
+    assert route_after_unify({**state, **update}, runtime_for(resources)) == "generate"
+
+
+def test_refine_node_alone_adds_an_antecedent(resources: Resources) -> None:
+    script = RoleScript(refine=[{"antecedents": [{"subgoal": "G1", "antecedent": VISITED}]}])
+    state = {
+        "question": QUESTION, "goal": parse_goal(GOAL), "step": 1, "depth": 0,
+        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE)}, "unresolved": {"G1": "which cafe?"},
+        "retrieved": [Retrieval(step=1, subgoal="G1", query="q1", hits=[evidence("D2:4", D2_4)])],
+    }
+    update = refine(state, runtime_for(with_model(resources, script.model)))
+    assert update["subgoals"]["G2"].render() == VISITED and update["antecedent_of"] == {"G2": "G1"}
+    assert update["unresolved"] == {"G1": "which cafe?", "G2": "not tried"}
+    assert update["depth"] == 1 and update["step"] == 2 and update["cost"].llm_calls == 1
+
+
+def test_retrieve_node_and_routers_alone(resources: Resources) -> None:
+    backbone = FixedBackbone()
+    runtime = runtime_for(resources, retriever=backbone, max_memories=3, k_per_subgoal=2)
+    update = retrieve({"namespace": "sample", "subgoal": "G1", "query": "matcha", "k": 1, "step": 1}, runtime)
+    assert [h.id for h in update["retrieved"][0].hits] == ["D2:4"] and update["queried"] == {"G1": "matcha"}
+    assert backbone.queries == ["matcha"]
+    state = {"namespace": "sample", "step": 1, "subgoals": {"G1": parse_atom(DRINK_AT_CAFE), "G2": parse_atom(VISITED)},
+             **update}
+    sends = route_after_decompose(state, runtime)
+    # G1's query is new (it was "matcha"), and the two branches share the 2 memories left of the budget.
+    assert all(isinstance(s, Send) and s.node == "retrieve" for s in sends)
+    assert [(s.arg["subgoal"], s.arg["k"]) for s in sends] == [("G1", 1), ("G2", 1)]
+    assert route_after_decompose({**state, "exhausted": True}, runtime) == "fail"
+    queried = {sid: atom.text() for sid, atom in state["subgoals"].items()}
+    done = {**state, "queried": queried, "resolved": {}, "last_unified": {}, "breadth": 3}
+    assert route_after_refine(done, runtime) == "unify"
+    rendered = {sid: atom.render() for sid, atom in state["subgoals"].items()}
+    assert route_after_refine({**done, "last_unified": rendered}, runtime) == "fail"
+    assert route_after_refine({**done, "last_unified": rendered, "breadth": 1}, runtime) == "decompose"
+    assert route_after_unify({**done, "depth": 0, "unresolved": {"G1": "no"}}, runtime) == "refine"
+    assert route_after_unify({**done, "depth": 1, "new_in_step": 0, "unresolved": {"G1": "no"}}, runtime) == "fail"
+    assert fail({})["answer"] == FAILURE_ANSWER
+
+
 def test_strategy_registry_and_context_options(ingested_sample: Resources) -> None:
     from logicmap.graphs.strategies import answer as strategy_answer
 
     result = strategy_answer("goalmem", "What drink did Maya have at the cafe she visited?", "sample",
                              resources=ingested_sample, policy="heuristic", backbone="bm25")
     assert result.strategy == "goalmem" and json.loads(result.model_dump_json())["details"]["limits"]["max_breadth"] == 3
-    result = answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic",
-                    context=GoalMemContext(max_breadth=1, max_depth=1, backbone="events"))
+    context = GoalMemContext(max_breadth=1, max_depth=1, backbone="events")
+    result = answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic", context=context)
     assert result.details["backbone"] == "events" and result.details["limits"]["max_depth"] == 1
+    assert context.resources is None and context.policy == "llm"  # the caller's context is left as it was
     with pytest.raises(ValueError, match="unknown goalmem options"):
         answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic", beam=3)
