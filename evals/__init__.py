@@ -1,4 +1,5 @@
-"""Benchmark harness: metrics (evals.metrics), the runner (evals.runner), reports (evals.report), bench scripts.
+"""Benchmark harness: metrics (evals.metrics), strategy specs (evals.specs), the judge model (evals.judge), result
+records (evals.records), the run loop (evals.runner), reports (evals.report), the eval commands (evals.cli), bench scripts.
 
 Submodules are imported on demand, so ``from evals.metrics import token_f1`` loads no model or graph.
 """

@@ -8,14 +8,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from logicmap.evals.runner import CategoryStats, EvalRun
+from logicmap.evals.records import OVERALL, CategoryStats, EvalRun
 
 __all__ = ["langsmith_configured", "plot_cost_quality", "plot_quality", "push_langsmith_experiment", "render_markdown", "write_report"]
-
-OVERALL = "overall"
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:

@@ -1,6 +1,6 @@
-"""The eval runner: ingest a LoCoMo / LongMemEval file once per policy, answer every question with every strategy.
+"""The eval run loop: ingest a LoCoMo / LongMemEval file once per policy, answer every question with every strategy.
 
-Writes per-question results, per-category and overall aggregates with cost, then the report (evals.report).
+Scores each answer into a record (evals.records), aggregates per category with cost, then writes the report (evals.report).
 """
 
 from __future__ import annotations
@@ -10,14 +10,10 @@ import inspect
 import re
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from typing import Any
 
 from logicmap.agents.base import Cost
 from logicmap.evals.metrics import (
@@ -32,218 +28,20 @@ from logicmap.evals.metrics import (
     normalize_evidence_ids,
     token_f1,
 )
+from logicmap.evals.records import DEFAULT_BUDGETS, EvalRun, IngestSummary, QuestionResult, SessionCost, aggregate
+from logicmap.evals.report import langsmith_configured, push_langsmith_experiment, write_report
+from logicmap.evals.specs import StrategySpec, resolve_strategies
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.loaders import Conversation, QAItem, load_conversations
 
 __all__ = [
-    "DEFAULT_BUDGETS",
-    "CategoryStats",
-    "EvalRun",
-    "IngestSummary",
-    "JudgeSettings",
-    "QuestionResult",
-    "StrategySpec",
-    "aggregate",
     "category_mapping",
     "eval_namespace",
-    "make_judge_model",
-    "VARIANTS",
-    "parse_strategy",
-    "resolve_strategies",
     "run_eval",
     "select_questions",
 ]
 
-DEFAULT_BUDGETS: tuple[int, ...] = (5, 10, 20)
 CITED_TURNS_KEPT = 50
-OVERALL = "overall"
-
-
-# ---------------------------------------------------------------- strategies
-
-
-@dataclass(frozen=True)
-class StrategySpec:
-    """A strategy as named on the command line: ``goalmem:bm25`` is Goal-Mem over the BM25 backbone."""
-
-    label: str
-    name: str
-    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-
-
-# What the part after ":" picks, per strategy: the option it sets and the values it takes.
-VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "goalmem": ("backbone", ("bm25", "dense", "events")),
-    "compass": ("ranker", ("learned", "similarity")),  # the no-LLM policy's evidence ranking
-}
-
-
-def parse_strategy(spec: str) -> StrategySpec:
-    """``name`` or ``name:variant``: ``goalmem:bm25`` (Goal-Mem's backbone), ``compass:similarity`` (the no-LLM
-    compass ranking evidence by similarity instead of the learned ranker)."""
-    spec = spec.strip()
-    name, _, variant = spec.partition(":")
-    if not variant:
-        return StrategySpec(label=spec, name=name)
-    option, allowed = VARIANTS.get(name, ("backbone", ()))
-    if allowed and variant not in allowed:
-        raise ValueError(f"unknown variant {variant!r} of {name}; choose from {', '.join(f'{name}:{v}' for v in allowed)}")
-    return StrategySpec(label=spec, name=name, options={option: variant})
-
-
-def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, Callable[..., Any]]], dict[str, str]]:
-    """The strategies that can run, and the reason each other one cannot (a module not landed yet).
-
-    An unknown strategy name is a user error and raises ``ValueError``.
-    """
-    from logicmap.graphs.strategies import STRATEGIES, strategy_function
-
-    available: list[tuple[StrategySpec, Callable[..., Any]]] = []
-    unavailable: dict[str, str] = {}
-    for raw in specs:
-        spec = parse_strategy(raw)
-        if spec.name not in STRATEGIES:
-            raise ValueError(f"unknown strategy {spec.name!r}; choose from {sorted(STRATEGIES)} (goalmem:bm25|dense|events)")
-        if any(s.label == spec.label for s, _ in available) or spec.label in unavailable:
-            continue
-        try:
-            available.append((spec, strategy_function(spec.name)))
-        except (ImportError, AttributeError) as exc:
-            unavailable[spec.label] = f"{type(exc).__name__}: {exc}"
-    return available, unavailable
-
-
-# ---------------------------------------------------------------- judge model
-
-
-class JudgeSettings(BaseSettings):
-    """The judge model, separate from the model under test (``LOGICMAP_JUDGE_*``); unset fields reuse the main ones."""
-
-    model_config = SettingsConfigDict(env_prefix="LOGICMAP_JUDGE_", env_file=None, extra="ignore")
-
-    model: str | None = None
-    base_url: str | None = None
-    api_key: SecretStr | None = None
-    structured_output: Literal["function_calling", "json_schema", "json_mode", "prompt"] | None = None
-
-
-def make_judge_model(resources: Resources, model: str | None = None) -> tuple[Any, str]:
-    """The judge chat model (``None`` when none is configured) and its structured-output method."""
-    from logicmap.agents.models import make_chat_model
-
-    judge = JudgeSettings()
-    name = model or judge.model
-    method = judge.structured_output or resources.settings.structured_output
-    if not name:
-        return None, method
-    overrides: dict[str, Any] = {"chat_model": name}
-    if judge.base_url:
-        overrides["openai_base_url"] = judge.base_url
-    if judge.api_key:
-        overrides["openai_api_key"] = judge.api_key
-    settings = resources.settings.model_copy(update=overrides)
-    return make_chat_model(settings), method
-
-
-# ---------------------------------------------------------------- records
-
-
-class QuestionResult(BaseModel):
-    """One question answered by one strategy, with its scores and cost."""
-
-    question_id: str
-    conversation_id: str
-    namespace: str
-    strategy: str
-    category: int | str | None
-    category_label: str
-    question: str
-    gold: str
-    answer: str = ""
-    f1: float = 0.0
-    bleu1: float = 0.0
-    judge: JudgeScore = Field(default_factory=JudgeScore)
-    recall: dict[str, float | None] = Field(default_factory=dict)
-    gold_evidence: list[str] = Field(default_factory=list)
-    cited_turns: list[str] = Field(default_factory=list)
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    wall_time_s: float = 0.0
-    steps: int = 0
-    fallbacks: int = 0
-    error: str | None = None
-
-
-class CategoryStats(BaseModel):
-    """Means over the questions of one category (or ``overall``) for one strategy."""
-
-    questions: int = 0
-    f1: float = 0.0
-    bleu1: float = 0.0
-    judge_accuracy: float | None = None
-    judged: int = 0
-    recall: dict[str, float | None] = Field(default_factory=dict)
-    recall_questions: int = 0
-    llm_calls: float = 0.0
-    prompt_tokens: float = 0.0
-    completion_tokens: float = 0.0
-    wall_time_s: float = 0.0
-    fallbacks: int = 0
-    errors: int = 0
-
-
-class SessionCost(BaseModel):
-    session_id: str
-    turns: int = 0
-    events: int = 0
-    llm_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    wall_time_s: float = 0.0
-    fallbacks: list[str] = Field(default_factory=list)
-
-
-class IngestSummary(BaseModel):
-    """How one conversation got into memory: this run, or reused from an earlier run (``cached``)."""
-
-    conversation_id: str
-    namespace: str
-    policy: str
-    cached: bool = False
-    sessions: list[SessionCost] = Field(default_factory=list)
-    wall_time_s: float = 0.0
-
-    def per_session(self) -> dict[str, float]:
-        n = max(1, len(self.sessions))
-        return {
-            "llm_calls": sum(s.llm_calls for s in self.sessions) / n,
-            "prompt_tokens": sum(s.prompt_tokens for s in self.sessions) / n,
-            "completion_tokens": sum(s.completion_tokens for s in self.sessions) / n,
-            "wall_time_s": sum(s.wall_time_s for s in self.sessions) / n,
-        }
-
-
-class EvalRun(BaseModel):
-    """Everything one ``run_eval`` call produced."""
-
-    file: str
-    file_sha256: str
-    source_format: str
-    policy: str
-    embeddings: str
-    started_at: str
-    category_mapping: str
-    budgets: list[int]
-    strategies: list[str]
-    unavailable: dict[str, str] = Field(default_factory=dict)
-    judge: str = "not run"
-    ingests: list[IngestSummary] = Field(default_factory=list)
-    results: list[QuestionResult] = Field(default_factory=list)
-    aggregates: dict[str, dict[str, CategoryStats]] = Field(default_factory=dict)
-    wall_time_s: float = 0.0
-    out_dir: str | None = None
-    files: dict[str, str] = Field(default_factory=dict)
 
 
 # ---------------------------------------------------------------- helpers
@@ -401,54 +199,6 @@ def _answer_one(
     return record
 
 
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values) if values else 0.0
-
-
-def _stats(rows: Sequence[QuestionResult], budgets: Sequence[int]) -> CategoryStats:
-    judged = [r.judge.score for r in rows if r.judge.score is not None]
-    recall: dict[str, float | None] = {}
-    with_gold = [r for r in rows if r.gold_evidence]
-    for b in budgets:
-        values = [r.recall.get(str(b)) for r in with_gold]
-        present = [v for v in values if v is not None]
-        recall[str(b)] = _mean(present) if present else None
-    return CategoryStats(
-        questions=len(rows),
-        f1=_mean([r.f1 for r in rows]),
-        bleu1=_mean([r.bleu1 for r in rows]),
-        judge_accuracy=_mean(judged) if judged else None,
-        judged=len(judged),
-        recall=recall,
-        recall_questions=len(with_gold),
-        llm_calls=_mean([r.llm_calls for r in rows]),
-        prompt_tokens=_mean([r.prompt_tokens for r in rows]),
-        completion_tokens=_mean([r.completion_tokens for r in rows]),
-        wall_time_s=_mean([r.wall_time_s for r in rows]),
-        fallbacks=sum(r.fallbacks for r in rows),
-        errors=sum(1 for r in rows if r.error),
-    )
-
-
-def _category_key(row: QuestionResult) -> tuple[int, str]:
-    number = locomo_category(row.category)
-    return (number if number is not None else 100, row.category_label)
-
-
-def aggregate(results: Sequence[QuestionResult], budgets: Sequence[int] = DEFAULT_BUDGETS) -> dict[str, dict[str, CategoryStats]]:
-    """Per strategy: one ``CategoryStats`` per category label (in category order) and one for ``overall``."""
-    out: dict[str, dict[str, CategoryStats]] = {}
-    for strategy in dict.fromkeys(r.strategy for r in results):
-        rows = [r for r in results if r.strategy == strategy]
-        by_category: dict[str, list[QuestionResult]] = {}
-        for row in sorted(rows, key=_category_key):
-            by_category.setdefault(row.category_label, []).append(row)
-        stats = {label: _stats(group, budgets) for label, group in by_category.items()}
-        stats[OVERALL] = _stats(rows, budgets)
-        out[strategy] = stats
-    return out
-
-
 # ---------------------------------------------------------------- the run
 
 
@@ -526,11 +276,7 @@ def run_eval(
     )
     run.wall_time_s = time.perf_counter() - started
     if out_dir is not None:
-        from logicmap.evals.report import write_report
-
         write_report(run, out_dir)
-    from logicmap.evals.report import langsmith_configured, push_langsmith_experiment
-
     if langsmith or (langsmith is None and langsmith_configured()):
         try:
             url = push_langsmith_experiment(run)

@@ -44,7 +44,8 @@ def _cited(label: str, fn: Any, question: str, namespace: str, resources: Any, k
 def recall_table(path: Path, resources: Any, strategies: list[str], budgets: list[int]) -> dict[str, Any]:
     """Recall per strategy (and per category at the target budget) for every question of ``path`` with gold evidence."""
     from logicmap.evals.metrics import category_label, evidence_recall, normalize_evidence_ids
-    from logicmap.evals.runner import eval_namespace, resolve_strategies, select_questions
+    from logicmap.evals.runner import eval_namespace, select_questions
+    from logicmap.evals.specs import resolve_strategies
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.memory.loaders import load_conversations
 

@@ -199,7 +199,7 @@ def test_longmemeval_file_uses_question_type_as_category(tmp_path: Path) -> None
 
 
 def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from logicmap.graphs.cli import main
+    from logicmap.__main__ import main
 
     out = tmp_path / "report"
     code = main(["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "eval", str(sample_path),
@@ -215,10 +215,24 @@ def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytes
 
 
 def test_a_variant_after_the_colon_sets_the_strategy_option_it_names() -> None:
-    from logicmap.evals.runner import parse_strategy
+    from logicmap.evals.specs import parse_strategy
 
     assert parse_strategy("goalmem:bm25").options == {"backbone": "bm25"}
     assert parse_strategy("compass:similarity").options == {"ranker": "similarity"}
     assert parse_strategy(" compass ").options == {} and parse_strategy("compass").label == "compass"
     with pytest.raises(ValueError, match="choose from compass:learned, compass:similarity"):
         parse_strategy("compass:nearest")
+
+
+def test_the_logicmap_program_offers_the_core_and_the_eval_commands() -> None:
+    import argparse
+
+    from logicmap.evals.cli import add_eval_commands
+    from logicmap.graphs.cli import build_parser
+
+    def commands(parser: argparse.ArgumentParser) -> set[str]:
+        return {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
+
+    core = {"ingest", "ask", "graph", "stats", "namespaces", "local-llm", "chat", "facts"}
+    assert commands(build_parser()) == core  # graphs.cli alone: no eval command, no import of evals
+    assert commands(build_parser(add_eval_commands)) == core | {"demo", "train-data", "eval"}

@@ -442,7 +442,7 @@ def test_reward_hook_recomputes_local_rewards(built, tmp_path) -> None:
 
 
 def test_cli_train_data(sample_path, tmp_path, capsys) -> None:
-    from logicmap.graphs.cli import main
+    from logicmap.__main__ import main
 
     out = tmp_path / "ds.jsonl"
     assert (

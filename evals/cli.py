@@ -1,0 +1,153 @@
+"""The eval commands of the ``logicmap`` program: ``demo`` (the main job), ``eval`` and ``train-data``.
+
+They sit with evals because they score answers (evals.metrics, evals.runner); ``logicmap.__main__`` adds them to
+the core parser of ``graphs.cli``, which itself imports nothing from evals.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from logicmap.evals.metrics import evidence_recall, token_f1
+from logicmap.evals.train.smoke import register_train_data
+from logicmap.graphs.cli import policy_from_args, resources_from_args
+from logicmap.graphs.resources import Resources
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.loaders import load_conversations
+
+__all__ = ["add_eval_commands", "cmd_demo", "cmd_eval"]
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
+
+
+def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: str, questions: list[Any],
+               strategy: str, out_dir: Path) -> None:
+    """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.visualize import write_event_graph_html
+
+    print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
+    report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True)
+    fresh = [s for s in report.sessions if not s.skipped]
+    print(
+        f"   {len(fresh)} sessions ingested now, {len(report.sessions) - len(fresh)} already in memory; "
+        f"LLM calls {report.cost.llm_calls}, tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, "
+        f"wall {report.wall_time_s:.1f}s"
+    )
+    for fb in report.fallbacks:
+        print(f"   fallback recorded: {fb.role}: {fb.reason}")
+    graph = EventGraph.of(resources.store.snapshot(namespace))
+    print("== memory statistics")
+    print(json.dumps(graph.stats(), indent=2))
+    out = write_event_graph_html(graph, out_dir / f"{namespace}-graph.html")
+    print(f"== event graph drawn to {out}")
+    print(f"== {len(questions)} questions with strategy {strategy!r}")
+    started = time.perf_counter()
+    calls = tokens = 0
+    f1s, recalls = [], []
+    for qa in questions:
+        result = answer(strategy, qa.question, namespace, resources=resources, policy=policy)
+        calls += result.cost.llm_calls
+        tokens += result.cost.total_tokens
+        f1 = token_f1(result.answer, qa.answer, qa.category) if qa.category != 5 else None
+        recall = evidence_recall(result.cited_turns(10), qa.evidence, 10) if qa.evidence else None
+        f1s += [f1] if f1 is not None else []
+        recalls += [recall] if recall is not None else []
+        print(f"Q: {qa.question}\n   A: {result.answer[:160]}\n   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))}"
+              f" | {result.cost.llm_calls} calls{' | fallbacks: ' + ', '.join(f.role for f in result.fallbacks) if result.fallbacks else ''}")
+    elapsed = time.perf_counter() - started
+    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    print(
+        f"== {len(questions)} questions: token F1 {mean(f1s):.3f}, evidence recall@10 {mean(recalls):.3f}; "
+        f"{calls} LLM calls, {tokens} tokens, {elapsed:.1f}s ({elapsed / max(len(questions), 1):.2f}s per question)"
+    )
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """The main job: the sample conversation through the no-LLM policies, then through the chat model if any."""
+    resources = resources_from_args(args)
+    conversation = load_conversations(SAMPLE)[0]
+    out_dir = Path(args.out_dir)
+    print("#### Part 1: the deterministic no-LLM policies on the whole sample conversation")
+    _demo_pass(resources, conversation, args.namespace, "heuristic", conversation.qa[: args.limit], args.strategy, out_dir)
+    settings = resources.settings
+    if not settings.chat_model:
+        print(
+            "\n#### Part 2 skipped: no chat model configured. Point LogicMap at a real model to run the LLM roles:\n"
+            "   export LOGICMAP_CHAT_MODEL=gpt-4o-mini LOGICMAP_OPENAI_API_KEY=sk-... LOGICMAP_STRUCTURED_OUTPUT=json_schema\n"
+            "   or an OpenAI-compatible server (vLLM, Ollama, llama.cpp): LOGICMAP_CHAT_MODEL=<model> "
+            "LOGICMAP_OPENAI_BASE_URL=http://127.0.0.1:8000/v1"
+        )
+        return 0
+    small = conversation.model_copy(deep=True)
+    small.sessions = small.sessions[: args.llm_sessions]
+    present = {t.dia_id for s in small.sessions for t in s.turns}
+    questions = [q for q in conversation.qa if q.evidence and set(q.evidence) <= present][: args.llm_questions]
+    print(f"\n#### Part 2: the LLM policies with {settings.chat_model} at {settings.openai_base_url or 'OpenAI'} "
+          f"({len(small.sessions)} sessions, {len(questions)} questions)")
+    if "smol" in settings.chat_model.lower():
+        print("   note: SmolLM2-135M is a smoke test of the real HTTP path, not a source of good answers.")
+    _demo_pass(resources, small, f"{args.namespace}-llm", "llm", questions, args.strategy, out_dir)
+    return 0
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate strategies on a LoCoMo / LongMemEval file and write the report (evals.runner)."""
+    from logicmap.evals.judge import make_judge_model
+    from logicmap.evals.runner import run_eval
+
+    resources = resources_from_args(args)
+    policy = policy_from_args(args, resources)
+    judge, judge_method = make_judge_model(resources, args.judge_model)
+    out = args.out or f"reports/eval-{Path(args.file).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    categories = [c for c in (args.categories or "").split(",") if c.strip()] or None
+    run = run_eval(
+        args.file, args.strategy, limit=args.limit, categories=categories, policy=policy, out_dir=out,
+        resources=resources, budgets=[int(b) for b in args.budgets.split(",")], judge=judge,
+        judge_method=judge_method, progress=not args.quiet, langsmith=False if args.no_langsmith else None,
+    )
+    for label, reason in run.unavailable.items():
+        print(f"unavailable: {label}: {reason}")
+    for strategy, stats in run.aggregates.items():
+        s = stats["overall"]
+        recall = " ".join(f"R@{b}={v:.3f}" if v is not None else f"R@{b}=n/a" for b, v in s.recall.items())
+        judged = "judge not run" if s.judge_accuracy is None else f"judge={s.judge_accuracy:.3f}"
+        print(f"{strategy}: {s.questions} q, F1={s.f1:.3f} BLEU-1={s.bleu1:.3f} {judged} {recall}; "
+              f"{s.llm_calls:.1f} LLM calls/q, {s.wall_time_s:.2f}s/q, errors {s.errors}")
+    print(f"wrote {run.files.get('report')} ({len(run.results)} answers)")
+    return 0
+
+
+def add_eval_commands(sub: Any) -> None:
+    """Add ``demo``, ``train-data`` (Memory-R2, evals.train.smoke) and ``eval`` to the ``logicmap`` subparsers."""
+    p = sub.add_parser("demo", help="the main job: ingest the sample conversation and answer its questions")
+    p.add_argument("--namespace", "-n", default="sample")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--strategy", "-s", default="compass")
+    p.add_argument("--limit", type=int, default=20, help="questions in part 1")
+    p.add_argument("--llm-sessions", type=int, default=2, help="sessions ingested with the chat model in part 2")
+    p.add_argument("--llm-questions", type=int, default=2, help="questions answered with the chat model in part 2")
+    p.add_argument("--out-dir", default="reports")
+    p.set_defaults(func=cmd_demo)
+
+    register_train_data(sub)
+
+    p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
+    p.add_argument("file")
+    p.add_argument("--strategy", "-s", action="append", required=True,
+                   help="strategy to run (repeatable): compass, compass:similarity, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
+    p.add_argument("--limit", type=int, help="at most N questions (in file order)")
+    p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
+                   "default: all but LoCoMo 5 (adversarial)")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.add_argument("--out", "-o", help="output directory (default reports/eval-FILE-TIME)")
+    p.add_argument("--budgets", default="5,10,20", help="evidence recall budgets in turns")
+    p.add_argument("--judge-model", help="LLM judge model (default LOGICMAP_JUDGE_MODEL; none: judge not run)")
+    p.add_argument("--no-langsmith", action="store_true", help="do not push to LangSmith even when configured")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=cmd_eval)

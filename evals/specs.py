@@ -1,0 +1,63 @@
+"""Strategy specs as named on the command line (``goalmem:bm25``) and their resolution to answer functions.
+
+An unknown strategy is a user error; a strategy whose module has not landed is reported as unavailable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["VARIANTS", "StrategySpec", "parse_strategy", "resolve_strategies"]
+
+
+@dataclass(frozen=True)
+class StrategySpec:
+    """A strategy as named on the command line: ``goalmem:bm25`` is Goal-Mem over the BM25 backbone."""
+
+    label: str
+    name: str
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+
+# What the part after ":" picks, per strategy: the option it sets and the values it takes.
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "goalmem": ("backbone", ("bm25", "dense", "events")),
+    "compass": ("ranker", ("learned", "similarity")),  # the no-LLM policy's evidence ranking
+}
+
+
+def parse_strategy(spec: str) -> StrategySpec:
+    """``name`` or ``name:variant``: ``goalmem:bm25`` (Goal-Mem's backbone), ``compass:similarity`` (the no-LLM
+    compass ranking evidence by similarity instead of the learned ranker)."""
+    spec = spec.strip()
+    name, _, variant = spec.partition(":")
+    if not variant:
+        return StrategySpec(label=spec, name=name)
+    option, allowed = VARIANTS.get(name, ("backbone", ()))
+    if allowed and variant not in allowed:
+        raise ValueError(f"unknown variant {variant!r} of {name}; choose from {', '.join(f'{name}:{v}' for v in allowed)}")
+    return StrategySpec(label=spec, name=name, options={option: variant})
+
+
+def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, Callable[..., Any]]], dict[str, str]]:
+    """The strategies that can run, and the reason each other one cannot (a module not landed yet).
+
+    An unknown strategy name is a user error and raises ``ValueError``.
+    """
+    from logicmap.graphs.strategies import STRATEGIES, strategy_function
+
+    available: list[tuple[StrategySpec, Callable[..., Any]]] = []
+    unavailable: dict[str, str] = {}
+    for raw in specs:
+        spec = parse_strategy(raw)
+        if spec.name not in STRATEGIES:
+            raise ValueError(f"unknown strategy {spec.name!r}; choose from {sorted(STRATEGIES)} (goalmem:bm25|dense|events)")
+        if any(s.label == spec.label for s, _ in available) or spec.label in unavailable:
+            continue
+        try:
+            available.append((spec, strategy_function(spec.name)))
+        except (ImportError, AttributeError) as exc:
+            unavailable[spec.label] = f"{type(exc).__name__}: {exc}"
+    return available, unavailable

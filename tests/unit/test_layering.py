@@ -1,0 +1,188 @@
+"""Layering (DESIGN.md): which layer may import which, and no import cycles between modules.
+
+Every module of the ``logicmap`` package is parsed with ``ast``; nothing is imported.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+import logicmap
+
+ROOT = Path(logicmap.__file__).resolve().parent
+PACKAGE = "logicmap"
+
+# Layer -> the layers it must not import (DESIGN.md: memory knows nothing of agents/graphs and has no LLM; agents use
+# memory and prompts; graphs compose agents; tools use memory only; evals sits on top and nothing below imports it).
+FORBIDDEN: dict[str, frozenset[str]] = {
+    "memory": frozenset({"agents", "graphs", "tools", "evals", "prompts"}),
+    "agents": frozenset({"graphs", "tools", "evals"}),
+    "tools": frozenset({"agents", "graphs", "evals"}),
+    "graphs": frozenset({"evals"}),
+    "prompts": frozenset({"agents", "graphs", "tools", "evals"}),
+}
+
+# Known violations, as (importing module, imported module). Empty now: when one has to be tolerated for a while,
+# list it here with a comment saying why, and shrink the list as it gets fixed (a stale entry fails the test).
+KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
+
+
+def _package_dirs(root: Path) -> Iterator[Path]:
+    """The package's folders: the root and every folder below it with an ``__init__.py`` (not tests, data, venvs)."""
+    yield root
+    for child in sorted(root.iterdir()):
+        if child.is_dir() and (child / "__init__.py").exists():
+            yield from _package_dirs(child)
+
+
+def _modules() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in _package_dirs(ROOT):
+        for path in sorted(folder.glob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found[".".join([PACKAGE, *parts])] = path
+    return found
+
+
+MODULES = _modules()
+TREES = {name: ast.parse(path.read_text(), filename=str(path)) for name, path in MODULES.items()}
+ROOT_LAYERS = {path.name for path in _package_dirs(ROOT) if path != ROOT}
+
+
+def _resolve(name: str) -> str | None:
+    """The module of ours a dotted name lands in (``logicmap.a.b.Name`` -> ``logicmap.a.b``); None if not ours."""
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _targets(node: ast.Import | ast.ImportFrom, importer: str) -> list[str]:
+    """The modules of ours an import statement loads (``from pkg import sub`` names the submodule)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            anchor = importer.split(".")
+            if MODULES[importer].name != "__init__.py":
+                anchor = anchor[:-1]
+            anchor = anchor[: len(anchor) - node.level + 1]
+            base = ".".join([*anchor, *([node.module] if node.module else [])])
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base for alias in node.names]
+    return [t for t in (_resolve(n) for n in names) if t is not None and t != importer]
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level_imports(body: list[ast.stmt], importer: str) -> Iterator[str]:
+    """Imports that run when the module is imported: not inside functions or classes, not under ``TYPE_CHECKING``."""
+    for node in body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            yield from _targets(node, importer)
+        elif isinstance(node, ast.If):
+            if not _is_type_checking(node.test):
+                yield from _module_level_imports(node.body, importer)
+            yield from _module_level_imports(node.orelse, importer)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody, *(h.body for h in node.handlers)):
+                yield from _module_level_imports(block, importer)
+        elif isinstance(node, ast.With):
+            yield from _module_level_imports(node.body, importer)
+
+
+def _all_imports(importer: str) -> Iterator[tuple[int, str]]:
+    """Every import statement anywhere in the module (lazy ones in functions and ``TYPE_CHECKING`` ones too)."""
+    for node in ast.walk(TREES[importer]):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for target in _targets(node, importer):
+                yield node.lineno, target
+
+
+def _layer(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ROOT_LAYERS else None
+
+
+def _cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """One cycle per strongly connected component of more than one module, as a readable path."""
+    found = []
+    for component in nx.strongly_connected_components(graph):
+        if len(component) > 1:
+            edges = nx.find_cycle(graph.subgraph(component))
+            found.append([a for a, _ in edges] + [edges[0][0]])
+    return sorted(found)
+
+
+def test_the_package_was_found() -> None:
+    assert {"logicmap", "logicmap.memory.store", "logicmap.graphs.cli", "logicmap.evals.runner"} <= set(MODULES)
+    assert set(FORBIDDEN) <= ROOT_LAYERS
+
+
+def layer_violations() -> set[tuple[str, str, int]]:
+    """(importer, imported, line) for every import a layer must not make.
+
+    Lazy imports inside functions count too: a function-level ``import logicmap.evals`` in graphs still makes graphs
+    depend on evals (the one such import, graphs.cli's eval commands, moved to evals.cli).
+    """
+    found = set()
+    for module in MODULES:
+        banned = FORBIDDEN.get(_layer(module) or "", frozenset())
+        for line, target in _all_imports(module):
+            if _layer(target) in banned:
+                found.add((module, target, line))
+    return found
+
+
+def test_no_layer_imports_a_layer_above_it() -> None:
+    found = {v for v in layer_violations() if (v[0], v[1]) not in KNOWN_VIOLATIONS}
+    assert not found, "layer rule broken (DESIGN.md):\n" + "\n".join(f"{a}:{n} imports {b}" for a, b, n in sorted(found))
+
+
+def test_the_known_violations_still_exist() -> None:
+    """A fixed violation leaves the allowlist, so the list only shrinks."""
+    current = {(a, b) for a, b, _ in layer_violations()}
+    assert not KNOWN_VIOLATIONS - current, f"fixed, remove from KNOWN_VIOLATIONS: {sorted(KNOWN_VIOLATIONS - current)}"
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = nx.DiGraph()
+    graph.add_nodes_from(MODULES)
+    for module in MODULES:
+        graph.add_edges_from((module, target) for target in _module_level_imports(TREES[module].body, module))
+    assert not _cycles(graph), "module-level import cycles:\n" + "\n".join(" -> ".join(c) for c in _cycles(graph))
+
+
+def test_evals_modules_form_no_cycle_even_through_lazy_imports() -> None:
+    """evals is layered by job (specs, judge, records, runner, report, cli): report reads records, runner calls report."""
+    graph = nx.DiGraph()
+    evals = [m for m in MODULES if _layer(m) == "evals"]
+    graph.add_nodes_from(evals)
+    for module in evals:
+        graph.add_edges_from((module, t) for _, t in _all_imports(module) if _layer(t) == "evals")
+    assert not _cycles(graph), "import cycles in evals:\n" + "\n".join(" -> ".join(c) for c in _cycles(graph))
+
+
+@pytest.mark.parametrize(
+    ("source", "importer", "expected"),
+    [
+        ("from logicmap.evals.runner import run_eval\n", "logicmap.graphs.cli", {"logicmap.evals.runner"}),
+        ("from logicmap.evals import runner\n", "logicmap.graphs.cli", {"logicmap.evals.runner"}),
+        ("from ..memory.store import MemoryStore\n", "logicmap.graphs.cli", {"logicmap.memory.store"}),
+        ("import logicmap.memory.store as s\n", "logicmap.graphs.cli", {"logicmap.memory.store"}),
+        ("if TYPE_CHECKING:\n    import logicmap.evals.runner\n", "logicmap.graphs.cli", set()),
+        ("def f():\n    import logicmap.evals.runner\n", "logicmap.graphs.cli", set()),
+    ],
+)
+def test_module_level_imports_are_read_as_python_runs_them(source: str, importer: str, expected: set[str]) -> None:
+    assert set(_module_level_imports(ast.parse(source).body, importer)) == expected
