@@ -46,7 +46,8 @@ def _budget_items(budgets: Any) -> dict[str, Any]:
         return {}
     if dataclasses.is_dataclass(budgets) and not isinstance(budgets, type):
         # Not asdict(): it deep-copies every field, and a context may carry a retriever or a client.
-        budgets = {f.name: getattr(budgets, f.name) for f in dataclasses.fields(budgets)}
+        # The hidden ``resources`` field (store, models) is no budget: it stays out of the metadata.
+        budgets = {f.name: getattr(budgets, f.name) for f in dataclasses.fields(budgets) if f.name != "resources"}
     elif isinstance(budgets, BaseModel):
         budgets = budgets.model_dump()
     # Metadata values must stay small and JSON-friendly: nested structures become their repr.
