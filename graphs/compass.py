@@ -1,7 +1,8 @@
 """The CompassMem search graph: planner -> localize -> parallel explorers -> merge (loop) -> refine -> respond.
 
 Explorers of one superstep run as parallel ``Send`` branches (or one batched call); the merge node
-applies their decisions. Studio loads ``graph`` from this module.
+applies their decisions. Each node is a module-level function of ``(state, runtime)`` that finds its
+resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
 """
 
 from __future__ import annotations
@@ -17,28 +18,52 @@ from langgraph.types import Send
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
-from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event, similarity_decision
+from logicmap.agents.compass_policy import (
+    QueryEncoder,
+    event_priorities,
+    evidence_filled,
+    heuristic_decision,
+    learned_turn_scores,
+)
+from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event
 from logicmap.agents.localizer import pick_starts
 from logicmap.agents.planner import clause_subgoals, plan_subgoals, refine_query
-from logicmap.agents.responder import EvidenceText, respond
-from logicmap.graphs.resources import Resources, context_for_run, default_resources, run_context
-from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns, turn_scores
+from logicmap.agents.responder import EvidenceText
+from logicmap.agents.responder import respond as run_responder
+from logicmap.graphs.resources import (
+    Resources,
+    ResourcesField,
+    context_for_run,
+    default_resources,
+    resources_field,
+    resources_of,
+    run_context,
+)
+from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.ranking import default_ranker
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
-from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import query_readings
+from logicmap.prompts.explore import ExplorerDecision
 
 __all__ = [
     "RANKING_RECIPES",
     "CompassContext",
     "CompassState",
+    "Decision",
+    "ExploreTask",
     "answer",
     "build_compass_graph",
     "builder",
+    "explore",
+    "explore_all",
     "graph",
+    "localize",
+    "merge",
+    "planner",
+    "refine",
+    "respond",
+    "route_search",
 ]
 
 # Named localization recipes: how events are ranked against the query.
@@ -71,7 +96,7 @@ class CompassContext:
     context_turns: int = 10
     # A turn scores max(its own similarity, context_weight x its event's similarity, context_weight x the
     # similarity of the question it replies to): a reply that only makes sense with its event or question
-    # ("A vintage film camera.") ranks with them (graphs.result.turn_scores).
+    # ("A vintage film camera.") ranks with them (memory.turn_scoring.context_turn_scores).
     context_weight: float = CONTEXT_WEIGHT
     # Match every search text also without its names (memory.text.query_readings): names dominate a sentence
     # embedding, so "Where exactly did Sam propose to Nadia?" finds every turn about Sam and Nadia first.
@@ -81,9 +106,12 @@ class CompassContext:
     # similarity, lexical match, speaker); the best context_turns join the evidence with their events, and the
     # evidence is ranked by it. "similarity": the turn_scores formula above, over the explored events only.
     ranker: Literal["learned", "similarity"] = "learned"
+    resources: ResourcesField = resources_field()
 
 
 class Decision(TypedDict):
+    """One explorer decision on one event, tagged with the superstep it was made in."""
+
     step: int
     event_id: str
     action: str
@@ -92,6 +120,8 @@ class Decision(TypedDict):
 
 
 class CompassState(TypedDict, total=False):
+    """The search state: subgoals and their satisfaction, the priority queue, the kept evidence, the answer."""
+
     namespace: str
     question: str
     question_date: str | None
@@ -116,6 +146,8 @@ class CompassState(TypedDict, total=False):
 
 
 class ExploreTask(TypedDict):
+    """What one explorer branch (or the batched explorer) is sent: the search so far and its events."""
+
     namespace: str
     question: str
     subgoals: list[str]
@@ -125,6 +157,9 @@ class ExploreTask(TypedDict):
     step: int
 
 
+
+
+# -- helpers ------------------------------------------------------------------------------------
 def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
     ctx = run_context(runtime, CompassContext)
     if ctx.recipe == "auto":
@@ -132,371 +167,371 @@ def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
     return ctx
 
 
-def build_compass_graph(resources: Resources | None = None) -> StateGraph:
-    """The compass ``StateGraph`` (uncompiled). Resources default to the process-wide settings."""
+def _llm(ctx: CompassContext, res: Resources) -> Any:
+    return None if ctx.policy == "heuristic" else res.llm
 
-    def res() -> Resources:
-        return resources or default_resources()
 
-    def llm_for(ctx: CompassContext) -> Any:
-        return None if ctx.policy == "heuristic" else res().llm
+def _trace(state: dict[str, Any], ctx: CompassContext) -> dict[str, Any]:
+    """``tags`` and ``metadata`` for a role call, so LLM runs filter by strategy and policy."""
+    return {
+        "tags": ["strategy:compass", f"policy:{ctx.policy}"],
+        "metadata": {"namespace": state["namespace"], "explorer_mode": ctx.explorer_mode, "max_steps": ctx.max_steps},
+    }
 
-    def trace(state: dict[str, Any], ctx: CompassContext) -> dict[str, Any]:
-        return {
-            "tags": ["strategy:compass", f"policy:{ctx.policy}"],
-            "metadata": {"namespace": state["namespace"], "explorer_mode": ctx.explorer_mode, "max_steps": ctx.max_steps},
-        }
 
-    def event_graph(namespace: str) -> EventGraph:
-        return EventGraph.of(res().store.snapshot(namespace))
+def _event_graph(res: Resources, namespace: str) -> EventGraph:
+    return EventGraph.of(res.store.snapshot(namespace))
 
-    def embed(texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, 1), dtype=np.float32)
-        return normalize(np.asarray(res().embeddings.embed_documents(texts), dtype=np.float32))
 
-    def query_vectors(graph: EventGraph, texts: list[str], ctx: CompassContext) -> list[np.ndarray]:
-        """Each text's unit query vectors, one row per reading (``_reading_texts``), one embedding call."""
-        readings = [_reading_texts(t, ctx) for t in texts]
-        flat = embed([r for rs in readings for r in rs])
-        bounds = np.cumsum([0, *(len(rs) for rs in readings)])
-        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+def _encoder(ctx: CompassContext, res: Resources) -> QueryEncoder:
+    return QueryEncoder(res.embeddings, name_free_readings=ctx.name_free_readings)
 
-    def open_subgoals(subgoals: list[str], satisfied: list[bool]) -> list[str]:
-        """The subgoals still to satisfy; all of them once every one is."""
-        return [g for g, done in zip(subgoals, satisfied) if not done] or subgoals
 
-    def priorities(
-        graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], ctx: CompassContext
-    ) -> dict[str, float]:
-        """Priority = max similarity to a still-unsatisfied subgoal (all subgoals once every one is satisfied)."""
-        if not ids:
-            return {}
-        open_goals = open_subgoals(subgoals, satisfied)
-        if not open_goals:  # a question without content words: no subgoal to rank against
-            return {e: 0.0 for e in ids}
-        goal_vectors = np.vstack(query_vectors(graph, open_goals, ctx))
-        if ctx.recipe == "turns":  # the recipe decides how an event's text is scored against a query
-            index = {e: i for i, e in enumerate(graph.ids)}
-            rows = [index[e] for e in ids]
-            scores = np.max([graph.turn_similarities(g)[rows] for g in goal_vectors], axis=0)
-        else:
-            matrix = np.vstack([graph.vector(e) for e in ids])
-            scores = (matrix @ goal_vectors.T).max(axis=1)
-        return {e: float(s) for e, s in zip(ids, scores)}
+def _priorities(graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], ctx: CompassContext,
+                res: Resources) -> dict[str, float]:
+    """The queue's priorities; the recipe decides how an event's text is scored against a subgoal."""
+    return event_priorities(graph, ids, subgoals, satisfied, _encoder(ctx, res), by_turns=ctx.recipe == "turns")
 
-    def evidence_filled(graph: EventGraph, state: dict[str, Any], ctx: CompassContext, queue: dict[str, float]) -> bool:
-        """The LLM explorer decides when evidence suffices. The no-LLM one stops when its evidence fills the
-        context budget and no queued event can improve it: an event's priority (its best turn or summary
-        similarity) bounds the score of every turn it holds, so the search is best-first with a stopping bound.
-        """
-        if ctx.policy != "heuristic":
-            return True
-        kept = [e for e in state.get("kept", []) if e in graph]
-        open_goals = open_subgoals(state["subgoals"], state["satisfied"])
-        if not kept or not open_goals:
-            return bool(kept)
-        goals = np.vstack(query_vectors(graph, open_goals, ctx))
-        evidence = [EvidenceItem(kind="event", id=e, text="", turn_ids=graph.events[e].turn_ids) for e in kept]
-        scores = list(turn_scores(graph.snapshot, goals, evidence, context_weight=ctx.context_weight).values())
-        if len(scores) < ctx.context_turns:
-            return False
-        # Unqueued events are bounded by their localization score: a better one means localizing again.
-        seen = set(state.get("visited", [])) | set(queue)
-        unseen = [i for i, e in enumerate(graph.ids) if e not in seen]
-        outside = float(np.max([graph.turn_similarities(g)[unseen] for g in goals])) if unseen else float("-inf")
-        best_left = max(max(queue.values(), default=float("-inf")), outside)
-        return best_left <= sorted(scores, reverse=True)[ctx.context_turns - 1]
 
-    def pop_frontier(queue: dict[str, float], n: int) -> tuple[list[str], dict[str, float]]:
-        ranked = sorted(queue.items(), key=lambda kv: (-kv[1], kv[0]))
-        frontier = [e for e, _ in ranked[:n]]
-        return frontier, {e: p for e, p in ranked[n:]}
+def _evidence_filled(graph: EventGraph, state: dict[str, Any], ctx: CompassContext, res: Resources,
+                     queue: dict[str, float]) -> bool:
+    """The LLM explorer decides when evidence suffices; the no-LLM one applies its stopping test."""
+    if ctx.policy != "heuristic":
+        return True
+    return evidence_filled(
+        graph, _encoder(ctx, res), kept=state.get("kept", []), subgoals=state["subgoals"],
+        satisfied=state["satisfied"], visited=state.get("visited", []), queue=queue,
+        context_turns=ctx.context_turns, context_weight=ctx.context_weight,
+    )
 
-    def evidence_context(state: dict[str, Any], graph: EventGraph) -> str:
-        lines = [f"Question: {state['question']}", "Subgoals:"]
-        for i, (goal, done) in enumerate(zip(state["subgoals"], state["satisfied"])):
-            lines.append(f"  {i}. [{'x' if done else ' '}] {goal}")
-        lines.append("Kept evidence:" if state.get("kept") else "Kept evidence: (none yet)")
-        for eid in state.get("kept", []):
-            if eid in graph:
-                lines.append(f"- {render_with_turns(graph, eid)}")
-        return "\n".join(lines)
 
-    def render_with_turns(graph: EventGraph, eid: str) -> str:
-        turns = graph.turns_of(eid)
-        raw = "\n".join(
-            f"    {t.render()} ({t.session_time.date().isoformat() if t.session_time else 'undated'})" for t in turns
+def _pop_frontier(queue: dict[str, float], n: int) -> tuple[list[str], dict[str, float]]:
+    """The ``n`` best queued events (ties by id) and the queue without them."""
+    ranked = sorted(queue.items(), key=lambda kv: (-kv[1], kv[0]))
+    frontier = [e for e, _ in ranked[:n]]
+    return frontier, {e: p for e, p in ranked[n:]}
+
+
+def _render_with_turns(graph: EventGraph, eid: str) -> str:
+    turns = graph.turns_of(eid)
+    raw = "\n".join(
+        f"    {t.render()} ({t.session_time.date().isoformat() if t.session_time else 'undated'})" for t in turns
+    )
+    return f"{graph.events[eid].render()}\n{raw}"
+
+
+def _evidence_context(state: dict[str, Any], graph: EventGraph) -> str:
+    """What every explorer is told: the question, the subgoals with their satisfaction, the kept evidence."""
+    lines = [f"Question: {state['question']}", "Subgoals:"]
+    for i, (goal, done) in enumerate(zip(state["subgoals"], state["satisfied"])):
+        lines.append(f"  {i}. [{'x' if done else ' '}] {goal}")
+    lines.append("Kept evidence:" if state.get("kept") else "Kept evidence: (none yet)")
+    for eid in state.get("kept", []):
+        if eid in graph:
+            lines.append(f"- {_render_with_turns(graph, eid)}")
+    return "\n".join(lines)
+
+
+def _view(graph: EventGraph, eid: str) -> ExplorerView:
+    neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
+                 for n in graph.neighbors(eid)]
+    return ExplorerView(eid, _render_with_turns(graph, eid), neighbors)
+
+
+def _decision(step: int, event_id: str, d: ExplorerDecision) -> Decision:
+    return Decision(step=step, event_id=event_id, action=d.action, next_events=d.next_events,
+                    satisfied_subgoals=d.satisfied_subgoals)
+
+
+def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resources) -> list[str]:
+    """Every event best first for ``query``, by the context's recipe (``RANKING_RECIPES``)."""
+    similarity = graph.turn_similarities if ctx.recipe == "turns" else graph.similarities
+    sims = np.max([similarity(v) for v in _encoder(ctx, res).vectors([query])[0]], axis=0)
+    dense_rank = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
+    if ctx.recipe != "hybrid":
+        return dense_rank
+    bm = event_index(graph.snapshot).scores(query)  # rows in snapshot.events order, as graph.ids
+    bm_rank = [graph.ids[i] for i in np.argsort(-bm, kind="stable")]
+    return [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
+
+
+def _distinct_topics(graph: EventGraph, ranking: list[str], top_p: int) -> list[str]:
+    """Diversity: the best event of each of the first ``top_p`` distinct topics (an event without a topic is its own)."""
+    seen_topics: list[str] = []
+    diverse: list[str] = []
+    for eid in ranking:
+        topic = graph.topic_of.get(eid, f"solo:{eid}")
+        if topic not in seen_topics:
+            seen_topics.append(topic)
+            diverse.append(eid)
+            if len(seen_topics) >= top_p:
+                break
+    return diverse
+
+
+# -- nodes --------------------------------------------------------------------------------------
+def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """Split the question into subgoals (clauses without an LLM) and reset the search."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    res.store.require_namespace(state["namespace"])
+    if ctx.policy == "heuristic":
+        subgoals, cost, fallbacks = clause_subgoals(state["question"]), Cost(), []
+    else:
+        outcome = plan_subgoals(_llm(ctx, res), state["question"], method=res.method, **_trace(state, ctx))
+        subgoals, cost = outcome.output.subgoals, outcome.cost
+        fallbacks = [outcome.fallback] if outcome.fallback else []
+    return {
+        "subgoals": subgoals,
+        "satisfied": [False] * len(subgoals),
+        "query": state["question"],
+        "visited": [],
+        "kept": [],
+        "queue": {},
+        "step": 0,
+        "refinements": 0,
+        "done": False,
+        "cost": cost,
+        "fallbacks": fallbacks,
+        "log": [{"node": "planner", "subgoals": subgoals}],
+    }
+
+
+def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """Rank events for the query, pick starting points among the top k and distinct topics, queue them."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    graph = _event_graph(res, state["namespace"])
+    if not len(graph):
+        return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
+    query = state.get("query") or state["question"]
+    visited = set(state.get("visited", []))
+    ranking = [e for e in _rank_events(graph, query, ctx, res) if e not in visited]
+    top = ranking[: ctx.top_k]
+    diverse = _distinct_topics(graph, ranking, ctx.top_p)
+    candidates = list(dict.fromkeys([*top, *diverse]))
+    cost, fallbacks = Cost(), []
+    if ctx.policy == "heuristic" or not candidates:
+        starts = list(dict.fromkeys([*diverse[:2], *top]))[: ctx.max_starts]
+    else:
+        outcome = pick_starts(
+            _llm(ctx, res), state["question"], state["subgoals"],
+            [(e, graph.events[e].render()) for e in candidates], max_starts=ctx.max_starts,
+            method=res.method, **_trace(state, ctx),
         )
-        return f"{graph.events[eid].render()}\n{raw}"
-
-    def view(graph: EventGraph, eid: str) -> ExplorerView:
-        neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
-                     for n in graph.neighbors(eid)]
-        return ExplorerView(eid, render_with_turns(graph, eid), neighbors)
-
-    # -- nodes ----------------------------------------------------------------------------------
-    def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        res().store.require_namespace(state["namespace"])
-        if ctx.policy == "heuristic":
-            subgoals, cost, fallbacks = clause_subgoals(state["question"]), Cost(), []
-        else:
-            outcome = plan_subgoals(llm_for(ctx), state["question"], method=res().method, **trace(state, ctx))
-            subgoals, cost = outcome.output.subgoals, outcome.cost
-            fallbacks = [outcome.fallback] if outcome.fallback else []
-        return {
-            "subgoals": subgoals,
-            "satisfied": [False] * len(subgoals),
-            "query": state["question"],
-            "visited": [],
-            "kept": [],
-            "queue": {},
-            "step": 0,
-            "refinements": 0,
-            "done": False,
-            "cost": cost,
-            "fallbacks": fallbacks,
-            "log": [{"node": "planner", "subgoals": subgoals}],
-        }
-
-    def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        graph = event_graph(state["namespace"])
-        if not len(graph):
-            return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
-        query = state.get("query") or state["question"]
-        similarity = graph.turn_similarities if ctx.recipe == "turns" else graph.similarities
-        sims = np.max([similarity(v) for v in query_vectors(graph, [query], ctx)[0]], axis=0)
-        dense_rank = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
-        if ctx.recipe == "hybrid":
-            bm = event_index(graph.snapshot).scores(query)  # rows in snapshot.events order, as graph.ids
-            bm_rank = [graph.ids[i] for i in np.argsort(-bm, kind="stable")]
-            ranking = [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
-        else:
-            ranking = dense_rank
-        visited = set(state.get("visited", []))
-        ranking = [e for e in ranking if e not in visited]
-        top = ranking[: ctx.top_k]
-        # Diversity: the best event of each of the first p distinct topics (an event without a topic is its own).
-        seen_topics: list[str] = []
-        diverse: list[str] = []
-        for eid in ranking:
-            topic = graph.topic_of.get(eid, f"solo:{eid}")
-            if topic not in seen_topics:
-                seen_topics.append(topic)
-                diverse.append(eid)
-                if len(seen_topics) >= ctx.top_p:
-                    break
-        candidates = list(dict.fromkeys([*top, *diverse]))
-        cost, fallbacks = Cost(), []
-        if ctx.policy == "heuristic" or not candidates:
-            starts = list(dict.fromkeys([*diverse[:2], *top]))[: ctx.max_starts]
-        else:
-            outcome = pick_starts(
-                llm_for(ctx), state["question"], state["subgoals"],
-                [(e, graph.events[e].render()) for e in candidates], max_starts=ctx.max_starts,
-                method=res().method, **trace(state, ctx),
-            )
-            starts, cost = outcome.output.event_ids, outcome.cost
-            if outcome.fallback:
-                fallbacks.append(outcome.fallback)
-        queue = dict(state.get("queue", {}))
-        queue.update({e: 0.0 for e in starts if e not in visited})
-        queue = priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx)
-        frontier, queue = pop_frontier(queue, ctx.explorers)
-        return {
-            "localized": list(dict.fromkeys([*state.get("localized", []), *top])),
-            "queue": queue,
-            "frontier": frontier,
-            "visited": [*state.get("visited", []), *frontier],
-            "cost": cost,
-            "fallbacks": fallbacks,
-            "log": [{"node": "localize", "query": query, "candidates": candidates, "starts": starts}],
-        }
-
-    def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        """One explorer branch (parallel mode): decides for one event."""
-        ctx = _ctx(runtime)
-        graph = event_graph(task["namespace"])
-        eid = task["event_ids"][0]
-        if ctx.policy == "heuristic":
-            return {"decisions": [heuristic_decision(graph, task, eid, ctx)]}
-        outcome = explore_event(
-            llm_for(ctx), evidence_context(task, graph), view(graph, eid), len(task["subgoals"]),
-            method=res().method, **trace(task, ctx),
-        )
-        d = outcome.output
-        return {
-            "decisions": [Decision(step=task["step"], event_id=eid, action=d.action, next_events=d.next_events,
-                                   satisfied_subgoals=d.satisfied_subgoals)],
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-        }
-
-    def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        """Batched mode: one call decides for every event of the superstep."""
-        ctx = _ctx(runtime)
-        graph = event_graph(task["namespace"])
-        if ctx.policy == "heuristic":
-            return {"decisions": [heuristic_decision(graph, task, e, ctx) for e in task["event_ids"]]}
-        outcome = explore_batch(
-            llm_for(ctx), evidence_context(task, graph), [view(graph, e) for e in task["event_ids"]],
-            len(task["subgoals"]), method=res().method, **trace(task, ctx),
-        )
-        return {
-            "decisions": [
-                Decision(step=task["step"], event_id=d.event_id, action=d.action, next_events=d.next_events,
-                         satisfied_subgoals=d.satisfied_subgoals)
-                for d in outcome.output.decisions
-            ],
-            "cost": outcome.cost,
-            "fallbacks": [outcome.fallback] if outcome.fallback else [],
-        }
-
-    def heuristic_decision(graph: EventGraph, task: ExploreTask, eid: str, ctx: CompassContext) -> Decision:
-        """The no-LLM explorer reads what an LLM explorer reads: the summary and the raw turns it cites."""
-        neighbors = list(dict.fromkeys(n.event_id for n in graph.neighbors(eid)))
-        snapshot = graph.snapshot
-        turn_vectors = [snapshot.turn_vectors[t] for t in graph.events[eid].turn_ids if t in snapshot.turn_vectors]
-        readings = normalize(np.vstack([graph.vector(eid), *turn_vectors]))
-        d = similarity_decision(
-            readings,
-            query_vectors(graph, task["subgoals"], ctx),
-            task["satisfied"],
-            neighbors,
-            np.vstack([graph.vector(n) for n in neighbors]) if neighbors else np.zeros((0, 1)),
-            keep_threshold=ctx.keep_threshold,
-            satisfy_threshold=ctx.satisfy_threshold,
-            expand_threshold=ctx.expand_threshold,
-        )
-        return Decision(step=task["step"], event_id=eid, action=d.action, next_events=d.next_events,
-                        satisfied_subgoals=d.satisfied_subgoals)
-
-    def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        graph = event_graph(state["namespace"])
-        step = state.get("step", 0)
-        decisions = [d for d in state.get("decisions", []) if d["step"] == step]
-        kept = list(state.get("kept", []))
-        satisfied = list(state["satisfied"])
-        visited = list(state.get("visited", []))
-        queue = dict(state.get("queue", {}))
-        answered = False
-        dispatched = {eid: i for i, eid in enumerate(state.get("frontier", []))}
-        # Evidence is kept in the order the events were dispatched (best priority first).
-        for d in sorted(decisions, key=lambda d: (dispatched.get(d["event_id"], len(dispatched)), d["event_id"])):
-            if d["action"] in ("EXPAND", "ANSWER") and d["event_id"] not in kept:
-                kept.append(d["event_id"])
-            for i in d["satisfied_subgoals"]:
-                if 0 <= i < len(satisfied):
-                    satisfied[i] = True
-            if d["action"] == "ANSWER":
-                answered = True
-            real = {n.event_id for n in graph.neighbors(d["event_id"])}
-            for nxt in d["next_events"][:3]:
-                if nxt in real and nxt not in visited and nxt not in queue:
-                    queue[nxt] = 0.0
-        # Priorities follow the satisfaction vector: recomputed for every queued event, never stale.
-        queue = priorities(graph, list(queue), state["subgoals"], satisfied, ctx)
-        ranked = dict(queue)
-        step += 1
-        progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
-        done = step >= ctx.max_steps or ((answered or all(satisfied)) and evidence_filled(graph, progress, ctx, queue))
-        frontier: list[str] = []
-        if not done:
-            frontier, queue = pop_frontier(queue, ctx.explorers)
-        return {
-            "kept": kept,
-            "satisfied": satisfied,
-            "queue": queue,
-            "frontier": frontier,
-            "visited": [*visited, *frontier],
-            "step": step,
-            "done": done,
-            "log": [{"node": "merge", "step": step, "decisions": decisions, "satisfied": satisfied, "priorities": ranked}],
-        }
-
-    def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        graph = event_graph(state["namespace"])
-        missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
-        found = "\n".join(graph.events[e].render() for e in state.get("kept", []) if e in graph)
-        if ctx.policy == "heuristic":
-            query, cost, fallbacks = " ".join(missing) or state["question"], Cost(), []
-        else:
-            outcome = refine_query(llm_for(ctx), state["question"], missing, found, method=res().method, **trace(state, ctx))
-            query, cost = outcome.output.query, outcome.cost
-            fallbacks = [outcome.fallback] if outcome.fallback else []
-        return {
-            "query": query,
-            "refinements": state.get("refinements", 0) + 1,
-            "done": False,
-            "step": state.get("step", 0),
-            "cost": cost,
-            "fallbacks": fallbacks,
-            "log": [{"node": "refine", "query": query, "missing": missing}],
-        }
-
-    def respond_node(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        graph = event_graph(state["namespace"])
-        evidence_ids = [e for e in state.get("kept", []) if e in graph]
-        fallbacks: list[FallbackRecord] = []
-        ranking: list[str] = []
-        if ctx.policy == "heuristic" and ctx.ranker == "learned":
-            # The ranker's best turns join the evidence with their events, after what the search kept;
-            # the evidence's turns are then ranked by it (AnswerResult.turn_ranking).
-            scores = learned_scores(graph.snapshot, state["question"], ctx, res())
-            ranking = sorted(scores, key=lambda t: -scores[t])
-            owner = graph.event_of_turn
-            best = [owner[t] for t in ranking[: ctx.context_turns] if t in owner]
-            evidence_ids = list(dict.fromkeys([*evidence_ids, *best]))
-            held = {t for e in evidence_ids for t in graph.events[e].turn_ids}
-            ranking = [t for t in ranking if t in held]
-        if not evidence_ids:
-            evidence_ids = [e for e in state.get("localized", []) if e in graph][: ctx.top_k]
-            if evidence_ids:
-                fallbacks.append(FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events"))
-        evidence = [EvidenceText(e, render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
-        outcome = respond(
-            llm_for(ctx), state["question"], evidence, question_date=state.get("question_date"),
-            method=res().method, **trace(state, ctx),
-        )
-        if outcome.fallback and ctx.policy != "heuristic":
+        starts, cost = outcome.output.event_ids, outcome.cost
+        if outcome.fallback:
             fallbacks.append(outcome.fallback)
-        return {
-            "answer": outcome.output.answer,
-            "cited_ids": outcome.output.cited_ids,
-            "kept": evidence_ids,
-            "cost": outcome.cost,
-            "fallbacks": fallbacks,
-            "evidence_ranking": ranking,
-            "log": [{"node": "respond", "ranked_turns": ranking[: ctx.context_turns]}] if ranking else [],
+    queue = dict(state.get("queue", {}))
+    queue.update({e: 0.0 for e in starts if e not in visited})
+    queue = _priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx, res)
+    frontier, queue = _pop_frontier(queue, ctx.explorers)
+    return {
+        "localized": list(dict.fromkeys([*state.get("localized", []), *top])),
+        "queue": queue,
+        "frontier": frontier,
+        "visited": [*state.get("visited", []), *frontier],
+        "cost": cost,
+        "fallbacks": fallbacks,
+        "log": [{"node": "localize", "query": query, "candidates": candidates, "starts": starts}],
+    }
+
+
+def _heuristic_decision(graph: EventGraph, task: ExploreTask, eid: str, ctx: CompassContext, res: Resources) -> Decision:
+    d = heuristic_decision(
+        graph, eid, task["subgoals"], task["satisfied"], _encoder(ctx, res),
+        keep_threshold=ctx.keep_threshold, satisfy_threshold=ctx.satisfy_threshold,
+        expand_threshold=ctx.expand_threshold,
+    )
+    return _decision(task["step"], eid, d)
+
+
+def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """One explorer branch (parallel mode): decides for one event."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    graph = _event_graph(res, task["namespace"])
+    eid = task["event_ids"][0]
+    if ctx.policy == "heuristic":
+        return {"decisions": [_heuristic_decision(graph, task, eid, ctx, res)]}
+    outcome = explore_event(
+        _llm(ctx, res), _evidence_context(task, graph), _view(graph, eid), len(task["subgoals"]),
+        method=res.method, **_trace(task, ctx),
+    )
+    return {
+        "decisions": [_decision(task["step"], eid, outcome.output)],
+        "cost": outcome.cost,
+        "fallbacks": [outcome.fallback] if outcome.fallback else [],
+    }
+
+
+def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """Batched mode (node ``explore_batch``): one call decides for every event of the superstep."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    graph = _event_graph(res, task["namespace"])
+    if ctx.policy == "heuristic":
+        return {"decisions": [_heuristic_decision(graph, task, e, ctx, res) for e in task["event_ids"]]}
+    outcome = explore_batch(
+        _llm(ctx, res), _evidence_context(task, graph), [_view(graph, e) for e in task["event_ids"]],
+        len(task["subgoals"]), method=res.method, **_trace(task, ctx),
+    )
+    return {
+        "decisions": [_decision(task["step"], d.event_id, d) for d in outcome.output.decisions],
+        "cost": outcome.cost,
+        "fallbacks": [outcome.fallback] if outcome.fallback else [],
+    }
+
+
+def _apply_decisions(graph: EventGraph, state: CompassState, decisions: list[Decision]
+                     ) -> tuple[list[str], list[bool], dict[str, float], bool]:
+    """Kept events, satisfaction vector, queue (new neighbours at priority 0) and whether one explorer answered."""
+    kept = list(state.get("kept", []))
+    satisfied = list(state["satisfied"])
+    visited = state.get("visited", [])
+    queue = dict(state.get("queue", {}))
+    answered = False
+    dispatched = {eid: i for i, eid in enumerate(state.get("frontier", []))}
+    # Evidence is kept in the order the events were dispatched (best priority first).
+    for d in sorted(decisions, key=lambda d: (dispatched.get(d["event_id"], len(dispatched)), d["event_id"])):
+        if d["action"] in ("EXPAND", "ANSWER") and d["event_id"] not in kept:
+            kept.append(d["event_id"])
+        for i in d["satisfied_subgoals"]:
+            if 0 <= i < len(satisfied):
+                satisfied[i] = True
+        if d["action"] == "ANSWER":
+            answered = True
+        real = {n.event_id for n in graph.neighbors(d["event_id"])}
+        for nxt in d["next_events"][:3]:
+            if nxt in real and nxt not in visited and nxt not in queue:
+                queue[nxt] = 0.0
+    return kept, satisfied, queue, answered
+
+
+def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """Apply this superstep's decisions, recompute the priorities, stop or pop the next frontier."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    graph = _event_graph(res, state["namespace"])
+    step = state.get("step", 0)
+    decisions = [d for d in state.get("decisions", []) if d["step"] == step]
+    kept, satisfied, queue, answered = _apply_decisions(graph, state, decisions)
+    visited = list(state.get("visited", []))
+    # Priorities follow the satisfaction vector: recomputed for every queued event, never stale.
+    queue = _priorities(graph, list(queue), state["subgoals"], satisfied, ctx, res)
+    ranked = dict(queue)
+    step += 1
+    progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
+    done = step >= ctx.max_steps or (
+        (answered or all(satisfied)) and _evidence_filled(graph, progress, ctx, res, queue)
+    )
+    frontier: list[str] = []
+    if not done:
+        frontier, queue = _pop_frontier(queue, ctx.explorers)
+    return {
+        "kept": kept,
+        "satisfied": satisfied,
+        "queue": queue,
+        "frontier": frontier,
+        "visited": [*visited, *frontier],
+        "step": step,
+        "done": done,
+        "log": [{"node": "merge", "step": step, "decisions": decisions, "satisfied": satisfied, "priorities": ranked}],
+    }
+
+
+def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """Write a new search query for the unsatisfied subgoals (their text, without an LLM)."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    graph = _event_graph(res, state["namespace"])
+    missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
+    found = "\n".join(graph.events[e].render() for e in state.get("kept", []) if e in graph)
+    if ctx.policy == "heuristic":
+        query, cost, fallbacks = " ".join(missing) or state["question"], Cost(), []
+    else:
+        outcome = refine_query(_llm(ctx, res), state["question"], missing, found, method=res.method,
+                               **_trace(state, ctx))
+        query, cost = outcome.output.query, outcome.cost
+        fallbacks = [outcome.fallback] if outcome.fallback else []
+    return {
+        "query": query,
+        "refinements": state.get("refinements", 0) + 1,
+        "done": False,
+        "step": state.get("step", 0),
+        "cost": cost,
+        "fallbacks": fallbacks,
+        "log": [{"node": "refine", "query": query, "missing": missing}],
+    }
+
+
+def _learned_evidence(graph: EventGraph, question: str, evidence_ids: list[str], ctx: CompassContext,
+                      res: Resources) -> tuple[list[str], list[str]]:
+    """The ranker's best turns join the evidence with their events, after what the search kept; the
+    evidence's turns are then ranked by it (``AnswerResult.turn_ranking``)."""
+    scores = learned_turn_scores(graph.snapshot, question, _encoder(ctx, res))
+    ranking = sorted(scores, key=lambda t: -scores[t])
+    owner = graph.event_of_turn
+    best = [owner[t] for t in ranking[: ctx.context_turns] if t in owner]
+    evidence_ids = list(dict.fromkeys([*evidence_ids, *best]))
+    held = {t for e in evidence_ids for t in graph.events[e].turn_ids}
+    return evidence_ids, [t for t in ranking if t in held]
+
+
+def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """Answer from the kept evidence only; the top-k localized events stand in when nothing was kept."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    graph = _event_graph(res, state["namespace"])
+    evidence_ids = [e for e in state.get("kept", []) if e in graph]
+    fallbacks: list[FallbackRecord] = []
+    ranking: list[str] = []
+    if ctx.policy == "heuristic" and ctx.ranker == "learned":
+        evidence_ids, ranking = _learned_evidence(graph, state["question"], evidence_ids, ctx, res)
+    if not evidence_ids:
+        evidence_ids = [e for e in state.get("localized", []) if e in graph][: ctx.top_k]
+        if evidence_ids:
+            fallbacks.append(FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events"))
+    evidence = [EvidenceText(e, _render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
+    outcome = run_responder(
+        _llm(ctx, res), state["question"], evidence, question_date=state.get("question_date"),
+        method=res.method, **_trace(state, ctx),
+    )
+    if outcome.fallback and ctx.policy != "heuristic":
+        fallbacks.append(outcome.fallback)
+    return {
+        "answer": outcome.output.answer,
+        "cited_ids": outcome.output.cited_ids,
+        "kept": evidence_ids,
+        "cost": outcome.cost,
+        "fallbacks": fallbacks,
+        "evidence_ranking": ranking,
+        "log": [{"node": "respond", "ranked_turns": ranking[: ctx.context_turns]}] if ranking else [],
+    }
+
+
+# -- routing ------------------------------------------------------------------------------------
+def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[Send] | Literal["refine", "respond"]:
+    """Send the frontier to the explorers; else refine once when subgoals are unsatisfied (or, without an
+    LLM, the evidence is not filled yet); else respond."""
+    ctx = _ctx(runtime)
+    frontier = state.get("frontier", [])
+    if frontier and not state.get("done"):
+        base = {
+            "namespace": state["namespace"],
+            "question": state["question"],
+            "subgoals": state["subgoals"],
+            "satisfied": state["satisfied"],
+            "kept": state.get("kept", []),
+            "step": state.get("step", 0),
         }
+        if ctx.explorer_mode == "batched":
+            return [Send("explore_batch", {**base, "event_ids": frontier})]
+        return [Send("explore", {**base, "event_ids": [eid]}) for eid in frontier]
+    res = resources_of(runtime)
+    graph = _event_graph(res, state["namespace"])
+    wanting = not all(state.get("satisfied", [True])) or not _evidence_filled(
+        graph, state, ctx, res, state.get("queue", {}))
+    if wanting and state.get("refinements", 0) < ctx.max_refinements and len(graph):
+        return "refine"
+    return "respond"
 
-    # -- routing --------------------------------------------------------------------------------
-    def route(state: CompassState, runtime: Runtime[CompassContext]) -> Any:
-        ctx = _ctx(runtime)
-        frontier = state.get("frontier", [])
-        if frontier and not state.get("done"):
-            base = {
-                "namespace": state["namespace"],
-                "question": state["question"],
-                "subgoals": state["subgoals"],
-                "satisfied": state["satisfied"],
-                "kept": state.get("kept", []),
-                "step": state.get("step", 0),
-            }
-            if ctx.explorer_mode == "batched":
-                return [Send("explore_batch", {**base, "event_ids": frontier})]
-            return [Send("explore", {**base, "event_ids": [eid]}) for eid in frontier]
-        graph = event_graph(state["namespace"])
-        wanting = not all(state.get("satisfied", [True])) or not evidence_filled(graph, state, ctx, state.get("queue", {}))
-        if wanting and state.get("refinements", 0) < ctx.max_refinements and len(graph):
-            return "refine"
-        return "respond"
 
+def build_compass_graph() -> StateGraph:
+    """The compass ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(CompassState, context_schema=CompassContext)
     builder.add_node("planner", planner)
     builder.add_node("localize", localize)
@@ -504,13 +539,13 @@ def build_compass_graph(resources: Resources | None = None) -> StateGraph:
     builder.add_node("explore_batch", explore_all)
     builder.add_node("merge", merge)
     builder.add_node("refine", refine)
-    builder.add_node("respond", respond_node)
+    builder.add_node("respond", respond)
     builder.add_edge(START, "planner")
     builder.add_edge("planner", "localize")
-    builder.add_conditional_edges("localize", route, ["explore", "explore_batch", "refine", "respond"])
+    builder.add_conditional_edges("localize", route_search, ["explore", "explore_batch", "refine", "respond"])
     builder.add_edge("explore", "merge")
     builder.add_edge("explore_batch", "merge")
-    builder.add_conditional_edges("merge", route, ["explore", "explore_batch", "refine", "respond"])
+    builder.add_conditional_edges("merge", route_search, ["explore", "explore_batch", "refine", "respond"])
     builder.add_edge("refine", "localize")
     builder.add_edge("respond", END)
     return builder
@@ -527,11 +562,12 @@ def answer(
     **options: Any,
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` with the compass graph; options override ``CompassContext`` fields."""
-    res = resources or default_resources()
-    res.store.require_namespace(namespace)
     ctx = context_for_run(CompassContext, context, policy, options)
+    res = resources or (ctx.resources if isinstance(ctx.resources, Resources) else default_resources())
+    res.store.require_namespace(namespace)
+    ctx = replace(ctx, resources=res)
     return invoke_strategy(
-        "compass", res.compiled("compass", build_compass_graph),
+        "compass", graph,
         {"namespace": namespace, "question": question, "question_date": question_date}, ctx,
         namespace=namespace, tags=[f"explorers:{ctx.explorer_mode}"],
         recursion_limit=10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
@@ -539,26 +575,12 @@ def answer(
     )
 
 
-def _reading_texts(text: str, ctx: CompassContext) -> list[str]:
-    """What a search text is matched as: itself and, unless turned off, itself without its names."""
-    return query_readings(text) if ctx.name_free_readings else [text]
-
-
-def _readings(question: str, ctx: CompassContext, res: Resources) -> np.ndarray:
-    """Unit vectors of the question's readings (the question first)."""
-    return normalize(np.asarray(res.embeddings.embed_documents(_reading_texts(question, ctx)), dtype=np.float32))
-
-
-def learned_scores(snapshot: NamespaceSnapshot, question: str, ctx: CompassContext, res: Resources) -> dict[str, float]:
-    """Every turn's score by the shipped learned ranker (``memory.ranking``)."""
-    return default_ranker().scores(snapshot, question, _readings(question, ctx, res))
-
-
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     graph = EventGraph.of(snapshot)
-    q_vectors = _readings(question, ctx, res)
+    encoder = _encoder(ctx, res)
+    q_vectors = encoder.embed(encoder.readings(question))
     event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
     ranking = final.get("evidence_ranking") or []  # the learned ranker's order, when the respond node ranked
     position = {t: i for i, t in enumerate(ranking)}
@@ -595,5 +617,6 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         },
     )
 
+
 builder = build_compass_graph()
-graph = builder.compile()
+graph = builder.compile(name="compass")

@@ -9,15 +9,12 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from logicmap.agents.base import Cost, FallbackRecord
-from logicmap.memory.embeddings import normalize
+from logicmap.memory.turn_scoring import CONTEXT_WEIGHT, context_turn_scores
 
 if TYPE_CHECKING:
     from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["CONTEXT_WEIGHT", "AnswerResult", "EvidenceItem", "rank_turns", "turn_scores"]
-
-# How much of its event's similarity a turn inherits when evidence turns are ranked (see ``rank_turns``).
-CONTEXT_WEIGHT = 0.9
 
 
 class EvidenceItem(BaseModel):
@@ -76,26 +73,10 @@ def turn_scores(
     *,
     context_weight: float = CONTEXT_WEIGHT,
 ) -> dict[str, float]:
-    """Each evidence turn's score, best over the queries: max(its own similarity, ``context_weight`` x the
-    similarity of the event item holding it, ``context_weight`` x the similarity of the question it replies to),
-    so a reply that only makes sense with its event or its question ranks with them."""
-    queries = normalize(np.atleast_2d(np.asarray(query_vectors, dtype=np.float32)))
-    scores: dict[str, float] = {}
-    for item in evidence:
-        vector = snapshot.event_vectors.get(item.id) if item.kind == "event" else None
-        floor = context_weight * float((queries @ normalize(vector)).max()) if vector is not None else float("-inf")
-        known = [t for t in item.turn_ids if t in snapshot.turn_vectors]
-        own = (normalize(np.vstack([snapshot.turn_vectors[t] for t in known])) @ queries.T).max(axis=1) if known else []
-        own_of = dict(zip(known, (float(x) for x in own)))
-        by_position = {snapshot.turns[t].position: t for t in known if t in snapshot.turns}
-        for tid, sim in own_of.items():
-            # A reply inherits the relevance of the question it answers, when the item holds both.
-            asked = by_position.get(snapshot.turns[tid].position - 1) if tid in snapshot.turns else None
-            pair = context_weight * own_of[asked] if asked and snapshot.turns[tid].answers(snapshot.turns[asked]) else sim
-            scores[tid] = max(scores.get(tid, float("-inf")), sim, floor, pair)
-        for tid in item.turn_ids:
-            scores.setdefault(tid, floor)
-    return scores
+    """Each evidence turn's score, best over the queries (``memory.turn_scoring.context_turn_scores``): an
+    event item's turns inherit its event's similarity, a reply the similarity of the question it answers."""
+    groups = [(item.id if item.kind == "event" else None, item.turn_ids) for item in evidence]
+    return context_turn_scores(snapshot, query_vectors, groups, context_weight=context_weight)
 
 
 def rank_turns(

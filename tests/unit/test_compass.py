@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.compass import CompassContext, answer, build_compass_graph
+from logicmap.graphs.compass import CompassContext, answer, build_compass_graph, graph
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Event, Relation, Topic, relation_id
 from logicmap.memory.store import ChangeSet
@@ -156,9 +156,8 @@ def test_localization_draws_candidates_from_distinct_topics_even_without_topics(
     events = {f"P{i}": f"dog walk in the park number {i}" for i in range(6)}
     events.update({"Q": "a dog at the beach", "R": "the park bench"})
     build_namespace(resources, "g", events, [], {"T0": [f"P{i}" for i in range(6)], "T1": ["Q"], "T2": ["R"]})
-    compiled = build_compass_graph(resources).compile()
-    final = compiled.invoke({"namespace": "g", "question": "dog walk in the park"},
-                            context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1))
+    final = graph.invoke({"namespace": "g", "question": "dog walk in the park"},
+                         context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1, resources=resources))
     candidates = next(entry for entry in final["log"] if entry["node"] == "localize")["candidates"]
     assert {"Q", "R"} <= set(candidates) and len([c for c in candidates if c.startswith("P")]) == 3
 
@@ -188,9 +187,8 @@ def test_priorities_follow_the_satisfaction_vector(resources) -> None:
         PLANNER: [{"subgoals": subgoals}], LOCALIZER: [{"event_ids": ["A"]}],
         RESPONDER: [{"answer": "x", "cited_ids": []}],
     }, respond=explorer)
-    compiled = build_compass_graph(resources).compile()
-    final = compiled.invoke({"namespace": "g", "question": "cafe drink and date"},
-                            context=CompassContext(explorers=1, max_steps=3, max_refinements=0))
+    final = graph.invoke({"namespace": "g", "question": "cafe drink and date"},
+                         context=CompassContext(explorers=1, max_steps=3, max_refinements=0, resources=resources))
     ranked = next(e for e in final["log"] if e["node"] == "merge" and e["step"] == 1)["priorities"]
     emb = resources.embeddings
 
@@ -457,3 +455,173 @@ def test_turn_ranker_training_writes_weights_and_a_leave_one_out_table(tmp_path,
     assert set(weights["COEFFICIENTS"]) == set(FEATURES) and isinstance(weights["INTERCEPT"], float)
     printed = capsys.readouterr().out
     assert "| a.json | 15 |" in printed and "fitted on the other files" in printed
+
+
+# -- nodes and the no-LLM policy, each called alone on the ingested sample ------------------------
+DRINK = "What drink did Maya have at the Blue Finch cafe"
+MOVE = "When did Maya move to Lisbon"
+
+
+def _runtime(resources, **settings):
+    from langgraph.runtime import Runtime
+
+    return Runtime(context=CompassContext(resources=resources, **settings), store=None)
+
+
+def _sample_graph(resources):
+    from logicmap.memory.graph import EventGraph
+
+    return EventGraph.of(resources.store.snapshot("sample"))
+
+
+def test_planner_node_alone_splits_the_question_and_resets_the_search(ingested_sample) -> None:
+    from logicmap.agents.planner import clause_subgoals
+    from logicmap.graphs.compass import planner
+
+    question = f"{DRINK}?"
+    update = planner({"namespace": "sample", "question": question}, _runtime(ingested_sample, policy="heuristic"))
+    assert update["subgoals"] == clause_subgoals(question) and update["satisfied"] == [False] * len(update["subgoals"])
+    assert update["query"] == question and update["kept"] == [] and update["queue"] == {} and update["step"] == 0
+    assert update["cost"].llm_calls == 0 and update["fallbacks"] == []
+
+
+def test_localize_node_alone_queues_starts_best_priority_first(ingested_sample) -> None:
+    from logicmap.agents.compass_policy import QueryEncoder, event_priorities
+    from logicmap.graphs.compass import localize
+
+    state = {"namespace": "sample", "question": f"{DRINK}?", "subgoals": [DRINK], "satisfied": [False]}
+    update = localize(state, _runtime(ingested_sample, policy="heuristic", explorers=2, top_k=3, top_p=3))
+    log = update["log"][0]
+    assert len(update["localized"]) == 3 and set(update["localized"]) <= set(log["candidates"])
+    assert len(update["frontier"]) == 2 and update["visited"] == update["frontier"]
+    assert set(update["frontier"]) | set(update["queue"]) == set(log["starts"])
+    assert "S2-E2" in log["starts"]  # the Blue Finch visit
+    graph = _sample_graph(ingested_sample)
+    priority = event_priorities(graph, log["starts"], [DRINK], [False], QueryEncoder(ingested_sample.embeddings),
+                                by_turns=True)  # the no-LLM policy localizes by turns
+    assert update["queue"] == {e: priority[e] for e in update["queue"]}
+    assert min(priority[e] for e in update["frontier"]) >= max(update["queue"].values(), default=-1.0)
+
+
+def test_merge_node_alone_applies_the_superstep_decisions(ingested_sample) -> None:
+    from logicmap.agents.compass_policy import QueryEncoder, event_priorities
+    from logicmap.graphs.compass import Decision, merge
+
+    def decision(step, eid, action, nxt=(), sat=()):
+        return Decision(step=step, event_id=eid, action=action, next_events=list(nxt), satisfied_subgoals=list(sat))
+
+    state = {
+        "namespace": "sample", "question": "q", "subgoals": [DRINK, MOVE], "satisfied": [False, False],
+        "frontier": ["S2-E2", "S1-E1"], "visited": ["S2-E2", "S1-E1"], "queue": {"S4-E1": 0.0}, "kept": [], "step": 0,
+        "decisions": [
+            decision(0, "S1-E1", "SKIP"),
+            # S2-E1 is a neighbour; S4-E1 is queued already; S9-E9 does not exist; subgoal 7 is out of range.
+            decision(0, "S2-E2", "EXPAND", ["S2-E1", "S4-E1", "S9-E9"], [0, 7]),
+            decision(5, "S3-E1", "ANSWER", sat=[1]),  # another superstep's: ignored
+        ],
+    }
+    update = merge(state, _runtime(ingested_sample, policy="heuristic", explorers=1))
+    assert update["kept"] == ["S2-E2"] and update["satisfied"] == [True, False]
+    assert update["step"] == 1 and not update["done"]
+    priorities = update["log"][0]["priorities"]
+    expected = event_priorities(_sample_graph(ingested_sample), ["S4-E1", "S2-E1"], [DRINK, MOVE], [True, False],
+                                QueryEncoder(ingested_sample.embeddings), by_turns=True)
+    assert priorities == expected  # recomputed against the one open subgoal
+    best = max(expected, key=expected.get)
+    assert update["frontier"] == [best] and update["visited"] == ["S2-E2", "S1-E1", best]
+    assert set(update["queue"]) == set(expected) - {best}
+
+    stop = merge({**state, "decisions": [decision(0, "S2-E2", "ANSWER", sat=[0, 1])]},
+                 _runtime(ingested_sample, policy="llm", max_steps=6))
+    assert stop["done"] and stop["frontier"] == [] and stop["satisfied"] == [True, True]
+
+
+def test_route_search_alone_sends_the_frontier_to_explorers(ingested_sample) -> None:
+    from logicmap.graphs.compass import route_search
+
+    state = {"namespace": "sample", "question": "q", "subgoals": [DRINK], "satisfied": [False], "kept": [],
+             "frontier": ["S2-E2", "S2-E1"], "step": 0}
+    sends = route_search(state, _runtime(ingested_sample, policy="heuristic"))
+    assert [(s.node, s.arg["event_ids"]) for s in sends] == [("explore", ["S2-E2"]), ("explore", ["S2-E1"])]
+    batched = route_search(state, _runtime(ingested_sample, policy="heuristic", explorer_mode="batched"))
+    assert [(s.node, s.arg["event_ids"]) for s in batched] == [("explore_batch", ["S2-E2", "S2-E1"])]
+    done = {**state, "done": True, "satisfied": [True], "kept": ["S2-E2"], "visited": ["S2-E2"]}
+    assert route_search(done, _runtime(ingested_sample, policy="llm")) == "respond"
+    assert route_search({**done, "satisfied": [False]}, _runtime(ingested_sample, policy="llm")) == "refine"
+
+
+def test_open_subgoals_are_all_subgoals_once_every_one_is_satisfied() -> None:
+    from logicmap.agents.compass_policy import open_subgoals
+
+    assert open_subgoals(["a", "b", "c"], [True, False, True]) == ["b"]
+    assert open_subgoals(["a", "b"], [True, True]) == ["a", "b"]
+    assert open_subgoals([], []) == []
+
+
+def test_priorities_are_the_best_similarity_to_an_open_subgoal(ingested_sample) -> None:
+    from logicmap.agents.compass_policy import QueryEncoder, event_priorities
+
+    graph = _sample_graph(ingested_sample)
+    encoder = QueryEncoder(ingested_sample.embeddings)
+    ids = list(graph.ids)
+    for by_turns in (False, True):
+        drink = event_priorities(graph, ids, [DRINK], [False], encoder, by_turns=by_turns)
+        move = event_priorities(graph, ids, [MOVE], [False], encoder, by_turns=by_turns)
+        both = event_priorities(graph, ids, [DRINK, MOVE], [False, False], encoder, by_turns=by_turns)
+        assert both == pytest.approx({e: max(drink[e], move[e]) for e in ids})
+        assert event_priorities(graph, ids, [DRINK, MOVE], [True, False], encoder, by_turns=by_turns) == move
+        assert event_priorities(graph, ids, [DRINK, MOVE], [True, True], encoder, by_turns=by_turns) == both
+    assert event_priorities(graph, [], [DRINK], [False], encoder) == {}
+    assert event_priorities(graph, ["S1-E1"], [], [], encoder) == {"S1-E1": 0.0}  # nothing to rank against
+    by_summary = event_priorities(graph, ["S2-E2"], [DRINK], [False], encoder)
+    readings = encoder.vectors([DRINK])[0]
+    assert by_summary["S2-E2"] == pytest.approx(float((readings @ graph.vector("S2-E2")).max()))
+
+
+def test_heuristic_decision_keeps_the_cafe_event_and_expands_to_real_neighbours(ingested_sample) -> None:
+    from logicmap.agents.compass_policy import QueryEncoder, heuristic_decision
+    from logicmap.graphs.compass import explore
+
+    graph = _sample_graph(ingested_sample)
+    encoder = QueryEncoder(ingested_sample.embeddings)
+    thresholds = {"keep_threshold": 0.25, "satisfy_threshold": 0.55, "expand_threshold": 0.2}
+    cafe = graph.event_of_turn["D2:4"]
+    kept = heuristic_decision(graph, cafe, [DRINK], [False], encoder, **thresholds)
+    assert kept.action in ("EXPAND", "ANSWER") and kept.next_events
+    assert set(kept.next_events) <= {n.event_id for n in graph.neighbors(cafe)} and len(kept.next_events) <= 3
+    strict = heuristic_decision(graph, cafe, [DRINK], [False], encoder, **{**thresholds, "keep_threshold": 0.99})
+    assert strict.action == "SKIP" and not strict.next_events
+    # The explore node, alone, makes the same decision for the same event.
+    task = {"namespace": "sample", "question": "q", "subgoals": [DRINK], "satisfied": [False], "kept": [],
+            "event_ids": [cafe], "step": 3}
+    [made] = explore(task, _runtime(ingested_sample, policy="heuristic"))["decisions"]
+    assert made == {"step": 3, "event_id": cafe, "action": kept.action, "next_events": kept.next_events,
+                    "satisfied_subgoals": kept.satisfied_subgoals}
+
+
+def test_evidence_is_filled_when_the_budget_is_full_and_nothing_left_can_beat_it(ingested_sample) -> None:
+    from logicmap.agents.compass_policy import QueryEncoder, evidence_filled
+
+    graph = _sample_graph(ingested_sample)
+    encoder = QueryEncoder(ingested_sample.embeddings)
+    everything = list(graph.ids)
+    search = {"subgoals": [DRINK], "satisfied": [False], "visited": everything, "queue": {}}
+    assert not evidence_filled(graph, encoder, kept=[], context_turns=1, **search)
+    assert evidence_filled(graph, encoder, kept=everything, context_turns=10, **search)
+    turns = sum(len(graph.events[e].turn_ids) for e in everything)
+    assert not evidence_filled(graph, encoder, kept=everything, context_turns=turns + 1, **search)  # budget not full
+    # A queued event that could still beat the budget's last turn keeps the search going.
+    assert not evidence_filled(graph, encoder, kept=["S1-E1"], context_turns=4,
+                               **{**search, "visited": ["S1-E1"], "queue": {"S2-E2": 1.0}})
+
+
+def test_learned_turn_scores_rank_every_turn_and_find_the_drink(ingested_sample) -> None:
+    from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+
+    snapshot = ingested_sample.store.snapshot("sample")
+    encoder = QueryEncoder(ingested_sample.embeddings)
+    assert encoder.readings(f"{DRINK}?") == [f"{DRINK}?", "What drink did have at the cafe?"]
+    assert QueryEncoder(ingested_sample.embeddings, name_free_readings=False).readings(DRINK) == [DRINK]
+    scores = learned_turn_scores(snapshot, f"{DRINK}?", encoder)
+    assert set(scores) == set(snapshot.turns)
+    assert "D2:4" in sorted(scores, key=lambda t: -scores[t])[:3]

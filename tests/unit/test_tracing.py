@@ -29,6 +29,14 @@ def test_run_config_names_tags_and_flattens_budgets() -> None:
     assert role_trace(config) == {"tags": config["tags"], "metadata": meta}
 
 
+def test_the_hidden_resources_field_stays_out_of_the_metadata() -> None:
+    from logicmap.graphs.compass import CompassContext
+    from logicmap.graphs.resources import Resources
+
+    meta = run_config("compass", namespace="n", policy="llm", budgets=CompassContext(resources=Resources()))["metadata"]
+    assert "resources" not in meta and meta["top_k"] == 5
+
+
 def test_cost_metadata_is_flat_numbers() -> None:
     figures = cost_metadata(Cost(llm_calls=3, prompt_tokens=100, completion_tokens=20, wall_time_s=1.23456))
     assert figures == {"llm_calls": 3, "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
