@@ -7,15 +7,16 @@ same graph runs a deterministic navigator over the same tools. Studio loads ``gr
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import operator
 import re
-import threading
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
@@ -23,11 +24,19 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
-from logicmap.graphs.resources import Resources, context_for_run, default_resources, run_context
+from logicmap.graphs.resources import (
+    Resources,
+    ResourcesField,
+    context_for_run,
+    default_resources,
+    resources_field,
+    resources_of,
+    run_context,
+)
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
 from logicmap.memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
-from logicmap.memory.records import validate_namespace
+from logicmap.memory.records import Cue, validate_namespace
 from logicmap.memory.retrieval import BM25Index
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.text import stem, tokenize
@@ -40,12 +49,21 @@ from logicmap.tools.events import search_event_ids
 __all__ = [
     "ReconstructContext",
     "ReconstructState",
+    "after_answer",
+    "after_navigate",
+    "after_tools",
     "answer",
     "build_reconstruct_graph",
     "builder",
     "extractive_answer",
+    "force_answer",
     "graph",
+    "memory_tools",
     "merge_active",
+    "navigate",
+    "run_tools",
+    "seed",
+    "take_answer",
 ]
 
 NOT_IN_MEMORY = "not in memory"
@@ -62,6 +80,7 @@ class ReconstructContext:
     k: int = 5
     seed_events: int = 5
     max_evidence: int = 12
+    resources: ResourcesField = resources_field()
 
 
 def merge_active(left: list[EvidenceItem] | None, right: list[EvidenceItem] | None) -> list[EvidenceItem]:
@@ -294,201 +313,237 @@ def _heuristic_step(state: ReconstructState, snapshot: NamespaceSnapshot, ctx: R
     return AIMessage(content="", tool_calls=[_call(ANSWER_TOOL, result.model_dump(), turn, 0)])
 
 
+# -- helpers of the nodes -----------------------------------------------------------------------------
+
+
+def _use_llm(ctx: ReconstructContext, res: Resources) -> bool:
+    return ctx.policy == "llm" and res.llm is not None
+
+
+def memory_tools(namespace: str, res: Resources) -> list[BaseTool]:
+    """The typed memory tools of ``namespace`` over the run's store and embedder.
+
+    Built per call: a toolkit is cheap, and the tools read the newest committed snapshot on every call anyway.
+    """
+    return create_memory_toolkit(namespace, store=res.store, embeddings=res.embeddings)
+
+
+def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> list[EvidenceItem]:
+    """The events the question's cues lead to, best first (persons weigh half: they lead everywhere)."""
+    index = CueIndex.of(snapshot)
+    weight: dict[str, float] = {}
+    for cue in cues:
+        for tag in index.event_tags(cue):
+            if tag.target_id in snapshot.events:
+                weight[tag.target_id] = weight.get(tag.target_id, 0.0) + (0.5 if cue.kind == "person" else 1.0)
+    order = {eid: i for i, eid in enumerate(snapshot.events)}
+    seeded = sorted(weight, key=lambda e: (-weight[e], order[e]))[:limit]
+    return [EvidenceItem(kind="event", id=e, text=snapshot.events[e].render(), turn_ids=list(snapshot.events[e].turn_ids),
+                         time=snapshot.events[e].time, score=weight[e]) for e in seeded]
+
+
+def _within_call_budget(reply: AIMessage, limit: int) -> tuple[AIMessage, int]:
+    """``reply`` with at most ``limit`` tool calls (an answer is never cut) and how many were dropped."""
+    calls = list(reply.tool_calls)
+    if any(c["name"] == ANSWER_TOOL for c in calls) or len(calls) <= limit:
+        return reply, 0
+    capped = AIMessage(content=reply.content, tool_calls=calls[:limit], invalid_tool_calls=reply.invalid_tool_calls,
+                       id=reply.id, usage_metadata=reply.usage_metadata, response_metadata=reply.response_metadata)
+    return capped, len(calls) - limit
+
+
+def _invalid_call_messages(last: BaseMessage) -> list[ToolMessage]:
+    """Arguments that were not even valid JSON: tell the model instead of failing (a ToolMessage per call)."""
+    return [
+        ToolMessage(
+            content=f"Your call to {bad.get('name') or 'a tool'} had arguments that are not valid JSON "
+                    f"({(bad.get('error') or 'unparseable')[:200]}): {str(bad.get('args'))[:200]!r}. Call it again with a JSON object.",
+            tool_call_id=bad.get("id") or "invalid", name=bad.get("name") or "unknown", status="error",
+        )
+        for bad in getattr(last, "invalid_tool_calls", None) or []
+    ]
+
+
+def _found_and_trace(state: ReconstructState, last: BaseMessage, out: list[BaseMessage],
+                     snapshot: NamespaceSnapshot) -> tuple[list[EvidenceItem], list[dict[str, Any]]]:
+    """The evidence the tool replies brought and one trace entry per reply."""
+    found: list[EvidenceItem] = []
+    trace = []
+    args_by_id = {c["id"]: c["args"] for c in getattr(last, "tool_calls", None) or []}
+    for message in out:
+        if isinstance(message, ToolMessage):
+            found.extend(_items_from_artifact(message.artifact, snapshot))
+            trace.append({"turn": state.get("turns", 0), "tool": message.name, "status": message.status,
+                          "args": args_by_id.get(message.tool_call_id, {})})
+    return found, trace
+
+
+def _top_events(question: str, k: int, res: Resources, snapshot: NamespaceSnapshot) -> list[EvidenceItem]:
+    """The question's top-k events by search, as evidence."""
+    found: list[EvidenceItem] = []
+    for eid, score in search_event_ids(snapshot, question, k, embeddings=res.embeddings):
+        e = snapshot.events[eid]
+        found.append(EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=score))
+    return found
+
+
+# -- nodes ------------------------------------------------------------------------------------------
+
+
+def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """The question's cues and the events they lead to start the active set and the navigator's prompt."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    namespace = validate_namespace(state.get("namespace"))
+    res.store.require_namespace(namespace)
+    snapshot = res.store.snapshot(namespace)
+    question = state["question"]
+    cues = CueIndex.of(snapshot).cues_of_text(question)
+    active = _seed_active(snapshot, cues, ctx.seed_events)
+    cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
+    active_text = "\n".join(f"- {item.text[:240]}" for item in active)
+    update: dict[str, Any] = {
+        "namespace": namespace,
+        "seed_cues": [c.text for c in cues],
+        "active": active,
+        "turns": 0,
+        "tool_calls": 0,
+        "dropped_calls": 0,
+        "final": None,
+        "messages": prompt.build_navigator_messages(
+            question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
+            max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+        ),
+    }
+    if ctx.policy == "llm" and res.llm is None:
+        update["fallbacks"] = [FallbackRecord(role="navigator", reason="no chat model configured: deterministic navigation used")]
+    return update
+
+
+def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
+    """One reasoning turn: the model bound to the memory tools (or the deterministic navigator) replies."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    turns = state.get("turns", 0) + 1
+    if not _use_llm(ctx, res):
+        reply = _heuristic_step(state, res.store.snapshot(state["namespace"]), ctx)
+        return {"messages": [reply], "turns": turns}
+    bound = res.llm.bind_tools([*memory_tools(state["namespace"], res), prompt.answer_tool_spec()])
+    messages = list(state["messages"])
+    try:
+        reply = bound.invoke(messages, config={
+            **config, "run_name": "navigator",
+            "tags": [*(config.get("tags") or []), "role:navigator"],
+            "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turns},
+        })
+    except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced
+        return {
+            "turns": turns,
+            "mode": "forced",
+            "fallbacks": [FallbackRecord(role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])],
+        }
+    cost = _message_cost(reply, messages)
+    if not isinstance(reply, AIMessage):
+        reply = AIMessage(content=str(reply.content))
+    reply, dropped = _within_call_budget(reply, ctx.max_tool_calls_per_turn)
+    return {"messages": [reply], "turns": turns, "cost": cost, "dropped_last": dropped,
+            "dropped_calls": state.get("dropped_calls", 0) + dropped, "mode": "navigate"}
+
+
+def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
+    """The model's tool calls run by a ``ToolNode`` over the run's namespace; what they found joins the active set."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    namespace = state["namespace"]
+    last = state["messages"][-1]
+    out: list[BaseMessage] = []
+    if getattr(last, "tool_calls", None):
+        result = ToolNode(memory_tools(namespace, res)).invoke({"messages": state["messages"]}, config)
+        out.extend(result["messages"] if isinstance(result, dict) else result)
+    out.extend(_invalid_call_messages(last))
+    found, trace = _found_and_trace(state, last, out, res.store.snapshot(namespace))
+    if _use_llm(ctx, res):
+        turns_left = ctx.max_turns - state.get("turns", 0)
+        out.append(HumanMessage(content=prompt.budget_note(turns_left, state.get("dropped_last", 0),
+                                                           ctx.max_tool_calls_per_turn)))
+    return {"active": found, "tool_calls": state.get("tool_calls", 0) + len(trace), "trace": trace, "messages": out}
+
+
+def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """Answer mode: the model's answer, validated against the memory (else the final answer is forced)."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    snapshot = res.store.snapshot(state["namespace"])
+    last = state["messages"][-1]
+    calls = [c for c in getattr(last, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL]
+    problems: list[str]
+    try:
+        data = calls[0]["args"] if calls else parse_json_reply(last)
+        result = ReconstructedAnswer.model_validate(data)
+        problems = _validate_answer(result, snapshot)
+    except (ValueError, ValidationError, TypeError) as exc:
+        result, problems = None, [str(exc)[:500]]
+    if not problems and result is not None:
+        return {"final": result, "mode": "answered" if _use_llm(ctx, res) else "heuristic"}
+    return {"final": None, "mode": "forced",
+            "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)]}
+
+
+def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """The final answer from the active set (budgets spent or no valid answer); extractive without a model."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    snapshot = res.store.snapshot(state["namespace"])
+    active = list(state.get("active", []))
+    found: list[EvidenceItem] = []
+    if not any(item.kind == "event" for item in active):
+        # Nothing reached yet (no cue matched, the model never searched): the question's top-k events.
+        found = _top_events(state["question"], ctx.k, res, snapshot)
+        active = merge_active(active, found)
+    ranked = _rank_events(state.get("messages", []), active)
+    # Ranked events first, so the model and the fallback see the best memories within the evidence budget.
+    position = {eid: i for i, eid in enumerate(ranked)}
+    ordered = sorted(active, key=lambda i: position.get(i.id, len(position)) if i.kind == "event" else -1)
+    outcome = run_role(
+        res.llm if _use_llm(ctx, res) else None,
+        role="reconstruct_answer",
+        messages=prompt.build_final_messages(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence),
+                                             state.get("question_date")),
+        schema=ReconstructedAnswer,
+        validate=lambda r: _validate_answer(r, snapshot),
+        fallback=lambda: extractive_answer(state["question"], active, snapshot, ranked_events=ranked,
+                                           cues=state.get("seed_cues", [])),
+        method=res.method,
+        tags=["strategy:reconstruct"],
+        metadata={"prompt_version": prompt.VERSION},
+    )
+    fallbacks = [outcome.fallback] if outcome.fallback and _use_llm(ctx, res) else []
+    return {"final": outcome.output, "mode": "forced", "cost": outcome.cost, "fallbacks": fallbacks, "active": found}
+
+
+# -- routers ----------------------------------------------------------------------------------------
+
+
+def after_navigate(state: ReconstructState) -> Literal["tools", "answer", "force_answer"]:
+    if state.get("mode") == "forced":
+        return "force_answer"
+    last = state["messages"][-1]
+    calls = getattr(last, "tool_calls", None) or []
+    if any(c["name"] == ANSWER_TOOL for c in calls):
+        return "answer"
+    if calls or getattr(last, "invalid_tool_calls", None):
+        return "tools"
+    return "answer"
+
+
+def after_tools(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> Literal["navigate", "force_answer"]:
+    return "force_answer" if state.get("turns", 0) >= _ctx(runtime).max_turns else "navigate"
+
+
+def after_answer(state: ReconstructState) -> Literal["force_answer", "__end__"]:
+    return END if state.get("final") is not None else "force_answer"
+
+
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_reconstruct_graph(resources: Resources | None = None) -> StateGraph:
-    """The reconstruction ``StateGraph`` (uncompiled). Resources default to the process-wide settings."""
-    toolkits: dict[str, ToolNode] = {}
-    toolkit_lock = threading.Lock()
-
-    def res() -> Resources:
-        return resources or default_resources()
-
-    def tool_node(namespace: str) -> ToolNode:
-        with toolkit_lock:
-            if namespace not in toolkits:
-                r = res()
-                # The tools read the newest committed snapshot on every call, so one toolkit per namespace serves all runs.
-                toolkits[namespace] = ToolNode(create_memory_toolkit(namespace, store=r.store, embeddings=r.embeddings))
-            return toolkits[namespace]
-
-    def use_llm(ctx: ReconstructContext) -> bool:
-        return ctx.policy == "llm" and res().llm is not None
-
-    def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        namespace = validate_namespace(state.get("namespace"))
-        res().store.require_namespace(namespace)
-        snapshot = res().store.snapshot(namespace)
-        index = CueIndex.of(snapshot)
-        question = state["question"]
-        cues = index.cues_of_text(question)
-        # The active set starts from the events the question's cues lead to (persons weigh half: they lead everywhere).
-        weight: dict[str, float] = {}
-        for cue in cues:
-            for tag in index.event_tags(cue):
-                if tag.target_id in snapshot.events:
-                    weight[tag.target_id] = weight.get(tag.target_id, 0.0) + (0.5 if cue.kind == "person" else 1.0)
-        order = {eid: i for i, eid in enumerate(snapshot.events)}
-        seeded = sorted(weight, key=lambda e: (-weight[e], order[e]))[: ctx.seed_events]
-        active = [EvidenceItem(kind="event", id=e, text=snapshot.events[e].render(), turn_ids=list(snapshot.events[e].turn_ids),
-                               time=snapshot.events[e].time, score=weight[e]) for e in seeded]
-        cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
-        active_text = "\n".join(f"- {item.text[:240]}" for item in active)
-        update: dict[str, Any] = {
-            "namespace": namespace,
-            "seed_cues": [c.text for c in cues],
-            "active": active,
-            "turns": 0,
-            "tool_calls": 0,
-            "dropped_calls": 0,
-            "final": None,
-            "messages": prompt.build_navigator_messages(
-                question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
-                max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
-            ),
-        }
-        if ctx.policy == "llm" and res().llm is None:
-            update["fallbacks"] = [FallbackRecord(role="navigator", reason="no chat model configured: deterministic navigation used")]
-        return update
-
-    def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        turns = state.get("turns", 0) + 1
-        snapshot = res().store.snapshot(state["namespace"])
-        if not use_llm(ctx):
-            reply = _heuristic_step(state, snapshot, ctx)
-            return {"messages": [reply], "turns": turns}
-        llm = res().llm
-        bound = llm.bind_tools([*tool_node(state["namespace"]).tools_by_name.values(), prompt.answer_tool_spec()])
-        messages = list(state["messages"])
-        try:
-            reply = bound.invoke(messages, config={
-                **config, "run_name": "navigator",
-                "tags": [*(config.get("tags") or []), "role:navigator"],
-                "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turns},
-            })
-        except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced
-            return {
-                "turns": turns,
-                "mode": "forced",
-                "fallbacks": [FallbackRecord(role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])],
-            }
-        cost = _message_cost(reply, messages)
-        if not isinstance(reply, AIMessage):
-            reply = AIMessage(content=str(reply.content))
-        calls = list(reply.tool_calls)
-        dropped = 0
-        if not any(c["name"] == ANSWER_TOOL for c in calls) and len(calls) > ctx.max_tool_calls_per_turn:
-            dropped = len(calls) - ctx.max_tool_calls_per_turn
-            reply = AIMessage(content=reply.content, tool_calls=calls[: ctx.max_tool_calls_per_turn],
-                              invalid_tool_calls=reply.invalid_tool_calls, id=reply.id,
-                              usage_metadata=reply.usage_metadata, response_metadata=reply.response_metadata)
-        return {"messages": [reply], "turns": turns, "cost": cost, "dropped_last": dropped,
-                "dropped_calls": state.get("dropped_calls", 0) + dropped, "mode": "navigate"}
-
-    def after_navigate(state: ReconstructState) -> str:
-        if state.get("mode") == "forced":
-            return "force_answer"
-        last = state["messages"][-1]
-        calls = getattr(last, "tool_calls", None) or []
-        if any(c["name"] == ANSWER_TOOL for c in calls):
-            return "answer"
-        if calls or getattr(last, "invalid_tool_calls", None):
-            return "tools"
-        return "answer"
-
-    def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        namespace = state["namespace"]
-        last = state["messages"][-1]
-        out: list[BaseMessage] = []
-        if getattr(last, "tool_calls", None):
-            result = tool_node(namespace).invoke({"messages": state["messages"]}, config)
-            out.extend(result["messages"] if isinstance(result, dict) else result)
-        # Arguments that were not even valid JSON: tell the model instead of failing (a ToolMessage per call).
-        for bad in getattr(last, "invalid_tool_calls", None) or []:
-            out.append(ToolMessage(
-                content=f"Your call to {bad.get('name') or 'a tool'} had arguments that are not valid JSON "
-                        f"({(bad.get('error') or 'unparseable')[:200]}): {str(bad.get('args'))[:200]!r}. Call it again with a JSON object.",
-                tool_call_id=bad.get("id") or "invalid", name=bad.get("name") or "unknown", status="error",
-            ))
-        snapshot = res().store.snapshot(namespace)
-        found: list[EvidenceItem] = []
-        trace = []
-        args_by_id = {c["id"]: c["args"] for c in getattr(last, "tool_calls", None) or []}
-        for message in out:
-            if isinstance(message, ToolMessage):
-                found.extend(_items_from_artifact(message.artifact, snapshot))
-                trace.append({"turn": state.get("turns", 0), "tool": message.name, "status": message.status,
-                              "args": args_by_id.get(message.tool_call_id, {})})
-        turns_left = ctx.max_turns - state.get("turns", 0)
-        update: dict[str, Any] = {
-            "active": found,
-            "tool_calls": state.get("tool_calls", 0) + len(trace),
-            "trace": trace,
-        }
-        if use_llm(ctx):
-            note = prompt.budget_note(turns_left, state.get("dropped_last", 0), ctx.max_tool_calls_per_turn)
-            out.append(HumanMessage(content=note))
-        update["messages"] = out
-        return update
-
-    def after_tools(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> str:
-        return "force_answer" if state.get("turns", 0) >= _ctx(runtime).max_turns else "navigate"
-
-    def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        snapshot = res().store.snapshot(state["namespace"])
-        last = state["messages"][-1]
-        calls = [c for c in getattr(last, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL]
-        problems: list[str]
-        try:
-            data = calls[0]["args"] if calls else parse_json_reply(last)
-            result = ReconstructedAnswer.model_validate(data)
-            problems = _validate_answer(result, snapshot)
-        except (ValueError, ValidationError, TypeError) as exc:
-            result, problems = None, [str(exc)[:500]]
-        if not problems and result is not None:
-            return {"final": result, "mode": "answered" if use_llm(ctx) else "heuristic"}
-        return {"final": None, "mode": "forced",
-                "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)]}
-
-    def after_answer(state: ReconstructState) -> str:
-        return END if state.get("final") is not None else "force_answer"
-
-    def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        snapshot = res().store.snapshot(state["namespace"])
-        active = list(state.get("active", []))
-        found: list[EvidenceItem] = []
-        if not any(item.kind == "event" for item in active):
-            # Nothing reached yet (no cue matched, the model never searched): the question's top-k events.
-            for eid, score in search_event_ids(snapshot, state["question"], ctx.k, embeddings=res().embeddings):
-                e = snapshot.events[eid]
-                found.append(EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=score))
-            active = merge_active(active, found)
-        ranked = _rank_events(state.get("messages", []), active)
-        # Ranked events first, so the model and the fallback see the best memories within the evidence budget.
-        position = {eid: i for i, eid in enumerate(ranked)}
-        ordered = sorted(active, key=lambda i: position.get(i.id, len(position)) if i.kind == "event" else -1)
-        outcome = run_role(
-            res().llm if use_llm(ctx) else None,
-            role="reconstruct_answer",
-            messages=prompt.build_final_messages(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence),
-                                                 state.get("question_date")),
-            schema=ReconstructedAnswer,
-            validate=lambda r: _validate_answer(r, snapshot),
-            fallback=lambda: extractive_answer(state["question"], active, snapshot, ranked_events=ranked,
-                                               cues=state.get("seed_cues", [])),
-            method=res().method,
-            tags=["strategy:reconstruct"],
-            metadata={"prompt_version": prompt.VERSION},
-        )
-        fallbacks = [outcome.fallback] if outcome.fallback and use_llm(ctx) else []
-        return {"final": outcome.output, "mode": "forced", "cost": outcome.cost, "fallbacks": fallbacks, "active": found}
-
+def build_reconstruct_graph() -> StateGraph:
+    """The reconstruction ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
     builder = StateGraph(ReconstructState, context_schema=ReconstructContext)
     builder.add_node("seed", seed)
     builder.add_node("navigate", navigate)
@@ -515,11 +570,12 @@ def answer(
     **options: Any,
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` by active reconstruction; options override ``ReconstructContext`` fields."""
-    res = resources or default_resources()
-    res.store.require_namespace(namespace)
     ctx = context_for_run(ReconstructContext, context, policy, options)
+    res = resources or (ctx.resources if isinstance(ctx.resources, Resources) else default_resources())
+    res.store.require_namespace(namespace)
+    ctx = dataclasses.replace(ctx, resources=res)
     return invoke_strategy(
-        "reconstruct", res.compiled("reconstruct", build_reconstruct_graph),
+        "reconstruct", graph,
         {"namespace": namespace, "question": question, "question_date": question_date}, ctx,
         namespace=namespace, recursion_limit=12 + 3 * ctx.max_turns,
         make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
@@ -571,4 +627,4 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
 
 
 builder = build_reconstruct_graph()
-graph = builder.compile()
+graph = builder.compile(name="reconstruct")

@@ -278,3 +278,57 @@ def test_heuristic_roots_and_paths():
     start = FactPath.start("Maya", "FACT")
     pet = next(f for f in index.outgoing("Maya") if f.relation == "has_pet")
     assert start.extend(pet, "out").id == start.extend(pet, "out").id and json.loads(start.model_dump_json())
+
+
+# -- single nodes, called alone ---------------------------------------------------------------------
+
+
+def run_with(context: RealContext):  # noqa: ANN201
+    """A ``Runtime`` as LangGraph passes it to a node: the context carries the run's resources."""
+    from langgraph.runtime import Runtime
+
+    return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
+
+
+def test_nodes_run_alone_roots_expand_evaluate(memory):
+    from logicmap.graphs.real import after_evaluate, after_expand, evaluate, expand, roots
+
+    runtime = run_with(RealContext(policy="heuristic", resources=memory))
+    state = {"question": "Where does Maya live now?", "namespace": NS, "reference_time": "now"}
+    state |= roots(state, runtime)
+    assert [r.entity for r in state["roots"]] == ["Maya"] and state["beam"][0].end == "Maya"
+    assert state["cost"].llm_calls == 0 and not state["fallbacks"]
+
+    state |= expand(state, runtime)
+    assert state["candidates"] and all(p.root == "Maya" and p.depth == 1 for p in state["candidates"])
+    assert len(state["tried"]) == len(state["candidates"]) and after_expand(state, runtime) == "evaluate"
+    # Time validity "now": the closed Porto version is not a candidate.
+    assert all(p.end != "Porto" for p in state["candidates"])
+
+    update = evaluate(state, runtime)
+    assert update["evaluator_calls"] == 1 and update["candidates"] == []
+    assert len(update["scored"]) == len(state["candidates"]) and update["decision"] in ("stop", "expand", "repair", "prune")
+    assert after_evaluate(update) == {"stop": "prune"}.get(update["decision"], update["decision"])
+
+
+def test_prune_alone_falls_back_to_the_most_similar_facts(memory):
+    from logicmap.graphs.real import answer_node, prune
+
+    runtime = run_with(RealContext(policy="heuristic", top_k=2, resources=memory))
+    state = {"question": "Which pet does Maya have?", "namespace": NS, "scored": []}
+    update = prune(state, runtime)
+    assert len(update["kept"]) == 2 and update["passing"] is False
+    assert [f.reason for f in update["fallbacks"]] == ["no path from the roots: most similar facts used"]
+    answered = answer_node({**state, **update}, runtime)
+    assert [e.kind for e in answered["evidence"]] == ["path", "path"] and answered["cost"].llm_calls == 0
+
+
+def test_routers_alone():
+    from logicmap.graphs.real import after_evaluate, after_expand, after_repair
+
+    runtime = run_with(RealContext(repair_budget=1))
+    assert [after_evaluate({"decision": d}) for d in ("stop", "expand", "repair", "prune", "")] == [
+        "prune", "expand", "repair", "prune", "prune"]
+    assert after_repair({"candidates": []}) == "prune" and after_repair({"candidates": [object()]}) == "evaluate"
+    assert after_expand({"beam": [object()], "repairs": 0}, runtime) == "repair"
+    assert after_expand({"beam": [object()], "repairs": 1}, runtime) == "prune"

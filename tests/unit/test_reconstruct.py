@@ -148,9 +148,10 @@ def test_unknown_namespace_raises(ingested_sample) -> None:  # noqa: ANN001
 
 
 def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample) -> None:  # noqa: ANN001
-    compiled = build_reconstruct_graph(ingested_sample).compile()
+    compiled = build_reconstruct_graph().compile()
     final = asyncio.run(compiled.ainvoke({"namespace": NS, "question": DOG},
-                                         context=ReconstructContext(policy="heuristic", max_turns=2)))
+                                         context=ReconstructContext(policy="heuristic", max_turns=2,
+                                                                    resources=ingested_sample)))
     assert final["turns"] == 2 and "Biscuit" in final["final"].answer
     assert ReconstructContext().max_turns == 8 and ReconstructContext().max_tool_calls_per_turn == 10
 
@@ -159,3 +160,74 @@ def test_compiled_graph_diagram_matches_the_snapshot() -> None:
     diagram = build_reconstruct_graph().compile().get_graph().draw_mermaid()
     path = SNAPSHOTS / "reconstruct.mmd"
     assert diagram == path.read_text(encoding="utf-8"), "the reconstruct topology changed: update the snapshot if intended"
+
+
+# -- single nodes, called alone ---------------------------------------------------------------------
+
+
+def run_with(context: ReconstructContext):  # noqa: ANN201
+    """A ``Runtime`` as LangGraph passes it to a node: the context carries the run's resources."""
+    from langgraph.runtime import Runtime
+
+    return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
+
+
+def node_config(runtime) -> dict[str, Any]:  # noqa: ANN001
+    """The config LangGraph gives a node: it carries the run's ``Runtime``, which the ``ToolNode`` inside
+    ``run_tools`` reads (LangGraph keeps that key internal, so a test outside a graph run sets it itself)."""
+    from langgraph._internal._constants import CONFIG_KEY_RUNTIME
+
+    return {"configurable": {CONFIG_KEY_RUNTIME: runtime}}
+
+
+def test_seed_and_navigate_run_alone(ingested_sample) -> None:  # noqa: ANN001
+    from logicmap.graphs.reconstruct import after_navigate, navigate, seed
+
+    runtime = run_with(ReconstructContext(policy="heuristic", resources=ingested_sample))
+    state: dict[str, Any] = {"namespace": NS, "question": DOG}
+    state |= seed(state, runtime)
+    assert "dog" in state["seed_cues"] and state["active"] and all(i.kind == "event" for i in state["active"])
+    assert state["turns"] == 0 and NAVIGATOR in state["messages"][0].content and "fallbacks" not in state
+
+    update = navigate(state, runtime, {})
+    calls = update["messages"][0].tool_calls
+    assert update["turns"] == 1 and calls[0]["name"] == "search_events" and calls[0]["args"]["query"] == DOG
+    assert after_navigate({**state, "messages": update["messages"]}) == "tools"
+
+
+def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) -> None:  # noqa: ANN001
+    from logicmap.graphs.reconstruct import after_tools, memory_tools, run_tools
+
+    assert "get_event" in {t.name for t in memory_tools(NS, ingested_sample)}
+    eid = event_of(ingested_sample, "D1:1")
+    runtime = run_with(ReconstructContext(policy="heuristic", max_turns=1, resources=ingested_sample))
+    last = AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c1"),
+                                             tool_call("get_event", {"event_id": "S9-E9"}, "c2")],
+                     invalid_tool_calls=[{"name": "get_event", "args": "{event_id: S1", "id": "bad1",
+                                          "error": "Expecting property name", "type": "invalid_tool_call"}])
+    state = {"namespace": NS, "question": DOG, "messages": [last], "turns": 1, "tool_calls": 0}
+    update = run_tools(state, runtime, node_config(runtime))
+    by_id = {m.tool_call_id: m for m in tool_messages(update["messages"])}
+    assert [by_id[i].status for i in ("c1", "c2", "bad1")] == ["success", "error", "error"]
+    assert "No event with id 'S9-E9'" in by_id["c2"].content and "not valid JSON" in by_id["bad1"].content
+    assert update["tool_calls"] == 3 and [t["tool"] for t in update["trace"]] == ["get_event"] * 3
+    assert update["active"][0].id == eid and {i.kind for i in update["active"][1:]} == {"turn"}  # the event, its turns
+    assert after_tools(state, runtime) == "force_answer"
+
+
+def test_answer_nodes_run_alone(ingested_sample) -> None:  # noqa: ANN001
+    from logicmap.graphs.reconstruct import after_answer, force_answer, take_answer
+
+    runtime = run_with(ReconstructContext(policy="heuristic", resources=ingested_sample))
+    eid = event_of(ingested_sample, "D1:1")
+    good = AIMessage(content="", tool_calls=[tool_call("submit_answer", {
+        "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])
+    taken = take_answer({"namespace": NS, "question": DOG, "messages": [good]}, runtime)
+    assert taken["final"].answer == "Biscuit" and taken["mode"] == "heuristic" and after_answer(taken) == "__end__"
+    bad = AIMessage(content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"]}, "a2")])
+    refused = take_answer({"namespace": NS, "question": DOG, "messages": [bad]}, runtime)
+    assert refused["final"] is None and after_answer(refused) == "force_answer"
+
+    forced = force_answer({"namespace": NS, "question": DOG, "messages": [], "active": []}, runtime)
+    assert "Biscuit" in forced["final"].answer and forced["mode"] == "forced" and forced["cost"].llm_calls == 0
+    assert forced["active"] and all(i.kind == "event" for i in forced["active"])  # searched: nothing was reached
