@@ -7,29 +7,37 @@ Two ways to drop it into someone else's chatbot
 ------------------------------------------------
 
 1. In process, as a subgraph or a plain runnable. Its state shares the ``messages`` key of
-   ``MessagesState``, so it can be a node of any messages graph::
+   ``MessagesState``, so it can be a node of any messages graph. What it runs against travels in the
+   run's ``ChatContext``: ``resources`` (store, embedder, chat model; unset = the process-wide defaults
+   from ``LOGICMAP_*`` settings), ``ingestion`` (the queue finished turns are stored on; unset = the
+   process-wide one, drained by ``flush_ingestion()``) and ``store_turn`` (how a turn is stored)::
 
        from langgraph.checkpoint.memory import InMemorySaver
        from langgraph.graph import START, MessagesState, StateGraph
-       from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
+       from logicmap.graphs.chatbot import ChatContext, IngestionQueue, build_chatbot_graph
+       from logicmap.graphs.resources import Resources
 
-       memory_bot = build_chatbot_graph(resources).compile()          # resources: graphs.resources.Resources
+       resources = Resources()                                        # or Resources(llm_=your_model, ...)
+       memory_bot = build_chatbot_graph().compile()
        parent = StateGraph(MessagesState)
        parent.add_node("memory_bot", memory_bot)                      # a subgraph node
        parent.add_edge(START, "memory_bot")
        app = parent.compile(checkpointer=InMemorySaver())
        app.invoke({"messages": [("user", "Where does Maya live now?")]},
                   {"configurable": {"thread_id": "t1"}},
-                  context=ChatContext(namespace="alice", strategy="reconstruct"))
+                  context=ChatContext(namespace="alice", strategy="reconstruct", resources=resources))
 
-       # or on its own, with one checkpointer thread per conversation:
-       bot = build_chatbot_graph(resources).compile(checkpointer=InMemorySaver())
+       # or on its own, with one checkpointer thread per conversation and your own ingestion queue:
+       work = IngestionQueue()
+       bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
        bot.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t1"}},
-                  context=ChatContext(namespace="alice"))
+                  context=ChatContext(namespace="alice", resources=resources, ingestion=work))
+       work.flush()                                                   # wait until the turn is stored
 
 2. Out of process, as a ``RemoteGraph`` against a LangGraph server (``langgraph dev --no-reload
-   --port 2025`` with ``"chatbot": "graphs/chatbot.py:graph"`` in langgraph.json; the server
-   supplies persistence). The remote graph is a runnable too, so it can also be a node::
+   --port 2025`` in ``studio/``, whose langgraph.json maps ``"chatbot"`` to ``logicmap.graphs.chatbot:graph``;
+   the server supplies persistence, and its resources come from its ``LOGICMAP_*`` settings). The remote
+   graph is a runnable too, so it can also be a node::
 
        import uuid
        from langgraph.pregel.remote import RemoteGraph
@@ -49,18 +57,20 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.runtime import Runtime
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, run_role
-from logicmap.graphs.resources import Resources, default_resources, run_context
+from logicmap.graphs.resources import Resources, ResourcesField, resources_field, resources_of, run_context
 from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.memory.loaders import Conversation, RawTurn, Session
@@ -72,6 +82,7 @@ __all__ = [
     "ChatContext",
     "ChatState",
     "IngestionQueue",
+    "TurnIngest",
     "build_chatbot_graph",
     "builder",
     "chat_turn_session",
@@ -80,11 +91,18 @@ __all__ = [
     "flush_ingestion",
     "graph",
     "ingest_session",
+    "ingestion_queue",
+    "queue_turn",
+    "recall",
+    "respond",
     "run_chat",
     "session_ingester",
 ]
 
 log = logging.getLogger(__name__)
+
+TurnIngest = Callable[[Session, str, str], Any]
+"""Stores a finished chat turn: ``store_turn(session, namespace, policy) -> report`` (``ChatContext.store_turn``)."""
 
 NOTHING_RECALLED = "I don't have anything in memory about that yet."
 _QUESTION_STARTS = ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "do ", "does", "did",
@@ -106,6 +124,13 @@ class ChatContext:
     ingest_replies: bool = True
     history: int = 12
     evidence_shown: int = 8
+    ingestion: SkipJsonSchema[Any] = field(default=None, metadata={
+        "description": "The IngestionQueue finished turns are stored on (Python callers only); "
+                       "unset = the process-wide queue (flush_ingestion() waits for it)."})
+    store_turn: SkipJsonSchema[Any] = field(default=None, metadata={
+        "description": "store_turn(session, namespace, policy) stores a finished turn (Python callers only); "
+                       "unset = the ingest graph on this run's resources."})
+    resources: ResourcesField = resources_field()
 
 
 class ChatState(TypedDict, total=False):
@@ -192,6 +217,11 @@ def default_ingestion_queue() -> IngestionQueue:
     return _default_queue
 
 
+def ingestion_queue(ctx: ChatContext) -> IngestionQueue:
+    """The queue a run's turns are stored on: the context's ``ingestion``, else the process-wide queue."""
+    return ctx.ingestion if ctx.ingestion is not None else _default_queue
+
+
 def flush_ingestion(timeout: float | None = None) -> bool:
     """Wait for the process-wide ingestion queue to drain."""
     return _default_queue.flush(timeout)
@@ -208,10 +238,7 @@ def ingest_session(session: Session, namespace: str, *, resources: Resources | N
 
 def session_ingester(resources: Resources | None = None, policy: str = "llm") -> Callable[[Session, str], Any]:
     """An ``ingest(session, namespace)`` callable for ``tools.create_remember_tool`` and the toolkit."""
-    def ingest(session: Session, namespace: str) -> Any:
-        return ingest_session(session, namespace, resources=resources, policy=policy)
-
-    return ingest
+    return partial(ingest_session, resources=resources, policy=policy)
 
 
 def chat_turn_session(
@@ -254,108 +281,112 @@ def _memories_text(evidence: list[dict[str, Any]]) -> str:
                      for e in evidence)
 
 
+# -- nodes ------------------------------------------------------------------------------------------
+
+
+def _last_user_message(state: ChatState) -> str:
+    for message in reversed(state.get("messages", [])):
+        if isinstance(message, HumanMessage):
+            return _text(message)
+    return ""
+
+
+def _namespace_of(state: ChatState, ctx: ChatContext) -> str:
+    return validate_namespace(state.get("namespace") or ctx.namespace)
+
+
+def _ingest_job(ingest: TurnIngest | None, resources: Resources, session: Session, namespace: str,
+                policy: str) -> Any:
+    """One queued ingestion job: the context's ``ingest`` function, else the ingest graph on the run's resources."""
+    if ingest is not None:
+        return ingest(session, namespace, policy)
+    return ingest_session(session, namespace, resources=resources, policy=policy)
+
+
+def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
+    """Recall what memory holds about the last user message through the run's strategy."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    if ctx.strategy not in STRATEGIES:
+        raise ValueError(f"unknown recall strategy {ctx.strategy!r}; choose one of {sorted(STRATEGIES)}")
+    namespace = _namespace_of(state, ctx)
+    message = _last_user_message(state)
+    empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
+             "turn_cost": Cost().model_dump(), "fallbacks": []}
+    if not ctx.recall or not message or not res.store.has_namespace(namespace):
+        return empty
+    result = strategy_answer(ctx.strategy, message, namespace, resources=res, policy=ctx.policy)
+    cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
+    return {
+        "evidence": [e.model_dump(mode="json") for e in result.evidence[: ctx.evidence_shown]],
+        "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": result.answer, "cited": cited,
+                   "llm_calls": result.cost.llm_calls, "steps": result.steps},
+        "turn_cost": result.cost.model_dump(),
+        "fallbacks": [f.model_dump() for f in result.fallbacks],
+    }
+
+
+def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
+    """Answer the last message from the recent history and the recalled memories (extractive without a model)."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    message = _last_user_message(state)
+    recalled = state.get("recall") or {}
+    llm = res.llm if ctx.policy == "llm" else None
+    history = [m for m in state.get("messages", [])
+               if isinstance(m, (HumanMessage, AIMessage)) and not getattr(m, "tool_calls", None)]
+    outcome = run_role(
+        llm,
+        role="chat_responder",
+        messages=prompt.build_messages(history[-ctx.history:], _memories_text(state.get("evidence", [])),
+                                       user_name=ctx.user_name, recalled_answer=recalled.get("answer")),
+        schema=ChatReply,
+        validate=lambda r: [] if r.reply.strip() else ["the reply is empty"],
+        fallback=lambda: extractive_reply(message, recalled),
+        method=res.method,
+        tags=[f"strategy:{ctx.strategy}", "graph:chatbot"],
+        metadata={"prompt_version": prompt.VERSION, "namespace": _namespace_of(state, ctx)},
+    )
+    reply = AIMessage(content=outcome.output.reply, name=ctx.assistant_name,
+                      response_metadata={"used_memory_ids": outcome.output.used_memory_ids,
+                                         "extractive": outcome.fallback is not None})
+    fallbacks = list(state.get("fallbacks") or [])
+    if outcome.fallback and llm is not None:
+        fallbacks.append(outcome.fallback.model_dump())
+    cost = Cost.model_validate(state.get("turn_cost") or {}) + outcome.cost
+    return {"messages": [reply], "turn_cost": cost.model_dump(), "fallbacks": fallbacks}
+
+
+def queue_turn(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
+    """Queue the finished turn for ingestion on the context's queue (the reply does not wait for it)."""
+    ctx = _ctx(runtime)
+    if not ctx.ingest:
+        return {}
+    messages = state.get("messages", [])
+    message = _last_user_message(state)
+    reply = ""
+    if messages and isinstance(messages[-1], AIMessage):
+        # An extractive reply only repeats memory or acknowledges: storing it would echo memory back.
+        reply = "" if messages[-1].response_metadata.get("extractive") else _text(messages[-1])
+    if not message:
+        return {}
+    turns = [(ctx.user_name, message)]
+    if ctx.ingest_replies and reply:
+        turns.append((ctx.assistant_name, reply))
+    namespace = _namespace_of(state, ctx)
+    thread_id = str((config.get("configurable") or {}).get("thread_id", "no-thread"))
+    session = chat_turn_session(namespace, thread_id, turns, datetime.now())
+    job = partial(_ingest_job, ctx.store_turn, resources_of(runtime), session, namespace, ctx.policy)
+    ingestion_queue(ctx).submit(job, label=f"{namespace}/{session.session_id}")
+    return {}
+
+
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_chatbot_graph(
-    resources: Resources | None = None,
-    *,
-    ingestion: IngestionQueue | None = None,
-    ingest: Callable[[Session, str, str], Any] | None = None,
-    clock: Callable[[], datetime] = datetime.now,
-) -> StateGraph:
+def build_chatbot_graph() -> StateGraph:
     """The chatbot ``StateGraph`` (uncompiled): recall -> respond -> queue the turn for ingestion.
 
-    ``ingest(session, namespace, policy)`` stores a finished turn (default: the ingest graph on these
-    resources); it runs on ``ingestion`` (default: the process-wide queue).
+    Resources, the ingestion queue and the ingest function come from the run's ``ChatContext``.
     """
-    work = ingestion or _default_queue
-
-    def res() -> Resources:
-        return resources or default_resources()
-
-    def store_turn(session: Session, namespace: str, policy: str) -> Any:
-        if ingest is not None:
-            return ingest(session, namespace, policy)
-        return ingest_session(session, namespace, resources=res(), policy=policy)
-
-    def last_user_message(state: ChatState) -> str:
-        for message in reversed(state.get("messages", [])):
-            if isinstance(message, HumanMessage):
-                return _text(message)
-        return ""
-
-    def namespace_of(state: ChatState, ctx: ChatContext) -> str:
-        return validate_namespace(state.get("namespace") or ctx.namespace)
-
-    def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        if ctx.strategy not in STRATEGIES:
-            raise ValueError(f"unknown recall strategy {ctx.strategy!r}; choose one of {sorted(STRATEGIES)}")
-        namespace = namespace_of(state, ctx)
-        message = last_user_message(state)
-        empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
-                 "turn_cost": Cost().model_dump(), "fallbacks": []}
-        if not ctx.recall or not message or not res().store.has_namespace(namespace):
-            return empty
-        result = strategy_answer(ctx.strategy, message, namespace, resources=res(), policy=ctx.policy)
-        cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
-        return {
-            "evidence": [e.model_dump(mode="json") for e in result.evidence[: ctx.evidence_shown]],
-            "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": result.answer, "cited": cited,
-                       "llm_calls": result.cost.llm_calls, "steps": result.steps},
-            "turn_cost": result.cost.model_dump(),
-            "fallbacks": [f.model_dump() for f in result.fallbacks],
-        }
-
-    def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        message = last_user_message(state)
-        recalled = state.get("recall") or {}
-        llm = res().llm if ctx.policy == "llm" else None
-        history = [m for m in state.get("messages", []) if isinstance(m, (HumanMessage, AIMessage)) and not getattr(m, "tool_calls", None)]
-        outcome = run_role(
-            llm,
-            role="chat_responder",
-            messages=prompt.build_messages(history[-ctx.history:], _memories_text(state.get("evidence", [])),
-                                           user_name=ctx.user_name, recalled_answer=recalled.get("answer")),
-            schema=ChatReply,
-            validate=lambda r: [] if r.reply.strip() else ["the reply is empty"],
-            fallback=lambda: extractive_reply(message, recalled),
-            method=res().method,
-            tags=[f"strategy:{ctx.strategy}", "graph:chatbot"],
-            metadata={"prompt_version": prompt.VERSION, "namespace": namespace_of(state, ctx)},
-        )
-        reply = AIMessage(content=outcome.output.reply, name=ctx.assistant_name,
-                          response_metadata={"used_memory_ids": outcome.output.used_memory_ids,
-                                             "extractive": outcome.fallback is not None})
-        fallbacks = list(state.get("fallbacks") or [])
-        if outcome.fallback and llm is not None:
-            fallbacks.append(outcome.fallback.model_dump())
-        cost = Cost.model_validate(state.get("turn_cost") or {}) + outcome.cost
-        return {"messages": [reply], "turn_cost": cost.model_dump(), "fallbacks": fallbacks}
-
-    def queue_turn(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
-        ctx = _ctx(runtime)
-        if not ctx.ingest:
-            return {}
-        messages = state.get("messages", [])
-        message = last_user_message(state)
-        reply = ""
-        if messages and isinstance(messages[-1], AIMessage):
-            # An extractive reply only repeats memory or acknowledges: storing it would echo memory back.
-            reply = "" if messages[-1].response_metadata.get("extractive") else _text(messages[-1])
-        if not message:
-            return {}
-        turns = [(ctx.user_name, message)]
-        if ctx.ingest_replies and reply:
-            turns.append((ctx.assistant_name, reply))
-        namespace = namespace_of(state, ctx)
-        thread_id = str((config.get("configurable") or {}).get("thread_id", "no-thread"))
-        session = chat_turn_session(namespace, thread_id, turns, clock())
-        work.submit(lambda: store_turn(session, namespace, ctx.policy), label=f"{namespace}/{session.session_id}")
-        return {}
-
     builder = StateGraph(ChatState, context_schema=ChatContext)
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
@@ -391,8 +422,9 @@ def run_chat(
         raise ValueError(f"unknown recall strategy {strategy!r}; choose one of {sorted(STRATEGIES)}")
     read = input_fn or input
     work = IngestionQueue()
-    bot = build_chatbot_graph(resources, ingestion=work).compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace=namespace, strategy=strategy, policy=policy, user_name=user_name)
+    bot = builder.compile(checkpointer=InMemorySaver())
+    context = ChatContext(namespace=namespace, strategy=strategy, policy=policy, user_name=user_name,
+                          ingestion=work, resources=resources)
     config = {"configurable": {"thread_id": thread_id or str(uuid.uuid4())}}
     known = resources.store.has_namespace(namespace)
     output(f"chatting with the memory of {namespace!r} ({'existing' if known else 'new'}; recall: {strategy}, "
@@ -410,22 +442,12 @@ def run_chat(
         if text in ("/quit", "/exit", "/q"):
             break
         if text == "/evidence":
-            recalled = last.get("recall") or {}
-            evidence = last.get("evidence") or []
-            if not evidence:
-                output("(nothing recalled for the last message)")
-                continue
-            cost = last.get("turn_cost") or {}
-            output(f"recalled by {recalled.get('strategy')} ({cost.get('llm_calls', 0)} LLM calls): "
-                   f"{recalled.get('answer')}")
-            for item in evidence:
-                output(f"  [{item.get('kind')} {item.get('id')}] {str(item.get('text', ''))[:200]}")
-            continue
-        if text.startswith("/"):
+            _show_evidence(last, output)
+        elif text.startswith("/"):
             output("commands: /evidence (what the last answer recalled), /quit")
-            continue
-        last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
-        output(f"bot> {_text(last['messages'][-1])}")
+        else:
+            last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
+            output(f"bot> {_text(last['messages'][-1])}")
     if work.pending:
         output(f"(storing {work.pending} turn(s) in memory...)")
     work.flush()
@@ -434,5 +456,17 @@ def run_chat(
     return 0
 
 
+def _show_evidence(last: dict[str, Any], output: Callable[[str], None]) -> None:
+    """``/evidence``: what the last answer recalled, and by which strategy at what cost."""
+    recalled = last.get("recall") or {}
+    evidence = last.get("evidence") or []
+    if not evidence:
+        output("(nothing recalled for the last message)")
+        return
+    cost = last.get("turn_cost") or {}
+    output(f"recalled by {recalled.get('strategy')} ({cost.get('llm_calls', 0)} LLM calls): {recalled.get('answer')}")
+    for item in evidence:
+        output(f"  [{item.get('kind')} {item.get('id')}] {str(item.get('text', ''))[:200]}")
+
 builder = build_chatbot_graph()
-graph = builder.compile()
+graph = builder.compile(name="chatbot")

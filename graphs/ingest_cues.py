@@ -14,6 +14,7 @@ __all__ = ["enrich"]
 
 
 def enrich(request: EnrichRequest) -> Enrichment:
+    """Cues and tags for one session: the no-LLM cue layer, plus one cue-extractor call with the LLM policy."""
     session_ids = {t.dia_id for t in request.turns}
     # Only events that hold this session's turns get new links (merged older events keep theirs).
     events = [e for e in request.events if session_ids.intersection(e.turn_ids)]

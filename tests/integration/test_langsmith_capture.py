@@ -22,7 +22,7 @@ STRATEGY_GRAPHS = ("compass", "goalmem", "real", "reconstruct")
 # The child: ingest two sessions with a scripted model that never returns valid JSON (every LLM role runs and
 # falls back), ask each strategy one question, and run the ingest graph inside graphs.tracing.traced_run.
 CHILD = r"""
-import json, sys
+import dataclasses, json, sys
 from pathlib import Path
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.ingest import IngestContext, build_ingest_graph, ingest_conversation
@@ -50,8 +50,9 @@ for strategy in ("compass", "goalmem", "real", "reconstruct"):
 
 context = IngestContext(policy="heuristic")
 with traced_run("ingest", namespace="traced-root", policy="heuristic", inputs={"sessions": 1}, budgets=context) as run:
-    final = build_ingest_graph(resources).compile().invoke(
-        {"namespace": "traced-root", "sessions": sessions[:1]}, config=run.config, context=context)
+    final = build_ingest_graph().compile().invoke(
+        {"namespace": "traced-root", "sessions": sessions[:1]}, config=run.config,
+        context=dataclasses.replace(context, resources=resources))
     run.finish({"sessions": len(final["reports"])}, cost=final["cost"])
 out["traced_run_id"] = run.run_id
 

@@ -193,9 +193,10 @@ def test_the_chatbot_survives_any_reply_and_stores_consistent_turns(module_resou
     from langgraph.checkpoint.memory import InMemorySaver
 
     work = chatbot.IngestionQueue()
-    bot = chatbot.build_chatbot_graph(module_resources, ingestion=work).compile(checkpointer=InMemorySaver())
+    bot = chatbot.build_chatbot_graph().compile(checkpointer=InMemorySaver())
     namespace = f"chat-{next(_names)}"
-    context = chatbot.ChatContext(namespace=namespace, strategy=strategy, policy="llm")
+    context = chatbot.ChatContext(namespace=namespace, strategy=strategy, policy="llm", ingestion=work,
+                                  resources=module_resources)
     module_resources.llm_ = GarbageChatModel(specs=specs)
     try:
         for text in ("I adopted a puppy called Biscuit last week.", "What is my puppy called?"):

@@ -303,13 +303,13 @@ def test_two_tenants_chatting_at_once_stay_apart(workload: Workload) -> None:
 
     res = workload.res
     work = chatbot.IngestionQueue()
-    bot = chatbot.build_chatbot_graph(res, ingestion=work).compile(checkpointer=InMemorySaver())
+    bot = chatbot.build_chatbot_graph().compile(checkpointer=InMemorySaver())
     tenants = {"acme": "wombat", "ACME": "narwhal"}
     replies: dict[str, list[dict]] = {ns: [] for ns in tenants}
     errors: list[str] = []
 
     def chat(ns: str) -> None:
-        context = chatbot.ChatContext(namespace=ns, strategy="compass", policy="heuristic")
+        context = chatbot.ChatContext(namespace=ns, strategy="compass", policy="heuristic", ingestion=work, resources=res)
         try:
             for i in range(3):
                 out = bot.invoke({"messages": [("user", f"did the {tenants[ns]} go to the market on day {i}?")]},

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
@@ -35,17 +36,18 @@ def say(bot, text: str, thread_id: str, context: ChatContext = HEURISTIC) -> dic
 
 def test_a_second_thread_recalls_a_fact_told_in_the_first(resources) -> None:  # noqa: ANN001
     work = IngestionQueue()
-    bot = build_chatbot_graph(resources, ingestion=work).compile(checkpointer=InMemorySaver())
-    first = say(bot, "My dog's name is Pixel and she is a beagle.", "t1")
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    ctx = replace(HEURISTIC, resources=resources, ingestion=work)
+    first = say(bot, "My dog's name is Pixel and she is a beagle.", "t1", ctx)
     assert first["messages"][-1].content == "Noted, I'll remember that." and first["evidence"] == []
-    say(bot, "I work as a pilot at Lisbon airport.", "t1")
+    say(bot, "I work as a pilot at Lisbon airport.", "t1", ctx)
     assert work.flush(timeout=60) and work.errors == [] and work.completed == 2
 
-    second = say(bot, "What is my dog's name?", "t2")
+    second = say(bot, "What is my dog's name?", "t2", ctx)
     reply = second["messages"][-1].content
     assert "Pixel" in reply and len(second["messages"]) == 2  # a fresh thread: only memory knew it
     assert any("Pixel" in e["text"] for e in second["evidence"]) and second["recall"]["strategy"] == "reconstruct"
-    assert "pilot" in say(bot, "Where do I work?", "t2")["messages"][-1].content
+    assert "pilot" in say(bot, "Where do I work?", "t2", ctx)["messages"][-1].content
     # Each thread keeps its own messages in the checkpointer.
     assert len(bot.get_state(thread("t1")).values["messages"]) == 4
     # Stored turns are the user's words; extractive replies are not stored (they only echo memory).
@@ -63,8 +65,9 @@ def test_the_reply_does_not_wait_for_ingestion(resources) -> None:  # noqa: ANN0
         stored.append((namespace, session.turns[0].text, policy))
 
     work = IngestionQueue()
-    bot = build_chatbot_graph(resources, ingestion=work, ingest=slow_ingest).compile(checkpointer=InMemorySaver())
-    out = say(bot, "I planted tomatoes today.", "t1")
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    out = say(bot, "I planted tomatoes today.", "t1",
+              replace(HEURISTIC, resources=resources, ingestion=work, store_turn=slow_ingest))
     assert out["messages"][-1].content  # replied while the turn is still queued
     assert work.pending == 1 and stored == []
     assert work.flush(timeout=0.05) is False
@@ -77,10 +80,12 @@ def test_ingestion_failures_are_recorded_not_raised(resources) -> None:  # noqa:
         raise RuntimeError("disk full")
 
     work = IngestionQueue()
-    bot = build_chatbot_graph(resources, ingestion=work, ingest=broken).compile(checkpointer=InMemorySaver())
-    say(bot, "Remember my locker code is 4312.", "t1")
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    say(bot, "Remember my locker code is 4312.", "t1",
+        replace(HEURISTIC, resources=resources, ingestion=work, store_turn=broken))
     assert work.flush(timeout=30) and "disk full" in work.errors[0][1]
-    no_ingest = ChatContext(namespace="alice", policy="heuristic", ingest=False)
+    no_ingest = ChatContext(namespace="alice", policy="heuristic", ingest=False, ingestion=work, store_turn=broken,
+                            resources=resources)
     say(bot, "Another thing.", "t1", no_ingest)
     assert work.flush(timeout=30) and work.completed == 1
 
@@ -99,8 +104,9 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     })
     resources.llm_ = model
     work = IngestionQueue()
-    bot = build_chatbot_graph(resources, ingestion=work).compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", user_name="Alice")
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    context = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", user_name="Alice",
+                          ingestion=work, resources=resources)
     out = say(bot, "What is my favourite colour?", "t9", context)
     assert out["messages"][-1].content == "Your favourite colour is teal."
     responder_prompt = next(c for c in model.calls if "helpful assistant with long-term memory" in str(c[0].content))
@@ -117,12 +123,13 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
 def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # noqa: ANN001
     ingest_session(chat_turn_session("alice", "t0", [("Alice", "My bike is a red Brompton.")], datetime(2024, 1, 2, 9, 0)),
                    "alice", resources=resources, policy="heuristic")
-    memory_bot = build_chatbot_graph(resources, ingestion=IngestionQueue()).compile()
+    memory_bot = build_chatbot_graph().compile()
     parent = StateGraph(MessagesState)
     parent.add_node("memory_bot", memory_bot)
     parent.add_edge(START, "memory_bot")
     app = parent.compile(checkpointer=InMemorySaver())
-    out = app.invoke({"messages": [("user", "What bike do I have?")]}, thread("p1"), context=HEURISTIC)
+    context = replace(HEURISTIC, resources=resources, ingestion=IngestionQueue())
+    out = app.invoke({"messages": [("user", "What bike do I have?")]}, thread("p1"), context=context)
     assert [m.type for m in out["messages"]] == ["human", "ai"]
     assert "Brompton" in out["messages"][-1].content
 
@@ -131,9 +138,10 @@ def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa
     assert extractive_reply("What is my name?", {"answer": "not in memory"}).reply == "I don't have anything in memory about that yet."
     assert extractive_reply("where do I live", {"answer": "Alfama"}).reply == "From memory: Alfama"
     assert extractive_reply("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
-    bot = build_chatbot_graph(resources, ingestion=IngestionQueue()).compile()
+    bot = build_chatbot_graph().compile()
     with pytest.raises(ValueError, match="unknown recall strategy"):
-        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy"))
+        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", ingestion=IngestionQueue(),
+                                         resources=resources))
 
 
 def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001
@@ -158,3 +166,27 @@ def test_studio_graph_is_compiled_without_a_checkpointer() -> None:
     assert chatbot.graph.checkpointer is None
     diagram = chatbot.builder.compile().get_graph().draw_mermaid()
     assert diagram == (SNAPSHOTS / "chatbot.mmd").read_text(encoding="utf-8"), "the chatbot topology changed"
+
+
+def _runtime(context: ChatContext):  # noqa: ANN202
+    from langgraph.runtime import Runtime
+
+    return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
+
+
+def test_chatbot_nodes_run_alone(resources) -> None:  # noqa: ANN001
+    """Each node is a module-level function of (state, runtime): it runs without compiling the graph."""
+    from logicmap.graphs.chatbot import queue_turn, recall, respond
+
+    stored: list[tuple[str, str, str]] = []
+    work = IngestionQueue()
+    ctx = replace(HEURISTIC, resources=resources, ingestion=work,
+                  store_turn=lambda session, ns, policy: stored.append((ns, session.turns[0].text, policy)))
+    state = {"messages": [HumanMessage(content="Where is my bike?")]}
+    recalled = recall(state, _runtime(ctx))  # a namespace that holds nothing yet: nothing to recall
+    assert recalled["evidence"] == [] and recalled["recall"]["answer"] is None
+    replied = respond({**state, **recalled}, _runtime(ctx))
+    assert replied["messages"][0].content == "I don't have anything in memory about that yet."
+    assert queue_turn({"messages": [*state["messages"], *replied["messages"]]}, _runtime(ctx),
+                      {"configurable": {"thread_id": "t1"}}) == {}
+    assert work.flush(timeout=30) and stored == [("alice", "Where is my bike?", "heuristic")]

@@ -193,3 +193,56 @@ def test_a_question_and_the_reply_to_it_stay_in_one_no_llm_segment(asks: str, to
     owner = {t: i for i, event in enumerate(events) for t in event.turn_ids}
     assert (owner["D1:2"] == owner["D1:3"]) is together
     assert sorted(owner) == [t.dia_id for t in turns]
+
+
+def _runtime(context: IngestContext):  # noqa: ANN202
+    from langgraph.runtime import Runtime
+
+    return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
+
+
+def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
+    """Each node is a module-level function of (state, runtime): a session goes through them by hand."""
+    from logicmap.graphs.ingest import (
+        commit,
+        fuse,
+        prepare,
+        relate,
+        route_after_commit,
+        route_after_prepare,
+        segment,
+        topics,
+    )
+
+    runtime = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))
+    state: dict = {"namespace": "ns", "sessions": _first_sessions(sample, 2).sessions}
+    state.update(prepare(state, runtime))
+    assert state["current"].session_id == "S1" and [s.session_id for s in state["pending"]] == ["S2"]
+    assert route_after_prepare(state) == "segment"
+    state.update(segment(state, runtime))
+    assert state["events"] and all(e.session_id == "S1" and e.source == "heuristic" for e in state["events"])
+    assert [t.position for t in state["turns"]] == list(range(len(sample.sessions[0].turns)))
+    state.update(relate(state, runtime))
+    state.update(fuse(state, runtime))
+    assert state["change"].events and state["session_stats"]["merged"] == 0
+    state.update(topics(state, runtime))
+    assert state["change"].topics
+    assert resources.store.snapshot("ns").generation == 0  # nothing is visible before commit
+    out = commit(state, runtime)
+    assert out["reports"][0].session_id == "S1" and out["current"].session_id == "S2" and out["pending"] == []
+    assert route_after_commit({**state, **out}) == "segment"
+    snap = resources.store.snapshot("ns")
+    assert sorted(snap.manifest.sessions) == ["S1"] and len(snap.events) == len(state["change"].events)
+
+
+def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -> None:
+    from logicmap.graphs.ingest import cues, facts, fuse, prepare, relate, segment
+
+    on = _runtime(IngestContext(policy="heuristic", resources=resources))
+    off = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))
+    state: dict = {"namespace": "ns", "sessions": _first_sessions(sample, 1).sessions}
+    for node in (prepare, segment, relate, fuse):
+        state.update(node(state, on))
+    assert facts(state, off) == {} and cues(state, off) == {}
+    state.update(cues(state, on))
+    assert state["change"].cues and state["change"].tags and not state["change"].facts
