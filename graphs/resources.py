@@ -6,7 +6,6 @@ Resolved lazily, so importing a graph module (as LangGraph Studio does) loads no
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar
 
@@ -43,17 +42,6 @@ class Resources:
     embeddings_: Embeddings | None = None
     llm_: Any = _UNSET
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-    _compiled: dict[str, Any] = field(default_factory=dict, repr=False)
-
-    def compiled(self, name: str, build: Callable[[Resources], Any]) -> Any:
-        """A graph compiled once per resources object: ``build(self)`` returns the ``StateGraph``."""
-        with self._lock:
-            graph = self._compiled.get(name)
-        if graph is None:
-            graph = build(self).compile()
-            with self._lock:
-                graph = self._compiled.setdefault(name, graph)
-        return graph
 
     @property
     def store(self) -> MemoryStore:
