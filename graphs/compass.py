@@ -34,10 +34,10 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     context_for_run,
-    default_resources,
     resources_field,
     resources_of,
     run_context,
+    with_resources,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
@@ -563,9 +563,8 @@ def answer(
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` with the compass graph; options override ``CompassContext`` fields."""
     ctx = context_for_run(CompassContext, context, policy, options)
-    res = resources or (ctx.resources if isinstance(ctx.resources, Resources) else default_resources())
+    ctx, res = with_resources(ctx, resources)
     res.store.require_namespace(namespace)
-    ctx = replace(ctx, resources=res)
     return invoke_strategy(
         "compass", graph,
         {"namespace": namespace, "question": question, "question_date": question_date}, ctx,

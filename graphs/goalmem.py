@@ -30,10 +30,10 @@ from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
-    default_resources,
     resources_field,
     resources_of,
     run_context,
+    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.tracing import invoke_strategy
@@ -517,9 +517,8 @@ def answer(
     ``search(query, k)``. Options are ``GoalMemContext`` fields (``max_breadth``, ``max_depth``, ...;
     ``k`` is ``k_per_subgoal``)."""
     validate_namespace(namespace)
-    resources = resources or (context.resources if context else None) or default_resources()
+    ctx, resources = with_resources(_answer_context(context, policy, backbone, options), resources)
     resources.store.require_namespace(namespace)
-    ctx = dataclasses.replace(_answer_context(context, policy, backbone, options), resources=resources)
     if ctx.retriever is None:
         make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
     return invoke_strategy(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import operator
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -34,6 +34,7 @@ from logicmap.graphs.resources import (
     resources_field,
     resources_of,
     run_context,
+    with_resources,
 )
 from logicmap.graphs.tracing import run_config
 from logicmap.memory.graph import EventGraph
@@ -672,18 +673,17 @@ def ingest_conversation(
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped."""
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
-    if resources is None and context is not None and isinstance(context.resources, Resources):
-        resources = context.resources
-    resources = resources or default_resources()
+    carried = context.resources if context is not None else None
+    resources = resources or (carried if isinstance(carried, Resources) else default_resources())
     ctx = context or IngestContext(
         policy=policy,
         merge_threshold=resources.settings.merge_threshold,
         topic_delta=resources.settings.topic_delta,
         recluster_every=resources.settings.recluster_every,
     )
-    budgets = {f.name: getattr(ctx, f.name) for f in fields(ctx) if f.name != "resources"}
+    ctx, resources = with_resources(ctx, resources)
     config = run_config(
-        "ingest", namespace=namespace, policy=ctx.policy, budgets=budgets,
+        "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
         metadata={"sessions": len(conversation.sessions)},
         recursion_limit=20 + 10 * len(conversation.sessions),
     )  # fmt: skip
@@ -692,7 +692,7 @@ def ingest_conversation(
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
     for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
-                               context=replace(ctx, resources=resources), stream_mode="updates"):
+                               context=ctx, stream_mode="updates"):
         for delta in update.values():
             for report in (delta or {}).get("reports", []) or []:
                 reports.append(report)

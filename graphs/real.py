@@ -6,7 +6,6 @@ from the rule table within a budget. Studio loads ``graph`` from this module.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -37,10 +36,10 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     context_for_run,
-    default_resources,
     resources_field,
     resources_of,
     run_context,
+    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.tracing import invoke_strategy
@@ -492,9 +491,8 @@ def answer(
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace``'s facts with REAL; options override ``RealContext`` fields."""
     ctx = context_for_run(RealContext, context, policy, options)
-    res = resources or (ctx.resources if isinstance(ctx.resources, Resources) else default_resources())
+    ctx, res = with_resources(ctx, resources)
     res.store.require_namespace(namespace)
-    ctx = dataclasses.replace(ctx, resources=res)
     return invoke_strategy(
         "real", graph,
         {"namespace": namespace, "question": question, "question_date": question_date, "reference_time": reference_time},

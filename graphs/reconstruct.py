@@ -7,7 +7,6 @@ same graph runs a deterministic navigator over the same tools. Studio loads ``gr
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import operator
 import re
@@ -28,10 +27,10 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     context_for_run,
-    default_resources,
     resources_field,
     resources_of,
     run_context,
+    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
@@ -571,9 +570,8 @@ def answer(
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` by active reconstruction; options override ``ReconstructContext`` fields."""
     ctx = context_for_run(ReconstructContext, context, policy, options)
-    res = resources or (ctx.resources if isinstance(ctx.resources, Resources) else default_resources())
+    ctx, res = with_resources(ctx, resources)
     res.store.require_namespace(namespace)
-    ctx = dataclasses.replace(ctx, resources=res)
     return invoke_strategy(
         "reconstruct", graph,
         {"namespace": namespace, "question": question, "question_date": question_date}, ctx,

@@ -6,7 +6,7 @@ Resolved lazily, so importing a graph module (as LangGraph Studio does) loads no
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -27,6 +27,7 @@ __all__ = [
     "resources_of",
     "run_context",
     "set_default_resources",
+    "with_resources",
 ]
 
 _UNSET: Any = object()
@@ -123,6 +124,14 @@ def run_context(runtime: Any, cls: type[C]) -> C:
     if ctx is not None:
         return cls(**{n: getattr(ctx, n) for n in names if hasattr(ctx, n)})
     return cls()
+
+
+def with_resources(ctx: C, resources: Resources | None) -> tuple[C, Resources]:
+    """``ctx`` carrying the resources a call runs against: ``resources`` when given, else those ``ctx``
+    already carries, else the process-wide defaults."""
+    carried = getattr(ctx, "resources", None)
+    res = resources or (carried if isinstance(carried, Resources) else default_resources())
+    return replace(ctx, resources=res), res  # type: ignore[type-var]
 
 
 def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[str, Any]) -> C:
