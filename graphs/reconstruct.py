@@ -26,11 +26,12 @@ from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_repl
 from logicmap.graphs.resources import Resources, context_for_run, default_resources, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
-from logicmap.memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
+from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
+from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.retrieval import BM25Index
 from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import stem, tokenize
+from logicmap.memory.text import split_sentences, stem, tokenize
 from logicmap.memory.timeparse import date_text
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
