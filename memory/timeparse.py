@@ -21,7 +21,6 @@ __all__ = [
     "PartialDate",
     "date_text",
     "find_time_phrases",
-    "month_number",
     "parse_date",
     "parse_timestamp",
     "resolve_relative",
@@ -29,7 +28,7 @@ __all__ = [
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
-"""The month names, January first (the one month table: names, regexes and abbreviations derive from it)."""
+"""The month names, January first: the one month table (regexes over month names derive from it)."""
 
 _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -78,14 +77,6 @@ class PartialDate(NamedTuple):
     def iso(self) -> str:
         """``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``: the date at its precision."""
         return self.start.strftime({"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d"}[self.precision])
-
-
-def month_number(name: str) -> int | None:
-    """1 for "January", "jan" or "Jan."; ``None`` for anything else (three letters at least)."""
-    word = name.strip().rstrip(".").lower()
-    if len(word) < 3:
-        return None
-    return next((i for i, month in enumerate(MONTHS, 1) if month.lower().startswith(word)), None)
 
 
 def parse_date(value: Any) -> PartialDate | None:
