@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
-from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_value
+from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_type, normalize_value
 from logicmap.memory.text import FUNCTION_WORDS, NO_ANSWER, stem
 from logicmap.memory.text import content_stems as text_content_stems
 from logicmap.memory.timeparse import MONTHS, date_text, find_time_phrases, parse_timestamp, resolve_relative
@@ -68,15 +68,6 @@ def coverage(needed: Sequence[str], text_stems: set[str]) -> float:
 # ------------------------------------------------------------------------------------------ goal parsing
 
 
-def _singular(word: str) -> str:
-    w = word.lower().strip("'")
-    if len(w) > 3 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-        return w[:-1]
-    return w
-
-
 def _subject_len(words: Sequence[str]) -> int:
     """How many words make the subject: a capitalized name run (``Maya``, ``Leo's sister``) or one word."""
     n = 1
@@ -105,7 +96,7 @@ def heuristic_goal(question: str) -> Goal:
         if noun and not tail:
             # "What happened at ...": the wh-word is the subject.
             return _goal(Atom.of(Term.var("x", "thing"), " " + " ".join(rest)))
-        type_name = _singular(noun[-1]) if noun else "thing"
+        type_name = (normalize_type(noun[-1]) if noun else None) or "thing"
         return _goal(_place_variable(type_name, tail, subject_slot=False, prefix=noun[:-1]))
     if first == "how":
         if rest and rest[0].lower() in _HOW_TYPES:
