@@ -24,6 +24,7 @@ __all__ = [
     "content_stems",
     "is_no_answer",
     "query_readings",
+    "sentence_scores",
     "singular",
     "split_sentences",
     "stem",
@@ -92,14 +93,14 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
 
 
-def best_sentence(question: str, sentences: Sequence[str], *, ignore: Iterable[str] = ()) -> int | None:
-    """The index of the sentence that best answers ``question``, or ``None`` when none shares a content word.
+def sentence_scores(question: str, sentences: Sequence[str], *, ignore: Iterable[str] = ()) -> list[float]:
+    """How well each sentence answers ``question`` (0.0: it shares no content word with it).
 
     Shared content stems weigh by their idf over ``sentences`` and a long sentence is mildly penalised; a
     question ("...?") or a sentence that adds nothing to the question's words rarely answers it. The words
     of ``ignore`` (the speakers' names: they are in every greeting) do not count as a match, and the kind
     of answer asked for ("drink" in "What drink ...?") counts half: the sentence that answers often leaves
-    it unsaid ("I had an iced matcha latte"). The earlier sentence wins a tie.
+    it unsaid ("I had an iced matcha latte").
     """
     asked = set(content_stems(question))
     wanted = asked - set(content_stems(" ".join(ignore))) or asked
@@ -108,19 +109,24 @@ def best_sentence(question: str, sentences: Sequence[str], *, ignore: Iterable[s
     bags = [set(content_stems(s)) for s in sentences]
     df = Counter(w for bag in bags for w in bag)
     n = sum(1 for bag in bags if bag)
-    best, chosen = 0.0, None
-    for i, (sentence, words) in enumerate(zip(sentences, bags, strict=True)):
-        if not words:
-            continue
+    scores = []
+    for sentence, words in zip(sentences, bags, strict=True):
         score = sum(math.log(1 + n / df[w]) * (0.5 if w in half else 1.0) for w in wanted & words)
-        score /= len(words) ** 0.3
+        score /= max(len(words), 1) ** 0.3
         if sentence.rstrip().endswith("?"):
             score *= 0.3
         if not words - wanted:
             score *= 0.3
-        if score > best:
-            best, chosen = score, i
-    return chosen
+        scores.append(score)
+    return scores
+
+
+def best_sentence(question: str, sentences: Sequence[str], *, ignore: Iterable[str] = ()) -> int | None:
+    """The index of the sentence that best answers ``question`` (``sentence_scores``; the earlier sentence
+    wins a tie), or ``None`` when none shares a content word with it."""
+    scores = sentence_scores(question, sentences, ignore=ignore)
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i), default=None)
+    return best if best is not None and scores[best] > 0 else None
 
 
 def is_no_answer(answer: str | None) -> bool:
