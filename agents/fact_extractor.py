@@ -22,6 +22,7 @@ from logicmap.memory.facts import (
     parse_when,
 )
 from logicmap.memory.records import Fact, Turn
+from logicmap.memory.text import split_sentences
 from logicmap.memory.timeparse import find_time_phrases, resolve_relative
 from logicmap.prompts import real_extract as prompt
 from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
@@ -43,7 +44,6 @@ _DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 _PRONOUNS = {"it", "that", "this", "them", "they", "he", "she", "him", "her", "those", "these", "one", "something"}
 _FIRST_PERSON = {"i", "me", "myself", "my"}
 _SECOND_PERSON = {"you", "yourself", "your"}
-_SENTENCE = re.compile(r"[^.!?]+[.!?]?")
 _NAME = r"[A-Z][\w'-]*(?:\s+(?:de|da|do|dos|das|of|the)?\s*[A-Z][\w'-]*)*"
 _OBJECT = r"[^.,!?;]+"
 # Words that end a captured object: the time phrase or the qualifier that follows it.
@@ -152,9 +152,8 @@ def pattern_extraction(turns: Sequence[Turn], speakers: Sequence[str] | None = N
     speakers = list(dict.fromkeys(speakers or [t.speaker for t in turns]))
     found: list[ExtractedFact] = []
     for index, turn in enumerate(turns):
-        for sentence in (s.strip() for s in _SENTENCE.findall(turn.text or "")):
-            if sentence:
-                found.extend(_sentence_facts(sentence, turn, turns, index, speakers))
+        for sentence in split_sentences(turn.text):
+            found.extend(_sentence_facts(sentence, turn, turns, index, speakers))
     # The addressee's reply that names an inferred value confirms it (REAL's confidence upgrade).
     for fact in list(found):
         if fact.confidence != INFERRED_CONFIDENCE:

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import Cost, RoleOutcome, run_role
-from logicmap.agents.goalmem_heuristics import MemoryLine, content_stems, coverage
+from logicmap.agents.goalmem_heuristics import MemoryLine, content_stems
+from logicmap.memory.text import NO_ANSWER, best_sentence, split_sentences
 from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
 from logicmap.prompts.forward_answer import ForwardAnswer
 from logicmap.prompts.forward_react import ReactStep
@@ -26,7 +27,6 @@ __all__ = [
     "reformulate_question",
 ]
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _SPEAKER = re.compile(r"^\s*(\[[^\]]*\]\s*)?(\([^)]*\)\s*)?[A-Z][\w' ]{0,30}:\s*")
 
 
@@ -39,17 +39,13 @@ def _tags(role: str, version: str) -> dict:
 
 
 def extractive_answer(question: str, memories: Sequence[MemoryLine]) -> ForwardAnswer:
-    """The sentence of the retrieved memories that shares most words with the question."""
-    wanted = content_stems(question)
-    best: tuple[float, int, str, str] | None = None
-    for rank, (mid, text, _) in enumerate(memories):
-        for sentence in _SENTENCE.split(_SPEAKER.sub("", text)):
-            score = coverage(wanted, set(content_stems(sentence)))
-            if sentence.strip() and (best is None or (score, -rank) > (best[0], -best[1])):
-                best = (score, rank, sentence.strip(), mid)
-    if best is None or best[0] == 0:
-        return ForwardAnswer(answer="I don't know", cited=[])
-    return ForwardAnswer(answer=best[2], cited=[best[3]])
+    """The sentence of the retrieved memories that best answers the question (``best_sentence``)."""
+    sentences = [(mid, s) for mid, text, _ in memories for s in split_sentences(_SPEAKER.sub("", text))]
+    best = best_sentence(question, [s for _, s in sentences])
+    if best is None:
+        return ForwardAnswer(answer=NO_ANSWER, cited=[])
+    mid, sentence = sentences[best]
+    return ForwardAnswer(answer=sentence, cited=[mid])
 
 
 def reformulate_question(

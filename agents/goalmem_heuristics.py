@@ -9,8 +9,10 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
-from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_value
-from logicmap.memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_type, normalize_value
+from logicmap.memory.text import FUNCTION_WORDS, NO_ANSWER, stem
+from logicmap.memory.text import content_stems as text_content_stems
+from logicmap.memory.timeparse import MONTHS, date_text, find_time_phrases, parse_timestamp, resolve_relative
 from logicmap.prompts.goalmem_unify import Binding, SubgoalResult, Unification
 
 __all__ = [
@@ -23,7 +25,6 @@ __all__ = [
     "heuristic_decompositions",
     "heuristic_goal",
     "lexical_unification",
-    "stem",
 ]
 
 LEXICAL_ENTAILMENT = 0.5
@@ -36,20 +37,6 @@ _AUX = frozenset(
     "did does do is are was were has have had will would can could should may might am".split()
 )
 _BE = frozenset("is are was were am".split())
-_STOP = frozenset(
-    "a an the and or of to in on at for with is was were are be been am it its this that these those i you he "
-    "she we they my your his her our their me him them us do did does so but if as by from about what which "
-    "who whom whose when where why how there here then than just also very really too not no yes oh hey hi "
-    "would could should will can may might shall".split()
-)
-_IRREGULAR = {
-    "had": "have", "has": "have", "having": "have", "went": "go", "gone": "go", "ate": "eat", "eaten": "eat",
-    "drank": "drink", "drunk": "drink", "ran": "run", "got": "get", "made": "make", "bought": "buy",
-    "saw": "see", "seen": "see", "took": "take", "taken": "take", "met": "meet", "told": "tell",
-    "said": "say", "felt": "feel", "left": "leave", "came": "come", "gave": "give", "found": "find",
-    "began": "begin", "started": "start", "kept": "keep", "thought": "think", "brought": "bring",
-    "ordered": "order", "tried": "try", "lives": "live", "lived": "live", "living": "live",
-}
 _PHRASE_END = frozenset(
     "with at on in for from to about because when while and but last yesterday today tonight this next "
     "before after during since until so which that who i it was is were are".split()
@@ -64,25 +51,13 @@ _PREPOSITION = {
     "frequency": "every", "age": "at the age of",
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*|[.,;:!?]")
+_DAY_MONTH = re.compile(rf"\b\d{{1,2}} (?:{'|'.join(MONTHS)})\b(?: \d{{4}})?")
 _ID_PREFIX = re.compile(r"^\s*[\[(][^\])]*[\])]\s*")
 
 
-def stem(word: str) -> str:
-    """A crude stem that maps inflections together (visited/visit, cafes/cafe, had/have)."""
-    w = _IRREGULAR.get(word.lower(), word.lower()).strip("'")
-    if w.endswith("'s"):
-        w = w[:-2]
-    for suffix in ("ing", "ed", "es", "s"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3 and not w.endswith("ss"):
-            w = w[: -len(suffix)]
-            break
-    if len(w) > 3 and w.endswith("e"):
-        w = w[:-1]
-    return w
-
-
 def content_stems(text: str) -> list[str]:
-    return [stem(w) for w in re.findall(r"[A-Za-z0-9']+", text) if w.lower() not in _STOP and len(w) > 1]
+    """Stems of a text's content words, in order (``memory.text.content_stems`` without function words)."""
+    return text_content_stems(text, stop=FUNCTION_WORDS)
 
 
 def coverage(needed: Sequence[str], text_stems: set[str]) -> float:
@@ -91,15 +66,6 @@ def coverage(needed: Sequence[str], text_stems: set[str]) -> float:
 
 
 # ------------------------------------------------------------------------------------------ goal parsing
-
-
-def _singular(word: str) -> str:
-    w = word.lower().strip("'")
-    if len(w) > 3 and w.endswith("ies"):
-        return w[:-3] + "y"
-    if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
-        return w[:-1]
-    return w
 
 
 def _subject_len(words: Sequence[str]) -> int:
@@ -130,7 +96,7 @@ def heuristic_goal(question: str) -> Goal:
         if noun and not tail:
             # "What happened at ...": the wh-word is the subject.
             return _goal(Atom.of(Term.var("x", "thing"), " " + " ".join(rest)))
-        type_name = _singular(noun[-1]) if noun else "thing"
+        type_name = (normalize_type(noun[-1]) if noun else None) or "thing"
         return _goal(_place_variable(type_name, tail, subject_slot=False, prefix=noun[:-1]))
     if first == "how":
         if rest and rest[0].lower() in _HOW_TYPES:
@@ -218,7 +184,7 @@ def _keyword_atom(goal: Goal) -> list[Atom]:
     """One subgoal per answer variable: the variable with the goal's content words around it."""
     atoms = []
     for var in goal.answer_terms() or goal.variables()[:1]:
-        words = [w for w in re.findall(r"[A-Za-z0-9']+", goal.text()) if w.lower() not in _STOP]
+        words = [w for w in re.findall(r"[A-Za-z0-9']+", goal.text()) if w.lower() not in FUNCTION_WORDS]
         words = [w for w in words if stem(w) != stem(var.type or "")]
         atoms.append(Atom.of(var, " is mentioned with " + " ".join(dict.fromkeys(words))))
     return atoms or goal.atoms
@@ -262,7 +228,7 @@ def _proper_name(tokens: Sequence[str], start: int, end: int, taken: set[str]) -
     while i < end:
         tok = tokens[i]
         opener = i == 0 or tokens[i - 1] in ".!?:"
-        if tok[:1].isupper() and tok != "I" and not (opener and tok.lower() in _STOP) and not (
+        if tok[:1].isupper() and tok != "I" and not (opener and tok.lower() in FUNCTION_WORDS) and not (
             i + 1 < len(tokens) and tokens[i + 1] == ":"
         ):
             j = i
@@ -300,7 +266,7 @@ def _date_value(text: str, when: str | None) -> str | None:
         resolved = resolve_relative(phrase, anchor)
         if resolved:
             return date_text(resolved)
-    match = re.search(r"\b\d{1,2} (January|February|March|April|May|June|July|August|September|October|November|December)\b( \d{4})?", text)
+    match = _DAY_MONTH.search(text)
     if match:
         return match.group(0)
     if anchor is not None and isinstance(anchor, date):
@@ -416,4 +382,4 @@ def heuristic_answer(goal: Goal, substitution: Substitution) -> str:
     if not goal.answer:
         return "Yes"
     values = [substitution.value(name) for name in goal.answer]
-    return ", ".join(v for v in values if v) or "I don't know"
+    return ", ".join(v for v in values if v) or NO_ANSWER

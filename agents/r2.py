@@ -29,7 +29,8 @@ from logicmap.memory.r2 import (
     canonical_order,
     normalize_fact_text,
 )
-from logicmap.memory.retrieval import BM25Index, tokenize
+from logicmap.memory.retrieval import BM25Index
+from logicmap.memory.text import NO_ANSWER, best_sentence, content_stems, split_sentences, stem, tokenize
 from logicmap.prompts import r2_extract, r2_manage
 from logicmap.prompts.r2_extract import ExtractedFact, FactExtraction
 from logicmap.prompts.r2_manage import FactAnswer, ManagerEdit, MemoryEdits
@@ -185,10 +186,9 @@ def render_candidates(candidates: Sequence[CandidateFact]) -> str:
 
 # -- lexical similarity and the subject/attribute key ------------------------------------------
 
-_SUFFIXES = ("ing", "ed", "es", "s")
 _SAID = re.compile(r"^\s*[A-Z][\w'-]*\s+said:\s*")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
-_SENTENCE = re.compile(r"[.!?;:()]+\s*")
+_CLAUSE = re.compile(r"[.!?;:()]+\s*")
 # Capitalised words that open a sentence without being its subject.
 _NOT_SUBJECT = frozenset(
     "hi hey hello oh ah yes no so well wow big guess that this it there here what how why when where who "
@@ -203,20 +203,13 @@ _AUXILIARY = frozenset(
 )
 
 
-def _stem(token: str) -> str:
-    for suffix in _SUFFIXES:
-        if token.endswith(suffix) and len(token) - len(suffix) >= 3:
-            return token[: -len(suffix)]
-    return token
-
-
 def _stemmed(text: str) -> str:
-    return " ".join(_stem(t) for t in tokenize(text))
+    return " ".join(content_stems(text))
 
 
 def content_tokens(text: str) -> frozenset[str]:
     """Lowercased, stemmed content words (no stop words)."""
-    return frozenset(_stem(t) for t in tokenize(text))
+    return frozenset(content_stems(text))
 
 
 def fact_similarity(a: frozenset[str], b: frozenset[str]) -> float:
@@ -229,11 +222,11 @@ def fact_similarity(a: frozenset[str], b: frozenset[str]) -> float:
 def fact_key(text: str) -> tuple[str, str] | None:
     """(subject, attribute) of a fact: a proper name and the first content word after it in its sentence.
 
-    'Maya lives in Porto' and 'Maya lives in Lisbon' share the key ('maya', 'liv'): the newer one
+    'Maya lives in Porto' and 'Maya lives in Lisbon' share the key ('maya', 'live'): the newer one
     updates the older. None when no sentence has a recognisable subject.
     """
-    for sentence in _SENTENCE.split(_SAID.sub("", text)):
-        words = _WORD.findall(sentence)
+    for clause in _CLAUSE.split(_SAID.sub("", text)):
+        words = _WORD.findall(clause)
         for i, word in enumerate(words):
             lowered = word.lower().removesuffix("'s")
             if not word[0].isupper() or lowered in _NOT_SUBJECT or lowered in _AUXILIARY:
@@ -242,7 +235,7 @@ def fact_key(text: str) -> tuple[str, str] | None:
                 attribute = follower.lower().removesuffix("'s").strip("'-")
                 if len(attribute) < 3 or attribute in _AUXILIARY or not tokenize(attribute):
                     continue
-                return lowered, _stem(attribute)
+                return lowered, stem(attribute)
     return None
 
 
@@ -489,14 +482,14 @@ def retrieve_facts(question: str, facts: Sequence[FactRecord], k: int = 3) -> li
 
 
 def extractive_answer(question: str, facts: Sequence[FactRecord]) -> str:
-    """From the best-matching fact, its sentence sharing most words with the question, without the
-    question's own words and stop words ('' when no fact matches)."""
+    """From the best-matching fact, its sentence that best answers the question (``best_sentence``), without
+    the question's own words and stop words (``NO_ANSWER`` when no fact matches)."""
     top = retrieve_facts(question, facts, k=1)
     if not top:
-        return ""
+        return NO_ANSWER
     asked = content_tokens(question)
-    sentences = [s for s in _SENTENCE.split(_SAID.sub("", top[0].text)) if s.strip()] or [top[0].text]
-    best = max(sentences, key=lambda s: len(content_tokens(s) & asked))
+    sentences = split_sentences(_SAID.sub("", top[0].text)) or [top[0].text]
+    best = sentences[best_sentence(question, sentences) or 0]
     kept = [w for w in _WORD.findall(best) if (toks := content_tokens(w)) and not toks <= asked]
     return " ".join(kept)
 

@@ -1,27 +1,26 @@
 """REAL's search roles: root planner, one-call-per-step path evaluator, answerer, and the repair rule table.
 
 Each LLM role runs through ``run_role`` with a deterministic, similarity-based fallback that is also the
-no-LLM policy. The fact index and the path model the ``real`` graph walks live here too.
+no-LLM policy. The fact index, the paths and the neighbour filter they use live in ``memory/fact_paths.py``.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
 from typing import Literal
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel, Field
 
 from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.memory.embeddings import normalize
-from logicmap.memory.facts import STABLE_CONFIDENCE, entity_key, interval_text, parse_when, valid_during
-from logicmap.memory.records import Fact, FactIntent, stable_hash
-from logicmap.memory.retrieval import tokenize
-from logicmap.memory.timeparse import date_text
+from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, render_paths
+from logicmap.memory.facts import entity_key, interval_text
+from logicmap.memory.records import Fact, FactIntent
+from logicmap.memory.text import NO_ANSWER, STOP_WORDS, content_stems, stem
+from logicmap.memory.timeparse import MONTHS, date_text, parse_date
 from logicmap.prompts import real_answer, real_evaluate, real_roots
 from logicmap.prompts.real_answer import PathAnswer
 from logicmap.prompts.real_evaluate import PathScore, PathScores
@@ -29,12 +28,8 @@ from logicmap.prompts.real_roots import RootEntity, RootPlan
 
 __all__ = [
     "CAUSAL_RELATIONS",
-    "INTENT_COMPATIBILITY",
     "REPAIR_RULES",
-    "FactIndex",
-    "FactPath",
     "RepairCandidate",
-    "SearchFilter",
     "answer_from_paths",
     "asks_uncertain",
     "cosine_to",
@@ -42,27 +37,15 @@ __all__ = [
     "heuristic_answer",
     "heuristic_roots",
     "heuristic_scores",
-    "path_text",
     "plan_roots",
     "question_intent",
     "question_reference_time",
     "relation_gloss",
-    "reference_window",
-    "render_paths",
     "repair_candidates",
     "validate_root_plan",
     "validate_scores",
 ]
 
-# Which fact intents a root's exploration intent may traverse. CAUSAL facts only serve "why"
-# questions and CONTRAST facts only comparisons; the causality repair rule can still reach them.
-INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {
-    "FACT": frozenset({"FACT", "TEMPORAL", "EVOLUTION"}),
-    "CAUSAL": frozenset({"CAUSAL", "FACT", "TEMPORAL", "EVOLUTION"}),
-    "TEMPORAL": frozenset({"TEMPORAL", "EVOLUTION", "FACT"}),
-    "CONTRAST": frozenset({"CONTRAST", "FACT", "EVOLUTION"}),
-    "EVOLUTION": frozenset({"EVOLUTION", "TEMPORAL", "FACT"}),
-}
 CAUSAL_RELATIONS = frozenset(
     {"decided_because", "because", "caused_by", "causes", "led_to", "reason", "motivated_by", "resulted_in", "due_to"}
 )
@@ -89,12 +72,11 @@ _RELATION_WORDS: dict[str, str] = {
     "plans": "plan",
     "married_to": "married wife husband spouse",
 }
-_MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-                "november", "december"]
-_EXTRA_STOP = frozenset(
-    "now currently still ever say said says tell much many does did do would could should has have had also "
-    "really before after then than just name kind type thing".split()
-    + _MONTH_NAMES
+# Words of a question that name no entity and no relation (on top of the stop words).
+_EXTRA_STOP = STOP_WORDS | frozenset(
+    "now currently still ever say said says tell much many would could should has have had also really before "
+    "after then than just name kind type thing".split()
+    + [m.lower() for m in MONTHS]
 )
 _HEDGED_QUESTION = re.compile(
     r"\b(maybe|might|plan|plans|planning|want|wants|wanted|hope|hopes|likely|unsure|uncertain|consider|considering|"
@@ -102,25 +84,14 @@ _HEDGED_QUESTION = re.compile(
     re.IGNORECASE,
 )
 _NOW = re.compile(r"\b(now|currently|these days|at the moment|at present|today|still)\b", re.IGNORECASE)
-_MONTHS = _MONTH_NAMES
-_MONTH_YEAR = re.compile(r"\b(" + "|".join(_MONTHS) + r")\s+(\d{4})\b", re.IGNORECASE)
+_MONTH_YEAR = re.compile(r"\b(?:" + "|".join(MONTHS) + r")\s+\d{4}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(19\d{2}|20\d{2})\b")
 _ISO_DAY = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
 
 
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
 def _stems(text: str) -> set[str]:
-    text = re.sub(r"'s\b", "", text.replace("_", " "))
-    return {_stem(t) for t in tokenize(text) if len(t) > 1 and t not in _EXTRA_STOP and not _YEAR.fullmatch(t)}
+    """Content stems of a text (an entity name, a relation gloss, a question), without years."""
+    return {s for s in content_stems(text.replace("_", " "), stop=_EXTRA_STOP) if not _YEAR.fullmatch(s)}
 
 
 def relation_gloss(relation: str) -> str:
@@ -156,8 +127,8 @@ def question_reference_time(question: str) -> str | None:
     if day:
         return day.group(1)
     month = _MONTH_YEAR.search(question)
-    if month:
-        return f"{month.group(2)}-{_MONTHS.index(month.group(1).lower()) + 1:02d}"
+    if month and (stated := parse_date(month.group(0))) is not None:
+        return stated.iso()
     year = _YEAR.search(question)
     if year:
         return year.group(1)
@@ -169,188 +140,6 @@ def question_reference_time(question: str) -> str | None:
 def asks_uncertain(question: str) -> bool:
     """Whether a question is about plans, hopes or guesses (then low-confidence facts are admissible)."""
     return bool(_HEDGED_QUESTION.search(question))
-
-
-def reference_window(reference: str | None, latest: datetime | None) -> tuple[datetime | None, datetime | None] | None:
-    """The ``[start, end)`` window a reference time means; ``now`` is the latest known time; ``None``: no filter."""
-    if not reference:
-        return None
-    text = reference.strip().lower()
-    if text == "now":
-        return (latest, None) if latest else None
-    start = parse_when(text)
-    if start is None:
-        return None
-    if re.fullmatch(r"\d{4}", text):
-        return start, datetime(start.year + 1, 1, 1)
-    if re.fullmatch(r"\d{4}-\d{2}", text):
-        return start, datetime(start.year + (start.month == 12), start.month % 12 + 1, 1)
-    return start, start + timedelta(days=1)
-
-
-# -- the fact index and paths ---------------------------------------------------------------------
-
-
-class FactIndex:
-    """Facts of a namespace indexed by head, tail and cited turn: the graph the beam search walks."""
-
-    def __init__(self, facts: Mapping[str, Fact]) -> None:
-        self.facts: dict[str, Fact] = dict(facts)
-        self.by_head: dict[str, list[Fact]] = {}
-        self.by_tail: dict[str, list[Fact]] = {}
-        self.by_turn: dict[str, list[Fact]] = {}
-        self.names: dict[str, str] = {}
-        for fact in sorted(self.facts.values(), key=lambda f: (f.valid_from or datetime.min, f.id)):
-            head, tail = entity_key(fact.head), entity_key(fact.tail)
-            self.by_head.setdefault(head, []).append(fact)
-            self.by_tail.setdefault(tail, []).append(fact)
-            self.names.setdefault(head, fact.head)
-            self.names.setdefault(tail, fact.tail)
-            for turn in fact.turn_ids:
-                self.by_turn.setdefault(turn, []).append(fact)
-
-    def __len__(self) -> int:
-        return len(self.facts)
-
-    def name(self, key: str) -> str:
-        return self.names.get(entity_key(key), key)
-
-    def resolve(self, name: str) -> str | None:
-        """The known entity key a name refers to (exact key, else a unique key containing it)."""
-        key = entity_key(name)
-        if key in self.names:
-            return key
-        containing = [k for k in self.names if re.search(rf"\b{re.escape(key)}\b", k)] if key else []
-        return containing[0] if len(containing) == 1 else None
-
-    def outgoing(self, entity: str) -> list[Fact]:
-        return list(self.by_head.get(entity_key(entity), []))
-
-    def incoming(self, entity: str) -> list[Fact]:
-        return list(self.by_tail.get(entity_key(entity), []))
-
-    def versions(self, fact: Fact) -> list[Fact]:
-        """Other versions of the same attribute (same head and relation), in time order."""
-        return [f for f in self.by_head.get(entity_key(fact.head), []) if f.relation == fact.relation and f.id != fact.id]
-
-    def sharing_turns(self, turn_ids: Sequence[str]) -> list[Fact]:
-        seen: dict[str, Fact] = {}
-        for turn in turn_ids:
-            for fact in self.by_turn.get(turn, []):
-                seen.setdefault(fact.id, fact)
-        return list(seen.values())
-
-    def related_entities(self, entity: str) -> list[str]:
-        """Hypernyms and hyponyms by name: keys that contain the entity's words, or share its head noun."""
-        key = entity_key(entity)
-        words = set(key.split())
-        if not words:
-            return []
-        last = key.split()[-1]
-        found = []
-        for other in self.names:
-            if other == key:
-                continue
-            other_words = other.split()
-            if words <= set(other_words) or set(other_words) <= words or (len(last) > 3 and other_words[-1] == last):
-                found.append(other)
-        return found
-
-    def entities(self) -> list[str]:
-        """Entity names, heads (the people and things facts are about) first, by number of facts."""
-        heads = sorted(self.by_head, key=lambda k: (-len(self.by_head[k]), k))
-        tails = sorted((k for k in self.by_tail if k not in self.by_head), key=lambda k: (-len(self.by_tail[k]), k))
-        return [self.names[k] for k in [*heads, *tails]]
-
-    def latest_time(self) -> datetime | None:
-        times = [t for f in self.facts.values() for t in (f.valid_from, f.valid_to) if t is not None]
-        return max(times) if times else None
-
-
-class FactPath(BaseModel):
-    """A chain of facts from a root entity; ``directions[i]`` says whether fact i was walked head->tail."""
-
-    id: str
-    root: str
-    intent: FactIntent = "FACT"
-    nodes: list[str]
-    fact_ids: list[str] = Field(default_factory=list)
-    directions: list[Literal["out", "in"]] = Field(default_factory=list)
-    hypothesis: str | None = None
-    similarity: float = 0.0
-    relevance: float | None = None
-    coherence: float | None = None
-    sufficiency: float | None = None
-    score: float | None = None
-    step: int = 0
-
-    @property
-    def end(self) -> str:
-        return self.nodes[-1]
-
-    @property
-    def depth(self) -> int:
-        return len(self.fact_ids)
-
-    @classmethod
-    def start(cls, root: str, intent: FactIntent) -> FactPath:
-        return cls(id=f"root-{stable_hash(entity_key(root), intent, length=8)}", root=root, intent=intent, nodes=[root])
-
-    def extend(self, fact: Fact, direction: Literal["out", "in"], *, hypothesis: str | None = None, step: int = 0) -> FactPath:
-        target = fact.tail if direction == "out" else fact.head
-        fact_ids = [*self.fact_ids, fact.id]
-        return FactPath(
-            id=f"path-{stable_hash(entity_key(self.root), self.intent, *fact_ids, length=10)}",
-            root=self.root,
-            intent=self.intent,
-            nodes=[*self.nodes, target],
-            fact_ids=fact_ids,
-            directions=[*self.directions, direction],
-            hypothesis=hypothesis or self.hypothesis,
-            step=step,
-        )
-
-    def passes(self, relevance_threshold: float, coherence_threshold: float) -> bool:
-        return (self.relevance or 0.0) >= relevance_threshold and (self.coherence or 0.0) >= coherence_threshold
-
-
-def path_text(path: FactPath, index: FactIndex) -> str:
-    """The path as one readable line: each fact with relation, validity interval and confidence."""
-    parts = [path.nodes[0]]
-    for fact_id, direction, previous, node in zip(path.fact_ids, path.directions, path.nodes, path.nodes[1:], strict=False):
-        fact = index.facts[fact_id]
-        near = fact.head if direction == "out" else fact.tail
-        if entity_key(near) != entity_key(previous):
-            parts.append(f"~ {near}")  # a repair hop through a related entity, not a stored edge
-        label = f"{fact.relation} {interval_text(fact)} conf {fact.confidence:.2f}"
-        parts.append(f"-[{label}]-> {node}" if direction == "out" else f"<-[{label}]- {node}")
-    return " ".join(parts)
-
-
-def render_paths(paths: Sequence[FactPath], index: FactIndex, labels: Sequence[str]) -> str:
-    lines = []
-    for label, path in zip(labels, paths, strict=True):
-        hypothesis = f" (repair: {path.hypothesis})" if path.hypothesis else ""
-        lines.append(f"{label}: {path_text(path, index)}{hypothesis}")
-    return "\n".join(lines)
-
-
-@dataclass
-class SearchFilter:
-    """Neighbour filter: time validity in the reference window, stable confidence, intent compatibility."""
-
-    window: tuple[datetime | None, datetime | None] | None = None
-    min_confidence: float = STABLE_CONFIDENCE
-    include_uncertain: bool = False
-
-    def admits(self, fact: Fact, intent: str, *, relax_time: bool = False, relax_intent: bool = False) -> bool:
-        if not self.include_uncertain and fact.confidence < self.min_confidence:
-            return False
-        if not relax_intent and fact.intent not in INTENT_COMPATIBILITY.get(intent, INTENT_COMPATIBILITY["FACT"]):
-            return False
-        if not relax_time and self.window is not None and not valid_during(fact, *self.window):
-            return False
-        return True
 
 
 # -- roots ---------------------------------------------------------------------------------------
@@ -434,7 +223,7 @@ def plan_roots(
 def _question_parts(question: str, index: FactIndex) -> tuple[set[str], set[str]]:
     """Question stems naming entities facts are about (heads: people, pets, places), and the other content stems."""
     stems = _stems(question)
-    entity_stems = {_stem(w) for key in index.by_head for w in tokenize(key)}
+    entity_stems = {s for key in index.by_head for s in content_stems(key)}
     named = {s for s in stems if s in entity_stems}
     return named, stems - named
 
@@ -655,7 +444,7 @@ def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex,
     """Read the answer off the best path: the fact that matches the question best, its far end (its date
     for "when", the reason for "why"); several values when top paths give the same kind of fact."""
     if not paths or not passing:
-        return PathAnswer(answer="Not mentioned in the conversation", path_ids=[])
+        return PathAnswer(answer=NO_ANSWER, path_ids=[])
     q = question.lower()
     _, content = _question_parts(question, index)
     best = paths[0]
@@ -678,7 +467,7 @@ def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex,
     values, used = [value], [best.id]
     wanted = _relation_stems(fact.relation) & content
     # "Which foods ..." asks for several values: similar-kind paths further down the ranking count too.
-    plural = any(len(w) > 3 and w.endswith("s") and not w.endswith("ss") and _stem(w) in content
+    plural = any(len(w) > 3 and w.endswith("s") and not w.endswith("ss") and stem(w) in content
                  for w in re.findall(r"[a-z]+", q))
     floor = (0.6 if plural else 0.8) * (best.score or 0)
     for path in paths[1:]:

@@ -5,7 +5,6 @@ Fallback (and no-LLM policy): extractive, the evidence sentence that best matche
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -13,14 +12,13 @@ from datetime import datetime
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
-from logicmap.memory.text import stem, tokenize
+from logicmap.memory.text import NO_ANSWER, best_sentence, content_stems, split_sentences
 from logicmap.memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
 from logicmap.prompts import respond as prompt
 from logicmap.prompts.respond import Answer
 
 __all__ = ["EvidenceText", "extractive_answer", "respond"]
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LEAD = re.compile(r"^(\[[^\]]*\]\s*|\([^)]*\)\s*)+")
 _TRAIL = re.compile(r"\s*\((?:\d{4}[-\d]*|undated)\)$")
 _SPEAKER = re.compile(r"^[A-Z][\w .'-]{0,30}:\s+")
@@ -38,62 +36,36 @@ class EvidenceText:
         return f"[{self.id}]{f' ({self.time})' if self.time else ''} {self.text}"
 
 
-def _words(text: str) -> set[str]:
-    """Stemmed content words; a lone letter (the "s" of "Maya's" or "That's") is not a word."""
-    return {stem(w) for w in tokenize(text) if len(w) > 1}
-
-
 def extractive_answer(question: str, evidence: Sequence[EvidenceText]) -> Answer:
-    """The evidence sentence whose words best match the question (idf-weighted); earlier evidence wins ties.
+    """The evidence sentence that best answers the question (``best_sentence``: idf-weighted shared words,
+    the speakers' names not counting); earlier evidence wins ties.
 
-    The speakers' names do not count as a match (they are in every greeting: "That's wonderful, Maya!"),
-    and a sentence that adds nothing to the question's words is unlikely to answer it. A "when" question
-    is answered with the date the sentence's time phrase means on the day its turn was said.
+    A "when" question is answered with the date the sentence's time phrase means on the day its turn was said.
     """
     lines = [_LEAD.sub("", line.strip()) for item in evidence for line in item.text.splitlines()]
-    speakers = {stem(w) for line in lines if (m := _SPEAKER.match(line)) for w in tokenize(m.group(0))}
-    asked = _words(question)
-    wanted = asked - speakers or asked
-    sentences: list[tuple[int, str, str, set[str], datetime | None]] = []
+    speakers = [m.group(0) for line in lines if (m := _SPEAKER.match(line))]
+    sentences: list[tuple[str, str, datetime | None]] = []
     seen: dict[str, int] = {}
-    for rank, item in enumerate(evidence):
+    for item in evidence:
         for line in item.text.splitlines():
             # The date a turn was said: its line's "(YYYY-MM-DD)", else the evidence item's time.
             said = _LINE_DATE.search(line)
             anchor = parse_timestamp(said.group(1) if said else (item.time or "")[:10])
-            for sentence in _SENTENCE.split(_SPEAKER.sub("", _LEAD.sub("", line.strip()))):
-                sentence = _TRAIL.sub("", _SPEAKER.sub("", sentence.strip()))
-                words = _words(sentence)
-                if not words:
+            for sentence in split_sentences(_SPEAKER.sub("", _LEAD.sub("", line.strip()))):
+                sentence = _TRAIL.sub("", _SPEAKER.sub("", sentence))
+                if not content_stems(sentence):
                     continue
                 if sentence in seen:  # a summary repeats its turns: keep one, dated by the turn's own line
                     if said:
                         i = seen[sentence]
-                        sentences[i] = (*sentences[i][:4], anchor)
+                        sentences[i] = (*sentences[i][:2], anchor)
                     continue
                 seen[sentence] = len(sentences)
-                sentences.append((rank, sentence, item.id, words, anchor))
-    if not sentences:
-        return Answer(answer="Not mentioned", cited_ids=[])
-    df: dict[str, int] = {}
-    for _, _, _, words, _ in sentences:
-        for w in words:
-            df[w] = df.get(w, 0) + 1
-    n = len(sentences)
-    best: tuple[float, int] | None = None
-    chosen = sentences[0]
-    for entry in sentences:
-        rank, sentence, _, words, _ = entry
-        score = sum(math.log(1 + n / df[w]) for w in wanted & words) / (len(words) ** 0.3)
-        if sentence.endswith("?"):  # a question in the evidence rarely answers the question asked
-            score *= 0.3
-        if not words - wanted:  # nothing the question does not already say: no answer in it
-            score *= 0.3
-        if best is None or (score, -rank) > best:
-            best, chosen = (score, -rank), entry
-    if best is None or best[0] == 0:
-        return Answer(answer="Not mentioned", cited_ids=[])
-    _, sentence, item_id, _, anchor = chosen
+                sentences.append((sentence, item.id, anchor))
+    best = best_sentence(question, [s for s, _, _ in sentences], ignore=speakers)
+    if best is None:
+        return Answer(answer=NO_ANSWER, cited_ids=[])
+    sentence, item_id, anchor = sentences[best]
     if _WHEN.search(question):  # "yesterday", said on 8 May 2023, answers "When ...?" with 7 May 2023
         for phrase in find_time_phrases(sentence):
             resolved = resolve_relative(phrase, anchor)

@@ -12,9 +12,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from nltk.stem import PorterStemmer
 from pydantic import BaseModel
-
-from logicmap.evals.porter import porter_stem
 
 __all__ = [
     "ADVERSARIAL_CATEGORY",
@@ -41,6 +40,7 @@ _ARTICLES = re.compile(r"\b(a|an|the|and)\b")
 _ABSTAIN = ("no information available", "not mentioned")
 _WORD = re.compile(r"\w+|[^\w\s]")
 _EVIDENCE_SPLIT = re.compile(r"[;,\s]+")
+_PORTER = PorterStemmer()  # LoCoMo's scorer: nltk.stem.PorterStemmer(), default mode
 
 
 def locomo_category(category: Any) -> int | None:
@@ -71,8 +71,8 @@ def normalize_answer(text: str) -> str:
 
 
 def stem_tokens(text: str) -> list[str]:
-    """Normalized, Porter-stemmed tokens of ``text``."""
-    return [porter_stem(word) for word in normalize_answer(text).split()]
+    """Normalized tokens of ``text``, stemmed by NLTK's Porter stemmer as LoCoMo's scorer does."""
+    return [_PORTER.stem(word) for word in normalize_answer(text).split()]
 
 
 def f1_score(prediction: str, gold: str) -> float:

@@ -75,6 +75,7 @@ from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.text import is_no_answer
 from logicmap.prompts import chat as prompt
 from logicmap.prompts.chat import ChatReply
 
@@ -270,7 +271,7 @@ def extractive_reply(message: str, recall: dict[str, Any] | None) -> ChatReply:
     """The reply without a chat model: memory's answer to a question, an acknowledgement of a statement."""
     answer = (recall or {}).get("answer") or ""
     if _is_question(message):
-        if answer and answer.strip().lower() != "not in memory":
+        if not is_no_answer(answer):
             return ChatReply(reply=f"From memory: {answer}", used_memory_ids=list((recall or {}).get("cited", [])))
         return ChatReply(reply=NOTHING_RECALLED)
     return ChatReply(reply="Noted, I'll remember that.")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from logicmap.agents.cue_extractor import extract_session_cues, links_from_extraction
 from logicmap.graphs.enrich import Enrichment, EnrichRequest
-from logicmap.memory.cues import build_cue_layer
+from logicmap.memory.cue_extraction import build_cue_layer
 
 __all__ = ["enrich"]
 

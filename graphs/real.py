@@ -17,18 +17,13 @@ from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
 from logicmap.agents.real import (
-    FactIndex,
-    FactPath,
-    SearchFilter,
     answer_from_paths,
     cosine_to,
     evaluate_paths,
     heuristic_answer,
     heuristic_roots,
     heuristic_scores,
-    path_text,
     plan_roots,
-    reference_window,
     relation_gloss,
     repair_candidates,
 )
@@ -43,6 +38,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.tracing import invoke_strategy
+from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
 from logicmap.memory.facts import entity_key, interval_text, parse_when, when_text
 from logicmap.memory.records import Fact
 from logicmap.memory.store import NamespaceSnapshot

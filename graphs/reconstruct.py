@@ -34,11 +34,11 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
-from logicmap.memory.cues import ASPECTS, CueIndex, resolve_aspects, split_sentences
+from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
+from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.records import Cue, validate_namespace
-from logicmap.memory.retrieval import BM25Index
 from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import stem, tokenize
+from logicmap.memory.text import NO_ANSWER, sentence_scores, split_sentences, tokenize
 from logicmap.memory.timeparse import date_text
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
@@ -65,7 +65,6 @@ __all__ = [
     "take_answer",
 ]
 
-NOT_IN_MEMORY = "not in memory"
 _TEMPORAL_WORDS = ("when", "what date", "what time", "how long ago", "which day", "which month", "which year")
 
 
@@ -196,7 +195,7 @@ def _rank_events(messages: list[BaseMessage], active: list[EvidenceItem]) -> lis
     return sorted(scores, key=lambda e: -scores[e])
 
 
-_FILLER = frozenset("now then still also just really ever ago say said tell told".split())
+_FILLER = ("now", "then", "still", "also", "just", "really", "ever", "ago", "say", "said", "tell", "told")
 
 
 def _words_of(text: str) -> list[str]:
@@ -208,7 +207,7 @@ def extractive_answer(
     cues: list[str] | None = None,
 ) -> ReconstructedAnswer:
     """The no-LLM answer: the sentences of the best-matching turn among the active set, with its event's date
-    for "when" questions. ``not in memory`` when nothing in the active set shares a word with the question."""
+    for "when" questions. ``NO_ANSWER`` when nothing in the active set shares a word with the question."""
     ranked = ranked_events or [i.id for i in active if i.kind == "event"]
     event_rank = {eid: r for r, eid in enumerate(ranked)}
     turn_event: dict[str, str] = {}
@@ -231,14 +230,13 @@ def extractive_answer(
             if not sentence.rstrip().endswith("?") and " ".join(tokenize(sentence)) != asked:
                 candidates.append((tid, index, sentence))
     if not candidates:
-        return ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.0)
+        return ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     # Names of the people talking are in most greetings ("Hi Leo!"); they say nothing about the answer.
-    people = {w for p in CueIndex.of(snapshot).known_people() for w in tokenize(p)}
-    content_words = " ".join(stem(w) for w in tokenize(question)
-                             if w not in people and w not in _FILLER and len(w) > 1) or question
+    names = CueIndex.of(snapshot).known_people()
+    people = {w for p in names for w in tokenize(p)}
     # "Where does Maya live?" is about her home: sentences with home words ("flat", "moved") get a share.
     aspect_words = [ASPECTS[a] for a in resolve_aspects(question) if a in ASPECTS]
-    scores = BM25Index([" ".join(stem(w) for w in tokenize(s) if len(w) > 1) for _, _, s in candidates]).scores(content_words)
+    scores = sentence_scores(question, [s for _, _, s in candidates], ignore=[*names, *_FILLER])
     cue_words = [words for words in (set(tokenize(c)) for c in (cues or [])) if words and not words <= people]
     best_turn, best_score = None, 0.0
     per_turn: dict[str, list[tuple[int, str, float]]] = {}
@@ -255,7 +253,7 @@ def extractive_answer(
         if turn_score > best_score:
             best_turn, best_score = tid, turn_score
     if best_turn is None or best_score <= 0:
-        return ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.05)
+        return ReconstructedAnswer(answer=NO_ANSWER, confidence=0.05)
     chosen = sorted((s for s in per_turn[best_turn] if s[2] > 0), key=lambda s: -s[2])[:2]
     text = " ".join(s[1] for s in sorted(chosen))
     event_id = turn_event.get(best_turn) or None
@@ -583,7 +581,7 @@ def answer(
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
-    result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NOT_IN_MEMORY, confidence=0.0)
+    result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     cited: list[EvidenceItem] = []
     for eid in result.cited_event_ids:
         if eid in snapshot.events:

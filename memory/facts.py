@@ -8,11 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import datetime
 from typing import Any, Literal
 
 from logicmap.memory.records import DatePrecision, Fact, FactIntent, stable_hash
-from logicmap.memory.timeparse import parse_timestamp
+from logicmap.memory.timeparse import parse_date
 
 __all__ = [
     "ASSERTED_CONFIDENCE",
@@ -196,30 +196,16 @@ def combine_confidence(old: float, new: float) -> float:
 
 
 def parse_when(value: Any) -> datetime | None:
-    """A datetime from a datetime, a date, ``YYYY``, ``YYYY-MM``, ``YYYY-MM-DD`` or a session timestamp."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, datetime):
-        return value.replace(tzinfo=None)
-    if isinstance(value, date):
-        return datetime(value.year, value.month, value.day)
-    text = str(value).strip()
-    if re.fullmatch(r"\d{4}", text):
-        return datetime(int(text), 1, 1)
-    if re.fullmatch(r"\d{4}-\d{2}", text):
-        year, month = text.split("-")
-        return datetime(int(year), int(month), 1)
-    return parse_timestamp(text)
+    """The first moment of a date as stated (a datetime, a date, ``YYYY``, ``YYYY-MM``, ``May 2023``, a
+    session timestamp; ``timeparse.parse_date``), else ``None``."""
+    parsed = parse_date(value)
+    return parsed.start if parsed is not None else None
 
 
 def when_precision(value: Any) -> DatePrecision:
-    """How much of a date ``value`` states: ``YYYY`` a year, ``YYYY-MM`` a month, anything else a day."""
-    text = str(value).strip() if isinstance(value, str) else ""
-    if re.fullmatch(r"\d{4}", text):
-        return "year"
-    if re.fullmatch(r"\d{4}-\d{2}", text):
-        return "month"
-    return "day"
+    """How much of a date ``value`` states: ``2023`` a year, ``2023-05`` or ``May 2023`` a month, else a day."""
+    parsed = parse_date(value) if isinstance(value, str) else None
+    return parsed.precision if parsed is not None else "day"
 
 
 def make_fact(

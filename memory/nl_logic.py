@@ -73,14 +73,16 @@ class TypeMismatch(UnificationError):
 
 
 def normalize_type(type_name: str | None) -> str | None:
-    """Lowercase words, a plural ``s`` dropped from the last word: ``Drinks`` -> ``drink``."""
+    """Lowercase words, the last one singular: ``Drinks`` -> ``drink``, ``hobbies`` -> ``hobby``."""
     if type_name is None:
         return None
     words = re.findall(r"[a-z0-9]+", type_name.lower())
     if not words:
         return None
     last = words[-1]
-    if len(last) > 3 and last.endswith("s") and not last.endswith("ss"):
+    if len(last) > 3 and last.endswith("ies"):
+        last = last[:-3] + "y"
+    elif len(last) > 3 and last.endswith("s") and not last.endswith("ss"):
         last = last[:-1]
     return " ".join([*words[:-1], last])
 

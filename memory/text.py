@@ -1,13 +1,40 @@
-"""Word tokens for lexical matching (BM25, the hashing embedder, extractive answers).
+"""The one text toolkit: tokens, stems, stop words, sentences, and the sentence that best answers a question.
 
-Lowercased, stop words dropped, a light plural strip; the same everywhere so scores agree.
+BM25, the hashing embedder, the roles' no-LLM fallbacks and the cue layer all read text through here, so
+their scores agree. ``tokenize`` (BM25 and the hashing embedder) keeps its light plural strip; everything
+that compares words across inflections uses ``stem``: NLTK's Porter stemmer (the one LoCoMo's scorer
+uses) after a small table of irregular verb forms Porter cannot know (``went`` -> ``go``).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
-__all__ = ["STOP_WORDS", "query_readings", "stem", "tokenize", "without_names"]
+from nltk.stem import PorterStemmer
+
+__all__ = [
+    "FUNCTION_WORDS",
+    "NO_ANSWER",
+    "STOP_WORDS",
+    "best_sentence",
+    "content_stems",
+    "is_no_answer",
+    "query_readings",
+    "sentence_scores",
+    "singular",
+    "split_sentences",
+    "stem",
+    "tokenize",
+    "without_names",
+]
+
+NO_ANSWER = "Not mentioned in the conversation"
+"""What a no-LLM answerer says when the text it was given does not answer the question (LoCoMo's own
+phrase for an unanswerable question, which its scorer counts as abstaining)."""
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 STOP_WORDS = frozenset(
@@ -15,28 +42,97 @@ STOP_WORDS = frozenset(
     "my your his her our their me him them do did does so but if as by from about what which who when where "
     "why how".split()
 )
+"""Words BM25 and the hashing embedder leave out."""
+FUNCTION_WORDS = STOP_WORDS | frozenset(
+    "am these those us whom whose there here then than just also very really too not no yes oh hey hi would "
+    "could should will can may might shall".split()
+)
+"""``STOP_WORDS`` plus the other words that carry no content in a question or a memory (auxiliaries,
+demonstratives, interjections)."""
+_IRREGULAR = {
+    "had": "have", "has": "have", "went": "go", "gone": "go", "ate": "eat", "eaten": "eat", "drank": "drink",
+    "drunk": "drink", "ran": "run", "got": "get", "made": "make", "bought": "buy", "saw": "see", "seen": "see",
+    "took": "take", "taken": "take", "met": "meet", "told": "tell", "said": "say", "felt": "feel", "left": "leave",
+    "came": "come", "gave": "give", "found": "find", "began": "begin", "kept": "keep", "thought": "think",
+    "brought": "bring",
+}
+_PORTER = PorterStemmer()  # NLTK_EXTENSIONS mode, as LoCoMo's scorer runs it
+_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'A-ZÀ-Þ0-9])")
+_ANSWER_KIND = re.compile(r"\b(?:what|which)\s+([a-z]+)", re.IGNORECASE)
+_ABSTAIN = re.compile(r"^\W*(?:not mentioned|not in memory|i don'?t know|no information available)\b", re.IGNORECASE)
+
+
+def singular(word: str) -> str:
+    """The light plural strip: ``tarts`` -> ``tart``; words of four letters or fewer and ``-ss`` words stay."""
+    if len(word) > 4 and word.endswith("s") and not word.endswith("ss"):
+        return word[:-1]
+    return word
 
 
 def tokenize(text: str) -> list[str]:
-    """Lowercased word tokens without stop words, with a light plural/suffix strip."""
-    tokens = []
-    for tok in _TOKEN.findall(text.lower()):
-        if tok in STOP_WORDS:
-            continue
-        if len(tok) > 4 and tok.endswith("s") and not tok.endswith("ss"):
-            tok = tok[:-1]
-        tokens.append(tok)
-    return tokens
+    """Lowercased word tokens without stop words, with the light plural strip (BM25, the hashing embedder)."""
+    return [singular(tok) for tok in _TOKEN.findall(text.lower()) if tok not in STOP_WORDS]
 
 
-
-
+@lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """A crude suffix strip so "finish" meets "finished", "name" meets "named" and "moving" meets "move"."""
-    for suffix in ("ing", "ed", "es"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)].rstrip("e")
-    return word.rstrip("e") if len(word) > 3 else word
+    """The word's stem: irregular verb forms to their base (``went`` -> ``go``), then NLTK's Porter stemmer
+    (``visited`` -> ``visit``, ``cafes`` -> ``cafe``, ``moving`` -> ``move``); a possessive ``'s`` goes first."""
+    lowered = word.lower().strip("'").removesuffix("'s")
+    return _PORTER.stem(_IRREGULAR.get(lowered, lowered))
+
+
+def content_stems(text: str, *, stop: frozenset[str] = STOP_WORDS) -> list[str]:
+    """Stems of the content words of a text, in order: words of two characters or more not in ``stop``
+    (the "s" of "Maya's" is no word)."""
+    return [stem(w) for w in _TOKEN.findall(text.lower()) if len(w) > 1 and w not in stop]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a text (split after . ! ? followed by a capital, a quote or a digit), stripped, non-empty."""
+    return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
+
+
+def sentence_scores(question: str, sentences: Sequence[str], *, ignore: Iterable[str] = ()) -> list[float]:
+    """How well each sentence answers ``question`` (0.0: it shares no content word with it).
+
+    Shared content stems weigh by their idf over ``sentences`` and a long sentence is mildly penalised; a
+    question ("...?") or a sentence that adds nothing to the question's words rarely answers it. The words
+    of ``ignore`` (the speakers' names: they are in every greeting) do not count as a match, and the kind
+    of answer asked for ("drink" in "What drink ...?") counts half: the sentence that answers often leaves
+    it unsaid ("I had an iced matcha latte").
+    """
+    asked = set(content_stems(question))
+    wanted = asked - set(content_stems(" ".join(ignore))) or asked
+    kind = _ANSWER_KIND.search(question)
+    half = set(content_stems(kind.group(1))) if kind else set()
+    bags = [set(content_stems(s)) for s in sentences]
+    df = Counter(w for bag in bags for w in bag)
+    n = sum(1 for bag in bags if bag)
+    scores = []
+    for sentence, words in zip(sentences, bags, strict=True):
+        score = sum(math.log(1 + n / df[w]) * (0.5 if w in half else 1.0) for w in wanted & words)
+        score /= max(len(words), 1) ** 0.3
+        if sentence.rstrip().endswith("?"):
+            score *= 0.3
+        if not words - wanted:
+            score *= 0.3
+        scores.append(score)
+    return scores
+
+
+def best_sentence(question: str, sentences: Sequence[str], *, ignore: Iterable[str] = ()) -> int | None:
+    """The index of the sentence that best answers ``question`` (``sentence_scores``; the earlier sentence
+    wins a tie), or ``None`` when none shares a content word with it."""
+    scores = sentence_scores(question, sentences, ignore=ignore)
+    best = max(range(len(scores)), key=lambda i: (scores[i], -i), default=None)
+    return best if best is not None and scores[best] > 0 else None
+
+
+def is_no_answer(answer: str | None) -> bool:
+    """Whether an answer is empty or says memory does not know: it opens with ``NO_ANSWER`` or another
+    abstaining phrase ("not in memory", "I don't know", "no information available")."""
+    return not (answer or "").strip() or bool(_ABSTAIN.search(answer or ""))
 
 
 def without_names(text: str) -> str:

@@ -1,14 +1,34 @@
-"""Session timestamps and relative time phrases resolved to absolute dates.
+"""Dates: absolute dates at the precision they were stated, and relative time phrases resolved to them.
 
-"last year" said on 8 May 2023 becomes ``2022``; "two weeks ago" becomes ``2023-04-24``.
+Absolute dates ("1:56 pm on 8 May, 2023", "2023/05/20 (Sat) 02:21", "May 2023", "2023-05", "2023") are
+read by python-dateutil; this module only adds what it does not do: the precision a date was stated at
+(a year, a month, a day) and relative phrases, kept at their own precision: "last year" said on 8 May
+2023 becomes ``2022``, "two months ago" ``2023-03`` and "two weeks ago" ``2023-04-24``.
 """
 
 from __future__ import annotations
 
 import re
 from datetime import date, datetime, timedelta
+from typing import Any, NamedTuple
 
-__all__ = ["date_text", "find_time_phrases", "parse_timestamp", "resolve_relative"]
+from dateutil import parser as _dateutil
+
+from logicmap.memory.records import DatePrecision
+
+__all__ = [
+    "MONTHS",
+    "PartialDate",
+    "date_text",
+    "find_time_phrases",
+    "parse_date",
+    "parse_timestamp",
+    "resolve_relative",
+]
+
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
+          "November", "December")
+"""The month names, January first: the one month table (regexes over month names derive from it)."""
 
 _NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
@@ -16,8 +36,6 @@ _NUMBERS = {
     "few": 3, "couple of": 2, "several": 3,
 }
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_MONTHS = ["january", "february", "march", "april", "may", "june", "july", "august", "september",
-           "october", "november", "december"]
 _NUM = r"(\d+|a couple of|couple of|a few|few|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
 _UNIT = r"(day|week|month|year|weekend)s?"
 
@@ -31,36 +49,68 @@ _PATTERNS = [
 ]
 _PHRASE_RE = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
 
-_TIMESTAMP_FORMATS = [
-    "%I:%M %p on %d %B, %Y",  # LoCoMo: 1:56 pm on 8 May, 2023
-    "%I:%M %p on %d %b, %Y",
-    "%Y/%m/%d (%a) %H:%M",  # LongMemEval: 2023/05/20 (Sat) 02:21
-    "%Y/%m/%d %H:%M",
-    "%Y-%m-%d %H:%M:%S",
-    "%Y-%m-%dT%H:%M:%S",
-    "%Y-%m-%d %H:%M",
-    "%Y-%m-%d",
-    "%d %B %Y",
-    "%d %B, %Y",
-    "%B %d, %Y",
-]
+_WEEKDAY_NOTE = re.compile(r"\((?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?\)", re.IGNORECASE)  # LongMemEval's "(Sat)"
+# Two defaults that differ in every field: a field dateutil fills from the default was not stated.
+_DEFAULTS = (datetime(1, 1, 1), datetime(2, 2, 2))
+
+
+class PartialDate(NamedTuple):
+    """An absolute date as precise as it was stated: its first moment and ``year``, ``month`` or ``day``."""
+
+    start: datetime
+    precision: DatePrecision
+
+    @property
+    def end(self) -> datetime:
+        """The first moment after the stated period (exclusive end)."""
+        if self.precision == "year":
+            return datetime(self.start.year + 1, 1, 1)
+        if self.precision == "month":
+            return datetime(self.start.year + (self.start.month == 12), self.start.month % 12 + 1, 1)
+        return datetime(self.start.year, self.start.month, self.start.day) + timedelta(days=1)
+
+    @property
+    def last_day(self) -> date:
+        """The last day of the stated period."""
+        return (self.end - timedelta(days=1)).date()
+
+    def iso(self) -> str:
+        """``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``: the date at its precision."""
+        return self.start.strftime({"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d"}[self.precision])
+
+
+def parse_date(value: Any) -> PartialDate | None:
+    """An absolute date with the precision it states: a datetime or date (a day), or a text such as
+    ``2023``, ``2023-05``, ``May 2023``, ``8 May 2023`` or a session timestamp. ``None`` when it is not a
+    date with a year (relative phrases are ``resolve_relative``'s)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return PartialDate(value.replace(tzinfo=None), "day")
+    if isinstance(value, date):
+        return PartialDate(datetime(value.year, value.month, value.day), "day")
+    text = _WEEKDAY_NOTE.sub(" ", re.sub(r"\s+", " ", str(value).strip()))
+    if not re.search(r"\d{4}", text):  # every absolute date states its year
+        return None
+    try:
+        first, second = (_dateutil.parse(text, default=d).replace(tzinfo=None) for d in _DEFAULTS)
+    except (ValueError, OverflowError):
+        return None
+    if first.year != second.year:
+        return None
+    if first.month != second.month:
+        return PartialDate(datetime(first.year, 1, 1), "year")
+    if first.day != second.day:
+        return PartialDate(datetime(first.year, first.month, 1), "month")
+    return PartialDate(first, "day")
 
 
 def parse_timestamp(text: str | None) -> datetime | None:
-    """Parse a session timestamp in the LoCoMo, LongMemEval or ISO forms; ``None`` if it is none of them."""
+    """A session timestamp (LoCoMo, LongMemEval or ISO forms, any text that states a day); ``None`` otherwise."""
     if not text or not isinstance(text, str):
         return None
-    cleaned = re.sub(r"\s+", " ", text.strip())
-    try:
-        return datetime.fromisoformat(cleaned.replace("Z", "+00:00")).replace(tzinfo=None)
-    except ValueError:
-        pass
-    for fmt in _TIMESTAMP_FORMATS:
-        try:
-            return datetime.strptime(cleaned, fmt)
-        except ValueError:
-            continue
-    return None
+    parsed = parse_date(text)
+    return parsed.start if parsed is not None and parsed.precision == "day" else None
 
 
 def find_time_phrases(text: str) -> list[str]:
@@ -82,13 +132,13 @@ def _shift_months(day: date, months: int) -> date:
 def resolve_relative(phrase: str, anchor: datetime | date | None) -> str | None:
     """The absolute date (``YYYY-MM-DD``, ``YYYY-MM`` or ``YYYY``) a relative phrase means at ``anchor``.
 
-    Absolute dates inside the phrase ("8 May 2023") are returned as they are; unknown phrases give ``None``.
+    Absolute dates ("8 May 2023", "May 2023") are returned at their own precision; unknown phrases give ``None``.
     """
     if not phrase:
         return None
-    absolute = parse_timestamp(phrase)
+    absolute = parse_date(phrase)
     if absolute is not None:
-        return absolute.date().isoformat()
+        return absolute.iso()
     if anchor is None:
         return None
     today = anchor.date() if isinstance(anchor, datetime) else anchor
@@ -153,5 +203,5 @@ def date_text(moment: date | datetime | str, precision: str = "day") -> str:
         moment = date(parts[0], parts[1] if len(parts) > 1 else 1, parts[2] if len(parts) > 2 else 1)
     if precision == "year":
         return str(moment.year)
-    month = f"{_MONTHS[moment.month - 1].capitalize()} {moment.year}"
+    month = f"{MONTHS[moment.month - 1]} {moment.year}"
     return month if precision == "month" else f"{moment.day} {month}"

@@ -7,7 +7,6 @@ ToolMessage the model can read; configuration errors (``MemoryToolConfigError``)
 from __future__ import annotations
 
 import asyncio
-import calendar
 import difflib
 import inspect
 import logging
@@ -23,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
-from logicmap.memory.timeparse import parse_timestamp
+from logicmap.memory.timeparse import parse_date
 
 __all__ = [
     "MemoryAccess",
@@ -141,36 +140,12 @@ def event_line(event: Event, snapshot: NamespaceSnapshot | None = None, limit: i
     return f"{event.id} ({when}{where}; turns {', '.join(event.turn_ids)}): {_clip(event.summary, limit)}"
 
 
-_PARTIAL_DATE = re.compile(r"^(\d{4})(?:-(\d{1,2})(?:-(\d{1,2}))?)?$")
-_MONTH_YEAR = re.compile(r"^([A-Za-z]+)\.?,?\s+(\d{4})$")
-_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
-_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
-
-
 def parse_date_bound(text: str, *, end: bool) -> date:
     """A date from YYYY-MM-DD, YYYY-MM, YYYY, 'May 2023' or a full date; a partial date is its first
     (``end=False``) or last (``end=True``) day. Raises ``ToolArgumentError`` with the accepted forms."""
-    value = (text or "").strip()
-    match = _PARTIAL_DATE.match(value)
-    try:
-        if match:
-            year = int(match.group(1))
-            month = int(match.group(2)) if match.group(2) else None
-            day = int(match.group(3)) if match.group(3) else None
-            if month is None:
-                return date(year, 12, 31) if end else date(year, 1, 1)
-            if day is None:
-                return date(year, month, calendar.monthrange(year, month)[1]) if end else date(year, month, 1)
-            return date(year, month, day)
-        match = _MONTH_YEAR.match(value)
-        if match and match.group(1).lower() in _MONTHS:
-            year, month = int(match.group(2)), _MONTHS[match.group(1).lower()]
-            return date(year, month, calendar.monthrange(year, month)[1]) if end else date(year, month, 1)
-    except ValueError:
-        pass
-    parsed = parse_timestamp(value)
+    parsed = parse_date((text or "").strip())
     if parsed is not None:
-        return parsed.date()
+        return parsed.last_day if end else parsed.start.date()
     raise ToolArgumentError(
         f"Could not read {text!r} as a date. Use YYYY-MM-DD, YYYY-MM or YYYY (for example '2023-05' for "
         "May 2023, or '2023-05-08'), then call again."

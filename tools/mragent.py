@@ -10,7 +10,7 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from logicmap.memory.cues import CueIndex, PersonalFact
+from logicmap.memory.cue_index import CueIndex, PersonalFact
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.store import MemoryStore
 from logicmap.tools.common import (

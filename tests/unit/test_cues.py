@@ -9,18 +9,15 @@ import pytest
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.enrich import EnrichRequest
 from logicmap.graphs.ingest_cues import enrich
-from logicmap.memory.cues import (
-    CueIndex,
+from logicmap.memory.cue_extraction import (
     build_cue_layer,
-    cue_id,
     detect_aspects,
     extract_cues,
     extract_personal_facts,
-    fact_source_turn,
-    normalize_cue,
-    personal_fact_id,
     resolve_aspects,
 )
+from logicmap.memory.cue_index import CueIndex
+from logicmap.memory.cues import cue_id, fact_source_turn, normalize_cue, personal_fact_id
 from logicmap.memory.loaders import RawTurn, Session
 from logicmap.memory.records import Event, Turn
 

@@ -12,6 +12,7 @@ from logicmap.agents.goalmem_forward import extractive_answer
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.forward import FORWARD_STRATEGIES, answer_react, answer_reflect, answer_reformulate
 from logicmap.graphs.resources import Resources
+from logicmap.memory.text import NO_ANSWER
 from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
 
 QUESTION = "What drink did Maya have at the cafe she visited?"
@@ -113,5 +114,5 @@ def test_extractive_answer_and_strategy_names() -> None:
                 ("D2:4", "Maya: At the Blue Finch I had an iced matcha latte. It was the best drink.", None)]
     extracted = extractive_answer("What drink did Maya have?", memories)
     assert extracted.cited == ["D2:4"] and "matcha" in extracted.answer
-    assert extractive_answer("Quantum chromodynamics?", memories).answer == "I don't know"
+    assert extractive_answer("Quantum chromodynamics?", memories).answer == NO_ANSWER
     assert set(FORWARD_STRATEGIES) == {"forward_reformulate", "forward_reflect", "forward_react"}

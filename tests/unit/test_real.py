@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 import pytest
 from langchain_core.messages import BaseMessage
 
-from logicmap.agents.real import FactIndex, FactPath, SearchFilter, heuristic_roots, reference_window
+from logicmap.agents.real import heuristic_roots
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.real import RealContext, answer, graph
+from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, reference_window
 from logicmap.memory.facts import apply_fact_updates, fact_text, make_fact
 from logicmap.memory.records import Fact
 from logicmap.memory.store import ChangeSet, UnknownNamespaceError

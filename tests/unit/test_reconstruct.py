@@ -13,6 +13,7 @@ from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph, extractive_answer
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.result import EvidenceItem
+from logicmap.memory.text import NO_ANSWER
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 NS = "sample"
@@ -134,7 +135,7 @@ def test_a_failing_model_still_gets_an_answer(ingested_sample) -> None:  # noqa:
 
 def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested_sample) -> None:  # noqa: ANN001
     snapshot = ingested_sample.store.snapshot(NS)
-    assert extractive_answer("What is the capital of Peru?", [], snapshot).answer == "not in memory"
+    assert extractive_answer("What is the capital of Peru?", [], snapshot).answer == NO_ANSWER
     item = EvidenceItem(kind="turn", id="D1:6", text="", turn_ids=["D1:6"])
     found = extractive_answer("Which food is Leo's favourite?", [item], snapshot)
     assert "Sushi" in found.answer and found.cited_turn_ids == ["D1:6"] and 0 < found.confidence < 1

@@ -46,3 +46,15 @@ def test_date_text_says_a_date_at_its_precision() -> None:
     assert date_text("2023-05-07") == "7 May 2023" and date_text("2023-04") == "April 2023" and date_text("2023") == "2023"
     assert date_text(datetime(2023, 4, 1), "month") == "April 2023" and date_text(date(2023, 2, 9)) == "9 February 2023"
     assert date_text("late April") == "late April"  # not a date it can read: left as given
+
+
+def test_absolute_dates_keep_their_stated_precision() -> None:
+    from datetime import date
+
+    from logicmap.memory.timeparse import parse_date
+
+    assert parse_date("May 2023").iso() == "2023-05" and parse_date("2023").iso() == "2023"
+    assert parse_date("8 May, 2023").iso() == "2023-05-08" and parse_date("2023-5").precision == "month"
+    assert parse_date("Feb 2024").last_day == date(2024, 2, 29) and parse_date("2023").last_day == date(2023, 12, 31)
+    assert parse_date("May") is None and parse_date("last week") is None and parse_date("") is None
+    assert resolve_relative("May 2023", ANCHOR) == "2023-05"
