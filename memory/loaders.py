@@ -380,19 +380,16 @@ class _IdRegistry:
         self.slugs[slug] = (conversation_id, index)
 
 
-def _finish(conv: Conversation, path: Path) -> Conversation:
+def _finish(conv: Conversation, record: _Record) -> Conversation:
     """Checks shared by every format: non-empty, unique dia ids, sessions in time order."""
     if not conv.sessions or conv.turn_count == 0:
-        raise DataFormatError(path, conv.conversation_id, "sessions", "the conversation has no turns")
+        raise record.error("sessions", "the conversation has no turns")
     seen: dict[str, str] = {}
     for session in conv.sessions:
         for turn in session.turns:
             if turn.dia_id in seen:
-                raise DataFormatError(
-                    path,
-                    f"{conv.conversation_id} {session.session_id}",
-                    "dia_id",
-                    f"duplicate dia id {turn.dia_id!r} (also in {seen[turn.dia_id]})",
+                raise record.at(session.session_id).error(
+                    "dia_id", f"duplicate dia id {turn.dia_id!r} (also in {seen[turn.dia_id]})"
                 )
             seen[turn.dia_id] = session.session_id
     stamped = [s for s in conv.sessions if s.timestamp is not None]
@@ -490,7 +487,7 @@ def _locomo_sample(sample: Any, n: int, path: Path, ids: _IdRegistry) -> Convers
     sessions = [s for number in _locomo_session_numbers(conv, record) if (s := _locomo_session(conv, number, record))]
     qa = _locomo_qa(sample, sample_id, record)
     return _finish(
-        Conversation(conversation_id=sample_id, speakers=[s for s in speakers if s], sessions=sessions, qa=qa), path
+        Conversation(conversation_id=sample_id, speakers=[s for s in speakers if s], sessions=sessions, qa=qa), record
     )
 
 
@@ -568,7 +565,7 @@ def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conver
     )
     return _finish(
         Conversation(conversation_id=qid, speakers=["user", "assistant"], sessions=sessions, qa=[qa], source_format="longmemeval"),
-        path,
+        record,
     )
 
 
@@ -625,7 +622,8 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
         stamp = _Record(path, f"session {sid}").timestamp(stamp_text, "timestamp")
         sessions.append(Session(session_id=f"S{s_index}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
     speakers = sorted({t.speaker for s in sessions for t in s.turns})
-    return [_finish(Conversation(conversation_id=conversation_id, speakers=speakers, sessions=sessions, source_format="jsonl"), path)]
+    conversation = Conversation(conversation_id=conversation_id, speakers=speakers, sessions=sessions, source_format="jsonl")
+    return [_finish(conversation, _Record(path, f"conversation {conversation_id!r}"))]
 
 
 def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmemeval", "jsonl"] = "auto") -> list[Conversation]:
