@@ -179,8 +179,8 @@ def _kind_name(value: Any) -> str:
 
 
 def _line_column(text: str, pos: int) -> str:
-    line = text.count("\n", 0, pos) + 1
-    return f"line {line} column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
+    line, column = text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+    return f"line {line} column {column}"
 
 
 def _locate(text: str, end: int, *, unit: str, max_depth: int | None = None) -> tuple[str, str, int]:
@@ -194,7 +194,7 @@ def _locate(text: str, end: int, *, unit: str, max_depth: int | None = None) -> 
     for match in _JSON_TOKEN.finditer(text, 0, end):
         token = match.group()
         if token[0] == '"':
-            last_string = token[1:-1] if token.endswith('"') and len(token) > 1 else token[1:]
+            last_string = (token[1:-1] if token.endswith('"') and len(token) > 1 else token[1:])[:40]
         elif token in "[{":
             stack.append(["list", 0] if token == "[" else ["object", None])
             if max_depth is not None and len(stack) > max_depth:
