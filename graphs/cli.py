@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +16,7 @@ from typing import Any
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import DataFormatError, load_conversations
+from logicmap.memory.loaders import DataFormatError, conversation_namespace, load_conversations
 from logicmap.memory.store import StoreLockedError, UnknownNamespaceError
 
 __all__ = [
@@ -51,9 +50,7 @@ def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
 
 
 def _namespace_for(base: str, conversation_id: str, many: bool) -> str:
-    if not many:
-        return base
-    return f"{base}.{re.sub(r'[^A-Za-z0-9_.:@-]+', '-', conversation_id).strip('-') or 'conv'}"
+    return conversation_namespace(base, conversation_id) if many else base
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

@@ -1,33 +1,58 @@
 """Loaders for conversations: LoCoMo, LongMemEval and plain JSONL, into sessions of turns.
 
-A malformed file raises ``DataFormatError`` naming the file, the record and the field; nothing is
-written to memory for a rejected file. Repairs that are safe (sessions out of time order) are
-applied and recorded in ``Conversation.repairs``.
+A malformed file raises ``DataFormatError`` naming the file, the record and the field. A whole file
+is read and checked before a caller sees any of it, so nothing is written for a rejected file.
+Every identifier in a file (sample and question ids, session keys, dia ids) is checked for shape
+and length, and ``conversation_namespace`` is the one place a conversation id becomes a namespace:
+ids that would share a namespace are rejected up front. Repairs that are safe (sessions out of
+time order) are applied and recorded in ``Conversation.repairs``.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field
 
-from logicmap.memory.records import stable_hash
+from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
 
 __all__ = [
+    "MAX_CONVERSATION_ID",
+    "MAX_DIA_ID",
     "Conversation",
     "DataFormatError",
     "QAItem",
     "RawTurn",
     "Session",
+    "conversation_namespace",
+    "conversation_slug",
     "load_conversations",
     "load_jsonl",
     "load_locomo",
     "load_longmemeval",
 ]
+
+MAX_CONVERSATION_ID = 80
+"""Longest sample or question id: the eval namespace keeps 80 characters of it, so longer ids could merge."""
+MAX_DIA_ID = 64
+MAX_SESSION_ID = 128
+_MAX_NESTING = 100  # the formats nest 6 levels deep; json itself gives up near 1,000
+_MAX_BASE = 128 - 1 - 12  # a per-conversation namespace keeps room for ".<slug>-<hash8>"
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+_NOT_NAMESPACE = re.compile(r"[^A-Za-z0-9_.:@-]+")
+# ASCII digits only ("session_²" is not a session) and no leading zeros ("session_01" is not session 1).
+_SESSION_KEY = re.compile(r"session_(0|[1-9][0-9]{0,5})(_date_time)?")
+_LONG_NUMBER = re.compile(r'"(?:[^"\\]|\\.)*"|(-?[0-9]{1000,})')  # strings are matched only to be skipped
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*(?:"|\Z)|[\[\]{},:]', re.DOTALL)
 
 
 class DataFormatError(ValueError):
@@ -82,56 +107,289 @@ class Conversation(BaseModel):
         return sum(len(s.turns) for s in self.sessions)
 
 
-def _read_json(path: Path) -> Any:
+# -- identifiers and namespaces ------------------------------------------------------------------
+def _identifier_problem(value: str, limit: int, *, spaces: bool) -> str | None:
+    """Why ``value`` cannot serve as an identifier, or ``None`` when it can."""
+    if not value or not value.strip():
+        return "empty"
+    if len(value) > limit:
+        return f"longer than {limit} characters ({len(value)})"
+    if _SURROGATE.search(value):
+        return "contains a lone surrogate (not encodable text)"
+    if _CONTROL.search(value):
+        return "contains a control character"
+    if value != value.strip():
+        return "has leading or trailing whitespace"
+    if not spaces and any(c.isspace() for c in value):
+        return "contains whitespace"
+    return None
+
+
+def conversation_slug(conversation_id: str) -> str:
+    """A conversation id as a namespace suffix: runs of characters a namespace cannot hold become ``-``."""
+    return _NOT_NAMESPACE.sub("-", conversation_id).strip("-") or "conv"
+
+
+def conversation_namespace(base: str, conversation_id: str) -> str:
+    """The namespace of one conversation of a many-conversation file: ``<base>.<slug of the id>``.
+
+    Raises ``ValueError`` for an invalid base or conversation id. The loaders reject files in which two
+    ids share a slug, so distinct conversations of one file never share a namespace; a name too long
+    for the base is shortened and given a hash of the id. The base's length alone decides whether it is
+    usable, so a base is refused before the first conversation, never halfway through a file.
+    """
+    validate_namespace(base)
+    if len(base) > _MAX_BASE:
+        raise ValueError(f"namespace {base!r} is too long to hold per-conversation namespaces (at most {_MAX_BASE} characters)")
+    problem = (
+        _identifier_problem(conversation_id, MAX_CONVERSATION_ID, spaces=True)
+        if isinstance(conversation_id, str)
+        else "not a string"
+    )
+    if problem:
+        raise ValueError(f"invalid conversation id {conversation_id!r}: {problem}")
+    slug = conversation_slug(conversation_id)
+    room = 127 - len(base)
+    if len(slug) > room:
+        slug = f"{slug[: room - 9]}-{stable_hash(conversation_id, length=8)}"
+    return validate_namespace(f"{base}.{slug}")
+
+
+# -- reading a file ------------------------------------------------------------------------------
+class _DuplicateKeys(dict):
+    """A JSON object that named a key twice (``json`` would silently keep the last value)."""
+
+    duplicate: str = ""
+
+
+def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj = dict(pairs)
+    if len(obj) == len(pairs):
+        return obj
+    seen: set[str] = set()
+    marked = _DuplicateKeys(obj)
+    marked.duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+    return marked
+
+
+def _kind_name(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {dict: "object", list: "list"}.get(type(value), type(value).__name__)
+
+
+def _line_column(text: str, pos: int) -> str:
+    line, column = text.count("\n", 0, pos) + 1, pos - text.rfind("\n", 0, pos)
+    return f"line {line} column {column}"
+
+
+def _locate(text: str, end: int, *, unit: str, max_depth: int | None = None) -> tuple[str, str, int]:
+    """The record and field of raw JSON text at ``end`` (or where nesting first passes ``max_depth``).
+
+    Used only on the error path, for text ``json`` could not turn into records: it scans tokens,
+    so a file nested 200,000 levels deep costs no recursion.
+    """
+    stack: list[list[Any]] = []  # open containers: ["list", index] or ["object", key]
+    last_string, pos = "", end
+    for match in _JSON_TOKEN.finditer(text, 0, end):
+        token = match.group()
+        if token[0] == '"':
+            last_string = (token[1:-1] if token.endswith('"') and len(token) > 1 else token[1:])[:40]
+        elif token in "[{":
+            stack.append(["list", 0] if token == "[" else ["object", None])
+            if max_depth is not None and len(stack) > max_depth:
+                pos = match.start()
+                break
+        elif token in "]}":
+            if stack:
+                stack.pop()
+        elif token == "," and stack:
+            stack[-1][1] = stack[-1][1] + 1 if stack[-1][0] == "list" else None
+        elif token == ":" and stack and stack[-1][0] == "object":
+            stack[-1][1] = last_string
+    if not stack or stack[0][0] != "list":
+        return "", "-", pos
+    parts = [f"[{at}]" if kind == "list" else f".{at}" for kind, at in stack[1:7]]
+    field = "".join(parts).lstrip(".") + ("..." if len(stack) > 7 else "")
+    return f"{unit} {stack[0][1]}", field or "-", pos
+
+
+def _parse_json(text: str, path: Path, unit: str) -> Any:
     try:
-        raw = path.read_bytes()
+        return json.loads(text, object_pairs_hook=_object_pairs)
+    except json.JSONDecodeError as exc:
+        record, field, _ = _locate(text, exc.pos, unit=unit)
+        where = _line_column(text, exc.pos)
+        raise DataFormatError(path, f"{record} ({where})" if record else where, field, f"malformed JSON: {exc.msg}") from None
+    except RecursionError:
+        record, field, pos = _locate(text, len(text), unit=unit, max_depth=_MAX_NESTING)
+        where = _line_column(text, pos)
+        raise DataFormatError(
+            path, f"{record} ({where})" if record else where, field, f"nested more than {_MAX_NESTING} levels deep"
+        ) from None
+    except ValueError as exc:  # an integer of more than 4,300 digits
+        huge = next((m for m in _LONG_NUMBER.finditer(text) if m.group(1)), None)
+        record, field, _ = _locate(text, huge.start(1), unit=unit) if huge else ("", "-", 0)
+        where = _line_column(text, huge.start(1)) if huge else "top level"
+        raise DataFormatError(
+            path, f"{record} ({where})" if record else where, field, f"unreadable JSON value: {str(exc)[:80]}"
+        ) from None
+
+
+def _parse_line(line: str, record: _Record) -> Any:
+    """One JSONL line; its errors name the line of the file."""
+    try:
+        return json.loads(line, object_pairs_hook=_object_pairs)
+    except json.JSONDecodeError as exc:
+        raise record.error("-", f"malformed JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise record.error("-", f"nested more than {_MAX_NESTING} levels deep") from None
+    except ValueError as exc:
+        raise record.error("-", f"unreadable JSON value: {str(exc)[:80]}") from None
+
+
+def _decode(raw: bytes, path: Path, unit: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        prefix = raw[: exc.start].decode("utf-8", errors="replace")
+        record, field, _ = _locate(prefix, len(prefix), unit=unit)
+        where = f"byte {exc.start}, {_line_column(prefix, len(prefix))}"
+        raise DataFormatError(
+            path, f"{record} ({where})" if record else where, field,
+            f"file is not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+        ) from None
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
     except OSError as exc:
         raise DataFormatError(path, "file", "-", f"cannot read: {exc.strerror}") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise DataFormatError(path, f"byte {exc.start}", "-", "file is not UTF-8 text") from exc
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataFormatError(path, f"line {exc.lineno} column {exc.colno}", "-", f"malformed JSON: {exc.msg}") from exc
 
 
-def _require(obj: Any, key: str, kind: type | tuple[type, ...], path: Path, record: str) -> Any:
-    if not isinstance(obj, dict):
-        raise DataFormatError(path, record, key, f"expected an object, got {type(obj).__name__}")
-    if key not in obj:
-        raise DataFormatError(path, record, key, "missing")
-    value = obj[key]
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise DataFormatError(path, record, key, f"expected {names}, got {type(value).__name__}")
-    return value
+def _read_json(path: Path, unit: str = "record") -> Any:
+    return _parse_json(_decode(_read_bytes(path), path, unit), path, unit)
 
 
-def _build(model: type[BaseModel], path: Path, record: str, **values: Any) -> Any:
-    """A record from checked values; what pydantic still rejects becomes a one-line DataFormatError."""
-    try:
-        return model(**values)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        field = str(first["loc"][0]) if first.get("loc") else "-"
-        raise DataFormatError(path, record, field, f"{first['msg']} (got {str(first.get('input'))[:40]!r})") from None
+# -- typed access to one record ------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Record:
+    """Where in a file a value comes from; every check failing here names the file and this record."""
+
+    path: Path
+    name: str
+
+    def at(self, suffix: str) -> _Record:
+        return _Record(self.path, f"{self.name} {suffix}")
+
+    def error(self, field: str, problem: str) -> DataFormatError:
+        return DataFormatError(self.path, self.name, field, problem)
+
+    def object(self, value: Any, field: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self.error(field, f"expected an object, got {_kind_name(value)}")
+        if isinstance(value, _DuplicateKeys):
+            raise self.error(value.duplicate, "the key appears twice in one object (one value would be lost)")
+        return value
+
+    def value(self, obj: Any, key: str, kind: type | tuple[type, ...], *, required: bool = True) -> Any:
+        """``obj[key]`` of the given JSON kind; ``None`` when optional and absent or null."""
+        obj = self.object(obj, key)
+        if key not in obj or (obj[key] is None and not required):
+            if required:
+                raise self.error(key, "missing")
+            return None
+        value = obj[key]
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join({dict: "an object", list: "a list"}.get(k, k.__name__) for k in kinds)
+            raise self.error(key, f"expected {names}, got {_kind_name(value)}")
+        if isinstance(value, str):
+            self.check_text(value, key)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise self.error(key, f"expected a finite number, got {value}")
+        return value
+
+    def text(self, obj: Any, key: str, *, required: bool = True) -> str | None:
+        return self.value(obj, key, str, required=required)
+
+    def check_text(self, value: str, field: str) -> str:
+        found = _SURROGATE.search(value)
+        if found:
+            raise self.error(field, f"lone surrogate {found.group()!r} at character {found.start()} (not encodable text)")
+        return value
+
+    def identifier(self, value: Any, field: str, limit: int, *, spaces: bool = False) -> str:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if not isinstance(value, str):
+            raise self.error(field, f"expected an id (str), got {_kind_name(value)}")
+        problem = _identifier_problem(value, limit, spaces=spaces)
+        if problem:
+            raise self.error(field, f"invalid id {value[:limit + 8]!r}: {problem}")
+        return value
+
+    def timestamp(self, text: str | None, field: str) -> datetime | None:
+        if not text:
+            return None
+        try:
+            stamp = parse_timestamp(text)
+        except (ValueError, OverflowError):
+            stamp = None
+        if stamp is None:
+            raise self.error(field, f"unreadable timestamp {text[:60]!r}")
+        return stamp
+
+    def answer(self, value: Any, field: str) -> str:
+        if isinstance(value, str):
+            return self.check_text(value, field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+            return str(value)
+        raise self.error(field, f"expected a string or a number, got {_kind_name(value)}")
+
+    def category(self, obj: dict[str, Any], key: str) -> int | str | None:
+        value = self.value(obj, key, (int, str), required=False)
+        if isinstance(value, str):
+            self.identifier(value, key, MAX_SESSION_ID, spaces=True)
+        return value
 
 
-def _finish(conv: Conversation, path: Path) -> Conversation:
+class _IdRegistry:
+    """Conversation ids of one file: no id twice, and no two ids that become one namespace."""
+
+    def __init__(self, path: Path, unit: str, field: str) -> None:
+        self.path, self.unit, self.field = path, unit, field
+        self.ids: dict[str, int] = {}
+        self.slugs: dict[str, tuple[str, int]] = {}
+
+    def add(self, record: _Record, conversation_id: str, index: int) -> None:
+        if conversation_id in self.ids:
+            raise record.error(
+                self.field, f"duplicate {self.field} {conversation_id!r} (also {self.unit} {self.ids[conversation_id]})"
+            )
+        slug = conversation_slug(conversation_id)
+        if slug in self.slugs:
+            other, where = self.slugs[slug]
+            raise record.error(
+                self.field,
+                f"{self.field} {conversation_id!r} and {other!r} ({self.unit} {where}) would share the namespace "
+                f"suffix {slug!r}; give them ids that differ in letters, digits or _ . : @ -",
+            )
+        self.ids[conversation_id] = index
+        self.slugs[slug] = (conversation_id, index)
+
+
+def _finish(conv: Conversation, record: _Record) -> Conversation:
     """Checks shared by every format: non-empty, unique dia ids, sessions in time order."""
     if not conv.sessions or conv.turn_count == 0:
-        raise DataFormatError(path, conv.conversation_id, "sessions", "the conversation has no turns")
+        raise record.error("sessions", "the conversation has no turns")
     seen: dict[str, str] = {}
     for session in conv.sessions:
         for turn in session.turns:
             if turn.dia_id in seen:
-                raise DataFormatError(
-                    path,
-                    f"{conv.conversation_id} {session.session_id}",
-                    "dia_id",
-                    f"duplicate dia id {turn.dia_id!r} (also in {seen[turn.dia_id]})",
+                raise record.at(session.session_id).error(
+                    "dia_id", f"duplicate dia id {turn.dia_id!r} (also in {seen[turn.dia_id]})"
                 )
             seen[turn.dia_id] = session.session_id
     stamped = [s for s in conv.sessions if s.timestamp is not None]
@@ -146,196 +404,242 @@ def _finish(conv: Conversation, path: Path) -> Conversation:
     return conv
 
 
+def _top_level_list(data: Any, path: Path, what: str) -> list[Any]:
+    if not isinstance(data, list) or not data:
+        raise DataFormatError(path, "top level", "-", f"expected a non-empty list of {what}")
+    return data
+
+
+# -- LoCoMo --------------------------------------------------------------------------------------
+def _locomo_session_numbers(conv: dict[str, Any], record: _Record) -> list[int]:
+    numbers = []
+    for key in conv:
+        if not key.startswith("session_"):
+            continue
+        match = _SESSION_KEY.fullmatch(key)
+        if match is None:
+            raise record.error(
+                key[:40], "not a session key: expected session_<n> or session_<n>_date_time, <n> in digits 0-9 "
+                "without leading zeros",
+            )
+        if match.group(2) is None:
+            numbers.append(int(match.group(1)))
+    return sorted(numbers)
+
+
+def _locomo_session(conv: dict[str, Any], number: int, record: _Record) -> Session | None:
+    key = f"session_{number}"
+    turns_raw = record.value(conv, key, list)
+    stamp_text = record.text(conv, f"{key}_date_time", required=False)
+    stamp = record.timestamp(stamp_text, f"{key}_date_time")
+    turns = []
+    for i, turn in enumerate(turns_raw):
+        where = record.at(f"{key} turn {i}")
+        speaker = where.text(turn, "speaker")
+        dia_id = where.identifier(where.value(turn, "dia_id", str), "dia_id", MAX_DIA_ID)
+        text = where.text(turn, "text")
+        caption = where.text(turn, "blip_caption", required=False)
+        turns.append(RawTurn(dia_id=dia_id, speaker=speaker, text=text, image_caption=caption))  # type: ignore[arg-type]
+    if not turns:
+        return None
+    return Session(session_id=f"S{number}", timestamp=stamp, timestamp_text=stamp_text, turns=turns)
+
+
+def _locomo_qa(sample: dict[str, Any], sample_id: str, record: _Record) -> list[QAItem]:
+    qa_raw = record.value(sample, "qa", list, required=False) or []
+    items = []
+    for i, qa in enumerate(qa_raw):
+        where = record.at(f"qa {i}")
+        question = where.text(qa, "question")
+        adversarial = qa.get("adversarial_answer")
+        if adversarial is not None:
+            adversarial = where.answer(adversarial, "adversarial_answer")
+        answer = qa.get("answer")
+        if answer is None and adversarial is None:
+            raise where.error("answer", "missing (and no adversarial_answer)")
+        evidence = where.value(qa, "evidence", list, required=False) or []
+        for e, item in enumerate(evidence):
+            if not isinstance(item, str):
+                raise where.error("evidence", f"item {e}: expected a dia id (str), got {_kind_name(item)}")
+            if len(item) > 4 * MAX_DIA_ID:
+                raise where.error("evidence", f"item {e}: longer than {4 * MAX_DIA_ID} characters")
+            where.check_text(item, "evidence")
+        items.append(QAItem(
+            question_id=f"{sample_id}-q{i}",
+            question=question,  # type: ignore[arg-type]
+            answer=where.answer(answer, "answer") if answer is not None else adversarial,
+            evidence=list(evidence),
+            category=where.category(qa, "category"),
+            adversarial_answer=adversarial,
+        ))
+    return items
+
+
+def _locomo_sample(sample: Any, n: int, path: Path, ids: _IdRegistry) -> Conversation:
+    record = _Record(path, f"sample {n}")
+    sample = record.object(sample, "-")
+    sample_id = record.identifier(sample.get("sample_id", f"conv-{n}"), "sample_id", MAX_CONVERSATION_ID, spaces=True)
+    ids.add(record, sample_id, n)
+    record = _Record(path, f"sample {sample_id!r}")
+    conv = record.value(sample, "conversation", dict)
+    record.object(conv, "conversation")
+    speakers = [record.text(conv, key, required=False) or "" for key in ("speaker_a", "speaker_b")]
+    sessions = [s for number in _locomo_session_numbers(conv, record) if (s := _locomo_session(conv, number, record))]
+    qa = _locomo_qa(sample, sample_id, record)
+    return _finish(
+        Conversation(conversation_id=sample_id, speakers=[s for s in speakers if s], sessions=sessions, qa=qa), record
+    )
+
+
+def _locomo(data: Any, path: Path) -> list[Conversation]:
+    if isinstance(data, dict):
+        data = [data]
+    ids = _IdRegistry(path, "sample", "sample_id")
+    return [_locomo_sample(sample, n, path, ids) for n, sample in enumerate(_top_level_list(data, path, "samples"))]
+
+
 def load_locomo(path: str | Path) -> list[Conversation]:
     """A LoCoMo file: a list of samples with ``conversation`` and ``qa``."""
     path = Path(path)
-    data = _read_json(path)
-    if isinstance(data, dict):
-        data = [data]
-    if not isinstance(data, list) or not data:
-        raise DataFormatError(path, "top level", "-", "expected a non-empty list of samples")
-    conversations = []
-    seen_ids: dict[str, int] = {}
-    for n, sample in enumerate(data):
-        record = f"sample {n}"
-        sample_id = str(sample.get("sample_id", f"conv-{n}")) if isinstance(sample, dict) else f"conv-{n}"
-        if sample_id in seen_ids:
-            raise DataFormatError(path, f"sample {n}", "sample_id", f"duplicate sample_id {sample_id!r} (also sample {seen_ids[sample_id]})")
-        seen_ids[sample_id] = n
-        record = f"sample {sample_id!r}"
-        conv = _require(sample, "conversation", dict, path, record)
-        speakers = [str(conv.get("speaker_a", "")), str(conv.get("speaker_b", ""))]
-        numbers = sorted(
-            int(k.split("_")[1])
-            for k in conv
-            if k.startswith("session_") and k.split("_")[1].isdigit() and k.count("_") == 1
-        )
-        sessions = []
-        for number in numbers:
-            key = f"session_{number}"
-            turns_raw = _require(conv, key, list, path, record)
-            stamp_text = conv.get(f"{key}_date_time")
-            if stamp_text is not None and not isinstance(stamp_text, str):
-                raise DataFormatError(path, record, f"{key}_date_time", "expected a string")
-            stamp = parse_timestamp(stamp_text)
-            if stamp_text and stamp is None:
-                raise DataFormatError(path, record, f"{key}_date_time", f"unreadable timestamp {stamp_text!r}")
-            turns = []
-            for i, turn in enumerate(turns_raw):
-                where = f"{record} {key} turn {i}"
-                speaker = _require(turn, "speaker", str, path, where)
-                dia_id = _require(turn, "dia_id", str, path, where)
-                text = _require(turn, "text", str, path, where)
-                caption = turn.get("blip_caption")
-                if caption is not None and not isinstance(caption, str):
-                    raise DataFormatError(path, where, "blip_caption", "expected a string")
-                turns.append(RawTurn(dia_id=dia_id, speaker=speaker, text=text, image_caption=caption))
-            if turns:
-                sessions.append(Session(session_id=f"S{number}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
-        qa_items = []
-        qa_raw = sample.get("qa", []) or []
-        if not isinstance(qa_raw, list):
-            raise DataFormatError(path, record, "qa", f"expected a list of questions, got {type(qa_raw).__name__}")
-        for i, qa in enumerate(qa_raw):
-            where = f"{record} qa {i}"
-            question = _require(qa, "question", str, path, where)
-            category = qa.get("category")
-            answer = qa.get("answer", qa.get("adversarial_answer"))
-            if answer is None:
-                raise DataFormatError(path, where, "answer", "missing (and no adversarial_answer)")
-            evidence = qa.get("evidence", []) or []
-            if not isinstance(evidence, list):
-                raise DataFormatError(path, where, "evidence", "expected a list of dia ids")
-            qa_items.append(
-                _build(
-                    QAItem, path, where,
-                    question_id=f"{sample_id}-q{i}",
-                    question=question,
-                    answer=str(answer),
-                    evidence=[str(e) for e in evidence],
-                    category=category,
-                    adversarial_answer=qa.get("adversarial_answer"),
-                )
-            )
-        conversations.append(
-            _finish(
-                Conversation(conversation_id=sample_id, speakers=[s for s in speakers if s], sessions=sessions, qa=qa_items),
-                path,
-            )
-        )
-    return conversations
+    return _locomo(_read_json(path, "sample"), path)
+
+
+# -- LongMemEval ---------------------------------------------------------------------------------
+def _longmemeval_lists(item: dict[str, Any], record: _Record) -> tuple[list[Any], list[str], list[str | None]]:
+    """The haystack, its session ids and its dates, checked to be lists of one length."""
+    haystack = record.value(item, "haystack_sessions", list)
+    session_ids = record.value(item, "haystack_session_ids", list, required=False) or [f"s{i}" for i in range(len(haystack))]
+    if len(session_ids) != len(haystack):
+        raise record.error("haystack_session_ids", f"{len(session_ids)} ids for {len(haystack)} haystack_sessions")
+    session_ids = [record.identifier(sid, f"haystack_session_ids[{i}]", MAX_SESSION_ID, spaces=True)
+                   for i, sid in enumerate(session_ids)]
+    dates = record.value(item, "haystack_dates", list, required=False) or [None] * len(haystack)
+    if len(dates) != len(haystack):
+        raise record.error("haystack_dates", f"{len(dates)} dates for {len(haystack)} haystack_sessions")
+    for i, stamp in enumerate(dates):
+        if stamp is not None and not isinstance(stamp, str):
+            raise record.error("haystack_dates", f"item {i}: expected a string, got {_kind_name(stamp)}")
+        if stamp is not None:
+            record.check_text(stamp, "haystack_dates")
+    answer_ids = record.value(item, "answer_session_ids", list, required=False) or []
+    for i, sid in enumerate(answer_ids):
+        record.identifier(sid, f"answer_session_ids[{i}]", MAX_SESSION_ID, spaces=True)
+    return haystack, session_ids, dates
+
+
+def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conversation:
+    record = _Record(path, f"question {n}")
+    item = record.object(item, "-")
+    qid = record.identifier(item.get("question_id", str(n)), "question_id", MAX_CONVERSATION_ID, spaces=True)
+    ids.add(record, qid, n)
+    record = _Record(path, f"question {qid!r}")
+    haystack, session_ids, dates = _longmemeval_lists(item, record)
+    sessions, evidence = [], []
+    for s_index, (sid, stamp_text, turns_raw) in enumerate(zip(session_ids, dates, haystack)):
+        if not isinstance(turns_raw, list):
+            raise record.at(f"session {sid}").error("haystack_sessions", f"expected a list of turns, got {_kind_name(turns_raw)}")
+        stamp = record.timestamp(stamp_text, "haystack_dates")
+        turns = []
+        for t_index, turn in enumerate(turns_raw):
+            where = record.at(f"session {sid} turn {t_index}")
+            role = where.text(turn, "role")
+            content = where.text(turn, "content")
+            has_answer = bool(where.value(turn, "has_answer", bool, required=False))
+            dia_id = f"D{s_index + 1}:{t_index + 1}"
+            if has_answer:
+                evidence.append(dia_id)
+            turns.append(RawTurn(dia_id=dia_id, speaker=role, text=content, has_answer=has_answer))  # type: ignore[arg-type]
+        if turns:
+            sessions.append(Session(session_id=f"S{s_index + 1}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
+    question = record.text(item, "question")
+    if item.get("answer") is None:
+        raise record.error("answer", "missing")
+    question_date = record.text(item, "question_date", required=False)
+    qa = QAItem(
+        question_id=qid,
+        question=question,  # type: ignore[arg-type]
+        answer=record.answer(item["answer"], "answer"),
+        evidence=evidence,
+        category=record.category(item, "question_type"),
+        question_date=record.timestamp(question_date, "question_date"),
+    )
+    return _finish(
+        Conversation(conversation_id=qid, speakers=["user", "assistant"], sessions=sessions, qa=[qa], source_format="longmemeval"),
+        record,
+    )
+
+
+def _longmemeval(data: Any, path: Path) -> list[Conversation]:
+    ids = _IdRegistry(path, "question", "question_id")
+    return [_longmemeval_item(item, n, path, ids) for n, item in enumerate(_top_level_list(data, path, "questions"))]
 
 
 def load_longmemeval(path: str | Path) -> list[Conversation]:
     """A LongMemEval file: one haystack of sessions per question."""
     path = Path(path)
-    data = _read_json(path)
-    if not isinstance(data, list) or not data:
-        raise DataFormatError(path, "top level", "-", "expected a non-empty list of questions")
-    conversations = []
-    for n, item in enumerate(data):
-        qid = str(item.get("question_id", n)) if isinstance(item, dict) else str(n)
-        record = f"question {qid!r}"
-        haystack = _require(item, "haystack_sessions", list, path, record)
-        session_ids = item.get("haystack_session_ids") or [f"s{i}" for i in range(len(haystack))]
-        dates = item.get("haystack_dates") or [None] * len(haystack)
-        if len(session_ids) != len(haystack) or len(dates) != len(haystack):
-            raise DataFormatError(path, record, "haystack_session_ids", "lengths differ from haystack_sessions")
-        sessions, evidence = [], []
-        for s_index, (sid, stamp_text, turns_raw) in enumerate(zip(session_ids, dates, haystack)):
-            if not isinstance(turns_raw, list):
-                raise DataFormatError(path, f"{record} session {sid}", "haystack_sessions", "expected a list of turns")
-            stamp = parse_timestamp(stamp_text) if stamp_text else None
-            if stamp_text and stamp is None:
-                raise DataFormatError(path, record, "haystack_dates", f"unreadable timestamp {stamp_text!r}")
-            turns = []
-            for t_index, turn in enumerate(turns_raw):
-                where = f"{record} session {sid} turn {t_index}"
-                role = _require(turn, "role", str, path, where)
-                content = _require(turn, "content", str, path, where)
-                dia_id = f"D{s_index + 1}:{t_index + 1}"
-                if turn.get("has_answer"):
-                    evidence.append(dia_id)
-                turns.append(RawTurn(dia_id=dia_id, speaker=role, text=content, has_answer=bool(turn.get("has_answer"))))
-            if turns:
-                sessions.append(Session(session_id=f"S{s_index + 1}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
-        question = _require(item, "question", str, path, record)
-        question_date = item.get("question_date")
-        if question_date is not None and not isinstance(question_date, str):
-            raise DataFormatError(path, record, "question_date", f"expected a string, got {type(question_date).__name__}")
-        answer = item.get("answer")
-        if answer is None:
-            raise DataFormatError(path, record, "answer", "missing")
-        qa = QAItem(
-            question_id=qid,
-            question=question,
-            answer=str(answer),
-            evidence=evidence,
-            category=item.get("question_type"),
-            question_date=parse_timestamp(item.get("question_date")),
-        )
-        conversations.append(
-            _finish(
-                Conversation(conversation_id=qid, speakers=["user", "assistant"], sessions=sessions, qa=[qa], source_format="longmemeval"),
-                path,
-            )
-        )
-    return conversations
+    return _longmemeval(_read_json(path, "question"), path)
 
 
+# -- JSONL ---------------------------------------------------------------------------------------
 def load_jsonl(path: str | Path) -> list[Conversation]:
     """Plain JSONL: one message per line ``{"speaker"|"role", "text"|"content", "session"?, "timestamp"?}``.
 
     Messages are grouped into sessions by their ``session`` field (or one session when absent).
     """
     path = Path(path)
+    raw = _read_bytes(path)
     try:
-        raw = path.read_bytes().decode("utf-8")
+        text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DataFormatError(path, f"byte {exc.start}", "-", "file is not UTF-8 text") from exc
-    except OSError as exc:
-        raise DataFormatError(path, "file", "-", f"cannot read: {exc.strerror}") from exc
-    grouped: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-    for lineno, line in enumerate(raw.splitlines(), start=1):
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataFormatError(path, f"line {line} (byte {exc.start})", "-", "file is not UTF-8 text") from None
+    conversation_id = path.stem
+    if _SURROGATE.search(conversation_id) or _CONTROL.search(conversation_id):
+        raise DataFormatError(path, "file name", "-", "the file name is not usable as a conversation id")
+    grouped: dict[str, list[tuple[_Record, dict[str, Any]]]] = {}
+    for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            message = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataFormatError(path, f"line {lineno}", "-", f"malformed JSON: {exc.msg}") from exc
-        if not isinstance(message, dict):
-            raise DataFormatError(path, f"line {lineno}", "-", "expected an object")
-        grouped.setdefault(str(message.get("session", "1")), []).append((lineno, message))
+        record = _Record(path, f"line {lineno}")
+        message = record.object(_parse_line(line, record), "-")
+        session = message.get("session", "1")
+        grouped.setdefault(record.identifier(session, "session", MAX_SESSION_ID, spaces=True), []).append((record, message))
     sessions = []
     for s_index, (sid, messages) in enumerate(grouped.items(), start=1):
         turns, stamp_text = [], None
-        for t_index, (lineno, message) in enumerate(messages, start=1):
+        for t_index, (record, message) in enumerate(messages, start=1):
             speaker = message.get("speaker", message.get("role"))
-            text = message.get("text", message.get("content"))
+            said = message.get("text", message.get("content"))
             if not isinstance(speaker, str):
-                raise DataFormatError(path, f"line {lineno}", "speaker", "missing or not a string")
-            if not isinstance(text, str):
-                raise DataFormatError(path, f"line {lineno}", "text", "missing or not a string")
-            stamp_text = stamp_text or message.get("timestamp")
-            turns.append(RawTurn(dia_id=str(message.get("dia_id", f"D{s_index}:{t_index}")), speaker=speaker, text=text))
-        stamp = parse_timestamp(stamp_text) if stamp_text else None
-        if stamp_text and stamp is None:
-            raise DataFormatError(path, f"session {sid}", "timestamp", f"unreadable timestamp {stamp_text!r}")
+                raise record.error("speaker", "missing or not a string")
+            if not isinstance(said, str):
+                raise record.error("text", "missing or not a string")
+            record.check_text(speaker, "speaker")
+            record.check_text(said, "text")
+            stamp_text = stamp_text or record.text(message, "timestamp", required=False)
+            dia_id = record.identifier(message.get("dia_id", f"D{s_index}:{t_index}"), "dia_id", MAX_DIA_ID)
+            turns.append(RawTurn(dia_id=dia_id, speaker=speaker, text=said))
+        stamp = _Record(path, f"session {sid}").timestamp(stamp_text, "timestamp")
         sessions.append(Session(session_id=f"S{s_index}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
     speakers = sorted({t.speaker for s in sessions for t in s.turns})
-    return [_finish(Conversation(conversation_id=path.stem, speakers=speakers, sessions=sessions, source_format="jsonl"), path)]
+    conversation = Conversation(conversation_id=conversation_id, speakers=speakers, sessions=sessions, source_format="jsonl")
+    return [_finish(conversation, _Record(path, f"conversation {conversation_id!r}"))]
 
 
 def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmemeval", "jsonl"] = "auto") -> list[Conversation]:
-    """Load a conversation file, detecting the format from its content when ``fmt`` is ``auto``."""
+    """Every conversation of a file, all checked before any is returned (format detected when ``auto``).
+
+    Raises ``DataFormatError`` naming the file, the record and the field of the first problem,
+    including two conversations whose ids are equal or would share a namespace.
+    """
     path = Path(path)
     if not path.exists():
         raise DataFormatError(path, "file", "-", "no such file")
+    if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
+        return load_jsonl(path)
     if fmt == "auto":
-        if path.suffix == ".jsonl":
-            fmt = "jsonl"
-        else:
-            data = _read_json(path)
-            first = data[0] if isinstance(data, list) and data else data
-            fmt = "longmemeval" if isinstance(first, dict) and "haystack_sessions" in first else "locomo"
-    return {"locomo": load_locomo, "longmemeval": load_longmemeval, "jsonl": load_jsonl}[fmt](path)
+        data = _read_json(path)
+        first = data[0] if isinstance(data, list) and data else data
+        fmt = "longmemeval" if isinstance(first, dict) and "haystack_sessions" in first else "locomo"
+        return _longmemeval(data, path) if fmt == "longmemeval" else _locomo(data, path)
+    return load_longmemeval(path) if fmt == "longmemeval" else load_locomo(path)
