@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -32,7 +31,7 @@ from logicmap.evals.records import DEFAULT_BUDGETS, EvalRun, IngestSummary, Ques
 from logicmap.evals.report import langsmith_configured, push_langsmith_experiment, write_report
 from logicmap.evals.specs import StrategySpec, resolve_strategies
 from logicmap.graphs.resources import Resources, default_resources
-from logicmap.memory.loaders import Conversation, QAItem, load_conversations
+from logicmap.memory.loaders import Conversation, QAItem, conversation_namespace, load_conversations
 
 __all__ = [
     "category_mapping",
@@ -62,8 +61,7 @@ def _file_digest(path: Path) -> str:
 def eval_namespace(file_sha256: str, policy: str, embeddings: str, conversation_id: str) -> str:
     """The namespace a conversation of a file is ingested into: the same file, policy and embedder reuse it."""
     key = hashlib.sha256(f"{file_sha256}|{policy}|{embeddings}".encode()).hexdigest()[:12]
-    conv = re.sub(r"[^A-Za-z0-9_.:@-]+", "-", conversation_id).strip("-")[:80] or "conv"
-    return f"eval.{key}.{policy}.{conv}"
+    return conversation_namespace(f"eval.{key}.{policy}", conversation_id)
 
 
 def _embedder_label(resources: Resources) -> str:
