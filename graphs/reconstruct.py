@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import operator
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
@@ -202,6 +203,21 @@ def _words_of(text: str) -> list[str]:
     return [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
 
 
+def _answer_candidates(question: str, turns: Iterable[str], snapshot: NamespaceSnapshot) -> list[tuple[str, int, str]]:
+    """(turn id, sentence index, sentence) of every sentence of ``turns`` that could answer ``question``."""
+    candidates: list[tuple[str, int, str]] = []
+    asked = " ".join(tokenize(question))
+    for tid in turns:
+        turn = snapshot.turns.get(tid)
+        if turn is None:
+            continue
+        for index, sentence in enumerate(split_sentences(turn.text)):
+            # A question is rarely its own answer (the same question asked earlier never is).
+            if not sentence.rstrip().endswith("?") and " ".join(tokenize(sentence)) != asked:
+                candidates.append((tid, index, sentence))
+    return candidates
+
+
 def extractive_answer(
     question: str, active: list[EvidenceItem], snapshot: NamespaceSnapshot, *, ranked_events: list[str] | None = None,
     cues: list[str] | None = None,
@@ -219,16 +235,7 @@ def extractive_answer(
             for tid in item.turn_ids:
                 owner = next((e.id for e in snapshot.events.values() if tid in e.turn_ids), None)
                 turn_event.setdefault(tid, owner or "")
-    candidates: list[tuple[str, int, str]] = []
-    asked = " ".join(tokenize(question))
-    for tid in turn_event:
-        turn = snapshot.turns.get(tid)
-        if turn is None:
-            continue
-        for index, sentence in enumerate(split_sentences(turn.text)):
-            # A question is rarely its own answer (the same question asked earlier never is).
-            if not sentence.rstrip().endswith("?") and " ".join(tokenize(sentence)) != asked:
-                candidates.append((tid, index, sentence))
+    candidates = _answer_candidates(question, turn_event, snapshot)
     if not candidates:
         return ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     # Names of the people talking are in most greetings ("Hi Leo!"); they say nothing about the answer.

@@ -47,13 +47,9 @@ def _layout(graph: EventGraph, width: float, height: float) -> dict[str, tuple[f
     }
 
 
-def render_event_graph_html(graph: EventGraph, title: str | None = None, width: int = 1200, height: int = 800) -> str:
-    """The HTML page for an event graph."""
-    pos = _layout(graph, width, height)
-    topics = sorted({t for t in graph.topic_of.values()})
-    topic_color = {t: _PALETTE[i % len(_PALETTE)] for i, t in enumerate(topics)}
-    labels = sorted(graph.relation_labels())
-    label_color = {label: _PALETTE[(i + 5) % len(_PALETTE)] for i, label in enumerate(labels)}
+def _svg(graph: EventGraph, pos: dict, topic_color: dict[str, str], label_color: dict[str, str], width: int,
+         height: int) -> str:
+    """Events as dots coloured by topic, relations as arrows coloured by label, with hover titles."""
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
         "<defs>",
@@ -85,6 +81,17 @@ def render_event_graph_html(graph: EventGraph, title: str | None = None, width: 
             f'<text x="{x + 11:.1f}" y="{y + 4:.1f}" font-size="11" font-family="sans-serif">{html.escape(eid)}</text></g>'
         )
     parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_event_graph_html(graph: EventGraph, title: str | None = None, width: int = 1200, height: int = 800) -> str:
+    """The HTML page for an event graph."""
+    pos = _layout(graph, width, height)
+    topics = sorted({t for t in graph.topic_of.values()})
+    topic_color = {t: _PALETTE[i % len(_PALETTE)] for i, t in enumerate(topics)}
+    labels = sorted(graph.relation_labels())
+    label_color = {label: _PALETTE[(i + 5) % len(_PALETTE)] for i, label in enumerate(labels)}
+    svg = _svg(graph, pos, topic_color, label_color, width, height)
     legend_topics = "".join(
         f'<li><span style="background:{c}"></span>{html.escape(t)} ({sum(1 for x in graph.topic_of.values() if x == t)} events)</li>'
         for t, c in topic_color.items()
@@ -106,7 +113,7 @@ li span {{ display: inline-block; width: 12px; height: 12px; margin-right: 6px; 
 </style></head><body>
 <h1>{heading}</h1>
 <p>{stats['events']} events, {stats['relations']} relations, {stats['topics']} topics, {stats['turns']} turns in {stats['sessions']} sessions. Hover a dot or an arrow for details.</p>
-<div class="wrap">{''.join(parts)}
+<div class="wrap">{svg}
 <div><h3>Topics</h3><ul>{legend_topics}</ul><h3>Relations</h3><ul>{legend_labels}</ul></div></div>
 </body></html>
 """

@@ -186,3 +186,24 @@ def test_evals_modules_form_no_cycle_even_through_lazy_imports() -> None:
 )
 def test_module_level_imports_are_read_as_python_runs_them(source: str, importer: str, expected: set[str]) -> None:
     assert set(_module_level_imports(ast.parse(source).body, importer)) == expected
+
+
+# A graph module reads like LangGraph's templates: module-level nodes and routers, a builder that only wires them.
+MAX_GRAPH_FUNCTION_LINES = 60
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "graphs").glob("*.py")), ids=lambda p: p.name)
+def test_graph_modules_have_short_module_level_functions(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    too_long = [f"{f.name} ({f.end_lineno - f.lineno + 1} lines)" for f in _functions(tree)
+                if f.end_lineno - f.lineno + 1 > MAX_GRAPH_FUNCTION_LINES]
+    nested = [f"{inner.name} in {outer.name}" for outer in _functions(tree) for inner in _functions(outer)
+              if inner is not outer]
+    assert not too_long, f"{path.name}: functions longer than {MAX_GRAPH_FUNCTION_LINES} lines: {too_long}"
+    assert not nested, f"{path.name}: nested functions (a node or helper must be module-level): {nested}"
