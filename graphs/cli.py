@@ -17,7 +17,7 @@ from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import DataFormatError, load_conversations
-from logicmap.memory.store import StoreLockedError, UnknownNamespaceError
+from logicmap.memory.store import StoreError, UnknownNamespaceError
 
 __all__ = ["main"]
 
@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (DataFormatError, UnknownNamespaceError, StoreLockedError, ValueError) as exc:
+    except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

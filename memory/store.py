@@ -339,6 +339,7 @@ def _release_process_lock(key: str) -> None:
 
 # -- damaged, missing and unusable stores ----------------------------------------------------------
 _DAMAGE_SIGNS = ("database disk image is malformed", "file is not a database", "(code: 11)", "(code: 26)")
+_FULL_BELOW_BYTES = 2 * 1024 * 1024  # free space under which a failed Chroma write is a full disk
 _FULL_SIGNS = ("database or disk is full", "no space left on device", "(code: 13)", "os error 28")
 
 
@@ -417,7 +418,47 @@ def _translated(exc: BaseException, directory: Path | None) -> StoreError | None
     if any(sign in lowered for sign in _DAMAGE_SIGNS):
         database = (directory / "chroma" / "chroma.sqlite3") if directory else Path("the server's database")
         return _damaged(database, text.splitlines()[0][:200])
+    if directory is not None and type(exc).__module__.startswith("chromadb"):
+        if _nearly_full(directory):
+            # Chroma reports a full disk as a failed compaction or log write, without saying why.
+            return _disk_full(directory, text.splitlines()[0][:200] if text else "no space left")
+        database = directory / "chroma" / "chroma.sqlite3"
+        damage = _integrity_problem(database)
+        if damage is not None:
+            return _damaged(database, damage)
     return None
+
+
+def _integrity_problem(database: Path) -> str | None:
+    """SQLite's own quick check of the database (run only after Chroma failed, so it costs nothing otherwise)."""
+    import sqlite3
+
+    try:
+        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        found = [str(row[0]) for row in connection.execute("PRAGMA quick_check").fetchmany(3)]
+        if found != ["ok"]:
+            return "; ".join(found)[:200]
+        # Bytes overwritten inside a record keep the file's structure but not its text.
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            for _ in connection.execute(f'SELECT * FROM "{table}"'):
+                pass
+    except sqlite3.Error as exc:
+        return str(exc)[:200]
+    finally:
+        connection.close()
+    return None
+
+
+def _nearly_full(directory: Path) -> bool:
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < _FULL_BELOW_BYTES
 
 
 def _store_call(method: Callable[..., T]) -> Callable[..., T]:
@@ -434,6 +475,9 @@ def _store_call(method: Callable[..., T]) -> Callable[..., T]:
             error = _translated(exc, self._directory)
             if error is None:
                 raise
+            if self._directory is not None:
+                # After a failed write an embedded Chroma client can hang on its next call: refuse instead.
+                self._broken = error
             raise error from exc
 
     return call
@@ -502,11 +546,12 @@ class _Fence:
     leased: bool
     lease_s: float
 
-    def check(self) -> None:
+    def check(self, *, lease_only: bool = False) -> None:
         """Raise ``CommitLeaseLost`` when another writer took the lease or committed on top of ``base``."""
         if not self.leased:
             return
-        got = self.meta.get(ids=[_next_id(self.base), COMMIT_LOCK_ID], include=["metadatas"])
+        ids = [COMMIT_LOCK_ID] if lease_only else [_next_id(self.base), COMMIT_LOCK_ID]
+        got = self.meta.get(ids=ids, include=["metadatas"])
         found = dict(zip(got["ids"], got["metadatas"]))
         link = found.get(_next_id(self.base))
         if link is not None and link.get("owner") != self.token:
@@ -532,6 +577,7 @@ class MemoryStore:
         self.embedder = embedder or embedder_identity(self.settings)
         self.commit_lease_s = COMMIT_LOCK_LEASE_S
         self._pid = os.getpid()
+        self._broken: StoreError | None = None
         self._lock_path: str | None = None
         self._directory: Path | None = None
         self._marker: Path | None = None
@@ -614,6 +660,8 @@ class MemoryStore:
         self.close()
 
     def _check_process(self) -> None:
+        if self._broken is not None:
+            raise type(self._broken)(str(self._broken))
         if os.getpid() != self._pid:
             raise StoreForkedError(
                 f"this memory store was opened by process {self._pid} and used in its forked child "
@@ -907,7 +955,11 @@ class MemoryStore:
     def _collect(self, fence: _Fence) -> None:
         """After a won commit: drop what the skipped (now void) generations left, and superseded manifests."""
         if fence.skipped:
-            self._clear_versions(fence.namespace, {"born": {"$in": fence.skipped}}, {"died": {"$in": fence.skipped}})
+            try:
+                self._clear_versions(fence.namespace, {"born": {"$in": fence.skipped}},
+                                     {"died": {"$in": fence.skipped}}, check=lambda: fence.check(lease_only=True))
+            except CommitLeaseLost:
+                pass  # committed already; the next writer collects what is left
         fence.meta.delete(where={"$and": [{"kind": "manifest"}, {"generation": {"$lt": fence.generation}}]})
 
     def _abandon(self, fence: _Fence) -> None:
@@ -957,7 +1009,7 @@ class MemoryStore:
         void = list(fence.void) if fence is not None else []
         if fence is not None and fence.leased:
             if void:
-                self._clear_versions(namespace, {"born": {"$in": void}}, {"died": {"$in": void}})
+                self._clear_versions(namespace, {"born": {"$in": void}}, {"died": {"$in": void}}, check=fence.check)
             return
         born: dict[str, Any] = {"born": {"$gt": generation}}
         died: dict[str, Any] = {"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]}
@@ -969,8 +1021,13 @@ class MemoryStore:
             where={"$and": [{"kind": "manifest"}, {"generation": {"$gt": generation}}]}
         )
 
-    def _clear_versions(self, namespace: str, born: dict[str, Any], died: dict[str, Any]) -> None:
-        """Delete the versions matching ``born`` and make those matching ``died`` alive again."""
+    def _clear_versions(
+        self, namespace: str, born: dict[str, Any], died: dict[str, Any], check: Callable[[], None] | None = None
+    ) -> None:
+        """Delete the versions matching ``born`` and make those matching ``died`` alive again.
+
+        ``check`` runs before each update: a writer that lost its lease must not reset marks it read
+        before a newer writer retired the same versions."""
         for kind in _MODELS:
             col = self._collection(namespace, kind)
             while True:
@@ -982,6 +1039,8 @@ class MemoryStore:
                 killed = col.get(where=died, include=["metadatas"], limit=min(_READ_PAGE, self._max_batch))
                 if not killed["ids"]:
                     break
+                if check is not None:
+                    check()
                 col.update(ids=killed["ids"], metadatas=[{**m, "died": SENTINEL} for m in killed["metadatas"]])
 
     def _retire(
