@@ -588,7 +588,8 @@ class MemoryStore:
             import chromadb
 
             self.client = chromadb.HttpClient(host=self.settings.chroma_host, port=self.settings.chroma_port)
-            self._location = f"server:{self.settings.chroma_host}:{self.settings.chroma_port}"
+            # Per store object: writers on a server are serialized by the lease and fenced by next@ links.
+            self._location = f"server:{id(self)}"
         else:
             self.client = self._open_embedded(Path(self.settings.data_dir))
             self._location = f"dir:{self._lock_path}"
