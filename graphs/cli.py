@@ -17,7 +17,7 @@ from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import DataFormatError, conversation_namespace, load_conversations
-from logicmap.memory.store import StoreLockedError, UnknownNamespaceError
+from logicmap.memory.store import StoreError, UnknownNamespaceError
 
 __all__ = [
     "add_core_commands",
@@ -244,7 +244,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (DataFormatError, UnknownNamespaceError, StoreLockedError, ValueError) as exc:
+    except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

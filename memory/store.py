@@ -2,20 +2,29 @@
 
 Every record is stored as a version ``<id>@<generation>`` with ``born``/``died`` generations. A
 namespace's manifest holds its committed generation G; readers see exactly the versions with
-``born <= G < died``. A session is written as generation G+1 and becomes visible in one step, when
-the manifest is updated. A crashed writer leaves only invisible versions, which the next writer
-clears before it writes, so a re-run reaches exactly the state of an uninterrupted run.
+``born <= G < died`` (minus the ``void`` generations of writers that lost their lease). A session is
+written as a new generation and becomes visible in one step, when the generation is linked to G
+(``next@G``, added only if absent). A crashed writer leaves only invisible versions, which later
+writers clear, so a re-run reaches exactly the state of an uninterrupted run.
+
+The data directory is held by an OS lock on the directory itself (deleting the lock file changes
+nothing), a store refuses to be used from a forked child, and a damaged or missing database of a
+directory that held memory is reported in one line and never written over.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
+import functools
+import json
 import os
 import random
+import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,21 +50,33 @@ from logicmap.memory.records import (
 
 __all__ = [
     "ChangeSet",
+    "CommitLeaseLost",
+    "EmbedderMismatchError",
     "GenerationConflict",
+    "MEMORY_MARKER",
     "Manifest",
     "MemoryStore",
     "NamespaceSnapshot",
+    "StoreAccessError",
+    "StoreDamagedError",
+    "StoreError",
+    "StoreForkedError",
     "StoreLockedError",
     "UnknownNamespaceError",
+    "embedder_identity",
 ]
 
 SENTINEL = 2**31  # "still alive"
 COMMIT_LOCK_ID = "commit-lock"
 COMMIT_LOCK_LEASE_S = 120.0  # a writer that died holding the lock blocks others at most this long
 COMMIT_LOCK_WAIT_S = 300.0
+MANIFEST_ID = "manifest"  # the latest committed manifest (a hint: readers follow next@ links past it)
+MEMORY_MARKER = ".logicmap-memory"  # written in the data directory before the first commit
+LOCK_FILE = ".logicmap.lock"
 T = TypeVar("T")
 
 _READ_PAGE = 10_000
+_MAX_CLAIMS = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
 _PLAIN_KINDS = ("relations", "tags")
@@ -71,8 +92,28 @@ _MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-class StoreLockedError(RuntimeError):
+class StoreError(RuntimeError):
+    """The store cannot be used as it is. The message is one line: what, where, and what to do."""
+
+
+class StoreLockedError(StoreError):
     """Another process holds the embedded store; use Chroma server mode to share memory."""
+
+
+class StoreDamagedError(StoreError):
+    """The database of a data directory that held memory is damaged or missing; nothing is written over it."""
+
+
+class StoreAccessError(StoreError):
+    """The store's files cannot be used: the data directory is a file, the lock path a directory, the disk full."""
+
+
+class StoreForkedError(StoreError):
+    """A store opened before ``os.fork()`` used in the child (a Chroma client does not survive a fork)."""
+
+
+class EmbedderMismatchError(StoreError):
+    """A commit whose vectors come from another embedder than the namespace's (vector spaces would mix)."""
 
 
 class UnknownNamespaceError(KeyError):
@@ -92,6 +133,19 @@ class GenerationConflict(RuntimeError):
     """Another writer committed to the namespace since this change set was computed."""
 
 
+class CommitLeaseLost(GenerationConflict):
+    """A writer stalled past its commit lease and another writer took over: nothing of its change is visible."""
+
+
+def embedder_identity(settings: LogicMapSettings) -> str:
+    """What a namespace's vectors were made with, as recorded in its manifest."""
+    if settings.embedding_provider == "hashing":
+        return "hashing"
+    if settings.embedding_provider == "minilm":
+        return "minilm:all-MiniLM-L6-v2"  # the offline model is fixed (embedding_model names OpenAI's)
+    return f"{settings.embedding_provider}:{settings.embedding_model}"
+
+
 class Manifest(BaseModel):
     """The committed state of a namespace: its generation and its sessions."""
 
@@ -100,6 +154,11 @@ class Manifest(BaseModel):
     sessions: dict[str, SessionInfo] = Field(default_factory=dict)
     topic_steps: int = 0
     updated_at: datetime | None = None
+    void: list[int] = Field(
+        default_factory=list,
+        description="generation numbers claimed by writers that lost their lease: their versions are never visible",
+    )
+    embedder: str | None = Field(default=None, description="the embedder whose vectors this namespace holds")
 
 
 class ChangeSet(BaseModel):
@@ -121,6 +180,9 @@ class ChangeSet(BaseModel):
     tags: list[Tag] = Field(default_factory=list)
     retire: dict[str, list[str]] = Field(default_factory=dict, description="kind -> ids to retire")
     topic_steps: int | None = None
+    embedder: str | None = Field(
+        default=None, description="identity of the embedder of the vectors (default: the store's settings)"
+    )
 
 
 @dataclass
@@ -188,85 +250,409 @@ def _order(snap: NamespaceSnapshot) -> None:
     snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
 
 
-_PROCESS_LOCKS: dict[str, tuple[int, int]] = {}  # path -> (fd, refcount)
+# -- the process lock ------------------------------------------------------------------------------
+@dataclass
+class _HeldLock:
+    dir_fd: int
+    file_fd: int
+    count: int
+    pid: int
+
+
+_PROCESS_LOCKS: dict[str, _HeldLock] = {}  # resolved data directory -> the lock this process holds
 _PROCESS_LOCKS_GUARD = threading.Lock()
 
 
+def _locked_error(directory: Path) -> StoreLockedError:
+    try:
+        holder = (directory / LOCK_FILE).read_text(errors="replace").strip()[:32] or "unknown"
+    except OSError:
+        holder = "unknown"
+    return StoreLockedError(
+        f"the embedded store at {directory} is in use by another process (pid {holder}). "
+        "The embedded store serves one process at a time; to share memory between processes "
+        "run a Chroma server (`chroma run --path DIR --port 8000`) and set LOGICMAP_CHROMA_HOST "
+        "(and LOGICMAP_CHROMA_PORT)."
+    )
+
+
 def _acquire_process_lock(directory: Path) -> str:
-    lock_path = str((directory / ".logicmap.lock").resolve())
+    """Lock the data directory for this process: an OS lock held by open descriptors, not by a file's presence.
+
+    The lock is taken on the directory itself, so deleting or replacing ``.logicmap.lock`` while a
+    process holds the store admits no second writer. The lock file is locked too (older versions of
+    LogicMap lock only the file) and names the holder's pid for the error message. A lock inherited
+    through ``fork`` belongs to the parent: the child neither reuses nor releases it.
+    """
+    key = str(directory.resolve())
+    lock_path = directory / LOCK_FILE
     with _PROCESS_LOCKS_GUARD:
-        if lock_path in _PROCESS_LOCKS:
-            fd, count = _PROCESS_LOCKS[lock_path]
-            _PROCESS_LOCKS[lock_path] = (fd, count + 1)
-            return lock_path
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        held = _PROCESS_LOCKS.get(key)
+        if held is not None and held.pid == os.getpid():
+            held.count += 1
+            return key
+        dir_fd = os.open(key, os.O_RDONLY | os.O_DIRECTORY)
+        file_fd = -1
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(dir_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            try:
+                file_fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except IsADirectoryError:
+                raise StoreAccessError(
+                    f"the lock path {lock_path} is a directory, not a file; remove it (rmdir {lock_path}) and re-run"
+                ) from None
+            fcntl.flock(file_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.ftruncate(file_fd, 0)
+            os.pwrite(file_fd, str(os.getpid()).encode(), 0)
         except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            os.close(fd)
-            raise StoreLockedError(
-                f"the embedded store at {directory} is in use by another process (pid {holder}). "
-                "The embedded store serves one process at a time; to share memory between processes "
-                "run a Chroma server (`chroma run --path DIR --port 8000`) and set LOGICMAP_CHROMA_HOST "
-                "(and LOGICMAP_CHROMA_PORT)."
-            ) from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        _PROCESS_LOCKS[lock_path] = (fd, 1)
-        return lock_path
+            _close_quietly(file_fd, dir_fd)
+            raise _locked_error(directory) from None
+        except BaseException:
+            _close_quietly(file_fd, dir_fd)
+            raise
+        _PROCESS_LOCKS[key] = _HeldLock(dir_fd, file_fd, 1, os.getpid())
+        return key
 
 
-def _release_process_lock(lock_path: str) -> None:
+def _close_quietly(*fds: int) -> None:
+    for fd in fds:
+        if fd >= 0:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _release_process_lock(key: str) -> None:
     with _PROCESS_LOCKS_GUARD:
-        if lock_path not in _PROCESS_LOCKS:
+        held = _PROCESS_LOCKS.get(key)
+        if held is None or held.pid != os.getpid():
+            return  # not ours (a forked child): unlocking would release the parent's lock
+        held.count -= 1
+        if held.count > 0:
             return
-        fd, count = _PROCESS_LOCKS[lock_path]
-        if count > 1:
-            _PROCESS_LOCKS[lock_path] = (fd, count - 1)
-            return
-        del _PROCESS_LOCKS[lock_path]
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        del _PROCESS_LOCKS[key]
+        for fd in (held.file_fd, held.dir_fd):
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        _close_quietly(held.file_fd, held.dir_fd)
 
 
-def _visible(generation: int) -> dict[str, Any]:
-    return {"$and": [{"born": {"$lte": generation}}, {"died": {"$gt": generation}}]}
+# -- damaged, missing and unusable stores ----------------------------------------------------------
+_DAMAGE_SIGNS = ("database disk image is malformed", "file is not a database", "(code: 11)", "(code: 26)")
+_FULL_BELOW_BYTES = 2 * 1024 * 1024  # free space under which a failed Chroma write is a full disk
+_FULL_SIGNS = ("database or disk is full", "no space left on device", "(code: 13)", "os error 28")
+
+
+def _prepare_directory(directory: Path) -> None:
+    if directory.exists() and not directory.is_dir():
+        raise StoreAccessError(
+            f"the data directory {directory} is a file, not a directory; "
+            "set LOGICMAP_DATA_DIR (or --data-dir) to a directory"
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise StoreAccessError(
+            f"the data directory {directory} cannot be created: a part of its path is a file; "
+            "set LOGICMAP_DATA_DIR (or --data-dir) to a directory"
+        ) from None
+    except OSError as exc:
+        raise _os_error(exc, directory) from exc
+
+
+def _os_error(exc: OSError, where: Path) -> StoreError:
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _disk_full(where, exc.strerror or str(exc))
+    return StoreAccessError(f"the memory store at {where} cannot be used ({exc.strerror or exc}); "
+                            "check the path and its permissions, then re-run")
+
+
+def _disk_full(where: Path | str, reason: str) -> StoreAccessError:
+    return StoreAccessError(f"the disk of the memory store at {where} is full ({reason}); nothing more was "
+                            "committed and committed sessions are kept: free disk space and re-run")
+
+
+def _damaged(database: Path, reason: str) -> StoreDamagedError:
+    return StoreDamagedError(
+        f"the memory store {database} is damaged ({reason}); nothing was written to it: restore it "
+        f"from a backup, or move {database.parent.parent} aside to start an empty store"
+    )
+
+
+def _check_database(directory: Path) -> None:
+    """Refuse a data directory whose database is damaged, or missing although the directory held memory."""
+    database = directory / "chroma" / "chroma.sqlite3"
+    marker = directory / MEMORY_MARKER
+    if database.is_dir():
+        raise _damaged(database, "it is a directory")
+    size = database.stat().st_size if database.exists() else 0
+    if size == 0:
+        if marker.exists():
+            what = "is empty" if database.exists() else "is missing"
+            raise StoreDamagedError(
+                f"the memory store {database} {what} but {directory} held memory ({marker} exists); "
+                f"nothing was written: restore {database.name} from a backup, or delete {marker} to start "
+                "an empty store there"
+            )
+        return
+    with database.open("rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
+        raise _damaged(database, "not a SQLite database")
+    page_size = struct.unpack(">H", header[16:18])[0]
+    page_size = 65536 if page_size == 1 else page_size
+    pages = struct.unpack(">I", header[28:32])[0]
+    # The page count in the header is valid when its "version-valid-for" number equals the change counter.
+    if header[92:96] == header[24:28] and pages and size < page_size * pages:
+        raise _damaged(database, f"truncated: {size} of {page_size * pages} bytes")
+
+
+def _translated(exc: BaseException, directory: Path | None) -> StoreError | None:
+    """The one-line store error for a low-level failure (None: not a store failure we know)."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return _disk_full(directory or "the server", exc.strerror or str(exc))
+    text = str(exc)
+    lowered = text.lower()
+    if any(sign in lowered for sign in _FULL_SIGNS):
+        return _disk_full(directory or "the server", text.splitlines()[0][:200] if text else "disk full")
+    if any(sign in lowered for sign in _DAMAGE_SIGNS):
+        database = (directory / "chroma" / "chroma.sqlite3") if directory else Path("the server's database")
+        return _damaged(database, text.splitlines()[0][:200])
+    if directory is not None and type(exc).__module__.startswith("chromadb"):
+        if _nearly_full(directory):
+            # Chroma reports a full disk as a failed compaction or log write, without saying why.
+            return _disk_full(directory, text.splitlines()[0][:200] if text else "no space left")
+        database = directory / "chroma" / "chroma.sqlite3"
+        damage = _integrity_problem(database)
+        if damage is not None:
+            return _damaged(database, damage)
+    return None
+
+
+def _integrity_problem(database: Path) -> str | None:
+    """SQLite's own quick check of the database (run only after Chroma failed, so it costs nothing otherwise)."""
+    import sqlite3
+
+    try:
+        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        found = [str(row[0]) for row in connection.execute("PRAGMA quick_check").fetchmany(3)]
+        if found != ["ok"]:
+            return "; ".join(found)[:200]
+        # Bytes overwritten inside a record keep the file's structure but not its text.
+        tables = [row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        for table in tables:
+            for _ in connection.execute(f'SELECT * FROM "{table}"'):
+                pass
+    except sqlite3.Error as exc:
+        return str(exc)[:200]
+    finally:
+        connection.close()
+    return None
+
+
+def _nearly_full(directory: Path) -> bool:
+    try:
+        stats = os.statvfs(directory)
+    except OSError:
+        return False
+    return stats.f_bavail * stats.f_frsize < _FULL_BELOW_BYTES
+
+
+def _store_call(method: Callable[..., T]) -> Callable[..., T]:
+    """A public store method: refused in a forked child, and low-level failures become one-line errors."""
+
+    @functools.wraps(method)
+    def call(self: MemoryStore, *args: Any, **kwargs: Any) -> T:
+        self._check_process()
+        try:
+            return method(self, *args, **kwargs)
+        except (StoreError, GenerationConflict, UnknownNamespaceError, ValueError):
+            raise
+        except Exception as exc:
+            error = _translated(exc, self._directory)
+            if error is None:
+                raise
+            if self._directory is not None:
+                # After a failed write an embedded Chroma client can hang on its next call: refuse instead.
+                self._broken = error
+            raise error from exc
+
+    return call
+
+
+def _visible(generation: int, void: Sequence[int] = ()) -> dict[str, Any]:
+    """Versions of committed generations up to ``generation`` not retired by one of them."""
+    if not void:
+        return {"$and": [{"born": {"$lte": generation}}, {"died": {"$gt": generation}}]}
+    void = sorted(void)
+    return {"$and": [{"born": {"$lte": generation}}, {"born": {"$nin": void}},
+                     {"$or": [{"died": {"$gt": generation}}, {"died": {"$in": void}}]}]}
+
+
+def _next_id(generation: int) -> str:
+    return f"next@{generation}"
+
+
+def _manifest_id(generation: int) -> str:
+    return f"manifest@{generation}"
+
+
+def _claim_id(generation: int) -> str:
+    return f"claim@{generation}"
+
+
+_NAMESPACE_LOCKS: dict[tuple[str, str], threading.RLock] = {}
+_NAMESPACE_LOCKS_GUARD = threading.Lock()
+
+
+# -- fencing ----------------------------------------------------------------------------------------
+# Server mode has no transactions, so a writer's lease (the commit-lock record) cannot be checked
+# atomically with its writes. What makes a commit safe is a compare-and-set that Chroma does have:
+# ``add`` of an id that exists is ignored, so the first writer's record stays and reading it back
+# says who won.
+#
+# 1. Generation numbers are claimed, ``claim@n`` added only if absent, scanning up from G+1: every
+#    number is owned by one writer forever, so versions ``<id>@n`` are only ever written by n's owner
+#    and two writers never write (or overwrite) the same version.
+# 2. A commit becomes visible by adding ``next@G`` (G = the generation it was computed on) naming n.
+#    Only one ``next@G`` can exist, so only one writer can commit on top of G: a writer that stalled
+#    past its lease while another took over finds ``next@G`` taken and aborts (``CommitLeaseLost``).
+#    The committed generations are the chain of next@ links; readers follow it from the manifest hint.
+# 3. The numbers a writer skipped while claiming (owned by writers that lost their lease or died)
+#    go into the manifest's ``void`` list; readers never show versions born in a void generation and
+#    ignore retirements made by one. So whatever a stalled writer writes after it lost the lease stays
+#    invisible, whenever it lands; later commits garbage-collect it.
+# 4. A writer checks its fence (lease still its own, next@G still free) before every batch it writes,
+#    so a stalled writer stops at its next batch. The one thing those checks cannot exclude is a stall
+#    of more than the lease *inside* one retirement update (between its check and the update landing):
+#    that update can overwrite the retirement marks a newer writer just set on the same records.
+#    Everything else a stalled writer does is invisible by (1)-(3).
+# Embedded mode is one process (the directory lock) whose writers of a namespace share one in-process
+# lock, so it uses n = G+1 without claims; the same next@ link makes its commits visible.
+@dataclass
+class _Fence:
+    """What one commit owns: the generation it builds on, the number it writes, and how to prove it."""
+
+    meta: Any
+    namespace: str
+    base: int
+    generation: int
+    void: list[int]
+    skipped: list[int]
+    token: str
+    leased: bool
+    lease_s: float
+
+    def check(self, *, lease_only: bool = False) -> None:
+        """Raise ``CommitLeaseLost`` when another writer took the lease or committed on top of ``base``."""
+        if not self.leased:
+            return
+        ids = [COMMIT_LOCK_ID] if lease_only else [_next_id(self.base), COMMIT_LOCK_ID]
+        got = self.meta.get(ids=ids, include=["metadatas"])
+        found = dict(zip(got["ids"], got["metadatas"]))
+        link = found.get(_next_id(self.base))
+        if link is not None and link.get("owner") != self.token:
+            raise self.lost(f"another writer committed generation {link.get('generation')} on top of it")
+        lock = found.get(COMMIT_LOCK_ID)
+        if lock is None or lock.get("owner") != self.token:
+            raise self.lost("another writer took the commit lease")
+
+    def lost(self, what: str) -> CommitLeaseLost:
+        return CommitLeaseLost(
+            f"namespace {self.namespace!r}: this writer held its commit lease longer than {self.lease_s:g}s and "
+            f"{what}; nothing of this change (generation {self.generation} on {self.base}) is visible: re-run it"
+        )
 
 
 class MemoryStore:
     """Reads and writes namespaced memory in Chroma (embedded by default, a server when configured)."""
 
-    def __init__(self, settings: LogicMapSettings | None = None, *, client: Any = None) -> None:
+    def __init__(
+        self, settings: LogicMapSettings | None = None, *, client: Any = None, embedder: str | None = None
+    ) -> None:
         self.settings = settings or LogicMapSettings()
+        self.embedder = embedder or embedder_identity(self.settings)
+        self.commit_lease_s = COMMIT_LOCK_LEASE_S
+        self._pid = os.getpid()
+        self._broken: StoreError | None = None
         self._lock_path: str | None = None
+        self._directory: Path | None = None
+        self._marker: Path | None = None
         if client is not None:
             self.client = client
+            self._location = f"client:{id(client)}"
         elif self.settings.chroma_host:
             import chromadb
 
             self.client = chromadb.HttpClient(host=self.settings.chroma_host, port=self.settings.chroma_port)
+            # Per store object: writers on a server are serialized by the lease and fenced by next@ links.
+            self._location = f"server:{id(self)}"
         else:
-            import chromadb
-            from chromadb.config import Settings as ChromaSettings
-
-            directory = Path(self.settings.data_dir)
-            directory.mkdir(parents=True, exist_ok=True)
-            self._lock_path = _acquire_process_lock(directory)
-            self.client = chromadb.PersistentClient(
-                path=str(directory / "chroma"), settings=ChromaSettings(anonymized_telemetry=False)
-            )
+            self.client = self._open_embedded(Path(self.settings.data_dir))
+            self._location = f"dir:{self._lock_path}"
         self._collections: dict[str, Any] = {}
-        self._namespace_locks: dict[str, threading.RLock] = {}
         self._guard = threading.Lock()
         self._snapshots: dict[str, NamespaceSnapshot] = {}
         self._max_batch = int(getattr(self.client, "get_max_batch_size", lambda: 5000)() or 5000)
+        if self._marker is not None and not self._marker.exists():
+            self._adopt_legacy_store()
+
+    def _open_embedded(self, directory: Path) -> Any:
+        import chromadb
+        from chromadb.config import Settings as ChromaSettings
+
+        _prepare_directory(directory)
+        try:
+            self._lock_path = _acquire_process_lock(directory)
+        except OSError as exc:
+            raise _os_error(exc, directory) from exc
+        self._directory, self._marker = directory, directory / MEMORY_MARKER
+        try:
+            _check_database(directory)
+            return chromadb.PersistentClient(
+                path=str(directory / "chroma"), settings=ChromaSettings(anonymized_telemetry=False)
+            )
+        except BaseException as exc:
+            self.close()
+            error = _translated(exc, directory) if isinstance(exc, Exception) else None
+            if error is None:
+                raise
+            raise error from exc
+
+    def _adopt_legacy_store(self) -> None:
+        """A store written before the memory marker existed: mark it when it holds namespaces."""
+        try:
+            if self._registry().count() > 0:
+                self._mark_memory()
+        except Exception as exc:
+            error = _translated(exc, self._directory)
+            self.close()
+            if error is None:
+                raise
+            raise error from exc
+
+    def _mark_memory(self) -> None:
+        """Record that this directory holds memory, so a lost database is reported instead of recreated."""
+        if self._marker is None or self._marker.exists():
+            return
+        tmp = self._marker.with_name(f"{MEMORY_MARKER}.{os.getpid()}.tmp")
+        body = {"what": "LogicMap memory lives in chroma/chroma.sqlite3 beside this file",
+                "since": datetime.now(UTC).isoformat()}
+        try:
+            tmp.write_text(json.dumps(body) + "\n", encoding="utf-8")
+            os.replace(tmp, self._marker)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise _os_error(exc, self._marker.parent) from exc
 
     # -- plumbing ---------------------------------------------------------------------------
     def close(self) -> None:
-        if self._lock_path:
+        if self._lock_path and os.getpid() == self._pid:
             _release_process_lock(self._lock_path)
-            self._lock_path = None
+        self._lock_path = None
 
     def __enter__(self) -> MemoryStore:
         return self
@@ -274,10 +660,21 @@ class MemoryStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _check_process(self) -> None:
+        if self._broken is not None:
+            raise type(self._broken)(str(self._broken))
+        if os.getpid() != self._pid:
+            raise StoreForkedError(
+                f"this memory store was opened by process {self._pid} and used in its forked child "
+                f"{os.getpid()}; a Chroma client does not survive fork: open the store in the child "
+                "after the parent closed it (or use a Chroma server), or start children with 'spawn'"
+            )
+
     def namespace_lock(self, namespace: str) -> threading.RLock:
-        """The lock a writer of this namespace holds while it commits."""
-        with self._guard:
-            return self._namespace_locks.setdefault(namespace, threading.RLock())
+        """The lock a writer of this namespace holds while it commits (shared by every store on one location)."""
+        self._check_process()
+        with _NAMESPACE_LOCKS_GUARD:
+            return _NAMESPACE_LOCKS.setdefault((self._location, namespace), threading.RLock())
 
     def _collection(self, namespace: str, kind: str) -> Any:
         name = f"lm-{stable_hash(namespace, length=16)}-{kind}"
@@ -307,21 +704,39 @@ class MemoryStore:
             yield items[start : start + step]
 
     # -- manifest -----------------------------------------------------------------------------
+    @_store_call
     def manifest(self, namespace: str) -> Manifest:
+        """The committed manifest: the hint record, then the chain of next@ links past it."""
         validate_namespace(namespace)
-        got = self._collection(namespace, "meta").get(ids=["manifest"], include=["documents"])
-        if not got["ids"]:
-            return Manifest(namespace=namespace)
-        return Manifest.model_validate_json(got["documents"][0])
+        meta = self._collection(namespace, "meta")
+        for _ in range(100):
+            got = meta.get(ids=[MANIFEST_ID], include=["documents"])
+            hint = Manifest.model_validate_json(got["documents"][0]) if got["ids"] else Manifest(namespace=namespace)
+            head = hint.generation
+            while True:
+                link = meta.get(ids=[_next_id(head)], include=["metadatas"])
+                if not link["ids"]:
+                    break
+                head = int(link["metadatas"][0]["generation"])
+            if head == hint.generation:
+                return hint
+            body = meta.get(ids=[_manifest_id(head)], include=["documents"])
+            if body["ids"]:
+                return Manifest.model_validate_json(body["documents"][0])
+            # A newer commit removed it after moving past it: the chain has grown, walk it again.
+        raise GenerationConflict(f"namespace {namespace!r}: the manifest kept moving while it was read")
 
+    @_store_call
     def namespaces(self) -> list[str]:
         got = self._registry().get(include=[])
         # Registered before their first commit: list only namespaces whose manifest is committed.
         return sorted(ns for ns in got["ids"] if self.manifest(ns).generation > 0)
 
+    @_store_call
     def has_namespace(self, namespace: str) -> bool:
         return self.manifest(namespace).generation > 0
 
+    @_store_call
     def require_namespace(self, namespace: str) -> Manifest:
         """The namespace's manifest, or ``UnknownNamespaceError`` naming the known ones."""
         manifest = self.manifest(namespace)
@@ -330,6 +745,7 @@ class MemoryStore:
         return manifest
 
     # -- reading --------------------------------------------------------------------------------
+    @_store_call
     def snapshot(self, namespace: str) -> NamespaceSnapshot:
         """The committed records of a namespace (cached until its generation changes).
 
@@ -347,7 +763,7 @@ class MemoryStore:
             snap = NamespaceSnapshot(namespace=namespace, manifest=manifest)
             if manifest.generation > 0:
                 for kind in _MODELS:
-                    records, vectors = self._read_kind(namespace, kind, manifest.generation)
+                    records, vectors = self._read_kind(namespace, kind, manifest.generation, void=manifest.void)
                     setattr(snap, kind, records)
                     if kind in _SNAPSHOT_VECTORS:
                         setattr(snap, _SNAPSHOT_VECTORS[kind], vectors)
@@ -362,10 +778,10 @@ class MemoryStore:
         for kind in _MODELS:
             records = dict(getattr(base, kind))
             vectors = dict(getattr(base, _SNAPSHOT_VECTORS[kind])) if kind in _SNAPSHOT_VECTORS else {}
-            for rid in self._retired_between(base.namespace, kind, old, new):
+            for rid in self._retired_between(base.namespace, kind, old, new, manifest.void):
                 records.pop(rid, None)
                 vectors.pop(rid, None)
-            born, born_vectors = self._read_kind(base.namespace, kind, new, born_after=old)
+            born, born_vectors = self._read_kind(base.namespace, kind, new, born_after=old, void=manifest.void)
             records.update(born)
             vectors.update(born_vectors)
             setattr(snap, kind, records)
@@ -374,10 +790,12 @@ class MemoryStore:
         _order(snap)
         return snap
 
-    def _retired_between(self, namespace: str, kind: str, old: int, new: int) -> set[str]:
+    def _retired_between(self, namespace: str, kind: str, old: int, new: int, void: Sequence[int] = ()) -> set[str]:
         """Ids of records whose version visible at ``old`` was retired by generation ``new``."""
         col = self._collection(namespace, kind)
-        where = {"$and": [{"died": {"$gt": old}}, {"died": {"$lte": new}}]}
+        where: dict[str, Any] = {"$and": [{"died": {"$gt": old}}, {"died": {"$lte": new}}]}
+        if void:
+            where["$and"].append({"died": {"$nin": sorted(void)}})
         rids: set[str] = set()
         offset = 0
         while True:
@@ -388,14 +806,14 @@ class MemoryStore:
             offset += _READ_PAGE
 
     def _read_kind(
-        self, namespace: str, kind: str, generation: int, *, born_after: int | None = None
+        self, namespace: str, kind: str, generation: int, *, born_after: int | None = None, void: Sequence[int] = ()
     ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         include = ["documents", "metadatas"] + (["embeddings"] if kind in _VECTOR_KINDS else [])
         col = self._collection(namespace, kind)
         model = _MODELS[kind]
         records: dict[str, Any] = {}
         vectors: dict[str, np.ndarray] = {}
-        where = _visible(generation)
+        where = _visible(generation, void)
         if born_after is not None:
             where = {"$and": [*where["$and"], {"born": {"$gt": born_after}}]}
         offset = 0
@@ -412,6 +830,7 @@ class MemoryStore:
                 return records, vectors
             offset += _READ_PAGE
 
+    @_store_call
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
         """Nearest committed records of a kind to a vector: ``[(record id, cosine similarity)]``."""
         manifest = self.manifest(namespace)
@@ -421,119 +840,232 @@ class MemoryStore:
         got = col.query(
             query_embeddings=[list(map(float, vector))],
             n_results=k,
-            where=_visible(manifest.generation),
+            where=_visible(manifest.generation, manifest.void),
             include=["metadatas", "distances"],
         )
         return [(m["rid"], 1.0 - float(d)) for m, d in zip(got["metadatas"][0], got["distances"][0])]
 
     # -- writing --------------------------------------------------------------------------------
+    @_store_call
     def commit(self, change: ChangeSet) -> Manifest:
         """Write a change set as the next generation and make it visible atomically.
 
-        Raises ``GenerationConflict`` when another writer committed since ``base_generation``.
+        Raises ``GenerationConflict`` when another writer committed since ``base_generation``
+        (``CommitLeaseLost`` when this writer stalled past its lease and another took over), and
+        ``EmbedderMismatchError`` when the namespace holds vectors of another embedder.
         """
         namespace = validate_namespace(change.namespace)
-        with self.namespace_lock(namespace), self._server_commit_lock(namespace):
+        embedder = change.embedder or self.embedder
+        with self.namespace_lock(namespace), self._server_commit_lock(namespace) as token:
             manifest = self.manifest(namespace)
             if manifest.generation != change.base_generation:
                 raise GenerationConflict(
                     f"namespace {namespace!r} moved from generation {change.base_generation} "
                     f"to {manifest.generation} while this change was computed"
                 )
-            generation = manifest.generation + 1
-            # Registered first, so a crash right after the manifest write cannot leave it unlisted.
-            self._registry().upsert(
-                ids=[namespace], embeddings=[_PLACEHOLDER], documents=[namespace], metadatas=[{"ns": namespace}]
-            )
-            self._clear_uncommitted(namespace, manifest.generation)
-            self._write(namespace, "turns", change.turns, change.turn_vectors, generation)
-            self._write(namespace, "events", change.events, change.event_vectors, generation)
-            self._write(namespace, "relations", change.relations, None, generation)
-            self._write(
-                namespace, "topics", change.topics, [t.centroid for t in change.topics], generation
-            )
-            self._write(namespace, "facts", change.facts, change.fact_vectors, generation)
-            self._write(namespace, "cues", change.cues, change.cue_vectors, generation)
-            self._write(namespace, "tags", change.tags, None, generation)
-            for kind, ids in change.retire.items():
-                self._retire(namespace, kind, ids, generation, manifest.generation)
-
-            new_manifest = manifest.model_copy(deep=True)
-            new_manifest.generation = generation
-            new_manifest.updated_at = datetime.now(UTC)
-            if change.session is not None:
-                session = change.session.model_copy(update={"generation": generation})
-                new_manifest.sessions[session.session_id] = session
-            if change.topic_steps is not None:
-                new_manifest.topic_steps = change.topic_steps
-            # The one write that makes the generation visible.
-            self._collection(namespace, "meta").upsert(
-                ids=["manifest"],
-                embeddings=[_PLACEHOLDER],
-                documents=[new_manifest.model_dump_json()],
-                metadatas=[{"generation": generation}],
-            )
+            if manifest.embedder is not None and manifest.embedder != embedder:
+                raise EmbedderMismatchError(
+                    f"namespace {namespace!r} holds vectors of the embedder {manifest.embedder!r}, not "
+                    f"{embedder!r}; mixing them would corrupt search: set LOGICMAP_EMBEDDING_PROVIDER "
+                    "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
+                )
+            self._mark_memory()
+            fence = self._claim(namespace, manifest, token)
+            try:
+                # Registered first, so a crash right after the commit cannot leave the namespace unlisted.
+                self._registry().upsert(
+                    ids=[namespace], embeddings=[_PLACEHOLDER], documents=[namespace], metadatas=[{"ns": namespace}]
+                )
+                self._clear_uncommitted(namespace, manifest.generation, fence)
+                self._write_change(change, fence)
+                new_manifest = self._next_manifest(manifest, change, fence, embedder)
+                self._move(fence, new_manifest)
+            except CommitLeaseLost:
+                self._abandon(fence)
+                raise
+            self._collect(fence)
             return new_manifest
 
+    def _write_change(self, change: ChangeSet, fence: _Fence) -> None:
+        ns, generation, base = fence.namespace, fence.generation, fence.base
+        extra = {"base": base, "void": fence.void, "fence": fence}
+        self._write(ns, "turns", change.turns, change.turn_vectors, generation, **extra)
+        self._write(ns, "events", change.events, change.event_vectors, generation, **extra)
+        self._write(ns, "relations", change.relations, None, generation, **extra)
+        self._write(ns, "topics", change.topics, [t.centroid for t in change.topics], generation, **extra)
+        self._write(ns, "facts", change.facts, change.fact_vectors, generation, **extra)
+        self._write(ns, "cues", change.cues, change.cue_vectors, generation, **extra)
+        self._write(ns, "tags", change.tags, None, generation, **extra)
+        for kind, ids in change.retire.items():
+            self._retire(ns, kind, ids, generation, base, void=fence.void, fence=fence)
+
+    @staticmethod
+    def _next_manifest(manifest: Manifest, change: ChangeSet, fence: _Fence, embedder: str) -> Manifest:
+        new_manifest = manifest.model_copy(deep=True)
+        new_manifest.generation = fence.generation
+        new_manifest.void = fence.void
+        new_manifest.embedder = embedder
+        new_manifest.updated_at = datetime.now(UTC)
+        if change.session is not None:
+            session = change.session.model_copy(update={"generation": fence.generation})
+            new_manifest.sessions[session.session_id] = session
+        if change.topic_steps is not None:
+            new_manifest.topic_steps = change.topic_steps
+        return new_manifest
+
+    def _claim(self, namespace: str, manifest: Manifest, token: str) -> _Fence:
+        """The generation number this commit writes: G+1 embedded, the first free claim above G on a server."""
+        meta = self._collection(namespace, "meta")
+        base = manifest.generation
+        leased = bool(self.settings.chroma_host)
+        fence = _Fence(meta=meta, namespace=namespace, base=base, generation=base + 1, void=list(manifest.void),
+                       skipped=[], token=token, leased=leased, lease_s=self.commit_lease_s)
+        if not leased:
+            return fence
+        for number in range(base + 1, base + 1 + _MAX_CLAIMS):
+            meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[token],
+                     metadatas=[{"kind": "claim", "owner": token}])
+            got = meta.get(ids=[_claim_id(number)], include=["metadatas"])
+            if got["ids"] and got["metadatas"][0].get("owner") == token:
+                fence.generation = number
+                break
+            fence.skipped.append(number)  # owned by a writer that lost its lease or died
+        else:
+            raise GenerationConflict(f"namespace {namespace!r}: no free generation number above {base}")
+        fence.void = sorted(set(fence.void) | set(fence.skipped))
+        fence.check()
+        return fence
+
+    def _move(self, fence: _Fence, manifest: Manifest) -> None:
+        """The one step that makes the generation visible: link it to its base, if no one else has."""
+        meta, body = fence.meta, manifest.model_dump_json()
+        fence.check()
+        meta.add(ids=[_manifest_id(fence.generation)], embeddings=[_PLACEHOLDER], documents=[body],
+                 metadatas=[{"kind": "manifest", "generation": fence.generation}])
+        fence.check()
+        meta.add(ids=[_next_id(fence.base)], embeddings=[_PLACEHOLDER], documents=[fence.token],
+                 metadatas=[{"kind": "next", "owner": fence.token, "generation": fence.generation}])
+        got = meta.get(ids=[_next_id(fence.base)], include=["metadatas"])
+        link = got["metadatas"][0] if got["ids"] else {}
+        if link.get("owner") != fence.token:
+            raise fence.lost(f"another writer committed generation {link.get('generation')} on top of it")
+        # The hint readers start from (they follow next@ links past a stale one).
+        meta.upsert(ids=[MANIFEST_ID], embeddings=[_PLACEHOLDER], documents=[body],
+                    metadatas=[{"generation": fence.generation}])
+
+    def _collect(self, fence: _Fence) -> None:
+        """After a won commit: drop what the skipped (now void) generations left, and superseded manifests."""
+        if fence.skipped:
+            try:
+                self._clear_versions(fence.namespace, {"born": {"$in": fence.skipped}},
+                                     {"died": {"$in": fence.skipped}}, check=lambda: fence.check(lease_only=True))
+            except CommitLeaseLost:
+                pass  # committed already; the next writer collects what is left
+        fence.meta.delete(where={"$and": [{"kind": "manifest"}, {"generation": {"$lt": fence.generation}}]})
+
+    def _abandon(self, fence: _Fence) -> None:
+        """A lost commit removes what it wrote (best effort: it is invisible anyway, being void)."""
+        if not fence.leased:
+            return
+        try:
+            number = fence.generation
+            self._clear_versions(fence.namespace, {"born": number}, {"died": number})
+        except Exception:  # noqa: BLE001 - the lost-lease error is what the caller needs to see
+            pass
+
     @contextmanager
-    def _server_commit_lock(self, namespace: str):  # noqa: ANN202
-        """Server mode: one writer per namespace across processes (a lock record added only if absent)."""
+    def _server_commit_lock(self, namespace: str) -> Iterator[str]:
+        """Server mode: one writer per namespace across processes (a lock record added only if absent).
+
+        The lease only keeps writers from wasting work; correctness comes from the fence (see ``_Fence``).
+        """
+        token = uuid.uuid4().hex
         if not self.settings.chroma_host:
-            yield  # embedded: the file lock makes this process the only writer
+            yield token  # embedded: the directory lock makes this process the only writer
             return
         col = self._collection(namespace, "meta")
-        token = uuid.uuid4().hex
         deadline = time.monotonic() + COMMIT_LOCK_WAIT_S
         while True:
             now = time.time()
-            # Chroma ignores an add whose id exists: the first writer's record stays, so reading it back
-            # tells who holds the lock.
             col.add(ids=[COMMIT_LOCK_ID], embeddings=[_PLACEHOLDER], documents=[token],
-                    metadatas=[{"owner": token, "expires": now + COMMIT_LOCK_LEASE_S}])
+                    metadatas=[{"owner": token, "expires": now + self.commit_lease_s}])
             got = col.get(ids=[COMMIT_LOCK_ID], include=["metadatas"])
             holder = got["metadatas"][0] if got["ids"] else None
             if holder is not None and holder.get("owner") == token:
                 break
             if holder is not None and float(holder.get("expires", 0)) < now:
-                col.delete(ids=[COMMIT_LOCK_ID], where={"owner": holder["owner"]})  # a dead writer's lease
+                col.delete(ids=[COMMIT_LOCK_ID], where={"owner": holder["owner"]})  # a dead or stalled writer's lease
                 continue
             if time.monotonic() > deadline:
                 raise GenerationConflict(f"namespace {namespace!r}: another process holds the commit lock")
             time.sleep(0.02 + random.random() * 0.08)
         try:
-            yield
+            yield token
         finally:
             col.delete(ids=[COMMIT_LOCK_ID], where={"owner": token})
 
-    def _clear_uncommitted(self, namespace: str, generation: int) -> None:
-        """Undo what a crashed writer left: versions born after G, and retirements after G."""
+    def _clear_uncommitted(self, namespace: str, generation: int, fence: _Fence | None = None) -> None:
+        """Undo what crashed or stalled writers left: embedded, every version born after G (and retirement
+        after G); on a server, only what void generations left (a claim above G may belong to a live writer)."""
+        void = list(fence.void) if fence is not None else []
+        if fence is not None and fence.leased:
+            if void:
+                self._clear_versions(namespace, {"born": {"$in": void}}, {"died": {"$in": void}}, check=fence.check)
+            return
+        born: dict[str, Any] = {"born": {"$gt": generation}}
+        died: dict[str, Any] = {"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]}
+        if void:
+            born = {"$or": [born, {"born": {"$in": void}}]}
+            died = {"$or": [died, {"died": {"$in": void}}]}
+        self._clear_versions(namespace, born, died)
+        self._collection(namespace, "meta").delete(
+            where={"$and": [{"kind": "manifest"}, {"generation": {"$gt": generation}}]}
+        )
+
+    def _clear_versions(
+        self, namespace: str, born: dict[str, Any], died: dict[str, Any], check: Callable[[], None] | None = None
+    ) -> None:
+        """Delete the versions matching ``born`` and make those matching ``died`` alive again.
+
+        ``check`` runs before each update: a writer that lost its lease must not reset marks it read
+        before a newer writer retired the same versions."""
         for kind in _MODELS:
             col = self._collection(namespace, kind)
             while True:
-                born = col.get(where={"born": {"$gt": generation}}, include=[], limit=_READ_PAGE)
-                if not born["ids"]:
+                found = col.get(where=born, include=[], limit=_READ_PAGE)
+                if not found["ids"]:
                     break
-                col.delete(ids=born["ids"])
+                col.delete(ids=found["ids"])
             while True:
-                killed = col.get(
-                    where={"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]},
-                    include=["metadatas"],
-                    limit=min(_READ_PAGE, self._max_batch),
-                )
+                killed = col.get(where=died, include=["metadatas"], limit=min(_READ_PAGE, self._max_batch))
                 if not killed["ids"]:
                     break
+                if check is not None:
+                    check()
                 col.update(ids=killed["ids"], metadatas=[{**m, "died": SENTINEL} for m in killed["metadatas"]])
 
-    def _retire(self, namespace: str, kind: str, rids: Sequence[str], generation: int, previous: int) -> None:
+    def _retire(
+        self,
+        namespace: str,
+        kind: str,
+        rids: Sequence[str],
+        generation: int,
+        previous: int,
+        *,
+        void: Sequence[int] = (),
+        fence: _Fence | None = None,
+    ) -> None:
         if not rids:
             return
         col = self._collection(namespace, kind)
         for chunk in self._batched(list(rids)):
             got = col.get(
-                where={"$and": [{"rid": {"$in": list(chunk)}}, *_visible(previous)["$and"]]},
+                where={"$and": [{"rid": {"$in": list(chunk)}}, *_visible(previous, void)["$and"]]},
                 include=["metadatas"],
             )
             if got["ids"]:
+                if fence is not None:
+                    fence.check()
                 col.update(ids=got["ids"], metadatas=[{**m, "died": generation} for m in got["metadatas"]])
 
     def _write(
@@ -543,6 +1075,10 @@ class MemoryStore:
         records: Sequence[BaseModel],
         vectors: Sequence[Sequence[float]] | None,
         generation: int,
+        *,
+        base: int | None = None,
+        void: Sequence[int] = (),
+        fence: _Fence | None = None,
     ) -> None:
         if not records:
             return
@@ -551,7 +1087,8 @@ class MemoryStore:
             raise ValueError(f"duplicate {kind} ids in one change set")
         if vectors is not None and len(vectors) != len(records):
             raise ValueError(f"{kind}: {len(records)} records but {len(vectors)} vectors")
-        self._retire(namespace, kind, rids, generation, generation - 1)
+        self._retire(namespace, kind, rids, generation, generation - 1 if base is None else base,
+                     void=void, fence=fence)
         col = self._collection(namespace, kind)
         docs = [r.model_dump_json() for r in records]
         metas = [{"rid": rid, "born": generation, "died": SENTINEL, **self._extra_meta(r)} for rid, r in zip(rids, records)]
@@ -559,6 +1096,8 @@ class MemoryStore:
         ids = [f"{rid}@{generation}" for rid in rids]
         for start in range(0, len(ids), self._max_batch):
             end = start + self._max_batch
+            if fence is not None:
+                fence.check()
             col.upsert(ids=ids[start:end], embeddings=embeds[start:end], documents=docs[start:end], metadatas=metas[start:end])
 
     @staticmethod
@@ -569,4 +1108,3 @@ class MemoryStore:
     def _extra_meta(record: BaseModel) -> dict[str, Any]:
         session = getattr(record, "session_id", None)
         return {"session_id": session} if isinstance(session, str) else {}
-
