@@ -146,8 +146,8 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
     original = MemoryStore._write
     calls = {"n": 0}
 
-    def dying_write(self, namespace, kind, records, vectors, generation):  # noqa: ANN001
-        original(self, namespace, kind, records, vectors, generation)
+    def dying_write(self, namespace, kind, records, vectors, generation, **fence):  # noqa: ANN001, ANN003
+        original(self, namespace, kind, records, vectors, generation, **fence)
         if generation == 3 and kind == "events":
             calls["n"] += 1
             raise RuntimeError("simulated crash after the events of session 3 were written")
