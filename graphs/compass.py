@@ -255,20 +255,6 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
     return [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
 
 
-def _distinct_topics(graph: EventGraph, ranking: list[str], top_p: int) -> list[str]:
-    """Diversity: the best event of each of the first ``top_p`` distinct topics (an event without a topic is its own)."""
-    seen_topics: list[str] = []
-    diverse: list[str] = []
-    for eid in ranking:
-        topic = graph.topic_of.get(eid, f"solo:{eid}")
-        if topic not in seen_topics:
-            seen_topics.append(topic)
-            diverse.append(eid)
-            if len(seen_topics) >= top_p:
-                break
-    return diverse
-
-
 # -- nodes --------------------------------------------------------------------------------------
 def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Split the question into subgoals (clauses without an LLM) and reset the search."""
@@ -306,7 +292,7 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
     visited = set(state.get("visited", []))
     ranking = [e for e in _rank_events(graph, query, ctx, res) if e not in visited]
     top = ranking[: ctx.top_k]
-    diverse = _distinct_topics(graph, ranking, ctx.top_p)
+    diverse = graph.topic_leaders(ranking, ctx.top_p)
     candidates = list(dict.fromkeys([*top, *diverse]))
     cost, fallbacks = Cost(), []
     if ctx.policy == "heuristic" or not candidates:

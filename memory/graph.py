@@ -66,6 +66,20 @@ class EventGraph:
         """The event graph of a snapshot, built once and cached on it."""
         return snapshot.derived(cls.from_snapshot)
 
+    def topic_leaders(self, ranking: list[str], top_p: int) -> list[str]:
+        """The best event of each of the first ``top_p`` distinct topics of ``ranking`` (CompassMem's
+        topic-diverse starting candidates); an event without a topic is a topic of its own."""
+        seen_topics: set[str] = set()
+        leaders: list[str] = []
+        for eid in ranking:
+            topic = self.topic_of.get(eid, f"solo:{eid}")
+            if topic not in seen_topics:
+                seen_topics.add(topic)
+                leaders.append(eid)
+                if len(seen_topics) >= top_p:
+                    break
+        return leaders
+
     def __len__(self) -> int:
         return len(self.ids)
 

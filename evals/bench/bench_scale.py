@@ -90,16 +90,7 @@ def localize(graph: Any, query: np.ndarray, top_k: int = 5, top_p: int = 5) -> l
     sims = graph.similarities(query)
     ranking = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
     top = ranking[:top_k]
-    seen: list[str] = []
-    diverse: list[str] = []
-    for eid in ranking:
-        topic = graph.topic_of.get(eid, f"solo:{eid}")
-        if topic not in seen:
-            seen.append(topic)
-            diverse.append(eid)
-            if len(seen) >= top_p:
-                break
-    return list(dict.fromkeys([*top, *diverse]))
+    return list(dict.fromkeys([*top, *graph.topic_leaders(ranking, top_p)]))
 
 
 def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: bool) -> dict[str, Any]:

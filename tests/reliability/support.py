@@ -395,3 +395,15 @@ class GarbageChatModel(ScriptedChatModel):
         if kind == "raise":
             return RuntimeError("simulated provider failure: 500 internal error")
         raise ValueError(f"unknown reply kind {kind!r}")
+
+
+def json_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
+    """Every path (keys and indexes) into a JSON document, the root's ``()`` first."""
+    out = [prefix]
+    if isinstance(node, dict):
+        for key, value in node.items():
+            out += json_paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            out += json_paths(value, (*prefix, i))
+    return out

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from logicmap.graphs.cli import main
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.store import MemoryStore, UnknownNamespaceError
-from tests.reliability.support import ROOT, SAMPLE, memory_problems, subprocess_env
+from tests.reliability.support import ROOT, SAMPLE, json_paths, memory_problems, subprocess_env
 
 BASE: list[dict[str, Any]] = json.loads(SAMPLE.read_text(encoding="utf-8"))
 
@@ -303,15 +303,6 @@ def test_the_cli_process_exits_2_with_one_line_and_no_traceback(tmp_path) -> Non
 
 
 # -- random structural damage --------------------------------------------------------------------
-def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
 
 
 JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), st.floats(allow_nan=False, allow_infinity=False),
@@ -324,7 +315,7 @@ JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), st.floats(al
 def test_randomly_damaged_files_are_ingested_or_rejected_cleanly(data, kept_memory, tmp_path_factory, capsys) -> None:
     data_dir, kept = kept_memory
     doc = small_sample(2)
-    paths = [p for p in _paths(doc) if p]
+    paths = [p for p in json_paths(doc) if p]
     for _ in range(data.draw(st.integers(1, 3), label="damages")):
         target = data.draw(st.sampled_from(paths), label="where")
         parent = doc

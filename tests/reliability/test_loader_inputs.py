@@ -25,6 +25,7 @@ from logicmap.graphs.cli import main
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import DataFormatError, conversation_namespace, conversation_slug, load_conversations
 from logicmap.memory.store import MemoryStore
+from tests.reliability.support import json_paths
 
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
 _HEALTH = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
@@ -72,15 +73,6 @@ FORMATS = {"locomo": (locomo_document, "sample_id"), "longmemeval": (longmemeval
 
 
 # -- damage --------------------------------------------------------------------------------------
-def _paths(node: Any, prefix: tuple = ()) -> list[tuple]:
-    out = [prefix]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            out += _paths(value, (*prefix, key))
-    elif isinstance(node, list):
-        for i, value in enumerate(node):
-            out += _paths(value, (*prefix, i))
-    return out
 
 
 def _set(doc: Any, path: tuple, value: Any) -> None:
@@ -110,7 +102,7 @@ def damaged(draw: st.DrawFn, fmt: str, kinds: list[str] = KINDS, *, last: bool =
     doc = make()
     k = len(doc) - 1 if last else draw(st.integers(0, len(doc) - 1), label="record")
     kind = draw(st.sampled_from(kinds), label="kind")
-    inside = [p for p in _paths(doc[k]) if p]
+    inside = [p for p in json_paths(doc[k]) if p]
     placeholder: tuple[str, bytes] | None = None
     for _ in range(draw(st.integers(1, 3), label="damages") if kind == "many" else 1):
         step = draw(st.sampled_from(["retype", "delete"]), label="step") if kind == "many" else kind
