@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -367,13 +368,39 @@ def run_local_llm_command(
 ) -> int:
     """``logicmap local-llm``: serve until Ctrl-C, or run ``command`` against the server, or benchmark it."""
     out = out or sys.stdout
+    with _sigterm_interrupts():
+        try:
+            server = LocalLLMServer(port=port or None, venv=venv, n_threads=n_threads)
+        except LocalLLMUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return _serve(server, benchmark=benchmark, command=command, out=out)
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """SIGTERM (``kill``, a supervisor, ``docker stop``) stops the launcher like Ctrl-C: its server child too."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
-        server = LocalLLMServer(port=port or None, venv=venv, n_threads=n_threads)
-        server.start()
-    except LocalLLMUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _serve(server: LocalLLMServer, *, benchmark: bool, command: Sequence[str], out: IO[str]) -> int:
     try:
+        try:
+            server.start()
+        except LocalLLMUnavailable as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         print(f"local model server ready at {server.base_url} in {server.start_time_s:.1f}s "
               f"(log: {server.log_path})", file=out)  # fmt: skip
         print(SMOKE_TEST_NOTE, file=sys.stderr)

@@ -103,3 +103,53 @@ def test_server_caps_uncapped_requests_and_releases_its_port_when_stopped(local_
     assert not server.alive()
     with pytest.raises(httpx.HTTPError):
         httpx.get(f"{server.base_url}/models", timeout=2)
+
+
+def test_the_launcher_stops_its_server_child_on_sigterm(tmp_path) -> None:  # noqa: ANN001
+    """``logicmap local-llm`` under a supervisor: SIGTERM stops the llama.cpp child, as Ctrl-C does."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from logicmap.agents.local_llm import LocalLLMUnavailable, find_llm_python, find_model_path, free_port
+
+    try:
+        find_model_path(find_llm_python())
+    except LocalLLMUnavailable as exc:
+        pytest.skip(f"local model not installed ({exc})")
+    port = free_port()
+    log = (tmp_path / "launcher.log").open("w")
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "logicmap", "local-llm", "--port", str(port)],
+        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    try:
+        lines = []
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = launcher.stdout.readline() if launcher.stdout else ""
+            if not line:
+                break
+            lines.append(line)
+            if "serving until Ctrl-C" in line:
+                break
+        assert any("serving until Ctrl-C" in line for line in lines), "".join(lines)
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
+        launcher.send_signal(signal.SIGTERM)
+        assert launcher.wait(timeout=30) == 0
+        # The server child is gone: nothing listens on its port any more.
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) != 0:
+                    break
+            time.sleep(0.2)
+        else:
+            pytest.fail(f"the local model server still listens on {port} after the launcher got SIGTERM")
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+        log.close()

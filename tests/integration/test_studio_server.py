@@ -30,7 +30,7 @@ def test_studio_config_exposes_every_graph_module() -> None:
 
     config = json.loads(STUDIO_CONFIG.read_text())
     assert config["$schema"] == "https://langgra.ph/schema.json"
-    assert config["dependencies"] == ["."] and config["env"] == "./studio/.env"
+    assert config["dependencies"] == [".."] and config["env"] == "./studio/.env"
     existing = [name for name in GRAPH_MODULES if (PROJECT_ROOT / "graphs" / f"{name}.py").exists()]
     assert sorted(config["graphs"]) == sorted(existing), "studio/langgraph.json must list every graphs/<name>.py"
     for name, entry in config["graphs"].items():

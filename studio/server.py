@@ -1,0 +1,68 @@
+"""The LangGraph API server's custom app (``http.app`` in ``studio/langgraph.json``).
+
+Its lifespan loads the process-wide resources once, at server start: the embedder (MiniLM takes a few
+seconds to load) and the memory store, so the first run does not pay for them and a broken store or a
+missing model stops the server at start with one clear line instead of failing the first user's run.
+``GET /logicmap/health`` reports what was loaded (never a namespace name: tenants stay private).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.store import embedder_identity
+
+__all__ = ["app", "warm_up"]
+
+logger = logging.getLogger("logicmap.studio")
+
+_loaded: dict[str, Any] = {}
+
+
+def warm_up(resources: Resources) -> dict[str, Any]:
+    """Load the embedder (one embedding) and open the store; what was loaded and how long it took."""
+    started = time.perf_counter()
+    resources.embeddings.embed_query("warm-up")
+    embedder_s = time.perf_counter() - started
+    store = resources.store
+    settings = resources.settings
+    return {
+        "embedder": embedder_identity(settings),
+        "embedder_load_s": round(embedder_s, 3),
+        "store": "server" if settings.chroma_host else "embedded",
+        "store_location": f"{settings.chroma_host}:{settings.chroma_port}"
+        if settings.chroma_host
+        else str(settings.data_dir),
+        "store_open": store is not None,
+        "chat_model": settings.chat_model or None,
+        "loaded_at": time.time(),
+    }
+
+
+@asynccontextmanager
+async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    loaded = await asyncio.to_thread(warm_up, default_resources())
+    _loaded.update(loaded)
+    logger.info("logicmap resources loaded at server start: %s", loaded)
+    yield
+
+
+async def health(_: Request) -> JSONResponse:
+    """What the server loaded at start; 503 until the lifespan has finished."""
+    if not _loaded:
+        return JSONResponse({"status": "starting"}, status_code=503)
+    return JSONResponse({"status": "ok", **_loaded})
+
+
+app = Starlette(routes=[Route("/logicmap/health", health)], lifespan=lifespan)
