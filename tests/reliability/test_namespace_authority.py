@@ -278,3 +278,20 @@ def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path:
         err = capsys.readouterr().err
         assert err.startswith("error: invalid namespace") and err.count("\n") == 1, repr(err)
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", err), repr(err)
+
+
+def test_a_spoofing_name_registered_by_an_older_version_is_skipped_not_listed(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+    """Before names were matched whole, "acme\\n" could be registered: the listing skips it (with a warning)."""
+    from logicmap.memory.store import _PLACEHOLDER
+
+    res = make_resources(tmp_path / "memory")
+    try:
+        ingest_conversation(marked_conversation("wombat", sessions=1), "acme", resources=res, policy="heuristic")
+        for legacy in ("acme\n", "globex\r", "x" * 200):
+            res.store._registry().add(ids=[legacy], embeddings=[_PLACEHOLDER], documents=[legacy],  # noqa: SLF001
+                                      metadatas=[{"ns": legacy}])
+        with caplog.at_level("WARNING", logger="logicmap.memory.store"):
+            assert res.store.namespaces() == ["acme"]
+        assert sum("skipping namespace" in r.getMessage() for r in caplog.records) == 3
+    finally:
+        res.store.close()
