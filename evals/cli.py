@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -18,8 +19,9 @@ from logicmap.graphs.cli import policy_from_args, resources_from_args
 from logicmap.graphs.resources import Resources
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import load_conversations
+from logicmap.memory.text import printable
 
-__all__ = ["add_eval_commands", "cmd_demo", "cmd_eval"]
+__all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "recall_budgets"]
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 
@@ -40,7 +42,7 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
         f"wall {report.wall_time_s:.1f}s"
     )
     for fb in report.fallbacks:
-        print(f"   fallback recorded: {fb.role}: {fb.reason}")
+        print(printable(f"   fallback recorded: {fb.role}: {fb.reason}", one_line=True))
     graph = EventGraph.of(resources.store.snapshot(namespace))
     print("== memory statistics")
     print(json.dumps(graph.stats(), indent=2))
@@ -58,8 +60,11 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
         recall = evidence_recall(result.cited_turns(10), qa.evidence, 10) if qa.evidence else None
         f1s += [f1] if f1 is not None else []
         recalls += [recall] if recall is not None else []
-        print(f"Q: {qa.question}\n   A: {result.answer[:160]}\n   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))}"
-              f" | {result.cost.llm_calls} calls{' | fallbacks: ' + ', '.join(f.role for f in result.fallbacks) if result.fallbacks else ''}")
+        fallbacks = f" | fallbacks: {', '.join(f.role for f in result.fallbacks)}" if result.fallbacks else ""
+        print(printable(f"Q: {qa.question}", one_line=True))
+        print(printable(f"   A: {result.answer[:160]}", one_line=True))
+        print(printable(f"   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))} | {result.cost.llm_calls} calls"
+                        f"{fallbacks}", one_line=True))
     elapsed = time.perf_counter() - started
     mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     print(
@@ -108,11 +113,11 @@ def cmd_eval(args: argparse.Namespace) -> int:
     categories = [c for c in (args.categories or "").split(",") if c.strip()] or None
     run = run_eval(
         args.file, args.strategy, limit=args.limit, categories=categories, policy=policy, out_dir=out,
-        resources=resources, budgets=[int(b) for b in args.budgets.split(",")], judge=judge,
+        resources=resources, budgets=args.budgets, judge=judge,
         judge_method=judge_method, progress=not args.quiet, langsmith=False if args.no_langsmith else None,
     )
     for label, reason in run.unavailable.items():
-        print(f"unavailable: {label}: {reason}")
+        print(printable(f"unavailable: {label}: {reason}", one_line=True))
     for strategy, stats in run.aggregates.items():
         s = stats["overall"]
         recall = " ".join(f"R@{b}={v:.3f}" if v is not None else f"R@{b}=n/a" for b, v in s.recall.items())
@@ -121,6 +126,16 @@ def cmd_eval(args: argparse.Namespace) -> int:
               f"{s.llm_calls:.1f} LLM calls/q, {s.wall_time_s:.2f}s/q, errors {s.errors}")
     print(f"wrote {run.files.get('report')} ({len(run.results)} answers)")
     return 0
+
+
+def recall_budgets(text: str) -> list[int]:
+    """``--budgets``: comma-separated positive whole numbers of turns ("5,10,20"), in order, without repeats."""
+    parts = [p.strip() for p in text.split(",")]
+    bad = [p for p in parts if not re.fullmatch(r"[0-9]+", p) or int(p) == 0]
+    if bad:
+        shown = ", ".join(repr(printable(p, one_line=True)[:20]) for p in bad[:3])
+        raise argparse.ArgumentTypeError(f"recall budgets are positive whole numbers of turns (like 5,10,20), not {shown}")
+    return sorted({int(p) for p in parts})
 
 
 def add_eval_commands(sub: Any) -> None:
@@ -146,7 +161,8 @@ def add_eval_commands(sub: Any) -> None:
                    "default: all but LoCoMo 5 (adversarial)")
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--out", "-o", help="output directory (default reports/eval-FILE-TIME)")
-    p.add_argument("--budgets", default="5,10,20", help="evidence recall budgets in turns")
+    p.add_argument("--budgets", type=recall_budgets, default="5,10,20",
+                   help="evidence recall budgets in turns: comma-separated positive integers")
     p.add_argument("--judge-model", help="LLM judge model (default LOGICMAP_JUDGE_MODEL; none: judge not run)")
     p.add_argument("--no-langsmith", action="store_true", help="do not push to LangSmith even when configured")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

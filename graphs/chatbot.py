@@ -75,7 +75,7 @@ from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
-from logicmap.memory.text import is_no_answer
+from logicmap.memory.text import is_no_answer, printable
 from logicmap.prompts import chat as prompt
 from logicmap.prompts.chat import ChatReply
 
@@ -135,10 +135,13 @@ class ChatContext:
 
 
 class ChatState(TypedDict, total=False):
-    """Thread state. Besides the messages, plain JSON values only (checkpointers and servers store them as is)."""
+    """Thread state. Besides the messages, plain JSON values only (checkpointers and servers store them as is).
+
+    The tenant is not part of it: whose memory a run reads and writes comes from the run's ``ChatContext`` only,
+    so an input (or a parent graph's state) cannot name another tenant, and nothing about it sticks to a thread.
+    """
 
     messages: Annotated[list[AnyMessage], add_messages]
-    namespace: str | None
     evidence: list[dict[str, Any]]
     recall: dict[str, Any]
     turn_cost: dict[str, Any]
@@ -292,8 +295,9 @@ def _last_user_message(state: ChatState) -> str:
     return ""
 
 
-def _namespace_of(state: ChatState, ctx: ChatContext) -> str:
-    return validate_namespace(state.get("namespace") or ctx.namespace)
+def _namespace_of(ctx: ChatContext) -> str:
+    """The run's tenant: the context's namespace, never anything from the thread's state."""
+    return validate_namespace(ctx.namespace)
 
 
 def _ingest_job(ingest: TurnIngest | None, resources: Resources, session: Session, namespace: str,
@@ -309,7 +313,7 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     ctx, res = _ctx(runtime), resources_of(runtime)
     if ctx.strategy not in STRATEGIES:
         raise ValueError(f"unknown recall strategy {ctx.strategy!r}; choose one of {sorted(STRATEGIES)}")
-    namespace = _namespace_of(state, ctx)
+    namespace = _namespace_of(ctx)
     message = _last_user_message(state)
     empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
              "turn_cost": Cost().model_dump(), "fallbacks": []}
@@ -344,7 +348,7 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
         fallback=lambda: extractive_reply(message, recalled),
         method=res.method,
         tags=[f"strategy:{ctx.strategy}", "graph:chatbot"],
-        metadata={"prompt_version": prompt.VERSION, "namespace": _namespace_of(state, ctx)},
+        metadata={"prompt_version": prompt.VERSION, "namespace": _namespace_of(ctx)},
     )
     reply = AIMessage(content=outcome.output.reply, name=ctx.assistant_name,
                       response_metadata={"used_memory_ids": outcome.output.used_memory_ids,
@@ -372,7 +376,7 @@ def queue_turn(state: ChatState, runtime: Runtime[ChatContext], config: Runnable
     turns = [(ctx.user_name, message)]
     if ctx.ingest_replies and reply:
         turns.append((ctx.assistant_name, reply))
-    namespace = _namespace_of(state, ctx)
+    namespace = _namespace_of(ctx)
     thread_id = str((config.get("configurable") or {}).get("thread_id", "no-thread"))
     session = chat_turn_session(namespace, thread_id, turns, datetime.now())
     job = partial(_ingest_job, ctx.store_turn, resources_of(runtime), session, namespace, ctx.policy)
@@ -448,12 +452,13 @@ def run_chat(
             output("commands: /evidence (what the last answer recalled), /quit")
         else:
             last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
-            output(f"bot> {_text(last['messages'][-1])}")
+            # Continuation lines indented: a recalled or generated text cannot forge a "you>" line.
+            output("bot> " + printable(_text(last["messages"][-1])).replace("\n", "\n     "))
     if work.pending:
         output(f"(storing {work.pending} turn(s) in memory...)")
     work.flush()
     for label, error in work.errors:
-        output(f"warning: could not store {label}: {error}")
+        output(printable(f"warning: could not store {label}: {error}", one_line=True))
     return 0
 
 
@@ -465,9 +470,10 @@ def _show_evidence(last: dict[str, Any], output: Callable[[str], None]) -> None:
         output("(nothing recalled for the last message)")
         return
     cost = last.get("turn_cost") or {}
-    output(f"recalled by {recalled.get('strategy')} ({cost.get('llm_calls', 0)} LLM calls): {recalled.get('answer')}")
+    output(printable(f"recalled by {recalled.get('strategy')} ({cost.get('llm_calls', 0)} LLM calls): "
+                     f"{recalled.get('answer')}", one_line=True))
     for item in evidence:
-        output(f"  [{item.get('kind')} {item.get('id')}] {str(item.get('text', ''))[:200]}")
+        output(printable(f"  [{item.get('kind')} {item.get('id')}] {str(item.get('text', ''))[:200]}", one_line=True))
 
 builder = build_chatbot_graph()
 graph = builder.compile(name="chatbot")

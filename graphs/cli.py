@@ -2,6 +2,8 @@
 
 The eval commands (demo, eval, train-data) live in ``evals.cli``; ``logicmap.__main__`` joins both into the program.
 Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2.
+Text that comes from memory, files or a model is printed through ``memory.text.printable``: a stored turn
+cannot send escape sequences to the terminal or forge output lines.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import DataFormatError, conversation_namespace, load_conversations
+from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import StoreError, UnknownNamespaceError
+from logicmap.memory.text import printable, printable_json
 
 __all__ = [
     "add_core_commands",
@@ -62,7 +66,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     many = len(conversations) > 1
     for conv in conversations:
         for repair in conv.repairs:
-            print(f"repaired {conv.conversation_id}: {repair}", file=sys.stderr)
+            print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         namespace = _namespace_for(args.namespace, conv.conversation_id, many)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet)
         done = [s for s in report.sessions if not s.skipped]
@@ -75,7 +79,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, wall {report.wall_time_s:.2f}s"
         )
         for fb in report.fallbacks:
-            print(f"  fallback: {fb.role}: {fb.reason}", file=sys.stderr)
+            print(printable(f"  fallback: {fb.role}: {fb.reason}", one_line=True), file=sys.stderr)
     return 0
 
 
@@ -100,24 +104,24 @@ def cmd_graph(args: argparse.Namespace) -> int:
 
 def _print_result(result: Any, as_json: bool) -> None:
     if as_json:
-        print(result.model_dump_json(indent=2))
+        print(printable_json(result.model_dump_json(indent=2)))
         return
-    print(f"Q: {result.question}")
-    print(f"A: {result.answer}")
+    print(printable(f"Q: {result.question}", one_line=True))
+    print(printable(f"A: {result.answer}", one_line=True))
     snapshot_turns = result.details.get("turn_texts", {})
     print(f"evidence ({len(result.evidence)}):")
     for item in result.evidence[:8]:
-        print(f"  - [{item.kind} {item.id}] {item.text[:160]}")
+        print(printable(f"  - [{item.kind} {item.id}] {item.text[:160]}", one_line=True))
         for tid in item.turn_ids[:4]:
             if tid in snapshot_turns:
-                print(f"      {snapshot_turns[tid][:160]}")
+                print(printable(f"      {snapshot_turns[tid][:160]}", one_line=True))
     c = result.cost
     print(
         f"cost: {c.llm_calls} LLM calls, {c.prompt_tokens}+{c.completion_tokens} tokens"
         f"{' (estimated)' if c.tokens_estimated else ''}, {result.steps} steps, {c.wall_time_s:.2f}s"
     )
     for fb in result.fallbacks:
-        print(f"  fallback: {fb.role}: {fb.reason}")
+        print(printable(f"  fallback: {fb.role}: {fb.reason}", one_line=True))
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
@@ -135,8 +139,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 
 def cmd_namespaces(args: argparse.Namespace) -> int:
+    """An operator's listing of every tenant (request errors never list them)."""
     for ns in resources_from_args(args).store.namespaces():
-        print(ns)
+        print(validate_namespace(ns))  # the store lists valid names only: none can break or forge a line
     return 0
 
 
@@ -168,7 +173,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
         raise ValueError(f"--as-of {args.as_of!r} is not a date (YYYY-MM-DD, YYYY-MM or YYYY)")
     snapshot = resources.store.snapshot(args.namespace)
     lines = describe_facts(snapshot, as_of=args.as_of, history=tuple(args.history) if args.history else None)
-    print("\n".join(lines) if lines else "no facts")
+    print("\n".join(printable(line, one_line=True) for line in lines) if lines else "no facts")
     return 0
 
 
@@ -245,7 +250,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(printable(f"error: {exc}", one_line=True), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted; committed sessions are kept, re-run to resume", file=sys.stderr)

@@ -50,7 +50,7 @@ __all__ = [
     "unify_atoms",
 ]
 
-VARIABLE_NAME = re.compile(r"^[a-z_][a-z0-9_]*$")
+VARIABLE_NAME = re.compile(r"[a-z_][a-z0-9_]*")  # used with fullmatch: "x\n" is no variable
 _GENERIC_TYPES = frozenset({"thing", "entity", "object", "any", "something", "value"})
 _ARTICLES = frozenset({"a", "an", "the"})
 _ESCAPED = "\\()&"
@@ -128,7 +128,7 @@ class Term(BaseModel):
         if not self.name.strip():
             raise ValueError("a term needs a name")
         if self.variable:
-            if not VARIABLE_NAME.match(self.name):
+            if not VARIABLE_NAME.fullmatch(self.name):
                 raise ValueError(f"variable name {self.name!r} must be a lowercase identifier like x or cafe_1")
             if not (self.type and self.type.strip()):
                 raise ValueError(f"variable {self.name!r} needs a type, as in ({self.name}:thing)")
@@ -466,7 +466,7 @@ def _parse_term_body(body: str) -> Term | None:
     pair = _NAME_TYPE.match(body)
     if pair:
         name, type_name = pair.group(1).strip(), pair.group(2).strip()
-        if VARIABLE_NAME.match(name):
+        if VARIABLE_NAME.fullmatch(name):
             return Term.var(name, type_name)
         return Term.const(name, type_name)
     return None

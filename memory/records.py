@@ -29,14 +29,19 @@ __all__ = [
     "validate_namespace",
 ]
 
-_NAMESPACE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+# Matched against the whole string (``fullmatch``): with ``match`` and ``$`` a trailing newline passed,
+# and "acme\n" would be stored apart from "acme" yet print like it. ASCII classes only, so no lookalikes.
+_NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
 
 
 def validate_namespace(namespace: object) -> str:
     """Return the namespace if it is a well-formed name, else raise ``ValueError``."""
-    if not isinstance(namespace, str) or not _NAMESPACE_RE.match(namespace):
+    if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
+        shown = repr(namespace)
+        if len(shown) > 80:  # a megabyte of "namespace" should not become a megabyte of error
+            shown = f"{shown[:60]}... ({len(shown)} characters)"
         raise ValueError(
-            f"invalid namespace {namespace!r}: use 1-128 characters from letters, digits and _ . : @ -, "
+            f"invalid namespace {shown}: use 1-128 characters from ASCII letters, digits and _ . : @ -, "
             "starting with a letter or digit"
         )
     return namespace

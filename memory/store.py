@@ -18,6 +18,7 @@ import errno
 import fcntl
 import functools
 import json
+import logging
 import os
 import random
 import struct
@@ -65,6 +66,8 @@ __all__ = [
     "UnknownNamespaceError",
     "embedder_identity",
 ]
+
+_log = logging.getLogger(__name__)
 
 SENTINEL = 2**31  # "still alive"
 COMMIT_LOCK_ID = "commit-lock"
@@ -117,13 +120,15 @@ class EmbedderMismatchError(StoreError):
 
 
 class UnknownNamespaceError(KeyError):
-    """A namespace that has no committed memory."""
+    """A namespace that has no committed memory.
 
-    def __init__(self, namespace: str, known: Sequence[str]) -> None:
+    The message names only the namespace asked for: it is raised inside a tenant's request, so it never lists
+    the other tenants (an operator lists them with ``logicmap namespaces``).
+    """
+
+    def __init__(self, namespace: str) -> None:
         self.namespace = namespace
-        self.known = list(known)
-        hint = ", ".join(self.known[:10]) or "none yet"
-        super().__init__(f"unknown namespace {namespace!r} (known namespaces: {hint})")
+        super().__init__(f"unknown namespace {namespace!r}: it holds no committed memory yet")
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
         return self.args[0]
@@ -729,8 +734,17 @@ class MemoryStore:
     @_store_call
     def namespaces(self) -> list[str]:
         got = self._registry().get(include=[])
+        names = []
+        for ns in got["ids"]:
+            try:
+                validate_namespace(ns)
+            except ValueError:
+                # Registered by a version that matched names without their end ("acme\n"): unreadable now.
+                _log.warning("skipping namespace %r: not a valid name, so it can no longer be read", ns)
+                continue
+            names.append(ns)
         # Registered before their first commit: list only namespaces whose manifest is committed.
-        return sorted(ns for ns in got["ids"] if self.manifest(ns).generation > 0)
+        return sorted(ns for ns in names if self.manifest(ns).generation > 0)
 
     @_store_call
     def has_namespace(self, namespace: str) -> bool:
@@ -738,10 +752,10 @@ class MemoryStore:
 
     @_store_call
     def require_namespace(self, namespace: str) -> Manifest:
-        """The namespace's manifest, or ``UnknownNamespaceError`` naming the known ones."""
+        """The namespace's manifest, or ``UnknownNamespaceError`` (which names no other namespace)."""
         manifest = self.manifest(namespace)
         if manifest.generation == 0:
-            raise UnknownNamespaceError(namespace, self.namespaces())
+            raise UnknownNamespaceError(namespace)
         return manifest
 
     # -- reading --------------------------------------------------------------------------------

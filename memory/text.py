@@ -23,6 +23,8 @@ __all__ = [
     "best_sentence",
     "content_stems",
     "is_no_answer",
+    "printable",
+    "printable_json",
     "query_readings",
     "sentence_scores",
     "singular",
@@ -153,3 +155,39 @@ def query_readings(text: str) -> list[str]:
     """The texts a search matches, the best match counting: ``text`` and, when it names someone or
     something, ``text`` without the names (``without_names``), which matches the predicate."""
     return [text, *filter(None, [without_names(text)])]
+
+
+# Terminal escape sequences (ECMA-48): CSI (colours, cursor moves, screen clears; 7- and 8-bit), the string
+# commands OSC / DCS / SOS / PM / APC when terminated (window titles, hyperlinks, clipboard writes), and
+# the two-character escapes. An unterminated one is left to _UNPRINTABLE, which shows its ESC.
+_ESCAPE_SEQUENCE = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+    r"|(?:\x1b[P\]X^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|\x1b[ -/]*[0-~]"
+)
+# What must not reach a terminal as is: C0 controls but tab and newline, DEL, C1 controls, the bidi
+# overrides and isolates (they reorder what is shown), the Unicode line separators, lone surrogates.
+_UNPRINTABLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _escaped(match: re.Match[str]) -> str:
+    code = ord(match.group(0))
+    return "\\r" if code == 0x0D else f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def printable(text: object, *, one_line: bool = False) -> str:
+    """``text`` made safe to print on a terminal: escape sequences removed, other control characters shown
+    as escapes (``\\x07``, ``\\r``, ``\\u202e``). Tabs and newlines stay, unless ``one_line`` (a line a
+    stored text must not break or forge) turns them into spaces.
+
+    Only what is printed goes through here; stored memory keeps its text as it was written.
+    """
+    out = _UNPRINTABLE.sub(_escaped, _ESCAPE_SEQUENCE.sub("", str(text)))
+    return re.sub(r"[\t\n]", " ", out) if one_line else out
+
+
+def printable_json(text: str) -> str:
+    """JSON text made safe to print: the characters JSON may carry unescaped but a terminal acts on (DEL,
+    C1 controls, bidi overrides, line separators) as ``\\uXXXX`` escapes, which keeps it the same JSON."""
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

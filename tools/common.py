@@ -59,7 +59,7 @@ class ToolNamespaceError(MemoryToolConfigError, UnknownNamespaceError):
     """A tool built for a namespace that has no committed memory."""
 
     def __init__(self, error: UnknownNamespaceError) -> None:
-        UnknownNamespaceError.__init__(self, error.namespace, error.known)
+        UnknownNamespaceError.__init__(self, error.namespace)
 
 
 class ToolArgumentError(ToolException):

@@ -63,7 +63,8 @@ def test_toolkit_has_every_tool_with_a_typed_schema_that_hides_injected_things(t
 def test_unknown_namespace_is_a_configuration_error(ingested_sample) -> None:  # noqa: ANN001
     with pytest.raises(ToolNamespaceError) as info:
         create_get_event_tool("nobody-here", store=ingested_sample.store)
-    assert isinstance(info.value, MemoryToolConfigError) and "known namespaces: sample" in str(info.value)
+    assert isinstance(info.value, MemoryToolConfigError) and "unknown namespace 'nobody-here'" in str(info.value)
+    assert "sample" not in str(info.value) and not hasattr(info.value, "known")  # no other tenant is named
     with pytest.raises(MemoryToolConfigError):
         create_memory_toolkit("bad namespace!", store=ingested_sample.store)
     with pytest.raises(MemoryToolConfigError, match="unknown memory tools"):
