@@ -17,6 +17,7 @@ from logicmap.agents.models import make_chat_model
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.embeddings import CachedEmbeddings, make_embeddings
 from logicmap.memory.store import MemoryStore
+from logicmap.memory.tenancy import resolve_namespace
 
 __all__ = [
     "Resources",
@@ -26,6 +27,7 @@ __all__ = [
     "resources_field",
     "resources_of",
     "run_context",
+    "run_namespace",
     "set_default_resources",
     "with_resources",
 ]
@@ -142,3 +144,15 @@ def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[
     names = {f.name for f in fields(cls)} - {"policy"}  # type: ignore[arg-type]
     return cls(policy=policy if policy in ("llm", "heuristic") else "llm",  # type: ignore[call-arg]
                **{k: v for k, v in options.items() if k in names})
+
+
+def run_namespace(template: str | None) -> str:
+    """The namespace of the running graph: ``template`` (a context's ``namespace``) filled from the run's
+    ``configurable``, else ``configurable["namespace"]``; ``NamespaceRequiredError`` when the run names none."""
+    from langgraph.config import get_config
+
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a run: only the template can name it
+        configurable = {}
+    return resolve_namespace(template, configurable)
