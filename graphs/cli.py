@@ -230,6 +230,20 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_backup_commands(sub: Any) -> None:
+    p = sub.add_parser("export", help="write a namespace to a portable JSONL backup file")
+    p.add_argument("file")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("import", help="restore a backup file into an empty namespace (never merges or overwrites)")
+    p.add_argument("file")
+    p.add_argument("--namespace", "-n", help="the namespace to restore into (default: the one exported)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_import)
+
+
 def add_core_commands(sub: Any) -> None:
     """The memory commands: ingest, ask, graph, stats, namespaces, export, import, local-llm, chat, facts."""
     p = sub.add_parser("ingest", help="ingest a LoCoMo / LongMemEval / JSONL conversation file")
@@ -260,17 +274,7 @@ def add_core_commands(sub: Any) -> None:
     p = sub.add_parser("namespaces", help="list namespaces with committed memory")
     p.set_defaults(func=cmd_namespaces)
 
-    p = sub.add_parser("export", help="write a namespace to a portable JSONL backup file")
-    p.add_argument("file")
-    p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_export)
-
-    p = sub.add_parser("import", help="restore a backup file into an empty namespace (never merges or overwrites)")
-    p.add_argument("file")
-    p.add_argument("--namespace", "-n", help="the namespace to restore into (default: the one exported)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=cmd_import)
+    _add_backup_commands(sub)
 
     p = sub.add_parser("local-llm", help="serve SmolLM2-135M (llama.cpp, OpenAI-compatible) on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
