@@ -269,17 +269,17 @@ def _identifier_problem(value: object) -> str | None:
 
 def _parse_line(reader: _Reader, raw: bytes) -> dict[str, Any]:
     if not raw.endswith(b"\n"):
-        raise reader.error("line", "the file ends inside this line (truncated)")
+        raise reader.error("json", "the file ends inside this line (truncated)")
     try:
         text = raw[:-1].decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise reader.error("line", f"not UTF-8 text (byte {exc.start})") from None
+        raise reader.error("json", f"not UTF-8 text (byte {exc.start})") from None
     try:
         value = json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as exc:
-        raise reader.error("line", f"not JSON ({str(exc)[:120]})") from None
+        raise reader.error("json", f"not JSON ({str(exc)[:120]})") from None
     if not isinstance(value, dict):
-        raise reader.error("line", f"a JSON {type(value).__name__}, not an object")
+        raise reader.error("json", f"a JSON {type(value).__name__}, not an object")
     return value
 
 
