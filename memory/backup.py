@@ -280,6 +280,11 @@ def _parse_line(reader: _Reader, raw: bytes) -> dict[str, Any]:
         raise reader.error("json", f"not JSON ({str(exc)[:120]})") from None
     if not isinstance(value, dict):
         raise reader.error("json", f"a JSON {type(value).__name__}, not an object")
+    if "\\u" in text:  # an escape can spell a lone surrogate, which no store can encode
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise reader.error("json", "holds a lone surrogate (\\ud800-\\udfff): not encodable text") from None
     return value
 
 
@@ -547,8 +552,12 @@ def import_namespace(
         progress("commit", 0, 1)
     try:
         store.restore(_change_set(backup, target), manifest)
-    except GenerationConflict:
-        raise _not_empty(target, store.manifest(target).generation, name) from None
+    except GenerationConflict as exc:
+        now = store.manifest(target).generation
+        if now:
+            raise _not_empty(target, now, name) from None
+        raise BackupError(f"{name}: namespace {target!r}: another writer is committing to it ({exc}); nothing was "
+                          "restored: re-run the import") from None  # fmt: skip
     if progress is not None:
         progress("commit", 1, 1)
     return ImportReport(namespace=target, source_namespace=header["namespace"], generation=manifest.generation,

@@ -71,7 +71,10 @@ def edit_line(data: bytes, rng: random.Random, change: Callable[[dict[str, Any]]
         field = change(line)
         if field is not None:
             break
-    lines[index] = json.dumps(line, ensure_ascii=False).encode() + b"\n"
+    try:
+        lines[index] = json.dumps(line, ensure_ascii=False).encode() + b"\n"
+    except UnicodeEncodeError:  # a lone surrogate: written as a JSON escape
+        lines[index] = json.dumps(line).encode() + b"\n"
     return seal(header, lines), index + 2, field
 
 
@@ -294,6 +297,7 @@ def _record_edits(
         ("vector-number", ("cue",), vector(1.0)),
         ("vector-missing", ("turn", "fact"), drop_vector),
         ("vector-on-relation", ("relation", "tag"), add_vector),
+        ("text-lone-surrogate", ("turn",), field("text", "Biscuit \ud83d")),
         ("centroid-short", ("topic",), field("centroid", [0.1] * 10)),
         ("centroid-text", ("topic",), field("centroid", ["x"] * 384)),
     ]
@@ -307,6 +311,8 @@ def bad_records(data: bytes, rng: random.Random, n: int) -> list[Case]:
         damaged, line, field = edit_line(data, rng, change, kinds)
         if name == "unknown-field":
             field = "record.secret"
+        if name == "text-lone-surrogate":
+            field = "json"
         cases.append(Case(f"record-{name}-{i}", damaged, line, field))
     return cases
 
@@ -320,7 +326,7 @@ CLASSES: dict[str, tuple[Callable[[bytes, random.Random, int], list[Case]], int]
     "dangling": (dangling, 20),
     "bad_header": (bad_header, 29),
     "wrong_embedder": (wrong_embedder, 5),
-    "bad_record": (bad_records, 30),
+    "bad_record": (bad_records, 32),
 }
 
 
