@@ -10,6 +10,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | --- | --- |
 | ``records`` | the pydantic records: turn, event, relation, topic, fact, cue, tag; ids and namespace validation |
 | ``store`` | Chroma storage, generations and manifests, commit lock, snapshots |
+| ``backup`` | a namespace exported to a checksummed JSONL file and restored into an empty namespace in one commit |
 | ``graph`` | ``EventGraph``: the ``networkx.MultiDiGraph`` view of a snapshot |
 | ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
 | ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |

@@ -868,6 +868,22 @@ class MemoryStore:
         (``CommitLeaseLost`` when this writer stalled past its lease and another took over), and
         ``EmbedderMismatchError`` when the namespace holds vectors of another embedder.
         """
+        return self._commit(change)
+
+    @_store_call
+    def restore(self, change: ChangeSet, manifest: Manifest) -> Manifest:
+        """Write a whole exported namespace into an empty one in one commit (``memory.backup``).
+
+        The change set holds every record with its vectors and ``base_generation`` 0; the namespace
+        gets ``manifest`` (its sessions, topic steps, generation number) so it reads exactly as it did
+        where it was exported. Like any commit it is all or nothing: a crash leaves the namespace empty.
+        Raises ``GenerationConflict`` when the namespace is not empty.
+        """
+        if change.base_generation != 0 or manifest.generation < 1:
+            raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
+        return self._commit(change, restored=manifest)
+
+    def _commit(self, change: ChangeSet, restored: Manifest | None = None) -> Manifest:
         namespace = validate_namespace(change.namespace)
         embedder = change.embedder or self.embedder
         with self.namespace_lock(namespace), self._server_commit_lock(namespace) as token:
@@ -884,7 +900,7 @@ class MemoryStore:
                     "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
                 )
             self._mark_memory()
-            fence = self._claim(namespace, manifest, token)
+            fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
                 # Registered first, so a crash right after the commit cannot leave the namespace unlisted.
                 self._registry().upsert(
@@ -892,7 +908,12 @@ class MemoryStore:
                 )
                 self._clear_uncommitted(namespace, manifest.generation, fence)
                 self._write_change(change, fence)
-                new_manifest = self._next_manifest(manifest, change, fence, embedder)
+                if restored is None:
+                    new_manifest = self._next_manifest(manifest, change, fence, embedder)
+                else:
+                    new_manifest = restored.model_copy(
+                        deep=True, update={"namespace": namespace, "generation": fence.generation,
+                                           "void": fence.void, "embedder": embedder})  # fmt: skip
                 self._move(fence, new_manifest)
             except CommitLeaseLost:
                 self._abandon(fence)
@@ -927,15 +948,20 @@ class MemoryStore:
             new_manifest.topic_steps = change.topic_steps
         return new_manifest
 
-    def _claim(self, namespace: str, manifest: Manifest, token: str) -> _Fence:
-        """The generation number this commit writes: G+1 embedded, the first free claim above G on a server."""
+    def _claim(self, namespace: str, manifest: Manifest, token: str, at: int | None = None) -> _Fence:
+        """The generation number this commit writes: G+1 embedded, the first free claim above G on a server.
+
+        ``at`` (a restore) asks for that number: on a server every number below it is claimed too, so no
+        stalled writer can later land versions there, and those others own are void."""
         meta = self._collection(namespace, "meta")
         base = manifest.generation
         leased = bool(self.settings.chroma_host)
-        fence = _Fence(meta=meta, namespace=namespace, base=base, generation=base + 1, void=list(manifest.void),
+        fence = _Fence(meta=meta, namespace=namespace, base=base, generation=at or base + 1, void=list(manifest.void),
                        skipped=[], token=token, leased=leased, lease_s=self.commit_lease_s)
         if not leased:
             return fence
+        if at is not None:
+            return self._claim_up_to(fence, at)
         for number in range(base + 1, base + 1 + _MAX_CLAIMS):
             meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[token],
                      metadatas=[{"kind": "claim", "owner": token}])
@@ -946,6 +972,20 @@ class MemoryStore:
             fence.skipped.append(number)  # owned by a writer that lost its lease or died
         else:
             raise GenerationConflict(f"namespace {namespace!r}: no free generation number above {base}")
+        fence.void = sorted(set(fence.void) | set(fence.skipped))
+        fence.check()
+        return fence
+
+    @staticmethod
+    def _claim_up_to(fence: _Fence, at: int) -> _Fence:
+        for number in range(fence.base + 1, at + 1):
+            fence.meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[fence.token],
+                           metadatas=[{"kind": "claim", "owner": fence.token}])
+            got = fence.meta.get(ids=[_claim_id(number)], include=["metadatas"])
+            if not (got["ids"] and got["metadatas"][0].get("owner") == fence.token):
+                if number == at:
+                    raise GenerationConflict(f"namespace {fence.namespace!r}: generation {at} is claimed by another writer")
+                fence.skipped.append(number)
         fence.void = sorted(set(fence.void) | set(fence.skipped))
         fence.check()
         return fence

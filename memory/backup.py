@@ -1,0 +1,564 @@
+"""Backups of a namespace: export to a portable JSONL file, and restore it into an empty namespace.
+
+The file is one header line, then one record a line. An import checks the whole file before it writes
+anything, then writes it in one commit, so a namespace is restored completely or not at all.
+
+Format ``logicmap-namespace`` version 1, UTF-8, every line a JSON object ending in ``\\n``:
+
+- line 1, the header: ``format``, ``version``, ``logicmap`` (the writer's version), ``namespace``,
+  ``generation``, ``embedder`` (the identity of the embedder of the vectors), ``dimension`` (vector
+  length, null when there is none), ``manifest`` (the namespace's manifest: sessions, topic steps...),
+  ``counts`` (records per kind), ``exported_at``, ``body_sha256`` (SHA-256 of every byte after the
+  header line) and ``header_sha256`` (SHA-256 of the header's canonical JSON without this field);
+- then ``{"kind": K, "record": {...}}`` per record, kinds in the order turn, event, relation, topic,
+  fact, cue, tag; turns, events, facts and cues carry ``"vector"``: their embedding as little-endian
+  float32, base64, so a restored namespace answers queries exactly as the original (a topic's
+  centroid is part of its record).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+from pydantic import BaseModel, ValidationError
+
+from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn, validate_namespace
+from logicmap.memory.store import (
+    ChangeSet,
+    EmbedderMismatchError,
+    GenerationConflict,
+    Manifest,
+    MemoryStore,
+    NamespaceSnapshot,
+)
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "Backup",
+    "BackupError",
+    "BackupFormatError",
+    "ExportReport",
+    "ImportReport",
+    "NamespaceNotEmptyError",
+    "Progress",
+    "export_namespace",
+    "import_namespace",
+    "read_backup",
+]
+
+FORMAT = "logicmap-namespace"
+FORMAT_VERSION = 1
+MAX_ID = 512  # relation ids join two event ids and a label
+Progress = Callable[[str, int, int], None]
+"""``progress(phase, done, total)``: phase ``export``, ``read`` or ``commit``."""
+
+# kind in the file -> (snapshot attribute, record model, snapshot vectors attribute or None)
+_KINDS: dict[str, tuple[str, type[BaseModel], str | None]] = {
+    "turn": ("turns", Turn, "turn_vectors"),
+    "event": ("events", Event, "event_vectors"),
+    "relation": ("relations", Relation, None),
+    "topic": ("topics", Topic, None),
+    "fact": ("facts", Fact, "fact_vectors"),
+    "cue": ("cues", Cue, "cue_vectors"),
+    "tag": ("tags", Tag, None),
+}
+_HEADER_FIELDS = ("format", "version", "logicmap", "namespace", "generation", "embedder", "dimension", "manifest",
+                  "counts", "exported_at", "body_sha256", "header_sha256")  # fmt: skip
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+class BackupError(ValueError):
+    """A backup that cannot be imported as asked (the message is one line)."""
+
+
+class BackupFormatError(BackupError):
+    """A damaged or foreign file: the message names the file, the line and the field."""
+
+    def __init__(self, path: str, line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = path, line, field, problem
+        where = f"line {line}" if line else "file"
+        super().__init__(f"{path}: {where}: {field}: {problem}")
+
+
+class NamespaceNotEmptyError(BackupError):
+    """An import into a namespace that already holds memory (a backup never merges or overwrites)."""
+
+
+@dataclass
+class ExportReport:
+    """What ``export_namespace`` wrote."""
+
+    namespace: str
+    generation: int
+    path: str
+    counts: dict[str, int]
+    bytes: int
+    body_sha256: str
+    wall_time_s: float
+
+
+@dataclass
+class ImportReport:
+    """What ``import_namespace`` restored."""
+
+    namespace: str
+    source_namespace: str
+    generation: int
+    path: str
+    counts: dict[str, int]
+    wall_time_s: float
+
+
+@dataclass
+class Backup:
+    """A checked backup file: its header and manifest, and every record with its vector, in file order."""
+
+    header: dict[str, Any]
+    manifest: Manifest
+    records: dict[str, list[BaseModel]] = field(default_factory=lambda: {k: [] for k in _KINDS})
+    vectors: dict[str, list[np.ndarray]] = field(default_factory=lambda: {k: [] for k in _KINDS})
+    lines: dict[str, dict[str, int]] = field(default_factory=lambda: {k: {} for k in _KINDS})
+
+
+# -- export -----------------------------------------------------------------------------------------
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def _encode_vector(vector: np.ndarray) -> str:
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
+
+
+def _body_lines(snap: NamespaceSnapshot) -> Iterator[tuple[str, bytes]]:
+    for kind, (attr, _, vector_attr) in _KINDS.items():
+        vectors = getattr(snap, vector_attr) if vector_attr else {}
+        for rid, record in getattr(snap, attr).items():
+            line: dict[str, Any] = {"kind": kind, "record": record.model_dump(mode="json")}
+            if vector_attr:
+                line["vector"] = _encode_vector(vectors[rid])
+            yield kind, _canonical(line) + b"\n"
+
+
+def _dimension(snap: NamespaceSnapshot) -> int | None:
+    for _, _, vector_attr in _KINDS.values():
+        for vector in (getattr(snap, vector_attr) if vector_attr else {}).values():
+            return int(len(vector))
+    for topic in snap.topics.values():
+        return len(topic.centroid)
+    return None
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("logicmap")
+    except Exception:  # noqa: BLE001 - a source checkout without installed metadata
+        return "unknown"
+
+
+def export_namespace(
+    store: MemoryStore, namespace: str, destination: str | Path | IO[bytes], *, progress: Progress | None = None
+) -> ExportReport:
+    """Write a namespace's committed memory (one consistent snapshot) to a backup file.
+
+    ``destination`` is a path (written to a temporary file beside it, then renamed: a crash leaves no
+    half-written backup) or a binary stream. Raises ``UnknownNamespaceError`` for a namespace without memory.
+    """
+    started = time.perf_counter()
+    store.require_namespace(namespace)
+    snap = store.snapshot(namespace)
+    total = sum(len(getattr(snap, attr)) for attr, _, _ in _KINDS.values())
+    counts = {kind: len(getattr(snap, attr)) for kind, (attr, _, _) in _KINDS.items()}
+    digest = hashlib.sha256()
+    with tempfile.TemporaryFile() as body:
+        for done, (_, line) in enumerate(_body_lines(snap), start=1):
+            digest.update(line)
+            body.write(line)
+            if progress is not None:
+                progress("export", done, total)
+        manifest = snap.manifest.model_dump(mode="json")
+        manifest["void"] = []  # generations lost by this store's writers mean nothing elsewhere
+        header: dict[str, Any] = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "logicmap": _version(),
+            "namespace": namespace,
+            "generation": snap.generation,
+            "embedder": snap.manifest.embedder or store.embedder,
+            "dimension": _dimension(snap),
+            "manifest": manifest,
+            "counts": counts,
+            "exported_at": datetime.now(UTC).isoformat(),
+            "body_sha256": digest.hexdigest(),
+        }
+        header["header_sha256"] = hashlib.sha256(_canonical(header)).hexdigest()
+        # Written in this order for people reading it; the checksum covers its canonical (sorted) form.
+        head = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+        size = len(head) + body.tell()
+        body.seek(0)
+        if isinstance(destination, (str, Path)):
+            path = Path(destination)
+            _write_atomically(path, head, body)
+            where = str(path)
+        else:
+            destination.write(head)
+            shutil.copyfileobj(body, destination)
+            where = getattr(destination, "name", "<stream>")
+    return ExportReport(namespace=namespace, generation=snap.generation, path=str(where), counts=counts, bytes=size,
+                        body_sha256=header["body_sha256"], wall_time_s=time.perf_counter() - started)  # fmt: skip
+
+
+def _write_atomically(path: Path, head: bytes, body: IO[bytes]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as out:
+            out.write(head)
+            shutil.copyfileobj(body, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BackupError(f"{path}: cannot be written ({exc.strerror or exc}); nothing was written there") from None
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+# -- reading and checking ---------------------------------------------------------------------------
+class _Reader:
+    """Where the check is in the file, for errors that name file, line and field."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.line = 0
+
+    def error(self, field: str, problem: str, line: int | None = None) -> BackupFormatError:
+        return BackupFormatError(self.path, self.line if line is None else line, field, problem)
+
+
+def _identifier_problem(value: object) -> str | None:
+    if not isinstance(value, str):
+        return f"not a string ({type(value).__name__})"
+    if not value.strip():
+        return "empty"
+    if len(value) > MAX_ID:
+        return f"longer than {MAX_ID} characters ({len(value)})"
+    if _CONTROL.search(value):
+        return "contains a control character"
+    if value != value.strip():
+        return "has leading or trailing whitespace"
+    return None
+
+
+def _parse_line(reader: _Reader, raw: bytes) -> dict[str, Any]:
+    if not raw.endswith(b"\n"):
+        raise reader.error("json", "the file ends inside this line (truncated)")
+    try:
+        text = raw[:-1].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise reader.error("json", f"not UTF-8 text (byte {exc.start})") from None
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except (json.JSONDecodeError, ValueError) as exc:
+        raise reader.error("json", f"not JSON ({str(exc)[:120]})") from None
+    if not isinstance(value, dict):
+        raise reader.error("json", f"a JSON {type(value).__name__}, not an object")
+    if "\\u" in text:  # an escape can spell a lone surrogate, which no store can encode
+        try:
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise reader.error("json", "holds a lone surrogate (\\ud800-\\udfff): not encodable text") from None
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _read_header(reader: _Reader, raw: bytes) -> dict[str, Any]:
+    if not raw:
+        raise reader.error("header", f"the file is empty, not a {FORMAT} export")
+    header = _parse_line(reader, raw)
+    if header.get("format") != FORMAT:
+        raise reader.error("format", f"{header.get('format')!r} is not {FORMAT!r}: not a LogicMap namespace export")
+    version = header.get("version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise reader.error("version", f"{version!r} is not a format version number")
+    if version != FORMAT_VERSION:
+        newer = " (written by a newer LogicMap: upgrade to import it)" if version > FORMAT_VERSION else ""
+        raise reader.error(
+            "version", f"format version {version} is not supported (this LogicMap reads {FORMAT_VERSION}){newer}"
+        )
+    unknown = sorted(set(header) - set(_HEADER_FIELDS))
+    if unknown:
+        raise reader.error(unknown[0], "unknown header field")
+    missing = [name for name in _HEADER_FIELDS if name not in header]
+    if missing:
+        raise reader.error(missing[0], "missing from the header")
+    sealed = {k: v for k, v in header.items() if k != "header_sha256"}
+    if hashlib.sha256(_canonical(sealed)).hexdigest() != header["header_sha256"]:
+        raise reader.error("header_sha256", "the header does not match its checksum: the file is damaged or was edited")
+    _check_header_types(reader, header)
+    return header
+
+
+def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
+    try:
+        validate_namespace(header["namespace"])
+    except ValueError as exc:
+        raise reader.error("namespace", str(exc)) from None
+    for name in ("generation", "dimension"):
+        value = header[name]
+        if value is None and name == "dimension":
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise reader.error(name, f"{value!r} is not a positive integer")
+    if not isinstance(header["embedder"], str) or not header["embedder"]:
+        raise reader.error("embedder", f"{header['embedder']!r} is not an embedder identity")
+    counts = header["counts"]
+    if not isinstance(counts, dict) or set(counts) != set(_KINDS):
+        raise reader.error("counts", f"must count each of {', '.join(_KINDS)}")
+    for kind, count in counts.items():
+        if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+            raise reader.error(f"counts.{kind}", f"{count!r} is not a count")
+    if not isinstance(header["body_sha256"], str):
+        raise reader.error("body_sha256", "not a checksum")
+
+
+def _read_manifest(reader: _Reader, header: dict[str, Any]) -> Manifest:
+    body = header["manifest"]
+    if not isinstance(body, dict):
+        raise reader.error("manifest", "not an object")
+    try:
+        manifest = Manifest.model_validate(body)
+    except ValidationError as exc:
+        raise reader.error(f"manifest.{_error_field(exc)}", _error_text(exc)) from None
+    if manifest.namespace != header["namespace"]:
+        raise reader.error("manifest.namespace", f"{manifest.namespace!r} is not the header's {header['namespace']!r}")
+    if manifest.generation != header["generation"]:
+        raise reader.error("manifest.generation", f"{manifest.generation} is not the header's {header['generation']}")
+    for sid, session in manifest.sessions.items():
+        problem = _identifier_problem(sid)
+        if problem is None and session.session_id != sid:
+            problem = f"holds session {session.session_id!r}"
+        if problem is None and not 1 <= session.generation <= manifest.generation:
+            problem = f"generation {session.generation} is outside 1..{manifest.generation}"
+        if problem is not None:
+            raise reader.error(f"manifest.sessions.{sid[:40]}", problem)
+    return manifest
+
+
+def _error_field(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    return ".".join(str(p) for p in first.get("loc", ())) or "value"
+
+
+def _error_text(exc: ValidationError) -> str:
+    return str(exc.errors()[0].get("msg", "invalid"))[:160]
+
+
+def _read_record(reader: _Reader, line: dict[str, Any], backup: Backup) -> None:
+    kind = line.get("kind")
+    if kind not in _KINDS:
+        raise reader.error("kind", f"{str(kind)[:40]!r} is not a record kind ({', '.join(_KINDS)})")
+    _, model, vector_attr = _KINDS[kind]
+    allowed = {"kind", "record", "vector"} if vector_attr else {"kind", "record"}
+    unknown = sorted(set(line) - allowed)
+    if unknown:
+        raise reader.error(unknown[0], f"not a field of a {kind} line")
+    body = line.get("record")
+    if not isinstance(body, dict):
+        raise reader.error("record", f"a {kind} line needs a record object")
+    extra = sorted(set(body) - set(model.model_fields))
+    if extra:
+        raise reader.error(f"record.{extra[0][:40]}", f"not a field of a {kind}")
+    try:
+        record = model.model_validate(body)
+    except ValidationError as exc:
+        raise reader.error(f"record.{_error_field(exc)}", _error_text(exc)) from None
+    _check_identity(reader, kind, record, backup)
+    if vector_attr:
+        backup.vectors[kind].append(_read_vector(reader, line.get("vector"), backup.header["dimension"]))
+    elif isinstance(record, Topic):
+        _check_values(reader, "record.centroid", record.centroid, backup.header["dimension"])
+    backup.records[kind].append(record)
+
+
+def _check_identity(reader: _Reader, kind: str, record: Any, backup: Backup) -> None:
+    id_field = "dia_id" if kind == "turn" else "id"
+    rid = getattr(record, id_field)
+    problem = _identifier_problem(rid)
+    if problem is not None:
+        raise reader.error(f"record.{id_field}", problem)
+    if record.namespace != backup.header["namespace"]:
+        raise reader.error(
+            "record.namespace", f"{record.namespace!r} is not the header's {backup.header['namespace']!r}"
+        )
+    first = backup.lines[kind].setdefault(rid, reader.line)
+    if first != reader.line:
+        raise reader.error(f"record.{id_field}", f"{kind} {rid!r} repeats line {first}")
+    session = getattr(record, "session_id", None)
+    if kind in ("turn", "event") and session not in backup.manifest.sessions:
+        raise reader.error("record.session_id", f"session {str(session)[:40]!r} is not among the manifest's sessions")
+
+
+def _read_vector(reader: _Reader, value: object, dimension: int | None) -> np.ndarray:
+    if not isinstance(value, str):
+        raise reader.error("vector", "missing (base64 of little-endian float32)")
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise reader.error("vector", "not base64") from None
+    if len(raw) % 4:
+        raise reader.error("vector", f"{len(raw)} bytes is not a whole number of float32")
+    vector = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+    _check_values(reader, "vector", vector, dimension)
+    return vector
+
+
+def _check_values(reader: _Reader, name: str, values: Any, dimension: int | None) -> None:
+    if dimension is None or len(values) != dimension:
+        raise reader.error(name, f"{len(values)} values, the header's dimension is {dimension}")
+    if not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+        raise reader.error(name, "holds a value that is not a finite number")
+
+
+def _check_references(reader: _Reader, backup: Backup) -> None:
+    """Every record cites records the file holds (the restored namespace must be consistent)."""
+    have = {kind: backup.lines[kind] for kind in _KINDS}
+
+    def cited(kind: str, rid: str, attr: str, target: str, ids: list[str]) -> None:
+        for ref in ids:
+            if ref not in have[target]:
+                raise reader.error(f"record.{attr}", f"{target} {str(ref)[:60]!r} is not in the file",
+                                   line=backup.lines[kind][rid])  # fmt: skip
+
+    for record in backup.records["event"]:
+        cited("event", record.id, "turn_ids", "turn", record.turn_ids)
+    for record in backup.records["relation"]:
+        cited("relation", record.id, "source", "event", [record.source])
+        cited("relation", record.id, "target", "event", [record.target])
+        cited("relation", record.id, "turn_ids", "turn", record.turn_ids)
+    for record in backup.records["topic"]:
+        cited("topic", record.id, "members", "event", record.members)
+    for record in backup.records["fact"]:
+        cited("fact", record.id, "turn_ids", "turn", record.turn_ids)
+    for record in backup.records["tag"]:
+        cited("tag", record.id, "cue_id", "cue", [record.cue_id])
+        if record.target_kind == "event":
+            cited("tag", record.id, "target_id", "event", [record.target_id])
+
+
+def read_backup(path: str | Path, *, progress: Progress | None = None) -> Backup:
+    """Read and check a whole backup file (nothing is written). Raises ``BackupFormatError``."""
+    name = str(path)
+    reader = _Reader(name)
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below; an unreadable path is a one-line error
+    except OSError as exc:
+        raise BackupError(f"{name}: cannot be read ({exc.strerror or exc})") from None
+    with handle:
+        reader.line = 1
+        header = _read_header(reader, handle.readline())
+        backup = Backup(header=header, manifest=_read_manifest(reader, header))
+        digest = hashlib.sha256()
+        total = sum(header["counts"].values())
+        for raw in handle:
+            reader.line += 1
+            digest.update(raw)
+            _read_record(reader, _parse_line(reader, raw), backup)
+            if progress is not None:
+                progress("read", reader.line - 1, total)
+    for kind, expected in header["counts"].items():
+        if len(backup.records[kind]) != expected:
+            raise reader.error(f"counts.{kind}", f"the header counts {expected} {kind} records, the file holds "
+                               f"{len(backup.records[kind])} (lines lost or added)", line=1)  # fmt: skip
+    _check_references(reader, backup)
+    if digest.hexdigest() != header["body_sha256"]:
+        raise reader.error("body_sha256", "the records do not match the header's checksum: the file is damaged "
+                           "or was edited", line=1)  # fmt: skip
+    return backup
+
+
+# -- import -----------------------------------------------------------------------------------------
+def _change_set(backup: Backup, namespace: str) -> ChangeSet:
+    def moved(kind: str) -> list[Any]:
+        return [r.model_copy(update={"namespace": namespace}) for r in backup.records[kind]]
+
+    def vectors(kind: str) -> list[list[float]]:
+        return [v.tolist() for v in backup.vectors[kind]]
+
+    return ChangeSet(
+        namespace=namespace, base_generation=0, embedder=backup.header["embedder"],
+        turns=moved("turn"), turn_vectors=vectors("turn"), events=moved("event"), event_vectors=vectors("event"),
+        relations=moved("relation"), topics=moved("topic"), facts=moved("fact"), fact_vectors=vectors("fact"),
+        cues=moved("cue"), cue_vectors=vectors("cue"), tags=moved("tag"),
+    )  # fmt: skip
+
+
+def _not_empty(namespace: str, generation: int, path: str) -> NamespaceNotEmptyError:
+    return NamespaceNotEmptyError(
+        f"{path}: namespace {namespace!r} already holds memory (generation {generation}); an import never merges "
+        "into or overwrites a namespace: import into a new one with -n NAME"
+    )
+
+
+def import_namespace(
+    store: MemoryStore, path: str | Path, namespace: str | None = None, *, progress: Progress | None = None
+) -> ImportReport:
+    """Restore a backup file into an empty namespace (default: the one it was exported from).
+
+    The whole file is checked first (format, checksums, every record, references between records, the
+    embedder); then everything is written in one commit. Raises ``BackupFormatError`` for a bad file,
+    ``NamespaceNotEmptyError`` when the namespace holds memory, ``EmbedderMismatchError`` when the file's
+    vectors come from another embedder than the store's. A crashed import leaves the namespace empty: re-run it.
+    """
+    started = time.perf_counter()
+    name = str(path)
+    target = validate_namespace(namespace) if namespace is not None else None
+    if target is not None and store.has_namespace(target):
+        raise _not_empty(target, store.manifest(target).generation, name)
+    backup = read_backup(path, progress=progress)
+    header = backup.header
+    target = target or header["namespace"]
+    if header["embedder"] != store.embedder:
+        raise EmbedderMismatchError(
+            f"{name}: line 1: embedder: the file's vectors come from {header['embedder']!r} but this store embeds "
+            f"with {store.embedder!r}; mixing them would corrupt search: set LOGICMAP_EMBEDDING_PROVIDER (or "
+            "--embeddings) to the file's embedder"
+        )
+    current = store.manifest(target).generation
+    if current:
+        raise _not_empty(target, current, name)
+    manifest = backup.manifest.model_copy(update={"namespace": target})
+    if progress is not None:
+        progress("commit", 0, 1)
+    try:
+        store.restore(_change_set(backup, target), manifest)
+    except GenerationConflict as exc:
+        now = store.manifest(target).generation
+        if now:
+            raise _not_empty(target, now, name) from None
+        raise BackupError(f"{name}: namespace {target!r}: another writer is committing to it ({exc}); nothing was "
+                          "restored: re-run the import") from None  # fmt: skip
+    if progress is not None:
+        progress("commit", 1, 1)
+    return ImportReport(namespace=target, source_namespace=header["namespace"], generation=manifest.generation,
+                        path=name, counts=dict(header["counts"]), wall_time_s=time.perf_counter() - started)  # fmt: skip
