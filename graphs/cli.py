@@ -1,7 +1,8 @@
 """The ``logicmap`` command line's core: the parser and the memory commands (ingest, ask, graph, stats, chat, ...).
 
 The eval commands (demo, eval, train-data) live in ``evals.cli``; ``logicmap.__main__`` joins both into the program.
-Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2.
+Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2; a chat
+model provider failure (bad key, unknown model, unreachable server, rate limits or deadline) one line and exit 3.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from logicmap.agents.provider import ProviderError
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
@@ -239,6 +241,9 @@ def build_parser(*extensions: Callable[[Any], None]) -> argparse.ArgumentParser:
     return parser
 
 
+_UNCOMMITTED_NOTE = {"ingest": "the session in progress was not committed; re-run to resume"}
+
+
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` with ``parser`` and run the chosen command; errors the user can fix exit 2 with one line."""
     args = parser.parse_args(argv)
@@ -247,6 +252,9 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except ProviderError as exc:
+        print(f"error: {exc}; {_UNCOMMITTED_NOTE.get(args.command, 'nothing was answered')}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted; committed sessions are kept, re-run to resume", file=sys.stderr)
         return 130
