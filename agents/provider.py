@@ -176,7 +176,9 @@ def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
     if openai is not None and isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
         return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
     if openai is not None and isinstance(exc, openai.APIConnectionError) or isinstance(exc, ConnectionError):
-        cause = exc.__cause__ or exc
+        cause: BaseException = exc
+        while cause.__cause__ is not None:  # langchain's and openai's wrappers hide the transport's own reason
+            cause = cause.__cause__
         return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(cause)[:160]}",
                              endpoint=endpoint)  # fmt: skip
     return _httpx_error(exc, endpoint)

@@ -245,3 +245,37 @@ def test_provider_errors_propagate_from_run_role_but_unreadable_replies_fall_bac
 def test_cost_adds_the_new_counters() -> None:
     total = Cost(llm_calls=1, http_requests=3, usable_replies=1) + Cost(llm_calls=2, http_requests=2)
     assert (total.llm_calls, total.http_requests, total.usable_replies) == (3, 5, 1)
+
+
+def test_the_chat_reports_a_provider_failure_in_one_line_and_goes_on(resources: Any) -> None:
+    from logicmap.graphs.chatbot import run_chat
+
+    def unauthorized(messages: Any) -> Any:
+        raise status_error(401, "Incorrect API key")
+
+    resources.llm_ = ScriptedChatModel(respond=unauthorized)
+    lines, said = iter(["hello there", "/quit"]), []
+    code = run_chat(resources, "chat-ns", strategy="dense", input_fn=lambda _: next(lines), output=said.append)
+    errors = [line for line in said if line.startswith("error:")]
+    assert code == 0 and len(errors) == 1 and "rejected the API key (401)" in errors[0]
+    assert not any(line.startswith("bot>") for line in said)
+
+
+def test_failed_ingestion_jobs_are_kept_and_can_be_retried() -> None:
+    from logicmap.graphs.chatbot import IngestionQueue
+
+    outcomes = [ProviderError("auth", "bad key"), None]
+    done: list[int] = []
+
+    def job() -> None:
+        failure = outcomes.pop(0)
+        if failure is not None:
+            raise failure
+        done.append(1)
+
+    work = IngestionQueue()
+    work.submit(job, "turn-1")
+    work.flush(5)
+    assert [label for label, _ in work.failed] == ["turn-1"] and "bad key" in work.errors[0][1]
+    assert work.retry_failed() == 1 and work.flush(5)
+    assert done == [1] and not work.failed and not work.errors
