@@ -1,6 +1,7 @@
 """How every LLM role runs: typed output, validation, one retry with the error, deterministic fallback.
 
-Also the cost record (LLM calls, tokens, wall time) that every run reports.
+Also the cost record (requests, replies, tokens, wall time) that every run reports. Provider failures are
+not bad output: they raise ``ProviderError`` (``agents.provider``) and stop the run.
 """
 
 from __future__ import annotations
@@ -11,13 +12,20 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import LLMResult
+from langchain_core.runnables import ensure_config
 from pydantic import BaseModel, Field, ValidationError
+
+from logicmap.agents.provider import DeadlineExceeded, ProviderError, call_with_retries, endpoint_of
 
 __all__ = [
     "Cost",
+    "DeadlineExceeded",
     "FallbackRecord",
+    "ProviderError",
     "RoleOutcome",
     "add_cost",
     "parse_json_reply",
@@ -28,9 +36,16 @@ T = TypeVar("T", bound=BaseModel)
 
 
 class Cost(BaseModel):
-    """What a run spent. Tokens are the provider's counts; ``tokens_estimated`` when it gave none."""
+    """What a run spent. Tokens are the provider's counts; ``tokens_estimated`` when it gave none.
+
+    ``http_requests`` counts every request sent, retries after 429s, 5xx and timeouts included; ``llm_calls``
+    the replies that came back (what the provider bills: unparseable, cut-off and filtered ones too, and their
+    tokens are counted); ``usable_replies`` those that parsed and validated.
+    """
 
     llm_calls: int = 0
+    http_requests: int = 0
+    usable_replies: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     tokens_estimated: bool = False
@@ -39,6 +54,8 @@ class Cost(BaseModel):
     def __add__(self, other: Cost) -> Cost:
         return Cost(
             llm_calls=self.llm_calls + other.llm_calls,
+            http_requests=self.http_requests + other.http_requests,
+            usable_replies=self.usable_replies + other.usable_replies,
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             tokens_estimated=self.tokens_estimated or other.tokens_estimated,
@@ -78,6 +95,15 @@ def parse_json_reply(message: BaseMessage) -> Any:
     tool_calls = getattr(message, "tool_calls", None) or []
     if tool_calls:
         return tool_calls[0]["args"]
+    invalid = getattr(message, "invalid_tool_calls", None) or []
+    if invalid and not message.content:
+        call = invalid[0]
+        error = str(call.get("error") or "not valid JSON")
+        error = error.split("Received JSONDecodeError")[-1].strip() or error
+        raise ValueError(
+            f"the arguments of your {call.get('name') or 'tool'} call are not valid JSON ({error[:300]}); "
+            f"they were: {str(call.get('args') or '')[:1500]!r}"
+        )
     content = message.content
     if isinstance(content, list):
         content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
@@ -107,6 +133,76 @@ def _usage(message: BaseMessage, messages: Sequence[BaseMessage]) -> tuple[int, 
     return prompt_chars // 4, reply_chars // 4, True
 
 
+class _UsageProbe(BaseCallbackHandler):
+    """Sees each request's raw result: the provider's usage even when no message could be built from it."""
+
+    def __init__(self) -> None:
+        self.replied = False
+        self.token_usage: dict[str, Any] | None = None
+        self.choices = 0
+
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        self.replied = True
+        self.token_usage = (response.llm_output or {}).get("token_usage") or self.token_usage
+        self.choices = sum(len(g) for g in response.generations)
+
+
+def _with_probe(config: dict[str, Any], probe: _UsageProbe) -> dict[str, Any]:
+    """``config`` plus the probe, keeping the enclosing run's callbacks (tracing stays nested)."""
+    inherited = ensure_config().get("callbacks")
+    if isinstance(inherited, BaseCallbackManager):
+        manager = inherited.copy()
+        manager.add_handler(probe, inherit=False)
+        return {**config, "callbacks": manager}
+    return {**config, "callbacks": [*(inherited or []), probe]}
+
+
+def _failure_usage(exc: BaseException, probe: _UsageProbe) -> tuple[int, int] | None:
+    """Billed tokens of a reply that raised while being read (a cut-off json_schema reply, ``choices: []``)."""
+    usage: Any = probe.token_usage
+    completion = getattr(exc, "completion", None)
+    if usage is None and completion is not None and getattr(completion, "usage", None) is not None:
+        usage = completion.usage.model_dump()
+    if not usage:
+        return None
+    return int(usage.get("prompt_tokens", 0) or 0), int(usage.get("completion_tokens", 0) or 0)
+
+
+def _failure_problem(exc: BaseException, probe: _UsageProbe) -> tuple[str, str]:
+    """``(problem for the model, what it replied)`` for a reply that raised while being read."""
+    completion = getattr(exc, "completion", None)
+    choices = getattr(completion, "choices", None) or []
+    text = str(getattr(choices[0].message, "content", "") or "") if choices else ""
+    name = type(exc).__name__
+    if name == "LengthFinishReasonError":
+        return ("your reply was cut off at the output token limit (finish_reason=length) before the JSON was "
+                "complete; reply with a shorter JSON object", text)  # fmt: skip
+    if name == "ContentFilterFinishReasonError":
+        return "your reply was stopped by the provider's content filter (finish_reason=content_filter)", text
+    if probe.replied and probe.choices == 0:
+        return "the server's reply held no choices (no message at all)", ""
+    return f"the model call failed: {name}: {str(exc)[:300]}", ""
+
+
+def _finish_problem(reply: BaseMessage) -> str | None:
+    finish = (getattr(reply, "response_metadata", None) or {}).get("finish_reason")
+    if finish == "length":
+        return "your reply was cut off at the output token limit (finish_reason=length); reply with a shorter JSON object"
+    if finish == "content_filter":
+        return "your reply was stopped by the provider's content filter (finish_reason=content_filter)"
+    return None
+
+
+def _shown(reply: BaseMessage) -> str:
+    """What the model replied, as the retry shows it back: text, else tool-call arguments (raw when invalid)."""
+    if reply.content:
+        return str(reply.content)
+    if getattr(reply, "tool_calls", None):
+        return json.dumps([c["args"] for c in reply.tool_calls], default=str)
+    invalid = getattr(reply, "invalid_tool_calls", None) or []
+    return "\n".join(str(c.get("args") or "") for c in invalid)
+
+
 def _bind(llm: BaseChatModel, schema: type[BaseModel], method: str) -> Any:
     """The model set up to return the schema; models that cannot bind fall back to prompt-only JSON."""
     try:
@@ -126,6 +222,56 @@ def _bind(llm: BaseChatModel, schema: type[BaseModel], method: str) -> Any:
     return llm
 
 
+def _read_reply(reply: BaseMessage, schema: type[T], validate: Callable[[T], list[str]] | None) -> tuple[T | None, list[str]]:
+    finish = _finish_problem(reply)
+    if finish and "content_filter" in finish:
+        return None, [finish]
+    try:
+        output = schema.model_validate(parse_json_reply(reply))
+        problems = validate(output) if validate else []
+    except (ValueError, ValidationError, TypeError) as exc:
+        output, problems = None, [str(exc)[:1000]]
+    if problems and finish:
+        problems = [finish, *problems]
+    return (output if not problems else None), problems
+
+
+def _request(bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel,
+             cost: Cost) -> tuple[BaseMessage | None, str, str]:
+    """One reply (retrying transient provider errors), or ``(None, problem, shown)`` when the reply could not be
+    read. Provider errors (``ProviderError``) propagate: they stop the run."""
+    endpoint = endpoint_of(llm)
+    openai_client = hasattr(llm, "root_client")
+    probes: list[_UsageProbe] = []
+
+    def call(timeout: float | None) -> BaseMessage:
+        cost.http_requests += 1
+        probes.append(_UsageProbe())
+        extra = {"timeout": timeout} if timeout is not None and openai_client else {}
+        return bound.invoke(conversation, config=_with_probe(config, probes[-1]), **extra)
+
+    try:
+        reply = call_with_retries(call, endpoint=endpoint)
+    except ProviderError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a reply that could not be read is a failed attempt, retried below
+        probe = probes[-1] if probes else _UsageProbe()
+        usage = _failure_usage(exc, probe)
+        if probe.replied or usage is not None or getattr(exc, "completion", None) is not None:
+            cost.llm_calls += 1
+        if usage is not None:
+            cost.prompt_tokens += usage[0]
+            cost.completion_tokens += usage[1]
+        problem, shown = _failure_problem(exc, probe)
+        return None, problem, shown
+    prompt_tokens, completion_tokens, estimated = _usage(reply, conversation)
+    cost.llm_calls += 1
+    cost.prompt_tokens += prompt_tokens
+    cost.completion_tokens += completion_tokens
+    cost.tokens_estimated = cost.tokens_estimated or estimated
+    return reply, "", ""
+
+
 def run_role(
     llm: BaseChatModel | None,
     *,
@@ -140,7 +286,9 @@ def run_role(
 ) -> RoleOutcome[T]:
     """Ask the model for a ``schema`` object; validate; retry once with the errors; else fall back.
 
-    Never raises for a bad model reply or a failed call: the fallback is used and recorded.
+    Only a reply the model really produced can fall back (unparseable, invalid, cut off, filtered). A provider
+    or transport failure (bad key, unknown model, unreachable server, rate limits or 5xx beyond the retry
+    budget, the run's deadline) raises ``ProviderError``, so the run stops and commits nothing partial.
     """
     started = time.perf_counter()
     cost = Cost()
@@ -157,30 +305,20 @@ def run_role(
     attempts = 0
     for attempt in range(2):
         attempts += 1
-        try:
-            reply = bound.invoke(conversation, config=config)
-        except Exception as exc:  # noqa: BLE001 - a failed call is a failed attempt, recorded below
-            errors.append(f"attempt {attempt + 1}: model call failed: {type(exc).__name__}: {str(exc)[:300]}")
-            continue
-        prompt_tokens, completion_tokens, estimated = _usage(reply, conversation)
-        cost = cost + Cost(
-            llm_calls=1, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, tokens_estimated=estimated
-        )
-        problems: list[str]
-        try:
-            data = parse_json_reply(reply)
-            output = schema.model_validate(data)
-            problems = validate(output) if validate else []
-        except (ValueError, ValidationError, TypeError) as exc:
-            problems = [str(exc)[:1000]]
-        if not problems:
-            cost.wall_time_s = time.perf_counter() - started
-            return RoleOutcome(output=output, cost=cost, attempts=attempts)
+        reply, problem, shown = _request(bound, conversation, config, llm, cost)
+        if reply is None:
+            problems = [problem]
+        else:
+            output, problems = _read_reply(reply, schema, validate)
+            if output is not None:
+                cost.usable_replies += 1
+                cost.wall_time_s = time.perf_counter() - started
+                return RoleOutcome(output=output, cost=cost, attempts=attempts)
+            shown = _shown(reply)
         errors.append(f"attempt {attempt + 1}: " + "; ".join(problems)[:1500])
-        shown = reply.content if reply.content else json.dumps(getattr(reply, "tool_calls", []), default=str)
         conversation = [
             *messages,
-            AIMessage(content=str(shown)[:4000]),
+            AIMessage(content=shown[:4000]),
             HumanMessage(
                 content="Your reply was not valid:\n- "
                 + "\n- ".join(problems)[:2000]

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from logicmap.agents.base import Cost
+from logicmap.agents.provider import ProviderError
 from logicmap.evals.metrics import (
     ADVERSARIAL_CATEGORY,
     LOCOMO_CATEGORIES,
@@ -176,6 +177,8 @@ def _answer_one(
     started = time.perf_counter()
     try:
         result = fn(qa.question, namespace, resources=resources, policy=policy, **options)
+    except ProviderError:
+        raise  # a bad key or an unreachable server would fail every question: stop the run
     except Exception as exc:  # noqa: BLE001 - one failing question is recorded and scored 0, the run goes on
         record.wall_time_s = time.perf_counter() - started
         record.error = f"{type(exc).__name__}: {str(exc)[:500]}"

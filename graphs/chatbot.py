@@ -70,6 +70,7 @@ from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, run_role
+from logicmap.agents.provider import ProviderError, run_scope
 from logicmap.graphs.resources import Resources, ResourcesField, resources_field, resources_of, run_context
 from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
@@ -168,6 +169,7 @@ class IngestionQueue:
         self._thread: threading.Thread | None = None
         self.completed = 0
         self.errors: list[tuple[str, str]] = []
+        self.failed: list[tuple[str, Callable[[], Any]]] = []
         _queues.add(self)
 
     @property
@@ -188,6 +190,15 @@ class IngestionQueue:
         with self._cond:
             return self._cond.wait_for(lambda: self._pending == 0, timeout=timeout)
 
+    def retry_failed(self) -> int:
+        """Queue the failed jobs again (after a provider failure is fixed); how many were queued."""
+        with self._cond:
+            failed, self.failed = self.failed, []
+            self.errors = []
+        for label, job in failed:
+            self.submit(job, label)
+        return len(failed)
+
     def _work(self) -> None:
         while True:
             label, job = self._jobs.get()
@@ -196,6 +207,7 @@ class IngestionQueue:
             except Exception as exc:  # noqa: BLE001 - a failed ingestion is recorded; the chat goes on
                 log.exception("ingestion of %s failed", label)
                 self.errors.append((label, f"{type(exc).__name__}: {exc}"))
+                self.failed.append((label, job))  # nothing of it was committed: ``retry_failed`` stores it again
             finally:
                 with self._cond:
                     self._pending -= 1
@@ -448,18 +460,33 @@ def run_chat(
             break
         if text == "/evidence":
             _show_evidence(last, output)
+        elif text == "/retry":
+            output(f"(storing {work.retry_failed()} failed turn(s) again)")
         elif text.startswith("/"):
-            output("commands: /evidence (what the last answer recalled), /quit")
+            output("commands: /evidence (what the last answer recalled), /retry (store failed turns again), /quit")
         else:
-            last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
-            # Continuation lines indented: a recalled or generated text cannot forge a "you>" line.
-            output("bot> " + printable(_text(last["messages"][-1])).replace("\n", "\n     "))
+            last = _chat_turn(bot, text, config, context, output) or last
     if work.pending:
         output(f"(storing {work.pending} turn(s) in memory...)")
     work.flush()
     for label, error in work.errors:
         output(printable(f"warning: could not store {label}: {error}", one_line=True))
     return 0
+
+
+def _chat_turn(bot: Any, text: str, config: dict[str, Any], context: ChatContext,
+               output: Callable[[str], None]) -> dict[str, Any] | None:
+    """One turn of ``run_chat``: the reply printed, or a provider failure printed as one line (the chat goes on)."""
+    settings = context.resources.settings if isinstance(context.resources, Resources) else None
+    try:
+        with run_scope(settings):
+            last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
+    except ProviderError as exc:
+        output(printable(f"error: {exc}; this message was not answered or stored, send it again", one_line=True))
+        return None
+    # Continuation lines indented: a recalled or generated text cannot forge a "you>" line.
+    output("bot> " + printable(_text(last["messages"][-1])).replace("\n", "\n     "))
+    return last
 
 
 def _show_evidence(last: dict[str, Any], output: Callable[[str], None]) -> None:

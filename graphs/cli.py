@@ -4,6 +4,8 @@ The eval commands (demo, eval, train-data) live in ``evals.cli``; ``logicmap.__m
 Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2.
 Text that comes from memory, files or a model is printed through ``memory.text.printable``: a stored turn
 cannot send escape sequences to the terminal or forge output lines.
+Errors of the chat model's provider (bad key, unknown model, unreachable server, rate limits or deadline) print
+one line and exit 3.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from logicmap.agents.provider import ProviderError
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
@@ -318,6 +321,9 @@ def build_parser(*extensions: Callable[[Any], None]) -> argparse.ArgumentParser:
     return parser
 
 
+_UNCOMMITTED_NOTE = {"ingest": "the session in progress was not committed; re-run to resume"}
+
+
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` with ``parser`` and run the chosen command; errors the user can fix exit 2 with one line."""
     args = parser.parse_args(argv)
@@ -326,6 +332,10 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
         print(printable(f"error: {exc}", one_line=True), file=sys.stderr)
         return 2
+    except ProviderError as exc:
+        note = _UNCOMMITTED_NOTE.get(args.command, "nothing was answered")
+        print(printable(f"error: {exc}; {note}", one_line=True), file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("interrupted; committed sessions are kept, re-run to resume", file=sys.stderr)
         return 130

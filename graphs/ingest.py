@@ -23,6 +23,7 @@ from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
 from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
+from logicmap.agents.provider import run_scope
 from logicmap.agents.relations import chain_relations, extract_relations
 from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session
 from logicmap.graphs import ingest_cues, ingest_facts
@@ -691,14 +692,16 @@ def ingest_conversation(
     started = time.perf_counter()
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
-    for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
-                               context=ctx, stream_mode="updates"):
-        for delta in update.values():
-            for report in (delta or {}).get("reports", []) or []:
-                reports.append(report)
-                if on_report is not None:
-                    on_report(report)
-            fallbacks.extend((delta or {}).get("fallbacks", []) or [])
+    with run_scope(resources.settings) as scope:  # each session gets the run deadline afresh
+        for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
+                                   context=ctx, stream_mode="updates"):
+            for delta in update.values():
+                for report in (delta or {}).get("reports", []) or []:
+                    reports.append(report)
+                    scope.restart()
+                    if on_report is not None:
+                        on_report(report)
+                fallbacks.extend((delta or {}).get("fallbacks", []) or [])
     if bar is not None:
         bar.close()
     total = Cost()

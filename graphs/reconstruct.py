@@ -12,6 +12,7 @@ import operator
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
@@ -24,6 +25,7 @@ from pydantic import ValidationError
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
+from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
@@ -423,6 +425,13 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     return update
 
 
+def _invoke_navigator(bound: Any, messages: list[BaseMessage], config: dict[str, Any], openai_client: bool,
+                      timeout: float | None) -> BaseMessage:
+    """One navigator request; ``timeout`` is its share of the run's deadline (OpenAI clients only)."""
+    extra = {"timeout": timeout} if timeout is not None and openai_client else {}
+    return bound.invoke(messages, config=config, **extra)
+
+
 def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
     """One reasoning turn: the model bound to the memory tools (or the deterministic navigator) replies."""
     ctx, res = _ctx(runtime), resources_of(runtime)
@@ -432,12 +441,16 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
         return {"messages": [reply], "turns": turns}
     bound = res.llm.bind_tools([*memory_tools(state["namespace"], res), prompt.answer_tool_spec()])
     messages = list(state["messages"])
+    call_config = {
+        **config, "run_name": "navigator",
+        "tags": [*(config.get("tags") or []), "role:navigator"],
+        "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turns},
+    }
     try:
-        reply = bound.invoke(messages, config={
-            **config, "run_name": "navigator",
-            "tags": [*(config.get("tags") or []), "role:navigator"],
-            "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turns},
-        })
+        reply = call_with_retries(partial(_invoke_navigator, bound, messages, call_config, hasattr(res.llm, "root_client")),
+                                  endpoint=endpoint_of(res.llm))  # fmt: skip
+    except ProviderError:
+        raise  # a provider failure stops the run; only a reply that could not be read forces the final answer
     except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced
         return {
             "turns": turns,

@@ -15,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
+from logicmap.agents.provider import run_scope
 
 __all__ = [
     "invoke_strategy",
@@ -171,9 +172,14 @@ def invoke_strategy(
     tags: Sequence[str] = (),
 ) -> R:
     """Run a strategy's compiled graph inside its root run: ``make_result(final state, elapsed seconds)``
-    builds the answer, whose cost is attached to the root run."""
+    builds the answer, whose cost is attached to the root run. The run's retry policy and deadline come from
+    the context's settings (``agents.provider.run_scope``)."""
+    from logicmap.graphs.resources import Resources, default_resources
+
+    carried = getattr(context, "resources", None)
+    settings = (carried if isinstance(carried, Resources) else default_resources()).settings
     started = time.perf_counter()
-    with traced_run(
+    with run_scope(settings), traced_run(
         strategy, namespace=namespace, policy=context.policy, budgets=context,
         inputs={"question": inputs.get("question"), "namespace": namespace}, tags=tags, recursion_limit=recursion_limit,
     ) as run:

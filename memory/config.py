@@ -31,7 +31,19 @@ class LogicMapSettings(BaseSettings):
         "llama.cpp's server needs function_calling.",
     )
     temperature: float = 0.0
-    request_timeout: float = 120.0
+    request_timeout: float = Field(default=120.0, gt=0, description="Seconds one chat model request may take.")
+    retry_budget_s: float = Field(
+        default=60.0, ge=0,
+        description="Seconds one chat model call may spend retrying rate limits (429), server errors (5xx), "
+        "timeouts and refused connections, honouring Retry-After, before the run stops with an error.",
+    )
+    retry_base_s: float = Field(default=0.5, gt=0, description="First backoff ceiling in seconds (doubles per retry, full jitter).")
+    retry_max_requests: int = Field(default=8, ge=1, description="At most this many requests per chat model call.")
+    run_deadline_s: float = Field(
+        default=900.0, ge=0,
+        description="Wall-clock limit of one question or one ingested session, model calls and backoff included; "
+        "past it the run stops with an error and commits nothing partial. 0 = no limit.",
+    )
 
     # Embeddings.
     embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"

@@ -124,13 +124,28 @@ def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(in
     assert "Biscuit" in result.answer and result.details["cited_turn_ids"]
 
 
-def test_a_failing_model_still_gets_an_answer(ingested_sample) -> None:  # noqa: ANN001
+def test_a_model_whose_call_raises_still_gets_an_answer(ingested_sample) -> None:  # noqa: ANN001
+    def broken(messages):  # noqa: ANN001, ANN202
+        raise RuntimeError("the reply could not be read")
+
+    result = answer(DOG, NS, resources=with_model(ingested_sample, ScriptedChatModel(respond=broken)))
+    assert "Biscuit" in result.answer and result.cost.llm_calls == 0
+    assert any("could not be read" in " ".join(f.errors) for f in result.fallbacks)
+
+
+def test_an_unreachable_model_stops_the_question_instead_of_answering(ingested_sample) -> None:  # noqa: ANN001
+    from logicmap.agents.provider import ProviderError, rate_gate
+
+    calls = []
+
     def down(messages):  # noqa: ANN001, ANN202
+        calls.append(1)
         raise ConnectionError("model server unreachable")
 
-    result = answer(DOG, NS, resources=with_model(ingested_sample, ScriptedChatModel(respond=down)))
-    assert "Biscuit" in result.answer and result.cost.llm_calls == 0
-    assert any("unreachable" in " ".join(f.errors) for f in result.fallbacks)
+    rate_gate.clear()
+    with pytest.raises(ProviderError) as caught:
+        answer(DOG, NS, resources=with_model(ingested_sample, ScriptedChatModel(respond=down)))
+    assert caught.value.kind == "unreachable" and "unreachable" in str(caught.value) and len(calls) == 3
 
 
 def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested_sample) -> None:  # noqa: ANN001
