@@ -249,7 +249,8 @@ def ingest_session(session: Session, namespace: str, *, resources: Resources | N
 
     conversation = Conversation(conversation_id=namespace, sessions=[session],
                                 speakers=sorted({t.speaker for t in session.turns}))
-    return ingest_conversation(conversation, namespace, resources=resources, policy=policy)  # type: ignore[arg-type]
+    return ingest_conversation(conversation, namespace, resources=resources, policy=policy,  # type: ignore[arg-type]
+                               source="chat")
 
 
 def session_ingester(resources: Resources | None = None, policy: str = "llm") -> Callable[[Session, str], Any]:

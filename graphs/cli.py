@@ -21,7 +21,7 @@ from logicmap.agents.provider import ProviderError
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import DataFormatError, conversation_namespace, load_conversations
+from logicmap.memory.loaders import DataFormatError, load_conversations
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import StoreError, UnknownNamespaceError
 from logicmap.memory.text import printable, printable_json
@@ -56,22 +56,19 @@ def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
     return policy
 
 
-def _namespace_for(base: str, conversation_id: str, many: bool) -> str:
-    return conversation_namespace(base, conversation_id) if many else base
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest import file_namespaces, ingest_conversation
 
     resources = resources_from_args(args)
     conversations = load_conversations(args.file)
+    # The whole file is checked first: a namespace another source created refuses the file before any write.
+    targets = file_namespaces(conversations, args.namespace, resources.store)
     policy = policy_from_args(args, resources)
-    many = len(conversations) > 1
-    for conv in conversations:
+    for conv, namespace in targets:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
-        namespace = _namespace_for(args.namespace, conv.conversation_id, many)
-        report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet)
+        report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
+                                     exclusive=len(targets) > 1)
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
@@ -81,6 +78,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"LLM calls {report.cost.llm_calls} ({report.llm_calls_per_session:.1f}/session), "
             f"tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, wall {report.wall_time_s:.2f}s"
         )
+        renamed = {k: v for s in done for k, v in s.renamed.items()}
+        if renamed:
+            examples = printable(", ".join(f"{k} -> {v}" for k, v in list(renamed.items())[:3]), one_line=True)
+            print(f"  note: {len(renamed)} turns reuse dia ids other sessions hold in {namespace}; stored under "
+                  f"distinct ids ({examples})", file=sys.stderr)
         for fb in report.fallbacks:
             print(printable(f"  fallback: {fb.role}: {fb.reason}", one_line=True), file=sys.stderr)
     return 0

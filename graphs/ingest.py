@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import operator
 import time
+from collections import ChainMap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,22 +40,35 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.tracing import run_config
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation, Session, load_conversations
-from logicmap.memory.records import Event, Relation, SessionInfo, Turn, event_id, relation_id, validate_namespace
-from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot
+from logicmap.memory.loaders import Conversation, Session, conversation_namespace, load_conversations
+from logicmap.memory.records import (
+    Event,
+    Relation,
+    SessionInfo,
+    Turn,
+    distinct_turn_id,
+    event_id,
+    relation_id,
+    validate_namespace,
+)
+from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, MemoryStore, NamespaceSnapshot
 from logicmap.memory.topics import TopicLayer
 
 __all__ = [
     "IngestContext",
     "IngestReport",
     "IngestState",
+    "NamespaceSourceError",
     "SessionConflictError",
     "SessionReport",
     "build_ingest_graph",
     "builder",
+    "check_namespace_source",
     "commit",
+    "conversation_source",
     "cues",
     "facts",
+    "file_namespaces",
     "fuse",
     "graph",
     "ingest_conversation",
@@ -75,6 +89,10 @@ SHARED_PARTICIPANT_LINKS = 2
 
 class SessionConflictError(ValueError):
     """A session id already committed in the namespace with different content."""
+
+
+class NamespaceSourceError(ValueError):
+    """A namespace another source created (another conversation, the chat), which this ingest may not write into."""
 
 
 @dataclass
@@ -105,6 +123,9 @@ class SessionReport(BaseModel):
     fallbacks: list[str] = Field(default_factory=list)
     cost: Cost = Field(default_factory=Cost)
     generation: int = 0
+    renamed: dict[str, str] = Field(
+        default_factory=dict, description="dia id -> the id its turn is stored under (another session held the dia id)"
+    )
 
 
 class IngestReport(BaseModel):
@@ -126,6 +147,10 @@ class IngestState(TypedDict, total=False):
     namespace: str
     path: str | None
     sessions: list[Session]
+    source: str | None
+    """Who writes (``conversation_source``, 'chat', 'api'): recorded as the namespace's source at its first commit."""
+    exclusive: bool
+    """Refuse a namespace that another source created (the per-conversation namespaces of a many-conversation file)."""
     pending: list[Session]
     current: Session | None
     turns: list[Turn]
@@ -177,30 +202,113 @@ def _advance(pending: list[Session]) -> dict[str, Any]:
     return {"current": pending[0] if pending else None, "pending": pending[1:]}
 
 
-def _sessions_of(state: IngestState) -> list[Session]:
-    sessions = list(state.get("sessions") or [])
+def _sessions_of(state: IngestState) -> tuple[list[Session], str]:
+    """The sessions to ingest and who writes them (a file's conversation, else the state's source or 'api')."""
+    sessions, source = list(state.get("sessions") or []), state.get("source")
     if not sessions and state.get("path"):
         conversations = load_conversations(state["path"])
         if len(conversations) != 1:
             raise ValueError(f"{state['path']} holds {len(conversations)} conversations; ingest them one per namespace")
-        sessions = conversations[0].sessions
-    return [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions]
+        sessions, source = conversations[0].sessions, source or conversation_source(conversations[0])
+    return [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions], source or "api"
 
 
-def _session_turns(namespace: str, session: Session, offset: int) -> list[Turn]:
+def conversation_source(conversation: Conversation) -> str:
+    """The source a conversation's namespace records: its format and id. A later export of the same
+    conversation is the same source; another conversation, the chat ('chat') or a Python caller ('api') is not."""
+    return f"{conversation.source_format}:{conversation.conversation_id}"
+
+
+def check_namespace_source(manifest: Manifest, source: str, sessions: list[Session]) -> None:
+    """Raise ``NamespaceSourceError`` when ``manifest``'s namespace exists and another source created it.
+
+    A namespace without a recorded source (made before sources were recorded) counts as this source's
+    only when every session it holds is one of ``sessions``, with the same content (an interrupted ingest
+    of this very conversation); otherwise it is refused like any other source's namespace.
+    """
+    if manifest.generation == 0 or manifest.source == source:
+        return
+    if manifest.source is None:
+        own = {s.session_id: s.content_hash() for s in sessions}
+        if manifest.sessions and all(own.get(sid) == info.content_hash for sid, info in manifest.sessions.items()):
+            return
+        creator = "another source (not recorded; its sessions are not this conversation's)"
+    else:
+        creator = repr(manifest.source)
+    raise NamespaceSourceError(
+        f"namespace {manifest.namespace!r} exists and was created by {creator}, not by {source!r}; "
+        "nothing was written: ingest this file under another namespace (-n)"
+    )
+
+
+def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session]) -> list[Session]:
+    """The sessions not committed yet; ``SessionConflictError`` for a committed id with other content, and
+    ``ValueError`` for a session naming one dia id twice (both before anything is written)."""
+    pending = []
+    for session in sessions:
+        seen: set[str] = set()
+        for raw in session.turns:
+            if raw.dia_id in seen:
+                raise ValueError(f"session {session.session_id!r} holds the dia id {raw.dia_id!r} twice; nothing was written")
+            seen.add(raw.dia_id)
+        known = manifest.sessions.get(session.session_id)
+        if known is None:
+            pending.append(session)
+        elif known.content_hash != session.content_hash():
+            raise _conflict(namespace, session.session_id)
+    return pending
+
+
+def file_namespaces(conversations: list[Conversation], namespace: str,
+                    store: MemoryStore) -> list[tuple[Conversation, str]]:
+    """Where each conversation of a file goes, checked for the whole file before anything is written.
+
+    One conversation goes to ``namespace``; several go to ``<namespace>.<conversation id>`` each, and a
+    namespace there that another source created is refused (``NamespaceSourceError``), as is a committed
+    session whose content changed (``SessionConflictError``).
+    """
+    many = len(conversations) > 1
+    targets = [(conv, conversation_namespace(namespace, conv.conversation_id) if many else validate_namespace(namespace))
+               for conv in conversations]
+    for conv, target in targets:
+        manifest = store.manifest(target)
+        if many:
+            check_namespace_source(manifest, conversation_source(conv), conv.sessions)
+        _pending_sessions(target, manifest, conv.sessions)
+    return targets
+
+
+def _turn_ids(session: Session, stored: dict[str, Turn]) -> list[str]:
+    """The id each turn of the session is stored under: its dia id, or a distinct one when a stored turn of
+    another session holds it (a stored turn is never overwritten)."""
+    own: dict[str, None] = dict.fromkeys(raw.dia_id for raw in session.turns)
+    taken = ChainMap(stored, own)
+    ids = []
+    for raw in session.turns:
+        held = stored.get(raw.dia_id)
+        if held is None or held.session_id == session.session_id:
+            ids.append(raw.dia_id)
+            continue
+        ids.append(distinct_turn_id(raw.dia_id, session.session_id, taken))
+        own[ids[-1]] = None
+    return ids
+
+
+def _session_turns(namespace: str, session: Session, offset: int, ids: list[str]) -> list[Turn]:
     return [
         Turn(
             namespace=namespace,
             session_id=session.session_id,
-            dia_id=raw.dia_id,
+            dia_id=tid,
             speaker=raw.speaker,
             text=raw.text,
             image_caption=raw.image_caption,
             session_time=session.timestamp,
             session_time_text=session.timestamp_text,
             position=offset + i,
+            source_dia_id=raw.dia_id if tid != raw.dia_id else None,
         )
-        for i, raw in enumerate(session.turns)
+        for i, (raw, tid) in enumerate(zip(session.turns, ids))
     ]
 
 
@@ -394,6 +502,7 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
         fallbacks=[f"{f.role}: {f.reason}" for f in fallbacks],
         cost=cost,
         generation=generation,
+        renamed={t.source_dia_id: t.dia_id for t in change.turns if t.source_dia_id},
     )
 
 
@@ -401,21 +510,19 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
 
 
 def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Validate the namespace, skip sessions already committed, refuse a different session under a known id."""
+    """Validate the namespace, skip sessions already committed, refuse a different session under a known id
+    (and, for an exclusive ingest, a namespace another source created): all before anything is written."""
     res = resources_of(runtime)
     namespace = validate_namespace(state.get("namespace"))
     manifest = res.store.manifest(namespace)
-    pending, reports = [], []
-    for session in _sessions_of(state):
-        known = manifest.sessions.get(session.session_id)
-        if known is None:
-            pending.append(session)
-        elif known.content_hash == session.content_hash():
-            reports.append(SessionReport(session_id=session.session_id, skipped=True, policy=known.policy,
-                                         generation=known.generation))
-        else:
-            raise _conflict(namespace, session.session_id)
-    update: dict[str, Any] = {"reports": reports, **_advance(pending)}
+    sessions, source = _sessions_of(state)
+    if state.get("exclusive"):
+        check_namespace_source(manifest, source, sessions)
+    pending = _pending_sessions(namespace, manifest, sessions)
+    reports = [SessionReport(session_id=s.session_id, skipped=True, policy=manifest.sessions[s.session_id].policy,
+                             generation=manifest.sessions[s.session_id].generation)
+               for s in sessions if s.session_id in manifest.sessions]
+    update: dict[str, Any] = {"reports": reports, "source": source, **_advance(pending)}
     if pending and _ctx(runtime).policy == "llm" and res.llm is None:
         update["fallbacks"] = [FallbackRecord(role="ingest", reason="no chat model configured: heuristic policy used")]
     return update
@@ -428,7 +535,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     assert session is not None
     started = time.perf_counter()
     snapshot = res.store.snapshot(namespace)
-    turns = _session_turns(namespace, session, len(snapshot.turns))
+    turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in turns]), dtype=np.float32)
     policy, llm = _policy_and_llm(ctx, res)
     fallbacks: list[FallbackRecord] = []
@@ -556,7 +663,8 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     assert change is not None and session is not None
     stats = state.get("session_stats", {})
     fallbacks = state.get("session_fallbacks", [])
-    change = change.model_copy(update={"session": _session_info(change, session, stats, fallbacks)})
+    change = change.model_copy(update={"session": _session_info(change, session, stats, fallbacks),
+                                       "source": state.get("source")})
     try:
         manifest = resources_of(runtime).store.commit(change)
     except GenerationConflict:
@@ -585,9 +693,15 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
                                generation=known.generation)
         return {"reports": [report], **_advance(list(state.get("pending", []))), "change": None, "conflicts": 0}
     offset, order_base = len(snapshot.turns), _next_order(snapshot)
+    # The other writer may have stored turns under ids this session took: choose its ids again.
+    turns = _session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
+    moved = {old.dia_id: new.dia_id for old, new in zip(state["turns"], turns) if old.dia_id != new.dia_id}
     return {
-        "turns": [t.model_copy(update={"position": offset + i}) for i, t in enumerate(state["turns"])],
-        "events": [e.model_copy(update={"order": order_base + i}) for i, e in enumerate(state["events"])],
+        "turns": turns,
+        "events": [e.model_copy(update={"order": order_base + i, "turn_ids": [moved.get(t, t) for t in e.turn_ids]})
+                   for i, e in enumerate(state["events"])],
+        "relations": [r.model_copy(update={"turn_ids": [moved.get(t, t) for t in r.turn_ids]})
+                      for r in state.get("relations", [])],
         "base_generation": snapshot.generation,
     }
 
@@ -670,8 +784,16 @@ def ingest_conversation(
     policy: Literal["llm", "heuristic"] = "llm",
     context: IngestContext | None = None,
     progress: bool | Callable[[SessionReport], None] = False,
+    source: str | None = None,
+    exclusive: bool = False,
 ) -> IngestReport:
-    """Ingest every session of a conversation into ``namespace``; committed sessions are skipped."""
+    """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
+
+    ``source`` (default: ``conversation_source(conversation)``) is recorded as the namespace's source when
+    it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``).
+    A turn whose dia id another session already holds in the namespace is stored under a distinct id
+    (``SessionReport.renamed``).
+    """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
     carried = context.resources if context is not None else None
@@ -692,9 +814,10 @@ def ingest_conversation(
     started = time.perf_counter()
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
+    inputs = {"namespace": namespace, "sessions": conversation.sessions, "exclusive": exclusive,
+              "source": source or conversation_source(conversation)}
     with run_scope(resources.settings) as scope:  # each session gets the run deadline afresh
-        for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
-                                   context=ctx, stream_mode="updates"):
+        for update in graph.stream(inputs, config=config, context=ctx, stream_mode="updates"):
             for delta in update.values():
                 for report in (delta or {}).get("reports", []) or []:
                     reports.append(report)

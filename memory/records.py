@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Container
 from datetime import datetime
 from typing import Literal
 
@@ -23,6 +24,7 @@ __all__ = [
     "Tag",
     "Topic",
     "Turn",
+    "distinct_turn_id",
     "event_id",
     "relation_id",
     "stable_hash",
@@ -52,6 +54,20 @@ def stable_hash(*parts: str, length: int = 12) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()[:length]
 
 
+def distinct_turn_id(dia_id: str, session_id: str, taken: Container[str]) -> str:
+    """A turn id for ``dia_id`` of session ``session_id`` that is not in ``taken``: ``<dia id>@<session id>``
+    (a hash stands for a long session id), then ``#2``, ``#3``... until one is free.
+
+    Used when another session already holds ``dia_id`` in the namespace: a stored turn is never overwritten.
+    """
+    base = f"{dia_id}@{session_id if len(session_id) <= 40 else stable_hash(session_id, length=12)}"
+    candidate, n = base, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{base}#{n}"
+    return candidate
+
+
 def event_id(session_id: str, index: int) -> str:
     """Readable, deterministic event id: ``S3-E2`` is the second event segmented from session S3."""
     return f"{session_id}-E{index}"
@@ -73,6 +89,9 @@ class Turn(BaseModel):
     session_time: datetime | None = None
     session_time_text: str | None = None
     position: int = Field(0, description="Order of the turn within the whole conversation.")
+    source_dia_id: str | None = Field(
+        None, description="The dia id in the source when another session already held it (then dia_id is distinct)."
+    )
 
     @property
     def id(self) -> str:

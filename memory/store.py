@@ -63,6 +63,7 @@ __all__ = [
     "StoreError",
     "StoreForkedError",
     "StoreLockedError",
+    "TurnIdConflictError",
     "UnknownNamespaceError",
     "embedder_identity",
 ]
@@ -134,6 +135,10 @@ class UnknownNamespaceError(KeyError):
         return self.args[0]
 
 
+class TurnIdConflictError(ValueError):
+    """A commit that would overwrite a stored turn of another session (turn ids are unique per namespace)."""
+
+
 class GenerationConflict(RuntimeError):
     """Another writer committed to the namespace since this change set was computed."""
 
@@ -164,6 +169,11 @@ class Manifest(BaseModel):
         description="generation numbers claimed by writers that lost their lease: their versions are never visible",
     )
     embedder: str | None = Field(default=None, description="the embedder whose vectors this namespace holds")
+    source: str | None = Field(
+        default=None,
+        description="who created the namespace: a conversation ('locomo:<sample id>'), 'chat', 'api'; None for "
+        "a namespace older than this field until a writer that names its source commits to it",
+    )
 
 
 class ChangeSet(BaseModel):
@@ -187,6 +197,9 @@ class ChangeSet(BaseModel):
     topic_steps: int | None = None
     embedder: str | None = Field(
         default=None, description="identity of the embedder of the vectors (default: the store's settings)"
+    )
+    source: str | None = Field(
+        default=None, description="who writes it; recorded as the namespace's source when it has none yet"
     )
 
 
@@ -899,6 +912,7 @@ class MemoryStore:
                     f"{embedder!r}; mixing them would corrupt search: set LOGICMAP_EMBEDDING_PROVIDER "
                     "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
                 )
+            self._check_turn_ids(change, manifest)
             self._mark_memory()
             fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
@@ -921,6 +935,24 @@ class MemoryStore:
             self._collect(fence)
             return new_manifest
 
+    def _check_turn_ids(self, change: ChangeSet, manifest: Manifest) -> None:
+        """Refuse a change that would replace a stored turn of another session (unless it retires it)."""
+        if not change.turns or manifest.generation == 0:
+            return
+        retired = set(change.retire.get("turns", ()))
+        sessions = {t.dia_id: t.session_id for t in change.turns if t.dia_id not in retired}
+        col = self._collection(change.namespace, "turns")
+        visible = _visible(manifest.generation, manifest.void)["$and"]
+        for chunk in self._batched(sorted(sessions)):
+            got = col.get(where={"$and": [{"rid": {"$in": list(chunk)}}, *visible]}, include=["metadatas", "documents"])
+            for meta, doc in zip(got["metadatas"], got["documents"]):
+                stored, rid = meta.get("session_id") or Turn.model_validate_json(doc).session_id, meta["rid"]
+                if stored != sessions[rid]:
+                    raise TurnIdConflictError(
+                        f"namespace {change.namespace!r}: turn {rid!r} of session {sessions[rid]!r} would overwrite "
+                        f"the stored turn {rid!r} of session {stored!r}; nothing was written: give the turn another id"
+                    )
+
     def _write_change(self, change: ChangeSet, fence: _Fence) -> None:
         ns, generation, base = fence.namespace, fence.generation, fence.base
         extra = {"base": base, "void": fence.void, "fence": fence}
@@ -940,6 +972,7 @@ class MemoryStore:
         new_manifest.generation = fence.generation
         new_manifest.void = fence.void
         new_manifest.embedder = embedder
+        new_manifest.source = manifest.source or change.source
         new_manifest.updated_at = datetime.now(UTC)
         if change.session is not None:
             session = change.session.model_copy(update={"generation": fence.generation})

@@ -73,18 +73,19 @@ def create_remember_tool(
         session = statement_session(namespace, text, speaker, moment)
         report = ingest(session, namespace)
         turn = session.turns[0]
-        summary = ""
+        summary, turn_id = "", turn.dia_id
         sessions = getattr(report, "sessions", None)
         if sessions:
             done = sessions[-1]
             summary = " (already stored)" if getattr(done, "skipped", False) else f" ({getattr(done, 'events', 0)} event)"
+            turn_id = (getattr(done, "renamed", None) or {}).get(turn.dia_id, turn_id)  # another session held the id
         record: dict[str, Any] = {
-            "kind": "turn", "id": turn.dia_id, "dia_id": turn.dia_id, "speaker": turn.speaker, "text": turn.text,
+            "kind": "turn", "id": turn_id, "dia_id": turn_id, "speaker": turn.speaker, "text": turn.text,
             "session_id": session.session_id, "session_time": moment.isoformat(),
         }
         artifact: list[dict[str, Any]] = [record]
         if hasattr(report, "model_dump"):
             artifact.append({"kind": "ingest_report", **report.model_dump(mode="json")})
-        return f"Remembered as turn {turn.dia_id} in session {session.session_id}{summary}.", artifact
+        return f"Remembered as turn {turn_id} in session {session.session_id}{summary}.", artifact
 
     return make_memory_tool(name, RememberArgs, remember)
