@@ -32,6 +32,10 @@ class LogicMapSettings(BaseSettings):
     )
     temperature: float = 0.0
     request_timeout: float = 120.0
+    context_tokens: int = Field(
+        default=8192, ge=512,
+        description="The chat model's context window in tokens: longer sessions go to each ingest role in windows.",
+    )
 
     # Embeddings.
     embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"
