@@ -12,7 +12,7 @@ from functools import partial
 
 from langchain_core.language_models import BaseChatModel
 
-from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.agents.base import run_role
 from logicmap.agents.windowing import (
     ContextBudget,
     WindowedOutcome,

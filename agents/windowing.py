@@ -136,7 +136,9 @@ def fit_lines(
         if original <= 200:
             break
         fitted[index] = clip_line(fitted[index], max(200, original - excess - 64))
-        notes.append(f"{role}: {labels[index]} ({original} characters) shown as {len(fitted[index])} to fit the context")
+        notes.append(
+            f"{role}: {labels[index]} ({original} characters) shown as {len(fitted[index])} to fit the context"
+        )
     return fitted, notes
 
 
@@ -157,7 +159,9 @@ def merge_outcomes(output: T, outcomes: Sequence[RoleOutcome], notes: Sequence[s
         if outcome.fallback is not None:
             record = outcome.fallback
             if len(outcomes) > 1:
-                record = record.model_copy(update={"reason": f"{record.reason} (window {index + 1} of {len(outcomes)})"})
+                record = record.model_copy(
+                    update={"reason": f"{record.reason} (window {index + 1} of {len(outcomes)})"}
+                )
             fallbacks.append(record)
     return WindowedOutcome[type(output)](  # type: ignore[misc]
         output=output,

@@ -26,8 +26,8 @@ from logicmap.agents.base import Cost, FallbackRecord, add_cost
 from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
 from logicmap.agents.relations import chain_relations, relate_session
 from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session
-from logicmap.graphs import ingest_cues, ingest_facts
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
+from logicmap.graphs import ingest_cues, ingest_facts
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
 from logicmap.graphs.resources import (
     Resources,
