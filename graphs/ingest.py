@@ -727,8 +727,12 @@ def ingest_conversation(
     policy: Literal["llm", "heuristic"] = "llm",
     context: IngestContext | None = None,
     progress: bool | Callable[[SessionReport], None] = False,
+    redo_fallbacks: bool = False,
 ) -> IngestReport:
-    """Ingest every session of a conversation into ``namespace``; committed sessions are skipped."""
+    """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
+
+    ``redo_fallbacks``: instead, rebuild the committed sessions whose roles fell back (``graphs.ingest_redo``).
+    """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
     carried = context.resources if context is not None else None
@@ -750,8 +754,11 @@ def ingest_conversation(
     started = time.perf_counter()
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
-    for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
-                               context=ctx, stream_mode="updates"):
+    compiled = graph
+    if redo_fallbacks:
+        from logicmap.graphs.ingest_redo import graph as compiled  # imports this module: loaded on demand
+    for update in compiled.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
+                                  context=ctx, stream_mode="updates"):
         for delta in update.values():
             for report in (delta or {}).get("reports", []) or []:
                 reports.append(report)

@@ -38,6 +38,8 @@ class SessionModel(ScriptedChatModel):
 
     limit: int | None = None
     garbage: set[str] = Field(default_factory=set)
+    garbage_when: str = ""  # garbage only for prompts that hold this text (e.g. a session's turn ids)
+    chunk: int = 3  # turns per segmented event
     role_calls: dict[str, int] = Field(default_factory=dict)
     prompt_sizes: dict[str, list[int]] = Field(default_factory=dict)
     barrier: Any = None  # a threading.Barrier the facts and cues calls wait on (proves they overlap)
@@ -65,15 +67,14 @@ class SessionModel(ScriptedChatModel):
             )
         if role in ("facts", "cues") and self.barrier is not None:
             self.barrier.wait()
-        if role in self.garbage:
-            return "this is not JSON at all"
         text = str(messages[1].content) if len(messages) > 1 else ""
+        if role in self.garbage and self.garbage_when in text:
+            return "this is not JSON at all"
         return getattr(self, f"_{role}", lambda _t: {})(text if role != "other" else human)
 
-    @staticmethod
-    def _segmenter(text: str) -> dict:
+    def _segmenter(self, text: str) -> dict:
         ids = [m.group("id") for m in _TURN.finditer(text)]
-        chunks = [ids[i : i + 3] for i in range(0, len(ids), 3)]
+        chunks = [ids[i : i + self.chunk] for i in range(0, len(ids), self.chunk)]
         return {"events": [{"summary": f"Model event over {c[0]} to {c[-1]}.", "turn_ids": c} for c in chunks]}
 
     @staticmethod
