@@ -8,10 +8,20 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import partial
 
 from langchain_core.language_models import BaseChatModel
 
-from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.agents.base import run_role
+from logicmap.agents.windowing import (
+    ContextBudget,
+    WindowedOutcome,
+    fit_lines,
+    merge_outcomes,
+    plan_windows,
+    prompt_chars,
+    run_windows,
+)
 from logicmap.memory.facts import (
     ASSERTED_CONFIDENCE,
     HEDGED_CONFIDENCE,
@@ -320,6 +330,31 @@ def facts_from_extraction(
     return facts
 
 
+def _window_messages(turns: Sequence[Turn], session_date: str | None, speakers: list[str], budget: ContextBudget,
+                     notes: list[str]) -> list:
+    lines, clipped = fit_lines(
+        [t.render() for t in turns],
+        lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date, speakers)),
+        budget.prompt_chars, labels=[f"turn {t.dia_id}" for t in turns], role="fact_extractor",
+    )
+    notes.extend(clipped)
+    return prompt.build_messages("\n".join(lines), session_date, speakers)
+
+
+def _merge_extractions(extractions: Sequence[FactExtraction]) -> FactExtraction:
+    """The windows' facts in order; a triple stated in two windows is one fact citing both windows' turns."""
+    merged: dict[tuple[str, str, str], ExtractedFact] = {}
+    for extraction in extractions:
+        for fact in extraction.facts:
+            key = (fact.head.strip().lower(), fact.relation.strip().lower(), fact.tail.strip().lower())
+            if key in merged:
+                kept = merged[key]
+                kept.turn_ids = list(dict.fromkeys([*kept.turn_ids, *fact.turn_ids]))
+            else:
+                merged[key] = fact.model_copy(deep=True)
+    return FactExtraction(facts=list(merged.values()))
+
+
 def extract_session_facts(
     llm: BaseChatModel | None,
     turns: Sequence[Turn],
@@ -327,20 +362,31 @@ def extract_session_facts(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict | None = None,
-) -> RoleOutcome[FactExtraction]:
-    """One call for the whole session; the pattern extractor when there is no model or no valid reply."""
+    budget: ContextBudget | None = None,
+) -> WindowedOutcome[FactExtraction]:
+    """One call per window of turns that fits the budget (one for a session that fits); the pattern extractor
+    for a window without a model or without a valid reply."""
+    budget = budget or ContextBudget()
     speakers = list(dict.fromkeys(t.speaker for t in turns))
     session_time = next((t.session_time for t in turns if t.session_time), None)
-    return run_role(
-        llm,
-        role="fact_extractor",
-        messages=prompt.build_messages(
-            "\n".join(t.render() for t in turns), session_time.isoformat() if session_time else None, speakers
-        ),
-        schema=FactExtraction,
-        validate=lambda r: validate_extraction(r, turns),
-        fallback=lambda: pattern_extraction(turns, speakers),
-        method=method,
-        tags=tags,
-        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
-    )
+    session_date = session_time.isoformat() if session_time else None
+    overhead = prompt_chars(prompt.build_messages("", session_date, speakers))
+    lines = [len(t.render()) + 1 for t in turns]
+    ends = [0]
+    for size in lines:
+        ends.append(ends[-1] + size)
+    windows = plan_windows(len(turns), lambda start, end: overhead + ends[end] - ends[start] - 1, budget.prompt_chars)
+    notes: list[str] = []
+    options = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    tasks = [
+        partial(
+            run_role, llm, role="fact_extractor",
+            messages=_window_messages(turns[start:end], session_date, speakers, budget, notes),
+            schema=FactExtraction, validate=partial(validate_extraction, turns=turns[start:end]),
+            fallback=partial(pattern_extraction, turns[start:end], speakers), **options,
+        )
+        for start, end in windows or [(0, 0)]
+    ]
+    outcomes = run_windows(tasks)
+    output = outcomes[0].output if len(outcomes) == 1 else _merge_extractions([o.output for o in outcomes])
+    return merge_outcomes(output, outcomes, notes)

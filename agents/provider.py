@@ -47,7 +47,7 @@ TRANSIENT: frozenset[str] = frozenset({"rate_limited", "server_error", "timeout"
 UNREACHABLE_MAX_REQUESTS = 3
 
 # The setting that bounds how much of a session one prompt carries (named in context-length errors).
-CONTEXT_WINDOW_SETTING = "LOGICMAP_CONTEXT_WINDOW_TOKENS"
+CONTEXT_WINDOW_SETTING = "LOGICMAP_CONTEXT_TOKENS"
 
 _HINTS: dict[str, str] = {
     "missing_key": "",

@@ -8,18 +8,35 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from functools import partial
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 
-from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.agents.base import run_role
+from logicmap.agents.windowing import (
+    ContextBudget,
+    WindowedOutcome,
+    fit_lines,
+    merge_outcomes,
+    plan_windows,
+    prompt_chars,
+    run_windows,
+)
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Turn
 from logicmap.memory.timeparse import find_time_phrases, resolve_relative
 from logicmap.prompts import segment as prompt
 from logicmap.prompts.segment import Segmentation, SegmentedEvent
 
-__all__ = ["changepoint_segments", "finalize_times", "render_turns", "segment_session", "validate_segmentation"]
+__all__ = [
+    "changepoint_segments",
+    "finalize_times",
+    "render_turns",
+    "segment_session",
+    "segment_windows",
+    "validate_segmentation",
+]
 
 _DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
@@ -126,6 +143,32 @@ def finalize_times(result: Segmentation, turns: Sequence[Turn], session_time: da
     return Segmentation(events=events)
 
 
+def segment_windows(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget) -> list[tuple[int, int]]:
+    """The turn windows a session is segmented in (one when its prompt fits the budget)."""
+    lines = [t.render() for t in turns]
+    overhead = prompt_chars(prompt.build_messages("", session_date))
+    ends = np.cumsum([0, *(len(line) + 1 for line in lines)])
+    windows = plan_windows(
+        len(turns),
+        lambda start, end: overhead + int(ends[end] - ends[start]) - 1,
+        budget.prompt_chars,
+        cut_ok=lambda i: not turns[i].answers(turns[i - 1]),
+    )
+    return windows or [(0, 0)]
+
+
+def _window_messages(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget,
+                     notes: list[str]) -> list:
+    """A window's prompt; a turn too large for any window is shown clipped (and noted)."""
+    lines, clipped = fit_lines(
+        [t.render() for t in turns],
+        lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date)),
+        budget.prompt_chars, labels=[f"turn {t.dia_id}" for t in turns], role="segmenter",
+    )
+    notes.extend(clipped)
+    return prompt.build_messages("\n".join(lines), session_date)
+
+
 def segment_session(
     llm: BaseChatModel | None,
     turns: Sequence[Turn],
@@ -135,19 +178,28 @@ def segment_session(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict | None = None,
-) -> RoleOutcome[Segmentation]:
-    """Events of a session. Without a model (or after a failed retry) the change-point segmenter runs."""
-    outcome = run_role(
-        llm,
-        role="segmenter",
-        messages=prompt.build_messages(render_turns(turns), session_time.isoformat() if session_time else None),
-        schema=Segmentation,
-        validate=lambda r: validate_segmentation(r, turns),
-        fallback=lambda: changepoint_segments(turns, vectors),
-        method=method,
-        tags=tags,
-        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
-    )
+    budget: ContextBudget | None = None,
+) -> WindowedOutcome[Segmentation]:
+    """Events of a session, segmented in windows that fit the context budget and concatenated in order.
+
+    Without a model (or after a failed retry) a window is segmented at embedding change points.
+    """
+    budget = budget or ContextBudget()
+    session_date = session_time.isoformat() if session_time else None
+    options = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    notes: list[str] = []
+    windows = segment_windows(turns, session_date, budget)
+    tasks = [
+        partial(
+            run_role, llm, role="segmenter", messages=_window_messages(turns[start:end], session_date, budget, notes),
+            schema=Segmentation, validate=partial(validate_segmentation, turns=turns[start:end]),
+            fallback=partial(changepoint_segments, turns[start:end], vectors[start:end]), **options,
+        )
+        for start, end in windows
+    ]
+    outcomes = run_windows(tasks)
+    merged = Segmentation(events=[event for outcome in outcomes for event in outcome.output.events])
+    outcome = merge_outcomes(merged, outcomes, notes)
     covered = _cover_all_turns(outcome.output, turns)
     outcome.output = finalize_times(covered, turns, session_time)
     return outcome

@@ -9,7 +9,7 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 
 | method | graph module | control flow |
 | --- | --- | --- |
-| ingest | ``ingest`` (+ ``ingest_facts``, ``ingest_cues``, ``enrich``) | prepare -> segment -> relate -> fuse -> topics -> facts -> cues -> commit, per session |
+| ingest | ``ingest`` (+ ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
 | CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
 | Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
 | REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |

@@ -29,6 +29,7 @@ from logicmap.memory.text import printable, printable_json
 __all__ = [
     "add_core_commands",
     "build_parser",
+    "fallback_summary",
     "main",
     "policy_from_args",
     "resources_from_args",
@@ -63,17 +64,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     conversations = load_conversations(args.file)
     # The whole file is checked first: a namespace another source created refuses the file before any write.
     targets = file_namespaces(conversations, args.namespace, resources.store)
-    policy = policy_from_args(args, resources)
+    redo = bool(getattr(args, "redo_fallbacks", False))
+    policy = "llm" if redo else policy_from_args(args, resources)
     for conv, namespace in targets:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
-                                     exclusive=len(targets) > 1)
+                                     exclusive=len(targets) > 1, redo_fallbacks=redo)  # fmt: skip
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
+        what = (f"{len(done)} sessions with fallbacks rebuilt, {skipped} without fallbacks left as they are" if redo
+                else f"{len(done)} sessions ingested, {skipped} already committed")
         print(
-            f"{namespace}: {len(done)} sessions ingested, {skipped} already committed; "
+            f"{namespace}: {what}; "
             f"{sum(s.events for s in done)} events, {turns} turns; policy {policy}; "
             f"LLM calls {report.cost.llm_calls} ({report.llm_calls_per_session:.1f}/session), "
             f"tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, wall {report.wall_time_s:.2f}s"
@@ -88,10 +92,30 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 0
 
 
+def fallback_summary(manifest: Any) -> dict[str, Any]:
+    """Per committed session, the roles that fell back (calls, reason, first error line), and the total."""
+    sessions: dict[str, Any] = {}
+    for sid, info in manifest.sessions.items():
+        if info.fallbacks:
+            sessions[sid] = {
+                "fallbacks": sum(f.calls for f in info.fallbacks),
+                "roles": [{"role": f.role, "calls": f.calls, "reason": f.reason, "error": f.first_error[:300]}
+                          for f in info.fallbacks],
+            }
+    return {
+        "total": sum(s["fallbacks"] for s in sessions.values()),
+        "sessions_with_fallbacks": len(sessions),
+        "sessions_without_llm": sum(1 for info in manifest.sessions.values() if info.policy == "heuristic"),
+        "sessions": sessions,
+    }
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
-    stats = EventGraph.of(resources.store.snapshot(args.namespace)).stats()
+    snapshot = resources.store.snapshot(args.namespace)
+    stats = EventGraph.of(snapshot).stats()
+    stats["fallbacks"] = fallback_summary(snapshot.manifest)
     print(json.dumps(stats, indent=2))
     return 0
 
@@ -261,6 +285,8 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--redo-fallbacks", action="store_true",
+                   help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("ask", help="answer a question from a namespace's memory")

@@ -1,8 +1,9 @@
 """The contract of ingest enrichers: extra records (facts, cues, tags) built for a session before commit.
 
 The ingest graph calls ``graphs.ingest_facts.enrich`` in its ``facts`` node and
-``graphs.ingest_cues.enrich`` in its ``cues`` node; each returns an ``Enrichment`` that is added to
-the session's change set, so the extra records become visible atomically with the session.
+``graphs.ingest_cues.enrich`` in its ``cues`` node, two parallel branches; each returns an ``Enrichment``
+that the commit node adds to the session's change set, so the extra records become visible atomically
+with the session.
 """
 
 from __future__ import annotations
@@ -14,11 +15,14 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
 from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.agents.windowing import ContextBudget
 from logicmap.memory.loaders import Session
 from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 
-__all__ = ["EnrichRequest", "Enrichment", "apply_enrichment"]
+__all__ = ["ENRICHERS", "EnrichRequest", "Enrichment", "add_enrichments", "apply_enrichment"]
+
+ENRICHERS = ("facts", "cues")  # the order their records join a change set (whatever order they finished in)
 
 
 @dataclass
@@ -34,6 +38,7 @@ class EnrichRequest:
     llm: BaseChatModel | None
     embeddings: Any
     method: str = "function_calling"
+    budget: ContextBudget = field(default_factory=ContextBudget)
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
 
@@ -49,6 +54,15 @@ class Enrichment(BaseModel):
     retire: dict[str, list[str]] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
     fallbacks: list[FallbackRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+    kind: str = Field("facts", description="Which enricher made it: one of ENRICHERS.")
+
+
+def add_enrichments(left: list[Enrichment] | None, right: list[Enrichment] | None) -> list[Enrichment]:
+    """LangGraph reducer: the parallel enrichers' results add up; ``None`` clears them for a new session."""
+    if right is None:
+        return []
+    return [*(left or []), *right]
 
 
 def apply_enrichment(change: ChangeSet, enrichment: Enrichment) -> ChangeSet:

@@ -6,6 +6,7 @@ resumes at the first uncommitted session. Studio loads ``graph`` from this modul
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 import time
 from collections import ChainMap
@@ -25,10 +26,11 @@ from typing_extensions import TypedDict
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
 from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
 from logicmap.agents.provider import run_scope
-from logicmap.agents.relations import chain_relations, extract_relations
+from logicmap.agents.relations import chain_relations, relate_session
 from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session
+from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
 from logicmap.graphs import ingest_cues, ingest_facts
-from logicmap.graphs.enrich import Enrichment, EnrichRequest, apply_enrichment
+from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
@@ -44,6 +46,7 @@ from logicmap.memory.loaders import Conversation, Session, conversation_namespac
 from logicmap.memory.records import (
     Event,
     Relation,
+    SessionFallback,
     SessionInfo,
     Turn,
     distinct_turn_id,
@@ -105,6 +108,8 @@ class IngestContext:
     recluster_every: int = 4
     extract_facts: bool = True
     extract_cues: bool = True
+    context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    """The chat model's context window in tokens: longer sessions are sent to each role in windows that fit."""
     resources: ResourcesField = resources_field()
 
 
@@ -121,6 +126,7 @@ class SessionReport(BaseModel):
     relations: int = 0
     topics_reclustered: bool = False
     fallbacks: list[str] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
     cost: Cost = Field(default_factory=Cost)
     generation: int = 0
     renamed: dict[str, str] = Field(
@@ -161,6 +167,7 @@ class IngestState(TypedDict, total=False):
     session_cost: Cost
     session_fallbacks: list[FallbackRecord]
     session_stats: dict[str, Any]
+    enrichments: Annotated[list[Enrichment], add_enrichments]
     started: float
     conflicts: int
     fallbacks: Annotated[list[FallbackRecord], operator.add]
@@ -455,28 +462,67 @@ def _fused_change(state: IngestState, snapshot: NamespaceSnapshot, fusion: _Fusi
     )
 
 
-def _enrich(enrich: Callable[[EnrichRequest], Enrichment], state: IngestState,
+def _masked(snapshot: NamespaceSnapshot, retire: dict[str, list[str]]) -> NamespaceSnapshot:
+    """The snapshot without the facts, cues and tags a change retires (a rebuilt session's old ones)."""
+    kinds = [k for k in ("facts", "cues", "tags") if retire.get(k)]
+    if not kinds:
+        return snapshot
+    updates: dict[str, Any] = {}
+    for kind in kinds:
+        gone = set(retire[kind])
+        updates[kind] = {k: v for k, v in getattr(snapshot, kind).items() if k not in gone}
+        if kind in ("facts", "cues"):
+            vectors = getattr(snapshot, f"{kind[:-1]}_vectors")
+            updates[f"{kind[:-1]}_vectors"] = {k: v for k, v in vectors.items() if k not in gone}
+    return dataclasses.replace(snapshot, **updates, _derived={})
+
+
+def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: IngestState,
             runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Run an enricher (``graphs.ingest_facts`` or ``graphs.ingest_cues``) and add its records to the change."""
+    """Run an enricher (``graphs.ingest_facts`` or ``graphs.ingest_cues``); commit adds its records to the change.
+
+    Facts and cues run as parallel branches, so each returns its own ``Enrichment`` (merged by a reducer).
+    """
     ctx, res = _ctx(runtime), resources_of(runtime)
     change, session = state["change"], state["current"]
     assert change is not None and session is not None
     policy, llm = _policy_and_llm(ctx, res)
     request = EnrichRequest(
         namespace=state["namespace"], session=session, turns=state["turns"], events=list(change.events),
-        snapshot=res.store.snapshot(state["namespace"]), policy=policy, llm=llm,
-        embeddings=res.embeddings, method=res.method, **_trace(state, ctx),
+        snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy, llm=llm,
+        embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens), **_trace(state, ctx),
     )
-    enrichment = enrich(request)
-    return {
-        "change": apply_enrichment(change, enrichment),
-        "session_cost": (state.get("session_cost") or Cost()) + enrichment.cost,
-        "session_fallbacks": [*state.get("session_fallbacks", []), *enrichment.fallbacks],
-    }
+    return {"enrichments": [enrich(request).model_copy(update={"kind": kind})]}
 
 
-def _session_info(change: ChangeSet, session: Session, stats: dict[str, Any],
-                  fallbacks: list[FallbackRecord]) -> SessionInfo:
+def _with_enrichments(state: IngestState) -> tuple[ChangeSet, Cost, list[FallbackRecord], list[str]]:
+    """The session's change set, cost, fallbacks and notes with the enrichers' results, in a fixed order."""
+    change = state["change"]
+    assert change is not None
+    cost = state.get("session_cost") or Cost()
+    fallbacks = list(state.get("session_fallbacks", []))
+    notes = list(state.get("session_stats", {}).get("notes", []))
+    for enrichment in sorted(state.get("enrichments") or [], key=lambda e: ENRICHERS.index(e.kind)):
+        change = apply_enrichment(change, enrichment)
+        cost, fallbacks, notes = cost + enrichment.cost, [*fallbacks, *enrichment.fallbacks], [*notes, *enrichment.notes]
+    return change, cost, fallbacks, notes
+
+
+def _session_fallbacks(fallbacks: list[FallbackRecord]) -> list[SessionFallback]:
+    """What the manifest keeps of a session's fallbacks: one entry per role, its first errors, how many calls."""
+    by_role: dict[str, SessionFallback] = {}
+    for record in fallbacks:
+        kept = by_role.get(record.role)
+        if kept is None:
+            by_role[record.role] = SessionFallback(role=record.role, reason=record.reason,
+                                                   errors=[e[:500] for e in record.errors[:2]])
+        else:
+            kept.calls += 1
+    return list(by_role.values())
+
+
+def _session_info(change: ChangeSet, session: Session, stats: dict[str, Any], fallbacks: list[FallbackRecord],
+                  notes: list[str]) -> SessionInfo:
     return SessionInfo(
         session_id=session.session_id,
         content_hash=session.content_hash(),
@@ -484,22 +530,24 @@ def _session_info(change: ChangeSet, session: Session, stats: dict[str, Any],
         policy=stats.get("policy", "llm"),
         events=sum(1 for e in change.events if e.session_id == session.session_id),
         relations=len(change.relations),
-        fallbacks=[f"{f.role}: {f.reason}" for f in fallbacks],
+        fallbacks=_session_fallbacks(fallbacks),
+        notes=notes[:20],
     )
 
 
 def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], fallbacks: list[FallbackRecord],
-                    cost: Cost, generation: int) -> SessionReport:
+                    cost: Cost, generation: int, notes: list[str]) -> SessionReport:
     return SessionReport(
         session_id=session.session_id,
         policy=stats.get("policy", "llm"),
-        turns=len(change.turns),
+        turns=int(stats.get("turns", len(change.turns))),
         events=change.session.events if change.session else 0,
         merged=int(stats.get("merged", 0)),
         linked=int(stats.get("linked", 0)),
         relations=len(change.relations),
         topics_reclustered=bool(stats.get("topics_reclustered")),
         fallbacks=[f"{f.role}: {f.reason}" for f in fallbacks],
+        notes=notes,
         cost=cost,
         generation=generation,
         renamed={t.source_dia_id: t.dia_id for t in change.turns if t.source_dia_id},
@@ -539,15 +587,14 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in turns]), dtype=np.float32)
     policy, llm = _policy_and_llm(ctx, res)
     fallbacks: list[FallbackRecord] = []
-    cost = Cost()
+    cost, notes = Cost(), []
     if policy == "heuristic":
         segmentation = finalize_times(changepoint_segments(turns, vectors), turns, session.timestamp)
     else:
         outcome = segment_session(llm, turns, vectors, session_time=session.timestamp, method=res.method,
-                                  **_trace(state, ctx))
-        segmentation, cost = outcome.output, outcome.cost
-        if outcome.fallback:
-            fallbacks.append(outcome.fallback)
+                                  budget=ContextBudget(ctx.context_tokens), **_trace(state, ctx))
+        segmentation, cost, notes = outcome.output, outcome.cost, outcome.notes
+        fallbacks.extend(outcome.fallbacks)
     events = _session_events(segmentation, namespace, session, turns, _next_order(snapshot),
                              "fallback" if fallbacks else policy)
     return {
@@ -557,7 +604,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         "started": started,
         "session_cost": cost,
         "session_fallbacks": fallbacks,
-        "session_stats": {"policy": policy},
+        "session_stats": {"policy": policy, "notes": notes},
         "conflicts": 0,
     }
 
@@ -572,14 +619,15 @@ def relate(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     policy, llm = _policy_and_llm(ctx, res)
     fallbacks = list(state.get("session_fallbacks", []))
     cost = state.get("session_cost") or Cost()
+    stats = dict(state.get("session_stats", {}))
     if policy == "heuristic":
         extracted = chain_relations(keys, turn_lists)
     else:
-        text = "\n".join(f"{k}: {e.summary} (turns {', '.join(e.turn_ids)})" for k, e in by_key.items())
-        outcome = extract_relations(llm, text, keys, turn_lists, turns, method=res.method, **_trace(state, ctx))
+        outcome = relate_session(llm, [e.summary for e in events], turn_lists, turns, method=res.method,
+                                 budget=ContextBudget(ctx.context_tokens), **_trace(state, ctx))
         extracted, cost = outcome.output, cost + outcome.cost
-        if outcome.fallback:
-            fallbacks.append(outcome.fallback)
+        fallbacks.extend(outcome.fallbacks)
+        stats["notes"] = [*stats.get("notes", []), *outcome.notes]
     relations: dict[str, Relation] = {}
     for rel in extracted.relations:
         src, tgt = by_key[rel.source].id, by_key[rel.target].id
@@ -588,7 +636,8 @@ def relate(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
             id=rid, namespace=state["namespace"], source=src, target=tgt, label=rel.label,
             turn_ids=rel.turn_ids, session_id=state["current"].session_id,
         )
-    return {"relations": list(relations.values()), "session_cost": cost, "session_fallbacks": fallbacks}
+    return {"relations": list(relations.values()), "session_cost": cost, "session_fallbacks": fallbacks,
+            "session_stats": stats}
 
 
 def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
@@ -622,7 +671,8 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
         _link_shared_participants(relations, kept, fusion, event_graph, namespace, session.session_id)
     change = _fused_change(state, snapshot, fusion, relations, res)
     stats = {**state.get("session_stats", {}), "merged": len(fusion.redirect), "linked": fusion.linked}
-    return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats}
+    return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats,
+            "enrichments": None}
 
 
 def topics(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
@@ -647,23 +697,23 @@ def facts(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]
     """REAL's temporal facts for the session (graphs/ingest_facts.py)."""
     if not _ctx(runtime).extract_facts:
         return {}
-    return _enrich(ingest_facts.enrich, state, runtime)
+    return _enrich("facts", ingest_facts.enrich, state, runtime)
 
 
 def cues(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """MRAgent's cue-tag records for the session (graphs/ingest_cues.py)."""
     if not _ctx(runtime).extract_cues:
         return {}
-    return _enrich(ingest_cues.enrich, state, runtime)
+    return _enrich("cues", ingest_cues.enrich, state, runtime)
 
 
 def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """Write the session's change set atomically, then move on to the next session (or count a conflict)."""
-    change, session = state["change"], state["current"]
-    assert change is not None and session is not None
+    session = state["current"]
+    assert session is not None
     stats = state.get("session_stats", {})
-    fallbacks = state.get("session_fallbacks", [])
-    change = change.model_copy(update={"session": _session_info(change, session, stats, fallbacks),
+    change, session_cost, fallbacks, notes = _with_enrichments(state)
+    change = change.model_copy(update={"session": _session_info(change, session, stats, fallbacks, notes),
                                        "source": state.get("source")})
     try:
         manifest = resources_of(runtime).store.commit(change)
@@ -672,9 +722,9 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         if conflicts > MAX_COMMIT_CONFLICTS:
             raise
         return {"conflicts": conflicts, "change": None}
-    cost = (state.get("session_cost") or Cost()).model_copy()
+    cost = session_cost.model_copy()
     cost.wall_time_s = time.perf_counter() - state.get("started", time.perf_counter())
-    report = _session_report(change, session, stats, fallbacks, cost, manifest.generation)
+    report = _session_report(change, session, stats, fallbacks, cost, manifest.generation, notes)
     return {"reports": [report], "fallbacks": fallbacks, "cost": cost, **_advance(list(state.get("pending", []))),
             "change": None, "conflicts": 0}
 
@@ -739,9 +789,9 @@ def build_ingest_graph() -> StateGraph:
     builder.add_edge("segment", "relate")
     builder.add_edge("relate", "fuse")
     builder.add_edge("fuse", "topics")
-    builder.add_edge("topics", "facts")
-    builder.add_edge("facts", "cues")
-    builder.add_edge("cues", "commit")
+    builder.add_edge("topics", "facts")  # facts and cues do not depend on each other: parallel branches
+    builder.add_edge("topics", "cues")
+    builder.add_edge(["facts", "cues"], "commit")
     builder.add_conditional_edges("commit", route_after_commit, ["rebase", "segment", END])
     builder.add_conditional_edges("rebase", route_after_rebase, ["fuse", "segment", END])
     return builder
@@ -776,6 +826,24 @@ def _progress_sink(progress: bool | Callable[[SessionReport], None], sessions: i
     return (progress if callable(progress) else None), None
 
 
+def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: IngestContext, resources: Resources,
+                    on_report: Callable[[SessionReport], None] | None) -> tuple[list[SessionReport], list[FallbackRecord]]:
+    """Run the ingest graph, collecting each session's report as it commits; each session gets the run
+    deadline afresh."""
+    reports: list[SessionReport] = []
+    fallbacks: list[FallbackRecord] = []
+    with run_scope(resources.settings) as scope:
+        for update in compiled.stream(inputs, config=config, context=ctx, stream_mode="updates"):
+            for delta in update.values():
+                for report in (delta or {}).get("reports", []) or []:
+                    reports.append(report)
+                    scope.restart()
+                    if on_report is not None:
+                        on_report(report)
+                fallbacks.extend((delta or {}).get("fallbacks", []) or [])
+    return reports, fallbacks
+
+
 def ingest_conversation(
     conversation: Conversation | str | Path,
     namespace: str,
@@ -786,13 +854,15 @@ def ingest_conversation(
     progress: bool | Callable[[SessionReport], None] = False,
     source: str | None = None,
     exclusive: bool = False,
+    redo_fallbacks: bool = False,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
     ``source`` (default: ``conversation_source(conversation)``) is recorded as the namespace's source when
     it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``).
     A turn whose dia id another session already holds in the namespace is stored under a distinct id
-    (``SessionReport.renamed``).
+    (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
+    fell back (``graphs.ingest_redo``).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -803,6 +873,7 @@ def ingest_conversation(
         merge_threshold=resources.settings.merge_threshold,
         topic_delta=resources.settings.topic_delta,
         recluster_every=resources.settings.recluster_every,
+        context_tokens=resources.settings.context_tokens,
     )
     ctx, resources = with_resources(ctx, resources)
     config = run_config(
@@ -812,19 +883,12 @@ def ingest_conversation(
     )  # fmt: skip
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()
-    reports: list[SessionReport] = []
-    fallbacks: list[FallbackRecord] = []
+    compiled = graph
+    if redo_fallbacks:
+        from logicmap.graphs.ingest_redo import graph as compiled  # imports this module: loaded on demand
     inputs = {"namespace": namespace, "sessions": conversation.sessions, "exclusive": exclusive,
               "source": source or conversation_source(conversation)}
-    with run_scope(resources.settings) as scope:  # each session gets the run deadline afresh
-        for update in graph.stream(inputs, config=config, context=ctx, stream_mode="updates"):
-            for delta in update.values():
-                for report in (delta or {}).get("reports", []) or []:
-                    reports.append(report)
-                    scope.restart()
-                    if on_report is not None:
-                        on_report(report)
-                fallbacks.extend((delta or {}).get("fallbacks", []) or [])
+    reports, fallbacks = _stream_reports(compiled, inputs, config, ctx, resources, on_report)
     if bar is not None:
         bar.close()
     total = Cost()

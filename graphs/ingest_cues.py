@@ -18,16 +18,16 @@ def enrich(request: EnrichRequest) -> Enrichment:
     session_ids = {t.dia_id for t in request.turns}
     # Only events that hold this session's turns get new links (merged older events keep theirs).
     events = [e for e in request.events if session_ids.intersection(e.turn_ids)]
-    enrichment = Enrichment()
+    enrichment = Enrichment(kind="cues")
     extra = []
     if request.policy == "llm" and request.llm is not None:
         outcome = extract_session_cues(
             request.llm, request.turns, events, session_time=request.session.timestamp, method=request.method,
-            tags=request.tags, metadata=request.metadata,
+            tags=request.tags, metadata=request.metadata, budget=request.budget,
         )
         enrichment.cost = outcome.cost
-        if outcome.fallback:
-            enrichment.fallbacks.append(outcome.fallback)
+        enrichment.fallbacks.extend(outcome.fallbacks)
+        enrichment.notes.extend(outcome.notes)
         extra = links_from_extraction(outcome.output, events, request.turns)
     batch = build_cue_layer(
         request.namespace, request.turns, events, extra_links=extra,

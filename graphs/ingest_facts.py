@@ -15,11 +15,12 @@ __all__ = ["enrich"]
 
 
 def enrich(request: EnrichRequest) -> Enrichment:
-    """Facts for one session: one LLM call (or the pattern extractor), then cardinality-aware updates."""
+    """Facts for one session: one LLM call per window of the session (or the pattern extractor), then
+    cardinality-aware updates."""
     turns = list(request.turns)
     if not turns:
         return Enrichment()
-    cost, fallbacks = Cost(), []
+    cost, fallbacks, notes = Cost(), [], []
     speakers = list(dict.fromkeys(t.speaker for t in [*request.snapshot.turns.values(), *turns]))
     if request.policy == "heuristic" or request.llm is None:
         extraction = pattern_extraction(turns, speakers)
@@ -27,18 +28,18 @@ def enrich(request: EnrichRequest) -> Enrichment:
             fallbacks.append(FallbackRecord(role="fact_extractor", reason="no chat model configured"))
     else:
         outcome = extract_session_facts(
-            request.llm, turns, method=request.method, tags=request.tags, metadata=request.metadata
+            request.llm, turns, method=request.method, tags=request.tags, metadata=request.metadata,
+            budget=request.budget,
         )
-        extraction, cost = outcome.output, outcome.cost
-        if outcome.fallback:
-            fallbacks.append(outcome.fallback)
+        extraction, cost, notes = outcome.output, outcome.cost, outcome.notes
+        fallbacks.extend(outcome.fallbacks)
     candidates = facts_from_extraction(extraction, turns, request.namespace)
     update = apply_fact_updates(request.snapshot.facts, candidates)
     if not update.facts:
-        return Enrichment(cost=cost, fallbacks=fallbacks)
+        return Enrichment(cost=cost, fallbacks=fallbacks, notes=notes)
     # A closed or confirmed fact keeps its text, so its stored vector is reused rather than recomputed.
     stored = request.snapshot.fact_vectors
     missing = [f for f in update.facts if f.id not in stored]
     fresh = dict(zip((f.id for f in missing), request.embeddings.embed_documents([fact_text(f) for f in missing]), strict=True))
     vectors = [list(map(float, stored[f.id])) if f.id in stored else list(map(float, fresh[f.id])) for f in update.facts]
-    return Enrichment(facts=update.facts, fact_vectors=vectors, cost=cost, fallbacks=fallbacks)
+    return Enrichment(facts=update.facts, fact_vectors=vectors, cost=cost, fallbacks=fallbacks, notes=notes)

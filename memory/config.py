@@ -44,6 +44,10 @@ class LogicMapSettings(BaseSettings):
         description="Wall-clock limit of one question or one ingested session, model calls and backoff included; "
         "past it the run stops with an error and commits nothing partial. 0 = no limit.",
     )
+    context_tokens: int = Field(
+        default=8192, ge=512,
+        description="The chat model's context window in tokens: longer sessions go to each ingest role in windows.",
+    )
 
     # Embeddings.
     embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"

@@ -20,6 +20,7 @@ __all__ = [
     "Fact",
     "FactIntent",
     "Relation",
+    "SessionFallback",
     "SessionInfo",
     "Tag",
     "Topic",
@@ -204,13 +205,42 @@ class Tag(BaseModel):
     content: str | None = None
 
 
+class SessionFallback(BaseModel):
+    """A role that fell back while a session was built: which, why, the error it got, how many calls."""
+
+    role: str
+    reason: str
+    errors: list[str] = Field(default_factory=list, description="The first errors the role got (model or provider text).")
+    calls: int = Field(1, description="How many of the role's calls (windows of the session) fell back.")
+
+    @property
+    def first_error(self) -> str:
+        """The first line of the first error (the reason when there is none)."""
+        return (self.errors[0].strip().splitlines() or [self.reason])[0] if self.errors else self.reason
+
+
 class SessionInfo(BaseModel):
     """What the manifest remembers of a committed session."""
 
     session_id: str
     content_hash: str
     generation: int
-    policy: str
+    policy: str = Field(description="llm, or heuristic: built without a model by choice (not a fallback).")
     events: int = 0
     relations: int = 0
-    fallbacks: list[str] = Field(default_factory=list)
+    fallbacks: list[SessionFallback] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="What the build had to adapt, e.g. clipped turns.")
+
+    @field_validator("fallbacks", mode="before")
+    @classmethod
+    def _legacy_fallbacks(cls, value: object) -> object:
+        """Manifests written before fallbacks were structured hold ``"role: reason"`` strings."""
+        if not isinstance(value, list):
+            return value
+        out = []
+        for item in value:
+            if isinstance(item, str):
+                role, _, reason = item.partition(": ")
+                item = {"role": role.strip() or "unknown", "reason": reason.strip() or item}
+            out.append(item)
+        return out

@@ -92,7 +92,8 @@ def test_ingest_survives_any_reply_and_keeps_memory_consistent(module_resources,
     assert {f.role for f in report.fallbacks} <= called | {"ingest"}
     for session in report.sessions:  # what fell back is also recorded per session and in the manifest
         info = module_resources.store.snapshot(namespace).manifest.sessions[session.session_id]
-        assert info.fallbacks == session.fallbacks
+        assert {f.role for f in info.fallbacks} == {line.split(": ")[0] for line in session.fallbacks}
+        assert sum(f.calls for f in info.fallbacks) == len(session.fallbacks)
 
 
 @INGEST_RUNS

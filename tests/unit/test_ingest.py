@@ -236,7 +236,7 @@ def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
 
 
 def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -> None:
-    from logicmap.graphs.ingest import cues, facts, fuse, prepare, relate, segment
+    from logicmap.graphs.ingest import _with_enrichments, cues, facts, fuse, prepare, relate, segment
 
     on = _runtime(IngestContext(policy="heuristic", resources=resources))
     off = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))
@@ -244,5 +244,9 @@ def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -
     for node in (prepare, segment, relate, fuse):
         state.update(node(state, on))
     assert facts(state, off) == {} and cues(state, off) == {}
-    state.update(cues(state, on))
-    assert state["change"].cues and state["change"].tags and not state["change"].facts
+    state["enrichments"] = cues(state, on)["enrichments"]  # parallel branches: commit merges their enrichments
+    change = _with_enrichments(state)[0]
+    assert change.cues and change.tags and not change.facts
+    state["enrichments"] = [*facts(state, on)["enrichments"], *state["enrichments"]]
+    both = _with_enrichments(state)[0]
+    assert both.facts and both.cues == change.cues and not state["change"].facts  # the change itself is unchanged
