@@ -12,14 +12,21 @@ from datetime import datetime
 import numpy as np
 from langchain_core.language_models import BaseChatModel
 
-from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.agents.base import FallbackRecord, RoleOutcome, run_role
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Turn
-from logicmap.memory.timeparse import find_time_phrases, resolve_relative
+from logicmap.memory.timeparse import find_time_phrases, out_of_range_phrases, resolve_relative
 from logicmap.prompts import segment as prompt
 from logicmap.prompts.segment import Segmentation, SegmentedEvent
 
-__all__ = ["changepoint_segments", "finalize_times", "render_turns", "segment_session", "validate_segmentation"]
+__all__ = [
+    "changepoint_segments",
+    "finalize_times",
+    "render_turns",
+    "segment_session",
+    "time_phrase_notes",
+    "validate_segmentation",
+]
 
 _DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
@@ -124,6 +131,23 @@ def finalize_times(result: Segmentation, turns: Sequence[Turn], session_time: da
             date = resolve_relative(phrase, session_time)
         events.append(event.model_copy(update={"time_phrase": phrase, "date": date}))
     return Segmentation(events=events)
+
+
+def time_phrase_notes(turns: Sequence[Turn], session_time: datetime | None) -> list[FallbackRecord]:
+    """One note per turn whose time phrases name no date in years 1-9999 at the session date ("99999999 days
+    ago", "tomorrow" on 31 December 9999): the phrases are dropped, not saturated, and the report says so."""
+    notes = []
+    for turn in turns:
+        dropped = out_of_range_phrases(turn.text, session_time)
+        if dropped:
+            when = session_time.date().isoformat() if session_time else "undated"
+            more = f" and {len(dropped) - 1} more" if len(dropped) > 1 else ""
+            notes.append(FallbackRecord(
+                role="dates",
+                reason=f"turn {turn.dia_id}: time phrase {dropped[0][:60]!r}{more} names no date in years 1-9999 "
+                       f"at session date {when}; dropped",
+            ))
+    return notes
 
 
 def segment_session(

@@ -24,7 +24,7 @@ from typing_extensions import TypedDict
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
 from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
 from logicmap.agents.relations import chain_relations, extract_relations
-from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session
+from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session, time_phrase_notes
 from logicmap.graphs import ingest_cues, ingest_facts
 from logicmap.graphs.enrich import Enrichment, EnrichRequest, apply_enrichment
 from logicmap.graphs.resources import (
@@ -442,6 +442,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
             fallbacks.append(outcome.fallback)
     events = _session_events(segmentation, namespace, session, turns, _next_order(snapshot),
                              "fallback" if fallbacks else policy)
+    fallbacks += time_phrase_notes(turns, session.timestamp)
     return {
         "turns": turns,
         "events": events,
