@@ -141,7 +141,7 @@ def time_phrase_notes(turns: Sequence[Turn], session_time: datetime | None) -> l
         dropped = out_of_range_phrases(turn.text, session_time)
         if dropped:
             when = session_time.date().isoformat() if session_time else "undated"
-            more = f" and {len(dropped) - 1} more" if len(dropped) > 1 else ""
+            more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
             notes.append(FallbackRecord(
                 role="dates",
                 reason=f"turn {turn.dia_id}: time phrase {dropped[0][:60]!r}{more} names no date in years 1-9999 "

@@ -30,6 +30,7 @@ __all__ = [
     "parse_date",
     "parse_timestamp",
     "resolve_relative",
+    "time_phrase_spans",
 ]
 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
@@ -139,6 +140,11 @@ def parse_timestamp(text: str | None) -> datetime | None:
 def find_time_phrases(text: str) -> list[str]:
     """Relative time phrases in a text, in order of appearance."""
     return [m.group(0) for m in _PHRASE_RE.finditer(text or "")]
+
+
+def time_phrase_spans(text: str) -> list[tuple[str, int, int]]:
+    """``find_time_phrases`` with where each phrase starts and ends in ``text``."""
+    return [(m.group(0), m.start(), m.end()) for m in _PHRASE_RE.finditer(text or "")]
 
 
 class _OutOfRange:
