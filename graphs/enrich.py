@@ -17,8 +17,9 @@ from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.memory.loaders import Session
 from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
+from logicmap.memory.text import PATTERN_TEXT_LIMIT
 
-__all__ = ["EnrichRequest", "Enrichment", "apply_enrichment"]
+__all__ = ["EnrichRequest", "Enrichment", "apply_enrichment", "capped_turn_notes"]
 
 
 @dataclass
@@ -66,3 +67,13 @@ def apply_enrichment(change: ChangeSet, enrichment: Enrichment) -> ChangeSet:
             "retire": retire,
         }
     )
+
+
+def capped_turn_notes(turns: list[Turn], role: str) -> list[FallbackRecord]:
+    """One note per turn longer than ``PATTERN_TEXT_LIMIT``: the no-LLM patterns read only its beginning."""
+    return [
+        FallbackRecord(role=role, reason=f"turn {t.dia_id}: {len(t.text):,} characters; the no-LLM patterns read "
+                                         f"its first {PATTERN_TEXT_LIMIT:,}")
+        for t in turns
+        if len(t.text) > PATTERN_TEXT_LIMIT
+    ]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.fact_extractor import extract_session_facts, facts_from_extraction, pattern_extraction
-from logicmap.graphs.enrich import Enrichment, EnrichRequest
+from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
 from logicmap.memory.facts import apply_fact_updates, fact_text
 
 __all__ = ["enrich"]
@@ -25,6 +25,7 @@ def enrich(request: EnrichRequest) -> Enrichment:
         extraction = pattern_extraction(turns, speakers)
         if request.policy != "heuristic":
             fallbacks.append(FallbackRecord(role="fact_extractor", reason="no chat model configured"))
+        fallbacks.extend(capped_turn_notes(turns, "fact_patterns"))
     else:
         outcome = extract_session_facts(
             request.llm, turns, method=request.method, tags=request.tags, metadata=request.metadata
@@ -32,6 +33,7 @@ def enrich(request: EnrichRequest) -> Enrichment:
         extraction, cost = outcome.output, outcome.cost
         if outcome.fallback:
             fallbacks.append(outcome.fallback)
+            fallbacks.extend(capped_turn_notes(turns, "fact_patterns"))
     candidates = facts_from_extraction(extraction, turns, request.namespace)
     update = apply_fact_updates(request.snapshot.facts, candidates)
     if not update.facts:

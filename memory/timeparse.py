@@ -61,6 +61,8 @@ _WEEKDAY_NOTE = re.compile(r"\((?:mon|tue|wed|thu|fri|sat|sun)[a-z]*\.?\)", re.I
 _MAX_DATE_TEXT = 100
 # More digits than this count more days than years 1-9999 hold (3,652,059): out of range whatever the anchor.
 _MAX_COUNT_DIGITS = 7
+_ISO_PARTIAL = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?")  # YYYY, YYYY-MM, YYYY-MM-DD
+_PADDED_YEAR = re.compile(r"(?<!\d)00\d\d(?!\d)")  # "0001" .. "0099"
 # Two defaults that differ in every field: a field dateutil fills from the default was not stated.
 _DEFAULTS = (datetime(1, 1, 1), datetime(2, 2, 2))
 
@@ -114,10 +116,22 @@ def parse_date(value: Any) -> PartialDate | None:
     if len(text) > _MAX_DATE_TEXT:
         return None
     text = _WEEKDAY_NOTE.sub(" ", re.sub(r"\s+", " ", text))
+    iso = _ISO_PARTIAL.fullmatch(text)
+    if iso:  # read here: dateutil takes "0001-01" for January of its default year
+        year, month, day = (int(g) if g else None for g in iso.groups())
+        try:
+            start = datetime(year, month or 1, day or 1)  # type: ignore[arg-type]
+        except ValueError:
+            return None
+        return PartialDate(start, "day" if day else "month" if month else "year")
     if not re.search(r"\d{4}", text):  # every absolute date states its year
         return None
     try:
         first, second = (_dateutil.parse(text, default=d).replace(tzinfo=None) for d in _DEFAULTS)
+        # dateutil reads "1 January, 0001" as 2001: a year written with four digits is that year.
+        padded = _PADDED_YEAR.findall(text)
+        if len(padded) == 1 and first.year != int(padded[0]) and first.year % 100 == int(padded[0]):
+            first, second = first.replace(year=int(padded[0])), second.replace(year=int(padded[0]))
     except (ValueError, ArithmeticError):  # dateutil raises decimal.InvalidOperation on a 30-digit number
         return None
     if first.year != second.year:
@@ -195,7 +209,8 @@ def _resolve(phrase: str, anchor: datetime | date | None) -> str | _OutOfRange |
     """``resolve_relative``'s answer, with a phrase whose date is not representable told apart from an unknown one."""
     if not phrase:
         return None
-    absolute = parse_date(phrase)
+    # A phrase of the relative forms is no absolute date: dateutil (the slow part) is not asked.
+    absolute = None if _PHRASE_RE.fullmatch(phrase.strip()) else parse_date(phrase)
     if absolute is not None:
         return absolute.iso()
     if anchor is None:

@@ -91,9 +91,12 @@ def timed_ingest(conversation: Any, namespace: str, resources: Any) -> list[tupl
     for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
                                context=ctx, stream_mode="updates"):
         now = time.perf_counter()
-        for node in update:
+        for node, delta in update.items():
             stages.append((node, now - last))
             print(f"  {node}: {now - last:.2f} s", flush=True)
+            for report in (delta or {}).get("reports", []) or []:
+                for note in report.fallbacks:
+                    print(f"    note: {note[:140]}")
         last = now
     return stages
 
@@ -116,6 +119,9 @@ def main(argv: list[str] | None = None) -> None:
         started = time.perf_counter()
         stages = timed_ingest(conversation, "big", resources)
         total = time.perf_counter() - started
+        snapshot = resources.store.snapshot("big")
+        print("records: " + ", ".join(f"{len(getattr(snapshot, kind))} {kind}"
+                                      for kind in ("turns", "events", "facts", "cues", "tags")))
         rows = [(name, f"{seconds:.2f}") for name, seconds in stages]
         rows.append(("ingest total", f"{total:.2f}"))
         from logicmap.graphs.strategies import answer
