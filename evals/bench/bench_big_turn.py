@@ -88,8 +88,9 @@ def timed_ingest(conversation: Any, namespace: str, resources: Any) -> list[tupl
     config = run_config("ingest", namespace=namespace, policy="heuristic", budgets=ctx, recursion_limit=40)
     stages: list[tuple[str, float]] = []
     last = time.perf_counter()
-    for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
-                               context=ctx, stream_mode="updates"):
+    for update in graph.stream(
+        {"namespace": namespace, "sessions": conversation.sessions}, config=config, context=ctx, stream_mode="updates"
+    ):
         now = time.perf_counter()
         for node, delta in update.items():
             stages.append((node, now - last))
@@ -105,14 +106,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=1.0, help="size of the huge turn in MB (default 1)")
     parser.add_argument("--run-words", type=int, default=8000, help="capitalised words in one run (default 8000)")
-    parser.add_argument("--strategies", default="compass,dense,bm25,real",
-                        help="strategies asked one question after the ingest (comma-separated; empty: none)")
+    parser.add_argument(
+        "--strategies",
+        default="compass,dense,bm25,real",
+        help="strategies asked one question after the ingest (comma-separated; empty: none)",
+    )
     args = parser.parse_args(argv)
     print(machine_line())
     conversation = big_turn_session(args.mb, args.run_words)
     chars = sum(len(t.text) for t in conversation.sessions[0].turns)
-    print(f"session: {len(conversation.sessions[0].turns)} turns, {chars:,} characters; "
-          f"capitalised run of {args.run_words:,} words; heuristic policy, hashing embedder")
+    print(
+        f"session: {len(conversation.sessions[0].turns)} turns, {chars:,} characters; "
+        f"capitalised run of {args.run_words:,} words; heuristic policy, hashing embedder"
+    )
     root = Path(tempfile.mkdtemp(prefix="bench-big-turn-"))
     try:
         resources = fresh_resources(root / "memory")
@@ -120,8 +126,12 @@ def main(argv: list[str] | None = None) -> None:
         stages = timed_ingest(conversation, "big", resources)
         total = time.perf_counter() - started
         snapshot = resources.store.snapshot("big")
-        print("records: " + ", ".join(f"{len(getattr(snapshot, kind))} {kind}"
-                                      for kind in ("turns", "events", "facts", "cues", "tags")))
+        print(
+            "records: "
+            + ", ".join(
+                f"{len(getattr(snapshot, kind))} {kind}" for kind in ("turns", "events", "facts", "cues", "tags")
+            )
+        )
         rows = [(name, f"{seconds:.2f}") for name, seconds in stages]
         rows.append(("ingest total", f"{total:.2f}"))
         from logicmap.graphs.strategies import answer

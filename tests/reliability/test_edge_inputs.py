@@ -41,18 +41,66 @@ from tests.reliability.support import ROOT, available_strategy, memory_problems
 SEED = 20240517
 ASKED = ("compass", "dense", "bm25", "real")
 UNITS = ("day", "days", "week", "weeks", "weekend", "month", "months", "year", "years")
-COUNTS = (0, 1, 2, 7, 12, 30, 365, 1000, 9998, 9999, 10000, 99999, 120000, 3652058, 3652059, 9999999,
-          99999999, 10**12, 10**30)
+COUNTS = (
+    0,
+    1,
+    2,
+    7,
+    12,
+    30,
+    365,
+    1000,
+    9998,
+    9999,
+    10000,
+    99999,
+    120000,
+    3652058,
+    3652059,
+    9999999,
+    99999999,
+    10**12,
+    10**30,
+)
 FIXED = (
-    "yesterday", "tomorrow", "the day before yesterday", "today", "tonight", "this morning",
-    "last week", "next week", "this week", "last weekend", "next weekend", "last month", "next month", "this month",
-    "last year", "next year", "this year", "past year", "last summer", "this winter", "next spring",
-    "last monday", "next sunday", "this friday", "last saturday", "next wednesday",
+    "yesterday",
+    "tomorrow",
+    "the day before yesterday",
+    "today",
+    "tonight",
+    "this morning",
+    "last week",
+    "next week",
+    "this week",
+    "last weekend",
+    "next weekend",
+    "last month",
+    "next month",
+    "this month",
+    "last year",
+    "next year",
+    "this year",
+    "past year",
+    "last summer",
+    "this winter",
+    "next spring",
+    "last monday",
+    "next sunday",
+    "this friday",
+    "last saturday",
+    "next wednesday",
 )
 ANCHORS: tuple[datetime | None, ...] = (
-    datetime(1, 1, 1), datetime(1, 1, 1, 23, 59), datetime(1, 1, 6), datetime(1, 12, 31),
-    datetime(2023, 5, 8, 13, 56), datetime(9999, 1, 1), datetime(9999, 12, 25), datetime(9999, 12, 31),
-    datetime(9999, 12, 31, 23, 59, 59, 999999), None,
+    datetime(1, 1, 1),
+    datetime(1, 1, 1, 23, 59),
+    datetime(1, 1, 6),
+    datetime(1, 12, 31),
+    datetime(2023, 5, 8, 13, 56),
+    datetime(9999, 1, 1),
+    datetime(9999, 12, 25),
+    datetime(9999, 12, 31),
+    datetime(9999, 12, 31, 23, 59, 59, 999999),
+    None,
 )
 HUGE = "9" * 5000  # more digits than int() converts by default
 
@@ -92,11 +140,18 @@ def oracle(count: int, unit: str, direction: str, anchor: date) -> str | None:
 
 
 FIXED_ORACLE: dict[str, Callable[[date], str | None]] = {
-    "yesterday": lambda d: _days(d, -1), "tomorrow": lambda d: _days(d, 1),
-    "the day before yesterday": lambda d: _days(d, -2), "today": lambda d: d.isoformat(),
-    "last week": lambda d: _days(d, -7), "next week": lambda d: _days(d, 7), "this week": lambda d: d.isoformat(),
-    "last month": lambda d: _months(d, -1), "next month": lambda d: _months(d, 1),
-    "last year": lambda d: _years(d, -1), "next year": lambda d: _years(d, 1), "past year": lambda d: _years(d, -1),
+    "yesterday": lambda d: _days(d, -1),
+    "tomorrow": lambda d: _days(d, 1),
+    "the day before yesterday": lambda d: _days(d, -2),
+    "today": lambda d: d.isoformat(),
+    "last week": lambda d: _days(d, -7),
+    "next week": lambda d: _days(d, 7),
+    "this week": lambda d: d.isoformat(),
+    "last month": lambda d: _months(d, -1),
+    "next month": lambda d: _months(d, 1),
+    "last year": lambda d: _years(d, -1),
+    "next year": lambda d: _years(d, 1),
+    "past year": lambda d: _years(d, -1),
     "last summer": lambda d: _years(d, -1),
 }
 
@@ -156,8 +211,22 @@ def test_generated_phrases_resolve_as_the_oracle_says_or_are_named_as_dropped() 
     assert dropped > 400  # the edges are really exercised: many phrases fall outside the calendar
 
 
-@pytest.mark.parametrize("text", ["9999", "9999-12", "9999-12-31", "0001", "0001-01", "0001-01-01", "2023-02",
-                                  "May 9999", "31 December 9999", "1 January 0001", "0001-01-01T00:00:00"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9999",
+        "9999-12",
+        "9999-12-31",
+        "0001",
+        "0001-01",
+        "0001-01-01",
+        "2023-02",
+        "May 9999",
+        "31 December 9999",
+        "1 January 0001",
+        "0001-01-01T00:00:00",
+    ],
+)
 def test_partial_dates_at_the_calendar_edges_have_an_end_and_a_last_day(text: str) -> None:
     parsed = parse_date(text)
     if parsed is None:
@@ -175,13 +244,22 @@ def test_partial_dates_of_extreme_datetimes(value: date) -> None:
 
 @pytest.mark.parametrize("text", ["0000", "2023-13", "2023-02-30", "10000", "0000-00-00", "9" * 40, "-5", ""])
 def test_date_text_says_what_is_no_calendar_date_as_given(text: str) -> None:
-    assert date_text(text) == text or date_text(text)
+    assert date_text(text) == text
 
 
-@pytest.mark.parametrize("text", [
-    "9" * 30, "9" * 5000, "1:56 pm on 8 May, 99999", "0000-01-01", "10000-01-01", "2023-05-08 99:99", "x" * 10**6,
-    "2023 " * 100_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "9" * 30,
+        "9" * 5000,
+        "1:56 pm on 8 May, 99999",
+        "0000-01-01",
+        "10000-01-01",
+        "2023-05-08 99:99",
+        "x" * 10**6,
+        "2023 " * 100_000,
+    ],
+)
 def test_unreadable_dates_are_none_not_errors(text: str) -> None:
     assert parse_date(text) is None or _valid_iso(parse_date(text).iso())
     assert parse_timestamp(text) is None or 1 <= parse_timestamp(text).year <= 9999
@@ -211,12 +289,20 @@ SESSIONS = _sampled_sessions()
 
 def _conversation(anchor: datetime | None, phrases: list[tuple[str, Any]]) -> Conversation:
     people = ["Ana", "Rui"]
-    turns = [RawTurn(dia_id=f"D1:{k + 1}", speaker=people[k % 2],
-                     text=f"I moved to Porto {phrase} and adopted a cat named Nata{k}.")
-             for k, (phrase, _) in enumerate(phrases)]
+    turns = [
+        RawTurn(
+            dia_id=f"D1:{k + 1}",
+            speaker=people[k % 2],
+            text=f"I moved to Porto {phrase} and adopted a cat named Nata{k}.",
+        )
+        for k, (phrase, _) in enumerate(phrases)
+    ]
     stamp_text = anchor.isoformat() if anchor else None
-    return Conversation(conversation_id="edges", speakers=people,
-                        sessions=[Session(session_id="S1", timestamp=anchor, timestamp_text=stamp_text, turns=turns)])
+    return Conversation(
+        conversation_id="edges",
+        speakers=people,
+        sessions=[Session(session_id="S1", timestamp=anchor, timestamp_text=stamp_text, turns=turns)],
+    )
 
 
 @pytest.fixture(scope="module")
@@ -226,20 +312,23 @@ def edge_memory(module_resources: Resources) -> dict[str, Any]:
 
     reports = {}
     for ns, (anchor, phrases) in SESSIONS.items():
-        reports[ns] = ingest_conversation(_conversation(anchor, phrases), ns, resources=module_resources,
-                                          policy="heuristic")
+        reports[ns] = ingest_conversation(
+            _conversation(anchor, phrases), ns, resources=module_resources, policy="heuristic"
+        )
     return reports
 
 
 def test_enough_generated_phrases_are_ingested() -> None:
     assert sum(len(p) for _, p in SESSIONS.values()) >= 200
+    assert sum(1 for a, p in SESSIONS.values() for _, e in p if a is not None and e is None) >= 50  # dropped ones
     assert any(a is not None and a.year == 1 for a, _ in SESSIONS.values())
     assert any(a is not None and a.year == 9999 for a, _ in SESSIONS.values())
 
 
 @pytest.mark.parametrize("ns", sorted(SESSIONS))
-def test_edge_sessions_ingest_whole_with_a_note_per_dropped_phrase(ns: str, edge_memory: dict[str, Any],
-                                                                   module_resources: Resources) -> None:
+def test_edge_sessions_ingest_whole_with_a_note_per_dropped_phrase(
+    ns: str, edge_memory: dict[str, Any], module_resources: Resources
+) -> None:
     anchor, phrases = SESSIONS[ns]
     report = edge_memory[ns].sessions[0]
     assert not report.skipped and report.turns == len(phrases)
@@ -247,65 +336,106 @@ def test_edge_sessions_ingest_whole_with_a_note_per_dropped_phrase(ns: str, edge
     assert len(snapshot.turns) == len(phrases) and memory_problems(snapshot) == []
     notes = [f for f in report.fallbacks if f.startswith("dates: ")]
     for k, (phrase, expected) in enumerate(phrases):
-        dropped = anchor is not None and resolve_relative(phrase, anchor) is None
-        assert dropped == (anchor is not None and expected is None) or expected is True
+        if expected is True:  # weekdays and seasons have no oracle: the note must agree with the resolver
+            dropped = anchor is not None and resolve_relative(phrase, anchor) is None
+        else:
+            dropped = anchor is not None and expected is None
         named = [n for n in notes if f"turn D1:{k + 1}:" in n]
         assert bool(named) == dropped, (phrase[:40], anchor, named)
     for event in snapshot.events.values():
-        assert event.time is None or _valid_iso(event.time) or parse_date(event.time) is not None
+        assert event.time is None or parse_date(event.time) is not None
     for fact in snapshot.facts.values():
         for moment in (fact.valid_from, fact.valid_to):
             assert moment is None or 1 <= moment.year <= 9999
 
 
 @pytest.mark.parametrize("strategy", ASKED)
-def test_every_strategy_answers_over_the_edge_sessions(strategy: str, edge_memory: dict[str, Any],
-                                                      module_resources: Resources) -> None:
+def test_every_strategy_answers_over_the_edge_sessions(
+    strategy: str, edge_memory: dict[str, Any], module_resources: Resources
+) -> None:
     answer = available_strategy(strategy)
     for ns, (_, phrases) in SESSIONS.items():
-        for question in ("When did Ana move to Porto?", f"What happened {phrases[0][0][:60]}?",
-                         "What did Rui adopt yesterday?", "Where did Ana live in 9999?"):
+        for question in (
+            "When did Ana move to Porto?",
+            f"What happened {phrases[0][0][:60]}?",
+            "What did Rui adopt yesterday?",
+            "Where did Ana live in 9999?",
+        ):
             result = answer(question, ns, resources=module_resources, policy="heuristic")
             assert isinstance(result.answer, str) and result.namespace == ns
 
 
 # -- session dates at the edges from files -------------------------------------------------------
 EDGE_STAMPS = [
-    ("locomo", "11:59 pm on 31 December, 9999"), ("locomo", "12:00 am on 1 January, 0001"),
-    ("longmemeval", "9999/12/31 (Fri) 23:59"), ("longmemeval", "0001/01/01 (Mon) 00:00"),
-    ("jsonl", "0001-01-01T00:00:00"), ("jsonl", "9999-12-31T23:59:59.999999"), ("jsonl", "9999-12-31T23:59:59+14:00"),
-    ("jsonl", "0001-01-01T00:00:00-14:00"), ("jsonl", 253402300800), ("jsonl", -62135596800), ("jsonl", 10**20),
-    ("jsonl", "253402300800"), ("jsonl", 1e308),
+    ("locomo", "11:59 pm on 31 December, 9999"),
+    ("locomo", "12:00 am on 1 January, 0001"),
+    ("longmemeval", "9999/12/31 (Fri) 23:59"),
+    ("longmemeval", "0001/01/01 (Mon) 00:00"),
+    ("jsonl", "0001-01-01T00:00:00"),
+    ("jsonl", "9999-12-31T23:59:59.999999"),
+    ("jsonl", "9999-12-31T23:59:59+14:00"),
+    ("jsonl", "0001-01-01T00:00:00-14:00"),
+    ("jsonl", 253402300800),
+    ("jsonl", -62135596800),
+    ("jsonl", 10**20),
+    ("jsonl", "253402300800"),
+    ("jsonl", 1e308),
 ]
-EDGE_TEXTS = ["See you tomorrow!", "That was yesterday, and the day before yesterday.",
-              "I moved in 99999 months ago; next week I leave in 99999999 days."]
+EDGE_TEXTS = [
+    "See you tomorrow!",
+    "That was yesterday, and the day before yesterday.",
+    "I moved in 99999 months ago; next week I leave in 99999999 days.",
+]
 
 
 def _write(tmp: Path, kind: str, stamp: Any) -> Path:
     if kind == "locomo":
-        body: dict[str, Any] = {"speaker_a": "Ana", "speaker_b": "Rui", "session_1_date_time": stamp,
-                                "session_1": [{"speaker": ["Ana", "Rui"][i % 2], "dia_id": f"D1:{i + 1}", "text": t}
-                                              for i, t in enumerate(EDGE_TEXTS)]}
+        body: dict[str, Any] = {
+            "speaker_a": "Ana",
+            "speaker_b": "Rui",
+            "session_1_date_time": stamp,
+            "session_1": [
+                {"speaker": ["Ana", "Rui"][i % 2], "dia_id": f"D1:{i + 1}", "text": t} for i, t in enumerate(EDGE_TEXTS)
+            ],
+        }
         path = tmp / "edge.json"
         path.write_text(json.dumps([{"sample_id": "edge", "conversation": body, "qa": []}]))
     elif kind == "longmemeval":
         path = tmp / "edge.json"
-        path.write_text(json.dumps([{
-            "question_id": "q1", "question_type": "temporal-reasoning", "question": "When did I move?",
-            "answer": "never", "question_date": stamp, "haystack_session_ids": ["s1"], "haystack_dates": [stamp],
-            "haystack_sessions": [[{"role": ["user", "assistant"][i % 2], "content": t} for i, t in enumerate(EDGE_TEXTS)]],
-            "answer_session_ids": ["s1"],
-        }]))
+        path.write_text(
+            json.dumps(
+                [
+                    {
+                        "question_id": "q1",
+                        "question_type": "temporal-reasoning",
+                        "question": "When did I move?",
+                        "answer": "never",
+                        "question_date": stamp,
+                        "haystack_session_ids": ["s1"],
+                        "haystack_dates": [stamp],
+                        "haystack_sessions": [
+                            [{"role": ["user", "assistant"][i % 2], "content": t} for i, t in enumerate(EDGE_TEXTS)]
+                        ],
+                        "answer_session_ids": ["s1"],
+                    }
+                ]
+            )
+        )
     else:
         path = tmp / "edge.jsonl"
-        path.write_text("\n".join(json.dumps({"speaker": ["Ana", "Rui"][i % 2], "text": t, "timestamp": stamp})
-                                  for i, t in enumerate(EDGE_TEXTS)))
+        path.write_text(
+            "\n".join(
+                json.dumps({"speaker": ["Ana", "Rui"][i % 2], "text": t, "timestamp": stamp})
+                for i, t in enumerate(EDGE_TEXTS)
+            )
+        )
     return path
 
 
 @pytest.mark.parametrize(("kind", "stamp"), EDGE_STAMPS)
-def test_session_dates_at_the_edges_from_files(kind: str, stamp: Any, tmp_path: Path,
-                                               module_resources: Resources) -> None:
+def test_session_dates_at_the_edges_from_files(
+    kind: str, stamp: Any, tmp_path: Path, module_resources: Resources
+) -> None:
     from logicmap.graphs.ingest import ingest_conversation
 
     try:
@@ -334,8 +464,9 @@ def test_the_chatbot_keeps_a_turn_with_an_edge_phrase(module_resources: Resource
 
     work = chatbot.IngestionQueue()
     bot = chatbot.build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    context = chatbot.ChatContext(namespace="chat-edge", strategy="compass", policy="heuristic", ingestion=work,
-                                  resources=module_resources)
+    context = chatbot.ChatContext(
+        namespace="chat-edge", strategy="compass", policy="heuristic", ingestion=work, resources=module_resources
+    )
     said = "I moved here 99999999 days ago and I will leave in 99999 months."
     bot.invoke({"messages": [("user", said)]}, {"configurable": {"thread_id": "edge"}}, context=context)
     assert work.flush(timeout=120) and not work.errors, work.errors
@@ -359,7 +490,9 @@ def python_steps(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[int
         return local
 
     def calls(frame: Any, event: str, arg: Any) -> Any:
-        return local if frame.f_code.co_filename.startswith(package) or "/logicmap/" in frame.f_code.co_filename else None
+        return (
+            local if frame.f_code.co_filename.startswith(package) or "/logicmap/" in frame.f_code.co_filename else None
+        )
 
     sys.settrace(calls)
     try:
@@ -372,8 +505,18 @@ def python_steps(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[int
 def _turns(text: str) -> list[Turn]:
     """A three-turn session with ``text`` as its middle turn."""
     said = [("Ana", "I moved to Lisbon last month."), ("Rui", text), ("Ana", "How is life in Porto?")]
-    return [Turn(namespace="t", session_id="S1", dia_id=f"D1:{i + 1}", speaker=s, text=t,
-                 session_time=datetime(2023, 5, 8), position=i) for i, (s, t) in enumerate(said)]
+    return [
+        Turn(
+            namespace="t",
+            session_id="S1",
+            dia_id=f"D1:{i + 1}",
+            speaker=s,
+            text=t,
+            session_time=datetime(2023, 5, 8),
+            position=i,
+        )
+        for i, (s, t) in enumerate(said)
+    ]
 
 
 def _repeat(unit: str, size: int) -> str:
@@ -461,9 +604,11 @@ def test_a_long_capitalised_run_still_gives_the_favourite() -> None:
     """The favourite pattern reads its name back from "is my favourite": the name as before, after any run."""
     from logicmap.agents.fact_extractor import pattern_extraction
 
-    for text, name in [("Ana Silva is my favourite singer.", "Ana Silva"),
-                       ("Quinta da Regaleira is my favourite place.", "Quinta da Regaleira"),
-                       (_repeat("Oak ", 8_000) + "and Nora Jones is my favourite singer.", "Nora Jones")]:
+    for text, name in [
+        ("Ana Silva is my favourite singer.", "Ana Silva"),
+        ("Quinta da Regaleira is my favourite place.", "Quinta da Regaleira"),
+        (_repeat("Oak ", 8_000) + "and Nora Jones is my favourite singer.", "Nora Jones"),
+    ]:
         facts = pattern_extraction(_turns(text)).facts
         assert any(f.relation == "favourite_singer" or f.relation == "favourite_place" for f in facts), text[-60:]
         assert any(f.tail == name for f in facts if f.relation.startswith("favourite")), (name, facts)
