@@ -32,7 +32,7 @@ from logicmap.memory.facts import (
     parse_when,
 )
 from logicmap.memory.records import Fact, Turn
-from logicmap.memory.text import split_sentences
+from logicmap.memory.text import pattern_sentences, pattern_text
 from logicmap.memory.timeparse import find_time_phrases, resolve_relative
 from logicmap.prompts import real_extract as prompt
 from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
@@ -54,11 +54,15 @@ _DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 _PRONOUNS = {"it", "that", "this", "them", "they", "he", "she", "him", "her", "those", "these", "one", "something"}
 _FIRST_PERSON = {"i", "me", "myself", "my"}
 _SECOND_PERSON = {"you", "yourself", "your"}
-_NAME = r"[A-Z][\w'-]*(?:\s+(?:de|da|do|dos|das|of|the)?\s*[A-Z][\w'-]*)*"
+# A name: capitalised words, maybe joined by a particle. Each space between words is matched in one way only
+# (no "\s+ ... \s*" that could split a run of spaces), so a failed match backtracks in linear time.
+_NAME = r"[A-Z][\w'-]*(?:\s+(?:(?:de|da|do|dos|das|of|the)\s+)?[A-Z][\w'-]*)*"
+# The longest name a pattern looks back for before the words that anchor it ("... is my favourite").
+_NAME_WINDOW = 200
 _OBJECT = r"[^.,!?;]+"
 # Words that end a captured object: the time phrase or the qualifier that follows it.
-_TAIL_STOP = re.compile(
-    r"\s+(?:last|next|this|yesterday|today|tonight|tomorrow|every|before|after|on|at|in \d|now|too|again|with|"
+_TAIL_STOP = re.compile(  # (?<!\s): tried once per run of spaces, not at each space of it
+    r"(?<!\s)\s+(?:last|next|this|yesterday|today|tonight|tomorrow|every|before|after|on|at|in \d|now|too|again|with|"
     r"as much as|because|so|when|since|that i)\b.*$",
     re.IGNORECASE,
 )
@@ -109,7 +113,9 @@ _PATTERNS: list[_Pattern] = [
     _Pattern(r"\bI (?:\w+ )?work(?:s)?(?: [\w-]+){0,3}? as (?:a |an )?(?P<x>[a-z]+(?: [a-z]+)??)(?= at | in |[.,!?;]|$)",
              "occupation"),
     _Pattern(rf"\bI (?:\w+ )?work(?:s)?(?: [\w-]+){{0,5}}? at (?P<x>{_OBJECT})", "works_at"),
-    _Pattern(rf"\b(?P<x>{_NAME}) is my favou?rite (?P<kind>\w+)", "favourite", flags=0),
+    # The name comes before its anchor: the anchor is found first and the name read back from it
+    # (``_name_before``), since a pattern that opens with a name is retried at every word of a long name run.
+    _Pattern(r"(?<=[\w'-]) is my favou?rite (?P<kind>\w+)", "favourite", flags=0, group="name_before"),
     _Pattern(rf"\bmy favou?rite (?P<kind>\w+) is (?P<x>{_OBJECT})", "favourite"),
     _Pattern(rf"\bI (?:really |also |absolutely |just |still )?(?:love|adore|enjoy) (?P<x>{_OBJECT})", "likes"),
     _Pattern(r"\bI(?:'m| am) (?P<more>more of )?an? (?P<x>\w+) person\b", "likes"),
@@ -137,9 +143,21 @@ _HELPED = re.compile(r"\b(?P<helper>[A-Z][a-z]+) helped me (?P<verb>[a-z]+)")
 _HAD = re.compile(r"(?:^|,\s*)(?P<name>[A-Z][a-z]+) had (?:a |an )?(?P<x>[^.,!?;]+)")
 _PET_NAME = re.compile(r"\b(?:[Hh]is|[Hh]er|[Ii]ts) name is (?P<name>[A-Z][a-z]+)")
 _APPOSITIVE = re.compile(rf",\s*the (?P<name>{_NAME})")
-_CAUSE = re.compile(r"^(?P<cause>.+?),?\s+so\s+I\b", re.IGNORECASE)
+_CAUSE = re.compile(r"^(?P<cause>.+?),?(?<!\s)\s+so\s+I\b", re.IGNORECASE)
 _BECAUSE = re.compile(r"\bbecause (?P<cause>[^.,!?;]+)", re.IGNORECASE)
+_NAME_AT_END = re.compile(rf"\b{_NAME}\Z")
 _FAMILY_RELATION = {"wife": "married_to", "husband": "married_to", "mom": "mother", "dad": "father", "friend": "friend_of"}
+
+
+def _name_before(sentence: str, end: int) -> tuple[str, int] | None:
+    """The name (``_NAME``) that ends at ``end`` and where it starts, looked for in the ``_NAME_WINDOW``
+    characters before ``end`` only, so a run of capitalised words is read once, not from each of its words."""
+    start = max(0, end - _NAME_WINDOW)
+    if start > 0:
+        space = sentence.find(" ", start, end)
+        start = space + 1 if space >= 0 else end
+    match = _NAME_AT_END.search(sentence, start, end)
+    return (match.group(0), match.start()) if match else None
 
 
 def _addressee(turns: Sequence[Turn], index: int, speakers: Sequence[str]) -> str | None:
@@ -162,23 +180,30 @@ def pattern_extraction(turns: Sequence[Turn], speakers: Sequence[str] | None = N
     speakers = list(dict.fromkeys(speakers or [t.speaker for t in turns]))
     found: list[ExtractedFact] = []
     for index, turn in enumerate(turns):
-        for sentence in split_sentences(turn.text):
-            found.extend(_sentence_facts(sentence, turn, turns, index, speakers))
+        # Each turn is read up to PATTERN_TEXT_LIMIT characters, a long sentence in pieces: every pattern
+        # below scans a bounded text, so a huge turn costs time in proportion to that bound.
+        pet = _PET_NAME.search(pattern_text(turn.text))
+        for sentence in pattern_sentences(turn.text):
+            found.extend(_sentence_facts(sentence, turn, turns, index, speakers, pet))
     # The addressee's reply that names an inferred value confirms it (REAL's confidence upgrade).
+    position = {t.dia_id: i for i, t in enumerate(turns)}
+    lowered: dict[int, str] = {}
     for fact in list(found):
         if fact.confidence != INFERRED_CONFIDENCE:
             continue
-        origin = next((i for i, t in enumerate(turns) if t.dia_id == fact.turn_ids[0]), None)
+        origin = position.get(fact.turn_ids[0])
         if origin is None or origin + 1 >= len(turns):
             continue
         reply = turns[origin + 1]
-        if reply.speaker == fact.head and fact.tail.lower() in reply.text.lower():
+        if origin + 1 not in lowered:
+            lowered[origin + 1] = pattern_text(reply.text).lower()
+        if reply.speaker == fact.head and fact.tail.lower() in lowered[origin + 1]:
             found.append(fact.model_copy(update={"turn_ids": [reply.dia_id]}))
     return FactExtraction(facts=found)
 
 
 def _sentence_facts(
-    sentence: str, turn: Turn, turns: Sequence[Turn], index: int, speakers: Sequence[str]
+    sentence: str, turn: Turn, turns: Sequence[Turn], index: int, speakers: Sequence[str], pet: re.Match[str] | None
 ) -> list[ExtractedFact]:
     hedged = is_hedged(sentence)
     phrases = find_time_phrases(sentence)
@@ -210,30 +235,36 @@ def _sentence_facts(
     for pattern in _PATTERNS:
         for match in pattern.regex.finditer(sentence):
             head = turn.speaker if pattern.head == "speaker" else _addressee(turns, index, speakers)
-            raw = match.group(pattern.group)
+            at = match.start()
+            if pattern.group == "name_before":
+                named = _name_before(sentence, at)
+                if named is None:
+                    continue
+                raw, at = named
+            else:
+                raw = match.group(pattern.group)
             relation, intent = pattern.relation, pattern.intent
             if relation == "favourite":
                 kind = match.group("kind").lower()
                 relation = f"favourite_{kind}"
-                add(head, "likes", _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, match.start())
+                add(head, "likes", _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, at)
             if relation == "likes" and "more" in match.groupdict() and match.group("more"):
                 intent = "CONTRAST"
             if relation == "likes" and " as much as " in raw:
                 first, second = raw.split(" as much as ", 1)
-                add(head, "likes", _clean(first), intent, pattern.confidence, match.start())
-                add(head, "likes", _clean(second), "FACT", pattern.confidence, match.start())
+                add(head, "likes", _clean(first), intent, pattern.confidence, at)
+                add(head, "likes", _clean(second), "FACT", pattern.confidence, at)
                 continue
             if relation == "visited":
-                named = _APPOSITIVE.search(sentence[match.start():])
-                if named:
-                    raw = named.group("name")
-            add(head, relation, _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, match.start())
+                appositive = _APPOSITIVE.search(sentence, at)
+                if appositive:
+                    raw = appositive.group("name")
+            add(head, relation, _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, at)
             if relation == "adopted":
-                pet = _PET_NAME.search(turn.text)
                 animal = _clean(raw)
                 if pet and animal:
-                    add(turn.speaker, "has_pet", pet.group("name"), "TEMPORAL", pattern.confidence, match.start())
-                    add(pet.group("name"), "is_a", animal, "FACT", pattern.confidence, match.start(), timeless=True)
+                    add(turn.speaker, "has_pet", pet.group("name"), "TEMPORAL", pattern.confidence, at)
+                    add(pet.group("name"), "is_a", animal, "FACT", pattern.confidence, at, timeless=True)
     for match in _FAMILY.finditer(sentence):
         rel = match.group("rel").lower()
         add(turn.speaker, _FAMILY_RELATION.get(rel, rel), match.group("x"), "FACT", ASSERTED_CONFIDENCE, match.start(),
@@ -295,6 +326,8 @@ def facts_from_extraction(
 ) -> list[Fact]:
     """``Fact`` candidates: valid_from is the stated time, else the turn's session time; hedges lower confidence."""
     by_id = {t.dia_id: t for t in turns}
+    position = {dia_id: i for i, dia_id in enumerate(by_id)}
+    ordered = list(by_id.values())
     speakers = list(dict.fromkeys(t.speaker for t in turns))
     facts: list[Fact] = []
     for item in extraction.facts:
@@ -302,8 +335,7 @@ def facts_from_extraction(
         if not cited:
             continue
         turn = by_id[cited[0]]
-        index = list(by_id).index(turn.dia_id)
-        addressee = _addressee(list(turns), index, speakers)
+        addressee = _addressee(ordered, position[turn.dia_id], speakers)
         head = _resolve_person(item.head, turn.speaker, addressee)
         tail = _resolve_person(item.tail, turn.speaker, addressee)
         if not head or not tail or head.lower() in _PRONOUNS or tail.lower() in _PRONOUNS:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_type, normalize_value
-from logicmap.memory.text import FUNCTION_WORDS, NO_ANSWER, stem
+from logicmap.memory.text import FUNCTION_WORDS, NO_ANSWER, pattern_text, stem
 from logicmap.memory.text import content_stems as text_content_stems
 from logicmap.memory.timeparse import MONTHS, date_text, find_time_phrases, parse_timestamp, resolve_relative
 from logicmap.prompts.goalmem_unify import Binding, SubgoalResult, Unification
@@ -53,6 +53,7 @@ _PREPOSITION = {
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*|[.,;:!?]")
 _DAY_MONTH = re.compile(rf"\b\d{{1,2}} (?:{'|'.join(MONTHS)})\b(?: \d{{4}})?")
 _ID_PREFIX = re.compile(r"^\s*[\[(][^\])]*[\])]\s*")
+_SENTENCE_REACH = 200  # tokens; conversational sentences are far shorter
 
 
 def content_stems(text: str) -> list[str]:
@@ -208,15 +209,17 @@ def heuristic_decompositions(goal: Goal) -> list[list[Atom]]:
 
 
 def _tokens(text: str) -> list[str]:
-    return _WORD.findall(_ID_PREFIX.sub("", text))
+    return _WORD.findall(_ID_PREFIX.sub("", pattern_text(text)))
 
 
 def _sentence_bounds(tokens: Sequence[str], index: int) -> tuple[int, int]:
+    """The sentence around ``tokens[index]``, at most ``_SENTENCE_REACH`` tokens to each side of it: a value
+    is read near its anchor word, and a text without sentence ends is not rescanned whole at each anchor."""
     start = index
-    while start > 0 and tokens[start - 1] not in ".!?":
+    while start > 0 and index - start < _SENTENCE_REACH and tokens[start - 1] not in ".!?":
         start -= 1
     end = index
-    while end < len(tokens) and tokens[end] not in ".!?":
+    while end < len(tokens) and end - index < _SENTENCE_REACH and tokens[end] not in ".!?":
         end += 1
     return start, end
 
@@ -262,6 +265,7 @@ def _phrase(tokens: Sequence[str], start: int, step: int) -> str:
 
 def _date_value(text: str, when: str | None) -> str | None:
     anchor = parse_timestamp(when) if when else None
+    text = pattern_text(text)
     for phrase in find_time_phrases(text):
         resolved = resolve_relative(phrase, anchor)
         if resolved:

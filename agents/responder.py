@@ -20,7 +20,7 @@ from logicmap.prompts.respond import Answer
 __all__ = ["EvidenceText", "extractive_answer", "respond"]
 
 _LEAD = re.compile(r"^(\[[^\]]*\]\s*|\([^)]*\)\s*)+")
-_TRAIL = re.compile(r"\s*\((?:\d{4}[-\d]*|undated)\)$")
+_TRAIL = re.compile(r"(?<!\s)\s*\((?:\d{4}[-\d]*|undated)\)$")  # (?<!\s): tried once per run of spaces
 _SPEAKER = re.compile(r"^[A-Z][\w .'-]{0,30}:\s+")
 _LINE_DATE = re.compile(r"\((\d{4}-\d{2}-\d{2})\)\s*$")
 _WHEN = re.compile(r"^\s*when\b|\bwhat (?:date|day|month|year)\b", re.IGNORECASE)

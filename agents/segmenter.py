@@ -25,7 +25,7 @@ from logicmap.agents.windowing import (
 )
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Turn
-from logicmap.memory.timeparse import find_time_phrases, resolve_relative
+from logicmap.memory.timeparse import find_time_phrases, out_of_range_phrases, resolve_relative
 from logicmap.prompts import segment as prompt
 from logicmap.prompts.segment import Segmentation, SegmentedEvent
 
@@ -35,6 +35,7 @@ __all__ = [
     "render_turns",
     "segment_session",
     "segment_windows",
+    "time_phrase_notes",
     "validate_segmentation",
 ]
 
@@ -167,6 +168,20 @@ def _window_messages(turns: Sequence[Turn], session_date: str | None, budget: Co
     )
     notes.extend(clipped)
     return prompt.build_messages("\n".join(lines), session_date)
+
+
+def time_phrase_notes(turns: Sequence[Turn], session_time: datetime | None) -> list[str]:
+    """One note per turn whose time phrases name no date in years 1-9999 at the session date ("99999999 days
+    ago", "tomorrow" on 31 December 9999): the phrases are dropped, not saturated, and the report says so."""
+    notes = []
+    for turn in turns:
+        dropped = out_of_range_phrases(turn.text, session_time)
+        if dropped:
+            when = session_time.date().isoformat() if session_time else "undated"
+            more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
+            notes.append(f"dates: turn {turn.dia_id}: time phrase {dropped[0][:60]!r}{more} names no date in "
+                         f"years 1-9999 at session date {when}; dropped")
+    return notes
 
 
 def segment_session(

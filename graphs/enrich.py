@@ -19,8 +19,9 @@ from logicmap.agents.windowing import ContextBudget
 from logicmap.memory.loaders import Session
 from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
+from logicmap.memory.text import PATTERN_TEXT_LIMIT
 
-__all__ = ["ENRICHERS", "EnrichRequest", "Enrichment", "add_enrichments", "apply_enrichment"]
+__all__ = ["ENRICHERS", "EnrichRequest", "Enrichment", "add_enrichments", "apply_enrichment", "capped_turn_notes"]
 
 ENRICHERS = ("facts", "cues")  # the order their records join a change set (whatever order they finished in)
 
@@ -80,3 +81,13 @@ def apply_enrichment(change: ChangeSet, enrichment: Enrichment) -> ChangeSet:
             "retire": retire,
         }
     )
+
+
+def capped_turn_notes(turns: list[Turn], role: str) -> list[str]:
+    """One note per turn longer than ``PATTERN_TEXT_LIMIT``: the no-LLM patterns read only its beginning."""
+    return [
+        f"{role}: turn {t.dia_id}: {len(t.text):,} characters; the no-LLM patterns read its first "
+        f"{PATTERN_TEXT_LIMIT:,}"
+        for t in turns
+        if len(t.text) > PATTERN_TEXT_LIMIT
+    ]

@@ -27,7 +27,7 @@ from logicmap.agents.base import Cost, FallbackRecord, add_cost
 from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
 from logicmap.agents.provider import run_scope
 from logicmap.agents.relations import chain_relations, relate_session
-from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session
+from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session, time_phrase_notes
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
 from logicmap.graphs import ingest_cues, ingest_facts
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
@@ -597,6 +597,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         fallbacks.extend(outcome.fallbacks)
     events = _session_events(segmentation, namespace, session, turns, _next_order(snapshot),
                              "fallback" if fallbacks else policy)
+    notes = [*notes, *time_phrase_notes(turns, session.timestamp)]
     return {
         "turns": turns,
         "events": events,

@@ -7,7 +7,7 @@ the records commit with the session, so they become visible atomically with it.
 from __future__ import annotations
 
 from logicmap.agents.cue_extractor import extract_session_cues, links_from_extraction
-from logicmap.graphs.enrich import Enrichment, EnrichRequest
+from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
 from logicmap.memory.cue_extraction import build_cue_layer
 
 __all__ = ["enrich"]
@@ -33,6 +33,7 @@ def enrich(request: EnrichRequest) -> Enrichment:
         request.namespace, request.turns, events, extra_links=extra,
         existing_cues=request.snapshot.cues, existing_tags=request.snapshot.tags,
     )
+    enrichment.notes.extend(capped_turn_notes(request.turns, "cue_patterns"))
     enrichment.cues = batch.cues
     enrichment.tags = batch.tags
     if batch.cues:

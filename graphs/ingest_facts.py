@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.fact_extractor import extract_session_facts, facts_from_extraction, pattern_extraction
-from logicmap.graphs.enrich import Enrichment, EnrichRequest
+from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
 from logicmap.memory.facts import apply_fact_updates, fact_text
 
 __all__ = ["enrich"]
@@ -26,6 +26,7 @@ def enrich(request: EnrichRequest) -> Enrichment:
         extraction = pattern_extraction(turns, speakers)
         if request.policy != "heuristic":
             fallbacks.append(FallbackRecord(role="fact_extractor", reason="no chat model configured"))
+        notes.extend(capped_turn_notes(turns, "fact_patterns"))
     else:
         outcome = extract_session_facts(
             request.llm, turns, method=request.method, tags=request.tags, metadata=request.metadata,
@@ -33,6 +34,8 @@ def enrich(request: EnrichRequest) -> Enrichment:
         )
         extraction, cost, notes = outcome.output, outcome.cost, outcome.notes
         fallbacks.extend(outcome.fallbacks)
+        if outcome.fallbacks:
+            notes.extend(capped_turn_notes(turns, "fact_patterns"))
     candidates = facts_from_extraction(extraction, turns, request.namespace)
     update = apply_fact_updates(request.snapshot.facts, candidates)
     if not update.facts:

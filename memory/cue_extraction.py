@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from logicmap.memory.cues import CueKind, CueLayerBatch, CueLink, cue_id, normalize_cue, personal_fact_id, tag_id
 from logicmap.memory.records import Cue, Event, Tag, Turn
-from logicmap.memory.text import FUNCTION_WORDS, singular, split_sentences
-from logicmap.memory.timeparse import MONTHS, find_time_phrases
+from logicmap.memory.text import FUNCTION_WORDS, pattern_sentences, pattern_text, singular
+from logicmap.memory.timeparse import MONTHS, time_phrase_spans
 
 __all__ = [
     "ASPECTS",
@@ -133,7 +133,7 @@ _FUNCTION_WORDS = FUNCTION_WORDS | frozenset("some any every each still all more
 _TOKEN_RE = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'’-]*|\d+(?:[.,:]\d+)?")
 _FIRST_PERSON = frozenset("i i'm i've i'd i'll my me mine myself".split())
 _KIND_RANK = {"person": 0, "place": 1, "time": 2, "quantity": 3, "activity": 4, "entity": 5}
-_PUNCT_EDGE = re.compile(r"^[\W_]+|[\W_]+$")
+_PUNCT_EDGE = re.compile(r"^[\W_]+|(?<![\W_])[\W_]+$")  # the trailing run tried once, at its start
 
 
 @dataclass(frozen=True)
@@ -202,18 +202,19 @@ def extract_cues(text: str, *, people: Iterable[str] = ()) -> list[TextCue]:
         seen.add(key)
         found.append(TextCue(cleaned, kind))
 
-    for sentence in split_sentences(text) or [text or ""]:
+    for sentence in pattern_sentences(text) or [pattern_text(text)]:
         spans: list[tuple[int, int]] = []
-        for phrase in find_time_phrases(sentence):
-            index = sentence.lower().find(phrase.lower())
+        covered = bytearray(len(sentence) + 1)  # 1 where a time cue already covers the character
+        for phrase, start, end in time_phrase_spans(sentence):
             add(phrase, "time")
-            if index >= 0:
-                spans.append((index, index + len(phrase)))
+            spans.append((start, end))
+            covered[start:end] = b"\x01" * (end - start)
         for pattern in _DATE_RES:
             for match in pattern.finditer(sentence):
-                if not any(s <= match.start() < e for s, e in spans):
+                if not covered[match.start()]:
                     add(match.group(0), "time")
                     spans.append(match.span())
+                    covered[match.start():match.end()] = b"\x01" * (match.end() - match.start())
         for match in _QUANTITY_RE.finditer(sentence):
             add(match.group(0), "quantity")
             spans.append(match.span())
@@ -262,8 +263,10 @@ def _capitalized_runs(tokens: list[tuple[str, int]], text: str, people: set[str]
 
 
 def _starts_sentence(text: str, start: int) -> bool:
-    before = text[:start].rstrip()
-    return not before or before[-1] in ".!?:;\"'(" or before.endswith("--")
+    end = start  # the text before ``start`` without its trailing spaces, read back from ``start`` (no copy)
+    while end > 0 and text[end - 1].isspace():
+        end -= 1
+    return end == 0 or text[end - 1] in ".!?:;\"'(" or (end >= 2 and text[end - 2 : end] == "--")
 
 
 def _is_name_word(word: str, *, first: bool) -> bool:
@@ -312,7 +315,7 @@ def extract_personal_facts(turn: Turn) -> list[tuple[str, str, str, list[TextCue
     verbatim, attributed to the speaker.
     """
     facts = []
-    for sentence in split_sentences(turn.text):
+    for sentence in pattern_sentences(turn.text):
         words = set(_words(sentence))
         if not words & _FIRST_PERSON:
             continue
@@ -339,10 +342,10 @@ def heuristic_links(turns: Sequence[Turn], events: Sequence[Event]) -> list[CueL
             turn = by_id.get(tid)
             if turn is None:  # a turn of an earlier session merged into this event: tagged back then
                 continue
-            sentences = split_sentences(turn.text)
+            sentences = pattern_sentences(turn.text)
             if turn.image_caption:
                 sentences.append(f"[shares an image: {turn.image_caption}]")
-            turn_aspects = detect_aspects(turn.text)
+            turn_aspects = detect_aspects(pattern_text(turn.text))
             for sentence in sentences:
                 # "His name is Biscuit." follows "I adopted a dog": the turn says what the sentence is about.
                 aspects = [a for a in detect_aspects(sentence) if a != "preference"] or turn_aspects

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 from logicmap.memory.records import DatePrecision, Fact, FactIntent, stable_hash
@@ -164,6 +165,7 @@ def normalize_relation(text: str) -> str:
     return RELATION_ALIASES.get(rel, rel) or "related_to"
 
 
+@lru_cache(maxsize=65536)  # fact updates compare every fact of a (head, relation) group: keys repeat
 def entity_key(text: str) -> str:
     """The comparison key of an entity: lowercase, no leading article, single spaces, no punctuation."""
     value = re.sub(r"\s+", " ", (text or "").strip().lower())

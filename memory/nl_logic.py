@@ -407,7 +407,9 @@ def unify_atoms(pattern: Atom, fact: Atom, substitution: Substitution | None = N
 # ---------------------------------------------------------------------------------------------- parsing
 
 _QUOTED_TERM = re.compile(r'^\s*"((?:[^"\\]|\\.)*)"\s*(?::\s*([^():"\\]*?)\s*)?$', re.DOTALL)
-_NAME_TYPE = re.compile(r"^\s*([^():\"\\]+?)\s*:\s*([^():\"\\]+?)\s*$")
+# Neither side holds a colon, so the split is at the one colon; the sides are stripped after the match
+# (spaces matched inside the regex made a run of spaces quadratic).
+_NAME_TYPE = re.compile(r"^([^():\"\\]+):([^():\"\\]+)$")
 
 
 def _escape(text: str) -> str:

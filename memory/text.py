@@ -19,10 +19,14 @@ from nltk.stem import PorterStemmer
 __all__ = [
     "FUNCTION_WORDS",
     "NO_ANSWER",
+    "PATTERN_SENTENCE_LIMIT",
+    "PATTERN_TEXT_LIMIT",
     "STOP_WORDS",
     "best_sentence",
     "content_stems",
     "is_no_answer",
+    "pattern_sentences",
+    "pattern_text",
     "printable",
     "printable_json",
     "query_readings",
@@ -58,6 +62,14 @@ _IRREGULAR = {
     "came": "come", "gave": "give", "found": "find", "began": "begin", "kept": "keep", "thought": "think",
     "brought": "bring",
 }
+PATTERN_TEXT_LIMIT = 32_000
+"""Characters of one turn the no-LLM fact and cue patterns read (``pattern_text``): a turn longer than this
+(a pasted document, a 1 MB message) is read up to here and the ingest report says so. Conversational
+turns are far shorter (the conversations in ``data/`` stay under 300 characters), so no fact of a normal
+turn is dropped; the cap bounds the facts, cues and tags one turn can add, which the store must write."""
+PATTERN_SENTENCE_LIMIT = 1_000
+"""Characters of one sentence a pattern sees at once (``pattern_sentences``): a longer run without a
+sentence end is read in pieces cut at a space, so no per-sentence scan grows with the whole turn."""
 _PORTER = PorterStemmer()  # NLTK_EXTENSIONS mode, as LoCoMo's scorer runs it
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'A-ZÀ-Þ0-9])")
 _ANSWER_KIND = re.compile(r"\b(?:what|which)\s+([a-z]+)", re.IGNORECASE)
@@ -93,6 +105,32 @@ def content_stems(text: str, *, stop: frozenset[str] = STOP_WORDS) -> list[str]:
 def split_sentences(text: str) -> list[str]:
     """Sentences of a text (split after . ! ? followed by a capital, a quote or a digit), stripped, non-empty."""
     return [s.strip() for s in _SENTENCE.split(text or "") if s.strip()]
+
+
+def pattern_text(text: str | None) -> str:
+    """The part of a turn the no-LLM patterns read: all of it up to ``PATTERN_TEXT_LIMIT`` characters, else
+    its first ``PATTERN_TEXT_LIMIT`` characters cut back to a space."""
+    text = text or ""
+    if len(text) <= PATTERN_TEXT_LIMIT:
+        return text
+    cut = text.rfind(" ", PATTERN_TEXT_LIMIT // 2, PATTERN_TEXT_LIMIT + 1)
+    return text[: cut if cut > 0 else PATTERN_TEXT_LIMIT]
+
+
+def pattern_sentences(text: str | None) -> list[str]:
+    """The sentences of ``pattern_text(text)`` (``split_sentences``), a sentence longer than
+    ``PATTERN_SENTENCE_LIMIT`` characters in pieces of at most that length cut at a space."""
+    pieces: list[str] = []
+    for sentence in split_sentences(pattern_text(text)):
+        while len(sentence) > PATTERN_SENTENCE_LIMIT:
+            cut = sentence.rfind(" ", PATTERN_SENTENCE_LIMIT // 2, PATTERN_SENTENCE_LIMIT + 1)
+            cut = cut if cut > 0 else PATTERN_SENTENCE_LIMIT
+            head, sentence = sentence[:cut].strip(), sentence[cut:].strip()
+            if head:
+                pieces.append(head)
+        if sentence:
+            pieces.append(sentence)
+    return pieces
 
 
 def sentence_scores(question: str, sentences: Sequence[str], *, ignore: Iterable[str] = ()) -> list[float]:
