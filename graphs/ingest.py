@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
@@ -31,9 +31,12 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     default_resources,
+    namespace_field,
+    policy_field,
     resources_field,
     resources_of,
     run_context,
+    run_namespace,
     with_resources,
 )
 from logicmap.graphs.tracing import run_config
@@ -45,6 +48,8 @@ from logicmap.memory.topics import TopicLayer
 
 __all__ = [
     "IngestContext",
+    "IngestInput",
+    "IngestOutput",
     "IngestReport",
     "IngestState",
     "SessionConflictError",
@@ -76,16 +81,24 @@ class SessionConflictError(ValueError):
     """A session id already committed in the namespace with different content."""
 
 
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
 class IngestContext:
     """Per-run settings of the ingest graph (shown as a form in Studio)."""
 
-    policy: Literal["llm", "heuristic"] = "llm"
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     merge_threshold: float = 0.9
+    """A new event at least this similar to a stored one goes to the coreference judge (merge, link or add)."""
     topic_delta: float = 0.9
+    """A new event joins its most similar topic at this similarity, else opens a topic."""
     recluster_every: int = 4
+    """Sessions between full re-clusterings of the topic layer."""
     extract_facts: bool = True
+    """Extract REAL's temporal facts from each session."""
     extract_cues: bool = True
+    """Extract MRAgent's cues and tags from each session."""
+    namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
 
 
@@ -121,7 +134,35 @@ class IngestReport(BaseModel):
         return sum(s.cost.llm_calls for s in done) / len(done) if done else 0.0
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class IngestInput(TypedDict, total=False):
+    """What a caller supplies: a conversation file or its sessions (one of them). The namespace is the run's
+    (context or config), never part of the input."""
+
+    path: str | None
+    """A LoCoMo, LongMemEval or JSONL file holding one conversation, on the server's disk; a relative path is
+    resolved against the server's working directory."""
+    sessions: list[Session]
+    """The conversation's sessions, each {session_id, timestamp?, turns: [{dia_id, speaker, text}]}; wins over path."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class IngestOutput(TypedDict, total=False):
+    """What an ingest run returns: one report per session, the fallbacks taken, what it cost."""
+
+    namespace: str
+    """The namespace the run wrote to, resolved from its context or config."""
+    reports: Annotated[list[SessionReport], operator.add]
+    """Per session: ingested or skipped (already committed), turns, events, merges, relations and cost."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+
+
 class IngestState(TypedDict, total=False):
+    """The ingest run; ``namespace`` is the run's, resolved once by ``prepare`` (never an input)."""
+
     namespace: str
     path: str | None
     sessions: list[Session]
@@ -400,9 +441,9 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
 
 
 def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Validate the namespace, skip sessions already committed, refuse a different session under a known id."""
+    """Resolve the run's namespace, skip sessions already committed, refuse a different session under a known id."""
     res = resources_of(runtime)
-    namespace = validate_namespace(state.get("namespace"))
+    namespace = run_namespace(_ctx(runtime).namespace)
     manifest = res.store.manifest(namespace)
     pending, reports = [], []
     for session in _sessions_of(state):
@@ -414,7 +455,7 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
                                          generation=known.generation))
         else:
             raise _conflict(namespace, session.session_id)
-    update: dict[str, Any] = {"reports": reports, **_advance(pending)}
+    update: dict[str, Any] = {"namespace": namespace, "reports": reports, **_advance(pending)}
     if pending and _ctx(runtime).policy == "llm" and res.llm is None:
         update["fallbacks"] = [FallbackRecord(role="ingest", reason="no chat model configured: heuristic policy used")]
     return update
@@ -615,7 +656,8 @@ def route_after_rebase(state: IngestState) -> Literal["fuse", "segment", "__end_
 
 def build_ingest_graph() -> StateGraph:
     """The ingest ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(IngestState, context_schema=IngestContext)
+    builder = StateGraph(IngestState, context_schema=IngestContext, input_schema=IngestInput,
+                         output_schema=IngestOutput)
     for name, node in [("prepare", prepare), ("segment", segment), ("relate", relate), ("fuse", fuse),
                        ("topics", topics), ("facts", facts), ("cues", cues), ("commit", commit), ("rebase", rebase)]:
         builder.add_node(name, node)
@@ -666,7 +708,7 @@ def ingest_conversation(
     namespace: str,
     *,
     resources: Resources | None = None,
-    policy: Literal["llm", "heuristic"] = "llm",
+    policy: Literal["auto", "llm", "heuristic"] = "auto",
     context: IngestContext | None = None,
     progress: bool | Callable[[SessionReport], None] = False,
 ) -> IngestReport:
@@ -681,7 +723,7 @@ def ingest_conversation(
         topic_delta=resources.settings.topic_delta,
         recluster_every=resources.settings.recluster_every,
     )
-    ctx, resources = with_resources(ctx, resources)
+    ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
         metadata={"sessions": len(conversation.sessions)},
@@ -691,7 +733,7 @@ def ingest_conversation(
     started = time.perf_counter()
     reports: list[SessionReport] = []
     fallbacks: list[FallbackRecord] = []
-    for update in graph.stream({"namespace": namespace, "sessions": conversation.sessions}, config=config,
+    for update in graph.stream({"sessions": conversation.sessions}, config=config,
                                context=ctx, stream_mode="updates"):
         for delta in update.values():
             for report in (delta or {}).get("reports", []) or []:
