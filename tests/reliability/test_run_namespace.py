@@ -33,8 +33,9 @@ def _missing_namespace_runs(rng: random.Random, n: int) -> list[tuple[str, dict[
     for i in range(n):
         graph = rng.choice([*ANSWERING, "ingest"])
         configurable: dict[str, Any] = rng.choice([{}, {"thread_id": f"t{i}"}, {"namespace": ""}, {"user": "x"}])
-        context: dict[str, Any] = rng.choice([{}, {"namespace": None}, {"namespace": ""},
-                                              {"namespace": "{user_id}"}, {"namespace": "acme-{org}"}])
+        context: dict[str, Any] = rng.choice(
+            [{}, {"namespace": None}, {"namespace": ""}, {"namespace": "{user_id}"}, {"namespace": "acme-{org}"}]
+        )
         cases.append((graph, context, configurable))
     return cases
 
@@ -49,8 +50,9 @@ def test_runs_without_a_namespace_fail_typed_and_write_nowhere(tmp_path: Path) -
         module = ingest if graph == "ingest" else ANSWERING[graph]
         inputs = {"sessions": conv.sessions} if graph == "ingest" else {"question": "what did kiwi adopt?"}
         with pytest.raises(NamespaceRequiredError):
-            module.graph.invoke(inputs, {"configurable": configurable},
-                                context={**context, "policy": "heuristic", "resources": res})
+            module.graph.invoke(
+                inputs, {"configurable": configurable}, context={**context, "policy": "heuristic", "resources": res}
+            )
         failures += 1
     assert failures == N_MISSING
     assert sorted(res.store.namespaces()) == before == ["kiwi"], "a run without a namespace wrote somewhere"
@@ -77,15 +79,21 @@ def test_template_and_config_runs_land_only_in_the_resolved_tenant(tmp_path: Pat
     cases = _tenant_cases(random.Random(7), N_TEMPLATES)
     for i, (context, configurable, expected) in enumerate(cases):
         conv = marked_conversation(f"m{i}x", sessions=1, turns_per_session=3)
-        out = ingest.graph.invoke({"sessions": conv.sessions, "namespace": "decoy"}, {"configurable": configurable},
-                                  context={**context, "policy": "heuristic", "resources": res})
+        out = ingest.graph.invoke(
+            {"sessions": conv.sessions, "namespace": "decoy"},
+            {"configurable": configurable},
+            context={**context, "policy": "heuristic", "resources": res},
+        )
         assert out["namespace"] == expected and [r.session_id for r in out["reports"]] == ["S1"]
     expected_all = sorted(expected for _, _, expected in cases)
     assert sorted(res.store.namespaces()) == expected_all, "an input or configurable decoy received writes"
     for i, (context, configurable, expected) in enumerate(cases):
         marker = f"m{i}x"
-        out = compass.graph.invoke({"question": f"what did {marker} adopt or visit?"}, {"configurable": configurable},
-                                   context={**context, "policy": "heuristic", "resources": res})
+        out = compass.graph.invoke(
+            {"question": f"what did {marker} adopt or visit?"},
+            {"configurable": configurable},
+            context={**context, "policy": "heuristic", "resources": res},
+        )
         turns = {t for item in out["evidence"] for t in item.turn_ids}
         texts = [res.store.snapshot(expected).turns[t].text for t in turns]
         assert texts and all(marker in text for text in texts), "a read crossed into another tenant"
@@ -96,8 +104,12 @@ def test_the_python_api_passes_its_namespace_through_the_context(ingested_sample
         result = module.answer("What is the name of Maya's dog?", "sample", resources=ingested_sample)
         assert result.namespace == "sample" and result.cost.llm_calls == 0 and not result.fallbacks, name
     context = IngestContext(namespace="{user_id}")  # the positional namespace wins over a context's template
-    report = ingest_conversation(marked_conversation("fig", sessions=1), "fig", resources=make_resources(
-        Path(ingested_sample.settings.data_dir).parent / "api"), context=context)
+    report = ingest_conversation(
+        marked_conversation("fig", sessions=1),
+        "fig",
+        resources=make_resources(Path(ingested_sample.settings.data_dir).parent / "api"),
+        context=context,
+    )
     assert report.namespace == "fig" and report.sessions[0].events > 0
 
 
@@ -108,15 +120,19 @@ def test_toolkit_for_a_brand_new_user_with_writes_allowed(tmp_path: Path) -> Non
         conv = marked_conversation("zz", sessions=0).model_copy(update={"sessions": [session]})
         return ingest_conversation(conv, namespace, resources=res, policy="heuristic")
 
-    tools = {t.name: t for t in create_memory_toolkit("newbie", store=res.store, embeddings=res.embeddings,
-                                                      ingest=store_session)}
-    found = tools["search_events"].invoke({"type": "tool_call", "name": "search_events", "id": "1",
-                                           "args": {"query": "bicycle"}})
+    tools = {
+        t.name: t
+        for t in create_memory_toolkit("newbie", store=res.store, embeddings=res.embeddings, ingest=store_session)
+    }
+    found = tools["search_events"].invoke(
+        {"type": "tool_call", "name": "search_events", "id": "1", "args": {"query": "bicycle"}}
+    )
     assert isinstance(found, ToolMessage) and found.status != "error" and not found.artifact
     tools["remember"].invoke({"text": "I bought a red bicycle from Velo Cycles.", "when": "2024-05-02"})
     assert res.store.manifest("newbie").generation > 0
-    found = tools["search_events"].invoke({"type": "tool_call", "name": "search_events", "id": "2",
-                                           "args": {"query": "red bicycle"}})
+    found = tools["search_events"].invoke(
+        {"type": "tool_call", "name": "search_events", "id": "2", "args": {"query": "red bicycle"}}
+    )
     assert found.artifact and "bicycle" in found.content
     # Without writes an unknown namespace stays a clear error naming only itself.
     with pytest.raises(ToolNamespaceError) as err:
@@ -132,8 +148,10 @@ def test_toolkit_namespace_template_resolved_per_call(tmp_path: Path) -> None:
     rng = random.Random(3)
     for i in range(20):
         user = rng.choice(["ana", "rui"])
-        out = tools["search_events"].invoke({"type": "tool_call", "name": "search_events", "id": f"c{i}",
-                                             "args": {"query": "note friend"}}, {"configurable": {"user_id": user}})
+        out = tools["search_events"].invoke(
+            {"type": "tool_call", "name": "search_events", "id": f"c{i}", "args": {"query": "note friend"}},
+            {"configurable": {"user_id": user}},
+        )
         other = "rui" if user == "ana" else "ana"
         assert out.artifact and user in out.content and other not in out.content
     with pytest.raises(ToolNamespaceRequiredError):
@@ -143,8 +161,7 @@ def test_toolkit_namespace_template_resolved_per_call(tmp_path: Path) -> None:
     assert "ana" not in str(err.value) and "rui" not in str(err.value)
 
 
-def test_a_relative_input_path_names_the_directory_it_was_resolved_against(tmp_path: Path, monkeypatch,
-                                                                            capsys) -> None:  # noqa: ANN001
+def test_a_relative_input_path_names_the_directory_it_was_resolved_against(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
     monkeypatch.chdir(tmp_path)
     res = make_resources(tmp_path / "memory")
     with pytest.raises(DataFormatError, match=f"resolved against {tmp_path}"):

@@ -59,7 +59,8 @@ def test_studio_runs_without_a_model_take_the_no_llm_path_with_no_fallbacks(name
     """A Studio run sends its context as a dict with the form's defaults: ``auto`` and no model = no LLM."""
     module = GRAPHS[name][0]
     assert ingested_sample.llm is None
-    out = module.graph.invoke({"question": "What is the name of Maya's dog?"},
-                              context={"namespace": "sample", "resources": ingested_sample})
+    out = module.graph.invoke(
+        {"question": "What is the name of Maya's dog?"}, context={"namespace": "sample", "resources": ingested_sample}
+    )
     assert out["answer"] and out["cost"].llm_calls == 0
     assert not out.get("fallbacks"), [f.reason for f in out.get("fallbacks", [])]
