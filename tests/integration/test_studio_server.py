@@ -64,11 +64,14 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
         )
         compass = None
         if "compass" in by_graph:
+            # The server takes a run's context or its configurable, not both: the template sits on an
+            # assistant, each run names its user in configurable (as LangMem's tools are deployed).
+            per_user = await client.assistants.create("compass", context={"namespace": "{user_id}"})
             thread = await client.threads.create()
             compass = await client.runs.wait(
-                thread["thread_id"], "compass",
+                thread["thread_id"], per_user["assistant_id"],
                 input={"question": "What is the name of Maya's dog?"},
-                config={"configurable": {"user_id": "sample"}}, context={"namespace": "{user_id}"},
+                config={"configurable": {"user_id": "sample"}},
             )  # fmt: skip
         return {"forms": forms, "inputs": inputs, "ingested": ingested, "compass": compass}
 
