@@ -9,7 +9,7 @@ import time
 from typing import Literal
 
 from logicmap.agents.responder import EvidenceText, respond
-from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.memory.retrieval import MemoryRetriever
 
@@ -22,7 +22,7 @@ def answer_top_k(
     *,
     method: Literal["dense", "bm25"],
     resources: Resources | None = None,
-    policy: str = "llm",
+    policy: str = "auto",
     k: int = 10,
     **_: object,
 ) -> AnswerResult:
@@ -30,6 +30,7 @@ def answer_top_k(
     started = time.perf_counter()
     res = resources or default_resources()
     res.store.require_namespace(namespace)
+    policy = resolve_policy(policy, res)
     retriever = MemoryRetriever(res.store, namespace, method=method, unit="turns", embeddings=res.embeddings)
     hits = retriever.search(question, k)
     evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass, replace
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
@@ -34,9 +35,12 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     context_for_run,
+    namespace_field,
+    policy_field,
     resources_field,
     resources_of,
     run_context,
+    run_namespace,
     with_resources,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
@@ -49,6 +53,8 @@ from logicmap.prompts.explore import ExplorerDecision
 __all__ = [
     "RANKING_RECIPES",
     "CompassContext",
+    "CompassInput",
+    "CompassOutput",
     "CompassState",
     "Decision",
     "ExploreTask",
@@ -74,39 +80,82 @@ __all__ = [
 RANKING_RECIPES = ("auto", "dense", "hybrid", "turns")
 
 
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
 class CompassContext:
     """Per-run settings and budgets of the compass graph (shown as a form in Studio)."""
 
-    policy: Literal["llm", "heuristic"] = "llm"
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     recipe: Literal["auto", "dense", "hybrid", "turns"] = "auto"
+    """How events are ranked against the query: dense (summary embeddings), hybrid (dense + BM25, fused),
+    turns (an event scores as its best cited turn); auto = dense with an LLM, turns without."""
     top_k: int = 5
+    """Events ranked for the query that are candidate starting points."""
     top_p: int = 5
+    """Distinct topics whose best event is also a candidate starting point."""
     max_starts: int = 5
+    """Most starting points the search begins from."""
     explorers: int = 3
+    """Explorers per superstep: the best queued events explored in parallel."""
     max_steps: int = 6
+    """Most explorer supersteps per localization."""
     max_refinements: int = 1
+    """Query refinements when subgoals stay unsatisfied."""
     explorer_mode: Literal["parallel", "batched"] = "parallel"
+    """parallel = one explorer call per event (Send branches); batched = one call for the superstep's events."""
     keep_threshold: float = 0.25
+    """No-LLM policy: an event with at least this similarity to a subgoal is kept as evidence."""
     satisfy_threshold: float = 0.55
+    """No-LLM policy: a subgoal with kept evidence this similar to it counts as satisfied."""
     expand_threshold: float = 0.2
-    # The responder's context budget in turns. The no-LLM policy cannot judge whether evidence answers a
-    # subgoal (similarity only hints at it), so it searches best-first until its evidence fills this budget
-    # and no unread event could still place a turn in it.
+    """No-LLM policy: an event at least this similar to an open subgoal has its neighbours queued."""
     context_turns: int = 10
-    # A turn scores max(its own similarity, context_weight x its event's similarity, context_weight x the
-    # similarity of the question it replies to): a reply that only makes sense with its event or question
-    # ("A vintage film camera.") ranks with them (memory.turn_scoring.context_turn_scores).
+    """The responder's context budget in turns. The no-LLM policy cannot judge whether evidence answers a
+    subgoal (similarity only hints at it), so it searches best-first until its evidence fills this budget
+    and no unread event could still place a turn in it."""
     context_weight: float = CONTEXT_WEIGHT
-    # Match every search text also without its names (memory.text.query_readings): names dominate a sentence
-    # embedding, so "Where exactly did Sam propose to Nadia?" finds every turn about Sam and Nadia first.
+    """A turn scores max(its own similarity, context_weight x its event's similarity, context_weight x the
+    similarity of the question it replies to): a reply that only makes sense with its event or question
+    ("A vintage film camera.") ranks with them (memory.turn_scoring.context_turn_scores)."""
     name_free_readings: bool = True
-    # How the no-LLM policy ranks its evidence turns. "learned": every turn of the namespace is scored by the
-    # learned ranker over graph features (memory.ranking: its event's, topic's, neighbours' and question's
-    # similarity, lexical match, speaker); the best context_turns join the evidence with their events, and the
-    # evidence is ranked by it. "similarity": the turn_scores formula above, over the explored events only.
+    """Match every search text also without its names (memory.text.query_readings): names dominate a sentence
+    embedding, so "Where exactly did Sam propose to Nadia?" finds every turn about Sam and Nadia first."""
     ranker: Literal["learned", "similarity"] = "learned"
+    """How the no-LLM policy ranks its evidence turns. learned: every turn of the namespace is scored by the
+    learned ranker over graph features (its event's, topic's, neighbours' and question's similarity, lexical
+    match, speaker); the best context_turns join the evidence with their events. similarity: the
+    context_weight formula, over the explored events only."""
+    namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class CompassInput(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    question: str
+    """The question to answer from the namespace's memory."""
+    question_date: NotRequired[str | None]
+    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class CompassOutput(TypedDict, total=False):
+    """What a compass run returns: the answer, its evidence, what it cost."""
+
+    answer: str
+    """The answer, written from the kept evidence only."""
+    evidence: list[EvidenceItem]
+    """The events the answer was written from, each with the turns (dia ids) it cites."""
+    cited_ids: list[str]
+    """The evidence ids the responder cited."""
+    kept: list[str]
+    """The event ids the search kept as evidence."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
 
 
 class Decision(TypedDict):
@@ -120,7 +169,9 @@ class Decision(TypedDict):
 
 
 class CompassState(TypedDict, total=False):
-    """The search state: subgoals and their satisfaction, the priority queue, the kept evidence, the answer."""
+    """The search state: subgoals and their satisfaction, the priority queue, the kept evidence, the answer.
+
+    ``namespace`` is the run's, resolved once by the planner from the context or config (never an input)."""
 
     namespace: str
     question: str
@@ -139,6 +190,7 @@ class CompassState(TypedDict, total=False):
     decisions: Annotated[list[Decision], operator.add]
     answer: str
     cited_ids: list[str]
+    evidence: list[EvidenceItem]
     evidence_ranking: list[str]
     cost: Annotated[Cost, add_cost]
     fallbacks: Annotated[list[FallbackRecord], operator.add]
@@ -257,16 +309,19 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
 
 # -- nodes --------------------------------------------------------------------------------------
 def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Split the question into subgoals (clauses without an LLM) and reset the search."""
+    """Resolve the run's namespace, split the question into subgoals (clauses without an LLM), reset the search."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    res.store.require_namespace(state["namespace"])
+    namespace = run_namespace(ctx.namespace)
+    res.store.require_namespace(namespace)
     if ctx.policy == "heuristic":
         subgoals, cost, fallbacks = clause_subgoals(state["question"]), Cost(), []
     else:
-        outcome = plan_subgoals(_llm(ctx, res), state["question"], method=res.method, **_trace(state, ctx))
+        trace = _trace({**state, "namespace": namespace}, ctx)
+        outcome = plan_subgoals(_llm(ctx, res), state["question"], method=res.method, **trace)
         subgoals, cost = outcome.output.subgoals, outcome.cost
         fallbacks = [outcome.fallback] if outcome.fallback else []
     return {
+        "namespace": namespace,
         "subgoals": subgoals,
         "satisfied": [False] * len(subgoals),
         "query": state["question"],
@@ -482,6 +537,8 @@ def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
         "answer": outcome.output.answer,
         "cited_ids": outcome.output.cited_ids,
         "kept": evidence_ids,
+        "evidence": [EvidenceItem(kind="event", id=e, text=graph.events[e].render(), turn_ids=graph.events[e].turn_ids,
+                                  time=graph.events[e].time) for e in evidence_ids],
         "cost": outcome.cost,
         "fallbacks": fallbacks,
         "evidence_ranking": ranking,
@@ -518,7 +575,8 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
 
 def build_compass_graph() -> StateGraph:
     """The compass ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(CompassState, context_schema=CompassContext)
+    builder = StateGraph(CompassState, context_schema=CompassContext, input_schema=CompassInput,
+                         output_schema=CompassOutput)
     builder.add_node("planner", planner)
     builder.add_node("localize", localize)
     builder.add_node("explore", explore)
@@ -542,18 +600,18 @@ def answer(
     namespace: str,
     *,
     resources: Resources | None = None,
-    policy: str = "llm",
+    policy: str = "auto",
     question_date: str | None = None,
     context: CompassContext | None = None,
     **options: Any,
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` with the compass graph; options override ``CompassContext`` fields."""
     ctx = context_for_run(CompassContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources)
+    ctx, res = with_resources(ctx, resources, namespace=namespace)
     res.store.require_namespace(namespace)
     return invoke_strategy(
         "compass", graph,
-        {"namespace": namespace, "question": question, "question_date": question_date}, ctx,
+        {"question": question, "question_date": question_date}, ctx,
         namespace=namespace, tags=[f"explorers:{ctx.explorer_mode}"],
         recursion_limit=10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
         make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),

@@ -11,7 +11,7 @@ from typing import Any
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.goalmem_forward import answer_from_memories, react_step, reflect_on_answer, reformulate_question
 from logicmap.agents.goalmem_heuristics import MemoryLine
-from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.records import validate_namespace
@@ -36,7 +36,7 @@ class _Run:
         self.resources = resources or default_resources()
         self.resources.store.require_namespace(namespace)
         self.namespace = namespace
-        self.heuristic = policy == "heuristic"
+        self.heuristic = resolve_policy(policy, self.resources) == "heuristic"
         self.llm = None if self.heuristic else self.resources.llm
         self.method = self.resources.method
         self.backbone: Backbone = make_backbone(
@@ -90,7 +90,7 @@ class _Run:
 
 
 def answer_reformulate(
-    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", backbone: Any = "bm25",
     k: int = 5, max_queries: int = 3, max_memories: int = 60,
 ) -> AnswerResult:
     """Query reformulation: the LLM rewrites the question into queries; their hits are fused (RRF); one answer."""
@@ -107,7 +107,7 @@ def answer_reformulate(
 
 
 def answer_reflect(
-    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", backbone: Any = "bm25",
     k: int = 5, max_rounds: int = 2, max_memories: int = 60,
 ) -> AnswerResult:
     """Self-reflection: retrieve, draft, reflect; while the reflection finds a gap (at most ``max_rounds``),
@@ -131,7 +131,7 @@ def answer_reflect(
 
 
 def answer_react(
-    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "llm", backbone: Any = "bm25",
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", backbone: Any = "bm25",
     k: int = 5, max_steps: int = 4, max_memories: int = 60,
 ) -> AnswerResult:
     """ReAct: the LLM alternates thoughts and memory searches until it answers (at most ``max_steps``

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
@@ -30,9 +30,12 @@ from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
+    namespace_field,
+    policy_field,
     resources_field,
     resources_of,
     run_context,
+    run_namespace,
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
@@ -45,6 +48,8 @@ from logicmap.memory.retrieval import Backbone
 __all__ = [
     "FAILURE_ANSWER",
     "GoalMemContext",
+    "GoalMemInput",
+    "GoalMemOutput",
     "GoalMemState",
     "Retrieval",
     "RetrieveTask",
@@ -68,24 +73,58 @@ __all__ = [
 FAILURE_ANSWER = "I don't know"
 
 
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
 class GoalMemContext:
     """Per-run settings (a form in Studio). ``retriever`` overrides ``backbone`` with any LangChain
     ``BaseRetriever`` or object with ``search(query, k)`` (Python API only)."""
 
     max_breadth: int = 3
+    """Most decompositions of the goal tried (the breadth loop)."""
     max_depth: int = 5
+    """Most antecedent refinements of one decomposition (the depth loop)."""
     max_memories: int = 60
+    """Most memories retrieved per question."""
     k_per_subgoal: int = 5
+    """Memories retrieved per subgoal search."""
     backbone: str = "bm25"
-    policy: Literal["llm", "heuristic"] = "llm"
+    """The retrieval backbone: bm25 (turns), dense (turns) or events (the event graph)."""
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
     retriever: SkipJsonSchema[Any] = field(
         default=None,
         metadata={"description": "A LangChain BaseRetriever, an object with search(query, k) or a backbone name "
                                  "(Python callers only); overrides backbone when set."},
     )
+    namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class GoalMemInput(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    question: str
+    """The question to answer from the namespace's memory."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class GoalMemOutput(TypedDict, total=False):
+    """What a Goal-Mem run returns: the answer, its evidence, what it cost."""
+
+    answer: str
+    """The answer from the proved goal, or "I don't know" when no decomposition was proved."""
+    status: str
+    """answered, or failed when breadth was exhausted."""
+    evidence: list[EvidenceItem]
+    """The memories that resolved a subgoal, each with the turns (dia ids) it cites."""
+    stop_reason: str
+    """Why the search stopped without a proof (when it did)."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
 
 
 def call_bound(max_breadth: int, max_depth: int) -> int:
@@ -104,6 +143,8 @@ class Retrieval(BaseModel):
 
 
 class GoalMemState(TypedDict, total=False):
+    """The proof search; ``namespace`` is the run's, resolved once by ``parse_goal`` (never an input)."""
+
     question: str
     namespace: str
     goal: Goal | None
@@ -126,6 +167,7 @@ class GoalMemState(TypedDict, total=False):
     stop_reason: str
     answer: str
     status: str
+    evidence: list[EvidenceItem]
     retrieved: Annotated[list[Retrieval], operator.add]
     rejected: Annotated[list[str], operator.add]
     trace: Annotated[list[dict[str, Any]], operator.add]
@@ -240,10 +282,13 @@ def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
 
 
 def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-    """The question as an NL-Logic goal; resets the breadth loop."""
+    """The run's namespace resolved; the question as an NL-Logic goal; resets the breadth loop."""
+    namespace = run_namespace(_ctx(runtime).namespace)
+    resources_of(runtime).store.require_namespace(namespace)
     llm, heuristic, method = _llm(runtime)
     outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic)
     return {
+        "namespace": namespace,
         "goal": outcome.output,
         "breadth": 0,
         "step": 0,
@@ -357,9 +402,11 @@ def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str,
         llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
         method=method, heuristic=heuristic,
     )
+    pool = _pool(state)
     return {
         "answer": outcome.output.answer.strip(),
         "status": "answered",
+        "evidence": [pool[mid] for mid in supporting if mid in pool],
         **_spent(outcome),
         "trace": [{"node": "generate", "answer": outcome.output.answer.strip()}],
     }
@@ -368,7 +415,7 @@ def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str,
 def fail(state: GoalMemState) -> dict[str, Any]:
     """No proof within the breadth and depth limits: "I don't know"."""
     reason = state.get("stop_reason") or "breadth exhausted"
-    return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason,
+    return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason, "evidence": [],
             "trace": [{"node": "fail", "reason": reason}]}
 
 
@@ -453,7 +500,8 @@ def route_after_refine(
 
 def build_goalmem_graph() -> StateGraph:
     """The Goal-Mem ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(GoalMemState, context_schema=GoalMemContext)
+    builder = StateGraph(GoalMemState, context_schema=GoalMemContext, input_schema=GoalMemInput,
+                         output_schema=GoalMemOutput)
     builder.add_node("parse_goal", parse_goal)
     builder.add_node("decompose", decompose)
     builder.add_node("retrieve", retrieve)
@@ -476,7 +524,7 @@ def build_goalmem_graph() -> StateGraph:
 # -- the Python entry point --------------------------------------------------------------------------
 
 # Fields a caller may set through ``answer(**options)``; resources come through ``answer(resources=...)``.
-_OPTION_FIELDS = {f.name for f in fields(GoalMemContext)} - {"resources"}
+_OPTION_FIELDS = {f.name for f in fields(GoalMemContext)} - {"resources", "namespace"}
 
 
 def _answer_context(
@@ -498,7 +546,7 @@ def _answer_context(
         updates["backbone"] = getattr(backbone, "name", None) or type(backbone).__name__
     if context is not None:
         return dataclasses.replace(context, **updates)
-    updates.setdefault("policy", "heuristic" if policy == "heuristic" else "llm")
+    updates.setdefault("policy", policy)
     return GoalMemContext(**updates)
 
 
@@ -507,7 +555,7 @@ def answer(
     namespace: str,
     *,
     resources: Resources | None = None,
-    policy: str = "llm",
+    policy: str = "auto",
     backbone: Any = "bm25",
     context: GoalMemContext | None = None,
     **options: Any,
@@ -517,12 +565,12 @@ def answer(
     ``search(query, k)``. Options are ``GoalMemContext`` fields (``max_breadth``, ``max_depth``, ...;
     ``k`` is ``k_per_subgoal``)."""
     validate_namespace(namespace)
-    ctx, resources = with_resources(_answer_context(context, policy, backbone, options), resources)
+    ctx, resources = with_resources(_answer_context(context, policy, backbone, options), resources, namespace=namespace)
     resources.store.require_namespace(namespace)
     if ctx.retriever is None:
         make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
     return invoke_strategy(
-        "goalmem", graph, {"question": question, "namespace": namespace},
+        "goalmem", graph, {"question": question},
         ctx, namespace=namespace, tags=[f"backbone:{ctx.backbone}"],
         recursion_limit=25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
         make_result=lambda final, elapsed: _result(

@@ -20,7 +20,8 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, with_config
+from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
@@ -35,9 +36,12 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     default_resources,
+    namespace_field,
+    policy_field,
     resources_field,
     resources_of,
     run_context,
+    run_namespace,
     with_resources,
 )
 from logicmap.graphs.tracing import run_config
@@ -59,6 +63,8 @@ from logicmap.memory.topics import TopicLayer
 
 __all__ = [
     "IngestContext",
+    "IngestInput",
+    "IngestOutput",
     "IngestReport",
     "IngestState",
     "NamespaceSourceError",
@@ -98,18 +104,31 @@ class NamespaceSourceError(ValueError):
     """A namespace another source created (another conversation, the chat), which this ingest may not write into."""
 
 
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
 class IngestContext:
     """Per-run settings of the ingest graph (shown as a form in Studio)."""
 
-    policy: Literal["llm", "heuristic"] = "llm"
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     merge_threshold: float = 0.9
+    """A new event at least this similar to a stored one goes to the coreference judge (merge, link or add)."""
     topic_delta: float = 0.9
+    """A new event joins its most similar topic at this similarity, else opens a topic."""
     recluster_every: int = 4
+    """Sessions between full re-clusterings of the topic layer."""
     extract_facts: bool = True
+    """Extract REAL's temporal facts from each session."""
     extract_cues: bool = True
+    """Extract MRAgent's cues and tags from each session."""
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     """The chat model's context window in tokens: longer sessions are sent to each role in windows that fit."""
+    namespace: str | None = namespace_field()
+    source: SkipJsonSchema[str | None] = None
+    """Who writes (Python callers only): recorded as the namespace's source when this run creates it; default
+    the file's conversation (``conversation_source``), else 'api'."""
+    exclusive: SkipJsonSchema[bool] = False
+    """Refuse a namespace another source created (Python callers only; multi-conversation files)."""
     resources: ResourcesField = resources_field()
 
 
@@ -149,14 +168,40 @@ class IngestReport(BaseModel):
         return sum(s.cost.llm_calls for s in done) / len(done) if done else 0.0
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class IngestInput(TypedDict, total=False):
+    """What a caller supplies: a conversation file or its sessions (one of them). The namespace is the run's
+    (context or config), never part of the input."""
+
+    path: str | None
+    """A LoCoMo, LongMemEval or JSONL file holding one conversation, on the server's disk; a relative path is
+    resolved against the server's working directory."""
+    sessions: list[Session]
+    """The conversation's sessions, each {session_id, timestamp?, turns: [{dia_id, speaker, text}]}; wins over path."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class IngestOutput(TypedDict, total=False):
+    """What an ingest run returns: one report per session, the fallbacks taken, what it cost."""
+
+    namespace: str
+    """The namespace the run wrote to, resolved from its context or config."""
+    reports: Annotated[list[SessionReport], operator.add]
+    """Per session: ingested or skipped (already committed), turns, events, merges, relations and cost."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+
+
 class IngestState(TypedDict, total=False):
+    """The ingest run; ``namespace`` is the run's, resolved once by ``prepare`` (never an input)."""
+
     namespace: str
     path: str | None
     sessions: list[Session]
     source: str | None
     """Who writes (``conversation_source``, 'chat', 'api'): recorded as the namespace's source at its first commit."""
-    exclusive: bool
-    """Refuse a namespace that another source created (the per-conversation namespaces of a many-conversation file)."""
     pending: list[Session]
     current: Session | None
     turns: list[Turn]
@@ -209,9 +254,9 @@ def _advance(pending: list[Session]) -> dict[str, Any]:
     return {"current": pending[0] if pending else None, "pending": pending[1:]}
 
 
-def _sessions_of(state: IngestState) -> tuple[list[Session], str]:
-    """The sessions to ingest and who writes them (a file's conversation, else the state's source or 'api')."""
-    sessions, source = list(state.get("sessions") or []), state.get("source")
+def _sessions_of(state: IngestState, source: str | None = None) -> tuple[list[Session], str]:
+    """The sessions to ingest and who writes them (``source``, else a file's conversation, else 'api')."""
+    sessions = list(state.get("sessions") or [])
     if not sessions and state.get("path"):
         conversations = load_conversations(state["path"])
         if len(conversations) != 1:
@@ -558,19 +603,20 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
 
 
 def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Validate the namespace, skip sessions already committed, refuse a different session under a known id
+    """Resolve the run's namespace, skip sessions already committed, refuse a different session under a known id
     (and, for an exclusive ingest, a namespace another source created): all before anything is written."""
     res = resources_of(runtime)
-    namespace = validate_namespace(state.get("namespace"))
+    namespace = run_namespace(_ctx(runtime).namespace)
     manifest = res.store.manifest(namespace)
-    sessions, source = _sessions_of(state)
-    if state.get("exclusive"):
+    ctx = _ctx(runtime)
+    sessions, source = _sessions_of(state, ctx.source)
+    if ctx.exclusive:
         check_namespace_source(manifest, source, sessions)
     pending = _pending_sessions(namespace, manifest, sessions)
     reports = [SessionReport(session_id=s.session_id, skipped=True, policy=manifest.sessions[s.session_id].policy,
                              generation=manifest.sessions[s.session_id].generation)
                for s in sessions if s.session_id in manifest.sessions]
-    update: dict[str, Any] = {"reports": reports, "source": source, **_advance(pending)}
+    update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, **_advance(pending)}
     if pending and _ctx(runtime).policy == "llm" and res.llm is None:
         update["fallbacks"] = [FallbackRecord(role="ingest", reason="no chat model configured: heuristic policy used")]
     return update
@@ -781,7 +827,8 @@ def route_after_rebase(state: IngestState) -> Literal["fuse", "segment", "__end_
 
 def build_ingest_graph() -> StateGraph:
     """The ingest ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(IngestState, context_schema=IngestContext)
+    builder = StateGraph(IngestState, context_schema=IngestContext, input_schema=IngestInput,
+                         output_schema=IngestOutput)
     for name, node in [("prepare", prepare), ("segment", segment), ("relate", relate), ("fuse", fuse),
                        ("topics", topics), ("facts", facts), ("cues", cues), ("commit", commit), ("rebase", rebase)]:
         builder.add_node(name, node)
@@ -850,7 +897,7 @@ def ingest_conversation(
     namespace: str,
     *,
     resources: Resources | None = None,
-    policy: Literal["llm", "heuristic"] = "llm",
+    policy: Literal["auto", "llm", "heuristic"] = "auto",
     context: IngestContext | None = None,
     progress: bool | Callable[[SessionReport], None] = False,
     source: str | None = None,
@@ -876,7 +923,8 @@ def ingest_conversation(
         recluster_every=resources.settings.recluster_every,
         context_tokens=resources.settings.context_tokens,
     )
-    ctx, resources = with_resources(ctx, resources)
+    ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive)
+    ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
         metadata={"sessions": len(conversation.sessions)},
@@ -887,9 +935,8 @@ def ingest_conversation(
     compiled = graph
     if redo_fallbacks:
         from logicmap.graphs.ingest_redo import graph as compiled  # imports this module: loaded on demand
-    inputs = {"namespace": namespace, "sessions": conversation.sessions, "exclusive": exclusive,
-              "source": source or conversation_source(conversation)}
-    reports, fallbacks = _stream_reports(compiled, inputs, config, ctx, resources, on_report)
+    reports, fallbacks = _stream_reports(compiled, {"sessions": conversation.sessions}, config, ctx, resources,
+                                         on_report)
     if bar is not None:
         bar.close()
     total = Cost()

@@ -36,8 +36,8 @@ from logicmap.graphs.ingest import (
     relate,
     segment,
 )
-from logicmap.graphs.resources import resources_of
-from logicmap.memory.records import Event, Relation, event_id, relation_id, validate_namespace
+from logicmap.graphs.resources import resources_of, run_namespace
+from logicmap.memory.records import Event, Relation, event_id, relation_id
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 from logicmap.memory.topics import TopicLayer
 
@@ -186,7 +186,7 @@ def _retired_records(snapshot: NamespaceSnapshot, session_id: str, plan: _Plan) 
 def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The file's sessions whose manifest entry records fallbacks; the rest are reported as skipped."""
     res = resources_of(runtime)
-    namespace = validate_namespace(state.get("namespace"))
+    namespace = run_namespace(_ctx(runtime).namespace)
     policy, _ = _policy_and_llm(_ctx(runtime), res)
     if policy != "llm":
         raise NoModelForRedoError(
@@ -210,7 +210,7 @@ def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[st
                     generation=known.generation if known else 0,
                 )
             )
-    return {"reports": reports, **_advance(pending)}
+    return {"namespace": namespace, "reports": reports, **_advance(pending)}
 
 
 def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
+from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
@@ -31,9 +32,12 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     context_for_run,
+    namespace_field,
+    policy_field,
     resources_field,
     resources_of,
     run_context,
+    run_namespace,
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
@@ -46,6 +50,8 @@ from logicmap.prompts.real_roots import RootEntity, RootPlan
 
 __all__ = [
     "RealContext",
+    "RealInput",
+    "RealOutput",
     "RealState",
     "after_evaluate",
     "after_expand",
@@ -64,24 +70,66 @@ __all__ = [
 ]
 
 
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
 class RealContext:
     """Per-run settings of the REAL search (paper defaults; shown as a form in Studio)."""
 
-    policy: Literal["llm", "heuristic"] = "llm"
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     beam_width: int = 5
+    """Paths kept in the beam at each step."""
     depth: int = 3
+    """Most expansion steps from the root entities."""
     candidates: int = 5
+    """Outgoing facts considered per path and step (top-m by similarity)."""
     min_confidence: float = 0.8
+    """Facts below this confidence are followed only when the question asks for uncertain ones."""
     relevance_threshold: float = 0.5
+    """A path the evaluator scores below this relevance is dropped."""
     coherence_threshold: float = 0.5
+    """A path the evaluator scores below this coherence is dropped."""
     sufficiency_threshold: float = 0.7
+    """The search stops once a path is this sufficient to answer."""
     repair_budget: int = 2
+    """Most counterfactual repairs when the beam fails."""
     top_k: int = 5
+    """Paths kept as evidence after the global pruning."""
+    namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
 
 
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class RealInput(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    question: str
+    """The question to answer from the namespace's temporal facts."""
+    question_date: NotRequired[str | None]
+    """When the question is asked (YYYY-MM-DD, YYYY-MM or YYYY); unset = the latest time in memory."""
+    reference_time: NotRequired[str | None]
+    """The time the facts must be valid at (YYYY-MM-DD, YYYY-MM, YYYY or "now"); unset = the planner's reading."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class RealOutput(TypedDict, total=False):
+    """What a REAL run returns: the answer, its evidence paths, what it cost."""
+
+    answer: str
+    """The answer, written from the kept fact paths only."""
+    evidence: list[EvidenceItem]
+    """The kept fact paths, each with its times, confidence and the turns (dia ids) it cites."""
+    answer_paths: list[str]
+    """The ids of the paths the answer used."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
+
+
 class RealState(TypedDict, total=False):
+    """The beam search; ``namespace`` is the run's, resolved once by ``roots`` (never an input)."""
+
     question: str
     namespace: str
     reference_time: str | None  # input override: YYYY-MM-DD, YYYY-MM, YYYY or "now"
@@ -291,11 +339,15 @@ def _path_evidence(path: FactPath, index: FactIndex) -> EvidenceItem:
 def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     """Root entities with an exploration intent each (LLM planner; named entities or similarity without one)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
+    namespace = run_namespace(ctx.namespace)
+    res.store.require_namespace(namespace)
+    state = {**state, "namespace": namespace}  # type: ignore[assignment]
     snapshot, index = _load(state, res)
     similar = [f for f, _ in _similar_facts(state, res, snapshot, index)[:10]]
     plan, cost, fallbacks = _plan(state, ctx, res, index, similar)
     reference = state.get("reference_time") or plan.reference_time
     return {
+        "namespace": namespace,
         "roots": plan.roots,
         "reference": reference,
         "include_uncertain": plan.include_uncertain,
@@ -457,7 +509,7 @@ def after_repair(state: RealState) -> Literal["evaluate", "prune"]:
 
 def build_real_graph() -> StateGraph:
     """The ``real`` ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
-    builder = StateGraph(RealState, context_schema=RealContext)
+    builder = StateGraph(RealState, context_schema=RealContext, input_schema=RealInput, output_schema=RealOutput)
     builder.add_node("roots", roots)
     builder.add_node("expand", expand)
     builder.add_node("evaluate", evaluate)
@@ -479,7 +531,7 @@ def answer(
     namespace: str,
     *,
     resources: Resources | None = None,
-    policy: str = "llm",
+    policy: str = "auto",
     question_date: str | None = None,
     reference_time: str | None = None,
     context: RealContext | None = None,
@@ -487,11 +539,11 @@ def answer(
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace``'s facts with REAL; options override ``RealContext`` fields."""
     ctx = context_for_run(RealContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources)
+    ctx, res = with_resources(ctx, resources, namespace=namespace)
     res.store.require_namespace(namespace)
     return invoke_strategy(
         "real", graph,
-        {"namespace": namespace, "question": question, "question_date": question_date, "reference_time": reference_time},
+        {"question": question, "question_date": question_date, "reference_time": reference_time},
         ctx, namespace=namespace, recursion_limit=20 + 4 * (ctx.depth + 1) * (ctx.repair_budget + 1),
         make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
     )

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -21,7 +21,7 @@ from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
-from pydantic import ValidationError
+from pydantic import ConfigDict, ValidationError, with_config
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
@@ -30,16 +30,19 @@ from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
     context_for_run,
+    namespace_field,
+    policy_field,
     resources_field,
     resources_of,
     run_context,
+    run_namespace,
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
-from logicmap.memory.records import Cue, validate_namespace
+from logicmap.memory.records import Cue
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.text import NO_ANSWER, sentence_scores, split_sentences, tokenize
 from logicmap.memory.timeparse import date_text
@@ -50,6 +53,8 @@ from logicmap.tools.events import search_event_ids
 
 __all__ = [
     "ReconstructContext",
+    "ReconstructInput",
+    "ReconstructOutput",
     "ReconstructState",
     "after_answer",
     "after_navigate",
@@ -71,17 +76,53 @@ __all__ = [
 _TEMPORAL_WORDS = ("when", "what date", "what time", "how long ago", "which day", "which month", "which year")
 
 
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
 class ReconstructContext:
     """Per-run budgets of the reconstruction graph (MRAgent defaults: 8 turns, 10 tool calls per turn)."""
 
-    policy: Literal["llm", "heuristic"] = "llm"
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     max_turns: int = 8
+    """Most reasoning turns before the final answer is forced."""
     max_tool_calls_per_turn: int = 10
+    """Most memory-tool calls run per turn (extra calls are dropped and reported to the model)."""
     k: int = 5
+    """Events per search: the no-LLM navigator's searches and the forced answer's top-k when nothing was reached."""
     seed_events: int = 5
+    """Events the question's cues lead to that start the active set."""
     max_evidence: int = 12
+    """Most active-set items shown to the final answer."""
+    namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class ReconstructInput(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    question: str
+    """The question to answer from the namespace's memory."""
+    question_date: NotRequired[str | None]
+    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class ReconstructOutput(TypedDict, total=False):
+    """What a reconstruction run returns: the answer, its evidence, what it cost."""
+
+    answer: str
+    """The answer, reconstructed from memory."""
+    final: ReconstructedAnswer | None
+    """The answer with the event and turn ids (dia ids) it cites and its confidence."""
+    active: list[EvidenceItem]
+    """The evidence the navigation reached (events, facts, turns), each with the turns it cites."""
+    mode: str
+    """answered (the model's answer was valid), heuristic, or forced (budgets spent or invalid answer)."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
 
 
 def merge_active(left: list[EvidenceItem] | None, right: list[EvidenceItem] | None) -> list[EvidenceItem]:
@@ -99,6 +140,8 @@ def merge_active(left: list[EvidenceItem] | None, right: list[EvidenceItem] | No
 
 
 class ReconstructState(TypedDict, total=False):
+    """The navigation; ``namespace`` is the run's, resolved once by ``seed`` (never an input)."""
+
     namespace: str
     question: str
     question_date: str | None
@@ -111,6 +154,7 @@ class ReconstructState(TypedDict, total=False):
     dropped_last: int
     trace: Annotated[list[dict[str, Any]], operator.add]
     final: ReconstructedAnswer | None
+    answer: str
     mode: str
     cost: Annotated[Cost, add_cost]
     fallbacks: Annotated[list[FallbackRecord], operator.add]
@@ -397,9 +441,10 @@ def _top_events(question: str, k: int, res: Resources, snapshot: NamespaceSnapsh
 
 
 def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
-    """The question's cues and the events they lead to start the active set and the navigator's prompt."""
+    """The run's namespace resolved; the question's cues and the events they lead to start the active set and
+    the navigator's prompt."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = validate_namespace(state.get("namespace"))
+    namespace = run_namespace(ctx.namespace)
     res.store.require_namespace(namespace)
     snapshot = res.store.snapshot(namespace)
     question = state["question"]
@@ -497,7 +542,7 @@ def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
     except (ValueError, ValidationError, TypeError) as exc:
         result, problems = None, [str(exc)[:500]]
     if not problems and result is not None:
-        return {"final": result, "mode": "answered" if _use_llm(ctx, res) else "heuristic"}
+        return {"final": result, "answer": result.answer, "mode": "answered" if _use_llm(ctx, res) else "heuristic"}
     return {"final": None, "mode": "forced",
             "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)]}
 
@@ -530,7 +575,8 @@ def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) 
         metadata={"prompt_version": prompt.VERSION},
     )
     fallbacks = [outcome.fallback] if outcome.fallback and _use_llm(ctx, res) else []
-    return {"final": outcome.output, "mode": "forced", "cost": outcome.cost, "fallbacks": fallbacks, "active": found}
+    return {"final": outcome.output, "answer": outcome.output.answer, "mode": "forced", "cost": outcome.cost,
+            "fallbacks": fallbacks, "active": found}
 
 
 # -- routers ----------------------------------------------------------------------------------------
@@ -561,7 +607,8 @@ def after_answer(state: ReconstructState) -> Literal["force_answer", "__end__"]:
 
 def build_reconstruct_graph() -> StateGraph:
     """The reconstruction ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
-    builder = StateGraph(ReconstructState, context_schema=ReconstructContext)
+    builder = StateGraph(ReconstructState, context_schema=ReconstructContext, input_schema=ReconstructInput,
+                         output_schema=ReconstructOutput)
     builder.add_node("seed", seed)
     builder.add_node("navigate", navigate)
     builder.add_node("tools", run_tools)
@@ -581,18 +628,18 @@ def answer(
     namespace: str,
     *,
     resources: Resources | None = None,
-    policy: str = "llm",
+    policy: str = "auto",
     question_date: str | None = None,
     context: ReconstructContext | None = None,
     **options: Any,
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` by active reconstruction; options override ``ReconstructContext`` fields."""
     ctx = context_for_run(ReconstructContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources)
+    ctx, res = with_resources(ctx, resources, namespace=namespace)
     res.store.require_namespace(namespace)
     return invoke_strategy(
         "reconstruct", graph,
-        {"namespace": namespace, "question": question, "question_date": question_date}, ctx,
+        {"question": question, "question_date": question_date}, ctx,
         namespace=namespace, recursion_limit=12 + 3 * ctx.max_turns,
         make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
     )

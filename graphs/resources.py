@@ -20,10 +20,15 @@ from logicmap.memory.store import MemoryStore
 from logicmap.memory.tenancy import resolve_namespace
 
 __all__ = [
+    "NAMESPACE_DESCRIPTION",
+    "POLICY_DESCRIPTION",
     "Resources",
     "ResourcesField",
     "context_for_run",
     "default_resources",
+    "namespace_field",
+    "policy_field",
+    "resolve_policy",
     "resources_field",
     "resources_of",
     "run_context",
@@ -104,6 +109,43 @@ def resources_field() -> Any:
                                                         "unset = the process-wide defaults from LOGICMAP_* settings."})
 
 
+NAMESPACE_DESCRIPTION = (
+    "The tenant this run reads and writes: a name, or a template such as '{user_id}' filled from "
+    "config['configurable']; unset = config['configurable']['namespace']. A run that names none fails "
+    "(NamespaceRequiredError), it never falls back to a default namespace."
+)
+POLICY_DESCRIPTION = (
+    "auto = the LLM policy when a chat model is configured (LOGICMAP_CHAT_MODEL), else the no-LLM path; "
+    "llm = the LLM roles (each records a fallback when no model answers); heuristic = no LLM call at all."
+)
+
+
+def namespace_field() -> Any:
+    """The ``namespace`` field every graph's context declares (``namespace: str | None = namespace_field()``)."""
+    return field(default=None, metadata={"description": NAMESPACE_DESCRIPTION})
+
+
+def policy_field() -> Any:
+    """The ``policy`` field every graph's context declares, defaulting to ``auto``."""
+    return field(default="auto", metadata={"description": POLICY_DESCRIPTION})
+
+
+def resolve_policy(policy: str, resources: Resources) -> str:
+    """``auto`` resolved: ``llm`` when the run has a chat model, else ``heuristic``; other policies unchanged."""
+    if policy == "auto":
+        return "llm" if resources.llm is not None else "heuristic"
+    if policy not in ("llm", "heuristic"):
+        raise ValueError(f"unknown policy {policy!r}; choose auto, llm or heuristic")
+    return policy
+
+
+def _policy_resolved(ctx: C, resources: Resources) -> C:
+    policy = getattr(ctx, "policy", None)
+    if policy is None or policy in ("llm", "heuristic"):
+        return ctx
+    return replace(ctx, policy=resolve_policy(policy, resources))  # type: ignore[type-var]
+
+
 def resources_of(runtime: Any) -> Resources:
     """The resources a node runs against: those its run's context carries, else the process-wide defaults.
 
@@ -116,24 +158,31 @@ def resources_of(runtime: Any) -> Resources:
 
 def run_context(runtime: Any, cls: type[C]) -> C:
     """A node's per-run settings as ``cls``: the context object itself, a dict (Studio's form), the
-    shared fields of a parent graph's context, or the defaults when the run was given none."""
+    shared fields of a parent graph's context, or the defaults when the run was given none; an ``auto``
+    policy resolved against the run's resources (``resolve_policy``)."""
     ctx = getattr(runtime, "context", None)
-    if isinstance(ctx, cls):
-        return ctx
     names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-    if isinstance(ctx, dict):
-        return cls(**{k: v for k, v in ctx.items() if k in names})
-    if ctx is not None:
-        return cls(**{n: getattr(ctx, n) for n in names if hasattr(ctx, n)})
-    return cls()
+    if isinstance(ctx, cls):
+        found = ctx
+    elif isinstance(ctx, dict):
+        found = cls(**{k: v for k, v in ctx.items() if k in names})
+    elif ctx is not None:
+        found = cls(**{n: getattr(ctx, n) for n in names if hasattr(ctx, n)})
+    else:
+        found = cls()
+    return _policy_resolved(found, resources_of(runtime))
 
 
-def with_resources(ctx: C, resources: Resources | None) -> tuple[C, Resources]:
+def with_resources(ctx: C, resources: Resources | None, *, namespace: str | None = None) -> tuple[C, Resources]:
     """``ctx`` carrying the resources a call runs against: ``resources`` when given, else those ``ctx``
-    already carries, else the process-wide defaults."""
+    already carries, else the process-wide defaults; its ``auto`` policy resolved against them, and
+    ``namespace`` (a Python caller's argument) as the run's namespace when given."""
     carried = getattr(ctx, "resources", None)
     res = resources or (carried if isinstance(carried, Resources) else default_resources())
-    return replace(ctx, resources=res), res  # type: ignore[type-var]
+    updates: dict[str, Any] = {"resources": res}
+    if namespace is not None:
+        updates["namespace"] = namespace
+    return _policy_resolved(replace(ctx, **updates), res), res  # type: ignore[type-var]
 
 
 def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[str, Any]) -> C:
@@ -141,9 +190,10 @@ def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[
     policy and the options that name its fields."""
     if context is not None:
         return context
+    if policy not in ("auto", "llm", "heuristic"):
+        raise ValueError(f"unknown policy {policy!r}; choose auto, llm or heuristic")
     names = {f.name for f in fields(cls)} - {"policy"}  # type: ignore[arg-type]
-    return cls(policy=policy if policy in ("llm", "heuristic") else "llm",  # type: ignore[call-arg]
-               **{k: v for k, v in options.items() if k in names})
+    return cls(policy=policy, **{k: v for k, v in options.items() if k in names})  # type: ignore[call-arg]
 
 
 def run_namespace(template: str | None) -> str:

@@ -1,6 +1,6 @@
 """Named answering strategies, resolved lazily: ``answer(strategy, question, namespace, ...)``.
 
-Each strategy module provides ``answer(question, namespace, *, resources=None, policy="llm", **options)``
+Each strategy module provides ``answer(question, namespace, *, resources=None, policy="auto", **options)``
 returning an ``AnswerResult``.
 """
 

@@ -183,7 +183,9 @@ def invoke_strategy(
         strategy, namespace=namespace, policy=context.policy, budgets=context,
         inputs={"question": inputs.get("question"), "namespace": namespace}, tags=tags, recursion_limit=recursion_limit,
     ) as run:
-        final = compiled.invoke(dict(inputs), config=run.config, context=context)
+        # The whole final state, not only the output schema Studio shows: the result is built from it.
+        state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
+        final = compiled.invoke(dict(inputs), config=run.config, context=context, output_keys=state_keys)
         result = make_result(final, time.perf_counter() - started)
         run.finish(result)
     return result

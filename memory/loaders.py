@@ -634,7 +634,9 @@ def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmem
     """
     path = Path(path)
     if not path.exists():
-        raise DataFormatError(path, "file", "-", "no such file")
+        # A relative path names the directory it was resolved against: a server's is not the caller's.
+        where = "" if path.is_absolute() else f" (resolved against {Path.cwd()})"
+        raise DataFormatError(path, "file", "-", f"no such file{where}")
     if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
         return load_jsonl(path)
     if fmt == "auto":

@@ -1,17 +1,24 @@
 """Typed LangChain tools over LogicMap memory: the toolkit any agent can be given.
 
-Factories bind a namespace and a store; ``create_memory_toolkit`` builds the whole set.
+Factories bind a namespace (a name, or a template such as ``"{user_id}"`` resolved per call from the call's
+``config["configurable"]``) and a store; ``create_memory_toolkit`` builds the whole set.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
 
 from logicmap.memory.store import MemoryStore
-from logicmap.tools.common import MemoryToolConfigError, ToolArgumentError, ToolNamespaceError
+from logicmap.tools.common import (
+    MemoryToolConfigError,
+    ToolArgumentError,
+    ToolNamespaceError,
+    ToolNamespaceRequiredError,
+)
 from logicmap.tools.events import (
     create_events_in_time_range_tool,
     create_get_event_tool,
@@ -36,6 +43,7 @@ __all__ = [
     "SessionIngester",
     "ToolArgumentError",
     "ToolNamespaceError",
+    "ToolNamespaceRequiredError",
     "create_events_in_time_range_tool",
     "create_get_event_tool",
     "create_get_neighbors_tool",
@@ -63,7 +71,7 @@ MRAGENT_TOOLS = (
 
 
 def create_memory_toolkit(
-    namespace: str,
+    namespace: str | None,
     *,
     store: MemoryStore,
     embeddings: Embeddings | None = None,
@@ -74,9 +82,13 @@ def create_memory_toolkit(
     """The memory tools for one namespace: the event tools, MRAgent's operators, and ``remember`` when an
     ``ingest`` callable is given. ``include`` keeps only the named tools.
 
-    Raises ``ToolNamespaceError`` (a ``MemoryToolConfigError``) when the namespace has no memory.
+    ``namespace`` is a name, or a template such as ``"{user_id}"`` filled on each call from the call's
+    ``config["configurable"]`` (``None``: ``configurable["namespace"]``); a call that names none raises
+    ``ToolNamespaceRequiredError``. With ``ingest`` (writes allowed) a brand-new namespace works: reads find
+    nothing until ``remember`` stores something. Without it an unknown namespace raises ``ToolNamespaceError``
+    (a ``MemoryToolConfigError``), when the toolkit is built for a fixed name, else on the call.
     """
-    common = {"store": store}
+    common: dict[str, Any] = {"store": store, "require_namespace": ingest is None}
     tools: list[BaseTool] = [
         create_search_events_tool(namespace, embeddings=embeddings, k=k, **common),
         create_get_event_tool(namespace, **common),

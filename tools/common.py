@@ -2,6 +2,8 @@
 
 A tool's sync and async bodies run one implementation; wrong arguments come back as an error
 ToolMessage the model can read; configuration errors (``MemoryToolConfigError``) raise.
+A tool's namespace is a name fixed when it is built, or a template such as ``"{user_id}"`` (or ``None``:
+``configurable["namespace"]``) resolved on each call from the ``config`` LangChain injects, as LangMem does.
 """
 
 from __future__ import annotations
@@ -11,17 +13,20 @@ import difflib
 import inspect
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
 from langchain_core.embeddings import Embeddings
+from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
+from logicmap.memory.tenancy import NamespaceRequiredError, resolve_namespace
 from logicmap.memory.timeparse import parse_date
 
 __all__ = [
@@ -30,7 +35,9 @@ __all__ = [
     "MemoryToolConfigError",
     "ToolArgumentError",
     "ToolNamespaceError",
+    "ToolNamespaceRequiredError",
     "ToolResult",
+    "call_namespace",
     "event_interval",
     "event_line",
     "event_record",
@@ -62,37 +69,74 @@ class ToolNamespaceError(MemoryToolConfigError, UnknownNamespaceError):
         UnknownNamespaceError.__init__(self, error.namespace)
 
 
+class ToolNamespaceRequiredError(MemoryToolConfigError, NamespaceRequiredError):
+    """A tool call whose config names no namespace (or not the values its template needs)."""
+
+
+# The ``configurable`` of the tool call running in this context (set by ``make_memory_tool`` around each call).
+_call_configurable: ContextVar[Mapping[str, Any] | None] = ContextVar("logicmap_tool_configurable", default=None)
+
+
+def _is_template(namespace: str | None) -> bool:
+    return namespace is None or "{" in namespace
+
+
+def call_namespace(namespace: str | None) -> str:
+    """The namespace of the running tool call: ``namespace`` itself, or the template filled from the call's
+    ``configurable`` (``None``: ``configurable["namespace"]``). Errors are configuration errors: they raise."""
+    try:
+        return resolve_namespace(namespace, _call_configurable.get() or {})
+    except NamespaceRequiredError as exc:
+        raise ToolNamespaceRequiredError(str(exc)) from None
+    except ValueError as exc:
+        raise MemoryToolConfigError(str(exc)) from None
+
+
 class ToolArgumentError(ToolException):
     """Arguments the model got wrong; the message says what to do instead."""
 
 
 @dataclass
 class MemoryAccess:
-    """The injected side of a tool: which namespace, which store, which embedder. Never shown to the LLM."""
+    """The injected side of a tool: which namespace, which store, which embedder. Never shown to the LLM.
 
-    namespace: str
+    ``namespace`` is a fixed name or a template resolved per call (``call_namespace``). ``require``: an unknown
+    namespace is a ``ToolNamespaceError``; without it (a toolkit that may write) it reads as empty memory.
+    """
+
+    namespace: str | None
     store: MemoryStore
     embeddings: Embeddings | None = None
+    require: bool = True
 
     @classmethod
     def checked(
-        cls, namespace: str, store: MemoryStore, embeddings: Embeddings | None = None, *, require: bool = True
+        cls, namespace: str | None, store: MemoryStore, embeddings: Embeddings | None = None, *, require: bool = True
     ) -> MemoryAccess:
+        if store is None:
+            raise MemoryToolConfigError("a memory tool needs a store (MemoryStore)")
+        access = cls(namespace, store, embeddings, require)
+        if _is_template(namespace):
+            return access  # resolved, and checked, on each call
         try:
             validate_namespace(namespace)
         except ValueError as exc:
             raise MemoryToolConfigError(str(exc)) from exc
-        if store is None:
-            raise MemoryToolConfigError("a memory tool needs a store (MemoryStore)")
-        if require:
+        access.resolved()
+        return access
+
+    def resolved(self) -> str:
+        """The namespace of the running call; ``ToolNamespaceError`` when it is unknown and required."""
+        namespace = call_namespace(self.namespace)
+        if self.require:
             try:
-                store.require_namespace(namespace)
+                self.store.require_namespace(namespace)
             except UnknownNamespaceError as exc:
                 raise ToolNamespaceError(exc) from exc
-        return cls(namespace, store, embeddings)
+        return namespace
 
     def snapshot(self) -> NamespaceSnapshot:
-        return self.store.snapshot(self.namespace)
+        return self.store.snapshot(self.resolved())
 
     def event(self, snapshot: NamespaceSnapshot, event_id: str) -> Event:
         """The event, or a ``ToolArgumentError`` that names the closest ids and how to find real ones."""
@@ -206,7 +250,9 @@ def make_memory_tool(
     ToolMessage; ``MemoryToolConfigError`` propagates.
     """
 
-    def guarded(**kwargs: Any) -> ToolResult:
+    def guarded(config: RunnableConfig, **kwargs: Any) -> ToolResult:
+        # The call's configurable (injected by LangChain, hidden from the model) resolves a template namespace.
+        token = _call_configurable.set((config or {}).get("configurable") or {})
         try:
             return run(**kwargs)
         except (ToolException, MemoryToolConfigError):
@@ -217,9 +263,11 @@ def make_memory_tool(
                 f"{name} failed: {type(exc).__name__}: {_clip(str(exc), 200)}. "
                 "Try different arguments or another tool."
             ) from exc
+        finally:
+            _call_configurable.reset(token)
 
-    async def guarded_async(**kwargs: Any) -> ToolResult:
-        return await asyncio.to_thread(guarded, **kwargs)
+    async def guarded_async(config: RunnableConfig, **kwargs: Any) -> ToolResult:
+        return await asyncio.to_thread(guarded, config, **kwargs)
 
     return StructuredTool.from_function(
         func=guarded,

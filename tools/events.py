@@ -104,7 +104,7 @@ def search_event_ids(
 
 
 def create_search_events_tool(
-    namespace: str,
+    namespace: str | None,
     *,
     store: MemoryStore,
     embeddings: Embeddings | None = None,
@@ -132,7 +132,7 @@ def create_search_events_tool(
 
 
 def create_get_event_tool(
-    namespace: str, *, store: MemoryStore, name: str = "get_event", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "get_event", require_namespace: bool = True
 ) -> StructuredTool:
     """``get_event(event_id)``: an event with its turns verbatim and its neighbours."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -159,7 +159,7 @@ def create_get_event_tool(
 
 
 def create_get_neighbors_tool(
-    namespace: str, *, store: MemoryStore, name: str = "get_neighbors", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "get_neighbors", require_namespace: bool = True
 ) -> StructuredTool:
     """``get_neighbors(event_id, relation_types)``: events linked to an event, with the relation labels."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -198,7 +198,7 @@ def create_get_neighbors_tool(
 
 
 def create_events_in_time_range_tool(
-    namespace: str, *, store: MemoryStore, name: str = "events_in_time_range", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "events_in_time_range", require_namespace: bool = True
 ) -> StructuredTool:
     """``events_in_time_range(start, end)``: events whose date falls in a range (inclusive)."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -234,7 +234,7 @@ def create_events_in_time_range_tool(
 
 
 def create_topic_events_tool(
-    namespace: str, *, store: MemoryStore, name: str = "topic_events", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "topic_events", require_namespace: bool = True
 ) -> StructuredTool:
     """``topic_events(topic_id)``: the events of one topic of the topic layer."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)

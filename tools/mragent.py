@@ -86,7 +86,7 @@ def _unknown_person(index: CueIndex, person: str) -> ToolArgumentError:
 
 
 def create_query_tag_events_tool(
-    namespace: str, *, store: MemoryStore, name: str = "query_tag_events", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "query_tag_events", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_tag_events(cue, tag)``: events a cue leads to, through its tags."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -130,7 +130,7 @@ def create_query_tag_events_tool(
 
 
 def create_query_event_keywords_tool(
-    namespace: str, *, store: MemoryStore, name: str = "query_event_keywords", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "query_event_keywords", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_event_keywords(event_id)``: the cues of an event and their tags."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -156,7 +156,7 @@ def create_query_event_keywords_tool(
 
 
 def create_query_conversation_time_tool(
-    namespace: str, *, store: MemoryStore, name: str = "query_conversation_time", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "query_conversation_time", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_conversation_time(event_id)``: when an event happened and when it was talked about."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -187,7 +187,7 @@ def create_query_conversation_time_tool(
 
 
 def create_query_event_context_tool(
-    namespace: str, *, store: MemoryStore, name: str = "query_event_context", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "query_event_context", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_event_context(event_id, window)``: the event's turns with the turns around them."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -220,7 +220,7 @@ def create_query_event_context_tool(
 
 
 def create_query_personal_aspect_tool(
-    namespace: str, *, store: MemoryStore, name: str = "query_personal_aspect", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "query_personal_aspect", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_personal_aspect(person, aspect)``: facts about one aspect of a person."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -247,7 +247,7 @@ def create_query_personal_aspect_tool(
 
 
 def create_query_personal_information_tool(
-    namespace: str, *, store: MemoryStore, name: str = "query_personal_information", require_namespace: bool = True
+    namespace: str | None, *, store: MemoryStore, name: str = "query_personal_information", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_personal_information(person)``: every fact about a person, grouped by aspect."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)

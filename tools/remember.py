@@ -16,7 +16,14 @@ from pydantic import Field
 from logicmap.memory.loaders import RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
-from logicmap.tools.common import MemoryToolConfigError, ToolArgs, ToolArgumentError, ToolResult, make_memory_tool
+from logicmap.tools.common import (
+    MemoryToolConfigError,
+    ToolArgs,
+    ToolArgumentError,
+    ToolResult,
+    call_namespace,
+    make_memory_tool,
+)
 
 __all__ = ["RememberArgs", "SessionIngester", "create_remember_tool", "statement_session"]
 
@@ -40,7 +47,7 @@ def statement_session(namespace: str, text: str, speaker: str, when: datetime, *
 
 
 def create_remember_tool(
-    namespace: str,
+    namespace: str | None,
     *,
     ingest: SessionIngester,
     name: str = "remember",
@@ -48,14 +55,16 @@ def create_remember_tool(
 ) -> StructuredTool:
     """``remember(text, speaker, when)``: store a statement in memory through ``ingest``.
 
-    The namespace need not exist yet (the first remembered statement creates it).
+    The namespace need not exist yet (the first remembered statement creates it). A template such as
+    ``"{user_id}"`` (or ``None``: ``configurable["namespace"]``) is resolved on each call from its config.
     """
     if not callable(ingest):
         raise MemoryToolConfigError("create_remember_tool needs an ingest callable: ingest(session, namespace)")
-    try:
-        validate_namespace(namespace)
-    except ValueError as exc:
-        raise MemoryToolConfigError(str(exc)) from exc
+    if namespace is not None and "{" not in namespace:
+        try:
+            validate_namespace(namespace)
+        except ValueError as exc:
+            raise MemoryToolConfigError(str(exc)) from exc
 
     def remember(text: str, speaker: str = "user", when: str | None = None) -> ToolResult:
         """Store something worth remembering (a fact, plan, preference or event someone stated) in long-term
@@ -70,8 +79,9 @@ def create_remember_tool(
                     f"Could not read when={when!r}. Use YYYY-MM-DD or 'YYYY-MM-DD HH:MM', or leave it out for now."
                 )
             moment = parsed
-        session = statement_session(namespace, text, speaker, moment)
-        report = ingest(session, namespace)
+        target = call_namespace(namespace)
+        session = statement_session(target, text, speaker, moment)
+        report = ingest(session, target)
         turn = session.turns[0]
         summary, turn_id = "", turn.dia_id
         sessions = getattr(report, "sessions", None)

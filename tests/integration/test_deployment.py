@@ -104,11 +104,11 @@ def test_api_server_on_a_chroma_server_serves_two_clients_and_shares_memory(
     async def client_session(namespace: str) -> dict[str, Any]:
         client = get_client(url=server.url)
         ingested = await client.runs.wait(
-            None, "ingest", input={"namespace": namespace, "path": str(SAMPLE)}, context={"policy": "heuristic"}
+            None, "ingest", input={"path": str(SAMPLE)}, context={"namespace": namespace, "policy": "heuristic"}
         )
         answered = await client.runs.wait(
-            None, "compass", input={"namespace": namespace, "question": "What is the name of Maya's dog?"},
-            context={"policy": "heuristic"},
+            None, "compass", input={"question": "What is the name of Maya's dog?"},
+            context={"namespace": namespace, "policy": "heuristic"},
         )  # fmt: skip
         return {"ingested": ingested, "answered": answered}
 

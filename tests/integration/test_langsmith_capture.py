@@ -51,8 +51,8 @@ for strategy in ("compass", "goalmem", "real", "reconstruct"):
 context = IngestContext(policy="heuristic")
 with traced_run("ingest", namespace="traced-root", policy="heuristic", inputs={"sessions": 1}, budgets=context) as run:
     final = build_ingest_graph().compile().invoke(
-        {"namespace": "traced-root", "sessions": sessions[:1]}, config=run.config,
-        context=dataclasses.replace(context, resources=resources))
+        {"sessions": sessions[:1]}, config=run.config,
+        context=dataclasses.replace(context, namespace="traced-root", resources=resources))
     run.finish({"sessions": len(final["reports"])}, cost=final["cost"])
 out["traced_run_id"] = run.run_id
 

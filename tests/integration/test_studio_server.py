@@ -54,26 +54,33 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
         assistants = await client.assistants.search(limit=50)
         by_graph = {a["graph_id"]: a["assistant_id"] for a in assistants}
         assert set(by_graph) == set(server.graph_ids)
-        forms = {}
+        forms, inputs = {}, {}
         for graph_id, assistant_id in by_graph.items():
             schemas = await client.assistants.get_schemas(assistant_id)
             forms[graph_id] = sorted((schemas.get("context_schema") or {}).get("properties", {}))
+            inputs[graph_id] = sorted((schemas.get("input_schema") or {}).get("properties", {}))
         ingested = await client.runs.wait(
-            None, "ingest", input={"namespace": "sample", "path": str(SAMPLE)}, context={"policy": "heuristic"}
+            None, "ingest", input={"path": str(SAMPLE)}, context={"namespace": "sample", "policy": "heuristic"}
         )
         compass = None
         if "compass" in by_graph:
+            # The server takes a run's context or its configurable, not both: the template sits on an
+            # assistant, each run names its user in configurable (as LangMem's tools are deployed).
+            per_user = await client.assistants.create("compass", context={"namespace": "{user_id}"})
             thread = await client.threads.create()
             compass = await client.runs.wait(
-                thread["thread_id"], "compass",
-                input={"namespace": "sample", "question": "What is the name of Maya's dog?"},
-                context={"policy": "heuristic"},
+                thread["thread_id"], per_user["assistant_id"],
+                input={"question": "What is the name of Maya's dog?"},
+                config={"configurable": {"user_id": "sample"}},
             )  # fmt: skip
-        return {"forms": forms, "ingested": ingested, "compass": compass}
+        return {"forms": forms, "inputs": inputs, "ingested": ingested, "compass": compass}
 
     outcome = _run(scenario())
     assert all(outcome["forms"][g] for g in server.graph_ids), outcome["forms"]  # a settings form per graph
-    assert "policy" in outcome["forms"]["ingest"]
+    assert "policy" in outcome["forms"]["ingest"] and "namespace" in outcome["forms"]["ingest"]
+    # The input is what a user supplies; the tenant is the run's (context or config), never an input field.
+    assert outcome["inputs"]["ingest"] == ["path", "sessions"] and outcome["inputs"]["compass"] == ["question",
+                                                                                                  "question_date"]
 
     ingested = outcome["ingested"]
     assert [r["session_id"] for r in ingested["reports"]] == ["S1", "S2", "S3", "S4", "S5"]

@@ -169,8 +169,9 @@ def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample
     sample_memory.llm_ = ScriptedChatModel(replies=list(replies), default="")
     try:
         graph = reconstruct.build_reconstruct_graph().compile()
-        final = graph.invoke({"namespace": "sample", "question": "What is the name of Maya's dog?"},
-                             context=reconstruct.ReconstructContext(policy="llm", resources=sample_memory))
+        final = graph.invoke({"question": "What is the name of Maya's dog?"}, output_keys=["messages"],
+                             context=reconstruct.ReconstructContext(policy="llm", namespace="sample",
+                                                                    resources=sample_memory))
     finally:
         sample_memory.llm_ = None
     tool_messages = [m for m in final["messages"] if isinstance(m, ToolMessage)]

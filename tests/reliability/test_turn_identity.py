@@ -195,7 +195,7 @@ def test_a_rebase_after_a_racing_writer_renames_the_turns_it_took(module_resourc
     rng = random.Random("race")
     mine = _file(rng, "mine", [2], within=False)
     mine.sessions[0].turns = [RawTurn(dia_id=d, speaker="Ana", text=f"mine {d}: pottery class") for d in ("D1:1", "D1:2")]
-    state: dict[str, Any] = {"namespace": namespace, "sessions": mine.sessions}
+    state: dict[str, Any] = {"sessions": mine.sessions}
     for node in (prepare, segment, relate, fuse, topics):
         state.update(node(state, runtime))
     assert [t.dia_id for t in state["turns"]] == ["D1:1", "D1:2"]
@@ -213,10 +213,11 @@ def test_a_rebase_after_a_racing_writer_renames_the_turns_it_took(module_resourc
                             "S2": {"D1:1": "mine D1:1: pottery class", "D1:2": "mine D1:2: pottery class"}})
 
 
-def _runtime(res: Resources) -> Any:
+def _runtime(res: Resources, namespace: str = "race") -> Any:
     from langgraph.runtime import Runtime
 
-    context = IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=res)
+    context = IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace=namespace,
+                            resources=res)
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.compass import CompassContext, answer, build_compass_graph, graph
+from logicmap.graphs.compass import CompassContext, CompassState, answer, build_compass_graph, graph
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Event, Relation, Topic, relation_id
 from logicmap.memory.store import ChangeSet
@@ -156,8 +156,9 @@ def test_localization_draws_candidates_from_distinct_topics_even_without_topics(
     events = {f"P{i}": f"dog walk in the park number {i}" for i in range(6)}
     events.update({"Q": "a dog at the beach", "R": "the park bench"})
     build_namespace(resources, "g", events, [], {"T0": [f"P{i}" for i in range(6)], "T1": ["Q"], "T2": ["R"]})
-    final = graph.invoke({"namespace": "g", "question": "dog walk in the park"},
-                         context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1, resources=resources))
+    final = graph.invoke({"question": "dog walk in the park"}, output_keys=list(CompassState.__annotations__),
+                         context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1, namespace="g",
+                                                resources=resources))
     candidates = next(entry for entry in final["log"] if entry["node"] == "localize")["candidates"]
     assert {"Q", "R"} <= set(candidates) and len([c for c in candidates if c.startswith("P")]) == 3
 
@@ -187,8 +188,9 @@ def test_priorities_follow_the_satisfaction_vector(resources) -> None:
         PLANNER: [{"subgoals": subgoals}], LOCALIZER: [{"event_ids": ["A"]}],
         RESPONDER: [{"answer": "x", "cited_ids": []}],
     }, respond=explorer)
-    final = graph.invoke({"namespace": "g", "question": "cafe drink and date"},
-                         context=CompassContext(explorers=1, max_steps=3, max_refinements=0, resources=resources))
+    final = graph.invoke({"question": "cafe drink and date"}, output_keys=list(CompassState.__annotations__),
+                         context=CompassContext(explorers=1, max_steps=3, max_refinements=0, namespace="g",
+                                                resources=resources))
     ranked = next(e for e in final["log"] if e["node"] == "merge" and e["step"] == 1)["priorities"]
     emb = resources.embeddings
 
@@ -479,8 +481,8 @@ def test_planner_node_alone_splits_the_question_and_resets_the_search(ingested_s
     from logicmap.graphs.compass import planner
 
     question = f"{DRINK}?"
-    update = planner({"namespace": "sample", "question": question}, _runtime(ingested_sample, policy="heuristic"))
-    assert update["subgoals"] == clause_subgoals(question) and update["satisfied"] == [False] * len(update["subgoals"])
+    update = planner({"question": question}, _runtime(ingested_sample, policy="heuristic", namespace="sample"))
+    assert update["namespace"] == "sample" and update["subgoals"] == clause_subgoals(question) and update["satisfied"] == [False] * len(update["subgoals"])
     assert update["query"] == question and update["kept"] == [] and update["queue"] == {} and update["step"] == 0
     assert update["cost"].llm_calls == 0 and update["fallbacks"] == []
 

@@ -418,7 +418,7 @@ def test_heuristic_policy_answers_the_running_example(ingested_sample: Resources
 
 def test_dense_backbone_and_llm_policy_without_a_model(ingested_sample: Resources) -> None:
     result = answer("Who helped Maya pack for the move?", "sample", resources=with_model(ingested_sample, None),
-                    backbone="dense")
+                    backbone="dense", policy="llm")
     assert result.answer and result.details["backbone"] == "dense"
     assert result.fallbacks and all(f.reason == "no chat model configured" for f in result.fallbacks)
     assert {f.role for f in result.fallbacks} >= {"goalmem_parse", "goalmem_decompose", "goalmem_unify"}
@@ -495,10 +495,10 @@ def test_context_hides_resources_and_retriever_from_the_schema() -> None:
     assert "resources" not in metadata and metadata["max_depth"] == 5
 
 
-def test_parse_and_decompose_nodes_alone(resources: Resources) -> None:
-    runtime = runtime_for(resources, policy="heuristic")
+def test_parse_and_decompose_nodes_alone(ingested_sample: Resources) -> None:
+    runtime = runtime_for(ingested_sample, policy="heuristic", namespace="sample")
     parsed = parse_goal_node({"question": QUESTION}, runtime)
-    assert parsed["breadth"] == 0 and parsed["goal"].answer and parsed["cost"].llm_calls == 0
+    assert parsed["namespace"] == "sample" and parsed["breadth"] == 0 and parsed["goal"].answer and parsed["cost"].llm_calls == 0
     update = decompose({"question": QUESTION, "goal": parse_goal(GOAL), "breadth": 0, "step": 0}, runtime)
     assert update["breadth"] == 1 and update["step"] == 1 and update["depth"] == 0 and not update["exhausted"]
     assert list(update["subgoals"]) == update["originals"] == [f"G{i + 1}" for i in range(len(update["rule"].body))]
@@ -571,6 +571,7 @@ def test_strategy_registry_and_context_options(ingested_sample: Resources) -> No
     context = GoalMemContext(max_breadth=1, max_depth=1, backbone="events")
     result = answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic", context=context)
     assert result.details["backbone"] == "events" and result.details["limits"]["max_depth"] == 1
-    assert context.resources is None and context.policy == "llm"  # the caller's context is left as it was
+    # The caller's context is left as it was (no resources, policy or namespace filled in).
+    assert context.resources is None and context.policy == "auto" and context.namespace is None
     with pytest.raises(ValueError, match="unknown goalmem options"):
         answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic", beam=3)

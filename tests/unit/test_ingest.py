@@ -214,10 +214,11 @@ def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
         topics,
     )
 
-    runtime = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))
-    state: dict = {"namespace": "ns", "sessions": _first_sessions(sample, 2).sessions}
+    runtime = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace="ns",
+                                     resources=resources))
+    state: dict = {"sessions": _first_sessions(sample, 2).sessions}
     state.update(prepare(state, runtime))
-    assert state["current"].session_id == "S1" and [s.session_id for s in state["pending"]] == ["S2"]
+    assert state["namespace"] == "ns" and state["current"].session_id == "S1" and [s.session_id for s in state["pending"]] == ["S2"]
     assert route_after_prepare(state) == "segment"
     state.update(segment(state, runtime))
     assert state["events"] and all(e.session_id == "S1" and e.source == "heuristic" for e in state["events"])
@@ -238,9 +239,9 @@ def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
 def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -> None:
     from logicmap.graphs.ingest import _with_enrichments, cues, facts, fuse, prepare, relate, segment
 
-    on = _runtime(IngestContext(policy="heuristic", resources=resources))
+    on = _runtime(IngestContext(policy="heuristic", namespace="ns", resources=resources))
     off = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))
-    state: dict = {"namespace": "ns", "sessions": _first_sessions(sample, 1).sessions}
+    state: dict = {"sessions": _first_sessions(sample, 1).sessions}
     for node in (prepare, segment, relate, fuse):
         state.update(node(state, on))
     assert facts(state, off) == {} and cues(state, off) == {}

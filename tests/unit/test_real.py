@@ -251,7 +251,7 @@ def test_heuristic_policy_on_the_sample(ingested_sample):
 
 def test_llm_policy_without_a_model_records_one_fallback(memory):
     memory.llm_ = None
-    result = answer("Where does Maya live now?", NS, resources=memory)
+    result = answer("Where does Maya live now?", NS, resources=memory, policy="llm")
     assert [f.role for f in result.fallbacks] == ["real"] and result.answer.startswith("Lisbon")
 
 
@@ -294,10 +294,10 @@ def run_with(context: RealContext):  # noqa: ANN201
 def test_nodes_run_alone_roots_expand_evaluate(memory):
     from logicmap.graphs.real import after_evaluate, after_expand, evaluate, expand, roots
 
-    runtime = run_with(RealContext(policy="heuristic", resources=memory))
-    state = {"question": "Where does Maya live now?", "namespace": NS, "reference_time": "now"}
+    runtime = run_with(RealContext(policy="heuristic", namespace=NS, resources=memory))
+    state = {"question": "Where does Maya live now?", "reference_time": "now"}
     state |= roots(state, runtime)
-    assert [r.entity for r in state["roots"]] == ["Maya"] and state["beam"][0].end == "Maya"
+    assert state["namespace"] == NS and [r.entity for r in state["roots"]] == ["Maya"] and state["beam"][0].end == "Maya"
     assert state["cost"].llm_calls == 0 and not state["fallbacks"]
 
     state |= expand(state, runtime)

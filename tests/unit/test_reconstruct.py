@@ -10,7 +10,13 @@ import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph, extractive_answer
+from logicmap.graphs.reconstruct import (
+    ReconstructContext,
+    ReconstructState,
+    answer,
+    build_reconstruct_graph,
+    extractive_answer,
+)
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.result import EvidenceItem
 from logicmap.memory.text import NO_ANSWER
@@ -165,10 +171,12 @@ def test_unknown_namespace_raises(ingested_sample) -> None:  # noqa: ANN001
 
 def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample) -> None:  # noqa: ANN001
     compiled = build_reconstruct_graph().compile()
-    final = asyncio.run(compiled.ainvoke({"namespace": NS, "question": DOG},
+    # The namespace from config['configurable'], as a deployment passes it; the whole state read back.
+    final = asyncio.run(compiled.ainvoke({"question": DOG}, {"configurable": {"namespace": NS}},
                                          context=ReconstructContext(policy="heuristic", max_turns=2,
-                                                                    resources=ingested_sample)))
-    assert final["turns"] == 2 and "Biscuit" in final["final"].answer
+                                                                    resources=ingested_sample),
+                                         output_keys=list(ReconstructState.__annotations__)))
+    assert final["turns"] == 2 and "Biscuit" in final["final"].answer and final["answer"] == final["final"].answer
     assert ReconstructContext().max_turns == 8 and ReconstructContext().max_tool_calls_per_turn == 10
 
 
@@ -199,9 +207,10 @@ def node_config(runtime) -> dict[str, Any]:  # noqa: ANN001
 def test_seed_and_navigate_run_alone(ingested_sample) -> None:  # noqa: ANN001
     from logicmap.graphs.reconstruct import after_navigate, navigate, seed
 
-    runtime = run_with(ReconstructContext(policy="heuristic", resources=ingested_sample))
-    state: dict[str, Any] = {"namespace": NS, "question": DOG}
+    runtime = run_with(ReconstructContext(policy="heuristic", namespace=NS, resources=ingested_sample))
+    state: dict[str, Any] = {"question": DOG}
     state |= seed(state, runtime)
+    assert state["namespace"] == NS
     assert "dog" in state["seed_cues"] and state["active"] and all(i.kind == "event" for i in state["active"])
     assert state["turns"] == 0 and NAVIGATOR in state["messages"][0].content and "fallbacks" not in state
 
