@@ -365,3 +365,21 @@ def test_a_turn_survives_the_process_exiting_right_after_the_reply(tmp_path: Pat
         assert [t.text for t in reopened.store.snapshot("alice").turns.values()] == ["My locker code is 4312."]
     finally:
         reopened.store.close()
+
+
+def test_an_empty_model_reply_is_retried_then_the_extractive_reply_is_used(resources) -> None:  # noqa: ANN001
+    from logicmap.agents.chat_responder import reply_text
+    from logicmap.prompts.chat import ChatReply
+
+    model = ScriptedChatModel(routes={"helpful assistant with long-term memory": ["", "  "]})
+    resources.llm_ = model
+    bot = build_chatbot_graph().compile()
+    ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", recall=False, ingest=False, resources=resources)
+    out = bot.invoke({"messages": [("user", "I moved to Porto.")]}, thread("e1"), context=ctx)
+    assert out["messages"][-1].content == "Noted, I'll remember that." and len(model.calls) == 2
+    assert "Your reply was empty" in model.calls[1][-1].content  # the retry says what was wrong
+    assert out["fallbacks"][0]["role"] == "chat_responder" and out["cost"]["llm_calls"] == 2
+    # A model that still wraps its reply in the old JSON form is unwrapped, not shown as JSON.
+    wrapped = ScriptedChatModel(replies=[{"reply": "Porto is lovely.", "used_memory_ids": []}])
+    outcome = reply_text(wrapped, [HumanMessage(content="hi")], fallback=lambda: ChatReply(reply="x"))
+    assert outcome.output.reply == "Porto is lovely." and outcome.fallback is None
