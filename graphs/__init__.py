@@ -13,7 +13,7 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 | CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
 | Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
 | REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |
-| MRAgent | ``reconstruct``, ``chatbot`` | a chat model bound to the memory tools; a chatbot that recalls, answers and queues ingestion |
+| MRAgent | ``reconstruct``, ``chatbot`` | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn |
 | baselines | ``baselines`` | dense and BM25 top-k over turns |
 
 Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategies``

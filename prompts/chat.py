@@ -1,6 +1,6 @@
 """Chat responder prompt: the thread so far plus the memories recalled for the last message -> a reply.
 
-The reply is typed (text plus the ids of the memories it used) like every other role's output.
+The reply is plain text (so a chat window can stream its tokens); ``ChatReply`` is its typed form.
 """
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, SystemMessage
 from pydantic import BaseModel, Field
 
-from logicmap.prompts.common import schema_instructions
-
 __all__ = ["VERSION", "ChatReply", "build_messages"]
 
-VERSION = "chat-v1"
+VERSION = "chat-v2"
 
 
 class ChatReply(BaseModel):
     reply: str = Field(description="What the assistant says next, in plain conversational text.")
-    used_memory_ids: list[str] = Field(default_factory=list, description="Ids of the recalled memories the reply uses.")
+    used_memory_ids: list[str] = Field(
+        default_factory=list, description="Ids of the recalled memories the reply rests on (those recall cited)."
+    )
 
 
 def build_messages(
@@ -32,6 +32,6 @@ def build_messages(
         "question about the past, say you do not remember.\n"
         + (f"Memory's answer to the last message: {recalled_answer}\n" if recalled_answer else "")
         + f"Recalled memories:\n{memories_text or '(none)'}\n"
-        + schema_instructions(ChatReply)
+        + "Reply with only the message to send, in plain conversational text: no JSON, no memory ids."
     )
     return [SystemMessage(content=system), *history]

@@ -587,7 +587,9 @@ def test_a_huge_turn_is_read_up_to_the_cap(function: str, shape: str) -> None:
     steps_1mb, out_1mb = python_steps(run, head)
     steps_2mb, out_2mb = python_steps(run, head + SHAPES[shape](BIG))
     assert out_1mb == out_2mb
-    assert steps_1mb == steps_2mb
+    # The same work up to a few cache misses (bounded word caches warmed by other tests): reading the
+    # second megabyte would double it.
+    assert abs(steps_2mb - steps_1mb) <= 0.05 * steps_1mb + 20, (steps_1mb, steps_2mb)
 
 
 @pytest.mark.parametrize("shape", sorted(SHAPES))

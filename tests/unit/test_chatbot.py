@@ -1,4 +1,5 @@
-"""The drop-in chatbot: cross-thread recall through memory, non-blocking ingestion, scripted replies, drop-in use, CLI."""
+"""The drop-in chatbot: cross-thread recall through memory, turns stored within the run (or queued for an
+interactive loop), the tenant resolved per run, streamed replies, recall-only runs, drop-in use, CLI."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from logicmap.graphs.chatbot import (
     extractive_reply,
     ingest_session,
 )
+from logicmap.memory.tenancy import NamespaceRequiredError
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice")
@@ -35,13 +37,13 @@ def say(bot, text: str, thread_id: str, context: ChatContext = HEURISTIC) -> dic
 
 
 def test_a_second_thread_recalls_a_fact_told_in_the_first(resources) -> None:  # noqa: ANN001
-    work = IngestionQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    ctx = replace(HEURISTIC, resources=resources, ingestion=work)
+    ctx = replace(HEURISTIC, resources=resources)
     first = say(bot, "My dog's name is Pixel and she is a beagle.", "t1", ctx)
     assert first["messages"][-1].content == "Noted, I'll remember that." and first["evidence"] == []
+    # Stored within the run: the finished run says so, and the memory holds the turn already.
+    assert first["memory_write"]["status"] == "stored" and first["memory_write"]["namespace"] == "alice"
     say(bot, "I work as a pilot at Lisbon airport.", "t1", ctx)
-    assert work.flush(timeout=60) and work.errors == [] and work.completed == 2
 
     second = say(bot, "What is my dog's name?", "t2", ctx)
     reply = second["messages"][-1].content
@@ -51,7 +53,6 @@ def test_a_second_thread_recalls_a_fact_told_in_the_first(resources) -> None:  #
     # Each thread keeps its own messages in the checkpointer.
     assert len(bot.get_state(thread("t1")).values["messages"]) == 4
     # Stored turns are the user's words; extractive replies are not stored (they only echo memory).
-    work.flush(timeout=60)
     turns = resources.store.snapshot("alice").turns.values()
     assert {t.speaker for t in turns} == {"Alice"} and len(turns) == 4
 
@@ -75,19 +76,25 @@ def test_the_reply_does_not_wait_for_ingestion(resources) -> None:  # noqa: ANN0
     assert work.flush(timeout=30) and stored == [("alice", "I planted tomatoes today.", "heuristic")]
 
 
-def test_ingestion_failures_are_recorded_not_raised(resources) -> None:  # noqa: ANN001
+def test_a_failed_write_is_in_the_output_and_the_reply_is_kept(resources) -> None:  # noqa: ANN001
     def broken(session, namespace: str, policy: str) -> None:  # noqa: ANN001
         raise RuntimeError("disk full")
 
-    work = IngestionQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    say(bot, "Remember my locker code is 4312.", "t1",
-        replace(HEURISTIC, resources=resources, ingestion=work, store_turn=broken))
+    out = say(bot, "My locker code is 4312.", "t1", replace(HEURISTIC, resources=resources, store_turn=broken))
+    assert out["messages"][-1].content == "Noted, I'll remember that."
+    write = out["memory_write"]
+    assert write["status"] == "failed" and "RuntimeError: disk full" in write["error"] and write["namespace"] == "alice"
+    assert bot.get_state(thread("t1")).values["memory_write"]["status"] == "failed"  # in the checkpoint too
+    # The next turn's status is its own, not the last failure's.
+    again = say(bot, "Another thing.", "t1", replace(HEURISTIC, resources=resources, ingest=False, store_turn=broken))
+    assert again["memory_write"] == {"status": "skipped"}
+    # Queued in the background (an interactive loop), a failure is recorded on the queue.
+    work = IngestionQueue()
+    queued = say(bot, "My locker is number 7.", "t1",
+                 replace(HEURISTIC, resources=resources, ingestion=work, store_turn=broken))
+    assert queued["memory_write"]["status"] == "queued"
     assert work.flush(timeout=30) and "disk full" in work.errors[0][1]
-    no_ingest = ChatContext(namespace="alice", policy="heuristic", ingest=False, ingestion=work, store_turn=broken,
-                            resources=resources)
-    say(bot, "Another thing.", "t1", no_ingest)
-    assert work.flush(timeout=30) and work.completed == 1
 
 
 def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # noqa: ANN001
@@ -100,22 +107,23 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
             AIMessage(content="", tool_calls=[{"name": "submit_answer", "id": "s2", "args": {
                 "answer": "teal", "cited_event_ids": [], "cited_turn_ids": [dia_id], "confidence": 0.9}}]),
         ],
-        "helpful assistant with long-term memory": [{"reply": "Your favourite colour is teal.", "used_memory_ids": [dia_id]}],
+        "helpful assistant with long-term memory": ["Your favourite colour is teal."],  # plain text: it streams
     })
     resources.llm_ = model
-    work = IngestionQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", user_name="Alice",
-                          ingestion=work, resources=resources)
+    context = ChatContext(namespace="alice", strategy="reconstruct", policy="auto", user_name="Alice",
+                          resources=resources)
     out = say(bot, "What is my favourite colour?", "t9", context)
     assert out["messages"][-1].content == "Your favourite colour is teal."
     responder_prompt = next(c for c in model.calls if "helpful assistant with long-term memory" in str(c[0].content))
     assert "My favourite colour is teal." in responder_prompt[0].content  # the recalled turn reached the model
     assert "Memory's answer to the last message: teal" in responder_prompt[0].content
     assert responder_prompt[-1].content == "What is my favourite colour?"
-    assert out["recall"]["llm_calls"] == 2 and out["turn_cost"]["llm_calls"] == 3 and out["fallbacks"] == []
+    assert "JSON schema" not in responder_prompt[0].content and "plain conversational text" in responder_prompt[0].content
+    # auto = the LLM policy, since a model is configured; the turn's cost adds recall, reply and storing.
+    assert out["recall"]["llm_calls"] == 2 and out["fallbacks"] == [] and out["memory_write"]["status"] == "stored"
+    assert out["cost"]["llm_calls"] == 3 + out["memory_write"]["llm_calls"]
     assert out["messages"][-1].response_metadata["used_memory_ids"] == [dia_id]
-    work.flush(timeout=60)
     # A model's reply is part of the conversation, so it is stored with the user's turn.
     assert any(t.text == "Your favourite colour is teal." for t in resources.store.snapshot("alice").turns.values())
 
@@ -128,7 +136,7 @@ def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # 
     parent.add_node("memory_bot", memory_bot)
     parent.add_edge(START, "memory_bot")
     app = parent.compile(checkpointer=InMemorySaver())
-    context = replace(HEURISTIC, resources=resources, ingestion=IngestionQueue())
+    context = replace(HEURISTIC, resources=resources)
     out = app.invoke({"messages": [("user", "What bike do I have?")]}, thread("p1"), context=context)
     assert [m.type for m in out["messages"]] == ["human", "ai"]
     assert "Brompton" in out["messages"][-1].content
@@ -140,8 +148,7 @@ def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa
     assert extractive_reply("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
     bot = build_chatbot_graph().compile()
     with pytest.raises(ValueError, match="unknown recall strategy"):
-        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", ingestion=IngestionQueue(),
-                                         resources=resources))
+        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", resources=resources))  # type: ignore[arg-type]
 
 
 def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001
@@ -176,17 +183,203 @@ def _runtime(context: ChatContext):  # noqa: ANN202
 
 def test_chatbot_nodes_run_alone(resources) -> None:  # noqa: ANN001
     """Each node is a module-level function of (state, runtime): it runs without compiling the graph."""
-    from logicmap.graphs.chatbot import queue_turn, recall, respond
+    from logicmap.graphs.chatbot import recall, remember, respond
 
     stored: list[tuple[str, str, str]] = []
-    work = IngestionQueue()
-    ctx = replace(HEURISTIC, resources=resources, ingestion=work,
+    ctx = replace(HEURISTIC, resources=resources,
                   store_turn=lambda session, ns, policy: stored.append((ns, session.turns[0].text, policy)))
     state = {"messages": [HumanMessage(content="Where is my bike?")]}
     recalled = recall(state, _runtime(ctx))  # a namespace that holds nothing yet: nothing to recall
     assert recalled["evidence"] == [] and recalled["recall"]["answer"] is None
     replied = respond({**state, **recalled}, _runtime(ctx))
     assert replied["messages"][0].content == "I don't have anything in memory about that yet."
-    assert queue_turn({"messages": [*state["messages"], *replied["messages"]]}, _runtime(ctx),
-                      {"configurable": {"thread_id": "t1"}}) == {}
-    assert work.flush(timeout=30) and stored == [("alice", "Where is my bike?", "heuristic")]
+    written = remember({"messages": [*state["messages"], *replied["messages"]]}, _runtime(ctx),
+                       {"configurable": {"thread_id": "t1"}})
+    assert written["memory_write"]["status"] == "stored" and stored == [("alice", "Where is my bike?", "heuristic")]
+
+
+# -- the tenant, resolved per run -----------------------------------------------------------------------------
+
+
+def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:  # noqa: ANN001
+    bot = build_chatbot_graph().compile()
+    anonymous = ChatContext(policy="heuristic", resources=resources)
+    with pytest.raises(NamespaceRequiredError):
+        bot.invoke({"messages": [("user", "My PIN is 1234.")]}, thread("t1"), context=anonymous)
+    # A template whose value the config does not carry fails the same way.
+    with pytest.raises(NamespaceRequiredError, match="user_id"):
+        bot.invoke({"messages": [("user", "My PIN is 1234.")]}, thread("t1"),
+                   context=replace(anonymous, namespace="{user_id}"))
+    assert resources.store.namespaces() == []  # nothing went to a "default" tenant
+
+
+def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -> None:  # noqa: ANN001
+    bot = build_chatbot_graph().compile()
+    template = ChatContext(namespace="team-{user_id}", policy="heuristic", resources=resources)
+    out = bot.invoke({"messages": [("user", "I like green tea.")]},
+                     {"configurable": {"thread_id": "t1", "user_id": "bob"}}, context=template)
+    assert out["memory_write"]["namespace"] == "team-bob" and out["recall"]["namespace"] == "team-bob"
+    out = bot.invoke({"messages": [("user", "I like black coffee.")]},
+                     {"configurable": {"thread_id": "t2", "namespace": "carol"}},
+                     context=ChatContext(policy="heuristic", resources=resources))
+    assert out["memory_write"]["namespace"] == "carol"
+    with pytest.raises(ValueError, match="invalid value for namespace field"):  # a value cannot reach another tenant
+        bot.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t3", "user_id": "bob.x"}},
+                   context=template)
+    assert sorted(resources.store.namespaces()) == ["carol", "team-bob"]
+
+
+def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resources) -> None:  # noqa: ANN001
+    parent = StateGraph(MessagesState)
+    parent.add_node("memory_bot", build_chatbot_graph().compile())
+    parent.add_edge(START, "memory_bot")
+    app = parent.compile(checkpointer=InMemorySaver())
+    context = ChatContext(namespace="{user_id}", policy="heuristic", resources=resources)
+    for user in ("dora", "ezra"):
+        app.invoke({"messages": [("user", f"My name is {user}.")]},
+                   {"configurable": {"thread_id": f"p-{user}", "user_id": user}}, context=context)
+    assert sorted(resources.store.namespaces()) == ["dora", "ezra"]
+    assert [t.text for t in resources.store.snapshot("ezra").turns.values()] == ["My name is ezra."]
+
+
+def test_remote_chatbot_resolves_the_tenant_before_any_request() -> None:
+    from logicmap.agents.local_llm import free_port
+    from logicmap.graphs.chatbot import RemoteChatbot
+
+    remote = RemoteChatbot(url=f"http://127.0.0.1:{free_port()}", namespace="{user_id}",
+                           settings={"strategy": "dense", "policy": "heuristic"})
+    with pytest.raises(NamespaceRequiredError):  # nothing listens on that port: raised before a request
+        remote.invoke({"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": "x"}})
+    sent = remote._tenant_config({"configurable": {"thread_id": "x", "user_id": "alice", "namespace": "mallory"}},
+                                 {"ingest": False})
+    assert sent["configurable"] == {"thread_id": "x", "user_id": "alice", "namespace": "alice", "strategy": "dense",
+                                    "policy": "heuristic", "ingest": False}
+    copied = remote.with_config({"tags": ["x"]})  # RemoteGraph.copy rebuilds it from its attributes
+    assert isinstance(copied, RemoteChatbot) and copied.namespace == "{user_id}" and copied.settings == remote.settings
+
+
+# -- streaming, recall-only runs, schemas ------------------------------------------------------------------------
+
+
+def _told(resources, text: str = "My favourite colour is teal.") -> str:  # noqa: ANN001
+    told = chat_turn_session("alice", "t0", [("Alice", text)], datetime(2024, 1, 2, 9, 0))
+    ingest_session(told, "alice", resources=resources, policy="heuristic")
+    return told.turns[0].dia_id
+
+
+def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -> None:  # noqa: ANN001
+    import json
+
+    from langchain_core.language_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessageChunk
+
+    dia_id = _told(resources)
+    # One streaming model for every role: recall's responder answers in JSON, then the chat reply in text.
+    resources.llm_ = GenericFakeChatModel(messages=iter([
+        AIMessage(content=json.dumps({"answer": "teal", "cited_ids": [dia_id]})),
+        AIMessage(content="Your favourite colour is teal."),
+    ]))  # fmt: skip
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", user_name="Alice", resources=resources,
+                      ingest=False)
+    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s1"),
+                               context=ctx, stream_mode="messages"))  # fmt: skip
+    chunks = [message for message, _ in streamed]
+    assert all(isinstance(m, AIMessageChunk) for m in chunks) and len(chunks) > 3  # token by token
+    assert "".join(m.content for m in chunks) == "Your favourite colour is teal."  # the reply, nothing else
+    assert {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
+    final = bot.get_state(thread("s1")).values
+    assert final["recall"]["answer"] == "teal" and final["messages"][-1].content == "Your favourite colour is teal."
+    assert final["messages"][-1].id == chunks[0].id  # the chunks and the stored reply are one message
+
+
+def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:  # noqa: ANN001
+    _told(resources)
+    bot = build_chatbot_graph().compile()
+    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s2"),
+                               context=replace(HEURISTIC, resources=resources, ingest=False), stream_mode="messages"))
+    assert [(m.type, m.content) for m, _ in streamed] == [("ai", "From memory: My favourite colour is teal.")]
+
+
+def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(resources) -> None:  # noqa: ANN001
+    _told(resources)
+    model = ScriptedChatModel(default="this would be a reply")
+    resources.llm_ = model
+    bot = build_chatbot_graph().compile()
+    ctx = ChatContext(namespace="alice", strategy="dense", policy="heuristic", respond=False, resources=resources)
+    out = bot.invoke({"messages": [("user", "What is my favourite colour?")]}, thread("r1"), context=ctx)
+    assert [m.type for m in out["messages"]] == ["human"] and model.calls == []
+    assert any("teal" in e["text"] for e in out["evidence"]) and "teal" in out["recall"]["answer"]
+    assert out["memory_write"]["status"] == "stored" and out["memory_write"]["turns"] == 1  # the user's words
+
+
+def test_the_studio_schemas_describe_what_a_user_supplies_and_gets() -> None:
+    from typing import get_args
+
+    from logicmap.graphs import chatbot
+    from logicmap.graphs.strategies import STRATEGIES
+
+    inputs = chatbot.graph.get_input_jsonschema()
+    assert list(inputs["properties"]) == ["messages"] and inputs["required"] == ["messages"]
+    outputs = chatbot.graph.get_output_jsonschema()["properties"]
+    assert set(outputs) == {"messages", "evidence", "recall", "cost", "fallbacks", "memory_write"}
+    form = chatbot.graph.get_context_jsonschema()["properties"]
+    assert all(field.get("description") for field in form.values()), [k for k, v in form.items() if not v.get("description")]
+    assert {"resources", "ingestion", "store_turn"}.isdisjoint(form)  # a form user cannot fill those
+    assert form["policy"]["default"] == "auto" and form["namespace"]["default"] is None
+    assert set(get_args(chatbot.StrategyName)) == set(STRATEGIES) == set(form["strategy"]["enum"])
+
+
+# -- durable turns ---------------------------------------------------------------------------------------------
+
+_ONE_TURN_AND_EXIT = """
+import os, sys
+from pathlib import Path
+from logicmap.graphs.chatbot import ChatContext, graph
+from logicmap.graphs.resources import Resources
+from logicmap.memory.config import LogicMapSettings
+
+res = Resources(settings=LogicMapSettings(data_dir=Path(sys.argv[1]), embedding_provider="hashing"))
+res.llm_ = None
+out = graph.invoke({"messages": [("user", "My locker code is 4312.")]}, {"configurable": {"thread_id": "t1"}},
+                   context=ChatContext(namespace="alice", policy="heuristic", resources=res))
+print(out["messages"][-1].content, out["memory_write"]["status"], flush=True)
+os._exit(0)  # no atexit handler, no flush: the process ends right after the reply
+"""
+
+
+def test_a_turn_survives_the_process_exiting_right_after_the_reply(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import make_resources
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    done = subprocess.run([sys.executable, "-c", _ONE_TURN_AND_EXIT, str(tmp_path / "memory")], env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "Noted, I'll remember that. stored"
+    reopened = make_resources(tmp_path / "memory")
+    try:
+        assert [t.text for t in reopened.store.snapshot("alice").turns.values()] == ["My locker code is 4312."]
+    finally:
+        reopened.store.close()
+
+
+def test_an_empty_model_reply_is_retried_then_the_extractive_reply_is_used(resources) -> None:  # noqa: ANN001
+    from logicmap.agents.chat_responder import reply_text
+    from logicmap.prompts.chat import ChatReply
+
+    model = ScriptedChatModel(routes={"helpful assistant with long-term memory": ["", "  "]})
+    resources.llm_ = model
+    bot = build_chatbot_graph().compile()
+    ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", recall=False, ingest=False, resources=resources)
+    out = bot.invoke({"messages": [("user", "I moved to Porto.")]}, thread("e1"), context=ctx)
+    assert out["messages"][-1].content == "Noted, I'll remember that." and len(model.calls) == 2
+    assert "Your reply was empty" in model.calls[1][-1].content  # the retry says what was wrong
+    assert out["fallbacks"][0]["role"] == "chat_responder" and out["cost"]["llm_calls"] == 2
+    # A model that still wraps its reply in the old JSON form is unwrapped, not shown as JSON.
+    wrapped = ScriptedChatModel(replies=[{"reply": "Porto is lovely.", "used_memory_ids": []}])
+    outcome = reply_text(wrapped, [HumanMessage(content="hi")], fallback=lambda: ChatReply(reply="x"))
+    assert outcome.output.reply == "Porto is lovely." and outcome.fallback is None
