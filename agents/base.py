@@ -126,6 +126,11 @@ def _bind(llm: BaseChatModel, schema: type[BaseModel], method: str) -> Any:
     return llm
 
 
+def _retry_config(config: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """A retried call's config: tagged ``retry`` with its ``attempt`` number, so traces tell it from the first."""
+    return {**config, "tags": [*config["tags"], "retry"], "metadata": {**config["metadata"], "attempt": attempt}}
+
+
 def run_role(
     llm: BaseChatModel | None,
     *,
@@ -158,7 +163,7 @@ def run_role(
     for attempt in range(2):
         attempts += 1
         try:
-            reply = bound.invoke(conversation, config=config)
+            reply = bound.invoke(conversation, config=config if attempt == 0 else _retry_config(config, attempt + 1))
         except Exception as exc:  # noqa: BLE001 - a failed call is a failed attempt, recorded below
             errors.append(f"attempt {attempt + 1}: model call failed: {type(exc).__name__}: {str(exc)[:300]}")
             continue

@@ -36,7 +36,7 @@ from logicmap.graphs.resources import (
     run_context,
     with_resources,
 )
-from logicmap.graphs.tracing import run_config
+from logicmap.graphs.tracing import run_config, traced_graph
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import Conversation, Session, load_conversations
 from logicmap.memory.records import Event, Relation, SessionInfo, Turn, event_id, relation_id, validate_namespace
@@ -710,4 +710,4 @@ def ingest_conversation(
 
 
 builder = build_ingest_graph()
-graph = builder.compile(name="ingest")
+graph = traced_graph(builder.compile(name="ingest"))
