@@ -15,7 +15,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
@@ -253,13 +253,15 @@ def graph_run_config(strategy: str, inputs: Any, config: RunnableConfig, context
 
 
 class _RootCost(BaseCallbackHandler):
-    """Puts a graph run's cost on its root run just before the tracer sends the root's end.
+    """Keeps a graph run's cost on its root run, for the tracer to send with the root's end.
 
     The cost is what the graph's ``cost`` reducer sums: the ``cost`` of every node update (the root's direct
-    children), so it does not depend on the graph's output schema or stream mode. Wall time is the run's.
+    children), so it does not depend on the graph's output schema or stream mode. Wall time is the run's. The
+    figures are refreshed as each node ends, so they are in place whichever handler sees the root's end first
+    (a graph run inside another run gets its parent's handlers ahead of its own).
     """
 
-    run_inline = True  # before the (also inline) LangChainTracer, in order, on the async path too
+    run_inline = True
 
     def __init__(self, root_id: uuid.UUID, tracer: Any) -> None:
         self.root_id = root_id
@@ -275,7 +277,7 @@ class _RootCost(BaseCallbackHandler):
             spent = found if isinstance(found, Cost) else Cost.model_validate(found)
             with self._lock:
                 self.cost = self.cost + spent.model_copy(update={"wall_time_s": 0.0})
-        elif run_id == self.root_id:
+        if parent_run_id == self.root_id or run_id == self.root_id:
             self._annotate()
 
     def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
@@ -284,16 +286,17 @@ class _RootCost(BaseCallbackHandler):
 
     def _annotate(self) -> None:
         run = self.tracer.run_map.get(str(self.root_id))
-        if run is None:
+        if run is None:  # tracing disabled for this run, or its end already sent
             return
-        cost = self.cost.model_copy(update={"wall_time_s": time.perf_counter() - self.started})
-        # A new dict: the run's metadata mapping may be shared with the callback manager that made it.
-        run.extra["metadata"] = {**(run.extra.get("metadata") or {}), **cost_metadata(cost)}
+        with self._lock:
+            cost = self.cost.model_copy(update={"wall_time_s": time.perf_counter() - self.started})
+            # A new dict: the run's metadata mapping may be shared with the callback manager that made it.
+            run.extra["metadata"] = {**(run.extra.get("metadata") or {}), **cost_metadata(cost)}
 
 
 def _with_root_cost(config: RunnableConfig, manager: Any) -> RunnableConfig:
     """``config`` with ``manager`` as its callbacks and, when a LangSmith tracer is among them, a ``_RootCost``
-    handler in front of it."""
+    handler (in front of it, so on a run of its own the root's end carries the full wall time)."""
     from langchain_core.tracers.langchain import LangChainTracer
 
     tracer = next((h for h in manager.handlers if isinstance(h, LangChainTracer)), None)
@@ -348,6 +351,8 @@ class TracedGraph(CompiledStateGraph):
         except Exception:  # noqa: BLE001 - describing a run must never stop it; the graph reports bad context
             extra = {"tags": [f"strategy:{self.get_name()}", *config.get("tags", [])]}
         config = {**config, **extra, "run_id": config.get("run_id") or uuid.uuid4()}
+        if isinstance(config.get("callbacks"), BaseCallbackManager):  # a parent's manager: add to a copy, not it
+            config["callbacks"] = config["callbacks"].copy()
         return _with_root_cost(config, manager_for(config))
 
     def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,

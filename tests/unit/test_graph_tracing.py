@@ -178,3 +178,20 @@ def test_with_tracing_off_the_state_still_carries_the_wall_time(memory: Resource
     snapshots = [c for mode, c in chunks if mode == "values" and "cost" in c]
     times = [s["cost"].wall_time_s for s in snapshots]
     assert times and times == sorted(times) and times[-1] > 0  # the run's wall time so far, in every snapshot
+
+
+def test_a_graph_run_inside_another_run_carries_its_cost_and_leaves_the_parent_s_tags(memory: Resources) -> None:
+    from langchain_core.runnables import RunnableLambda
+
+    from logicmap.graphs.strategies import answer
+
+    def turn(question: str) -> int:  # a chat turn that recalls with a strategy, as the chatbot's recall node does
+        return answer("real", question, "traced", resources=_scripted(memory), policy="llm").cost.llm_calls
+
+    tracer = RecordingTracer()
+    calls = RunnableLambda(turn).with_config(run_name="chat turn").invoke(QUESTION, config={"callbacks": [tracer]})
+    assert [r["name"] for r in tracer.roots()] == ["chat turn"]
+    assert not [t for t in tracer.roots()[0]["tags"] if t.startswith(("strategy:", "policy:"))]
+    real = [r for r in tracer.sent.values() if r["name"] == "real"]
+    assert len(real) == 1 and real[0]["metadata"]["llm_calls"] == calls > 0
+    assert {"strategy:real", "policy:llm"} <= set(real[0]["tags"])
