@@ -272,6 +272,11 @@ def _request(bound: Any, conversation: list[BaseMessage], config: dict[str, Any]
     return reply, "", ""
 
 
+def _retry_config(config: dict[str, Any], attempt: int) -> dict[str, Any]:
+    """A retried call's config: tagged ``retry`` with its ``attempt`` number, so traces tell it from the first."""
+    return {**config, "tags": [*config["tags"], "retry"], "metadata": {**config["metadata"], "attempt": attempt}}
+
+
 def run_role(
     llm: BaseChatModel | None,
     *,
@@ -305,7 +310,8 @@ def run_role(
     attempts = 0
     for attempt in range(2):
         attempts += 1
-        reply, problem, shown = _request(bound, conversation, config, llm, cost)
+        reply, problem, shown = _request(bound, conversation, config if attempt == 0 else _retry_config(config, attempt + 1), llm,
+                                         cost)
         if reply is None:
             problems = [problem]
         else:

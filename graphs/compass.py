@@ -44,7 +44,7 @@ from logicmap.graphs.resources import (
     with_resources,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.tracing import invoke_strategy
+from logicmap.graphs.tracing import invoke_strategy, traced_graph
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
@@ -662,4 +662,4 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
 
 
 builder = build_compass_graph()
-graph = builder.compile(name="compass")
+graph = traced_graph(builder.compile(name="compass"))

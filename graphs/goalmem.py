@@ -39,7 +39,7 @@ from logicmap.graphs.resources import (
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.tracing import invoke_strategy
+from logicmap.graphs.tracing import invoke_strategy, traced_graph
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
 from logicmap.memory.records import validate_namespace
@@ -647,4 +647,4 @@ def _result(
 
 
 builder = build_goalmem_graph()
-graph = builder.compile(name="goalmem")
+graph = traced_graph(builder.compile(name="goalmem"))

@@ -44,7 +44,7 @@ from logicmap.graphs.resources import (
     run_namespace,
     with_resources,
 )
-from logicmap.graphs.tracing import run_config
+from logicmap.graphs.tracing import run_config, traced_graph
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import Conversation, Session, conversation_namespace, load_conversations
 from logicmap.memory.records import (
@@ -948,4 +948,4 @@ def ingest_conversation(
 
 
 builder = build_ingest_graph()
-graph = builder.compile(name="ingest")
+graph = traced_graph(builder.compile(name="ingest"))

@@ -41,7 +41,7 @@ from logicmap.graphs.resources import (
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.tracing import invoke_strategy
+from logicmap.graphs.tracing import invoke_strategy, traced_graph
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
 from logicmap.memory.facts import entity_key, interval_text, parse_when, when_text
 from logicmap.memory.records import Fact
@@ -598,4 +598,4 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
 
 
 builder = build_real_graph()
-graph = builder.compile(name="real")
+graph = traced_graph(builder.compile(name="real"))

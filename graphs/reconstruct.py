@@ -39,7 +39,7 @@ from logicmap.graphs.resources import (
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.tracing import invoke_strategy
+from logicmap.graphs.tracing import invoke_strategy, traced_graph
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.records import Cue
@@ -690,4 +690,4 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
 
 
 builder = build_reconstruct_graph()
-graph = builder.compile(name="reconstruct")
+graph = traced_graph(builder.compile(name="reconstruct"))

@@ -1,23 +1,32 @@
 """LangSmith tracing for graph runs: readable run names, tags (strategy, policy), metadata (namespace, budgets).
 
 Cost figures go on the root run. Tracing is LangSmith's own switch: with LANGSMITH_TRACING unset nothing is sent.
+``traced_graph(builder.compile(name=...))`` gives a graph whose own root run carries all of it on every path
+(Python, CLI, the LangGraph API server, Studio), and whose routers leave no runs of their own.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
 from logicmap.agents.provider import run_scope
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.tenancy import resolve_namespace
 
 __all__ = [
+    "TracedGraph",
     "invoke_strategy",
     "TracedRun",
     "cost_metadata",
@@ -25,6 +34,8 @@ __all__ = [
     "run_config",
     "run_metadata",
     "run_tags",
+    "graph_run_config",
+    "traced_graph",
     "traced_run",
     "tracing_enabled",
 ]
@@ -59,8 +70,11 @@ def _budget_items(budgets: Any) -> dict[str, Any]:
 
 
 def run_metadata(strategy: str, *, namespace: str, policy: str, budgets: Any = None, **extra: Any) -> dict[str, Any]:
-    """Metadata of a graph run: strategy, namespace, policy, then each budget (a dataclass, model or mapping)."""
-    return {"strategy": strategy, "namespace": namespace, "policy": policy, **_budget_items(budgets), **extra}
+    """Metadata of a graph run: strategy, namespace, policy, then each budget (a dataclass, model or mapping).
+
+    ``namespace`` and ``policy`` win over a budget of the same name (a context's namespace may be a template,
+    its policy the one asked for rather than the one the run can use)."""
+    return {"strategy": strategy, **_budget_items(budgets), "namespace": namespace, "policy": policy, **extra}
 
 
 def run_config(
@@ -171,21 +185,216 @@ def invoke_strategy(
     make_result: Callable[[dict[str, Any], float], R],
     tags: Sequence[str] = (),
 ) -> R:
-    """Run a strategy's compiled graph inside its root run: ``make_result(final state, elapsed seconds)``
-    builds the answer, whose cost is attached to the root run. The run's retry policy and deadline come from
-    the context's settings (``agents.provider.run_scope``)."""
-    from logicmap.graphs.resources import Resources, default_resources
+    """Run a strategy's compiled graph: ``make_result(final state, elapsed seconds)`` builds the answer.
 
+    The graph's own root run is the trace's root (a ``TracedGraph`` names and tags it and puts the cost on it),
+    the same shape as a run through the API server. The run's retry policy and deadline come from the
+    context's settings (``agents.provider.run_scope``).
+    """
     carried = getattr(context, "resources", None)
     settings = (carried if isinstance(carried, Resources) else default_resources()).settings
     started = time.perf_counter()
-    with run_scope(settings), traced_run(
-        strategy, namespace=namespace, policy=context.policy, budgets=context,
-        inputs={"question": inputs.get("question"), "namespace": namespace}, tags=tags, recursion_limit=recursion_limit,
-    ) as run:
-        # The whole final state, not only the output schema Studio shows: the result is built from it.
-        state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
-        final = compiled.invoke(dict(inputs), config=run.config, context=context, output_keys=state_keys)
-        result = make_result(final, time.perf_counter() - started)
-        run.finish(result)
-    return result
+    config: RunnableConfig = {"run_name": strategy, "tags": list(tags), "recursion_limit": recursion_limit}
+    if not isinstance(compiled, TracedGraph):  # a plain compiled graph: tag and describe its run here
+        config = run_config(strategy, namespace=namespace, policy=context.policy, budgets=context, tags=tags,
+                            recursion_limit=recursion_limit)  # fmt: skip
+    # The whole final state, not only the output schema Studio shows: the result is built from it.
+    state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
+    with run_scope(settings):
+        final = compiled.invoke(dict(inputs), config=config, context=context, output_keys=state_keys)
+    return make_result(final, time.perf_counter() - started)
+
+
+# -- graphs that trace themselves ---------------------------------------------------------------------
+
+
+def _context_object(schema: Any, context: Any) -> Any:
+    """The run's context as the graph's context type (LangGraph builds it the same way), or None."""
+    if context is None and dataclasses.is_dataclass(schema):
+        with contextlib.suppress(TypeError):
+            return schema()
+        return None
+    if isinstance(context, dict) and dataclasses.is_dataclass(schema):
+        names = {f.name for f in dataclasses.fields(schema)}
+        return schema(**{k: v for k, v in context.items() if k in names})
+    return context
+
+
+def _resolved_policy(ctx: Any) -> str | None:
+    """The policy a run can use: ``llm`` only when a chat model is configured, as every graph's roles decide."""
+    policy = getattr(ctx, "policy", None)
+    if policy != "llm":
+        return policy
+    carried = getattr(ctx, "resources", None)
+    resources = carried if isinstance(carried, Resources) else default_resources()
+    return "llm" if resources.llm is not None else "heuristic"
+
+
+def _run_namespace(ctx: Any, inputs: Any, configurable: Mapping[str, Any]) -> str | None:
+    """The namespace a run reads and writes: its context's (a name or a template), else its input's, else
+    ``configurable["namespace"]``; None when it names none (the graph itself reports that)."""
+    template = getattr(ctx, "namespace", None)
+    if not template and isinstance(inputs, dict) and isinstance(inputs.get("namespace"), str):
+        return inputs["namespace"]
+    try:
+        return resolve_namespace(template, configurable)
+    except ValueError:
+        return None
+
+
+def graph_run_config(strategy: str, inputs: Any, config: RunnableConfig, context: Any, schema: Any) -> RunnableConfig:
+    """What a strategy's graph run adds to its caller's ``config``: tags ``strategy:``/``policy:`` (unless the
+    caller set them), metadata strategy, namespace, resolved policy and budgets (the caller's keys win)."""
+    ctx = _context_object(schema, context)
+    namespace = _run_namespace(ctx, inputs, config.get("configurable") or {})
+    policy = _resolved_policy(ctx)
+    metadata = run_metadata(strategy, namespace=namespace or "", policy=policy or "", budgets=ctx)
+    if namespace is None:
+        metadata.pop("namespace")
+    if policy is None:
+        metadata.pop("policy")
+    caller_tags = list(config.get("tags") or [])
+    wanted = [f"strategy:{strategy}"] + ([f"policy:{policy}"] if policy else [])
+    tags = [t for t in wanted if not any(c.startswith(t.split(":")[0] + ":") for c in caller_tags)]
+    return {"tags": [*tags, *caller_tags], "metadata": {**metadata, **dict(config.get("metadata") or {})}}
+
+
+class _RootCost(BaseCallbackHandler):
+    """Keeps a graph run's cost on its root run, for the tracer to send with the root's end.
+
+    The cost is what the graph's ``cost`` reducer sums: the ``cost`` of every node update (the root's direct
+    children), so it does not depend on the graph's output schema or stream mode. Wall time is the run's. The
+    figures are refreshed as each node ends, so they are in place whichever handler sees the root's end first
+    (a graph run inside another run gets its parent's handlers ahead of its own).
+    """
+
+    run_inline = True
+
+    def __init__(self, root_id: uuid.UUID, tracer: Any) -> None:
+        self.root_id = root_id
+        self.tracer = tracer
+        self.started = time.perf_counter()
+        self.cost = Cost()
+        self._lock = threading.Lock()
+
+    def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
+                     **kwargs: Any) -> None:  # fmt: skip
+        if parent_run_id == self.root_id and isinstance(outputs, dict) and outputs.get("cost"):
+            found = outputs["cost"]
+            spent = found if isinstance(found, Cost) else Cost.model_validate(found)
+            with self._lock:
+                self.cost = self.cost + spent.model_copy(update={"wall_time_s": 0.0})
+        if parent_run_id == self.root_id or run_id == self.root_id:
+            self._annotate()
+
+    def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        if run_id == self.root_id:
+            self._annotate()
+
+    def _annotate(self) -> None:
+        run = self.tracer.run_map.get(str(self.root_id))
+        if run is None:  # tracing disabled for this run, or its end already sent
+            return
+        with self._lock:
+            cost = self.cost.model_copy(update={"wall_time_s": time.perf_counter() - self.started})
+            # A new dict: the run's metadata mapping may be shared with the callback manager that made it.
+            run.extra["metadata"] = {**(run.extra.get("metadata") or {}), **cost_metadata(cost)}
+
+
+def _with_root_cost(config: RunnableConfig, manager: Any) -> RunnableConfig:
+    """``config`` with ``manager`` as its callbacks and, when a LangSmith tracer is among them, a ``_RootCost``
+    handler (in front of it, so on a run of its own the root's end carries the full wall time)."""
+    from langchain_core.tracers.langchain import LangChainTracer
+
+    tracer = next((h for h in manager.handlers if isinstance(h, LangChainTracer)), None)
+    if tracer is None:
+        return config
+    handler = _RootCost(config["run_id"], tracer)
+    manager.handlers.insert(0, handler)
+    manager.inheritable_handlers.insert(0, handler)
+    return {**config, "callbacks": manager}
+
+
+def _stamped(values: Any, elapsed: float) -> Any:
+    """A state snapshot whose ``cost`` carries the run's wall time so far."""
+    if not isinstance(values, dict) or values.get("cost") is None:
+        return values
+    found = values["cost"]
+    cost = found if isinstance(found, Cost) else Cost.model_validate(found)
+    return {**values, "cost": cost.model_copy(update={"wall_time_s": round(elapsed, 6)})}
+
+
+def _stamp_chunk(chunk: Any, stream_mode: Any, version: Any, started: float) -> Any:
+    """``chunk`` of a stream with its state snapshots (``values`` mode, this graph's own) stamped."""
+    elapsed = time.perf_counter() - started
+    if version == "v2":
+        if isinstance(chunk, dict) and chunk.get("type") == "values" and not chunk.get("ns"):
+            return {**chunk, "data": _stamped(chunk.get("data"), elapsed)}
+        return chunk
+    if stream_mode == "values":
+        return _stamped(chunk, elapsed)
+    if isinstance(chunk, tuple) and len(chunk) == 2 and chunk[0] == "values":
+        return ("values", _stamped(chunk[1], elapsed))
+    if isinstance(chunk, tuple) and len(chunk) == 3 and chunk[0] == () and chunk[1] == "values":
+        return ((), "values", _stamped(chunk[2], elapsed))
+    return chunk
+
+
+class TracedGraph(CompiledStateGraph):
+    """A compiled strategy graph that traces itself the same way on every path.
+
+    Its own root run is named after the graph, tagged ``strategy:<name>`` and ``policy:<resolved policy>``, carries
+    namespace and budgets (the context's fields but ``resources``) as metadata, and ends with the cost figures
+    (LLM calls, tokens, wall time). Every state snapshot it streams carries the run's wall time in
+    ``cost.wall_time_s``. Build one with ``traced_graph(builder.compile(name=...))``.
+    """
+
+    def _run_config(self, input: Any, config: RunnableConfig | None, context: Any, manager_for: Any) -> RunnableConfig:
+        from langgraph._internal._config import ensure_config
+
+        config = ensure_config(self.config, config)
+        try:
+            extra = graph_run_config(self.get_name(), input, config, context, self.context_schema)
+        except Exception:  # noqa: BLE001 - describing a run must never stop it; the graph reports bad context
+            extra = {"tags": [f"strategy:{self.get_name()}", *config.get("tags", [])]}
+        config = {**config, **extra, "run_id": config.get("run_id") or uuid.uuid4()}
+        if isinstance(config.get("callbacks"), BaseCallbackManager):  # a parent's manager: add to a copy, not it
+            config["callbacks"] = config["callbacks"].copy()
+        return _with_root_cost(config, manager_for(config))
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
+               **kwargs: Any) -> Iterator[Any]:  # fmt: skip
+        from langgraph._internal._config import get_callback_manager_for_config
+
+        started = time.perf_counter()
+        config = self._run_config(input, config, context, get_callback_manager_for_config)
+        mode, version = kwargs.get("stream_mode") or self.stream_mode, kwargs.get("version")
+        for chunk in super().stream(input, config, context=context, **kwargs):
+            yield _stamp_chunk(chunk, mode, version, started)
+
+    async def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
+                      **kwargs: Any) -> AsyncIterator[Any]:  # fmt: skip
+        from langgraph._internal._config import get_async_callback_manager_for_config
+
+        started = time.perf_counter()
+        config = self._run_config(input, config, context, get_async_callback_manager_for_config)
+        mode, version = kwargs.get("stream_mode") or self.stream_mode, kwargs.get("version")
+        async for chunk in super().astream(input, config, context=context, **kwargs):
+            yield _stamp_chunk(chunk, mode, version, started)
+
+
+def _hide_routers(compiled: CompiledStateGraph) -> None:
+    """Routers run untraced: a conditional edge is not a step worth a run of its own in the trace."""
+    from langgraph._internal._runnable import RunnableCallable
+
+    for branches in compiled.builder.branches.values():
+        for spec in branches.values():
+            if isinstance(spec.path, RunnableCallable):
+                spec.path.trace = False  # the path is this builder's own wrapper of the router function
+
+
+def traced_graph(compiled: CompiledStateGraph) -> TracedGraph:
+    """``compiled`` as a ``TracedGraph`` (strategy = the graph's name), its routers untraced."""
+    _hide_routers(compiled)
+    attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy does
+    return TracedGraph(**attrs)
