@@ -227,3 +227,52 @@ def test_parallel_callers_wait_out_one_rate_limit_together(env: Path, server: Fa
     limited = [r for r in server.requests if r.status == 429]
     assert len(limited) == 1 and len(server.requests) == 7  # six answers and the one 429: no storm
     assert all(r.at - limited[0].at >= 0.39 for r in server.requests if r is not limited[0])
+
+
+def test_a_long_session_is_built_in_windows_that_fit_the_context(
+    env: Path, server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """A 120-turn session against a server that refuses any request over its context window: with the
+    window set to the model's context the session is built by the model in windows, with no fallback; the
+    same session sent whole is refused (the limit is real)."""
+    import random
+
+    rng = random.Random(22)
+    places = ["Lisbon", "Porto", "Kyoto", "Oslo", "Quito", "Accra"]
+    things = ["a pottery class", "the night shift", "a marathon", "her sister's wedding", "a vintage camera"]
+    turns = [
+        {"speaker": speaker, "dia_id": f"D1:{i + 1}",
+         "text": f"Turn {i + 1}: {speaker} talks about {rng.choice(things)} in {rng.choice(places)}, "
+                 f"and about what happened after it, in some detail, for a while. " * 2}
+        for i, speaker in enumerate(["Maya", "Leo"] * 60)
+    ]  # fmt: skip
+    doc = [{"sample_id": "long", "conversation": {"speaker_a": "Maya", "speaker_b": "Leo",
+                                                  "session_1": turns, "session_1_date_time": "1 May 2023"},
+            "qa": []}]  # fmt: skip
+    path = tmp_path / "long.json"
+    path.write_text(json.dumps(doc))
+    session_chars = sum(len(t["text"]) for t in turns)
+    limit = 2048 * 4  # the server's window: 2,048 tokens at its 4 characters per token
+
+    monkeypatch.setenv("LOGICMAP_CONTEXT_TOKENS", "100000")  # told a larger window than the model has
+    server.reset(Scenario(max_prompt_chars=limit))
+    code, err, _ = ingest(path, capsys)
+    assert session_chars > 3 * limit and code == 3 and CONTEXT_WINDOW_SETTING in err
+    assert committed_sessions(env) == {}
+
+    monkeypatch.setenv("LOGICMAP_CONTEXT_TOKENS", "2048")  # the model's real window
+    server.reset(Scenario(max_prompt_chars=limit))
+    code, err, _ = ingest(path, capsys)
+    assert code == 0 and "fallback" not in err, err
+    assert committed_sessions(env) == {"S1": "llm"}
+    assert all(r.chars <= limit for r in server.requests) and all(r.status == 200 for r in server.requests)
+    assert len(server.requests) >= 8  # several windows per role
+    store = MemoryStore(LogicMapSettings(data_dir=env, embedding_provider="hashing"))
+    try:
+        snapshot = store.snapshot(NS)
+        cited = {t for e in snapshot.events.values() for t in e.turn_ids}
+        assert cited == set(snapshot.turns) and len(snapshot.turns) == 120
+        assert snapshot.manifest.sessions["S1"].fallbacks == []  # every window of every role built by the model
+    finally:
+        store.close()

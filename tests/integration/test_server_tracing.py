@@ -47,12 +47,12 @@ def test_a_server_run_carries_tags_namespace_budgets_and_cost(langgraph_dev: Any
     client = get_client(url=server.url)
 
     async def scenario() -> dict[str, Any]:
-        ingested = await client.runs.wait(None, "ingest", input={"namespace": "served", "path": str(SAMPLE)},
-                                          context={"policy": "heuristic"})  # fmt: skip
+        ingested = await client.runs.wait(None, "ingest", input={"path": str(SAMPLE)},
+                                          context={"policy": "heuristic", "namespace": "served"})  # fmt: skip
         thread = await client.threads.create()
         # "llm" asked for, but the server has no chat model configured: the run can only use the heuristic one.
-        answered = await client.runs.wait(thread["thread_id"], "compass", context={"policy": "llm", "max_steps": 4},
-                                          input={"namespace": "served", "question": "What is the name of Maya's dog?"})  # fmt: skip
+        answered = await client.runs.wait(thread["thread_id"], "compass", context={"policy": "llm", "max_steps": 4, "namespace": "served"},
+                                          input={"question": "What is the name of Maya's dog?"})  # fmt: skip
         return {"ingested": ingested, "compass": answered}
 
     outcome = asyncio.run(asyncio.wait_for(scenario(), RUN_TIMEOUT_S))
