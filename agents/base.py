@@ -29,6 +29,8 @@ __all__ = [
     "RoleOutcome",
     "add_cost",
     "parse_json_reply",
+    "request_reply",
+    "retry_config",
     "run_role",
 ]
 
@@ -236,7 +238,7 @@ def _read_reply(reply: BaseMessage, schema: type[T], validate: Callable[[T], lis
     return (output if not problems else None), problems
 
 
-def _request(bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel,
+def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel,
              cost: Cost) -> tuple[BaseMessage | None, str, str]:
     """One reply (retrying transient provider errors), or ``(None, problem, shown)`` when the reply could not be
     read. Provider errors (``ProviderError``) propagate: they stop the run."""
@@ -272,7 +274,7 @@ def _request(bound: Any, conversation: list[BaseMessage], config: dict[str, Any]
     return reply, "", ""
 
 
-def _retry_config(config: dict[str, Any], attempt: int) -> dict[str, Any]:
+def retry_config(config: dict[str, Any], attempt: int) -> dict[str, Any]:
     """A retried call's config: tagged ``retry`` with its ``attempt`` number, so traces tell it from the first."""
     return {**config, "tags": [*config["tags"], "retry"], "metadata": {**config["metadata"], "attempt": attempt}}
 
@@ -310,8 +312,8 @@ def run_role(
     attempts = 0
     for attempt in range(2):
         attempts += 1
-        reply, problem, shown = _request(bound, conversation, config if attempt == 0 else _retry_config(config, attempt + 1), llm,
-                                         cost)
+        attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
+        reply, problem, shown = request_reply(bound, conversation, attempt_config, llm, cost)
         if reply is None:
             problems = [problem]
         else:

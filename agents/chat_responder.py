@@ -14,8 +14,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
-from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
+from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, request_reply, retry_config
 from logicmap.prompts.chat import ChatReply
 
 __all__ = ["ChatReplyOutcome", "reply_text"]
@@ -44,28 +43,6 @@ def _text(message: BaseMessage) -> str:
     return text
 
 
-def _cost(message: BaseMessage, messages: Sequence[BaseMessage]) -> Cost:
-    usage = getattr(message, "usage_metadata", None)
-    if usage:
-        return Cost(llm_calls=1, prompt_tokens=int(usage.get("input_tokens", 0)),
-                    completion_tokens=int(usage.get("output_tokens", 0)))  # fmt: skip
-    prompt_chars = sum(len(str(m.content)) for m in messages)
-    return Cost(llm_calls=1, prompt_tokens=prompt_chars // 4, completion_tokens=len(str(message.content)) // 4,
-                tokens_estimated=True)  # fmt: skip
-
-
-def _request(llm: BaseChatModel, conversation: list[BaseMessage], config: dict[str, Any], endpoint: str,
-             cost: Cost) -> BaseMessage:
-    """One reply, transient provider errors (429, 5xx, timeouts) retried within the run's budget."""
-
-    def call(timeout: float | None) -> BaseMessage:
-        cost.http_requests += 1
-        extra = {"timeout": timeout} if timeout is not None and hasattr(llm, "root_client") else {}
-        return llm.invoke(conversation, config=config, **extra)
-
-    return call_with_retries(call, endpoint=endpoint)
-
-
 def reply_text(
     llm: BaseChatModel | None,
     messages: list[BaseMessage],
@@ -76,26 +53,25 @@ def reply_text(
     metadata: dict[str, Any] | None = None,
 ) -> ChatReplyOutcome:
     """Ask the model for the reply as plain text (streamed when the caller streams); retry an empty reply once
-    with a nudge; else ``fallback()``, recorded. Never raises for a bad reply or a failed call."""
+    with a nudge; else ``fallback()``, recorded. A bad reply never raises; a provider failure raises
+    ``ProviderError`` (``agents.base.request_reply``, the request path every role shares)."""
     started = time.perf_counter()
     if llm is None:
         return ChatReplyOutcome(output=fallback(), cost=Cost(),
                                 fallback=FallbackRecord(role=ROLE, reason="no chat model configured"))  # fmt: skip
     config = {"run_name": ROLE, "tags": [f"role:{ROLE}", *tags], "metadata": dict(metadata or {})}
     conversation, cost, errors = list(messages), Cost(), []
-    endpoint = endpoint_of(llm)
     for attempt in range(2):
-        try:
-            message = _request(llm, conversation, config, endpoint, cost)
-        except ProviderError:
-            raise  # a broken key, an unreachable server, a deadline: the run stops, never a silent fallback
-        except Exception as exc:  # noqa: BLE001 - a failed call is a failed attempt, recorded below
-            errors.append(f"attempt {attempt + 1}: model call failed: {type(exc).__name__}: {str(exc)[:300]}")
+        # Transient provider errors are retried inside; a provider failure (bad key, unreachable server,
+        # deadline) raises ``ProviderError``: the run stops, never a silent fallback.
+        attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
+        message, problem, _ = request_reply(llm, conversation, attempt_config, llm, cost)
+        if message is None:
+            errors.append(f"attempt {attempt + 1}: {problem}")
             continue
-        cost = cost + _cost(message, conversation)
-        cost.usable_replies += 1 if _text(message) else 0
         text = _text(message)
         if text:
+            cost.usable_replies += 1
             cost.wall_time_s = time.perf_counter() - started
             return ChatReplyOutcome(output=ChatReply(reply=text, used_memory_ids=list(used_memory_ids)), cost=cost,
                                     attempts=attempt + 1, message_id=message.id)  # fmt: skip

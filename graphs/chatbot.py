@@ -88,6 +88,7 @@ from logicmap.agents.provider import ProviderError, run_scope
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
+    resolve_policy,
     resources_field,
     resources_of,
     run_context,
@@ -221,11 +222,7 @@ def _ctx(runtime: Runtime[ChatContext] | None) -> ChatContext:
 
 def _policy(ctx: ChatContext, res: Resources) -> str:
     """The run's policy with ``auto`` resolved: the LLM policy when the run has a chat model."""
-    if ctx.policy == "auto":
-        return "llm" if res.llm is not None else "heuristic"
-    if ctx.policy not in ("llm", "heuristic"):
-        raise ValueError(f"unknown policy {ctx.policy!r}; choose auto, llm or heuristic")
-    return ctx.policy
+    return resolve_policy(ctx.policy, res)
 
 
 def _internal(step: Callable[[dict[str, Any]], Any], args: dict[str, Any], name: str) -> Any:

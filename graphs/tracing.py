@@ -22,7 +22,7 @@ from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
 from logicmap.agents.provider import run_scope
-from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.memory.tenancy import resolve_namespace
 
 __all__ = [
@@ -221,13 +221,13 @@ def _context_object(schema: Any, context: Any) -> Any:
 
 
 def _resolved_policy(ctx: Any) -> str | None:
-    """The policy a run can use: ``llm`` only when a chat model is configured, as every graph's roles decide."""
+    """The policy a run can use: ``llm`` (asked for, or ``auto``) only when a chat model is configured, as
+    every graph's roles decide (``graphs.resources.resolve_policy``)."""
     policy = getattr(ctx, "policy", None)
-    if policy != "llm":
+    if policy not in ("auto", "llm"):
         return policy
     carried = getattr(ctx, "resources", None)
-    resources = carried if isinstance(carried, Resources) else default_resources()
-    return "llm" if resources.llm is not None else "heuristic"
+    return resolve_policy("auto", carried if isinstance(carried, Resources) else default_resources())
 
 
 def _run_namespace(ctx: Any, inputs: Any, configurable: Mapping[str, Any]) -> str | None:
