@@ -338,7 +338,7 @@ def run_role(
             ),
         ]
     cost.wall_time_s = time.perf_counter() - started
-    reason = "invalid model output after one retry" if allowed == 2 else "invalid model output; no retry left in the call budget"
+    reason = "invalid model output" + (" after one retry" if allowed == 2 else "; no retry left in the call budget")
     return RoleOutcome(
         output=fallback(),
         cost=cost,
