@@ -290,8 +290,11 @@ def run_role(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
+    max_attempts: int = 2,
 ) -> RoleOutcome[T]:
     """Ask the model for a ``schema`` object; validate; retry once with the errors; else fall back.
+
+    ``max_attempts`` 1 drops the retry (a caller whose call budget has one request left).
 
     Only a reply the model really produced can fall back (unparseable, invalid, cut off, filtered). A provider
     or transport failure (bad key, unknown model, unreachable server, rate limits or 5xx beyond the retry
@@ -310,7 +313,8 @@ def run_role(
     conversation = list(messages)
     errors: list[str] = []
     attempts = 0
-    for attempt in range(2):
+    allowed = max(1, min(2, max_attempts))
+    for attempt in range(allowed):
         attempts += 1
         attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
         reply, problem, shown = request_reply(bound, conversation, attempt_config, llm, cost)
@@ -334,9 +338,10 @@ def run_role(
             ),
         ]
     cost.wall_time_s = time.perf_counter() - started
+    reason = "invalid model output" + (" after one retry" if allowed == 2 else "; no retry left in the call budget")
     return RoleOutcome(
         output=fallback(),
         cost=cost,
-        fallback=FallbackRecord(role=role, reason="invalid model output after one retry", errors=errors),
+        fallback=FallbackRecord(role=role, reason=reason, errors=errors),
         attempts=attempts,
     )

@@ -1,8 +1,8 @@
 """Goal-Mem roles: parse the goal, decompose it, unify subgoals with memories, refine, generate.
 
-Each runs through ``run_role`` (typed output, validation, one retry, deterministic fallback); the
-unifier's output is then checked deterministically (types, agreement with the substitution) by
-``apply_unification``, which rejects offending bindings rather than trusting the model.
+Each runs through ``run_role`` (typed output, validation, one retry, deterministic fallback). The LLM
+unifier's type and equality judgments stand; ``apply_unification`` checks only what is mechanical (cited ids
+exist, variables bound to constants) and applies the lexical checks to the lexical fallback's output only.
 """
 
 from __future__ import annotations
@@ -73,8 +73,10 @@ def _run(
     validate: Callable[[T], list[str]],
     method: str,
     version: str,
+    max_attempts: int = 2,
 ) -> RoleOutcome[T]:
-    """``run_role``, except that the no-LLM policy uses the fallback without recording it as a failure."""
+    """``run_role``, except that the no-LLM policy uses the fallback without recording it as a failure.
+    ``max_attempts`` < 2 drops the retry (the caller's call budget)."""
     if heuristic:
         return RoleOutcome(output=fallback(), cost=Cost())
     return run_role(
@@ -87,6 +89,7 @@ def _run(
         method=method,
         tags=["strategy:goalmem"],
         metadata={"prompt_version": version},
+        max_attempts=max_attempts,
     )
 
 
@@ -123,7 +126,12 @@ def _validate_parsed(output: ParsedGoal, utterance: str) -> list[str]:
 
 
 def parse_utterance(
-    llm: BaseChatModel | None, utterance: str, *, method: str = "function_calling", heuristic: bool = False
+    llm: BaseChatModel | None,
+    utterance: str,
+    *,
+    method: str = "function_calling",
+    heuristic: bool = False,
+    max_attempts: int = 2,
 ) -> RoleOutcome[Goal]:
     """The utterance as an NL-Logic goal; fallback: the wh-word heuristic (``heuristic_goal``)."""
     outcome = _run(
@@ -135,6 +143,7 @@ def parse_utterance(
         fallback=lambda: ParsedGoal(goal=heuristic_goal(utterance).render()),
         validate=lambda o: _validate_parsed(o, utterance),
         method=method,
+        max_attempts=max_attempts,
         version=goalmem_parse.VERSION,
     )
     return RoleOutcome(
@@ -184,6 +193,7 @@ def decompose_goal(
     *,
     method: str = "function_calling",
     heuristic: bool = False,
+    max_attempts: int = 2,
 ) -> RoleOutcome[Rule]:
     """A rule ``subgoals => goal`` that differs from the failed ones. Fallback: the next heuristic
     decomposition not yet tried (the goal itself first); when none is left, the goal itself."""
@@ -207,6 +217,7 @@ def decompose_goal(
         fallback=fallback,
         validate=lambda o: validate_decomposition(o, goal, failed_rules),
         method=method,
+        max_attempts=max_attempts,
         version=goalmem_decompose.VERSION,
     )
     try:
@@ -261,11 +272,65 @@ class UnifyStep(BaseModel):
     resolved: dict[str, list[str]] = Field(default_factory=dict, description="subgoal id -> supporting memory ids")
     unresolved: dict[str, str] = Field(default_factory=dict, description="subgoal id -> what is missing")
     rejected: list[str] = Field(default_factory=list, description="bindings refused, with the reason")
+    judged: list[str] = Field(
+        default_factory=list,
+        description="bindings kept on the unifier's judgment that the lexical check would have refused",
+    )
 
 
-def apply_unification(output: Unification, subgoals: dict[str, Atom], substitution: Substitution) -> UnifyStep:
-    """Merge the unifier's results into the substitution, refusing a subgoal whose binding conflicts with
-    the substitution (or an earlier result of the same reply) or whose value has the wrong type.
+def _result_problem(
+    sid: str,
+    atom: Atom,
+    result: SubgoalResult,
+    substitution: Substitution,
+    memory_ids: set[str] | None,
+    trust_judgments: bool,
+) -> tuple[Substitution, str | None, list[str]]:
+    """``(substitution with the result's bindings, problem or None, lexical objections overruled)``."""
+    unknown = [f for f in result.facts if memory_ids is not None and f not in memory_ids]
+    if unknown:
+        return substitution, f"cites memory ids that were not retrieved: {unknown}", []
+    trial, overruled = substitution, []
+    variables = {v.name: v for v in atom.variables()}
+    for b in result.bindings:
+        var = variables.get(b.variable)
+        if var is None:
+            return substitution, f"{b.variable} is not a variable of {sid}", []
+        try:
+            value = Term.const(b.value.strip(), b.type.strip() if b.type and b.type.strip() else None)
+        except ValueError:
+            return substitution, f"{b.variable}: {b.value!r} (type {b.type!r}) is not a constant", []
+        problem = binding_problem(var, value, trial, lexical=not trust_judgments)
+        if problem:
+            return substitution, problem, []
+        objection = binding_problem(var, value, trial) if trust_judgments else None
+        if objection:
+            overruled.append(f"{sid} {var.name}/{value.name!r}: {objection}")
+        trial = trial.bind(var, value, lexical=not trust_judgments)
+    unbound = [name for name in variables if name not in trial]
+    if unbound:
+        return substitution, f"variables {unbound} left unbound", []
+    if not result.facts:
+        return substitution, "no supporting memory cited", []
+    return trial, None, overruled
+
+
+def apply_unification(
+    output: Unification,
+    subgoals: dict[str, Atom],
+    substitution: Substitution,
+    *,
+    memory_ids: set[str] | None = None,
+    trust_judgments: bool = False,
+) -> UnifyStep:
+    """Merge the unifier's results into the substitution, one subgoal at a time.
+
+    Mechanical checks always refuse a resolved subgoal: a binding of something that is not its variable or to
+    no constant, a variable left unbound, no cited memory, a cited id not in ``memory_ids``. Type fit and
+    equality are judgments: with ``trust_judgments`` (the LLM unifier's own reply) they stand, so a value for
+    a variable already bound is the same thing by the unifier's word (the first value is kept) and what the
+    lexical check would have refused is listed in ``judged``; without it (the lexical fallback) a type mismatch
+    or a value conflicting with the substitution (or an earlier result) refuses the subgoal.
     ``subgoals`` are the atoms before the substitution is applied, so a restated binding is checked."""
     current = substitution
     step = UnifyStep(substitution=substitution)
@@ -277,30 +342,14 @@ def apply_unification(output: Unification, subgoals: dict[str, Atom], substituti
         if result is None or not result.resolved:
             step.unresolved[sid] = (result.reason if result else "") or "not proved by the retrieved memories"
             continue
-        trial, problem = current, None
-        variables = {v.name: v for v in atom.variables()}
-        for b in result.bindings:
-            var = variables.get(b.variable)
-            if var is None:
-                problem = f"{b.variable} is not a variable of {sid}"
-                break
-            value = Term.const(b.value.strip(), b.type.strip() if b.type and b.type.strip() else None)
-            problem = binding_problem(var, value, trial)
-            if problem:
-                break
-            trial = trial.bind(var, value)
-        if problem is None:
-            unbound = [name for name in variables if name not in trial]
-            if unbound:
-                problem = f"variables {unbound} left unbound"
-            elif not result.facts:
-                problem = "no supporting memory cited"
+        trial, problem, overruled = _result_problem(sid, atom, result, current, memory_ids, trust_judgments)
         if problem:
             step.rejected.append(f"{sid} {atom.render()}: {problem}")
             step.unresolved[sid] = problem
             continue
         current = trial
         step.resolved[sid] = list(dict.fromkeys(result.facts))
+        step.judged.extend(overruled)
     step.substitution = current
     return step
 
@@ -314,9 +363,11 @@ def unify_subgoals(
     *,
     method: str = "function_calling",
     heuristic: bool = False,
+    max_attempts: int = 2,
 ) -> tuple[UnifyStep, RoleOutcome[Unification]]:
-    """ONE call for all active subgoals and all retrieved memories, then deterministic checking.
-    Fallback: lexical entailment (``lexical_unification``)."""
+    """ONE call for all active subgoals and all retrieved memories, then deterministic checking: the model's
+    type and equality judgments stand, only mechanical checks apply (``apply_unification``).
+    Fallback: lexical entailment (``lexical_unification``), whose output also gets the lexical checks."""
     memory_ids = {mid for mid, _, _ in memories}
     grounded = {sid: atom.apply(substitution) for sid, atom in subgoals.items()}
     outcome = _run(
@@ -333,9 +384,14 @@ def unify_subgoals(
         fallback=lambda: lexical_unification(list(grounded.items()), memories, substitution),
         validate=lambda o: validate_unification(o, subgoals, memory_ids, substitution),
         method=method,
+        max_attempts=max_attempts,
         version=goalmem_unify.VERSION,
     )
-    return apply_unification(outcome.output, subgoals, substitution), outcome
+    judged_by_model = not heuristic and outcome.fallback is None
+    step = apply_unification(
+        outcome.output, subgoals, substitution, memory_ids=memory_ids, trust_judgments=judged_by_model
+    )
+    return step, outcome
 
 
 # ------------------------------------------------------------------------------------------ refine
@@ -383,6 +439,7 @@ def refine_subgoals(
     *,
     method: str = "function_calling",
     heuristic: bool = False,
+    max_attempts: int = 2,
 ) -> tuple[list[tuple[str, Atom]], RoleOutcome[Refinement]]:
     """For each unresolved subgoal, antecedents whose grounding it needs (at most two each, new ones only).
     Fallback: no refinement, which ends the depth loop."""
@@ -402,6 +459,7 @@ def refine_subgoals(
         fallback=lambda: Refinement(antecedents=[]),
         validate=lambda o: validate_refinement(o, grounded, known_types, existing),
         method=method,
+        max_attempts=max_attempts,
         version=goalmem_refine.VERSION,
     )
     picked: list[tuple[str, Atom]] = []
@@ -435,6 +493,7 @@ def generate_answer(
     *,
     method: str = "function_calling",
     heuristic: bool = False,
+    max_attempts: int = 2,
 ) -> RoleOutcome[GoalAnswer]:
     """The answer from the utterance, the grounded goal and only the supporting memories.
     Fallback: the answer variables' values."""
@@ -452,5 +511,6 @@ def generate_answer(
         fallback=lambda: GoalAnswer(answer=heuristic_answer(goal, substitution)),
         validate=lambda o: [] if o.answer.strip() else ["the answer is empty"],
         method=method,
+        max_attempts=max_attempts,
         version=goalmem_generate.VERSION,
     )

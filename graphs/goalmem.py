@@ -1,7 +1,8 @@
 """The Goal-Mem graph: backward chaining in NL-Logic over any retrieval backbone.
 
 parse_goal -> decompose (breadth loop) -> retrieve (one Send per subgoal) -> unify (one batched call)
--> refine (depth loop) -> retrieve -> unify ... -> generate, or fail ("I don't know"). Studio loads ``graph``.
+-> refine (depth loop) -> retrieve -> unify ... -> generate, or fail ("I don't know"). At most
+``call_bound(B, D)`` LLM requests, retries included: the loops stop there (recorded). Studio loads ``graph``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
-from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, add_cost
 from logicmap.agents.goalmem import (
     decompose_goal,
     generate_answer,
@@ -120,7 +121,9 @@ class GoalMemOutput(TypedDict, total=False):
     evidence: list[EvidenceItem]
     """The memories that resolved a subgoal, each with the turns (dia ids) it cites."""
     stop_reason: str
-    """Why the search stopped without a proof (when it did)."""
+    """Why the search stopped without a proof (when it did), the call budget included."""
+    llm_requests: int
+    """LLM requests the run made, retries included; never more than 1 + B(2 + 2D)."""
     cost: Annotated[Cost, add_cost]
     """LLM calls and tokens the run spent."""
     fallbacks: Annotated[list[FallbackRecord], operator.add]
@@ -128,8 +131,10 @@ class GoalMemOutput(TypedDict, total=False):
 
 
 def call_bound(max_breadth: int, max_depth: int) -> int:
-    """Most reasoning-role calls a question can take: 1 parse + B x (decompose + unify + D x (refine +
-    unify)) = 1 + B(2 + 2D); ``generate`` adds one when an answer is found, a retry doubles a call."""
+    """Most LLM requests a question can take: 1 parse + B x (decompose + unify + D x (refine + unify))
+    = 1 + B(2 + 2D). It is a budget, enforced: retries and ``generate`` count against it, a role gets its retry
+    only when the requests its loop still needs remain, and the loops stop (recorded) rather than exceed it.
+    (A request re-sent after a transient provider error, 429 or 5xx, is the same request: ``Cost.http_requests``.)"""
     return 1 + max_breadth * (2 + 2 * max_depth)
 
 
@@ -164,6 +169,8 @@ class GoalMemState(TypedDict, total=False):
     last_unified: dict[str, str]
     new_in_step: int
     solved_depth: int | None
+    resolved_in_step: int
+    llm_requests: int
     stop_reason: str
     answer: str
     status: str
@@ -207,9 +214,29 @@ def _backbone(runtime: Runtime[GoalMemContext] | None, namespace: str) -> Backbo
     return make_backbone(spec, res.store, namespace, embeddings=lambda: res.embeddings)
 
 
-def _spent(outcome: Any) -> dict[str, Any]:
-    """The cost and fallback of one role call, as a state update."""
-    return {"cost": outcome.cost, "fallbacks": [outcome.fallback] if outcome.fallback else []}
+def _spent(state: GoalMemState, outcome: RoleOutcome[Any]) -> dict[str, Any]:
+    """The cost, fallback and LLM requests (attempts) of one role call, as a state update."""
+    return {
+        "cost": outcome.cost,
+        "fallbacks": [outcome.fallback] if outcome.fallback else [],
+        "llm_requests": state.get("llm_requests", 0) + outcome.attempts,
+    }
+
+
+def _requests_left(state: GoalMemState, ctx: GoalMemContext) -> int:
+    return call_bound(ctx.max_breadth, ctx.max_depth) - state.get("llm_requests", 0)
+
+
+def _attempts(state: GoalMemState, ctx: GoalMemContext, reserve: int) -> int:
+    """Attempts a role call may make (2: with its retry) keeping ``reserve`` requests for the steps that must
+    follow it (a decomposition or refinement is worthless without the unification after it). Routers enter a
+    role only when ``reserve + 1`` requests are left, so this is at least 1 and the bound is never passed."""
+    return max(1, min(2, _requests_left(state, ctx) - reserve))
+
+
+def _budget_spent(state: GoalMemState, ctx: GoalMemContext) -> str:
+    return (f"call budget spent: {state.get('llm_requests', 0)} of {call_bound(ctx.max_breadth, ctx.max_depth)} "
+            f"LLM requests (1 + B(2 + 2D), retries included)")  # fmt: skip
 
 
 def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:
@@ -286,7 +313,9 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
     namespace = run_namespace(_ctx(runtime).namespace)
     resources_of(runtime).store.require_namespace(namespace)
     llm, heuristic, method = _llm(runtime)
-    outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic)
+    state = {**state, "llm_requests": 0}
+    outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic,
+                              max_attempts=_attempts(state, _ctx(runtime), reserve=2))
     return {
         "namespace": namespace,
         "goal": outcome.output,
@@ -294,7 +323,7 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
         "step": 0,
         "failed": [],
         "substitution": Substitution(),
-        **_spent(outcome),
+        **_spent(state, outcome),
         "trace": [{"node": "parse_goal", "goal": outcome.output.render()}],
     }
 
@@ -303,10 +332,11 @@ def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str
     """One breadth step: a rule ``subgoals => goal`` unlike the failed ones, or ``exhausted`` if none is left."""
     llm, heuristic, method = _llm(runtime)
     failed = _failed_so_far(state)
-    outcome = decompose_goal(llm, state["question"], state["goal"], failed, method=method, heuristic=heuristic)
+    outcome = decompose_goal(llm, state["question"], state["goal"], failed, method=method, heuristic=heuristic,
+                             max_attempts=_attempts(state, _ctx(runtime), reserve=1))
     rule = outcome.output
     breadth = state.get("breadth", 0) + 1
-    update: dict[str, Any] = {"breadth": breadth, "failed": failed, **_spent(outcome)}
+    update: dict[str, Any] = {"breadth": breadth, "failed": failed, **_spent(state, outcome)}
     if any(rule.body_key() == old.body_key() for old, _ in failed):
         # Nothing untried is left: another round would repeat a failed proof.
         return {**update, "exhausted": True, "stop_reason": "no new decomposition",
@@ -331,6 +361,7 @@ def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, 
 def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One batched unification of the open subgoals against every memory retrieved so far."""
     llm, heuristic, method = _llm(runtime)
+    ctx = _ctx(runtime)
     step = state.get("step", 0)
     before = _pool(state, before_step=step)
     new_ids = [mid for mid in _pool(state) if mid not in before]
@@ -339,40 +370,45 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
     substitution = state.get("substitution") or Substitution()
     result, outcome = unify_subgoals(
         llm, state["question"], active, _memory_lines(state), substitution, method=method, heuristic=heuristic,
+        max_attempts=_attempts(state, ctx, reserve=0),
     )
     resolved = {**(state.get("resolved") or {}), **result.resolved}
     unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
     solved = all(sid in resolved for sid in state.get("originals") or []) and all(
         a in result.substitution for a in state["goal"].answer
     )
-    return {
+    update: dict[str, Any] = {
         "substitution": result.substitution,
         "resolved": resolved,
         "unresolved": unresolved,
         "new_in_step": len(new_ids),
+        "resolved_in_step": len(result.resolved),
         "last_unified": {sid: atom.apply(substitution).render() for sid, atom in active.items()},
         "solved_depth": state.get("depth", 0) if solved else None,
         "rejected": result.rejected,
-        **_spent(outcome),
-        "trace": [{
-            "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
-            "new_memories": len(new_ids), "resolved": sorted(result.resolved),
-            "unresolved": sorted(unresolved), "substitution": result.substitution.render(),
-            "rejected": result.rejected,
-        }],
+        **_spent(state, outcome),
     }
+    _, stop = _after_unify({**state, **update}, ctx)
+    entry = {
+        "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
+        "new_memories": len(new_ids), "resolved": sorted(result.resolved), "unresolved": sorted(unresolved),
+        "substitution": result.substitution.render(), "rejected": result.rejected, "judged": result.judged,
+        "llm_requests": update["llm_requests"],
+    }
+    return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
 
 
 def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One depth step: antecedents for unresolved subgoals join as new subgoals (``antecedent_of`` links them)."""
     llm, heuristic, method = _llm(runtime)
+    ctx = _ctx(runtime)
     subgoals = dict(state.get("subgoals") or {})
     substitution = state.get("substitution") or Substitution()
     unresolved = {sid: (subgoals[sid], why) for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals}
     existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
     picked, outcome = refine_subgoals(
         llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
-        existing, method=method, heuristic=heuristic,
+        existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
     )
     antecedent_of = dict(state.get("antecedent_of") or {})
     unresolved_now = dict(state.get("unresolved") or {})
@@ -383,32 +419,40 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
         antecedent_of[sid] = target
         unresolved_now[sid] = "not tried"
         added.append(f"{sid} for {target}: {atom.render()}")
-    return {
+    update: dict[str, Any] = {
         "subgoals": subgoals,
         "antecedent_of": antecedent_of,
         "unresolved": unresolved_now,
         "depth": state.get("depth", 0) + 1,
         "step": state.get("step", 0) + 1,
-        **_spent(outcome),
-        "trace": [{"node": "refine", "depth": state.get("depth", 0) + 1, "antecedents": added}],
+        **_spent(state, outcome),
     }
+    _, stop = _after_refine({**state, **update}, ctx)
+    entry = {"node": "refine", "depth": update["depth"], "antecedents": added, "llm_requests": update["llm_requests"]}
+    return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
 
 
 def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """The answer from the grounded goal and the memories that resolved a subgoal."""
     llm, heuristic, method = _llm(runtime)
+    ctx = _ctx(runtime)
     supporting = list(dict.fromkeys(mid for ids in (state.get("resolved") or {}).values() for mid in ids))
+    spent = not heuristic and _requests_left(state, ctx) <= 0
     outcome = generate_answer(
         llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
-        method=method, heuristic=heuristic,
+        method=method, heuristic=heuristic or spent, max_attempts=_attempts(state, ctx, reserve=0),
     )
+    if spent:
+        # The proof used the whole budget: the answer is the answer variables' values, without a request.
+        outcome.fallback = FallbackRecord(role="goalmem_generate", reason=_budget_spent(state, ctx))
     pool = _pool(state)
     return {
         "answer": outcome.output.answer.strip(),
         "status": "answered",
         "evidence": [pool[mid] for mid in supporting if mid in pool],
-        **_spent(outcome),
-        "trace": [{"node": "generate", "answer": outcome.output.answer.strip()}],
+        **_spent(state, outcome),
+        "trace": [{"node": "generate", "answer": outcome.output.answer.strip(), "llm_requests":
+                   state.get("llm_requests", 0) + outcome.attempts, "budget_spent": spent}],
     }
 
 
@@ -416,14 +460,14 @@ def fail(state: GoalMemState) -> dict[str, Any]:
     """No proof within the breadth and depth limits: "I don't know"."""
     reason = state.get("stop_reason") or "breadth exhausted"
     return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason, "evidence": [],
-            "trace": [{"node": "fail", "reason": reason}]}
+            "trace": [{"node": "fail", "reason": reason, "llm_requests": state.get("llm_requests", 0)}]}
 
 
 # -- routers -----------------------------------------------------------------------------------------
 
 
-def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
-    """One retrieve branch per subgoal whose query is new, sharing what is left of the memory budget."""
+def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[tuple[str, str, int]]:
+    """``(subgoal, query, k)`` for each subgoal whose query is new, sharing what is left of the memory budget."""
     substitution = state.get("substitution") or Substitution()
     queried = state.get("queried") or {}
     subgoals = state.get("subgoals") or {}
@@ -436,17 +480,62 @@ def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
     if not tasks or remaining == 0:
         return []
     share, extra = divmod(remaining, len(tasks))
-    sends = []
-    for i, (sid, query) in enumerate(tasks):
-        k = min(ctx.k_per_subgoal, share + (1 if i < extra else 0))
-        if k > 0:
-            sends.append(Send("retrieve", RetrieveTask(
-                namespace=state["namespace"], subgoal=sid, query=query, k=k, step=state.get("step", 0))))
-    return sends
+    found = [(sid, query, min(ctx.k_per_subgoal, share + (1 if i < extra else 0))) for i, (sid, query) in enumerate(tasks)]
+    return [task for task in found if task[2] > 0]
 
 
-def _next_breadth(state: GoalMemState, ctx: GoalMemContext) -> Literal["decompose", "fail"]:
-    return "decompose" if state.get("breadth", 0) < ctx.max_breadth else "fail"
+def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
+    """One retrieve branch (``Send``) per subgoal whose query is new."""
+    return [
+        Send("retrieve", RetrieveTask(namespace=state["namespace"], subgoal=sid, query=query, k=k,
+                                      step=state.get("step", 0)))  # fmt: skip
+        for sid, query, k in _searches(state, ctx, sids)
+    ]
+
+
+def _pending(state: GoalMemState) -> list[str]:
+    return [sid for sid in state.get("subgoals") or {} if sid not in (state.get("resolved") or {})]
+
+
+def _next_breadth(state: GoalMemState, ctx: GoalMemContext) -> tuple[Literal["decompose", "fail"], str | None]:
+    """The next decomposition when breadth and the call budget (decompose + unify) allow it."""
+    if state.get("breadth", 0) >= ctx.max_breadth:
+        return "fail", "breadth exhausted"
+    if _requests_left(state, ctx) < 2:
+        return "fail", _budget_spent(state, ctx)
+    return "decompose", None
+
+
+def _after_unify(
+    state: GoalMemState, ctx: GoalMemContext
+) -> tuple[Literal["generate", "refine", "decompose", "fail"], str | None]:
+    """Where the search goes after a unification, and why it stops (when it does)."""
+    if state.get("solved_depth") is not None:
+        return "generate", None
+    depth = state.get("depth", 0)
+    stalled = depth >= 1 and state.get("new_in_step", 0) == 0 and state.get("resolved_in_step", 0) == 0
+    if depth >= ctx.max_depth or stalled or not state.get("unresolved"):
+        # Early stop when stalled: this depth step brought no memory and no proof, a deeper one will not either.
+        return _next_breadth(state, ctx)
+    if _requests_left(state, ctx) < 2:
+        return "fail", _budget_spent(state, ctx)
+    return "refine", None
+
+
+def _after_refine(
+    state: GoalMemState, ctx: GoalMemContext
+) -> tuple[Literal["retrieve", "unify", "decompose", "fail"], str | None]:
+    """Retrieve for new or re-grounded subgoals, unify again on new bindings, else the next decomposition."""
+    pending = _pending(state)
+    if _searches(state, ctx, pending):
+        return "retrieve", None
+    substitution = state.get("substitution") or Substitution()
+    last = state.get("last_unified") or {}
+    subgoals = state.get("subgoals") or {}
+    if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
+        # New bindings re-ground pending subgoals: worth one more look at the memories we have.
+        return "unify", None
+    return _next_breadth(state, ctx)
 
 
 def route_after_decompose(
@@ -462,19 +551,8 @@ def route_after_decompose(
 def route_after_unify(
     state: GoalMemState, runtime: Runtime[GoalMemContext]
 ) -> Literal["generate", "refine", "decompose", "fail"]:
-    """Answer when proved; refine while depth and new memories remain; else the next decomposition."""
-    ctx = _ctx(runtime)
-    if state.get("solved_depth") is not None:
-        return "generate"
-    depth = state.get("depth", 0)
-    if depth >= ctx.max_depth:
-        return _next_breadth(state, ctx)
-    if depth >= 1 and state.get("new_in_step", 0) == 0:
-        # Early stop: this depth step brought no memory we had not seen, a deeper one will not either.
-        return _next_breadth(state, ctx)
-    if not state.get("unresolved"):
-        return _next_breadth(state, ctx)
-    return "refine"
+    """Answer when proved; refine while depth, progress and budget remain; else the next decomposition."""
+    return _after_unify(state, _ctx(runtime))[0]
 
 
 def route_after_refine(
@@ -482,17 +560,8 @@ def route_after_refine(
 ) -> list[Send] | Literal["unify", "decompose", "fail"]:
     """Retrieve for the new or re-grounded subgoals, unify again on new bindings, else the next decomposition."""
     ctx = _ctx(runtime)
-    pending = [sid for sid in state.get("subgoals") or {} if sid not in (state.get("resolved") or {})]
-    sends = _dispatch(state, ctx, pending)
-    if sends:
-        return sends
-    substitution = state.get("substitution") or Substitution()
-    last = state.get("last_unified") or {}
-    subgoals = state.get("subgoals") or {}
-    if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
-        # New bindings re-ground pending subgoals: worth one more look at the memories we have.
-        return "unify"
-    return _next_breadth(state, ctx)
+    target, _ = _after_refine(state, ctx)
+    return _dispatch(state, ctx, _pending(state)) if target == "retrieve" else target
 
 
 # -- the graph ---------------------------------------------------------------------------------------
@@ -621,6 +690,7 @@ def _details(final: dict[str, Any], ctx: GoalMemContext, pool: dict[str, Evidenc
         "limits": {"max_breadth": ctx.max_breadth, "max_depth": ctx.max_depth, "max_memories": ctx.max_memories,
                    "k_per_subgoal": ctx.k_per_subgoal},
         "call_bound": call_bound(ctx.max_breadth, ctx.max_depth),
+        "llm_requests": final.get("llm_requests", 0),
         "trace": final.get("trace") or [],
     }
 

@@ -296,14 +296,20 @@ class Rule(BaseModel):
         return self.render()
 
 
-def binding_problem(variable: Term, value: Term, substitution: Substitution | None = None) -> str | None:
-    """Why ``value`` cannot be bound to ``variable`` (type mismatch, conflicting binding), or None."""
+def binding_problem(
+    variable: Term, value: Term, substitution: Substitution | None = None, *, lexical: bool = True
+) -> str | None:
+    """Why ``value`` cannot be bound to ``variable``, or None. The mechanical checks always apply (a variable,
+    a non-empty constant); ``lexical`` adds the word-level judgments (type mismatch, conflicting binding),
+    which a caller that trusts another judge of type and equality (the LLM unifier) turns off."""
     if not variable.variable:
         return f"{variable.render()} is not a variable"
     if value.variable:
         return f"cannot bind {variable.name} to the variable {value.render()}; bind it to a constant"
     if not normalize_value(value.name):
         return f"empty value for {variable.name}"
+    if not lexical:
+        return None
     if not types_compatible(variable.type, value.type):
         return (
             f"type mismatch: {variable.name} has type {variable.type!r} but {value.name!r} "
@@ -339,9 +345,10 @@ class Substitution(BaseModel):
         value = self.bindings[term.name]
         return value if value.type else Term.const(value.name, term.type)
 
-    def bind(self, variable: Term, value: Term) -> Substitution:
-        """A new substitution with ``variable -> value``; raises ``TypeMismatch`` or ``BindingConflict``."""
-        problem = binding_problem(variable, value, self)
+    def bind(self, variable: Term, value: Term, *, lexical: bool = True) -> Substitution:
+        """A new substitution with ``variable -> value``; raises ``TypeMismatch`` or ``BindingConflict``.
+        With ``lexical=False`` only the mechanical checks apply and a bound variable keeps its value."""
+        problem = binding_problem(variable, value, self, lexical=lexical)
         if problem is not None:
             if problem.startswith("type mismatch"):
                 raise TypeMismatch(problem)

@@ -15,7 +15,7 @@ from logicmap.prompts.goalmem_parse import NL_LOGIC_PRIMER
 
 __all__ = ["SYSTEM_MARKER", "VERSION", "Binding", "SubgoalResult", "Unification", "build_messages"]
 
-VERSION = "goalmem-unify-v1"
+VERSION = "goalmem-unify-v2"
 SYSTEM_MARKER = "You are the Goal-Mem unifier."
 
 
@@ -46,10 +46,13 @@ def build_messages(
     """``subgoals``: (id, rendered subgoal with the substitution applied); ``memories``: (id, line)."""
     system = (
         f"{SYSTEM_MARKER} For every subgoal decide whether the memories prove it. A subgoal is resolved when "
-        "cited memories state it (paraphrase is fine, guessing is not) and each of its variables is bound to a "
-        "value of the variable's type. Bindings must agree with the current substitution and with each other "
-        "(one value per variable). If a subgoal needs something the memories do not state, leave it unresolved "
-        "and say what is missing.\n"
+        "cited memories entail it (paraphrase is fine, guessing is not) and each of its variables is bound to a "
+        "value that fits the variable's type. You judge the fit and the entailment: a value of another kind "
+        "can fit when the memory entails it (an ingredient can give the flavor asked for; give the value's own "
+        "type). Bindings must agree with the current substitution and with each other (one thing per variable); "
+        "you judge whether two names are the same thing. Cite only ids from the Memories list and bind every "
+        "variable of a resolved subgoal: these are checked. If a subgoal needs something the memories do not "
+        "state, leave it unresolved and say what is missing.\n"
         f"{NL_LOGIC_PRIMER}\n" + schema_instructions(Unification)
     )
     lines = [

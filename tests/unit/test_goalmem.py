@@ -198,7 +198,7 @@ def test_unify_batches_subgoals_in_one_call() -> None:
     assert step.resolved == {"G1": ["D2:4", "D2:2"], "G2": ["D2:2"]} and not step.unresolved
 
 
-def test_conflicting_binding_rejected() -> None:
+def test_equality_is_the_llm_unifiers_judgment_and_lexical_conflicts_are_rejected() -> None:
     earlier = Substitution().bind(Term.var("y", "cafe"), Term.const("Blue Finch", "cafe"))
     reply = {"results": [{"subgoal": "G1", "resolved": True, "facts": ["D2:4"], "bindings": [
         {"variable": "x", "value": "iced matcha latte", "type": "drink"},
@@ -208,9 +208,15 @@ def test_conflicting_binding_rejected() -> None:
     step, outcome = unify_subgoals(
         script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)], earlier
     )
-    assert outcome.fallback is None
-    assert step.substitution == earlier and "G1" in step.unresolved and not step.resolved
-    assert "conflicting binding" in step.rejected[0] and "Rua das Flores" in step.rejected[0]
+    # The unifier saw G1 grounded with the Blue Finch and judged the restated value the same cafe: it stands,
+    # the substitution keeps its first value, and the lexical objection is on record, not a rejection.
+    assert outcome.fallback is None and step.resolved == {"G1": ["D2:4"]} and not step.rejected
+    assert step.substitution.as_dict() == {"y": "Blue Finch", "x": "iced matcha latte"}
+    assert "conflicting binding" in step.judged[0] and "Rua das Flores" in step.judged[0]
+    # The same reply checked lexically (how the lexical fallback's output is checked) is refused.
+    lexical = apply_unification(Unification.model_validate(reply), {"G1": parse_atom(DRINK_AT_CAFE)}, earlier)
+    assert lexical.substitution == earlier and "G1" in lexical.unresolved and not lexical.resolved
+    assert "conflicting binding" in lexical.rejected[0] and "Rua das Flores" in lexical.rejected[0]
 
 
 def test_conflict_between_results_of_one_reply_rejects_the_later() -> None:
@@ -224,7 +230,7 @@ def test_conflict_between_results_of_one_reply_rejects_the_later() -> None:
     assert "G2" in step.unresolved and "conflicting" in step.rejected[0]
 
 
-def test_type_mismatch_rejected() -> None:
+def test_type_fit_is_the_llm_unifiers_judgment_and_lexical_mismatches_are_rejected() -> None:
     reply = {"results": [{"subgoal": "G1", "resolved": True, "facts": ["D2:4"], "bindings": [
         {"variable": "x", "value": "Blue Finch", "type": "cafe"},
         {"variable": "y", "value": "Blue Finch", "type": "cafe"},
@@ -232,8 +238,10 @@ def test_type_mismatch_rejected() -> None:
     script = RoleScript(unify=[reply])
     step, _ = unify_subgoals(script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)],
                              Substitution())
-    assert not step.resolved and len(step.substitution) == 0
-    assert "type mismatch" in step.rejected[0]
+    assert step.resolved == {"G1": ["D2:4"]} and step.substitution.value("x") == "Blue Finch"
+    assert "type mismatch" in step.judged[0] and not step.rejected
+    lexical = apply_unification(Unification.model_validate(reply), {"G1": parse_atom(DRINK_AT_CAFE)}, Substitution())
+    assert not lexical.resolved and len(lexical.substitution) == 0 and "type mismatch" in lexical.rejected[0]
 
 
 def test_malformed_unification_output_falls_back_to_lexical_entailment() -> None:
@@ -339,9 +347,12 @@ def test_second_decomposition_avoids_the_first(ingested_sample: Resources) -> No
         parse=[{"goal": GOAL}],
         decompose=[{"subgoals": [DRINK_AT_CAFE]}, {"subgoals": [DRINK_AT_CAFE]}, {"subgoals": ["Maya drank (x:drink)"]}],
         unify=lambda m: {"results": [{"subgoal": s, "resolved": False, "reason": "not stated"} for s in subgoals_in(m)]},
+        refine=lambda m: {"antecedents": []},
     )
+    # Depth 1 (a refinement that finds nothing): at depth 0 the call budget 1 + 2(2 + 0) = 5 has no room for
+    # the second decomposition's retry, and the budget is enforced.
     result = answer(QUESTION, "sample", resources=with_model(ingested_sample, script.model), max_breadth=2,
-                    max_depth=0)
+                    max_depth=1)
     assert result.answer == FAILURE_ANSWER
     assert result.details["breadth"] == 2
     assert result.details["failed_decompositions"][0].startswith(DRINK_AT_CAFE + " =>")
@@ -349,7 +360,8 @@ def test_second_decomposition_avoids_the_first(ingested_sample: Resources) -> No
     second_prompt = str(script.calls["decompose"][1][1].content)
     assert "tried and failed" in second_prompt and DRINK_AT_CAFE in second_prompt
     assert "already failed" in str(script.calls["decompose"][2][-1].content)
-    assert script.count("unify") == 2 and script.count("generate") == 0
+    assert script.count("unify") == 2 and script.count("refine") == 2 and script.count("generate") == 0
+    assert result.details["llm_requests"] == 8 <= call_bound(2, 1) and result.details["stop_reason"] == "breadth exhausted"
 
 
 def test_repeated_decomposition_after_retry_ends_the_breadth_loop(ingested_sample: Resources) -> None:
@@ -357,14 +369,16 @@ def test_repeated_decomposition_after_retry_ends_the_breadth_loop(ingested_sampl
         parse=[{"goal": "find x: Maya had (x:drink)"}],
         decompose=[{"subgoals": ["Maya had (x:drink)"]}] * 5,
         unify=lambda m: {"results": [{"subgoal": "G1", "resolved": False}]},
+        refine=lambda m: {"antecedents": []},
     )
-    result = answer(QUESTION, "sample", resources=with_model(ingested_sample, script.model), max_depth=0)
+    # Depth 1 so that the call budget (13) has room for the retries; at depth 0 (7) it stops the loop first.
+    result = answer(QUESTION, "sample", resources=with_model(ingested_sample, script.model), max_depth=1)
     # Breadth 2: the model repeats itself twice, the heuristic fallback gives the keyword decomposition.
     # Breadth 3: nothing untried is left, so the loop stops instead of proving the same rule again.
     assert result.answer == FAILURE_ANSWER and result.details["stop_reason"] == "no new decomposition"
     assert result.details["breadth"] == 3 and len(result.details["failed_decompositions"]) == 2
     assert result.details["failed_decompositions"][1].startswith("(x:drink) is mentioned with Maya had")
-    assert script.count("decompose") == 5 and script.count("unify") == 2
+    assert script.count("decompose") == 5 and script.count("unify") == 2 and result.details["llm_requests"] == 10
 
 
 class FixedBackbone:

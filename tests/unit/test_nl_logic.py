@@ -15,6 +15,7 @@ from logicmap.memory.nl_logic import (
     Term,
     TypeMismatch,
     UnificationError,
+    binding_problem,
     parse_atom,
     parse_goal,
     parse_rule,
@@ -119,6 +120,17 @@ def test_type_mismatch_rejected() -> None:
     assert types_compatible("thing", "cafe") and not types_compatible("cafe", "drink")
     with pytest.raises(UnificationError):
         Substitution().bind(Term.var("x", "drink"), Term.var("z", "drink"))
+
+
+def test_without_lexical_checks_only_mechanical_problems_remain() -> None:
+    """Another judge of type and equality (the LLM unifier): its bindings keep only the mechanical checks."""
+    flavor = Term.var("f", "flavor")
+    assert binding_problem(flavor, Term.const("matcha", "ingredient")).startswith("type mismatch")
+    assert binding_problem(flavor, Term.const("matcha", "ingredient"), lexical=False) is None
+    subst = Substitution().bind(flavor, Term.const("matcha", "ingredient"), lexical=False)
+    assert subst.as_dict() == {"f": "matcha"} and subst.bind(flavor, Term.const("green tea"), lexical=False) == subst
+    assert "bind it to a constant" in binding_problem(flavor, Term.var("g", "flavor"), lexical=False)
+    assert "empty value" in binding_problem(flavor, Term.const("the"), lexical=False)
 
 
 def test_unify_atoms() -> None:
