@@ -1,8 +1,10 @@
 """MRAgent's active reconstruction: an LLM bound to the memory tools navigates cues, events and facts, then answers.
 
 Each turn is navigate mode (tool calls run by a ToolNode, at most 10 per turn) or answer mode (a typed
-answer with cited ids and confidence); after 8 turns a final answer is forced. Without a model the
-same graph runs a deterministic navigator over the same tools. Studio loads ``graph`` from this module.
+answer with cited ids and confidence). After every tool round a prune step keeps only the active-set
+items that support the question (the pruner role, or its similarity rule) and routes to navigate again
+or to the answer; after 8 turns a final answer is forced. Without a model the same graph runs a
+deterministic navigator and the pruning rule over the same tools. Studio loads ``graph`` from this module.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph, add_messages
 from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
+from langgraph.types import Overwrite
 from pydantic import ConfigDict, ValidationError, with_config
 from typing_extensions import TypedDict
 
+from logicmap.agents.active_pruner import prune_active
 from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
 from logicmap.graphs.resources import (
@@ -58,7 +62,7 @@ __all__ = [
     "ReconstructState",
     "after_answer",
     "after_navigate",
-    "after_tools",
+    "after_prune",
     "answer",
     "build_reconstruct_graph",
     "builder",
@@ -68,6 +72,7 @@ __all__ = [
     "memory_tools",
     "merge_active",
     "navigate",
+    "prune",
     "run_tools",
     "seed",
     "take_answer",
@@ -93,6 +98,10 @@ class ReconstructContext:
     """Events the question's cues lead to that start the active set."""
     max_evidence: int = 12
     """Most active-set items shown to the final answer."""
+    max_active: int = 12
+    """Most items the pruning rule keeps in the active set after a tool round (the pruner's fallback, the no-LLM policy)."""
+    prune_floor: float = 0.1
+    """Items less similar to the question than this are dropped by the pruning rule."""
     namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
 
@@ -116,9 +125,12 @@ class ReconstructOutput(TypedDict, total=False):
     final: ReconstructedAnswer | None
     """The answer with the event and turn ids (dia ids) it cites and its confidence."""
     active: list[EvidenceItem]
-    """The evidence the navigation reached (events, facts, turns), each with the turns it cites."""
+    """The evidence the navigation reached and the prune steps kept (events, facts, turns), each with the turns it cites."""
+    pruned: Annotated[list[dict[str, Any]], operator.add]
+    """One entry per prune step: the turn, the items kept and dropped, and who decided (model or rule)."""
     mode: str
-    """answered (the model's answer was valid), heuristic, or forced (budgets spent or invalid answer)."""
+    """answered (the model's answer was valid, or the pruner found the kept set enough), heuristic, or forced
+    (budgets spent or invalid answer)."""
     cost: Annotated[Cost, add_cost]
     """LLM calls and tokens the run spent."""
     fallbacks: Annotated[list[FallbackRecord], operator.add]
@@ -153,6 +165,8 @@ class ReconstructState(TypedDict, total=False):
     dropped_calls: int
     dropped_last: int
     trace: Annotated[list[dict[str, Any]], operator.add]
+    pruned: Annotated[list[dict[str, Any]], operator.add]
+    route: str
     final: ReconstructedAnswer | None
     answer: str
     mode: str
@@ -437,6 +451,45 @@ def _top_events(question: str, k: int, res: Resources, snapshot: NamespaceSnapsh
     return found
 
 
+def _seed_line(kind: str, item_id: str) -> str:
+    """The head of an active-set line of the navigator's first prompt (a prune step finds it by this)."""
+    return f"- [{kind} {item_id}]"
+
+
+def _record_key(record: Any) -> tuple[str, str] | None:
+    """The active-set key of a tool's artifact record (events, turns, facts about people), else None."""
+    if not isinstance(record, dict):
+        return None
+    kind = {"event": "event", "turn": "turn", "personal_fact": "fact"}.get(str(record.get("kind")))
+    return (kind, str(record.get("id"))) if kind else None
+
+
+def _pruned_message(message: BaseMessage, dropped: set[tuple[str, str]], snapshot: NamespaceSnapshot) -> BaseMessage | None:
+    """``message`` without the dropped items (same id, so it replaces the one the model saw); None if untouched."""
+    if isinstance(message, HumanMessage):
+        lines = str(message.content).split("\n")
+        kept = [line for line in lines if not any(line.startswith(_seed_line(*k)) for k in dropped)]
+        return message.model_copy(update={"content": "\n".join(kept)}) if len(kept) < len(lines) else None
+    if not isinstance(message, ToolMessage) or not isinstance(message.artifact, list):
+        return None
+    if not any(_record_key(r) in dropped for r in message.artifact):
+        return None
+    left = [r for r in message.artifact if _record_key(r) not in dropped]
+    shown = _items_from_artifact(left, snapshot)
+    others = [f"- {r.get('kind')} {r.get('text') or r.get('id')}" for r in left if isinstance(r, dict) and _record_key(r) is None]
+    if not shown and not others:
+        content = "Pruned: none of these results supports the question."
+    else:
+        content = "\n".join(["What still supports the question (the rest was pruned):",
+                             _evidence_text(shown, snapshot, len(shown)), *others]).replace("\n\n", "\n")
+    return message.model_copy(update={"content": content, "artifact": left})
+
+
+def _prune_record(state: ReconstructState, kept: list[EvidenceItem], dropped: list[EvidenceItem], by: str) -> dict[str, Any]:
+    return {"turn": state.get("turns", 0), "kept": [f"{i.kind} {i.id}" for i in kept],
+            "dropped": [f"{i.kind} {i.id}" for i in dropped], "by": by}
+
+
 # -- nodes ------------------------------------------------------------------------------------------
 
 
@@ -451,7 +504,7 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     cues = CueIndex.of(snapshot).cues_of_text(question)
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
-    active_text = "\n".join(f"- {item.text[:240]}" for item in active)
+    active_text = "\n".join(f"{_seed_line(item.kind, item.id)} {item.text[:240]}" for item in active)
     update: dict[str, Any] = {
         "namespace": namespace,
         "seed_cues": [c.text for c in cues],
@@ -459,6 +512,7 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
         "turns": 0,
         "tool_calls": 0,
         "dropped_calls": 0,
+        "route": "navigate",
         "final": None,
         "messages": prompt.build_navigator_messages(
             question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
@@ -528,6 +582,38 @@ def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], con
     return {"active": found, "tool_calls": state.get("tool_calls", 0) + len(trace), "trace": trace, "messages": out}
 
 
+def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """After a tool round: the active set keeps only what supports the question (the pruner role, or its rule
+    without a model); dropped items leave the navigator's messages too. The pruner may route to the answer."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    active = list(state.get("active", []))
+    if not active:
+        return {"route": "navigate"}
+    snapshot = res.store.snapshot(state["namespace"])
+    keys = [f"M{i + 1}" for i in range(len(active))]
+    use_llm = _use_llm(ctx, res)
+    outcome = prune_active(
+        res.llm if use_llm else None, state["question"],
+        [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, active)],
+        embeddings=res.embeddings, floor=ctx.prune_floor, limit=ctx.max_active,
+        question_date=state.get("question_date"), method=res.method, tags=["strategy:reconstruct"],
+    )
+    chosen = set(outcome.output.keep)
+    kept = [item for key, item in zip(keys, active) if key in chosen]
+    dropped = [item for key, item in zip(keys, active) if key not in chosen]
+    gone = {(i.kind, i.id) for i in dropped}
+    rewritten = [m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None]
+    by = "model" if use_llm and outcome.fallback is None else "rule"
+    update: dict[str, Any] = {
+        "active": Overwrite(kept), "messages": rewritten, "cost": outcome.cost,
+        "route": "answer" if outcome.output.answer_now and kept else "navigate",
+        "pruned": [_prune_record(state, kept, dropped, by)],
+    }
+    if use_llm and outcome.fallback is not None:
+        update["fallbacks"] = [outcome.fallback]
+    return update
+
+
 def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
     """Answer mode: the model's answer, validated against the memory (else the final answer is forced)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
@@ -575,7 +661,9 @@ def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) 
         metadata={"prompt_version": prompt.VERSION},
     )
     fallbacks = [outcome.fallback] if outcome.fallback and _use_llm(ctx, res) else []
-    return {"final": outcome.output, "answer": outcome.output.answer, "mode": "forced", "cost": outcome.cost,
+    # The pruner found the kept set enough (and the budgets were not spent): answering is its decision.
+    chosen = state.get("route") == "answer" and state.get("turns", 0) < ctx.max_turns and outcome.fallback is None
+    return {"final": outcome.output, "answer": outcome.output.answer, "mode": "answered" if chosen else "forced", "cost": outcome.cost,
             "fallbacks": fallbacks, "active": found}
 
 
@@ -594,8 +682,11 @@ def after_navigate(state: ReconstructState) -> Literal["tools", "answer", "force
     return "answer"
 
 
-def after_tools(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> Literal["navigate", "force_answer"]:
-    return "force_answer" if state.get("turns", 0) >= _ctx(runtime).max_turns else "navigate"
+def after_prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> Literal["navigate", "force_answer"]:
+    """Navigate again, or answer from the pruned set: the pruner said it is enough, or the turns are spent."""
+    if state.get("route") == "answer" or state.get("turns", 0) >= _ctx(runtime).max_turns:
+        return "force_answer"
+    return "navigate"
 
 
 def after_answer(state: ReconstructState) -> Literal["force_answer", "__end__"]:
@@ -612,12 +703,14 @@ def build_reconstruct_graph() -> StateGraph:
     builder.add_node("seed", seed)
     builder.add_node("navigate", navigate)
     builder.add_node("tools", run_tools)
+    builder.add_node("prune", prune)
     builder.add_node("answer", take_answer)
     builder.add_node("force_answer", force_answer)
     builder.add_edge(START, "seed")
     builder.add_edge("seed", "navigate")
     builder.add_conditional_edges("navigate", after_navigate, ["tools", "answer", "force_answer"])
-    builder.add_conditional_edges("tools", after_tools, ["navigate", "force_answer"])
+    builder.add_edge("tools", "prune")
+    builder.add_conditional_edges("prune", after_prune, ["navigate", "force_answer"])
     builder.add_conditional_edges("answer", after_answer, ["force_answer", END])
     builder.add_edge("force_answer", END)
     return builder
@@ -640,7 +733,7 @@ def answer(
     return invoke_strategy(
         "reconstruct", graph,
         {"question": question, "question_date": question_date}, ctx,
-        namespace=namespace, recursion_limit=12 + 3 * ctx.max_turns,
+        namespace=namespace, recursion_limit=12 + 4 * ctx.max_turns,
         make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
     )
 
@@ -684,6 +777,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
             "tool_calls": final.get("tool_calls", 0),
             "dropped_tool_calls": final.get("dropped_calls", 0),
             "tool_trace": final.get("trace", []),
+            "prune_trace": final.get("pruned", []),
             "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
         },
     )

@@ -166,7 +166,8 @@ def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample
                {"answer": "Biscuit", "cited_event_ids": ["S1-E1"], "cited_turn_ids": ["D1:1"], "confidence": 0.5}]
     from logicmap.agents.testing import ScriptedChatModel
 
-    sample_memory.llm_ = ScriptedChatModel(replies=list(replies), default="")
+    # The navigator's replies by its prompt (the pruner between tool rounds gets "" and uses its rule).
+    sample_memory.llm_ = ScriptedChatModel(routes={"reconstructing the memory": list(replies)}, default="")
     try:
         graph = reconstruct.build_reconstruct_graph().compile()
         final = graph.invoke({"question": "What is the name of Maya's dog?"}, output_keys=["messages"],

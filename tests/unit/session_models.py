@@ -98,9 +98,12 @@ class SessionModel(ScriptedChatModel):
 
     @staticmethod
     def _cues(text: str) -> dict:
-        events = text.split("\nTurns:")[0]
         return {
-            "cues": [{"cue": "marathon", "event": key, "tag": "training"} for key in _EVENT.findall(events)],
+            "units": [
+                {"turn_id": m.group("id"), "content": f"{m.group('speaker').strip()} talks about marathon training.",
+                 "tags": ["training"], "cues": [{"cue": "marathon", "kind": "activity"}]}
+                for m in _TURN.finditer(text)
+            ],
             "person_facts": [],
         }
 

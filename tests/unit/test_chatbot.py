@@ -107,6 +107,7 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
             AIMessage(content="", tool_calls=[{"name": "submit_answer", "id": "s2", "args": {
                 "answer": "teal", "cited_event_ids": [], "cited_turn_ids": [dia_id], "confidence": 0.9}}]),
         ],
+        "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],  # after the tool round
         "helpful assistant with long-term memory": ["Your favourite colour is teal."],  # plain text: it streams
     })
     resources.llm_ = model
@@ -121,8 +122,8 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     assert responder_prompt[-1].content == "What is my favourite colour?"
     assert "JSON schema" not in responder_prompt[0].content and "plain conversational text" in responder_prompt[0].content
     # auto = the LLM policy, since a model is configured; the turn's cost adds recall, reply and storing.
-    assert out["recall"]["llm_calls"] == 2 and out["fallbacks"] == [] and out["memory_write"]["status"] == "stored"
-    assert out["cost"]["llm_calls"] == 3 + out["memory_write"]["llm_calls"]
+    assert out["recall"]["llm_calls"] == 3 and out["fallbacks"] == [] and out["memory_write"]["status"] == "stored"
+    assert out["cost"]["llm_calls"] == 4 + out["memory_write"]["llm_calls"]
     assert out["messages"][-1].response_metadata["used_memory_ids"] == [dia_id]
     # A model's reply is part of the conversation, so it is stored with the user's turn.
     assert any(t.text == "Your favourite colour is teal." for t in resources.store.snapshot("alice").turns.values())

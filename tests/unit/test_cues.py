@@ -161,10 +161,9 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
     t2 = _turn("D1:2", "Leo", "Sushi is my favourite food.")
     events = [_event("S1-E1", [t1]), _event("S1-E2", [t2])]
     model = ScriptedChatModel(routes={"You index one session": [{
-        "cues": [
-            {"cue": "Biscuit", "kind": "entity", "event": "E1", "tag": "dog's name"},
-            {"cue": "a unicorn", "kind": "entity", "event": "E1", "tag": "invented"},  # never said: dropped
-        ],
+        "units": [{"turn_id": "D1:1", "content": "Maya adopted a dog named Biscuit last month.", "tags": ["dog's name"],
+                   "cues": [{"cue": "Biscuit", "kind": "entity"},
+                            {"cue": "a unicorn", "kind": "entity"}]}],  # never said: dropped
         "person_facts": [{"person": "Leo", "aspect": "food preference", "content": "Leo's favourite food is sushi",
                           "cues": ["Sushi"], "turn_id": "D1:2"}],
     }]})
@@ -172,8 +171,10 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
     assert enrichment.cost.llm_calls == 1 and not enrichment.fallbacks
     assert len(enrichment.cue_vectors) == len(enrichment.cues)
     labels = {(t.cue_id, t.tag, t.target_id) for t in enrichment.tags}
-    assert ("cue:biscuit", "dog's name", "S1-E1") in labels  # the model's tag
-    assert ("cue:biscuit", "pet", "S1-E1") in labels  # the heuristic links are always built too
+    assert ("cue:biscuit", "dog's name", "S1-E1") in labels  # the model's tag, with its rewritten content
+    assert any(t.content == "Maya adopted a dog named Biscuit last month." for t in enrichment.tags)
+    # The model's extraction is the layer: the lexical builder (its "pet" tag) is only the fallback.
+    assert ("cue:biscuit", "pet", "S1-E1") not in labels
     assert not any(c.id == "cue:unicorn" for c in enrichment.cues)
     assert any(t.tag == "food preference" and t.person == "Leo" and t.content == "Leo's favourite food is sushi"
                and fact_source_turn(t.target_id) == "D1:2" for t in enrichment.tags)
@@ -182,11 +183,11 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
 def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> None:  # noqa: ANN001
     t1 = _turn("D1:1", "Maya", "I adopted a dog last month. His name is Biscuit.")
     events = [_event("S1-E1", [t1])]
-    model = ScriptedChatModel(routes={"You index one session": ["not json", {"cues": [{"cue": "Biscuit", "event": "E9", "tag": "x"}]}]})
+    model = ScriptedChatModel(routes={"You index one session": ["not json", {"units": [{"turn_id": "D9:9", "content": "x", "tags": ["x"], "cues": [{"cue": "Biscuit"}]}]}]})
     enrichment = enrich(_request(model, [t1], events, resources))
     assert enrichment.cost.llm_calls == 2  # one retry with the error, then the fallback
     assert [f.role for f in enrichment.fallbacks] == ["cue_extractor"]
-    assert "E9" in " ".join(enrichment.fallbacks[0].errors)
+    assert "D9:9" in " ".join(enrichment.fallbacks[0].errors)
     assert any(t.cue_id == "cue:biscuit" and t.tag == "pet" for t in enrichment.tags)
 
     heuristic = enrich(_request(None, [t1], events, resources))

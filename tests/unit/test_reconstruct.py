@@ -25,7 +25,15 @@ SNAPSHOTS = Path(__file__).parent / "snapshots"
 NS = "sample"
 NAVIGATOR = "reconstructing the memory"  # in the navigator's system prompt
 FINAL = "from the memories below only"  # in the forced final answer's system prompt
+PRUNER = "You prune the working memory"  # in the active-set pruner's system prompt
 DOG = "What is the name of Maya's dog?"
+
+
+def keep_everything(messages) -> dict[str, Any]:  # noqa: ANN001
+    """A pruner that keeps the whole active set (these tests are about navigation, not pruning)."""
+    import re
+
+    return {"keep": re.findall(r"^(M\d+):", str(messages[-1].content), flags=re.MULTILINE), "answer_now": False}
 
 
 def with_model(base: Resources, model: ScriptedChatModel) -> Resources:
@@ -73,17 +81,19 @@ def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sa
         AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c3")]),
         AIMessage(content="", tool_calls=[tool_call("submit_answer", {
             "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "c4")]),
-    ]})
+    ]}, respond=keep_everything)
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
     assert result.answer == "Biscuit" and result.details["confidence"] == 0.9
     assert result.details["mode"] == "answered" and result.steps == 3
-    assert result.cost.llm_calls == 3 and result.details["tool_calls"] == 3
+    # Three navigator turns and a pruner call after each of the two tool rounds.
+    assert result.cost.llm_calls == 5 and result.details["tool_calls"] == 3
+    assert [p["by"] for p in result.details["prune_trace"]] == ["model", "model"] and not result.fallbacks
     assert [t["status"] for t in result.details["tool_trace"]] == ["success", "error", "success"]
     assert result.evidence[0].id == "D1:1" and result.evidence[1].id == eid
     # The question's cues seeded the first prompt; the bad id came back as a message the model saw.
     first = model.calls[0]
     assert "Cues found in the question: dog (entity)" in first[1].content and eid in first[1].content
-    errors = [m.content for m in tool_messages(model.calls[1]) if m.status == "error"]
+    errors = [m.content for m in tool_messages(model.calls[2]) if m.status == "error"]
     assert len(errors) == 1 and "No event with id 'S9-E9'" in errors[0]
 
 
@@ -91,15 +101,16 @@ def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) 
     eid = event_of(ingested_sample, "D4:4")
     twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)])
     final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
-    model = ScriptedChatModel(routes={NAVIGATOR: [twelve, twelve, twelve], FINAL: [final]})
+    model = ScriptedChatModel(routes={NAVIGATOR: [twelve, twelve, twelve], FINAL: [final]}, respond=keep_everything)
     result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model),
                     max_turns=3, max_tool_calls_per_turn=10)
     assert result.steps == 3 and result.details["tool_calls"] == 30 and result.details["dropped_tool_calls"] == 6
     assert result.details["mode"] == "forced" and result.answer == "1 hour 52 minutes"
-    assert result.cost.llm_calls == 4  # three navigator turns and the forced answer
-    assert "2 tool call(s) were not run" in model.calls[1][-1].content
-    assert "This is your last turn" in model.calls[2][-1].content
-    final_prompt = model.calls[3][1].content
+    assert result.cost.llm_calls == 7  # three navigator turns, a pruner call after each tool round, the forced answer
+    navigator_calls = [c for c in model.calls if NAVIGATOR in str(c[0].content)]
+    assert "2 tool call(s) were not run" in navigator_calls[1][-1].content
+    assert "This is your last turn" in navigator_calls[2][-1].content
+    final_prompt = model.calls[-1][1].content
     assert f"[event {eid}" in final_prompt and "[D4:4]" in final_prompt  # the active set, with turns verbatim
 
 
@@ -113,13 +124,13 @@ def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_s
                                                                             "cited_turn_ids": [], "confidence": 0.8}, "c2")]),
         ],
         FINAL: [{"answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.6}],
-    })
+    }, respond=keep_everything)
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
-    told = [m for m in tool_messages(model.calls[1]) if m.tool_call_id == "bad1"]
+    told = [m for m in tool_messages(model.calls[2]) if m.tool_call_id == "bad1"]
     assert told and told[0].status == "error" and "not valid JSON" in told[0].content
     assert result.details["mode"] == "forced" and result.details["cited_event_ids"] == [eid]
     assert any(f.role == "navigator" and "S42-E1" in " ".join(f.errors) for f in result.fallbacks)
-    assert result.cost.llm_calls == 3
+    assert result.cost.llm_calls == 4  # two navigator turns, the pruner after the tool round, the forced answer
 
 
 def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(ingested_sample) -> None:  # noqa: ANN001
@@ -221,7 +232,7 @@ def test_seed_and_navigate_run_alone(ingested_sample) -> None:  # noqa: ANN001
 
 
 def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) -> None:  # noqa: ANN001
-    from logicmap.graphs.reconstruct import after_tools, memory_tools, run_tools
+    from logicmap.graphs.reconstruct import after_prune, memory_tools, run_tools
 
     assert "get_event" in {t.name for t in memory_tools(NS, ingested_sample)}
     eid = event_of(ingested_sample, "D1:1")
@@ -237,7 +248,7 @@ def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) 
     assert "No event with id 'S9-E9'" in by_id["c2"].content and "not valid JSON" in by_id["bad1"].content
     assert update["tool_calls"] == 3 and [t["tool"] for t in update["trace"]] == ["get_event"] * 3
     assert update["active"][0].id == eid and {i.kind for i in update["active"][1:]} == {"turn"}  # the event, its turns
-    assert after_tools(state, runtime) == "force_answer"
+    assert after_prune(state, runtime) == "force_answer"  # the turn budget (1) is spent
 
 
 def test_answer_nodes_run_alone(ingested_sample) -> None:  # noqa: ANN001

@@ -1,0 +1,280 @@
+"""Paper trace of MRAgent: a scripted model makes the paper's decisions on a small worked example.
+
+Reconstruction: after every tool round a prune step keeps only the active items that support the question
+and routes to navigate again or to the answer, so the answer sees only the pruned set. Construction: the
+cue extractor rewrites a statement with its pronouns resolved and gives its tags and cues; a garbage reply
+falls back to the lexical builder, and the fallback is recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+
+from logicmap.agents.testing import ScriptedChatModel
+from logicmap.graphs.enrich import EnrichRequest
+from logicmap.graphs.ingest_cues import enrich
+from logicmap.graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph
+from logicmap.graphs.resources import Resources
+from logicmap.memory.cue_extraction import build_cue_layer
+from logicmap.memory.loaders import RawTurn, Session
+from logicmap.memory.records import Event, Turn
+
+NS = "sample"
+NAVIGATOR = "reconstructing the memory"  # in the navigator's system prompt
+FINAL = "from the memories below only"  # in the final answer's system prompt
+DOG = "What is the name of Maya's dog?"
+DOG_EVENT, RACE_EVENT = "S1-E1", "S4-E2"  # the adoption (supports the question); the half marathon (does not)
+RACE_TEXT = "I finished the half marathon"  # said only in the race event's turn D4:4
+SUPPORTING = {("event", DOG_EVENT), ("turn", "D1:1"), ("turn", "D1:2")}
+_MEMORY_LINE = re.compile(r"^(M\d+): \[(\w+) ([^,\]]+)", re.MULTILINE)
+
+
+def call(name: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
+    return {"name": name, "args": args, "id": call_id, "type": "tool_call"}
+
+
+class Pruner:
+    """The pruner's decisions: keep the adoption event and the turns that name the dog; ``answer_at`` is the
+    call (1-based) that says the kept memories answer the question."""
+
+    def __init__(self, answer_at: int | None = None) -> None:
+        self.answer_at = answer_at
+        self.shown: list[list[tuple[str, str]]] = []
+
+    def __call__(self, messages: list[BaseMessage]) -> dict[str, Any]:
+        shown = [(m.group(2), m.group(3)) for m in _MEMORY_LINE.finditer(str(messages[-1].content))]
+        self.shown.append(shown)
+        keys = [m.group(1) for m in _MEMORY_LINE.finditer(str(messages[-1].content))]
+        keep = [key for key, item in zip(keys, shown) if item in SUPPORTING]
+        return {"keep": keep, "answer_now": len(self.shown) == self.answer_at}
+
+
+def with_model(base: Resources, model: ScriptedChatModel) -> Resources:
+    return Resources(settings=base.settings, store_=base.store, embeddings_=base.embeddings, llm_=model)
+
+
+def run_trace(resources: Resources) -> tuple[list[str], dict[str, list[set[tuple[str, str]]]], dict[str, Any]]:
+    """The nodes in the order they ran, the active set after each node, and the final state."""
+    graph = build_reconstruct_graph().compile()
+    nodes: list[str] = []
+    after: dict[str, list[set[tuple[str, str]]]] = {}
+    state: dict[str, Any] = {}
+    context = ReconstructContext(policy="llm", namespace=NS, resources=resources)
+    for mode, chunk in graph.stream({"question": DOG}, context=context, stream_mode=["updates", "values"]):
+        if mode == "updates":
+            nodes.extend(chunk)
+        else:
+            state = chunk
+            if nodes:
+                after.setdefault(nodes[-1], []).append({(i.kind, i.id) for i in chunk.get("active", [])})
+    return nodes, after, state
+
+
+def seen_text(messages: list[BaseMessage]) -> str:
+    """What a model was shown of the memory: the prompts and the tool replies (not its own calls)."""
+    return "\n".join(str(m.content) for m in messages if isinstance(m, (HumanMessage, ToolMessage)))
+
+
+def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_answers(ingested_sample) -> None:  # noqa: ANN001
+    navigator = [
+        AIMessage(
+            content="",
+            tool_calls=[
+                call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
+                call("get_event", {"event_id": RACE_EVENT}, "r1b"),
+            ],
+        ),
+        AIMessage(content="", tool_calls=[call("get_event", {"event_id": DOG_EVENT}, "r2a")]),
+        AIMessage(
+            content="",
+            tool_calls=[
+                call(
+                    "submit_answer",
+                    {
+                        "answer": "Biscuit",
+                        "cited_event_ids": [DOG_EVENT],
+                        "cited_turn_ids": ["D1:1"],
+                        "confidence": 0.9,
+                    },
+                    "r3",
+                )
+            ],
+        ),
+    ]
+    pruner = Pruner()
+    model = ScriptedChatModel(routes={NAVIGATOR: navigator}, respond=pruner)
+    nodes, after, state = run_trace(with_model(ingested_sample, model))
+
+    assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer"]
+    # Round 1 fetched the race event and other Biscuit events; the prune kept only the adoption event.
+    assert ("event", RACE_EVENT) in after["tools"][0] and len(after["tools"][0]) > 1
+    assert after["prune"][0] == {("event", DOG_EVENT)}
+    # Round 2 read the adoption event and its turns; the prune kept the event and the turns naming the dog.
+    assert {("turn", "D1:3"), ("turn", "D1:4")} <= after["tools"][1]
+    assert after["prune"][1] == SUPPORTING
+    assert [len(s) for s in after["prune"]] < [len(s) for s in after["tools"]]  # the active set shrank each time
+    assert ("event", RACE_EVENT) in pruner.shown[0] and ("event", RACE_EVENT) not in pruner.shown[1]
+    # The pruner read the race event's reply; the navigator's next turns see the pruned set only.
+    pruner_calls = [c for c in model.calls if "You prune" in str(c[0].content)]
+    assert RACE_TEXT in seen_text(pruner_calls[0]) and RACE_TEXT not in seen_text(pruner_calls[1])
+    navigator_calls = [c for c in model.calls if NAVIGATOR in str(c[0].content)]
+    assert all(RACE_TEXT not in seen_text(c) for c in navigator_calls[1:])
+    (race_reply,) = [m for m in navigator_calls[1] if isinstance(m, ToolMessage) and m.tool_call_id == "r1b"]
+    assert race_reply.content.startswith("Pruned:") and race_reply.artifact == []
+    (dog_reply,) = [m for m in navigator_calls[2] if isinstance(m, ToolMessage) and m.tool_call_id == "r2a"]
+    assert {(r["kind"], r["id"]) for r in dog_reply.artifact} == SUPPORTING  # turns D1:3 and D1:4 were pruned
+    assert state["final"].answer == "Biscuit" and state["mode"] == "answered"
+    assert [p["by"] for p in state["pruned"]] == ["model", "model"] and not state.get("fallbacks")
+
+
+def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested_sample) -> None:  # noqa: ANN001
+    navigator = [
+        AIMessage(
+            content="",
+            tool_calls=[
+                call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
+                call("get_event", {"event_id": RACE_EVENT}, "r1b"),
+                call("get_event", {"event_id": DOG_EVENT}, "r1c"),
+            ],
+        )
+    ]
+    final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.8}
+    model = ScriptedChatModel(routes={NAVIGATOR: navigator, FINAL: [final]}, respond=Pruner(answer_at=1))
+    nodes, after, state = run_trace(with_model(ingested_sample, model))
+
+    assert nodes == ["seed", "navigate", "tools", "prune", "force_answer"]  # the pruner found the kept set enough
+    assert after["prune"][0] == SUPPORTING and ("event", RACE_EVENT) in after["tools"][0]
+    final_prompt = str(model.calls[-1][-1].content)
+    assert FINAL in str(model.calls[-1][0].content)
+    assert f"[event {DOG_EVENT}" in final_prompt and "[turn D1:1" in final_prompt
+    assert RACE_EVENT not in final_prompt and RACE_TEXT not in final_prompt
+    assert state["mode"] == "answered" and state["final"].answer == "Biscuit"
+    assert {(i.kind, i.id) for i in state["active"]} == SUPPORTING
+
+
+def test_a_pruner_reply_that_stays_invalid_falls_back_to_the_similarity_rule(ingested_sample) -> None:  # noqa: ANN001
+    navigator = [AIMessage(content="", tool_calls=[call("get_event", {"event_id": DOG_EVENT}, "r1")])]
+    final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.5}
+    model = ScriptedChatModel(
+        routes={NAVIGATOR: navigator, "You prune": [{"keep": ["M99"]}, "no idea"], FINAL: [final]}
+    )
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model), max_turns=1, max_active=3)
+    (record,) = [f for f in result.fallbacks if f.role == "active_pruner"]
+    assert "M99" in " ".join(record.errors)
+    (step,) = result.details["prune_trace"]
+    assert step["by"] == "rule" and len(step["kept"]) <= 3 and step["dropped"]
+
+
+def test_no_llm_policy_prunes_with_the_rule_each_round(ingested_sample) -> None:  # noqa: ANN001
+    result = answer(DOG, NS, resources=ingested_sample, policy="heuristic", max_active=4)
+    steps = result.details["prune_trace"]
+    assert steps and all(s["by"] == "rule" and len(s["kept"]) <= 4 for s in steps)
+    assert "Biscuit" in result.answer and result.cost.llm_calls == 0 and not result.fallbacks
+
+
+# -- construction: the cue extractor -----------------------------------------------------------------
+
+CUE_NS = "trace-cues"
+EXTRACTOR = "You index one session"  # in the cue extractor's system prompt
+WHEN = datetime(2023, 6, 2, 10, 0)
+
+
+def adoption_session(
+    resources: Resources, model: ScriptedChatModel | None
+) -> tuple[EnrichRequest, list[Turn], list[Event]]:
+    turns = [
+        Turn(
+            namespace=CUE_NS,
+            session_id="S1",
+            dia_id="D1:1",
+            speaker="Leo",
+            text="How is your sister Ana?",
+            session_time=WHEN,
+        ),
+        Turn(
+            namespace=CUE_NS,
+            session_id="S1",
+            dia_id="D1:2",
+            speaker="Maya",
+            text="Great! Ana got a puppy called Biscuit. She adopted him in May.",
+            session_time=WHEN,
+        ),
+    ]
+    events = [
+        Event(
+            id="S1-E1",
+            namespace=CUE_NS,
+            session_id="S1",
+            summary="Maya tells Leo that Ana got a puppy.",
+            turn_ids=["D1:1", "D1:2"],
+            participants=["Leo", "Maya"],
+        )
+    ]
+    session = Session(
+        session_id="S1", timestamp=WHEN, turns=[RawTurn(dia_id=t.dia_id, speaker=t.speaker, text=t.text) for t in turns]
+    )
+    request = EnrichRequest(
+        namespace=CUE_NS,
+        session=session,
+        turns=turns,
+        events=events,
+        snapshot=resources.store.snapshot(CUE_NS),
+        policy="llm",
+        llm=model,
+        embeddings=resources.embeddings,
+    )
+    return request, turns, events
+
+
+def unit(content: str) -> dict[str, Any]:
+    return {
+        "units": [
+            {
+                "turn_id": "D1:2",
+                "content": content,
+                "tags": ["pet", "adoption"],
+                "cues": [
+                    {"cue": "Ana", "kind": "person"},
+                    {"cue": "Biscuit", "kind": "entity"},
+                    {"cue": "May", "kind": "time"},
+                ],
+            }
+        ]
+    }
+
+
+def test_cue_extractor_rewrites_the_statement_with_names_resolved(resources) -> None:  # noqa: ANN001
+    resolved = "Ana adopted Biscuit in May 2023."
+    model = ScriptedChatModel(routes={EXTRACTOR: [unit("She adopted him in May."), unit(resolved)]})
+    request, _, _ = adoption_session(resources, model)
+    enrichment = enrich(request)
+
+    # The unresolved rewrite was sent back once with the problem; the second reply is the layer.
+    assert enrichment.cost.llm_calls == 2 and not enrichment.fallbacks
+    assert "She adopted him in May" in str(model.calls[0][-1].content)  # the model saw the turns
+    retry = str(model.calls[1][-1].content)
+    assert "starts with 'She'" in retry
+    event_tags = [t for t in enrichment.tags if t.target_kind == "event"]
+    assert {(t.cue_id, t.tag) for t in event_tags} == {
+        (cue, tag) for cue in ("cue:ana", "cue:biscuit", "cue:may") for tag in ("pet", "adoption")
+    }
+    assert {t.content for t in event_tags} == {resolved} and {t.person for t in event_tags} == {"Maya"}
+    assert {c.id: c.kind for c in enrichment.cues}["cue:ana"] == "person"
+
+
+def test_a_garbage_extraction_falls_back_to_the_lexical_builder_and_says_so(resources) -> None:  # noqa: ANN001
+    model = ScriptedChatModel(routes={EXTRACTOR: ["garbage", "still garbage"]})
+    request, turns, events = adoption_session(resources, model)
+    enrichment = enrich(request)
+
+    assert enrichment.cost.llm_calls == 2
+    (record,) = enrichment.fallbacks
+    assert record.role == "cue_extractor" and record.reason == "invalid model output after one retry"
+    lexical = build_cue_layer(CUE_NS, turns, events)
+    assert sorted(t.id for t in enrichment.tags) == sorted(t.id for t in lexical.tags)
+    # The lexical builder's content is the sentence as said: the pronouns stay unresolved.
+    assert any(t.content == "Maya: She adopted him in May." for t in enrichment.tags)
