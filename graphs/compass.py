@@ -171,8 +171,6 @@ class CompassOutput(TypedDict, total=False):
     """The event ids the search kept as evidence."""
     support: dict[str, list[int]]
     """Each event the search kept, with the numbers of the subgoals it supports (the progress tracking)."""
-    paths: list[SearchPath]
-    """The explorers' paths, in the order they started."""
     cost: Annotated[Cost, add_cost]
     """LLM calls and tokens the run spent."""
     fallbacks: Annotated[list[FallbackRecord], operator.add]
