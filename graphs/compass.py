@@ -1,7 +1,9 @@
 """The CompassMem search graph: planner -> localize -> parallel explorers -> merge (loop) -> refine -> respond.
 
-Explorers of one superstep run as parallel ``Send`` branches (or one batched call); the merge node
-applies their decisions. Each node is a module-level function of ``(state, runtime)`` that finds its
+Explorers walk paths: each starts at its own start node and moves along the relations of the node it is on,
+its candidates queued in the one global priority queue; an ANSWER ends its path only. Explorers of one
+superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their decisions,
+annotating each kept event with the subgoals it supports (the satisfaction vector derives from them). Each node is a module-level function of ``(state, runtime)`` that finds its
 resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
 """
 
@@ -58,6 +60,7 @@ __all__ = [
     "CompassState",
     "Decision",
     "ExploreTask",
+    "SearchPath",
     "answer",
     "build_compass_graph",
     "builder",
@@ -99,7 +102,7 @@ class CompassContext:
     explorers: int = 3
     """Explorers per superstep: the best queued events explored in parallel."""
     max_steps: int = 6
-    """Most explorer supersteps per localization."""
+    """Most explorer supersteps per search round (the first search and each refinement round)."""
     max_refinements: int = 1
     """Query refinements when subgoals stay unsatisfied."""
     explorer_mode: Literal["parallel", "batched"] = "parallel"
@@ -140,6 +143,20 @@ class CompassInput(TypedDict):
     """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
 
 
+class SearchPath(TypedDict):
+    """One explorer's path: it starts at a start node (or at a candidate another path left in the queue) and
+    moves along the relations of the node it is on."""
+
+    explorer: int
+    """Which explorer walks it (0 .. explorers-1)."""
+    origin: str | None
+    """The event whose explorer queued the path's first node; None for a start node."""
+    nodes: list[str]
+    """The events walked, in order; the last one is the node the explorer is on."""
+    end: str | None
+    """Why the path ended: ANSWER, no candidates (nothing queued from its node), budget, satisfied; None while it walks."""
+
+
 @with_config(ConfigDict(use_attribute_docstrings=True))
 class CompassOutput(TypedDict, total=False):
     """What a compass run returns: the answer, its evidence, what it cost."""
@@ -152,6 +169,8 @@ class CompassOutput(TypedDict, total=False):
     """The evidence ids the responder cited."""
     kept: list[str]
     """The event ids the search kept as evidence."""
+    support: dict[str, list[int]]
+    """Each event the search kept, with the numbers of the subgoals it supports (the progress tracking)."""
     cost: Annotated[Cost, add_cost]
     """LLM calls and tokens the run spent."""
     fallbacks: Annotated[list[FallbackRecord], operator.add]
@@ -169,22 +188,28 @@ class Decision(TypedDict):
 
 
 class CompassState(TypedDict, total=False):
-    """The search state: subgoals and their satisfaction, the priority queue, the kept evidence, the answer.
+    """The search state: subgoals and their satisfaction, the priority queue, the paths, the kept evidence, the answer.
 
-    ``namespace`` is the run's, resolved once by the planner from the context or config (never an input)."""
+    ``namespace`` is the run's, resolved once by the planner from the context or config (never an input).
+    ``satisfied`` derives from ``support``: a subgoal is satisfied once a kept event supports it. ``step``
+    counts every superstep of the run; ``round_step`` those of the current round (the budget)."""
 
     namespace: str
     question: str
     question_date: str | None
     subgoals: list[str]
     satisfied: list[bool]
+    support: dict[str, list[int]]
     query: str
     localized: list[str]
     queue: dict[str, float]
+    queued_from: dict[str, list[str]]
+    paths: list[SearchPath]
     frontier: list[str]
     visited: list[str]
     kept: list[str]
     step: int
+    round_step: int
     refinements: int
     done: bool
     decisions: Annotated[list[Decision], operator.add]
@@ -205,10 +230,10 @@ class ExploreTask(TypedDict):
     subgoals: list[str]
     satisfied: list[bool]
     kept: list[str]
+    support: NotRequired[dict[str, list[int]]]
     event_ids: list[str]
+    arrived_from: NotRequired[dict[str, str]]
     step: int
-
-
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -257,11 +282,51 @@ def _evidence_filled(graph: EventGraph, state: dict[str, Any], ctx: CompassConte
     )
 
 
-def _pop_frontier(queue: dict[str, float], n: int) -> tuple[list[str], dict[str, float]]:
-    """The ``n`` best queued events (ties by id) and the queue without them."""
-    ranked = sorted(queue.items(), key=lambda kv: (-kv[1], kv[0]))
-    frontier = [e for e, _ in ranked[:n]]
-    return frontier, {e: p for e, p in ranked[n:]}
+def _best(queue: dict[str, float], ids: list[str]) -> str:
+    """The best queued event among ``ids`` (ties by id)."""
+    return min(ids, key=lambda e: (-queue[e], e))
+
+
+def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dict[str, list[str]], explorers: int,
+              ) -> tuple[list[SearchPath], list[str], dict[str, float]]:
+    """The superstep's frontier from the global priority queue. A walking path moves to its best candidate
+    queued from the node it is on (it ends when there is none); each free explorer starts a new path at the
+    best event left in the queue (a start node, or a candidate a path passed by)."""
+    paths = [SearchPath(**{**p, "nodes": list(p["nodes"])}) for p in paths]
+    queue = dict(queue)
+    busy: set[int] = set()
+    priority: dict[str, float] = {}
+    for path in paths:
+        if path["end"] is not None:
+            continue
+        options = [e for e in queue if path["nodes"][-1] in queued_from.get(e, [])]
+        if not options:
+            path["end"] = "no candidates"
+            continue
+        nxt = _best(queue, options)
+        path["nodes"].append(nxt)
+        priority[nxt] = queue.pop(nxt)
+        busy.add(path["explorer"])
+    for explorer in range(explorers):
+        if explorer in busy or not queue:
+            continue
+        nxt = _best(queue, list(queue))
+        paths.append(SearchPath(explorer=explorer, origin=(queued_from.get(nxt) or [None])[0], nodes=[nxt], end=None))
+        priority[nxt] = queue.pop(nxt)
+    frontier = sorted(priority, key=lambda e: (-priority[e], e))  # dispatched (and kept) best first
+    return paths, frontier, queue
+
+
+def _end_paths(paths: list[SearchPath], reason: str) -> list[SearchPath]:
+    """The paths with every walking one ended for ``reason`` (the round is over)."""
+    return [SearchPath(**{**p, "end": p["end"] or reason}) for p in paths]
+
+
+def _satisfaction(n_subgoals: int, kept: list[str], support: dict[str, list[int]]) -> list[bool]:
+    """The satisfaction vector, derived from the kept events' annotations: subgoal i is satisfied once a kept
+    event supports it."""
+    supported = {i for e in kept for i in support.get(e, [])}
+    return [i in supported for i in range(n_subgoals)]
 
 
 def _render_with_turns(graph: EventGraph, eid: str) -> str:
@@ -273,21 +338,35 @@ def _render_with_turns(graph: EventGraph, eid: str) -> str:
 
 
 def _evidence_context(state: dict[str, Any], graph: EventGraph) -> str:
-    """What every explorer is told: the question, the subgoals with their satisfaction, the kept evidence."""
+    """What every explorer is told: the question, the subgoals with their satisfaction, the kept evidence with
+    the subgoals each supports."""
     lines = [f"Question: {state['question']}", "Subgoals:"]
     for i, (goal, done) in enumerate(zip(state["subgoals"], state["satisfied"])):
         lines.append(f"  {i}. [{'x' if done else ' '}] {goal}")
     lines.append("Kept evidence:" if state.get("kept") else "Kept evidence: (none yet)")
+    support = state.get("support") or {}
     for eid in state.get("kept", []):
         if eid in graph:
-            lines.append(f"- {_render_with_turns(graph, eid)}")
+            goals = ", ".join(map(str, support.get(eid, []))) or "none"
+            lines.append(f"- (supports subgoals: {goals}) {_render_with_turns(graph, eid)}")
     return "\n".join(lines)
 
 
-def _view(graph: EventGraph, eid: str) -> ExplorerView:
+def _label(graph: EventGraph, source: str, target: str) -> str:
+    for n in graph.neighbors(source):
+        if n.event_id == target:
+            return n.label if n.direction == "out" else f"{n.label} (incoming)"
+    return "related"
+
+
+def _view(graph: EventGraph, eid: str, came_from: str | None = None) -> ExplorerView:
+    """The event with its raw turns (and, on a path, the relation it was reached by) and its neighbours."""
     neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
                  for n in graph.neighbors(eid)]
-    return ExplorerView(eid, _render_with_turns(graph, eid), neighbors)
+    text = _render_with_turns(graph, eid)
+    if came_from is not None and came_from in graph:
+        text += f"\n  (this path reached it from {came_from} by [{_label(graph, came_from, eid)}])"
+    return ExplorerView(eid, text, neighbors)
 
 
 def _decision(step: int, event_id: str, d: ExplorerDecision) -> Decision:
@@ -325,10 +404,14 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
         "subgoals": subgoals,
         "satisfied": [False] * len(subgoals),
         "query": state["question"],
+        "support": {},
         "visited": [],
         "kept": [],
         "queue": {},
+        "queued_from": {},
+        "paths": [],
         "step": 0,
+        "round_step": 0,
         "refinements": 0,
         "done": False,
         "cost": cost,
@@ -362,12 +445,18 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
         if outcome.fallback:
             fallbacks.append(outcome.fallback)
     queue = dict(state.get("queue", {}))
-    queue.update({e: 0.0 for e in starts if e not in visited})
+    queued_from = {e: list(src) for e, src in state.get("queued_from", {}).items()}
+    for e in starts:
+        if e not in visited:
+            queue.setdefault(e, 0.0)
+            queued_from.setdefault(e, [])  # a start node: no path led to it
     queue = _priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx, res)
-    frontier, queue = _pop_frontier(queue, ctx.explorers)
+    paths, frontier, queue = _schedule(state.get("paths", []), queue, queued_from, ctx.explorers)
     return {
         "localized": list(dict.fromkeys([*state.get("localized", []), *top])),
         "queue": queue,
+        "queued_from": {e: src for e, src in queued_from.items() if e in queue},
+        "paths": paths,
         "frontier": frontier,
         "visited": [*state.get("visited", []), *frontier],
         "cost": cost,
@@ -393,7 +482,8 @@ def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, An
     if ctx.policy == "heuristic":
         return {"decisions": [_heuristic_decision(graph, task, eid, ctx, res)]}
     outcome = explore_event(
-        _llm(ctx, res), _evidence_context(task, graph), _view(graph, eid), len(task["subgoals"]),
+        _llm(ctx, res), _evidence_context(task, graph), _view(graph, eid, task.get("arrived_from", {}).get(eid)),
+        len(task["subgoals"]),
         method=res.method, **_trace(task, ctx),
     )
     return {
@@ -409,8 +499,9 @@ def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str
     graph = _event_graph(res, task["namespace"])
     if ctx.policy == "heuristic":
         return {"decisions": [_heuristic_decision(graph, task, e, ctx, res) for e in task["event_ids"]]}
+    arrived = task.get("arrived_from", {})
     outcome = explore_batch(
-        _llm(ctx, res), _evidence_context(task, graph), [_view(graph, e) for e in task["event_ids"]],
+        _llm(ctx, res), _evidence_context(task, graph), [_view(graph, e, arrived.get(e)) for e in task["event_ids"]],
         len(task["subgoals"]), method=res.method, **_trace(task, ctx),
     )
     return {
@@ -420,64 +511,85 @@ def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str
     }
 
 
-def _apply_decisions(graph: EventGraph, state: CompassState, decisions: list[Decision]
-                     ) -> tuple[list[str], list[bool], dict[str, float], bool]:
-    """Kept events, satisfaction vector, queue (new neighbours at priority 0) and whether one explorer answered."""
+def _apply_decisions(graph: EventGraph, state: CompassState, decisions: list[Decision]) -> dict[str, Any]:
+    """Kept events annotated with the subgoals they support, the queue (the neighbours an explorer chose, queued
+    from the node it is on at priority 0) and the paths: an ANSWER ends its explorer's path, and only that one."""
     kept = list(state.get("kept", []))
-    satisfied = list(state["satisfied"])
-    visited = state.get("visited", [])
+    support = {e: list(goals) for e, goals in state.get("support", {}).items()}
+    visited = set(state.get("visited", []))
     queue = dict(state.get("queue", {}))
-    answered = False
+    queued_from = {e: list(src) for e, src in state.get("queued_from", {}).items()}
+    paths = [SearchPath(**{**p, "nodes": list(p["nodes"])}) for p in state.get("paths", [])]
+    walking = {p["nodes"][-1]: p for p in paths if p["end"] is None}
     dispatched = {eid: i for i, eid in enumerate(state.get("frontier", []))}
     # Evidence is kept in the order the events were dispatched (best priority first).
     for d in sorted(decisions, key=lambda d: (dispatched.get(d["event_id"], len(dispatched)), d["event_id"])):
-        if d["action"] in ("EXPAND", "ANSWER") and d["event_id"] not in kept:
-            kept.append(d["event_id"])
-        for i in d["satisfied_subgoals"]:
-            if 0 <= i < len(satisfied):
-                satisfied[i] = True
+        eid = d["event_id"]
+        if d["action"] in ("EXPAND", "ANSWER"):  # retained: annotated with the subgoals it supports
+            if eid not in kept:
+                kept.append(eid)
+            goals = {i for i in d["satisfied_subgoals"] if 0 <= i < len(state["subgoals"])}
+            support[eid] = sorted(goals | set(support.get(eid, [])))
         if d["action"] == "ANSWER":
-            answered = True
-        real = {n.event_id for n in graph.neighbors(d["event_id"])}
+            if eid in walking:
+                walking[eid]["end"] = "ANSWER"
+            continue  # the path ends here: its next events are not followed
+        real = {n.event_id for n in graph.neighbors(eid)}
         for nxt in d["next_events"][:3]:
-            if nxt in real and nxt not in visited and nxt not in queue:
-                queue[nxt] = 0.0
-    return kept, satisfied, queue, answered
+            if nxt in real and nxt not in visited:
+                queue.setdefault(nxt, 0.0)
+                sources = queued_from.setdefault(nxt, [])
+                if eid not in sources:
+                    sources.append(eid)
+    return {"kept": kept, "support": support, "queue": queue, "queued_from": queued_from, "paths": paths}
 
 
 def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Apply this superstep's decisions, recompute the priorities, stop or pop the next frontier."""
+    """Apply this superstep's decisions, derive the satisfaction vector, recompute the priorities, then stop
+    (every subgoal satisfied, the round's step budget spent, nothing left to explore) or schedule the next frontier."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     graph = _event_graph(res, state["namespace"])
     step = state.get("step", 0)
     decisions = [d for d in state.get("decisions", []) if d["step"] == step]
-    kept, satisfied, queue, answered = _apply_decisions(graph, state, decisions)
+    applied = _apply_decisions(graph, state, decisions)
+    kept, support, paths = applied["kept"], applied["support"], applied["paths"]
+    satisfied = _satisfaction(len(state["subgoals"]), kept, support)
     visited = list(state.get("visited", []))
     # Priorities follow the satisfaction vector: recomputed for every queued event, never stale.
-    queue = _priorities(graph, list(queue), state["subgoals"], satisfied, ctx, res)
+    queue = _priorities(graph, list(applied["queue"]), state["subgoals"], satisfied, ctx, res)
     ranked = dict(queue)
-    step += 1
+    step, round_step = step + 1, state.get("round_step", 0) + 1
     progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
-    done = step >= ctx.max_steps or (
-        (answered or all(satisfied)) and _evidence_filled(graph, progress, ctx, res, queue)
-    )
+    stop = None
+    if round_step >= ctx.max_steps:
+        stop = "budget"
+    elif all(satisfied) and _evidence_filled(graph, progress, ctx, res, queue):
+        stop = "satisfied"
     frontier: list[str] = []
-    if not done:
-        frontier, queue = _pop_frontier(queue, ctx.explorers)
+    if stop is None:
+        paths, frontier, queue = _schedule(paths, queue, applied["queued_from"], ctx.explorers)
+    else:
+        paths = _end_paths(paths, stop)
     return {
         "kept": kept,
+        "support": support,
         "satisfied": satisfied,
         "queue": queue,
+        "queued_from": {e: src for e, src in applied["queued_from"].items() if e in queue},
+        "paths": paths,
         "frontier": frontier,
         "visited": [*visited, *frontier],
         "step": step,
-        "done": done,
-        "log": [{"node": "merge", "step": step, "decisions": decisions, "satisfied": satisfied, "priorities": ranked}],
+        "round_step": round_step,
+        "done": stop is not None or not frontier,
+        "log": [{"node": "merge", "step": step, "round_step": round_step, "decisions": decisions,
+                 "satisfied": satisfied, "support": support, "priorities": ranked, "stop": stop}],
     }
 
 
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Write a new search query for the unsatisfied subgoals (their text, without an LLM)."""
+    """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
+    searches from new start nodes with a fresh step budget."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     graph = _event_graph(res, state["namespace"])
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
@@ -493,7 +605,7 @@ def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, A
         "query": query,
         "refinements": state.get("refinements", 0) + 1,
         "done": False,
-        "step": state.get("step", 0),
+        "round_step": 0,  # the refinement round gets its own step budget
         "cost": cost,
         "fallbacks": fallbacks,
         "log": [{"node": "refine", "query": query, "missing": missing}],
@@ -547,6 +659,16 @@ def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
 
 
 # -- routing ------------------------------------------------------------------------------------
+def _arrivals(paths: list[SearchPath]) -> dict[str, str]:
+    """Each walking path's current node, with the node it came from (its previous node, else its origin)."""
+    arrived: dict[str, str] = {}
+    for p in paths:
+        before = p["nodes"][-2] if len(p["nodes"]) > 1 else p["origin"]
+        if p["end"] is None and before is not None:
+            arrived[p["nodes"][-1]] = before
+    return arrived
+
+
 def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[Send] | Literal["refine", "respond"]:
     """Send the frontier to the explorers; else refine once when subgoals are unsatisfied (or, without an
     LLM, the evidence is not filled yet); else respond."""
@@ -559,6 +681,8 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
             "subgoals": state["subgoals"],
             "satisfied": state["satisfied"],
             "kept": state.get("kept", []),
+            "support": state.get("support", {}),
+            "arrived_from": _arrivals(state.get("paths", [])),
             "step": state.get("step", 0),
         }
         if ctx.explorer_mode == "batched":
@@ -652,6 +776,8 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
         details={
             "subgoals": final.get("subgoals", []),
             "satisfied": final.get("satisfied", []),
+            "support": final.get("support", {}),
+            "paths": final.get("paths", []),
             "visited": final.get("visited", []),
             "refinements": final.get("refinements", 0),
             "cited_ids": final.get("cited_ids", []),

@@ -11,20 +11,24 @@ from logicmap.prompts.common import schema_instructions
 
 __all__ = ["VERSION", "BatchDecision", "ExplorerDecision", "build_batch_messages", "build_messages"]
 
-VERSION = "explore-v1"
+VERSION = "explore-v2"
 
 _RULES = (
-    "Actions: SKIP = the event does not help; EXPAND = the event helps (it is kept as evidence) and "
-    "neighbours may hold more; ANSWER = the event helps and the kept evidence now answers the question. "
-    "next_events: at most 3 ids, only from the listed neighbours. satisfied_subgoals: numbers of subgoals "
-    "the evidence now satisfies."
+    "You walk one path of the graph; other explorers walk other paths. Actions: SKIP = the event does not "
+    "help; EXPAND = the event helps (it is kept as evidence) and the neighbours you list may hold more (your "
+    "path goes on from this event); ANSWER = the event helps and completes what this path looks for (it is "
+    "kept and your path ends here; the other explorers go on). next_events: at most 3 ids, only from the "
+    "listed neighbours. satisfied_subgoals: numbers of the subgoals this event supplies (the event is "
+    "annotated with them; a subgoal counts as satisfied once a kept event supplies it)."
 )
 
 
 class ExplorerDecision(BaseModel):
     action: Literal["SKIP", "EXPAND", "ANSWER"]
     next_events: list[str] = Field(default_factory=list, description="Neighbour ids to explore next (at most 3).")
-    satisfied_subgoals: list[int] = Field(default_factory=list, description="Subgoal numbers now satisfied.")
+    satisfied_subgoals: list[int] = Field(
+        default_factory=list, description="Numbers of the subgoals this event supplies (its annotation)."
+    )
 
 
 class EventDecision(ExplorerDecision):
