@@ -412,7 +412,11 @@ def _co_occurrence(index: FactIndex, parent: FactPath, failed: Sequence[Fact], f
     return out
 
 
-# The rule table: each hypothesis becomes a constrained traversal from the frontier entity.
+# The rule table: each hypothesis becomes a constrained traversal from the frontier entity. These are the
+# implicit logical relations REAL's counterfactual repair reasons with: relation inversion (symmetry),
+# entity substitution by kind or instance (hyponymy), a shift to another version in time (temporal
+# succession), a cause behind the state (causality), and facts stated together (co-occurrence). A path
+# gets at most max(0, m - |relevant expansions|) of them (``graphs/real.py``), marked as repairs.
 REPAIR_RULES: dict[str, RepairRule] = {
     "symmetry": _symmetry,
     "hyponymy": _hyponymy,
