@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 import numpy as np
@@ -17,7 +18,7 @@ from langchain_core.language_models import BaseChatModel
 from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, render_paths
-from logicmap.memory.facts import entity_key, interval_text
+from logicmap.memory.facts import entity_key, interval_text, valid_during
 from logicmap.memory.records import Fact, FactIntent
 from logicmap.memory.text import NO_ANSWER, STOP_WORDS, content_stems, stem
 from logicmap.memory.timeparse import MONTHS, date_text, parse_date
@@ -49,6 +50,8 @@ __all__ = [
 CAUSAL_RELATIONS = frozenset(
     {"decided_because", "because", "caused_by", "causes", "led_to", "reason", "motivated_by", "resulted_in", "due_to"}
 )
+# Beams whose answer must hold at the time asked about; EVOLUTION and TEMPORAL beams look at other times too.
+_TIME_BOUND_INTENTS = frozenset({"FACT", "CAUSAL", "CONTRAST"})
 HYPONYM_RELATIONS = frozenset({"is_a", "type_of", "kind_of", "instance_of", "breed", "species", "subclass_of"})
 
 # Words a relation stands for in questions, for the lexical part of the fallback scores.
@@ -234,11 +237,14 @@ def heuristic_scores(
     labels: Sequence[str],
     index: FactIndex,
     similarities: Sequence[float],
+    window: tuple[datetime | None, datetime | None] | None = None,
 ) -> PathScores:
     """Similarity-and-overlap scores: the evaluator's fallback and the no-LLM policy.
 
     relevance: named entities and content words of the question the path covers, plus embedding
-    similarity; coherence: chained, time-consistent, confident facts; sufficiency: the path covers the
+    similarity; coherence: chained, time-consistent, confident facts, and (for attribute, causal and
+    contrast paths) facts valid in the ``window`` the search asks about, so a temporal-succession repair
+    bringing an older version does not pass for the current one; sufficiency: the path covers the
     question and adds something it does not name (for "when" a date, for "why" a reason).
     """
     named, content = _question_parts(question, index)
@@ -265,6 +271,8 @@ def heuristic_scores(
                 coherence -= 0.2  # the second fact starts after the first stopped holding
         if len({entity_key(n) for n in path.nodes}) < len(path.nodes):
             coherence -= 0.3
+        if window is not None and path.intent in _TIME_BOUND_INTENTS and not all(valid_during(f, *window) for f in facts):
+            coherence -= 0.5  # not valid at the time asked about (changes and dates may look at other times)
         new_info = any(not (_stems(n) <= (named | content)) for n in path.nodes[1:])
         if re.search(r"\bwhen\b", q):
             new_info = any(f.valid_from is not None for f in facts)
@@ -310,6 +318,7 @@ def evaluate_paths(
     *,
     similarities: Sequence[float],
     reference_time: str | None = None,
+    window: tuple[datetime | None, datetime | None] | None = None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict | None = None,
@@ -322,7 +331,7 @@ def evaluate_paths(
         messages=real_evaluate.build_messages(question, render_paths(paths, index, labels), reference_time),
         schema=PathScores,
         validate=lambda r: validate_scores(r, labels),
-        fallback=lambda: heuristic_scores(question, paths, labels, index, similarities),
+        fallback=lambda: heuristic_scores(question, paths, labels, index, similarities, window),
         method=method,
         tags=tags,
         metadata={**(metadata or {}), "prompt_version": real_evaluate.VERSION},
@@ -403,7 +412,11 @@ def _co_occurrence(index: FactIndex, parent: FactPath, failed: Sequence[Fact], f
     return out
 
 
-# The rule table: each hypothesis becomes a constrained traversal from the frontier entity.
+# The rule table: each hypothesis becomes a constrained traversal from the frontier entity. These are the
+# implicit logical relations REAL's counterfactual repair reasons with: relation inversion (symmetry),
+# entity substitution by kind or instance (hyponymy), a shift to another version in time (temporal
+# succession), a cause behind the state (causality), and facts stated together (co-occurrence). A path
+# gets at most max(0, m - |relevant expansions|) of them (``graphs/real.py``), marked as repairs.
 REPAIR_RULES: dict[str, RepairRule] = {
     "symmetry": _symmetry,
     "hyponymy": _hyponymy,

@@ -1,13 +1,31 @@
-"""The ``real`` strategy graph: roots -> beam steps over temporal facts -> stop / expand / repair -> prune -> answer.
+"""The ``real`` strategy graph: roots -> per-path beam steps over temporal facts -> repair -> select -> answer.
 
-Each beam step spends ONE evaluator call on all candidate paths; failed steps get a counterfactual repair
-from the rule table within a budget. Studio loads ``graph`` from this module.
+The beam decision follows REAL (Lu et al., 2026, arXiv:2606.10694) as this project reads it; only the
+abstract was at hand, so the rule below is the reading the project's issue 19 fixes:
+
+* Each beam path ("a beam": a chain from a root entity, carrying the root's exploration intent) is
+  expanded by its admissible outgoing facts (valid at the reference time, stable confidence, an intent
+  the beam admits), the top ``m`` by similarity. ONE evaluator call scores the current paths together
+  with their expansions, so a path and its one-hop extensions are judged side by side.
+* A candidate is *relevant* when it passes the relevance and coherence thresholds. When a path has
+  fewer than ``m`` relevant expansions, counterfactual repair proposes up to ``max(0, m - |relevant|)``
+  hypotheses from the rule table (``agents.real.REPAIR_RULES``), scored by one more evaluator call like
+  any candidate and marked as repairs.
+* A path none of whose expansions or repairs is relevant and scores above it is *closed* into the final
+  set; the improving children form the next beam (``beam_width`` per root); paths reaching ``depth``
+  are closed. There is no global stop at a sufficiency threshold: the search ends when every path is
+  closed, and the evidence is the final set (its ``top_k`` best).
+* With no time named, the temporal filter is the dialogue's current time: when the question is asked
+  (``question_date``), else the date of the namespace's latest session.
+
+Studio loads ``graph`` from this module.
 """
 
 from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
@@ -54,8 +72,8 @@ __all__ = [
     "RealOutput",
     "RealState",
     "after_evaluate",
-    "after_expand",
     "after_repair",
+    "after_select",
     "answer",
     "answer_node",
     "build_real_graph",
@@ -66,7 +84,9 @@ __all__ = [
     "graph",
     "prune",
     "repair",
+    "repair_budget",
     "roots",
+    "select",
 ]
 
 
@@ -78,23 +98,21 @@ class RealContext:
 
     policy: Literal["auto", "llm", "heuristic"] = policy_field()
     beam_width: int = 5
-    """Paths kept in the beam at each step."""
+    """Paths kept in each root's beam at each step."""
     depth: int = 3
-    """Most expansion steps from the root entities."""
+    """Most facts on a path (expansion steps from the root entities)."""
     candidates: int = 5
-    """Outgoing facts considered per path and step (top-m by similarity)."""
+    """m: outgoing facts considered per path and step (top-m by similarity); also the repair target."""
     min_confidence: float = 0.8
     """Facts below this confidence are followed only when the question asks for uncertain ones."""
     relevance_threshold: float = 0.5
-    """A path the evaluator scores below this relevance is dropped."""
+    """A candidate the evaluator scores below this relevance is not relevant (never kept, never extends a path)."""
     coherence_threshold: float = 0.5
-    """A path the evaluator scores below this coherence is dropped."""
-    sufficiency_threshold: float = 0.7
-    """The search stops once a path is this sufficient to answer."""
-    repair_budget: int = 2
-    """Most counterfactual repairs when the beam fails."""
+    """A candidate the evaluator scores below this coherence is not relevant either."""
+    repair: bool = True
+    """Counterfactual repair of paths with fewer than m relevant expansions (the paper's; off for an ablation)."""
     top_k: int = 5
-    """Paths kept as evidence after the global pruning."""
+    """Paths of the final set kept as evidence."""
     namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
 
@@ -106,9 +124,10 @@ class RealInput(TypedDict):
     question: str
     """The question to answer from the namespace's temporal facts."""
     question_date: NotRequired[str | None]
-    """When the question is asked (YYYY-MM-DD, YYYY-MM or YYYY); unset = the latest time in memory."""
+    """When the question is asked (YYYY-MM-DD, YYYY-MM or YYYY); unset = the date of the latest session."""
     reference_time: NotRequired[str | None]
-    """The time the facts must be valid at (YYYY-MM-DD, YYYY-MM, YYYY or "now"); unset = the planner's reading."""
+    """The time the facts must be valid at (YYYY-MM-DD, YYYY-MM, YYYY or "now"); unset = the planner's
+    reading, and when the question names no time, the dialogue's current time."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -135,14 +154,17 @@ class RealState(TypedDict, total=False):
     reference_time: str | None  # input override: YYYY-MM-DD, YYYY-MM, YYYY or "now"
     question_date: str | None  # when the question is asked ("now" means this time)
     roots: list[RootEntity]
-    reference: str | None
+    reference: str | None  # the time the question names (input or planner), None when it names none
+    current_time: str | None  # the dialogue's current time (ISO): the filter's time when none is named
     include_uncertain: bool
-    beam: list[FactPath]
-    candidates: list[FactPath]
-    failed: list[str]
+    beam: list[FactPath]  # the open paths, scored (a root path with no fact scores 0)
+    candidates: list[FactPath]  # children waiting for the evaluator (expansions, then repairs)
+    phase: Literal["expand", "repair"]
+    children: list[FactPath]  # this step's scored expansions and repairs
+    budgets: dict[str, int]  # repair budget per beam path id: max(0, m - |relevant expansions|)
     tried: list[str]
     scored: Annotated[list[FactPath], operator.add]
-    decision: str
+    final: list[FactPath]  # closed paths: the final set the evidence comes from
     depth: int
     repairs: int
     evaluator_calls: int
@@ -173,8 +195,31 @@ def fact_index(snapshot: NamespaceSnapshot) -> FactIndex:
     return snapshot.derived(_build_fact_index)
 
 
+def _latest_session_time(snapshot: NamespaceSnapshot) -> datetime | None:
+    times = [t.session_time.replace(tzinfo=None) for t in snapshot.turns.values() if t.session_time is not None]
+    return max(times) if times else None
+
+
+def _current_time(state: RealState, snapshot: NamespaceSnapshot, index: FactIndex) -> datetime | None:
+    """The dialogue's current time: when the question is asked, else the latest session's date (a namespace
+    of bare facts, without turns: the latest time a fact states)."""
+    asked = state.get("question_date")
+    if asked and asked.strip().lower() != "now" and (when := parse_when(asked)) is not None:
+        return when
+    return snapshot.derived(_latest_session_time) or index.latest_time()
+
+
 def _combined(path: FactPath) -> float:
     return round(0.4 * (path.relevance or 0.0) + 0.2 * (path.coherence or 0.0) + 0.4 * (path.sufficiency or 0.0), 4)
+
+
+def _relevant(path: FactPath, ctx: RealContext) -> bool:
+    return path.passes(ctx.relevance_threshold, ctx.coherence_threshold)
+
+
+def repair_budget(relevant: int, m: int) -> int:
+    """How many counterfactual hypotheses a path gets: the slots its relevant expansions leave of ``m``."""
+    return max(0, m - relevant)
 
 
 def _llm(ctx: RealContext, res: Resources) -> Any:
@@ -205,10 +250,17 @@ def _similar_facts(state: RealState, res: Resources, snapshot: NamespaceSnapshot
     return [(ids[i], float(sims[i])) for i in np.argsort(-sims, kind="stable")]
 
 
-def _search_filter(state: RealState, ctx: RealContext, index: FactIndex) -> SearchFilter:
-    latest = parse_when(state.get("question_date")) or index.latest_time()
+def _time_of(state: RealState) -> str | None:
+    """The time facts must be valid at: the one the question names, else the dialogue's current time."""
+    current = state.get("current_time")
+    return state.get("reference") or (current[:10] if current else None)
+
+
+def _search_filter(state: RealState, ctx: RealContext) -> SearchFilter:
+    current = state.get("current_time")
+    now = datetime.fromisoformat(current) if current else None
     return SearchFilter(
-        window=reference_window(state.get("reference"), latest),
+        window=reference_window(state.get("reference") or "now", now),
         min_confidence=ctx.min_confidence,
         include_uncertain=bool(state.get("include_uncertain")),
     )
@@ -216,7 +268,7 @@ def _search_filter(state: RealState, ctx: RealContext, index: FactIndex) -> Sear
 
 def _rank(state: RealState, res: Resources, index: FactIndex, paths: list[FactPath], limit: int) -> list[FactPath]:
     """Top ``limit`` paths by similarity of the query to their last relation + target."""
-    if not paths:
+    if not paths or limit <= 0:
         return []
     texts = []
     for path in paths:
@@ -226,11 +278,6 @@ def _rank(state: RealState, res: Resources, index: FactIndex, paths: list[FactPa
     ranked = [p.model_copy(update={"similarity": round(float(s), 4)}) for p, s in zip(paths, sims, strict=True)]
     ranked.sort(key=lambda p: (-p.similarity, p.id))
     return ranked[:limit]
-
-
-def _open_beam(state: RealState, ctx: RealContext) -> list[FactPath]:
-    """The beam paths that may still grow (below the depth limit)."""
-    return [p for p in state.get("beam", []) if p.depth < ctx.depth]
 
 
 def _outgoing(parent: FactPath, index: FactIndex, flt: SearchFilter, tried: set[str], step: int) -> list[FactPath]:
@@ -254,12 +301,12 @@ def _hypotheses(parent: FactPath, index: FactIndex, failed: list[Fact], flt: Sea
     ]
 
 
-def _top_children(state: RealState, res: Resources, index: FactIndex, children: list[tuple[FactPath, list[FactPath]]],
-                  limit: int) -> tuple[list[FactPath], list[str]]:
+def _top_children(state: RealState, res: Resources, index: FactIndex,
+                  children: list[tuple[FactPath, list[FactPath], int]]) -> tuple[list[FactPath], list[str]]:
     """The top ``limit`` children of each parent and their ``parent|fact`` tried keys."""
     candidates: list[FactPath] = []
     keys: list[str] = []
-    for parent, own in children:
+    for parent, own, limit in children:
         chosen = _rank(state, res, index, own, limit)
         candidates.extend(chosen)
         keys.extend(f"{parent.id}|{c.fact_ids[-1]}" for c in chosen)
@@ -289,17 +336,18 @@ def _plan(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
 
 def _score(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
            candidates: list[FactPath]) -> tuple[list[FactPath], Cost, list[FallbackRecord]]:
-    """ONE evaluator call (or the similarity heuristic) scores every candidate path."""
+    """ONE evaluator call (or the similarity heuristic) scores every listed path."""
     llm = _llm(ctx, res)
     labels = [f"P{i + 1}" for i in range(len(candidates))]
     similarities = [p.similarity for p in candidates]
     cost = Cost()
     fallbacks: list[FallbackRecord] = []
+    window = _search_filter(state, ctx).window
     if llm is None:
-        scores = heuristic_scores(state["question"], candidates, labels, index, similarities)
+        scores = heuristic_scores(state["question"], candidates, labels, index, similarities, window)
     else:
-        outcome = evaluate_paths(llm, state["question"], candidates, index, similarities=similarities,
-                                 reference_time=state.get("reference"), method=res.method, **_trace(state, ctx))
+        outcome = evaluate_paths(llm, state["question"], candidates, index, similarities=similarities, window=window,
+                                 reference_time=_time_of(state), method=res.method, **_trace(state, ctx))
         scores, cost = outcome.output, outcome.cost
         if outcome.fallback:
             fallbacks.append(outcome.fallback)
@@ -312,13 +360,23 @@ def _score(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
     return scored, cost, fallbacks
 
 
-def _next_beam(passing: list[FactPath], beam_width: int) -> list[FactPath]:
-    """The best ``beam_width`` passing paths of each root, roots in first-seen order."""
+def _next_beam(improving: list[FactPath], beam_width: int) -> list[FactPath]:
+    """The best ``beam_width`` improving paths of each root, roots in first-seen order."""
     beam: list[FactPath] = []
-    for root in dict.fromkeys(p.root for p in passing):
-        mine = sorted((p for p in passing if p.root == root), key=lambda p: (-(p.score or 0), p.id))
+    for root in dict.fromkeys(p.root for p in improving):
+        mine = sorted((p for p in improving if p.root == root), key=lambda p: (-(p.score or 0), p.id))
         beam.extend(mine[:beam_width])
     return beam
+
+
+def _budgets(beam: list[FactPath], children: list[FactPath], ctx: RealContext) -> dict[str, int]:
+    """Each open path's repair budget, ``max(0, m - |relevant expansions|)``; paths with none left out."""
+    budgets: dict[str, int] = {}
+    for path in beam:
+        relevant = sum(1 for c in children if c.parent == path.id and _relevant(c, ctx))
+        if (budget := repair_budget(relevant, ctx.candidates)) > 0:
+            budgets[path.id] = budget
+    return budgets
 
 
 def _path_evidence(path: FactPath, index: FactIndex) -> EvidenceItem:
@@ -346,14 +404,18 @@ def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     similar = [f for f, _ in _similar_facts(state, res, snapshot, index)[:10]]
     plan, cost, fallbacks = _plan(state, ctx, res, index, similar)
     reference = state.get("reference_time") or plan.reference_time
+    now = _current_time(state, snapshot, index)
     return {
         "namespace": namespace,
         "roots": plan.roots,
         "reference": reference,
+        "current_time": now.isoformat() if now else None,
         "include_uncertain": plan.include_uncertain,
-        "beam": [FactPath.start(r.entity, r.intent) for r in plan.roots],
+        "beam": [FactPath.start(r.entity, r.intent).model_copy(update={"score": 0.0}) for r in plan.roots],
         "candidates": [],
-        "failed": [],
+        "children": [],
+        "budgets": {},
+        "final": [],
         "tried": [],
         "depth": 0,
         "repairs": 0,
@@ -362,94 +424,122 @@ def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         "cost": cost,
         "fallbacks": fallbacks,
         "trail": [{"node": "roots", "roots": [f"{r.entity} ({r.intent})" for r in plan.roots],
-                   "reference_time": reference, "include_uncertain": plan.include_uncertain}],
+                   "reference_time": reference, "current_time": now.date().isoformat() if now else None,
+                   "include_uncertain": plan.include_uncertain}],
     }
 
 
 def expand(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """Plain expansion: each beam path's admissible outgoing facts, top-m by similarity."""
+    """Each beam path's admissible outgoing facts (time, confidence, intent), top-m by similarity."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
-    flt = _search_filter(state, ctx, index)
+    flt = _search_filter(state, ctx)
     tried = set(state.get("tried", []))
-    step = state.get("evaluator_calls", 0) + 1
-    children = [(p, _outgoing(p, index, flt, tried, step)) for p in _open_beam(state, ctx)]
-    candidates, keys = _top_children(state, res, index, children, ctx.candidates)
+    step = state.get("depth", 0) + 1
+    beam = state.get("beam", [])
+    children = [(p, _outgoing(p, index, flt, tried, step), ctx.candidates) for p in beam]
+    candidates, keys = _top_children(state, res, index, children)
     return {
         "candidates": candidates,
+        "children": [],
+        "budgets": {},
+        "phase": "expand",
         "tried": [*state.get("tried", []), *keys],
-        "trail": [{"node": "expand", "depth": max((p.depth for p in state.get("beam", [])), default=0),
-                   "candidates": len(candidates)}],
+        "trail": [{"node": "expand", "step": step, "beam": [p.id for p in beam], "candidates": len(candidates)}],
     }
 
 
 def evaluate(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """ONE evaluator call scores every candidate; then stop, expand, repair or prune."""
+    """ONE evaluator call: after an expansion, the current paths together with their expansions; after a
+    repair, the hypotheses. Then each path's repair budget from its relevant expansions."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
-    scored, cost, fallbacks = _score(state, ctx, res, index, state.get("candidates", []))
-    passing = [p for p in scored if p.passes(ctx.relevance_threshold, ctx.coherence_threshold)]
-    sufficient = [p for p in passing if (p.sufficiency or 0.0) >= ctx.sufficiency_threshold]
-    depth = max((p.depth for p in scored), default=state.get("depth", 0))
+    candidates = state.get("candidates", [])
+    phase = state.get("phase", "expand")
+    current = [p for p in state.get("beam", []) if p.depth] if phase == "expand" and candidates else []
+    listed = [*current, *candidates]
+    scored, cost, fallbacks = _score(state, ctx, res, index, listed) if listed else ([], Cost(), [])
+    rescored = {p.id: p for p in scored[: len(current)]}
+    beam = [rescored.get(p.id, p) for p in state.get("beam", [])]
+    children = [*state.get("children", []), *scored[len(current):]]
     update: dict[str, Any] = {
-        "scored": scored,
-        "evaluator_calls": state.get("evaluator_calls", 0) + 1,
-        "paths_visited": state.get("paths_visited", 0) + len(scored),
+        "beam": beam,
+        "children": children,
         "candidates": [],
-        "failed": [p.fact_ids[-1] for p in scored if p not in passing],
+        "scored": scored,
+        "evaluator_calls": state.get("evaluator_calls", 0) + (1 if listed else 0),
+        "paths_visited": state.get("paths_visited", 0) + len(candidates),
         "cost": cost,
         "fallbacks": fallbacks,
     }
-    if sufficient:
-        decision = "stop"
-    elif passing and depth < ctx.depth:
-        decision = "expand"
-        update["beam"] = _next_beam(passing, ctx.beam_width)
-        update["depth"] = depth
-    elif not passing and state.get("repairs", 0) < ctx.repair_budget:
-        decision = "repair"
-    else:
-        decision = "prune"
-    best = max(scored, key=lambda p: p.score or 0, default=None)
-    update["decision"] = decision
+    if phase == "expand":
+        update["budgets"] = _budgets(beam, children, ctx) if ctx.repair else {}
     update["trail"] = [{
-        "node": "evaluate", "step": update["evaluator_calls"], "candidates": len(scored), "passing": len(passing),
-        "sufficient": len(sufficient), "decision": decision,
-        "best": path_text(best, index) if best else None, "best_score": best.score if best else None,
+        "node": "evaluate", "phase": phase, "listed": [p.id for p in listed],
+        "relevant": [p.id for p in scored[len(current):] if _relevant(p, ctx)],
+        **({"budgets": update["budgets"]} if phase == "expand" else {}),
     }]
     return update
 
 
 def repair(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """Counterfactual repair: rule-table hypotheses turned into constrained traversals from the beam."""
+    """Counterfactual repair: each path short of relevant expansions gets up to its budget of rule-table
+    hypotheses (``max(0, m - |relevant|)``), to be scored like any candidate."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
-    flt = _search_filter(state, ctx, index)
+    flt = _search_filter(state, ctx)
     tried = state.get("tried", [])
-    failed: list[Fact] = [index.facts[f] for f in state.get("failed", []) if f in index.facts]
-    step = state.get("evaluator_calls", 0) + 1
-    children = [(p, _hypotheses(p, index, failed, flt, tried, step)) for p in _open_beam(state, ctx)]
-    candidates, keys = _top_children(state, res, index, children, ctx.candidates)
+    budgets = state.get("budgets", {})
+    step = state.get("depth", 0) + 1
+    children = []
+    for path in state.get("beam", []):
+        if budgets.get(path.id, 0) > 0:
+            failed = [index.facts[c.fact_ids[-1]] for c in state.get("children", [])
+                      if c.parent == path.id and not _relevant(c, ctx)]
+            children.append((path, _hypotheses(path, index, failed, flt, tried, step), budgets[path.id]))
+    candidates, keys = _top_children(state, res, index, children)
     return {
         "candidates": candidates,
-        "repairs": state.get("repairs", 0) + 1,
+        "phase": "repair",
+        "repairs": state.get("repairs", 0) + len(candidates),
         "tried": [*tried, *keys],
-        "trail": [{"node": "repair", "round": state.get("repairs", 0) + 1, "candidates": len(candidates),
-                   "hypotheses": sorted({(c.hypothesis or "").split(":")[0] for c in candidates})}],
+        "trail": [{"node": "repair", "budgets": dict(budgets), "hypotheses": [c.id for c in candidates],
+                   "rules": sorted({(c.hypothesis or "").split(":")[0] for c in candidates})}],
+    }
+
+
+def select(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
+    """The beam decision: a path none of whose relevant children scores above it is closed into the final
+    set; the improving children are the next beam (top ``beam_width`` per root); full-depth paths close."""
+    ctx = _ctx(runtime)
+    children = state.get("children", [])
+    closed: list[FactPath] = []
+    improving: list[FactPath] = []
+    for path in state.get("beam", []):
+        better = [c for c in children if c.parent == path.id and _relevant(c, ctx) and (c.score or 0) > (path.score or 0)]
+        improving.extend(better)
+        if not better and path.depth:  # a bare root holds no fact: nothing to close
+            closed.append(path)
+    grown = _next_beam(improving, ctx.beam_width)
+    closed.extend(p for p in grown if p.depth >= ctx.depth)
+    beam = [p for p in grown if p.depth < ctx.depth]
+    step = state.get("depth", 0) + 1
+    return {
+        "beam": beam,
+        "final": [*state.get("final", []), *closed],
+        "children": [],
+        "depth": step,
+        "trail": [{"node": "select", "step": step, "closed": [p.id for p in closed], "beam": [p.id for p in beam]}],
     }
 
 
 def prune(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """Global top-k over every scored path: passing paths first, best combined score first."""
+    """The evidence is the final set: its ``top_k`` best paths (relevant ones first)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     snapshot, index = _load(state, res)
-    best: dict[str, FactPath] = {}
-    for path in state.get("scored", []):
-        if path.id not in best or (path.score or 0) > (best[path.id].score or 0):
-            best[path.id] = path
-    passing = [p for p in best.values() if p.passes(ctx.relevance_threshold, ctx.coherence_threshold)]
-    pool = passing or list(best.values())
-    kept = sorted(pool, key=lambda p: (-(p.score or 0), p.depth, p.id))[: ctx.top_k]
+    final = list({p.id: p for p in state.get("final", [])}.values())
+    passing = [p for p in final if _relevant(p, ctx)]
+    kept = sorted(final, key=lambda p: (not _relevant(p, ctx), -(p.score or 0), p.depth, p.id))[: ctx.top_k]
     fallbacks: list[FallbackRecord] = []
     if not kept and index.facts:
         # Nothing was reachable from the roots: the most similar facts, unscored, as evidence.
@@ -461,7 +551,7 @@ def prune(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         if similar:
             fallbacks.append(FallbackRecord(role="real", reason="no path from the roots: most similar facts used"))
     return {"kept": kept, "passing": bool(passing), "fallbacks": fallbacks,
-            "trail": [{"node": "prune", "scored": len(best), "passing": len(passing), "kept": len(kept)}]}
+            "trail": [{"node": "prune", "final": len(final), "passing": len(passing), "kept": len(kept)}]}
 
 
 def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
@@ -475,7 +565,7 @@ def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, An
     if llm is None:
         result = heuristic_answer(state["question"], kept, index, passing=bool(state.get("passing")))
     else:
-        outcome = answer_from_paths(llm, state["question"], kept, index, reference_time=state.get("reference"),
+        outcome = answer_from_paths(llm, state["question"], kept, index, reference_time=_time_of(state),
                                     passing=bool(state.get("passing")), method=res.method, **_trace(state, ctx))
         result, cost = outcome.output, outcome.cost
         if outcome.fallback:
@@ -487,21 +577,18 @@ def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, An
 # -- routers ----------------------------------------------------------------------------------------
 
 
-def after_expand(state: RealState, runtime: Runtime[RealContext]) -> Literal["evaluate", "repair", "prune"]:
-    if state.get("candidates"):
-        return "evaluate"
-    return "repair" if state.get("repairs", 0) < _ctx(runtime).repair_budget and state.get("beam") else "prune"
+def after_evaluate(state: RealState) -> Literal["repair", "select"]:
+    """After an expansion's scores, repair the paths short of relevant expansions; else decide."""
+    return "repair" if state.get("phase", "expand") == "expand" and state.get("budgets") else "select"
 
 
-def after_evaluate(state: RealState) -> Literal["prune", "expand", "repair"]:
-    decision = state.get("decision", "")
-    if decision == "expand":
-        return "expand"
-    return "repair" if decision == "repair" else "prune"
+def after_repair(state: RealState) -> Literal["evaluate", "select"]:
+    return "evaluate" if state.get("candidates") else "select"
 
 
-def after_repair(state: RealState) -> Literal["evaluate", "prune"]:
-    return "evaluate" if state.get("candidates") else "prune"
+def after_select(state: RealState) -> Literal["expand", "prune"]:
+    """The search goes on while any path is open: no global stop."""
+    return "expand" if state.get("beam") else "prune"
 
 
 # -- the graph --------------------------------------------------------------------------------------
@@ -514,13 +601,15 @@ def build_real_graph() -> StateGraph:
     builder.add_node("expand", expand)
     builder.add_node("evaluate", evaluate)
     builder.add_node("repair", repair)
+    builder.add_node("select", select)
     builder.add_node("prune", prune)
     builder.add_node("answer", answer_node)
     builder.add_edge(START, "roots")
     builder.add_edge("roots", "expand")
-    builder.add_conditional_edges("expand", after_expand, ["evaluate", "repair", "prune"])
-    builder.add_conditional_edges("evaluate", after_evaluate, ["prune", "expand", "repair"])
-    builder.add_conditional_edges("repair", after_repair, ["evaluate", "prune"])
+    builder.add_edge("expand", "evaluate")
+    builder.add_conditional_edges("evaluate", after_evaluate, ["repair", "select"])
+    builder.add_conditional_edges("repair", after_repair, ["evaluate", "select"])
+    builder.add_conditional_edges("select", after_select, ["expand", "prune"])
     builder.add_edge("prune", "answer")
     builder.add_edge("answer", END)
     return builder
@@ -544,7 +633,7 @@ def answer(
     return invoke_strategy(
         "real", graph,
         {"question": question, "question_date": question_date, "reference_time": reference_time},
-        ctx, namespace=namespace, recursion_limit=20 + 4 * (ctx.depth + 1) * (ctx.repair_budget + 1),
+        ctx, namespace=namespace, recursion_limit=20 + 6 * (ctx.depth + 1),
         make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
     )
 
@@ -570,6 +659,8 @@ def _result(question: str, namespace: str, final: dict[str, Any], res: Resources
             "repairs": final.get("repairs", 0),
             "roots": [r.model_dump() for r in final.get("roots", [])],
             "reference_time": final.get("reference"),
+            "current_time": (final.get("current_time") or "")[:10] or None,
+            "final_paths": [p.id for p in final.get("final", [])],
             "include_uncertain": final.get("include_uncertain", False),
             "passing": final.get("passing", False),
             "answer_paths": final.get("answer_paths", []),
@@ -591,7 +682,7 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
             "confidence": fact.confidence, "intent": fact.intent, "turn_ids": list(fact.turn_ids),
         })
     return {
-        "id": path.id, "root": path.root, "intent": path.intent, "hypothesis": path.hypothesis,
+        "id": path.id, "root": path.root, "intent": path.intent, "parent": path.parent, "hypothesis": path.hypothesis,
         "relevance": path.relevance, "coherence": path.coherence, "sufficiency": path.sufficiency,
         "score": path.score, "facts": facts,
     }

@@ -29,11 +29,13 @@ __all__ = [
     "render_paths",
 ]
 
-# Which fact intents a root's exploration intent may traverse. CAUSAL facts only serve "why"
-# questions and CONTRAST facts only comparisons; the causality repair rule can still reach them.
+# Which fact intents a beam's exploration intent may traverse. CAUSAL facts only serve "why"
+# questions and CONTRAST facts only comparisons. A causal beam follows causes and what comes before
+# or after them (dated events, changes of state), not plain attributes: a "why" is not answered by a
+# favourite food. The causality repair rule can still reach a causal fact from any beam.
 INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {
     "FACT": frozenset({"FACT", "TEMPORAL", "EVOLUTION"}),
-    "CAUSAL": frozenset({"CAUSAL", "FACT", "TEMPORAL", "EVOLUTION"}),
+    "CAUSAL": frozenset({"CAUSAL", "TEMPORAL", "EVOLUTION"}),
     "TEMPORAL": frozenset({"TEMPORAL", "EVOLUTION", "FACT"}),
     "CONTRAST": frozenset({"CONTRAST", "FACT", "EVOLUTION"}),
     "EVOLUTION": frozenset({"EVOLUTION", "TEMPORAL", "FACT"}),
@@ -124,6 +126,7 @@ class FactPath(BaseModel):
     nodes: list[str]
     fact_ids: list[str] = Field(default_factory=list)
     directions: list[Literal["out", "in"]] = Field(default_factory=list)
+    parent: str | None = None
     hypothesis: str | None = None
     similarity: float = 0.0
     relevance: float | None = None
@@ -154,6 +157,7 @@ class FactPath(BaseModel):
             nodes=[*self.nodes, target],
             fact_ids=fact_ids,
             directions=[*self.directions, direction],
+            parent=self.id,
             hypothesis=hypothesis or self.hypothesis,
             step=step,
         )

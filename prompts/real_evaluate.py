@@ -9,7 +9,7 @@ from logicmap.prompts.common import schema_instructions
 
 __all__ = ["VERSION", "PathScore", "PathScores", "build_messages"]
 
-VERSION = "real-evaluate-v1"
+VERSION = "real-evaluate-v2"
 
 
 class PathScore(BaseModel):
@@ -28,7 +28,10 @@ def build_messages(question: str, paths_text: str, reference_time: str | None) -
         "You are the REAL path evaluator. Each candidate path is a chain of facts from a conversation's "
         "memory, each with its validity interval and confidence. Score every path once for query "
         "relevance, logical coherence (facts connect, times are consistent) and answer sufficiency "
-        "(the path answers the question by itself).\n" + schema_instructions(PathScores)
+        "(the path answers the question by itself). The list holds the current search paths together with "
+        "their one-fact extensions (and, marked 'repair', hypotheses of facts the conversation may state "
+        "indirectly): score them on one scale, so an extension scores above its path only when the added "
+        "fact brings the answer closer.\n" + schema_instructions(PathScores)
     )
-    human = f"Question: {question}\nReference time: {reference_time or 'any'}\nCandidate paths:\n{paths_text}"
+    human = f"Question: {question}\nFacts valid at: {reference_time or 'any time'}\nCandidate paths:\n{paths_text}"
     return [SystemMessage(content=system), HumanMessage(content=human)]

@@ -91,23 +91,35 @@ def evaluator_prompts(llm: ScriptedChatModel) -> list[str]:
     return [str(call[1].content) for call in llm.calls if "REAL path evaluator" in str(call[0].content)]
 
 
-def decisions(result) -> list[str]:  # noqa: ANN001
-    return [t["decision"] for t in result.details["trail"] if t["node"] == "evaluate"]
+def nodes(result, name: str) -> list[dict]:  # noqa: ANN001
+    return [t for t in result.details["trail"] if t["node"] == name]
+
+
+def _now_judge(text: str) -> Scores:
+    """An evaluator that reads validity: a version that no longer holds is not coherent with "now"."""
+    if "lives_in" in text:
+        return 0.9, 0.9 if "-> open)" in text else 0.3, 0.95
+    return 0.2, 0.9, 0.1
 
 
 # -- beam decisions -------------------------------------------------------------------------------
 
 
-def test_stop_decision_after_one_evaluator_call(memory):
-    llm = scripted(lambda t: (0.9, 0.9, 0.95) if "lives_in" in t else (0.2, 0.9, 0.1), reference_time="now")
+def test_a_path_no_child_improves_on_is_closed_and_is_the_evidence(memory):
+    llm = scripted(_now_judge, reference_time="now")
     memory.llm_ = llm
     result = answer("Where does Maya live now?", NS, resources=memory)
 
-    assert decisions(result) == ["stop"]
-    assert result.details["evaluator_calls"] == 1 == len(evaluator_prompts(llm))
-    assert result.cost.llm_calls == 3  # roots + one evaluator call + answer
-    # Time validity "now": the closed Porto version never reaches the evaluator.
+    # Step 1: the expansions (1 relevant of m = 5), then 4 repair hypotheses; step 2: Lisbon has no
+    # expansion and no repair finds one, so its path is closed into the final set.
+    assert result.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
+    assert nodes(result, "repair")[0]["budgets"] == {result.details["trail"][1]["beam"][0]: 4}
+    assert all("(repair: " in line for line in re.findall(r"^P\d+: .*$", evaluator_prompts(llm)[1], re.MULTILINE))
+    assert result.cost.llm_calls == 4  # roots + two evaluator calls + answer
+    # Time validity "now": the closed Porto version is not an expansion.
     assert "Lisbon" in evaluator_prompts(llm)[0] and "Porto" not in evaluator_prompts(llm)[0]
+    assert [t["closed"] for t in nodes(result, "select")] == [[], result.details["final_paths"]]
+    assert [e.id for e in result.evidence] == result.details["final_paths"]
     top = result.evidence[0]
     assert top.kind == "path" and "lives_in [2023-04-24 -> open) conf 0.90" in top.text and top.turn_ids == ["D4:1"]
     assert top.time == "2023-04-24 -> open"
@@ -126,15 +138,17 @@ def test_expansion_reaches_a_second_hop(memory):
         return 0.1, 0.9, 0.0
 
     memory.llm_ = llm = scripted(judge)
-    result = answer("What breed is Maya's dog?", NS, resources=memory)
+    result = answer("What breed is Maya's dog?", NS, resources=memory, repair=False)
 
-    assert decisions(result) == ["expand", "stop"]
     assert result.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
+    # The second call lists the has_pet path itself beside its extension.
+    second = re.findall(r"^P\d+: (.*)$", evaluator_prompts(llm)[1], re.MULTILINE)
+    assert len(second) == 2 and "is_a" not in second[0] and "has_pet" in second[0] and "is_a" in second[1]
     best = result.details["paths"][0]
     assert [f["relation"] for f in best["facts"]] == ["has_pet", "is_a"] and best["hypothesis"] is None
-    assert result.answer == "golden retriever"
-    # Maya's 4 admissible facts (not the hedged wish, not the causal fact), then Biscuit's one.
-    assert result.details["paths_visited"] == 5
+    assert result.details["final_paths"] == [best["id"]] and result.answer == "golden retriever"
+    # Maya's 3 admissible facts now (not the closed Porto version, the hedged wish, the causal fact), then Biscuit's one.
+    assert result.details["paths_visited"] == 4
 
 
 def _helper_judge(text: str) -> Scores:
@@ -144,13 +158,15 @@ def _helper_judge(text: str) -> Scores:
 def test_counterfactual_repair_recovers_a_path_plain_expansion_misses(memory):
     # Without repair: only facts whose head is Maya are reachable, none says who helped.
     memory.llm_ = scripted(_helper_judge, answer_text="I don't know")
-    plain = answer("Who helped Maya pack for the move?", NS, resources=memory, repair_budget=0)
-    assert decisions(plain) == ["prune"] and plain.details["repairs"] == 0
-    assert not any("helped_pack" in e.text for e in plain.evidence)
+    plain = answer("Who helped Maya pack for the move?", NS, resources=memory, repair=False)
+    assert not nodes(plain, "repair") and plain.details["repairs"] == 0
+    assert plain.details["final_paths"] == [] and not plain.details["passing"]  # only unscored similar facts
+    assert [f.reason for f in plain.fallbacks] == ["no path from the roots: most similar facts used"]
 
     memory.llm_ = llm = scripted(_helper_judge)
     repaired = answer("Who helped Maya pack for the move?", NS, resources=memory)
-    assert decisions(repaired) == ["repair", "stop"] and repaired.details["repairs"] == 1
+    first = nodes(repaired, "repair")[0]
+    assert list(first["budgets"].values()) == [5] and repaired.details["repairs"] >= 1  # no expansion was relevant
     assert repaired.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
     best = repaired.details["paths"][0]
     assert best["hypothesis"].startswith("symmetry") and best["facts"][0]["direction"] == "in"
@@ -161,7 +177,7 @@ def test_counterfactual_repair_recovers_a_path_plain_expansion_misses(memory):
 def test_repair_on_the_sample_conversation_without_a_model(ingested_sample):
     question = "Who helped Maya pack for the move?"
     repaired = answer(question, "sample", resources=ingested_sample, policy="heuristic")
-    plain = answer(question, "sample", resources=ingested_sample, policy="heuristic", repair_budget=0)
+    plain = answer(question, "sample", resources=ingested_sample, policy="heuristic", repair=False)
     assert repaired.answer == "Ana" and repaired.details["repairs"] >= 1 and "D3:5" in repaired.cited_turns()
     assert plain.answer != "Ana" and plain.details["repairs"] == 0
     assert repaired.cost.llm_calls == plain.cost.llm_calls == 0
@@ -209,18 +225,19 @@ def test_confidence_filtering_and_upgrade_through_the_graph(resources):
 def test_intent_filtering_through_the_graph(memory):
     judge = lambda t: (0.9, 0.9, 0.9) if "decided_because" in t else (0.2, 0.9, 0.0)  # noqa: E731
     memory.llm_ = llm = scripted(judge, roots=[("Maya", "FACT")])
-    answer("Why did Maya move?", NS, resources=memory, repair_budget=0)
+    answer("Why did Maya move?", NS, resources=memory, repair=False)
     assert not any("decided_because" in p for p in evaluator_prompts(llm))
 
     memory.llm_ = llm = scripted(judge, roots=[("Maya", "CAUSAL")])
     result = answer("Why did Maya move?", NS, resources=memory)
-    assert "decided_because" in evaluator_prompts(llm)[0] and decisions(result) == ["stop"]
+    assert "decided_because" in evaluator_prompts(llm)[0] and "works_at" not in evaluator_prompts(llm)[0]
+    assert result.details["paths"][0]["facts"][0]["relation"] == "decided_because"
     assert result.details["roots"] == [{"entity": "Maya", "intent": "CAUSAL"}]
 
 
 def test_reference_time_from_the_planner_selects_the_old_version(memory):
     memory.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "lives_in" in t else (0.2, 0.9, 0.0), reference_time="2023-03")
-    result = answer("Where did Maya live in March 2023?", NS, resources=memory)
+    result = answer("Where did Maya live in March 2023?", NS, resources=memory, repair=False)
     assert "Porto" in evaluator_prompts(llm)[0] and "Lisbon" not in evaluator_prompts(llm)[0]
     assert result.answer == "Porto" and result.details["reference_time"] == "2023-03"
 
@@ -246,7 +263,8 @@ def test_heuristic_policy_on_the_sample(ingested_sample):
     assert {a.strip().lower() for a in foods.answer.split(",")} == {"sushi", "pasteis de nata"}
     assert {"D1:6", "D5:3"} <= set(foods.cited_turns())
     dog = answer("What is the name of Maya's dog?", "sample", resources=ingested_sample, policy="heuristic")
-    assert dog.answer == "Biscuit" and dog.details["evaluator_calls"] == 1
+    assert dog.answer == "Biscuit" and "-[has_pet" in dog.evidence[0].text
+    assert {e.id for e in dog.evidence} <= set(dog.details["final_paths"])  # the evidence is the final set
 
 
 def test_llm_policy_without_a_model_records_one_fallback(memory):
@@ -265,7 +283,7 @@ def test_namespace_without_facts_and_unknown_namespace(resources):
 
 
 def test_graph_topology_and_defaults():
-    assert {"roots", "expand", "evaluate", "repair", "prune", "answer"} <= set(graph.get_graph().nodes)
+    assert {"roots", "expand", "evaluate", "repair", "select", "prune", "answer"} <= set(graph.get_graph().nodes)
     ctx = RealContext()
     assert (ctx.beam_width, ctx.depth, ctx.candidates, ctx.min_confidence) == (5, 3, 5, 0.8)
     assert (ctx.relevance_threshold, ctx.coherence_threshold) == (0.5, 0.5)
@@ -291,25 +309,35 @@ def run_with(context: RealContext):  # noqa: ANN201
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 
-def test_nodes_run_alone_roots_expand_evaluate(memory):
-    from logicmap.graphs.real import after_evaluate, after_expand, evaluate, expand, roots
+def test_nodes_run_alone_roots_expand_evaluate_repair_select(memory):
+    from logicmap.graphs.real import after_evaluate, after_repair, after_select, evaluate, expand, repair, roots, select
 
     runtime = run_with(RealContext(policy="heuristic", namespace=NS, resources=memory))
     state = {"question": "Where does Maya live now?", "reference_time": "now"}
     state |= roots(state, runtime)
     assert state["namespace"] == NS and [r.entity for r in state["roots"]] == ["Maya"] and state["beam"][0].end == "Maya"
-    assert state["cost"].llm_calls == 0 and not state["fallbacks"]
+    assert state["cost"].llm_calls == 0 and not state["fallbacks"] and state["current_time"].startswith("2023-06-03")
 
     state |= expand(state, runtime)
     assert state["candidates"] and all(p.root == "Maya" and p.depth == 1 for p in state["candidates"])
-    assert len(state["tried"]) == len(state["candidates"]) and after_expand(state, runtime) == "evaluate"
+    assert len(state["tried"]) == len(state["candidates"]) and state["phase"] == "expand"
     # Time validity "now": the closed Porto version is not a candidate.
     assert all(p.end != "Porto" for p in state["candidates"])
 
-    update = evaluate(state, runtime)
-    assert update["evaluator_calls"] == 1 and update["candidates"] == []
-    assert len(update["scored"]) == len(state["candidates"]) and update["decision"] in ("stop", "expand", "repair", "prune")
-    assert after_evaluate(update) == {"stop": "prune"}.get(update["decision"], update["decision"])
+    state |= evaluate(state, runtime)
+    assert state["evaluator_calls"] == 1 and state["candidates"] == [] and len(state["children"]) == 3
+    relevant = sum(c.passes(0.5, 0.5) for c in state["children"])
+    assert state["budgets"] == {state["beam"][0].id: 5 - relevant} and after_evaluate(state) == "repair"
+
+    state |= repair(state, runtime)
+    assert state["phase"] == "repair" and 0 < len(state["candidates"]) <= 5 - relevant
+    assert all(c.hypothesis for c in state["candidates"]) and after_repair(state) == "evaluate"
+    state |= evaluate(state, runtime)
+    assert after_evaluate(state) == "select" and len(state["children"]) == 3 + state["repairs"]
+
+    state |= select(state, runtime)
+    assert state["beam"] and all(p.depth == 1 and p.passes(0.5, 0.5) and p.score > 0 for p in state["beam"])
+    assert state["final"] == [] and after_select(state) == "expand"
 
 
 def test_prune_alone_falls_back_to_the_most_similar_facts(memory):
@@ -325,11 +353,10 @@ def test_prune_alone_falls_back_to_the_most_similar_facts(memory):
 
 
 def test_routers_alone():
-    from logicmap.graphs.real import after_evaluate, after_expand, after_repair
+    from logicmap.graphs.real import after_evaluate, after_repair, after_select
 
-    runtime = run_with(RealContext(repair_budget=1))
-    assert [after_evaluate({"decision": d}) for d in ("stop", "expand", "repair", "prune", "")] == [
-        "prune", "expand", "repair", "prune", "prune"]
-    assert after_repair({"candidates": []}) == "prune" and after_repair({"candidates": [object()]}) == "evaluate"
-    assert after_expand({"beam": [object()], "repairs": 0}, runtime) == "repair"
-    assert after_expand({"beam": [object()], "repairs": 1}, runtime) == "prune"
+    assert after_evaluate({"phase": "expand", "budgets": {"root-1": 2}}) == "repair"
+    assert after_evaluate({"phase": "expand", "budgets": {}}) == "select"
+    assert after_evaluate({"phase": "repair", "budgets": {"root-1": 2}}) == "select"
+    assert after_repair({"candidates": []}) == "select" and after_repair({"candidates": [object()]}) == "evaluate"
+    assert after_select({"beam": [object()]}) == "expand" and after_select({"beam": []}) == "prune"
