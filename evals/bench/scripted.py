@@ -60,6 +60,12 @@ def _starts(text: str) -> dict[str, Any]:
     return {"event_ids": ids[:3]}
 
 
+def _plan_and_starts(text: str) -> dict[str, Any]:
+    """The planner's call that also picks the starts: the same two rules in one reply."""
+    question, _, candidates = text.partition("\nCandidates:\n")
+    return {**_plan(question), "start_ids": _starts(f"Candidates:\n{candidates}")["event_ids"]}
+
+
 def _explore(text: str) -> dict[str, Any]:
     neighbours = _NEIGHBOUR.findall(text.split("Neighbours:", 1)[-1])
     return {"action": "EXPAND", "next_events": list(dict.fromkeys(neighbours))[:2], "satisfied_subgoals": []}
@@ -81,6 +87,7 @@ _BUILDERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "RelationSet": _relations,
     "CorefVerdicts": _coref,
     "Plan": _plan,
+    "PlanAndStarts": _plan_and_starts,
     "RefinedQuery": lambda text: {"query": text.splitlines()[0].replace("Question:", "").strip() or "query"},
     "StartPicks": _starts,
     "ExplorerDecision": _explore,
