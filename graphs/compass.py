@@ -5,6 +5,14 @@ its candidates queued in the one global priority queue; an ANSWER ends its path 
 superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their decisions,
 annotating each kept event with the subgoals it supports (the satisfaction vector derives from them). Each node is a module-level function of ``(state, runtime)`` that finds its
 resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
+
+Calls that would add nothing are not made (the paper's decisions stay the LLM's):
+- the first round's candidate starts rank against the question, known before planning, so the planner picks the
+  starts in its own call (``plan_starts``; a reply that picks none leaves them to the localizer's call);
+- a single candidate start is the only valid pick: it is taken without a call;
+- no refinement round when every subgoal is satisfied, when every event was read (a round starts from unread
+  events only), or when the LLM refiner only repeats the question or the previous query (the paper's reference
+  implementation skips that round too; the refiner's call is spent, the round's are not).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from logicmap.agents.testing import ScriptedChatModel
 
-__all__ = ["make_scripted_model", "minimal_instance", "scripted_reply"]
+__all__ = ["make_scripted_model", "minimal_instance", "role_of", "scripted_reply"]
 
 _TYPE = re.compile(r"JSON object of type (\w+) matching this JSON schema, and nothing else:\n(\{.*\})", re.DOTALL)
 _TURN_LINE = re.compile(r"^\[([^\]\s]+)\] ", re.MULTILINE)
@@ -117,6 +117,13 @@ def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None)
     if kind == "array":
         return [minimal_instance(schema.get("items", {}), defs) for _ in range(int(schema.get("minItems", 0)))]
     return {"string": "none", "integer": 0, "number": 0.0, "boolean": False, "null": None}.get(kind, "none")
+
+
+def role_of(messages: Sequence[BaseMessage]) -> str:
+    """Which role sent ``messages``: the reply type its system prompt names (``Plan``, ``ExplorerDecision``, ...),
+    else ``other`` (a tool-calling agent's turn)."""
+    found = _TYPE.search(str(messages[0].content)) if messages else None
+    return found.group(1) if found else "other"
 
 
 def scripted_reply(messages: Sequence[BaseMessage]) -> dict[str, Any]:

@@ -175,3 +175,17 @@ def test_no_refinement_when_every_event_was_read(resources) -> None:
     # Subgoal 1 is open, but A and B are read: a refinement round starts from unread events only.
     assert final["satisfied"] == [True, False] and sorted(final["visited"]) == ["A", "B"]
     assert "refiner" not in _roles(llm) and "refine" not in nodes and final["refinements"] == 0
+
+
+def test_the_benchmarks_scripted_planner_picks_by_the_start_selection_rule() -> None:
+    from logicmap.evals.bench.scripted import role_of, scripted_reply
+    from logicmap.prompts import localize, plan
+
+    candidates = "E3: a cafe visit\nE1: a bus ride\nE7: a latte\nE2: a receipt"
+    folded = plan.build_plan_and_starts_messages(QUESTION, candidates, max_starts=5)
+    reply = scripted_reply(folded)
+    # The same decisions as the planner's and the localizer's own calls under the benchmark's rule.
+    assert reply["subgoals"] == scripted_reply(plan.build_messages(QUESTION))["subgoals"]
+    picks = scripted_reply(localize.build_messages(QUESTION, reply["subgoals"], candidates, 5))["event_ids"]
+    assert reply["start_ids"] == picks == ["E3", "E1", "E7"]
+    assert role_of(folded) == "PlanAndStarts" and role_of([]) == "other"
