@@ -1,6 +1,9 @@
 """Planner role: 2-5 subgoals for a question, and a refined query for the subgoals still unsatisfied.
 
-Fallbacks (and no-LLM policy): subgoals from the question's clauses; the refined query joins what is missing.
+When the first round's candidate events are known before planning, the same call also picks the starting events
+(``plan_with_starts``): one call instead of the planner's and the localizer's.
+Fallbacks (and no-LLM policy): subgoals from the question's clauses (and no starts picked: the localizer picks
+them); the refined query joins what is missing.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from langchain_core.language_models import BaseChatModel
 from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.memory.retrieval import tokenize
 from logicmap.prompts import plan as prompt
-from logicmap.prompts.plan import Plan, RefinedQuery
+from logicmap.prompts.plan import Plan, PlanAndStarts, RefinedQuery
 
-__all__ = ["clause_subgoals", "plan_subgoals", "refine_query"]
+__all__ = ["clause_subgoals", "plan_subgoals", "plan_with_starts", "refine_query"]
 
 _CLAUSE_SPLIT = re.compile(r"\s*(?:[,;]|\band\b|\bbecause\b|\bafter\b|\bbefore\b|\bwhile\b)\s*", re.IGNORECASE)
 
@@ -29,11 +32,15 @@ def clause_subgoals(question: str, limit: int = 5) -> list[str]:
     return parts[:limit]
 
 
-def _validate_plan(plan: Plan) -> list[str]:
+def _validate_plan(plan: Plan | PlanAndStarts) -> list[str]:
     goals = [g for g in plan.subgoals if g.strip()]
     if not 2 <= len(goals) <= 5:
         return [f"give 2 to 5 non-empty subgoals, got {len(goals)}"]
     return []
+
+
+def _clean_subgoals(subgoals: list[str], question: str) -> list[str]:
+    return [g.strip() for g in subgoals if g.strip()][:5] or [question.strip() or "?"]
 
 
 def plan_subgoals(
@@ -50,7 +57,46 @@ def plan_subgoals(
         tags=tags,
         metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
     )
-    outcome.output.subgoals = [g.strip() for g in outcome.output.subgoals if g.strip()][:5] or [question.strip() or "?"]
+    outcome.output.subgoals = _clean_subgoals(outcome.output.subgoals, question)
+    return outcome
+
+
+def plan_with_starts(
+    llm: BaseChatModel | None,
+    question: str,
+    candidates: Sequence[tuple[str, str]],
+    *,
+    max_starts: int = 5,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict | None = None,
+) -> RoleOutcome[PlanAndStarts]:
+    """Subgoals and the starting events among ``candidates`` (``(event id, rendered text)`` in ranking order) in
+    one call. A reply that picks no start is valid: the localizer then picks them in its own call."""
+    ids = [c[0] for c in candidates]
+
+    def validate(plan: PlanAndStarts) -> list[str]:
+        problems = _validate_plan(plan)
+        unknown = [e for e in plan.start_ids if e not in ids]
+        if unknown:
+            problems.append(f"unknown start ids {unknown}; choose from {ids}")
+        if len(set(plan.start_ids)) > max_starts:
+            problems.append(f"pick at most {max_starts} start events")
+        return problems
+
+    outcome = run_role(
+        llm,
+        role="planner",
+        messages=prompt.build_plan_and_starts_messages(question, "\n".join(f"{i}: {t}" for i, t in candidates), max_starts),
+        schema=PlanAndStarts,
+        validate=validate,
+        fallback=lambda: PlanAndStarts(subgoals=clause_subgoals(question)),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
+    )
+    outcome.output.subgoals = _clean_subgoals(outcome.output.subgoals, question)
+    outcome.output.start_ids = list(dict.fromkeys(outcome.output.start_ids))[:max_starts]
     return outcome
 
 

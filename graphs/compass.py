@@ -5,6 +5,14 @@ its candidates queued in the one global priority queue; an ANSWER ends its path 
 superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their decisions,
 annotating each kept event with the subgoals it supports (the satisfaction vector derives from them). Each node is a module-level function of ``(state, runtime)`` that finds its
 resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
+
+Calls that would add nothing are not made (the paper's decisions stay the LLM's):
+- the first round's candidate starts rank against the question, known before planning, so the planner picks the
+  starts in its own call (``plan_starts``; a reply that picks none leaves them to the localizer's call);
+- a single candidate start is the only valid pick: it is taken without a call;
+- no refinement round when every subgoal is satisfied, when every event was read (a round starts from unread
+  events only), or when the LLM refiner only repeats the question or the previous query (the paper's reference
+  implementation skips that round too; the refiner's call is spent, the round's are not).
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from logicmap.agents.compass_policy import (
 )
 from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event
 from logicmap.agents.localizer import pick_starts
-from logicmap.agents.planner import clause_subgoals, plan_subgoals, refine_query
+from logicmap.agents.planner import clause_subgoals, plan_subgoals, plan_with_starts, refine_query
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder import respond as run_responder
 from logicmap.graphs.resources import (
@@ -72,6 +80,7 @@ __all__ = [
     "planner",
     "refine",
     "respond",
+    "route_refined",
     "route_search",
 ]
 
@@ -99,6 +108,10 @@ class CompassContext:
     """Distinct topics whose best event is also a candidate starting point."""
     max_starts: int = 5
     """Most starting points the search begins from."""
+    plan_starts: bool = True
+    """The planner also picks the first round's starting points (its candidates rank against the question, known
+    before planning): one LLM call instead of the planner's and the localizer's. When its reply picks none, the
+    localizer picks them in its own call."""
     explorers: int = 3
     """Explorers per superstep: the best queued events explored in parallel."""
     max_steps: int = 6
@@ -201,6 +214,8 @@ class CompassState(TypedDict, total=False):
     satisfied: list[bool]
     support: dict[str, list[int]]
     query: str
+    planned_starts: list[str]
+    repeated_query: bool
     localized: list[str]
     queue: dict[str, float]
     queued_from: dict[str, list[str]]
@@ -386,24 +401,48 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
     return [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
 
 
+def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassContext, res: Resources,
+                ) -> tuple[list[str], list[str], list[str]]:
+    """The unvisited top-k events for ``query``, the best event of each of the first p topics, and both together
+    (the candidate starting points)."""
+    ranking = [e for e in _rank_events(graph, query, ctx, res) if e not in visited]
+    top = ranking[: ctx.top_k]
+    diverse = graph.topic_leaders(ranking, ctx.top_p)
+    return top, diverse, list(dict.fromkeys([*top, *diverse]))
+
+
+def _plan(question: str, namespace: str, ctx: CompassContext, res: Resources,
+          ) -> tuple[list[str], list[str], Cost, list[FallbackRecord]]:
+    """The subgoals, and (``plan_starts``) the first round's starting points picked in the same call."""
+    if ctx.policy == "heuristic":
+        return clause_subgoals(question), [], Cost(), []
+    trace = _trace({"namespace": namespace}, ctx)
+    graph = _event_graph(res, namespace)
+    candidates = _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
+    if len(candidates) > 1:
+        outcome = plan_with_starts(_llm(ctx, res), question, [(e, graph.events[e].render()) for e in candidates],
+                                   max_starts=ctx.max_starts, method=res.method, **trace)
+        starts = outcome.output.start_ids
+    else:  # no choice to make: the localizer takes the one candidate (or finds none) without a call
+        outcome, starts = plan_subgoals(_llm(ctx, res), question, method=res.method, **trace), []
+    return outcome.output.subgoals, starts, outcome.cost, [outcome.fallback] if outcome.fallback else []
+
+
 # -- nodes --------------------------------------------------------------------------------------
 def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Resolve the run's namespace, split the question into subgoals (clauses without an LLM), reset the search."""
+    """Resolve the run's namespace, split the question into subgoals (clauses without an LLM) and, with
+    ``plan_starts``, pick the first round's starting points in the same call; reset the search."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     namespace = run_namespace(ctx.namespace)
     res.store.require_namespace(namespace)
-    if ctx.policy == "heuristic":
-        subgoals, cost, fallbacks = clause_subgoals(state["question"]), Cost(), []
-    else:
-        trace = _trace({**state, "namespace": namespace}, ctx)
-        outcome = plan_subgoals(_llm(ctx, res), state["question"], method=res.method, **trace)
-        subgoals, cost = outcome.output.subgoals, outcome.cost
-        fallbacks = [outcome.fallback] if outcome.fallback else []
+    subgoals, starts, cost, fallbacks = _plan(state["question"], namespace, ctx, res)
     return {
         "namespace": namespace,
         "subgoals": subgoals,
         "satisfied": [False] * len(subgoals),
         "query": state["question"],
+        "planned_starts": starts,
+        "repeated_query": False,
         "support": {},
         "visited": [],
         "kept": [],
@@ -416,24 +455,25 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
         "done": False,
         "cost": cost,
         "fallbacks": fallbacks,
-        "log": [{"node": "planner", "subgoals": subgoals}],
+        "log": [{"node": "planner", "subgoals": subgoals, "starts": starts}],
     }
 
 
 def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Rank events for the query, pick starting points among the top k and distinct topics, queue them."""
+    """Rank events for the query, pick starting points among the top k and distinct topics, queue them. The
+    starts the planner picked are used as they are; one candidate is taken without a call (the only valid pick)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     graph = _event_graph(res, state["namespace"])
     if not len(graph):
         return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
     query = state.get("query") or state["question"]
     visited = set(state.get("visited", []))
-    ranking = [e for e in _rank_events(graph, query, ctx, res) if e not in visited]
-    top = ranking[: ctx.top_k]
-    diverse = graph.topic_leaders(ranking, ctx.top_p)
-    candidates = list(dict.fromkeys([*top, *diverse]))
+    top, diverse, candidates = _candidates(graph, query, visited, ctx, res)
     cost, fallbacks = Cost(), []
-    if ctx.policy == "heuristic" or not candidates:
+    planned = [e for e in state.get("planned_starts", []) if e in candidates]
+    if planned:
+        starts = planned
+    elif ctx.policy == "heuristic" or len(candidates) <= 1:
         starts = list(dict.fromkeys([*diverse[:2], *top]))[: ctx.max_starts]
     else:
         outcome = pick_starts(
@@ -453,6 +493,7 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
     queue = _priorities(graph, list(queue), state["subgoals"], state["satisfied"], ctx, res)
     paths, frontier, queue = _schedule(state.get("paths", []), queue, queued_from, ctx.explorers)
     return {
+        "planned_starts": [],  # used once: a refinement round picks its own
         "localized": list(dict.fromkeys([*state.get("localized", []), *top])),
         "queue": queue,
         "queued_from": {e: src for e, src in queued_from.items() if e in queue},
@@ -587,9 +628,15 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     }
 
 
+def _query_key(text: str) -> str:
+    """A search query with case, spacing and punctuation set aside (two queries are one when their keys are)."""
+    return " ".join("".join(c for c in text.casefold() if c.isalnum() or c.isspace()).split())
+
+
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
-    searches from new start nodes with a fresh step budget."""
+    searches from new start nodes with a fresh step budget. A refiner that only repeats the question (or the
+    previous query) wrote nothing new: as in the paper's reference implementation, no refinement round follows."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     graph = _event_graph(res, state["namespace"])
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
@@ -601,14 +648,17 @@ def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, A
                                **_trace(state, ctx))
         query, cost = outcome.output.query, outcome.cost
         fallbacks = [outcome.fallback] if outcome.fallback else []
+    repeated = ctx.policy != "heuristic" and any(
+        _query_key(query) == _query_key(q) for q in (state["question"], state.get("query") or ""))
     return {
         "query": query,
+        "repeated_query": repeated,
         "refinements": state.get("refinements", 0) + 1,
         "done": False,
         "round_step": 0,  # the refinement round gets its own step budget
         "cost": cost,
         "fallbacks": fallbacks,
-        "log": [{"node": "refine", "query": query, "missing": missing}],
+        "log": [{"node": "refine", "query": query, "missing": missing, "repeated": repeated}],
     }
 
 
@@ -671,7 +721,8 @@ def _arrivals(paths: list[SearchPath]) -> dict[str, str]:
 
 def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[Send] | Literal["refine", "respond"]:
     """Send the frontier to the explorers; else refine once when subgoals are unsatisfied (or, without an
-    LLM, the evidence is not filled yet); else respond."""
+    LLM, the evidence is not filled yet) and some event is still unread (a refinement round starts from unread
+    events only, so with none left it could add nothing); else respond."""
     ctx = _ctx(runtime)
     frontier = state.get("frontier", [])
     if frontier and not state.get("done"):
@@ -692,9 +743,15 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     graph = _event_graph(res, state["namespace"])
     wanting = not all(state.get("satisfied", [True])) or not _evidence_filled(
         graph, state, ctx, res, state.get("queue", {}))
-    if wanting and state.get("refinements", 0) < ctx.max_refinements and len(graph):
+    unread = len(graph) > len(set(state.get("visited", [])) & set(graph.ids))
+    if wanting and unread and state.get("refinements", 0) < ctx.max_refinements:
         return "refine"
     return "respond"
+
+
+def route_refined(state: CompassState) -> Literal["localize", "respond"]:
+    """Search again from the refined query; a query that repeats an earlier one goes straight to the responder."""
+    return "respond" if state.get("repeated_query") else "localize"
 
 
 def build_compass_graph() -> StateGraph:
@@ -714,7 +771,7 @@ def build_compass_graph() -> StateGraph:
     builder.add_edge("explore", "merge")
     builder.add_edge("explore_batch", "merge")
     builder.add_conditional_edges("merge", route_search, ["explore", "explore_batch", "refine", "respond"])
-    builder.add_edge("refine", "localize")
+    builder.add_conditional_edges("refine", route_refined, ["localize", "respond"])
     builder.add_edge("respond", END)
     return builder
 

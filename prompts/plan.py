@@ -1,4 +1,5 @@
-"""Planner prompts: subgoals for a question, and a refined query aimed at unsatisfied subgoals."""
+"""Planner prompts: subgoals for a question (with the first round's starting events, when candidates are known),
+and a refined query aimed at unsatisfied subgoals."""
 
 from __future__ import annotations
 
@@ -7,14 +8,25 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["VERSION", "Plan", "RefinedQuery", "build_messages", "build_refine_messages"]
+__all__ = ["VERSION", "Plan", "PlanAndStarts", "RefinedQuery", "build_messages", "build_plan_and_starts_messages",
+           "build_refine_messages"]
 
-VERSION = "plan-v1"
+VERSION = "plan-v2"
 
 
 class Plan(BaseModel):
     subgoals: list[str] = Field(
         description="2 to 5 short pieces of information that together answer the question, in the order to find them."
+    )
+
+
+class PlanAndStarts(BaseModel):
+    subgoals: list[str] = Field(
+        description="2 to 5 short pieces of information that together answer the question, in the order to find them."
+    )
+    start_ids: list[str] = Field(
+        default_factory=list,
+        description="Ids of the candidate events to start exploring from, chosen for the subgoals above.",
     )
 
 
@@ -29,6 +41,20 @@ def build_messages(question: str) -> list[BaseMessage]:
         "phrase.\n" + schema_instructions(Plan)
     )
     return [SystemMessage(content=system), HumanMessage(content=f"Question: {question}")]
+
+
+def build_plan_and_starts_messages(question: str, candidates_text: str, max_starts: int) -> list[BaseMessage]:
+    """The planner's call when the first round's candidate events are known before planning: subgoals first, then
+    the starting events chosen for them (what the localizer's own call would choose), in one reply."""
+    system = (
+        "You plan how to answer a question from a person's long conversation memory. First break the question "
+        "into 2 to 5 subgoals: the pieces of information to find (who, what, when, why), each a short phrase. "
+        f"Then choose where to start searching the memory graph of events: pick at most {max_starts} of the "
+        "candidate events most likely to lead to the answer for those subgoals; prefer covering different topics.\n"
+        + schema_instructions(PlanAndStarts)
+    )
+    human = f"Question: {question}\nCandidates:\n{candidates_text}"
+    return [SystemMessage(content=system), HumanMessage(content=human)]
 
 
 def build_refine_messages(question: str, missing: list[str], found: str) -> list[BaseMessage]:

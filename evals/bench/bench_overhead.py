@@ -2,6 +2,21 @@
 
 With no model latency the wall time is LogicMap's own overhead (graph, store, embedder); with 0.2 s per
 call it shows what parallel explorers save. Usage: ``python -m evals.bench.bench_overhead [--delays 0,0.2]``.
+
+Calls and tokens per question are what each strategy spends under one fixed scripted decision rule
+(``evals.bench.scripted``), the same for every run, so a change in them is a change in the strategy's control flow:
+
+- segmenter: one event per 4 turns; relations: each event ``temporal_before`` the next; coreference: never the
+  same event, always an overlap (an edge);
+- planner: two subgoals ("who is involved: Q", "what happened: Q"); start selection (its own call, or the
+  planner's when it picks the starts too): the first 3 candidates;
+- explorer (one event, or each event of a batch): EXPAND to its first 2 neighbours, satisfying no subgoal (so the
+  compass search ends only on an empty queue or a spent step budget, and always wants a refinement);
+- refiner: repeats the question; responder: "scripted answer", citing nothing; judge: CORRECT;
+- any other role: the smallest object its schema accepts (Goal-Mem, REAL, the forward baselines, reconstruct).
+
+Tokens are the scripted model's estimate (prompt and reply characters / 4), comparable across strategies and
+runs, not a provider's count. The papers' own figures are printed beside them.
 """
 
 from __future__ import annotations
@@ -10,13 +25,14 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table
-from logicmap.evals.bench.scripted import make_scripted_model
+from logicmap.evals.bench.scripted import make_scripted_model, role_of
 
-__all__ = ["QUERY_STRATEGIES", "bench_ingest", "bench_queries", "main"]
+__all__ = ["PAPER_FIGURES", "QUERY_STRATEGIES", "bench_ingest", "bench_queries", "main"]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
 
@@ -27,9 +43,18 @@ QUERY_STRATEGIES: list[tuple[str, str, dict[str, Any]]] = [
     ("compass (parallel explorers)", "compass", {"explorer_mode": "parallel"}),
     ("compass (batched explorers)", "compass", {"explorer_mode": "batched"}),
     ("goalmem:bm25", "goalmem", {"backbone": "bm25"}),
+    ("forward_reformulate:bm25", "forward_reformulate", {"backbone": "bm25"}),
+    ("forward_reflect:bm25", "forward_reflect", {"backbone": "bm25"}),
+    ("forward_react:bm25", "forward_react", {"backbone": "bm25"}),
     ("real", "real", {}),
     ("reconstruct", "reconstruct", {}),
 ]
+
+# What the papers report per question, printed beside the measured figures (different models, data and counting).
+PAPER_FIGURES: dict[str, str] = {
+    "compass": "CompassMem: about 7.5 steps per question",
+    "goalmem": "Goal-Mem: 16,977 tokens per question",
+}
 
 
 def bench_ingest(resources: Any, model: Any, namespace: str) -> dict[str, float]:
@@ -51,18 +76,19 @@ def bench_ingest(resources: Any, model: Any, namespace: str) -> dict[str, float]
     }
 
 
-def bench_queries(resources: Any, model: Any, namespace: str, questions: list[str]) -> dict[str, dict[str, float] | str]:
-    """Every available strategy on every question with the LLM policy: mean wall and calls per question."""
+def bench_queries(resources: Any, model: Any, namespace: str, questions: list[str]) -> dict[str, dict[str, Any] | str]:
+    """Every available strategy on every question with the LLM policy: mean wall, calls (with the calls per role),
+    tokens and steps per question."""
     from logicmap.graphs.strategies import strategy_function
 
-    out: dict[str, dict[str, float] | str] = {}
+    out: dict[str, dict[str, Any] | str] = {}
     for label, name, options in QUERY_STRATEGIES:
         try:
             fn = strategy_function(name)
         except (ImportError, AttributeError) as exc:
             out[label] = f"unavailable ({type(exc).__name__}: {exc})"
             continue
-        walls, calls, fallbacks, errors = [], [], 0, 0
+        walls, calls, tokens, steps, roles, fallbacks, errors = [], [], [], [], Counter(), 0, 0
         try:  # warm-up: the first call compiles the strategy's graph; that one-time cost is not overhead per question
             fn(questions[0], namespace, resources=resources, policy="llm", **options)
         except Exception:  # noqa: BLE001 - counted below when it fails again
@@ -73,15 +99,33 @@ def bench_queries(resources: Any, model: Any, namespace: str, questions: list[st
             try:
                 result = fn(question, namespace, resources=resources, policy="llm", **options)
                 fallbacks += len(result.fallbacks)
+                tokens.append(result.cost.total_tokens)
+                steps.append(result.steps)
             except Exception:  # noqa: BLE001 - a benchmark reports failures, it does not stop on them
                 errors += 1
             walls.append(time.perf_counter() - started)
             calls.append(len(model.calls) - before)
+            roles.update(role_of(messages) for messages in model.calls[before:])
         out[label] = {
             "wall": statistics.mean(walls), "wall_median": statistics.median(walls), "calls": statistics.mean(calls),
             "model_wait": statistics.mean(calls) * model.delay, "fallbacks": fallbacks, "errors": errors,
+            "tokens": statistics.mean(tokens) if tokens else 0.0, "steps": statistics.mean(steps) if steps else 0.0,
+            "roles": {role: n / len(questions) for role, n in roles.most_common()},
         }
     return out
+
+
+def _print_per_question(queries: dict[str, dict[str, Any] | str], n_questions: int) -> None:
+    """Calls (and where they go), tokens and steps per question for every LLM strategy, beside the papers'."""
+    print(f"\n## Calls and tokens per question ({n_questions} questions, scripted decision rule; module docstring)\n")
+    rows = []
+    for label, stats in queries.items():
+        if isinstance(stats, str) or label in ("bm25", "dense"):
+            continue
+        roles = ", ".join(f"{role} {n:.1f}" for role, n in stats["roles"].items())
+        paper = PAPER_FIGURES.get(label.split(" ")[0].split(":")[0], "")
+        rows.append([label, f"{stats['calls']:.1f}", roles, f"{stats['tokens']:.0f}", f"{stats['steps']:.1f}", paper])
+    print_table(["strategy", "LLM calls/q", "calls/q by reply type", "tokens/q (estimated)", "steps/q", "paper"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -139,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n## Queries: {len(questions)} sample questions, LLM policy\n")
     print_table(["delay s", "strategy", "LLM calls/q", "wall ms/q (mean)", "wall ms/q (median)",
                  "model time s/q if serial", "non-LLM overhead ms/q", "fallbacks/errors"], query_rows)
+    _print_per_question(by_delay[delays[0]], len(questions))
     if 0.0 in by_delay and any(d > 0 for d in by_delay):
         delay = max(by_delay)
         print(f"\n## What concurrency saves at {delay:.1f} s per call "

@@ -14,7 +14,7 @@ from langchain_core.messages import BaseMessage, HumanMessage
 
 from logicmap.agents.testing import ScriptedChatModel
 
-__all__ = ["make_scripted_model", "minimal_instance", "scripted_reply"]
+__all__ = ["make_scripted_model", "minimal_instance", "role_of", "scripted_reply"]
 
 _TYPE = re.compile(r"JSON object of type (\w+) matching this JSON schema, and nothing else:\n(\{.*\})", re.DOTALL)
 _TURN_LINE = re.compile(r"^\[([^\]\s]+)\] ", re.MULTILINE)
@@ -60,6 +60,12 @@ def _starts(text: str) -> dict[str, Any]:
     return {"event_ids": ids[:3]}
 
 
+def _plan_and_starts(text: str) -> dict[str, Any]:
+    """The planner's call that also picks the starts: the same two rules in one reply."""
+    question, _, candidates = text.partition("\nCandidates:\n")
+    return {**_plan(question), "start_ids": _starts(f"Candidates:\n{candidates}")["event_ids"]}
+
+
 def _explore(text: str) -> dict[str, Any]:
     neighbours = _NEIGHBOUR.findall(text.split("Neighbours:", 1)[-1])
     return {"action": "EXPAND", "next_events": list(dict.fromkeys(neighbours))[:2], "satisfied_subgoals": []}
@@ -81,6 +87,7 @@ _BUILDERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "RelationSet": _relations,
     "CorefVerdicts": _coref,
     "Plan": _plan,
+    "PlanAndStarts": _plan_and_starts,
     "RefinedQuery": lambda text: {"query": text.splitlines()[0].replace("Question:", "").strip() or "query"},
     "StartPicks": _starts,
     "ExplorerDecision": _explore,
@@ -110,6 +117,13 @@ def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None)
     if kind == "array":
         return [minimal_instance(schema.get("items", {}), defs) for _ in range(int(schema.get("minItems", 0)))]
     return {"string": "none", "integer": 0, "number": 0.0, "boolean": False, "null": None}.get(kind, "none")
+
+
+def role_of(messages: Sequence[BaseMessage]) -> str:
+    """Which role sent ``messages``: the reply type its system prompt names (``Plan``, ``ExplorerDecision``, ...),
+    else ``other`` (a tool-calling agent's turn)."""
+    found = _TYPE.search(str(messages[0].content)) if messages else None
+    return found.group(1) if found else "other"
 
 
 def scripted_reply(messages: Sequence[BaseMessage]) -> dict[str, Any]:
