@@ -39,7 +39,9 @@ def command_texts(markdown: str) -> list[tuple[str, bool]]:
         if fenced or line.startswith("    "):
             found.append((line.strip(), True))
     prose = re.sub(r"```.*?```", "", markdown, flags=re.DOTALL)
-    found += [(" ".join(span.split()), False) for span in re.findall(r"`([^`\n]+(?:\n[^`\n]+)?)`", prose)]
+    # A span may wrap over lines of one paragraph, never over a blank line.
+    spans = re.findall(r"`([^`]+)`", prose)
+    found += [(" ".join(span.split()), False) for span in spans if "\n\n" not in span]
     return [(c, whole) for c, whole in found if _invocation(c) is not None]
 
 
