@@ -114,3 +114,13 @@ def test_an_unknown_namespace_is_refused_before_any_ranking(resources) -> None:
 
     with pytest.raises(UnknownNamespaceError):
         answer(QUESTION, "nobody", resources=resources, policy="heuristic")
+
+
+def test_compiled_graph_diagram_matches_the_snapshot() -> None:
+    from pathlib import Path
+
+    from logicmap.graphs.rerank import build_rerank_graph
+
+    diagram = build_rerank_graph().compile().get_graph().draw_mermaid()
+    path = Path(__file__).parent / "snapshots" / "rerank.mmd"
+    assert diagram == path.read_text(encoding="utf-8"), "the rerank topology changed: update the snapshot if intended"
