@@ -149,5 +149,5 @@ def heuristic_decision(
 
 
 def learned_turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder) -> dict[str, float]:
-    """Every turn's score for ``question`` by the shipped learned ranker (``memory.ranking``)."""
+    """Every turn's score for ``question`` by the shipped graph-feature reranker (``memory.ranking``)."""
     return default_ranker().scores(snapshot, question, encoder.embed(encoder.readings(question)))

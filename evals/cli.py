@@ -155,7 +155,7 @@ def add_eval_commands(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
     p.add_argument("file")
     p.add_argument("--strategy", "-s", action="append", required=True,
-                   help="strategy to run (repeatable): compass, compass:similarity, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
+                   help="strategy to run (repeatable): compass, compass:similarity, rerank, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
     p.add_argument("--limit", type=int, help="at most N questions (in file order)")
     p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
                    "default: all but LoCoMo 5 (adversarial)")

@@ -24,13 +24,13 @@ class StrategySpec:
 # What the part after ":" picks, per strategy: the option it sets and the values it takes.
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "goalmem": ("backbone", ("bm25", "dense", "events")),
-    "compass": ("ranker", ("learned", "similarity")),  # the no-LLM policy's evidence ranking
+    "compass": ("ranker", ("learned", "similarity")),  # the no-LLM policy's evidence ranking (learned = the graph-feature reranker)
 }
 
 
 def parse_strategy(spec: str) -> StrategySpec:
     """``name`` or ``name:variant``: ``goalmem:bm25`` (Goal-Mem's backbone), ``compass:similarity`` (the no-LLM
-    compass ranking evidence by similarity instead of the learned ranker)."""
+    compass ranking evidence by similarity instead of the graph-feature reranker)."""
     spec = spec.strip()
     name, _, variant = spec.partition(":")
     if not variant:

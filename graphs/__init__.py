@@ -11,6 +11,7 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 | --- | --- | --- |
 | ingest | ``ingest`` (+ ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
 | CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
+| graph-feature reranker | ``rerank`` | rank (every turn scored on event-graph features) -> respond from the best ``context_turns`` |
 | Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
 | REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |
 | MRAgent | ``reconstruct``, ``chatbot`` | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn |

@@ -131,7 +131,7 @@ log = logging.getLogger(__name__)
 TurnIngest = Callable[[Session, str, str], Any]
 """Stores a finished chat turn: ``store_turn(session, namespace, policy) -> report`` (``ChatContext.store_turn``)."""
 
-StrategyName = Literal["reconstruct", "compass", "goalmem", "real", "forward_reformulate", "forward_reflect",
+StrategyName = Literal["reconstruct", "compass", "rerank", "goalmem", "real", "forward_reformulate", "forward_reflect",
                        "forward_react", "dense", "bm25"]  # fmt: skip
 """The recall strategies (``graphs.strategies.STRATEGIES``), a choice list in Studio's form."""
 

@@ -139,8 +139,8 @@ class CompassContext:
     embedding, so "Where exactly did Sam propose to Nadia?" finds every turn about Sam and Nadia first."""
     ranker: Literal["learned", "similarity"] = "learned"
     """How the no-LLM policy ranks its evidence turns. learned: every turn of the namespace is scored by the
-    learned ranker over graph features (its event's, topic's, neighbours' and question's similarity, lexical
-    match, speaker); the best context_turns join the evidence with their events. similarity: the
+    graph-feature reranker (memory.ranking: a learned ranker over its event's, topic's, neighbours' and question's
+    similarity, lexical match, speaker); the best context_turns join the evidence with their events. similarity: the
     context_weight formula, over the explored events only."""
     namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
@@ -806,7 +806,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     encoder = _encoder(ctx, res)
     q_vectors = encoder.embed(encoder.readings(question))
     event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
-    ranking = final.get("evidence_ranking") or []  # the learned ranker's order, when the respond node ranked
+    ranking = final.get("evidence_ranking") or []  # the graph-feature reranker's order, when the respond node ranked
     position = {t: i for i, t in enumerate(ranking)}
     evidence = []
     for eid in final.get("kept", []):

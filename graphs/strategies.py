@@ -16,6 +16,7 @@ __all__ = ["STRATEGIES", "answer", "strategy_function"]
 
 STRATEGIES: dict[str, str] = {
     "compass": "logicmap.graphs.compass:answer",
+    "rerank": "logicmap.graphs.rerank:answer",
     "goalmem": "logicmap.graphs.goalmem:answer",
     "real": "logicmap.graphs.real:answer",
     "reconstruct": "logicmap.graphs.reconstruct:answer",

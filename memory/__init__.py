@@ -14,7 +14,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``graph`` | ``EventGraph``: the ``networkx.MultiDiGraph`` view of a snapshot |
 | ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
 | ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |
-| ``retrieval``, ``backbones``, ``ranking`` | BM25 and dense search, Goal-Mem backbones, the learned turn ranker |
+| ``retrieval``, ``backbones``, ``ranking`` | BM25 and dense search, Goal-Mem backbones, the graph-feature reranker (a learned turn ranker) |
 | ``facts`` | REAL's temporal facts: validity intervals, cardinality-aware non-destructive updates |
 | ``cues`` | MRAgent's cue-tag-content layer |
 | ``nl_logic`` | Goal-Mem's NL-Logic terms, goals and substitutions |

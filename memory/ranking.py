@@ -1,4 +1,4 @@
-"""A learned turn ranker over the event graph, for the no-LLM policies.
+"""The graph-feature reranker: a learned turn ranker over the event graph, for the no-LLM policies.
 
 Every turn of a namespace gets a score for a question from features the graph gives it (the similarity of
 its event, of its event's topic, of the turns before and after it in its event, of the question it replies
@@ -22,7 +22,7 @@ from logicmap.memory.retrieval import turn_index
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.timeparse import find_time_phrases
 
-__all__ = ["FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features"]
+__all__ = ["FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features"]
 
 FEATURES = (
     "own",  # best cosine similarity of the turn to a reading of the question (the question, the question without names)
@@ -39,6 +39,10 @@ FEATURES = (
     "dated_for_when",  # a "when" question and the turn holds a time phrase
     "length",  # log(1 + words)
 )
+# The features only the event graph gives a turn (its event, topic, neighbours in its event, the question it
+# replies to); the others a plain turn index has too. ``evals/train/turn_ranker.py`` fits a ranker without them
+# to show what the graph adds.
+GRAPH_FEATURES = ("event", "z_event", "topic", "previous", "next", "reply")
 _WHEN = re.compile(r"\s*(when|what date|what day|how long ago)\b", re.IGNORECASE)
 
 

@@ -154,7 +154,7 @@ class MemoryRetriever:
 
 def turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
     """BM25 over a snapshot's turns (rendered), in ``snapshot.turns`` order; built once per snapshot and shared
-    by the BM25 backbone and the learned ranker."""
+    by the BM25 backbone and the graph-feature reranker."""
     return snapshot.derived(_turn_index)
 
 

@@ -20,7 +20,7 @@ from logicmap.evals.bench.common import fresh_resources, machine_line, print_tab
 __all__ = ["GRAPH_STRATEGIES", "TARGET_MARGIN", "main", "recall_table"]
 
 DATASETS = sorted((Path(__file__).resolve().parents[2] / "data").glob("*.json"), key=lambda p: p.stat().st_size)
-GRAPH_STRATEGIES = ["compass", "compass:similarity", "goalmem:bm25", "goalmem:dense", "goalmem:events", "real", "reconstruct"]
+GRAPH_STRATEGIES = ["compass", "rerank", "compass:similarity", "goalmem:bm25", "goalmem:dense", "goalmem:events", "real", "reconstruct"]
 # Issue 9, point 5: at a 10-turn budget the graph must beat the better plain baseline by this much.
 TARGET_MARGIN = 0.10
 TARGET_BUDGET = 10

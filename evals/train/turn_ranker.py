@@ -1,10 +1,11 @@
-"""Fit the no-LLM turn ranker (``memory.ranking``) on LoCoMo-format conversations and report how it carries over.
+"""Fit the graph-feature reranker (``memory.ranking``) on LoCoMo-format conversations and report how it carries over.
 
-Usage: ``python -m evals.train.turn_ranker [FILE ...] [--out memory/turn_ranker_weights.py]``
+Usage: ``python -m logicmap.evals.train.turn_ranker [FILE ...] [--out memory/turn_ranker_weights.py]``
 (default: every conversation in ``data/``). Each file is ingested with the no-LLM policy and the MiniLM
 embedder; every turn of a question with gold evidence is one example (gold turn or not). The script prints,
-for each file, evidence recall at 10 turns of plain dense retrieval and of the ranker fitted on the *other*
-files (leave-one-conversation-out), then fits on all files and writes the weights module.
+for each file, evidence recall at 10 turns of plain dense retrieval, of the same model fitted without the graph
+features (``memory.ranking.GRAPH_FEATURES``) and of the reranker, both fitted on the *other* files
+(leave-one-conversation-out), their means, then fits on all files and writes the weights module.
 """
 
 from __future__ import annotations
@@ -66,19 +67,54 @@ def recall_at(rows, score) -> float:  # noqa: ANN001
     return float(np.mean(values)) if values else float("nan")
 
 
-def fit(rows):  # noqa: ANN001, ANN201
+def fit(rows, columns: list[int] | None = None):  # noqa: ANN001, ANN201
+    """A logistic regression on ``rows``' features (only ``columns`` of them, when given)."""
     from sklearn.linear_model import LogisticRegression
 
     x = np.vstack([m for _, m, _, _, _ in rows])
     y = np.concatenate([labels for _, _, labels, _, _ in rows])
-    return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x, y)
+    return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x if columns is None else x[:, columns], y)
+
+
+def plain_columns() -> list[int]:
+    """The feature columns a plain turn index has too: every feature but ``GRAPH_FEATURES``."""
+    from logicmap.memory.ranking import FEATURES, GRAPH_FEATURES
+
+    return [i for i, name in enumerate(FEATURES) if name not in GRAPH_FEATURES]
+
+
+def leave_one_out(data: dict[Path, list], path: Path) -> tuple[float, float, float]:  # noqa: ANN001
+    """R@10 on ``path`` of dense retrieval, of the ranker without graph features and of the reranker, both
+    fitted on the other files (nan without other files)."""
+    others = [r for p, rows in data.items() if p != path for r in rows]
+    dense = recall_at(data[path], lambda m, d: d)
+    if not others:
+        return dense, float("nan"), float("nan")
+    plain, model = plain_columns(), fit(others)
+    without = fit(others, plain)
+    learned = recall_at(data[path], lambda m, d: model.decision_function(m))
+    flat = recall_at(data[path], lambda m, d: without.decision_function(m[:, plain]))
+    return dense, flat, learned
+
+
+def mean_rows(results: dict[Path, tuple[float, float, float]]) -> list[list]:
+    """Mean rows: over every file, and over the files dense retrieval leaves room on (R@10 < 1)."""
+    rows = []
+    groups = [("mean, every file", list(results)),
+              ("mean, files where dense R@10 < 1", [p for p, r in results.items() if r[0] < 1.0 - 1e-9])]
+    for label, paths in groups:
+        if not paths:
+            continue
+        dense, flat, learned = (float(np.mean([results[p][i] for p in paths])) for i in range(3))
+        rows.append([f"{label} ({len(paths)})", "", f"{dense:.3f}", f"{flat:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"])
+    return rows
 
 
 def write_weights(model, files: list[Path], out: Path, report: list[str]) -> None:  # noqa: ANN001
     from logicmap.memory.ranking import FEATURES
 
     lines = [
-        '"""Weights of the no-LLM turn ranker (``memory.ranking``), written by ``python -m evals.train.turn_ranker``.',
+        '"""Weights of the graph-feature reranker (``memory.ranking``), written by ``python -m evals.train.turn_ranker``.',
         "",
         f"Fitted on {date.today().isoformat()} (logistic regression, balanced classes, C=1) on: "
         + ", ".join(p.name for p in files) + ".",
@@ -112,18 +148,14 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             data[path] = examples(path, resources)
             print(f"[{i}/{len(files)}] {path.name}: {len(data[path])} questions, {time.perf_counter() - started:.1f}s", flush=True)
-        rows, report = [], []
+        rows, report, results = [], [], {}
         for path in files:
-            others = [r for p in files if p != path for r in data[p]]
-            dense = recall_at(data[path], lambda m, d: d)
-            if others:
-                model = fit(others)
-                learned = recall_at(data[path], lambda m, d, model=model: model.decision_function(m))
-            else:
-                learned = float("nan")
-            rows.append([path.name, len(data[path]), f"{dense:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"])
+            dense, flat, learned = results[path] = leave_one_out(data, path)
+            rows.append([path.name, len(data[path]), f"{dense:.3f}", f"{flat:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"])
             report.append(f"{path.name}: dense {dense:.3f}, ranker {learned:.3f} ({learned - dense:+.3f})")
-        print_table(["file", "questions", "dense R@10", "ranker R@10 (fitted on the other files)", "gain"], rows)
+        print_table(["file", "questions", "dense R@10", "ranker without graph features R@10",
+                     "graph-feature reranker R@10 (both fitted on the other files)", "reranker gain"],
+                    rows + mean_rows(results))
         if args.out != "-":
             model = fit([r for p in files for r in data[p]])
             write_weights(model, files, Path(args.out), report)

@@ -22,7 +22,7 @@ from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.tracing import TracedGraph
 
-STRATEGIES = ("compass", "goalmem", "real", "reconstruct")
+STRATEGIES = ("compass", "rerank", "goalmem", "real", "reconstruct")
 QUESTION = "What is the name of Maya's dog?"
 
 

@@ -1,0 +1,218 @@
+"""The graph-feature reranker as a strategy: rank every turn of the namespace, answer from the best ones.
+
+``rank -> respond``: the reranker (``memory.ranking``, the learned turn ranker over event-graph features) scores
+every turn; its best ``context_turns`` turns join the evidence with their events; the responder answers from them.
+No planner, no explorers. Studio loads ``graph`` from this module.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+from logicmap.agents.responder import EvidenceText
+from logicmap.agents.responder import respond as run_responder
+from logicmap.graphs.resources import (
+    Resources,
+    ResourcesField,
+    context_for_run,
+    namespace_field,
+    policy_field,
+    resources_field,
+    resources_of,
+    run_context,
+    run_namespace,
+    with_resources,
+)
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.memory.graph import EventGraph
+
+__all__ = [
+    "RerankContext",
+    "RerankInput",
+    "RerankOutput",
+    "RerankState",
+    "answer",
+    "build_rerank_graph",
+    "builder",
+    "graph",
+    "rank",
+    "respond",
+]
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+@dataclass
+class RerankContext:
+    """Per-run settings of the rerank graph (shown as a form in Studio)."""
+
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
+    context_turns: int = 10
+    """The responder's context budget in turns: the reranker's best this many turns join the evidence."""
+    name_free_readings: bool = True
+    """Match the question also without its names (memory.text.query_readings), as the reranker was fitted."""
+    namespace: str | None = namespace_field()
+    resources: ResourcesField = resources_field()
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class RerankInput(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    question: str
+    """The question to answer from the namespace's memory."""
+    question_date: NotRequired[str | None]
+    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class RerankOutput(TypedDict, total=False):
+    """What a rerank run returns: the answer, its evidence, the reranker's turn order, what it cost."""
+
+    answer: str
+    """The answer, written from the evidence only."""
+    evidence: list[EvidenceItem]
+    """The events (or lone turns) of the reranker's best turns, each with the turns (dia ids) it cites."""
+    turn_ranking: list[str]
+    """The evidence's turns in the reranker's order, its best context_turns first."""
+    cited_ids: list[str]
+    """The evidence ids the responder cited."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent (none without an LLM)."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
+
+
+class RerankState(TypedDict, total=False):
+    """The question, the reranked evidence and the answer. ``namespace`` is the run's, resolved by ``rank``."""
+
+    namespace: str
+    question: str
+    question_date: str | None
+    evidence: list[EvidenceItem]
+    turn_ranking: list[str]
+    answer: str
+    cited_ids: list[str]
+    cost: Annotated[Cost, add_cost]
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+
+
+def _evidence(graph: EventGraph, best: list[str], scores: dict[str, float]) -> list[EvidenceItem]:
+    """The events of ``best`` (turn ids, best first), in the order of their best turn; a turn no event cites
+    is evidence on its own."""
+    owner, items, seen = graph.event_of_turn, [], set()
+    for tid in best:
+        eid = owner.get(tid)
+        key = eid or tid
+        if key in seen:
+            continue
+        seen.add(key)
+        if eid is None:
+            turn = graph.turns[tid]
+            items.append(EvidenceItem(kind="turn", id=tid, text=turn.render(), turn_ids=[tid], score=scores[tid]))
+            continue
+        event = graph.events[eid]
+        items.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=list(event.turn_ids),
+                                  time=event.time, score=scores[tid]))  # fmt: skip
+    return items
+
+
+def rank(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
+    """Resolve the run's namespace, score every turn with the reranker, keep the best ``context_turns``."""
+    ctx, res = run_context(runtime, RerankContext), resources_of(runtime)
+    namespace = run_namespace(ctx.namespace)
+    res.store.require_namespace(namespace)
+    snapshot = res.store.snapshot(namespace)
+    graph = EventGraph.of(snapshot)
+    encoder = QueryEncoder(res.embeddings, name_free_readings=ctx.name_free_readings)
+    scores = learned_turn_scores(snapshot, state["question"], encoder)
+    ranking = sorted(scores, key=lambda t: -scores[t])  # stable: conversation order breaks ties
+    evidence = _evidence(graph, ranking[: max(ctx.context_turns, 0)], scores)
+    held = {t for item in evidence for t in item.turn_ids}
+    return {"namespace": namespace, "evidence": evidence, "turn_ranking": [t for t in ranking if t in held]}
+
+
+def _render(graph: EventGraph, item: EvidenceItem) -> EvidenceText:
+    turns = "\n".join(
+        f"    {t.render()} ({t.session_time.date().isoformat() if t.session_time else 'undated'})"
+        for t in (graph.turns[tid] for tid in item.turn_ids if tid in graph.turns)
+    )
+    text = turns if item.kind == "turn" else f"{item.text}\n{turns}"
+    return EvidenceText(item.id, text, item.time)
+
+
+def respond(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
+    """Answer from the reranked evidence only (extractively without an LLM)."""
+    ctx, res = run_context(runtime, RerankContext), resources_of(runtime)
+    graph = EventGraph.of(res.store.snapshot(state["namespace"]))
+    outcome = run_responder(
+        None if ctx.policy == "heuristic" else res.llm, state["question"],
+        [_render(graph, item) for item in state.get("evidence", [])], question_date=state.get("question_date"),
+        method=res.method, tags=["strategy:rerank", f"policy:{ctx.policy}"],
+        metadata={"namespace": state["namespace"], "context_turns": ctx.context_turns},
+    )  # fmt: skip
+    fallbacks = [outcome.fallback] if outcome.fallback and ctx.policy != "heuristic" else []
+    return {"answer": outcome.output.answer, "cited_ids": outcome.output.cited_ids, "cost": outcome.cost,
+            "fallbacks": fallbacks}  # fmt: skip
+
+
+def build_rerank_graph() -> StateGraph:
+    """The rerank ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
+    builder = StateGraph(RerankState, context_schema=RerankContext, input_schema=RerankInput,
+                         output_schema=RerankOutput)  # fmt: skip
+    builder.add_node("rank", rank)
+    builder.add_node("respond", respond)
+    builder.add_edge(START, "rank")
+    builder.add_edge("rank", "respond")
+    builder.add_edge("respond", END)
+    return builder
+
+
+def answer(
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "auto",
+    question_date: str | None = None,
+    context: RerankContext | None = None,
+    **options: Any,
+) -> AnswerResult:
+    """Answer ``question`` from ``namespace`` from the reranker's best turns; options override ``RerankContext``."""
+    ctx = context_for_run(RerankContext, context, policy, options)
+    ctx, res = with_resources(ctx, resources, namespace=namespace)
+    res.store.require_namespace(namespace)
+    return invoke_strategy(
+        "rerank", graph, {"question": question, "question_date": question_date}, ctx,
+        namespace=namespace, recursion_limit=10,
+        make_result=lambda final, elapsed: _result(question, namespace, final, elapsed),
+    )  # fmt: skip
+
+
+def _result(question: str, namespace: str, final: dict[str, Any], elapsed: float) -> AnswerResult:
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
+    return AnswerResult(
+        strategy="rerank",
+        namespace=namespace,
+        question=question,
+        answer=final.get("answer", ""),
+        evidence=final.get("evidence", []),
+        cost=cost,
+        steps=1,
+        fallbacks=final.get("fallbacks", []),
+        turn_ranking=final.get("turn_ranking", []),
+        details={"cited_ids": final.get("cited_ids", [])},
+    )
+
+
+builder = build_rerank_graph()
+graph = traced_graph(builder.compile(name="rerank"))
