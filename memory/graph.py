@@ -5,6 +5,7 @@ Built from a committed snapshot and cached with it, so it is rebuilt only when t
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["EventGraph", "Neighbor"]
+
+_RECENT_QUERIES = 16  # query vectors whose similarities an event graph keeps
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,9 @@ class EventGraph:
         self.ids: list[str] = list(self.events)
         self._turn_index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._index = {eid: i for i, eid in enumerate(self.ids)}
+        self._id_array = np.array(self.ids, dtype=object)
+        self._recent: dict[bytes, np.ndarray] = {}
+        self._lock = threading.Lock()
         self._build_edges(snapshot)
         table = VectorTable.of(snapshot.event_vectors)
         if self.ids and all(eid in table for eid in self.ids):
@@ -147,13 +153,31 @@ class EventGraph:
         return found
 
     def similarities(self, query_vector: np.ndarray | list[float]) -> np.ndarray:
-        """Cosine similarity of every event (in ``self.ids`` order) to a vector."""
+        """Cosine similarity of every event (in ``self.ids`` order) to a vector.
+
+        The last few answers are kept (a query's readings are scored again by later steps of one search), so
+        a namespace's matrix is read once per distinct vector; the caller gets its own copy."""
         if not self.ids:
             return np.zeros(0, dtype=np.float32)
-        return self.matrix @ normalize(np.asarray(query_vector, dtype=np.float32))
+        query = normalize(np.asarray(query_vector, dtype=np.float32))
+        key = query.tobytes()
+        with self._lock:
+            known = self._recent.get(key)
+        if known is None:
+            known = self.matrix @ query
+            with self._lock:
+                self._recent[key] = known
+                while len(self._recent) > _RECENT_QUERIES:
+                    self._recent.pop(next(iter(self._recent)))
+        return known.copy()
 
-    def turn_similarities(self, query_vector: np.ndarray | list[float]) -> np.ndarray:
-        """Per event (in ``self.ids`` order), the best cosine similarity of one of its cited turns to a vector.
+    def ranking(self, scores: np.ndarray) -> list[str]:
+        """Event ids best first by ``scores`` (one per event, in ``ids`` order; ties keep graph order)."""
+        return self._id_array[np.argsort(-scores, kind="stable")].tolist()
+
+    def turn_similarities(self, query_vector: np.ndarray | list[float], rows: np.ndarray | None = None) -> np.ndarray:
+        """Per event (in ``self.ids`` order, or only the events at ``rows``), the best cosine similarity of its
+        summary or one of its cited turns to a vector.
 
         Events whose text is a concatenation of turns (the no-LLM segmenter's) are found by their best
         turn rather than by one diluted, possibly truncated, embedding of all of them.
@@ -163,11 +187,26 @@ class EventGraph:
         if self._turn_index is None:
             self._turn_index = self._build_turn_index()
         owners, starts, matrix = self._turn_index
-        scores = self.similarities(query_vector)
+        query = normalize(np.asarray(query_vector, dtype=np.float32))
+        if rows is not None:
+            return self._turn_similarities_at(np.asarray(rows, dtype=np.int64), query)
+        scores = self.similarities(query)
         if len(owners):
             # Turns are grouped by event (ascending rows): the best turn of each group, in one pass.
-            best = np.maximum.reduceat(matrix @ normalize(np.asarray(query_vector, dtype=np.float32)), starts)
+            best = np.maximum.reduceat(matrix @ query, starts)
             scores[owners] = np.maximum(scores[owners], best)
+        return scores
+
+    def _turn_similarities_at(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        owners, starts, matrix = self._turn_index  # type: ignore[misc]
+        scores = self.matrix[rows] @ query if len(rows) else np.zeros(0, dtype=np.float32)
+        if len(owners) and len(rows):
+            group = np.searchsorted(owners, rows)
+            has = (group < len(owners)) & (owners[np.minimum(group, len(owners) - 1)] == rows)
+            ends = np.r_[starts[1:], len(matrix)]
+            for i in np.flatnonzero(has):
+                g = group[i]
+                scores[i] = max(scores[i], float((matrix[starts[g]:ends[g]] @ query).max()))
         return scores
 
     def _build_turn_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
