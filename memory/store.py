@@ -88,6 +88,10 @@ LOCK_FILE = ".logicmap.lock"
 T = TypeVar("T")
 
 _READ_PAGE = 10_000
+# Readers search the snapshot's matrices; Chroma's vector index serves only ``MemoryStore.query``, so it is
+# built cheaply (its default construction made each commit of a large namespace mostly index building).
+# Collections created before keep their own settings.
+_HNSW = {"space": "cosine", "ef_construction": 24, "max_neighbors": 8}
 _PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_CLAIMS = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
@@ -720,7 +724,7 @@ class MemoryStore:
                 col = self.client.get_or_create_collection(
                     name,
                     embedding_function=None,
-                    configuration={"hnsw": {"space": "cosine"}},
+                    configuration={"hnsw": _HNSW},
                     metadata={"namespace": namespace, "kind": kind},
                 )
                 self._collections[name] = col
