@@ -85,8 +85,16 @@ class EventGraph:
         # networkx lists a node's edges neighbour by neighbour (in the order each was first linked), then by key.
         self._out = np.lexsort((order, first, edges[:, 0])) if n else order
         self._in = np.lexsort((order, first, edges[:, 1])) if n else order
-        self._out_ptr = np.searchsorted(edges[self._out, 0], np.arange(len(self.ids) + 1)) if n else np.zeros(len(self.ids) + 1, dtype=np.int64)
-        self._in_ptr = np.searchsorted(edges[self._in, 1], np.arange(len(self.ids) + 1)) if n else np.zeros(len(self.ids) + 1, dtype=np.int64)
+        self._out_ptr = (
+            np.searchsorted(edges[self._out, 0], np.arange(len(self.ids) + 1))
+            if n
+            else np.zeros(len(self.ids) + 1, dtype=np.int64)
+        )
+        self._in_ptr = (
+            np.searchsorted(edges[self._in, 1], np.arange(len(self.ids) + 1))
+            if n
+            else np.zeros(len(self.ids) + 1, dtype=np.int64)
+        )
 
     @cached_property
     def graph(self) -> nx.MultiDiGraph:
@@ -143,7 +151,7 @@ class EventGraph:
         found: list[Neighbor] = []
         seen: set[tuple[str, str, str]] = set()
         for direction, order, ptr, column in (("out", self._out, self._out_ptr, 1), ("in", self._in, self._in_ptr, 0)):
-            for edge in order[ptr[row]:ptr[row + 1]]:
+            for edge in order[ptr[row] : ptr[row + 1]]:
                 other, label = self.ids[self._edges[edge, column]], self._labels[self._edges[edge, 2]]
                 if relation_types is None or label in relation_types:
                     key = (other, label, direction)
@@ -206,7 +214,7 @@ class EventGraph:
             ends = np.r_[starts[1:], len(matrix)]
             for i in np.flatnonzero(has):
                 g = group[i]
-                scores[i] = max(scores[i], float((matrix[starts[g]:ends[g]] @ query).max()))
+                scores[i] = max(scores[i], float((matrix[starts[g] : ends[g]] @ query).max()))
         return scores
 
     def _build_turn_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

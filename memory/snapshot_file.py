@@ -24,8 +24,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, TypeAdapter
 
-__all__ = ["SNAPSHOT_DIR", "SnapshotFile", "SnapshotFileError", "VectorTable", "read_snapshot_file", "snapshot_path",
-           "write_snapshot_file"]
+__all__ = [
+    "SNAPSHOT_DIR",
+    "SnapshotFile",
+    "SnapshotFileError",
+    "VectorTable",
+    "read_snapshot_file",
+    "snapshot_path",
+    "write_snapshot_file",
+]
 
 SNAPSHOT_DIR = "snapshots"
 _MAGIC = b"LMSNAP01"
@@ -168,8 +175,16 @@ def write_snapshot_file(
     for meta, body in sections:
         meta.update(offset=offset, length=len(body), crc=zlib.crc32(body))
         offset += len(body)
-    header = json.dumps({"format": _FORMAT, "namespace": namespace, "generation": generation, "link": link,
-                         "manifest": manifest, "sections": [meta for meta, _ in sections]}).encode()
+    header = json.dumps(
+        {
+            "format": _FORMAT,
+            "namespace": namespace,
+            "generation": generation,
+            "link": link,
+            "manifest": manifest,
+            "sections": [meta for meta, _ in sections],
+        }
+    ).encode()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
@@ -201,14 +216,16 @@ def read_snapshot_file(path: Path, namespace: str, models: Mapping[str, type[Bas
     except SnapshotFileError:
         raise
     except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
-        raise SnapshotFileError(f"{path}: unreadable ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})") from exc
+        raise SnapshotFileError(
+            f"{path}: unreadable ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
+        ) from exc
 
 
 def _read(handle: Any, path: Path, namespace: str, models: Mapping[str, type[BaseModel]]) -> SnapshotFile:
     start = handle.read(len(_MAGIC) + _LENGTH.size)
     if len(start) < len(_MAGIC) + _LENGTH.size or not start.startswith(_MAGIC):
         raise SnapshotFileError(f"{path}: not a snapshot file of this version")
-    (size,) = _LENGTH.unpack(start[len(_MAGIC):])
+    (size,) = _LENGTH.unpack(start[len(_MAGIC) :])
     if size > 1 << 30:
         raise SnapshotFileError(f"{path}: header of {size} bytes")
     header_bytes = handle.read(size)
@@ -250,5 +267,11 @@ def _read(handle: Any, path: Path, namespace: str, models: Mapping[str, type[Bas
             vectors[name] = VectorTable(ids[name], matrix.astype(np.float32, copy=False))
     if set(records) != set(models):
         raise SnapshotFileError(f"{path}: sections missing")
-    return SnapshotFile(namespace=namespace, generation=int(header["generation"]), link=str(header["link"]),
-                        manifest=header["manifest"], records=records, vectors=vectors)
+    return SnapshotFile(
+        namespace=namespace,
+        generation=int(header["generation"]),
+        link=str(header["link"]),
+        manifest=header["manifest"],
+        records=records,
+        vectors=vectors,
+    )

@@ -31,8 +31,10 @@ def _file(store: MemoryStore, namespace: str) -> Path:
 def _state(res, namespace: str) -> tuple:  # noqa: ANN001
     """Everything a reader gets: records, vectors, the graph's edges, and no-LLM answers with their evidence."""
     snap = res.store.snapshot(namespace)
-    vectors = {kind: {k: np.asarray(v).tolist() for k, v in getattr(snap, kind).items()}
-               for kind in ("turn_vectors", "event_vectors", "fact_vectors", "cue_vectors")}
+    vectors = {
+        kind: {k: np.asarray(v).tolist() for k, v in getattr(snap, kind).items()}
+        for kind in ("turn_vectors", "event_vectors", "fact_vectors", "cue_vectors")
+    }
     graph = EventGraph.of(snap)
     edges = [(e, [(n.event_id, n.label, n.direction) for n in graph.neighbors(e)]) for e in graph.ids]
     answers = []
@@ -55,8 +57,17 @@ def _reads_whole(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[st
 
 
 def _turns_change(namespace: str, base: int, texts: list[str], session: str = "S1") -> ChangeSet:
-    turns = [Turn(namespace=namespace, session_id=session, dia_id=f"D{session[1:]}:{i + 1}", speaker="A", text=text,
-                  position=i) for i, text in enumerate(texts)]
+    turns = [
+        Turn(
+            namespace=namespace,
+            session_id=session,
+            dia_id=f"D{session[1:]}:{i + 1}",
+            speaker="A",
+            text=text,
+            position=i,
+        )
+        for i, text in enumerate(texts)
+    ]
     vectors = [[1.0, float(i), float(len(text))] for i, text in enumerate(texts)]
     return ChangeSet(namespace=namespace, base_generation=base, turns=turns, turn_vectors=vectors)
 
