@@ -78,9 +78,8 @@ def event_priorities(
         return {e: 0.0 for e in event_ids}
     goal_vectors = np.vstack(encoder.vectors(open_goals))
     if by_turns:
-        index = {e: i for i, e in enumerate(graph.ids)}
-        rows = [index[e] for e in event_ids]
-        scores = np.max([graph.turn_similarities(g)[rows] for g in goal_vectors], axis=0)
+        rows = np.array([graph.index_of(e) for e in event_ids], dtype=np.int64)
+        scores = np.max([graph.turn_similarities(g, rows) for g in goal_vectors], axis=0)
     else:
         matrix = np.vstack([graph.vector(e) for e in event_ids])
         scores = (matrix @ goal_vectors.T).max(axis=1)

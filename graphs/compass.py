@@ -393,11 +393,11 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
     """Every event best first for ``query``, by the context's recipe (``RANKING_RECIPES``)."""
     similarity = graph.turn_similarities if ctx.recipe == "turns" else graph.similarities
     sims = np.max([similarity(v) for v in _encoder(ctx, res).vectors([query])[0]], axis=0)
-    dense_rank = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
+    dense_rank = graph.ranking(sims)
     if ctx.recipe != "hybrid":
         return dense_rank
     bm = event_index(graph.snapshot).scores(query)  # rows in snapshot.events order, as graph.ids
-    bm_rank = [graph.ids[i] for i in np.argsort(-bm, kind="stable")]
+    bm_rank = graph.ranking(bm)
     return [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
 
 
@@ -805,7 +805,8 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     graph = EventGraph.of(snapshot)
     encoder = _encoder(ctx, res)
     q_vectors = encoder.embed(encoder.readings(question))
-    event_sims = dict(zip(graph.ids, np.max([graph.similarities(v) for v in q_vectors], axis=0).tolist()))
+    sims = np.max([graph.similarities(v) for v in q_vectors], axis=0)
+    event_sims = {eid: float(sims[graph.index_of(eid)]) for eid in final.get("kept", []) if eid in graph}
     ranking = final.get("evidence_ranking") or []  # the graph-feature reranker's order, when the respond node ranked
     position = {t: i for i, t in enumerate(ranking)}
     evidence = []

@@ -10,8 +10,9 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | --- | --- |
 | ``records`` | the pydantic records: turn, event, relation, topic, fact, cue, tag; ids and namespace validation |
 | ``store`` | Chroma storage, generations and manifests, commit lock, snapshots |
+| ``snapshot_file`` | vector tables and the persisted per-namespace snapshot cache (checked, rebuilt when stale) |
 | ``backup`` | a namespace exported to a checksummed JSONL file and restored into an empty namespace in one commit |
-| ``graph`` | ``EventGraph``: the ``networkx.MultiDiGraph`` view of a snapshot |
+| ``graph`` | ``EventGraph``: a snapshot's events and relations as compact arrays, with a ``networkx.MultiDiGraph`` view |
 | ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
 | ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |
 | ``retrieval``, ``backbones``, ``ranking`` | BM25 and dense search, Goal-Mem backbones, the graph-feature reranker (a learned turn ranker) |

@@ -5,6 +5,7 @@ Built from a committed snapshot and cached with it, so it is rebuilt only when t
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -14,11 +15,14 @@ import numpy as np
 
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Event, Turn
+from logicmap.memory.snapshot_file import VectorTable
 
 if TYPE_CHECKING:
     from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["EventGraph", "Neighbor"]
+
+_RECENT_QUERIES = 16  # query vectors whose similarities an event graph keeps
 
 
 @dataclass(frozen=True)
@@ -31,7 +35,10 @@ class Neighbor:
 
 
 class EventGraph:
-    """Events as nodes, typed relations as edges, topic membership as a node attribute."""
+    """Events as nodes, typed relations as edges, topic membership as a node attribute.
+
+    Edges are kept as compact arrays (per event, its out- and in-edges in the order ``networkx`` would
+    list them); ``graph`` builds the ``networkx.MultiDiGraph`` view on first use."""
 
     def __init__(self, snapshot: NamespaceSnapshot) -> None:
         self.namespace = snapshot.namespace
@@ -42,20 +49,67 @@ class EventGraph:
         for topic in snapshot.topics.values():
             for member in topic.members:
                 self.topic_of[member] = topic.id
-        self.graph = nx.MultiDiGraph()
-        for eid, event in self.events.items():
-            self.graph.add_node(eid, summary=event.summary, topic=self.topic_of.get(eid), time=event.time)
-        for rel in snapshot.relations.values():
-            if rel.source in self.events and rel.target in self.events:
-                self.graph.add_edge(rel.source, rel.target, key=rel.label, label=rel.label, turn_ids=rel.turn_ids)
         self.ids: list[str] = list(self.events)
-        self._turn_index: tuple[np.ndarray, np.ndarray] | None = None
+        self._turn_index: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._index = {eid: i for i, eid in enumerate(self.ids)}
-        vectors = [snapshot.event_vectors[eid] for eid in self.ids if eid in snapshot.event_vectors]
-        if self.ids and len(vectors) == len(self.ids):
-            self.matrix = normalize(np.vstack(vectors))
+        self._id_array = np.array(self.ids, dtype=object)
+        self._recent: dict[bytes, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self._build_edges(snapshot)
+        table = VectorTable.of(snapshot.event_vectors)
+        if self.ids and all(eid in table for eid in self.ids):
+            self.matrix = normalize(table.rows_of(self.ids))
         else:
             self.matrix = np.zeros((len(self.ids), 1), dtype=np.float32)
+
+    def _build_edges(self, snapshot: NamespaceSnapshot) -> None:
+        """Relations between known events, deduplicated by (source, target, label), as sorted arrays."""
+        index, labels = self._index, {}
+        triples: dict[tuple[int, int, int], int] = {}
+        pair_first: dict[tuple[int, int], int] = {}
+        for rel in snapshot.relations.values():
+            source, target = index.get(rel.source), index.get(rel.target)
+            if source is None or target is None:
+                continue
+            label = labels.setdefault(rel.label, len(labels))
+            key = (source, target, label)
+            if key not in triples:
+                triples[key] = len(triples)
+                pair_first.setdefault((source, target), triples[key])
+        self._labels = list(labels)
+        n = len(triples)
+        edges = np.array(list(triples), dtype=np.int64).reshape(n, 3)
+        order = np.arange(n, dtype=np.int64)
+        first = np.fromiter((pair_first[(s, t)] for s, t, _ in triples), dtype=np.int64, count=n)
+        self._edges = edges
+        # networkx lists a node's edges neighbour by neighbour (in the order each was first linked), then by key.
+        self._out = np.lexsort((order, first, edges[:, 0])) if n else order
+        self._in = np.lexsort((order, first, edges[:, 1])) if n else order
+        self._out_ptr = (
+            np.searchsorted(edges[self._out, 0], np.arange(len(self.ids) + 1))
+            if n
+            else np.zeros(len(self.ids) + 1, dtype=np.int64)
+        )
+        self._in_ptr = (
+            np.searchsorted(edges[self._in, 1], np.arange(len(self.ids) + 1))
+            if n
+            else np.zeros(len(self.ids) + 1, dtype=np.int64)
+        )
+
+    @cached_property
+    def graph(self) -> nx.MultiDiGraph:
+        """The ``networkx.MultiDiGraph`` view (built on first use: drawing, analysis)."""
+        graph = nx.MultiDiGraph()
+        for eid, event in self.events.items():
+            graph.add_node(eid, summary=event.summary, topic=self.topic_of.get(eid), time=event.time)
+        for rel in self.snapshot.relations.values():
+            if rel.source in self.events and rel.target in self.events:
+                graph.add_edge(rel.source, rel.target, key=rel.label, label=rel.label, turn_ids=rel.turn_ids)
+        return graph
+
+    def index_of(self, event_id: str) -> int:
+        """The event's row in ``ids`` (and in ``matrix``)."""
+        return self._index[event_id]
 
     @classmethod
     def from_snapshot(cls, snapshot: NamespaceSnapshot) -> EventGraph:
@@ -91,30 +145,47 @@ class EventGraph:
 
     def neighbors(self, event_id: str, relation_types: set[str] | None = None) -> list[Neighbor]:
         """Events linked to ``event_id`` in either direction, optionally only by the given labels."""
+        row = self._index.get(event_id)
+        if row is None:
+            return []
         found: list[Neighbor] = []
         seen: set[tuple[str, str, str]] = set()
-        for _, target, label in self.graph.out_edges(event_id, keys=True):
-            if relation_types is None or label in relation_types:
-                key = (target, label, "out")
-                if key not in seen and target != event_id:
-                    seen.add(key)
-                    found.append(Neighbor(target, label, "out"))
-        for source, _, label in self.graph.in_edges(event_id, keys=True):
-            if relation_types is None or label in relation_types:
-                key = (source, label, "in")
-                if key not in seen and source != event_id:
-                    seen.add(key)
-                    found.append(Neighbor(source, label, "in"))
+        for direction, order, ptr, column in (("out", self._out, self._out_ptr, 1), ("in", self._in, self._in_ptr, 0)):
+            for edge in order[ptr[row] : ptr[row + 1]]:
+                other, label = self.ids[self._edges[edge, column]], self._labels[self._edges[edge, 2]]
+                if relation_types is None or label in relation_types:
+                    key = (other, label, direction)
+                    if key not in seen and other != event_id:
+                        seen.add(key)
+                        found.append(Neighbor(other, label, direction))
         return found
 
     def similarities(self, query_vector: np.ndarray | list[float]) -> np.ndarray:
-        """Cosine similarity of every event (in ``self.ids`` order) to a vector."""
+        """Cosine similarity of every event (in ``self.ids`` order) to a vector.
+
+        The last few answers are kept (a query's readings are scored again by later steps of one search), so
+        a namespace's matrix is read once per distinct vector; the caller gets its own copy."""
         if not self.ids:
             return np.zeros(0, dtype=np.float32)
-        return self.matrix @ normalize(np.asarray(query_vector, dtype=np.float32))
+        query = normalize(np.asarray(query_vector, dtype=np.float32))
+        key = query.tobytes()
+        with self._lock:
+            known = self._recent.get(key)
+        if known is None:
+            known = self.matrix @ query
+            with self._lock:
+                self._recent[key] = known
+                while len(self._recent) > _RECENT_QUERIES:
+                    self._recent.pop(next(iter(self._recent)))
+        return known.copy()
 
-    def turn_similarities(self, query_vector: np.ndarray | list[float]) -> np.ndarray:
-        """Per event (in ``self.ids`` order), the best cosine similarity of one of its cited turns to a vector.
+    def ranking(self, scores: np.ndarray) -> list[str]:
+        """Event ids best first by ``scores`` (one per event, in ``ids`` order; ties keep graph order)."""
+        return self._id_array[np.argsort(-scores, kind="stable")].tolist()
+
+    def turn_similarities(self, query_vector: np.ndarray | list[float], rows: np.ndarray | None = None) -> np.ndarray:
+        """Per event (in ``self.ids`` order, or only the events at ``rows``), the best cosine similarity of its
+        summary or one of its cited turns to a vector.
 
         Events whose text is a concatenation of turns (the no-LLM segmenter's) are found by their best
         turn rather than by one diluted, possibly truncated, embedding of all of them.
@@ -122,20 +193,45 @@ class EventGraph:
         if not self.ids:
             return np.zeros(0, dtype=np.float32)
         if self._turn_index is None:
-            owners, vectors = [], []
-            for i, eid in enumerate(self.ids):
-                for tid in self.events[eid].turn_ids:
-                    vec = self.snapshot.turn_vectors.get(tid)
-                    if vec is not None:
-                        owners.append(i)
-                        vectors.append(vec)
-            matrix = normalize(np.vstack(vectors)) if vectors else np.zeros((0, self.matrix.shape[1]), dtype=np.float32)
-            self._turn_index = (np.asarray(owners, dtype=np.int64), matrix)
-        owners, matrix = self._turn_index
-        scores = self.similarities(query_vector)
+            self._turn_index = self._build_turn_index()
+        owners, starts, matrix = self._turn_index
+        query = normalize(np.asarray(query_vector, dtype=np.float32))
+        if rows is not None:
+            return self._turn_similarities_at(np.asarray(rows, dtype=np.int64), query)
+        scores = self.similarities(query)
         if len(owners):
-            np.maximum.at(scores, owners, matrix @ normalize(np.asarray(query_vector, dtype=np.float32)))
+            # Turns are grouped by event (ascending rows): the best turn of each group, in one pass.
+            best = np.maximum.reduceat(matrix @ query, starts)
+            scores[owners] = np.maximum(scores[owners], best)
         return scores
+
+    def _turn_similarities_at(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        owners, starts, matrix = self._turn_index  # type: ignore[misc]
+        scores = self.matrix[rows] @ query if len(rows) else np.zeros(0, dtype=np.float32)
+        if len(owners) and len(rows):
+            group = np.searchsorted(owners, rows)
+            has = (group < len(owners)) & (owners[np.minimum(group, len(owners) - 1)] == rows)
+            ends = np.r_[starts[1:], len(matrix)]
+            for i in np.flatnonzero(has):
+                g = group[i]
+                scores[i] = max(scores[i], float((matrix[starts[g] : ends[g]] @ query).max()))
+        return scores
+
+    def _build_turn_index(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The cited turns' unit vectors grouped by event: (event rows, group starts, matrix)."""
+        table = VectorTable.of(self.snapshot.turn_vectors)
+        owners, tids = [], []
+        for i, eid in enumerate(self.ids):
+            for tid in self.events[eid].turn_ids:
+                if tid in table:
+                    owners.append(i)
+                    tids.append(tid)
+        if not tids:
+            empty = np.zeros(0, dtype=np.int64)
+            return empty, empty, np.zeros((0, self.matrix.shape[1]), dtype=np.float32)
+        rows = np.asarray(owners, dtype=np.int64)
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        return rows[starts], starts, normalize(table.rows_of(tids))
 
     def top_k(self, query_vector: np.ndarray | list[float], k: int) -> list[tuple[str, float]]:
         sims = self.similarities(query_vector)
@@ -156,15 +252,13 @@ class EventGraph:
         return [self.turns[t] for t in event.turn_ids if t in self.turns]
 
     def relation_labels(self) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for _, _, label in self.graph.edges(keys=True):
-            counts[label] = counts.get(label, 0) + 1
-        return counts
+        counts = np.bincount(self._edges[:, 2], minlength=len(self._labels)) if len(self._edges) else []
+        return {label: int(n) for label, n in zip(self._labels, counts) if n}
 
     def stats(self) -> dict[str, object]:
         return {
             "events": len(self.ids),
-            "relations": self.graph.number_of_edges(),
+            "relations": len(self._edges),
             "topics": len(self.snapshot.topics),
             "turns": len(self.turns),
             "sessions": len(self.snapshot.manifest.sessions),

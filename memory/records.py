@@ -131,6 +131,8 @@ class Event(BaseModel):
     @field_validator("participants")
     @classmethod
     def _at_most_three(cls, value: list[str]) -> list[str]:
+        if len(value) <= 3 and len(set(value)) == len(value) and all(p and p == p.strip() for p in value):
+            return value  # already clean (every stored event): no new list
         return list(dict.fromkeys(p.strip() for p in value if p and p.strip()))[:3]
 
     def render(self) -> str:

@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -47,6 +47,14 @@ from logicmap.memory.records import (
     Turn,
     stable_hash,
     validate_namespace,
+)
+from logicmap.memory.snapshot_file import (
+    SnapshotFile,
+    SnapshotFileError,
+    VectorTable,
+    read_snapshot_file,
+    snapshot_path,
+    write_snapshot_file,
 )
 
 __all__ = [
@@ -80,6 +88,11 @@ LOCK_FILE = ".logicmap.lock"
 T = TypeVar("T")
 
 _READ_PAGE = 10_000
+# Readers search the snapshot's matrices; Chroma's vector index serves only ``MemoryStore.query``, so it is
+# built cheaply (its default construction made each commit of a large namespace mostly index building).
+# Collections created before keep their own settings.
+_HNSW = {"space": "cosine", "ef_construction": 24, "max_neighbors": 8}
+_PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_CLAIMS = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
@@ -205,20 +218,23 @@ class ChangeSet(BaseModel):
 
 @dataclass
 class NamespaceSnapshot:
-    """All committed records of a namespace at one generation, with their vectors."""
+    """All committed records of a namespace at one generation, with their vectors.
+
+    The store gives the vectors of each kind as a ``VectorTable`` (one matrix, rows in record order); any
+    mapping of id -> vector is accepted where a snapshot is built by hand."""
 
     namespace: str
     manifest: Manifest
     turns: dict[str, Turn] = field(default_factory=dict)
-    turn_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    turn_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     events: dict[str, Event] = field(default_factory=dict)
-    event_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    event_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     relations: dict[str, Relation] = field(default_factory=dict)
     topics: dict[str, Topic] = field(default_factory=dict)
     facts: dict[str, Fact] = field(default_factory=dict)
-    fact_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    fact_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     cues: dict[str, Cue] = field(default_factory=dict)
-    cue_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    cue_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     tags: dict[str, Tag] = field(default_factory=dict)
     _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
     _derived_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -263,9 +279,12 @@ class NamespaceSnapshot:
 
 
 def _order(snap: NamespaceSnapshot) -> None:
-    """Turns in conversation order, events in graph order (every reader relies on it)."""
+    """Turns in conversation order, events in graph order (every reader relies on it), and each kind's
+    vector rows in its records' order (so the event graph and the ranker use the matrices as they are)."""
     snap.turns = dict(sorted(snap.turns.items(), key=lambda kv: kv[1].position))
     snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
+    for kind, attribute in _SNAPSHOT_VECTORS.items():
+        setattr(snap, attribute, VectorTable.of(getattr(snap, attribute)).ordered(list(getattr(snap, kind))))
 
 
 # -- the process lock ------------------------------------------------------------------------------
@@ -523,6 +542,7 @@ def _claim_id(generation: int) -> str:
 
 
 _NAMESPACE_LOCKS: dict[tuple[str, str], threading.RLock] = {}
+_COMMITS: dict[tuple[str, str], int] = {}  # (location, namespace) -> commits tried in this process (under the guard)
 _NAMESPACE_LOCKS_GUARD = threading.Lock()
 
 
@@ -614,6 +634,8 @@ class MemoryStore:
         self._collections: dict[str, Any] = {}
         self._guard = threading.Lock()
         self._snapshots: dict[str, NamespaceSnapshot] = {}
+        self._verified: dict[str, int] = {}  # namespace -> commit count when its cached snapshot was last checked
+        self._since_file: dict[str, int] = {}  # namespace -> records read since its snapshot file (-1: no file)
         self._max_batch = int(getattr(self.client, "get_max_batch_size", lambda: 5000)() or 5000)
         if self._marker is not None and not self._marker.exists():
             self._adopt_legacy_store()
@@ -702,7 +724,7 @@ class MemoryStore:
                 col = self.client.get_or_create_collection(
                     name,
                     embedding_function=None,
-                    configuration={"hnsw": {"space": "cosine"}},
+                    configuration={"hnsw": _HNSW},
                     metadata={"namespace": namespace, "kind": kind},
                 )
                 self._collections[name] = col
@@ -778,25 +800,140 @@ class MemoryStore:
 
         A newer generation is read as a delta on the cached snapshot (the versions born and retired
         since), so a commit costs a reader what the commit wrote, not the whole namespace again. The
-        cached snapshot is never changed: readers holding it keep their consistent view.
+        cached snapshot is never changed: readers holding it keep their consistent view. An embedded
+        store opens a namespace from its persisted snapshot file plus the delta since the file's
+        generation (``memory.snapshot_file``); a file it cannot trust is ignored and the namespace read whole.
         """
-        manifest = self.manifest(namespace)
         cached = self._snapshots.get(namespace)
+        if cached is not None and self._unchanged_since(namespace, cached):
+            return cached
+        commits = self._commit_count(namespace)
+        manifest = self.manifest(namespace)
         if cached is not None and cached.manifest.generation == manifest.generation:
+            self._verified[namespace] = commits
             return cached
         if cached is not None and 0 < cached.manifest.generation < manifest.generation:
             snap = self._advance(cached, manifest)
+            self._since_file[namespace] = self._since_file.get(namespace, 0) + self._delta_size(cached, snap)
         else:
-            snap = NamespaceSnapshot(namespace=namespace, manifest=manifest)
-            if manifest.generation > 0:
-                for kind in _MODELS:
-                    records, vectors = self._read_kind(namespace, kind, manifest.generation, void=manifest.void)
-                    setattr(snap, kind, records)
-                    if kind in _SNAPSHOT_VECTORS:
-                        setattr(snap, _SNAPSHOT_VECTORS[kind], vectors)
-                _order(snap)
+            snap = self._open_persisted(manifest) if manifest.generation > 0 else None
+            if snap is None:
+                snap = self._read_whole(manifest)
+                self._since_file[namespace] = -1  # no file to build on
         self._snapshots[namespace] = snap
+        self._verified[namespace] = commits
+        self._persist(snap)
         return snap
+
+    def _read_whole(self, manifest: Manifest) -> NamespaceSnapshot:
+        snap = NamespaceSnapshot(namespace=manifest.namespace, manifest=manifest)
+        if manifest.generation > 0:
+            for kind in _MODELS:
+                records, vectors = self._read_kind(manifest.namespace, kind, manifest.generation, void=manifest.void)
+                setattr(snap, kind, records)
+                if kind in _SNAPSHOT_VECTORS:
+                    setattr(snap, _SNAPSHOT_VECTORS[kind], vectors)
+            _order(snap)
+        return snap
+
+    # -- persisted snapshots (embedded store only) ----------------------------------------------
+    def _commit_count(self, namespace: str) -> int:
+        with _NAMESPACE_LOCKS_GUARD:
+            return _COMMITS.get((self._location, namespace), 0)
+
+    def _unchanged_since(self, namespace: str, cached: NamespaceSnapshot) -> bool:
+        """Whether the cached snapshot is still the committed state without reading the manifest: only an
+        embedded store holding its directory lock knows every commit (they are made in this process)."""
+        if self._directory is None or self._lock_path is None:
+            return False
+        verified = self._verified.get(namespace)
+        return verified is not None and verified == self._commit_count(namespace)
+
+    @staticmethod
+    def _delta_size(old: NamespaceSnapshot, new: NamespaceSnapshot) -> int:
+        return sum(abs(len(getattr(new, kind)) - len(getattr(old, kind))) for kind in _MODELS) + 1
+
+    def _snapshot_file(self, namespace: str) -> Path | None:
+        if self._directory is None:
+            return None
+        return snapshot_path(self._directory, stable_hash(namespace, length=16))
+
+    def _link_token(self, namespace: str, generation: int) -> str | None:
+        """The token of the commit that made ``generation`` visible (its ``next@`` link), None if there is none."""
+        got = self._collection(namespace, "meta").get(
+            where={"$and": [{"kind": "next"}, {"generation": generation}]}, include=["metadatas"])
+        owners = {m.get("owner") for m in got["metadatas"]}
+        return owners.pop() if len(owners) == 1 else None
+
+    def _open_persisted(self, manifest: Manifest) -> NamespaceSnapshot | None:
+        """The namespace from its snapshot file plus the delta since; None when there is no file to trust."""
+        path = self._snapshot_file(manifest.namespace)
+        if path is None or not path.exists():
+            return None
+        try:
+            saved = read_snapshot_file(path, manifest.namespace, _MODELS)
+            if not 0 < saved.generation <= manifest.generation or saved.generation in manifest.void:
+                raise SnapshotFileError(f"{path}: generation {saved.generation}, namespace at {manifest.generation}")
+            if self._link_token(manifest.namespace, saved.generation) != saved.link:
+                raise SnapshotFileError(f"{path}: generation {saved.generation} of another history")
+            base = self._from_file(saved, manifest)
+        except SnapshotFileError as exc:
+            _log.warning("ignoring the persisted snapshot (%s); reading the namespace from its records", exc)
+            return None
+        if base.manifest.generation == manifest.generation:
+            self._since_file[manifest.namespace] = 0
+            return base
+        snap = self._advance(base, manifest)
+        self._since_file[manifest.namespace] = self._delta_size(base, snap)
+        return snap
+
+    @staticmethod
+    def _from_file(saved: SnapshotFile, manifest: Manifest) -> NamespaceSnapshot:
+        try:
+            saved_manifest = Manifest.model_validate(saved.manifest)
+        except ValueError as exc:
+            raise SnapshotFileError(f"bad manifest ({str(exc).splitlines()[0]})") from exc
+        if saved_manifest.namespace != manifest.namespace or saved_manifest.generation != saved.generation:
+            raise SnapshotFileError("its manifest is of another namespace or generation")
+        snap = NamespaceSnapshot(namespace=manifest.namespace, manifest=saved_manifest)
+        for kind in _MODELS:
+            records = {MemoryStore._rid(kind, r): r for r in saved.records[kind]}
+            if any(getattr(r, "namespace", manifest.namespace) != manifest.namespace for r in records.values()):
+                raise SnapshotFileError("it holds records of another namespace")
+            setattr(snap, kind, records)
+            if kind in _SNAPSHOT_VECTORS:
+                table = saved.vectors.get(kind, VectorTable([]))
+                if set(table.ids) - set(records):
+                    raise SnapshotFileError(f"{kind}: vectors without records")
+                setattr(snap, _SNAPSHOT_VECTORS[kind], table)
+        _order(snap)
+        return snap
+
+    def _persist(self, snap: NamespaceSnapshot) -> None:
+        """Save the snapshot when the file lags by a lot (none, or more than a tenth of the namespace since).
+
+        A failure to save costs only the next open's time: it is logged, never raised."""
+        namespace, since = snap.namespace, self._since_file.get(snap.namespace, -1)
+        size = sum(len(getattr(snap, kind)) for kind in _MODELS)
+        if snap.generation == 0 or (0 <= since and since < max(_PERSIST_MIN_DELTA, size // 10)):
+            return
+        path = self._snapshot_file(namespace)
+        if path is None:
+            return
+        try:
+            link = self._link_token(namespace, snap.generation)
+            if link is None:
+                return
+            write_snapshot_file(
+                path, namespace=namespace, generation=snap.generation, link=link,
+                manifest=snap.manifest.model_dump(mode="json"),
+                records={kind: (_MODELS[kind], list(getattr(snap, kind).values())) for kind in _MODELS},
+                vectors={kind: VectorTable.of(getattr(snap, attr)) for kind, attr in _SNAPSHOT_VECTORS.items()},
+            )
+            self._since_file[namespace] = 0
+        except OSError as exc:
+            _log.warning("could not save the snapshot of a namespace to %s (%s); it is read from its records next "
+                         "time", path, exc.strerror or exc)
 
     def _advance(self, base: NamespaceSnapshot, manifest: Manifest) -> NamespaceSnapshot:
         """``base`` moved to ``manifest``'s generation: drop what was retired since, add what was born since."""
@@ -804,16 +941,15 @@ class MemoryStore:
         snap = NamespaceSnapshot(namespace=base.namespace, manifest=manifest)
         for kind in _MODELS:
             records = dict(getattr(base, kind))
-            vectors = dict(getattr(base, _SNAPSHOT_VECTORS[kind])) if kind in _SNAPSHOT_VECTORS else {}
-            for rid in self._retired_between(base.namespace, kind, old, new, manifest.void):
+            retired = self._retired_between(base.namespace, kind, old, new, manifest.void)
+            for rid in retired:
                 records.pop(rid, None)
-                vectors.pop(rid, None)
             born, born_vectors = self._read_kind(base.namespace, kind, new, born_after=old, void=manifest.void)
             records.update(born)
-            vectors.update(born_vectors)
             setattr(snap, kind, records)
             if kind in _SNAPSHOT_VECTORS:
-                setattr(snap, _SNAPSHOT_VECTORS[kind], vectors)
+                vectors = VectorTable.of(getattr(base, _SNAPSHOT_VECTORS[kind]))
+                setattr(snap, _SNAPSHOT_VECTORS[kind], vectors.changed(retired, born_vectors))
         _order(snap)
         return snap
 
@@ -834,12 +970,13 @@ class MemoryStore:
 
     def _read_kind(
         self, namespace: str, kind: str, generation: int, *, born_after: int | None = None, void: Sequence[int] = ()
-    ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    ) -> tuple[dict[str, Any], VectorTable]:
         include = ["documents", "metadatas"] + (["embeddings"] if kind in _VECTOR_KINDS else [])
         col = self._collection(namespace, kind)
         model = _MODELS[kind]
         records: dict[str, Any] = {}
-        vectors: dict[str, np.ndarray] = {}
+        rows: dict[str, int] = {}
+        pages: list[np.ndarray] = []
         where = _visible(generation, void)
         if born_after is not None:
             where = {"$and": [*where["$and"], {"born": {"$gt": born_after}}]}
@@ -848,14 +985,20 @@ class MemoryStore:
             # Paged: one unbounded get() of >32k records exceeds SQLite's variable limit in Chroma.
             got = col.get(where=where, include=include, limit=_READ_PAGE, offset=offset)
             embeddings = got.get("embeddings") if kind in _VECTOR_KINDS else None
+            if embeddings is not None and len(got["ids"]):
+                pages.append(np.asarray(embeddings, dtype=np.float32).reshape(len(got["ids"]), -1))
             for i, (doc, meta) in enumerate(zip(got["documents"], got["metadatas"])):
                 rid = meta["rid"]
                 records[rid] = model.model_validate_json(doc)
-                if embeddings is not None:
-                    vectors[rid] = np.asarray(embeddings[i], dtype=np.float32)
+                rows[rid] = offset + i
             if len(got["ids"]) < _READ_PAGE:
-                return records, vectors
+                break
             offset += _READ_PAGE
+        if not pages:
+            return records, VectorTable([])
+        matrix = np.vstack(pages) if len(pages) > 1 else pages[0]
+        ids = list(rows)
+        return records, VectorTable(ids, matrix[np.fromiter(rows.values(), dtype=np.int64)])
 
     @_store_call
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
@@ -898,6 +1041,14 @@ class MemoryStore:
 
     def _commit(self, change: ChangeSet, restored: Manifest | None = None) -> Manifest:
         namespace = validate_namespace(change.namespace)
+        try:
+            return self._commit_locked(namespace, change, restored)
+        finally:  # after the commit is visible (or failed): cached snapshots of this location are checked again
+            with _NAMESPACE_LOCKS_GUARD:
+                key = (self._location, namespace)
+                _COMMITS[key] = _COMMITS.get(key, 0) + 1
+
+    def _commit_locked(self, namespace: str, change: ChangeSet, restored: Manifest | None) -> Manifest:
         embedder = change.embedder or self.embedder
         with self.namespace_lock(namespace), self._server_commit_lock(namespace) as token:
             manifest = self.manifest(namespace)

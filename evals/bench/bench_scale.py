@@ -88,7 +88,7 @@ def localize(graph: Any, query: np.ndarray, top_k: int = 5, top_p: int = 5) -> l
     """What compass's localize node computes without an LLM: dense ranking of every event, the top k,
     and the best event of each of the first p topics."""
     sims = graph.similarities(query)
-    ranking = [graph.ids[i] for i in np.argsort(-sims, kind="stable")]
+    ranking = graph.ranking(sims)
     top = ranking[:top_k]
     return list(dict.fromkeys([*top, *graph.topic_leaders(ranking, top_p)]))
 

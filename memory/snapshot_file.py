@@ -1,0 +1,277 @@
+"""Vector tables and persisted snapshots: what opening a namespace needs, kept beside the store.
+
+A snapshot's vectors live in one float32 matrix per kind (``VectorTable``), not one array per record. The
+embedded store saves each namespace's snapshot to ``<data dir>/snapshots/<namespace hash>/snapshot.lms``
+(records and vectors, written atomically: temporary file, fsync, rename), with the namespace, the generation
+it reflects and the token of the commit that made that generation visible in its header, and a checksum
+of every section. Opening a namespace loads the file and reads only what was committed after its
+generation. The records in Chroma stay the source of truth: a file of another namespace, of a generation
+that is not on the namespace's committed chain, or damaged in any way is ignored and rebuilt from them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import zlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, TypeAdapter
+
+__all__ = [
+    "SNAPSHOT_DIR",
+    "SnapshotFile",
+    "SnapshotFileError",
+    "VectorTable",
+    "read_snapshot_file",
+    "snapshot_path",
+    "write_snapshot_file",
+]
+
+SNAPSHOT_DIR = "snapshots"
+_MAGIC = b"LMSNAP01"
+_FORMAT = 1
+_LENGTH = struct.Struct("<Q")
+
+
+class VectorTable(Mapping[str, np.ndarray]):
+    """Record id -> vector, all rows in one read-only float32 matrix (a row is a view, not a copy)."""
+
+    __slots__ = ("ids", "matrix", "_row")
+
+    def __init__(self, ids: Sequence[str], matrix: np.ndarray | None = None) -> None:
+        self.ids = list(ids)
+        if matrix is None:
+            matrix = np.zeros((0, 1), dtype=np.float32)
+        matrix = np.ascontiguousarray(matrix, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(self.ids):
+            raise ValueError(f"a vector table needs one row per id: {len(self.ids)} ids, matrix {matrix.shape}")
+        matrix.setflags(write=False)
+        self.matrix = matrix
+        self._row = {rid: i for i, rid in enumerate(self.ids)}
+        if len(self._row) != len(self.ids):
+            raise ValueError("duplicate ids in a vector table")
+
+    @classmethod
+    def of(cls, vectors: Mapping[str, Any]) -> VectorTable:
+        """A table of any mapping of id -> vector (a table is returned as it is)."""
+        if isinstance(vectors, VectorTable):
+            return vectors
+        ids = list(vectors)
+        if not ids:
+            return cls([])
+        return cls(ids, np.vstack([np.asarray(vectors[i], dtype=np.float32) for i in ids]))
+
+    def __getitem__(self, rid: str) -> np.ndarray:
+        return self.matrix[self._row[rid]]
+
+    def __contains__(self, rid: object) -> bool:
+        return rid in self._row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"VectorTable({len(self.ids)} x {self.matrix.shape[1]})"
+
+    def row(self, rid: str) -> int:
+        return self._row[rid]
+
+    def rows(self, ids: Iterable[str]) -> np.ndarray:
+        """Row numbers of ``ids`` (each must be in the table)."""
+        return np.fromiter((self._row[i] for i in ids), dtype=np.int64)
+
+    def rows_of(self, ids: Sequence[str]) -> np.ndarray:
+        """The matrix rows of ``ids`` in that order (the matrix itself when it is already in that order)."""
+        if ids == self.ids:
+            return self.matrix
+        return self.matrix[self.rows(ids)] if ids else np.zeros((0, self.matrix.shape[1]), dtype=np.float32)
+
+    def changed(self, removed: Iterable[str], added: VectorTable) -> VectorTable:
+        """A new table without ``removed``, with ``added`` (which replaces rows of the same id)."""
+        drop = set(removed) | set(added.ids)
+        keep = [i for i, rid in enumerate(self.ids) if rid not in drop]
+        if not added.ids and len(keep) == len(self.ids):
+            return self
+        kept_ids = [self.ids[i] for i in keep]
+        parts = [self.matrix[keep]] if keep else []
+        if added.ids:
+            parts.append(added.matrix)
+        if not parts:
+            return VectorTable([])
+        if len(parts) == 2 and parts[0].shape[1] != parts[1].shape[1]:
+            raise ValueError(f"vectors of width {parts[1].shape[1]} added to a table of width {parts[0].shape[1]}")
+        return VectorTable([*kept_ids, *added.ids], np.vstack(parts))
+
+    def ordered(self, ids: Sequence[str]) -> VectorTable:
+        """The rows of ``ids`` that are in the table, in that order."""
+        present = [i for i in ids if i in self._row]
+        if present == self.ids:
+            return self
+        return VectorTable(present, self.rows_of(present))
+
+
+class SnapshotFileError(ValueError):
+    """A snapshot file that cannot be used (damaged, of another namespace or another history)."""
+
+
+@dataclass
+class SnapshotFile:
+    """What a snapshot file holds: its header and, per kind, the records and the vector table."""
+
+    namespace: str
+    generation: int
+    link: str
+    manifest: dict[str, Any]
+    records: dict[str, list[Any]]
+    vectors: dict[str, VectorTable]
+
+
+def snapshot_path(directory: Path, namespace_key: str) -> Path:
+    """Where the namespace whose hash is ``namespace_key`` keeps its snapshot, inside ``directory``."""
+    return directory / SNAPSHOT_DIR / namespace_key / "snapshot.lms"
+
+
+def _raw(matrix: np.ndarray) -> np.ndarray:
+    """The matrix's bytes, without a copy (a flat uint8 view)."""
+    return matrix.reshape(-1).view(np.uint8)
+
+
+@cache
+def _adapter(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
+    return TypeAdapter(list[model])  # type: ignore[valid-type]
+
+
+def write_snapshot_file(
+    path: Path,
+    *,
+    namespace: str,
+    generation: int,
+    link: str,
+    manifest: dict[str, Any],
+    records: Mapping[str, tuple[type[BaseModel], Sequence[BaseModel]]],
+    vectors: Mapping[str, VectorTable],
+) -> None:
+    """Write the file atomically: a reader sees the old file or the whole new one, never a part."""
+    sections: list[tuple[dict[str, Any], bytes | np.ndarray]] = []
+    for kind, (model, items) in records.items():
+        body = _adapter(model).dump_json(list(items))
+        sections.append(({"name": kind, "type": "records", "count": len(items)}, body))
+    for kind, table in vectors.items():
+        ids = json.dumps(table.ids).encode()
+        sections.append(({"name": f"{kind}:ids", "type": "ids"}, ids))
+        matrix = np.ascontiguousarray(table.matrix, dtype="<f4")
+        sections.append(({"name": kind, "type": "matrix", "shape": list(matrix.shape)}, _raw(matrix)))
+    offset = 0
+    for meta, body in sections:
+        meta.update(offset=offset, length=len(body), crc=zlib.crc32(body))
+        offset += len(body)
+    header = json.dumps(
+        {
+            "format": _FORMAT,
+            "namespace": namespace,
+            "generation": generation,
+            "link": link,
+            "manifest": manifest,
+            "sections": [meta for meta, _ in sections],
+        }
+    ).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("wb") as handle:
+            handle.write(_MAGIC + _LENGTH.pack(len(header)) + header + _LENGTH.pack(zlib.crc32(header)))
+            for _, body in sections:
+                handle.write(body)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    try:  # the rename itself survives a crash once the directory is synced
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+
+
+def read_snapshot_file(path: Path, namespace: str, models: Mapping[str, type[BaseModel]]) -> SnapshotFile:
+    """Read and check a snapshot file; ``SnapshotFileError`` when it cannot be trusted."""
+    try:
+        with path.open("rb") as handle:
+            return _read(handle, path, namespace, models)
+    except SnapshotFileError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+        raise SnapshotFileError(
+            f"{path}: unreadable ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
+        ) from exc
+
+
+def _read(handle: Any, path: Path, namespace: str, models: Mapping[str, type[BaseModel]]) -> SnapshotFile:
+    start = handle.read(len(_MAGIC) + _LENGTH.size)
+    if len(start) < len(_MAGIC) + _LENGTH.size or not start.startswith(_MAGIC):
+        raise SnapshotFileError(f"{path}: not a snapshot file of this version")
+    (size,) = _LENGTH.unpack(start[len(_MAGIC) :])
+    if size > 1 << 30:
+        raise SnapshotFileError(f"{path}: header of {size} bytes")
+    header_bytes = handle.read(size)
+    check = handle.read(_LENGTH.size)
+    if len(header_bytes) != size or len(check) != _LENGTH.size or _LENGTH.unpack(check)[0] != zlib.crc32(header_bytes):
+        raise SnapshotFileError(f"{path}: damaged header")
+    header = json.loads(header_bytes)
+    if header.get("format") != _FORMAT:
+        raise SnapshotFileError(f"{path}: format {header.get('format')!r}")
+    if header.get("namespace") != namespace:
+        raise SnapshotFileError(f"{path}: a snapshot of another namespace")  # never shown: names no tenant
+    base = handle.tell()
+    records: dict[str, list[Any]] = {}
+    vectors: dict[str, VectorTable] = {}
+    ids: dict[str, list[str]] = {}
+    for meta in header["sections"]:
+        handle.seek(base + int(meta["offset"]))
+        length = int(meta["length"])
+        if meta["type"] == "matrix":
+            shape = tuple(int(n) for n in meta["shape"])
+            if len(shape) != 2 or shape[0] * shape[1] * 4 != length:
+                raise SnapshotFileError(f"{path}: section {meta['name']} has the wrong size")
+            matrix = np.empty(shape, dtype="<f4")
+            body: bytes | np.ndarray = _raw(matrix)
+            got = handle.readinto(body) if length else 0
+        else:
+            body = handle.read(length)
+            got = len(body)
+        if got != length or zlib.crc32(body) != int(meta["crc"]):
+            raise SnapshotFileError(f"{path}: section {meta['name']} is damaged")
+        name = str(meta["name"])
+        if meta["type"] == "records":
+            if name not in models:
+                raise SnapshotFileError(f"{path}: unknown section {name!r}")
+            records[name] = _adapter(models[name]).validate_json(body)
+        elif meta["type"] == "ids":
+            ids[name.removesuffix(":ids")] = [str(i) for i in json.loads(body)]
+        else:
+            vectors[name] = VectorTable(ids[name], matrix.astype(np.float32, copy=False))
+    if set(records) != set(models):
+        raise SnapshotFileError(f"{path}: sections missing")
+    return SnapshotFile(
+        namespace=namespace,
+        generation=int(header["generation"]),
+        link=str(header["link"]),
+        manifest=header["manifest"],
+        records=records,
+        vectors=vectors,
+    )
