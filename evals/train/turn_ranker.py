@@ -1,7 +1,8 @@
 """Fit the graph-feature reranker (``memory.ranking``) on LoCoMo-format conversations and report how it carries over.
 
 Usage: ``python -m logicmap.evals.train.turn_ranker [FILE ...] [--out memory/turn_ranker_weights.py]``
-(default: every conversation in ``data/``). Each file is ingested with the no-LLM policy and the MiniLM
+(default: every conversation in ``data/`` except the ones reserved for
+measurement, ``RESERVED``). Each file is ingested with the no-LLM policy and the MiniLM
 embedder; every turn of a question with gold evidence is one example (gold turn or not). The script prints,
 for each file, evidence recall at 10 turns of plain dense retrieval, of the same model fitted without the graph
 features (``memory.ranking.GRAPH_FEATURES``) and of the reranker, both fitted on the *other* files
@@ -23,7 +24,12 @@ from logicmap.evals.bench.common import fresh_resources, machine_line, print_tab
 
 __all__ = ["main"]
 
-DATASETS = sorted((Path(__file__).resolve().parents[2] / "data").glob("*.json"), key=lambda p: p.stat().st_size)
+#: Conversations reserved for measurement only (data/README.md): never a default for fitting.
+RESERVED = frozenset({"holdout4_conversation.json", "holdout5_conversation.json", "holdout6_conversation.json"})
+DATASETS = sorted(
+    (p for p in (Path(__file__).resolve().parents[2] / "data").glob("*.json") if p.name not in RESERVED),
+    key=lambda p: p.stat().st_size,
+)
 WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "turn_ranker_weights.py"
 BUDGET = 10
 
@@ -133,7 +139,7 @@ def write_weights(model, files: list[Path], out: Path, report: list[str]) -> Non
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS], help="LoCoMo / LongMemEval files")
+    parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS], help="LoCoMo / LongMemEval files (default: data/ without the reserved held-out files)")
     parser.add_argument("--out", default=str(WEIGHTS), help="weights module to write ('-' to write nothing)")
     parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
                         help="the embedder the ranker will run with (its model and endpoint from the LOGICMAP_* settings)")
