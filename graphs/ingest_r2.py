@@ -38,31 +38,54 @@ def r2_memory(snapshot: NamespaceSnapshot) -> FactMemory:
     return fact_memory_from_records(snapshot.namespace, snapshot.r2_facts.values(), step=snapshot.generation)
 
 
-def _decide(request: EnrichRequest, memory: FactMemory) -> tuple[list[CandidateFact], list[FactEdit], Cost,
-                                                                 list[FallbackRecord]]:
+def _decide(
+    request: EnrichRequest, memory: FactMemory
+) -> tuple[list[CandidateFact], list[FactEdit], Cost, list[FallbackRecord]]:
     """The session's candidate facts and the manager's (valid) edit batch, with what the roles cost."""
     turns, session = request.turns, request.session
     speakers = list(dict.fromkeys(t.speaker for t in [*request.snapshot.turns.values(), *turns]))
     if request.policy == "heuristic" or request.llm is None:
         # The no-LLM policy: one third-person fact per turn, the deterministic manager (never a random choice).
         candidates = candidates_from(fallback_extraction(turns, speakers))
-        fallbacks = [] if request.policy == "heuristic" else [
-            FallbackRecord(role="r2_extractor", reason="no chat model configured")]
+        fallbacks = (
+            []
+            if request.policy == "heuristic"
+            else [FallbackRecord(role="r2_extractor", reason="no chat model configured")]
+        )
         return candidates, heuristic_edits(memory, candidates), Cost(), fallbacks
     date = session.timestamp_text or (session.timestamp.date().isoformat() if session.timestamp else None)
-    extraction = extract_facts(request.llm, turns, session_date=date, speakers=speakers, method=request.method,
-                               tags=request.tags, metadata=request.metadata)
+    extraction = extract_facts(
+        request.llm,
+        turns,
+        session_date=date,
+        speakers=speakers,
+        method=request.method,
+        tags=request.tags,
+        metadata=request.metadata,
+    )
     candidates = candidates_from(extraction.output)
     # on_invalid="fallback": an invalid batch is retried once with its problems, then the deterministic manager
     # decides (recorded); no rng and no temperature, so that manager never samples.
-    decision = manage_memory(request.llm, memory, candidates, method=request.method, on_invalid="fallback",
-                             tags=request.tags, metadata=request.metadata)
+    decision = manage_memory(
+        request.llm,
+        memory,
+        candidates,
+        method=request.method,
+        on_invalid="fallback",
+        tags=request.tags,
+        metadata=request.metadata,
+    )
     fallbacks = [fb for fb in (extraction.fallback, decision.fallback) if fb is not None]
     return candidates, decision.edits, extraction.cost + decision.cost, fallbacks
 
 
-def _apply(memory: FactMemory, candidates: list[CandidateFact], edits: list[FactEdit], session_id: str,
-           fallbacks: list[FallbackRecord]) -> EditReport:
+def _apply(
+    memory: FactMemory,
+    candidates: list[CandidateFact],
+    edits: list[FactEdit],
+    session_id: str,
+    fallbacks: list[FallbackRecord],
+) -> EditReport:
     """Apply the batch (validated whole); a batch that still fails is replaced by the deterministic manager's."""
     try:
         return memory.apply(edits, candidates, session_id=session_id)

@@ -180,8 +180,11 @@ def retrieve(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     query = res.embeddings.embed_query(state["question"] or " ")
     sims = cosine_matrix([query], np.vstack([snapshot.r2_fact_vectors[rid] for rid in live]))[0]
     order = np.argsort(-sims, kind="stable")[: ctx.candidates]
-    return {"namespace": namespace, "retrieved": [live[i] for i in order],
-            "similarities": {live[i]: round(float(sims[i]), 4) for i in order}}
+    return {
+        "namespace": namespace,
+        "retrieved": [live[i] for i in order],
+        "similarities": {live[i]: round(float(sims[i]), 4) for i in order},
+    }
 
 
 def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
@@ -191,8 +194,9 @@ def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     memories = [live[rid] for rid in state.get("retrieved", []) if rid in live]
     if not memories:
         return {"distilled": []}
-    outcome = distill_memories(_llm(ctx, res), state["question"], memories, keep=ctx.keep, method=res.method,
-                               **_trace(state, ctx))
+    outcome = distill_memories(
+        _llm(ctx, res), state["question"], memories, keep=ctx.keep, method=res.method, **_trace(state, ctx)
+    )
     return {"distilled": outcome.output.selected, "cost": outcome.cost, "fallbacks": _recorded(ctx, outcome.fallback)}
 
 
@@ -203,13 +207,26 @@ def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     live = _live(snapshot)
     kept = [live[rid] for rid in state.get("distilled", []) if rid in live]
     shown = [EvidenceText(r.id, r.text, _session_date(r, snapshot)) for r in kept]
-    outcome = respond(_llm(ctx, res), state["question"], shown, question_date=state.get("question_date"),
-                      method=res.method, **_trace(state, ctx))
+    outcome = respond(
+        _llm(ctx, res),
+        state["question"],
+        shown,
+        question_date=state.get("question_date"),
+        method=res.method,
+        **_trace(state, ctx),
+    )
     sims = state.get("similarities", {})
-    evidence = [EvidenceItem(kind="fact", id=r.id, text=r.text, turn_ids=list(r.turn_ids), time=e.time,
-                             score=sims.get(r.id)) for r, e in zip(kept, shown)]
-    return {"answer": outcome.output.answer, "cited_ids": outcome.output.cited_ids, "evidence": evidence,
-            "cost": outcome.cost, "fallbacks": _recorded(ctx, outcome.fallback)}
+    evidence = [
+        EvidenceItem(kind="fact", id=r.id, text=r.text, turn_ids=list(r.turn_ids), time=e.time, score=sims.get(r.id))
+        for r, e in zip(kept, shown)
+    ]
+    return {
+        "answer": outcome.output.answer,
+        "cited_ids": outcome.output.cited_ids,
+        "evidence": evidence,
+        "cost": outcome.cost,
+        "fallbacks": _recorded(ctx, outcome.fallback),
+    }
 
 
 # -- the graph --------------------------------------------------------------------------------------
@@ -247,8 +264,13 @@ def answer(
     res.store.require_namespace(namespace)
     require_r2_memory(res.store.snapshot(namespace))
     return invoke_strategy(
-        "r2", graph, {"question": question, "question_date": question_date}, ctx, namespace=namespace,
-        recursion_limit=10, make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
+        "r2",
+        graph,
+        {"question": question, "question_date": question_date},
+        ctx,
+        namespace=namespace,
+        recursion_limit=10,
+        make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
     )
 
 
@@ -269,7 +291,9 @@ def _result(question: str, namespace: str, final: dict[str, Any], res: Resources
             "retrieved": final.get("retrieved", []),
             "distilled": final.get("distilled", []),
             "cited_ids": final.get("cited_ids", []),
-            "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
+            "turn_texts": {
+                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
+            },
         },
     )
 

@@ -280,14 +280,24 @@ class FactMemory:
                 fact_id = f"F{number}"
                 number += 1
                 table[fact_id] = FactRecord(
-                    id=fact_id, text=text, turn_ids=candidate.turn_ids, created_step=step, updated_step=step,
-                    namespace=self.namespace, created_in=session_id, updated_in=session_id,
+                    id=fact_id,
+                    text=text,
+                    turn_ids=candidate.turn_ids,
+                    created_step=step,
+                    updated_step=step,
+                    namespace=self.namespace,
+                    created_in=session_id,
+                    updated_in=session_id,
                 )
                 report.added.append(fact_id)
             elif e.op == "UPDATE":
                 old = table[e.id]  # type: ignore[index]
                 revision = FactRevision(
-                    text=old.text, turn_ids=old.turn_ids, step=old.updated_step, replaced_at=step, replaced_in=session_id
+                    text=old.text,
+                    turn_ids=old.turn_ids,
+                    step=old.updated_step,
+                    replaced_at=step,
+                    replaced_in=session_id,
                 )
                 table[old.id] = old.model_copy(
                     update={
@@ -303,7 +313,10 @@ class FactMemory:
                 old = table[e.id]  # type: ignore[index]
                 table[old.id] = old.model_copy(
                     update={
-                        "deleted": True, "deleted_step": step, "deleted_by": candidate.turn_ids, "deleted_in": session_id
+                        "deleted": True,
+                        "deleted_step": step,
+                        "deleted_by": candidate.turn_ids,
+                        "deleted_in": session_id,
                     }
                 )
                 report.deleted.append(old.id)

@@ -92,7 +92,7 @@ class Workload:
         n = self.ingested[ns]
         before = {other: self.res.store.snapshot(other).fingerprint() for other in self.ready() if other != ns}
         ingest_conversation(conv.model_copy(update={"sessions": conv.sessions[: n + 1]}), ns, resources=self.res,
-                            policy="heuristic")
+                            policy="heuristic", memory_manager="r2")  # every strategy (r2 included) has its memory
         self.ingested[ns] = n + 1
         self.count("ingest")
         for other, fingerprint in before.items():
@@ -231,7 +231,7 @@ def test_every_namespace_holds_exactly_its_own_memory(workload: Workload) -> Non
         expected = {s.session_id: [t.dia_id for t in s.turns] for s in workload.conversations[ns].sessions}
         assert not memory_problems(snap, expected), memory_problems(snap, expected)
         assert all(marker in t.text for t in snap.turns.values())
-        for kind in ("turns", "events", "facts", "cues", "tags"):
+        for kind in ("turns", "events", "facts", "cues", "tags", "r2_facts"):
             found = leaks(ns, getattr(snap, kind))
             assert not found, f"{ns}: {kind} carry {found}"
 
