@@ -9,7 +9,9 @@ UPDATE keeps the old text in the record's history and DELETE keeps the record, m
 
 from __future__ import annotations
 
-from logicmap.agents.base import Cost, FallbackRecord
+from functools import partial
+
+from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
 from logicmap.agents.r2 import (
     candidates_from,
     extract_facts,
@@ -17,6 +19,7 @@ from logicmap.agents.r2 import (
     heuristic_edits,
     manage_memory,
 )
+from logicmap.agents.windowing import plan_windows, prompt_chars, run_windows
 from logicmap.graphs.enrich import Enrichment, EnrichRequest
 from logicmap.memory.r2 import (
     CandidateFact,
@@ -26,7 +29,10 @@ from logicmap.memory.r2 import (
     InvalidEditBatch,
     fact_memory_from_records,
 )
+from logicmap.memory.records import Turn
 from logicmap.memory.store import NamespaceSnapshot
+from logicmap.prompts import r2_extract
+from logicmap.prompts.r2_extract import FactExtraction
 
 __all__ = ["MEMORY_MANAGERS", "enrich", "r2_memory"]
 
@@ -36,6 +42,29 @@ MEMORY_MANAGERS = ("none", "r2")
 def r2_memory(snapshot: NamespaceSnapshot) -> FactMemory:
     """The namespace's R2 fact memory as of ``snapshot`` (its generation is the memory's step)."""
     return fact_memory_from_records(snapshot.namespace, snapshot.r2_facts.values(), step=snapshot.generation)
+
+
+def _turn_chars(turn: Turn) -> int:
+    return len(turn.dia_id) + len(turn.speaker) + len(turn.text) + len(turn.image_caption or "") + 32
+
+
+def _extract(
+    request: EnrichRequest, speakers: list[str], date: str | None
+) -> tuple[list[CandidateFact], Cost, list[FallbackRecord]]:
+    """The session's candidate facts: one extractor call per window of turns that fits the model's context."""
+    turns = request.turns
+    room = request.budget.prompt_chars - prompt_chars(r2_extract.build_messages("", date, speakers))
+    sizes = [_turn_chars(t) for t in turns]
+    windows = plan_windows(len(turns), lambda start, end: sum(sizes[start:end]), room)
+    tasks = [
+        partial(extract_facts, request.llm, turns[start:end], session_date=date, speakers=speakers,
+                method=request.method, tags=request.tags, metadata=request.metadata)
+        for start, end in windows
+    ]  # fmt: skip
+    outcomes: list[RoleOutcome[FactExtraction]] = run_windows(tasks)
+    candidates = [c for outcome in outcomes for c in candidates_from(outcome.output)]
+    cost = sum((o.cost for o in outcomes), Cost())
+    return candidates, cost, [o.fallback for o in outcomes if o.fallback is not None]
 
 
 def _decide(
@@ -54,16 +83,7 @@ def _decide(
         )
         return candidates, heuristic_edits(memory, candidates), Cost(), fallbacks
     date = session.timestamp_text or (session.timestamp.date().isoformat() if session.timestamp else None)
-    extraction = extract_facts(
-        request.llm,
-        turns,
-        session_date=date,
-        speakers=speakers,
-        method=request.method,
-        tags=request.tags,
-        metadata=request.metadata,
-    )
-    candidates = candidates_from(extraction.output)
+    candidates, cost, fallbacks = _extract(request, speakers, date)
     # on_invalid="fallback": an invalid batch is retried once with its problems, then the deterministic manager
     # decides (recorded); no rng and no temperature, so that manager never samples.
     decision = manage_memory(
@@ -75,8 +95,8 @@ def _decide(
         tags=request.tags,
         metadata=request.metadata,
     )
-    fallbacks = [fb for fb in (extraction.fallback, decision.fallback) if fb is not None]
-    return candidates, decision.edits, extraction.cost + decision.cost, fallbacks
+    fallbacks += [decision.fallback] if decision.fallback is not None else []
+    return candidates, decision.edits, cost + decision.cost, fallbacks
 
 
 def _apply(

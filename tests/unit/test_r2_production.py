@@ -8,6 +8,7 @@ then DELETE of a retracted fact (the record kept, marked deleted by that session
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,30 @@ def test_a_backup_keeps_the_r2_memory_and_its_history(res: Any, tmp_path: Path) 
     assert answer("Where does Maya live?", "maya-copy", resources=res, policy="heuristic").details["retrieved"] == [
         "F1"
     ]
+
+
+def window_reply(messages: list[BaseMessage]) -> Any:
+    """The extractor: one fact naming the first turn of its window; the manager: ADD every new fact."""
+    system, human = str(messages[0].content), str(messages[-1].content)
+    if r2_extract.ROLE_MARKER in system:
+        first = re.search(r"\[(D\d+:\d+)\]", human).group(1)
+        return {"facts": [{"text": f"Maya said something in {first}", "turn_ids": [first]}]}
+    if r2_manage.ROLE_MARKER in system:
+        new = human.split("New facts:", 1)[1]
+        return {"edits": [{"op": "ADD", "fact": i} for i in range(len(re.findall(r"^\d+: ", new, re.M)))]}
+    return ""
+
+
+def test_a_session_longer_than_the_context_is_extracted_in_windows(res: Any) -> None:
+    long = "I live in Porto and I work as a nurse. " * 14  # about 550 characters a turn
+    session = Session(session_id="S1", timestamp=datetime(2023, 5, 1), turns=[
+        RawTurn(dia_id=f"D1:{i}", speaker="Maya", text=f"{i}: {long}") for i in range(1, 5)])  # fmt: skip
+    res.llm_ = ScriptedChatModel(respond=window_reply)
+    ctx = IngestContext(policy="llm", memory_manager="r2", extract_cues=False, extract_facts=False, context_tokens=1000)
+    conv = Conversation(conversation_id="long", speakers=["Maya"], sessions=[session])
+    ingest_conversation(conv, NS, resources=res, context=ctx)
+    extractor_calls = [c for c in res.llm_.calls if r2_extract.ROLE_MARKER in str(c[0].content)]
+    firsts = [re.search(r"\[(D1:\d)\]", str(c[-1].content)).group(1) for c in extractor_calls]
+    assert len(extractor_calls) >= 2 and all(len(str(c[-1].content)) < 2500 for c in extractor_calls)
+    texts = [f.text for f in res.store.snapshot(NS).r2_facts.values()]
+    assert texts == [f"Maya said something in {d}" for d in sorted(firsts)]  # every window's facts, in window order
