@@ -2,7 +2,9 @@
 
 Each role runs through ``run_role``. Without a model the extractor writes one third-person fact per
 turn and the manager decides by lexical similarity; that manager can also sample among valid edit
-alternatives (seeded, with a temperature) so rollouts from one snapshot differ.
+alternatives (seeded, with a temperature) so rollouts from one snapshot differ. The sampling is for
+training-data generation only (``evals.train``): ingest (``graphs.ingest_r2``) passes no rng and no
+temperature, so its manager and the fallback of the LLM manager are deterministic.
 """
 
 from __future__ import annotations

@@ -34,7 +34,8 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
     from logicmap.graphs.visualize import write_event_graph_html
 
     print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
-    report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True)
+    report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True,
+                                 memory_manager="r2" if strategy == "r2" else None)
     fresh = [s for s in report.sessions if not s.skipped]
     print(
         f"   {len(fresh)} sessions ingested now, {len(report.sessions) - len(fresh)} already in memory; "
@@ -155,7 +156,8 @@ def add_eval_commands(sub: Any) -> None:
     p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
     p.add_argument("file")
     p.add_argument("--strategy", "-s", action="append", required=True,
-                   help="strategy to run (repeatable): compass, compass:similarity, rerank, goalmem:bm25|dense|events, real, reconstruct, dense, bm25")
+                   help="strategy to run (repeatable): compass, compass:similarity, rerank, goalmem:bm25|dense|events, real, "
+                        "reconstruct, dense, bm25, r2 (its conversations are ingested with the Memory-R2 manager)")
     p.add_argument("--limit", type=int, help="at most N questions (in file order)")
     p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
                    "default: all but LoCoMo 5 (adversarial)")

@@ -59,9 +59,12 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def eval_namespace(file_sha256: str, policy: str, embeddings: str, conversation_id: str) -> str:
-    """The namespace a conversation of a file is ingested into: the same file, policy and embedder reuse it."""
-    key = hashlib.sha256(f"{file_sha256}|{policy}|{embeddings}".encode()).hexdigest()[:12]
+def eval_namespace(file_sha256: str, policy: str, embeddings: str, conversation_id: str,
+                   memory_manager: str | None = None) -> str:
+    """The namespace a conversation of a file is ingested into: the same file, policy, embedder (and memory
+    manager: a run with the ``r2`` strategy ingests with Memory-R2's) reuse it."""
+    manager = f"|{memory_manager}" if memory_manager else ""
+    key = hashlib.sha256(f"{file_sha256}|{policy}|{embeddings}{manager}".encode()).hexdigest()[:12]
     return conversation_namespace(f"eval.{key}.{policy}", conversation_id)
 
 
@@ -110,7 +113,8 @@ def _cache_file(resources: Resources, namespace: str) -> Path:
     return Path(resources.settings.data_dir) / "eval-ingest" / f"{namespace}.json"
 
 
-def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resources, progress: bool) -> IngestSummary:
+def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resources, progress: bool,
+            memory_manager: str | None = None) -> IngestSummary:
     """Ingest (idempotent: committed sessions are skipped) and keep the first run's per-session cost beside memory."""
     from logicmap.graphs.ingest import ingest_conversation
 
@@ -122,7 +126,8 @@ def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resource
             known = {s.session_id: s for s in stored.sessions}
         except ValueError:
             known = {}
-    report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=progress)  # type: ignore[arg-type]
+    report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=progress,  # type: ignore[arg-type]
+                                 memory_manager=memory_manager)  # type: ignore[arg-type]
     sessions: list[SessionCost] = []
     for s in report.sessions:
         if s.skipped and s.session_id in known:
@@ -243,10 +248,12 @@ def run_eval(
     needed = list(dict.fromkeys(conv.conversation_id for conv, _ in chosen))
     by_id = {conv.conversation_id: conv for conv in conversations}
 
+    # The r2 strategy reads the fact memory only an ingest with the Memory-R2 manager writes.
+    manager = "r2" if any(spec.name == "r2" for spec, _ in available) else None
     ingests: dict[str, IngestSummary] = {}
     for conv_id in needed:
-        namespace = eval_namespace(digest, policy, embeddings, conv_id)
-        ingests[conv_id] = _ingest(by_id[conv_id], namespace, policy, resources, progress)
+        namespace = eval_namespace(digest, policy, embeddings, conv_id, manager)
+        ingests[conv_id] = _ingest(by_id[conv_id], namespace, policy, resources, progress, manager)
 
     judge_method = judge_method or resources.method
     results: list[QuestionResult] = []

@@ -132,7 +132,7 @@ TurnIngest = Callable[[Session, str, str], Any]
 """Stores a finished chat turn: ``store_turn(session, namespace, policy) -> report`` (``ChatContext.store_turn``)."""
 
 StrategyName = Literal["reconstruct", "compass", "rerank", "goalmem", "real", "forward_reformulate", "forward_reflect",
-                       "forward_react", "dense", "bm25"]  # fmt: skip
+                       "forward_react", "dense", "bm25", "r2"]  # fmt: skip
 """The recall strategies (``graphs.strategies.STRATEGIES``), a choice list in Studio's form."""
 
 NOTHING_RECALLED = "I don't have anything in memory about that yet."
@@ -304,14 +304,16 @@ def _drain_at_exit() -> None:
         work.flush(timeout=60)
 
 
-def ingest_session(session: Session, namespace: str, *, resources: Resources | None = None, policy: str = "llm") -> Any:
-    """Store one session in a namespace through the ingest graph (its report)."""
+def ingest_session(session: Session, namespace: str, *, resources: Resources | None = None, policy: str = "llm",
+                   memory_manager: str | None = None) -> Any:
+    """Store one session in a namespace through the ingest graph (its report); ``memory_manager="r2"`` also
+    lets the Memory-R2 manager maintain the namespace's R2 fact memory (what the ``r2`` strategy reads)."""
     from logicmap.graphs.ingest import ingest_conversation
 
     conversation = Conversation(conversation_id=namespace, sessions=[session],
                                 speakers=sorted({t.speaker for t in session.turns}))
     return ingest_conversation(conversation, namespace, resources=resources, policy=policy,  # type: ignore[arg-type]
-                               source="chat")
+                               source="chat", memory_manager=memory_manager)  # type: ignore[arg-type]
 
 
 def session_ingester(resources: Resources | None = None, policy: str = "llm") -> Callable[[Session, str], Any]:
@@ -458,7 +460,8 @@ def _store_step(args: dict[str, Any]) -> Any:
     ingest, session, namespace, policy = args["store_turn"], args["session"], args["namespace"], args["policy"]
     if ingest is not None:
         return ingest(session, namespace, policy)
-    return ingest_session(session, namespace, resources=args["resources"], policy=policy)
+    return ingest_session(session, namespace, resources=args["resources"], policy=policy,
+                          memory_manager=args.get("memory_manager"))
 
 
 def remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
@@ -473,7 +476,8 @@ def remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableCo
     session = chat_turn_session(namespace, thread_id, turns, datetime.now())
     record = {"namespace": namespace, "session_id": session.session_id, "turns": len(turns)}
     args = {"store_turn": ctx.store_turn, "session": session, "namespace": namespace,
-            "policy": _policy(ctx, res), "resources": res}
+            "policy": _policy(ctx, res), "resources": res,
+            "memory_manager": "r2" if ctx.strategy == "r2" else None}  # the r2 strategy recalls R2's memory
     if ctx.ingestion is not None:
         ctx.ingestion.submit(partial(_store_step, args), label=f"{namespace}/{session.session_id}")
         return {"memory_write": {**record, "status": "queued"}}

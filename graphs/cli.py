@@ -70,7 +70,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
-                                     exclusive=len(targets) > 1, redo_fallbacks=redo)  # fmt: skip
+                                     exclusive=len(targets) > 1, redo_fallbacks=redo,
+                                     memory_manager=getattr(args, "memory_manager", None))  # fmt: skip
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
@@ -287,6 +288,9 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--redo-fallbacks", action="store_true",
                    help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)")
+    p.add_argument("--memory-manager", choices=["none", "r2"], default=None,
+                   help="r2: the Memory-R2 extractor and manager (ADD/UPDATE/DELETE/NOOP) also maintain the "
+                        "namespace's R2 fact memory, which `ask --strategy r2` reads")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("ask", help="answer a question from a namespace's memory")

@@ -1,7 +1,8 @@
 """The contract of ingest enrichers: extra records (facts, cues, tags) built for a session before commit.
 
-The ingest graph calls ``graphs.ingest_facts.enrich`` in its ``facts`` node and
-``graphs.ingest_cues.enrich`` in its ``cues`` node, two parallel branches; each returns an ``Enrichment``
+The ingest graph calls ``graphs.ingest_facts.enrich`` in its ``facts`` node,
+``graphs.ingest_cues.enrich`` in its ``cues`` node and ``graphs.ingest_r2.enrich`` in its ``r2`` node (only
+with the Memory-R2 manager), parallel branches; each returns an ``Enrichment``
 that the commit node adds to the session's change set, so the extra records become visible atomically
 with the session.
 """
@@ -17,13 +18,14 @@ from pydantic import BaseModel, Field
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.windowing import ContextBudget
 from logicmap.memory.loaders import Session
+from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 from logicmap.memory.text import PATTERN_TEXT_LIMIT
 
 __all__ = ["ENRICHERS", "EnrichRequest", "Enrichment", "add_enrichments", "apply_enrichment", "capped_turn_notes"]
 
-ENRICHERS = ("facts", "cues")  # the order their records join a change set (whatever order they finished in)
+ENRICHERS = ("facts", "cues", "r2")  # the order their records join a change set (whatever order they finished in)
 
 
 @dataclass
@@ -52,6 +54,8 @@ class Enrichment(BaseModel):
     cues: list[Cue] = Field(default_factory=list)
     cue_vectors: list[list[float]] = Field(default_factory=list)
     tags: list[Tag] = Field(default_factory=list)
+    r2_facts: list[FactRecord] = Field(default_factory=list)
+    r2_fact_vectors: list[list[float]] = Field(default_factory=list)
     retire: dict[str, list[str]] = Field(default_factory=dict)
     cost: Cost = Field(default_factory=Cost)
     fallbacks: list[FallbackRecord] = Field(default_factory=list)
@@ -78,6 +82,8 @@ def apply_enrichment(change: ChangeSet, enrichment: Enrichment) -> ChangeSet:
             "cues": [*change.cues, *enrichment.cues],
             "cue_vectors": [*change.cue_vectors, *enrichment.cue_vectors],
             "tags": [*change.tags, *enrichment.tags],
+            "r2_facts": [*change.r2_facts, *enrichment.r2_facts],
+            "r2_fact_vectors": [*change.r2_fact_vectors, *enrichment.r2_fact_vectors],
             "retire": retire,
         }
     )

@@ -30,7 +30,7 @@ from logicmap.agents.provider import run_scope
 from logicmap.agents.relations import chain_relations, relate_session
 from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session, time_phrase_notes
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
-from logicmap.graphs import ingest_cues, ingest_facts
+from logicmap.graphs import ingest_cues, ingest_facts, ingest_r2
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
 from logicmap.graphs.resources import (
     Resources,
@@ -82,6 +82,7 @@ __all__ = [
     "graph",
     "ingest_conversation",
     "prepare",
+    "r2",
     "rebase",
     "relate",
     "route_after_commit",
@@ -121,6 +122,9 @@ class IngestContext:
     """Extract REAL's temporal facts from each session."""
     extract_cues: bool = True
     """Extract MRAgent's cues and tags from each session."""
+    memory_manager: Literal["none", "r2"] = "none"
+    """r2: the Memory-R2 extractor and manager (ADD / UPDATE / DELETE / NOOP) maintain the namespace's R2 fact
+    memory, session by session; the ``r2`` answering strategy reads it."""
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     """The chat model's context window in tokens: longer sessions are sent to each role in windows that fit."""
     namespace: str | None = namespace_field()
@@ -754,14 +758,23 @@ def cues(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     return _enrich("cues", ingest_cues.enrich, state, runtime)
 
 
+def r2(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
+    """Memory-R2's managed fact memory for the session (graphs/ingest_r2.py), only with that memory manager."""
+    if _ctx(runtime).memory_manager != "r2":
+        return {}
+    return _enrich("r2", ingest_r2.enrich, state, runtime)
+
+
 def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """Write the session's change set atomically, then move on to the next session (or count a conflict)."""
     session = state["current"]
     assert session is not None
     stats = state.get("session_stats", {})
     change, session_cost, fallbacks, notes = _with_enrichments(state)
-    change = change.model_copy(update={"session": _session_info(change, session, stats, fallbacks, notes),
-                                       "source": state.get("source")})
+    info = _session_info(change, session, stats, fallbacks, notes)
+    if any(e.kind == "r2" for e in state.get("enrichments") or []):
+        info.memory_manager = "r2"
+    change = change.model_copy(update={"session": info, "source": state.get("source")})
     try:
         manifest = resources_of(runtime).store.commit(change)
     except GenerationConflict:
@@ -830,16 +843,18 @@ def build_ingest_graph() -> StateGraph:
     builder = StateGraph(IngestState, context_schema=IngestContext, input_schema=IngestInput,
                          output_schema=IngestOutput)
     for name, node in [("prepare", prepare), ("segment", segment), ("relate", relate), ("fuse", fuse),
-                       ("topics", topics), ("facts", facts), ("cues", cues), ("commit", commit), ("rebase", rebase)]:
+                       ("topics", topics), ("facts", facts), ("cues", cues), ("r2", r2), ("commit", commit),
+                       ("rebase", rebase)]:
         builder.add_node(name, node)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", route_after_prepare, ["segment", END])
     builder.add_edge("segment", "relate")
     builder.add_edge("relate", "fuse")
     builder.add_edge("fuse", "topics")
-    builder.add_edge("topics", "facts")  # facts and cues do not depend on each other: parallel branches
+    builder.add_edge("topics", "facts")  # facts, cues and r2 do not depend on each other: parallel branches
     builder.add_edge("topics", "cues")
-    builder.add_edge(["facts", "cues"], "commit")
+    builder.add_edge("topics", "r2")
+    builder.add_edge(["facts", "cues", "r2"], "commit")
     builder.add_conditional_edges("commit", route_after_commit, ["rebase", "segment", END])
     builder.add_conditional_edges("rebase", route_after_rebase, ["fuse", "segment", END])
     return builder
@@ -903,6 +918,7 @@ def ingest_conversation(
     source: str | None = None,
     exclusive: bool = False,
     redo_fallbacks: bool = False,
+    memory_manager: Literal["none", "r2"] | None = None,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -910,7 +926,8 @@ def ingest_conversation(
     it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``).
     A turn whose dia id another session already holds in the namespace is stored under a distinct id
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
-    fell back (``graphs.ingest_redo``).
+    fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
+    namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -924,6 +941,8 @@ def ingest_conversation(
         context_tokens=resources.settings.context_tokens,
     )
     ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive)
+    if memory_manager is not None:
+        ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,

@@ -25,6 +25,7 @@ STRATEGIES: dict[str, str] = {
     "forward_react": "logicmap.graphs.forward:answer_react",
     "dense": "logicmap.graphs.baselines:answer_dense",
     "bm25": "logicmap.graphs.baselines:answer_bm25",
+    "r2": "logicmap.graphs.r2:answer",
 }
 
 

@@ -11,7 +11,8 @@ Format ``logicmap-namespace`` version 1, UTF-8, every line a JSON object ending 
   ``counts`` (records per kind), ``exported_at``, ``body_sha256`` (SHA-256 of every byte after the
   header line) and ``header_sha256`` (SHA-256 of the header's canonical JSON without this field);
 - then ``{"kind": K, "record": {...}}`` per record, kinds in the order turn, event, relation, topic,
-  fact, cue, tag; turns, events, facts and cues carry ``"vector"``: their embedding as little-endian
+  fact, cue, tag, r2_fact (Memory-R2's managed facts; a file without them counts none); turns, events,
+  facts, cues and r2_facts carry ``"vector"``: their embedding as little-endian
   float32, base64, so a restored namespace answers queries exactly as the original (a topic's
   centroid is part of its record).
 """
@@ -36,6 +37,7 @@ from typing import IO, Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn, validate_namespace
 from logicmap.memory.store import (
     ChangeSet,
@@ -76,7 +78,9 @@ _KINDS: dict[str, tuple[str, type[BaseModel], str | None]] = {
     "fact": ("facts", Fact, "fact_vectors"),
     "cue": ("cues", Cue, "cue_vectors"),
     "tag": ("tags", Tag, None),
+    "r2_fact": ("r2_facts", FactRecord, "r2_fact_vectors"),
 }
+_OPTIONAL_KINDS = {"r2_fact"}  # kinds added after version 1 was written: older files do not count them
 _HEADER_FIELDS = ("format", "version", "logicmap", "namespace", "generation", "embedder", "dimension", "manifest",
                   "counts", "exported_at", "body_sha256", "header_sha256")  # fmt: skip
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -333,7 +337,7 @@ def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
     if not isinstance(header["embedder"], str) or not header["embedder"]:
         raise reader.error("embedder", f"{header['embedder']!r} is not an embedder identity")
     counts = header["counts"]
-    if not isinstance(counts, dict) or set(counts) != set(_KINDS):
+    if not isinstance(counts, dict) or not set(_KINDS) - _OPTIONAL_KINDS <= set(counts) <= set(_KINDS):
         raise reader.error("counts", f"must count each of {', '.join(_KINDS)}")
     for kind, count in counts.items():
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
@@ -460,6 +464,8 @@ def _check_references(reader: _Reader, backup: Backup) -> None:
         cited("topic", record.id, "members", "event", record.members)
     for record in backup.records["fact"]:
         cited("fact", record.id, "turn_ids", "turn", record.turn_ids)
+    for record in backup.records["r2_fact"]:
+        cited("r2_fact", record.id, "turn_ids", "turn", list(record.turn_ids))
     for record in backup.records["tag"]:
         cited("tag", record.id, "cue_id", "cue", [record.cue_id])
         if record.target_kind == "event":
@@ -510,6 +516,7 @@ def _change_set(backup: Backup, namespace: str) -> ChangeSet:
         turns=moved("turn"), turn_vectors=vectors("turn"), events=moved("event"), event_vectors=vectors("event"),
         relations=moved("relation"), topics=moved("topic"), facts=moved("fact"), fact_vectors=vectors("fact"),
         cues=moved("cue"), cue_vectors=vectors("cue"), tags=moved("tag"),
+        r2_facts=moved("r2_fact"), r2_fact_vectors=vectors("r2_fact"),
     )  # fmt: skip
 
 

@@ -29,7 +29,9 @@ __all__ = [
     "FactRevision",
     "InvalidEditBatch",
     "canonical_order",
+    "fact_memory_from_records",
     "fact_memory_path",
+    "fact_number",
     "load_fact_memory",
     "normalize_fact_text",
     "save_fact_memory",
@@ -86,6 +88,7 @@ class FactRevision(BaseModel):
     turn_ids: tuple[str, ...] = ()
     step: int = Field(description="The batch that wrote this text.")
     replaced_at: int = Field(description="The batch whose UPDATE replaced it.")
+    replaced_in: str | None = Field(None, description="The session whose UPDATE replaced it (ingest).")
 
 
 class FactRecord(BaseModel):
@@ -102,6 +105,10 @@ class FactRecord(BaseModel):
     updated_step: int = 0
     deleted_step: int | None = None
     deleted_by: tuple[str, ...] = Field((), description="Turns of the new fact that made it obsolete.")
+    namespace: str | None = Field(None, description="The tenant whose memory holds it (set by the memory).")
+    created_in: str | None = Field(None, description="The session whose ADD wrote it (ingest).")
+    updated_in: str | None = Field(None, description="The session whose UPDATE last rewrote it (ingest).")
+    deleted_in: str | None = Field(None, description="The session whose DELETE retired it (ingest).")
 
     def render(self) -> str:
         turns = f" [{', '.join(self.turn_ids)}]" if self.turn_ids else ""
@@ -253,9 +260,12 @@ class FactMemory:
                 written.setdefault(key, where)
         return problems
 
-    def apply(self, edits: Sequence[FactEdit], candidates: Sequence[CandidateFact]) -> EditReport:
+    def apply(
+        self, edits: Sequence[FactEdit], candidates: Sequence[CandidateFact], *, session_id: str | None = None
+    ) -> EditReport:
         """Validate the whole batch, then apply it in decision order. Raises ``InvalidEditBatch``
-        (memory untouched) when any edit is invalid: a batch is never half-applied."""
+        (memory untouched) when any edit is invalid: a batch is never half-applied. ``session_id`` (an
+        ingest's session) is recorded on what the batch writes, replaces or deletes."""
         problems = self.validate(edits, candidates)
         if problems:
             raise InvalidEditBatch(problems)
@@ -270,25 +280,44 @@ class FactMemory:
                 fact_id = f"F{number}"
                 number += 1
                 table[fact_id] = FactRecord(
-                    id=fact_id, text=text, turn_ids=candidate.turn_ids, created_step=step, updated_step=step
+                    id=fact_id,
+                    text=text,
+                    turn_ids=candidate.turn_ids,
+                    created_step=step,
+                    updated_step=step,
+                    namespace=self.namespace,
+                    created_in=session_id,
+                    updated_in=session_id,
                 )
                 report.added.append(fact_id)
             elif e.op == "UPDATE":
                 old = table[e.id]  # type: ignore[index]
-                revision = FactRevision(text=old.text, turn_ids=old.turn_ids, step=old.updated_step, replaced_at=step)
+                revision = FactRevision(
+                    text=old.text,
+                    turn_ids=old.turn_ids,
+                    step=old.updated_step,
+                    replaced_at=step,
+                    replaced_in=session_id,
+                )
                 table[old.id] = old.model_copy(
                     update={
                         "text": text,
                         "turn_ids": _union(old.turn_ids, candidate.turn_ids),
                         "history": (*old.history, revision),
                         "updated_step": step,
+                        "updated_in": session_id,
                     }
                 )
                 report.updated.append(old.id)
             elif e.op == "DELETE":
                 old = table[e.id]  # type: ignore[index]
                 table[old.id] = old.model_copy(
-                    update={"deleted": True, "deleted_step": step, "deleted_by": candidate.turn_ids}
+                    update={
+                        "deleted": True,
+                        "deleted_step": step,
+                        "deleted_by": candidate.turn_ids,
+                        "deleted_in": session_id,
+                    }
                 )
                 report.deleted.append(old.id)
             else:
@@ -297,6 +326,10 @@ class FactMemory:
         self._next_number = number
         self.step = step
         return report
+
+    def changed_in(self, report: EditReport) -> list[FactRecord]:
+        """The records an applied batch wrote (added, updated, deleted): what a store commit must write."""
+        return [self._records[i] for i in dict.fromkeys([*report.added, *report.updated, *report.deleted])]
 
     # -- persistence --------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -346,6 +379,17 @@ class FactMemory:
 
     def __repr__(self) -> str:
         return f"FactMemory(namespace={self.namespace!r}, live={self.size}, step={self.step})"
+
+
+def fact_number(fact_id: str) -> int:
+    """The number of an ``F<n>`` id (0 for any other id): records sort in creation order by it."""
+    return int(fact_id[1:]) if fact_id[:1] == "F" and fact_id[1:].isdigit() else 0
+
+
+def fact_memory_from_records(namespace: str, records: Iterable[FactRecord], *, step: int = 0) -> FactMemory:
+    """A namespace's memory rebuilt from its stored records (any order), live and deleted ones, at ``step``."""
+    ordered = sorted(records, key=lambda r: (fact_number(r.id), r.id))
+    return FactMemory(namespace, ordered, step=step)
 
 
 def fact_memory_path(data_dir: str | Path, namespace: str) -> Path:

@@ -232,6 +232,9 @@ class SessionInfo(BaseModel):
     relations: int = 0
     fallbacks: list[SessionFallback] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list, description="What the build had to adapt, e.g. clipped turns.")
+    memory_manager: str | None = Field(
+        None, description="'r2' when the Memory-R2 manager maintained the namespace's R2 fact memory in this session."
+    )
 
     @field_validator("fallbacks", mode="before")
     @classmethod

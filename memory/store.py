@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import (
     Cue,
     Event,
@@ -95,9 +96,10 @@ _HNSW = {"space": "cosine", "ef_construction": 24, "max_neighbors": 8}
 _PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_CLAIMS = 10_000
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
-_VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues")
+_VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues", "r2_facts")
 _PLAIN_KINDS = ("relations", "tags")
-_SNAPSHOT_VECTORS = {"turns": "turn_vectors", "events": "event_vectors", "facts": "fact_vectors", "cues": "cue_vectors"}
+_SNAPSHOT_VECTORS = {"turns": "turn_vectors", "events": "event_vectors", "facts": "fact_vectors", "cues": "cue_vectors",
+                     "r2_facts": "r2_fact_vectors"}
 _MODELS: dict[str, type[BaseModel]] = {
     "turns": Turn,
     "events": Event,
@@ -106,6 +108,7 @@ _MODELS: dict[str, type[BaseModel]] = {
     "facts": Fact,
     "cues": Cue,
     "tags": Tag,
+    "r2_facts": FactRecord,  # Memory-R2's managed fact memory (ingest with the r2 memory manager)
 }
 
 
@@ -206,6 +209,8 @@ class ChangeSet(BaseModel):
     cues: list[Cue] = Field(default_factory=list)
     cue_vectors: list[list[float]] = Field(default_factory=list)
     tags: list[Tag] = Field(default_factory=list)
+    r2_facts: list[FactRecord] = Field(default_factory=list, description="Memory-R2 fact records the manager wrote")
+    r2_fact_vectors: list[list[float]] = Field(default_factory=list)
     retire: dict[str, list[str]] = Field(default_factory=dict, description="kind -> ids to retire")
     topic_steps: int | None = None
     embedder: str | None = Field(
@@ -236,6 +241,8 @@ class NamespaceSnapshot:
     cues: dict[str, Cue] = field(default_factory=dict)
     cue_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
     tags: dict[str, Tag] = field(default_factory=dict)
+    r2_facts: dict[str, FactRecord] = field(default_factory=dict)
+    r2_fact_vectors: dict[str, np.ndarray] = field(default_factory=dict)
     _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
     _derived_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -275,6 +282,7 @@ class NamespaceSnapshot:
             "facts": dump(self.facts),
             "cues": dump(self.cues),
             "tags": dump(self.tags),
+            "r2_facts": dump(self.r2_facts),
         }
 
 
@@ -1114,6 +1122,7 @@ class MemoryStore:
         self._write(ns, "facts", change.facts, change.fact_vectors, generation, **extra)
         self._write(ns, "cues", change.cues, change.cue_vectors, generation, **extra)
         self._write(ns, "tags", change.tags, None, generation, **extra)
+        self._write(ns, "r2_facts", change.r2_facts, change.r2_fact_vectors, generation, **extra)
         for kind, ids in change.retire.items():
             self._retire(ns, kind, ids, generation, base, void=fence.void, fence=fence)
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STUDIO_CONFIG = PROJECT_ROOT / "studio" / "langgraph.json"
 SAMPLE = PROJECT_ROOT / "data" / "sample_conversation.json"
-GRAPH_MODULES = ("ingest", "compass", "rerank", "goalmem", "real", "reconstruct", "chatbot")
+GRAPH_MODULES = ("ingest", "compass", "rerank", "goalmem", "real", "reconstruct", "r2", "chatbot")
 
 RUN_TIMEOUT_S = 240.0
 EVENT_ID = re.compile(r"^S\d+-E\d+$")

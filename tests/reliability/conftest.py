@@ -19,10 +19,12 @@ def module_resources(tmp_path_factory: pytest.TempPathFactory) -> Resources:
 
 @pytest.fixture(scope="module")
 def sample_memory(module_resources: Resources) -> Resources:
-    """The sample conversation ingested by the heuristic policy into namespace "sample" (read-only)."""
+    """The sample conversation ingested by the heuristic policy into namespace "sample" (read-only), with the
+    Memory-R2 manager too, so every strategy (``r2`` included) has its memory."""
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.memory.loaders import load_conversations
     from tests.reliability.support import SAMPLE
 
-    ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic")
+    ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic",
+                        memory_manager="r2")
     return module_resources

@@ -99,7 +99,7 @@ def memory_problems(snapshot: Any, session_turns: dict[str, list[str]] | None = 
     ns = snapshot.namespace
     turns, events = snapshot.turns, snapshot.events
     committed = set(snapshot.manifest.sessions)
-    for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags"):
+    for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags", "r2_facts"):
         for rid, record in getattr(snapshot, kind).items():
             if record.namespace != ns:
                 problems.append(f"{kind} {rid} belongs to namespace {record.namespace!r}, read from {ns!r}")

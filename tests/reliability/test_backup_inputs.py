@@ -144,11 +144,12 @@ _REFERENCES = {  # kind -> (field, how to break it)
     "topic": "members",
     "fact": "turn_ids",
     "tag": ("cue_id", "target_id"),
+    "r2_fact": "turn_ids",
 }
 
 
 def dangling(data: bytes, rng: random.Random, n: int) -> list[Case]:
-    cases = []
+    cases: list[Case] = []
     for i in range(n):
         kind = list(_REFERENCES)[i % len(_REFERENCES)]
         fields = _REFERENCES[kind] if isinstance(_REFERENCES[kind], tuple) else (_REFERENCES[kind],)
@@ -168,6 +169,10 @@ def dangling(data: bytes, rng: random.Random, n: int) -> list[Case]:
             return f"record.{field}"
 
         damaged, line, field = edit_line(data, rng, change, kinds=(kind,))
+        for _ in range(20):  # the same line broken the same way again is no new case: draw another
+            if all(c.data != damaged for c in cases):
+                break
+            damaged, line, field = edit_line(data, rng, change, kinds=(kind,))
         cases.append(Case(f"dangling-{kind}-{i}", damaged, line, field))
     return cases
 

@@ -97,7 +97,7 @@ def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
     path.write_text(json.dumps(document), encoding="utf-8")
     data_dir = root / "memory"
     assert main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", "ansi",
-                 "--policy", "heuristic", "--quiet"]) == 0
+                 "--policy", "heuristic", "--quiet", "--memory-manager", "r2"]) == 0  # r2 strategy's memory too
     return data_dir, document
 
 

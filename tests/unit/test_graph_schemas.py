@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs import compass, goalmem, ingest, real, reconstruct
+from logicmap.graphs import compass, goalmem, ingest, r2, real, reconstruct
 
 # graph module -> (input fields, required input fields, output fields that must be there)
 GRAPHS: dict[str, tuple[Any, set[str], set[str], set[str]]] = {
@@ -16,6 +16,7 @@ GRAPHS: dict[str, tuple[Any, set[str], set[str], set[str]]] = {
     "real": (real, {"question", "question_date", "reference_time"}, {"question"}, {"answer", "evidence", "cost"}),
     "reconstruct": (reconstruct, {"question", "question_date"}, {"question"}, {"answer", "final", "active", "cost"}),
     "ingest": (ingest, {"path", "sessions"}, set(), {"namespace", "reports", "cost", "fallbacks"}),
+    "r2": (r2, {"question", "question_date"}, {"question"}, {"answer", "evidence", "retrieved", "cost"}),
 }
 
 

@@ -1,0 +1,302 @@
+"""The ``r2`` strategy graph (Memory-R2's answer agent): retrieve memories -> distill them -> answer from the kept ones.
+
+It reads the namespace's R2 fact memory, which only an ingest with the Memory-R2 manager writes
+(``logicmap ingest FILE -n NS --memory-manager r2``). Studio loads ``graph`` from this module.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal, NotRequired
+
+import numpy as np
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from pydantic import ConfigDict, with_config
+from typing_extensions import TypedDict
+
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.r2_distill import distill_memories
+from logicmap.agents.responder import EvidenceText, respond
+from logicmap.graphs.resources import (
+    Resources,
+    ResourcesField,
+    context_for_run,
+    namespace_field,
+    policy_field,
+    resources_field,
+    resources_of,
+    run_context,
+    run_namespace,
+    with_resources,
+)
+from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.memory.embeddings import cosine_matrix
+from logicmap.memory.r2 import FactRecord
+from logicmap.memory.store import NamespaceSnapshot
+
+__all__ = [
+    "NoR2MemoryError",
+    "R2Context",
+    "R2Input",
+    "R2Output",
+    "R2State",
+    "answer",
+    "answer_node",
+    "build_r2_graph",
+    "builder",
+    "distill",
+    "graph",
+    "has_r2_memory",
+    "require_r2_memory",
+    "retrieve",
+]
+
+
+class NoR2MemoryError(ValueError):
+    """The namespace holds no Memory-R2 fact memory: it was not ingested with the Memory-R2 manager."""
+
+
+# Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
+@with_config(ConfigDict(use_attribute_docstrings=True))
+@dataclass
+class R2Context:
+    """Per-run settings of Memory-R2's answer agent (paper defaults; shown as a form in Studio)."""
+
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
+    candidates: int = 60
+    """Memories retrieved for the distillation (most similar to the question; the paper retrieves 60)."""
+    keep: int = 10
+    """Memories the no-LLM distillation (and the distiller's fallback) keeps: the most similar ones."""
+    namespace: str | None = namespace_field()
+    resources: ResourcesField = resources_field()
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class R2Input(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    question: str
+    """The question to answer from the namespace's R2 fact memory."""
+    question_date: NotRequired[str | None]
+    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class R2Output(TypedDict, total=False):
+    """What an r2 run returns: the answer, the distilled memories it rests on, what it cost."""
+
+    answer: str
+    """The answer, written from the distilled memories only."""
+    evidence: list[EvidenceItem]
+    """The distilled memories, each with the turns (dia ids) it cites."""
+    retrieved: list[str]
+    """The ids of the memories retrieved for the distillation, most similar first."""
+    cost: Annotated[Cost, add_cost]
+    """LLM calls and tokens the run spent."""
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+    """Roles that fell back to their deterministic rule, and why."""
+
+
+class R2State(TypedDict, total=False):
+    """The answer agent's run; ``namespace`` is the run's, resolved once by ``retrieve`` (never an input)."""
+
+    question: str
+    question_date: str | None
+    namespace: str
+    retrieved: list[str]
+    similarities: dict[str, float]
+    distilled: list[str]
+    answer: str
+    cited_ids: list[str]
+    evidence: list[EvidenceItem]
+    cost: Annotated[Cost, add_cost]
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+
+
+def _ctx(runtime: Runtime[R2Context] | None) -> R2Context:
+    return run_context(runtime, R2Context)
+
+
+# -- helpers ----------------------------------------------------------------------------------------
+
+
+def has_r2_memory(snapshot: NamespaceSnapshot) -> bool:
+    """Whether a session of the namespace was ingested with the Memory-R2 manager (or R2 records exist)."""
+    return bool(snapshot.r2_facts) or any(s.memory_manager == "r2" for s in snapshot.manifest.sessions.values())
+
+
+def require_r2_memory(snapshot: NamespaceSnapshot) -> None:
+    """Raise ``NoR2MemoryError`` (a one-line user error) when the namespace has no R2 fact memory."""
+    if not has_r2_memory(snapshot):
+        raise NoR2MemoryError(
+            f"namespace {snapshot.namespace!r} has no Memory-R2 fact memory: it was not ingested with the Memory-R2 "
+            "manager; ingest the conversation into a new namespace with `logicmap ingest FILE -n NS --memory-manager "
+            "r2` (Python: ingest_conversation(..., memory_manager='r2'))"
+        )
+
+
+def _llm(ctx: R2Context, res: Resources) -> Any:
+    return None if ctx.policy == "heuristic" else res.llm
+
+
+def _trace(state: R2State, ctx: R2Context) -> dict[str, Any]:
+    return {"tags": ["strategy:r2", f"policy:{ctx.policy}"], "metadata": {"namespace": state["namespace"]}}
+
+
+def _recorded(ctx: R2Context, fallback: FallbackRecord | None) -> list[FallbackRecord]:
+    """A role's fallback, unless the run chose the no-LLM policy (then the fallback is the policy)."""
+    return [fallback] if fallback is not None and ctx.policy != "heuristic" else []
+
+
+def _live(snapshot: NamespaceSnapshot) -> dict[str, FactRecord]:
+    return {rid: r for rid, r in snapshot.r2_facts.items() if not r.deleted}
+
+
+def _session_date(record: FactRecord, snapshot: NamespaceSnapshot) -> str | None:
+    """The date of the session the memory's first cited turn was said in (anchors relative times)."""
+    for tid in record.turn_ids:
+        turn = snapshot.turns.get(tid)
+        if turn is not None and turn.session_time is not None:
+            return turn.session_time.date().isoformat()
+    return None
+
+
+# -- nodes ------------------------------------------------------------------------------------------
+
+
+def retrieve(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
+    """The live memories most similar to the question (at most ``candidates``), most similar first."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    namespace = run_namespace(ctx.namespace)
+    res.store.require_namespace(namespace)
+    snapshot = res.store.snapshot(namespace)
+    require_r2_memory(snapshot)
+    live = [rid for rid in _live(snapshot) if rid in snapshot.r2_fact_vectors]
+    if not live or ctx.candidates <= 0:
+        return {"namespace": namespace, "retrieved": [], "similarities": {}}
+    query = res.embeddings.embed_query(state["question"] or " ")
+    sims = cosine_matrix([query], np.vstack([snapshot.r2_fact_vectors[rid] for rid in live]))[0]
+    order = np.argsort(-sims, kind="stable")[: ctx.candidates]
+    return {
+        "namespace": namespace,
+        "retrieved": [live[i] for i in order],
+        "similarities": {live[i]: round(float(sims[i]), 4) for i in order},
+    }
+
+
+def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
+    """Memory distillation: the retrieved memories that bear on the question (the model's choice, or the most similar)."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    live = _live(res.store.snapshot(state["namespace"]))
+    memories = [live[rid] for rid in state.get("retrieved", []) if rid in live]
+    if not memories:
+        return {"distilled": []}
+    outcome = distill_memories(
+        _llm(ctx, res), state["question"], memories, keep=ctx.keep, method=res.method, **_trace(state, ctx)
+    )
+    return {"distilled": outcome.output.selected, "cost": outcome.cost, "fallbacks": _recorded(ctx, outcome.fallback)}
+
+
+def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
+    """The answer from the distilled memories only (the responder role), with them as the evidence."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    snapshot = res.store.snapshot(state["namespace"])
+    live = _live(snapshot)
+    kept = [live[rid] for rid in state.get("distilled", []) if rid in live]
+    shown = [EvidenceText(r.id, r.text, _session_date(r, snapshot)) for r in kept]
+    outcome = respond(
+        _llm(ctx, res),
+        state["question"],
+        shown,
+        question_date=state.get("question_date"),
+        method=res.method,
+        **_trace(state, ctx),
+    )
+    sims = state.get("similarities", {})
+    evidence = [
+        EvidenceItem(kind="fact", id=r.id, text=r.text, turn_ids=list(r.turn_ids), time=e.time, score=sims.get(r.id))
+        for r, e in zip(kept, shown)
+    ]
+    return {
+        "answer": outcome.output.answer,
+        "cited_ids": outcome.output.cited_ids,
+        "evidence": evidence,
+        "cost": outcome.cost,
+        "fallbacks": _recorded(ctx, outcome.fallback),
+    }
+
+
+# -- the graph --------------------------------------------------------------------------------------
+
+
+def build_r2_graph() -> StateGraph:
+    """The ``r2`` ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
+    builder = StateGraph(R2State, context_schema=R2Context, input_schema=R2Input, output_schema=R2Output)
+    builder.add_node("retrieve", retrieve)
+    builder.add_node("distill", distill)
+    builder.add_node("answer", answer_node)
+    builder.add_edge(START, "retrieve")
+    builder.add_edge("retrieve", "distill")
+    builder.add_edge("distill", "answer")
+    builder.add_edge("answer", END)
+    return builder
+
+
+def answer(
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "auto",
+    question_date: str | None = None,
+    context: R2Context | None = None,
+    **options: Any,
+) -> AnswerResult:
+    """Answer ``question`` from ``namespace``'s R2 fact memory; options override ``R2Context`` fields.
+
+    Raises ``NoR2MemoryError`` when the namespace was not ingested with the Memory-R2 manager.
+    """
+    ctx = context_for_run(R2Context, context, policy, options)
+    ctx, res = with_resources(ctx, resources, namespace=namespace)
+    res.store.require_namespace(namespace)
+    require_r2_memory(res.store.snapshot(namespace))
+    return invoke_strategy(
+        "r2",
+        graph,
+        {"question": question, "question_date": question_date},
+        ctx,
+        namespace=namespace,
+        recursion_limit=10,
+        make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
+    )
+
+
+def _result(question: str, namespace: str, final: dict[str, Any], res: Resources, elapsed: float) -> AnswerResult:
+    snapshot = res.store.snapshot(namespace)
+    evidence: list[EvidenceItem] = final.get("evidence", [])
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
+    return AnswerResult(
+        strategy="r2",
+        namespace=namespace,
+        question=question,
+        answer=final.get("answer", ""),
+        evidence=evidence,
+        cost=cost,
+        steps=2,
+        fallbacks=final.get("fallbacks", []),
+        details={
+            "retrieved": final.get("retrieved", []),
+            "distilled": final.get("distilled", []),
+            "cited_ids": final.get("cited_ids", []),
+            "turn_texts": {
+                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
+            },
+        },
+    )
+
+
+builder = build_r2_graph()
+graph = traced_graph(builder.compile(name="r2"))
