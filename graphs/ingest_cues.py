@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from logicmap.agents.cue_extractor import extract_session_cues, links_from_extraction
 from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
-from logicmap.memory.cue_extraction import build_cue_layer
+from logicmap.memory.cue_extraction import aspect_prototypes, build_cue_layer
 
 __all__ = ["enrich"]
 
@@ -32,6 +32,7 @@ def enrich(request: EnrichRequest) -> Enrichment:
     batch = build_cue_layer(
         request.namespace, request.turns, events, extra_links=extra,
         existing_cues=request.snapshot.cues, existing_tags=request.snapshot.tags,
+        prototypes=aspect_prototypes(request.embeddings),
     )
     enrichment.notes.extend(capped_turn_notes(request.turns, "cue_patterns"))
     enrichment.cues = batch.cues

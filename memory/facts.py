@@ -153,6 +153,18 @@ RELATION_ALIASES: dict[str, str] = {
     "type_of": "is_a",
     "kind_of": "is_a",
     "instance_of": "is_a",
+    "lived_in": "lives_in",
+    "moved_into": "lives_in",
+    "work_as": "occupation",
+    "worked_at": "works_at",
+    "enjoy": "likes",
+    "want": "wants",
+    "want_to": "wants",
+    "wanted": "wants",
+    "wanted_to": "wants",
+    "plan_to": "plans",
+    "hope_to": "wants",
+    "drink": "drinks",
 }
 
 _ARTICLES = re.compile(r"^(?:the|a|an|my|his|her|their|our)\s+", re.IGNORECASE)
