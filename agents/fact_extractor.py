@@ -49,6 +49,7 @@ __all__ = [
     "validate_extraction",
 ]
 
+# Word lists and patterns here: general English grammar and memory/lexicon.py classes, none read off data/.
 HEDGE_WORDS = re.compile(
     r"\b(maybe|perhaps|probably|possibly|might|i think|i guess|i suppose|not sure|i hope|hopefully|kind of)\b",
     re.IGNORECASE,
@@ -227,10 +228,11 @@ def _sentence_facts(
             ExtractedFact(
                 head=head, relation=relation, tail=tail, turn_ids=[turn.dia_id], intent=intent,  # type: ignore[arg-type]
                 hedged=hedged, confidence=min(confidence, HEDGED_CONFIDENCE) if hedged else confidence,
-                time_phrase=None if timeless else phrase,
+                time_phrase=None if timeless else phrase, single_valued=True if relation in single else None,
             )
         )
 
+    single: set[str] = set()
     for pattern in _PATTERNS:
         for match in pattern.regex.finditer(sentence):
             head = turn.speaker if pattern.head == "speaker" else _addressee(turns, index, speakers)
@@ -243,8 +245,9 @@ def _sentence_facts(
             else:
                 raw = match.group(pattern.group)
             relation, intent = pattern.relation, pattern.intent
-            if relation == "in":  # "my new flat is in Alfama": flat_in
+            if relation == "in":  # "my new flat is in Alfama": flat_in, single-valued (one place at a time)
                 relation = f"{match.group('kind').lower()}_in"
+                single.add(relation)
             if relation == "favourite":
                 kind = match.group("kind").lower()
                 relation = f"favourite_{kind}"

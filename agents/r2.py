@@ -190,7 +190,7 @@ def render_candidates(candidates: Sequence[CandidateFact]) -> str:
 _SAID = re.compile(r"^\s*[A-Z][\w'-]*\s+said:\s*")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _CLAUSE = re.compile(r"[.!?;:()]+\s*")
-# Capitalised words that open a sentence without being its subject.
+# Capitalised words that open a sentence without being its subject: memory/lexicon.py closed classes.
 _NOT_SUBJECT = (
     SKLEARN_STOP_WORDS | INTERJECTIONS | CONTRACTIONS | TEMPORAL_WORDS | ADVERBS | HEDGES | frozenset({"lets", "mostly"})
 )

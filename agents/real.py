@@ -53,6 +53,7 @@ CAUSAL_RELATIONS = frozenset(
 )
 HYPONYM_RELATIONS = frozenset({"is_a", "type_of", "kind_of", "instance_of", "subclass_of"})
 
+# Word lists here are memory/lexicon.py classes or closed-class words; none was read off data/.
 # Words of a question that name no entity and no relation (on top of the stop words).
 _EXTRA_STOP = STOP_WORDS | frozenset(
     "now currently still ever say said says tell much many would could should has have had also really before "

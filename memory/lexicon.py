@@ -96,7 +96,8 @@ KINSHIP_TERMS = frozenset(
 )
 # Source: name particles of European naming conventions (de, van, von, ...), a closed class.
 NAME_PARTICLES = frozenset("de da das do dos del della di du la le van von der den ter bin ibn al".split())
-# Source: the 70 most used English irregular verbs with their past forms (any grammar's table).
+# Source: common English irregular verbs with their past forms (any grammar's table); forms that are also
+# everyday nouns ("bit", "rose") are left out.
 IRREGULAR_VERBS: dict[str, str] = {
     past: base
     for base, forms in {
@@ -108,12 +109,12 @@ IRREGULAR_VERBS: dict[str, str] = {
         "run": "ran", "pay": "paid", "sit": "sat", "speak": "spoke spoken", "lie": "lay lain", "lead": "led",
         "read": "read", "grow": "grew grown", "lose": "lost", "fall": "fell fallen", "send": "sent",
         "build": "built", "understand": "understood", "draw": "drew drawn", "break": "broke broken",
-        "spend": "spent", "cut": "cut", "rise": "rose risen", "drive": "drove driven", "buy": "bought",
+        "spend": "spent", "cut": "cut", "rise": "risen", "drive": "drove driven", "buy": "bought",
         "wear": "wore worn", "choose": "chose chosen", "seek": "sought", "throw": "threw thrown",
         "catch": "caught", "deal": "dealt", "win": "won", "forget": "forgot forgotten", "sell": "sold",
         "fight": "fought", "teach": "taught", "eat": "ate eaten", "drink": "drank drunk", "sing": "sang sung",
         "swim": "swam swum", "fly": "flew flown", "sleep": "slept", "ride": "rode ridden", "wake": "woke woken",
-        "hide": "hid hidden", "shake": "shook shaken", "steal": "stole stolen", "bite": "bit bitten",
+        "hide": "hid hidden", "shake": "shook shaken", "steal": "stole stolen", "bite": "bitten",
     }.items()
     for past in forms.split()
 }
