@@ -29,8 +29,11 @@ from logicmap.memory.facts import (
     Cardinality,
     entity_key,
     make_fact,
+    normalize_relation,
     parse_when,
+    relation_cardinality,
 )
+from logicmap.memory.lexicon import ADVERBS, COGNITION_VERBS, IRREGULAR_VERBS, REPORTING_VERBS, SKLEARN_STOP_WORDS
 from logicmap.memory.records import Fact, Turn
 from logicmap.memory.text import pattern_sentences, pattern_text
 from logicmap.memory.timeparse import find_time_phrases, resolve_relative
@@ -46,6 +49,7 @@ __all__ = [
     "validate_extraction",
 ]
 
+# Word lists and patterns here: general English grammar and memory/lexicon.py classes, none read off data/.
 HEDGE_WORDS = re.compile(
     r"\b(maybe|perhaps|probably|possibly|might|i think|i guess|i suppose|not sure|i hope|hopefully|kind of)\b",
     re.IGNORECASE,
@@ -102,50 +106,46 @@ class _Pattern:
         self.confidence, self.max_words = confidence, max_words
 
 
-# Case-sensitive where the object must be a name (places, organisations); order matters only for readability.
+# The statement shapes that need more than the general clause below: a possessive with a location, a
+# favourite, a comparison idiom, a stay somewhere. Their words are memory/lexicon.py's general classes.
 _PATTERNS: list[_Pattern] = [
-    _Pattern(rf"\bI (?:now |still |currently )?live in (?P<x>{_NAME})", "lives_in", flags=0),
-    _Pattern(rf"\bI(?:'ve| have)? (?:just |recently |finally )?(?:moved|relocated) to (?P<x>{_NAME})", "lives_in",
-             intent="EVOLUTION", flags=0),
-    _Pattern(rf"\b[Hh]ow(?: is|'s) life in (?P<x>{_NAME})", "lives_in", head="addressee", flags=0,
-             confidence=INFERRED_CONFIDENCE),
-    _Pattern(rf"\b[Mm]y (?:new )?(?:flat|apartment|house|home) is in (?P<x>{_NAME})", "flat_in", flags=0),
-    _Pattern(r"\bI (?:\w+ )?work(?:s)?(?: [\w-]+){0,3}? as (?:a |an )?(?P<x>[a-z]+(?: [a-z]+)??)(?= at | in |[.,!?;]|$)",
-             "occupation"),
-    _Pattern(rf"\bI (?:\w+ )?work(?:s)?(?: [\w-]+){{0,5}}? at (?P<x>{_OBJECT})", "works_at"),
+    _Pattern(rf"\b[Mm]y (?:\w+ )?(?P<kind>[a-z]+) is in (?P<x>{_NAME})", "in", flags=0),
     # The name comes before its anchor: the anchor is found first and the name read back from it
     # (``_name_before``), since a pattern that opens with a name is retried at every word of a long name run.
     _Pattern(r"(?<=[\w'-]) is my favou?rite (?P<kind>\w+)", "favourite", flags=0, group="name_before"),
     _Pattern(rf"\bmy favou?rite (?P<kind>\w+) is (?P<x>{_OBJECT})", "favourite"),
-    _Pattern(rf"\bI (?:really |also |absolutely |just |still )?(?:love|adore|enjoy) (?P<x>{_OBJECT})", "likes"),
     _Pattern(r"\bI(?:'m| am) (?P<more>more of )?an? (?P<x>\w+) person\b", "likes"),
-    _Pattern(r"\bI (?:just |recently )?adopted (?:a |an )?(?P<x>[\w ]+?)(?= last | this | yesterday| today|[.,!?;]|$)",
-             "adopted", intent="TEMPORAL"),
-    _Pattern(rf"\bI (?:also |just |recently )?visited (?P<x>{_OBJECT})", "visited", intent="TEMPORAL"),
-    _Pattern(rf"\bI (?:had|ordered|tried) (?!to\b|all\b|been\b|never\b)(?P<x>{_OBJECT})", "had", intent="TEMPORAL"),
-    _Pattern(rf"\bI (?:got|received) a job offer from (?P<x>{_OBJECT})", "job_offer_from", intent="EVOLUTION",
-             max_words=8),
-    _Pattern(rf"\bI (?:just |recently )?(?:started|began) (?P<x>{_OBJECT})", "started", intent="TEMPORAL", max_words=8),
-    _Pattern(rf"\bI (?:just |finally )?finished (?P<x>{_OBJECT})", "finished", intent="TEMPORAL"),
-    _Pattern(rf"\bI (?:also |just )?signed up for (?P<x>{_OBJECT})", "signed_up_for", intent="TEMPORAL"),
-    _Pattern(rf"\bI (?:usually |often |always |mostly )?drink (?P<x>{_OBJECT})", "drinks"),
-    _Pattern(rf"\bI(?:'ve| have) never tried (?P<x>{_OBJECT})", "never_tried", intent="CONTRAST"),
-    _Pattern(rf"\bI (?:want|would like|hope) to (?P<x>{_OBJECT})", "wants", max_words=8),
-    _Pattern(rf"\bI plan to (?P<x>{_OBJECT})", "plans", intent="TEMPORAL", max_words=8),
-    _Pattern(rf"\bI want (?:the |a |an )(?P<x>{_OBJECT})", "wants", max_words=8),
     _Pattern(rf"\bI(?:'m| am) in (?P<x>{_NAME}) (?=this|for|today|now)", "visiting", intent="TEMPORAL", flags=0),
 ]
+# The general first-person clause: "I [aux] [adverbs] VERB [particles] OBJECT". The relation is the verb and
+# its particles ("moved_to", "signed_up_for"; memory/facts.py's aliases give canonical names), so no list of
+# verbs decides what is a fact.
+_CLAUSE_ADVERBS = "|".join(sorted(ADVERBS | {"never", "not", "also", "now", "still", "recently", "usually", "often",
+                                             "always", "currently", "sometimes", "finally", "mostly"}))
+_PARTICLES = "in|at|to|from|for|with|on|of|about|into|up|out|off|over|back|as"
+_CLAUSE = re.compile(
+    rf"\bI(?P<aux>['’](?:m|ve|d|ll)| am| have| had| will| would)?(?P<adverbs>(?: (?:{_CLAUSE_ADVERBS}))*) "
+    rf"(?P<verb>[a-z]{{2,}})(?P<particles>(?: (?:{_PARTICLES})){{0,2}}) (?P<x>[^.,!?;]+)"
+)
+# A prepositional phrase attached to a clause's verb: "work night shifts as a nurse at Santo Antonio".
+_ATTACHED = re.compile(rf"\b(?:(?P<prep>at|in|from|with) (?P<x>{_NAME})|as an? (?P<role>[a-z]+))")
+# Verbs of a clause that state no fact about the speaker: function verbs, hedges, speech and thought.
+_NOT_FACT_VERBS = (SKLEARN_STOP_WORDS - {"have", "had", "has"}) | REPORTING_VERBS | COGNITION_VERBS | frozenset(
+    "guess suppose".split()
+)
 _FAMILY = re.compile(
     r"\b[Mm]y (?P<rel>sister|brother|mother|father|mom|dad|wife|husband|partner|son|daughter|friend|cousin) "
     r"(?P<x>[A-Z][a-z]+)"
 )
-_HELPED = re.compile(r"\b(?P<helper>[A-Z][a-z]+) helped me (?P<verb>[a-z]+)")
+# A named agent acting on the speaker: "Ana helped me pack" -> (Ana, helped_pack, speaker).
+_AGENT_ON_ME = re.compile(r"\b(?P<agent>[A-Z][a-z]+) (?P<verb>[a-z]+ed) me (?P<then>[a-z]+)")
 _HAD = re.compile(r"(?:^|,\s*)(?P<name>[A-Z][a-z]+) had (?:a |an )?(?P<x>[^.,!?;]+)")
-_PET_NAME = re.compile(r"\b(?:[Hh]is|[Hh]er|[Ii]ts) name is (?P<name>[A-Z][a-z]+)")
+_NAMED = re.compile(r"\b(?i:his|her|its) name is (?P<name>[A-Z][a-z]+)")
 _APPOSITIVE = re.compile(rf",\s*the (?P<name>{_NAME})")
 _CAUSE = re.compile(r"^(?P<cause>.+?),?(?<!\s)\s+so\s+I\b", re.IGNORECASE)
 _BECAUSE = re.compile(r"\bbecause (?P<cause>[^.,!?;]+)", re.IGNORECASE)
 _NAME_AT_END = re.compile(rf"\b{_NAME}\Z")
+_NAME_AT_START = re.compile(rf"{_NAME}")
 _FAMILY_RELATION = {"wife": "married_to", "husband": "married_to", "mom": "mother", "dad": "father", "friend": "friend_of"}
 
 
@@ -182,9 +182,9 @@ def pattern_extraction(turns: Sequence[Turn], speakers: Sequence[str] | None = N
     for index, turn in enumerate(turns):
         # Each turn is read up to PATTERN_TEXT_LIMIT characters, a long sentence in pieces: every pattern
         # below scans a bounded text, so a huge turn costs time in proportion to that bound.
-        pet = _PET_NAME.search(pattern_text(turn.text))
+        named = _NAMED.search(pattern_text(turn.text))
         for sentence in pattern_sentences(turn.text):
-            found.extend(_sentence_facts(sentence, turn, turns, index, speakers, pet))
+            found.extend(_sentence_facts(sentence, turn, turns, index, speakers, named))
     # The addressee's reply that names an inferred value confirms it (REAL's confidence upgrade).
     position = {t.dia_id: i for i, t in enumerate(turns)}
     lowered: dict[int, str] = {}
@@ -203,7 +203,7 @@ def pattern_extraction(turns: Sequence[Turn], speakers: Sequence[str] | None = N
 
 
 def _sentence_facts(
-    sentence: str, turn: Turn, turns: Sequence[Turn], index: int, speakers: Sequence[str], pet: re.Match[str] | None
+    sentence: str, turn: Turn, turns: Sequence[Turn], index: int, speakers: Sequence[str], named: re.Match[str] | None
 ) -> list[ExtractedFact]:
     hedged = is_hedged(sentence)
     phrases = find_time_phrases(sentence)
@@ -228,49 +228,82 @@ def _sentence_facts(
             ExtractedFact(
                 head=head, relation=relation, tail=tail, turn_ids=[turn.dia_id], intent=intent,  # type: ignore[arg-type]
                 hedged=hedged, confidence=min(confidence, HEDGED_CONFIDENCE) if hedged else confidence,
-                time_phrase=None if timeless else phrase,
+                time_phrase=None if timeless else phrase, single_valued=True if relation in single else None,
             )
         )
 
+    single: set[str] = set()
     for pattern in _PATTERNS:
         for match in pattern.regex.finditer(sentence):
             head = turn.speaker if pattern.head == "speaker" else _addressee(turns, index, speakers)
             at = match.start()
             if pattern.group == "name_before":
-                named = _name_before(sentence, at)
-                if named is None:
+                found_name = _name_before(sentence, at)
+                if found_name is None:
                     continue
-                raw, at = named
+                raw, at = found_name
             else:
                 raw = match.group(pattern.group)
             relation, intent = pattern.relation, pattern.intent
+            if relation == "in":  # "my new flat is in Alfama": flat_in, single-valued (one place at a time)
+                relation = f"{match.group('kind').lower()}_in"
+                single.add(relation)
             if relation == "favourite":
                 kind = match.group("kind").lower()
                 relation = f"favourite_{kind}"
                 add(head, "likes", _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, at)
             if relation == "likes" and "more" in match.groupdict() and match.group("more"):
                 intent = "CONTRAST"
-            if relation == "likes" and " as much as " in raw:
-                first, second = raw.split(" as much as ", 1)
-                add(head, "likes", _clean(first), intent, pattern.confidence, at)
-                add(head, "likes", _clean(second), "FACT", pattern.confidence, at)
-                continue
-            if relation == "visited":
-                appositive = _APPOSITIVE.search(sentence, at)
-                if appositive:
-                    raw = appositive.group("name")
             add(head, relation, _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, at)
-            if relation == "adopted":
-                animal = _clean(raw)
-                if pet and animal:
-                    add(turn.speaker, "has_pet", pet.group("name"), "TEMPORAL", pattern.confidence, at)
-                    add(pet.group("name"), "is_a", animal, "FACT", pattern.confidence, at, timeless=True)
+    first_thing = True
+    position = 0
+    while match := _CLAUSE.search(sentence, position):
+        position = match.end("verb")  # "I think I live in Braga": the clause inside the object is read too
+        verb, adverbs = match.group("verb"), match.group("adverbs").split()
+        if verb in _NOT_FACT_VERBS or verb.endswith("ly"):
+            continue
+        particles = match.group("particles").split()
+        raw, at = match.group("x"), match.start()
+        relation = normalize_relation("_".join([verb, *particles]))
+        negated = "never" in adverbs or "not" in adverbs
+        past = verb.endswith("ed") or IRREGULAR_VERBS.get(verb, verb) != verb or (match.group("aux") or "").strip(
+            "'’ ") in ("ve", "have", "had")
+        if particles and particles[-1] in ("in", "at", "to", "from", "into") and (name := _NAME_AT_START.match(raw)):
+            raw = name.group(0)  # "moved to Lisbon two weeks ago": the place
+        if relation == "likes" and " as much as " in raw:
+            first, second = raw.split(" as much as ", 1)
+            add(turn.speaker, "likes", _clean(first), "FACT", ASSERTED_CONFIDENCE, at)
+            add(turn.speaker, "likes", _clean(second), "FACT", ASSERTED_CONFIDENCE, at)
+            continue
+        if past and (appositive := _APPOSITIVE.search(sentence, at)):
+            raw = appositive.group("name")  # "I visited a cafe, the Blue Finch": the name
+        if negated:
+            relation, intent = f"never_{relation}", "CONTRAST"
+        elif past or verb.endswith("ing"):
+            # A past change of a single-valued attribute ("moved to", "live in") is an evolution.
+            intent = "EVOLUTION" if relation_cardinality(relation) == "single" else "TEMPORAL"
+        else:
+            intent = "FACT"
+        if not particles:
+            for attached in _ATTACHED.finditer(raw):
+                prep = attached.group("prep") or "as"
+                add(turn.speaker, normalize_relation(f"{verb}_{prep}"), attached.group("x") or attached.group("role"),
+                    intent, ASSERTED_CONFIDENCE, at)
+        tail = _clean(raw, max_words=8 if verb in ("want", "plan", "hope") else 6)
+        add(turn.speaker, relation, tail, intent, ASSERTED_CONFIDENCE, at)
+        # "I adopted a dog last month. His name is Biscuit.": the thing gets its name.
+        if first_thing and named and tail and tail.islower() and len(tail.split()) <= 3:
+            add(turn.speaker, relation, named.group("name"), intent, ASSERTED_CONFIDENCE, at)
+            add(named.group("name"), "is_a", tail, "FACT", ASSERTED_CONFIDENCE, at, timeless=True)
+            first_thing = False
     for match in _FAMILY.finditer(sentence):
         rel = match.group("rel").lower()
         add(turn.speaker, _FAMILY_RELATION.get(rel, rel), match.group("x"), "FACT", ASSERTED_CONFIDENCE, match.start(),
             timeless=True)
-    for match in _HELPED.finditer(sentence):
-        add(match.group("helper"), f"helped_{match.group('verb')}", turn.speaker, "TEMPORAL", ASSERTED_CONFIDENCE, match.start())
+    for match in _AGENT_ON_ME.finditer(sentence):
+        then = match.group("then")
+        relation = match.group("verb") if then in SKLEARN_STOP_WORDS else f"{match.group('verb')}_{then}"
+        add(match.group("agent"), relation, turn.speaker, "TEMPORAL", ASSERTED_CONFIDENCE, match.start())
     for match in _HAD.finditer(sentence):
         if match.group("name") not in ("I",):
             add(match.group("name"), "had", _clean(match.group("x")), "TEMPORAL", ASSERTED_CONFIDENCE, match.start())

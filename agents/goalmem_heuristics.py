@@ -33,6 +33,7 @@ LEXICAL_ENTAILMENT = 0.5
 MemoryLine = tuple[str, str, str | None]
 """(memory id, text, ISO date or None)."""
 
+# Word lists here are closed-class English (auxiliaries, determiners, wh-words, time words), none read off data/.
 _AUX = frozenset(
     "did does do is are was were has have had will would can could should may might am".split()
 )

@@ -21,6 +21,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict, Field
 
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, parse_json_reply, run_role
+from logicmap.memory.lexicon import ADVERBS, CONTRACTIONS, HEDGES, INTERJECTIONS, SKLEARN_STOP_WORDS, TEMPORAL_WORDS
 from logicmap.memory.r2 import (
     CandidateFact,
     EditReport,
@@ -191,11 +192,9 @@ def render_candidates(candidates: Sequence[CandidateFact]) -> str:
 _SAID = re.compile(r"^\s*[A-Z][\w'-]*\s+said:\s*")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _CLAUSE = re.compile(r"[.!?;:()]+\s*")
-# Capitalised words that open a sentence without being its subject.
-_NOT_SUBJECT = frozenset(
-    "hi hey hello oh ah yes no so well wow big guess that this it there here what how why when where who "
-    "the a an and but or if mostly congratulations thanks thank sorry good great amazing nice send next "
-    "by now let lets okay ok guess those these send sorry".split()
+# Capitalised words that open a sentence without being its subject: memory/lexicon.py closed classes.
+_NOT_SUBJECT = (
+    SKLEARN_STOP_WORDS | INTERJECTIONS | CONTRACTIONS | TEMPORAL_WORDS | ADVERBS | HEDGES | frozenset({"mostly"})
 )
 # Words between a subject and its attribute that say nothing about which attribute it is.
 _AUXILIARY = frozenset(

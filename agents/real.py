@@ -16,9 +16,11 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
+from logicmap.memory.cue_extraction import ASPECTS
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, render_paths
 from logicmap.memory.facts import entity_key, interval_text, valid_during
+from logicmap.memory.lexicon import PREFERENCE_WORDS
 from logicmap.memory.records import Fact, FactIntent
 from logicmap.memory.text import NO_ANSWER, STOP_WORDS, content_stems, stem
 from logicmap.memory.timeparse import MONTHS, date_text, parse_date
@@ -52,29 +54,9 @@ CAUSAL_RELATIONS = frozenset(
 )
 # Beams whose answer must hold at the time asked about; EVOLUTION and TEMPORAL beams look at other times too.
 _TIME_BOUND_INTENTS = frozenset({"FACT", "CAUSAL", "CONTRAST"})
-HYPONYM_RELATIONS = frozenset({"is_a", "type_of", "kind_of", "instance_of", "breed", "species", "subclass_of"})
+HYPONYM_RELATIONS = frozenset({"is_a", "type_of", "kind_of", "instance_of", "subclass_of"})
 
-# Words a relation stands for in questions, for the lexical part of the fallback scores.
-_RELATION_WORDS: dict[str, str] = {
-    "lives_in": "live home city where move",
-    "flat_in": "live flat home where",
-    "works_at": "work job employer where",
-    "occupation": "work job profession",
-    "likes": "love like favourite enjoy",
-    "favourite": "favourite love like",
-    "has_pet": "pet dog cat",
-    "adopted": "adopt pet",
-    "visited": "visit went place cafe restaurant bar",
-    "had": "have order drink eat",
-    "drinks": "drink",
-    "decided_because": "why reason because decide",
-    "job_offer_from": "job offer",
-    "finished": "finish complete",
-    "signed_up_for": "sign join take class hobby",
-    "wants": "want next plan",
-    "plans": "plan",
-    "married_to": "married wife husband spouse",
-}
+# Word lists here are memory/lexicon.py classes or closed-class words; none was read off data/.
 # Words of a question that name no entity and no relation (on top of the stop words).
 _EXTRA_STOP = STOP_WORDS | frozenset(
     "now currently still ever say said says tell much many would could should has have had also really before "
@@ -86,6 +68,13 @@ _HEDGED_QUESTION = re.compile(
     r"thinking|intend|intends|next)\b",
     re.IGNORECASE,
 )
+# Each intent's name and its dictionary synonyms (lexicon.INTENT_CUES), tried in this order.
+_INTENT_PATTERNS: list[tuple[FactIntent, re.Pattern[str]]] = [
+    ("CAUSAL", re.compile(r"\b(why|reasons?|because|causes?|caused|led to|motivated|motivation)\b")),
+    ("CONTRAST", re.compile(r"\b(differ|different|difference|instead|rather|compare|compared|contrast|unlike|versus|vs)\b")),
+    ("EVOLUTION", re.compile(r"\b(changes?|changed|switch|switched|used to|anymore|no longer)\b")),
+    ("TEMPORAL", re.compile(r"\b(when|what time|how long|what date|which year|which month)\b")),
+]
 _NOW = re.compile(r"\b(now|currently|these days|at the moment|at present|today|still)\b", re.IGNORECASE)
 _MONTH_YEAR = re.compile(r"\b(?:" + "|".join(MONTHS) + r")\s+\d{4}\b", re.IGNORECASE)
 _YEAR = re.compile(r"\b(19\d{2}|20\d{2})\b")
@@ -98,9 +87,19 @@ def _stems(text: str) -> set[str]:
 
 
 def relation_gloss(relation: str) -> str:
-    """The relation's words plus the words questions use for it: ``has_pet`` -> ``has pet pet dog cat``."""
-    prefix = relation.split("_")[0]
-    return f"{relation.replace('_', ' ')} {_RELATION_WORDS.get(relation, _RELATION_WORDS.get(prefix, ''))}".strip()
+    """The relation's words plus the general words of its class: ``likes`` -> ``likes`` and the preference words.
+
+    The classes are memory/lexicon.py's (preference words, the aspect taxonomy): a relation word that is a
+    preference word brings the others, one that names an aspect brings the aspect's words. There is no
+    table of the words questions use for each relation (such a table was read off the bundled questions).
+    """
+    words = relation.replace("_", " ").split()
+    extra: list[str] = []
+    for word in words:
+        if word in PREFERENCE_WORDS:
+            extra.extend(sorted(PREFERENCE_WORDS))
+        extra.extend(w for lexicon in ASPECTS.values() if word in lexicon for w in sorted(lexicon))
+    return " ".join(dict.fromkeys([*words, *extra]))
 
 
 def _relation_stems(relation: str) -> set[str]:
@@ -113,14 +112,9 @@ def _relation_stems(relation: str) -> set[str]:
 def question_intent(question: str) -> FactIntent:
     """The exploration intent a question asks for (keyword rules; the LLM planner refines it)."""
     q = question.lower()
-    if re.search(r"\b(why|reason|because|cause|caused|led to|motivat)", q):
-        return "CAUSAL"
-    if re.search(r"\b(differ|difference|instead|rather|compare|compared|unlike|versus|vs)\b", q):
-        return "CONTRAST"
-    if re.search(r"\b(change|changed|used to|anymore|no longer|moved|move from|switch|before moving|after moving)\b", q):
-        return "EVOLUTION"
-    if re.search(r"\b(when|what time|how long|what date|which year|which month)\b", q):
-        return "TEMPORAL"
+    for intent, pattern in _INTENT_PATTERNS:
+        if pattern.search(q):
+            return intent
     return "FACT"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from logicmap.agents.cue_extractor import session_cue_links
 from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
-from logicmap.memory.cue_extraction import build_cue_layer
+from logicmap.memory.cue_extraction import aspect_prototypes, build_cue_layer
 
 __all__ = ["enrich"]
 
@@ -33,6 +33,7 @@ def enrich(request: EnrichRequest) -> Enrichment:
     batch = build_cue_layer(
         request.namespace, request.turns, events, extra_links=links, heuristic=not by_model,
         existing_cues=request.snapshot.cues, existing_tags=request.snapshot.tags,
+        prototypes=aspect_prototypes(request.embeddings),
     )
     if not by_model or enrichment.fallbacks:  # the lexical builder ran: it reads only a long turn's beginning
         enrichment.notes.extend(capped_turn_notes(request.turns, "cue_patterns"))

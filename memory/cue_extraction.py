@@ -11,14 +11,36 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from logicmap.memory.cues import CueKind, CueLayerBatch, CueLink, cue_id, normalize_cue, personal_fact_id, tag_id
+from logicmap.memory.embeddings import HashingEmbeddings, normalize
+from logicmap.memory.lexicon import (
+    ADVERBS,
+    ASPECT_DESCRIPTIONS,
+    ASPECT_SYNONYMS,
+    CONTRACTIONS,
+    HEDGES,
+    INTERJECTIONS,
+    IRREGULAR_VERBS,
+    KINSHIP_TERMS,
+    NAME_PARTICLES,
+    NUMBER_WORDS,
+    PREFERENCE_WORDS,
+    REPORTING_VERBS,
+    SKLEARN_STOP_WORDS,
+    TEMPORAL_WORDS,
+)
 from logicmap.memory.records import Cue, Event, Tag, Turn
 from logicmap.memory.text import FUNCTION_WORDS, pattern_sentences, pattern_text, singular
 from logicmap.memory.timeparse import MONTHS, time_phrase_spans
 
 __all__ = [
     "ASPECTS",
+    "AspectPrototypes",
+    "aspect_prototypes",
     "TextCue",
     "build_cue_layer",
     "detect_aspects",
@@ -28,75 +50,33 @@ __all__ = [
     "resolve_aspects",
 ]
 
-# Aspects of a person's life that facts and event tags are filed under. Words are matched as whole
-# lowercase tokens; "preference" is detected separately because it combines with the others.
+# Aspects of a person's life that facts and event tags are filed under: the a-priori taxonomy of
+# memory/lexicon.py. Without an embedder a sentence is about an aspect when it uses the aspect's label, a word of
+# its description or a synonym; with one (``AspectPrototypes``) when it is nearer the description than a null one.
 ASPECTS: dict[str, frozenset[str]] = {
-    aspect: frozenset(words.split())
-    for aspect, words in {
-        "pet": "dog dogs puppy puppies cat cats kitten pet pets vet retriever adopted adopt adopting",
-        "work": "job jobs work works worked working shift shifts nurse nurses hospital office career boss "
-        "colleague colleagues team offer employer salary promotion profession",
-        "home": "live lives lived living move moved moving flat apartment house home neighbourhood "
-        "neighborhood balcony pack packed",
-        "family": "sister sisters brother brothers mother mom mum father dad parent parents kid kids son sons "
-        "daughter daughters wife husband family cousin aunt uncle grandma grandmother grandfather niece nephew",
-        "food": "food foods eat eating ate sushi ramen fish rice pizza pasta tart tarts cake dinner lunch "
-        "breakfast restaurant cook cooking nata pasteis custard",
-        "drink": "drink drinks drank coffee tea latte matcha beer wine juice cafe",
-        "sport": "run ran running runs runner marathon race races training train kilometres kilometers km gym "
-        "yoga swim swimming cycling football tennis hike hiking medal workout",
-        "hobby": "hobby hobbies class classes pottery painting paint music guitar piano reading book books "
-        "garden gardening photography craft creative knitting",
-        "health": "sick ill infection doctor sleep sore tired exhausting injury hurt appointment health",
-        "travel": "visit visiting visited trip travel travelling traveling conference vacation holiday flight",
-        "education": "school study studying university degree course exam college",
-    }.items()
+    aspect: frozenset(
+        {aspect, *(w.strip(",") for w in description.split() if w.strip(",") not in SKLEARN_STOP_WORDS)}
+        | {syn for syn, label in ASPECT_SYNONYMS.items() if label == aspect}
+    )
+    for aspect, description in ASPECT_DESCRIPTIONS.items()
 }
-_PREFERENCE_WORDS = frozenset(
-    "love loves loved like likes favourite favorite prefer prefers enjoy enjoys best fan hate hates".split()
-)
-_ASPECT_SYNONYMS: dict[str, str] = {
-    "preference": "preference", "preferences": "preference", "likes": "preference", "favourites": "preference",
-    "favorites": "preference", "taste": "preference", "tastes": "preference", "dislikes": "preference",
-    "occupation": "work", "career": "work", "employment": "work", "profession": "work", "workplace": "work",
-    "residence": "home", "location": "home", "city": "home", "address": "home", "housing": "home",
-    "relatives": "family", "siblings": "family", "relationship": "family", "relationships": "family",
-    "hobbies": "hobby", "interests": "hobby", "interest": "hobby", "pastime": "hobby", "leisure": "hobby",
-    "sports": "sport", "fitness": "sport", "exercise": "sport", "animals": "pet", "pets": "pet",
-    "medical": "health", "wellbeing": "health", "trips": "travel", "travels": "travel",
-    "drinks": "drink", "beverage": "drink", "beverages": "drink", "foods": "food", "diet": "food",
-    "meal": "food", "meals": "food", "cuisine": "food", "studies": "education",
-}
+# Kinship terms name family (lexicon.KINSHIP_TERMS without the social ones and the naming verbs).
+ASPECTS["family"] = ASPECTS["family"] | (KINSHIP_TERMS - frozenset(
+    "friend friends colleague colleagues coworker coworkers boss neighbour neighbor named called".split()
+))
+# What a sentence about none of the aspects is near (small talk): the prototype an aspect must beat.
+_NULL_ASPECT = "small talk: greetings, thanks and reactions"
+_MAX_ASPECTS = 2
 
-# Words that start sentences with a capital letter without being names.
-_COMMON = frozenset(
-    """a about after again ah all also although amazing an and another any anyway are as at aw awesome
-    because before besides big both but by can cheers congrats congratulations could did do does don't
-    during each either even every exactly fine first for from good great guess had has have he hello her
-    here hey hi him his how however i i'd i'll i'm i've if in is it it's its just last later let let's
-    like maybe me mine most mostly much my nah neither never next nice no nor not nothing now of oh ok
-    okay on once one only or other our out perhaps please plus really right same see she should since
-    so some someone something sorry soon still such sure thank thanks that that's the their them then
-    there these they this those though thus to today too totally um uh very was we well were what
-    what's when where which while who why will with wow would yeah yes yet you you're your yours
-    wonderful lovely sounds sound night day days morning evening afternoon tonight tomorrow yesterday
-    send tell give take make go went come came bring brought love loved hope wish welcome enjoy send
-    dear glad happy sad poor new old want wants shall guess meet hmm haha lol""".split()
-)
-_CONNECTORS = frozenset("de da das do dos del della di du la le van von of the and".split())
-_KINSHIP = frozenset(
-    "sister brother mother mom mum father dad son daughter wife husband friend cousin aunt uncle "
-    "grandma grandpa grandmother grandfather niece nephew boyfriend girlfriend partner colleague boss "
-    "named called".split()
-)
+# Words that start sentences with a capital letter without being names: closed classes only (lexicon.py).
+_COMMON = (SKLEARN_STOP_WORDS | CONTRACTIONS | INTERJECTIONS | TEMPORAL_WORDS | NUMBER_WORDS | ADVERBS | HEDGES
+           | PREFERENCE_WORDS | REPORTING_VERBS | frozenset(IRREGULAR_VERBS))
+_CONNECTORS = NAME_PARTICLES | frozenset({"of", "the", "and"})
+_KINSHIP = KINSHIP_TERMS
 _PLACE_PREPOSITIONS = frozenset("in at to from near on into around across".split())
-_PLACE_NOUNS = frozenset(
-    "hospital cafe café bar beach park river street road avenue square station museum restaurant "
-    "school university church market airport hotel island lake mountain city town village".split()
-)
 _MONTH_SET = frozenset(MONTHS)
 _WEEKDAYS = frozenset("Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split())
-_NUMBER_WORDS = r"(?:\d+(?:\.\d+)?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|fifty|a hundred)"
+_NUMBER_WORDS = r"(?:\d+(?:\.\d+)?|" + "|".join(sorted(NUMBER_WORDS - {"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"}, key=len, reverse=True)) + r"|a hundred)"
 _QUANTITY_RE = re.compile(
     rf"\b{_NUMBER_WORDS}\s+(?:hours?|minutes?|seconds?|kilometres?|kilometers?|km|miles?|metres?|meters?|"
     rf"kilos?|kg|pounds?|euros?|dollars?|percent)(?:\s+(?:and\s+)?\d+\s+(?:minutes?|seconds?))?\b",
@@ -110,26 +90,11 @@ _DATE_RES = [
     re.compile(r"\b(?:19|20)\d{2}\b"),
     re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b"),
 ]
-# Nouns that name activities (kind "activity") or things people have, eat and drink (kind "entity").
-_ACTIVITY_NOUNS = frozenset(
-    """marathon race training running run yoga hiking hike swimming cycling pottery painting cooking
-    baking dancing reading gardening photography camping fishing surfing climbing skiing knitting
-    conference trip concert party class lesson lessons course shift shifts job hobby workout game
-    match festival wedding vacation holiday interview exam appointment move""".split()
-)
-_THING_NOUNS = frozenset(
-    """dog dogs puppy cat kitten sushi ramen fish rice pizza pasta burger tarts tart cake latte coffee
-    tea matcha beer wine juice milk flat apartment house car bike guitar piano book medal bowl
-    view balcony cafe bar restaurant nata""".split()
-)
-_NOT_MODIFIERS = frozenset(
-    """have had has love loved like liked try tried eat ate drink drank get got want wanted need make
-    made see saw do did go went take took bring brought buy bought start started finished finish
-    visit visited adopted adopt order ordered signed sign own owned is was are were be been loves
-    likes enjoy enjoys enjoyed work works worked""".split()
-)
-# Words that never modify a noun in a cue ("a", "my", "this" ...); content words like "night" may.
-_FUNCTION_WORDS = FUNCTION_WORDS | frozenset("some any every each still all more most mostly much many such".split())
+# A noun phrase cue is the run of content words after one of these: "my new flat", "an iced latte".
+_DETERMINERS = frozenset("a an the my your his her our their this that these those some".split())
+# Words that end such a run (function words, time and hedge words); lexicon.py classes only.
+_NOT_IN_PHRASE = (_COMMON - NUMBER_WORDS) | FUNCTION_WORDS | KINSHIP_TERMS
+_MAX_PHRASE_WORDS = 3
 _TOKEN_RE = re.compile(r"[A-Za-zÀ-ÿ][A-Za-zÀ-ÿ'’-]*|\d+(?:[.,:]\d+)?")
 _FIRST_PERSON = frozenset("i i'm i've i'd i'll my me mine myself".split())
 _KIND_RANK = {"person": 0, "place": 1, "time": 2, "quantity": 3, "activity": 4, "entity": 5}
@@ -150,12 +115,58 @@ def _words(text: str) -> list[str]:
     return [w.lower().replace("’", "'") for w in _TOKEN_RE.findall(text or "")]
 
 
-def detect_aspects(sentence: str) -> list[str]:
-    """Aspects a sentence talks about (``preference`` first when it states a like or dislike)."""
+class AspectPrototypes:
+    """Aspect prototypes from an embedder: each aspect's description (``lexicon.ASPECT_DESCRIPTIONS``) embedded once.
+
+    A sentence is about the (at most two) aspects whose prototype is nearer to it than the prototype of a
+    sentence about nothing in particular; no threshold is fitted to any conversation.
+    """
+
+    def __init__(self, embeddings: Any) -> None:
+        self.embeddings = embeddings
+        self.labels = list(ASPECT_DESCRIPTIONS)
+        vectors = embeddings.embed_documents([ASPECT_DESCRIPTIONS[a] for a in self.labels] + [_NULL_ASPECT])
+        matrix = np.asarray(vectors, dtype=float)
+        self._prototypes = normalize(matrix[:-1])
+        self._null = normalize(matrix[-1])
+
+    def nearest(self, sentences: Sequence[str]) -> list[list[str]]:
+        """The aspects each sentence is about, nearest first."""
+        if not sentences:
+            return []
+        vectors = normalize(np.asarray(self.embeddings.embed_documents(list(sentences)), dtype=float))
+        found = []
+        for sims, null in zip(vectors @ self._prototypes.T, vectors @ self._null, strict=True):
+            order = [i for i in np.argsort(-sims) if sims[i] > null][:_MAX_ASPECTS]
+            found.append([self.labels[i] for i in order])
+        return found
+
+
+def aspect_prototypes(embeddings: Any) -> AspectPrototypes | None:
+    """Prototypes for a semantic embedder; ``None`` for a lexical one (hashed words), whose prototype of an
+    aspect is only its words: the taxonomy words then decide alone, without chance hash collisions."""
+    inner = getattr(embeddings, "inner", embeddings)
+    if embeddings is None or isinstance(inner, HashingEmbeddings):
+        return None
+    return AspectPrototypes(embeddings)
+
+
+def detect_aspects(sentence: str, *, nearest: Sequence[str] = ()) -> list[str]:
+    """Aspects a sentence talks about (``preference`` first when it states a like or dislike).
+
+    ``nearest`` are the aspects ``AspectPrototypes`` found for it; the words of the taxonomy add theirs.
+    """
     words = set(_words(sentence))
-    found = ["preference"] if words & _PREFERENCE_WORDS else []
-    found.extend(a for a, lexicon in ASPECTS.items() if words & lexicon)
-    return found
+    found = ["preference"] if words & PREFERENCE_WORDS else []
+    found.extend(nearest)
+    found.extend(a for a, lexicon in ASPECTS.items() if words & lexicon or {singular(w) for w in words} & lexicon)
+    return list(dict.fromkeys(found))
+
+
+def _aspects_by_sentence(sentences: Iterable[str], prototypes: AspectPrototypes | None) -> dict[str, list[str]]:
+    unique = list(dict.fromkeys(sentences))
+    near = prototypes.nearest(unique) if prototypes is not None else [[] for _ in unique]
+    return {s: detect_aspects(s, nearest=n) for s, n in zip(unique, near, strict=True)}
 
 
 def resolve_aspects(text: str) -> list[str]:
@@ -166,8 +177,8 @@ def resolve_aspects(text: str) -> list[str]:
         for candidate in (word, singular(word)):
             if candidate == "preference" or candidate in ASPECTS:
                 found.append(candidate)
-            elif candidate in _ASPECT_SYNONYMS:
-                found.append(_ASPECT_SYNONYMS[candidate])
+            elif candidate in ASPECT_SYNONYMS:
+                found.append(ASPECT_SYNONYMS[candidate])
     found.extend(detect_aspects(text))
     return list(dict.fromkeys(found))
 
@@ -221,7 +232,7 @@ def extract_cues(text: str, *, people: Iterable[str] = ()) -> list[TextCue]:
         rest = _mask(sentence, spans)
         tokens = [(m.group(0), m.start()) for m in _TOKEN_RE.finditer(rest)]
         _capitalized_runs(tokens, rest, known_people, add)
-        _lexicon_nouns(tokens, add)
+        _noun_phrases(tokens, add)
     return found
 
 
@@ -244,17 +255,13 @@ def _capitalized_runs(tokens: list[tuple[str, int]], text: str, people: set[str]
                 j += 2
             else:
                 break
-        # A lowercase place noun right after a name belongs to it: "Santo Antonio hospital".
-        if j < len(tokens) and tokens[j][0].lower() in _PLACE_NOUNS:
-            run.append(j)
-            j += 1
         words = [tokens[k][0] for k in run]
         words[-1] = re.sub(r"['’]s$", "", words[-1])
         phrase = " ".join(words)
         before = tokens[i - 1][0].lower() if i > 0 else ""
         if phrase.lower() in people or before in _KINSHIP:
             kind: CueKind = "person"
-        elif before in _PLACE_PREPOSITIONS or words[-1].lower() in _PLACE_NOUNS or words[0] in ("Rua", "Avenida"):
+        elif before in _PLACE_PREPOSITIONS:
             kind = "place"
         else:
             kind = "entity"
@@ -275,51 +282,43 @@ def _is_name_word(word: str, *, first: bool) -> bool:
     bare = re.sub(r"['’]s$", "", word)
     if bare in _MONTH_SET or bare in _WEEKDAYS:
         return False
-    if bare.lower() in _COMMON:
-        return False
-    # A sentence-initial "Pottery" or "Sushi" is a noun the lexicon pass picks up with its kind.
-    return not (first and bare.lower() in (_ACTIVITY_NOUNS | _THING_NOUNS))
+    return bare.lower() not in _COMMON
 
 
-def _lexicon_nouns(tokens: list[tuple[str, int]], add) -> None:  # noqa: ANN001
-    lowered = [t[0].lower() for t in tokens]
-    for i, word in enumerate(lowered):
-        if word not in _ACTIVITY_NOUNS and word not in _THING_NOUNS:
+def _noun_phrases(tokens: list[tuple[str, int]], add) -> None:  # noqa: ANN001
+    """The lowercase content words after a determiner or possessive: "my new flat" -> "new flat".
+
+    A general grammatical pattern (no noun list): the run stops at a function word, a closed-class word,
+    a capitalized word (a name, found above), a number or after three words; an "-ing" head is an activity.
+    """
+    for i, (word, _) in enumerate(tokens):
+        if word.lower() not in _DETERMINERS:
             continue
-        if not tokens[i][0][0].islower() and i > 0:
-            continue  # a capitalized head mid-sentence is part of a name, found above
-        if i + 1 < len(lowered) and tokens[i + 1][0][0].islower() and (
-            lowered[i + 1] in _ACTIVITY_NOUNS or lowered[i + 1] in _THING_NOUNS
-        ):
-            continue  # "ramen bar", "matcha latte": the compound is the cue, found at its last word
-        start = i
-        while start > 0 and i - start < 2:
-            prev = tokens[start - 1][0]
-            # "Night shifts ..." at the start of a sentence: a capitalized common word still modifies.
-            sentence_start = start - 1 == 0 and prev.lower() in _COMMON
-            if not (prev[0].islower() or sentence_start):
+        run: list[str] = []
+        for nxt, _ in tokens[i + 1 : i + 1 + _MAX_PHRASE_WORDS]:
+            low = nxt.lower().replace("’", "'")
+            if not nxt[0].islower() or low in _NOT_IN_PHRASE or not low.isalpha():
                 break
-            low = prev.lower()
-            if low in _FUNCTION_WORDS or low in _NOT_MODIFIERS or prev.isdigit():
-                break
-            start -= 1
-        phrase = " ".join(tokens[k][0] for k in range(start, i + 1))
-        kind: CueKind = "activity" if word in _ACTIVITY_NOUNS else "entity"
-        add(phrase, kind)
+            run.append(nxt)
+        if run:
+            add(" ".join(run), "activity" if run[-1].lower().endswith("ing") else "entity")
 
 
-def extract_personal_facts(turn: Turn) -> list[tuple[str, str, str, list[TextCue]]]:
+def extract_personal_facts(
+    turn: Turn, aspects_of: Mapping[str, list[str]] | None = None
+) -> list[tuple[str, str, str, list[TextCue]]]:
     """First-person sentences of a turn that say something about its speaker, with their aspects.
 
     Returns ``(person, aspect, content, cues)`` per (sentence, aspect); ``content`` is the sentence,
-    verbatim, attributed to the speaker.
+    verbatim, attributed to the speaker. ``aspects_of`` maps sentences to the aspects found for them
+    (with an embedder's prototypes); a sentence not in it gets the taxonomy words' aspects.
     """
     facts = []
     for sentence in pattern_sentences(turn.text):
         words = set(_words(sentence))
         if not words & _FIRST_PERSON:
             continue
-        aspects = detect_aspects(sentence)
+        aspects = (aspects_of or {}).get(sentence) or detect_aspects(sentence)
         cues = extract_cues(sentence, people=[turn.speaker])
         if not aspects or (aspects == ["preference"] and not cues):
             continue  # "I would love that." says nothing lasting about the speaker
@@ -332,11 +331,20 @@ def extract_personal_facts(turn: Turn) -> list[tuple[str, str, str, list[TextCue
 # -- building a session's records -------------------------------------------------------------------
 
 
-def heuristic_links(turns: Sequence[Turn], events: Sequence[Event]) -> list[CueLink]:
-    """Cue links of a session without a model: cues of each event's sentences, facts of first-person ones."""
+def heuristic_links(
+    turns: Sequence[Turn], events: Sequence[Event], *, prototypes: AspectPrototypes | None = None
+) -> list[CueLink]:
+    """Cue links of a session without a model: cues of each event's sentences, facts of first-person ones.
+
+    With ``prototypes`` (an embedder's aspect prototypes) sentences are filed under the aspects they are
+    near; without, under the aspects whose taxonomy words they use.
+    """
     by_id = {t.dia_id: t for t in turns}
     speakers = sorted({t.speaker for t in turns})
     links: list[CueLink] = []
+    aspects_of = _aspects_by_sentence(
+        [s for t in turns for s in (*pattern_sentences(t.text), pattern_text(t.text))], prototypes
+    )
     for event in events:
         for tid in event.turn_ids:
             turn = by_id.get(tid)
@@ -345,16 +353,17 @@ def heuristic_links(turns: Sequence[Turn], events: Sequence[Event]) -> list[CueL
             sentences = pattern_sentences(turn.text)
             if turn.image_caption:
                 sentences.append(f"[shares an image: {turn.image_caption}]")
-            turn_aspects = detect_aspects(pattern_text(turn.text))
+            turn_aspects = aspects_of.get(pattern_text(turn.text)) or detect_aspects(pattern_text(turn.text))
             for sentence in sentences:
                 # "His name is Biscuit." follows "I adopted a dog": the turn says what the sentence is about.
-                aspects = [a for a in detect_aspects(sentence) if a != "preference"] or turn_aspects
+                own = aspects_of.get(sentence) or detect_aspects(sentence)
+                aspects = [a for a in own if a != "preference"] or turn_aspects
                 for cue in extract_cues(sentence, people=speakers):
                     label = next((a for a in aspects if a != "preference"), None) or cue.kind
                     links.append(CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker,
                                          f"{turn.speaker}: {sentence}"))
     for turn in turns:
-        for person, aspect, content, cues in extract_personal_facts(turn):
+        for person, aspect, content, cues in extract_personal_facts(turn, aspects_of):
             fid = personal_fact_id(turn.dia_id, person, aspect, content)
             links.append(CueLink(person, "person", "fact", fid, aspect, person, content))
             for cue in cues:
@@ -372,14 +381,16 @@ def build_cue_layer(
     existing_cues: Mapping[str, Cue] | None = None,
     existing_tags: Iterable[str] = (),
     heuristic: bool = True,
+    prototypes: AspectPrototypes | None = None,
 ) -> CueLayerBatch:
     """The cue and tag records of a session: heuristic links (when asked) plus ``extra_links``.
 
     Cues and tags already committed are not written again, except a cue whose kind this session
     makes more specific ("Lisbon" first seen as an entity, later after "in": a place). Tags are unique
-    per (cue, target, label); the first sentence that gave one is its content.
+    per (cue, target, label); the first sentence that gave one is its content. ``prototypes`` file the
+    heuristic links' sentences under aspects by similarity (``heuristic_links``).
     """
-    links = [*(heuristic_links(turns, events) if heuristic else []), *extra_links]
+    links = [*(heuristic_links(turns, events, prototypes=prototypes) if heuristic else []), *extra_links]
     known_cues, known_tags = dict(existing_cues or {}), set(existing_tags)
     # A name said once at the start of a sentence ("Porto is lovely") and once after "in" is a place:
     # the most specific kind any mention gives wins.

@@ -56,14 +56,14 @@ ASSERTED_CONFIDENCE = 0.9
 INFERRED_CONFIDENCE = 0.7
 HEDGED_CONFIDENCE = 0.6
 
-# Single-valued relations hold one value at a time: a new value closes the old one's interval.
+# The relation schema the extractors share (general profile relations, as the LLM prompt lists them; entries
+# once named after the sample's sentences are gone). Single-valued relations hold one value at a time: a new value closes the old one's interval.
 # Anything not listed (and not hinted by the extractor) is multi-valued, the safe default: a
 # parallel fact never hides another one.
 DEFAULT_CARDINALITY: dict[str, Cardinality] = {
     # single
     "lives_in": "single",
     "home_in": "single",
-    "flat_in": "single",
     "works_at": "single",
     "occupation": "single",
     "married_to": "single",
@@ -81,7 +81,6 @@ DEFAULT_CARDINALITY: dict[str, Cardinality] = {
     "favourite_movie": "single",
     "studies_at": "single",
     "current_goal": "single",
-    "job_schedule": "single",
     # multi
     "likes": "multi",
     "dislikes": "multi",
@@ -105,8 +104,6 @@ DEFAULT_CARDINALITY: dict[str, Cardinality] = {
     "started": "multi",
     "finished": "multi",
     "signed_up_for": "multi",
-    "never_tried": "multi",
-    "job_offer_from": "multi",
     "is_a": "multi",
     "helped": "multi",
     "decided_because": "multi",
@@ -153,6 +150,18 @@ RELATION_ALIASES: dict[str, str] = {
     "type_of": "is_a",
     "kind_of": "is_a",
     "instance_of": "is_a",
+    "lived_in": "lives_in",
+    "moved_into": "lives_in",
+    "work_as": "occupation",
+    "worked_at": "works_at",
+    "enjoy": "likes",
+    "want": "wants",
+    "want_to": "wants",
+    "wanted": "wants",
+    "wanted_to": "wants",
+    "plan_to": "plans",
+    "hope_to": "wants",
+    "drink": "drinks",
 }
 
 _ARTICLES = re.compile(r"^(?:the|a|an|my|his|her|their|our)\s+", re.IGNORECASE)

@@ -51,6 +51,7 @@ __all__ = [
 ]
 
 VARIABLE_NAME = re.compile(r"[a-z_][a-z0-9_]*")  # used with fullmatch: "x\n" is no variable
+# Word lists here: generic type names and articles (closed class).
 _GENERIC_TYPES = frozenset({"thing", "entity", "object", "any", "something", "value"})
 _ARTICLES = frozenset({"a", "an", "the"})
 _ESCAPED = "\\()&"

@@ -16,6 +16,8 @@ from functools import lru_cache
 
 from nltk.stem import PorterStemmer
 
+from logicmap.memory.lexicon import IRREGULAR_VERBS
+
 __all__ = [
     "FUNCTION_WORDS",
     "NO_ANSWER",
@@ -43,6 +45,7 @@ NO_ANSWER = "Not mentioned in the conversation"
 phrase for an unanswerable question, which its scorer counts as abstaining)."""
 
 _TOKEN = re.compile(r"[a-z0-9]+")
+# Word lists here: closed-class English (function words, auxiliaries, interjections, irregular verbs).
 STOP_WORDS = frozenset(
     "a an the and or of to in on at for with is was were are be been it its this that i you he she we they "
     "my your his her our their me him them do did does so but if as by from about what which who when where "
@@ -55,13 +58,7 @@ FUNCTION_WORDS = STOP_WORDS | frozenset(
 )
 """``STOP_WORDS`` plus the other words that carry no content in a question or a memory (auxiliaries,
 demonstratives, interjections)."""
-_IRREGULAR = {
-    "had": "have", "has": "have", "went": "go", "gone": "go", "ate": "eat", "eaten": "eat", "drank": "drink",
-    "drunk": "drink", "ran": "run", "got": "get", "made": "make", "bought": "buy", "saw": "see", "seen": "see",
-    "took": "take", "taken": "take", "met": "meet", "told": "tell", "said": "say", "felt": "feel", "left": "leave",
-    "came": "come", "gave": "give", "found": "find", "began": "begin", "kept": "keep", "thought": "think",
-    "brought": "bring",
-}
+_IRREGULAR = IRREGULAR_VERBS  # past forms -> base forms: a general grammar table (memory/lexicon.py)
 PATTERN_TEXT_LIMIT = 32_000
 """Characters of one turn the no-LLM fact and cue patterns read (``pattern_text``): a turn longer than this
 (a pasted document, a 1 MB message) is read up to here and the ingest report says so. Conversational

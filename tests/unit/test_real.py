@@ -263,7 +263,9 @@ def test_heuristic_policy_on_the_sample(ingested_sample):
     assert {a.strip().lower() for a in foods.answer.split(",")} == {"sushi", "pasteis de nata"}
     assert {"D1:6", "D5:3"} <= set(foods.cited_turns())
     dog = answer("What is the name of Maya's dog?", "sample", resources=ingested_sample, policy="heuristic")
-    assert dog.answer == "Biscuit" and "-[has_pet" in dog.evidence[0].text
+    # "dog" is no word of the relation has_pet (no fitted gloss says so), so the no-LLM beam starts from the
+    # "adopted dog" fact and extends it; the answer is no longer Biscuit (the honest no-LLM figure, issue 19).
+    assert dog.cost.llm_calls == 0 and dog.evidence and all("dog" in e.text for e in dog.evidence)
     assert {e.id for e in dog.evidence} <= set(dog.details["final_paths"])  # the evidence is the final set
 
 
