@@ -42,7 +42,15 @@ from logicmap.prompts.cues import CueExtraction
 from logicmap.prompts.real_extract import FactExtraction
 from logicmap.prompts.segment import Segmentation
 
-__all__ = ["MIN_TURN_ROOM", "ROLE", "CueWindow", "SessionLayers", "analysis_windows", "analyze_session", "combined_pays"]
+__all__ = [
+    "MIN_TURN_ROOM",
+    "ROLE",
+    "CueWindow",
+    "SessionLayers",
+    "analysis_windows",
+    "analyze_session",
+    "combined_pays",
+]
 
 ROLE = "session_analyst"
 SEGMENTER, FACTS, CUES = "segmenter", "fact_extractor", "cue_extractor"
@@ -74,8 +82,10 @@ class SessionLayers(BaseModel):
         for fact in layers.facts.facts if layers.facts else []:
             fact.turn_ids = [moved.get(t, t) for t in fact.turn_ids]
         for window in layers.cue_windows or []:
-            for item in [*(window.extraction.units if window.extraction else []),
-                         *(window.extraction.person_facts if window.extraction else [])]:
+            for item in [
+                *(window.extraction.units if window.extraction else []),
+                *(window.extraction.person_facts if window.extraction else []),
+            ]:
                 item.turn_id = moved.get(item.turn_id, item.turn_id)
         return layers
 
@@ -84,20 +94,26 @@ def _overhead(session_date: str | None, speakers: list[str], facts: bool, cues: 
     return prompt_chars(prompt.build_messages("", session_date, speakers, facts=facts, cues=cues))
 
 
-def analysis_windows(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget, *, facts: bool,
-                     cues: bool) -> list[tuple[int, int]]:
+def analysis_windows(
+    turns: Sequence[Turn], session_date: str | None, budget: ContextBudget, *, facts: bool, cues: bool
+) -> list[tuple[int, int]]:
     """The turn windows of a combined call: its prompt is larger and its reply holds one part per layer."""
     room = ContextBudget(budget.context_tokens, reply_parts=1 + facts + cues).prompt_chars
     speakers = list(dict.fromkeys(t.speaker for t in turns))
     overhead = _overhead(session_date, speakers, facts, cues)
     ends = np.cumsum([0, *(len(t.render()) + 1 for t in turns)])
-    windows = plan_windows(len(turns), lambda start, end: overhead + int(ends[end] - ends[start]) - 1, room,
-                           cut_ok=lambda i: not turns[i].answers(turns[i - 1]))
+    windows = plan_windows(
+        len(turns),
+        lambda start, end: overhead + int(ends[end] - ends[start]) - 1,
+        room,
+        cut_ok=lambda i: not turns[i].answers(turns[i - 1]),
+    )
     return windows or [(0, 0)]
 
 
-def combined_pays(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget, *, facts: bool,
-                  cues: bool) -> bool:
+def combined_pays(
+    turns: Sequence[Turn], session_date: str | None, budget: ContextBudget, *, facts: bool, cues: bool
+) -> bool:
     """Whether the combined prompt fits the budget with room for turns (``MIN_TURN_ROOM``) and makes no more
     calls than the separate roles (each of which needs at least the segmenter's windows): false for a context
     too small for its instructions, or a session so long that its smaller windows cost more calls."""
@@ -110,40 +126,72 @@ def combined_pays(turns: Sequence[Turn], session_date: str | None, budget: Conte
 
 
 def _parts(turns: Sequence[Turn], vectors: np.ndarray, speakers: list[str], facts: bool, cues: bool) -> list[RolePart]:
-    parts = [RolePart(SEGMENTER, Segmentation, partial(changepoint_segments, turns, vectors),
-                      partial(validate_segmentation, turns=turns))]
+    parts = [
+        RolePart(
+            SEGMENTER,
+            Segmentation,
+            partial(changepoint_segments, turns, vectors),
+            partial(validate_segmentation, turns=turns),
+        )
+    ]
     if facts:
-        parts.append(RolePart(FACTS, FactExtraction, partial(pattern_extraction, turns, speakers),
-                              partial(validate_facts, turns=turns)))
+        parts.append(
+            RolePart(
+                FACTS,
+                FactExtraction,
+                partial(pattern_extraction, turns, speakers),
+                partial(validate_facts, turns=turns),
+            )
+        )
     if cues:
         parts.append(RolePart(CUES, CueExtraction, CueExtraction, partial(validate_cues, turns=turns)))
     return parts
 
 
-def _window_task(llm: BaseChatModel | None, turns: Sequence[Turn], vectors: np.ndarray, session_date: str | None,
-                 speakers: list[str], budget: ContextBudget, notes: list[str], options: dict) -> partial:
+def _window_task(
+    llm: BaseChatModel | None,
+    turns: Sequence[Turn],
+    vectors: np.ndarray,
+    session_date: str | None,
+    speakers: list[str],
+    budget: ContextBudget,
+    notes: list[str],
+    options: dict,
+) -> partial:
     facts, cues = options["facts"], options["cues"]
     room = ContextBudget(budget.context_tokens, reply_parts=1 + facts + cues).prompt_chars
     lines, clipped = fit_lines(
         [t.render() for t in turns],
-        lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date, speakers, facts=facts,
-                                                         cues=cues)),
-        room, labels=[f"turn {t.dia_id}" for t in turns], role=f"{ROLE} ({SEGMENTER})",
+        lambda shown: prompt_chars(
+            prompt.build_messages("\n".join(shown), session_date, speakers, facts=facts, cues=cues)
+        ),
+        room,
+        labels=[f"turn {t.dia_id}" for t in turns],
+        role=f"{ROLE} ({SEGMENTER})",
     )
     notes.extend(clipped)
     return partial(
-        run_role_parts, llm, role=ROLE,
+        run_role_parts,
+        llm,
+        role=ROLE,
         messages=prompt.build_messages("\n".join(lines), session_date, speakers, facts=facts, cues=cues),
-        schema=prompt.analysis_schema(facts, cues), parts=_parts(turns, vectors, speakers, facts, cues),
-        method=options["method"], tags=options["tags"], metadata=options["metadata"],
+        schema=prompt.analysis_schema(facts, cues),
+        parts=_parts(turns, vectors, speakers, facts, cues),
+        method=options["method"],
+        tags=options["tags"],
+        metadata=options["metadata"],
     )
 
 
 def _part_outcomes(outcomes: Sequence[PartsOutcome], role: str) -> list[RoleOutcome]:
     """One role's outcome per window (the cost stays with the segmentation, which carries the calls)."""
     return [
-        RoleOutcome(output=o.outputs[role], cost=Cost(), attempts=o.attempts,
-                    fallback=next((f for f in o.fallbacks if f.role == role), None))
+        RoleOutcome(
+            output=o.outputs[role],
+            cost=Cost(),
+            attempts=o.attempts,
+            fallback=next((f for f in o.fallbacks if f.role == role), None),
+        )
         for o in outcomes
     ]
 
@@ -166,12 +214,19 @@ def analyze_session(
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
     speakers = list(dict.fromkeys(t.speaker for t in turns))
-    options = {"method": method, "tags": tags, "facts": facts, "cues": cues,
-               "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    options = {
+        "method": method,
+        "tags": tags,
+        "facts": facts,
+        "cues": cues,
+        "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION},
+    }
     windows = analysis_windows(turns, session_date, budget, facts=facts, cues=cues)
     notes: list[str] = []
-    tasks = [_window_task(llm, turns[start:end], vectors[start:end], session_date, speakers, budget, notes, options)
-             for start, end in windows]
+    tasks = [
+        _window_task(llm, turns[start:end], vectors[start:end], session_date, speakers, budget, notes, options)
+        for start, end in windows
+    ]
     outcomes: list[PartsOutcome] = run_windows(tasks)  # type: ignore[arg-type]
     parts = _part_outcomes(outcomes, SEGMENTER)
     segmentation = merge_outcomes(Segmentation(events=[e for p in parts for e in p.output.events]), parts, notes)
@@ -185,7 +240,9 @@ def analyze_session(
         layers.facts, layers.fact_fallbacks = merged.output, merged.fallbacks
     if cues:
         parts = _part_outcomes(outcomes, CUES)
-        layers.cue_windows = [CueWindow(start=start, end=end, extraction=None if p.fallback else p.output)
-                              for (start, end), p in zip(windows, parts)]
+        layers.cue_windows = [
+            CueWindow(start=start, end=end, extraction=None if p.fallback else p.output)
+            for (start, end), p in zip(windows, parts)
+        ]
         layers.cue_fallbacks = merge_outcomes(CueExtraction(), parts).fallbacks
     return segmentation, layers
