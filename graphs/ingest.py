@@ -661,7 +661,7 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
 
 
 def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Split the current session into events (LLM segmenter, or change points of turn embeddings)."""
+    """Split the current session into events (LLM segmenter or session analyst, or change points of turn embeddings)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     namespace, session = state["namespace"], state["current"]
     assert session is not None
@@ -669,7 +669,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     snapshot = res.store.snapshot(namespace)
     turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in turns]), dtype=np.float32)
-    policy, llm = _policy_and_llm(ctx, res)
+    policy, _ = _policy_and_llm(ctx, res)
     fallbacks: list[FallbackRecord] = []
     cost, notes, layers = Cost(), [], None
     if policy == "heuristic":
