@@ -10,7 +10,7 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 
 | method | graph | roles (module: role) |
 | --- | --- | --- |
-| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor |
+| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor; ``session_analyst``: segmenter, fact and cue extractor in one call (combined extraction, the default) |
 | CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers and the no-LLM search policy; ``responder``: responder |
 | Goal-Mem | ``graphs.goalmem`` | ``goalmem``: parser, decomposer, unifier, refiner, generator; ``goalmem_heuristics``: their no-LLM policy; ``goalmem_forward``: the forward baselines' roles |
 | REAL | ``graphs.real`` | ``real``: root planner, path evaluator, answerer, counterfactual repair rules |
@@ -18,7 +18,7 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 | Memory-R2 | ``graphs.ingest_r2`` (ingest with ``memory_manager="r2"``), ``graphs.r2``, ``evals.train.logo_grpo`` | ``r2``: fact extractor and memory manager (ADD / UPDATE / DELETE / NOOP), fact answerer; ``r2_distill``: the answer agent's memory distillation |
 | evaluation | ``evals`` | ``judge``: LLM judge |
 
-Plumbing: ``base`` (the role runner, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory),
+Plumbing: ``base`` (the role runner, the parts runner of combined calls, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory),
 ``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models).
 """
 

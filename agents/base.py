@@ -10,6 +10,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
@@ -25,13 +26,16 @@ __all__ = [
     "Cost",
     "DeadlineExceeded",
     "FallbackRecord",
+    "PartsOutcome",
     "ProviderError",
     "RoleOutcome",
+    "RolePart",
     "add_cost",
     "parse_json_reply",
     "request_reply",
     "retry_config",
     "run_role",
+    "run_role_parts",
 ]
 
 T = TypeVar("T", bound=BaseModel)
@@ -345,3 +349,122 @@ def run_role(
         fallback=FallbackRecord(role=role, reason=reason, errors=errors),
         attempts=attempts,
     )
+
+
+@dataclass(frozen=True)
+class RolePart:
+    """One part of a combined reply: the role it stands for, the reply fields it reads (``schema``'s fields),
+    its validation and its own deterministic fallback."""
+
+    role: str
+    schema: type[BaseModel]
+    fallback: Callable[[], BaseModel]
+    validate: Callable[[Any], list[str]] | None = None
+
+
+class PartsOutcome(BaseModel):
+    """A combined call's result: each part's output (by role), the call's cost, one fallback per failed part."""
+
+    outputs: dict[str, Any]
+    cost: Cost
+    fallbacks: list[FallbackRecord] = Field(default_factory=list)
+    attempts: int = 0
+
+
+def _read_part(data: Any, part: RolePart) -> tuple[BaseModel | None, list[str]]:
+    """A part read from the reply's JSON object: its fields validated with its schema and its validator."""
+    fields = list(part.schema.model_fields)
+    if not isinstance(data, dict):
+        return None, [f"the reply is not a JSON object with the fields {fields}"]
+    present = {k: data[k] for k in fields if k in data}
+    if not present:
+        return None, [f"the reply has no {' / '.join(repr(f) for f in fields)} part"]
+    try:
+        output = part.schema.model_validate(present)
+        problems = part.validate(output) if part.validate else []
+    except (ValueError, ValidationError, TypeError) as exc:
+        output, problems = None, [str(exc)[:1000]]
+    return (output if not problems else None), problems
+
+
+def _read_parts(reply: BaseMessage, parts: Sequence[RolePart]) -> dict[str, tuple[BaseModel | None, list[str]]]:
+    finish = _finish_problem(reply)
+    if finish and "content_filter" in finish:
+        return {p.role: (None, [finish]) for p in parts}
+    try:
+        data = parse_json_reply(reply)
+    except (ValueError, TypeError) as exc:
+        return {p.role: (None, [*([finish] if finish else []), str(exc)[:1000]]) for p in parts}
+    read = {p.role: _read_part(data, p) for p in parts}
+    if finish:
+        read = {role: (out, [finish, *problems] if problems else problems) for role, (out, problems) in read.items()}
+    return read
+
+
+def run_role_parts(
+    llm: BaseChatModel | None,
+    *,
+    role: str,
+    messages: list[BaseMessage],
+    schema: type[BaseModel],
+    parts: Sequence[RolePart],
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
+) -> PartsOutcome:
+    """One call whose reply (``schema``) holds several roles' parts, each validated on its own.
+
+    A part that fails validation is asked for again once (with its errors; the other parts of the first reply
+    are kept); a part still invalid then uses its own fallback and records a ``FallbackRecord`` under its own
+    role. Provider failures raise ``ProviderError`` as in ``run_role``. The call is tagged ``role:<role>`` and
+    ``part:<part role>`` for each part.
+    """
+    started = time.perf_counter()
+    cost = Cost()
+    if llm is None:
+        return PartsOutcome(
+            outputs={p.role: p.fallback() for p in parts},
+            cost=cost,
+            fallbacks=[FallbackRecord(role=p.role, reason="no chat model configured") for p in parts],
+        )
+    bound = _bind(llm, schema, method)
+    part_tags = [f"part:{p.role}" for p in parts]
+    config = {"run_name": role, "tags": [f"role:{role}", *part_tags, *tags], "metadata": dict(metadata or {})}
+    conversation = list(messages)
+    outputs: dict[str, BaseModel] = {}
+    errors: dict[str, list[str]] = {p.role: [] for p in parts}
+    attempts = 0
+    for attempt in range(2):
+        attempts += 1
+        missing = [p for p in parts if p.role not in outputs]
+        attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
+        reply, problem, shown = request_reply(bound, conversation, attempt_config, llm, cost)
+        read = {p.role: (None, [problem]) for p in missing} if reply is None else _read_parts(reply, missing)
+        kept = {name: out for name, (out, _) in read.items() if out is not None}
+        outputs.update(kept)
+        cost.usable_replies += 1 if kept else 0
+        failed = {name: problems for name, (out, problems) in read.items() if out is None}
+        if not failed:
+            break
+        for name, problems in failed.items():
+            errors[name].append(f"attempt {attempt + 1}: " + "; ".join(problems)[:1500])
+        shown = _shown(reply) if reply is not None else shown
+        listed = "\n".join(f"- {name}: " + "; ".join(problems)[:1000] for name, problems in failed.items())
+        conversation = [
+            *messages,
+            AIMessage(content=shown[:4000]),
+            HumanMessage(
+                content=f"Parts of your reply were not valid:\n{listed[:2000]}\nReply again with one JSON object "
+                f"matching the {schema.__name__} schema, all parts included."
+            ),
+        ]
+    cost.wall_time_s = time.perf_counter() - started
+    fallbacks = [
+        FallbackRecord(role=p.role, reason="invalid model output after one retry", errors=errors[p.role])
+        for p in parts
+        if p.role not in outputs
+    ]
+    for p in parts:
+        if p.role not in outputs:
+            outputs[p.role] = p.fallback()
+    return PartsOutcome(outputs=outputs, cost=cost, fallbacks=fallbacks, attempts=attempts)

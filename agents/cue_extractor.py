@@ -30,7 +30,7 @@ from logicmap.memory.records import Event, Turn
 from logicmap.prompts import cues as prompt
 from logicmap.prompts.cues import CueExtraction
 
-__all__ = ["extract_session_cues", "links_from_extraction", "session_cue_links", "validate_extraction"]
+__all__ = ["extract_session_cues", "links_from_extraction", "session_cue_links", "validate_extraction", "window_links"]
 
 # A rewritten statement that still opens with one of these has not resolved who it is about.
 _PRONOUNS = frozenset("i me my you your he him his she her hers it its we us our they them their".split())
@@ -161,15 +161,25 @@ def session_cue_links(
 
     Returns the links and the merged outcome (cost, each window's ``FallbackRecord``, notes)."""
     windows, outcomes, notes = _run(llm, turns, session_time, method, tags, metadata, budget)
-    links: list[CueLink] = []
+    extractions = [None if o.fallback is not None else o.output for o in outcomes]
     merged = CueExtraction()
-    for (start, end), outcome in zip(windows, outcomes):
+    for extraction in extractions:
+        if extraction is not None:
+            merged.units.extend(extraction.units)
+            merged.person_facts.extend(extraction.person_facts)
+    return window_links(turns, events, windows, extractions), merge_outcomes(merged, outcomes, notes)
+
+
+def window_links(turns: Sequence[Turn], events: Sequence[Event], windows: Sequence[tuple[int, int]],
+                 extractions: Sequence[CueExtraction | None]) -> list[CueLink]:
+    """The session's cue links, window by window: the model's extraction, or the lexical builder's links for a
+    window whose extraction fell back (``None``)."""
+    links: list[CueLink] = []
+    for (start, end), extraction in zip(windows, extractions):
         window = list(turns[start:end])
-        if outcome.fallback is not None:
+        if extraction is None:
             ids = {t.dia_id for t in window}
             links.extend(heuristic_links(window, [e for e in events if ids.intersection(e.turn_ids)]))
-            continue
-        links.extend(links_from_extraction(outcome.output, events, window))
-        merged.units.extend(outcome.output.units)
-        merged.person_facts.extend(outcome.output.person_facts)
-    return links, merge_outcomes(merged, outcomes, notes)
+        else:
+            links.extend(links_from_extraction(extraction, events, window))
+    return links

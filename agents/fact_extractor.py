@@ -45,6 +45,7 @@ __all__ = [
     "extract_session_facts",
     "facts_from_extraction",
     "is_hedged",
+    "merge_extractions",
     "pattern_extraction",
     "validate_extraction",
 ]
@@ -406,7 +407,7 @@ def _window_messages(turns: Sequence[Turn], session_date: str | None, speakers: 
     return prompt.build_messages("\n".join(lines), session_date, speakers)
 
 
-def _merge_extractions(extractions: Sequence[FactExtraction]) -> FactExtraction:
+def merge_extractions(extractions: Sequence[FactExtraction]) -> FactExtraction:
     """The windows' facts in order; a triple stated in two windows is one fact citing both windows' turns."""
     merged: dict[tuple[str, str, str], ExtractedFact] = {}
     for extraction in extractions:
@@ -453,5 +454,5 @@ def extract_session_facts(
         for start, end in windows or [(0, 0)]
     ]
     outcomes = run_windows(tasks)
-    output = outcomes[0].output if len(outcomes) == 1 else _merge_extractions([o.output for o in outcomes])
+    output = outcomes[0].output if len(outcomes) == 1 else merge_extractions([o.output for o in outcomes])
     return merge_outcomes(output, outcomes, notes)

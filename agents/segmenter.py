@@ -31,6 +31,7 @@ from logicmap.prompts.segment import Segmentation, SegmentedEvent
 
 __all__ = [
     "changepoint_segments",
+    "complete_segmentation",
     "finalize_times",
     "render_turns",
     "segment_session",
@@ -144,6 +145,11 @@ def finalize_times(result: Segmentation, turns: Sequence[Turn], session_time: da
     return Segmentation(events=events)
 
 
+def complete_segmentation(result: Segmentation, turns: Sequence[Turn], session_time: datetime | None) -> Segmentation:
+    """The windows' events made whole: every turn cited (an orphan joins the event before it), times resolved."""
+    return finalize_times(_cover_all_turns(result, turns), turns, session_time)
+
+
 def segment_windows(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget) -> list[tuple[int, int]]:
     """The turn windows a session is segmented in (one when its prompt fits the budget)."""
     lines = [t.render() for t in turns]
@@ -215,6 +221,5 @@ def segment_session(
     outcomes = run_windows(tasks)
     merged = Segmentation(events=[event for outcome in outcomes for event in outcome.output.events])
     outcome = merge_outcomes(merged, outcomes, notes)
-    covered = _cover_all_turns(outcome.output, turns)
-    outcome.output = finalize_times(covered, turns, session_time)
+    outcome.output = complete_segmentation(outcome.output, turns, session_time)
     return outcome

@@ -46,6 +46,8 @@ class ContextBudget:
     """How much prompt a role may send: the model's context minus room for the reply and for one retry."""
 
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
+    reply_parts: int = 1
+    """Roles answered in one reply (a combined call): each part's reply needs room, up to half the context."""
 
     @property
     def total_chars(self) -> int:
@@ -53,7 +55,8 @@ class ContextBudget:
 
     @property
     def reply_chars(self) -> int:
-        return min(max(256, self.context_tokens // 4), 4096) * CHARS_PER_TOKEN
+        one = min(max(256, self.context_tokens // 4), 4096) * CHARS_PER_TOKEN
+        return min(one * max(1, self.reply_parts), max(one, self.total_chars // 2))
 
     @property
     def prompt_chars(self) -> int:

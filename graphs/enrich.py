@@ -4,7 +4,8 @@ The ingest graph calls ``graphs.ingest_facts.enrich`` in its ``facts`` node,
 ``graphs.ingest_cues.enrich`` in its ``cues`` node and ``graphs.ingest_r2.enrich`` in its ``r2`` node (only
 with the Memory-R2 manager), parallel branches; each returns an ``Enrichment``
 that the commit node adds to the session's change set, so the extra records become visible atomically
-with the session.
+with the session. When the session analyst already extracted a layer in its combined call
+(``EnrichRequest.layers``), the enricher builds the records from that part instead of calling its role.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
 from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.agents.session_analyst import SessionLayers
 from logicmap.agents.windowing import ContextBudget
 from logicmap.memory.loaders import Session
 from logicmap.memory.r2 import FactRecord
@@ -44,6 +46,7 @@ class EnrichRequest:
     budget: ContextBudget = field(default_factory=ContextBudget)
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    layers: SessionLayers | None = None  # the session analyst's facts and cue parts: no call of the enricher's own
 
 
 class Enrichment(BaseModel):

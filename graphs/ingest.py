@@ -1,4 +1,8 @@
-"""The ingest graph: per session segment -> relate -> fuse -> topics -> facts -> cues -> commit, into existing memory.
+"""The ingest graph: per session segment -> relate -> fuse -> topics -> facts | cues -> commit, into existing memory.
+
+With the fact and cue layers on, ``segment`` asks the session analyst for the events, facts and cue units in
+one call per window (``IngestContext.combined_extraction``), and ``facts`` and ``cues`` build their records
+from those parts: two or three calls per session (segment, relate, the coreference judge when needed).
 
 Sessions already committed are skipped, so re-running a file is a no-op and an interrupted ingest
 resumes at the first uncommitted session. Studio loads ``graph`` from this module.
@@ -29,6 +33,7 @@ from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdict
 from logicmap.agents.provider import run_scope
 from logicmap.agents.relations import chain_relations, relate_session
 from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session, time_phrase_notes
+from logicmap.agents.session_analyst import SessionLayers, analyze_session, combined_pays
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
 from logicmap.graphs import ingest_cues, ingest_facts, ingest_r2
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
@@ -127,6 +132,9 @@ class IngestContext:
     memory, session by session; the ``r2`` answering strategy reads it."""
     context_tokens: int = DEFAULT_CONTEXT_TOKENS
     """The chat model's context window in tokens: longer sessions are sent to each role in windows that fit."""
+    combined_extraction: bool | None = None
+    """Segment a session and extract its facts and cues in one call per window (false: one call per role, which
+    small models may answer better); unset: the LOGICMAP_COMBINED_EXTRACTION setting (default true)."""
     namespace: str | None = namespace_field()
     source: SkipJsonSchema[str | None] = None
     """Who writes (Python callers only): recorded as the namespace's source when this run creates it; default
@@ -216,6 +224,8 @@ class IngestState(TypedDict, total=False):
     session_cost: Cost
     session_fallbacks: list[FallbackRecord]
     session_stats: dict[str, Any]
+    layers: SessionLayers | None
+    """The facts and cue parts of the session analyst's combined call (None: the enrichers call their roles)."""
     enrichments: Annotated[list[Enrichment], add_enrichments]
     started: float
     conflicts: int
@@ -539,7 +549,8 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
     request = EnrichRequest(
         namespace=state["namespace"], session=session, turns=state["turns"], events=list(change.events),
         snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy, llm=llm,
-        embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens), **_trace(state, ctx),
+        embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens),
+        layers=state.get("layers"), **_trace(state, ctx),
     )
     return {"enrichments": [enrich(request).model_copy(update={"kind": kind})]}
 
@@ -603,6 +614,33 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
     )
 
 
+def _combined(ctx: IngestContext, res: Resources) -> bool:
+    """Whether the session analyst's combined call replaces the segmenter's, facts' and cues' own calls."""
+    wanted = ctx.combined_extraction if ctx.combined_extraction is not None else res.settings.combined_extraction
+    return bool(wanted) and (ctx.extract_facts or ctx.extract_cues)
+
+
+def _segment_with_model(state: IngestState, runtime: Runtime[IngestContext], turns: list[Turn],
+                        vectors: np.ndarray) -> tuple[Any, SessionLayers | None]:
+    """The session's events from the model and, in combined mode, its facts and cue parts from the same calls.
+
+    A context too small for the combined prompt, or a session so long that it would need more calls than the
+    separate roles, is segmented alone, and the facts and cues nodes call their own roles (the report notes it)."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    session, budget = state["current"], ContextBudget(ctx.context_tokens)
+    options = {"session_time": session.timestamp, "method": res.method, "budget": budget, **_trace(state, ctx)}
+    session_date = session.timestamp.isoformat() if session.timestamp else None
+    layers_on = {"facts": ctx.extract_facts, "cues": ctx.extract_cues}
+    if _combined(ctx, res):
+        if combined_pays(turns, session_date, budget, **layers_on):
+            return analyze_session(res.llm, turns, vectors, **layers_on, **options)
+        outcome = segment_session(res.llm, turns, vectors, **options)
+        outcome.notes.append("session_analyst: the combined prompt does not fit the context budget, or needs more "
+                             "calls than one per role, for this session; the roles were called separately")
+        return outcome, None
+    return segment_session(res.llm, turns, vectors, **options), None
+
+
 # -- nodes ------------------------------------------------------------------------------------------
 
 
@@ -627,7 +665,7 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
 
 
 def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
-    """Split the current session into events (LLM segmenter, or change points of turn embeddings)."""
+    """Split the current session into events (LLM segmenter or session analyst, or change points of turn embeddings)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     namespace, session = state["namespace"], state["current"]
     assert session is not None
@@ -635,14 +673,13 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     snapshot = res.store.snapshot(namespace)
     turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in turns]), dtype=np.float32)
-    policy, llm = _policy_and_llm(ctx, res)
+    policy, _ = _policy_and_llm(ctx, res)
     fallbacks: list[FallbackRecord] = []
-    cost, notes = Cost(), []
+    cost, notes, layers = Cost(), [], None
     if policy == "heuristic":
         segmentation = finalize_times(changepoint_segments(turns, vectors), turns, session.timestamp)
     else:
-        outcome = segment_session(llm, turns, vectors, session_time=session.timestamp, method=res.method,
-                                  budget=ContextBudget(ctx.context_tokens), **_trace(state, ctx))
+        outcome, layers = _segment_with_model(state, runtime, turns, vectors)
         segmentation, cost, notes = outcome.output, outcome.cost, outcome.notes
         fallbacks.extend(outcome.fallbacks)
     events = _session_events(segmentation, namespace, session, turns, _next_order(snapshot),
@@ -656,6 +693,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         "session_cost": cost,
         "session_fallbacks": fallbacks,
         "session_stats": {"policy": policy, "notes": notes},
+        "layers": layers,
         "conflicts": 0,
     }
 
@@ -812,6 +850,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
                    for i, e in enumerate(state["events"])],
         "relations": [r.model_copy(update={"turn_ids": [moved.get(t, t) for t in r.turn_ids]})
                       for r in state.get("relations", [])],
+        "layers": state["layers"].renamed(moved) if state.get("layers") is not None else None,
         "base_generation": snapshot.generation,
     }
 

@@ -7,7 +7,7 @@ records commit with the session, so they become visible atomically with it.
 
 from __future__ import annotations
 
-from logicmap.agents.cue_extractor import session_cue_links
+from logicmap.agents.cue_extractor import session_cue_links, window_links
 from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
 from logicmap.memory.cue_extraction import aspect_prototypes, build_cue_layer
 
@@ -15,14 +15,20 @@ __all__ = ["enrich"]
 
 
 def enrich(request: EnrichRequest) -> Enrichment:
-    """Cues and tags for one session: the cue extractor's with the LLM policy, else the lexical builder's."""
+    """Cues and tags for one session: the cue extractor's with the LLM policy (its own call, or the cue part of
+    the session analyst's reply), else the lexical builder's."""
     session_ids = {t.dia_id for t in request.turns}
     # Only events that hold this session's turns get new links (merged older events keep theirs).
     events = [e for e in request.events if session_ids.intersection(e.turn_ids)]
     enrichment = Enrichment(kind="cues")
     by_model = request.policy == "llm" and request.llm is not None
     links = []
-    if by_model:
+    layers = request.layers.cue_windows if request.layers is not None else None
+    if by_model and layers is not None:  # extracted in the session analyst's combined call
+        windows = [(w.start, w.end) for w in layers]
+        links = window_links(request.turns, events, windows, [w.extraction for w in layers])
+        enrichment.fallbacks.extend(request.layers.cue_fallbacks)
+    elif by_model:
         links, outcome = session_cue_links(
             request.llm, request.turns, events, session_time=request.session.timestamp, method=request.method,
             tags=request.tags, metadata=request.metadata, budget=request.budget,

@@ -15,14 +15,19 @@ __all__ = ["enrich"]
 
 
 def enrich(request: EnrichRequest) -> Enrichment:
-    """Facts for one session: one LLM call per window of the session (or the pattern extractor), then
-    cardinality-aware updates."""
+    """Facts for one session: one LLM call per window of the session (or the pattern extractor, or the facts
+    part of the session analyst's reply), then cardinality-aware updates."""
     turns = list(request.turns)
     if not turns:
         return Enrichment()
     cost, fallbacks, notes = Cost(), [], []
     speakers = list(dict.fromkeys(t.speaker for t in [*request.snapshot.turns.values(), *turns]))
-    if request.policy == "heuristic" or request.llm is None:
+    layers = request.layers
+    if layers is not None and layers.facts is not None:  # extracted in the session analyst's combined call
+        extraction, fallbacks = layers.facts, list(layers.fact_fallbacks)
+        if fallbacks:
+            notes.extend(capped_turn_notes(turns, "fact_patterns"))
+    elif request.policy == "heuristic" or request.llm is None:
         extraction = pattern_extraction(turns, speakers)
         if request.policy != "heuristic":
             fallbacks.append(FallbackRecord(role="fact_extractor", reason="no chat model configured"))

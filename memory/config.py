@@ -48,6 +48,11 @@ class LogicMapSettings(BaseSettings):
         default=8192, ge=512,
         description="The chat model's context window in tokens: longer sessions go to each ingest role in windows.",
     )
+    combined_extraction: bool = Field(
+        default=True,
+        description="Ingest: segment a session and extract its facts and cues in one call per window (false: "
+        "one call per role, which small models may answer better).",
+    )
 
     # Embeddings.
     embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"

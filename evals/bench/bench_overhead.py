@@ -1,7 +1,9 @@
 """Ingestion and query overhead with a scripted model that replies at once (or after a fixed latency).
 
 With no model latency the wall time is LogicMap's own overhead (graph, store, embedder); with 0.2 s per
-call it shows what parallel explorers save. Usage: ``python -m evals.bench.bench_overhead [--delays 0,0.2]``.
+call it shows what parallel explorers save. Ingestion runs twice: combined extraction (the session analyst
+segments and extracts facts and cues in one call, the default) and one call per role; the two must build the
+same layers from the scripted model's answers. Usage: ``python -m evals.bench.bench_overhead [--delays 0,0.2]``.
 
 Calls and tokens per question are what each strategy spends under one fixed scripted decision rule
 (``evals.bench.scripted``), the same for every run, so a change in them is a change in the strategy's control flow:
@@ -22,6 +24,7 @@ runs, not a provider's count. The papers' own figures are printed beside them.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import tempfile
 import time
@@ -57,23 +60,47 @@ PAPER_FIGURES: dict[str, str] = {
 }
 
 
-def bench_ingest(resources: Any, model: Any, namespace: str) -> dict[str, float]:
-    """Ingest the sample conversation with the LLM policy against ``model``; wall, calls, model wait."""
-    from logicmap.graphs.ingest import ingest_conversation
+def bench_ingest(resources: Any, model: Any, namespace: str, *, combined: bool = True) -> dict[str, float]:
+    """Ingest the sample conversation with the LLM policy against ``model``; wall, calls, tokens, model wait."""
+    from logicmap.graphs.ingest import IngestContext, ingest_conversation
     from logicmap.memory.loaders import load_conversations
 
     conversation = load_conversations(SAMPLE)[0]
     calls_before = len(model.calls)
     started = time.perf_counter()
-    report = ingest_conversation(conversation, namespace, resources=resources, policy="llm")
+    context = IngestContext(policy="llm", combined_extraction=combined)
+    report = ingest_conversation(conversation, namespace, resources=resources, context=context)
     wall = time.perf_counter() - started
     calls = len(model.calls) - calls_before
     sessions = len([s for s in report.sessions if not s.skipped])
     turns = conversation.turn_count
     return {
         "sessions": sessions, "turns": turns, "wall": wall, "calls": calls,
+        "prompt_tokens": report.cost.prompt_tokens, "completion_tokens": report.cost.completion_tokens,
         "fallbacks": len(report.fallbacks), "model_wait": calls * model.delay,
     }
+
+
+def layer_counts(resources: Any, namespace: str) -> dict[str, int]:
+    """How many records of each layer a namespace holds."""
+    snapshot = resources.store.snapshot(namespace)
+    return {kind: len(getattr(snapshot, kind)) for kind in ("events", "relations", "facts", "cues", "tags")}
+
+
+def same_layers(resources: Any, first: str, second: str) -> bool:
+    """Whether two namespaces hold the same events, relations, facts, cues and tags (creation times aside; a
+    fact's id is derived from its namespace, so facts are compared by content)."""
+    def records(namespace: str) -> dict[str, Any]:
+        snapshot = resources.store.snapshot(namespace)
+        out: dict[str, Any] = {
+            kind: {k: v.model_dump(exclude={"created_at", "namespace"}) for k, v in getattr(snapshot, kind).items()}
+            for kind in ("events", "relations", "cues", "tags")
+        }
+        facts = [f.model_dump(mode="json", exclude={"id", "created_at", "namespace"}) for f in snapshot.facts.values()]
+        out["facts"] = sorted(facts, key=lambda f: json.dumps(f, sort_keys=True))
+        return out
+
+    return records(first) == records(second)
 
 
 def bench_queries(resources: Any, model: Any, namespace: str, questions: list[str]) -> dict[str, dict[str, Any] | str]:
@@ -147,20 +174,25 @@ def main(argv: list[str] | None = None) -> int:
         warm = fresh_resources(Path(tmp), embeddings=args.embeddings, llm=make_scripted_model(0.0))
         bench_ingest(warm, warm.llm_, "bench.warmup")
         warm.store.close()
-    ingest_rows, query_rows = [], []
+    ingest_rows, query_rows, layer_rows = [], [], []
     by_delay: dict[float, dict[str, Any]] = {}
     for delay in delays:
         with tempfile.TemporaryDirectory(prefix="logicmap-overhead-") as tmp:
             model = make_scripted_model(delay)
             resources = fresh_resources(Path(tmp), embeddings=args.embeddings, llm=model)
-            ingest = bench_ingest(resources, model, "bench.overhead")
-            overhead = ingest["wall"] - ingest["model_wait"]
-            ingest_rows.append([
-                f"{delay:.1f}", ingest["sessions"], ingest["turns"], ingest["calls"],
-                f"{ingest['calls'] / ingest['sessions']:.1f}", f"{ingest['wall']:.2f}",
-                f"{ingest['wall'] / ingest['sessions']:.3f}", f"{1000 * overhead / ingest['turns']:.1f}",
-                ingest["fallbacks"],
-            ])
+            for mode, namespace in (("combined", "bench.overhead"), ("per role", "bench.separate")):
+                ingest = bench_ingest(resources, model, namespace, combined=mode == "combined")
+                overhead = ingest["wall"] - ingest["model_wait"]
+                ingest_rows.append([
+                    f"{delay:.1f}", mode, ingest["sessions"], ingest["turns"], ingest["calls"],
+                    f"{ingest['calls'] / ingest['sessions']:.1f}",
+                    f"{ingest['prompt_tokens'] / ingest['sessions']:.0f}",
+                    f"{ingest['completion_tokens'] / ingest['sessions']:.0f}", f"{ingest['wall']:.2f}",
+                    f"{ingest['wall'] / ingest['sessions']:.3f}", f"{1000 * overhead / ingest['turns']:.1f}",
+                    ingest["fallbacks"],
+                ])
+            layer_rows.append([f"{delay:.1f}", *layer_counts(resources, "bench.overhead").values(),
+                               "yes" if same_layers(resources, "bench.overhead", "bench.separate") else "NO"])
             queries = bench_queries(resources, model, "bench.overhead", questions)
             by_delay[delay] = queries
             for label, stats in queries.items():
@@ -178,8 +210,11 @@ def main(argv: list[str] | None = None) -> int:
                 resources.store_.close()
 
     print(f"## Ingestion: sample conversation ({SAMPLE.name}), LLM policy, calls are sequential\n")
-    print_table(["delay s", "sessions", "turns", "LLM calls", "calls/session", "wall s", "wall s/session",
-                 "non-LLM overhead ms/turn", "fallbacks"], ingest_rows)
+    print_table(["delay s", "extraction", "sessions", "turns", "LLM calls", "calls/session", "prompt tok/session",
+                 "completion tok/session", "wall s", "wall s/session", "non-LLM overhead ms/turn", "fallbacks"],
+                ingest_rows)
+    print("\nLayers built (combined extraction), and whether one call per role built the very same records:\n")
+    print_table(["delay s", "events", "relations", "facts", "cues", "tags", "same records per role"], layer_rows)
     print(f"\n## Queries: {len(questions)} sample questions, LLM policy\n")
     print_table(["delay s", "strategy", "LLM calls/q", "wall ms/q (mean)", "wall ms/q (median)",
                  "model time s/q if serial", "non-LLM overhead ms/q", "fallbacks/errors"], query_rows)

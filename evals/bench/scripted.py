@@ -38,6 +38,46 @@ def _segmentation(text: str) -> dict[str, Any]:
                         "turn_ids": g, "participants": []} for g in groups]}
 
 
+_TURN_FULL = re.compile(r"^\[([^\]\s]+)\] ([^:\n]+): (.*)$", re.MULTILINE)
+_NAME_WORD = re.compile(r"\b[A-Z][a-z]{2,}\b")
+
+
+def _turn_lines(text: str) -> list[tuple[str, str, str]]:
+    """``(dia id, speaker, text)`` of each turn line of a prompt."""
+    return [(m.group(1), m.group(2).strip(), m.group(3)) for m in _TURN_FULL.finditer(text)]
+
+
+_NOT_NAMES = frozenset("that this these those they then there what when where which who how and but also just".split())
+
+
+def _names(speaker: str, said: str) -> list[str]:
+    """Capitalised words of a turn (not its speaker, not a sentence's opening pronoun), in order: the scripted
+    model's idea of what the turn names."""
+    return [w for w in dict.fromkeys(_NAME_WORD.findall(said)) if w != speaker and w.lower() not in _NOT_NAMES]
+
+
+def _facts(text: str) -> dict[str, Any]:
+    """One ``mentions`` fact per name a turn says (a valid FactExtraction for the turns shown)."""
+    return {"facts": [{"head": speaker, "relation": "mentions", "tail": name, "turn_ids": [tid]}
+                      for tid, speaker, said in _turn_lines(text) for name in _names(speaker, said)[:2]]}
+
+
+def _cues(text: str) -> dict[str, Any]:
+    """One memory unit per turn that names something: the names are its cues (said verbatim)."""
+    units = []
+    for tid, speaker, said in _turn_lines(text):
+        names = _names(speaker, said)
+        if names:
+            units.append({"turn_id": tid, "content": f"{speaker} mentions {', '.join(names[:3])}.",
+                          "tags": ["mention"], "cues": [{"cue": n, "kind": "entity"} for n in names[:3]]})
+    return {"units": units, "person_facts": []}
+
+
+def _analysis(*builders: Callable[[str], dict[str, Any]]) -> Callable[[str], dict[str, Any]]:
+    """The session analyst's reply: the parts the separate roles would give for the same turns."""
+    return lambda text: {key: value for build in builders for key, value in build(text).items()}
+
+
 def _relations(text: str) -> dict[str, Any]:
     keys = list(dict.fromkeys(_EVENT_KEY.findall(text)))
     return {"relations": [{"source": a, "target": b, "label": "temporal_before", "turn_ids": []}
@@ -85,6 +125,11 @@ def _explore_batch(text: str) -> dict[str, Any]:
 _BUILDERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "Segmentation": _segmentation,
     "RelationSet": _relations,
+    "FactExtraction": _facts,
+    "CueExtraction": _cues,
+    "SessionAnalysis": _analysis(_segmentation, _facts, _cues),
+    "SegmentationWithFacts": _analysis(_segmentation, _facts),
+    "SegmentationWithCues": _analysis(_segmentation, _cues),
     "CorefVerdicts": _coref,
     "Plan": _plan,
     "PlanAndStarts": _plan_and_starts,

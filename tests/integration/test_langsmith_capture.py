@@ -105,7 +105,9 @@ def _check_ingest(runs: dict[str, dict[str, Any]], reported: dict[str, Any]) -> 
     nodes = {r["name"] for r in trace if r.get("run_type") == "chain"}
     assert {"prepare", "segment", "relate", "fuse", "topics", "commit"} <= nodes
     roles = [r for r in trace if r.get("run_type") == "llm"]
-    assert {"segmenter", "relation_extractor"} <= {r["name"] for r in roles}
+    assert {"session_analyst", "relation_extractor"} <= {r["name"] for r in roles}  # combined extraction (default)
+    analyst = next(r for r in roles if r["name"] == "session_analyst")
+    assert {"part:segmenter", "part:fact_extractor", "part:cue_extractor"} <= set(analyst["tags"])
     for role in roles:
         assert f"role:{role['name']}" in role["tags"] and "strategy:ingest" in role["tags"]
         assert _metadata(role)["namespace"] == "traced"

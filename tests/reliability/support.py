@@ -306,7 +306,8 @@ class GarbageChatModel(ScriptedChatModel):
     The spec for a call is chosen by a hash of the role and the last message, so parallel branches get the
     same reply whatever order their threads run in (failures reproduce). Each reply is built for the call:
     the schema a role bound (``run_role`` binds it with ``bind_tools``) or the tools an agent bound, and the
-    role read from the ``role:<name>`` tag ``run_role`` puts on every call.
+    role read from the ``role:<name>`` tag ``run_role`` puts on every call (a combined call counts as the roles
+    of its ``part:<name>`` tags).
     """
 
     specs: list[ReplySpec] = []
@@ -326,10 +327,12 @@ class GarbageChatModel(ScriptedChatModel):
                   **kwargs: Any) -> Any:
         tags = list(getattr(run_manager, "tags", None) or [])
         role = next((t.split(":", 1)[1] for t in tags if t.startswith("role:")), None) or "agent"
+        # A combined call (the session analyst) stands for the roles of its parts: those are what can fall back.
+        parts = [t.split(":", 1)[1] for t in tags if t.startswith("part:")]
         tools = getattr(self._bound, "tools", None) or self._shared_tools
         self._bound.tools = None
         with self._call_lock:
-            self.roles_called.append(role)
+            self.roles_called.extend(parts or [role])
         self._pending[threading.get_ident()] = self.materialize(role, tools, messages)
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 

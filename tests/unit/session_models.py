@@ -19,8 +19,9 @@ from pydantic import Field, PrivateAttr
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 
-__all__ = ["SEGMENT", "RELATE", "FACTS", "CUES", "SessionModel", "long_conversation"]
+__all__ = ["ANALYZE", "SEGMENT", "RELATE", "FACTS", "CUES", "SessionModel", "long_conversation"]
 
+ANALYZE = "analyse one session"  # the session analyst's combined prompt (events, facts, cue units in one reply)
 SEGMENT = "split one session"
 RELATE = "logical relations"
 FACTS = "REAL fact extractor"
@@ -34,7 +35,11 @@ class ContextLengthExceeded(Exception):
 
 
 class SessionModel(ScriptedChatModel):
-    """Replies for segmenter, relations, facts and cues built from the prompt; ``garbage`` roles get junk."""
+    """Replies for segmenter, relations, facts and cues built from the prompt; ``garbage`` roles get junk.
+
+    The session analyst's combined prompt is counted as role ``analysis``; its reply holds the parts the
+    schema asks for, each built as the separate role's reply, and a part whose role is in ``garbage`` is junk
+    (``garbage={"analysis"}`` makes the whole reply junk)."""
 
     limit: int | None = None
     garbage: set[str] = Field(default_factory=set)
@@ -50,7 +55,8 @@ class SessionModel(ScriptedChatModel):
         role = next(
             (
                 name
-                for name, key in (("segmenter", SEGMENT), ("relations", RELATE), ("facts", FACTS), ("cues", CUES))
+                for name, key in (("analysis", ANALYZE), ("segmenter", SEGMENT), ("relations", RELATE),
+                                  ("facts", FACTS), ("cues", CUES))
                 if key in system
             ),
             "other",
@@ -70,7 +76,21 @@ class SessionModel(ScriptedChatModel):
         text = str(messages[1].content) if len(messages) > 1 else ""
         if role in self.garbage and self.garbage_when in text:
             return "this is not JSON at all"
+        if role == "analysis":
+            return self._analysis(system, text)
         return getattr(self, f"_{role}", lambda _t: {})(text if role != "other" else human)
+
+    def _analysis(self, system: str, text: str) -> dict:
+        parts = {"segmenter": self._segmenter(text)}
+        if "SessionAnalysis" in system or "SegmentationWithFacts" in system:
+            parts["facts"] = self._facts(text)
+        if "SessionAnalysis" in system or "SegmentationWithCues" in system:
+            parts["cues"] = self._cues(text)
+        junk = self.garbage if self.garbage_when in text else set()
+        reply: dict = {}
+        for role, part in parts.items():
+            reply.update({key: "this is not JSON at all" for key in part} if role in junk else part)
+        return reply
 
     def _segmenter(self, text: str) -> dict:
         ids = [m.group("id") for m in _TURN.finditer(text)]

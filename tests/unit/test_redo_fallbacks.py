@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -11,7 +12,10 @@ from logicmap.graphs.ingest import IngestContext, ingest_conversation
 from logicmap.graphs.ingest_redo import NoModelForRedoError
 from logicmap.memory.records import SessionInfo
 from tests.reliability.support import memory_problems
-from tests.unit.session_models import SessionModel, long_conversation
+from tests.unit.session_models import ANALYZE, SessionModel, long_conversation
+
+# The rebuild runs in combined mode, with a context where S2 is one window (events are the model's chunks of it).
+REDO = IngestContext(policy="llm", context_tokens=32768)
 
 
 def _others(snapshot, session_id: str) -> dict:
@@ -38,10 +42,12 @@ def _others(snapshot, session_id: str) -> dict:
 
 @pytest.fixture
 def broken_s2(resources):
-    """Three sessions ingested with a model whose segmenter replies garbage for session S2 only."""
+    """Three sessions ingested with a model whose segmenter replies garbage for session S2 only (one call per
+    role, so the segmenter's whole reply is the garbage)."""
     conv = long_conversation(9, sessions=3)
     resources.llm_ = SessionModel(garbage={"segmenter"}, garbage_when="[D2:1]")
-    report = ingest_conversation(conv, "ns", resources=resources, context=IngestContext(policy="llm"))
+    context = IngestContext(policy="llm", combined_extraction=False)
+    report = ingest_conversation(conv, "ns", resources=resources, context=context)
     assert [s.session_id for s in report.sessions if s.fallbacks] == ["S2"]
     return conv
 
@@ -66,11 +72,16 @@ def test_redo_rebuilds_exactly_the_sessions_that_fell_back(resources, broken_s2,
     untouched = _others(before, "S2")
     good = SessionModel(chunk=chunk)
     resources.llm_ = good
-    report = ingest_conversation(
-        broken_s2, "ns", resources=resources, context=IngestContext(policy="llm"), redo_fallbacks=True
-    )
+    report = ingest_conversation(broken_s2, "ns", resources=resources, context=REDO, redo_fallbacks=True)
     assert [(s.session_id, s.skipped) for s in report.sessions] == [("S1", True), ("S3", True), ("S2", False)]
-    assert not report.fallbacks and good.role_calls["segmenter"] == 1  # S2 alone was segmented again
+    assert not report.fallbacks and set(good.role_calls) <= {"analysis", "relations"}  # no separate facts or cues call
+    shown = {
+        m.split(":")[0]
+        for c in good.calls
+        if ANALYZE in str(c[0].content)
+        for m in re.findall(r"^\[(D\d+:\d+)\]", str(c[-1].content), re.MULTILINE)
+    }
+    assert shown == {"D2"}  # S2 alone was segmented again
     after = resources.store.snapshot("ns")
     assert after.generation == before.generation + 1  # one commit
     assert not after.manifest.sessions["S2"].fallbacks
@@ -87,9 +98,7 @@ def test_redo_rebuilds_exactly_the_sessions_that_fell_back(resources, broken_s2,
     s1_last = [e.id for e in after.events.values() if e.session_id == "S1"][-1]
     s3_first = [e.id for e in after.events.values() if e.session_id == "S3"][0]
     assert (s1_last, s2[0].id) in ends and (s2[-1].id, s3_first) in ends  # continuity kept across the rebuild
-    again = ingest_conversation(
-        broken_s2, "ns", resources=resources, context=IngestContext(policy="llm"), redo_fallbacks=True
-    )
+    again = ingest_conversation(broken_s2, "ns", resources=resources, context=REDO, redo_fallbacks=True)
     assert all(s.skipped for s in again.sessions) and again.cost.llm_calls == 0
 
 

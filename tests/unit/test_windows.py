@@ -157,11 +157,13 @@ def test_a_300_turn_session_is_built_by_the_model_in_windows_without_fallback(re
 
 
 def test_facts_and_cues_are_extracted_concurrently(resources) -> None:
-    """Both extractors wait on one barrier: the ingest finishes without fallback only if they overlap."""
+    """Both extractors wait on one barrier: the ingest finishes without fallback only if they overlap (with one
+    call per role; the combined call extracts both in the segment node)."""
     conv = long_conversation(6, chars=120)
     model = SessionModel(barrier=threading.Barrier(2, timeout=20))
     resources.llm_ = model
-    report = ingest_conversation(conv, "par", resources=resources, context=IngestContext(policy="llm"))
+    context = IngestContext(policy="llm", combined_extraction=False)
+    report = ingest_conversation(conv, "par", resources=resources, context=context)
     assert not report.fallbacks and model.role_calls["facts"] == 1 and model.role_calls["cues"] == 1
     snap = resources.store.snapshot("par")
     assert snap.facts and snap.tags
