@@ -15,6 +15,7 @@ from logicmap.memory.graph import EventGraph
 from logicmap.memory.ranking import default_ranker
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.text import query_readings
+from logicmap.memory.traversal import default_traversal_ranker
 from logicmap.memory.turn_scoring import CONTEXT_WEIGHT, context_turn_scores
 from logicmap.prompts.explore import ExplorerDecision
 
@@ -147,6 +148,9 @@ def heuristic_decision(
     )
 
 
-def learned_turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder) -> dict[str, float]:
-    """Every turn's score for ``question`` by the shipped graph-feature reranker (``memory.ranking``)."""
-    return default_ranker().scores(snapshot, question, encoder.embed(encoder.readings(question)))
+def learned_turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder, *,
+                        traversal: bool = False) -> dict[str, float]:
+    """Every turn's score for ``question`` by the shipped graph-feature reranker (``memory.ranking``); with
+    ``traversal``, after the second hop from its best turns along the event graph (``memory.traversal``)."""
+    ranker = default_traversal_ranker() if traversal else default_ranker()
+    return ranker.scores(snapshot, question, encoder.embed(encoder.readings(question)))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["VARIANTS", "StrategySpec", "parse_strategy", "resolve_strategies"]
+__all__ = ["VARIANTS", "VARIANT_OPTIONS", "StrategySpec", "parse_strategy", "resolve_strategies"]
 
 
 @dataclass(frozen=True)
@@ -24,13 +24,16 @@ class StrategySpec:
 # What the part after ":" picks, per strategy: the option it sets and the values it takes.
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "goalmem": ("backbone", ("bm25", "dense", "events")),
-    "compass": ("ranker", ("learned", "similarity")),  # the no-LLM policy's evidence ranking (learned = the graph-feature reranker)
+    "compass": ("ranker", ("learned", "similarity", "traversal")),  # the no-LLM evidence ranking (learned = the graph-feature reranker)
 }
+# Variants that set more than the one option: ``compass:traversal`` is the graph-feature reranker plus the second hop.
+VARIANT_OPTIONS: dict[str, dict[str, Any]] = {"compass:traversal": {"ranker": "learned", "traversal": True}}
 
 
 def parse_strategy(spec: str) -> StrategySpec:
     """``name`` or ``name:variant``: ``goalmem:bm25`` (Goal-Mem's backbone), ``compass:similarity`` (the no-LLM
-    compass ranking evidence by similarity instead of the graph-feature reranker)."""
+    compass ranking evidence by similarity instead of the graph-feature reranker), ``compass:traversal`` (the graph-feature
+    reranker plus the second hop along the event graph)."""
     spec = spec.strip()
     name, _, variant = spec.partition(":")
     if not variant:
@@ -38,7 +41,7 @@ def parse_strategy(spec: str) -> StrategySpec:
     option, allowed = VARIANTS.get(name, ("backbone", ()))
     if allowed and variant not in allowed:
         raise ValueError(f"unknown variant {variant!r} of {name}; choose from {', '.join(f'{name}:{v}' for v in allowed)}")
-    return StrategySpec(label=spec, name=name, options={option: variant})
+    return StrategySpec(label=spec, name=name, options=VARIANT_OPTIONS.get(f"{name}:{variant}", {option: variant}))
 
 
 def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, Callable[..., Any]]], dict[str, str]]:

@@ -142,6 +142,11 @@ class CompassContext:
     graph-feature reranker (memory.ranking: a learned ranker over its event's, topic's, neighbours' and question's
     similarity, lexical match, speaker); the best context_turns join the evidence with their events. similarity: the
     context_weight formula, over the explored events only."""
+    traversal: bool = False
+    """No-LLM policy with the learned ranker: add the second hop (memory.traversal). From the ranker's best
+    turns, follow the event graph (same event, relations, topic, named entities shared across sessions) and
+    rank every turn again with how it was reached. Off by default: on the development conversations it did
+    not beat the ranker alone (README, "Evidence recall")."""
     namespace: str | None = namespace_field()
     resources: ResourcesField = resources_field()
 
@@ -666,7 +671,7 @@ def _learned_evidence(graph: EventGraph, question: str, evidence_ids: list[str],
                       res: Resources) -> tuple[list[str], list[str]]:
     """The ranker's best turns join the evidence with their events, after what the search kept; the
     evidence's turns are then ranked by it (``AnswerResult.turn_ranking``)."""
-    scores = learned_turn_scores(graph.snapshot, question, _encoder(ctx, res))
+    scores = learned_turn_scores(graph.snapshot, question, _encoder(ctx, res), traversal=ctx.traversal)
     ranking = sorted(scores, key=lambda t: -scores[t])
     owner = graph.event_of_turn
     best = [owner[t] for t in ranking[: ctx.context_turns] if t in owner]

@@ -22,7 +22,7 @@ from logicmap.memory.retrieval import turn_index
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.timeparse import find_time_phrases
 
-__all__ = ["FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features"]
+__all__ = ["FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features", "turn_layout"]
 
 FEATURES = (
     "own",  # best cosine similarity of the turn to a reading of the question (the question, the question without names)
@@ -62,6 +62,12 @@ def _standardise(x: np.ndarray) -> np.ndarray:
 def _layout(snapshot: NamespaceSnapshot) -> dict:
     """Question-independent arrays of a snapshot, built once and kept on it."""
     return snapshot.derived(_build_layout)
+
+
+def turn_layout(snapshot: NamespaceSnapshot) -> dict:
+    """The ranker's question-independent arrays of a snapshot (``ids`` in row order, unit ``turn_matrix``,
+    ``speakers``, ...), built once per snapshot."""
+    return _layout(snapshot)
 
 
 def _build_layout(snapshot: NamespaceSnapshot) -> dict:

@@ -17,13 +17,15 @@ from typing import Any
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
 
-__all__ = ["GRAPH_STRATEGIES", "TARGET_MARGIN", "main", "recall_table"]
+__all__ = ["ABLATION", "GRAPH_STRATEGIES", "TARGET_MARGIN", "ablation_tables", "main", "recall_table"]
 
 DATASETS = sorted((Path(__file__).resolve().parents[2] / "data").glob("*.json"), key=lambda p: p.stat().st_size)
-GRAPH_STRATEGIES = ["compass", "rerank", "compass:similarity", "goalmem:bm25", "goalmem:dense", "goalmem:events", "real", "reconstruct"]
+GRAPH_STRATEGIES = ["compass", "rerank", "compass:traversal", "compass:similarity", "goalmem:bm25", "goalmem:dense", "goalmem:events", "real", "reconstruct"]
 # Issue 9, point 5: at a 10-turn budget the graph must beat the better plain baseline by this much.
 TARGET_MARGIN = 0.10
 TARGET_BUDGET = 10
+# Issue 21: what the graph traversal adds over the learned ranker alone, and the explorers' traversal without it.
+ABLATION = {"ranker alone": "compass", "traversal alone": "compass:similarity", "both": "compass:traversal"}
 
 
 def _category_order(label: str) -> tuple[int, str]:
@@ -82,9 +84,58 @@ def recall_table(path: Path, resources: Any, strategies: list[str], budgets: lis
         rows[spec.label] = {
             "recall": {b: statistics.mean(v) for b, v in recalls.items()},
             "categories": {c: statistics.mean(v) for c, v in per_category.items()},
+            "category_counts": {c: len(v) for c, v in per_category.items()},
             "cited": statistics.mean(cited_counts), "ms": 1000 * statistics.mean(times), "errors": errors,
         }
     return {"questions": len(questions), "rows": rows, "unavailable": unavailable, "ingest_s": ingest_s}
+
+
+def _baseline(rows: dict[str, Any], category: str | None = None) -> float:
+    """The better of dense and BM25 top-k at the target budget (overall or in one category)."""
+    if category is None:
+        return max(rows[b]["recall"][TARGET_BUDGET] for b in ("dense", "bm25"))
+    return max(rows[b]["categories"].get(category, 0.0) for b in ("dense", "bm25"))
+
+
+def ablation_tables(tables: dict[str, dict[str, Any]]) -> None:
+    """R@10 of the ranker alone, the traversal alone and both, with +/- over the better of dense and BM25:
+    per conversation, then per category (questions of every file pooled)."""
+    columns = {name: label for name, label in ABLATION.items() if all(label in t["rows"] for t in tables.values())}
+    if not columns or not tables:
+        return
+    print(f"## Ablation: R@{TARGET_BUDGET}, +/- over the better of dense and BM25\n")
+    lines, gains = [], {name: [] for name in columns}
+    for file, table in tables.items():
+        rows, best = table["rows"], _baseline(table["rows"])
+        cells = []
+        for name, label in columns.items():
+            value = rows[label]["recall"][TARGET_BUDGET]
+            gains[name].append(value - best)
+            cells.append(f"{value:.3f} ({value - best:+.3f})")
+        lines.append([file, table["questions"], f"{best:.3f}", *cells])
+    lines.append(["mean", "", "", *[f"({statistics.mean(g):+.3f})" for g in gains.values()]])
+    print_table(["conversation", "questions", "better baseline", *columns], lines)
+    categories = sorted({c for t in tables.values() for c in t["rows"]["dense"]["categories"]}, key=_category_order)
+    print()
+    lines = []
+    for category in categories:
+        pooled = {name: [] for name in ["baseline", *columns]}
+        weights = []
+        for table in tables.values():
+            rows = table["rows"]
+            n = rows["dense"]["category_counts"].get(category, 0)
+            if not n:
+                continue
+            weights.append(n)
+            pooled["baseline"].append(_baseline(rows, category))
+            for name, label in columns.items():
+                pooled[name].append(rows[label]["categories"].get(category, 0.0))
+        total = sum(weights)
+        mean = {k: sum(v * w for v, w in zip(vals, weights)) / total for k, vals in pooled.items()}
+        lines.append([category, total, f"{mean['baseline']:.3f}",
+                      *[f"{mean[name]:.3f} ({mean[name] - mean['baseline']:+.3f})" for name in columns]])
+    print_table(["category", "questions", "better baseline (per file)", *columns], lines)
+    print()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,10 +154,12 @@ def main(argv: list[str] | None = None) -> int:
           f"baselines: top-k turns with k = the budget\n")
     directory = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="logicmap-recall-"))
     resources = fresh_resources(directory, embeddings=args.embeddings)
+    tables: dict[str, dict[str, Any]] = {}
     try:
         for file in args.files:
             path = Path(file)
             table = recall_table(path, resources, strategies, budgets)
+            tables[path.name] = table
             rows = table["rows"]
             print(f"## {path.name}: {table['questions']} questions with gold evidence (ingest {table['ingest_s']:.1f}s)\n")
             print_table(["strategy", *[f"R@{b}" for b in budgets], f"distinct turns cited (<= {max(budgets)})", "ms/q", "errors"],
@@ -118,6 +171,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"\nR@{TARGET_BUDGET} per category:\n")
             print_table(["strategy", *categories], [[f"`{label}`", *[f"{r['categories'].get(c, 0.0):.3f}" for c in categories]]
                                                      for label, r in rows.items()])
+            print(f"\nR@{TARGET_BUDGET} per category, +/- over the better of dense and BM25 in that category:\n")
+            print_table(["strategy", *categories],
+                        [[f"`{label}`", *[f"{r['categories'].get(c, 0.0) - _baseline(rows, c):+.3f}" for c in categories]]
+                         for label, r in rows.items() if label not in ("dense", "bm25")])
             if TARGET_BUDGET in budgets:
                 best = max(rows["dense"]["recall"][TARGET_BUDGET], rows["bm25"]["recall"][TARGET_BUDGET])
                 print(f"\ntarget: R@{TARGET_BUDGET} >= best baseline ({best:.3f}) + {TARGET_MARGIN:.2f} = {best + TARGET_MARGIN:.3f}")
@@ -128,6 +185,7 @@ def main(argv: list[str] | None = None) -> int:
                     met = delta >= TARGET_MARGIN - 1e-9
                     print(f"  {label}: {r['recall'][TARGET_BUDGET]:.3f} ({delta:+.3f}) {'MET' if met else 'NOT MET'}")
             print()
+        ablation_tables(tables)
     finally:
         if resources.store_ is not None:
             resources.store_.close()
