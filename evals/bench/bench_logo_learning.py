@@ -25,26 +25,41 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m logicmap.evals.bench.bench_logo_learning", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m logicmap.evals.bench.bench_logo_learning", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--config", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--steps-per-stage", type=int, help="override the preset")
     parser.add_argument("--stages", help="curriculum horizons, comma-separated (default: the preset's)")
     parser.add_argument("--held-out", type=int, default=16, help="held-out conversations")
     parser.add_argument("--train-pool", type=int, default=24, help="training conversations per stage")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--eval-seed", type=int, help="seed of the held-out set (default seed + 1; tune on another one, report on this)"
+    )
+    parser.add_argument("--learning-rate", type=float, help="override the preset")
+    parser.add_argument("--inner-epochs", type=int, help="override the preset")
+    parser.add_argument("--conversations-per-step", type=int, help="override the preset")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     cfg = replace(PRESETS[args.config], seed=args.seed)
     if args.steps_per_stage is not None:
         cfg = replace(cfg, steps_per_stage=args.steps_per_stage)
+    for name in ("learning_rate", "inner_epochs", "conversations_per_step"):
+        if getattr(args, name) is not None:
+            cfg = replace(cfg, **{name: getattr(args, name)})
     if args.stages:
         cfg = replace(cfg, stages=tuple(int(s) for s in args.stages.split(",")))
     horizon = max(cfg.stages)
-    held = make_update_task(args.held_out, horizon, seed=args.seed + 1, held_out=True)
+    eval_seed = args.seed + 1 if args.eval_seed is None else args.eval_seed
+    held = make_update_task(args.held_out, horizon, seed=eval_seed, held_out=True)
     conversations = [x.conversation for x in held]
     optimal = {x.conversation.conversation_id: x.optimal for x in held}
-    print(f"config {args.config}: model {cfg.model}, G={cfg.group_size}, stages {cfg.stages}, "
-          f"{cfg.steps_per_stage} steps/stage; held-out {len(held)} conversations of {horizon} sessions", flush=True)
+    print(
+        f"config {args.config}: model {cfg.model}, G={cfg.group_size}, stages {cfg.stages}, "
+        f"{cfg.steps_per_stage} steps/stage; held-out {len(held)} conversations of {horizon} sessions",
+        flush=True,
+    )
     started = time.perf_counter()
     policy = load_policy(cfg)
     print(f"loaded in {time.perf_counter() - started:.0f}s", flush=True)
@@ -76,9 +91,11 @@ def main(argv: list[str] | None = None) -> int:
         "peak_rss_mb": round(peak_rss_mb(), 1),
         "train_config": asdict(cfg),
     }
-    print(f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; optimal ops "
-          f"{before['optimal_ops']:.2f} -> {after['optimal_ops']:.2f}; {report.steps} steps, train wall "
-          f"{report.wall_time_s:.0f}s, peak RSS {figures['peak_rss_mb']:.0f} MB")
+    print(
+        f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; optimal ops "
+        f"{before['optimal_ops']:.2f} -> {after['optimal_ops']:.2f}; {report.steps} steps, train wall "
+        f"{report.wall_time_s:.0f}s, peak RSS {figures['peak_rss_mb']:.0f} MB"
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(figures, handle, indent=1)

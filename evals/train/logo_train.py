@@ -75,6 +75,7 @@ __all__ = [
     "TrainConfig",
     "TrainReport",
     "evaluate_policy",
+    "export_gguf",
     "export_policy",
     "extraction_actions",
     "load_policy",
@@ -234,8 +235,15 @@ class Policy:
             self._completion_cache[completion] = ids + [self.tokenizer.eos_token_id]
         return self._completion_cache[completion]
 
-    def sequence_logprobs(self, messages: Sequence[dict[str, str]], completions: Sequence[str], *, model: Any = None) -> Any:
-        """``log p(completion | prompt)`` of each completion (summed over its tokens).
+    def sequence_logprobs(
+        self,
+        messages: Sequence[dict[str, str]],
+        completions: Sequence[str],
+        *,
+        model: Any = None,
+        per_token: bool = False,
+    ) -> Any:
+        """``log p(completion | prompt)`` of each completion (summed over its tokens; averaged when ``per_token``).
 
         The prompt runs once and its key/value cache is repeated for the completions, which are right-padded
         (causal attention: padding never reaches a real position, so no mask is needed), and only completion
@@ -255,23 +263,32 @@ class Policy:
         logits = torch.cat([head.logits.expand(len(tails), -1, -1), rest], dim=1)
         token_logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
         mask = torch.tensor([[1.0] * len(t) + [0.0] * (width - len(t)) for t in tails], device=self.device)
-        return (token_logp * mask).sum(-1)
+        total = (token_logp * mask).sum(-1)
+        return total / mask.sum(-1) if per_token else total
 
-    def action_logprobs(self, messages: Sequence[dict[str, str]], actions: Sequence[str], temperature: float = 1.0) -> Any:
-        """``log pi(a)`` over the action set: the completions' probabilities renormalised over the set."""
+    def action_logprobs(
+        self, messages: Sequence[dict[str, str]], actions: Sequence[str], temperature: float = 1.0
+    ) -> Any:
+        """``log pi(a)`` over the action set: a softmax, at ``temperature``, of each completion's mean token
+        log-probability under the model. Length-normalised like a beam-search score: with summed log-probs a
+        completion a few tokens shorter (NOOP against UPDATE with an id, one fact fewer) wins by tens of nats
+        whatever it says, and sampling never explores."""
         import torch
 
-        return torch.log_softmax(self.sequence_logprobs(messages, actions) / temperature, dim=-1)
+        scores = self.sequence_logprobs(messages, actions, per_token=True)
+        return torch.log_softmax(scores / temperature, dim=-1)
 
-    def reference_logprobs(self, messages: Sequence[dict[str, str]], actions: Sequence[str], temperature: float) -> list[float]:
+    def reference_logprobs(
+        self, messages: Sequence[dict[str, str]], actions: Sequence[str], temperature: float
+    ) -> list[float]:
         import torch
 
         with torch.no_grad():
             if self.is_peft:
                 with self.model.disable_adapter():
-                    scores = self.sequence_logprobs(messages, actions)
+                    scores = self.sequence_logprobs(messages, actions, per_token=True)
             else:
-                scores = self.sequence_logprobs(messages, actions, model=self.reference)
+                scores = self.sequence_logprobs(messages, actions, model=self.reference, per_token=True)
             return torch.log_softmax(scores / temperature, dim=-1).tolist()
 
 
@@ -308,8 +325,14 @@ def load_policy(config: TrainConfig) -> Policy:
     else:
         path = smollm2_gguf_path() if config.model == "smollm2" else Path(config.model)
         if path.suffix == ".gguf":
+            if not path.is_file():
+                raise FileNotFoundError(f"no GGUF file at {path}")
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
             model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+            # transformers de-quantises GGUF tensors on load but keeps a marker that refuses save_pretrained
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
         else:
             tokenizer = AutoTokenizer.from_pretrained(config.model)
             model = AutoModelForCausalLM.from_pretrained(config.model, dtype=dtype)
@@ -341,7 +364,9 @@ def _fact_options(memory: FactMemory, candidate: CandidateFact, index: int, rela
     """Every edit worth scoring for one new fact: ADD, NOOP, UPDATE and DELETE of the most related facts."""
     live = memory.live()
     tokens = content_tokens(candidate.text)
-    ranked = sorted(((fact_similarity(tokens, content_tokens(r.text)), -n, r.id) for n, r in enumerate(live)), reverse=True)
+    ranked = sorted(
+        ((fact_similarity(tokens, content_tokens(r.text)), -n, r.id) for n, r in enumerate(live)), reverse=True
+    )
     targets = [rid for sim, _, rid in ranked if sim > 0][:related]
     held = normalize_fact_text(candidate.text) in {normalize_fact_text(r.text) for r in live}
     options = [FactEdit(op="NOOP", fact=index)]
@@ -369,7 +394,10 @@ def manager_actions(
         base = heuristic_edits(memory, candidates)
         by_fact = {e.fact: e for e in base}
         batches = [base] + [
-            [alt if e.fact == i else e for e in base] for i, opts in enumerate(options) for alt in opts if alt != by_fact[i]
+            [alt if e.fact == i else e for e in base]
+            for i, opts in enumerate(options)
+            for alt in opts
+            if alt != by_fact[i]
         ]
         rng = rng or random.Random(0)
         batches += [[rng.choice(o) for o in options] for _ in range(4 * limit)]
@@ -379,7 +407,11 @@ def manager_actions(
             seen.setdefault(edits_completion(batch), None)
     actions = list(seen)
     if len(actions) > limit:
-        keep = random.Random(len(actions)).sample(actions[1:], limit - 1) if rng is None else rng.sample(actions[1:], limit - 1)
+        keep = (
+            random.Random(len(actions)).sample(actions[1:], limit - 1)
+            if rng is None
+            else rng.sample(actions[1:], limit - 1)
+        )
         actions = [actions[0], *keep]
     return actions
 
@@ -426,14 +458,21 @@ class EpisodeResult:
     memory_size: int
 
 
-def _choose(policy: Policy, messages: list[dict[str, str]], actions: list[str], cfg: TrainConfig,
-            rng: random.Random | None, greedy: bool, with_reference: bool) -> tuple[int, list[float], list[float] | None]:
+def _choose(
+    policy: Policy,
+    messages: list[dict[str, str]],
+    actions: list[str],
+    cfg: TrainConfig,
+    rng: random.Random | None,
+    greedy: bool,
+    with_reference: bool,
+) -> tuple[int, list[float], list[float] | None]:
     import torch
 
     if len(actions) == 1:
         return 0, [0.0], None
     with torch.no_grad():
-        logp = policy.action_logprobs(messages, actions, cfg.temperature).tolist()
+        logp = policy.action_logprobs(messages, actions, 1.0 if greedy else cfg.temperature).tolist()
     if greedy or rng is None:
         chosen = max(range(len(actions)), key=lambda i: logp[i])
     else:
@@ -465,8 +504,16 @@ def _reward(memory: FactMemory, conversation: Conversation, horizon: int, weight
     )
 
 
-def _step_candidates(policy: Policy, conversation: Conversation, index: int, cfg: TrainConfig, rng: random.Random | None,
-                     greedy: bool, decisions: list[Decision], extractor: bool) -> tuple[CandidateFact, ...]:
+def _step_candidates(
+    policy: Policy,
+    conversation: Conversation,
+    index: int,
+    cfg: TrainConfig,
+    rng: random.Random | None,
+    greedy: bool,
+    decisions: list[Decision],
+    extractor: bool,
+) -> tuple[CandidateFact, ...]:
     session = conversation.sessions[index]
     speakers = conversation.speakers
     if not extractor:
@@ -482,12 +529,21 @@ def _step_candidates(policy: Policy, conversation: Conversation, index: int, cfg
     return tuple(CandidateFact(text=f.text, turn_ids=tuple(f.turn_ids)) for f in facts)
 
 
-def _manager_decision(policy: Policy, memory: FactMemory, candidates: Sequence[CandidateFact], index: int,
-                      cfg: TrainConfig, rng: random.Random | None, greedy: bool) -> Decision:
+def _manager_decision(
+    policy: Policy,
+    memory: FactMemory,
+    candidates: Sequence[CandidateFact],
+    index: int,
+    cfg: TrainConfig,
+    rng: random.Random | None,
+    greedy: bool,
+) -> Decision:
     messages = messages_as_dicts(r2_manage.build_messages(memory.render(), render_candidates(candidates)))
     actions = manager_actions(memory, candidates, cfg.max_actions, random.Random(cfg.seed + index))
     chosen, logp, ref = _choose(policy, messages, actions, cfg, rng, greedy, cfg.kl_beta > 0 and not greedy)
-    return Decision("manager", messages, actions, chosen, logp[chosen], ref, index, memory.snapshot(), tuple(candidates))
+    return Decision(
+        "manager", messages, actions, chosen, logp[chosen], ref, index, memory.snapshot(), tuple(candidates)
+    )
 
 
 def _apply(memory: FactMemory, decision: Decision) -> None:
@@ -496,8 +552,16 @@ def _apply(memory: FactMemory, decision: Decision) -> None:
     memory.apply(parse_completion(decision.completion), decision.candidates)
 
 
-def run_episode(policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, *,
-                rng: random.Random | None = None, greedy: bool = False, extractor: bool | None = None) -> EpisodeResult:
+def run_episode(
+    policy: Policy,
+    conversation: Conversation,
+    horizon: int,
+    cfg: TrainConfig,
+    *,
+    rng: random.Random | None = None,
+    greedy: bool = False,
+    extractor: bool | None = None,
+) -> EpisodeResult:
     """One rollout over the first ``horizon`` sessions from an empty memory (sampled, or greedy when
     ``greedy``), with the extractor's decisions too when it is co-learned."""
     memory = FactMemory("r2-train")
@@ -531,8 +595,9 @@ class GroupRecord:
     advantages: list[float]
 
 
-def global_group(policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, rng: random.Random
-                 ) -> tuple[list[EpisodeResult], GroupRecord, list[Sample]]:
+def global_group(
+    policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, rng: random.Random
+) -> tuple[list[EpisodeResult], GroupRecord, list[Sample]]:
     """G whole-episode rollouts; each decision of rollout i gets rollout i's group-normalised advantage."""
     episodes = [run_episode(policy, conversation, horizon, cfg, rng=rng) for _ in range(cfg.group_size)]
     rewards = [e.reward for e in episodes]
@@ -541,8 +606,9 @@ def global_group(policy: Policy, conversation: Conversation, horizon: int, cfg: 
     return episodes, GroupRecord("global", rewards, advantages), samples
 
 
-def local_group(policy: Policy, conversation: Conversation, decision: Decision, cfg: TrainConfig, rng: random.Random
-                ) -> tuple[GroupRecord, list[Sample]]:
+def local_group(
+    policy: Policy, conversation: Conversation, decision: Decision, cfg: TrainConfig, rng: random.Random
+) -> tuple[GroupRecord, list[Sample]]:
     """G manager decisions re-sampled from ``decision``'s memory snapshot, each rewarded by the memory right
     after it, over the QA pairs answerable from the sessions so far."""
     import torch
@@ -601,7 +667,8 @@ class TrainReport:
     steps: int = 0
     wall_time_s: float = 0.0
     peak_rss_mb: float = 0.0
-    losses: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)  # about 0 on the first inner epoch: advantages sum to 0
+    grad_norms: list[float] = field(default_factory=list)
     mean_rewards: list[float] = field(default_factory=list)
     groups_global: int = 0
     groups_local: int = 0
@@ -631,7 +698,9 @@ def train_logo(
     rng = random.Random(cfg.seed)
     report = TrainReport()
     started = time.perf_counter()
-    longest = max((len(c.sessions) for c in conversations), default=0) if not callable(conversations) else max(cfg.stages)
+    longest = (
+        max((len(c.sessions) for c in conversations), default=0) if not callable(conversations) else max(cfg.stages)
+    )
     horizons = curriculum_horizons(longest, cfg.stages) if not callable(conversations) else sorted(set(cfg.stages))
     report.stages = horizons
     for stage, horizon in enumerate(horizons):
@@ -650,17 +719,19 @@ def train_logo(
                     record, group_samples = local_group(policy, conversation, decision, cfg, rng)
                     samples += group_samples
                     groups.append(record)
-            loss_value = 0.0
+            loss_value, grad_norm = 0.0, 0.0
             for _ in range(max(1, cfg.inner_epochs)):
                 loss, _parts = logo_loss(policy, samples, cfg)
                 optimizer.zero_grad()
                 if loss.requires_grad:
                     loss.backward()
-                    torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm)
+                    norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm)
+                    grad_norm = float(norm)
                     optimizer.step()
-                loss_value = float(loss)
+                loss_value = float(loss.detach())
             report.steps += 1
             report.losses.append(loss_value)
+            report.grad_norms.append(grad_norm)
             report.mean_rewards.append(sum(rewards) / max(1, len(rewards)))
             report.groups_global += sum(g.level == "global" for g in groups)
             report.groups_local += sum(g.level == "local" for g in groups)
@@ -668,7 +739,7 @@ def train_logo(
             report.last_groups = groups
             if progress:
                 progress(
-                    f"stage {stage} (horizon {horizon}) step {report.steps}: loss {loss_value:+.4f}, "
+                    f"stage {stage} (horizon {horizon}) step {report.steps}: loss {loss_value:+.4f}, grad norm {grad_norm:.3f}, "
                     f"mean rollout reward {report.mean_rewards[-1]:.3f}, {len(samples)} samples, "
                     f"{time.perf_counter() - started:.0f}s"
                 )
@@ -677,8 +748,12 @@ def train_logo(
     return report
 
 
-def evaluate_policy(policy: Policy | None, conversations: Sequence[Conversation], cfg: TrainConfig,
-                    optimal: dict[str, dict[str, str]] | None = None) -> dict[str, float]:
+def evaluate_policy(
+    policy: Policy | None,
+    conversations: Sequence[Conversation],
+    cfg: TrainConfig,
+    optimal: dict[str, dict[str, str]] | None = None,
+) -> dict[str, float]:
     """Greedy episodes on ``conversations``: mean reward, F1 and memory size; with the optimal op of each turn
     (``optimal[conversation_id][dia_id]``), the share of turns whose fact the manager handled optimally.
     ``policy`` None runs the no-LLM manager (heuristic) for comparison."""
@@ -734,9 +809,10 @@ def _op_agreement(episode: EpisodeResult, conversation: Conversation, optimal: d
 # -- export --------------------------------------------------------------------------------------
 
 
-def export_policy(policy: Policy, out_dir: str | Path) -> dict[str, Path]:
-    """The LoRA adapter (``adapter/``) and the merged model with its tokenizer (``merged/``, safetensors)
-    that vLLM serves as is (``vllm serve DIR``) and llama.cpp's ``convert_hf_to_gguf.py`` turns into a GGUF."""
+def export_policy(policy: Policy, out_dir: str | Path, *, base_gguf: str | Path | None = None) -> dict[str, Path]:
+    """The LoRA adapter (``adapter/``), the merged model with its tokenizer (``merged/``, safetensors, which
+    vLLM serves as is: ``vllm serve DIR``) and, when the model came from a GGUF (``base_gguf``), the merged
+    model as ``manager.gguf`` for llama.cpp."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}
@@ -748,7 +824,64 @@ def export_policy(policy: Policy, out_dir: str | Path) -> dict[str, Path]:
     model.save_pretrained(out / "merged")
     policy.tokenizer.save_pretrained(out / "merged")
     written["merged"] = out / "merged"
+    if base_gguf is not None:
+        written["gguf"] = export_gguf(model, base_gguf, out / "manager.gguf")
     return written
+
+
+def _llama_permute(weights: Any, n_head: int, n_kv_head: int | None = None) -> Any:
+    """llama.cpp's row order for q/k projections (the inverse of what transformers undoes on GGUF load)."""
+    if n_kv_head is not None and n_head != n_kv_head:
+        n_head = n_kv_head
+    return (
+        weights.reshape(n_head, 2, weights.shape[0] // n_head // 2, *weights.shape[1:])
+        .swapaxes(1, 2)
+        .reshape(weights.shape)
+    )
+
+
+def export_gguf(model: Any, base_gguf: str | Path, out: str | Path) -> Path:
+    """The merged Llama-architecture ``model`` as a GGUF llama.cpp serves (``logicmap local-llm --model``):
+    the base GGUF's metadata and tokenizer, every tensor of the base replaced by the trained one (F16, norms
+    F32). Raises ``ValueError`` when the model does not match the base (another architecture or size)."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(str(base_gguf))
+    arch = str(reader.fields["general.architecture"].contents())
+    if arch != "llama":
+        raise ValueError(f"GGUF export supports llama-architecture bases, not {arch!r}")
+    config = model.config
+    names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, config.num_hidden_layers)
+    trained: dict[str, Any] = {}
+    for hf_name, tensor in model.state_dict().items():
+        mapped = names.get_name(hf_name, try_suffixes=(".weight", ".bias"))
+        if mapped is not None:
+            trained[mapped] = tensor.detach().float().cpu().numpy()
+    writer = gguf.GGUFWriter(str(out), arch)
+    for f in reader.fields.values():
+        if f.name == gguf.Keys.General.ARCHITECTURE or f.name.startswith("GGUF."):
+            continue
+        value = int(gguf.LlamaFileType.MOSTLY_F16) if f.name == gguf.Keys.General.FILE_TYPE else f.contents()
+        sub_type = f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None
+        writer.add_key_value(f.name, value, f.types[0], sub_type=sub_type)
+    for t in reader.tensors:
+        if t.name not in trained:
+            raise ValueError(f"the trained model has no tensor for {t.name} of the base GGUF")
+        data = trained[t.name]
+        if t.name.endswith("attn_q.weight"):
+            data = _llama_permute(data, config.num_attention_heads)
+        elif t.name.endswith("attn_k.weight"):
+            data = _llama_permute(data, config.num_attention_heads, config.num_key_value_heads)
+        expected = tuple(int(n) for n in reversed(t.shape))
+        if data.shape != expected:
+            raise ValueError(f"{t.name}: trained shape {data.shape} does not match the base's {expected}")
+        writer.add_tensor(t.name, data.astype(np.float32 if data.ndim == 1 else np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return Path(out)
 
 
 # -- the command ---------------------------------------------------------------------------------
@@ -770,9 +903,13 @@ def _config_from_args(args: argparse.Namespace) -> TrainConfig:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", choices=sorted(PRESETS), default="cpu-smoke", help="preset (default cpu-smoke)")
-    parser.add_argument("--data", action="append", help="conversation file(s) with QA (default: the synthetic update task)")
+    parser.add_argument(
+        "--data", action="append", help="conversation file(s) with QA (default: the synthetic update task)"
+    )
     parser.add_argument("--out", "-o", default="reports/r2-manager", help="where the adapter and merged model go")
-    parser.add_argument("--model", help="override the preset's model: smollm2, tiny, a HF id or directory, a .gguf path")
+    parser.add_argument(
+        "--model", help="override the preset's model: smollm2, tiny, a HF id or directory, a .gguf path"
+    )
     parser.add_argument("--stages", help="curriculum horizons, comma-separated (presets: smoke 2,4; gpu 8,16,32)")
     parser.add_argument("--steps-per-stage", dest="steps_per_stage", type=int)
     parser.add_argument("--group-size", dest="group_size", type=int, help="G at both levels")
@@ -782,6 +919,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, help="torch CPU threads")
     parser.add_argument("--seed", type=int)
     parser.add_argument("--no-extractor", action="store_true", help="train the manager only")
+    parser.add_argument("--held-out", type=int, default=16, help="held-out synthetic conversations (0: no evaluation)")
     parser.add_argument("--no-export", action="store_true", help="skip writing the adapter and merged model")
 
 
@@ -798,14 +936,18 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
         return 2
     cfg = _config_from_args(args)
     if args.data:
-        pool = [c for path in args.data for c in load_conversations(path)]
+        try:
+            pool = [c for path in args.data for c in load_conversations(path)]
+        except (OSError, ValueError) as exc:
+            print(f"train-r2: {exc}", file=sys.stderr)
+            return 2
         if len(pool) < 2:
             print("train-r2 --data needs at least two conversations (one is held out)", file=sys.stderr)
             return 2
         held, optimal = pool[-1:], None
         train: Any = pool[:-1]
     else:
-        labelled = make_update_task(16, max(cfg.stages), seed=cfg.seed + 1, held_out=True)
+        labelled = make_update_task(max(0, args.held_out), max(cfg.stages), seed=cfg.seed + 1, held_out=True)
         held = [x.conversation for x in labelled]
         optimal = {x.conversation.conversation_id: x.optimal for x in labelled}
         train = lambda h: [x.conversation for x in make_update_task(24, h, seed=cfg.seed)]  # noqa: E731
@@ -814,18 +956,32 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
     except (FileNotFoundError, OSError) as exc:
         print(f"train-r2: cannot load model {cfg.model!r}: {exc}", file=sys.stderr)
         return 2
-    before = evaluate_policy(policy, held, cfg, optimal)
+    before = evaluate_policy(policy, held, cfg, optimal) if held else {}
     print(f"untrained policy, held-out: {json.dumps(before)}", flush=True)
     report = train_logo(policy, train, cfg, progress=lambda line: print(line, flush=True))
-    after = evaluate_policy(policy, held, cfg, optimal)
+    after = evaluate_policy(policy, held, cfg, optimal) if held else {}
     print(f"trained policy, held-out: {json.dumps(after)}")
-    print(f"{report.steps} steps, stages {report.stages}, wall {report.wall_time_s:.0f}s, peak RSS {report.peak_rss_mb:.0f} MB")
+    print(
+        f"{report.steps} steps, stages {report.stages}, wall {report.wall_time_s:.0f}s, peak RSS {report.peak_rss_mb:.0f} MB"
+    )
     if not args.no_export:
-        for kind, path in export_policy(policy, args.out).items():
+        base = (
+            smollm2_gguf_path() if cfg.model == "smollm2" else Path(cfg.model) if cfg.model.endswith(".gguf") else None
+        )
+        for kind, path in export_policy(policy, args.out, base_gguf=base).items():
             print(f"wrote {kind}: {path}")
         Path(args.out, "train_report.json").write_text(
-            json.dumps({"config": asdict(cfg), "before": before, "after": after, "steps": report.steps,
-                        "wall_time_s": report.wall_time_s, "peak_rss_mb": report.peak_rss_mb}, indent=1),
+            json.dumps(
+                {
+                    "config": asdict(cfg),
+                    "before": before,
+                    "after": after,
+                    "steps": report.steps,
+                    "wall_time_s": report.wall_time_s,
+                    "peak_rss_mb": report.peak_rss_mb,
+                },
+                indent=1,
+            ),
             encoding="utf-8",
         )
     return 0
@@ -839,7 +995,9 @@ def register_train_r2(subparsers: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m logicmap.evals.train.logo_train", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m logicmap.evals.train.logo_train", description=__doc__.splitlines()[0]
+    )
     add_arguments(parser)
     return cmd_train_r2(parser.parse_args(argv))
 

@@ -23,13 +23,26 @@ _NAMES = (
     ("Greta", "Hugo", "Ines", "Bram", "Sara", "Kofi", "Yuki", "Dario"),
 )
 _VALUES = {
-    "city": (("Porto", "Lisbon", "Madrid", "Dublin", "Oslo", "Vienna"), ("Prague", "Athens", "Zurich", "Krakow", "Bergen", "Turin")),
-    "job": (("nurse", "baker", "pilot", "teacher", "plumber", "chemist"), ("lawyer", "florist", "dentist", "welder", "curator", "surveyor")),
-    "car": (("Volvo", "Fiat", "Toyota", "Skoda", "Mazda", "Honda"), ("Renault", "Subaru", "Peugeot", "Kia", "Seat", "Lancia")),
+    "city": (
+        ("Porto", "Lisbon", "Madrid", "Dublin", "Oslo", "Vienna"),
+        ("Prague", "Athens", "Zurich", "Krakow", "Bergen", "Turin"),
+    ),
+    "job": (
+        ("nurse", "baker", "pilot", "teacher", "plumber", "chemist"),
+        ("lawyer", "florist", "dentist", "welder", "curator", "surveyor"),
+    ),
+    "car": (
+        ("Volvo", "Fiat", "Toyota", "Skoda", "Mazda", "Honda"),
+        ("Renault", "Subaru", "Peugeot", "Kia", "Seat", "Lancia"),
+    ),
 }
 # First-person templates; the extractor's no-LLM path rewrites them in the third person.
 _STATE = {"city": "I live in {v}.", "job": "I work as a {v}.", "car": "I drive a {v}."}
-_REPEAT = {"city": "I still live in {v}, as before.", "job": "I still work as a {v}, as before.", "car": "I still drive a {v}, as before."}
+_REPEAT = {
+    "city": "I still live in {v}, as before.",
+    "job": "I still work as a {v}, as before.",
+    "car": "I still drive a {v}, as before.",
+}
 _CHANGE = {"city": "I live in {v} now.", "job": "I work as a {v} now.", "car": "I drive a {v} now."}
 _RETRACT = {"city": "I no longer live in {v}.", "job": "I no longer work as a {v}.", "car": "I no longer drive a {v}."}
 _QUESTION = {"city": "Where does {n} live?", "job": "What does {n} work as?", "car": "What car does {n} drive?"}
@@ -44,7 +57,9 @@ class LabelledConversation:
     optimal: dict[str, str]
 
 
-def _next_event(state: dict[tuple[str, str], str | None], people: list[str], rng: random.Random) -> tuple[str, str, str]:
+def _next_event(
+    state: dict[tuple[str, str], str | None], people: list[str], rng: random.Random
+) -> tuple[str, str, str]:
     """(person, attribute, kind) of the next informative turn: unset -> ADD; set -> repeat, change or retraction."""
     person, attribute = rng.choice(people), rng.choice(sorted(_STATE))
     if state.get((person, attribute)) is None:
