@@ -131,7 +131,7 @@ PRESETS: dict[str, TrainConfig] = {
         lora_r=0,
         learning_rate=3e-3,
         stages=(2, 4, 8),
-        steps_per_stage=10,
+        steps_per_stage=40,
         conversations_per_step=2,
         threads=1,  # a 2-layer model gains nothing from threads, and loses much on a shared CPU
     ),
