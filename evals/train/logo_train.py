@@ -382,38 +382,31 @@ def manager_actions(
 ) -> list[str]:
     """Valid edit batches (as the manager's JSON completion) for the new facts, at most ``limit``.
 
-    The full product of per-fact options when it is small; otherwise the no-LLM manager's batch, every
-    batch that differs from it in one fact, then random valid batches, so the set always holds a
-    spread of choices for each fact."""
+    In this order until ``limit``: the no-LLM manager's batch, every batch that differs from it in one
+    fact (so each option of each fact is in the set), then the other batches of the product of per-fact
+    options (shuffled by ``rng`` when it is larger than the limit; a rollout's rng, so rollouts see
+    different ones)."""
     if not candidates:
         return [edits_completion([])]
     options = [_fact_options(memory, c, i) for i, c in enumerate(candidates)]
-    if math.prod(len(o) for o in options) <= 4 * limit:
-        batches = [list(b) for b in itertools.product(*options)]
+    base = heuristic_edits(memory, candidates)
+    by_fact = {e.fact: e for e in base}
+    batches = [base] + [
+        [alt if e.fact == i else e for e in base] for i, opts in enumerate(options) for alt in opts if alt != by_fact[i]
+    ]
+    rng = rng or random.Random(0)
+    if math.prod(len(o) for o in options) <= 8 * limit:
+        rest = [list(b) for b in itertools.product(*options)]
+        rng.shuffle(rest)
     else:
-        base = heuristic_edits(memory, candidates)
-        by_fact = {e.fact: e for e in base}
-        batches = [base] + [
-            [alt if e.fact == i else e for e in base]
-            for i, opts in enumerate(options)
-            for alt in opts
-            if alt != by_fact[i]
-        ]
-        rng = rng or random.Random(0)
-        batches += [[rng.choice(o) for o in options] for _ in range(4 * limit)]
+        rest = [[rng.choice(o) for o in options] for _ in range(8 * limit)]
     seen: dict[str, None] = {}
-    for batch in batches:
+    for batch in batches + rest:
+        if len(seen) >= limit:
+            break
         if not memory.validate(canonical_order(batch), candidates):
             seen.setdefault(edits_completion(batch), None)
-    actions = list(seen)
-    if len(actions) > limit:
-        keep = (
-            random.Random(len(actions)).sample(actions[1:], limit - 1)
-            if rng is None
-            else rng.sample(actions[1:], limit - 1)
-        )
-        actions = [actions[0], *keep]
-    return actions
+    return list(seen)
 
 
 def _extraction_text(extraction: FactExtraction) -> str:
@@ -539,7 +532,7 @@ def _manager_decision(
     greedy: bool,
 ) -> Decision:
     messages = messages_as_dicts(r2_manage.build_messages(memory.render(), render_candidates(candidates)))
-    actions = manager_actions(memory, candidates, cfg.max_actions, random.Random(cfg.seed + index))
+    actions = manager_actions(memory, candidates, cfg.max_actions, rng or random.Random(cfg.seed + index))
     chosen, logp, ref = _choose(policy, messages, actions, cfg, rng, greedy, cfg.kl_beta > 0 and not greedy)
     return Decision(
         "manager", messages, actions, chosen, logp[chosen], ref, index, memory.snapshot(), tuple(candidates)
@@ -628,9 +621,14 @@ def local_group(
     return GroupRecord("local", rewards, advantages), [Sample(m, a, "local") for m, a in zip(members, advantages)]
 
 
-def logo_loss(policy: Policy, samples: Sequence[Sample], cfg: TrainConfig) -> tuple[Any, dict[str, float]]:
+def logo_loss(
+    policy: Policy, samples: Sequence[Sample], cfg: TrainConfig, *, backward: bool = False
+) -> tuple[Any, dict[str, float]]:
     """``L_global + local_weight * L_local`` (+ ``kl_beta`` * KL): the clipped GRPO surrogate per sample,
-    averaged within each level. Samples sharing a prompt and action set share one forward pass."""
+    averaged within each level. Samples sharing a prompt and action set share one forward pass.
+
+    ``backward``: back-propagate each prompt's share as soon as it is computed (gradients add up to those of
+    the whole loss) and return the loss detached, so only one prompt's activations are alive at a time."""
     import torch
 
     by_prompt: dict[str, list[Sample]] = {}
@@ -644,18 +642,23 @@ def logo_loss(policy: Policy, samples: Sequence[Sample], cfg: TrainConfig) -> tu
     for group in by_prompt.values():
         first = group[0].decision
         logp = policy.action_logprobs(first.messages, first.actions, cfg.temperature)
+        share = torch.zeros((), device=policy.device)
         for s in group:
             new = logp[s.decision.chosen]
             ratio = torch.exp(new - s.decision.old_logprob)
             clipped = torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps)
             term = -torch.minimum(ratio * s.advantage, clipped * s.advantage) / max(1, counts[s.level])
-            total = total + weights[s.level] * term
+            share = share + weights[s.level] * term
             parts[s.level] += float(term.detach())
             if cfg.kl_beta > 0 and s.decision.reference is not None:
                 ref = torch.tensor(s.decision.reference, device=logp.device)
                 kl = (logp.exp() * (logp - ref)).sum() / max(1, len(samples))
-                total = total + cfg.kl_beta * kl
+                share = share + cfg.kl_beta * kl
                 parts["kl"] += float(kl.detach())
+        if backward and share.requires_grad:
+            share.backward()
+            share = share.detach()
+        total = total + share
     return total, parts
 
 
@@ -721,10 +724,9 @@ def train_logo(
                     groups.append(record)
             loss_value, grad_norm = 0.0, 0.0
             for _ in range(max(1, cfg.inner_epochs)):
-                loss, _parts = logo_loss(policy, samples, cfg)
                 optimizer.zero_grad()
-                if loss.requires_grad:
-                    loss.backward()
+                loss, _parts = logo_loss(policy, samples, cfg, backward=True)
+                if any(p.grad is not None for p in policy.trainable_parameters()):
                     norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm)
                     grad_norm = float(norm)
                     optimizer.step()

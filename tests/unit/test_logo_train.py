@@ -151,3 +151,18 @@ def test_cli_train_r2_trains_evaluates_and_exports(tmp_path, capsys) -> None:
     assert "untrained policy, held-out" in printed and "trained policy, held-out" in printed
     assert (out / "merged" / "config.json").exists() and (out / "train_report.json").exists()
     assert main(["train-r2", "--model", str(tmp_path / "missing.gguf"), "--no-export"]) == 2
+
+
+def test_per_prompt_backward_gives_the_gradient_of_the_whole_loss(task) -> None:
+    policy = load_policy(replace(TINY, lora_r=0))
+    episodes, _record, samples = global_group(policy, task[3].conversation, 2, TINY, random.Random(6))
+    samples = [replace(s, advantage=a) for s, a in zip(samples, [1.0, -0.5, 0.25, -1.0] * len(samples))]
+    params = policy.trainable_parameters()
+    whole, _ = logo_loss(policy, samples, TINY)
+    whole.backward()
+    expected = [p.grad.clone() for p in params]
+    for p in params:
+        p.grad = None
+    split, _ = logo_loss(policy, samples, TINY, backward=True)
+    assert float(split) == pytest.approx(float(whole.detach()), abs=1e-6)
+    assert all(torch.allclose(p.grad, g, atol=1e-6) for p, g in zip(params, expected))
