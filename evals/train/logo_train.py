@@ -19,13 +19,16 @@ What the loop does, per optimisation step and training conversation:
 
 The action space. A decision samples among *valid* completions only: for the manager, edit batches that
 ``FactMemory.validate`` accepts (per new fact: ADD, NOOP, UPDATE or DELETE of the most related facts);
-for the extractor, the no-LLM extraction and its leave-one-out variants. ``pi(a)`` is the model's
-probability of completion ``a`` (its JSON text, as served) renormalised over that set: the exact
-conditional distribution a grammar-constrained decoder targets. A 135M model's free generation is
-almost never a valid batch, so unconstrained sampling would give every rollout the same invalid reward
-and no signal. TRL's ``GRPOTrainer`` samples free text per prompt and normalises over one group per
-prompt; it cannot express multi-step episodes with two levels of groups, so this loop is written here
-on transformers and PEFT (both maintained libraries); TRL itself is not needed.
+for the extractor, the no-LLM extraction and its leave-one-out variants. ``pi(a)`` is a softmax over the
+set of the mean token log-probability the model gives completion ``a`` (its JSON text, as served):
+length-normalised, because summed log-probabilities make the shortest completion win by tens of nats
+whatever it says. A 135M model's free generation is almost never a valid batch, so unconstrained sampling
+would give every rollout the same invalid reward and no signal. The local reward scores the memory right
+after the step (``logo_grpo``'s dataset continues greedily to the horizon instead).
+
+TRL's ``GRPOTrainer`` samples free text per prompt and normalises over one group per prompt; it cannot
+express multi-step episodes with two levels of groups, so this loop is written here on transformers and
+PEFT (both maintained libraries); TRL itself is not needed.
 """
 
 from __future__ import annotations
@@ -107,7 +110,7 @@ class TrainConfig:
     steps_per_stage: int = 4  # optimisation steps per curriculum stage
     conversations_per_step: int = 2
     local_points: int = 2  # sessions per global rollout that get a local group
-    local_weight: float = 1.0  # L = L_global + local_weight * L_local (the paper weights the levels equally)
+    local_weight: float = 1.0  # L = L_global + local_weight * L_local; equal, as evals/train/README.md reads the paper
     clip_eps: float = 0.2
     inner_epochs: int = 1  # optimisation passes over one step's samples (TRL's num_iterations)
     kl_beta: float = 0.0  # TRL's default; > 0 adds the exact KL to the base model over the action set
