@@ -364,13 +364,18 @@ def run_local_llm_command(
     command: Sequence[str] = (),
     venv: str | None = None,
     n_threads: int | None = None,
+    model_path: str | None = None,
     out: IO[str] | None = None,
 ) -> int:
-    """``logicmap local-llm``: serve until Ctrl-C, or run ``command`` against the server, or benchmark it."""
+    """``logicmap local-llm``: serve until Ctrl-C, or run ``command`` against the server, or benchmark it.
+    ``model_path``: another GGUF (a trained Memory-R2 manager) instead of SmolLM2."""
     out = out or sys.stdout
+    if model_path is not None and not Path(model_path).is_file():
+        print(f"error: no GGUF model file at {model_path}", file=sys.stderr)
+        return 2
     with _sigterm_interrupts():
         try:
-            server = LocalLLMServer(port=port or None, venv=venv, n_threads=n_threads)
+            server = LocalLLMServer(port=port or None, venv=venv, n_threads=n_threads, model_path=model_path)
         except LocalLLMUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -1,4 +1,4 @@
-"""The eval commands of the ``logicmap`` program: ``demo`` (the main job), ``eval`` and ``train-data``.
+"""The eval commands of the ``logicmap`` program: ``demo`` (the main job), ``eval``, ``train-data`` and ``train-r2``.
 
 They sit with evals because they score answers (evals.metrics, evals.runner); ``logicmap.__main__`` adds them to
 the core parser of ``graphs.cli``, which itself imports nothing from evals.
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from logicmap.evals.metrics import evidence_recall, token_f1
+from logicmap.evals.train.logo_train import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
 from logicmap.graphs.cli import policy_from_args, resources_from_args
 from logicmap.graphs.resources import Resources
@@ -140,7 +141,7 @@ def recall_budgets(text: str) -> list[int]:
 
 
 def add_eval_commands(sub: Any) -> None:
-    """Add ``demo``, ``train-data`` (Memory-R2, evals.train.smoke) and ``eval`` to the ``logicmap`` subparsers."""
+    """Add ``demo``, ``train-data`` (Memory-R2, evals.train.smoke), ``train-r2`` (evals.train.logo_train) and ``eval`` to the ``logicmap`` subparsers."""
     p = sub.add_parser("demo", help="the main job: ingest the sample conversation and answer its questions")
     p.add_argument("--namespace", "-n", default="sample")
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
@@ -152,6 +153,7 @@ def add_eval_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_demo)
 
     register_train_data(sub)
+    register_train_r2(sub)
 
     p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
     p.add_argument("file")

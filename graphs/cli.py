@@ -181,7 +181,7 @@ def cmd_local_llm(args: argparse.Namespace) -> int:
 
     command = [c for c in args.run if c != "--"]
     return run_local_llm_command(port=args.port, benchmark=args.benchmark, command=command, venv=args.venv,
-                                 n_threads=args.threads)  # fmt: skip
+                                 n_threads=args.threads, model_path=args.model)  # fmt: skip
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -320,6 +320,7 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--threads", type=int, help="generation threads (default: half the cores)")
     p.add_argument("--venv", help="the llama-cpp-python venv (default: LOGICMAP_LLM_VENV or .venv-llm)")
+    p.add_argument("--model", help="serve this GGUF instead of SmolLM2 (e.g. a trained manager from train-r2)")
     p.add_argument("--benchmark", action="store_true", help="print start time and tokens/s, then stop")
     p.add_argument("run", nargs=argparse.REMAINDER, help="-- CMD ...: run CMD against the server with LOGICMAP_* set")
     p.set_defaults(func=cmd_local_llm)

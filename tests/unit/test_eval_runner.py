@@ -235,4 +235,4 @@ def test_the_logicmap_program_offers_the_core_and_the_eval_commands() -> None:
 
     core = {"ingest", "ask", "graph", "stats", "namespaces", "local-llm", "chat", "facts", "export", "import"}
     assert commands(build_parser()) == core  # graphs.cli alone: no eval command, no import of evals
-    assert commands(build_parser(add_eval_commands)) == core | {"demo", "train-data", "eval"}
+    assert commands(build_parser(add_eval_commands)) == core | {"demo", "train-data", "train-r2", "eval"}
