@@ -17,6 +17,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -78,6 +79,7 @@ def run_client(args: argparse.Namespace) -> int:
     if sys.stdin.readline().strip() != "go":
         return 1
     latencies, errors, i = [], 0, args.index
+    cpu = time.process_time()
     began = time.perf_counter()
     deadline = began + args.seconds
     while time.perf_counter() < deadline:
@@ -93,6 +95,7 @@ def run_client(args: argparse.Namespace) -> int:
         latencies.append(time.perf_counter() - t0)
         i += 1
     elapsed = time.perf_counter() - began
+    cpu = time.process_time() - cpu
     print(
         json.dumps(
             {
@@ -100,6 +103,7 @@ def run_client(args: argparse.Namespace) -> int:
                     "answers": len(latencies) - errors,
                     "errors": errors,
                     "seconds": elapsed,
+                    "cpu_s": cpu,
                     "latencies": latencies,
                     "threads_after": _status()["Threads"],
                 }
@@ -177,6 +181,15 @@ def _client_command(args: argparse.Namespace, index: int) -> list[str]:
     return command + (["--cache-questions"] if args.cache_questions else [])
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (from /proc), 0.0 when unreadable."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def _read_json(proc: subprocess.Popen[str], key: str) -> dict[str, Any]:
     assert proc.stdout is not None
     for line in proc.stdout:
@@ -187,20 +200,29 @@ def _read_json(proc: subprocess.Popen[str], key: str) -> dict[str, Any]:
     raise RuntimeError(f"a client exited (code {proc.wait()}) before reporting {key!r}")
 
 
-def run_clients(args: argparse.Namespace, count: int, env: dict[str, str]) -> dict[str, Any]:
+def run_clients(args: argparse.Namespace, count: int, env: dict[str, str], server_pid: int) -> dict[str, Any]:
     """``count`` clients loaded, started together, measured over the same seconds."""
     procs = [
         subprocess.Popen(_client_command(args, i), env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         for i in range(count)
     ]
+    watchdogs = [threading.Timer(READY_TIMEOUT_S, p.kill) for p in procs]  # a stuck client ends the bench
+    for watchdog in watchdogs:
+        watchdog.start()
     try:
         ready = [_read_json(p, "ready") for p in procs]
+        for watchdog in watchdogs:
+            watchdog.cancel()
+        server_cpu = _cpu_seconds(server_pid)
         for p in procs:
             assert p.stdin is not None
             p.stdin.write("go\n")
             p.stdin.flush()
         done = [_read_json(p, "done") for p in procs]
+        server_cpu = _cpu_seconds(server_pid) - server_cpu
     finally:
+        for watchdog in watchdogs:
+            watchdog.cancel()
         for p in procs:
             if p.poll() is None:
                 try:
@@ -213,6 +235,10 @@ def run_clients(args: argparse.Namespace, count: int, env: dict[str, str]) -> di
         "answers_per_s": sum(d["answers"] / d["seconds"] for d in done),
         "answers": sum(d["answers"] for d in done),
         "errors": sum(d["errors"] for d in done),
+        # CPU per answer hardly depends on how busy the machine is; answers/s does.
+        "cpu_ms": 1000 * sum(d["cpu_s"] for d in done) / max(1, sum(d["answers"] for d in done)),
+        "cpu_share": sum(d["cpu_s"] for d in done) / max(d["seconds"] for d in done),
+        "server_cpu_s": server_cpu,
         "p50_ms": 1000 * statistics.median(latencies) if latencies else float("nan"),
         "p95_ms": 1000 * latencies[min(len(latencies) - 1, int(0.95 * len(latencies)))] if latencies else float("nan"),
         "rss_mb": max(r["VmRSS"] for r in ready),
@@ -271,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"chroma server on 127.0.0.1:{port}; ingesting {Path(args.file).name} ...", flush=True)
         print(f"  ingested in {_ingest(Path(args.file), env):.1f}s", flush=True)
         for count in counts:
-            row = run_clients(args, count, env)
+            row = run_clients(args, count, env, server.pid)
             rows.append(row)
             print(
                 f"  {count} client(s): {row['answers_per_s']:.1f} answers/s, p50 {row['p50_ms']:.0f} ms, "
@@ -295,6 +321,9 @@ def main(argv: list[str] | None = None) -> int:
             "p50 ms",
             "p95 ms",
             "errors",
+            "client CPU ms per answer",
+            "cores used by clients",
+            "Chroma server CPU s",
             "RSS MB after loading (max)",
             "peak RSS MB",
             "USS MB",
@@ -309,6 +338,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['p50_ms']:.0f}",
                 f"{r['p95_ms']:.0f}",
                 r["errors"],
+                f"{r['cpu_ms']:.0f}",
+                f"{r['cpu_share']:.2f}",
+                f"{r['server_cpu_s']:.1f}",
                 f"{r['rss_mb']:.0f}",
                 f"{r['hwm_mb']:.0f}",
                 f"{r['uss_mb']:.0f}" if r["uss_mb"] is not None else "n/a",
