@@ -59,9 +59,9 @@ class LogicMapSettings(BaseSettings):
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_batch_size: int = 64
     embedding_runtime: Literal["numpy", "torch"] = Field(
-        default="numpy",
-        description="How MiniLM runs: numpy (no torch; a small process) or torch (sentence-transformers). "
-        "Same vectors either way.",
+        default="torch",
+        description="How MiniLM runs: torch (sentence-transformers, the default) or numpy (weights memory-mapped, "
+        "no torch: a small worker process). Same vectors either way.",
     )
     threads: int | Literal["auto"] = Field(
         default="auto",

@@ -149,3 +149,11 @@ def test_numpy_minilm_gives_sentence_transformers_vectors() -> None:
 
     assert torch.get_num_threads() == 1  # the cap reaches torch, which only loads with the model
     assert MiniLMEmbeddings().embed_documents([]) == []
+
+
+def test_the_copied_stop_words_are_scikit_learns() -> None:
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+    from logicmap.memory.lexicon import SKLEARN_STOP_WORDS
+
+    assert frozenset(ENGLISH_STOP_WORDS) == SKLEARN_STOP_WORDS
