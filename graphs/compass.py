@@ -56,7 +56,7 @@ from logicmap.graphs.resources import (
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy, traced_graph
 from logicmap.memory.embeddings import normalize
-from logicmap.memory.graph import EventGraph
+from logicmap.memory.graph import EventGraph, Ranking
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
 from logicmap.prompts.explore import ExplorerDecision
 
@@ -394,24 +394,25 @@ def _decision(step: int, event_id: str, d: ExplorerDecision) -> Decision:
                     satisfied_subgoals=d.satisfied_subgoals)
 
 
-def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resources) -> list[str]:
-    """Every event best first for ``query``, by the context's recipe (``RANKING_RECIPES``)."""
+def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resources,
+                 visited: set[str] | frozenset[str] = frozenset()) -> Ranking:
+    """Every unvisited event best first for ``query``, by the context's recipe (``RANKING_RECIPES``); sorted
+    as far as it is read."""
     similarity = graph.turn_similarities if ctx.recipe == "turns" else graph.similarities
     sims = np.max([similarity(v) for v in _encoder(ctx, res).vectors([query])[0]], axis=0)
-    dense_rank = graph.ranking(sims)
     if ctx.recipe != "hybrid":
-        return dense_rank
+        return graph.ranked(sims, visited)
     bm = event_index(graph.snapshot).scores(query)  # rows in snapshot.events order, as graph.ids
-    bm_rank = graph.ranking(bm)
-    return [e for e, _ in reciprocal_rank_fusion([dense_rank, bm_rank])]
+    fused = [e for e, _ in reciprocal_rank_fusion([graph.ranking(sims), graph.ranking(bm)])]
+    return Ranking(np.array(fused, dtype=object), -np.arange(len(fused), dtype=np.float64), visited)
 
 
 def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassContext, res: Resources,
                 ) -> tuple[list[str], list[str], list[str]]:
     """The unvisited top-k events for ``query``, the best event of each of the first p topics, and both together
     (the candidate starting points)."""
-    ranking = [e for e in _rank_events(graph, query, ctx, res) if e not in visited]
-    top = ranking[: ctx.top_k]
+    ranking = _rank_events(graph, query, ctx, res, visited)
+    top = ranking.head(ctx.top_k)
     diverse = graph.topic_leaders(ranking, ctx.top_p)
     return top, diverse, list(dict.fromkeys([*top, *diverse]))
 
@@ -748,7 +749,7 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     graph = _event_graph(res, state["namespace"])
     wanting = not all(state.get("satisfied", [True])) or not _evidence_filled(
         graph, state, ctx, res, state.get("queue", {}))
-    unread = len(graph) > len(set(state.get("visited", [])) & set(graph.ids))
+    unread = len(graph) > sum(1 for e in set(state.get("visited", [])) if e in graph)
     if wanting and unread and state.get("refinements", 0) < ctx.max_refinements:
         return "refine"
     return "respond"

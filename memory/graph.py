@@ -6,8 +6,10 @@ Built from a committed snapshot and cached with it, so it is rebuilt only when t
 from __future__ import annotations
 
 import threading
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from typing import TYPE_CHECKING
 
 import networkx as nx
@@ -20,9 +22,64 @@ from logicmap.memory.snapshot_file import VectorTable
 if TYPE_CHECKING:
     from logicmap.memory.store import NamespaceSnapshot
 
-__all__ = ["EventGraph", "Neighbor"]
+__all__ = ["EventGraph", "Neighbor", "Ranking"]
 
 _RECENT_QUERIES = 16  # query vectors whose similarities an event graph keeps
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """``matrix`` with unit rows: itself when they are already (embedders give unit vectors), so a namespace's
+    vectors are held once, not once more by its graph."""
+    squares = np.einsum("ij,ij->i", matrix, matrix)
+    if matrix.dtype == np.float32 and np.all(np.abs(squares - 1.0) < 1e-5):
+        return matrix
+    return normalize(matrix)
+
+
+class Ranking:
+    """Event ids best first by score (ties in graph order), without ``exclude``d ones, sorted only as far as
+    they are read: a search reads tens of a namespace's events, and sorting all of them (and making a list of
+    every id) was most of a query's time in a large namespace."""
+
+    _FIRST = 64  # ids sorted by the first read; each further read sorts twice as many
+
+    def __init__(self, ids: np.ndarray, scores: np.ndarray, exclude: Container[str] = frozenset()) -> None:
+        self._ids, self._keys, self._exclude = ids, -np.asarray(scores, dtype=np.float64), exclude
+        self._left = np.arange(len(ids))
+        self._read: list[str] = []
+        self._size = self._FIRST
+
+    def _more(self) -> bool:
+        """Sort the next block of ids; False when none is left."""
+        left = self._left
+        if not left.size:
+            return False
+        keys, k = self._keys[left], min(self._size, left.size)
+        if k < left.size:
+            kth = np.partition(keys, k - 1)[k - 1]
+            below = np.flatnonzero(keys < kth)
+            chosen = np.concatenate([below, np.flatnonzero(keys == kth)[: k - len(below)]])
+            chosen.sort()  # stable order below: ties keep graph order
+        else:
+            chosen = np.arange(left.size)
+        block = chosen[np.argsort(keys[chosen], kind="stable")]
+        self._read.extend(e for e in self._ids[left[block]].tolist() if e not in self._exclude)
+        self._left = np.delete(left, chosen)
+        self._size *= 2
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        i = 0
+        while True:
+            while i < len(self._read):
+                yield self._read[i]
+                i += 1
+            if not self._more():
+                return
+
+    def head(self, n: int) -> list[str]:
+        """The first ``n`` ids."""
+        return list(islice(self, n))
 
 
 @dataclass(frozen=True)
@@ -58,7 +115,7 @@ class EventGraph:
         self._build_edges(snapshot)
         table = VectorTable.of(snapshot.event_vectors)
         if self.ids and all(eid in table for eid in self.ids):
-            self.matrix = normalize(table.rows_of(self.ids))
+            self.matrix = _unit_rows(table.rows_of(self.ids))
         else:
             self.matrix = np.zeros((len(self.ids), 1), dtype=np.float32)
 
@@ -120,7 +177,7 @@ class EventGraph:
         """The event graph of a snapshot, built once and cached on it."""
         return snapshot.derived(cls.from_snapshot)
 
-    def topic_leaders(self, ranking: list[str], top_p: int) -> list[str]:
+    def topic_leaders(self, ranking: Iterable[str], top_p: int) -> list[str]:
         """The best event of each of the first ``top_p`` distinct topics of ``ranking`` (CompassMem's
         topic-diverse starting candidates); an event without a topic is a topic of its own."""
         seen_topics: set[str] = set()
@@ -182,6 +239,10 @@ class EventGraph:
     def ranking(self, scores: np.ndarray) -> list[str]:
         """Event ids best first by ``scores`` (one per event, in ``ids`` order; ties keep graph order)."""
         return self._id_array[np.argsort(-scores, kind="stable")].tolist()
+
+    def ranked(self, scores: np.ndarray, exclude: Container[str] = frozenset()) -> Ranking:
+        """``ranking(scores)`` without ``exclude``, sorted lazily (read it with ``head`` or by iterating)."""
+        return Ranking(self._id_array, scores, exclude)
 
     def turn_similarities(self, query_vector: np.ndarray | list[float], rows: np.ndarray | None = None) -> np.ndarray:
         """Per event (in ``self.ids`` order, or only the events at ``rows``), the best cosine similarity of its

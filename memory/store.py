@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -53,6 +53,7 @@ from logicmap.memory.snapshot_file import (
     SnapshotFile,
     SnapshotFileError,
     VectorTable,
+    gc_paused,
     read_snapshot_file,
     snapshot_path,
     write_snapshot_file,
@@ -95,6 +96,11 @@ _READ_PAGE = 10_000
 _HNSW = {"space": "cosine", "ef_construction": 24, "max_neighbors": 8}
 _PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_CLAIMS = 10_000
+_MAX_LISTED = 256  # generations a delta read lists by number rather than as a range
+# A record's JSON travels in this metadata key, not as a Chroma document: Chroma indexes every document for
+# full-text search (trigrams), which made writing a record cost about twice as much, for a search nothing
+# runs. Records written before keep their JSON in the document; readers take either.
+_RECORD = "record"
 _PLACEHOLDER = [1.0]  # records without a vector of their own (relations, tags)
 _VECTOR_KINDS = ("turns", "events", "topics", "facts", "cues", "r2_facts")
 _PLAIN_KINDS = ("relations", "tags")
@@ -537,6 +543,30 @@ def _visible(generation: int, void: Sequence[int] = ()) -> dict[str, Any]:
                      {"$or": [{"died": {"$gt": generation}}, {"died": {"$in": void}}]}]}
 
 
+def _embedding_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:
+    """Vectors as one float32 matrix: Chroma takes it as it is (no Python float per number)."""
+    try:
+        matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"vectors must be lists of numbers of one width ({str(exc).splitlines()[0][:120]})") from None
+    if matrix.ndim != 2 or not np.isfinite(matrix).all():
+        raise ValueError("vectors must be lists of finite numbers of one width")
+    return matrix
+
+
+def _unit_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def _shown(meta: Mapping[str, Any], generation: int, void: Container[int]) -> bool:
+    """``_visible`` for one version's metadata. A read that has a selective condition of its own (the ids
+    asked for, the versions born since a generation) checks visibility here: Chroma evaluates each condition
+    of a filter over the whole collection, so adding ``_visible``'s made such a read scan every version."""
+    born, died = meta["born"], meta["died"]
+    return born <= generation and born not in void and (died > generation or died in void)
+
+
 def _next_id(generation: int) -> str:
     return f"next@{generation}"
 
@@ -820,14 +850,15 @@ class MemoryStore:
         if cached is not None and cached.manifest.generation == manifest.generation:
             self._verified[namespace] = commits
             return cached
-        if cached is not None and 0 < cached.manifest.generation < manifest.generation:
-            snap = self._advance(cached, manifest)
-            self._since_file[namespace] = self._since_file.get(namespace, 0) + self._delta_size(cached, snap)
-        else:
-            snap = self._open_persisted(manifest) if manifest.generation > 0 else None
-            if snap is None:
-                snap = self._read_whole(manifest)
-                self._since_file[namespace] = -1  # no file to build on
+        with gc_paused():
+            if cached is not None and 0 < cached.manifest.generation < manifest.generation:
+                snap = self._advance(cached, manifest)
+                self._since_file[namespace] = self._since_file.get(namespace, 0) + self._delta_size(cached, snap)
+            else:
+                snap = self._open_persisted(manifest) if manifest.generation > 0 else None
+                if snap is None:
+                    snap = self._read_whole(manifest)
+                    self._since_file[namespace] = -1  # no file to build on
         self._snapshots[namespace] = snap
         self._verified[namespace] = commits
         self._persist(snap)
@@ -967,6 +998,11 @@ class MemoryStore:
         where: dict[str, Any] = {"$and": [{"died": {"$gt": old}}, {"died": {"$lte": new}}]}
         if void:
             where["$and"].append({"died": {"$nin": sorted(void)}})
+        if new - old <= _MAX_LISTED:  # a range over died matches every live version; the numbers each match few
+            numbers = [n for n in range(old + 1, new + 1) if n not in set(void)]
+            if not numbers:
+                return set()
+            where = {"died": {"$in": numbers}}
         rids: set[str] = set()
         offset = 0
         while True:
@@ -985,9 +1021,11 @@ class MemoryStore:
         records: dict[str, Any] = {}
         rows: dict[str, int] = {}
         pages: list[np.ndarray] = []
-        where = _visible(generation, void)
-        if born_after is not None:
-            where = {"$and": [*where["$and"], {"born": {"$gt": born_after}}]}
+        voids = frozenset(void)
+        if born_after is None:
+            where, check = _visible(generation, void), False
+        else:  # the versions born since: few, and visibility checked on each
+            where, check = {"$and": [{"born": {"$gt": born_after}}, {"born": {"$lte": generation}}]}, True
         offset = 0
         while True:
             # Paged: one unbounded get() of >32k records exceeds SQLite's variable limit in Chroma.
@@ -996,8 +1034,10 @@ class MemoryStore:
             if embeddings is not None and len(got["ids"]):
                 pages.append(np.asarray(embeddings, dtype=np.float32).reshape(len(got["ids"]), -1))
             for i, (doc, meta) in enumerate(zip(got["documents"], got["metadatas"])):
+                if check and not _shown(meta, generation, voids):
+                    continue
                 rid = meta["rid"]
-                records[rid] = model.model_validate_json(doc)
+                records[rid] = model.model_validate_json(meta.get(_RECORD) or doc)
                 rows[rid] = offset + i
             if len(got["ids"]) < _READ_PAGE:
                 break
@@ -1010,18 +1050,29 @@ class MemoryStore:
 
     @_store_call
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
-        """Nearest committed records of a kind to a vector: ``[(record id, cosine similarity)]``."""
-        manifest = self.manifest(namespace)
-        if manifest.generation == 0 or k <= 0:
+        """Nearest committed records of a kind to a vector: ``[(record id, cosine similarity)]``, best first.
+
+        Exact: the snapshot's vectors are searched (Chroma's own index is built cheaply, being approximate
+        and used by no reader, so asking it for every record could leave some out)."""
+        if kind not in _VECTOR_KINDS:
+            raise ValueError(f"{kind!r} records have no vectors; ask for one of {', '.join(_VECTOR_KINDS)}")
+        if k <= 0 or self.manifest(namespace).generation == 0:
             return []
-        col = self._collection(namespace, kind)
-        got = col.query(
-            query_embeddings=[list(map(float, vector))],
-            n_results=k,
-            where=_visible(manifest.generation, manifest.void),
-            include=["metadatas", "distances"],
-        )
-        return [(m["rid"], 1.0 - float(d)) for m, d in zip(got["metadatas"][0], got["distances"][0])]
+        snap = self.snapshot(namespace)
+        if kind == "topics":
+            table = VectorTable.of({t.id: t.centroid for t in snap.topics.values()})
+        else:
+            table = VectorTable.of(getattr(snap, _SNAPSHOT_VECTORS[kind]))
+        if not len(table):
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if query.shape[0] != table.matrix.shape[1]:
+            raise ValueError(
+                f"a query vector of width {query.shape[0]} for {kind} vectors of width {table.matrix.shape[1]}"
+            )
+        sims = _unit_rows(table.matrix) @ _unit_rows(query[None, :])[0]
+        top = np.argsort(-sims, kind="stable")[:k]
+        return [(table.ids[i], float(sims[i])) for i in top]
 
     # -- writing --------------------------------------------------------------------------------
     @_store_call
@@ -1101,11 +1152,14 @@ class MemoryStore:
         retired = set(change.retire.get("turns", ()))
         sessions = {t.dia_id: t.session_id for t in change.turns if t.dia_id not in retired}
         col = self._collection(change.namespace, "turns")
-        visible = _visible(manifest.generation, manifest.void)["$and"]
+        void = frozenset(manifest.void)
         for chunk in self._batched(sorted(sessions)):
-            got = col.get(where={"$and": [{"rid": {"$in": list(chunk)}}, *visible]}, include=["metadatas", "documents"])
+            got = col.get(where={"rid": {"$in": list(chunk)}}, include=["metadatas", "documents"])
             for meta, doc in zip(got["metadatas"], got["documents"]):
-                stored, rid = meta.get("session_id") or Turn.model_validate_json(doc).session_id, meta["rid"]
+                if not _shown(meta, manifest.generation, void):
+                    continue
+                rid = meta["rid"]
+                stored = meta.get("session_id") or Turn.model_validate_json(meta.get(_RECORD) or doc).session_id
                 if stored != sessions[rid]:
                     raise TurnIdConflictError(
                         f"namespace {change.namespace!r}: turn {rid!r} of session {sessions[rid]!r} would overwrite "
@@ -1305,15 +1359,16 @@ class MemoryStore:
         if not rids:
             return
         col = self._collection(namespace, kind)
+        voids = frozenset(void)
         for chunk in self._batched(list(rids)):
             got = col.get(
-                where={"$and": [{"rid": {"$in": list(chunk)}}, *_visible(previous, void)["$and"]]},
-                include=["metadatas"],
+                where={"$and": [{"rid": {"$in": list(chunk)}}, {"died": {"$gt": previous}}]}, include=["metadatas"]
             )
-            if got["ids"]:
+            shown = [(i, m) for i, m in zip(got["ids"], got["metadatas"]) if _shown(m, previous, voids)]
+            if shown:
                 if fence is not None:
                     fence.check()
-                col.update(ids=got["ids"], metadatas=[{**m, "died": generation} for m in got["metadatas"]])
+                col.update(ids=[i for i, _ in shown], metadatas=[{**m, "died": generation} for _, m in shown])
 
     def _write(
         self,
@@ -1337,15 +1392,17 @@ class MemoryStore:
         self._retire(namespace, kind, rids, generation, generation - 1 if base is None else base,
                      void=void, fence=fence)
         col = self._collection(namespace, kind)
-        docs = [r.model_dump_json() for r in records]
-        metas = [{"rid": rid, "born": generation, "died": SENTINEL, **self._extra_meta(r)} for rid, r in zip(rids, records)]
-        embeds = [list(map(float, v)) for v in vectors] if vectors is not None else [_PLACEHOLDER] * len(records)
+        metas = [
+            {"rid": rid, "born": generation, "died": SENTINEL, _RECORD: r.model_dump_json(), **self._extra_meta(r)}
+            for rid, r in zip(rids, records)
+        ]
+        embeds = _embedding_rows(vectors) if vectors is not None else [_PLACEHOLDER] * len(records)
         ids = [f"{rid}@{generation}" for rid in rids]
         for start in range(0, len(ids), self._max_batch):
             end = start + self._max_batch
             if fence is not None:
                 fence.check()
-            col.upsert(ids=ids[start:end], embeddings=embeds[start:end], documents=docs[start:end], metadatas=metas[start:end])
+            col.upsert(ids=ids[start:end], embeddings=embeds[start:end], metadatas=metas[start:end])
 
     @staticmethod
     def _rid(kind: str, record: BaseModel) -> str:

@@ -88,8 +88,8 @@ def localize(graph: Any, query: np.ndarray, top_k: int = 5, top_p: int = 5) -> l
     """What compass's localize node computes without an LLM: dense ranking of every event, the top k,
     and the best event of each of the first p topics."""
     sims = graph.similarities(query)
-    ranking = graph.ranking(sims)
-    top = ranking[:top_k]
+    ranking = graph.ranked(sims)
+    top = ranking.head(top_k)
     return list(dict.fromkeys([*top, *graph.topic_leaders(ranking, top_p)]))
 
 
@@ -111,6 +111,7 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
         retired = [t for t in snapshot.topics if t not in {x.id for x in topics}]
         store.commit(ChangeSet(namespace=ns, base_generation=snapshot.generation, topics=topics,
                                retire={"topics": retired}, topic_steps=1))
+    del vectors  # the bench's own copy: memory is measured for what the store and its readers hold
     # A query after a write reads the new generation: a delta on the cached snapshot, then the graph build.
     started = time.perf_counter()
     snapshot = store.snapshot(ns)
