@@ -84,13 +84,11 @@ def timed_ingest(conversation: Any, namespace: str, resources: Any) -> list[tupl
     from logicmap.graphs.resources import with_resources
     from logicmap.graphs.tracing import run_config
 
-    ctx, resources = with_resources(IngestContext(policy="heuristic"), resources)
+    ctx, resources = with_resources(IngestContext(policy="heuristic", namespace=namespace), resources)
     config = run_config("ingest", namespace=namespace, policy="heuristic", budgets=ctx, recursion_limit=40)
     stages: list[tuple[str, float]] = []
     last = time.perf_counter()
-    for update in graph.stream(
-        {"namespace": namespace, "sessions": conversation.sessions}, config=config, context=ctx, stream_mode="updates"
-    ):
+    for update in graph.stream({"sessions": conversation.sessions}, config=config, context=ctx, stream_mode="updates"):
         now = time.perf_counter()
         for node, delta in update.items():
             stages.append((node, now - last))
