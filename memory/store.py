@@ -716,7 +716,8 @@ class MemoryStore:
         """Record that this directory holds memory, so a lost database is reported instead of recreated."""
         if self._marker is None or self._marker.exists():
             return
-        tmp = self._marker.with_name(f"{MEMORY_MARKER}.{os.getpid()}.tmp")
+        # One temporary file per thread: two threads of one process may mark a new store at once.
+        tmp = self._marker.with_name(f"{MEMORY_MARKER}.{os.getpid()}.{threading.get_ident()}.tmp")
         body = {"what": "LogicMap memory lives in chroma/chroma.sqlite3 beside this file",
                 "since": datetime.now(UTC).isoformat()}
         try:

@@ -312,3 +312,23 @@ def test_two_processes_on_a_chroma_server_writing_one_namespace_lose_nothing(tmp
     }
     assert not errors and not report["memory problems"], json.dumps(report, indent=1)
     _expect_complete(store, "shared", first, second)
+
+
+def test_threads_committing_first_to_a_new_store_all_mark_it(tmp_path: Path) -> None:
+    """The first commits of several threads to a fresh store each write the memory marker: none may fail
+    because another thread moved a shared temporary file away (a race seen once in CI)."""
+    for trial in range(10):
+        resources = make_resources(tmp_path / f"memory-{trial}")
+        store = resources.store
+        barrier = threading.Barrier(6)
+        with ThreadPoolExecutor(6) as pool:
+            for future in [pool.submit(_mark_after, barrier, store) for _ in range(6)]:
+                future.result()  # raises the thread's StoreAccessError, if any
+        assert (tmp_path / f"memory-{trial}" / ".logicmap-memory").exists()
+        assert not list((tmp_path / f"memory-{trial}").glob(".logicmap-memory.*.tmp"))
+        store.close()
+
+
+def _mark_after(barrier: threading.Barrier, store: object) -> None:
+    barrier.wait()
+    store._mark_memory()  # type: ignore[attr-defined]
