@@ -6,7 +6,6 @@ A role falls back only on output its model really produced; everything here stop
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import email.utils
 import random
 import threading
@@ -14,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
+
+from logicmap.memory.deadline import DEADLINE_HINT, RunDeadline, RunDeadlineExceeded, current_deadline, deadline_scope
 
 __all__ = [
     "CONTEXT_WINDOW_SETTING",
@@ -60,7 +61,7 @@ _HINTS: dict[str, str] = {
     "server_error": "the server kept failing; re-run later to resume",
     "timeout": "raise LOGICMAP_REQUEST_TIMEOUT if the model is just slow",
     "unreachable": "check LOGICMAP_OPENAI_BASE_URL and that the server is running",
-    "deadline": "raise LOGICMAP_RUN_DEADLINE_S if the run is just slow",
+    "deadline": DEADLINE_HINT,
 }
 
 
@@ -85,8 +86,9 @@ class ProviderError(RuntimeError):
         return self.kind in TRANSIENT
 
 
-class DeadlineExceeded(ProviderError):
-    """The run's deadline (``LOGICMAP_RUN_DEADLINE_S``) passed before the model answered."""
+class DeadlineExceeded(ProviderError, RunDeadlineExceeded):
+    """The run's deadline (``LOGICMAP_RUN_DEADLINE_S``) passed: before the model answered, or in a no-LLM loop
+    (``memory.deadline.check_deadline``); ``endpoint`` is empty then."""
 
     def __init__(self, message: str, *, endpoint: str = "") -> None:
         super().__init__("deadline", message, endpoint=endpoint)
@@ -248,24 +250,17 @@ rate_gate = RateGate()
 
 
 @dataclass
-class RunScope:
-    """A run's limits: the retry policy of its calls and its deadline (monotonic time, or ``None``)."""
+class RunScope(RunDeadline):
+    """A run's limits: its deadline (``memory.deadline.RunDeadline``) and the retry policy of its calls."""
 
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     request_timeout: float | None = None
-    deadline_s: float | None = None
-    deadline: float | None = None
     rng: random.Random = field(default_factory=random.Random)
 
-    def restart(self) -> None:
-        """Start the deadline over (ingest gives each session the full deadline)."""
-        self.deadline = time.monotonic() + self.deadline_s if self.deadline_s else None
-
-    def remaining(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
+    def expired_error(self, where: str) -> RuntimeError:
+        return DeadlineExceeded(f"the run's deadline ({self.deadline_s or 0:g} s) passed {where}")
 
 
-_scope: contextvars.ContextVar[RunScope | None] = contextvars.ContextVar("logicmap_run_scope", default=None)
 _default_scope: RunScope | None = None
 
 
@@ -273,8 +268,8 @@ def current_scope() -> RunScope:
     """The enclosing run's scope (LangGraph copies context into its node threads); outside one (a graph invoked
     directly, as Studio does) the retry policy of the ``LOGICMAP_*`` settings and no run deadline."""
     global _default_scope
-    found = _scope.get()
-    if found is not None:
+    found = current_deadline()
+    if isinstance(found, RunScope):
         return found
     if _default_scope is None:
         from logicmap.memory.config import LogicMapSettings
@@ -292,11 +287,8 @@ def run_scope(settings: Any | None = None, *, seed: int | None = None) -> Iterat
         scope = RunScope(policy=RetryPolicy.from_settings(settings), request_timeout=settings.request_timeout,
                          deadline_s=settings.run_deadline_s, rng=random.Random(seed))  # fmt: skip
     scope.restart()
-    token = _scope.set(scope)
-    try:
+    with deadline_scope(scope):
         yield scope
-    finally:
-        _scope.reset(token)
 
 
 def _deadline_error(scope: RunScope, endpoint: str, why: str) -> DeadlineExceeded:

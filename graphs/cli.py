@@ -4,8 +4,8 @@ The eval commands (demo, eval, train-data) live in ``evals.cli``; ``logicmap.__m
 Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2.
 Text that comes from memory, files or a model is printed through ``memory.text.printable``: a stored turn
 cannot send escape sequences to the terminal or forge output lines.
-Errors of the chat model's provider (bad key, unknown model, unreachable server, rate limits or deadline) print
-one line and exit 3.
+Errors of the chat model's provider (bad key, unknown model, unreachable server, rate limits or deadline), a run
+past its deadline and a writer that waited for a busy namespace until its deadline print one line and exit 3.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any
 from logicmap.agents.provider import ProviderError
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.contention import NamespaceBusyError
+from logicmap.memory.deadline import RunDeadlineExceeded
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import DataFormatError, load_conversations
 from logicmap.memory.records import validate_namespace
@@ -365,9 +367,12 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
         print(printable(f"error: {exc}", one_line=True), file=sys.stderr)
         return 2
-    except ProviderError as exc:
+    except (ProviderError, RunDeadlineExceeded) as exc:
         note = _UNCOMMITTED_NOTE.get(args.command, "nothing was answered")
         print(printable(f"error: {exc}; {note}", one_line=True), file=sys.stderr)
+        return 3
+    except NamespaceBusyError as exc:  # its message says what was (not) written and what to do
+        print(printable(f"error: {exc}", one_line=True), file=sys.stderr)
         return 3
     except KeyboardInterrupt:
         print("interrupted; committed sessions are kept, re-run to resume", file=sys.stderr)

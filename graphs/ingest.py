@@ -50,6 +50,7 @@ from logicmap.graphs.resources import (
     with_resources,
 )
 from logicmap.graphs.tracing import run_config, traced_graph
+from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import Conversation, Session, conversation_namespace, load_conversations
 from logicmap.memory.records import (
@@ -97,7 +98,7 @@ __all__ = [
     "topics",
 ]
 
-MAX_COMMIT_CONFLICTS = 5
+MAX_COMMIT_CONFLICTS = MAX_CONFLICTS  # a lost commit waits and recomputes (memory.contention), up to this often
 SHARED_PARTICIPANT_MIN_SIMILARITY = 0.3
 SHARED_PARTICIPANT_LINKS = 2
 
@@ -163,6 +164,8 @@ class SessionReport(BaseModel):
     renamed: dict[str, str] = Field(
         default_factory=dict, description="dia id -> the id its turn is stored under (another session held the dia id)"
     )
+    conflicts: int = Field(default=0, description="commits of this session lost to other writers, then recomputed")
+    waited_s: float = Field(default=0.0, description="seconds from its first lost commit to its commit")
 
 
 class IngestReport(BaseModel):
@@ -229,6 +232,9 @@ class IngestState(TypedDict, total=False):
     enrichments: Annotated[list[Enrichment], add_enrichments]
     started: float
     conflicts: int
+    """Commits of the current session lost to other writers (each waited for, then recomputed)."""
+    conflict_since: float
+    """When the current session first lost its commit (``time.monotonic()``; 0: not yet)."""
     fallbacks: Annotated[list[FallbackRecord], operator.add]
     reports: Annotated[list[SessionReport], operator.add]
     cost: Annotated[Cost, add_cost]
@@ -813,18 +819,34 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     if any(e.kind == "r2" for e in state.get("enrichments") or []):
         info.memory_manager = "r2"
     change = change.model_copy(update={"session": info, "source": state.get("source")})
+    res = resources_of(runtime)
     try:
-        manifest = resources_of(runtime).store.commit(change)
+        manifest = res.store.commit(change)
     except GenerationConflict:
-        conflicts = state.get("conflicts", 0) + 1
-        if conflicts > MAX_COMMIT_CONFLICTS:
-            raise
-        return {"conflicts": conflicts, "change": None}
+        return lost_commit(state, res)
     cost = session_cost.model_copy()
     cost.wall_time_s = time.perf_counter() - state.get("started", time.perf_counter())
     report = _session_report(change, session, stats, fallbacks, cost, manifest.generation, notes)
+    report = report.model_copy(update=_contention(state))
     return {"reports": [report], "fallbacks": fallbacks, "cost": cost, **_advance(list(state.get("pending", []))),
-            "change": None, "conflicts": 0}
+            "change": None, "conflicts": 0, "conflict_since": 0.0}
+
+
+def lost_commit(state: IngestState, res: Resources) -> dict[str, Any]:
+    """Another writer committed first: wait for the namespace (full-jitter backoff within the run's deadline,
+    ``memory.contention``), then recompute on its new state. Shared by ingest and ``--redo-fallbacks``."""
+    conflicts = state.get("conflicts", 0) + 1
+    since = state.get("conflict_since") or time.monotonic()
+    if conflicts > MAX_COMMIT_CONFLICTS:
+        raise NamespaceBusyError(state["namespace"], conflicts, time.monotonic() - since)
+    wait_for_namespace(state["namespace"], conflicts, since, bound_s=res.settings.run_deadline_s)
+    return {"conflicts": conflicts, "conflict_since": since, "change": None}
+
+
+def _contention(state: IngestState) -> dict[str, Any]:
+    """A committed session's ``conflicts`` and ``waited_s`` for its report."""
+    since = state.get("conflict_since") or 0.0
+    return {"conflicts": state.get("conflicts", 0), "waited_s": time.monotonic() - since if since else 0.0}
 
 
 def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
@@ -838,8 +860,9 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         if known.content_hash != session.content_hash():
             raise _conflict(namespace, session.session_id)
         report = SessionReport(session_id=session.session_id, skipped=True, policy=known.policy,
-                               generation=known.generation)
-        return {"reports": [report], **_advance(list(state.get("pending", []))), "change": None, "conflicts": 0}
+                               generation=known.generation, **_contention(state))
+        return {"reports": [report], **_advance(list(state.get("pending", []))), "change": None, "conflicts": 0,
+                "conflict_since": 0.0}
     offset, order_base = len(snapshot.turns), _next_order(snapshot)
     # The other writer may have stored turns under ids this session took: choose its ids again.
     turns = _session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
@@ -986,7 +1009,7 @@ def ingest_conversation(
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
         metadata={"sessions": len(conversation.sessions)},
-        recursion_limit=20 + 10 * len(conversation.sessions),
+        recursion_limit=20 + 10 * len(conversation.sessions) + 8 * MAX_COMMIT_CONFLICTS,
     )  # fmt: skip
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()

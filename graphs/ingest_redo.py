@@ -260,7 +260,7 @@ def route_after_prepare_redo(state: IngestState) -> Literal["segment", "__end__"
 
 
 def route_after_redo_commit(state: IngestState) -> Literal["replace", "segment", "__end__"]:
-    """A commit that lost a race is recomputed on the new snapshot (at most ``MAX_COMMIT_CONFLICTS`` times)."""
+    """A commit that lost a race waits for the namespace (``ingest.lost_commit``), then is recomputed on the new snapshot."""
     if state.get("change") is None and 0 < state.get("conflicts", 0) <= MAX_COMMIT_CONFLICTS:
         return "replace"
     return "segment" if state.get("current") is not None else END

@@ -37,12 +37,12 @@ from typing import IO, Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
+from logicmap.memory.contention import commit_with_backoff
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn, validate_namespace
 from logicmap.memory.store import (
     ChangeSet,
     EmbedderMismatchError,
-    GenerationConflict,
     Manifest,
     MemoryStore,
     NamespaceSnapshot,
@@ -557,14 +557,16 @@ def import_namespace(
     manifest = backup.manifest.model_copy(update={"namespace": target})
     if progress is not None:
         progress("commit", 0, 1)
-    try:
-        store.restore(_change_set(backup, target), manifest)
-    except GenerationConflict as exc:
+    change = _change_set(backup, target)
+
+    def restore() -> Manifest:
         now = store.manifest(target).generation
-        if now:
-            raise _not_empty(target, now, name) from None
-        raise BackupError(f"{name}: namespace {target!r}: another writer is committing to it ({exc}); nothing was "
-                          "restored: re-run the import") from None  # fmt: skip
+        if now:  # another writer got there first: an import only fills an empty namespace
+            raise _not_empty(target, now, name)
+        return store.restore(change, manifest)
+
+    # Lost races (a server-mode writer holding the namespace) wait and retry like every commit.
+    commit_with_backoff(target, restore, bound_s=store.settings.run_deadline_s)
     if progress is not None:
         progress("commit", 1, 1)
     return ImportReport(namespace=target, source_namespace=header["namespace"], generation=manifest.generation,

@@ -36,6 +36,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.deadline import remaining_time
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import (
     Cue,
@@ -1286,7 +1287,8 @@ class MemoryStore:
             yield token  # embedded: the directory lock makes this process the only writer
             return
         col = self._collection(namespace, "meta")
-        deadline = time.monotonic() + COMMIT_LOCK_WAIT_S
+        left = remaining_time()  # the run's deadline bounds this wait too (then memory.contention waits on)
+        deadline = time.monotonic() + (COMMIT_LOCK_WAIT_S if left is None else max(0.0, min(COMMIT_LOCK_WAIT_S, left)))
         while True:
             now = time.time()
             col.add(ids=[COMMIT_LOCK_ID], embeddings=[_PLACEHOLDER], documents=[token],
