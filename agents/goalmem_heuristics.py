@@ -9,6 +9,7 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_type, normalize_value
 from logicmap.memory.text import FUNCTION_WORDS, NO_ANSWER, pattern_text, stem
 from logicmap.memory.text import content_stems as text_content_stems
@@ -336,6 +337,7 @@ def lexical_unification(
     taken = {normalize_value(v.name) for v in substitution.bindings.values()}
     memory_stems = [set(content_stems(_ID_PREFIX.sub("", text))) for _, text, _ in memories]
     for sid, atom in subgoals:
+        check_deadline("while Goal-Mem matched subgoals to memories")
         grounded = atom.apply(local)
         needed = _needed(grounded)
         type_stems = {stem(v.type.split()[-1]) for v in grounded.variables() if v.type}
@@ -350,6 +352,7 @@ def lexical_unification(
         )
         result = SubgoalResult(subgoal=sid, resolved=False, reason="no retrieved memory states it")
         for score, _, _, i in ranked:
+            check_deadline("while Goal-Mem matched subgoals to memories")
             if score < LEXICAL_ENTAILMENT or (len(set(needed)) >= 2 and len(set(needed) & memory_stems[i]) < 2):
                 break
             mid, text, when = memories[i]

@@ -8,9 +8,11 @@ from __future__ import annotations
 import time
 from typing import Literal
 
+from logicmap.agents.provider import run_scope
 from logicmap.agents.responder import EvidenceText, respond
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.memory.input_limits import check_question
 from logicmap.memory.retrieval import MemoryRetriever
 
 __all__ = ["answer_bm25", "answer_dense", "answer_top_k"]
@@ -26,19 +28,21 @@ def answer_top_k(
     k: int = 10,
     **_: object,
 ) -> AnswerResult:
-    """Retrieve the top ``k`` turns with ``method`` and answer from them."""
+    """Retrieve the top ``k`` turns with ``method`` and answer from them (within the run's deadline)."""
     started = time.perf_counter()
     res = resources or default_resources()
+    check_question(question, res.settings, where=f"the {method} strategy")
     res.store.require_namespace(namespace)
     policy = resolve_policy(policy, res)
-    retriever = MemoryRetriever(res.store, namespace, method=method, unit="turns", embeddings=res.embeddings)
-    hits = retriever.search(question, k)
-    evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]
-    llm = None if policy == "heuristic" else res.llm
-    outcome = respond(
-        llm, question, evidence, method=res.method,
-        tags=[f"strategy:{method}", f"policy:{policy}"], metadata={"namespace": namespace, "k": k},
-    )
+    with run_scope(res.settings):
+        retriever = MemoryRetriever(res.store, namespace, method=method, unit="turns", embeddings=res.embeddings)
+        hits = retriever.search(question, k)
+        evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]
+        llm = None if policy == "heuristic" else res.llm
+        outcome = respond(
+            llm, question, evidence, method=res.method,
+            tags=[f"strategy:{method}", f"policy:{policy}"], metadata={"namespace": namespace, "k": k},
+        )
     cost = outcome.cost.model_copy(update={"wall_time_s": time.perf_counter() - started})
     fallbacks = [outcome.fallback] if outcome.fallback and policy != "heuristic" else []
     return AnswerResult(

@@ -96,6 +96,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
+from logicmap.memory.input_limits import InputTooLargeError, check_message, recall_query
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.tenancy import resolve_namespace
@@ -389,12 +390,13 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
         raise ValueError(f"unknown recall strategy {ctx.strategy!r}; choose one of {sorted(STRATEGIES)}")
     namespace = _namespace_of(ctx)
     policy = _policy(ctx, res)
-    message = _last_user_message(state)
+    message = check_message(_last_user_message(state), res.settings, where="the chatbot's message")
     empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
              "cost": Cost().model_dump(), "fallbacks": [], "memory_write": {}}
     if not ctx.recall or not message or not res.store.has_namespace(namespace):
         return empty
-    result = _internal(_recall_step, {"strategy": ctx.strategy, "question": message, "namespace": namespace,
+    question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
+    result = _internal(_recall_step, {"strategy": ctx.strategy, "question": question, "namespace": namespace,
                                       "resources": res, "policy": policy}, "recall_strategy")  # fmt: skip
     cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
     return {
@@ -632,6 +634,9 @@ def _chat_turn(bot: Any, text: str, config: dict[str, Any], context: ChatContext
             last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
     except ProviderError as exc:
         output(printable(f"error: {exc}; this message was not answered or stored, send it again", one_line=True))
+        return None
+    except InputTooLargeError as exc:
+        output(printable(f"error: {exc}; this message was not answered or stored", one_line=True))
         return None
     # Continuation lines indented: a recalled or generated text cannot forge a "you>" line.
     output("bot> " + printable(_text(last["messages"][-1])).replace("\n", "\n     "))

@@ -55,6 +55,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph, Ranking
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
@@ -328,6 +329,7 @@ def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dic
         priority[nxt] = queue.pop(nxt)
         busy.add(path["explorer"])
     for explorer in range(explorers):
+        check_deadline("while compass explorers chose their next events")
         if explorer in busy or not queue:
             continue
         nxt = _best(queue, list(queue))

@@ -60,6 +60,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
 from logicmap.memory.facts import entity_key, interval_text, parse_when, when_text
 from logicmap.memory.records import Fact
@@ -272,6 +273,7 @@ def _rank(state: RealState, res: Resources, index: FactIndex, paths: list[FactPa
         return []
     texts = []
     for path in paths:
+        check_deadline("while REAL ranked fact paths")
         fact = index.facts[path.fact_ids[-1]]
         texts.append(f"{relation_gloss(fact.relation)} {path.end}")
     sims = cosine_to(_query_vector(state, res), np.asarray(res.embeddings.embed_documents(texts), dtype=np.float32))

@@ -46,6 +46,7 @@ from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.tracing import invoke_strategy, traced_graph
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.records import Cue
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.text import NO_ANSWER, sentence_scores, split_sentences, tokenize
@@ -268,6 +269,7 @@ def _answer_candidates(question: str, turns: Iterable[str], snapshot: NamespaceS
     candidates: list[tuple[str, int, str]] = []
     asked = " ".join(tokenize(question))
     for tid in turns:
+        check_deadline("while reconstruct read candidate sentences")
         turn = snapshot.turns.get(tid)
         if turn is None:
             continue

@@ -9,8 +9,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from logicmap.graphs.resources import Resources
+from logicmap.agents.provider import run_scope
+from logicmap.graphs.resources import Resources, default_resources
 from logicmap.graphs.result import AnswerResult
+from logicmap.memory.input_limits import check_question
 
 __all__ = ["STRATEGIES", "answer", "strategy_function"]
 
@@ -39,5 +41,11 @@ def strategy_function(name: str) -> Any:
 def answer(
     strategy: str, question: str, namespace: str, *, resources: Resources | None = None, **options: Any
 ) -> AnswerResult:
-    """Answer ``question`` from ``namespace`` with the named strategy."""
-    return strategy_function(strategy)(question, namespace, resources=resources, **options)
+    """Answer ``question`` from ``namespace`` with the named strategy, within the run's deadline.
+
+    A question longer than ``LOGICMAP_MAX_QUESTION_CHARS`` raises ``InputTooLargeError`` before any work."""
+    run = strategy_function(strategy)
+    settings = (resources or default_resources()).settings
+    check_question(question, settings, where=f"answer(strategy={strategy!r})")
+    with run_scope(settings):
+        return run(question, namespace, resources=resources, **options)

@@ -15,6 +15,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict
 
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.records import stable_hash
 from logicmap.memory.retrieval import Backbone, Hit, MemoryRetriever, reciprocal_rank_fusion
@@ -80,6 +81,7 @@ class EventGraphBackbone:
         chosen: dict[str, float] = {eid: score for eid, score in fused[:n_seeds]}
         neighbours: list[tuple[str, float]] = []
         for seed, seed_score in list(chosen.items()):
+            check_deadline("while expanding retrieved events to their neighbours")
             for nb in graph.neighbors(seed):
                 if nb.event_id not in chosen:
                     own = score_of.get(nb.event_id, 0.0)

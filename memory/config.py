@@ -44,6 +44,16 @@ class LogicMapSettings(BaseSettings):
         description="Wall-clock limit of one question or one ingested session, model calls and backoff included; "
         "past it the run stops with an error and commits nothing partial. 0 = no limit.",
     )
+    max_question_chars: int = Field(
+        default=8000, ge=1,
+        description="Longest question a strategy answers (answer(), every strategy graph's input, `ask`, the "
+        "chatbot's recall query); a longer one is refused with one clear error before any work.",
+    )
+    max_message_chars: int = Field(
+        default=32000, ge=1,
+        description="Longest chat message the chatbot takes (it is stored as a turn; recall uses its last "
+        "max_question_chars characters); a longer one is refused with one clear error before any work.",
+    )
     context_tokens: int = Field(
         default=8192, ge=512,
         description="The chat model's context window in tokens: longer sessions go to each ingest role in windows.",

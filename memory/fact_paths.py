@@ -15,6 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.facts import STABLE_CONFIDENCE, entity_key, interval_text, valid_during
 from logicmap.memory.records import Fact, FactIntent, stable_hash
 from logicmap.memory.timeparse import parse_date
@@ -50,7 +51,9 @@ class FactIndex:
         self.by_tail: dict[str, list[Fact]] = {}
         self.by_turn: dict[str, list[Fact]] = {}
         self.names: dict[str, str] = {}
-        for fact in sorted(self.facts.values(), key=lambda f: (f.valid_from or datetime.min, f.id)):
+        for count, fact in enumerate(sorted(self.facts.values(), key=lambda f: (f.valid_from or datetime.min, f.id))):
+            if not count % 256:
+                check_deadline("while indexing facts")
             head, tail = entity_key(fact.head), entity_key(fact.tail)
             self.by_head.setdefault(head, []).append(fact)
             self.by_tail.setdefault(tail, []).append(fact)

@@ -544,13 +544,17 @@ def _split(text: str) -> list[list[tuple[str, Any]]]:
 
 
 def _atom_from_tokens(tokens: Sequence[tuple[str, Any]], source: str) -> Atom:
-    segments, args = [""], []
+    # Characters are gathered in lists and joined once: ``segments[-1] += c`` copied the segment per character,
+    # quadratic in a long question's length.
+    parts: list[list[str]] = [[]]
+    args = []
     for kind, value in tokens:
         if kind == "term":
             args.append(value)
-            segments.append("")
+            parts.append([])
         else:
-            segments[-1] += value
+            parts[-1].append(value)
+    segments = ["".join(p) for p in parts]
     segments[0] = segments[0].lstrip()
     segments[-1] = segments[-1].rstrip()
     if not args and not "".join(segments).strip():

@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot
 from logicmap.memory.text import tokenize
@@ -50,6 +51,8 @@ class BM25Index:
         # Postings: for each term, the documents holding it and how often, so a query touches only those.
         postings: dict[str, tuple[list[int], list[int]]] = {}
         for i, doc in enumerate(self.docs):
+            if not i % 256:
+                check_deadline("while indexing turns for BM25")
             for t, f in doc.items():
                 rows, freqs = postings.setdefault(t, ([], []))
                 rows.append(i)
@@ -59,6 +62,7 @@ class BM25Index:
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.docs), dtype=np.float32)
         for t in tokenize(query):  # a repeated query term counts again, as in the per-document sum
+            check_deadline("while scoring turns with BM25")
             if t in self.postings:
                 rows, f = self.postings[t]
                 out[rows] += self.idf[t] * f * (self.k1 + 1) / (f + self.norms[rows])

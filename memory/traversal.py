@@ -18,6 +18,7 @@ from functools import cache
 
 import numpy as np
 
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.ranking import FEATURES, TurnRanker, default_ranker, turn_features, turn_layout
 from logicmap.memory.store import NamespaceSnapshot
@@ -84,12 +85,16 @@ def hop_features(snapshot: NamespaceSnapshot, question: str, first_scores: np.nd
     seed_sessions = {entity["sessions"][i] for i in seeds}
     event_bridge: dict[str, float] = {}
     for i in range(n):
+        if not i % 256:
+            check_deadline("while ranking turns by their links")
         if events[i] is not None and events[i] not in seed_events:
             event_bridge[events[i]] = max(event_bridge.get(events[i], 0.0), _best_idf(entities[i], bridges, idf))
     similarity = (layout["turn_matrix"] @ layout["turn_matrix"][seeds].T).max(axis=1)
     is_seed = np.zeros(n, dtype=bool)
     is_seed[seeds] = True
     for i in range(n):
+        if not i % 256:
+            check_deadline("while ranking turns by their links")
         if is_seed[i]:
             continue
         event = events[i]

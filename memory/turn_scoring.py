@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 
 if TYPE_CHECKING:
@@ -35,6 +36,7 @@ def context_turn_scores(
     queries = normalize(np.atleast_2d(np.asarray(query_vectors, dtype=np.float32)))
     scores: dict[str, float] = {}
     for event_id, turn_ids in groups:
+        check_deadline("while scoring turns")
         vector = snapshot.event_vectors.get(event_id) if event_id is not None else None
         floor = context_weight * float((queries @ normalize(vector)).max()) if vector is not None else float("-inf")
         known = [t for t in turn_ids if t in snapshot.turn_vectors]
