@@ -165,7 +165,7 @@ class SessionReport(BaseModel):
         default_factory=dict, description="dia id -> the id its turn is stored under (another session held the dia id)"
     )
     conflicts: int = Field(default=0, description="commits of this session lost to other writers, then recomputed")
-    waited_s: float = Field(default=0.0, description="seconds from its first lost commit to its commit")
+    waited_s: float = Field(default=0.0, description="seconds from its first (lost) commit attempt to its commit")
 
 
 class IngestReport(BaseModel):
@@ -234,7 +234,7 @@ class IngestState(TypedDict, total=False):
     conflicts: int
     """Commits of the current session lost to other writers (each waited for, then recomputed)."""
     conflict_since: float
-    """When the current session first lost its commit (``time.monotonic()``; 0: not yet)."""
+    """When the current session first tried the commit it lost (``time.monotonic()``; 0: not lost yet)."""
     fallbacks: Annotated[list[FallbackRecord], operator.add]
     reports: Annotated[list[SessionReport], operator.add]
     cost: Annotated[Cost, add_cost]
@@ -516,9 +516,12 @@ def _fused_change(state: IngestState, snapshot: NamespaceSnapshot, fusion: _Fusi
     if fusion.updated:
         written_vectors += list(res.embeddings.embed_documents([e.summary for e in fusion.updated.values()]))
     turn_vectors = res.embeddings.embed_documents([t.render() for t in state["turns"]])
+    # The base is the generation the session's turn positions, ids and event orders were numbered against
+    # (by segment or rebase), not this later read: if another writer committed in between, the commit must
+    # lose and rebase, or two sessions would share positions.
     return ChangeSet(
         namespace=state["namespace"],
-        base_generation=snapshot.generation,
+        base_generation=state.get("base_generation", snapshot.generation),
         turns=state["turns"],
         turn_vectors=[list(map(float, v)) for v in turn_vectors],
         events=written,
@@ -820,10 +823,11 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         info.memory_manager = "r2"
     change = change.model_copy(update={"session": info, "source": state.get("source")})
     res = resources_of(runtime)
+    tried = time.monotonic()
     try:
         manifest = res.store.commit(change)
     except GenerationConflict:
-        return lost_commit(state, res)
+        return lost_commit(state, res, tried)
     cost = session_cost.model_copy()
     cost.wall_time_s = time.perf_counter() - state.get("started", time.perf_counter())
     report = _session_report(change, session, stats, fallbacks, cost, manifest.generation, notes)
@@ -832,11 +836,12 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
             "change": None, "conflicts": 0, "conflict_since": 0.0}
 
 
-def lost_commit(state: IngestState, res: Resources) -> dict[str, Any]:
-    """Another writer committed first: wait for the namespace (full-jitter backoff within the run's deadline,
-    ``memory.contention``), then recompute on its new state. Shared by ingest and ``--redo-fallbacks``."""
+def lost_commit(state: IngestState, res: Resources, tried: float) -> dict[str, Any]:
+    """Another writer committed first (the commit was tried at ``tried``, monotonic): wait for the namespace
+    (full-jitter backoff within the run's deadline, ``memory.contention``), then recompute on its new state.
+    Shared by ingest and ``--redo-fallbacks``."""
     conflicts = state.get("conflicts", 0) + 1
-    since = state.get("conflict_since") or time.monotonic()
+    since = state.get("conflict_since") or tried
     if conflicts > MAX_COMMIT_CONFLICTS:
         raise NamespaceBusyError(state["namespace"], conflicts, time.monotonic() - since)
     wait_for_namespace(state["namespace"], conflicts, since, bound_s=res.settings.run_deadline_s)

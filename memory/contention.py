@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from logicmap.memory.deadline import remaining_time
+from logicmap.memory.deadline import RunDeadline, current_deadline, deadline_scope, remaining_time
 from logicmap.memory.store import GenerationConflict
 
 __all__ = ["MAX_CONFLICTS", "WAIT_BASE_S", "WAIT_CAP_S", "NamespaceBusyError", "commit_with_backoff", "wait_for_namespace"]
@@ -50,7 +50,7 @@ def wait_for_namespace(namespace: str, conflicts: int, since: float, *, bound_s:
     """Sleep before retrying a commit that lost the race for ``namespace`` for the ``conflicts``-th time (1-based):
     a full-jitter wait below ``WAIT_BASE_S * 2**(conflicts-1)`` (at most ``WAIT_CAP_S``). Returns the seconds slept.
 
-    ``since`` is when the writer first lost (``time.monotonic()``). Bounded by the run's deadline
+    ``since`` is when the writer first tried to commit (``time.monotonic()``). Bounded by the run's deadline
     (``memory.deadline``) or, outside a run, by ``bound_s`` seconds since then (``None``/0: no bound): raises
     ``NamespaceBusyError`` (one line: namespace, time waited) when the wait would pass it."""
     ceiling = min(WAIT_CAP_S, WAIT_BASE_S * 2 ** min(max(conflicts - 1, 0), 30))
@@ -65,8 +65,20 @@ def wait_for_namespace(namespace: str, conflicts: int, since: float, *, bound_s:
 
 def commit_with_backoff(namespace: str, attempt: Callable[[], T], *, bound_s: float | None = None) -> T:
     """``attempt()`` (which reads the namespace afresh and commits) until it does not lose the race: each
-    ``GenerationConflict`` waits through ``wait_for_namespace``; ``NamespaceBusyError`` when the bound passes."""
-    conflicts, since = 0, 0.0
+    ``GenerationConflict`` waits through ``wait_for_namespace``; ``NamespaceBusyError`` when the bound passes.
+
+    Outside a run (a backup import), ``bound_s`` is the deadline of the whole write: the store's wait for a
+    server-mode commit lock is bounded by it too."""
+    if current_deadline() is None and bound_s:
+        scope = RunDeadline(deadline_s=bound_s)
+        scope.restart()
+        with deadline_scope(scope):
+            return _commit_until_won(namespace, attempt)
+    return _commit_until_won(namespace, attempt)
+
+
+def _commit_until_won(namespace: str, attempt: Callable[[], T]) -> T:
+    conflicts, since = 0, time.monotonic()
     while True:
         try:
             return attempt()
@@ -74,7 +86,6 @@ def commit_with_backoff(namespace: str, attempt: Callable[[], T], *, bound_s: fl
             raise
         except GenerationConflict:
             conflicts += 1
-            since = since or time.monotonic()
             if conflicts > MAX_CONFLICTS:
                 raise NamespaceBusyError(namespace, conflicts, time.monotonic() - since) from None
-            wait_for_namespace(namespace, conflicts, since, bound_s=bound_s)
+            wait_for_namespace(namespace, conflicts, since)
