@@ -27,6 +27,7 @@ from logicmap.memory.loaders import Conversation
 from logicmap.memory.store import COMMIT_LOCK_ID, GenerationConflict, MemoryStore
 from logicmap.tools.remember import create_remember_tool
 from tests.conftest import make_resources
+from tests.reliability import test_concurrency
 from tests.reliability.support import (
     ROOT,
     locomo_document,
@@ -36,7 +37,9 @@ from tests.reliability.support import (
     uncommitted_versions,
     visible_duplicates,
 )
-from tests.reliability.test_concurrency import _run_writers, chroma_server  # noqa: F401 - the fixture
+from tests.reliability.test_concurrency import _run_writers
+
+chroma_server = test_concurrency.chroma_server  # the fixture: a Chroma server on 127.0.0.1
 
 THREAD_CASES = 6
 
@@ -79,7 +82,7 @@ def test_generated_thread_writers_on_one_namespace_all_finish_and_store_every_se
         resources.store  # noqa: B018 - open the store before the threads race for it
         barrier = threading.Barrier(writers)
 
-        def write(job: tuple[int, Conversation]) -> list:
+        def write(job: tuple[int, Conversation], barrier=barrier, resources=resources) -> list:  # noqa: ANN001
             index, conversation = job
             barrier.wait()
             if index % 3 == 2:  # the chatbot's remember path: one session per call
