@@ -266,7 +266,8 @@ _default_scope: RunScope | None = None
 
 def current_scope() -> RunScope:
     """The enclosing run's scope (LangGraph copies context into its node threads); outside one (a graph invoked
-    directly, as Studio does) the retry policy of the ``LOGICMAP_*`` settings and no run deadline."""
+    directly that takes no question, such as ingest from Studio) the retry policy of the ``LOGICMAP_*`` settings
+    and no run deadline; a question run invoked directly gets its own (``graphs.tracing.TracedGraph``)."""
     global _default_scope
     found = current_deadline()
     if isinstance(found, RunScope):

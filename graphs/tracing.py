@@ -23,7 +23,7 @@ from pydantic import BaseModel
 from logicmap.agents.base import Cost
 from logicmap.agents.provider import run_scope
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
-from logicmap.memory.deadline import check_deadline
+from logicmap.memory.deadline import check_deadline, current_deadline
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.tenancy import resolve_namespace
 
@@ -364,43 +364,54 @@ class TracedGraph(CompiledStateGraph):
             config["callbacks"] = config["callbacks"].copy()
         return _with_root_cost(config, manager_for(config))
 
-    def _check_input(self, input: Any, context: Any) -> None:
+    def _check_input(self, input: Any, context: Any) -> Any:
         """A question longer than ``LOGICMAP_MAX_QUESTION_CHARS`` is refused before the run starts (every path:
-        ``answer()``, Studio, the API server)."""
+        ``answer()``, Studio, the API server). Returns the run's settings for a question run, else None."""
         if not isinstance(input, dict) or "question" not in input:
-            return
+            return None
         try:
             carried = getattr(_context_object(self.context_schema, context), "resources", None)
         except Exception:  # noqa: BLE001 - a bad context is the graph's to report; the default limits apply here
             carried = None
         settings = (carried if isinstance(carried, Resources) else default_resources()).settings
         check_question(input["question"], settings, where=f"the {self.get_name()} graph's input")
+        return settings
 
     def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
                **kwargs: Any) -> Iterator[Any]:  # fmt: skip
         from langgraph._internal._config import get_callback_manager_for_config
 
-        self._check_input(input, context)
+        settings = self._check_input(input, context)
         started = time.perf_counter()
         config = self._run_config(input, config, context, get_callback_manager_for_config)
         mode, version = kwargs.get("stream_mode") or self.stream_mode, kwargs.get("version")
         where = f"in the {self.get_name()} graph"
-        for chunk in super().stream(input, config, context=context, **kwargs):
-            yield _stamp_chunk(chunk, mode, version, started)
-            check_deadline(where)  # between steps; long loops inside nodes check too
+        with _question_scope(settings):
+            for chunk in super().stream(input, config, context=context, **kwargs):
+                yield _stamp_chunk(chunk, mode, version, started)
+                check_deadline(where)  # between steps; long loops inside nodes check too
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
                       **kwargs: Any) -> AsyncIterator[Any]:  # fmt: skip
         from langgraph._internal._config import get_async_callback_manager_for_config
 
-        self._check_input(input, context)
+        settings = self._check_input(input, context)
         started = time.perf_counter()
         config = self._run_config(input, config, context, get_async_callback_manager_for_config)
         mode, version = kwargs.get("stream_mode") or self.stream_mode, kwargs.get("version")
         where = f"in the {self.get_name()} graph"
-        async for chunk in super().astream(input, config, context=context, **kwargs):
-            yield _stamp_chunk(chunk, mode, version, started)
-            check_deadline(where)
+        with _question_scope(settings):
+            async for chunk in super().astream(input, config, context=context, **kwargs):
+                yield _stamp_chunk(chunk, mode, version, started)
+                check_deadline(where)
+
+
+def _question_scope(settings: Any) -> contextlib.AbstractContextManager[Any]:
+    """A question run invoked directly (Studio, the API server) gets the settings' retry policy and run deadline;
+    one inside ``answer()`` (or any enclosing run scope) keeps its own."""
+    if settings is None or current_deadline() is not None:
+        return contextlib.nullcontext()
+    return run_scope(settings)
 
 
 def _hide_routers(compiled: CompiledStateGraph) -> None:

@@ -57,7 +57,7 @@ _current: contextvars.ContextVar[RunDeadline | None] = contextvars.ContextVar("l
 
 
 def current_deadline() -> RunDeadline | None:
-    """The enclosing run's deadline, or ``None`` outside a run scope (a graph invoked directly, as Studio does)."""
+    """The enclosing run's deadline, or ``None`` outside a run scope."""
     return _current.get()
 
 
@@ -83,4 +83,7 @@ def deadline_scope(scope: RunDeadline) -> Iterator[RunDeadline]:
     try:
         yield scope
     finally:
-        _current.reset(token)
+        try:
+            _current.reset(token)
+        except ValueError:  # a streaming run's generator finalized in another context: that context's value stays
+            pass

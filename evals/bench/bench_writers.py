@@ -84,6 +84,15 @@ def _embedded(writers: int, sessions: int, root: Path) -> dict[str, Any]:
     return _summary(reports, writers * sessions, stored, wall)
 
 
+def _warm(root: Path) -> None:
+    """One ingest before the figures, so imports and first-use caches are not in the first row's time."""
+    from logicmap.graphs.ingest import ingest_conversation
+
+    res = fresh_resources(root / "warm")
+    ingest_conversation(writer_conversation(99, 1, 1), "warm", resources=res, policy="heuristic")
+    res.store.close()
+
+
 # -- server mode: processes -------------------------------------------------------------------------
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -183,6 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if "server" in modes:
                 chroma, port = _start_chroma(root)
+            _warm(root)
             for mode in modes:
                 for n in counts:
                     got = _embedded(n, args.sessions, root) if mode == "embedded" else _server(n, args.sessions, root, port)

@@ -152,3 +152,38 @@ def test_no_llm_loops_check_the_deadline() -> None:
             check_deadline("while testing")
     check_deadline("outside any run")  # no scope: no deadline
     BM25Index(["no deadline here"])
+
+
+@pytest.mark.parametrize("strategy", sorted(GRAPHS))
+def test_a_strategy_graph_invoked_directly_runs_within_the_deadline_and_leaves_no_scope_behind(
+    bounded: Resources, strategy: str
+) -> None:
+    """Studio and the API server invoke the graph without ``answer()``: it takes the settings' deadline itself."""
+    import importlib
+
+    from logicmap.memory.deadline import current_deadline
+
+    module = importlib.import_module(GRAPHS[strategy])
+    context = {"resources": bounded, "policy": "heuristic", "namespace": "sample"}
+    bounded.settings.run_deadline_s = 1e-6
+    with pytest.raises(DeadlineExceeded):
+        module.graph.invoke({"question": "what did Melanie paint?"}, context=context)
+    assert current_deadline() is None
+    bounded.settings.run_deadline_s = 0  # no limit: it answers
+    assert module.graph.invoke({"question": "what did Melanie paint?"}, context=context)
+    assert current_deadline() is None
+
+
+def test_the_async_path_of_a_strategy_graph_honours_the_deadline_too(bounded: Resources) -> None:
+    import asyncio
+
+    from logicmap.graphs.compass import graph
+    from logicmap.memory.deadline import current_deadline
+
+    context = {"resources": bounded, "policy": "heuristic", "namespace": "sample"}
+    bounded.settings.run_deadline_s = 1e-6
+    with pytest.raises(DeadlineExceeded):
+        asyncio.run(graph.ainvoke({"question": "what did Melanie paint?"}, context=context))
+    with pytest.raises(InputTooLargeError):
+        asyncio.run(graph.ainvoke({"question": "x" * 9000}, context=context))
+    assert current_deadline() is None
