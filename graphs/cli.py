@@ -20,12 +20,11 @@ from typing import Any
 from logicmap.agents.provider import ProviderError
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
-from logicmap.memory.contention import NamespaceBusyError
 from logicmap.memory.deadline import RunDeadlineExceeded
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import DataFormatError, load_conversations
 from logicmap.memory.records import validate_namespace
-from logicmap.memory.store import StoreError, UnknownNamespaceError
+from logicmap.memory.store import GenerationConflict, StoreError, UnknownNamespaceError
 from logicmap.memory.text import printable, printable_json
 
 __all__ = [
@@ -371,7 +370,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
         note = _UNCOMMITTED_NOTE.get(args.command, "nothing was answered")
         print(printable(f"error: {exc}; {note}", one_line=True), file=sys.stderr)
         return 3
-    except NamespaceBusyError as exc:  # its message says what was (not) written and what to do
+    except GenerationConflict as exc:  # NamespaceBusyError: its message says what was (not) written and what to do
         print(printable(f"error: {exc}", one_line=True), file=sys.stderr)
         return 3
     except KeyboardInterrupt:
