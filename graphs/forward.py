@@ -14,6 +14,7 @@ from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.memory.backbones import make_backbone
+from logicmap.memory.input_limits import check_question
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.retrieval import Backbone, reciprocal_rank_fusion
 
@@ -30,10 +31,11 @@ class _Run:
     """What a baseline run shares: the backbone, the memory pool under its budget, cost and fallbacks."""
 
     def __init__(
-        self, namespace: str, resources: Resources | None, policy: str, backbone: Any, max_memories: int
+        self, question: str, namespace: str, resources: Resources | None, policy: str, backbone: Any, max_memories: int
     ) -> None:
         validate_namespace(namespace)
         self.resources = resources or default_resources()
+        check_question(question, self.resources.settings, where="a forward-reasoning baseline")
         self.resources.store.require_namespace(namespace)
         self.namespace = namespace
         self.heuristic = resolve_policy(policy, self.resources) == "heuristic"
@@ -94,7 +96,7 @@ def answer_reformulate(
     k: int = 5, max_queries: int = 3, max_memories: int = 60,
 ) -> AnswerResult:
     """Query reformulation: the LLM rewrites the question into queries; their hits are fused (RRF); one answer."""
-    run = _Run(namespace, resources, policy, backbone, max_memories)
+    run = _Run(question, namespace, resources, policy, backbone, max_memories)
     reformulation = run.record(reformulate_question(run.llm, question, max_queries=max_queries, method=run.method,
                                                     heuristic=run.heuristic))
     queries = [q for q in reformulation.queries if q.strip()][:max_queries] or [question]
@@ -112,7 +114,7 @@ def answer_reflect(
 ) -> AnswerResult:
     """Self-reflection: retrieve, draft, reflect; while the reflection finds a gap (at most ``max_rounds``),
     search its follow-up query and draft again."""
-    run = _Run(namespace, resources, policy, backbone, max_memories)
+    run = _Run(question, namespace, resources, policy, backbone, max_memories)
     run.search(question, k)
     draft = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method, heuristic=run.heuristic))
     rounds: list[dict[str, Any]] = []
@@ -136,7 +138,7 @@ def answer_react(
 ) -> AnswerResult:
     """ReAct: the LLM alternates thoughts and memory searches until it answers (at most ``max_steps``
     steps; the last step must answer). Each step is a typed role call, so a malformed step falls back."""
-    run = _Run(namespace, resources, policy, backbone, max_memories)
+    run = _Run(question, namespace, resources, policy, backbone, max_memories)
     transcript: list[str] = []
     searched = False
     final = None

@@ -83,7 +83,7 @@ def test_generated_questions_at_the_size_limit_with_tiny_deadlines_finish_or_sto
     assert stopped >= len(GRAPHS)  # a deadline already passed stops at least every graph strategy
 
 
-@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+@pytest.mark.parametrize("strategy", sorted(STRATEGIES))
 def test_a_question_over_the_limit_is_refused_in_one_line_by_answer_and_by_the_strategy_itself(
     bounded: Resources, strategy: str
 ) -> None:
