@@ -242,3 +242,39 @@ def test_an_import_waits_for_a_busy_namespace_then_restores_it(tmp_path, chroma_
     import_namespace(patient, tmp_path / "orig.jsonl", namespace="later")
     later = patient.snapshot("later")
     assert (sorted(later.manifest.sessions), sorted(later.turns), later.generation) == reference
+
+
+@pytest.mark.slow
+def test_redo_fallbacks_racing_with_writers_on_its_namespace_finishes(tmp_path: Path) -> None:
+    """``--redo-fallbacks`` shares the wait: it rebuilds its session once while three writers append theirs."""
+    from logicmap.graphs.ingest import IngestContext
+    from tests.unit.session_models import SessionModel, long_conversation
+
+    resources = make_resources(tmp_path / "memory")
+    broken = long_conversation(9, sessions=3)
+    resources.llm_ = SessionModel(garbage={"segmenter"}, garbage_when="[D2:1]")
+    ingest_conversation(broken, "ns", resources=resources, context=IngestContext(policy="llm", combined_extraction=False))
+    assert resources.store.snapshot("ns").manifest.sessions["S2"].fallbacks
+    resources.llm_ = SessionModel(chunk=3)
+    writers = [marked_conversation(f"rd{i}x", sessions=2, first_session=4 + 2 * i) for i in range(3)]
+    barrier = threading.Barrier(4)
+
+    def redo() -> list:
+        barrier.wait()
+        return ingest_conversation(broken, "ns", resources=resources, redo_fallbacks=True,
+                                   context=IngestContext(policy="llm", context_tokens=32768)).sessions
+
+    def append(conversation: Conversation) -> list:
+        barrier.wait()
+        return ingest_conversation(conversation, "ns", resources=resources, policy="heuristic").sessions
+
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(redo), *(pool.submit(append, c) for c in writers)]
+        reports = [f.result() for f in futures]
+    rebuilt = [s.session_id for s in reports[0] if not s.skipped]
+    assert rebuilt == ["S2"], reports[0]
+    snap = resources.store.snapshot("ns")
+    assert not snap.manifest.sessions["S2"].fallbacks
+    expected = {**_expected([broken]), **_expected(writers)}
+    _assert_each_session_once(resources.store, "ns", expected)
+    resources.store.close()
