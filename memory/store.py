@@ -431,7 +431,12 @@ def _damaged(database: Path, reason: str) -> StoreDamagedError:
 
 
 def _check_database(directory: Path) -> None:
-    """Refuse a data directory whose database is damaged, or missing although the directory held memory."""
+    """Refuse a data directory whose database is damaged, or missing although the directory held memory.
+
+    The file's bytes only raise a suspicion; SQLite decides. A process killed inside a transaction leaves a
+    hot rollback journal (or a WAL) beside a database whose header counts pages it never wrote: SQLite rolls
+    it back on open and the store is whole. So a store is damaged only when SQLite, after its own recovery,
+    says so."""
     database = directory / "chroma" / "chroma.sqlite3"
     marker = directory / MEMORY_MARKER
     if database.is_dir():
@@ -446,16 +451,39 @@ def _check_database(directory: Path) -> None:
                 "an empty store there"
             )
         return
+    suspicion = _header_suspicion(database, size)
+    if suspicion is None and not _has_recovery_file(database):
+        return
+    problem = _integrity_problem(database, recover=True)
+    if problem is not None:
+        raise _damaged(database, f"{suspicion}; SQLite: {problem}" if suspicion else problem)
+
+
+def _header_suspicion(database: Path, size: int) -> str | None:
+    """What the database file's first 100 bytes say is wrong with it (None: nothing)."""
     with database.open("rb") as handle:
         header = handle.read(100)
     if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-        raise _damaged(database, "not a SQLite database")
+        return "not a SQLite database"
     page_size = struct.unpack(">H", header[16:18])[0]
     page_size = 65536 if page_size == 1 else page_size
     pages = struct.unpack(">I", header[28:32])[0]
     # The page count in the header is valid when its "version-valid-for" number equals the change counter.
     if header[92:96] == header[24:28] and pages and size < page_size * pages:
-        raise _damaged(database, f"truncated: {size} of {page_size * pages} bytes")
+        return f"truncated: {size} of {page_size * pages} bytes"
+    return None
+
+
+def _has_recovery_file(database: Path) -> bool:
+    """A rollback journal or WAL beside the database: SQLite replays or rolls it back when it opens it."""
+    for suffix in ("-journal", "-wal"):
+        extra = database.with_name(database.name + suffix)
+        try:
+            if extra.stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _translated(exc: BaseException, directory: Path | None) -> StoreError | None:
@@ -480,12 +508,14 @@ def _translated(exc: BaseException, directory: Path | None) -> StoreError | None
     return None
 
 
-def _integrity_problem(database: Path) -> str | None:
-    """SQLite's own quick check of the database (run only after Chroma failed, so it costs nothing otherwise)."""
+def _integrity_problem(database: Path, *, recover: bool = False) -> str | None:
+    """SQLite's own quick check of the database (run only when something looks wrong, so it costs nothing
+    otherwise). ``recover``: opened for writing, so SQLite first rolls back a hot journal (or replays a WAL)
+    left by a killed writer, as it would when Chroma opens it; read-only, it could not."""
     import sqlite3
 
     try:
-        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        connection = sqlite3.connect(f"file:{database}?mode={'rw' if recover else 'ro'}", uri=True)
     except sqlite3.Error as exc:
         return str(exc)
     try:
@@ -946,6 +976,10 @@ class MemoryStore:
                 if set(table.ids) - set(records):
                     raise SnapshotFileError(f"{kind}: vectors without records")
                 setattr(snap, _SNAPSHOT_VECTORS[kind], table)
+        widths = {len(t.centroid) for t in snap.topics.values()}
+        widths |= {t.matrix.shape[1] for t in saved.vectors.values() if len(t)}
+        if len(widths) > 1:
+            raise SnapshotFileError(f"vectors of different widths {sorted(widths)}")
         _order(snap)
         return snap
 
