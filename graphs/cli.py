@@ -255,7 +255,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     bars = None if args.quiet else _ProgressBars(Path(args.file).name)
     try:
-        report = import_namespace(resources.store, args.file, args.namespace, progress=bars)
+        report = import_namespace(resources.store, args.file, args.namespace, embeddings=resources.embeddings,
+                                  progress=bars)
     finally:
         if bars is not None:
             bars.close()

@@ -64,6 +64,7 @@ __all__ = [
     "CommitLeaseLost",
     "EmbedderMismatchError",
     "GenerationConflict",
+    "MAX_GENERATION",
     "MEMORY_MARKER",
     "Manifest",
     "MemoryStore",
@@ -81,6 +82,9 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 SENTINEL = 2**31  # "still alive"
+# The highest generation a commit can write: a live version (died = SENTINEL) is visible only at generations
+# below SENTINEL. Chroma keeps born/died as int64 metadata, which SENTINEL fits.
+MAX_GENERATION = SENTINEL - 1
 COMMIT_LOCK_ID = "commit-lock"
 COMMIT_LOCK_LEASE_S = 120.0  # a writer that died holding the lock blocks others at most this long
 COMMIT_LOCK_WAIT_S = 300.0
@@ -1158,6 +1162,7 @@ class MemoryStore:
                     "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
                 )
             self._check_turn_ids(change, manifest)
+            self._check_generation_room(namespace, manifest, restored)
             self._mark_memory()
             fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
@@ -1179,6 +1184,15 @@ class MemoryStore:
                 raise
             self._collect(fence)
             return new_manifest
+
+    def _check_generation_room(self, namespace: str, manifest: Manifest, restored: Manifest | None) -> None:
+        """Refuse, before anything is written or registered, a generation its versions could not be seen at."""
+        wanted = restored.generation if restored is not None else manifest.generation + 1
+        if wanted > MAX_GENERATION:
+            raise StoreError(
+                f"namespace {namespace!r}: generation {wanted} is past the last one this store can make visible "
+                f"({MAX_GENERATION}); nothing was written"
+            )
 
     def _check_turn_ids(self, change: ChangeSet, manifest: Manifest) -> None:
         """Refuse a change that would replace a stored turn of another session (unless it retires it)."""
@@ -1244,7 +1258,7 @@ class MemoryStore:
             return fence
         if at is not None:
             return self._claim_up_to(fence, at)
-        for number in range(base + 1, base + 1 + _MAX_CLAIMS):
+        for number in range(base + 1, min(base + 1 + _MAX_CLAIMS, MAX_GENERATION + 1)):
             meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[token],
                      metadatas=[{"kind": "claim", "owner": token}])
             got = meta.get(ids=[_claim_id(number)], include=["metadatas"])
