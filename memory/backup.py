@@ -239,6 +239,8 @@ def export_namespace(
 
 
 def _write_atomically(path: Path, head: bytes, body: IO[bytes]) -> None:
+    if path.exists() and not path.is_file():  # the rename would put the backup in place of a directory or device
+        raise BackupError(f"{path}: exists and is not a regular file; nothing was written there")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as out:

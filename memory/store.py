@@ -74,6 +74,7 @@ __all__ = [
     "StoreError",
     "StoreForkedError",
     "StoreLockedError",
+    "StoreUnavailableError",
     "TurnIdConflictError",
     "UnknownNamespaceError",
     "embedder_identity",
@@ -136,6 +137,10 @@ class StoreDamagedError(StoreError):
 
 class StoreAccessError(StoreError):
     """The store's files cannot be used: the data directory is a file, the lock path a directory, the disk full."""
+
+
+class StoreUnavailableError(StoreError):
+    """The Chroma server stopped answering (killed, restarted, unreachable) in the middle of a store call."""
 
 
 class StoreForkedError(StoreError):
@@ -512,6 +517,25 @@ def _translated(exc: BaseException, directory: Path | None) -> StoreError | None
     return None
 
 
+def _unreachable(exc: BaseException, settings: LogicMapSettings) -> StoreUnavailableError | None:
+    """The one-line error for a Chroma server that stopped answering: the class of transport failures (the
+    connection refused, reset or closed mid-response, a timeout), whatever the call was doing."""
+    if not settings.chroma_host:
+        return None
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - chromadb's HTTP client brings it
+        return None
+    if not isinstance(exc, (httpx.TransportError, ConnectionError)):
+        return None
+    server = f"{settings.chroma_host}:{settings.chroma_port}"
+    reason = str(exc).splitlines()[0][:160] if str(exc) else "no answer"
+    return StoreUnavailableError(
+        f"the Chroma server at {server} stopped answering ({type(exc).__name__}: {reason}); what was not committed "
+        "stays invisible and committed sessions are kept: start the server and re-run"
+    )
+
+
 def _integrity_problem(database: Path, *, recover: bool = False) -> str | None:
     """SQLite's own quick check of the database (run only when something looks wrong, so it costs nothing
     otherwise). ``recover``: opened for writing, so SQLite first rolls back a hot journal (or replays a WAL)
@@ -557,7 +581,7 @@ def _store_call(method: Callable[..., T]) -> Callable[..., T]:
         except (StoreError, GenerationConflict, UnknownNamespaceError, ValueError):
             raise
         except Exception as exc:
-            error = _translated(exc, self._directory)
+            error = _translated(exc, self._directory) or _unreachable(exc, self.settings)
             if error is None:
                 raise
             if self._directory is not None:
@@ -616,6 +640,27 @@ def _claim_id(generation: int) -> str:
 _NAMESPACE_LOCKS: dict[tuple[str, str], threading.RLock] = {}
 _COMMITS: dict[tuple[str, str], int] = {}  # (location, namespace) -> commits tried in this process (under the guard)
 _NAMESPACE_LOCKS_GUARD = threading.Lock()
+
+
+class _LeaseWait:
+    """Says why a writer waits for a namespace's commit lease: once it has waited a little, then now and then."""
+
+    FIRST_S, EVERY_S = 2.0, 15.0
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.started = time.monotonic()
+        self.said: float | None = None
+
+    def note(self, holder: Mapping[str, Any] | None, now: float) -> None:
+        waited = time.monotonic() - self.started
+        if holder is None or waited < self.FIRST_S or (self.said is not None and waited - self.said < self.EVERY_S):
+            return
+        self.said = waited
+        left = max(0.0, float(holder.get("expires", now)) - now)
+        _log.warning("namespace %r: waiting for its commit lease, held by writer %s, for %.0f s so far; the lease "
+                     "expires in %.0f s if that writer does not finish (a writer that died holding it blocks others "
+                     "until then)", self.namespace, str(holder.get("owner", "?"))[:8], waited, left)
 
 
 # -- fencing ----------------------------------------------------------------------------------------
@@ -685,7 +730,7 @@ class MemoryStore:
     ) -> None:
         self.settings = settings or LogicMapSettings()
         self.embedder = embedder or embedder_identity(self.settings)
-        self.commit_lease_s = COMMIT_LOCK_LEASE_S
+        self.commit_lease_s = self.settings.commit_lease_s
         self._pid = os.getpid()
         self._broken: StoreError | None = None
         self._lock_path: str | None = None
@@ -1334,6 +1379,7 @@ class MemoryStore:
             yield token  # embedded: the directory lock makes this process the only writer
             return
         col = self._collection(namespace, "meta")
+        waiting = _LeaseWait(namespace)
         deadline = time.monotonic() + COMMIT_LOCK_WAIT_S
         while True:
             now = time.time()
@@ -1346,6 +1392,7 @@ class MemoryStore:
             if holder is not None and float(holder.get("expires", 0)) < now:
                 col.delete(ids=[COMMIT_LOCK_ID], where={"owner": holder["owner"]})  # a dead or stalled writer's lease
                 continue
+            waiting.note(holder, now)
             if time.monotonic() > deadline:
                 raise GenerationConflict(f"namespace {namespace!r}: another process holds the commit lock")
             time.sleep(0.02 + random.random() * 0.08)
