@@ -1317,13 +1317,22 @@ class MemoryStore:
         fence.check()
         return fence
 
-    @staticmethod
-    def _claim_up_to(fence: _Fence, at: int) -> _Fence:
-        for number in range(fence.base + 1, at + 1):
-            fence.meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[fence.token],
-                           metadatas=[{"kind": "claim", "owner": fence.token}])
-            got = fence.meta.get(ids=[_claim_id(number)], include=["metadatas"])
-            if not (got["ids"] and got["metadatas"][0].get("owner") == fence.token):
+    def _claim_up_to(self, fence: _Fence, at: int) -> _Fence:
+        """Claim ``at`` and every number below it that a writer building on the same base could claim.
+
+        A writer scans at most ``_MAX_CLAIMS`` numbers above its base, so numbers past that are never claimed
+        by anyone building on this base: a restore of generation 10^9 claims about 10^4 numbers, not 10^9.
+        Claimed in batches: ``add`` keeps an existing id's first owner, so reading the batch back says who won."""
+        numbers = [*range(fence.base + 1, min(at, fence.base + 1 + _MAX_CLAIMS)), at]
+        for chunk in self._batched(numbers):
+            ids = [_claim_id(n) for n in chunk]
+            fence.meta.add(ids=ids, embeddings=[_PLACEHOLDER] * len(ids), documents=[fence.token] * len(ids),
+                           metadatas=[{"kind": "claim", "owner": fence.token}] * len(ids))  # fmt: skip
+            got = fence.meta.get(ids=ids, include=["metadatas"])
+            owners = {rid: meta.get("owner") for rid, meta in zip(got["ids"], got["metadatas"])}
+            for number, rid in zip(chunk, ids):
+                if owners.get(rid) == fence.token:
+                    continue
                 if number == at:
                     raise GenerationConflict(f"namespace {fence.namespace!r}: generation {at} is claimed by another writer")
                 fence.skipped.append(number)

@@ -46,6 +46,7 @@ RUNS = settings(max_examples=_DEEP or 40, deadline=None, derandomize=not _DEEP,
                                        HealthCheck.function_scoped_fixture])  # fmt: skip
 COUNTS: Counter[str] = Counter()
 _targets = itertools.count()
+LAST_TARGET: list[str] = []
 
 HOSTILE = [2**31 - 1, 2**31, 2**30, 2**30 + 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63), -1, 0, 1, 7,
            10**13, 1.5, -0.0, "1e400", "-1e400", "1e308"]  # fmt: skip
@@ -201,6 +202,7 @@ def tried(res: Resources, tmp: Path, name: str, data: bytes) -> str:
     """Import one case; a refusal must be clean, an import must leave memory that ingests and answers."""
     store = res.store
     target = f"bk-{next(_targets)}"
+    LAST_TARGET[:] = [target]
     path = tmp / f"{target}.jsonl"
     path.write_bytes(data)
     before = store.namespaces()
@@ -293,3 +295,30 @@ def test_the_highest_generation_a_backup_may_have_still_ingests_and_answers(
     h = json.loads(json.dumps(header))
     h["generation"] = h["manifest"]["generation"] = MAX_RESTORED_GENERATION
     assert tried(sample_memory, tmp_path, "generation=max", seal(h, [_dump(line) for line in records])) == "imported"
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+@pytest.mark.parametrize("new", [10**6, MAX_RESTORED_GENERATION])
+def test_a_chroma_server_restores_a_high_generation_and_then_ingests_and_answers(
+    new: int, sample_memory: Resources, exported: bytes, tmp_path: Path
+) -> None:
+    """A server claims the generation numbers a restore skips over: only the few a writer could hold, so a
+    backup at generation 2^30 restores in a few batches, and the namespace takes commits after it."""
+    from logicmap.memory.config import LogicMapSettings
+    from tests.reliability.test_server_failures import ChromaServer
+
+    server = ChromaServer(tmp_path / "chroma-server", tmp_path / "chroma.log")
+    server.start()
+    try:
+        header, records = parts(exported)
+        h = json.loads(json.dumps(header))
+        h["generation"] = h["manifest"]["generation"] = new
+        res = Resources(settings=LogicMapSettings(chroma_host="127.0.0.1", chroma_port=server.port,
+                                                  embedding_provider="hashing"))  # fmt: skip
+        res.llm_ = None
+        assert tried(res, tmp_path, f"server generation={new}", seal(h, [_dump(line) for line in records])) == "imported"
+        claims = res.store._collection(LAST_TARGET[0], "meta").get(where={"kind": "claim"})  # noqa: SLF001
+        assert len(claims["ids"]) <= 10_002
+    finally:
+        server.kill()
