@@ -531,8 +531,8 @@ def _unreachable(exc: BaseException, settings: LogicMapSettings) -> StoreUnavail
     server = f"{settings.chroma_host}:{settings.chroma_port}"
     reason = str(exc).splitlines()[0][:160] if str(exc) else "no answer"
     return StoreUnavailableError(
-        f"the Chroma server at {server} stopped answering ({type(exc).__name__}: {reason}); what was not committed "
-        "stays invisible and committed sessions are kept: start the server and re-run"
+        f"the Chroma server at {server} does not answer ({type(exc).__name__}: {reason}); nothing uncommitted became "
+        "visible and committed sessions are kept: start the server and re-run"
     )
 
 
@@ -742,7 +742,16 @@ class MemoryStore:
         elif self.settings.chroma_host:
             import chromadb
 
-            self.client = chromadb.HttpClient(host=self.settings.chroma_host, port=self.settings.chroma_port)
+            try:
+                self.client = chromadb.HttpClient(host=self.settings.chroma_host, port=self.settings.chroma_port)
+            except Exception as exc:
+                # Chroma says "Could not connect to a Chroma server" without saying which one.
+                refused = _unreachable(exc.__cause__ or exc, self.settings)
+                if refused is None and "could not connect" in str(exc).lower():
+                    refused = _unreachable(ConnectionError(str(exc)), self.settings)
+                if refused is None:
+                    raise
+                raise refused from exc
             # Per store object: writers on a server are serialized by the lease and fenced by next@ links.
             self._location = f"server:{id(self)}"
         else:

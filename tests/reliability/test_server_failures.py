@@ -153,7 +153,9 @@ time.sleep(600)
 @pytest.mark.slow
 def test_a_rerun_waiting_for_a_dead_writers_lease_says_which_and_how_long(server: ChromaServer, tmp_path: Path) -> None:
     namespace = "dead-writer"
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, namespace], cwd=ROOT.parent, env=server.env(tmp_path),
+    # The dead writer's lease outlasts the re-run's start (reading the file, building the first session).
+    env = {**server.env(tmp_path), "LOGICMAP_COMMIT_LEASE_S": "20"}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, namespace], cwd=ROOT.parent, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.stderr.read()
@@ -172,3 +174,16 @@ def test_a_rerun_waiting_for_a_dead_writers_lease_says_which_and_how_long(server
     assert waited >= 2.0  # it did wait for the lease, and said so
     snap = server.store().snapshot(namespace)
     assert len(snap.manifest.sessions) == sessions and len(snap.turns) == 6 * sessions
+
+
+def test_a_server_that_is_not_running_is_one_line_naming_it(tmp_path: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # nothing listens there once the socket is closed
+    env = subprocess_env(tmp_path, LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(port))
+    for argv in (["namespaces"], ["stats", "-n", "someone"]):
+        proc = subprocess.run([sys.executable, "-m", "logicmap", *argv], cwd=ROOT.parent, env=env, capture_output=True,
+                              text=True, timeout=120)  # fmt: skip
+        lines = _lines(proc.stderr)
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert lines[0].startswith(f"error: the Chroma server at 127.0.0.1:{port} does not answer"), lines
