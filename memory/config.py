@@ -73,6 +73,11 @@ class LogicMapSettings(BaseSettings):
     data_dir: Path = Path(".logicmap")
     chroma_host: str | None = Field(default=None, description="Chroma server host: server mode when set.")
     chroma_port: int = 8000
+    commit_lease_s: float = Field(
+        default=120.0, gt=0,
+        description="Server mode: how long a writer's commit lease lasts, so a writer that died holding it blocks "
+        "the namespace's other writers at most this long.",
+    )
     default_namespace: str = "default"
 
     # The API server (studio/server.py): who names the tenant, which files ingest may read.
