@@ -58,7 +58,7 @@ local-llm: install llm-venv
 	$(BIN)/logicmap local-llm
 
 studio: install
-	$(BIN)/langgraph dev --no-reload --no-browser --config studio/langgraph.json --host 127.0.0.1 --port $(STUDIO_PORT)
+	LOGICMAP_INGEST_ROOT=$(CURDIR)/data $(BIN)/langgraph dev --no-reload --no-browser --config studio/langgraph.json --host 127.0.0.1 --port $(STUDIO_PORT)
 
 clean:
 	rm -rf $(VENV) $(LLM_VENV) .logicmap reports .pytest_cache

@@ -134,7 +134,8 @@ def _server_message(exc: Any) -> str:
 
 
 def _status_kind(status: int, text: str) -> ProviderErrorKind:
-    if "context_length_exceeded" in text or "maximum context length" in text or "context window" in text:
+    if any(sign in text for sign in ("context_length_exceeded", "maximum context length", "context window",
+                                     "prompt is too long", "exceeds the maximum number of tokens")):
         return "context_length"
     if status == 401:
         return "auth"
@@ -175,6 +176,9 @@ def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
         retry_after = retry_after_seconds(getattr(exc.response, "headers", None))
         message = f"the chat model at {endpoint} {_VERBS[kind]} ({status}): {_server_message(exc)}"
         return ProviderError(kind, message, endpoint=endpoint, status=status, retry_after=retry_after)
+    found = _any_provider_error(exc, endpoint)
+    if found is not None:
+        return found
     if openai is not None and isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
         return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
     if openai is not None and isinstance(exc, openai.APIConnectionError) or isinstance(exc, ConnectionError):
@@ -184,6 +188,45 @@ def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
         return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(cause)[:160]}",
                              endpoint=endpoint)  # fmt: skip
     return _httpx_error(exc, endpoint)
+
+
+def _status_of(exc: BaseException) -> int | None:
+    """The HTTP status an exception of a provider's SDK carries (Anthropic, Ollama: ``status_code``; Google's
+    genai: ``code``), when it carries one."""
+    for name in ("status_code", "code", "status"):
+        value = getattr(exc, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
+
+
+def _any_provider_error(exc: BaseException, endpoint: str) -> ProviderError | None:
+    """Status errors of any provider SDK (a chat model built by ``init_chat_model``), and SDK timeout and
+    connection errors by their type names (``APITimeoutError``, ``APIConnectionError``, ``ConnectError``...)."""
+    module = type(exc).__module__.split(".")[0]
+    if module in ("openai", "httpx"):
+        return None  # classified by their own rules
+    status, cause = _status_of(exc), exc.__cause__
+    while status is None and cause is not None:  # a wrapper (LangChain's, the caller's) around the SDK's error
+        if _status_of(cause) is not None:
+            status, exc = _status_of(cause), cause
+        cause = cause.__cause__
+    if status is not None and status >= 400:
+        text = f"{exc} {getattr(exc, 'message', '') or ''}"
+        kind = _status_kind(status, text.lower())
+        response = getattr(exc, "response", None)
+        retry_after = retry_after_seconds(getattr(response, "headers", None))
+        message = f"the chat model at {endpoint} {_VERBS[kind]} ({status}): {_server_message(exc)}"
+        return ProviderError(kind, message, endpoint=endpoint, status=status, retry_after=retry_after)
+    if module == "builtins":
+        return None  # TimeoutError and ConnectionError: classified below
+    names = {klass.__name__ for klass in type(exc).__mro__}
+    if any("Timeout" in name for name in names):
+        return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
+    if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
+        return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(exc)[:160]}",
+                             endpoint=endpoint)  # fmt: skip
+    return None
 
 
 def _httpx_error(exc: BaseException, endpoint: str) -> ProviderError | None:

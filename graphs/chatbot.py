@@ -99,7 +99,7 @@ from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.memory.input_limits import InputTooLargeError, check_message, recall_query
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
-from logicmap.memory.tenancy import resolve_namespace
+from logicmap.memory.tenancy import ThreadTenantError, resolve_namespace, tenant_key
 from logicmap.memory.text import is_no_answer, printable
 from logicmap.prompts import chat as prompt
 from logicmap.prompts.chat import ChatReply
@@ -212,9 +212,13 @@ class ChatOutput(TypedDict, total=False):
 class ChatState(ChatOutput, total=False):
     """Thread state. Besides the messages, plain JSON values only (checkpointers and servers store them as is).
 
-    The tenant is not part of it: whose memory a run reads and writes comes from the run's ``ChatContext``
-    (and config) only, so an input (or a parent graph's state) cannot name another tenant.
+    Whose memory a run reads and writes comes from the run's ``ChatContext`` (and config) only, so an input (or
+    a parent graph's state) cannot name another tenant. The thread records a fingerprint of the tenant of its
+    first run (``tenant_key``); a run of another tenant on the thread is refused before recall.
     """
+
+    tenant_key: str
+    """A fingerprint of the tenant this thread belongs to (``memory.tenancy.tenant_key``), set by its first run."""
 
 
 def _ctx(runtime: Runtime[ChatContext] | None) -> ChatContext:
@@ -383,16 +387,28 @@ def _recall_step(args: dict[str, Any]) -> Any:
                            policy=args["policy"])  # fmt: skip
 
 
+def _thread_tenant(state: ChatState, namespace: str) -> str:
+    """The thread's tenant fingerprint; ``ThreadTenantError`` when the thread belongs to another tenant."""
+    key = tenant_key(namespace)
+    recorded = state.get("tenant_key")
+    if recorded and recorded != key:
+        raise ThreadTenantError("this thread belongs to another tenant: start a new thread (a thread is bound to "
+                                "the tenant of its first run)")
+    return key
+
+
 def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
-    """Recall what memory holds about the last user message through the run's strategy."""
+    """Recall what memory holds about the last user message through the run's strategy (after checking that
+    the thread belongs to the run's tenant)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     if ctx.strategy not in STRATEGIES:
         raise ValueError(f"unknown recall strategy {ctx.strategy!r}; choose one of {sorted(STRATEGIES)}")
     namespace = _namespace_of(ctx)
+    key = _thread_tenant(state, namespace)
     policy = _policy(ctx, res)
     message = check_message(_last_user_message(state), res.settings, where="the chatbot's message")
     empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
-             "cost": Cost().model_dump(), "fallbacks": [], "memory_write": {}}
+             "cost": Cost().model_dump(), "fallbacks": [], "memory_write": {}, "tenant_key": key}
     if not ctx.recall or not message or not res.store.has_namespace(namespace):
         return empty
     question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
@@ -406,6 +422,7 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
         "cost": result.cost.model_dump(),
         "fallbacks": [f.model_dump() for f in result.fallbacks],
         "memory_write": {},
+        "tenant_key": key,
     }
 
 

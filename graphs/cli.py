@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -128,9 +129,21 @@ def cmd_graph(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
     out = Path(args.out or f"{args.namespace}-graph.html")
-    write_event_graph(EventGraph.of(resources.store.snapshot(args.namespace)), out)
+    with _writing(out):
+        write_event_graph(EventGraph.of(resources.store.snapshot(args.namespace)), out)
     print(f"wrote {out}")
     return 0
+
+
+@contextmanager
+def _writing(path: Path) -> Iterator[None]:
+    """A file system error while writing ``path`` names it (a full disk reports no file name of its own)."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None:
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        raise
 
 
 def _print_result(result: Any, as_json: bool) -> None:
@@ -256,7 +269,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     bars = None if args.quiet else _ProgressBars(Path(args.file).name)
     try:
-        report = import_namespace(resources.store, args.file, args.namespace, progress=bars)
+        report = import_namespace(resources.store, args.file, args.namespace, embeddings=resources.embeddings,
+                                  progress=bars)
     finally:
         if bars is not None:
             bars.close()
@@ -376,6 +390,16 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted; committed sessions are kept, re-run to resume", file=sys.stderr)
         return 130
+    except OSError as exc:  # a path the user gave that cannot be read or written: a directory, a full disk...
+        print(printable(f"error: {_os_error_line(exc)}", one_line=True), file=sys.stderr)
+        return 2
+
+
+def _os_error_line(exc: OSError) -> str:
+    """What and where of a file system error, without Python's "[Errno N]" decoration."""
+    where = exc.filename if exc.filename is not None else ""
+    what = exc.strerror or str(exc) or type(exc).__name__
+    return f"{where}: {what}" if where else what
 
 
 def main(argv: list[str] | None = None) -> int:

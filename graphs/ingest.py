@@ -47,6 +47,7 @@ from logicmap.graphs.resources import (
     resources_of,
     run_context,
     run_namespace,
+    server_readable_path,
     with_resources,
 )
 from logicmap.graphs.tracing import run_config, traced_graph
@@ -189,8 +190,9 @@ class IngestInput(TypedDict, total=False):
     (context or config), never part of the input."""
 
     path: str | None
-    """A LoCoMo, LongMemEval or JSONL file holding one conversation, on the server's disk; a relative path is
-    resolved against the server's working directory."""
+    """A LoCoMo, LongMemEval or JSONL file holding one conversation. In Python, any readable path (relative to
+    the working directory). On the API server, only a file under LOGICMAP_INGEST_ROOT (relative to it); unset,
+    the server reads no files and every path is refused with one message: send `sessions` instead."""
     sessions: list[Session]
     """The conversation's sessions, each {session_id, timestamp?, turns: [{dia_id, speaker, text}]}; wins over path."""
 
@@ -278,7 +280,7 @@ def _sessions_of(state: IngestState, source: str | None = None) -> tuple[list[Se
     """The sessions to ingest and who writes them (``source``, else a file's conversation, else 'api')."""
     sessions = list(state.get("sessions") or [])
     if not sessions and state.get("path"):
-        conversations = load_conversations(state["path"])
+        conversations = load_conversations(server_readable_path(state["path"]))
         if len(conversations) != 1:
             raise ValueError(f"{state['path']} holds {len(conversations)} conversations; ingest them one per namespace")
         sessions, source = conversations[0].sessions, source or conversation_source(conversations[0])

@@ -5,8 +5,10 @@ Resolved lazily, so importing a graph module (as LangGraph Studio does) loads no
 
 from __future__ import annotations
 
+import sys
 import threading
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -18,6 +20,12 @@ from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.embeddings import CachedEmbeddings, make_embeddings
 from logicmap.memory.store import MemoryStore
 from logicmap.memory.tenancy import resolve_namespace
+
+# Raised for every path the server refuses to read, whatever the reason: a client learns nothing about
+# which server files exist.
+_PATH_REFUSED = (
+    "this server does not read that file: send the conversation's `sessions` in the request{hint}"
+)
 
 __all__ = [
     "NAMESPACE_DESCRIPTION",
@@ -33,8 +41,12 @@ __all__ = [
     "resources_of",
     "run_context",
     "run_namespace",
+    "server_mode",
+    "server_readable_path",
     "set_default_resources",
+    "set_server_mode",
     "with_resources",
+    "IngestPathRefused",
 ]
 
 _UNSET: Any = object()
@@ -196,13 +208,56 @@ def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[
     return cls(policy=policy, **{k: v for k, v in options.items() if k in names})  # type: ignore[call-arg]
 
 
+_server = False
+
+
+def set_server_mode(on: bool = True) -> None:
+    """Mark this process as the LangGraph API server (``studio/server.py``'s lifespan does): runs then take
+    their tenant from the deployment's authority and ingest reads no server files."""
+    global _server
+    _server = on
+
+
+def server_mode() -> bool:
+    """Whether this process serves graphs to remote clients: marked by the server app, or ``langgraph_api``
+    (the LangGraph API server) loaded in the process."""
+    return _server or "langgraph_api" in sys.modules
+
+
+class IngestPathRefused(PermissionError):
+    """A ``path`` input the API server will not read (one message for every refused path)."""
+
+
+def server_readable_path(path: str, settings: LogicMapSettings | None = None) -> str:
+    """``path`` as the ingest graph may read it. Outside the API server, unchanged. On the server, only a file
+    under ``LOGICMAP_INGEST_ROOT`` (symlinks resolved; relative paths against that directory); any other path,
+    missing or not, is refused with the same ``IngestPathRefused``."""
+    if not server_mode():
+        return path
+    root = (settings or default_resources().settings).ingest_root
+    refused = IngestPathRefused(_PATH_REFUSED.format(hint=" or a path under the server's ingest directory"
+                                                          if root else ""))
+    if root is None or not isinstance(path, str) or not path or "\x00" in path:
+        raise refused
+    try:
+        base = Path(root).resolve(strict=True)
+        target = (base / path).resolve(strict=True)
+    except (OSError, RuntimeError, ValueError):
+        raise refused from None
+    if not target.is_relative_to(base) or not target.is_file():
+        raise refused
+    return str(target)
+
+
 def run_namespace(template: str | None) -> str:
     """The namespace of the running graph: ``template`` (a context's ``namespace``) filled from the run's
-    ``configurable``, else ``configurable["namespace"]``; ``NamespaceRequiredError`` when the run names none."""
+    ``configurable``, else ``configurable["namespace"]``; ``NamespaceRequiredError`` when the run names none.
+    On the API server a deployment template (``LOGICMAP_SERVER_NAMESPACE``) is the one authority."""
     from langgraph.config import get_config
 
     try:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a run: only the template can name it
         configurable = {}
-    return resolve_namespace(template, configurable)
+    authority = default_resources().settings.server_namespace if server_mode() else None
+    return resolve_namespace(template, configurable, authority=authority)

@@ -28,6 +28,7 @@ import re
 import shutil
 import tempfile
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -35,22 +36,26 @@ from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ValidationError
 
 from logicmap.memory.contention import commit_with_backoff
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn, validate_namespace
 from logicmap.memory.store import (
+    MAX_GENERATION,
     ChangeSet,
     EmbedderMismatchError,
     Manifest,
     MemoryStore,
     NamespaceSnapshot,
+    embedder_identity,
 )
 
 __all__ = [
     "FORMAT",
     "FORMAT_VERSION",
+    "MAX_RESTORED_GENERATION",
     "Backup",
     "BackupError",
     "BackupFormatError",
@@ -66,6 +71,11 @@ __all__ = [
 FORMAT = "logicmap-namespace"
 FORMAT_VERSION = 1
 MAX_ID = 512  # relation ids join two event ids and a label
+# The store's limits a backup is held to, so a restored namespace stays readable and writable:
+MAX_RESTORED_GENERATION = 2**30  # leaves about a billion commits before the store's last one (MAX_GENERATION)
+MAX_INTEGER = 2**53  # every other whole number: JSON's exact range, with room for the store's +1 arithmetic
+MAX_DIMENSION = 65_536
+MAX_NORM = 1e18  # a vector whose squared norm overflows float32 cannot be compared (cosine similarity)
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: phase ``export``, ``read`` or ``commit``."""
 
@@ -229,6 +239,8 @@ def export_namespace(
 
 
 def _write_atomically(path: Path, head: bytes, body: IO[bytes]) -> None:
+    if path.exists() and not path.is_file():  # the rename would put the backup in place of a directory or device
+        raise BackupError(f"{path}: exists and is not a regular file; nothing was written there")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as out:
@@ -249,8 +261,9 @@ def _write_atomically(path: Path, head: bytes, body: IO[bytes]) -> None:
 class _Reader:
     """Where the check is in the file, for errors that name file, line and field."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, size: int = 0) -> None:
         self.path = path
+        self.size = size
         self.line = 0
 
     def error(self, field: str, problem: str, line: int | None = None) -> BackupFormatError:
@@ -282,6 +295,8 @@ def _parse_line(reader: _Reader, raw: bytes) -> dict[str, Any]:
         value = json.loads(text, parse_constant=_reject_constant)
     except (json.JSONDecodeError, ValueError) as exc:
         raise reader.error("json", f"not JSON ({str(exc)[:120]})") from None
+    except RecursionError:
+        raise reader.error("json", "nested too deeply") from None
     if not isinstance(value, dict):
         raise reader.error("json", f"a JSON {type(value).__name__}, not an object")
     if "\\u" in text:  # an escape can spell a lone surrogate, which no store can encode
@@ -294,6 +309,25 @@ def _parse_line(reader: _Reader, raw: bytes) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _number_problem(value: Any) -> tuple[str, str] | None:
+    """The first number (path, problem) a store could not keep as it is: a float that is not finite (JSON's
+    ``1e400`` reads as infinity) or a whole number outside +-2^53 (None: every number is fine)."""
+    stack: deque[tuple[str, Any]] = deque([("", value)])  # breadth first: a top-level field is named first
+    while stack:
+        where, item = stack.popleft()
+        if isinstance(item, dict):
+            stack.extend((f"{where}.{str(k)[:40]}" if where else str(k)[:40], v) for k, v in item.items())
+        elif isinstance(item, list):
+            stack.extend((f"{where}.{i}" if where else str(i), v) for i, v in enumerate(item))
+        elif isinstance(item, bool):
+            continue
+        elif isinstance(item, float) and not np.isfinite(item):
+            return where, f"{item} is not a finite number"
+        elif isinstance(item, int) and abs(item) > MAX_INTEGER:
+            return where, f"{str(item)[:40]} is outside the whole numbers a store keeps (+-2^53)"
+    return None
 
 
 def _read_header(reader: _Reader, raw: bytes) -> dict[str, Any]:
@@ -310,6 +344,9 @@ def _read_header(reader: _Reader, raw: bytes) -> dict[str, Any]:
         raise reader.error(
             "version", f"format version {version} is not supported (this LogicMap reads {FORMAT_VERSION}){newer}"
         )
+    found = _number_problem(header)  # before the checksum: its canonical form has no infinity
+    if found is not None:
+        raise reader.error(*found)
     unknown = sorted(set(header) - set(_HEADER_FIELDS))
     if unknown:
         raise reader.error(unknown[0], "unknown header field")
@@ -333,7 +370,13 @@ def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
         if value is None and name == "dimension":
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise reader.error(name, f"{value!r} is not a positive integer")
+            raise reader.error(name, f"{str(value)[:40]} is not a positive integer")
+    if header["generation"] > MAX_RESTORED_GENERATION:
+        raise reader.error("generation", f"{str(header['generation'])[:40]} is past {MAX_RESTORED_GENERATION}: a "
+                           f"namespace restored there would run out of generations (the store's last is "
+                           f"{MAX_GENERATION})")  # fmt: skip
+    if header["dimension"] is not None and header["dimension"] > MAX_DIMENSION:
+        raise reader.error("dimension", f"{str(header['dimension'])[:40]} is more than {MAX_DIMENSION} values a vector")
     if not isinstance(header["embedder"], str) or not header["embedder"]:
         raise reader.error("embedder", f"{header['embedder']!r} is not an embedder identity")
     counts = header["counts"]
@@ -341,7 +384,9 @@ def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
         raise reader.error("counts", f"must count each of {', '.join(_KINDS)}")
     for kind, count in counts.items():
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-            raise reader.error(f"counts.{kind}", f"{count!r} is not a count")
+            raise reader.error(f"counts.{kind}", f"{str(count)[:40]} is not a count")
+        if reader.size and count > reader.size:
+            raise reader.error(f"counts.{kind}", f"{str(count)[:40]} records cannot fit in a file of {reader.size} bytes")
     if not isinstance(header["body_sha256"], str):
         raise reader.error("body_sha256", "not a checksum")
 
@@ -358,12 +403,19 @@ def _read_manifest(reader: _Reader, header: dict[str, Any]) -> Manifest:
         raise reader.error("manifest.namespace", f"{manifest.namespace!r} is not the header's {header['namespace']!r}")
     if manifest.generation != header["generation"]:
         raise reader.error("manifest.generation", f"{manifest.generation} is not the header's {header['generation']}")
+    if manifest.topic_steps < 0:
+        raise reader.error("manifest.topic_steps", f"{manifest.topic_steps} is not a count")
+    outside = [n for n in manifest.void if not 1 <= n <= manifest.generation]
+    if outside:
+        raise reader.error("manifest.void", f"generation {outside[0]} is outside 1..{manifest.generation}")
     for sid, session in manifest.sessions.items():
         problem = _identifier_problem(sid)
         if problem is None and session.session_id != sid:
             problem = f"holds session {session.session_id!r}"
         if problem is None and not 1 <= session.generation <= manifest.generation:
             problem = f"generation {session.generation} is outside 1..{manifest.generation}"
+        if problem is None and min(session.events, session.relations, *(f.calls for f in session.fallbacks)) < 0:
+            problem = "a negative count"
         if problem is not None:
             raise reader.error(f"manifest.sessions.{sid[:40]}", problem)
     return manifest
@@ -393,6 +445,9 @@ def _read_record(reader: _Reader, line: dict[str, Any], backup: Backup) -> None:
     extra = sorted(set(body) - set(model.model_fields))
     if extra:
         raise reader.error(f"record.{extra[0][:40]}", f"not a field of a {kind}")
+    found = _number_problem(body)
+    if found is not None:
+        raise reader.error(f"record.{found[0]}", found[1])
     try:
         record = model.model_validate(body)
     except ValidationError as exc:
@@ -440,8 +495,13 @@ def _read_vector(reader: _Reader, value: object, dimension: int | None) -> np.nd
 def _check_values(reader: _Reader, name: str, values: Any, dimension: int | None) -> None:
     if dimension is None or len(values) != dimension:
         raise reader.error(name, f"{len(values)} values, the header's dimension is {dimension}")
-    if not np.isfinite(np.asarray(values, dtype=np.float64)).all():
+    numbers = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(numbers).all():
         raise reader.error(name, "holds a value that is not a finite number")
+    with np.errstate(over="ignore"):
+        norm = float(np.linalg.norm(numbers))
+    if norm > MAX_NORM:
+        raise reader.error(name, f"its length {norm:.3g} is too large to compare (at most {MAX_NORM:g})")
 
 
 def _check_references(reader: _Reader, backup: Backup) -> None:
@@ -475,9 +535,9 @@ def _check_references(reader: _Reader, backup: Backup) -> None:
 def read_backup(path: str | Path, *, progress: Progress | None = None) -> Backup:
     """Read and check a whole backup file (nothing is written). Raises ``BackupFormatError``."""
     name = str(path)
-    reader = _Reader(name)
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below; an unreadable path is a one-line error
+        reader = _Reader(name, os.fstat(handle.fileno()).st_size)
     except OSError as exc:
         raise BackupError(f"{name}: cannot be read ({exc.strerror or exc})") from None
     with handle:
@@ -520,6 +580,27 @@ def _change_set(backup: Backup, namespace: str) -> ChangeSet:
     )  # fmt: skip
 
 
+def _check_dimension(store: MemoryStore, embeddings: Embeddings | None, dimension: int | None, name: str) -> None:
+    """The file's vectors are as wide as the store's embedder makes them (else every later search breaks)."""
+    if dimension is None:
+        return
+    if embeddings is None:
+        if store.embedder != embedder_identity(store.settings):
+            return  # a store given another embedder's identity by hand: its settings cannot make that embedder
+        from logicmap.memory.embeddings import make_embeddings
+
+        embeddings = make_embeddings(store.settings)
+    try:
+        width = len(embeddings.embed_query("the width of this embedder's vectors"))
+    except Exception as exc:  # noqa: BLE001 - any failure of the embedder is one line here
+        raise BackupError(f"{name}: the store's embedder {store.embedder!r} could not be asked for the width of "
+                          f"its vectors ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
+                          "nothing was restored") from None  # fmt: skip
+    if width != dimension:
+        raise BackupFormatError(name, 1, "dimension", f"the file's vectors have {dimension} values but this store's "
+                                f"embedder {store.embedder!r} makes {width}; nothing was restored")  # fmt: skip
+
+
 def _not_empty(namespace: str, generation: int, path: str) -> NamespaceNotEmptyError:
     return NamespaceNotEmptyError(
         f"{path}: namespace {namespace!r} already holds memory (generation {generation}); an import never merges "
@@ -528,14 +609,21 @@ def _not_empty(namespace: str, generation: int, path: str) -> NamespaceNotEmptyE
 
 
 def import_namespace(
-    store: MemoryStore, path: str | Path, namespace: str | None = None, *, progress: Progress | None = None
+    store: MemoryStore,
+    path: str | Path,
+    namespace: str | None = None,
+    *,
+    embeddings: Embeddings | None = None,
+    progress: Progress | None = None,
 ) -> ImportReport:
     """Restore a backup file into an empty namespace (default: the one it was exported from).
 
-    The whole file is checked first (format, checksums, every record, references between records, the
-    embedder); then everything is written in one commit. Raises ``BackupFormatError`` for a bad file,
-    ``NamespaceNotEmptyError`` when the namespace holds memory, ``EmbedderMismatchError`` when the file's
-    vectors come from another embedder than the store's. A crashed import leaves the namespace empty: re-run it.
+    The whole file is checked first (format, checksums, every record and every number in it against the
+    store's limits, references between records, the embedder and its vector width); then everything is
+    written in one commit. ``embeddings`` is the store's embedder (default: the one its settings make), asked
+    once for the width of its vectors. Raises ``BackupFormatError`` for a bad file, ``NamespaceNotEmptyError``
+    when the namespace holds memory, ``EmbedderMismatchError`` when the file's vectors come from another
+    embedder than the store's. A crashed import leaves the namespace empty: re-run it.
     """
     started = time.perf_counter()
     name = str(path)
@@ -551,6 +639,7 @@ def import_namespace(
             f"with {store.embedder!r}; mixing them would corrupt search: set LOGICMAP_EMBEDDING_PROVIDER (or "
             "--embeddings) to the file's embedder"
         )
+    _check_dimension(store, embeddings, header["dimension"], name)
     current = store.manifest(target).generation
     if current:
         raise _not_empty(target, current, name)

@@ -83,7 +83,26 @@ class LogicMapSettings(BaseSettings):
     data_dir: Path = Path(".logicmap")
     chroma_host: str | None = Field(default=None, description="Chroma server host: server mode when set.")
     chroma_port: int = 8000
+    commit_lease_s: float = Field(
+        default=120.0, gt=0,
+        description="Server mode: how long a writer's commit lease lasts, so a writer that died holding it blocks "
+        "the namespace's other writers at most this long.",
+    )
     default_namespace: str = "default"
+
+    # The API server (studio/server.py): who names the tenant, which files ingest may read.
+    server_namespace: str | None = Field(
+        default=None,
+        description="API server only: the deployment's tenant template (e.g. '{user_id}' or "
+        "'acme-{langgraph_auth_user_id}'). Set, it names every run's namespace and a run or assistant that names "
+        "another is refused; unset, an assistant's namespace is the authority and a run may name one only on an "
+        "assistant that has none.",
+    )
+    ingest_root: Path | None = Field(
+        default=None,
+        description="API server only: the one directory whose files the ingest graph's `path` input may read "
+        "(unset: the server reads no files; clients send sessions in the request).",
+    )
 
     # Topic layer and fusion (CompassMem paper defaults).
     topic_delta: float = 0.9

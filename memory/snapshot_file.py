@@ -238,68 +238,122 @@ def write_snapshot_file(
 
 
 def read_snapshot_file(path: Path, namespace: str, models: Mapping[str, type[BaseModel]]) -> SnapshotFile:
-    """Read and check a snapshot file; ``SnapshotFileError`` when it cannot be trusted."""
+    """Read and check a snapshot file; ``SnapshotFileError`` when it cannot be trusted.
+
+    The file is a cache: whatever it holds (a header crafted to pass its checksum included) must never break a
+    read of the namespace. Every number of the header is bounded by the file's own size before anything is
+    allocated, and any other failure to make sense of it is a ``SnapshotFileError`` too."""
     try:
         with path.open("rb") as handle:
             return _read(handle, path, namespace, models)
     except SnapshotFileError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, struct.error) as exc:
+    except RecursionError:
+        raise SnapshotFileError(f"{path}: unreadable (nested too deeply)") from None
+    except Exception as exc:  # noqa: BLE001 - see the docstring: a cache file never breaks a read
         raise SnapshotFileError(
             f"{path}: unreadable ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
         ) from exc
 
 
+_SECTION_TYPES = ("records", "ids", "matrix")
+_MAX_GENERATION = 2**63 - 1  # Chroma keeps generations in int64 metadata
+
+
+def _whole(value: object, low: int = 0, high: int = 2**63 - 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _checked_header(path: Path, header: object, body_size: int) -> dict[str, Any]:
+    """The header, every field of the type and within the bounds the reader relies on."""
+    if not isinstance(header, dict):
+        raise SnapshotFileError(f"{path}: the header is a JSON {type(header).__name__}, not an object")
+    if not _whole(header.get("generation"), 1, _MAX_GENERATION):
+        raise SnapshotFileError(f"{path}: generation {str(header.get('generation'))[:40]} is not a generation number")
+    if not isinstance(header.get("link"), str) or not isinstance(header.get("manifest"), dict):
+        raise SnapshotFileError(f"{path}: the header has no commit link or manifest")
+    sections = header.get("sections")
+    if not isinstance(sections, list):
+        raise SnapshotFileError(f"{path}: the header lists no sections")
+    for index, meta in enumerate(sections):
+        problem = _section_problem(meta, body_size)
+        if problem is not None:
+            raise SnapshotFileError(f"{path}: section {index}: {problem}")
+    return header
+
+
+def _section_problem(meta: object, body_size: int) -> str | None:
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or meta.get("type") not in _SECTION_TYPES:
+        return "not a section (name, type)"
+    offset, length = meta.get("offset"), meta.get("length")
+    if not _whole(offset) or not _whole(length) or offset + length > body_size:
+        return f"offset {str(offset)[:24]} and length {str(length)[:24]} are outside the file's {body_size} bytes"
+    if not _whole(meta.get("crc"), 0, 2**32 - 1):
+        return "no checksum"
+    if meta["type"] == "matrix":
+        shape = meta.get("shape")
+        if not (isinstance(shape, list) and len(shape) == 2 and all(_whole(n) for n in shape)
+                and shape[0] * shape[1] * 4 == length):  # fmt: skip
+            return f"matrix shape {str(shape)[:60]} does not fit its {length} bytes"
+    return None
+
+
 def _read(handle: Any, path: Path, namespace: str, models: Mapping[str, type[BaseModel]]) -> SnapshotFile:
+    file_size = os.fstat(handle.fileno()).st_size
     start = handle.read(len(_MAGIC) + _LENGTH.size)
     if len(start) < len(_MAGIC) + _LENGTH.size or not start.startswith(_MAGIC):
         raise SnapshotFileError(f"{path}: not a snapshot file of this version")
     (size,) = _LENGTH.unpack(start[len(_MAGIC) :])
-    if size > 1 << 30:
+    if size > min(1 << 30, file_size):
         raise SnapshotFileError(f"{path}: header of {size} bytes")
     header_bytes = handle.read(size)
     check = handle.read(_LENGTH.size)
     if len(header_bytes) != size or len(check) != _LENGTH.size or _LENGTH.unpack(check)[0] != zlib.crc32(header_bytes):
         raise SnapshotFileError(f"{path}: damaged header")
-    header = json.loads(header_bytes)
+    base = handle.tell()
+    header = _checked_header(path, json.loads(header_bytes), file_size - base)
     if header.get("format") != _FORMAT:
-        raise SnapshotFileError(f"{path}: format {header.get('format')!r}")
+        raise SnapshotFileError(f"{path}: format {str(header.get('format'))[:40]!r}")
     if header.get("namespace") != namespace:
         raise SnapshotFileError(f"{path}: a snapshot of another namespace")  # never shown: names no tenant
-    base = handle.tell()
     records: dict[str, list[Any]] = {}
     vectors: dict[str, VectorTable] = {}
     ids: dict[str, list[str]] = {}
     for meta in header["sections"]:
-        handle.seek(base + int(meta["offset"]))
-        length = int(meta["length"])
+        handle.seek(base + meta["offset"])
+        length = meta["length"]
         if meta["type"] == "matrix":
-            shape = tuple(int(n) for n in meta["shape"])
-            if len(shape) != 2 or shape[0] * shape[1] * 4 != length:
-                raise SnapshotFileError(f"{path}: section {meta['name']} has the wrong size")
-            matrix = np.empty(shape, dtype="<f4")
+            matrix = np.empty(tuple(meta["shape"]), dtype="<f4")
             body: bytes | np.ndarray = _raw(matrix)
             got = handle.readinto(body) if length else 0
         else:
             body = handle.read(length)
             got = len(body)
-        if got != length or zlib.crc32(body) != int(meta["crc"]):
-            raise SnapshotFileError(f"{path}: section {meta['name']} is damaged")
-        name = str(meta["name"])
+        if got != length or zlib.crc32(body) != meta["crc"]:
+            raise SnapshotFileError(f"{path}: section {meta['name'][:60]} is damaged")
+        name = meta["name"]
         if meta["type"] == "records":
             if name not in models:
-                raise SnapshotFileError(f"{path}: unknown section {name!r}")
+                raise SnapshotFileError(f"{path}: unknown section {name[:60]!r}")
             records[name] = _adapter(models[name]).validate_json(body)
         elif meta["type"] == "ids":
-            ids[name.removesuffix(":ids")] = [str(i) for i in json.loads(body)]
+            listed = json.loads(body)
+            if not isinstance(listed, list) or not all(isinstance(i, str) for i in listed):
+                raise SnapshotFileError(f"{path}: section {name[:60]} is not a list of ids")
+            ids[name.removesuffix(":ids")] = listed
         else:
+            if name not in ids:
+                raise SnapshotFileError(f"{path}: matrix {name[:60]} comes before its ids")
             vectors[name] = VectorTable(ids[name], matrix.astype(np.float32, copy=False))
     if set(records) != set(models):
         raise SnapshotFileError(f"{path}: sections missing")
+    widths = {table.matrix.shape[1] for table in vectors.values() if len(table)}
+    if len(widths) > 1 or not all(np.isfinite(table.matrix).all() for table in vectors.values()):
+        raise SnapshotFileError(f"{path}: vectors of widths {sorted(widths)} or not finite numbers")
     return SnapshotFile(
         namespace=namespace,
-        generation=int(header["generation"]),
-        link=str(header["link"]),
+        generation=header["generation"],
+        link=header["link"],
         manifest=header["manifest"],
         records=records,
         vectors=vectors,

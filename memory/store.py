@@ -65,6 +65,7 @@ __all__ = [
     "CommitLeaseLost",
     "EmbedderMismatchError",
     "GenerationConflict",
+    "MAX_GENERATION",
     "MEMORY_MARKER",
     "Manifest",
     "MemoryStore",
@@ -74,6 +75,7 @@ __all__ = [
     "StoreError",
     "StoreForkedError",
     "StoreLockedError",
+    "StoreUnavailableError",
     "TurnIdConflictError",
     "UnknownNamespaceError",
     "embedder_identity",
@@ -82,6 +84,9 @@ __all__ = [
 _log = logging.getLogger(__name__)
 
 SENTINEL = 2**31  # "still alive"
+# The highest generation a commit can write: a live version (died = SENTINEL) is visible only at generations
+# below SENTINEL. Chroma keeps born/died as int64 metadata, which SENTINEL fits.
+MAX_GENERATION = SENTINEL - 1
 COMMIT_LOCK_ID = "commit-lock"
 COMMIT_LOCK_LEASE_S = 120.0  # a writer that died holding the lock blocks others at most this long
 COMMIT_LOCK_WAIT_S = 300.0
@@ -133,6 +138,10 @@ class StoreDamagedError(StoreError):
 
 class StoreAccessError(StoreError):
     """The store's files cannot be used: the data directory is a file, the lock path a directory, the disk full."""
+
+
+class StoreUnavailableError(StoreError):
+    """The Chroma server stopped answering (killed, restarted, unreachable) in the middle of a store call."""
 
 
 class StoreForkedError(StoreError):
@@ -432,7 +441,12 @@ def _damaged(database: Path, reason: str) -> StoreDamagedError:
 
 
 def _check_database(directory: Path) -> None:
-    """Refuse a data directory whose database is damaged, or missing although the directory held memory."""
+    """Refuse a data directory whose database is damaged, or missing although the directory held memory.
+
+    The file's bytes only raise a suspicion; SQLite decides. A process killed inside a transaction leaves a
+    hot rollback journal (or a WAL) beside a database whose header counts pages it never wrote: SQLite rolls
+    it back on open and the store is whole. So a store is damaged only when SQLite, after its own recovery,
+    says so."""
     database = directory / "chroma" / "chroma.sqlite3"
     marker = directory / MEMORY_MARKER
     if database.is_dir():
@@ -447,16 +461,39 @@ def _check_database(directory: Path) -> None:
                 "an empty store there"
             )
         return
+    suspicion = _header_suspicion(database, size)
+    if suspicion is None and not _has_recovery_file(database):
+        return
+    problem = _integrity_problem(database, recover=True)
+    if problem is not None:
+        raise _damaged(database, f"{suspicion}; SQLite: {problem}" if suspicion else problem)
+
+
+def _header_suspicion(database: Path, size: int) -> str | None:
+    """What the database file's first 100 bytes say is wrong with it (None: nothing)."""
     with database.open("rb") as handle:
         header = handle.read(100)
     if len(header) < 100 or not header.startswith(b"SQLite format 3\x00"):
-        raise _damaged(database, "not a SQLite database")
+        return "not a SQLite database"
     page_size = struct.unpack(">H", header[16:18])[0]
     page_size = 65536 if page_size == 1 else page_size
     pages = struct.unpack(">I", header[28:32])[0]
     # The page count in the header is valid when its "version-valid-for" number equals the change counter.
     if header[92:96] == header[24:28] and pages and size < page_size * pages:
-        raise _damaged(database, f"truncated: {size} of {page_size * pages} bytes")
+        return f"truncated: {size} of {page_size * pages} bytes"
+    return None
+
+
+def _has_recovery_file(database: Path) -> bool:
+    """A rollback journal or WAL beside the database: SQLite replays or rolls it back when it opens it."""
+    for suffix in ("-journal", "-wal"):
+        extra = database.with_name(database.name + suffix)
+        try:
+            if extra.stat().st_size > 0:
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _translated(exc: BaseException, directory: Path | None) -> StoreError | None:
@@ -481,12 +518,33 @@ def _translated(exc: BaseException, directory: Path | None) -> StoreError | None
     return None
 
 
-def _integrity_problem(database: Path) -> str | None:
-    """SQLite's own quick check of the database (run only after Chroma failed, so it costs nothing otherwise)."""
+def _unreachable(exc: BaseException, settings: LogicMapSettings) -> StoreUnavailableError | None:
+    """The one-line error for a Chroma server that stopped answering: the class of transport failures (the
+    connection refused, reset or closed mid-response, a timeout), whatever the call was doing."""
+    if not settings.chroma_host:
+        return None
+    try:
+        import httpx
+    except ImportError:  # pragma: no cover - chromadb's HTTP client brings it
+        return None
+    if not isinstance(exc, (httpx.TransportError, ConnectionError)):
+        return None
+    server = f"{settings.chroma_host}:{settings.chroma_port}"
+    reason = str(exc).splitlines()[0][:160] if str(exc) else "no answer"
+    return StoreUnavailableError(
+        f"the Chroma server at {server} does not answer ({type(exc).__name__}: {reason}); nothing uncommitted became "
+        "visible and committed sessions are kept: start the server and re-run"
+    )
+
+
+def _integrity_problem(database: Path, *, recover: bool = False) -> str | None:
+    """SQLite's own quick check of the database (run only when something looks wrong, so it costs nothing
+    otherwise). ``recover``: opened for writing, so SQLite first rolls back a hot journal (or replays a WAL)
+    left by a killed writer, as it would when Chroma opens it; read-only, it could not."""
     import sqlite3
 
     try:
-        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+        connection = sqlite3.connect(f"file:{database}?mode={'rw' if recover else 'ro'}", uri=True)
     except sqlite3.Error as exc:
         return str(exc)
     try:
@@ -524,7 +582,7 @@ def _store_call(method: Callable[..., T]) -> Callable[..., T]:
         except (StoreError, GenerationConflict, UnknownNamespaceError, ValueError):
             raise
         except Exception as exc:
-            error = _translated(exc, self._directory)
+            error = _translated(exc, self._directory) or _unreachable(exc, self.settings)
             if error is None:
                 raise
             if self._directory is not None:
@@ -583,6 +641,27 @@ def _claim_id(generation: int) -> str:
 _NAMESPACE_LOCKS: dict[tuple[str, str], threading.RLock] = {}
 _COMMITS: dict[tuple[str, str], int] = {}  # (location, namespace) -> commits tried in this process (under the guard)
 _NAMESPACE_LOCKS_GUARD = threading.Lock()
+
+
+class _LeaseWait:
+    """Says why a writer waits for a namespace's commit lease: once it has waited a little, then now and then."""
+
+    FIRST_S, EVERY_S = 2.0, 15.0
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.started = time.monotonic()
+        self.said: float | None = None
+
+    def note(self, holder: Mapping[str, Any] | None, now: float) -> None:
+        waited = time.monotonic() - self.started
+        if holder is None or waited < self.FIRST_S or (self.said is not None and waited - self.said < self.EVERY_S):
+            return
+        self.said = waited
+        left = max(0.0, float(holder.get("expires", now)) - now)
+        _log.warning("namespace %r: waiting for its commit lease, held by writer %s, for %.0f s so far; the lease "
+                     "expires in %.0f s if that writer does not finish (a writer that died holding it blocks others "
+                     "until then)", self.namespace, str(holder.get("owner", "?"))[:8], waited, left)
 
 
 # -- fencing ----------------------------------------------------------------------------------------
@@ -652,7 +731,7 @@ class MemoryStore:
     ) -> None:
         self.settings = settings or LogicMapSettings()
         self.embedder = embedder or embedder_identity(self.settings)
-        self.commit_lease_s = COMMIT_LOCK_LEASE_S
+        self.commit_lease_s = self.settings.commit_lease_s
         self._pid = os.getpid()
         self._broken: StoreError | None = None
         self._lock_path: str | None = None
@@ -664,7 +743,16 @@ class MemoryStore:
         elif self.settings.chroma_host:
             import chromadb
 
-            self.client = chromadb.HttpClient(host=self.settings.chroma_host, port=self.settings.chroma_port)
+            try:
+                self.client = chromadb.HttpClient(host=self.settings.chroma_host, port=self.settings.chroma_port)
+            except Exception as exc:
+                # Chroma says "Could not connect to a Chroma server" without saying which one.
+                refused = _unreachable(exc.__cause__ or exc, self.settings)
+                if refused is None and "could not connect" in str(exc).lower():
+                    refused = _unreachable(ConnectionError(str(exc)), self.settings)
+                if refused is None:
+                    raise
+                raise refused from exc
             # Per store object: writers on a server are serialized by the lease and fenced by next@ links.
             self._location = f"server:{id(self)}"
         else:
@@ -947,6 +1035,10 @@ class MemoryStore:
                 if set(table.ids) - set(records):
                     raise SnapshotFileError(f"{kind}: vectors without records")
                 setattr(snap, _SNAPSHOT_VECTORS[kind], table)
+        widths = {len(t.centroid) for t in snap.topics.values()}
+        widths |= {t.matrix.shape[1] for t in saved.vectors.values() if len(t)}
+        if len(widths) > 1:
+            raise SnapshotFileError(f"vectors of different widths {sorted(widths)}")
         _order(snap)
         return snap
 
@@ -1125,6 +1217,7 @@ class MemoryStore:
                     "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
                 )
             self._check_turn_ids(change, manifest)
+            self._check_generation_room(namespace, manifest, restored)
             self._mark_memory()
             fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
@@ -1146,6 +1239,15 @@ class MemoryStore:
                 raise
             self._collect(fence)
             return new_manifest
+
+    def _check_generation_room(self, namespace: str, manifest: Manifest, restored: Manifest | None) -> None:
+        """Refuse, before anything is written or registered, a generation its versions could not be seen at."""
+        wanted = restored.generation if restored is not None else manifest.generation + 1
+        if wanted > MAX_GENERATION:
+            raise StoreError(
+                f"namespace {namespace!r}: generation {wanted} is past the last one this store can make visible "
+                f"({MAX_GENERATION}); nothing was written"
+            )
 
     def _check_turn_ids(self, change: ChangeSet, manifest: Manifest) -> None:
         """Refuse a change that would replace a stored turn of another session (unless it retires it)."""
@@ -1211,7 +1313,7 @@ class MemoryStore:
             return fence
         if at is not None:
             return self._claim_up_to(fence, at)
-        for number in range(base + 1, base + 1 + _MAX_CLAIMS):
+        for number in range(base + 1, min(base + 1 + _MAX_CLAIMS, MAX_GENERATION + 1)):
             meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[token],
                      metadatas=[{"kind": "claim", "owner": token}])
             got = meta.get(ids=[_claim_id(number)], include=["metadatas"])
@@ -1225,13 +1327,22 @@ class MemoryStore:
         fence.check()
         return fence
 
-    @staticmethod
-    def _claim_up_to(fence: _Fence, at: int) -> _Fence:
-        for number in range(fence.base + 1, at + 1):
-            fence.meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[fence.token],
-                           metadatas=[{"kind": "claim", "owner": fence.token}])
-            got = fence.meta.get(ids=[_claim_id(number)], include=["metadatas"])
-            if not (got["ids"] and got["metadatas"][0].get("owner") == fence.token):
+    def _claim_up_to(self, fence: _Fence, at: int) -> _Fence:
+        """Claim ``at`` and every number below it that a writer building on the same base could claim.
+
+        A writer scans at most ``_MAX_CLAIMS`` numbers above its base, so numbers past that are never claimed
+        by anyone building on this base: a restore of generation 10^9 claims about 10^4 numbers, not 10^9.
+        Claimed in batches: ``add`` keeps an existing id's first owner, so reading the batch back says who won."""
+        numbers = [*range(fence.base + 1, min(at, fence.base + 1 + _MAX_CLAIMS)), at]
+        for chunk in self._batched(numbers):
+            ids = [_claim_id(n) for n in chunk]
+            fence.meta.add(ids=ids, embeddings=[_PLACEHOLDER] * len(ids), documents=[fence.token] * len(ids),
+                           metadatas=[{"kind": "claim", "owner": fence.token}] * len(ids))  # fmt: skip
+            got = fence.meta.get(ids=ids, include=["metadatas"])
+            owners = {rid: meta.get("owner") for rid, meta in zip(got["ids"], got["metadatas"])}
+            for number, rid in zip(chunk, ids):
+                if owners.get(rid) == fence.token:
+                    continue
                 if number == at:
                     raise GenerationConflict(f"namespace {fence.namespace!r}: generation {at} is claimed by another writer")
                 fence.skipped.append(number)
@@ -1287,6 +1398,7 @@ class MemoryStore:
             yield token  # embedded: the directory lock makes this process the only writer
             return
         col = self._collection(namespace, "meta")
+        waiting = _LeaseWait(namespace)
         left = remaining_time()  # the run's deadline bounds this wait too (then memory.contention waits on)
         deadline = time.monotonic() + (COMMIT_LOCK_WAIT_S if left is None else max(0.0, min(COMMIT_LOCK_WAIT_S, left)))
         while True:
@@ -1300,6 +1412,7 @@ class MemoryStore:
             if holder is not None and float(holder.get("expires", 0)) < now:
                 col.delete(ids=[COMMIT_LOCK_ID], where={"owner": holder["owner"]})  # a dead or stalled writer's lease
                 continue
+            waiting.note(holder, now)
             if time.monotonic() > deadline:
                 raise GenerationConflict(f"namespace {namespace!r}: another process holds the commit lock")
             time.sleep(0.02 + random.random() * 0.08)

@@ -5,6 +5,12 @@ A run names its namespace in its context (``namespace="acme"``) or as a template
 or in ``configurable["namespace"]``. Values filled into a template come from the caller's config and are
 untrusted: each must be one plain name segment (letters, digits, ``_`` and ``-``), so a ``user_id`` can never
 reach into another tenant's dotted namespace (``acme.bob``) or spoof one.
+
+One authority per run. When the run carries an authenticated user (``langgraph_auth_user_id``, set by the
+LangGraph API server when auth is on), that identity fills ``{user_id}`` and a different ``user_id`` in the
+run's config is refused. When a deployment fixes the tenant template (``authority``, the API server's
+``LOGICMAP_SERVER_NAMESPACE``), a run that names any other namespace is refused (``TenantOverrideError``).
+A thread records a fingerprint of its tenant (``tenant_key``): a run of another tenant on it is refused.
 """
 
 from __future__ import annotations
@@ -14,9 +20,19 @@ import string
 from collections.abc import Mapping
 from typing import Any
 
-from logicmap.memory.records import validate_namespace
+from logicmap.memory.records import stable_hash, validate_namespace
 
-__all__ = ["NamespaceRequiredError", "resolve_namespace"]
+__all__ = [
+    "AUTH_USER_KEY",
+    "NamespaceRequiredError",
+    "TenantOverrideError",
+    "ThreadTenantError",
+    "resolve_namespace",
+    "tenant_key",
+]
+
+AUTH_USER_KEY = "langgraph_auth_user_id"
+"""The key under which the LangGraph API server puts the authenticated user's identity in a run's configurable."""
 
 _SEGMENT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 
@@ -25,12 +41,55 @@ class NamespaceRequiredError(ValueError):
     """A run that names no namespace, or whose template refers to a value the run's config does not carry."""
 
 
-def resolve_namespace(template: str | None, configurable: Mapping[str, Any] | None = None) -> str:
+class TenantOverrideError(PermissionError):
+    """A run that names a tenant its deployment, assistant or authenticated user does not allow it."""
+
+
+class ThreadTenantError(PermissionError):
+    """A run on a thread that another tenant's runs created."""
+
+
+def tenant_key(namespace: str) -> str:
+    """A thread's record of its tenant: a fingerprint of the namespace, never the name (thread state is shown
+    to whoever holds the thread)."""
+    return stable_hash("tenant", namespace, length=20)
+
+
+def _bound_to_user(configurable: Mapping[str, Any]) -> dict[str, Any]:
+    """``configurable`` with the authenticated user (when there is one) as ``user_id``; a run that claims
+    another ``user_id`` is refused."""
+    values = dict(configurable)
+    auth_id = values.get(AUTH_USER_KEY)
+    if auth_id is None or auth_id == "":
+        return values
+    claimed = values.get("user_id")
+    if claimed is not None and claimed != "" and str(claimed) != str(auth_id):
+        raise TenantOverrideError(
+            "this run's config['configurable']['user_id'] differs from its authenticated user; the authenticated "
+            "user names the tenant (drop user_id from the run's config)"
+        )
+    values["user_id"] = auth_id
+    return values
+
+
+def resolve_namespace(
+    template: str | None, configurable: Mapping[str, Any] | None = None, *, authority: str | None = None
+) -> str:
     """The run's namespace: ``template`` filled from ``configurable``, else ``configurable["namespace"]``.
 
-    Raises ``NamespaceRequiredError`` when neither names one, ``ValueError`` when the result is not a valid name.
+    ``authority`` (a deployment's fixed template) replaces both: a run whose ``template`` or
+    ``configurable["namespace"]`` names anything else is refused with ``TenantOverrideError``. Raises
+    ``NamespaceRequiredError`` when nothing names one, ``ValueError`` when the result is not a valid name.
     """
-    configurable = configurable or {}
+    configurable = _bound_to_user(configurable or {})
+    if authority:
+        named = [v for v in (template, configurable.get("namespace")) if v is not None and v != ""]
+        if any(v != authority for v in named):
+            raise TenantOverrideError(
+                "this deployment names every run's tenant itself (LOGICMAP_SERVER_NAMESPACE); a run may not name "
+                "its own namespace: drop `namespace` from the run's context and config"
+            )
+        template = authority
     if not template:
         template = configurable.get("namespace")
         if template is None or template == "":

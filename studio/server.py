@@ -4,6 +4,11 @@ Its lifespan loads the process-wide resources once, at server start: the embedde
 seconds to load) and the memory store, so the first run does not pay for them and a broken store or a
 missing model stops the server at start with one clear line instead of failing the first user's run.
 ``GET /logicmap/health`` reports what was loaded (never a namespace name: tenants stay private).
+
+The app also marks the process as the server (``set_server_mode``: the ingest graph then reads no server files
+outside ``LOGICMAP_INGEST_ROOT``, and ``LOGICMAP_SERVER_NAMESPACE`` names every run's tenant) and installs
+``TenantGuard``, which the LangGraph API server applies to its own routes: a run may not override its
+assistant's tenant, and a thread stays with the tenant of its first run (``studio/tenant_guard.py``).
 """
 
 from __future__ import annotations
@@ -16,12 +21,14 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.resources import Resources, default_resources, set_server_mode
 from logicmap.memory.store import embedder_identity
+from logicmap.studio.tenant_guard import TenantGuard
 
 __all__ = ["app", "warm_up"]
 
@@ -52,6 +59,7 @@ def warm_up(resources: Resources) -> dict[str, Any]:
 
 @asynccontextmanager
 async def lifespan(_: Starlette) -> AsyncIterator[None]:
+    set_server_mode(True)
     loaded = await asyncio.to_thread(warm_up, default_resources())
     _loaded.update(loaded)
     logger.info("logicmap resources loaded at server start: %s", loaded)
@@ -65,4 +73,4 @@ async def health(_: Request) -> JSONResponse:
     return JSONResponse({"status": "ok", **_loaded})
 
 
-app = Starlette(routes=[Route("/logicmap/health", health)], lifespan=lifespan)
+app = Starlette(routes=[Route("/logicmap/health", health)], middleware=[Middleware(TenantGuard)], lifespan=lifespan)

@@ -39,7 +39,10 @@ LANGGRAPH_BIN = Path(sys.executable).parent / "langgraph"
 _SCRUBBED_PREFIXES = ("LANGSMITH_", "LANGCHAIN_", "LOGICMAP_", "OPENAI_")
 
 
-def server_env(data_dir: Path, *, embedder: str = "minilm", **extra: str) -> dict[str, str]:
+PROJECT_DATA = Path(__file__).resolve().parents[2] / "data"
+
+
+def server_env(data_dir: Path, *, embedder: str = "minilm", **extra: str | None) -> dict[str, str]:
     """Environment for a child process: offline, no telemetry, a private data dir, nothing traced unless asked."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(_SCRUBBED_PREFIXES)}
     env.update(
@@ -50,9 +53,16 @@ def server_env(data_dir: Path, *, embedder: str = "minilm", **extra: str) -> dic
         LANGGRAPH_NO_VERSION_CHECK="true",
         LOGICMAP_DATA_DIR=str(data_dir),
         LOGICMAP_EMBEDDING_PROVIDER=embedder,
+        # The operator's allow-list for the ingest graph's `path` input on a server: the project's data/
+        # (a server reads no files by default). A test passes LOGICMAP_INGEST_ROOT=None to start one without it.
+        LOGICMAP_INGEST_ROOT=str(PROJECT_DATA),
         PYTHONUNBUFFERED="1",
     )
-    env.update(extra)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
     return env
 
 
@@ -148,7 +158,7 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Any]:
     """Factory: ``langgraph_dev(**env)`` starts a LangGraph API server; every server is stopped at teardown."""
     servers: list[LangGraphDevServer] = []
 
-    def start(*, embedder: str = "minilm", **extra: str) -> LangGraphDevServer:
+    def start(*, embedder: str = "minilm", **extra: str | None) -> LangGraphDevServer:
         workdir = tmp_path / f"langgraph-{len(servers)}"
         workdir.mkdir()
         server = LangGraphDevServer(workdir, server_env(workdir / "memory", embedder=embedder, **extra))

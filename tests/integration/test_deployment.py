@@ -53,7 +53,7 @@ def test_langgraph_dockerfile_packages_the_whole_library(tmp_path: Path) -> None
     assert sorted(graphs) == ["chatbot", "compass", "goalmem", "ingest", "r2", "real", "reconstruct", "rerank"]
     assert all(entry["path"].startswith("logicmap.graphs.") for entry in graphs.values())
     assert json.loads(dockerfile.split("ENV LANGGRAPH_HTTP='", 1)[1].split("'\n", 1)[0]) == {
-        "app": "logicmap.studio.server:app"
+        "app": "logicmap.studio.server:app", "middleware_order": "auth_first"
     }
     # What the root context ships: not the virtual environments or local memory.
     ignored = (PROJECT_ROOT / ".dockerignore").read_text().split()

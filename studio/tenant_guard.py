@@ -1,0 +1,197 @@
+"""The API server's tenant guard: one authority names a run's tenant, and a thread stays with its tenant.
+
+The LangGraph API server merges a run's ``context`` (or its ``config.configurable``, which it copies into the
+context) over the assistant's, the run's values winning. An assistant created with
+``context={"namespace": "{user_id}"}`` would otherwise be overridden by any run that sends its own
+``namespace``. This ASGI middleware (installed by ``studio/server.py``'s app, which the server applies to every
+route) reads each request that creates runs (``/runs``, ``/runs/stream``, ``/runs/wait``, ``/runs/batch``,
+``/runs/crons`` and their ``/threads/{id}/...`` forms) before the server does, and refuses with 403:
+
+- a run that names a ``namespace`` when the deployment fixes the tenant (``LOGICMAP_SERVER_NAMESPACE``) or
+  when its assistant names one (context or configurable): the assistant's template, filled from the run's
+  user identity, is the tenant;
+- a run on a thread whose recorded tenant (the chatbot's ``tenant_key``) is not the run's: checked here,
+  before the server streams the thread's state back, and again inside the graph.
+
+The graphs enforce the rest themselves (``memory.tenancy``): with auth on, the authenticated user fills
+``{user_id}`` and a run claiming another ``user_id`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from logicmap.graphs.resources import default_resources
+from logicmap.memory.tenancy import AUTH_USER_KEY, resolve_namespace, tenant_key
+
+__all__ = ["TenantGuard", "run_problem"]
+
+logger = logging.getLogger("logicmap.studio")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+_RUN_PATH = re.compile(r"^/(?:threads/(?P<thread>[^/]+)/)?runs(?:/stream|/wait|/batch|/crons)?/?$")
+_MAX_BODY = 64 * 1024 * 1024  # the guard reads at most this much; larger requests are refused
+
+
+def _namespace_named(payload: dict[str, Any]) -> Any:
+    """The namespace a run's own context or configurable names (None when it names none)."""
+    for holder in (payload.get("context"), (payload.get("config") or {}).get("configurable")):
+        if isinstance(holder, dict) and holder.get("namespace") not in (None, ""):
+            return holder["namespace"]
+    return None
+
+
+def _assistant_namespace(assistant: dict[str, Any]) -> Any:
+    return _namespace_named({"context": assistant.get("context"), "config": assistant.get("config")})
+
+
+def _dicts(*values: Any) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for value in values:
+        if isinstance(value, dict):
+            merged.update(value)
+    return merged
+
+
+def run_problem(
+    payload: dict[str, Any],
+    assistant: dict[str, Any] | None,
+    thread_key: str | None,
+    *,
+    authority: str | None,
+    user_id: str | None = None,
+) -> str | None:
+    """Why a run must be refused (None: it may go on). ``assistant`` is the run's assistant (None: unknown,
+    the server answers that itself), ``thread_key`` the tenant fingerprint its thread records."""
+    assistant = assistant or {}
+    named = _namespace_named(payload)
+    fixed = _assistant_namespace(assistant)
+    if named is not None and authority:
+        return ("this deployment names every run's tenant (LOGICMAP_SERVER_NAMESPACE): a run may not name its own "
+                "namespace; drop `namespace` from the run's context and config")
+    if named is not None and fixed is not None:
+        return ("this run's assistant names the tenant: a run may not name its own namespace; drop `namespace` from "
+                "the run's context and config (the assistant's template is filled from the run's user_id)")
+    if not thread_key:
+        return None
+    configurable = _dicts((assistant.get("config") or {}).get("configurable"), assistant.get("context"),
+                          (payload.get("config") or {}).get("configurable"), payload.get("context"))
+    if user_id:
+        configurable[AUTH_USER_KEY] = user_id
+    try:  # as the graph will resolve it (memory.tenancy), from the merged context and config
+        namespace = resolve_namespace(configurable.get("namespace"), configurable, authority=authority)
+    except (ValueError, PermissionError) as exc:
+        return f"this thread belongs to a tenant and this run names none it may use: {exc}"
+    if tenant_key(namespace) != thread_key:
+        return "this thread belongs to another tenant: start a new thread (a thread is bound to its first tenant)"
+    return None
+
+
+async def _receive_all(receive: Receive) -> tuple[bytes, list[Message]] | None:
+    chunks: list[bytes] = []
+    messages: list[Message] = []
+    size = 0
+    while True:
+        message = await receive()
+        messages.append(message)
+        if message["type"] != "http.request":
+            return b"".join(chunks), messages
+        body = message.get("body", b"")
+        size += len(body)
+        if size > _MAX_BODY:
+            return None
+        chunks.append(body)
+        if not message.get("more_body", False):
+            return b"".join(chunks), messages
+
+
+class TenantGuard:
+    """ASGI middleware: refuses run-creating requests that would cross tenants (see the module docstring)."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        match = _RUN_PATH.match(scope.get("path", "")) if scope.get("type") == "http" else None
+        if match is None or scope.get("method") != "POST":
+            await self.app(scope, receive, send)
+            return
+        read = await _receive_all(receive)
+        if read is None:
+            await _refuse(send, 413, "request body too large")
+            return
+        body, messages = read
+        problem = await self._problem(scope, body, match.group("thread"))
+        if problem:
+            logger.warning("refused a run on %s: %s", scope.get("path"), problem)
+            await _refuse(send, 403, problem)
+            return
+        replay = iter(messages)
+
+        async def replayed() -> Message:
+            try:
+                return next(replay)
+            except StopIteration:
+                return await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _problem(self, scope: Scope, body: bytes, thread_id: str | None) -> str | None:
+        try:
+            payload = json.loads(body or b"{}")
+        except ValueError:
+            return None  # the server answers malformed JSON itself
+        payloads = payload if isinstance(payload, list) else [payload]
+        authority = default_resources().settings.server_namespace
+        user = scope.get("user")
+        user_id = getattr(user, "identity", None) if getattr(user, "is_authenticated", False) else None
+        from langgraph_sdk import get_client  # the server's own API, in process (no network, no auth)
+
+        client = get_client(url=None)
+        thread_key = await _thread_key(client, thread_id) if thread_id else None
+        for run in payloads:
+            if not isinstance(run, dict):
+                continue
+            assistant = await _assistant(client, run.get("assistant_id"))
+            problem = run_problem(run, assistant, thread_key, authority=authority, user_id=user_id)
+            if problem:
+                return problem
+        return None
+
+
+async def _assistant(client: Any, assistant_id: Any) -> dict[str, Any] | None:
+    if not isinstance(assistant_id, str) or not assistant_id:
+        return None
+    try:
+        return dict(await client.assistants.get(assistant_id))
+    except Exception:  # noqa: BLE001 - an unknown assistant: the server itself answers 404
+        try:  # a graph id names the graph's default assistant
+            found = await client.assistants.search(graph_id=assistant_id, metadata={"created_by": "system"}, limit=1)
+            return dict(found[0]) if found else None
+        except Exception:  # noqa: BLE001
+            return None
+
+
+async def _thread_key(client: Any, thread_id: str) -> str | None:
+    try:
+        state = await client.threads.get_state(thread_id)
+    except Exception:  # noqa: BLE001 - a new or unknown thread records no tenant
+        return None
+    values = state.get("values") if isinstance(state, dict) else None
+    key = values.get("tenant_key") if isinstance(values, dict) else None
+    return key if isinstance(key, str) and key else None
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send({"type": "http.response.start", "status": status,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
