@@ -32,8 +32,9 @@ class NamespaceBusyError(GenerationConflict):
     def __init__(self, namespace: str, conflicts: int, waited_s: float) -> None:
         self.namespace, self.conflicts, self.waited_s = namespace, conflicts, waited_s
         super().__init__(
-            f"namespace {namespace!r}: gave up after waiting {waited_s:.1f} s for other writers ({conflicts} commits "
-            "lost to them); nothing of this change was written: re-run to resume, or raise LOGICMAP_RUN_DEADLINE_S"
+            f"namespace {namespace!r}: gave up after waiting {waited_s:.1f} s for other writers ({conflicts} "
+            f"commit{'s' if conflicts != 1 else ''} lost to them); nothing of this change was written: re-run to "
+            "resume, or raise LOGICMAP_RUN_DEADLINE_S"
         )
 
 
