@@ -155,11 +155,11 @@ class CommitProtocol(StoreCore):
 
     def _write_change(self, change: ChangeSet, fence: _Fence) -> None:
         ns, generation, base = fence.namespace, fence.generation, fence.base
-        extra = {"base": base, "void": fence.void, "fence": fence}
         for kind in RECORD_KINDS:
-            self._write(ns, kind.field, getattr(change, kind.field), kind.stored_vectors(change), generation, **extra)
-        for kind, ids in change.retire.items():
-            self._retire(ns, kind, ids, generation, base, void=fence.void, fence=fence)
+            self._write(ns, kind.field, getattr(change, kind.field), kind.stored_vectors(change), generation,
+                        base=base, void=fence.void, fence=fence)
+        for field, ids in change.retire.items():
+            self._retire(ns, field, ids, generation, base, void=fence.void, fence=fence)
 
     @staticmethod
     def _next_manifest(manifest: Manifest, change: ChangeSet, fence: _Fence, embedder: str) -> Manifest:

@@ -106,6 +106,7 @@ class StoreCore:
             self._location = f"dir:{self._lock_path}"
         self._collections: dict[str, Any] = {}
         self._guard = threading.Lock()
+        # The snapshot cache's state (``snapshots.SnapshotCache``):
         self._snapshots: dict[str, NamespaceSnapshot] = {}
         self._verified: dict[str, int] = {}  # namespace -> commit count when its cached snapshot was last checked
         self._since_file: dict[str, int] = {}  # namespace -> records read since its snapshot file (-1: no file)

@@ -44,7 +44,7 @@ def _table(snap: NamespaceSnapshot, kind: str) -> VectorTable:
     record_kind = BY_FIELD[kind]
     if record_kind.vector_field is not None:
         return VectorTable.of(getattr(snap, record_kind.vector_field))
-    centroid = record_kind.centroid_field
+    centroid = record_kind.centroid_field or ""
     return VectorTable.of({rid: getattr(r, centroid) for rid, r in getattr(snap, kind).items()})
 
 

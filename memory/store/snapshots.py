@@ -76,10 +76,11 @@ class SnapshotCache(StoreCore):
                 snap = self._advance(cached, manifest)
                 self._since_file[namespace] = self._since_file.get(namespace, 0) + self._delta_size(cached, snap)
             else:
-                snap = self._open_persisted(manifest) if manifest.generation > 0 else None
-                if snap is None:
-                    snap = self._read_whole(manifest)
+                opened = self._open_persisted(manifest) if manifest.generation > 0 else None
+                if opened is None:
+                    opened = self._read_whole(manifest)
                     self._since_file[namespace] = -1  # no file to build on
+                snap = opened
         self._snapshots[namespace] = snap
         self._verified[namespace] = commits
         self._persist(snap)
