@@ -63,14 +63,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     conversations = load_conversations(args.file)
     # The whole file is checked first: a namespace another source created refuses the file before any write.
-    targets = file_namespaces(conversations, args.namespace, resources.store)
+    append = bool(getattr(args, "append", False))
+    targets = file_namespaces(conversations, args.namespace, resources.store, append=append)
     redo = bool(getattr(args, "redo_fallbacks", False))
     policy = "llm" if redo else policy_from_args(args, resources)
     for conv, namespace in targets:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
-                                     exclusive=len(targets) > 1, redo_fallbacks=redo,
+                                     exclusive=len(targets) > 1, append=append, redo_fallbacks=redo,
                                      memory_manager=getattr(args, "memory_manager", None))  # fmt: skip
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
@@ -286,6 +287,9 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--append", action="store_true",
+                   help="add new sessions to a namespace holding this conversation although the file repeats none "
+                        "of its sessions (never into a namespace another conversation created)")
     p.add_argument("--redo-fallbacks", action="store_true",
                    help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)")
     p.add_argument("--memory-manager", choices=["none", "r2"], default=None,
