@@ -287,9 +287,8 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--append", action="store_true",
-                   help="add new sessions to a namespace holding this conversation although the file repeats none "
-                        "of its sessions (never into a namespace another conversation created)")
+    p.add_argument("--append", action="store_true", help="continue the namespace's conversation although the file "
+                   "repeats none of its sessions (never into a namespace another conversation created)")
     p.add_argument("--redo-fallbacks", action="store_true",
                    help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)")
     p.add_argument("--memory-manager", choices=["none", "r2"], default=None,

@@ -1021,9 +1021,8 @@ def ingest_conversation(
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
     ``source`` (default: ``conversation_source(conversation)``) is recorded as the namespace's source when
-    it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``).
-    New sessions for a namespace that holds sessions must continue its conversation: the input repeats one
-    of them, or ``append`` says so (``ContinuationError`` otherwise, before any write; ``check_continuation``).
+    it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``); new
+    sessions must continue the namespace's conversation or come with ``append`` (``check_continuation``).
     A turn whose dia id another session already holds in the namespace is stored under a distinct id
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
