@@ -76,7 +76,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
-        what = (f"{len(done)} sessions with fallbacks rebuilt, {skipped} without fallbacks left as they are" if redo
+        what = (f"{len(done)} sessions with fallbacks rebuilt, {skipped} left as they are (no fallbacks, or "
+                "already rebuilt with this model)" if redo
                 else f"{len(done)} sessions ingested, {skipped} already committed")
         print(
             f"{namespace}: {what}; "

@@ -235,6 +235,8 @@ class IngestState(TypedDict, total=False):
     session_cost: Cost
     session_fallbacks: list[FallbackRecord]
     session_stats: dict[str, Any]
+    redo_key: str | None
+    """Set by a --redo-fallbacks pass (``graphs.ingest_redo``): recorded in each session it rebuilds."""
     layers: SessionLayers | None
     """The facts and cue parts of the session analyst's combined call (None: the enrichers call their roles)."""
     enrichments: Annotated[list[Enrichment], add_enrichments]
@@ -869,6 +871,7 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     info = _session_info(change, session, stats, fallbacks, notes)
     if any(e.kind == "r2" for e in state.get("enrichments") or []):
         info.memory_manager = "r2"
+    info.redone_with = state.get("redo_key")
     change = change.model_copy(update={"session": info, "source": state.get("source")})
     try:
         manifest = resources_of(runtime).store.commit(change)
