@@ -51,7 +51,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.tracing import run_config, traced_graph
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation, Session, conversation_namespace, load_conversations
+from logicmap.memory.loaders import Conversation, Session, check_sessions, conversation_namespace, load_conversations
 from logicmap.memory.records import (
     Event,
     Relation,
@@ -289,7 +289,8 @@ def _sessions_of(state: IngestState, source: str | None = None) -> tuple[list[Se
         if len(conversations) != 1:
             raise ValueError(f"{state['path']} holds {len(conversations)} conversations; ingest them one per namespace")
         sessions, source = conversations[0].sessions, source or conversation_source(conversations[0])
-    return [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions], source or "api"
+    given = [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions]
+    return (check_sessions(given) if state.get("sessions") else given), source or "api"
 
 
 def conversation_source(conversation: Conversation) -> str:
