@@ -31,6 +31,7 @@ __all__ = [
     "build_parser",
     "fallback_summary",
     "main",
+    "output_path",
     "policy_from_args",
     "resources_from_args",
     "run",
@@ -55,6 +56,18 @@ def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
         if policy == "heuristic":
             print("note: no chat model configured (LOGICMAP_CHAT_MODEL); using the no-LLM policy", file=sys.stderr)
     return policy
+
+
+def output_path(value: str | Path, what: str) -> Path:
+    """Where a command writes ``what``: its directory must exist (a command never creates directories anywhere a
+    mistyped path points); ``ValueError`` (one line, exit 2) otherwise, before any work is done."""
+    path = Path(value)
+    parent = path.parent
+    if not parent.is_dir():
+        state = "is not a directory" if parent.exists() else "does not exist"
+        raise ValueError(f"{what} {str(path)!r}: the directory {str(parent)!r} {state}; create it first "
+                         "(nothing was written)")
+    return path
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -126,9 +139,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     from logicmap.graphs.visualize import write_event_graph
 
+    out = output_path(args.out or f"{args.namespace}-graph.html", "graph --out")
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
-    out = Path(args.out or f"{args.namespace}-graph.html")
     write_event_graph(EventGraph.of(resources.store.snapshot(args.namespace)), out)
     print(f"wrote {out}")
     return 0
@@ -238,10 +251,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     """`logicmap export -n NS FILE`: a namespace to a portable JSONL backup (memory.backup)."""
     from logicmap.memory.backup import export_namespace
 
+    path = output_path(args.file, "export file")
     resources = resources_from_args(args)
     bars = None if args.quiet else _ProgressBars(args.namespace)
     try:
-        report = export_namespace(resources.store, args.namespace, args.file, progress=bars)
+        report = export_namespace(resources.store, args.namespace, path, progress=bars)
     finally:
         if bars is not None:
             bars.close()
