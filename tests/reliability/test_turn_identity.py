@@ -221,8 +221,9 @@ def test_a_rebase_after_a_racing_writer_renames_the_turns_it_took(module_resourc
 def _runtime(res: Resources, namespace: str = "race") -> Any:
     from langgraph.runtime import Runtime
 
+    # append: the racing writer's session is another conversation's, joined on purpose.
     context = IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace=namespace,
-                            resources=res)
+                            append=True, resources=res)
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 
