@@ -35,6 +35,7 @@ __all__ = [
     "measure_throughput",
     "stop_process_group",
     "run_local_llm_command",
+    "spawn_tied_to_parent",
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -182,6 +183,38 @@ def local_chat_model(base_url: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, tim
 
 
 
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _die_with(parent: int) -> Any:
+    """A ``preexec_fn`` that makes the child receive SIGKILL when its parent dies (Linux ``PR_SET_PDEATHSIG``),
+    or None where that does not exist. It runs in the forked child before ``exec``: a parent already gone by
+    then (the child was re-parented) is caught by comparing ``getppid``."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+    def tie() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return tie
+
+
+def spawn_tied_to_parent(command: Sequence[str], **popen: Any) -> subprocess.Popen[Any]:
+    """``subprocess.Popen(command, **popen)`` for a child that must not outlive this process: on Linux it is
+    SIGKILLed when we die, even by SIGKILL (orphaned 1.3 GB model servers were found after killed test runs).
+    The kernel ties the child to the spawning *thread*: spawn from a thread that lives as long as the child
+    (the main thread, as the CLI and the test fixtures do)."""
+    return subprocess.Popen(list(command), preexec_fn=_die_with(os.getpid()), **popen)  # noqa: PLW1509
+
+
 def stop_process_group(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
     """SIGTERM the process group of a server we started (it runs in its own session), SIGKILL it if it lingers."""
     if process.poll() is not None:
@@ -245,8 +278,9 @@ class LocalLLMServer:
         started = time.perf_counter()
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         env = {**os.environ, "LOGICMAP_LLM_SERVER_MAX_TOKENS": str(self.server_max_tokens)}
-        # Own session: a Ctrl-C in the terminal reaches us, and we stop the server in order.
-        self.process = subprocess.Popen(
+        # Own session: a Ctrl-C in the terminal reaches us, and we stop the server in order. Tied to us: if we
+        # are killed outright, the kernel kills the server too.
+        self.process = spawn_tied_to_parent(
             self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
         deadline = started + timeout

@@ -16,7 +16,7 @@ from typing import Any
 from logicmap.evals.metrics import evidence_recall, token_f1
 from logicmap.evals.train.logo_train import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
-from logicmap.graphs.cli import policy_from_args, resources_from_args
+from logicmap.graphs.cli import output_path, policy_from_args, resources_from_args
 from logicmap.graphs.resources import Resources
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import load_conversations
@@ -79,7 +79,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: the sample conversation through the no-LLM policies, then through the chat model if any."""
     resources = resources_from_args(args)
     conversation = load_conversations(SAMPLE)[0]
-    out_dir = Path(args.out_dir)
+    out_dir = output_path(args.out_dir, "demo --out-dir")  # made here, in a directory that exists
+    out_dir.mkdir(exist_ok=True)
     print("#### Part 1: the deterministic no-LLM policies on the whole sample conversation")
     _demo_pass(resources, conversation, args.namespace, "heuristic", conversation.qa[: args.limit], args.strategy, out_dir)
     settings = resources.settings
@@ -111,7 +112,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     policy = policy_from_args(args, resources)
     judge, judge_method = make_judge_model(resources, args.judge_model)
-    out = args.out or f"reports/eval-{Path(args.file).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # --out's directory must exist; the default reports/ directory is the program's own and is created.
+    out = str(output_path(args.out, "eval --out")) if args.out else (
+        f"reports/eval-{Path(args.file).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
     categories = [c for c in (args.categories or "").split(",") if c.strip()] or None
     run = run_eval(
         args.file, args.strategy, limit=args.limit, categories=categories, policy=policy, out_dir=out,

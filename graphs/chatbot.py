@@ -318,7 +318,7 @@ def ingest_session(session: Session, namespace: str, *, resources: Resources | N
     conversation = Conversation(conversation_id=namespace, sessions=[session],
                                 speakers=sorted({t.speaker for t in session.turns}))
     return ingest_conversation(conversation, namespace, resources=resources, policy=policy,  # type: ignore[arg-type]
-                               source="chat", memory_manager=memory_manager)  # type: ignore[arg-type]
+                               source="chat", append=True, memory_manager=memory_manager)  # type: ignore[arg-type]
 
 
 def session_ingester(resources: Resources | None = None, policy: str = "llm") -> Callable[[Session, str], Any]:

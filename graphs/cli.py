@@ -33,6 +33,7 @@ __all__ = [
     "build_parser",
     "fallback_summary",
     "main",
+    "output_path",
     "policy_from_args",
     "resources_from_args",
     "run",
@@ -59,25 +60,39 @@ def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
     return policy
 
 
+def output_path(value: str | Path, what: str) -> Path:
+    """Where a command writes ``what``: its directory must exist (a command never creates directories anywhere a
+    mistyped path points); ``ValueError`` (one line, exit 2) otherwise, before any work is done."""
+    path = Path(value)
+    parent = path.parent
+    if not parent.is_dir():
+        state = "is not a directory" if parent.exists() else "does not exist"
+        raise ValueError(f"{what} {str(path)!r}: the directory {str(parent)!r} {state}; create it first "
+                         "(nothing was written)")
+    return path
+
+
 def cmd_ingest(args: argparse.Namespace) -> int:
     from logicmap.graphs.ingest import file_namespaces, ingest_conversation
 
     resources = resources_from_args(args)
     conversations = load_conversations(args.file)
     # The whole file is checked first: a namespace another source created refuses the file before any write.
-    targets = file_namespaces(conversations, args.namespace, resources.store)
+    append = bool(getattr(args, "append", False))
+    targets = file_namespaces(conversations, args.namespace, resources.store, append=append)
     redo = bool(getattr(args, "redo_fallbacks", False))
     policy = "llm" if redo else policy_from_args(args, resources)
     for conv, namespace in targets:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
-                                     exclusive=len(targets) > 1, redo_fallbacks=redo,
+                                     exclusive=len(targets) > 1, append=append, redo_fallbacks=redo,
                                      memory_manager=getattr(args, "memory_manager", None))  # fmt: skip
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
-        what = (f"{len(done)} sessions with fallbacks rebuilt, {skipped} without fallbacks left as they are" if redo
+        what = (f"{len(done)} sessions with fallbacks rebuilt, {skipped} left as they are (no fallbacks, or "
+                "already rebuilt with this model)" if redo
                 else f"{len(done)} sessions ingested, {skipped} already committed")
         print(
             f"{namespace}: {what}; "
@@ -126,9 +141,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_graph(args: argparse.Namespace) -> int:
     from logicmap.graphs.visualize import write_event_graph
 
+    out = output_path(args.out or f"{args.namespace}-graph.html", "graph --out")
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
-    out = Path(args.out or f"{args.namespace}-graph.html")
     with _writing(out):
         write_event_graph(EventGraph.of(resources.store.snapshot(args.namespace)), out)
     print(f"wrote {out}")
@@ -250,10 +265,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     """`logicmap export -n NS FILE`: a namespace to a portable JSONL backup (memory.backup)."""
     from logicmap.memory.backup import export_namespace
 
+    path = output_path(args.file, "export file")
     resources = resources_from_args(args)
     bars = None if args.quiet else _ProgressBars(args.namespace)
     try:
-        report = export_namespace(resources.store, args.namespace, args.file, progress=bars)
+        report = export_namespace(resources.store, args.namespace, path, progress=bars)
     finally:
         if bars is not None:
             bars.close()
@@ -301,6 +317,8 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--append", action="store_true", help="continue the namespace's conversation although the file "
+                   "repeats none of its sessions (never into a namespace another conversation created)")
     p.add_argument("--redo-fallbacks", action="store_true",
                    help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)")
     p.add_argument("--memory-manager", choices=["none", "r2"], default=None,

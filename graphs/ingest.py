@@ -53,7 +53,7 @@ from logicmap.graphs.resources import (
 from logicmap.graphs.tracing import run_config, traced_graph
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation, Session, conversation_namespace, load_conversations
+from logicmap.memory.loaders import Conversation, Session, check_sessions, conversation_namespace, load_conversations
 from logicmap.memory.records import (
     Event,
     Relation,
@@ -69,6 +69,7 @@ from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, Memor
 from logicmap.memory.topics import TopicLayer
 
 __all__ = [
+    "ContinuationError",
     "IngestContext",
     "IngestInput",
     "IngestOutput",
@@ -79,6 +80,7 @@ __all__ = [
     "SessionReport",
     "build_ingest_graph",
     "builder",
+    "check_continuation",
     "check_namespace_source",
     "commit",
     "conversation_source",
@@ -112,6 +114,11 @@ class NamespaceSourceError(ValueError):
     """A namespace another source created (another conversation, the chat), which this ingest may not write into."""
 
 
+class ContinuationError(NamespaceSourceError):
+    """New sessions for a namespace that holds a conversation, from an input that shows no session of it and was
+    not vouched for with ``append``; or an ``append`` into a namespace another conversation created."""
+
+
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
@@ -137,6 +144,10 @@ class IngestContext:
     combined_extraction: bool | None = None
     """Segment a session and extract its facts and cues in one call per window (false: one call per role, which
     small models may answer better); unset: the LOGICMAP_COMBINED_EXTRACTION setting (default true)."""
+    append: bool = False
+    """Allow new sessions into a namespace that holds sessions none of which this input repeats (the operator
+    vouches that it continues that conversation; CLI --append). Never into a namespace another conversation
+    created."""
     namespace: str | None = namespace_field()
     source: SkipJsonSchema[str | None] = None
     """Who writes (Python callers only): recorded as the namespace's source when this run creates it; default
@@ -229,6 +240,8 @@ class IngestState(TypedDict, total=False):
     session_cost: Cost
     session_fallbacks: list[FallbackRecord]
     session_stats: dict[str, Any]
+    redo_key: str | None
+    """Set by a --redo-fallbacks pass (``graphs.ingest_redo``): recorded in each session it rebuilds."""
     layers: SessionLayers | None
     """The facts and cue parts of the session analyst's combined call (None: the enrichers call their roles)."""
     enrichments: Annotated[list[Enrichment], add_enrichments]
@@ -284,7 +297,8 @@ def _sessions_of(state: IngestState, source: str | None = None) -> tuple[list[Se
         if len(conversations) != 1:
             raise ValueError(f"{state['path']} holds {len(conversations)} conversations; ingest them one per namespace")
         sessions, source = conversations[0].sessions, source or conversation_source(conversations[0])
-    return [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions], source or "api"
+    given = [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions]
+    return (check_sessions(given) if state.get("sessions") else given), source or "api"
 
 
 def conversation_source(conversation: Conversation) -> str:
@@ -315,6 +329,47 @@ def check_namespace_source(manifest: Manifest, source: str, sessions: list[Sessi
     )
 
 
+def _is_conversation(source: str | None) -> bool:
+    """A conversation's source (``<format>:<id>``), as opposed to the chat, a Python caller or none recorded."""
+    return source is not None and ":" in source
+
+
+def check_continuation(manifest: Manifest, source: str, sessions: list[Session], *, append: bool) -> None:
+    """Raise ``ContinuationError`` unless writing ``sessions`` into ``manifest``'s namespace continues its conversation.
+
+    Nothing to check when the namespace is new or every session is already committed (a re-run). Otherwise
+    the input continues the namespace when one of its sessions is committed there (``_pending_sessions``
+    already refused one with other content), or when the operator says so with ``append``; ``append`` never
+    joins two conversations: a namespace another conversation created is refused even then.
+    """
+    stored = manifest.sessions
+    if manifest.generation == 0 or not stored or all(s.session_id in stored for s in sessions):
+        return
+    if any(s.session_id in stored for s in sessions):
+        return
+    namespace, held = manifest.namespace, f"{len(stored)} sessions"
+    if manifest.source is not None:
+        held += f" of {manifest.source}"
+    if not append:
+        raise ContinuationError(
+            f"namespace {namespace!r} holds {held} and this input repeats none of them, so nothing shows it "
+            f"continues that conversation; nothing was written: re-run with --append (Python: append=True) if it "
+            "does, else ingest it under another namespace (-n)"
+        )
+    if _is_conversation(manifest.source) and _is_conversation(source) and manifest.source != source:
+        raise ContinuationError(
+            f"namespace {namespace!r} holds {held}, another conversation than {source!r}; --append continues a "
+            "conversation, it does not join two: nothing was written, ingest this one under another namespace (-n)"
+        )
+
+
+def _check_still_continues(state: IngestState, manifest: Manifest, ctx: IngestContext) -> None:
+    """``check_continuation`` again on the generation a session is built on: another writer may have created
+    the namespace after ``prepare`` looked (the redo graph, which sets no source, appends nothing)."""
+    if state.get("source") is not None:
+        check_continuation(manifest, state["source"], list(state.get("sessions") or []), append=ctx.append)
+
+
 def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session]) -> list[Session]:
     """The sessions not committed yet; ``SessionConflictError`` for a committed id with other content, and
     ``ValueError`` for a session naming one dia id twice (both before anything is written)."""
@@ -333,13 +388,14 @@ def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session
     return pending
 
 
-def file_namespaces(conversations: list[Conversation], namespace: str,
-                    store: MemoryStore) -> list[tuple[Conversation, str]]:
+def file_namespaces(conversations: list[Conversation], namespace: str, store: MemoryStore, *,
+                    append: bool = False) -> list[tuple[Conversation, str]]:
     """Where each conversation of a file goes, checked for the whole file before anything is written.
 
     One conversation goes to ``namespace``; several go to ``<namespace>.<conversation id>`` each, and a
     namespace there that another source created is refused (``NamespaceSourceError``), as is a committed
-    session whose content changed (``SessionConflictError``).
+    session whose content changed (``SessionConflictError``) and new sessions for a namespace that holds
+    none of the file's sessions, unless ``append`` (``ContinuationError``, see ``check_continuation``).
     """
     many = len(conversations) > 1
     targets = [(conv, conversation_namespace(namespace, conv.conversation_id) if many else validate_namespace(namespace))
@@ -349,6 +405,7 @@ def file_namespaces(conversations: list[Conversation], namespace: str,
         if many:
             check_namespace_source(manifest, conversation_source(conv), conv.sessions)
         _pending_sessions(target, manifest, conv.sessions)
+        check_continuation(manifest, conversation_source(conv), conv.sessions, append=append)
     return targets
 
 
@@ -666,10 +723,12 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     if ctx.exclusive:
         check_namespace_source(manifest, source, sessions)
     pending = _pending_sessions(namespace, manifest, sessions)
+    check_continuation(manifest, source, sessions, append=ctx.append)
     reports = [SessionReport(session_id=s.session_id, skipped=True, policy=manifest.sessions[s.session_id].policy,
                              generation=manifest.sessions[s.session_id].generation)
                for s in sessions if s.session_id in manifest.sessions]
-    update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, **_advance(pending)}
+    update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, "sessions": sessions,
+                              **_advance(pending)}
     if pending and _ctx(runtime).policy == "llm" and res.llm is None:
         update["fallbacks"] = [FallbackRecord(role="ingest", reason="no chat model configured: heuristic policy used")]
     return update
@@ -682,6 +741,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     assert session is not None
     started = time.perf_counter()
     snapshot = res.store.snapshot(namespace)
+    _check_still_continues(state, snapshot.manifest, ctx)
     turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in turns]), dtype=np.float32)
     policy, _ = _policy_and_llm(ctx, res)
@@ -823,6 +883,7 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     info = _session_info(change, session, stats, fallbacks, notes)
     if any(e.kind == "r2" for e in state.get("enrichments") or []):
         info.memory_manager = "r2"
+    info.redone_with = state.get("redo_key")
     change = change.model_copy(update={"session": info, "source": state.get("source")})
     res = resources_of(runtime)
     tried = time.monotonic()
@@ -870,6 +931,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
                                generation=known.generation, **_contention(state))
         return {"reports": [report], **_advance(list(state.get("pending", []))), "change": None, "conflicts": 0,
                 "conflict_since": 0.0}
+    _check_still_continues(state, snapshot.manifest, _ctx(runtime))
     offset, order_base = len(snapshot.turns), _next_order(snapshot)
     # The other writer may have stored turns under ids this session took: choose its ids again.
     turns = _session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
@@ -986,13 +1048,15 @@ def ingest_conversation(
     progress: bool | Callable[[SessionReport], None] = False,
     source: str | None = None,
     exclusive: bool = False,
+    append: bool = False,
     redo_fallbacks: bool = False,
     memory_manager: Literal["none", "r2"] | None = None,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
     ``source`` (default: ``conversation_source(conversation)``) is recorded as the namespace's source when
-    it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``).
+    it creates it; ``exclusive`` refuses a namespace another source created (``NamespaceSourceError``); new
+    sessions must continue the namespace's conversation or come with ``append`` (``check_continuation``).
     A turn whose dia id another session already holds in the namespace is stored under a distinct id
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
@@ -1009,7 +1073,8 @@ def ingest_conversation(
         recluster_every=resources.settings.recluster_every,
         context_tokens=resources.settings.context_tokens,
     )
-    ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive)
+    ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive,
+                              append=append or ctx.append)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)

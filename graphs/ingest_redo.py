@@ -8,6 +8,11 @@ the new event holding the same turn, so nothing dangles. Events shared with anot
 kept as they are, and the rebuilt session is not fused again, so other sessions' events never change (only
 their order number, when the session grew more events than it had). Sessions built without a model by
 choice (the no-LLM policy) record no fallbacks and are never rebuilt.
+
+Each rebuilt session records the chat model of the pass (``SessionInfo.redone_with``) in the commit that
+rebuilds it, and a pass with that model skips it: a pass killed halfway and run again rebuilds only the
+sessions it had not reached, so it ends with exactly the memory of an uninterrupted pass, and a session that
+still falls back is not rebuilt again by the same model (another model, or other model settings, retries it).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ __all__ = [
     "builder",
     "graph",
     "prepare_redo",
+    "redo_key",
     "replace",
     "route_after_redo_commit",
 ]
@@ -180,6 +186,16 @@ def _retired_records(snapshot: NamespaceSnapshot, session_id: str, plan: _Plan) 
     }
 
 
+def redo_key(ctx: IngestContext, res: Any) -> str:
+    """What a redo pass records in the sessions it rebuilds: the chat model and the settings that shape its
+    calls. A pass with the same key skips them (a resumed pass); a pass with another key rebuilds them."""
+    llm, settings = res.llm, res.settings
+    model = settings.chat_model or getattr(llm, "model_name", None) or type(llm).__name__
+    combined = ctx.combined_extraction if ctx.combined_extraction is not None else settings.combined_extraction
+    where = settings.openai_base_url or "default"
+    return f"{model}@{where};context={ctx.context_tokens};combined={bool(combined)}"[:300]
+
+
 # -- nodes ------------------------------------------------------------------------------------------
 
 
@@ -194,12 +210,13 @@ def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[st
             "LOGICMAP_CHAT_MODEL); sessions built without a model by choice have no fallbacks to repair"
         )
     manifest = res.store.require_namespace(namespace)
+    key = redo_key(_ctx(runtime), res)
     pending, reports = [], []
     for session in _sessions_of(state)[0]:
         known = manifest.sessions.get(session.session_id)
         if known is not None and known.content_hash != session.content_hash():
             raise _conflict(namespace, session.session_id)
-        if known is not None and known.fallbacks:
+        if known is not None and known.fallbacks and known.redone_with != key:
             pending.append(session)
         else:
             reports.append(
@@ -210,7 +227,7 @@ def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[st
                     generation=known.generation if known else 0,
                 )
             )
-    return {"namespace": namespace, "reports": reports, **_advance(pending)}
+    return {"namespace": namespace, "reports": reports, "redo_key": key, **_advance(pending)}
 
 
 def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:

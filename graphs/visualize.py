@@ -121,7 +121,6 @@ li span {{ display: inline-block; width: 12px; height: 12px; margin-right: 6px; 
 
 def write_event_graph_html(graph: EventGraph, path: str | Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_event_graph_html(graph), encoding="utf-8")
     return path
 
@@ -134,7 +133,6 @@ def write_event_graph_png(graph: EventGraph, path: str | Path, width: float = 14
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     pos = _layout(graph, 1000, 700)
     topics = sorted(set(graph.topic_of.values()))
     topic_color = {t: _PALETTE[i % len(_PALETTE)] for i, t in enumerate(topics)}

@@ -31,6 +31,7 @@ __all__ = [
     "QAItem",
     "RawTurn",
     "Session",
+    "check_sessions",
     "conversation_namespace",
     "conversation_slug",
     "load_conversations",
@@ -404,6 +405,31 @@ def _finish(conv: Conversation, record: _Record) -> Conversation:
     return conv
 
 
+def check_sessions(sessions: list[Session], where: str = "sessions input") -> list[Session]:
+    """Sessions given directly (the Python API, the ingest graph's ``sessions``), checked as a file's are.
+
+    Raises ``DataFormatError`` naming ``where``, the session's index and the field: a session id that is
+    empty, too long, holds a control character or a lone surrogate, or repeats another session's id (the two
+    would merge); a dia id of the same shapes; a session without turns; a speaker or text that is not text.
+    """
+    seen: dict[str, int] = {}
+    for index, session in enumerate(sessions):
+        record = _Record(Path(where), f"session {index}")
+        sid = record.identifier(session.session_id, "session_id", MAX_SESSION_ID, spaces=True)
+        if sid in seen:
+            raise record.error("session_id", f"duplicate session id {sid!r} (also session {seen[sid]}); the two "
+                                             "would merge into one")
+        seen[sid] = index
+        if not session.turns:
+            raise record.error("turns", "the session has no turns")
+        for t, turn in enumerate(session.turns):
+            where_turn = record.at(f"turn {t}")
+            where_turn.identifier(turn.dia_id, "dia_id", MAX_DIA_ID)
+            where_turn.check_text(turn.speaker, "speaker")
+            where_turn.check_text(turn.text, "text")
+    return sessions
+
+
 def _top_level_list(data: Any, path: Path, what: str) -> list[Any]:
     if not isinstance(data, list) or not data:
         raise DataFormatError(path, "top level", "-", f"expected a non-empty list of {what}")
@@ -597,7 +623,8 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
     if _SURROGATE.search(conversation_id) or _CONTROL.search(conversation_id):
         raise DataFormatError(path, "file name", "-", "the file name is not usable as a conversation id")
     grouped: dict[str, list[tuple[_Record, dict[str, Any]]]] = {}
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    # "\n" only: str.splitlines also splits at U+2028, U+0085 and other characters a JSON string may hold raw.
+    for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         record = _Record(path, f"line {lineno}")

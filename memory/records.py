@@ -235,6 +235,10 @@ class SessionInfo(BaseModel):
     memory_manager: str | None = Field(
         None, description="'r2' when the Memory-R2 manager maintained the namespace's R2 fact memory in this session."
     )
+    redone_with: str | None = Field(
+        None, description="the chat model whose --redo-fallbacks pass rebuilt this session (None: never rebuilt); a "
+        "pass with that model does not rebuild it again, so an interrupted pass resumes where it stopped",
+    )
 
     @field_validator("fallbacks", mode="before")
     @classmethod

@@ -101,8 +101,9 @@ class Readers:
 def test_threads_ingesting_and_querying_lose_nothing_and_never_see_half_a_session(tmp_path: Path) -> None:
     resources = make_resources(tmp_path / "memory")
     # Two writers share namespace "shared" with distinct sessions; two more write their own namespaces.
-    shared_a = marked_conversation("alpha", sessions=3, first_session=1)
-    shared_b = marked_conversation("bravo", sessions=3, first_session=4)
+    # One conversation's two halves (different conversations may not share a namespace), sent with append=True.
+    shared_a = marked_conversation("alpha", sessions=3, first_session=1, conversation_id="shared")
+    shared_b = marked_conversation("bravo", sessions=3, first_session=4, conversation_id="shared")
     solo_c = marked_conversation("charlie", sessions=3)
     solo_d = marked_conversation("delta", sessions=3)
     jobs = [("shared", shared_a), ("shared", shared_b), ("solo-c", solo_c), ("solo-d", solo_d)]
@@ -117,7 +118,7 @@ def test_threads_ingesting_and_querying_lose_nothing_and_never_see_half_a_sessio
     try:
         with ThreadPoolExecutor(len(jobs)) as pool:
             reports = list(pool.map(lambda job: ingest_conversation(job[1], job[0], resources=resources,
-                                                                    policy="heuristic"), jobs))
+                                                                    policy="heuristic", append=True), jobs))
     finally:
         readers.stop.set()
         for thread in background:
@@ -297,8 +298,8 @@ def test_two_processes_on_a_chroma_server_writing_different_namespaces_lose_noth
 @pytest.mark.slow
 def test_two_processes_on_a_chroma_server_writing_one_namespace_lose_nothing(tmp_path, chroma_server) -> None:
     """The per-namespace commit lock is in-process only: this is the cross-process race on the manifest."""
-    first = marked_conversation("hotel", sessions=5, first_session=1)
-    second = marked_conversation("india", sessions=5, first_session=6)
+    first = marked_conversation("hotel", sessions=5, first_session=1, conversation_id="shared")
+    second = marked_conversation("india", sessions=5, first_session=6, conversation_id="shared")
     results = _run_writers(tmp_path, chroma_server, [("shared", first), ("shared", second)])
     errors = [r.get("error", "") for r in results if not r["ok"]]
     store = _server_store(chroma_server)

@@ -283,7 +283,8 @@ def test_remember_writes_only_its_own_namespace(workload: Workload, tmp_path: Pa
 
     def ingest_session(session, namespace):  # noqa: ANN001, ANN202
         conv = Conversation(conversation_id="remember", sessions=[session])
-        return ingest(conv, namespace, resources=res, policy="heuristic")
+        # As the chat's ingester does: a statement appended by the app, not another conversation's file.
+        return ingest(conv, namespace, resources=res, policy="heuristic", source="api", append=True)
 
     tool = create_remember_tool("t-4", ingest=ingest_session)
     reply = tool.invoke({"name": "remember", "args": {"text": "the okapi ate my notes", "speaker": "Anaokapi",

@@ -36,7 +36,7 @@ def toolkit(resources) -> list[Any]:  # noqa: ANN001
 
     def ingest(session, namespace):  # noqa: ANN001, ANN202
         return ingest_conversation(Conversation(conversation_id="remember", sessions=[session]), namespace,
-                                   resources=resources, policy="heuristic")
+                                   resources=resources, policy="heuristic", source="api", append=True)
 
     return tools_pkg.create_memory_toolkit("sample", store=resources.store, embeddings=resources.embeddings, ingest=ingest)
 

@@ -70,7 +70,8 @@ def _session(rng: random.Random, tag: str, number: int, dia_ids: list[str]) -> S
                    turns=turns)
 
 
-def _file(rng: random.Random, tag: str, numbers: list[int], *, within: bool) -> Conversation:
+def _file(rng: random.Random, tag: str, numbers: list[int], *, within: bool, conversation_id: str | None = None
+          ) -> Conversation:
     """Sessions numbered ``numbers`` with dia ids from the pool: unique in the file unless ``within``."""
     free, sessions = list(POOL), []
     for number in numbers:
@@ -81,7 +82,7 @@ def _file(rng: random.Random, tag: str, numbers: list[int], *, within: bool) -> 
             ids = rng.sample(free, min(k, len(free))) or [f"X{number}:1"]
             free = [d for d in free if d not in ids]
         sessions.append(_session(rng, tag, number, ids))
-    return Conversation(conversation_id=tag, speakers=["Ana", "Rui"], sessions=sessions)
+    return Conversation(conversation_id=conversation_id or tag, speakers=["Ana", "Rui"], sessions=sessions)
 
 
 def _write_locomo(path: Path, conversations: list[Conversation]) -> Path:
@@ -89,9 +90,10 @@ def _write_locomo(path: Path, conversations: list[Conversation]) -> Path:
     return path
 
 
-def _cli(data_dir: Path, path: Path, namespace: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+def _cli(data_dir: Path, path: Path, namespace: str, capsys: pytest.CaptureFixture[str],
+         *flags: str) -> tuple[int, str]:
     code = main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", namespace,
-                 "--policy", "heuristic", "--quiet"])
+                 "--policy", "heuristic", "--quiet", *flags])
     return code, capsys.readouterr().err
 
 
@@ -139,13 +141,16 @@ def test_reused_dia_ids_never_replace_a_stored_turn(seed: int, module_resources:
             path_kind = rng.choice(["cli", "cli", "api", "api_within", "chat", "cli_duplicate"])
             numbers = list(range(number, number + rng.randint(1, 2) + (path_kind == "cli_duplicate")))
             number = numbers[-1] + 1
-            conv = _file(rng, f"case{seed}-f{index}", numbers, within=path_kind == "api_within")
+            # Later files continue the case's one conversation (its new sessions need --append: they repeat none).
+            conv = _file(rng, f"case{seed}-f{index}", numbers, within=path_kind == "api_within",
+                         conversation_id=f"case{seed}")
             if path_kind == "cli_duplicate":  # a later session of the file repeats an earlier one's dia id
                 conv.sessions[-1].turns[0].dia_id = conv.sessions[0].turns[0].dia_id
         TALLY[f"files via {path_kind}"] += 1
         before = _fingerprint(res, namespace)
         if path_kind.startswith("cli"):
-            code, err = _cli(data_dir, _write_locomo(tmp_path / f"f{index}.json", [conv]), namespace, capsys)
+            code, err = _cli(data_dir, _write_locomo(tmp_path / f"f{index}.json", [conv]), namespace, capsys,
+                             "--append")
             if path_kind == "cli_duplicate":
                 assert code == 2 and "duplicate dia id" in err and len(err.strip().splitlines()) == 1, err
                 assert _fingerprint(res, namespace) == before  # nothing of the file was written
@@ -155,7 +160,7 @@ def test_reused_dia_ids_never_replace_a_stored_turn(seed: int, module_resources:
             for session in conv.sessions:
                 ingest_session(session, namespace, resources=res, policy="heuristic")
         else:
-            ingest_conversation(conv, namespace, resources=res, policy="heuristic")
+            ingest_conversation(conv, namespace, resources=res, policy="heuristic", append=True)
         for session in conv.sessions:
             expected[session.session_id] = {t.dia_id: t.text for t in session.turns}
         _check(res, namespace, expected)
@@ -216,8 +221,9 @@ def test_a_rebase_after_a_racing_writer_renames_the_turns_it_took(module_resourc
 def _runtime(res: Resources, namespace: str = "race") -> Any:
     from langgraph.runtime import Runtime
 
+    # append: the racing writer's session is another conversation's, joined on purpose.
     context = IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace=namespace,
-                            resources=res)
+                            append=True, resources=res)
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 

@@ -344,7 +344,7 @@ def test_a_rebase_after_a_racing_writer_moves_the_layers_with_the_turns(resource
     from logicmap.memory.loaders import Conversation, RawTurn, Session
 
     resources.llm_ = SessionModel()
-    context = IngestContext(policy="llm", combined_extraction=True, namespace="race", resources=resources)
+    context = IngestContext(policy="llm", combined_extraction=True, namespace="race", append=True, resources=resources)
     runtime = Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
     mine = [
         RawTurn(dia_id=d, speaker=s, text=f"{d}: marathon training by the Porto market")

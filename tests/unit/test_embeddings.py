@@ -38,3 +38,21 @@ def test_cache_batches_misses_and_serves_hits() -> None:
     assert inner.batches == [["one", "two"], ["three"]]
     assert second[0] == first[1] and second[2] == first[0]
     assert cached.hits == 2 and cached.misses == 3
+
+
+class WideEmbeddings(CountingEmbeddings):
+    """Vectors a float32 cannot hold exactly (as a remote API's JSON floats)."""
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [[0.1 + i / 3 for i in range(384)] for _ in texts]
+
+
+def test_cache_keeps_vectors_compact_and_gives_back_the_same_floats() -> None:
+    for inner in (HashingEmbeddings(), WideEmbeddings()):
+        cached = CachedEmbeddings(inner)
+        texts = [f"text number {i} about a dog" for i in range(50)]
+        missed = cached.embed_documents(texts)
+        hit = cached.embed_documents(texts)
+        assert hit == missed and all(type(x) is float for x in hit[0])
+        per_entry = max(v.nbytes for v in cached._cache.values())  # noqa: SLF001 - the footprint is the point
+        assert per_entry <= 384 * (4 if isinstance(inner, HashingEmbeddings) else 8)

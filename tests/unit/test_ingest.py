@@ -106,7 +106,7 @@ def test_fusion_merges_links_and_inserts_with_one_judge_call(resources, sample) 
     ]}
     llm = ScriptedChatModel(routes={SEGMENT: [s2], RELATE: [{"relations": []}], JUDGE: [judge]})
     resources.llm_ = llm
-    report = ingest_conversation(second, "ns", resources=resources, context=CORE_ONLY)
+    report = ingest_conversation(second, "ns", resources=resources, context=CORE_ONLY, append=True)
     snap = resources.store.snapshot("ns")
     merged = snap.events["S1-E1"]
     assert "S2-E1" not in snap.events

@@ -1,0 +1,145 @@
+"""A fork server for the redo crash test: imports LogicMap once, then forks one child per ingest, redo or read.
+
+Protocol as ``crash_worker.py``: one JSON command per stdin line, one JSON reply per stdout line; a child writes
+its result as JSON to ``out``. The chat model is scripted (``tests/unit/session_models.SessionModel``): its
+segmenter replies junk for the sessions named in ``broken``, so those sessions fall back.
+
+Commands:
+  {"op": "ingest", "dir": D, "out": F, "broken": [session numbers]}      the first build, with fallbacks
+  {"op": "redo", "dir": D, "out": F, "broken": [...], "kill_after": S | null, "kill_at_report": K | null}
+        ``--redo-fallbacks`` with a model that still fails for ``broken``; the server SIGKILLs the child after
+        S seconds, or the child SIGKILLs itself right after its K-th rebuilt session committed
+  {"op": "inspect", "dir": D, "out": F}                                   fingerprint and manifest
+  {"op": "quit"}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import chromadb  # noqa: E402,F401
+import sklearn.cluster  # noqa: E402,F401
+
+import logicmap.graphs.ingest  # noqa: E402,F401
+import logicmap.graphs.ingest_cues  # noqa: E402,F401
+import logicmap.graphs.ingest_facts  # noqa: E402,F401
+import logicmap.graphs.ingest_redo  # noqa: E402,F401
+from logicmap.graphs.ingest import IngestContext, ingest_conversation  # noqa: E402
+from logicmap.graphs.resources import Resources  # noqa: E402
+from logicmap.memory.config import LogicMapSettings  # noqa: E402
+from tests.unit.session_models import SEGMENT, SessionModel, long_conversation  # noqa: E402
+
+NAMESPACE = "redo"
+SESSIONS = 6
+CONVERSATION = long_conversation(6, sessions=SESSIONS, chars=120)
+CONTEXT = IngestContext(policy="llm", combined_extraction=False)
+
+
+class BrokenSegmenter(SessionModel):
+    """The segmenter replies junk for prompts that show a turn of a broken session (that session falls back)."""
+
+    markers: list[str] = []
+
+    def _next(self, messages: Any) -> Any:
+        shown = str(messages[1].content) if len(messages) > 1 else ""
+        if SEGMENT in str(messages[0].content) and any(m in shown for m in self.markers):
+            return "this is not JSON at all"
+        return super()._next(messages)
+
+
+def _resources(directory: str, broken: list[int]) -> Resources:
+    resources = Resources(settings=LogicMapSettings(data_dir=Path(directory), embedding_provider="hashing"))
+    resources.llm_ = BrokenSegmenter(markers=[f"[D{n}:1]" for n in broken])
+    return resources
+
+
+def _write(path: str, payload: dict) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(payload, handle, default=str)
+    os.replace(tmp, path)
+
+
+def child_build(cmd: dict) -> dict:
+    resources = _resources(cmd["dir"], cmd["broken"])
+    redo = cmd["op"] == "redo"
+    rebuilt: list[str] = []
+
+    def after_commit(report: Any) -> None:
+        if not report.skipped:
+            rebuilt.append(report.session_id)
+            if redo and cmd.get("kill_at_report") == len(rebuilt):
+                os.kill(os.getpid(), signal.SIGKILL)
+
+    report = ingest_conversation(CONVERSATION, NAMESPACE, resources=resources, context=CONTEXT, redo_fallbacks=redo,
+                                 progress=after_commit)
+    return {"built": [s.session_id for s in report.sessions if not s.skipped]}
+
+
+def child_inspect(cmd: dict) -> dict:
+    store = _resources(cmd["dir"], []).store
+    snap = store.snapshot(NAMESPACE)
+    sessions = {sid: info.model_dump(mode="json") for sid, info in snap.manifest.sessions.items()}
+    return {"fingerprint": snap.fingerprint(), "manifest": sessions, "topic_steps": snap.manifest.topic_steps}
+
+
+def run_child(cmd: dict) -> None:
+    code = 0
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stdout is the protocol pipe
+        body = child_inspect if cmd["op"] == "inspect" else child_build
+        _write(cmd["out"], {"ok": True, **body(cmd)})
+    except BaseException:  # noqa: BLE001 - reported to the test, which fails on it
+        code = 1
+        try:
+            _write(cmd["out"], {"ok": False, "error": traceback.format_exc()})
+        except BaseException:  # noqa: BLE001
+            pass
+    finally:
+        os._exit(code)
+
+
+def serve() -> None:
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        cmd = json.loads(line)
+        if cmd["op"] == "quit":
+            break
+        sys.stdout.flush()
+        sys.stderr.flush()
+        started = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            run_child(cmd)
+        deadline = None if cmd.get("kill_after") is None else started + float(cmd["kill_after"])
+        killed = False
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if deadline is not None and time.perf_counter() >= deadline:
+                os.kill(pid, signal.SIGKILL)
+                _, status = os.waitpid(pid, 0)
+                killed = True
+                break
+            time.sleep(0.002)
+        print(json.dumps({
+            "op": cmd["op"],
+            "elapsed": time.perf_counter() - started,
+            "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
+            "timer_kill": killed,
+            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+        }), flush=True)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    serve()
