@@ -19,6 +19,21 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
+    from logicmap.graphs.forget import (
+        ForgetReport,
+        MemoryPage,
+        UnknownMemoryError,
+        adelete_namespace,
+        aforget,
+        aget_memory,
+        alist_memories,
+        aupdate_memory,
+        delete_namespace,
+        forget,
+        get_memory,
+        list_memories,
+        update_memory,
+    )
     from logicmap.graphs.ingest import IngestReport, ingest_conversation
     from logicmap.graphs.resources import Resources
     from logicmap.graphs.result import AnswerResult, EvidenceItem
@@ -31,13 +46,26 @@ __all__ = [
     "AnswerResult",
     "ChatContext",
     "EvidenceItem",
+    "ForgetReport",
     "IngestReport",
     "LogicMapSettings",
+    "MemoryPage",
     "Resources",
+    "UnknownMemoryError",
+    "adelete_namespace",
+    "aforget",
+    "aget_memory",
+    "alist_memories",
     "answer",
+    "aupdate_memory",
     "build_chatbot_graph",
     "create_memory_toolkit",
+    "delete_namespace",
+    "forget",
+    "get_memory",
     "ingest_conversation",
+    "list_memories",
+    "update_memory",
 ]
 
 # Public name -> the module that defines it.
@@ -53,6 +81,19 @@ _EXPORTS = {
     "build_chatbot_graph": "logicmap.graphs.chatbot",
     "create_memory_toolkit": "logicmap.tools",
     "ingest_conversation": "logicmap.graphs.ingest",
+    "forget": "logicmap.graphs.forget",
+    "aforget": "logicmap.graphs.forget",
+    "delete_namespace": "logicmap.graphs.forget",
+    "adelete_namespace": "logicmap.graphs.forget",
+    "list_memories": "logicmap.graphs.forget",
+    "alist_memories": "logicmap.graphs.forget",
+    "get_memory": "logicmap.graphs.forget",
+    "aget_memory": "logicmap.graphs.forget",
+    "update_memory": "logicmap.graphs.forget",
+    "aupdate_memory": "logicmap.graphs.forget",
+    "ForgetReport": "logicmap.graphs.forget",
+    "MemoryPage": "logicmap.graphs.forget",
+    "UnknownMemoryError": "logicmap.graphs.forget",
 }
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "segment_session",
     "segment_windows",
     "time_phrase_notes",
+    "turns_summary",
     "validate_segmentation",
 ]
 
@@ -45,6 +46,12 @@ _DATE_RE = re.compile(r"^\d{4}(-\d{2}(-\d{2})?)?$")
 
 def render_turns(turns: Sequence[Turn]) -> str:
     return "\n".join(t.render() for t in turns)
+
+
+def turns_summary(turns: Sequence[Turn]) -> str:
+    """The no-LLM policy's summary of an event: its turns as they were said."""
+    return " ".join(f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
+                    for t in turns)
 
 
 def changepoint_segments(
@@ -79,10 +86,7 @@ def changepoint_segments(
         members = [turns[i] for i in group]
         events.append(
             SegmentedEvent(
-                summary=" ".join(
-                    f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
-                    for t in members
-                ),
+                summary=turns_summary(members),
                 turn_ids=[t.dia_id for t in members],
                 participants=list(dict.fromkeys(t.speaker for t in members)),
             )

@@ -19,7 +19,8 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 
 Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategies``
 (one ``answer()`` over every strategy), ``tracing`` (LangSmith run names, tags, metadata), ``visualize``
-(``logicmap graph``), ``cli`` (the core commands).
+(``logicmap graph``), ``cli`` (the core commands), ``forget`` (forget, update, list and get memories, delete a
+namespace: ``logicmap.forget`` and its async twins).
 """
 
 __all__: list[str] = []

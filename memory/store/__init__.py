@@ -20,8 +20,9 @@ directory that held memory is reported in one line and never written over.
 | ``generations`` | version ids, visibility of a generation, the commit lease's wait note and the fence |
 | ``commits`` | the commit protocol: leases, claims, fences, the ``next@`` link, collection of retired versions |
 | ``snapshots`` | the snapshot cache: whole reads, delta reads, snapshot files |
+| ``purge`` | removing retired versions from disk (collections rebuilt, SQLite compacted), deleting a namespace |
 | ``queries`` | exact vector queries over a snapshot |
-| ``model`` | ``Manifest``, ``ChangeSet``, ``NamespaceSnapshot`` |
+| ``model`` | ``Manifest``, ``ChangeSet``, ``NamespaceSnapshot``, ``ForgetAudit`` |
 | ``errors`` | the store's exceptions |
 
 The record kinds every room loops over are declared once in ``memory.kinds``.
@@ -52,13 +53,14 @@ from logicmap.memory.store.generations import MAX_GENERATION
 from logicmap.memory.store.generations import SENTINEL as SENTINEL
 from logicmap.memory.store.generations import _visible as _visible
 from logicmap.memory.store.health import MEMORY_MARKER
-from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity
+from logicmap.memory.store.model import ChangeSet, ForgetAudit, Manifest, NamespaceSnapshot, embedder_identity
 from logicmap.memory.store.snapshots import _MODELS as _MODELS
 
 __all__ = [
     "ChangeSet",
     "CommitLeaseLost",
     "EmbedderMismatchError",
+    "ForgetAudit",
     "GenerationConflict",
     "MAX_GENERATION",
     "MEMORY_MARKER",

@@ -174,6 +174,10 @@ class CommitProtocol(StoreCore):
             new_manifest.sessions[session.session_id] = session
         if change.topic_steps is not None:
             new_manifest.topic_steps = change.topic_steps
+        for session_id in change.drop_sessions:
+            new_manifest.sessions.pop(session_id, None)
+        if change.forget is not None:
+            new_manifest.forgets.append(change.forget.model_copy(update={"generation": fence.generation}))
         return new_manifest
 
     def _claim(self, namespace: str, manifest: Manifest, token: str, at: int | None = None) -> _Fence:

@@ -31,7 +31,7 @@ from logicmap.memory.store.health import (
 from logicmap.memory.store.model import Manifest, NamespaceSnapshot, embedder_identity
 from logicmap.memory.store.process import acquire_process_lock, check_same_process, release_process_lock
 
-__all__ = ["StoreCore", "store_call"]
+__all__ = ["PURGE_SUFFIX", "StoreCore", "store_call"]
 
 _log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -40,6 +40,7 @@ T = TypeVar("T")
 # built cheaply (its default construction made each commit of a large namespace mostly index building).
 # Collections created before keep their own settings.
 _HNSW = {"space": "cosine", "ef_construction": 24, "max_neighbors": 8}
+PURGE_SUFFIX = "-purge"  # a purge's copy of a collection, before it takes the collection's name (``purge``)
 _NAMESPACE_LOCKS: dict[tuple[str, str], threading.RLock] = {}
 _COMMITS: dict[tuple[str, str], int] = {}  # (location, namespace) -> commits tried in this process (under the guard)
 _NAMESPACE_LOCKS_GUARD = threading.Lock()
@@ -186,10 +187,35 @@ class StoreCore:
         with _NAMESPACE_LOCKS_GUARD:
             return _NAMESPACE_LOCKS.setdefault((self._location, namespace), threading.RLock())
 
+    @staticmethod
+    def _collection_name(namespace: str, kind: str) -> str:
+        return f"lm-{stable_hash(namespace, length=16)}-{kind}"
+
+    def _adopt_copy(self, name: str) -> bool:
+        """A purge killed between removing a collection and renaming its complete copy: the copy takes the name."""
+        try:
+            copy = self.client.get_collection(name + PURGE_SUFFIX)
+        except Exception:  # noqa: BLE001 - no copy (Chroma's NotFoundError differs between versions)
+            return False
+        meta = dict(copy.metadata or {})
+        if not meta.get("complete"):
+            return False
+        meta = {k: v for k, v in meta.items() if k not in ("purge_of", "complete")}
+        copy.modify(name=name, metadata=meta or None)
+        return True
+
     def _collection(self, namespace: str, kind: str) -> Any:
-        name = f"lm-{stable_hash(namespace, length=16)}-{kind}"
+        name = self._collection_name(namespace, kind)
         with self._guard:
             col = self._collections.get(name)
+            if col is None and self._directory is not None:
+                try:
+                    col = self.client.get_collection(name, embedding_function=None)
+                except Exception:  # noqa: BLE001 - not there: a purge's complete copy, or a new collection
+                    if self._adopt_copy(name):
+                        col = self.client.get_collection(name, embedding_function=None)
+                if col is not None:
+                    self._collections[name] = col
             if col is None:
                 col = self.client.get_or_create_collection(
                     name,

@@ -1,22 +1,21 @@
 """``MemoryStore``: the one way records are read and written, made of the store's rooms.
 
 Reading is the snapshot cache's (``snapshots``), writing the commit protocol's (``commits``), both on the
-connection and manifests of ``core``; ``query`` searches a snapshot's vectors (``queries``).
+connection and manifests of ``core``; physical removal is ``purge``'s; ``query`` searches a snapshot's vectors (``queries``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from logicmap.memory.store.commits import CommitProtocol
 from logicmap.memory.store.core import store_call
+from logicmap.memory.store.purge import StorePurge
 from logicmap.memory.store.queries import check_queryable, nearest
-from logicmap.memory.store.snapshots import SnapshotCache
 
 __all__ = ["MemoryStore"]
 
 
-class MemoryStore(CommitProtocol, SnapshotCache):
+class MemoryStore(StorePurge):
     """Reads and writes namespaced memory in Chroma (embedded by default, a server when configured)."""
 
     @store_call

@@ -20,7 +20,7 @@ from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
 
-__all__ = ["ChangeSet", "Manifest", "NamespaceSnapshot", "embedder_identity"]
+__all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "embedder_identity"]
 
 T = TypeVar("T")
 
@@ -32,6 +32,20 @@ def embedder_identity(settings: LogicMapSettings) -> str:
     if settings.embedding_provider == "minilm":
         return "minilm:all-MiniLM-L6-v2"  # the offline model is fixed (embedding_model names OpenAI's)
     return f"{settings.embedding_provider}:{settings.embedding_model}"
+
+
+class ForgetAudit(BaseModel):
+    """One forget, as the namespace remembers it: what kinds and how many records went, when, asked from where.
+
+    Never the text, never the ids of what was forgotten."""
+
+    at: datetime
+    surface: str = Field(description="who asked: python, cli, tool, api")
+    generation: int = Field(description="the generation the forget committed")
+    removed: dict[str, int] = Field(default_factory=dict, description="kind -> records retired (or rewritten)")
+    sessions_emptied: int = 0
+    purged: bool = Field(False, description="whether the retired versions were physically removed")
+    notes: list[str] = Field(default_factory=list, description="what the forget had to adapt (rebuilt events)")
 
 
 class Manifest(BaseModel):
@@ -52,6 +66,7 @@ class Manifest(BaseModel):
         description="who created the namespace: a conversation ('locomo:<sample id>'), 'chat', 'api'; None for "
         "a namespace older than this field until a writer that names its source commits to it",
     )
+    forgets: list[ForgetAudit] = Field(default_factory=list, description="the audit record of every forget")
 
 
 class ChangeSet(BaseModel):
@@ -81,6 +96,8 @@ class ChangeSet(BaseModel):
     source: str | None = Field(
         default=None, description="who writes it; recorded as the namespace's source when it has none yet"
     )
+    forget: ForgetAudit | None = Field(default=None, description="a forget's audit record (memory.forgetting)")
+    drop_sessions: list[str] = Field(default_factory=list, description="sessions a forget emptied of turns")
 
 
 @dataclass

@@ -1,0 +1,241 @@
+"""Forget, update, list and get memories: the public memory lifecycle (``logicmap.forget`` and its siblings).
+
+``forget`` finds what derives only from the named turns (``memory.forgetting.plan_forget``, through the record-kind
+registry), rebuilds each event that also cites kept turns from those turns, and commits one change that retires the
+rest, with an audit record in the manifest; ``purge=True`` then removes the retired versions physically
+(``MemoryStore.purge``). Events are rebuilt with the no-LLM policy's summary (the turns as said): an event a model had
+summarized is recorded as a fallback in the audit record's notes. Each function has an async twin that runs it in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from datetime import date, datetime
+from functools import partial
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from logicmap.agents.segmenter import turns_summary
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.forgetting import (
+    ForgetPlan,
+    UnknownMemoryError,
+    forget_change,
+    plan_forget,
+    rebuilt_event,
+    turns_to_forget,
+)
+from logicmap.memory.records import Event, Turn, validate_namespace
+from logicmap.memory.store import GenerationConflict, NamespaceSnapshot
+from logicmap.memory.store.purge import PurgeReport
+
+__all__ = [
+    "ForgetReport",
+    "MemoryPage",
+    "UnknownMemoryError",
+    "aforget",
+    "adelete_namespace",
+    "aget_memory",
+    "alist_memories",
+    "aupdate_memory",
+    "delete_namespace",
+    "forget",
+    "get_memory",
+    "list_memories",
+    "update_memory",
+]
+
+MAX_TRIES = 5  # a forget that lost its commit to a concurrent writer is computed again on the new snapshot
+MemoryKind = Literal["turns", "events", "facts", "items"]
+_KIND_FIELDS = {"turns": "turns", "events": "events", "facts": "facts", "items": "r2_facts"}
+
+
+class ForgetReport(BaseModel):
+    """What one forget (or update) did: the kinds and counts retired, the generation it committed."""
+
+    namespace: str
+    generation: int
+    removed: dict[str, int] = Field(default_factory=dict)
+    notes: list[str] = Field(default_factory=list)
+    purge: PurgeReport | None = None
+    wall_time_s: float = 0.0
+
+
+class MemoryPage(BaseModel):
+    """One page of ``list_memories``: records as ``{"id", "kind", "text", "session_id"}`` and the next cursor."""
+
+    namespace: str
+    kind: str
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    next_cursor: str | None = None
+
+
+def _resources(resources: Resources | None) -> Resources:
+    return resources if resources is not None else default_resources()
+
+
+def _rebuilt(snap: NamespaceSnapshot, plan: ForgetPlan, turns: dict[str, Turn]) -> tuple[list[Event], list[str]]:
+    events, notes = [], []
+    for eid, kept in plan.rebuild_events.items():
+        old = snap.events[eid]
+        session = snap.manifest.sessions.get(old.session_id)
+        heuristic = old.source == "heuristic" or (session is not None and session.policy == "heuristic")
+        if not heuristic:
+            notes.append(f"event {eid}: rebuilt from its kept turns without a model (fallback)")
+        events.append(rebuilt_event(old, [turns[t] for t in kept], turns_summary,
+                                    "heuristic" if heuristic else "fallback"))
+    return events, notes
+
+
+def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
+                   replace: dict[str, str] | None = None) -> ForgetReport:
+    started = time.perf_counter()
+    store = res.store
+    for attempt in range(MAX_TRIES):
+        store.require_namespace(namespace)
+        snap = store.snapshot(namespace)
+        chosen = choose(snap)
+        replaced = dict(replace or {})
+        plan = plan_forget(snap, chosen, replaced=list(replaced))
+        new_turns = [snap.turns[t].model_copy(update={"text": text}) for t, text in replaced.items()]
+        turns = {**snap.turns, **{t.dia_id: t for t in new_turns}}
+        events, notes = _rebuilt(snap, plan, turns)
+        texts = [t.text for t in new_turns] + [e.summary for e in events]
+        vectors = res.embeddings.embed_documents(texts) if texts else []
+        change = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors[len(new_turns):],
+                               new_turns=new_turns, new_turn_vectors=vectors[:len(new_turns)], surface=surface,
+                               extra_notes=notes)
+        try:
+            manifest = store.commit(change)
+        except GenerationConflict:
+            if attempt == MAX_TRIES - 1:
+                raise
+            continue
+        return ForgetReport(namespace=namespace, generation=manifest.generation, removed=plan.counts(), notes=notes,
+                            wall_time_s=time.perf_counter() - started)
+    raise AssertionError("unreachable")
+
+
+def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str],
+                  before: date | datetime | str | None) -> set[str]:
+    return turns_to_forget(snap, turn_ids=turn_ids, session_ids=session_ids, before=before)
+
+
+def _one_turn(snap: NamespaceSnapshot, *, memory_id: str) -> set[str]:
+    if memory_id not in snap.turns:
+        raise UnknownMemoryError(snap.namespace, "turn")
+    return {memory_id}
+
+
+def forget(
+    namespace: str,
+    *,
+    turn_ids: Iterable[str] = (),
+    session_ids: Iterable[str] = (),
+    before: date | datetime | str | None = None,
+    purge: bool = False,
+    surface: str = "python",
+    resources: Resources | None = None,
+) -> ForgetReport:
+    """Forget turns (by id, by session, or every turn said before a date) and everything derived only from them.
+
+    One atomic commit: a reader holding an older snapshot finishes its run, every later run sees the namespace
+    without them. ``purge=True`` then removes the retired versions from disk (``MemoryStore.purge``). Ids that name
+    nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace."""
+    namespace = validate_namespace(namespace)
+    res = _resources(resources)
+    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), before=before)
+    report = _commit_forget(res, namespace, choose, surface=surface)
+    if purge:
+        started = time.perf_counter()
+        report.purge = res.store.purge(namespace)
+        report.wall_time_s += time.perf_counter() - started
+    return report
+
+
+def update_memory(namespace: str, memory_id: str, text: str, *, surface: str = "python",
+                  resources: Resources | None = None) -> ForgetReport:
+    """Give a turn new text: what was derived from its old text is forgotten, events citing it are rebuilt."""
+    namespace = validate_namespace(namespace)
+    if not text.strip():
+        raise ValueError("the new text is empty: to remove a memory, forget it")
+    res = _resources(resources)
+    choose = partial(_one_turn, memory_id=memory_id)
+    return _commit_forget(res, namespace, choose, surface=surface, replace={memory_id: text})
+
+
+def delete_namespace(namespace: str, *, resources: Resources | None = None) -> dict[str, Any]:
+    """Delete one namespace and purge it (``acme.bob`` survives deleting ``acme``)."""
+    return _resources(resources).store.drop_namespace(validate_namespace(namespace))
+
+
+def _item(kind: str, rid: str, record: Any) -> dict[str, Any]:
+    text = getattr(record, "text", None) or getattr(record, "summary", None)
+    if text is None and hasattr(record, "head"):
+        text = f"{record.head} {record.relation} {record.tail}"
+    return {"id": rid, "kind": kind, "text": text, "session_id": getattr(record, "session_id", None)}
+
+
+def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50, cursor: str | None = None,
+                  resources: Resources | None = None) -> MemoryPage:
+    """One page of a namespace's memories of one kind, in memory order; pass ``next_cursor`` back for the next."""
+    namespace = validate_namespace(namespace)
+    if kind not in _KIND_FIELDS:
+        raise ValueError(f"kind must be one of {', '.join(_KIND_FIELDS)}")
+    if limit < 1:
+        raise ValueError("limit must be at least 1")
+    try:
+        start = int(cursor or 0)
+    except ValueError:
+        raise ValueError("cursor: pass back the next_cursor of the page before") from None
+    store = _resources(resources).store
+    store.require_namespace(namespace)
+    records = list(getattr(store.snapshot(namespace), _KIND_FIELDS[kind]).items())
+    page = records[start:start + limit]
+    more = start + limit < len(records)
+    return MemoryPage(namespace=namespace, kind=kind, items=[_item(kind, rid, r) for rid, r in page],
+                      next_cursor=str(start + limit) if more else None)
+
+
+def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None) -> dict[str, Any]:
+    """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record."""
+    namespace = validate_namespace(namespace)
+    store = _resources(resources).store
+    store.require_namespace(namespace)
+    snap = store.snapshot(namespace)
+    for kind, field in _KIND_FIELDS.items():
+        record = getattr(snap, field).get(memory_id)
+        if record is not None:
+            return {**_item(kind, memory_id, record), "record": record.model_dump(mode="json")}
+    raise UnknownMemoryError(namespace, "memory")
+
+
+async def aforget(namespace: str, **kwargs: Any) -> ForgetReport:
+    """``forget`` in a worker thread."""
+    return await asyncio.to_thread(lambda: forget(namespace, **kwargs))
+
+
+async def aupdate_memory(namespace: str, memory_id: str, text: str, **kwargs: Any) -> ForgetReport:
+    """``update_memory`` in a worker thread."""
+    return await asyncio.to_thread(lambda: update_memory(namespace, memory_id, text, **kwargs))
+
+
+async def adelete_namespace(namespace: str, **kwargs: Any) -> dict[str, Any]:
+    """``delete_namespace`` in a worker thread."""
+    return await asyncio.to_thread(lambda: delete_namespace(namespace, **kwargs))
+
+
+async def alist_memories(namespace: str, **kwargs: Any) -> MemoryPage:
+    """``list_memories`` in a worker thread."""
+    return await asyncio.to_thread(lambda: list_memories(namespace, **kwargs))
+
+
+async def aget_memory(namespace: str, memory_id: str, **kwargs: Any) -> dict[str, Any]:
+    """``get_memory`` in a worker thread."""
+    return await asyncio.to_thread(lambda: get_memory(namespace, memory_id, **kwargs))
+
+

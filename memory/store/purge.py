@@ -1,0 +1,232 @@
+"""Purging: the retired versions of a namespace physically removed, and whole namespaces deleted.
+
+A forget retires records (they stay as versions no reader sees); ``purge`` removes every version not visible at
+the committed generation, then makes sure no file keeps their bytes:
+
+- the namespace's snapshot file is deleted before anything else and written again from the purged records;
+- embedded mode: each collection that lost rows is rebuilt (its kept rows copied to a new collection that then
+  takes its name), which drops Chroma's write-ahead log entries and its HNSW segment files, the SQLite file is
+  compacted (``VACUUM``) and the segment directories Chroma leaves behind for deleted collections are removed;
+- server mode: the rows are deleted through the API; what the server keeps on its disk (its log, its HNSW
+  segments until they compact, its SQLite free pages) is the server's, and the API cannot compact it.
+
+Every step can be repeated: a purge killed at any point is completed by running it again, and a collection
+killed between its copy and its rename is found by its name (``StoreCore._collection`` takes the complete copy).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sqlite3
+import struct
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from logicmap.memory.kinds import RECORD_KINDS
+from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.store.commits import CommitProtocol
+from logicmap.memory.store.core import _HNSW, PURGE_SUFFIX, store_call
+from logicmap.memory.store.errors import UnknownNamespaceError
+from logicmap.memory.store.snapshots import SnapshotCache
+
+__all__ = ["PurgeReport", "StorePurge"]
+
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+class PurgeReport(BaseModel):
+    """What a purge removed."""
+
+    namespace: str
+    generation: int
+    versions_removed: dict[str, int] = Field(default_factory=dict, description="kind -> dead versions deleted")
+    collections_rebuilt: int = 0
+    compacted: bool = Field(False, description="whether the SQLite file was compacted (embedded mode)")
+    limits: str | None = Field(None, description="what this mode cannot guarantee (server mode)")
+
+
+class StorePurge(CommitProtocol, SnapshotCache):
+    """``purge`` and ``drop_namespace``: physical removal, on top of the commit protocol and the snapshot cache."""
+
+    @store_call
+    def purge(self, namespace: str) -> PurgeReport:
+        """Remove every version of ``namespace`` that no reader of its committed generation sees (see the module)."""
+        namespace = validate_namespace(namespace)
+        with self.namespace_lock(namespace), self._server_commit_lock(namespace):
+            manifest = self.require_namespace(namespace)
+            self._drop_snapshot_file(namespace)
+            report = PurgeReport(namespace=namespace, generation=manifest.generation)
+            void = set(manifest.void)
+            for kind in RECORD_KINDS:
+                removed = self._delete_dead(namespace, kind.field, manifest.generation, void)
+                if removed:
+                    report.versions_removed[kind.field] = removed
+                if self._directory is not None and (removed or self._has_copy(namespace, kind.field)):
+                    self._rebuild_collection(namespace, kind.field)
+                    report.collections_rebuilt += 1
+            if self._directory is not None:
+                report.compacted = self._compact()
+            else:
+                report.limits = ("server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
+                                 "segments and SQLite free pages keep their bytes until the server compacts them")
+            self._snapshots.pop(namespace, None)
+            self._since_file[namespace] = -1
+        self.snapshot(namespace)  # read again from the purged records, and saved to a new snapshot file
+        return report
+
+    @store_call
+    def drop_namespace(self, namespace: str) -> dict[str, Any]:
+        """Delete ``namespace`` and everything it holds (never a namespace whose name only starts with it).
+
+        The manifest goes first: from then on the namespace reads as empty, and a re-run finishes the rest."""
+        namespace = validate_namespace(namespace)
+        prefix = f"lm-{stable_hash(namespace, length=16)}-"
+        with self.namespace_lock(namespace), self._server_commit_lock(namespace):
+            names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
+            own = sorted((n for n in names if n.startswith(prefix)), key=lambda n: not n.endswith("-meta"))
+            generation = self.manifest(namespace).generation if own else 0
+            if generation == 0 and not any(self.client.get_collection(n).count() for n in own):
+                for name in own:  # made empty by reads of a namespace that holds nothing
+                    self._forget_collection(name)
+                raise UnknownNamespaceError(namespace)
+            self._drop_snapshot_file(namespace)
+            for name in own:
+                if not (self.settings.chroma_host and name.endswith("-meta")):
+                    self._forget_collection(name)
+            self._registry().delete(ids=[namespace])
+            self._snapshots.pop(namespace, None)
+            self._verified.pop(namespace, None)
+            self._since_file.pop(namespace, None)
+        if self.settings.chroma_host and prefix + "meta" in own:  # the lease lives in meta: deleted once let go
+            self._forget_collection(prefix + "meta")
+        self._count_commit(namespace)
+        compacted = self._compact() if self._directory is not None else False
+        return {"namespace": namespace, "generation": generation, "collections": len(own), "compacted": compacted}
+
+    # -- the steps ------------------------------------------------------------------------------
+    def _forget_collection(self, name: str) -> None:
+        with self._guard:
+            self._collections.pop(name, None)
+        self.client.delete_collection(name)
+
+    def _drop_snapshot_file(self, namespace: str) -> None:
+        path = self._snapshot_file(namespace)
+        if path is None:
+            return
+        path.unlink(missing_ok=True)
+        if path.parent.exists() and path.parent.name == stable_hash(namespace, length=16):
+            shutil.rmtree(path.parent, ignore_errors=True)
+
+    def _delete_dead(self, namespace: str, kind: str, generation: int, void: set[int]) -> int:
+        """Delete the versions retired at or before ``generation`` and those born in a void generation."""
+        col = self._collection(namespace, kind)
+        removed = 0
+        conditions: list[dict[str, Any]] = [{"died": {"$lte": generation}}]
+        if void:
+            conditions.append({"born": {"$in": sorted(void)}})
+        for where in conditions:
+            while True:
+                got = col.get(where=where, include=["metadatas"], limit=self._read_page)
+                dead = [i for i, m in zip(got["ids"], got["metadatas"])
+                        if where is not conditions[0] or m["died"] not in void]
+                if not dead:
+                    break
+                for chunk in self._batched(dead):
+                    col.delete(ids=list(chunk))
+                removed += len(dead)
+        return removed
+
+    def _has_copy(self, namespace: str, kind: str) -> bool:
+        """A purge's copy of this collection left by a killed purge (its rebuild is finished again)."""
+        name = self._collection_name(namespace, kind) + PURGE_SUFFIX
+        return any((c if isinstance(c, str) else c.name) == name for c in self.client.list_collections())
+
+    def _rebuild_collection(self, namespace: str, kind: str) -> None:
+        """The collection's rows copied to a new collection that then takes its name: Chroma's log entries and
+        HNSW files of the deleted rows go with the old collection."""
+        name = self._collection_name(namespace, kind)
+        col = self._collection(namespace, kind)
+        copy_name = name + PURGE_SUFFIX
+        try:
+            self.client.delete_collection(copy_name)  # an unfinished copy of a killed purge (the original is whole)
+        except Exception:  # noqa: BLE001 - there was none
+            pass
+        meta = dict(col.metadata or {"namespace": namespace, "kind": kind})
+        copy = self.client.create_collection(copy_name, embedding_function=None, configuration={"hnsw": _HNSW},
+                                             metadata={**meta, "purge_of": name, "complete": False})
+        offset = 0
+        while True:
+            got = col.get(include=["embeddings", "metadatas", "documents"], limit=self._read_page, offset=offset)
+            if not got["ids"]:
+                break
+            docs = got.get("documents")
+            for start in range(0, len(got["ids"]), self._max_batch):
+                end = start + self._max_batch
+                rows: dict[str, Any] = {"ids": got["ids"][start:end], "embeddings": got["embeddings"][start:end],
+                                        "metadatas": got["metadatas"][start:end]}
+                if docs is not None and any(d is not None for d in docs[start:end]):
+                    rows["documents"] = [d or "" for d in docs[start:end]]
+                copy.add(**rows)
+            if len(got["ids"]) < self._read_page:
+                break
+            offset += self._read_page
+        copy.modify(metadata={**meta, "purge_of": name, "complete": True})
+        with self._guard:
+            self._collections.pop(name, None)
+        self.client.delete_collection(name)
+        self._adopt_copy(name)
+
+    def _compact(self) -> bool:
+        """``VACUUM`` the embedded SQLite file, so deleted rows leave no bytes in its free pages."""
+        assert self._directory is not None
+        path = self._directory / "chroma" / "chroma.sqlite3"
+        if not path.exists():
+            return False
+        con = sqlite3.connect(str(path), timeout=30)
+        try:
+            con.execute("VACUUM")
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            segments = {str(row[0]) for row in con.execute("SELECT id FROM segments")}
+        finally:
+            con.close()
+        # Chroma leaves the HNSW files of a deleted collection's segment behind: they still hold its vectors.
+        for entry in path.parent.iterdir():
+            if entry.is_dir() and _UUID.fullmatch(entry.name):
+                if entry.name not in segments:
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    _scrub_segment(entry)
+        return True
+
+
+def _scrub_segment(directory: Path) -> None:
+    """Zero the unused slots of an HNSW segment's files.
+
+    Chroma's embedded HNSW index writes its element tables whole, slots past its element count included, from
+    memory it never initialized: those bytes are whatever the process's heap held before (texts and vectors of
+    records a forget just removed, among others). The index reads only the slots below its count (``header.bin``
+    says how many, and how long a row is), so zeroing the rest changes nothing it reads."""
+    header = directory / "header.bin"
+    try:
+        head = header.read_bytes()
+    except OSError:
+        return
+    if len(head) < 32:
+        return
+    max_elements, count, row = (struct.unpack_from("<Q", head, at)[0] for at in (8, 16, 24))
+    for name, width in (("length.bin", 4), ("data_level0.bin", row)):
+        target = directory / name
+        if not target.exists() or width <= 0 or target.stat().st_size != max_elements * width:
+            continue
+        start, end = count * width, max_elements * width
+        if start >= end:
+            continue
+        with open(target, "r+b") as handle:
+            handle.seek(start)
+            handle.write(bytes(end - start))
+            handle.flush()
+            os.fsync(handle.fileno())

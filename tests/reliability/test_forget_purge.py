@@ -1,0 +1,151 @@
+"""Forget and purge, proved with a canary: after ``forget(..., purge=True)`` no file under the data directory holds
+the canary's text or the bytes of its embedding, no strategy, export or graph shows it, and the rest of the
+namespace and every other tenant read exactly as before."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from logicmap.graphs.forget import (
+    UnknownMemoryError,
+    delete_namespace,
+    forget,
+    get_memory,
+    list_memories,
+    update_memory,
+)
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.strategies import STRATEGIES, answer
+from logicmap.graphs.visualize import render_event_graph_html
+from logicmap.memory.backup import export_namespace
+from logicmap.memory.graph import EventGraph
+from logicmap.memory.loaders import Conversation, RawTurn, Session, load_conversations
+from logicmap.memory.store import UnknownNamespaceError
+from tests.conftest import make_resources
+from tests.reliability.support import SAMPLE, memory_problems
+
+CANARY = "ZQXV-canary-8841-locker"
+QUESTION = "What is the locker code?"
+
+
+def _with_canary(conv: Conversation) -> Conversation:
+    last = conv.sessions[-1]
+    extra = Session(session_id="S99", timestamp=last.timestamp, timestamp_text=last.timestamp_text, turns=[
+        RawTurn(dia_id="D99:1", speaker=conv.speakers[0], text="I finally got a locker at the gym near work."),
+        RawTurn(dia_id="D99:2", speaker=conv.speakers[0], text=f"The locker code is {CANARY}, do not tell anyone."),
+        RawTurn(dia_id="D99:3", speaker=conv.speakers[-1], text="Nice, the gym near work is a good one."),
+    ])
+    return conv.model_copy(update={"sessions": [*conv.sessions, extra]})
+
+
+def _files_holding(directory: Path, *needles: bytes) -> list[str]:
+    found = []
+    for root, _, files in os.walk(directory):
+        for name in files:
+            body = (Path(root) / name).read_bytes()
+            found += [f"{Path(root, name)}: needle {i}" for i, n in enumerate(needles) if n in body]
+    return found
+
+
+def _answers(res: Resources, namespace: str) -> dict[str, str]:
+    return {s: answer(s, QUESTION, namespace, resources=res, policy="heuristic").model_dump_json(
+        exclude={"cost", "timings", "trace"}) for s in STRATEGIES}
+
+
+def _kept(snapshot: object, kind: str, gone: set[str]) -> dict[str, object]:
+    return {k: v.model_dump(mode="json") for k, v in getattr(snapshot, kind).items() if k not in gone}
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Resources:
+    res = make_resources(tmp_path / "memory")
+    sample = load_conversations(SAMPLE)[0]
+    ingest_conversation(_with_canary(sample), "acme", resources=res, policy="heuristic", memory_manager="r2")
+    ingest_conversation(sample, "acme.bob", resources=res, policy="heuristic", memory_manager="r2")
+    yield res
+    if res.store_ is not None:
+        res.store_.close()
+
+
+def test_purge_leaves_no_byte_of_the_canary(memory: Resources, tmp_path: Path) -> None:
+    store = memory.store
+    before = store.snapshot("acme")
+    vector = np.asarray(before.turn_vectors["D99:2"], dtype=np.float32).tobytes()
+    data_dir = Path(memory.settings.data_dir)
+    assert any(CANARY in a for a in _answers(memory, "acme").values())
+    bob_answers, bob_print = _answers(memory, "acme.bob"), store.snapshot("acme.bob").fingerprint()
+
+    report = forget("acme", turn_ids=["D99:2"], purge=True, resources=memory)
+
+    after = store.snapshot("acme")
+    assert "D99:2" not in after.turns and not memory_problems(after)
+    assert report.purge is not None and report.purge.compacted and report.purge.versions_removed["turns"] >= 1
+    assert _files_holding(data_dir, CANARY.encode(), vector) == []
+    assert all(CANARY not in a for a in _answers(memory, "acme").values())
+    export_namespace(store, "acme", tmp_path / "acme.jsonl")
+    assert CANARY not in (tmp_path / "acme.jsonl").read_text()
+    assert CANARY not in render_event_graph_html(EventGraph.of(after))
+    # What was kept reads as before; the other tenant answers byte for byte as before.
+    assert _kept(after, "turns", {"D99:2"}) == _kept(before, "turns", {"D99:2"})
+    rebuilt = {eid for eid, e in before.events.items() if "D99:2" in e.turn_ids}
+    assert _kept(after, "events", rebuilt) == _kept(before, "events", rebuilt)
+    assert all("D99:2" not in e.turn_ids and CANARY not in e.summary for e in after.events.values())
+    assert _answers(memory, "acme.bob") == bob_answers and store.snapshot("acme.bob").fingerprint() == bob_print
+    audit = after.manifest.forgets[-1]
+    assert audit.removed["turns"] == 1 and audit.surface == "python" and CANARY not in audit.model_dump_json()
+
+
+def test_a_reopened_store_reads_the_purged_namespace(memory: Resources) -> None:
+    forget("acme", session_ids=["S99"], purge=True, resources=memory)
+    print_ = memory.store.snapshot("acme").fingerprint()
+    memory.store.close()
+    again = make_resources(Path(memory.settings.data_dir))
+    try:
+        assert again.store.snapshot("acme").fingerprint() == print_
+        assert "S99" not in again.store.manifest("acme").sessions
+    finally:
+        again.store.close()
+
+
+def test_unknown_and_foreign_ids_are_one_error_naming_the_namespace(memory: Resources) -> None:
+    errors = []
+    for ids in (["no-such-turn"], ["D99:2", "nope"]):
+        with pytest.raises(UnknownMemoryError) as caught:
+            forget("acme.bob", turn_ids=ids, resources=memory)  # D99:2 exists, in another tenant
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1] and "acme.bob" in errors[0] and "D99" not in errors[0]
+    with pytest.raises(UnknownMemoryError) as caught:
+        get_memory("acme.bob", "D99:2", resources=memory)
+    assert "D99" not in str(caught.value)
+    with pytest.raises(UnknownNamespaceError):
+        forget("nobody", turn_ids=["D1:1"], resources=memory)
+    assert memory.store.snapshot("acme").generation == memory.store.manifest("acme").generation
+
+
+def test_delete_namespace_deletes_only_the_one_named(memory: Resources) -> None:
+    bob = _answers(memory, "acme.bob")
+    delete_namespace("acme", resources=memory)
+    assert not memory.store.has_namespace("acme") and memory.store.namespaces() == ["acme.bob"]
+    assert _files_holding(Path(memory.settings.data_dir), CANARY.encode()) == []
+    assert _answers(memory, "acme.bob") == bob
+    with pytest.raises(UnknownNamespaceError):
+        delete_namespace("acme", resources=memory)
+
+
+def test_list_get_and_update(memory: Resources) -> None:
+    page = list_memories("acme", kind="turns", limit=5, resources=memory)
+    assert len(page.items) == 5 and page.next_cursor == "5"
+    rest = list_memories("acme", kind="turns", limit=1000, cursor=page.next_cursor, resources=memory)
+    assert rest.next_cursor is None and len(page.items) + len(rest.items) == len(memory.store.snapshot("acme").turns)
+    assert get_memory("acme", "D99:2", resources=memory)["text"].endswith("do not tell anyone.")
+    update_memory("acme", "D99:2", "The locker code changed; I keep it in my head now.", resources=memory)
+    snap = memory.store.snapshot("acme")
+    assert snap.turns["D99:2"].text.startswith("The locker code changed")
+    assert all(CANARY not in json.dumps(e.model_dump(mode="json")) for e in snap.events.values())
+    assert any("D99:2" in e.turn_ids for e in snap.events.values()) and not memory_problems(snap)
