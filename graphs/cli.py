@@ -25,7 +25,7 @@ from logicmap.memory.deadline import RunDeadlineExceeded
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import DataFormatError, load_conversations
 from logicmap.memory.records import validate_namespace
-from logicmap.memory.store import GenerationConflict, StoreError, UnknownNamespaceError
+from logicmap.memory.store import GenerationConflict, StoreError, UnknownMemoryError, UnknownNamespaceError
 from logicmap.memory.text import printable, printable_json
 
 __all__ = [
@@ -134,6 +134,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     snapshot = resources.store.snapshot(args.namespace)
     stats = EventGraph.of(snapshot).stats()
     stats["fallbacks"] = fallback_summary(snapshot.manifest)
+    if snapshot.manifest.forgets:  # the audit record of every forget: kinds and counts, when, from where
+        stats["forgets"] = [f.model_dump(mode="json") for f in snapshot.manifest.forgets]
     print(json.dumps(stats, indent=2))
     return 0
 
@@ -296,6 +298,82 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_forget(args: argparse.Namespace) -> int:
+    """`logicmap forget -n NS --turn ID ... | --session ID ... | --before DATE [--purge]` (graphs.forget)."""
+    from logicmap.graphs.forget import forget
+
+    if not (args.turn or args.session or args.before):
+        raise ValueError("say what to forget: --turn ID, --session ID or --before DATE")
+    report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (), before=args.before,
+                    purge=args.purge, surface="cli", resources=resources_from_args(args))
+    removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items()) or "nothing"
+    print(f"forgot in {report.namespace} (generation {report.generation}): {removed}")
+    if report.purge is not None:
+        gone = sum(report.purge.versions_removed.values())
+        print(f"purged: {gone} retired versions removed, {report.purge.collections_rebuilt} collections rebuilt"
+              + (", database compacted" if report.purge.compacted else "")
+              + (f"; {report.purge.limits}" if report.purge.limits else ""))
+    return 0
+
+
+def cmd_delete_namespace(args: argparse.Namespace) -> int:
+    """`logicmap delete-namespace -n NS`: one namespace deleted and purged (never one whose name starts with it)."""
+    from logicmap.graphs.forget import delete_namespace
+
+    done = delete_namespace(args.namespace, resources=resources_from_args(args))
+    print(f"deleted namespace {done['namespace']} ({done['collections']} collections)"
+          + (", database compacted" if done["compacted"] else ""))
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """`logicmap list -n NS [--kind turns|events|facts|items]`: one JSON line per memory."""
+    from logicmap.graphs.forget import list_memories
+
+    page = list_memories(args.namespace, kind=args.kind, limit=args.limit, cursor=args.cursor,
+                         resources=resources_from_args(args))
+    for item in page.items:
+        print(printable_json(json.dumps(item)))
+    if page.next_cursor is not None:
+        print(f"more: --cursor {page.next_cursor}", file=sys.stderr)
+    return 0
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    """`logicmap get -n NS ID`: one memory with its whole record, as JSON."""
+    from logicmap.graphs.forget import get_memory
+
+    found = get_memory(args.namespace, args.id, resources=resources_from_args(args))
+    print(printable_json(json.dumps(found, indent=2)))
+    return 0
+
+
+def _add_lifecycle_commands(sub: Any) -> None:
+    p = sub.add_parser("forget", help="forget turns (by id, session or date) and everything derived only from them")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--turn", nargs="+", metavar="ID", help="turn ids (dia ids, as `logicmap list` shows them)")
+    p.add_argument("--session", nargs="+", metavar="ID", help="every turn of these sessions")
+    p.add_argument("--before", metavar="DATE", help="every turn said before this date (YYYY-MM-DD)")
+    p.add_argument("--purge", action="store_true", help="then remove the forgotten records from disk for good")
+    p.set_defaults(func=cmd_forget)
+
+    p = sub.add_parser("delete-namespace", help="delete one namespace and purge it (its children are kept)")
+    p.add_argument("--namespace", "-n", required=True)
+    p.set_defaults(func=cmd_delete_namespace)
+
+    p = sub.add_parser("list", help="list a namespace's memories, one JSON line each")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--kind", choices=["turns", "events", "facts", "items"], default="turns")
+    p.add_argument("--limit", type=int, default=1000)
+    p.add_argument("--cursor", help="the cursor the page before printed")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("get", help="one memory (turn, event, fact or item) by id, as JSON")
+    p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("id")
+    p.set_defaults(func=cmd_get)
+
+
 def _add_backup_commands(sub: Any) -> None:
     p = sub.add_parser("export", help="write a namespace to a portable JSONL backup file")
     p.add_argument("file")
@@ -311,7 +389,8 @@ def _add_backup_commands(sub: Any) -> None:
 
 
 def add_core_commands(sub: Any) -> None:
-    """The memory commands: ingest, ask, graph, stats, namespaces, export, import, local-llm, chat, facts."""
+    """The memory commands: ingest, ask, graph, stats, namespaces, export, import, forget, delete-namespace, list, get,
+    local-llm, chat, facts."""
     p = sub.add_parser("ingest", help="ingest a LoCoMo / LongMemEval / JSONL conversation file")
     p.add_argument("file")
     p.add_argument("--namespace", "-n", required=True)
@@ -348,6 +427,7 @@ def add_core_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_namespaces)
 
     _add_backup_commands(sub)
+    _add_lifecycle_commands(sub)
 
     p = sub.add_parser("local-llm", help="serve SmolLM2-135M (llama.cpp, OpenAI-compatible) on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
@@ -395,7 +475,7 @@ def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:
+    except (DataFormatError, UnknownNamespaceError, UnknownMemoryError, StoreError, ValueError) as exc:
         print(printable(f"error: {exc}", one_line=True), file=sys.stderr)
         return 2
     except (ProviderError, RunDeadlineExceeded) as exc:

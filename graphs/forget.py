@@ -92,7 +92,7 @@ def _rebuilt(snap: NamespaceSnapshot, plan: ForgetPlan, turns: dict[str, Turn]) 
 
 
 def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
-                   replace: dict[str, str] | None = None) -> ForgetReport:
+                   replace: dict[str, str] | None = None, purge: bool = False) -> ForgetReport:
     started = time.perf_counter()
     store = res.store
     for attempt in range(MAX_TRIES):
@@ -108,7 +108,7 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         vectors = res.embeddings.embed_documents(texts) if texts else []
         change = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors[len(new_turns):],
                                new_turns=new_turns, new_turn_vectors=vectors[:len(new_turns)], surface=surface,
-                               extra_notes=notes)
+                               extra_notes=notes, purged=purge)
         try:
             manifest = store.commit(change)
         except GenerationConflict:
@@ -149,7 +149,7 @@ def forget(
     namespace = validate_namespace(namespace)
     res = _resources(resources)
     choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), before=before)
-    report = _commit_forget(res, namespace, choose, surface=surface)
+    report = _commit_forget(res, namespace, choose, surface=surface, purge=purge)
     if purge:
         started = time.perf_counter()
         report.purge = res.store.purge(namespace)

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from logicmap.memory.kinds import BY_FIELD, BY_NAME, RECORD_KINDS, derived_from
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Event, Fact, Topic, Turn
+from logicmap.memory.store.errors import UnknownMemoryError
 from logicmap.memory.store.model import ChangeSet, ForgetAudit, NamespaceSnapshot
 
 __all__ = [
@@ -32,19 +33,6 @@ __all__ = [
     "plan_forget",
     "turns_to_forget",
 ]
-
-
-class UnknownMemoryError(KeyError):
-    """Ids that name no memory of the namespace: unknown ones and another tenant's are reported alike.
-
-    The message names the namespace only (never the ids' owner, never whether they exist elsewhere)."""
-
-    def __init__(self, namespace: str, what: str = "turn or session") -> None:
-        self.namespace = namespace
-        super().__init__(f"namespace {namespace!r} holds no such {what}; nothing was forgotten")
-
-    def __str__(self) -> str:
-        return self.args[0]
 
 
 @dataclass
@@ -221,6 +209,7 @@ def forget_change(
     new_turn_vectors: Sequence[Sequence[float]] = (),
     surface: str = "python",
     extra_notes: Sequence[str] = (),
+    purged: bool = False,
 ) -> ChangeSet:
     """The one commit that forgets: retirements, rebuilt events, rewritten records and the audit record."""
     change = ChangeSet(namespace=snap.namespace, base_generation=snap.generation)
@@ -241,7 +230,7 @@ def forget_change(
     change.forget = ForgetAudit(
         at=datetime.now(UTC), surface=surface, generation=snap.generation + 1,
         removed={k: n for k, n in plan.counts().items()}, sessions_emptied=len(plan.sessions_emptied),
-        notes=list(extra_notes),
+        notes=list(extra_notes), purged=purged,
     )
     change.drop_sessions = list(plan.sessions_emptied)
     return change

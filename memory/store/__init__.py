@@ -41,6 +41,7 @@ from logicmap.memory.store.errors import (
     StoreLockedError,
     StoreUnavailableError,
     TurnIdConflictError,
+    UnknownMemoryError,
     UnknownNamespaceError,
 )
 from logicmap.memory.store.facade import MemoryStore
@@ -74,6 +75,7 @@ __all__ = [
     "StoreLockedError",
     "StoreUnavailableError",
     "TurnIdConflictError",
+    "UnknownMemoryError",
     "UnknownNamespaceError",
     "embedder_identity",
 ]

@@ -16,6 +16,7 @@ __all__ = [
     "StoreLockedError",
     "StoreUnavailableError",
     "TurnIdConflictError",
+    "UnknownMemoryError",
     "UnknownNamespaceError",
 ]
 
@@ -60,6 +61,19 @@ class UnknownNamespaceError(KeyError):
         super().__init__(f"unknown namespace {namespace!r}: it holds no committed memory yet")
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
+        return self.args[0]
+
+
+class UnknownMemoryError(KeyError):
+    """Ids that name no memory of the namespace: unknown ones and another tenant's are reported alike.
+
+    The message names the namespace only (never the ids' owner, never whether they exist elsewhere)."""
+
+    def __init__(self, namespace: str, what: str = "turn or session") -> None:
+        self.namespace = namespace
+        super().__init__(f"namespace {namespace!r} holds no such {what}; nothing was changed")
+
+    def __str__(self) -> str:
         return self.args[0]
 
 

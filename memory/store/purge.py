@@ -215,9 +215,11 @@ def _scrub_segment(directory: Path) -> None:
         head = header.read_bytes()
     except OSError:
         return
-    if len(head) < 32:
+    # hnswlib's header as Chroma writes it: a u32 format version (1), then u64 level-0 offset, element capacity,
+    # element count, row size.
+    if len(head) < 36 or struct.unpack_from("<I", head, 0)[0] != 1:
         return
-    max_elements, count, row = (struct.unpack_from("<Q", head, at)[0] for at in (8, 16, 24))
+    max_elements, count, row = (struct.unpack_from("<Q", head, at)[0] for at in (12, 20, 28))
     for name, width in (("length.bin", 4), ("data_level0.bin", row)):
         target = directory / name
         if not target.exists() or width <= 0 or target.stat().st_size != max_elements * width:

@@ -149,3 +149,24 @@ def test_list_get_and_update(memory: Resources) -> None:
     assert snap.turns["D99:2"].text.startswith("The locker code changed")
     assert all(CANARY not in json.dumps(e.model_dump(mode="json")) for e in snap.events.values())
     assert any("D99:2" in e.turn_ids for e in snap.events.values()) and not memory_problems(snap)
+
+
+def test_the_command_line_lifecycle(memory: Resources, capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.__main__ import main
+
+    base = ["--data-dir", str(memory.settings.data_dir), "--embeddings", "hashing"]
+    assert main([*base, "list", "-n", "acme", "--kind", "events"]) == 0
+    listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(listed) == len(memory.store.snapshot("acme").events) and listed[0]["kind"] == "events"
+    assert main([*base, "get", "-n", "acme", "D99:2"]) == 0 and CANARY in capsys.readouterr().out
+    assert main([*base, "forget", "-n", "acme", "--turn", "D99:2", "--purge"]) == 0
+    assert "1 turns" in capsys.readouterr().out
+    assert main([*base, "get", "-n", "acme", "D99:2"]) == 2
+    assert capsys.readouterr().err.strip() == "error: namespace 'acme' holds no such memory; nothing was changed"
+    assert main([*base, "stats", "-n", "acme"]) == 0
+    audit = json.loads(capsys.readouterr().out)["forgets"]
+    assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("cli", 1, True)]
+    assert main([*base, "forget", "-n", "acme", "--before", "2000-01-01"]) == 0  # nothing that old: nothing goes
+    assert main([*base, "forget", "-n", "acme"]) == 2
+    assert main([*base, "delete-namespace", "-n", "acme"]) == 0
+    assert main([*base, "namespaces"]) == 0 and capsys.readouterr().out.split()[-1] == "acme.bob"
