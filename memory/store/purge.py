@@ -16,6 +16,7 @@ killed between its copy and its rename is found by its name (``StoreCore._collec
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -61,15 +62,21 @@ class StorePurge(CommitProtocol, SnapshotCache):
             self._drop_snapshot_file(namespace)
             report = PurgeReport(namespace=namespace, generation=manifest.generation)
             void = set(manifest.void)
+            pending = self._pending_rebuilds(namespace)
             for kind in RECORD_KINDS:
+                if self._directory is not None:  # noted first: a purge killed after the delete still rebuilds it
+                    self._note_rebuild(namespace, pending | {kind.field})
                 removed = self._delete_dead(namespace, kind.field, manifest.generation, void)
                 if removed:
                     report.versions_removed[kind.field] = removed
-                if self._directory is not None and (removed or self._has_copy(namespace, kind.field)):
+                if self._directory is not None and (removed or kind.field in pending
+                                                    or self._has_copy(namespace, kind.field)):
                     self._rebuild_collection(namespace, kind.field)
                     report.collections_rebuilt += 1
+                pending.discard(kind.field)
             if self._directory is not None:
                 report.compacted = self._compact()
+                self._pending_path(namespace).unlink(missing_ok=True)
             else:
                 report.limits = ("server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
                                  "segments and SQLite free pages keep their bytes until the server compacts them")
@@ -108,6 +115,28 @@ class StorePurge(CommitProtocol, SnapshotCache):
         return {"namespace": namespace, "generation": generation, "collections": len(own), "compacted": compacted}
 
     # -- the steps ------------------------------------------------------------------------------
+    def _pending_path(self, namespace: str) -> Path:
+        assert self._directory is not None
+        return self._directory / f".purge-{stable_hash(namespace, length=16)}.json"
+
+    def _pending_rebuilds(self, namespace: str) -> set[str]:
+        """Collections a killed purge may have deleted rows of without rebuilding them yet (embedded)."""
+        if self._directory is None:
+            return set()
+        try:
+            return set(json.loads(self._pending_path(namespace).read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            return set()
+
+    def _note_rebuild(self, namespace: str, kinds: set[str]) -> None:
+        path = self._pending_path(namespace)
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(sorted(kinds)))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+
     def _forget_collection(self, name: str) -> None:
         with self._guard:
             self._collections.pop(name, None)
