@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import date, datetime
 from functools import partial
 from typing import Any, Literal
@@ -46,6 +47,7 @@ __all__ = [
     "forget",
     "get_memory",
     "list_memories",
+    "memory_editor",
     "update_memory",
 ]
 
@@ -212,6 +214,23 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
         if record is not None:
             return {**_item(kind, memory_id, record), "record": record.model_dump(mode="json")}
     raise UnknownMemoryError(namespace, "memory")
+
+
+@dataclass(frozen=True)
+class _Editor:
+    resources: Resources | None = None
+
+    def forget(self, namespace: str, turn_ids: list[str]) -> ForgetReport:
+        return forget(namespace, turn_ids=turn_ids, surface="tool", resources=self.resources)
+
+    def update(self, namespace: str, turn_id: str, text: str) -> ForgetReport:
+        return update_memory(namespace, turn_id, text, surface="tool", resources=self.resources)
+
+
+def memory_editor(resources: Resources | None = None) -> _Editor:
+    """The ``editor`` of ``tools.create_memory_toolkit``: its ``forget_memory`` and ``update_memory`` tools write
+    through ``forget`` and ``update_memory`` (audited as surface ``tool``)."""
+    return _Editor(resources)
 
 
 async def aforget(namespace: str, **kwargs: Any) -> ForgetReport:

@@ -26,6 +26,7 @@ from logicmap.tools.events import (
     create_search_events_tool,
     create_topic_events_tool,
 )
+from logicmap.tools.forget import MemoryEditor, create_forget_memory_tool, create_update_memory_tool
 from logicmap.tools.mragent import (
     create_query_conversation_time_tool,
     create_query_event_context_tool,
@@ -39,12 +40,14 @@ from logicmap.tools.remember import SessionIngester, create_remember_tool
 __all__ = [
     "EVENT_TOOLS",
     "MRAGENT_TOOLS",
+    "MemoryEditor",
     "MemoryToolConfigError",
     "SessionIngester",
     "ToolArgumentError",
     "ToolNamespaceError",
     "ToolNamespaceRequiredError",
     "create_events_in_time_range_tool",
+    "create_forget_memory_tool",
     "create_get_event_tool",
     "create_get_neighbors_tool",
     "create_memory_toolkit",
@@ -57,6 +60,7 @@ __all__ = [
     "create_remember_tool",
     "create_search_events_tool",
     "create_topic_events_tool",
+    "create_update_memory_tool",
 ]
 
 EVENT_TOOLS = ("search_events", "get_event", "get_neighbors", "events_in_time_range", "topic_events")
@@ -78,6 +82,7 @@ def create_memory_toolkit(
     k: int = 5,
     ingest: SessionIngester | None = None,
     include: Sequence[str] | None = None,
+    editor: MemoryEditor | None = None,
 ) -> list[BaseTool]:
     """The memory tools for one namespace: the event tools, MRAgent's operators, and ``remember`` when an
     ``ingest`` callable is given. ``include`` keeps only the named tools.
@@ -86,7 +91,8 @@ def create_memory_toolkit(
     ``config["configurable"]`` (``None``: ``configurable["namespace"]``); a call that names none raises
     ``ToolNamespaceRequiredError``. With ``ingest`` (writes allowed) a brand-new namespace works: reads find
     nothing until ``remember`` stores something. Without it an unknown namespace raises ``ToolNamespaceError``
-    (a ``MemoryToolConfigError``), when the toolkit is built for a fixed name, else on the call.
+    (a ``MemoryToolConfigError``), when the toolkit is built for a fixed name, else on the call. With ``editor``
+    (``graphs.forget.memory_editor``) as well, ``forget_memory`` and ``update_memory`` write to the same namespace.
     """
     common: dict[str, Any] = {"store": store, "require_namespace": ingest is None}
     tools: list[BaseTool] = [
@@ -104,6 +110,10 @@ def create_memory_toolkit(
     ]
     if ingest is not None:
         tools.append(create_remember_tool(namespace, ingest=ingest))
+    if editor is not None:
+        if ingest is None:
+            raise MemoryToolConfigError("forget_memory and update_memory write: give ingest too (writes allowed)")
+        tools += [create_forget_memory_tool(namespace, editor=editor), create_update_memory_tool(namespace, editor=editor)]
     if include is not None:
         wanted = set(include)
         unknown = wanted - {t.name for t in tools}

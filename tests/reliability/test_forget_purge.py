@@ -170,3 +170,25 @@ def test_the_command_line_lifecycle(memory: Resources, capsys: pytest.CaptureFix
     assert main([*base, "forget", "-n", "acme"]) == 2
     assert main([*base, "delete-namespace", "-n", "acme"]) == 0
     assert main([*base, "namespaces"]) == 0 and capsys.readouterr().out.split()[-1] == "acme.bob"
+
+
+def test_the_forgetting_tools_write_only_to_the_runs_namespace(memory: Resources) -> None:
+    from logicmap.graphs.chatbot import session_ingester
+    from logicmap.graphs.forget import memory_editor
+    from logicmap.tools import MemoryToolConfigError, create_memory_toolkit
+
+    store, ingest, editor = memory.store, session_ingester(memory, policy="heuristic"), memory_editor(memory)
+    assert "forget_memory" not in {t.name for t in create_memory_toolkit("acme", store=store, ingest=ingest)}
+    with pytest.raises(MemoryToolConfigError):
+        create_memory_toolkit("acme", store=store, editor=editor)
+    bob = {t.name: t for t in create_memory_toolkit("acme.bob", store=store, ingest=ingest, editor=editor)}
+    foreign = bob["forget_memory"].invoke({"turn_ids": ["D99:2"]})
+    unknown = bob["forget_memory"].invoke({"turn_ids": ["D404:1"]})
+    assert foreign == unknown and "acme.bob" in foreign and "D99" not in foreign
+    acme = {t.name: t for t in create_memory_toolkit("acme", store=store, ingest=ingest, editor=editor)}
+    assert "Forgot 1 turn" in acme["forget_memory"].invoke({"turn_ids": ["D99:2"]})
+    assert "Updated turn D99:1" in acme["update_memory"].invoke({"turn_id": "D99:1", "text": "I got a locker."})
+    snap = store.snapshot("acme")
+    assert "D99:2" not in snap.turns and snap.turns["D99:1"].text == "I got a locker."
+    assert [a.surface for a in snap.manifest.forgets] == ["tool", "tool"]
+    assert store.snapshot("acme.bob").generation == store.manifest("acme.bob").generation == 5  # bob untouched
