@@ -4,6 +4,7 @@ namespace and every other tenant read exactly as before."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from logicmap.graphs.forget import (
     UnknownMemoryError,
+    aget_memory,
+    alist_memories,
     delete_namespace,
     forget,
     get_memory,
@@ -141,6 +144,8 @@ def test_delete_namespace_deletes_only_the_one_named(memory: Resources) -> None:
 def test_list_get_and_update(memory: Resources) -> None:
     page = list_memories("acme", kind="turns", limit=5, resources=memory)
     assert len(page.items) == 5 and page.next_cursor == "5"
+    assert asyncio.run(alist_memories("acme", kind="turns", limit=5, resources=memory)) == page
+    assert asyncio.run(aget_memory("acme", "D99:1", resources=memory)) == get_memory("acme", "D99:1", resources=memory)
     rest = list_memories("acme", kind="turns", limit=1000, cursor=page.next_cursor, resources=memory)
     assert rest.next_cursor is None and len(page.items) + len(rest.items) == len(memory.store.snapshot("acme").turns)
     assert get_memory("acme", "D99:2", resources=memory)["text"].endswith("do not tell anyone.")
