@@ -101,6 +101,9 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         store.require_namespace(namespace)
         snap = store.snapshot(namespace)
         chosen = choose(snap)
+        if not chosen:  # a date before every turn: nothing to forget, nothing committed
+            return ForgetReport(namespace=namespace, generation=snap.generation, notes=["no turn matched"],
+                                wall_time_s=time.perf_counter() - started)
         replaced = dict(replace or {})
         plan = plan_forget(snap, chosen, replaced=list(replaced))
         new_turns = [snap.turns[t].model_copy(update={"text": text}) for t, text in replaced.items()]

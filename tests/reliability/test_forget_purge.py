@@ -172,6 +172,7 @@ def test_the_command_line_lifecycle(memory: Resources, capsys: pytest.CaptureFix
     audit = json.loads(capsys.readouterr().out)["forgets"]
     assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("cli", 1, True)]
     assert main([*base, "forget", "-n", "acme", "--before", "2000-01-01"]) == 0  # nothing that old: nothing goes
+    assert "nothing" in capsys.readouterr().out and len(memory.store.snapshot("acme").manifest.forgets) == 1
     assert main([*base, "forget", "-n", "acme"]) == 2
     assert main([*base, "delete-namespace", "-n", "acme"]) == 0
     assert main([*base, "namespaces"]) == 0 and capsys.readouterr().out.split()[-1] == "acme.bob"
