@@ -28,6 +28,7 @@ COMMIT_LOCK_ID = "commit-lock"
 COMMIT_LOCK_LEASE_S = 120.0  # a writer that died holding the lock blocks others at most this long
 COMMIT_LOCK_WAIT_S = 300.0
 MANIFEST_ID = "manifest"  # the latest committed manifest (a hint: readers follow next@ links past it)
+PURGED_ID = "purged"  # the generation of the namespace's last purge (readers older than it read whole again)
 _MAX_CLAIMS = 10_000
 # A record's JSON travels in this metadata key, not as a Chroma document: Chroma indexes every document for
 # full-text search (trigrams), which made writing a record cost about twice as much, for a search nothing

@@ -32,6 +32,7 @@ from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.store.commits import CommitProtocol
 from logicmap.memory.store.core import _HNSW, PURGE_SUFFIX, store_call
 from logicmap.memory.store.errors import UnknownNamespaceError
+from logicmap.memory.store.generations import _PLACEHOLDER, PURGED_ID
 from logicmap.memory.store.snapshots import SnapshotCache
 
 __all__ = ["PurgeReport", "StorePurge"]
@@ -62,6 +63,10 @@ class StorePurge(CommitProtocol, SnapshotCache):
             self._drop_snapshot_file(namespace)
             report = PurgeReport(namespace=namespace, generation=manifest.generation)
             void = set(manifest.void)
+            # First: a reader holding an older snapshot must not advance it by deltas over removed retirements.
+            self._collection(namespace, "meta").upsert(
+                ids=[PURGED_ID], embeddings=[_PLACEHOLDER], documents=[""],
+                metadatas=[{"kind": "purged", "generation": manifest.generation}])
             pending = self._pending_rebuilds(namespace)
             for kind in RECORD_KINDS:
                 if self._directory is not None:  # noted first: a purge killed after the delete still rebuilds it

@@ -25,7 +25,7 @@ from logicmap.memory.snapshot_file import (
     write_snapshot_file,
 )
 from logicmap.memory.store.core import StoreCore, store_call
-from logicmap.memory.store.generations import _RECORD, _shown, _visible
+from logicmap.memory.store.generations import _RECORD, PURGED_ID, _shown, _visible
 from logicmap.memory.store.model import Manifest, NamespaceSnapshot
 
 __all__ = ["SnapshotCache"]
@@ -72,7 +72,8 @@ class SnapshotCache(StoreCore):
             self._verified[namespace] = commits
             return cached
         with gc_paused():
-            if cached is not None and 0 < cached.manifest.generation < manifest.generation:
+            if cached is not None and 0 < cached.manifest.generation < manifest.generation and not self._purged_since(
+                    namespace, cached.manifest.generation):
                 snap = self._advance(cached, manifest)
                 self._since_file[namespace] = self._since_file.get(namespace, 0) + self._delta_size(cached, snap)
             else:
@@ -85,6 +86,12 @@ class SnapshotCache(StoreCore):
         self._verified[namespace] = commits
         self._persist(snap)
         return snap
+
+    def _purged_since(self, namespace: str, generation: int) -> bool:
+        """Whether a purge removed retired versions after ``generation``: a delta read from there would miss the
+        retirements it removed, so the namespace is read whole (``purge``)."""
+        got = self._collection(namespace, "meta").get(ids=[PURGED_ID], include=["metadatas"])
+        return bool(got["ids"]) and int(got["metadatas"][0].get("generation", 0)) > generation
 
     def _read_whole(self, manifest: Manifest) -> NamespaceSnapshot:
         snap = NamespaceSnapshot(namespace=manifest.namespace, manifest=manifest)

@@ -198,3 +198,13 @@ def test_the_forgetting_tools_write_only_to_the_runs_namespace(memory: Resources
     assert "D99:2" not in snap.turns and snap.turns["D99:1"].text == "I got a locker."
     assert [a.surface for a in snap.manifest.forgets] == ["tool", "tool"]
     assert store.snapshot("acme.bob").generation == store.manifest("acme.bob").generation == 5  # bob untouched
+
+
+def test_a_store_holding_an_older_snapshot_reads_the_purge_whole(memory: Resources) -> None:
+    other = make_resources(Path(memory.settings.data_dir))  # a second store object of the same process
+    try:
+        assert "D99:2" in other.store.snapshot("acme").turns
+        forget("acme", turn_ids=["D99:2"], purge=True, resources=memory)
+        assert other.store.snapshot("acme").fingerprint() == memory.store.snapshot("acme").fingerprint()
+    finally:
+        other.store.close()
