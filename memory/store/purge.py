@@ -110,6 +110,8 @@ class StorePurge(CommitProtocol, SnapshotCache):
                 if not (self.settings.chroma_host and name.endswith("-meta")):
                     self._forget_collection(name)
             self._registry().delete(ids=[namespace])
+            if self._directory is not None:
+                self._pending_path(namespace).unlink(missing_ok=True)
             self._snapshots.pop(namespace, None)
             self._verified.pop(namespace, None)
             self._since_file.pop(namespace, None)
