@@ -395,9 +395,14 @@ def _add_backup_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_import)
 
 
+def _add_stored_memory_commands(sub: Any) -> None:
+    """export and import, then forget, delete-namespace, list and get."""
+    _add_backup_commands(sub)
+    _add_lifecycle_commands(sub)
+
+
 def add_core_commands(sub: Any) -> None:
-    """The memory commands: ingest, ask, graph, stats, namespaces, export, import, forget, delete-namespace, list, get,
-    local-llm, chat, facts."""
+    """The memory commands: ingest, ask, graph, stats, namespaces, backups, the memory lifecycle, local-llm, chat."""
     p = sub.add_parser("ingest", help="ingest a LoCoMo / LongMemEval / JSONL conversation file")
     p.add_argument("file")
     p.add_argument("--namespace", "-n", required=True)
@@ -433,8 +438,7 @@ def add_core_commands(sub: Any) -> None:
     p = sub.add_parser("namespaces", help="list namespaces with committed memory")
     p.set_defaults(func=cmd_namespaces)
 
-    _add_backup_commands(sub)
-    _add_lifecycle_commands(sub)
+    _add_stored_memory_commands(sub)
 
     p = sub.add_parser("local-llm", help="serve SmolLM2-135M (llama.cpp, OpenAI-compatible) on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
