@@ -46,6 +46,7 @@ demo: install
 	else echo "== offline model unavailable: no-LLM demo only"; $(BIN)/logicmap demo; fi
 
 test: install llm-venv
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
 test-unit: install
