@@ -47,6 +47,7 @@ demo: install
 
 test: install llm-venv
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 test-unit: install
@@ -54,6 +55,7 @@ test-unit: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 local-llm: install llm-venv
 	$(BIN)/logicmap local-llm
