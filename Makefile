@@ -46,6 +46,8 @@ demo: install
 	else echo "== offline model unavailable: no-LLM demo only"; $(BIN)/logicmap demo; fi
 
 test: install llm-venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 test-unit: install
@@ -53,6 +55,7 @@ test-unit: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 local-llm: install llm-venv
 	$(BIN)/logicmap local-llm
