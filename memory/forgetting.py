@@ -222,9 +222,10 @@ def forget_change(
     for kind, records in plan.rewritten.items():
         values = list(topics.values()) if kind == "topics" else list(records.values())
         getattr(change, kind).extend(values)
-        if BY_FIELD[kind].vector_field is not None:
-            table = getattr(snap, BY_FIELD[kind].vector_field)
-            getattr(change, BY_FIELD[kind].vector_field).extend(
+        vector_field = BY_FIELD[kind].vector_field
+        if vector_field is not None:
+            table = getattr(snap, vector_field)
+            getattr(change, vector_field).extend(
                 [np.asarray(table[rid], dtype=np.float32).tolist() for rid in records])
     change.retire = {kind: sorted(ids) for kind, ids in plan.retire.items() if ids}
     change.forget = ForgetAudit(

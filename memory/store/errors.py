@@ -74,7 +74,7 @@ class UnknownMemoryError(KeyError):
         super().__init__(f"namespace {namespace!r} holds no such {what}; nothing was changed")
 
     def __str__(self) -> str:
-        return self.args[0]
+        return str(self.args[0])
 
 
 class TurnIdConflictError(ValueError):

@@ -47,8 +47,8 @@ class PurgeReport(BaseModel):
     generation: int
     versions_removed: dict[str, int] = Field(default_factory=dict, description="kind -> dead versions deleted")
     collections_rebuilt: int = 0
-    compacted: bool = Field(False, description="whether the SQLite file was compacted (embedded mode)")
-    limits: str | None = Field(None, description="what this mode cannot guarantee (server mode)")
+    compacted: bool = Field(default=False, description="whether the SQLite file was compacted (embedded mode)")
+    limits: str | None = Field(default=None, description="what this mode cannot guarantee (server mode)")
 
 
 class StorePurge(CommitProtocol, SnapshotCache):
