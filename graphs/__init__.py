@@ -17,8 +17,10 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 | MRAgent | ``reconstruct``, ``chatbot`` | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn |
 | baselines | ``baselines`` | dense and BM25 top-k over turns |
 
-Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategies``
-(one ``answer()`` over every strategy), ``tracing`` (LangSmith run names, tags, metadata), ``visualize``
+Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategy`` (the
+``Strategy`` record, the shared ``QuestionInput``/``AnswerOutput``/``StrategyContext``/``StrategyState`` schemas and
+the one runner of a strategy graph), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every
+strategy), ``tracing`` (LangSmith run names, tags, metadata), ``visualize``
 (``logicmap graph``), ``cli`` (the core commands).
 """
 

@@ -132,8 +132,7 @@ log = logging.getLogger(__name__)
 TurnIngest = Callable[[Session, str, str], Any]
 """Stores a finished chat turn: ``store_turn(session, namespace, policy) -> report`` (``ChatContext.store_turn``)."""
 
-StrategyName = Literal["reconstruct", "compass", "rerank", "goalmem", "real", "forward_reformulate", "forward_reflect",
-                       "forward_react", "dense", "bm25", "r2"]  # fmt: skip
+StrategyName = Literal[tuple(STRATEGIES)]  # type: ignore[valid-type]  # the registry's names, known at import
 """The recall strategies (``graphs.strategies.STRATEGIES``), a choice list in Studio's form."""
 
 NOTHING_RECALLED = "I don't have anything in memory about that yet."

@@ -20,6 +20,7 @@ from typing import Any
 
 from logicmap.agents.provider import ProviderError
 from logicmap.graphs.resources import Resources
+from logicmap.graphs.strategies import STRATEGIES
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.deadline import RunDeadlineExceeded
 from logicmap.memory.graph import EventGraph
@@ -27,6 +28,8 @@ from logicmap.memory.loaders import DataFormatError, load_conversations
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import GenerationConflict, StoreError, UnknownNamespaceError
 from logicmap.memory.text import printable, printable_json
+
+_STRATEGY_NAMES = ", ".join(STRATEGIES)  # the registry's, for the --strategy help
 
 __all__ = [
     "add_core_commands",
@@ -329,7 +332,7 @@ def add_core_commands(sub: Any) -> None:
     p = sub.add_parser("ask", help="answer a question from a namespace's memory")
     p.add_argument("question")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--strategy", "-s", default="compass")
+    p.add_argument("--strategy", "-s", default="compass", help="answering strategy: " + _STRATEGY_NAMES)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--backbone", help="retrieval backbone (goalmem): bm25, dense, events")
     p.add_argument("--json", action="store_true", help="print the typed result as JSON")
@@ -360,7 +363,7 @@ def add_core_commands(sub: Any) -> None:
 
     p = sub.add_parser("chat", help="chat with long-term memory (/evidence shows what was recalled, /quit ends)")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--strategy", "-s", default="reconstruct", help="recall strategy: reconstruct, compass, goalmem, dense...")
+    p.add_argument("--strategy", "-s", default="reconstruct", help="recall strategy: " + _STRATEGY_NAMES)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--user", default="user", help="the speaker name your turns are stored under")
     p.set_defaults(func=cmd_chat)

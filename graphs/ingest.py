@@ -39,17 +39,14 @@ from logicmap.graphs import ingest_cues, ingest_facts, ingest_r2
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
     default_resources,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
     server_readable_path,
     with_resources,
 )
+from logicmap.graphs.strategy import StrategyContext
 from logicmap.graphs.tracing import run_config, traced_graph
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.graph import EventGraph
@@ -122,10 +119,9 @@ class ContinuationError(NamespaceSourceError):
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class IngestContext:
+class IngestContext(StrategyContext):
     """Per-run settings of the ingest graph (shown as a form in Studio)."""
 
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     merge_threshold: float = 0.9
     """A new event at least this similar to a stored one goes to the coreference judge (merge, link or add)."""
     topic_delta: float = 0.9
@@ -148,13 +144,11 @@ class IngestContext:
     """Allow new sessions into a namespace that holds sessions none of which this input repeats (the operator
     vouches that it continues that conversation; CLI --append). Never into a namespace another conversation
     created."""
-    namespace: str | None = namespace_field()
     source: SkipJsonSchema[str | None] = None
     """Who writes (Python callers only): recorded as the namespace's source when this run creates it; default
     the file's conversation (``conversation_source``), else 'api'."""
     exclusive: SkipJsonSchema[bool] = False
     """Refuse a namespace another source created (Python callers only; multi-conversation files)."""
-    resources: ResourcesField = resources_field()
 
 
 class SessionReport(BaseModel):
