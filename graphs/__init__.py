@@ -9,7 +9,7 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 
 | method | graph module | control flow |
 | --- | --- | --- |
-| ingest | ``ingest`` (+ ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
+| ingest | ``ingest`` (+ ``ingest_nodes``, ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
 | CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
 | graph-feature reranker | ``rerank`` | rank (every turn scored on event-graph features) -> respond from the best ``context_turns`` |
 | Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
