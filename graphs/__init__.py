@@ -20,8 +20,8 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategy`` (the
 ``Strategy`` record, the shared ``QuestionInput``/``AnswerOutput``/``StrategyContext``/``StrategyState`` schemas and
 the one runner of a strategy graph), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every
-strategy), ``tracing`` (LangSmith run names, tags, metadata), ``visualize``
-(``logicmap graph``), ``cli`` (the core commands).
+strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
+metadata), ``visualize`` (``logicmap graph``), ``cli`` (the core commands).
 """
 
 __all__: list[str] = []

@@ -16,20 +16,17 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from logicmap.agents.provider import ProviderError
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import STRATEGIES
-from logicmap.memory.config import LogicMapSettings
-from logicmap.memory.deadline import RunDeadlineExceeded
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import DataFormatError, load_conversations
-from logicmap.memory.records import validate_namespace
-from logicmap.memory.store import GenerationConflict, StoreError, UnknownNamespaceError
+from logicmap.graphs.strategy_names import STRATEGY_NAMES
 from logicmap.memory.text import printable, printable_json
 
-_STRATEGY_NAMES = ", ".join(STRATEGIES)  # the registry's, for the --strategy help
+if TYPE_CHECKING:
+    from logicmap.graphs.resources import Resources
+
+# The parser imports nothing heavy (``logicmap --help`` starts in well under a second): each command imports
+# what it runs on (the store, the models, networkx) when it runs.
+_STRATEGY_NAMES = ", ".join(STRATEGY_NAMES)  # the registry's names, for the --strategy help
 
 __all__ = [
     "add_core_commands",
@@ -45,6 +42,9 @@ __all__ = [
 
 def resources_from_args(args: argparse.Namespace) -> Resources:
     """The resources a command runs on: the settings, with ``--data-dir`` and ``--embeddings`` applied."""
+    from logicmap.graphs.resources import Resources
+    from logicmap.memory.config import LogicMapSettings
+
     overrides: dict[str, Any] = {}
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = Path(args.data_dir)
@@ -77,6 +77,7 @@ def output_path(value: str | Path, what: str) -> Path:
 
 def cmd_ingest(args: argparse.Namespace) -> int:
     from logicmap.graphs.ingest import file_namespaces, ingest_conversation
+    from logicmap.memory.loaders import load_conversations
 
     resources = resources_from_args(args)
     conversations = load_conversations(args.file)
@@ -132,6 +133,8 @@ def fallback_summary(manifest: Any) -> dict[str, Any]:
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
+    from logicmap.memory.graph import EventGraph
+
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
     snapshot = resources.store.snapshot(args.namespace)
@@ -143,6 +146,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     from logicmap.graphs.visualize import write_event_graph
+    from logicmap.memory.graph import EventGraph
 
     out = output_path(args.out or f"{args.namespace}-graph.html", "graph --out")
     resources = resources_from_args(args)
@@ -202,6 +206,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
 def cmd_namespaces(args: argparse.Namespace) -> int:
     """An operator's listing of every tenant (request errors never list them)."""
+    from logicmap.memory.records import validate_namespace
+
     for ns in resources_from_args(args).store.namespaces():
         print(validate_namespace(ns))  # the store lists valid names only: none can break or forge a line
     return 0
@@ -396,6 +402,11 @@ _UNCOMMITTED_NOTE = {"ingest": "the session in progress was not committed; re-ru
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` with ``parser`` and run the chosen command; errors the user can fix exit 2 with one line."""
     args = parser.parse_args(argv)
+    from logicmap.agents.provider import ProviderError
+    from logicmap.memory.deadline import RunDeadlineExceeded
+    from logicmap.memory.loaders import DataFormatError
+    from logicmap.memory.store import GenerationConflict, StoreError, UnknownNamespaceError
+
     try:
         return int(args.func(args) or 0)
     except (DataFormatError, UnknownNamespaceError, StoreError, ValueError) as exc:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.session_analyst import SessionLayers
 from logicmap.agents.windowing import ContextBudget
+from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.loaders import Session
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
@@ -66,6 +67,16 @@ class Enrichment(BaseModel):
     kind: str = Field("facts", description="Which enricher made it: one of ENRICHERS.")
 
 
+# The record kinds (and their vectors) an enricher can add, in registry order: the fields ``Enrichment`` shares with
+# ``ChangeSet``.
+_ENRICHED_FIELDS = tuple(
+    name
+    for kind in RECORD_KINDS
+    for name in (kind.field, kind.vector_field)
+    if name is not None and name in Enrichment.model_fields
+)
+
+
 def add_enrichments(left: list[Enrichment] | None, right: list[Enrichment] | None) -> list[Enrichment]:
     """LangGraph reducer: the parallel enrichers' results add up; ``None`` clears them for a new session."""
     if right is None:
@@ -78,18 +89,10 @@ def apply_enrichment(change: ChangeSet, enrichment: Enrichment) -> ChangeSet:
     retire = {k: list(v) for k, v in change.retire.items()}
     for kind, ids in enrichment.retire.items():
         retire.setdefault(kind, []).extend(i for i in ids if i not in retire.get(kind, []))
-    return change.model_copy(
-        update={
-            "facts": [*change.facts, *enrichment.facts],
-            "fact_vectors": [*change.fact_vectors, *enrichment.fact_vectors],
-            "cues": [*change.cues, *enrichment.cues],
-            "cue_vectors": [*change.cue_vectors, *enrichment.cue_vectors],
-            "tags": [*change.tags, *enrichment.tags],
-            "r2_facts": [*change.r2_facts, *enrichment.r2_facts],
-            "r2_fact_vectors": [*change.r2_fact_vectors, *enrichment.r2_fact_vectors],
-            "retire": retire,
-        }
-    )
+    update: dict[str, Any] = {"retire": retire}
+    for name in _ENRICHED_FIELDS:
+        update[name] = [*getattr(change, name), *getattr(enrichment, name)]
+    return change.model_copy(update=update)
 
 
 def capped_turn_notes(turns: list[Turn], role: str) -> list[str]:

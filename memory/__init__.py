@@ -9,7 +9,8 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | module | owns |
 | --- | --- |
 | ``records`` | the pydantic records: turn, event, relation, topic, fact, cue, tag; ids and namespace validation |
-| ``store`` | Chroma storage, generations and manifests, commit lock, snapshots |
+| ``store`` | a package: ``MemoryStore`` over Chroma; its rooms are ``process`` (the directory lock), ``health`` (damaged stores), ``core``, ``generations`` and ``commits`` (the commit protocol), ``snapshots`` (the snapshot cache), ``queries``, ``model`` and ``errors`` |
+| ``kinds`` | the registry of record kinds: each kind's record class, change-set and vector fields, id, and the records it derives from |
 | ``snapshot_file`` | vector tables and the persisted per-namespace snapshot cache (checked, rebuilt when stale) |
 | ``backup`` | a namespace exported to a checksummed JSONL file and restored into an empty namespace in one commit |
 | ``graph`` | ``EventGraph``: a snapshot's events and relations as compact arrays, with a ``networkx.MultiDiGraph`` view |

@@ -10,11 +10,11 @@ Format ``logicmap-namespace`` version 1, UTF-8, every line a JSON object ending 
   length, null when there is none), ``manifest`` (the namespace's manifest: sessions, topic steps...),
   ``counts`` (records per kind), ``exported_at``, ``body_sha256`` (SHA-256 of every byte after the
   header line) and ``header_sha256`` (SHA-256 of the header's canonical JSON without this field);
-- then ``{"kind": K, "record": {...}}`` per record, kinds in the order turn, event, relation, topic,
-  fact, cue, tag, r2_fact (Memory-R2's managed facts; a file without them counts none); turns, events,
-  facts, cues and r2_facts carry ``"vector"``: their embedding as little-endian
-  float32, base64, so a restored namespace answers queries exactly as the original (a topic's
-  centroid is part of its record).
+- then ``{"kind": K, "record": {...}}`` per record, kinds (``RecordKind.name``) in the order of
+  ``memory.kinds.RECORD_KINDS``: turn, event, relation, topic, fact, cue, tag, r2_fact (Memory-R2's
+  managed facts; a file without them counts none); a kind with a ``vector_field`` carries ``"vector"``
+  (turns, events, facts, cues, Memory-R2 facts): its embedding as little-endian float32, base64, so a
+  restored namespace answers queries exactly as the original (a topic's centroid is part of its record).
 """
 
 from __future__ import annotations
@@ -40,8 +40,8 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ValidationError
 
 from logicmap.memory.contention import commit_with_backoff
-from logicmap.memory.r2 import FactRecord
-from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn, validate_namespace
+from logicmap.memory.kinds import BY_NAME, RECORD_KINDS
+from logicmap.memory.records import Topic, validate_namespace
 from logicmap.memory.store import (
     MAX_GENERATION,
     ChangeSet,
@@ -79,18 +79,8 @@ MAX_NORM = 1e18  # a vector whose squared norm overflows float32 cannot be compa
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: phase ``export``, ``read`` or ``commit``."""
 
-# kind in the file -> (snapshot attribute, record model, snapshot vectors attribute or None)
-_KINDS: dict[str, tuple[str, type[BaseModel], str | None]] = {
-    "turn": ("turns", Turn, "turn_vectors"),
-    "event": ("events", Event, "event_vectors"),
-    "relation": ("relations", Relation, None),
-    "topic": ("topics", Topic, None),
-    "fact": ("facts", Fact, "fact_vectors"),
-    "cue": ("cues", Cue, "cue_vectors"),
-    "tag": ("tags", Tag, None),
-    "r2_fact": ("r2_facts", FactRecord, "r2_fact_vectors"),
-}
-_OPTIONAL_KINDS = {"r2_fact"}  # kinds added after version 1 was written: older files do not count them
+_KINDS = tuple(BY_NAME)  # a line's kind, in file order
+_OPTIONAL_KINDS = {kind.name for kind in RECORD_KINDS if kind.optional_in_backup}  # older files do not count them
 _HEADER_FIELDS = ("format", "version", "logicmap", "namespace", "generation", "embedder", "dimension", "manifest",
                   "counts", "exported_at", "body_sha256", "header_sha256")  # fmt: skip
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -159,18 +149,18 @@ def _encode_vector(vector: np.ndarray) -> str:
 
 
 def _body_lines(snap: NamespaceSnapshot) -> Iterator[tuple[str, bytes]]:
-    for kind, (attr, _, vector_attr) in _KINDS.items():
-        vectors = getattr(snap, vector_attr) if vector_attr else {}
-        for rid, record in getattr(snap, attr).items():
-            line: dict[str, Any] = {"kind": kind, "record": record.model_dump(mode="json")}
-            if vector_attr:
+    for kind in RECORD_KINDS:
+        vectors = getattr(snap, kind.vector_field) if kind.vector_field else {}
+        for rid, record in getattr(snap, kind.field).items():
+            line: dict[str, Any] = {"kind": kind.name, "record": record.model_dump(mode="json")}
+            if kind.vector_field:
                 line["vector"] = _encode_vector(vectors[rid])
-            yield kind, _canonical(line) + b"\n"
+            yield kind.name, _canonical(line) + b"\n"
 
 
 def _dimension(snap: NamespaceSnapshot) -> int | None:
-    for _, _, vector_attr in _KINDS.values():
-        for vector in (getattr(snap, vector_attr) if vector_attr else {}).values():
+    for kind in RECORD_KINDS:
+        for vector in (getattr(snap, kind.vector_field) if kind.vector_field else {}).values():
             return int(len(vector))
     for topic in snap.topics.values():
         return len(topic.centroid)
@@ -197,8 +187,8 @@ def export_namespace(
     started = time.perf_counter()
     store.require_namespace(namespace)
     snap = store.snapshot(namespace)
-    total = sum(len(getattr(snap, attr)) for attr, _, _ in _KINDS.values())
-    counts = {kind: len(getattr(snap, attr)) for kind, (attr, _, _) in _KINDS.items()}
+    counts = {kind.name: len(getattr(snap, kind.field)) for kind in RECORD_KINDS}
+    total = sum(counts.values())
     digest = hashlib.sha256()
     with tempfile.TemporaryFile() as body:
         for done, (_, line) in enumerate(_body_lines(snap), start=1):
@@ -434,7 +424,7 @@ def _read_record(reader: _Reader, line: dict[str, Any], backup: Backup) -> None:
     kind = line.get("kind")
     if kind not in _KINDS:
         raise reader.error("kind", f"{str(kind)[:40]!r} is not a record kind ({', '.join(_KINDS)})")
-    _, model, vector_attr = _KINDS[kind]
+    model, vector_attr = BY_NAME[kind].model, BY_NAME[kind].vector_field
     allowed = {"kind", "record", "vector"} if vector_attr else {"kind", "record"}
     unknown = sorted(set(line) - allowed)
     if unknown:
@@ -461,7 +451,7 @@ def _read_record(reader: _Reader, line: dict[str, Any], backup: Backup) -> None:
 
 
 def _check_identity(reader: _Reader, kind: str, record: Any, backup: Backup) -> None:
-    id_field = "dia_id" if kind == "turn" else "id"
+    id_field = BY_NAME[kind].id_field
     rid = getattr(record, id_field)
     problem = _identifier_problem(rid)
     if problem is not None:
@@ -474,7 +464,7 @@ def _check_identity(reader: _Reader, kind: str, record: Any, backup: Backup) -> 
     if first != reader.line:
         raise reader.error(f"record.{id_field}", f"{kind} {rid!r} repeats line {first}")
     session = getattr(record, "session_id", None)
-    if kind in ("turn", "event") and session not in backup.manifest.sessions:
+    if BY_NAME[kind].session_bound and session not in backup.manifest.sessions:
         raise reader.error("record.session_id", f"session {str(session)[:40]!r} is not among the manifest's sessions")
 
 
@@ -514,22 +504,11 @@ def _check_references(reader: _Reader, backup: Backup) -> None:
                 raise reader.error(f"record.{attr}", f"{target} {str(ref)[:60]!r} is not in the file",
                                    line=backup.lines[kind][rid])  # fmt: skip
 
-    for record in backup.records["event"]:
-        cited("event", record.id, "turn_ids", "turn", record.turn_ids)
-    for record in backup.records["relation"]:
-        cited("relation", record.id, "source", "event", [record.source])
-        cited("relation", record.id, "target", "event", [record.target])
-        cited("relation", record.id, "turn_ids", "turn", record.turn_ids)
-    for record in backup.records["topic"]:
-        cited("topic", record.id, "members", "event", record.members)
-    for record in backup.records["fact"]:
-        cited("fact", record.id, "turn_ids", "turn", record.turn_ids)
-    for record in backup.records["r2_fact"]:
-        cited("r2_fact", record.id, "turn_ids", "turn", list(record.turn_ids))
-    for record in backup.records["tag"]:
-        cited("tag", record.id, "cue_id", "cue", [record.cue_id])
-        if record.target_kind == "event":
-            cited("tag", record.id, "target_id", "event", [record.target_id])
+    for kind in RECORD_KINDS:
+        for record in backup.records[kind.name]:
+            for ref, ids in kind.references(record):
+                if ref.checked_in_backup:
+                    cited(kind.name, kind.record_id(record), ref.field, ref.target, ids)
 
 
 def read_backup(path: str | Path, *, progress: Progress | None = None) -> Backup:
@@ -571,13 +550,12 @@ def _change_set(backup: Backup, namespace: str) -> ChangeSet:
     def vectors(kind: str) -> list[list[float]]:
         return [v.tolist() for v in backup.vectors[kind]]
 
-    return ChangeSet(
-        namespace=namespace, base_generation=0, embedder=backup.header["embedder"],
-        turns=moved("turn"), turn_vectors=vectors("turn"), events=moved("event"), event_vectors=vectors("event"),
-        relations=moved("relation"), topics=moved("topic"), facts=moved("fact"), fact_vectors=vectors("fact"),
-        cues=moved("cue"), cue_vectors=vectors("cue"), tags=moved("tag"),
-        r2_facts=moved("r2_fact"), r2_fact_vectors=vectors("r2_fact"),
-    )  # fmt: skip
+    fields: dict[str, Any] = {}
+    for kind in RECORD_KINDS:
+        fields[kind.field] = moved(kind.name)
+        if kind.vector_field is not None:
+            fields[kind.vector_field] = vectors(kind.name)
+    return ChangeSet(namespace=namespace, base_generation=0, embedder=backup.header["embedder"], **fields)
 
 
 def _check_dimension(store: MemoryStore, embeddings: Embeddings | None, dimension: int | None, name: str) -> None:

@@ -1,6 +1,8 @@
 """LangGraph Studio entry point: ``studio/langgraph.json`` exposes every LogicMap graph to ``langgraph dev``.
 
 Run ``make studio`` from the project root; per-run settings appear as each graph's context form. See README.
+``server`` is the server's custom app (resources loaded at start, ``/logicmap/health``); ``tenant_guard`` is its
+middleware that keeps a run from overriding its assistant's tenant or using another tenant's thread.
 """
 
 __all__: list[str] = []

@@ -2,6 +2,9 @@
 
 Factories bind a namespace (a name, or a template such as ``"{user_id}"`` resolved per call from the call's
 ``config["configurable"]``) and a store; ``create_memory_toolkit`` builds the whole set.
+
+Modules: ``common`` (namespace resolution per call, argument limits, errors a model can read), ``events`` (event-graph
+search and navigation tools), ``mragent`` (MRAgent's cue / tag / content tools), ``remember`` (the write tool).
 """
 
 from __future__ import annotations

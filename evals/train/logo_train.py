@@ -59,6 +59,7 @@ from logicmap.agents.r2 import (
     messages_as_dicts,
     render_candidates,
 )
+from logicmap.evals.train.logo_cli import add_arguments
 from logicmap.evals.train.logo_grpo import (
     curriculum_horizons,
     group_advantages,
@@ -85,7 +86,6 @@ __all__ = [
     "logo_loss",
     "main",
     "manager_actions",
-    "register_train_r2",
     "run_episode",
     "smollm2_gguf_path",
     "train_logo",
@@ -906,28 +906,6 @@ def _config_from_args(args: argparse.Namespace) -> TrainConfig:
     return replace(cfg, **changes)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", choices=sorted(PRESETS), default="cpu-smoke", help="preset (default cpu-smoke)")
-    parser.add_argument(
-        "--data", action="append", help="conversation file(s) with QA (default: the synthetic update task)"
-    )
-    parser.add_argument("--out", "-o", default="reports/r2-manager", help="where the adapter and merged model go")
-    parser.add_argument(
-        "--model", help="override the preset's model: smollm2, tiny, a HF id or directory, a .gguf path"
-    )
-    parser.add_argument("--stages", help="curriculum horizons, comma-separated (presets: smoke 2,4; gpu 8,16,32)")
-    parser.add_argument("--steps-per-stage", dest="steps_per_stage", type=int)
-    parser.add_argument("--group-size", dest="group_size", type=int, help="G at both levels")
-    parser.add_argument("--learning-rate", dest="learning_rate", type=float)
-    parser.add_argument("--lora-r", dest="lora_r", type=int, help="LoRA rank (0: train every parameter)")
-    parser.add_argument("--device", help="cpu, cuda, cuda:1, ...")
-    parser.add_argument("--threads", type=int, help="torch CPU threads")
-    parser.add_argument("--seed", type=int)
-    parser.add_argument("--no-extractor", action="store_true", help="train the manager only")
-    parser.add_argument("--held-out", type=int, default=16, help="held-out synthetic conversations (0: no evaluation)")
-    parser.add_argument("--no-export", action="store_true", help="skip writing the adapter and merged model")
-
-
 def cmd_train_r2(args: argparse.Namespace) -> int:
     """Train, evaluate before/after on held-out conversations, export."""
     from logicmap.evals.train.r2_synthetic import make_update_task
@@ -990,13 +968,6 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
             encoding="utf-8",
         )
     return 0
-
-
-def register_train_r2(subparsers: Any) -> None:
-    """Add ``train-r2`` to the ``logicmap`` CLI."""
-    parser = subparsers.add_parser("train-r2", help="Memory-R2: train the memory manager with LoGo-GRPO (LoRA)")
-    add_arguments(parser)
-    parser.set_defaults(func=cmd_train_r2)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,6 +23,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, PrivateAttr
 
 from logicmap.agents.testing import ScriptedChatModel
+from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 
 __all__ = [
@@ -99,7 +100,7 @@ def memory_problems(snapshot: Any, session_turns: dict[str, list[str]] | None = 
     ns = snapshot.namespace
     turns, events = snapshot.turns, snapshot.events
     committed = set(snapshot.manifest.sessions)
-    for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags", "r2_facts"):
+    for kind in (k.field for k in RECORD_KINDS):
         for rid, record in getattr(snapshot, kind).items():
             if record.namespace != ns:
                 problems.append(f"{kind} {rid} belongs to namespace {record.namespace!r}, read from {ns!r}")
@@ -199,7 +200,7 @@ def visible_duplicates(store: Any, namespace: str) -> list[str]:
 
     generation = store.manifest(namespace).generation
     found = []
-    for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags"):
+    for kind in (k.field for k in RECORD_KINDS):
         got = store._collection(namespace, kind).get(where=_visible(generation), include=["metadatas"])  # noqa: SLF001
         rids = [m["rid"] for m in got["metadatas"]]
         found += [f"{kind}:{r}" for r in sorted({r for r in rids if rids.count(r) > 1})]
@@ -210,7 +211,7 @@ def uncommitted_versions(store: Any, namespace: str) -> int:
     """Versions written after the committed generation (a crashed or racing writer's leftovers)."""
     generation = store.manifest(namespace).generation
     return sum(len(store._collection(namespace, kind).get(where={"born": {"$gt": generation}}, include=[])["ids"])  # noqa: SLF001
-               for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags"))
+               for kind in (k.field for k in RECORD_KINDS))
 
 
 # -- garbage chat model --------------------------------------------------------------------------

@@ -106,7 +106,7 @@ class StallPlan:
         if not self.active or threading.current_thread().name != "writer-a":
             return
         # Retirement updates are left out: a stall inside one, between its fence check and its landing,
-        # is the one window the fence cannot close (documented in memory/store.py, _Fence).
+        # is the one window the fence cannot close (documented in memory/store/generations.py, _Fence).
         if name == "update":
             return
         ids = kwargs.get("ids") or []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 from pathlib import Path
@@ -215,3 +216,27 @@ def test_a_crashed_import_leaves_nothing_and_a_re_run_restores_it(
     import_namespace(store, backup_file)
     assert store.snapshot("sample").fingerprint() == ingested_sample.store.snapshot("sample").fingerprint()
     assert visible_duplicates(store, "sample") == [] and uncommitted_versions(store, "sample") == 0
+
+
+LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "backup-v1-all-kinds.jsonl"
+
+
+def test_a_backup_written_before_the_kind_registry_imports_and_exports_the_same(resources: Resources, tmp_path: Path) -> None:
+    """``backup-v1-all-kinds.jsonl`` was exported by the code before ``memory.kinds`` existed (two sessions of the sample,
+    two turns each, no-LLM ingest with the r2 memory manager, hashing embedder): every kind, r2 facts included.
+    Its ``.fingerprint.json`` is that namespace's ``NamespaceSnapshot.fingerprint()`` as the old code read it."""
+    header = json.loads(LEGACY.read_bytes().split(b"\n", 1)[0])
+    assert all(header["counts"][kind] > 0 for kind in header["counts"]) and len(header["counts"]) == 8
+    report = import_namespace(resources.store, LEGACY)
+    restored = resources.store.snapshot(report.namespace)
+    want = json.loads(LEGACY.with_suffix(".fingerprint.json").read_text())
+    assert json.loads(json.dumps(restored.fingerprint(), default=str)) == want
+    again = tmp_path / "again.jsonl"
+    export_namespace(resources.store, report.namespace, again)
+    for old, new in zip(LEGACY.read_bytes().splitlines()[1:], again.read_bytes().splitlines()[1:], strict=True):
+        old_line, new_line = json.loads(old), json.loads(new)
+        assert (new_line["kind"], new_line["record"]) == (old_line["kind"], old_line["record"])
+        if "vector" in old_line:  # Chroma may renormalise a cosine vector in float32 (a last-bit change), never more
+            decoded = [np.frombuffer(base64.b64decode(line["vector"]), dtype="<f4") for line in (old_line, new_line)]
+            assert np.allclose(*decoded, rtol=0, atol=1e-6)
+    assert json.loads(again.read_bytes().split(b"\n", 1)[0])["counts"] == header["counts"]

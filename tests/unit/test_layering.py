@@ -1,4 +1,4 @@
-"""Layering (DESIGN.md): which layer may import which, and no import cycles between modules.
+"""Layering: which layer may import which, and no import cycles between modules.
 
 Every module of the ``logicmap`` package is parsed with ``ast``; nothing is imported.
 """
@@ -17,7 +17,7 @@ import logicmap
 ROOT = Path(logicmap.__file__).resolve().parent
 PACKAGE = "logicmap"
 
-# Layer -> the layers it must not import (DESIGN.md: memory knows nothing of agents/graphs and has no LLM; agents use
+# Layer -> the layers it must not import (memory knows nothing of agents/graphs and has no LLM; agents use
 # memory and prompts; graphs compose agents; tools use memory only; evals sits on top and nothing below imports it).
 FORBIDDEN: dict[str, frozenset[str]] = {
     "memory": frozenset({"agents", "graphs", "tools", "evals", "prompts"}),
@@ -146,7 +146,7 @@ def layer_violations() -> set[tuple[str, str, int]]:
 
 def test_no_layer_imports_a_layer_above_it() -> None:
     found = {v for v in layer_violations() if (v[0], v[1]) not in KNOWN_VIOLATIONS}
-    assert not found, "layer rule broken (DESIGN.md):\n" + "\n".join(f"{a}:{n} imports {b}" for a, b, n in sorted(found))
+    assert not found, "layer rule broken:\n" + "\n".join(f"{a}:{n} imports {b}" for a, b, n in sorted(found))
 
 
 def test_the_known_violations_still_exist() -> None:

@@ -157,3 +157,31 @@ def test_the_copied_stop_words_are_scikit_learns() -> None:
     from logicmap.memory.lexicon import SKLEARN_STOP_WORDS
 
     assert frozenset(ENGLISH_STOP_WORDS) == SKLEARN_STOP_WORDS
+
+
+HEAVY_AT_START = ("torch", "chromadb", "sklearn", "scipy", "pandas", "nltk", "networkx", "transformers",
+                  "sentence_transformers", "langchain_openai", "langchain_core", "langgraph", "matplotlib")
+
+
+def test_import_logicmap_and_the_cli_parser_load_nothing_heavy() -> None:
+    found = _run(
+        "import json, sys, contextlib, io\n"
+        "import logicmap\n"
+        "bare = sorted({m.split('.')[0] for m in sys.modules})\n"
+        "from logicmap.__main__ import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['--help'])\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main(['train-r2', '--help'])\n"
+        "print(json.dumps({'bare': bare, 'help': sorted({m.split('.')[0] for m in sys.modules})}))"
+    )
+    assert not set(found["bare"]) & set(HEAVY_AT_START), found["bare"]
+    assert not set(found["help"]) & set(HEAVY_AT_START), found["help"]
+
+
+def test_the_train_r2_arguments_name_the_trainers_presets() -> None:
+    pytest.importorskip("torch")
+    from logicmap.evals.train.logo_cli import PRESET_NAMES
+    from logicmap.evals.train.logo_train import PRESETS
+
+    assert tuple(sorted(PRESETS)) == PRESET_NAMES

@@ -131,9 +131,7 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
 
 
 def test_reads_are_paged_so_large_namespaces_load_whole(resources, monkeypatch) -> None:
-    import logicmap.memory.store as store_module
-
-    monkeypatch.setattr(store_module, "_READ_PAGE", 7)
+    monkeypatch.setattr(MemoryStore, "_read_page", 7)
     turns = [Turn(namespace="big", session_id="S1", dia_id=f"D1:{i}", speaker="A", text=f"turn {i}") for i in range(30)]
     resources.store.commit(ChangeSet(namespace="big", base_generation=0, turns=turns, turn_vectors=[[1.0, float(i), 0.0] for i in range(30)]))
     resources.store._snapshots.clear()

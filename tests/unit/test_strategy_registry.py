@@ -40,3 +40,9 @@ def test_graph_strategies_share_the_base_schemas() -> None:
     assert set(get_type_hints(QuestionInput)) == {"question", "question_date"}
     assert STRATEGIES["compass"].variants == ("traversal", "similarity")
     assert STRATEGIES["goalmem"].variants == ("bm25", "dense", "events")
+
+
+def test_the_cli_names_are_the_registry() -> None:
+    from logicmap.graphs.strategy_names import STRATEGY_NAMES
+
+    assert STRATEGY_NAMES == tuple(STRATEGIES)

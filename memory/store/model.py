@@ -1,0 +1,145 @@
+"""What the store reads and writes: a namespace's ``Manifest``, a commit's ``ChangeSet``, a ``NamespaceSnapshot``.
+
+The record fields of ``ChangeSet`` and ``NamespaceSnapshot`` are those of ``memory.kinds.RECORD_KINDS`` (a test
+checks that every one is registered).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, TypeVar
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from logicmap.memory.config import LogicMapSettings
+from logicmap.memory.kinds import RECORD_KINDS
+from logicmap.memory.r2 import FactRecord
+from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
+
+__all__ = ["ChangeSet", "Manifest", "NamespaceSnapshot", "embedder_identity"]
+
+T = TypeVar("T")
+
+
+def embedder_identity(settings: LogicMapSettings) -> str:
+    """What a namespace's vectors were made with, as recorded in its manifest."""
+    if settings.embedding_provider == "hashing":
+        return "hashing"
+    if settings.embedding_provider == "minilm":
+        return "minilm:all-MiniLM-L6-v2"  # the offline model is fixed (embedding_model names OpenAI's)
+    return f"{settings.embedding_provider}:{settings.embedding_model}"
+
+
+class Manifest(BaseModel):
+    """The committed state of a namespace: its generation and its sessions."""
+
+    namespace: str
+    generation: int = 0
+    sessions: dict[str, SessionInfo] = Field(default_factory=dict)
+    topic_steps: int = 0
+    updated_at: datetime | None = None
+    void: list[int] = Field(
+        default_factory=list,
+        description="generation numbers claimed by writers that lost their lease: their versions are never visible",
+    )
+    embedder: str | None = Field(default=None, description="the embedder whose vectors this namespace holds")
+    source: str | None = Field(
+        default=None,
+        description="who created the namespace: a conversation ('locomo:<sample id>'), 'chat', 'api'; None for "
+        "a namespace older than this field until a writer that names its source commits to it",
+    )
+
+
+class ChangeSet(BaseModel):
+    """Everything one commit writes. Records listed here replace their earlier versions."""
+
+    namespace: str
+    base_generation: int
+    session: SessionInfo | None = None
+    turns: list[Turn] = Field(default_factory=list)
+    turn_vectors: list[list[float]] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list)
+    event_vectors: list[list[float]] = Field(default_factory=list)
+    relations: list[Relation] = Field(default_factory=list)
+    topics: list[Topic] = Field(default_factory=list)
+    facts: list[Fact] = Field(default_factory=list)
+    fact_vectors: list[list[float]] = Field(default_factory=list)
+    cues: list[Cue] = Field(default_factory=list)
+    cue_vectors: list[list[float]] = Field(default_factory=list)
+    tags: list[Tag] = Field(default_factory=list)
+    r2_facts: list[FactRecord] = Field(default_factory=list, description="Memory-R2 fact records the manager wrote")
+    r2_fact_vectors: list[list[float]] = Field(default_factory=list)
+    retire: dict[str, list[str]] = Field(default_factory=dict, description="kind -> ids to retire")
+    topic_steps: int | None = None
+    embedder: str | None = Field(
+        default=None, description="identity of the embedder of the vectors (default: the store's settings)"
+    )
+    source: str | None = Field(
+        default=None, description="who writes it; recorded as the namespace's source when it has none yet"
+    )
+
+
+@dataclass
+class NamespaceSnapshot:
+    """All committed records of a namespace at one generation, with their vectors.
+
+    The store gives the vectors of each kind as a ``VectorTable`` (one matrix, rows in record order); any
+    mapping of id -> vector is accepted where a snapshot is built by hand."""
+
+    namespace: str
+    manifest: Manifest
+    turns: dict[str, Turn] = field(default_factory=dict)
+    turn_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    events: dict[str, Event] = field(default_factory=dict)
+    event_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    relations: dict[str, Relation] = field(default_factory=dict)
+    topics: dict[str, Topic] = field(default_factory=dict)
+    facts: dict[str, Fact] = field(default_factory=dict)
+    fact_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    cues: dict[str, Cue] = field(default_factory=dict)
+    cue_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    tags: dict[str, Tag] = field(default_factory=dict)
+    r2_facts: dict[str, FactRecord] = field(default_factory=dict)
+    r2_fact_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
+    _derived_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+    def topic_of(self, event_id: str) -> str | None:
+        for topic in self.topics.values():
+            if event_id in topic.members:
+                return topic.id
+        return None
+
+    def derived(self, build: Callable[[NamespaceSnapshot], T]) -> T:
+        """``build(self)``, computed once per snapshot (a snapshot never changes): the one cache for what is
+        derived from committed records (the event graph, BM25 and cue indexes, the ranker's arrays).
+        The builder function itself is the key, so the value's type is the builder's return type."""
+        with self._derived_lock:
+            if build in self._derived:
+                return self._derived[build]
+        value = build(self)
+        with self._derived_lock:
+            return self._derived.setdefault(build, value)
+
+    def fingerprint(self) -> dict[str, Any]:
+        """Comparable content of the snapshot (used to prove crash recovery is exact)."""
+        def dump(records: dict[str, BaseModel]) -> dict[str, Any]:
+            return {k: v.model_dump(mode="json", exclude={"created_at"}) for k, v in sorted(records.items())}
+
+        def members(topics: dict[str, Topic]) -> dict[str, Any]:
+            # A topic's centroid is float arithmetic over its members: its members are what must be equal.
+            return {k: sorted(v.members) for k, v in sorted(topics.items())}
+
+        found: dict[str, Any] = {"generation": self.manifest.generation, "sessions": sorted(self.manifest.sessions)}
+        for kind in RECORD_KINDS:
+            records = getattr(self, kind.field)
+            found[kind.field] = members(records) if kind.model is Topic else dump(records)
+        return found
