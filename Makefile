@@ -46,6 +46,9 @@ demo: install
 	else echo "== offline model unavailable: no-LLM demo only"; $(BIN)/logicmap demo; fi
 
 test: install llm-venv
+	$(BIN)/ruff check .
+	mkdir -p .typecheck && ln -sfn "$(CURDIR)" .typecheck/logicmap
+	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
 test-unit: install
@@ -53,6 +56,8 @@ test-unit: install
 
 lint: install
 	$(BIN)/ruff check .
+	mkdir -p .typecheck && ln -sfn "$(CURDIR)" .typecheck/logicmap
+	$(BIN)/mypy
 
 local-llm: install llm-venv
 	$(BIN)/logicmap local-llm
@@ -61,4 +66,4 @@ studio: install
 	LOGICMAP_INGEST_ROOT=$(CURDIR)/data $(BIN)/langgraph dev --no-reload --no-browser --config studio/langgraph.json --host 127.0.0.1 --port $(STUDIO_PORT)
 
 clean:
-	rm -rf $(VENV) $(LLM_VENV) .logicmap reports .pytest_cache
+	rm -rf $(VENV) $(LLM_VENV) .logicmap reports .pytest_cache .typecheck .mypy_cache

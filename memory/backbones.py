@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, cast
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -119,9 +119,8 @@ class LangChainBackbone:
             dia_id = meta.get("dia_id")
             rid = str(meta.get("id") or dia_id or doc.id or f"doc-{stable_hash(doc.page_content)}")
             turn_ids = meta.get("turn_ids") or ([dia_id] if dia_id else [])
-            kind = meta.get("kind") or ("turn" if dia_id else "fact")
-            if kind not in ("turn", "event", "fact"):
-                kind = "fact"
+            found = meta.get("kind") or ("turn" if dia_id else "fact")
+            kind = cast(Literal["turn", "event", "fact"], found if found in ("turn", "event", "fact") else "fact")
             score = meta.get("score")
             hits.append(
                 Hit(
@@ -183,6 +182,6 @@ def make_backbone(
         resolved = _resolve(embeddings)
         if resolved is None:
             raise ValueError(f"the {name} backbone needs an embedder")
-        unit = "events" if name == "dense_events" else "turns"
+        unit: Literal["turns", "events"] = "events" if name == "dense_events" else "turns"
         return MemoryRetriever(store, namespace, method="dense", unit=unit, embeddings=resolved)
     raise ValueError(f"unknown backbone {spec!r}; choose one of {', '.join(BACKBONE_NAMES)} or pass a BaseRetriever")

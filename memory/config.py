@@ -88,7 +88,6 @@ class LogicMapSettings(BaseSettings):
         description="Server mode: how long a writer's commit lease lasts, so a writer that died holding it blocks "
         "the namespace's other writers at most this long.",
     )
-    default_namespace: str = "default"
 
     # The API server (studio/server.py): who names the tenant, which files ingest may read.
     server_namespace: str | None = Field(

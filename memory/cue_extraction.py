@@ -9,7 +9,7 @@ extractor's) into the ``Cue``/``Tag`` records of the layer (``memory/cues.py`` d
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -236,7 +236,7 @@ def extract_cues(text: str, *, people: Iterable[str] = ()) -> list[TextCue]:
     return found
 
 
-def _capitalized_runs(tokens: list[tuple[str, int]], text: str, people: set[str], add) -> None:  # noqa: ANN001
+def _capitalized_runs(tokens: list[tuple[str, int]], text: str, people: set[str], add: Callable[..., Any]) -> None:
     i = 0
     while i < len(tokens):
         word, start = tokens[i]
@@ -285,7 +285,7 @@ def _is_name_word(word: str, *, first: bool) -> bool:
     return bare.lower() not in _COMMON
 
 
-def _noun_phrases(tokens: list[tuple[str, int]], add) -> None:  # noqa: ANN001
+def _noun_phrases(tokens: list[tuple[str, int]], add: Callable[..., Any]) -> None:
     """The lowercase content words after a determiner or possessive: "my new flat" -> "new flat".
 
     A general grammatical pattern (no noun list): the run stops at a function word, a closed-class word,

@@ -15,7 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
@@ -39,10 +39,10 @@ def normalize(matrix: np.ndarray) -> np.ndarray:
     matrix = np.asarray(matrix, dtype=np.float32)
     if matrix.ndim == 1:
         norm = float(np.linalg.norm(matrix))
-        return matrix / norm if norm > 0 else matrix
+        return cast(np.ndarray, matrix / norm) if norm > 0 else matrix
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return matrix / norms
+    return cast(np.ndarray, matrix / norms)
 
 
 def cosine_matrix(a: Sequence[Sequence[float]] | np.ndarray, b: Sequence[Sequence[float]] | np.ndarray) -> np.ndarray:
@@ -51,7 +51,7 @@ def cosine_matrix(a: Sequence[Sequence[float]] | np.ndarray, b: Sequence[Sequenc
     b_arr = normalize(np.atleast_2d(np.asarray(b, dtype=np.float32)))
     if a_arr.size == 0 or b_arr.size == 0:
         return np.zeros((a_arr.shape[0], b_arr.shape[0]), dtype=np.float32)
-    return a_arr @ b_arr.T
+    return cast(np.ndarray, a_arr @ b_arr.T)
 
 
 class HashingEmbeddings(Embeddings):
@@ -129,14 +129,14 @@ class _NumpyBert:
     def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return (x - mean) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+        return cast(np.ndarray, (x - mean) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"])
 
     def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
         # Weights stay as stored ([out, in], mapped): BLAS reads the transpose without a copy. One 2-D
         # product over every token: numpy multiplies stacked (3-D) operands without BLAS, ten times slower.
         weight = self.w[f"{name}.weight"]
         flat = x.reshape(-1, x.shape[-1]) @ weight.T + self.w[f"{name}.bias"]
-        return flat.reshape(*x.shape[:-1], weight.shape[0])
+        return cast(np.ndarray, flat.reshape(*x.shape[:-1], weight.shape[0]))
 
     def _layer(self, x: np.ndarray, mask: np.ndarray, i: int) -> np.ndarray:
         p = f"encoder.layer.{i}"
@@ -254,7 +254,7 @@ class MiniLMEmbeddings(Embeddings):
         vectors = model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )
-        return np.asarray(vectors, dtype=np.float32).tolist()
+        return cast(list[list[float]], np.asarray(vectors, dtype=np.float32).tolist())
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]

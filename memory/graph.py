@@ -10,7 +10,7 @@ from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import networkx as nx
 import numpy as np
@@ -121,7 +121,7 @@ class EventGraph:
 
     def _build_edges(self, snapshot: NamespaceSnapshot) -> None:
         """Relations between known events, deduplicated by (source, target, label), as sorted arrays."""
-        index, labels = self._index, {}
+        index, labels = self._index, cast(dict[str, int], {})
         triples: dict[tuple[int, int, int], int] = {}
         pair_first: dict[tuple[int, int], int] = {}
         for rel in snapshot.relations.values():
@@ -198,7 +198,7 @@ class EventGraph:
         return event_id in self.events
 
     def vector(self, event_id: str) -> np.ndarray:
-        return self.matrix[self._index[event_id]]
+        return cast(np.ndarray, self.matrix[self._index[event_id]])
 
     def neighbors(self, event_id: str, relation_types: set[str] | None = None) -> list[Neighbor]:
         """Events linked to ``event_id`` in either direction, optionally only by the given labels."""
@@ -238,7 +238,7 @@ class EventGraph:
 
     def ranking(self, scores: np.ndarray) -> list[str]:
         """Event ids best first by ``scores`` (one per event, in ``ids`` order; ties keep graph order)."""
-        return self._id_array[np.argsort(-scores, kind="stable")].tolist()
+        return cast(list[str], self._id_array[np.argsort(-scores, kind="stable")].tolist())
 
     def ranked(self, scores: np.ndarray, exclude: Container[str] = frozenset()) -> Ranking:
         """``ranking(scores)`` without ``exclude``, sorted lazily (read it with ``head`` or by iterating)."""
@@ -313,7 +313,7 @@ class EventGraph:
         return [self.turns[t] for t in event.turn_ids if t in self.turns]
 
     def relation_labels(self) -> dict[str, int]:
-        counts = np.bincount(self._edges[:, 2], minlength=len(self._labels)) if len(self._edges) else []
+        counts: Any = np.bincount(self._edges[:, 2], minlength=len(self._labels)) if len(self._edges) else []
         return {label: int(n) for label, n in zip(self._labels, counts) if n}
 
     def stats(self) -> dict[str, object]:

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -157,7 +157,7 @@ def conversation_namespace(base: str, conversation_id: str) -> str:
 
 
 # -- reading a file ------------------------------------------------------------------------------
-class _DuplicateKeys(dict):
+class _DuplicateKeys(dict[str, Any]):
     """A JSON object that named a key twice (``json`` would silently keep the last value)."""
 
     duplicate: str = ""
@@ -176,7 +176,8 @@ def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _kind_name(value: Any) -> str:
     if value is None:
         return "null"
-    return {dict: "object", list: "list"}.get(type(value), type(value).__name__)
+    kinds: dict[type, str] = {dict: "object", list: "list"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def _line_column(text: str, pos: int) -> str:
@@ -304,7 +305,8 @@ class _Record:
         value = obj[key]
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
-            names = " or ".join({dict: "an object", list: "a list"}.get(k, k.__name__) for k in kinds)
+            articles: dict[type, str] = {dict: "an object", list: "a list"}
+            names = " or ".join(articles.get(k, k.__name__) for k in kinds)
             raise self.error(key, f"expected {names}, got {_kind_name(value)}")
         if isinstance(value, str):
             self.check_text(value, key)
@@ -313,7 +315,7 @@ class _Record:
         return value
 
     def text(self, obj: Any, key: str, *, required: bool = True) -> str | None:
-        return self.value(obj, key, str, required=required)
+        return cast("str | None", self.value(obj, key, str, required=required))
 
     def check_text(self, value: str, field: str) -> str:
         found = _SURROGATE.search(value)
@@ -353,7 +355,7 @@ class _Record:
         value = self.value(obj, key, (int, str), required=False)
         if isinstance(value, str):
             self.identifier(value, key, MAX_SESSION_ID, spaces=True)
-        return value
+        return cast("int | str | None", value)
 
 
 class _IdRegistry:
@@ -617,8 +619,8 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise DataFormatError(path, f"line {line} (byte {exc.start})", "-", "file is not UTF-8 text") from None
+        bad_line = raw.count(b"\n", 0, exc.start) + 1
+        raise DataFormatError(path, f"line {bad_line} (byte {exc.start})", "-", "file is not UTF-8 text") from None
     conversation_id = path.stem
     if _SURROGATE.search(conversation_id) or _CONTROL.search(conversation_id):
         raise DataFormatError(path, "file name", "-", "the file name is not usable as a conversation id")

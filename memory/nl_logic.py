@@ -21,10 +21,12 @@ constant, and parentheses without a colon are plain words.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+R = TypeVar("R")
 
 __all__ = [
     "Atom",
@@ -584,8 +586,10 @@ def parse_term(text: str) -> Term:
     return term
 
 
-def _guard(fn):  # noqa: ANN001, ANN202 - wraps pydantic errors into syntax errors the model can read
-    def wrapper(text: str, *args: Any, **kwargs: Any):  # noqa: ANN202
+def _guard(fn: Callable[..., R]) -> Callable[..., R]:
+    """Wraps pydantic errors into syntax errors the model can read."""
+
+    def wrapper(text: str, *args: Any, **kwargs: Any) -> R:
         if not isinstance(text, str):
             raise NLLogicSyntaxError(f"expected NL-Logic text, got {type(text).__name__}")
         try:
@@ -606,7 +610,7 @@ def _guard(fn):  # noqa: ANN001, ANN202 - wraps pydantic errors into syntax erro
 @_guard
 def parse_atom(text: str) -> Atom:
     """One atomic formula: ``Maya had (x:drink) at (y:cafe)``."""
-    atoms = parse_atoms(text)
+    atoms: list[Atom] = parse_atoms(text)
     if len(atoms) != 1:
         raise NLLogicSyntaxError(f"expected one atomic formula, got {len(atoms)} joined by '&' in {text!r}")
     return atoms[0]

@@ -104,11 +104,11 @@ class FactRecord(BaseModel):
     created_step: int = 0
     updated_step: int = 0
     deleted_step: int | None = None
-    deleted_by: tuple[str, ...] = Field((), description="Turns of the new fact that made it obsolete.")
+    deleted_by: tuple[str, ...] = Field(default=(), description="Turns of the new fact that made it obsolete.")
     namespace: str | None = Field(None, description="The tenant whose memory holds it (set by the memory).")
     created_in: str | None = Field(None, description="The session whose ADD wrote it (ingest).")
     updated_in: str | None = Field(None, description="The session whose UPDATE last rewrote it (ingest).")
-    deleted_in: str | None = Field(None, description="The session whose DELETE retired it (ingest).")
+    deleted_in: str | None = Field(default=None, description="The session whose DELETE retired it (ingest).")
 
     def render(self) -> str:
         turns = f" [{', '.join(self.turn_ids)}]" if self.turn_ids else ""

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any, cast
 
 import numpy as np
 
@@ -56,21 +57,21 @@ class TurnFeatures:
 
 def _standardise(x: np.ndarray) -> np.ndarray:
     spread = float(x.std())
-    return (x - x.mean()) / (spread if spread > 1e-9 else 1.0)
+    return cast(np.ndarray, (x - x.mean()) / (spread if spread > 1e-9 else 1.0))
 
 
-def _layout(snapshot: NamespaceSnapshot) -> dict:
+def _layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     """Question-independent arrays of a snapshot, built once and kept on it."""
     return snapshot.derived(_build_layout)
 
 
-def turn_layout(snapshot: NamespaceSnapshot) -> dict:
+def turn_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     """The ranker's question-independent arrays of a snapshot (``ids`` in row order, unit ``turn_matrix``,
     ``speakers``, ...), built once per snapshot."""
     return _layout(snapshot)
 
 
-def _build_layout(snapshot: NamespaceSnapshot) -> dict:
+def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     graph = EventGraph.of(snapshot)
     ids = sorted((t for t in snapshot.turns if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
     owner = graph.event_of_turn

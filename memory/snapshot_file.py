@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel, TypeAdapter
@@ -98,7 +98,7 @@ class VectorTable(Mapping[str, np.ndarray]):
         return cls(ids, np.vstack([np.asarray(vectors[i], dtype=np.float32) for i in ids]))
 
     def __getitem__(self, rid: str) -> np.ndarray:
-        return self.matrix[self._row[rid]]
+        return cast(np.ndarray, self.matrix[self._row[rid]])
 
     def __contains__(self, rid: object) -> bool:
         return rid in self._row
@@ -193,7 +193,7 @@ def write_snapshot_file(
     """Write the file atomically: a reader sees the old file or the whole new one, never a part."""
     sections: list[tuple[dict[str, Any], bytes | np.ndarray]] = []
     for kind, (model, items) in records.items():
-        body = _adapter(model).dump_json(list(items))
+        body: bytes | np.ndarray = _adapter(model).dump_json(list(items))
         sections.append(({"name": kind, "type": "records", "count": len(items)}, body))
     for kind, table in vectors.items():
         ids = json.dumps(table.ids).encode()
@@ -202,7 +202,7 @@ def write_snapshot_file(
         sections.append(({"name": kind, "type": "matrix", "shape": list(matrix.shape)}, _raw(matrix)))
     offset = 0
     for meta, body in sections:
-        meta.update(offset=offset, length=len(body), crc=zlib.crc32(body))
+        meta.update(offset=offset, length=len(body), crc=zlib.crc32(cast(bytes, body)))
         offset += len(body)
     header = json.dumps(
         {
@@ -220,7 +220,7 @@ def write_snapshot_file(
         with tmp.open("wb") as handle:
             handle.write(_MAGIC + _LENGTH.pack(len(header)) + header + _LENGTH.pack(zlib.crc32(header)))
             for _, body in sections:
-                handle.write(body)
+                handle.write(cast(bytes, body))
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -286,7 +286,7 @@ def _section_problem(meta: object, body_size: int) -> str | None:
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or meta.get("type") not in _SECTION_TYPES:
         return "not a section (name, type)"
     offset, length = meta.get("offset"), meta.get("length")
-    if not _whole(offset) or not _whole(length) or offset + length > body_size:
+    if not _whole(offset) or not _whole(length) or cast(int, offset) + cast(int, length) > body_size:
         return f"offset {str(offset)[:24]} and length {str(length)[:24]} are outside the file's {body_size} bytes"
     if not _whole(meta.get("crc"), 0, 2**32 - 1):
         return "no checksum"
@@ -329,15 +329,15 @@ def _read(handle: Any, path: Path, namespace: str, models: Mapping[str, type[Bas
         else:
             body = handle.read(length)
             got = len(body)
-        if got != length or zlib.crc32(body) != meta["crc"]:
+        if got != length or zlib.crc32(cast(bytes, body)) != meta["crc"]:
             raise SnapshotFileError(f"{path}: section {meta['name'][:60]} is damaged")
         name = meta["name"]
         if meta["type"] == "records":
             if name not in models:
                 raise SnapshotFileError(f"{path}: unknown section {name[:60]!r}")
-            records[name] = _adapter(models[name]).validate_json(body)
+            records[name] = _adapter(models[name]).validate_json(cast(bytes, body))
         elif meta["type"] == "ids":
-            listed = json.loads(body)
+            listed = json.loads(cast(bytes, body))
             if not isinstance(listed, list) or not all(isinstance(i, str) for i in listed):
                 raise SnapshotFileError(f"{path}: section {name[:60]} is not a list of ids")
             ids[name.removesuffix(":ids")] = listed

@@ -121,7 +121,7 @@ def stem(word: str) -> str:
     """The word's stem: irregular verb forms to their base (``went`` -> ``go``), then NLTK's Porter stemmer
     (``visited`` -> ``visit``, ``cafes`` -> ``cafe``, ``moving`` -> ``move``); a possessive ``'s`` goes first."""
     lowered = word.lower().strip("'").removesuffix("'s")
-    return _PORTER.stem(_IRREGULAR.get(lowered, lowered))
+    return str(_PORTER.stem(_IRREGULAR.get(lowered, lowered)))
 
 
 def content_stems(text: str, *, stop: frozenset[str] = STOP_WORDS) -> list[str]:

@@ -291,7 +291,7 @@ def date_text(moment: date | datetime | str, precision: str = "day") -> str:
         try:
             moment = date(parts[0], parts[1] if len(parts) > 1 else 1, parts[2] if len(parts) > 2 else 1)
         except ValueError:
-            return moment  # "0000" or "2023-13": not a calendar date, said as it was given
+            return str(moment)  # "0000" or "2023-13": not a calendar date, said as it was given
     if precision == "year":
         return str(moment.year)
     month = f"{MONTHS[moment.month - 1]} {moment.year}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -134,7 +135,7 @@ class TopicLayer:
 
 
 def _centroid(vectors: Sequence[np.ndarray]) -> list[float]:
-    return normalize(np.mean(np.vstack(vectors), axis=0)).astype(float).tolist()
+    return cast(list[float], normalize(np.mean(np.vstack(vectors), axis=0)).astype(float).tolist())
 
 
 def _index(topic_id: str) -> int:

@@ -15,6 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ HOP_FEATURES = (
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]+")
 
 
-def _entity_layout(snapshot: NamespaceSnapshot) -> dict:
+def _entity_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     """Per turn (in the ranker's layout order): the cue-layer entities it names (speakers left out), their
     inverse document frequencies, and the turns of each event."""
     layout = turn_layout(snapshot)

@@ -60,7 +60,7 @@ class UnknownNamespaceError(KeyError):
         super().__init__(f"unknown namespace {namespace!r}: it holds no committed memory yet")
 
     def __str__(self) -> str:  # KeyError quotes its message otherwise
-        return self.args[0]
+        return str(self.args[0])
 
 
 class TurnIdConflictError(ValueError):

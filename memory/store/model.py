@@ -10,7 +10,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -124,10 +124,10 @@ class NamespaceSnapshot:
         The builder function itself is the key, so the value's type is the builder's return type."""
         with self._derived_lock:
             if build in self._derived:
-                return self._derived[build]
+                return cast(T, self._derived[build])
         value = build(self)
         with self._derived_lock:
-            return self._derived.setdefault(build, value)
+            return cast(T, self._derived.setdefault(build, value))
 
     def fingerprint(self) -> dict[str, Any]:
         """Comparable content of the snapshot (used to prove crash recovery is exact)."""

@@ -58,21 +58,25 @@ def _assert_each_session_once(store: MemoryStore, namespace: str, expected: dict
     assert not uncommitted_versions(store, namespace), f"{namespace}: uncommitted versions left behind"
 
 
+SHARED = "conv-shared"  # one namespace holds one conversation: the writers send parts of it (with append=True)
+
+
 def _writer_jobs(rng: random.Random, writers: int) -> list[Conversation]:
-    """Writers with distinct sessions (1-4 each, 2-5 turns), as a conversation each."""
+    """Writers with distinct sessions (1-4 each, 2-5 turns) of one conversation, a part each."""
     jobs, first = [], 1
     for w in range(writers):
         sessions = rng.randint(1, 4)
         jobs.append(marked_conversation(f"wr{w}x", sessions=sessions, turns_per_session=rng.randint(2, 5),
-                                        seed=rng.randrange(1000), first_session=first))
+                                        seed=rng.randrange(1000), first_session=first, conversation_id=SHARED))
         first += sessions
     return jobs
 
 
 @pytest.mark.slow
 def test_generated_thread_writers_on_one_namespace_all_finish_and_store_every_session_once(tmp_path: Path) -> None:
-    """Seeded cases: 2-6 threads, each with 1-4 sessions, through ingest (one in three through the chatbot's
-    remember path, session by session): none raises, and the namespace holds each session exactly once."""
+    """Seeded cases: 2-6 threads, each with 1-4 sessions, through ingest (every other case through the chatbot's
+    remember path, session by session: a namespace is fed by one source): none raises, and the namespace holds
+    each session exactly once."""
     tried = passed = 0
     for case in range(THREAD_CASES):
         rng = random.Random(case)
@@ -82,13 +86,14 @@ def test_generated_thread_writers_on_one_namespace_all_finish_and_store_every_se
         resources.store  # noqa: B018 - open the store before the threads race for it
         barrier = threading.Barrier(writers)
 
-        def write(job: tuple[int, Conversation], barrier=barrier, resources=resources) -> list:  # noqa: ANN001
-            index, conversation = job
+        def write(job: tuple[int, Conversation], barrier=barrier, resources=resources, chat=case % 2 == 1) -> list:  # noqa: ANN001
+            _, conversation = job
             barrier.wait()
-            if index % 3 == 2:  # the chatbot's remember path: one session per call
+            if chat:  # the chatbot's remember path: one session per call
                 return [r for s in conversation.sessions
                         for r in ingest_session(s, "shared", resources=resources, policy="heuristic").sessions]
-            return ingest_conversation(conversation, "shared", resources=resources, policy="heuristic").sessions
+            return ingest_conversation(conversation, "shared", resources=resources, policy="heuristic",
+                                       append=True).sessions
 
         tried += 1
         with ThreadPoolExecutor(writers) as pool:
@@ -157,7 +162,8 @@ def test_commit_with_backoff_retries_lost_races_until_it_wins() -> None:
 @pytest.mark.slow
 def test_four_server_mode_processes_writing_one_namespace_all_finish(tmp_path, chroma_server) -> None:
     """The issue's case (2 of 4 gave up before): four processes, one namespace, every session once."""
-    jobs = [marked_conversation(f"srv{i}x", sessions=3, first_session=1 + 3 * i) for i in range(4)]
+    jobs = [marked_conversation(f"srv{i}x", sessions=3, first_session=1 + 3 * i, conversation_id=SHARED)
+            for i in range(4)]
     results = _run_writers(tmp_path, chroma_server, [("shared", c) for c in jobs])
     errors = [r.get("error", "").strip().splitlines()[-1:] for r in results if not r["ok"]]
     assert not errors, errors
@@ -177,7 +183,8 @@ def test_generated_server_mode_process_writers_all_finish(tmp_path, chroma_serve
         jobs, first = [], 1
         for w in range(writers):
             sessions = rng.randint(1, 3)
-            jobs.append(marked_conversation(f"g{case}w{w}x", sessions=sessions, first_session=first))
+            jobs.append(marked_conversation(f"g{case}w{w}x", sessions=sessions, first_session=first,
+                                            conversation_id=SHARED))
             first += sessions
         namespace = f"shared-{case}"
         case_dir = tmp_path / f"case-{case}"
@@ -257,7 +264,8 @@ def test_redo_fallbacks_racing_with_writers_on_its_namespace_finishes(tmp_path: 
     ingest_conversation(broken, "ns", resources=resources, context=IngestContext(policy="llm", combined_extraction=False))
     assert resources.store.snapshot("ns").manifest.sessions["S2"].fallbacks
     resources.llm_ = SessionModel(chunk=3)
-    writers = [marked_conversation(f"rd{i}x", sessions=2, first_session=4 + 2 * i) for i in range(3)]
+    writers = [marked_conversation(f"rd{i}x", sessions=2, first_session=4 + 2 * i,
+                                   conversation_id=broken.conversation_id) for i in range(3)]
     barrier = threading.Barrier(4)
 
     def redo() -> list:
@@ -267,7 +275,7 @@ def test_redo_fallbacks_racing_with_writers_on_its_namespace_finishes(tmp_path: 
 
     def append(conversation: Conversation) -> list:
         barrier.wait()
-        return ingest_conversation(conversation, "ns", resources=resources, policy="heuristic").sessions
+        return ingest_conversation(conversation, "ns", resources=resources, policy="heuristic", append=True).sessions
 
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(redo), *(pool.submit(append, c) for c in writers)]
