@@ -9,18 +9,21 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 
 | method | graph module | control flow |
 | --- | --- | --- |
-| ingest | ``ingest`` (+ ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
+| ingest | ``ingest`` (+ ``ingest_nodes``, ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
 | CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
 | graph-feature reranker | ``rerank`` | rank (every turn scored on event-graph features) -> respond from the best ``context_turns`` |
 | Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
 | REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |
-| MRAgent | ``reconstruct``, ``chatbot`` | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn |
+| MRAgent | ``reconstruct``, ``chatbot`` (re-exports ``chat_graph``, ``chat_ingestion``, ``chat_remote``, ``chat_terminal``) | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn |
+| Memory-R2 | ``ingest_r2`` (ingest with ``memory_manager="r2"``), ``r2`` | extract -> manage (ADD / UPDATE / DELETE / NOOP) per session; retrieve -> distill -> answer |
 | baselines | ``baselines`` | dense and BM25 top-k over turns |
 
-Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategies``
-(one ``answer()`` over every strategy), ``tracing`` (LangSmith run names, tags, metadata), ``visualize``
-(``logicmap graph``), ``cli`` (the core commands), ``forget`` (forget, update, list and get memories, delete a
-namespace: ``logicmap.forget`` and its async twins).
+Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategy`` (the
+``Strategy`` record, the shared ``QuestionInput``/``AnswerOutput``/``StrategyContext``/``StrategyState`` schemas and
+the one runner of a strategy graph), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every
+strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
+metadata), ``visualize`` (``logicmap graph``), ``cli`` (the core commands), ``forget`` (forget, update, list and
+get memories, delete a namespace: ``logicmap.forget`` and its async twins).
 """
 
 __all__: list[str] = []

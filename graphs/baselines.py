@@ -12,10 +12,11 @@ from logicmap.agents.provider import run_scope
 from logicmap.agents.responder import EvidenceText, respond
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.strategy import Strategy
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.retrieval import MemoryRetriever
 
-__all__ = ["answer_bm25", "answer_dense", "answer_top_k"]
+__all__ = ["BM25", "DENSE", "answer_bm25", "answer_dense", "answer_top_k"]
 
 
 def answer_top_k(
@@ -66,3 +67,7 @@ def answer_dense(question: str, namespace: str, **kwargs: object) -> AnswerResul
 def answer_bm25(question: str, namespace: str, **kwargs: object) -> AnswerResult:
     """Plain BM25: top-k turns by BM25."""
     return answer_top_k(question, namespace, method="bm25", **kwargs)  # type: ignore[arg-type]
+
+
+DENSE = Strategy("dense", answer_dense)
+BM25 = Strategy("bm25", answer_bm25)

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logicmap.graphs.strategy_names import STRATEGY_NAMES
 from logicmap.memory.text import printable, printable_json
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 
 # The parser imports nothing heavy (``logicmap --help`` starts in well under a second): each command imports
 # what it runs on (the store, the models, networkx) when it runs.
+_STRATEGY_NAMES = ", ".join(STRATEGY_NAMES)  # the registry's names, for the --strategy help
 
 __all__ = [
     "add_core_commands",
@@ -420,7 +422,7 @@ def add_core_commands(sub: Any) -> None:
     p = sub.add_parser("ask", help="answer a question from a namespace's memory")
     p.add_argument("question")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--strategy", "-s", default="compass")
+    p.add_argument("--strategy", "-s", default="compass", help="answering strategy: " + _STRATEGY_NAMES)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--backbone", help="retrieval backbone (goalmem): bm25, dense, events")
     p.add_argument("--json", action="store_true", help="print the typed result as JSON")
@@ -451,7 +453,7 @@ def add_core_commands(sub: Any) -> None:
 
     p = sub.add_parser("chat", help="chat with long-term memory (/evidence shows what was recalled, /quit ends)")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--strategy", "-s", default="reconstruct", help="recall strategy: reconstruct, compass, goalmem, dense...")
+    p.add_argument("--strategy", "-s", default="reconstruct", help="recall strategy: " + _STRATEGY_NAMES)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--user", default="user", help="the speaker name your turns are stored under")
     p.set_defaults(func=cmd_chat)

@@ -28,7 +28,7 @@ from langgraph.types import Send
 from pydantic import ConfigDict, with_config
 from typing_extensions import TypedDict
 
-from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.compass_policy import (
     QueryEncoder,
     event_priorities,
@@ -43,18 +43,13 @@ from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder import respond as run_responder
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
-    context_for_run,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
-    with_resources,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph, Ranking
@@ -96,10 +91,9 @@ RANKING_RECIPES = ("auto", "dense", "hybrid", "turns")
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class CompassContext:
+class CompassContext(StrategyContext):
     """Per-run settings and budgets of the compass graph (shown as a form in Studio)."""
 
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     recipe: Literal["auto", "dense", "hybrid", "turns"] = "auto"
     """How events are ranked against the query: dense (summary embeddings), hybrid (dense + BM25, fused),
     turns (an event scores as its best cited turn); auto = dense with an LLM, turns without."""
@@ -148,18 +142,11 @@ class CompassContext:
     turns, follow the event graph (same event, relations, topic, named entities shared across sessions) and
     rank every turn again with how it was reached. Off by default: on the development conversations it did
     not beat the ranker alone (README, "Evidence recall")."""
-    namespace: str | None = namespace_field()
-    resources: ResourcesField = resources_field()
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class CompassInput(TypedDict):
+class CompassInput(QuestionInput):
     """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
-
-    question: str
-    """The question to answer from the namespace's memory."""
-    question_date: NotRequired[str | None]
-    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
 
 
 class SearchPath(TypedDict):
@@ -177,11 +164,9 @@ class SearchPath(TypedDict):
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class CompassOutput(TypedDict, total=False):
+class CompassOutput(AnswerOutput, total=False):
     """What a compass run returns: the answer, its evidence, what it cost."""
 
-    answer: str
-    """The answer, written from the kept evidence only."""
     evidence: list[EvidenceItem]
     """The events the answer was written from, each with the turns (dia ids) it cites."""
     cited_ids: list[str]
@@ -190,10 +175,6 @@ class CompassOutput(TypedDict, total=False):
     """The event ids the search kept as evidence."""
     support: dict[str, list[int]]
     """Each event the search kept, with the numbers of the subgoals it supports (the progress tracking)."""
-    cost: Annotated[Cost, add_cost]
-    """LLM calls and tokens the run spent."""
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
-    """Roles that fell back to their deterministic rule, and why."""
 
 
 class Decision(TypedDict):
@@ -206,16 +187,13 @@ class Decision(TypedDict):
     satisfied_subgoals: list[int]
 
 
-class CompassState(TypedDict, total=False):
+class CompassState(StrategyState, total=False):
     """The search state: subgoals and their satisfaction, the priority queue, the paths, the kept evidence, the answer.
 
     ``namespace`` is the run's, resolved once by the planner from the context or config (never an input).
     ``satisfied`` derives from ``support``: a subgoal is satisfied once a kept event supports it. ``step``
     counts every superstep of the run; ``round_step`` those of the current round (the budget)."""
 
-    namespace: str
-    question: str
-    question_date: str | None
     subgoals: list[str]
     satisfied: list[bool]
     support: dict[str, list[int]]
@@ -234,12 +212,9 @@ class CompassState(TypedDict, total=False):
     refinements: int
     done: bool
     decisions: Annotated[list[Decision], operator.add]
-    answer: str
     cited_ids: list[str]
     evidence: list[EvidenceItem]
     evidence_ranking: list[str]
-    cost: Annotated[Cost, add_cost]
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
     log: Annotated[list[dict[str, Any]], operator.add]
 
 
@@ -784,29 +759,6 @@ def build_compass_graph() -> StateGraph:
     return builder
 
 
-def answer(
-    question: str,
-    namespace: str,
-    *,
-    resources: Resources | None = None,
-    policy: str = "auto",
-    question_date: str | None = None,
-    context: CompassContext | None = None,
-    **options: Any,
-) -> AnswerResult:
-    """Answer ``question`` from ``namespace`` with the compass graph; options override ``CompassContext`` fields."""
-    ctx = context_for_run(CompassContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources, namespace=namespace)
-    res.store.require_namespace(namespace)
-    return invoke_strategy(
-        "compass", graph,
-        {"question": question, "question_date": question_date}, ctx,
-        namespace=namespace, tags=[f"explorers:{ctx.explorer_mode}"],
-        recursion_limit=10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
-        make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
-    )
-
-
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
@@ -855,3 +807,9 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
 
 builder = build_compass_graph()
 graph = traced_graph(builder.compile(name="compass"))
+STRATEGY = graph_strategy(
+    "compass", graph, CompassContext, result=_result, variants=("traversal", "similarity"),
+    tags=lambda ctx: [f"explorers:{ctx.explorer_mode}"],
+    recursion_limit=lambda ctx: 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
+)
+answer = STRATEGY.run

@@ -13,6 +13,7 @@ from logicmap.agents.goalmem_forward import answer_from_memories, react_step, re
 from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
+from logicmap.graphs.strategy import Strategy
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.records import validate_namespace
@@ -20,11 +21,6 @@ from logicmap.memory.retrieval import Backbone, reciprocal_rank_fusion
 
 __all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
 
-FORWARD_STRATEGIES = {
-    "forward_reformulate": "logicmap.graphs.forward:answer_reformulate",
-    "forward_reflect": "logicmap.graphs.forward:answer_reflect",
-    "forward_react": "logicmap.graphs.forward:answer_react",
-}
 
 
 class _Run:
@@ -164,3 +160,14 @@ def answer_react(
     else:
         answer_text, cited = final.answer or "I don't know", final.cited
     return run.result("forward_react", question, answer_text, cited, {"transcript": transcript, "steps": len(transcript)})
+
+
+FORWARD_STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        Strategy("forward_reformulate", answer_reformulate),
+        Strategy("forward_reflect", answer_reflect),
+        Strategy("forward_react", answer_react),
+    )
+}
+"""The forward-reasoning baselines (no graph), as registered in ``graphs.strategies.STRATEGIES``."""

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
-from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, add_cost
+from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
 from logicmap.agents.goalmem import (
     decompose_goal,
     generate_answer,
@@ -30,20 +30,15 @@ from logicmap.agents.goalmem import (
 from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
-    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
-from logicmap.memory.records import validate_namespace
 from logicmap.memory.retrieval import Backbone
 
 __all__ = [
@@ -77,7 +72,7 @@ FAILURE_ANSWER = "I don't know"
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class GoalMemContext:
+class GoalMemContext(StrategyContext):
     """Per-run settings (a form in Studio). ``retriever`` overrides ``backbone`` with any LangChain
     ``BaseRetriever`` or object with ``search(query, k)`` (Python API only)."""
 
@@ -91,15 +86,12 @@ class GoalMemContext:
     """Memories retrieved per subgoal search."""
     backbone: str = "bm25"
     """The retrieval backbone: bm25 (turns), dense (turns) or events (the event graph)."""
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
     retriever: SkipJsonSchema[Any] = field(
         default=None,
         metadata={"description": "A LangChain BaseRetriever, an object with search(query, k) or a backbone name "
                                  "(Python callers only); overrides backbone when set."},
     )
-    namespace: str | None = namespace_field()
-    resources: ResourcesField = resources_field()
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -107,15 +99,13 @@ class GoalMemInput(TypedDict):
     """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
 
     question: str
-    """The question to answer from the namespace's memory."""
+    """The question to answer from the namespace's memory (Goal-Mem reads no question date)."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class GoalMemOutput(TypedDict, total=False):
+class GoalMemOutput(AnswerOutput, total=False):
     """What a Goal-Mem run returns: the answer, its evidence, what it cost."""
 
-    answer: str
-    """The answer from the proved goal, or "I don't know" when no decomposition was proved."""
     status: str
     """answered, or failed when breadth was exhausted."""
     evidence: list[EvidenceItem]
@@ -124,10 +114,6 @@ class GoalMemOutput(TypedDict, total=False):
     """Why the search stopped without a proof (when it did), the call budget included."""
     llm_requests: int
     """LLM requests the run made, retries included; never more than 1 + B(2 + 2D)."""
-    cost: Annotated[Cost, add_cost]
-    """LLM calls and tokens the run spent."""
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
-    """Roles that fell back to their deterministic rule, and why."""
 
 
 def call_bound(max_breadth: int, max_depth: int) -> int:
@@ -147,11 +133,9 @@ class Retrieval(BaseModel):
     hits: list[EvidenceItem] = Field(default_factory=list)
 
 
-class GoalMemState(TypedDict, total=False):
+class GoalMemState(StrategyState, total=False):
     """The proof search; ``namespace`` is the run's, resolved once by ``parse_goal`` (never an input)."""
 
-    question: str
-    namespace: str
     goal: Goal | None
     rule: Rule | None
     failed: list[tuple[Rule, str]]
@@ -172,14 +156,11 @@ class GoalMemState(TypedDict, total=False):
     resolved_in_step: int
     llm_requests: int
     stop_reason: str
-    answer: str
     status: str
     evidence: list[EvidenceItem]
     retrieved: Annotated[list[Retrieval], operator.add]
     rejected: Annotated[list[str], operator.add]
     trace: Annotated[list[dict[str, Any]], operator.add]
-    cost: Annotated[Cost, add_cost]
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
 
 
 class RetrieveTask(TypedDict):
@@ -589,18 +570,17 @@ def build_goalmem_graph() -> StateGraph:
     return builder
 
 
-
 # -- the Python entry point --------------------------------------------------------------------------
 
 # Fields a caller may set through ``answer(**options)``; resources come through ``answer(resources=...)``.
 _OPTION_FIELDS = {f.name for f in fields(GoalMemContext)} - {"resources", "namespace"}
 
 
-def _answer_context(
-    context: GoalMemContext | None, policy: str, backbone: Any, options: dict[str, Any]
-) -> GoalMemContext:
-    """The run's context: ``context`` (else the defaults) with the options and the backbone applied."""
+def _answer_context(context: GoalMemContext | None, policy: str, options: dict[str, Any]) -> GoalMemContext:
+    """The run's context: ``context`` (else the defaults) with the options and the ``backbone`` option (default
+    ``bm25``) applied."""
     updates = dict(options)
+    backbone = updates.pop("backbone", "bm25")
     if "k" in updates:
         updates.setdefault("k_per_subgoal", updates.pop("k"))
     unknown = sorted(set(updates) - _OPTION_FIELDS)
@@ -617,36 +597,6 @@ def _answer_context(
         return dataclasses.replace(context, **updates)
     updates.setdefault("policy", policy)
     return GoalMemContext(**updates)
-
-
-def answer(
-    question: str,
-    namespace: str,
-    *,
-    resources: Resources | None = None,
-    policy: str = "auto",
-    backbone: Any = "bm25",
-    context: GoalMemContext | None = None,
-    **options: Any,
-) -> AnswerResult:
-    """Answer ``question`` from ``namespace`` by backward chaining. ``backbone``: ``bm25`` (turns),
-    ``dense`` (turns), ``events`` (event graph), a LangChain ``BaseRetriever`` or an object with
-    ``search(query, k)``. Options are ``GoalMemContext`` fields (``max_breadth``, ``max_depth``, ...;
-    ``k`` is ``k_per_subgoal``)."""
-    validate_namespace(namespace)
-    ctx, resources = with_resources(_answer_context(context, policy, backbone, options), resources, namespace=namespace)
-    resources.store.require_namespace(namespace)
-    if ctx.retriever is None:
-        make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
-    return invoke_strategy(
-        "goalmem", graph, {"question": question},
-        ctx, namespace=namespace, tags=[f"backbone:{ctx.backbone}"],
-        recursion_limit=25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
-        make_result=lambda final, elapsed: _result(
-            question, namespace, final, ctx,
-            (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed}), resources,
-        ),
-    )
 
 
 def _turn_texts(resources: Resources, namespace: str, evidence: list[EvidenceItem]) -> dict[str, str]:
@@ -696,8 +646,9 @@ def _details(final: dict[str, Any], ctx: GoalMemContext, pool: dict[str, Evidenc
 
 
 def _result(
-    question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, cost: Cost, resources: Resources
+    question: str, namespace: str, final: dict[str, Any], ctx: GoalMemContext, resources: Resources, elapsed: float
 ) -> AnswerResult:
+    cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     resolved: dict[str, list[str]] = final.get("resolved") or {}
     pool = _pool(final)  # type: ignore[arg-type]
     supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
@@ -718,3 +669,18 @@ def _result(
 
 builder = build_goalmem_graph()
 graph = traced_graph(builder.compile(name="goalmem"))
+def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
+    """A named backbone is built once before the run, so an unknown name fails before any work."""
+    if ctx.retriever is None:
+        make_backbone(ctx.backbone, resources.store, namespace, embeddings=lambda: resources.embeddings)
+
+
+STRATEGY = graph_strategy(
+    "goalmem", graph, GoalMemContext, result=_result, variants=("bm25", "dense", "events"),
+    make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
+    recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
+)
+answer = STRATEGY.run
+"""Answer by backward chaining. ``backbone``: ``bm25`` (turns), ``dense`` (turns), ``events`` (event graph), a
+LangChain ``BaseRetriever`` or an object with ``search(query, k)``. Options are ``GoalMemContext`` fields
+(``max_breadth``, ``max_depth``, ...; ``k`` is ``k_per_subgoal``)."""

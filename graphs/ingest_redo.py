@@ -25,21 +25,21 @@ import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from logicmap.graphs.ingest import (
+from logicmap.graphs.ingest_nodes import (
     MAX_COMMIT_CONFLICTS,
     IngestContext,
     IngestState,
     SessionReport,
-    _advance,
-    _conflict,
-    _ctx,
-    _policy_and_llm,
-    _sessions_of,
+    advance,
     commit,
     cues,
     facts,
+    ingest_context,
+    policy_and_llm,
     relate,
     segment,
+    session_conflict,
+    sessions_of,
 )
 from logicmap.graphs.resources import resources_of, run_namespace
 from logicmap.memory.records import Event, Relation, event_id, relation_id
@@ -202,20 +202,20 @@ def redo_key(ctx: IngestContext, res: Any) -> str:
 def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The file's sessions whose manifest entry records fallbacks; the rest are reported as skipped."""
     res = resources_of(runtime)
-    namespace = run_namespace(_ctx(runtime).namespace)
-    policy, _ = _policy_and_llm(_ctx(runtime), res)
+    namespace = run_namespace(ingest_context(runtime).namespace)
+    policy, _ = policy_and_llm(ingest_context(runtime), res)
     if policy != "llm":
         raise NoModelForRedoError(
             "--redo-fallbacks rebuilds sessions with the chat model and none is configured (set "
             "LOGICMAP_CHAT_MODEL); sessions built without a model by choice have no fallbacks to repair"
         )
     manifest = res.store.require_namespace(namespace)
-    key = redo_key(_ctx(runtime), res)
+    key = redo_key(ingest_context(runtime), res)
     pending, reports = [], []
-    for session in _sessions_of(state)[0]:
+    for session in sessions_of(state)[0]:
         known = manifest.sessions.get(session.session_id)
         if known is not None and known.content_hash != session.content_hash():
-            raise _conflict(namespace, session.session_id)
+            raise session_conflict(namespace, session.session_id)
         if known is not None and known.fallbacks and known.redone_with != key:
             pending.append(session)
         else:
@@ -227,12 +227,12 @@ def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[st
                     generation=known.generation if known else 0,
                 )
             )
-    return {"namespace": namespace, "reports": reports, "redo_key": key, **_advance(pending)}
+    return {"namespace": namespace, "reports": reports, "redo_key": key, **advance(pending)}
 
 
 def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The change set that replaces the session's derived records with the rebuilt ones (turns kept)."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    ctx, res = ingest_context(runtime), resources_of(runtime)
     namespace, session = state["namespace"], state["current"]
     assert session is not None
     snapshot = res.store.snapshot(namespace)
@@ -277,7 +277,7 @@ def route_after_prepare_redo(state: IngestState) -> Literal["segment", "__end__"
 
 
 def route_after_redo_commit(state: IngestState) -> Literal["replace", "segment", "__end__"]:
-    """A commit that lost a race waits for the namespace (``ingest.lost_commit``), then is recomputed on the new snapshot."""
+    """A commit that lost a race waits for the namespace (``ingest_nodes.lost_commit``), then is recomputed on the new snapshot."""
     if state.get("change") is None and 0 < state.get("conflicts", 0) <= MAX_COMMIT_CONFLICTS:
         return "replace"
     return "segment" if state.get("current") is not None else END

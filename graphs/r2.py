@@ -6,33 +6,26 @@ It reads the namespace's R2 fact memory, which only an ingest with the Memory-R2
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Any
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
-from typing_extensions import TypedDict
 
-from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.r2_distill import distill_memories
 from logicmap.agents.responder import EvidenceText, respond
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
-    context_for_run,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
-    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.embeddings import cosine_matrix
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.store import NamespaceSnapshot
@@ -62,58 +55,38 @@ class NoR2MemoryError(ValueError):
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class R2Context:
+class R2Context(StrategyContext):
     """Per-run settings of Memory-R2's answer agent (paper defaults; shown as a form in Studio)."""
 
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     candidates: int = 60
     """Memories retrieved for the distillation (most similar to the question; the paper retrieves 60)."""
     keep: int = 10
     """Memories the no-LLM distillation (and the distiller's fallback) keeps: the most similar ones."""
-    namespace: str | None = namespace_field()
-    resources: ResourcesField = resources_field()
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class R2Input(TypedDict):
+class R2Input(QuestionInput):
     """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
 
-    question: str
-    """The question to answer from the namespace's R2 fact memory."""
-    question_date: NotRequired[str | None]
-    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
-
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class R2Output(TypedDict, total=False):
+class R2Output(AnswerOutput, total=False):
     """What an r2 run returns: the answer, the distilled memories it rests on, what it cost."""
 
-    answer: str
-    """The answer, written from the distilled memories only."""
     evidence: list[EvidenceItem]
     """The distilled memories, each with the turns (dia ids) it cites."""
     retrieved: list[str]
     """The ids of the memories retrieved for the distillation, most similar first."""
-    cost: Annotated[Cost, add_cost]
-    """LLM calls and tokens the run spent."""
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
-    """Roles that fell back to their deterministic rule, and why."""
 
 
-class R2State(TypedDict, total=False):
+class R2State(StrategyState, total=False):
     """The answer agent's run; ``namespace`` is the run's, resolved once by ``retrieve`` (never an input)."""
 
-    question: str
-    question_date: str | None
-    namespace: str
     retrieved: list[str]
     similarities: dict[str, float]
     distilled: list[str]
-    answer: str
     cited_ids: list[str]
     evidence: list[EvidenceItem]
-    cost: Annotated[Cost, add_cost]
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
 
 
 def _ctx(runtime: Runtime[R2Context] | None) -> R2Context:
@@ -245,36 +218,8 @@ def build_r2_graph() -> StateGraph:
     return builder
 
 
-def answer(
-    question: str,
-    namespace: str,
-    *,
-    resources: Resources | None = None,
-    policy: str = "auto",
-    question_date: str | None = None,
-    context: R2Context | None = None,
-    **options: Any,
-) -> AnswerResult:
-    """Answer ``question`` from ``namespace``'s R2 fact memory; options override ``R2Context`` fields.
-
-    Raises ``NoR2MemoryError`` when the namespace was not ingested with the Memory-R2 manager.
-    """
-    ctx = context_for_run(R2Context, context, policy, options)
-    ctx, res = with_resources(ctx, resources, namespace=namespace)
-    res.store.require_namespace(namespace)
-    require_r2_memory(res.store.snapshot(namespace))
-    return invoke_strategy(
-        "r2",
-        graph,
-        {"question": question, "question_date": question_date},
-        ctx,
-        namespace=namespace,
-        recursion_limit=10,
-        make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
-    )
-
-
-def _result(question: str, namespace: str, final: dict[str, Any], res: Resources, elapsed: float) -> AnswerResult:
+def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context, res: Resources,
+            elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     evidence: list[EvidenceItem] = final.get("evidence", [])
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
@@ -300,3 +245,10 @@ def _result(question: str, namespace: str, final: dict[str, Any], res: Resources
 
 builder = build_r2_graph()
 graph = traced_graph(builder.compile(name="r2"))
+STRATEGY = graph_strategy(
+    "r2", graph, R2Context, result=_result, recursion_limit=lambda ctx: 10,
+    check=lambda ctx, res, namespace: require_r2_memory(res.store.snapshot(namespace)),
+)
+answer = STRATEGY.run
+"""Answer from the namespace's R2 fact memory; ``NoR2MemoryError`` when it was not ingested with the Memory-R2
+manager."""

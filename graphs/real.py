@@ -32,9 +32,8 @@ import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
-from typing_extensions import TypedDict
 
-from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.real import (
     answer_from_paths,
     cosine_to,
@@ -48,18 +47,13 @@ from logicmap.agents.real import (
 )
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
-    context_for_run,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
-    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
 from logicmap.memory.facts import entity_key, interval_text, parse_when, when_text
@@ -94,10 +88,9 @@ __all__ = [
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class RealContext:
+class RealContext(StrategyContext):
     """Per-run settings of the REAL search (paper defaults; shown as a form in Studio)."""
 
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     beam_width: int = 5
     """Paths kept in each root's beam at each step."""
     depth: int = 3
@@ -114,46 +107,31 @@ class RealContext:
     """Counterfactual repair of paths with fewer than m relevant expansions (the paper's; off for an ablation)."""
     top_k: int = 5
     """Paths of the final set kept as evidence."""
-    namespace: str | None = namespace_field()
-    resources: ResourcesField = resources_field()
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class RealInput(TypedDict):
+class RealInput(QuestionInput):
     """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
 
-    question: str
-    """The question to answer from the namespace's temporal facts."""
-    question_date: NotRequired[str | None]
-    """When the question is asked (YYYY-MM-DD, YYYY-MM or YYYY); unset = the date of the latest session."""
     reference_time: NotRequired[str | None]
     """The time the facts must be valid at (YYYY-MM-DD, YYYY-MM, YYYY or "now"); unset = the planner's
     reading, and when the question names no time, the dialogue's current time."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class RealOutput(TypedDict, total=False):
+class RealOutput(AnswerOutput, total=False):
     """What a REAL run returns: the answer, its evidence paths, what it cost."""
 
-    answer: str
-    """The answer, written from the kept fact paths only."""
     evidence: list[EvidenceItem]
     """The kept fact paths, each with its times, confidence and the turns (dia ids) it cites."""
     answer_paths: list[str]
     """The ids of the paths the answer used."""
-    cost: Annotated[Cost, add_cost]
-    """LLM calls and tokens the run spent."""
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
-    """Roles that fell back to their deterministic rule, and why."""
 
 
-class RealState(TypedDict, total=False):
+class RealState(StrategyState, total=False):
     """The beam search; ``namespace`` is the run's, resolved once by ``roots`` (never an input)."""
 
-    question: str
-    namespace: str
     reference_time: str | None  # input override: YYYY-MM-DD, YYYY-MM, YYYY or "now"
-    question_date: str | None  # when the question is asked ("now" means this time)
     roots: list[RootEntity]
     reference: str | None  # the time the question names (input or planner), None when it names none
     current_time: str | None  # the dialogue's current time (ISO): the filter's time when none is named
@@ -172,12 +150,9 @@ class RealState(TypedDict, total=False):
     paths_visited: int
     kept: list[FactPath]
     passing: bool
-    answer: str
     answer_paths: list[str]
     evidence: list[EvidenceItem]
     trail: Annotated[list[dict[str, Any]], operator.add]
-    cost: Annotated[Cost, add_cost]
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
 
 
 def _ctx(runtime: Runtime[RealContext] | None) -> RealContext:
@@ -617,30 +592,8 @@ def build_real_graph() -> StateGraph:
     return builder
 
 
-def answer(
-    question: str,
-    namespace: str,
-    *,
-    resources: Resources | None = None,
-    policy: str = "auto",
-    question_date: str | None = None,
-    reference_time: str | None = None,
-    context: RealContext | None = None,
-    **options: Any,
-) -> AnswerResult:
-    """Answer ``question`` from ``namespace``'s facts with REAL; options override ``RealContext`` fields."""
-    ctx = context_for_run(RealContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources, namespace=namespace)
-    res.store.require_namespace(namespace)
-    return invoke_strategy(
-        "real", graph,
-        {"question": question, "question_date": question_date, "reference_time": reference_time},
-        ctx, namespace=namespace, recursion_limit=20 + 6 * (ctx.depth + 1),
-        make_result=lambda final, elapsed: _result(question, namespace, final, res, elapsed),
-    )
-
-
-def _result(question: str, namespace: str, final: dict[str, Any], res: Resources, elapsed: float) -> AnswerResult:
+def _result(question: str, namespace: str, final: dict[str, Any], ctx: RealContext, res: Resources,
+            elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
     index = fact_index(snapshot)
     evidence: list[EvidenceItem] = final.get("evidence", [])
@@ -692,3 +645,6 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
 
 builder = build_real_graph()
 graph = traced_graph(builder.compile(name="real"))
+STRATEGY = graph_strategy("real", graph, RealContext, result=_result,
+                          recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
+answer = STRATEGY.run

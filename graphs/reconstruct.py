@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, Literal
 
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
@@ -25,25 +25,19 @@ from langgraph.prebuilt import ToolNode
 from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 from pydantic import ConfigDict, ValidationError, with_config
-from typing_extensions import TypedDict
 
 from logicmap.agents.active_pruner import prune_active
-from logicmap.agents.base import Cost, FallbackRecord, add_cost, parse_json_reply, run_role
+from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
-    context_for_run,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
-    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.deadline import check_deadline
@@ -85,10 +79,9 @@ _TEMPORAL_WORDS = ("when", "what date", "what time", "how long ago", "which day"
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class ReconstructContext:
+class ReconstructContext(StrategyContext):
     """Per-run budgets of the reconstruction graph (MRAgent defaults: 8 turns, 10 tool calls per turn)."""
 
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     max_turns: int = 8
     """Most reasoning turns before the final answer is forced."""
     max_tool_calls_per_turn: int = 10
@@ -103,26 +96,17 @@ class ReconstructContext:
     """Most items the pruning rule keeps in the active set after a tool round (the pruner's fallback, the no-LLM policy)."""
     prune_floor: float = 0.1
     """Items less similar to the question than this are dropped by the pruning rule."""
-    namespace: str | None = namespace_field()
-    resources: ResourcesField = resources_field()
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class ReconstructInput(TypedDict):
+class ReconstructInput(QuestionInput):
     """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
 
-    question: str
-    """The question to answer from the namespace's memory."""
-    question_date: NotRequired[str | None]
-    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
-
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class ReconstructOutput(TypedDict, total=False):
+class ReconstructOutput(AnswerOutput, total=False):
     """What a reconstruction run returns: the answer, its evidence, what it cost."""
 
-    answer: str
-    """The answer, reconstructed from memory."""
     final: ReconstructedAnswer | None
     """The answer with the event and turn ids (dia ids) it cites and its confidence."""
     active: list[EvidenceItem]
@@ -132,10 +116,6 @@ class ReconstructOutput(TypedDict, total=False):
     mode: str
     """answered (the model's answer was valid, or the pruner found the kept set enough), heuristic, or forced
     (budgets spent or invalid answer)."""
-    cost: Annotated[Cost, add_cost]
-    """LLM calls and tokens the run spent."""
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
-    """Roles that fell back to their deterministic rule, and why."""
 
 
 def merge_active(left: list[EvidenceItem] | None, right: list[EvidenceItem] | None) -> list[EvidenceItem]:
@@ -152,12 +132,9 @@ def merge_active(left: list[EvidenceItem] | None, right: list[EvidenceItem] | No
     return list(merged.values())
 
 
-class ReconstructState(TypedDict, total=False):
+class ReconstructState(StrategyState, total=False):
     """The navigation; ``namespace`` is the run's, resolved once by ``seed`` (never an input)."""
 
-    namespace: str
-    question: str
-    question_date: str | None
     messages: Annotated[list[AnyMessage], add_messages]
     seed_cues: list[str]
     active: Annotated[list[EvidenceItem], merge_active]
@@ -169,10 +146,7 @@ class ReconstructState(TypedDict, total=False):
     pruned: Annotated[list[dict[str, Any]], operator.add]
     route: str
     final: ReconstructedAnswer | None
-    answer: str
     mode: str
-    cost: Annotated[Cost, add_cost]
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
 
 
 def _ctx(runtime: Runtime[ReconstructContext] | None) -> ReconstructContext:
@@ -718,28 +692,6 @@ def build_reconstruct_graph() -> StateGraph:
     return builder
 
 
-def answer(
-    question: str,
-    namespace: str,
-    *,
-    resources: Resources | None = None,
-    policy: str = "auto",
-    question_date: str | None = None,
-    context: ReconstructContext | None = None,
-    **options: Any,
-) -> AnswerResult:
-    """Answer ``question`` from ``namespace`` by active reconstruction; options override ``ReconstructContext`` fields."""
-    ctx = context_for_run(ReconstructContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources, namespace=namespace)
-    res.store.require_namespace(namespace)
-    return invoke_strategy(
-        "reconstruct", graph,
-        {"question": question, "question_date": question_date}, ctx,
-        namespace=namespace, recursion_limit=12 + 4 * ctx.max_turns,
-        make_result=lambda final, elapsed: _result(question, namespace, final, ctx, res, elapsed),
-    )
-
-
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
             elapsed: float) -> AnswerResult:
     snapshot = res.store.snapshot(namespace)
@@ -787,3 +739,6 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
 
 builder = build_reconstruct_graph()
 graph = traced_graph(builder.compile(name="reconstruct"))
+STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext, result=_result,
+                          recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns)
+answer = STRATEGY.run

@@ -7,33 +7,26 @@ No planner, no explorers. Studio loads ``graph`` from this module.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
-from typing_extensions import TypedDict
 
-from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.agents.base import Cost
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder import respond as run_responder
 from logicmap.graphs.resources import (
     Resources,
-    ResourcesField,
-    context_for_run,
-    namespace_field,
-    policy_field,
-    resources_field,
     resources_of,
     run_context,
     run_namespace,
-    with_resources,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.tracing import invoke_strategy, traced_graph
+from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.graph import EventGraph
 
 __all__ = [
@@ -52,58 +45,38 @@ __all__ = [
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
-class RerankContext:
+class RerankContext(StrategyContext):
     """Per-run settings of the rerank graph (shown as a form in Studio)."""
 
-    policy: Literal["auto", "llm", "heuristic"] = policy_field()
     context_turns: int = 10
     """The responder's context budget in turns: the reranker's best this many turns join the evidence."""
     name_free_readings: bool = True
     """Match the question also without its names (memory.text.query_readings), as the reranker was fitted."""
-    namespace: str | None = namespace_field()
-    resources: ResourcesField = resources_field()
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class RerankInput(TypedDict):
+class RerankInput(QuestionInput):
     """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
 
-    question: str
-    """The question to answer from the namespace's memory."""
-    question_date: NotRequired[str | None]
-    """When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated."""
-
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
-class RerankOutput(TypedDict, total=False):
+class RerankOutput(AnswerOutput, total=False):
     """What a rerank run returns: the answer, its evidence, the reranker's turn order, what it cost."""
 
-    answer: str
-    """The answer, written from the evidence only."""
     evidence: list[EvidenceItem]
     """The events (or lone turns) of the reranker's best turns, each with the turns (dia ids) it cites."""
     turn_ranking: list[str]
     """The evidence's turns in the reranker's order, its best context_turns first."""
     cited_ids: list[str]
     """The evidence ids the responder cited."""
-    cost: Annotated[Cost, add_cost]
-    """LLM calls and tokens the run spent (none without an LLM)."""
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
-    """Roles that fell back to their deterministic rule, and why."""
 
 
-class RerankState(TypedDict, total=False):
+class RerankState(StrategyState, total=False):
     """The question, the reranked evidence and the answer. ``namespace`` is the run's, resolved by ``rank``."""
 
-    namespace: str
-    question: str
-    question_date: str | None
     evidence: list[EvidenceItem]
     turn_ranking: list[str]
-    answer: str
     cited_ids: list[str]
-    cost: Annotated[Cost, add_cost]
-    fallbacks: Annotated[list[FallbackRecord], operator.add]
 
 
 def _evidence(graph: EventGraph, best: list[str], scores: dict[str, float]) -> list[EvidenceItem]:
@@ -177,28 +150,8 @@ def build_rerank_graph() -> StateGraph:
     return builder
 
 
-def answer(
-    question: str,
-    namespace: str,
-    *,
-    resources: Resources | None = None,
-    policy: str = "auto",
-    question_date: str | None = None,
-    context: RerankContext | None = None,
-    **options: Any,
-) -> AnswerResult:
-    """Answer ``question`` from ``namespace`` from the reranker's best turns; options override ``RerankContext``."""
-    ctx = context_for_run(RerankContext, context, policy, options)
-    ctx, res = with_resources(ctx, resources, namespace=namespace)
-    res.store.require_namespace(namespace)
-    return invoke_strategy(
-        "rerank", graph, {"question": question, "question_date": question_date}, ctx,
-        namespace=namespace, recursion_limit=10,
-        make_result=lambda final, elapsed: _result(question, namespace, final, elapsed),
-    )  # fmt: skip
-
-
-def _result(question: str, namespace: str, final: dict[str, Any], elapsed: float) -> AnswerResult:
+def _result(question: str, namespace: str, final: dict[str, Any], ctx: RerankContext, res: Resources,
+            elapsed: float) -> AnswerResult:
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="rerank",
@@ -216,3 +169,5 @@ def _result(question: str, namespace: str, final: dict[str, Any], elapsed: float
 
 builder = build_rerank_graph()
 graph = traced_graph(builder.compile(name="rerank"))
+STRATEGY = graph_strategy("rerank", graph, RerankContext, result=_result, recursion_limit=lambda ctx: 10)
+answer = STRATEGY.run

@@ -1,41 +1,50 @@
-"""Named answering strategies, resolved lazily: ``answer(strategy, question, namespace, ...)``.
+"""The registry of answering strategies: ``answer(strategy, question, namespace, ...)``.
 
-Each strategy module provides ``answer(question, namespace, *, resources=None, policy="auto", **options)``
-returning an ``AnswerResult``.
+``STRATEGIES`` maps each name to its ``Strategy`` record (``graphs.strategy``): its ``run`` (the strategy's
+``answer(question, namespace, *, resources=None, policy="auto", **options)`` returning an ``AnswerResult``), and
+for a graph strategy its compiled graph, context class and input/output schemas. The CLI's choices, the
+chatbot's ``StrategyName``, ``FORWARD_STRATEGIES`` and ``studio/langgraph.json`` (checked by a test) derive
+from it.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from logicmap.agents.provider import run_scope
+from logicmap.graphs import baselines, compass, forward, goalmem, r2, real, reconstruct, rerank
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.graphs.result import AnswerResult
+from logicmap.graphs.strategy import Strategy
 from logicmap.memory.input_limits import check_question
 
-__all__ = ["STRATEGIES", "answer", "strategy_function"]
+__all__ = ["GRAPH_STRATEGIES", "STRATEGIES", "Strategy", "answer", "strategy_function"]
 
-STRATEGIES: dict[str, str] = {
-    "compass": "logicmap.graphs.compass:answer",
-    "rerank": "logicmap.graphs.rerank:answer",
-    "goalmem": "logicmap.graphs.goalmem:answer",
-    "real": "logicmap.graphs.real:answer",
-    "reconstruct": "logicmap.graphs.reconstruct:answer",
-    "forward_reformulate": "logicmap.graphs.forward:answer_reformulate",
-    "forward_reflect": "logicmap.graphs.forward:answer_reflect",
-    "forward_react": "logicmap.graphs.forward:answer_react",
-    "dense": "logicmap.graphs.baselines:answer_dense",
-    "bm25": "logicmap.graphs.baselines:answer_bm25",
-    "r2": "logicmap.graphs.r2:answer",
+STRATEGIES: dict[str, Strategy] = {
+    s.name: s
+    for s in (
+        reconstruct.STRATEGY,
+        compass.STRATEGY,
+        rerank.STRATEGY,
+        goalmem.STRATEGY,
+        real.STRATEGY,
+        *forward.FORWARD_STRATEGIES.values(),
+        baselines.DENSE,
+        baselines.BM25,
+        r2.STRATEGY,
+    )
 }
+"""Every strategy by name, in the order the chatbot's form lists them."""
+
+GRAPH_STRATEGIES: dict[str, Strategy] = {name: s for name, s in STRATEGIES.items() if s.graph is not None}
+"""The strategies that are one compiled graph (``<module>:graph`` in ``studio/langgraph.json``)."""
 
 
 def strategy_function(name: str) -> Any:
+    """The named strategy's ``answer`` function; ``ValueError`` naming the choices for an unknown name."""
     if name not in STRATEGIES:
         raise ValueError(f"unknown strategy {name!r}; choose one of {sorted(STRATEGIES)}")
-    module, attr = STRATEGIES[name].split(":")
-    return getattr(importlib.import_module(module), attr)
+    return STRATEGIES[name].run
 
 
 def answer(

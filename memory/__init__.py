@@ -18,6 +18,13 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
 | ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |
 | ``retrieval``, ``backbones``, ``ranking`` | BM25 and dense search, Goal-Mem backbones, the graph-feature reranker (a learned turn ranker) |
+| ``turn_scoring``, ``turn_ranker_weights`` | the reranker's per-turn features and its shipped weights |
+| ``traversal``, ``traversal_weights`` | the second hop of the no-LLM compass (off by default) and its weights |
+| ``fact_paths`` | REAL's fact paths and their scores |
+| ``cue_extraction``, ``cue_index`` | the no-LLM cue builder and the cue index |
+| ``lexicon`` | the general word lists the no-LLM policies use (no fitted vocabulary) |
+| ``tenancy`` | which tenant a run belongs to: namespace templates, the authority, thread fingerprints |
+| ``contention``, ``deadline``, ``input_limits`` | writers waiting for a namespace, the run's deadline, question and message size limits |
 | ``facts`` | REAL's temporal facts: validity intervals, cardinality-aware non-destructive updates |
 | ``cues`` | MRAgent's cue-tag-content layer |
 | ``nl_logic`` | Goal-Mem's NL-Logic terms, goals and substitutions |

@@ -4,7 +4,8 @@ Factories bind a namespace (a name, or a template such as ``"{user_id}"`` resolv
 ``config["configurable"]``) and a store; ``create_memory_toolkit`` builds the whole set.
 
 Modules: ``common`` (namespace resolution per call, argument limits, errors a model can read), ``events`` (event-graph
-search and navigation tools), ``mragent`` (MRAgent's cue / tag / content tools), ``remember`` (the write tool).
+search and navigation tools), ``mragent`` (MRAgent's cue / tag / content tools), ``remember`` (the write tool),
+``forget`` (``forget_memory`` and ``update_memory``, added when writes are allowed).
 """
 
 from __future__ import annotations

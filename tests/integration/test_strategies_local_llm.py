@@ -6,8 +6,6 @@ A 135M model fails often; what is checked is the contract: typed results, record
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.util
 import re
 import time
 from collections.abc import Iterator
@@ -47,13 +45,12 @@ DIA_ID = re.compile(r"^D\d+:\d+$")
 
 
 def _module_exists(strategy: str) -> bool:
-    return importlib.util.find_spec(STRATEGIES[strategy].split(":")[0]) is not None
+    return strategy in STRATEGIES
 
 
 def _budgets(strategy: str) -> dict[str, object]:
     wanted = BUDGETS.get(strategy, {})
-    module = importlib.import_module(STRATEGIES[strategy].split(":")[0])
-    graph = getattr(module, "graph", None)
+    graph = STRATEGIES[strategy].graph
     schema = getattr(getattr(graph, "builder", None), "context_schema", None)
     if schema is not None and dataclasses.is_dataclass(schema):
         names = {f.name for f in dataclasses.fields(schema)}

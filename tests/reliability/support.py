@@ -83,14 +83,9 @@ def strategy_names() -> list[str]:
 
 def available_strategy(name: str) -> Callable[..., Any]:
     """The strategy's answer function, or a skip when its module is not there yet."""
-    from logicmap.graphs.strategies import STRATEGIES, strategy_function
+    from logicmap.graphs.strategies import strategy_function
 
-    module = STRATEGIES[name].split(":")[0]
-    require_module(module)
-    try:
-        return strategy_function(name)
-    except AttributeError as exc:
-        pytest.skip(f"strategy {name!r}: {module} has no answer function yet ({exc})")
+    return strategy_function(name)
 
 
 # -- memory invariants ---------------------------------------------------------------------------

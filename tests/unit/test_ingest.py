@@ -237,7 +237,8 @@ def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
 
 
 def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -> None:
-    from logicmap.graphs.ingest import _with_enrichments, cues, facts, fuse, prepare, relate, segment
+    from logicmap.graphs.ingest import cues, facts, fuse, prepare, relate, segment
+    from logicmap.graphs.ingest_nodes import _with_enrichments
 
     on = _runtime(IngestContext(policy="heuristic", namespace="ns", resources=resources))
     off = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))

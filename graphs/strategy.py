@@ -1,0 +1,176 @@
+"""What every answering strategy shares: the ``Strategy`` record, its input and output schemas, its context
+fields, and the one runner of a strategy graph.
+
+``graphs.strategies`` holds the registry of the records; each strategy module declares its own ``STRATEGY``
+here-shaped, so no strategy repeats the question input, the answer/cost/fallbacks output, the namespace, policy
+and resources fields of its context, or the ``answer()`` body that runs its graph.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, NotRequired
+
+from pydantic import ConfigDict, Field, with_config
+from typing_extensions import TypedDict
+
+from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.graphs.resources import (
+    Resources,
+    ResourcesField,
+    context_for_run,
+    namespace_field,
+    policy_field,
+    resources_field,
+    with_resources,
+)
+from logicmap.graphs.result import AnswerResult
+from logicmap.graphs.tracing import invoke_strategy
+from logicmap.memory.records import validate_namespace
+
+__all__ = ["AnswerOutput", "QuestionInput", "Strategy", "StrategyContext", "StrategyState", "graph_strategy", "run_graph"]
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+@dataclass
+class StrategyContext:
+    """The context fields every graph of a run declares (each strategy's and ingest's): its policy, its tenant
+    and its resources; a graph's own context class adds its budgets and settings."""
+
+    policy: Literal["auto", "llm", "heuristic"] = policy_field()
+    namespace: str | None = namespace_field()
+    resources: ResourcesField = resources_field()
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class QuestionInput(TypedDict):
+    """What a caller supplies. The namespace is the run's (context or config), never part of the input."""
+
+    # Descriptions as ``Field`` metadata, not attribute docstrings: a subclass's schema keeps them.
+    question: Annotated[str, Field(description="The question to answer from the namespace's memory.")]
+    question_date: NotRequired[Annotated[str | None, Field(description=(
+        'When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated.'))]]
+
+
+@with_config(ConfigDict(use_attribute_docstrings=True))
+class AnswerOutput(TypedDict, total=False):
+    """What every strategy run returns: the answer, what it cost, and the roles that fell back."""
+
+    answer: Annotated[str, Field(description="The answer, written from the evidence only.")]
+    cost: Annotated[Cost, Field(description="LLM calls and tokens the run spent (none without an LLM)."), add_cost]
+    fallbacks: Annotated[
+        list[FallbackRecord], Field(description="Roles that fell back to their deterministic rule, and why."), operator.add
+    ]
+
+
+class StrategyState(TypedDict, total=False):
+    """The state keys every strategy graph shares: the run's namespace (resolved by its first node), the
+    question, and the answer with its cost and fallbacks."""
+
+    namespace: str
+    question: str
+    question_date: str | None
+    answer: str
+    cost: Annotated[Cost, add_cost]
+    fallbacks: Annotated[list[FallbackRecord], operator.add]
+
+
+ResultBuilder = Callable[[str, str, dict[str, Any], Any, Resources, float], AnswerResult]
+"""``result(question, namespace, final state, context, resources, elapsed seconds) -> AnswerResult``."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One answering strategy: its name, how to run it, and (for a graph strategy) its compiled graph and schemas.
+
+    ``run(question, namespace, *, resources=None, policy="auto", **options) -> AnswerResult`` is the strategy's
+    ``answer``; ``variants`` are the ``name:variant`` labels the evaluation accepts (``compass:traversal``)."""
+
+    name: str
+    run: Callable[..., AnswerResult]
+    graph: Any = None
+    context: type | None = None
+    variants: tuple[str, ...] = ()
+
+    @property
+    def input_schema(self) -> Any:
+        return None if self.graph is None else self.graph.builder.input_schema
+
+    @property
+    def output_schema(self) -> Any:
+        return None if self.graph is None else self.graph.builder.output_schema
+
+
+@dataclass(frozen=True)
+class _GraphRun:
+    """How ``run_graph`` runs one strategy graph (the parts that differ between strategies)."""
+
+    name: str
+    graph: Any
+    context: type
+    result: ResultBuilder
+    recursion_limit: Callable[[Any], int]
+    tags: Callable[[Any], Sequence[str]] = lambda ctx: ()
+    make_context: Callable[[Any, str, dict[str, Any]], Any] | None = None
+    check: Callable[[Any, Resources, str], None] | None = None
+    input_keys: frozenset[str] = field(default_factory=frozenset)
+
+    def __call__(self, question: str, namespace: str, **kwargs: Any) -> AnswerResult:
+        """Answer ``question`` from ``namespace`` with this graph (``run_graph``): the strategy's ``answer``."""
+        return run_graph(self, question, namespace, **kwargs)
+
+
+def run_graph(
+    spec: _GraphRun,
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "auto",
+    context: Any = None,
+    **options: Any,
+) -> AnswerResult:
+    """Answer ``question`` from ``namespace`` with the strategy's graph; options override its context fields,
+    and those that name an input field (``question_date``, ``reference_time``) go into the graph's input."""
+    validate_namespace(namespace)
+    inputs: dict[str, Any] = {"question": question}
+    for key in ("question_date", *sorted(spec.input_keys - {"question", "question_date"})):
+        if key in spec.input_keys:
+            inputs[key] = options.pop(key, None)
+    if spec.make_context is not None:
+        ctx = spec.make_context(context, policy, options)
+    else:
+        ctx = context_for_run(spec.context, context, policy, options)
+    ctx, res = with_resources(ctx, resources, namespace=namespace)
+    res.store.require_namespace(namespace)
+    if spec.check is not None:
+        spec.check(ctx, res, namespace)
+    return invoke_strategy(
+        spec.name, spec.graph, inputs, ctx,
+        namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
+        make_result=lambda final, elapsed: spec.result(question, namespace, final, ctx, res, elapsed),
+    )  # fmt: skip
+
+
+def graph_strategy(
+    name: str,
+    graph: Any,
+    context: type,
+    *,
+    result: ResultBuilder,
+    recursion_limit: Callable[[Any], int],
+    tags: Callable[[Any], Sequence[str]] = lambda ctx: (),
+    make_context: Callable[[Any, str, dict[str, Any]], Any] | None = None,
+    check: Callable[[Any, Resources, str], None] | None = None,
+    variants: tuple[str, ...] = (),
+) -> Strategy:
+    """The ``Strategy`` of a graph: its ``run`` is ``run_graph`` with what differs for this graph."""
+    run = _GraphRun(name, graph, context, result, recursion_limit, tags, make_context, check,
+                    frozenset(_keys(graph.builder.input_schema)))  # fmt: skip
+    return Strategy(name=name, run=run, graph=graph, context=context, variants=variants)
+
+
+def _keys(schema: Any) -> Mapping[str, Any]:
+    return getattr(schema, "__annotations__", {}) or {}

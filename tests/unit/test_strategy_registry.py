@@ -1,0 +1,48 @@
+"""The strategy registry (graphs.strategies): every list of strategies derives from it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import get_args, get_type_hints
+
+from logicmap.graphs.chatbot import StrategyName
+from logicmap.graphs.forward import FORWARD_STRATEGIES
+from logicmap.graphs.strategies import GRAPH_STRATEGIES, STRATEGIES, strategy_function
+from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext
+
+STUDIO = Path(__file__).resolve().parents[2] / "studio" / "langgraph.json"
+
+
+def test_studio_lists_every_graph_strategy_of_the_registry() -> None:
+    graphs = json.loads(STUDIO.read_text())["graphs"]
+    listed = {name: entry["path"] for name, entry in graphs.items() if name not in ("ingest", "chatbot")}
+    expected = {name: f"logicmap.graphs.{name}:graph" for name, s in GRAPH_STRATEGIES.items()}
+    assert listed == expected
+
+
+def test_the_chatbot_and_forward_lists_are_the_registry() -> None:
+    assert list(get_args(StrategyName)) == list(STRATEGIES)
+    assert all(STRATEGIES[name] is s for name, s in FORWARD_STRATEGIES.items())
+    assert set(FORWARD_STRATEGIES) == {n for n in STRATEGIES if n.startswith("forward_")}
+
+
+def test_graph_strategies_share_the_base_schemas() -> None:
+    for name, s in GRAPH_STRATEGIES.items():
+        assert issubclass(s.context, StrategyContext), name
+        base = {f.name for f in dataclasses.fields(StrategyContext)}
+        assert base <= {f.name for f in dataclasses.fields(s.context)}, name
+        assert set(get_type_hints(AnswerOutput)) <= set(get_type_hints(s.output_schema)), name
+        assert "question" in get_type_hints(s.input_schema), name
+        assert s.graph.get_graph() is not None
+        assert strategy_function(name) is s.run
+    assert set(get_type_hints(QuestionInput)) == {"question", "question_date"}
+    assert STRATEGIES["compass"].variants == ("traversal", "similarity")
+    assert STRATEGIES["goalmem"].variants == ("bm25", "dense", "events")
+
+
+def test_the_cli_names_are_the_registry() -> None:
+    from logicmap.graphs.strategy_names import STRATEGY_NAMES
+
+    assert STRATEGY_NAMES == tuple(STRATEGIES)
