@@ -1,18 +1,28 @@
 """The CompassMem search graph: planner -> localize -> parallel explorers -> merge (loop) -> refine -> respond.
 
-Explorers walk paths: each starts at its own start node and moves along the relations of the node it is on,
-its candidates queued in the one global priority queue; an ANSWER ends its path only. Explorers of one
-superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their decisions,
-annotating each kept event with the subgoals it supports (the satisfaction vector derives from them). Each node is a module-level function of ``(state, runtime)`` that finds its
-resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
+Every candidate an explorer queues enters the ONE global priority queue (the paper's 4.3.2, Eq. 11: an event's
+priority is its best similarity to a still-unsatisfied subgoal), and each explorer of a superstep takes the
+globally best queued event; the paths are bookkeeping (an event queued from a path's current node extends it).
+An ANSWER ends its path only. A round runs until the queue is empty or every subgoal is satisfied (Section
+4.3.3's "the Responder is invoked when the global candidate queue becomes empty, and all subgoals are
+satisfied" read with the action prompt's ANSWER, "exploration will STOP" once all are satisfied), within the
+project's per-round step cap ``max_steps`` (an extension; None, the paper's budget, in ``faithful``). Explorers
+of one superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their
+decisions, annotating each kept event with the subgoals it supports (the satisfaction vector derives from them).
+Each node is a module-level function of ``(state, runtime)`` that finds its resources through
+``resources_of(runtime)``. Studio loads ``graph`` from this module.
+
+``CompassContext.faithful`` is the paper's configuration (``FAITHFUL_OVERRIDES``: the project's extensions of
+the search off); docs/fidelity.md lists each element and measures each extension as an ablation.
 
 Calls that would add nothing are not made (the paper's decisions stay the LLM's):
 - the first round's candidate starts rank against the question, known before planning, so the planner picks the
   starts in its own call (``plan_starts``; a reply that picks none leaves them to the localizer's call);
 - a single candidate start is the only valid pick: it is taken without a call;
 - no refinement round when every subgoal is satisfied, when every event was read (a round starts from unread
-  events only), or when the LLM refiner only repeats the question or the previous query (the paper's reference
-  implementation skips that round too; the refiner's call is spent, the round's are not).
+  events only), or when the LLM refiner only repeats the question or the previous query (the paper's text does
+  not say what a repeated query does; a round from it would repeat the first; the refiner's call is spent, the
+  round's are not).
 """
 
 from __future__ import annotations
@@ -639,7 +649,7 @@ def _query_key(text: str) -> str:
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
     searches from new start nodes with a fresh step budget. A refiner that only repeats the question (or the
-    previous query) wrote nothing new: as in the paper's reference implementation, no refinement round follows."""
+    previous query) wrote nothing new: no refinement round follows (the paper's text is silent on it; a round would repeat)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     graph = _event_graph(res, state["namespace"])
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
