@@ -226,7 +226,7 @@ class LogicMapStore(BaseStore):
         from logicmap.graphs.strategies import answer
 
         result = answer(self.strategy, query, name, resources=self.resources, policy=self.policy)
-        order = list(result.turn_ranking) or [t for e in result.evidence for t in e.turn_ids]
+        order = list(result.turn_ranking or []) or [t for e in result.evidence for t in e.turn_ids]
         scores: dict[str, float] = {}
         for rank, tid in enumerate(order):
             scores.setdefault(tid, 1.0 / (rank + 1))
