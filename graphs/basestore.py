@@ -183,11 +183,7 @@ class LogicMapStore(BaseStore):
                     created_at=stored.created_at, updated_at=stored.updated_at)
 
     def _namespaces_under(self, prefix: Sequence[str]) -> list[str]:
-        names = self.resources.store.namespaces()
-        if not prefix:
-            return names
-        base = namespace_of(tuple(prefix))
-        return [n for n in names if n == base or n.startswith(base + ".")]
+        return self.resources.store.namespaces(namespace_of(tuple(prefix)) if prefix else None)
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
