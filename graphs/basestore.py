@@ -26,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import numpy as np
 from langgraph.store.base import (
     BaseStore,
     GetOp,
@@ -49,12 +49,13 @@ from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.items import (
     InvalidItemError,
+    ItemIndex,
     StoredItem,
     dumps_value,
+    item_index,
     item_session_id,
     item_text,
     items_of,
-    matches,
     message_turns,
     namespace_of,
     namespace_tuple,
@@ -66,13 +67,6 @@ from logicmap.memory.store import NamespaceSnapshot
 __all__ = ["InvalidItemError", "LogicMapStore"]
 
 SOURCE = "store"  # the source a namespace the store creates records
-
-
-@dataclass
-class _Ranked:
-    namespace: str
-    item: StoredItem
-    score: float | None
 
 
 def _message_dict(message: Any) -> Any:
@@ -188,35 +182,41 @@ class LogicMapStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         if op.limit < 0 or op.offset < 0:
             raise InvalidItemError("search: limit and offset cannot be negative")
-        ranked: list[_Ranked] = []
+        parts: list[tuple[str, ItemIndex, np.ndarray]] = []  # per namespace: its index and the rows kept
+        scores, updated = [], []
         for name in self._namespaces_under(op.namespace_prefix):
             snap = self.resources.store.snapshot(name)
-            found = [it for it in items_of(snap).values() if matches(it.value, op.filter)]
-            if not found:
+            index = item_index(snap)
+            rows = np.flatnonzero(index.mask(op.filter))
+            if not len(rows):
                 continue
-            scores = self._scores(name, snap, op.query, found) if op.query else {}
-            ranked.extend(_Ranked(name, it, scores.get(it.key) if op.query else None) for it in found)
-        ranked.sort(key=lambda r: r.item.updated_at, reverse=True)  # no query: the most recent first
-        if op.query:
-            ranked.sort(key=lambda r: (r.score is None, -(r.score or 0.0)))  # stable: recency breaks ties
-        page = ranked[op.offset: op.offset + op.limit]
-        return [SearchItem(namespace=namespace_tuple(r.namespace), key=r.item.key, value=r.item.value,
-                           created_at=r.item.created_at, updated_at=r.item.updated_at, score=r.score)
-                for r in page]  # fmt: skip
+            parts.append((name, index, rows))
+            updated.append(index.updated[rows])
+            scores.append(self._scores(name, snap, op.query, index)[rows] if op.query else np.full(len(rows), np.nan))
+        if not parts:
+            return []
+        score, recency = np.concatenate(scores), -np.concatenate(updated)
+        # Ranked by score (unscored last), ties and listings by recency (the most recently updated first).
+        order = np.lexsort((recency, np.where(np.isnan(score), np.inf, -score))) if op.query else np.argsort(
+            recency, kind="stable")
+        starts = np.cumsum([0] + [len(rows) for _, _, rows in parts])
+        page = []
+        for r in order[op.offset: op.offset + op.limit]:
+            part = int(np.searchsorted(starts, r, side="right")) - 1
+            name, index, rows = parts[part]
+            it = index.items[int(rows[r - starts[part]])]
+            page.append(SearchItem(namespace=namespace_tuple(name), key=it.key, value=it.value,
+                                   created_at=it.created_at, updated_at=it.updated_at,
+                                   score=None if np.isnan(score[r]) else float(score[r])))  # fmt: skip
+        return page
 
-    def _scores(self, name: str, snap: NamespaceSnapshot, query: str, found: list[StoredItem]) -> dict[str, float]:
-        """Each indexed item's score for ``query``: its best turn's (the reranker's score, or a strategy's rank)."""
-        res = self.resources
+    def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
+        """Each item's score for ``query``: its best turn's (the reranker's score, or a strategy's rank)."""
         if self.strategy == "rerank":
-            turn_scores = learned_turn_scores(snap, query, QueryEncoder(res.embeddings))
+            turn_scores = learned_turn_scores(snap, query, QueryEncoder(self.resources.embeddings))
         else:
             turn_scores = self._strategy_scores(name, query)
-        out: dict[str, float] = {}
-        for it in found:
-            got = [turn_scores[t] for t in it.turn_ids if t in turn_scores]
-            if it.indexed and got:
-                out[it.key] = float(max(got))
-        return out
+        return index.scores(turn_scores)
 
     def _strategy_scores(self, name: str, query: str) -> dict[str, float]:
         from logicmap.graphs.strategies import answer

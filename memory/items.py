@@ -17,13 +17,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from logicmap.memory.records import Turn, stable_hash, validate_namespace
 from logicmap.memory.store.model import NamespaceSnapshot
 
 __all__ = [
     "KEY_SESSION_PREFIX",
     "InvalidItemError",
+    "ItemIndex",
     "StoredItem",
+    "item_index",
     "item_session_id",
     "dumps_value",
     "item_text",
@@ -178,6 +182,48 @@ def _build_items(snapshot: NamespaceSnapshot) -> dict[str, StoredItem]:
         if stored is not None and item_session_id(stored.key) == sid:
             found[stored.key] = stored
     return found
+
+
+@dataclass(frozen=True)
+class ItemIndex:
+    """A snapshot's items as arrays, for ranking thousands of them without a Python object per item per search."""
+
+    items: list[StoredItem]  # the most recently updated first
+    updated: np.ndarray  # float seconds, per item
+    indexed: np.ndarray  # bool, per item: ranked by a query (``put(..., index=False)`` is not)
+    flat_turns: list[str]  # every item's turns, one after the other
+    flat_items: np.ndarray  # the item (row) of each of ``flat_turns``
+
+    def mask(self, filter: Mapping[str, Any] | None) -> np.ndarray:  # noqa: A002 - LangGraph's name
+        """Which items pass ``filter`` (all without one)."""
+        if not filter:
+            return np.ones(len(self.items), dtype=bool)
+        return np.fromiter((matches(it.value, filter) for it in self.items), dtype=bool, count=len(self.items))
+
+    def scores(self, turn_scores: Mapping[str, float]) -> np.ndarray:
+        """Each item's score: its best turn's in ``turn_scores``; NaN for an item not indexed or not scored."""
+        values = np.fromiter((turn_scores.get(t, -np.inf) for t in self.flat_turns), dtype=np.float64,
+                             count=len(self.flat_turns))
+        best = np.full(len(self.items), -np.inf)
+        np.maximum.at(best, self.flat_items, values)
+        best[~self.indexed | np.isneginf(best)] = np.nan
+        return best
+
+
+def item_index(snapshot: NamespaceSnapshot) -> ItemIndex:
+    """The snapshot's items as an ``ItemIndex`` (computed once per snapshot)."""
+    return snapshot.derived(_build_index)
+
+
+def _build_index(snapshot: NamespaceSnapshot) -> ItemIndex:
+    items = sorted(items_of(snapshot).values(), key=lambda it: it.updated_at, reverse=True)
+    flat_turns = [t for it in items for t in it.turn_ids]
+    flat_items = np.fromiter((row for row, it in enumerate(items) for _ in it.turn_ids), dtype=np.int64,
+                             count=len(flat_turns))
+    return ItemIndex(
+        items=items, updated=np.array([it.updated_at.timestamp() for it in items], dtype=np.float64),
+        indexed=np.array([it.indexed for it in items], dtype=bool), flat_turns=flat_turns, flat_items=flat_items,
+    )
 
 
 def _number(value: Any) -> float | None:
