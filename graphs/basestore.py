@@ -262,8 +262,8 @@ class LogicMapStore(BaseStore):
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))
         sid = item_session_id(key)
-        fields = self.fields if op.index is None else (list(op.index) if op.index else None)
-        pairs = message_turns(value) or [("user", item_text(value, fields) or key)]
+        fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
+        pairs = (None if fields else message_turns(value)) or [("user", item_text(value, fields) or key)]
         item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
                 "updated_at": now.isoformat(), "indexed": op.index is not False}  # fmt: skip
         turns = [RawTurn(dia_id=f"{sid}:{i + 1}", speaker=speaker, text=text, item=item if i == 0 else None)

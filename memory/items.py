@@ -123,15 +123,15 @@ def message_turns(value: Mapping[str, Any]) -> list[tuple[str, str]] | None:
 
 
 def item_text(value: Mapping[str, Any], fields: Sequence[str] | None = None) -> str:
-    """The text retrieval indexes for a value: ``content`` or ``text`` when a string, else the indexed fields
-    (LangGraph's ``index.fields`` paths; default: every string, number and boolean of the value, in order)."""
-    for name in ("content", "text"):
-        if isinstance(value.get(name), str) and value[name].strip():
-            return str(value[name]).strip()
+    """The text retrieval indexes for a value: its indexed ``fields`` when given (LangGraph's ``index.fields``
+    paths), else ``content`` or ``text`` when a string, else every string, number and boolean of the value."""
     if fields:
         from langgraph.store.base.embed import get_text_at_path  # local: the memory layer's one langgraph helper
 
         return "\n".join(t for path in fields for t in get_text_at_path(dict(value), path) if t.strip())
+    for name in ("content", "text"):
+        if isinstance(value.get(name), str) and value[name].strip():
+            return str(value[name]).strip()
     return ". ".join(_leaves(value))
 
 

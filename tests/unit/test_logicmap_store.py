@@ -134,6 +134,17 @@ def test_an_item_put_without_index_is_kept_but_not_ranked(store: LogicMapStore) 
     assert [i.key for i in found] == ["shown", "hidden"] and found[1].score is None
 
 
+def test_indexed_fields_are_what_a_value_is_searched_by(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic", index={"fields": ["title"]})
+    store.put(ALICE, "a", {"title": "Sourdough starter feeding schedule", "body": "volcano"})
+    store.put(ALICE, "b", {"title": "Volcano hiking gear list", "body": "sourdough"})
+    store.put(ALICE, "c", {"title": "Tax forms", "body": "x"}, index=["body"])  # per put, like LangGraph
+    assert store.search(ALICE, query="volcano hiking")[0].key == "b"
+    assert store.search(ALICE, query="sourdough starter")[0].key == "a"
+    texts = {t.text for t in resources.store.snapshot("memories.alice").turns.values()}
+    assert texts == {"Sourdough starter feeding schedule", "Volcano hiking gear list", "x"}
+
+
 def test_a_strategy_from_the_settings_ranks_search(resources: Resources) -> None:
     store = LogicMapStore(resources=resources, policy="heuristic", strategy="bm25")
     store.put(ALICE, "a", {"content": "The plumber fixed the kitchen sink."})
