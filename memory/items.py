@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -193,12 +193,40 @@ class ItemIndex:
     indexed: np.ndarray  # bool, per item: ranked by a query (``put(..., index=False)`` is not)
     flat_turns: list[str]  # every item's turns, one after the other
     flat_items: np.ndarray  # the item (row) of each of ``flat_turns``
+    _columns: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False, compare=False)
 
     def mask(self, filter: Mapping[str, Any] | None) -> np.ndarray:  # noqa: A002 - LangGraph's name
-        """Which items pass ``filter`` (all without one)."""
-        if not filter:
-            return np.ones(len(self.items), dtype=bool)
-        return np.fromiter((matches(it.value, filter) for it in self.items), dtype=bool, count=len(self.items))
+        """Which items pass ``filter`` (all without one): ``matches`` on every item, computed a field at a time
+        (a field's values, and their numbers for the comparison operators, are read once per snapshot)."""
+        keep = np.ones(len(self.items), dtype=bool)
+        for name, wanted in (filter or {}).items():
+            keep &= self._field_mask(str(name), wanted)
+        return keep
+
+    def _column(self, name: str, numbers: bool = False) -> Any:
+        found = self._columns.get((name, numbers))
+        if found is None:
+            values = [it.value.get(name) for it in self.items]
+            found = np.array([np.nan if (n := _number(v)) is None else n for v in values], dtype=np.float64) \
+                if numbers else values
+            self._columns[(name, numbers)] = found
+        return found
+
+    def _field_mask(self, name: str, wanted: Any) -> np.ndarray:
+        values = self._column(name)
+        if isinstance(wanted, Mapping) and wanted and all(str(k).startswith("$") for k in wanted):
+            keep = np.ones(len(values), dtype=bool)
+            for op, target in wanted.items():
+                if op in ("$gt", "$gte", "$lt", "$lte"):
+                    right = _number(target)
+                    if right is None:
+                        return np.zeros(len(values), dtype=bool)
+                    with np.errstate(invalid="ignore"):
+                        keep &= _NUMERIC[op](self._column(name, numbers=True), right)
+                else:
+                    keep &= np.fromiter((_apply(v, str(op), target) for v in values), dtype=bool, count=len(values))
+            return keep
+        return np.fromiter((_compare(v, wanted) for v in values), dtype=bool, count=len(values))
 
     def scores(self, turn_scores: Mapping[str, float]) -> np.ndarray:
         """Each item's score: its best turn's in ``turn_scores``; NaN for an item not indexed or not scored."""
@@ -233,6 +261,9 @@ def _number(value: Any) -> float | None:
         return float(value)
     except ValueError:
         return None
+
+
+_NUMERIC = {"$gt": np.greater, "$gte": np.greater_equal, "$lt": np.less, "$lte": np.less_equal}
 
 
 def _apply(value: Any, operator: str, wanted: Any) -> bool:

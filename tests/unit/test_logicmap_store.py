@@ -194,3 +194,26 @@ def test_search_without_memory_and_get_of_an_unknown_namespace_are_empty(store: 
     assert store.list_namespaces() == []
     store.delete(ALICE, "k")  # nothing to forget: no error, nothing created
     assert store.list_namespaces() == []
+
+
+def test_the_array_filter_agrees_with_matches_on_every_item() -> None:
+    """``ItemIndex.mask`` (a field at a time, numbers as arrays) against ``matches`` (one item at a time)."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from logicmap.memory.items import ItemIndex, StoredItem, matches
+
+    values = [{"n": 3}, {"n": 3.5}, {"n": "4"}, {"n": True}, {"n": None}, {}, {"n": "x"}, {"n": [1, 2]},
+              {"n": {"a": 1}}, {"n": -2, "t": "red"}, {"n": 10, "t": "blue", "m": {"a": 1, "b": 2}}]
+    now = datetime.now(UTC)
+    items = [StoredItem("ns", f"k{i}", v, now, now, "s", (f"t{i}",)) for i, v in enumerate(values)]
+    index = ItemIndex(items=items, updated=np.zeros(len(items)), indexed=np.ones(len(items), dtype=bool),
+                      flat_turns=[f"t{i}" for i in range(len(items))], flat_items=np.arange(len(items)))
+    filters = [{"n": 3}, {"n": {"$gt": 3}}, {"n": {"$gte": "3.5"}}, {"n": {"$lt": 0}}, {"n": {"$lte": 4, "$gt": 1}},
+               {"n": {"$ne": 3}}, {"n": {"$eq": None}}, {"n": [1, 2]}, {"n": {"a": 1}}, {"m": {"a": 1}},
+               {"t": "red", "n": {"$lt": 0}}, {"n": {"$gt": "x"}}, {"missing": None}, {}]
+    for f in filters:
+        assert index.mask(f).tolist() == [matches(v, f) for v in values], f
+    with pytest.raises(InvalidItemError, match="operator"):
+        index.mask({"n": {"$in": [3]}})
