@@ -61,7 +61,7 @@ from logicmap.memory.items import (
     namespace_tuple,
     validate_key,
 )
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.memory.loaders import Conversation, RawTurn, Session, check_sessions
 from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["InvalidItemError", "LogicMapStore"]
@@ -250,11 +250,12 @@ class LogicMapStore(BaseStore):
         with self._lock(name):
             snap = self._snapshot(name)
             held = items_of(snap) if snap is not None else {}
+            now = datetime.now(UTC)
+            sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
+            check_sessions(sessions, where="store put")  # a value ingest would refuse fails before anything is forgotten
             gone = sorted(k for k in group if k in held)
             if gone:
                 forget(name, keys=gone, surface="store", resources=res)
-            now = datetime.now(UTC)
-            sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
             if sessions:
                 conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
                 ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True)

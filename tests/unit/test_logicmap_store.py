@@ -217,3 +217,10 @@ def test_the_array_filter_agrees_with_matches_on_every_item() -> None:
         assert index.mask(f).tolist() == [matches(v, f) for v in values], f
     with pytest.raises(InvalidItemError, match="operator"):
         index.mask({"n": {"$in": [3]}})
+
+
+def test_a_replacing_value_ingest_would_refuse_fails_before_the_old_item_is_forgotten(store: LogicMapStore) -> None:
+    store.put(ALICE, "k", {"content": "I like tea."})
+    with pytest.raises(ValueError, match="surrogate"):
+        store.put(ALICE, "k", {"content": "broken \ud800 text"})
+    assert store.get(ALICE, "k").value == {"content": "I like tea."}
