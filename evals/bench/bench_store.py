@@ -94,7 +94,11 @@ def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Pat
     _bulk_items(res, real, size, rng)
     bulk_build = time.perf_counter() - started
     store.search(NAMESPACE, query="warm up", limit=10)  # the snapshot and its derived arrays, once
-    texts = [_text(np.random.default_rng(10_000 + i), i) for i in range(queries)]
+    # Distinct questions for every timed row (a repeated question would meet warm per-question caches).
+    def questions(row: int) -> list[str]:
+        return [_text(np.random.default_rng(10_000 * (row + 1) + i), (i * 7 + row) % size) for i in range(queries)]
+
+    texts, filtered, after = questions(0), questions(1), questions(2)
     rows = []
 
     def row(what: str, times: list[float]) -> None:
@@ -103,7 +107,7 @@ def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Pat
 
     row("search(query)", _timed(lambda i: store.search(NAMESPACE, query=texts[i], limit=10), queries))
     row("search(query, filter)", _timed(
-        lambda i: store.search(NAMESPACE, query=texts[i], filter={"n": {"$gte": size // 2}}, limit=10), queries))
+        lambda i: store.search(NAMESPACE, query=filtered[i], filter={"n": {"$gte": size // 2}}, limit=10), queries))
     row("search() by recency", _timed(lambda i: store.search(NAMESPACE, limit=10, offset=i), queries))
     row("get", _timed(lambda i: store.get(NAMESPACE, f"item-{(i * 7919) % size}"), queries))
     # The bulk load commits no topics: the first put's ingest clusters every event (a real namespace has topics).
@@ -111,7 +115,7 @@ def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Pat
         lambda i: store.put(NAMESPACE, "first", {"content": "The first note after the bulk load."}), 1))
     row("put (new key)", _timed(lambda i: store.put(NAMESPACE, f"new-{i}", {"content": f"A new note {i}."}), 5))
     row("put (replace key)", _timed(lambda i: store.put(NAMESPACE, f"item-{i}", {"content": f"Replaced {i}."}), 5))
-    row("search(query) after writes", _timed(lambda i: store.search(NAMESPACE, query=texts[i], limit=10), queries))
+    row("search(query) after writes", _timed(lambda i: store.search(NAMESPACE, query=after[i], limit=10), queries))
     print(f"n={size}: built {real} items by put in {put_build:.1f}s, {size - real} by bulk commit in "
           f"{bulk_build:.1f}s; rss {rss_mb():.0f} MB", flush=True)
     if res.store_ is not None:
