@@ -18,6 +18,7 @@ from logicmap.memory.backbones import make_backbone
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.retrieval import Backbone, reciprocal_rank_fusion
+from logicmap.memory.store import PinnedStore
 
 __all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
 
@@ -37,8 +38,10 @@ class _Run:
         self.heuristic = resolve_policy(policy, self.resources) == "heuristic"
         self.llm = None if self.heuristic else self.resources.llm
         self.method = self.resources.method
+        # Pinned: every search of the run reads the generation it started on (``memory.store.PinnedStore``).
+        pinned = PinnedStore(self.resources.store, namespace, self.resources.store.snapshot(namespace).generation)
         self.backbone: Backbone = make_backbone(
-            backbone, self.resources.store, namespace, embeddings=lambda: self.resources.embeddings
+            backbone, pinned, namespace, embeddings=lambda: self.resources.embeddings
         )
         self.backbone_name = backbone if isinstance(backbone, str) else getattr(self.backbone, "name", "custom")
         self.max_memories = max_memories

@@ -66,10 +66,13 @@ class AnswerOutput(TypedDict, total=False):
 
 
 class StrategyState(TypedDict, total=False):
-    """The state keys every strategy graph shares: the run's namespace (resolved by its first node), the
-    question, and the answer with its cost and fallbacks."""
+    """The state keys every strategy graph shares: the run's pin (namespace, resolved policy and snapshot
+    generation, resolved once by its first node: ``graphs.pin``), the question, and the answer with its cost and
+    fallbacks."""
 
     namespace: str
+    policy: str
+    generation: int
     question: str
     question_date: str | None
     answer: str
