@@ -222,7 +222,7 @@ class ExploreTask(TypedDict):
     """What one explorer branch (or the batched explorer) is sent: the search so far and its events."""
 
     namespace: str
-    generation: int
+    generation: int | None
     question: str
     subgoals: list[str]
     satisfied: list[bool]
@@ -711,7 +711,7 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     if frontier and not state.get("done"):
         base = {
             "namespace": state["namespace"],
-            "generation": state["generation"],
+            "generation": state.get("generation"),
             "question": state["question"],
             "subgoals": state["subgoals"],
             "satisfied": state["satisfied"],

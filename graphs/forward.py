@@ -14,6 +14,7 @@ from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import Strategy
+from logicmap.graphs.tracing import traced_strategy
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.records import validate_namespace
@@ -168,9 +169,9 @@ def answer_react(
 FORWARD_STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
-        Strategy("forward_reformulate", answer_reformulate),
-        Strategy("forward_reflect", answer_reflect),
-        Strategy("forward_react", answer_react),
+        Strategy("forward_reformulate", traced_strategy("forward_reformulate", answer_reformulate)),
+        Strategy("forward_reflect", traced_strategy("forward_reflect", answer_reflect)),
+        Strategy("forward_react", traced_strategy("forward_react", answer_react)),
     )
 }
 """The forward-reasoning baselines (no graph), as registered in ``graphs.strategies.STRATEGIES``."""

@@ -167,7 +167,7 @@ class RetrieveTask(TypedDict):
     """What one ``retrieve`` branch searches: a subgoal's grounded query and its share of the budget."""
 
     namespace: str
-    generation: int
+    generation: int | None
     subgoal: str
     query: str
     k: int
@@ -470,7 +470,7 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
 def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
     """One retrieve branch (``Send``) per subgoal whose query is new."""
     return [
-        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state["generation"], subgoal=sid,
+        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"), subgoal=sid,
                                       query=query, k=k, step=state.get("step", 0)))  # fmt: skip
         for sid, query, k in _searches(state, ctx, sids)
     ]
