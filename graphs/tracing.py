@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 import uuid
@@ -480,25 +481,34 @@ def _policy_used(policy: str, resources: Resources) -> str:
     return resolve_policy("auto", resources) if policy in ("auto", "llm") else policy
 
 
+@dataclasses.dataclass(frozen=True)
+class _TracedStrategy:
+    """``answer`` run as one root run named ``strategy`` (``traced_strategy``)."""
+
+    strategy: str
+    answer: Callable[..., Any]
+
+    def __call__(self, question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
+                 **options: Any) -> Any:  # fmt: skip
+        from langchain_core.runnables import RunnableLambda
+        from langchain_core.runnables.config import get_callback_manager_for_config
+
+        known = policy in ("auto", "llm", "heuristic")  # an unknown one is the strategy's to refuse
+        used = _policy_used(policy, resources or default_resources()) if known else policy
+        config = {**run_config(self.strategy, namespace=namespace, policy=used, budgets=options), "run_id": uuid.uuid4()}
+        config = _with_root_cost(config, get_callback_manager_for_config(config), summed=False)
+        kwargs = {"resources": resources, "policy": policy, **options}
+        call = RunnableLambda(functools.partial(_call_strategy, self.answer, question, namespace, kwargs),
+                              name=self.strategy)
+        return call.invoke({"question": question}, config)
+
+
+def _call_strategy(answer: Callable[..., Any], question: str, namespace: str, kwargs: dict[str, Any], _: Any) -> Any:
+    return answer(question, namespace, **kwargs)
+
+
 def traced_strategy(strategy: str, answer: Callable[..., R]) -> Callable[..., R]:
     """A strategy that is a plain function (``dense``, ``bm25``, the forward baselines) run as one root run, as a
     graph strategy is: named ``strategy``, tagged ``strategy:``/``policy:``, namespace and options as metadata, the
     cost in its outputs and metadata; its LLM role runs nest under it. With tracing off it is one plain call."""
-
-    def run(question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
-            **options: Any) -> R:  # fmt: skip
-        from langchain_core.runnables import RunnableLambda
-        from langchain_core.runnables.config import get_callback_manager_for_config
-
-        def call(_: Any) -> R:
-            return answer(question, namespace, resources=resources, policy=policy, **options)
-
-        used = _policy_used(policy, resources or default_resources()) if policy in ("auto", "llm", "heuristic") else policy
-        config = run_config(strategy, namespace=namespace, policy=used, budgets=options)
-        config = {**config, "run_id": uuid.uuid4()}
-        config = _with_root_cost(config, get_callback_manager_for_config(config), summed=False)
-        return RunnableLambda(call, name=strategy).invoke({"question": question}, config)
-
-    run.__name__ = run.__qualname__ = getattr(answer, "__name__", strategy)
-    run.__doc__ = answer.__doc__
-    return run
+    return _TracedStrategy(strategy, answer)

@@ -16,6 +16,7 @@ import json
 import threading
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -146,7 +147,7 @@ def test_every_strategy_sends_one_root_run(collector: Collector, memory: Resourc
     assert {"dense", "bm25", "forward_react"} <= set(STRATEGIES)
     for name in STRATEGIES:
         namespace = "alice-r2" if name == "r2" else "alice"
-        result = collector.capture(lambda: answer(name, QUESTION, namespace, resources=_scripted(memory), policy="llm"))
+        result = collector.capture(partial(answer, name, QUESTION, namespace, resources=_scripted(memory), policy="llm"))
         root = _check_root(collector, name, "llm", namespace)
         assert root["extra"]["metadata"]["llm_calls"] == result.cost.llm_calls > 0, name
         llm_runs = [r for r in collector.runs.values() if r.get("run_type") == "llm"]
