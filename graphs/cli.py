@@ -54,10 +54,13 @@ def resources_from_args(args: argparse.Namespace) -> Resources:
 
 
 def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
-    """``--policy``, with ``auto`` resolved: the LLM policy when a chat model is configured, else the no-LLM one."""
+    """``--policy``, with ``auto`` resolved by the one rule every run uses (``graphs.resources.resolve_policy``):
+    the LLM policy when the run has a chat model, else the no-LLM one."""
+    from logicmap.graphs.resources import resolve_policy
+
     policy = getattr(args, "policy", "auto") or "auto"
     if policy == "auto":
-        policy = "llm" if resources.settings.chat_model else "heuristic"
+        policy = resolve_policy(policy, resources)
         if policy == "heuristic":
             print("note: no chat model configured (LOGICMAP_CHAT_MODEL); using the no-LLM policy", file=sys.stderr)
     return policy

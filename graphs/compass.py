@@ -48,7 +48,14 @@ from logicmap.graphs.resources import (
     run_context,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
@@ -749,6 +756,7 @@ def build_compass_graph() -> StateGraph:
     builder.add_node("merge", merge)
     builder.add_node("refine", refine)
     builder.add_node("respond", respond)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "planner")
     builder.add_edge("planner", "localize")
     builder.add_conditional_edges("localize", route_search, ["explore", "explore_batch", "refine", "respond"])
@@ -756,7 +764,8 @@ def build_compass_graph() -> StateGraph:
     builder.add_edge("explore_batch", "merge")
     builder.add_conditional_edges("merge", route_search, ["explore", "explore_batch", "refine", "respond"])
     builder.add_conditional_edges("refine", route_refined, ["localize", "respond"])
-    builder.add_edge("respond", END)
+    builder.add_edge("respond", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -806,10 +815,17 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     )
 
 
+
+def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, CompassContext, _result)
+
+
 builder = build_compass_graph()
 graph = traced_graph(builder.compile(name="compass"))
 STRATEGY = graph_strategy(
-    "compass", graph, CompassContext, result=_result, variants=("traversal", "similarity"),
+    "compass", graph, CompassContext, variants=("traversal", "similarity"),
     tags=lambda ctx: [f"explorers:{ctx.explorer_mode}"],
     recursion_limit=lambda ctx: 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
 )

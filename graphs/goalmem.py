@@ -35,7 +35,7 @@ from logicmap.graphs.resources import (
     run_context,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
@@ -561,14 +561,16 @@ def build_goalmem_graph() -> StateGraph:
     builder.add_node("refine", refine)
     builder.add_node("generate", generate)
     builder.add_node("fail", fail)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "parse_goal")
     builder.add_edge("parse_goal", "decompose")
     builder.add_conditional_edges("decompose", route_after_decompose, ["retrieve", "unify", "fail"])
     builder.add_edge("retrieve", "unify")
     builder.add_conditional_edges("unify", route_after_unify, ["generate", "refine", "decompose", "fail"])
     builder.add_conditional_edges("refine", route_after_refine, ["retrieve", "unify", "decompose", "fail"])
-    builder.add_edge("generate", END)
-    builder.add_edge("fail", END)
+    builder.add_edge("generate", "finish")
+    builder.add_edge("fail", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -669,6 +671,13 @@ def _result(
     )
 
 
+
+def finish(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, GoalMemContext, _result)
+
+
 builder = build_goalmem_graph()
 graph = traced_graph(builder.compile(name="goalmem"))
 def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
@@ -678,7 +687,7 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 
 
 STRATEGY = graph_strategy(
-    "goalmem", graph, GoalMemContext, result=_result, variants=("bm25", "dense", "events"),
+    "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events"),
     make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
     recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )

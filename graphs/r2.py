@@ -24,7 +24,14 @@ from logicmap.graphs.resources import (
     run_context,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.embeddings import cosine_matrix
 from logicmap.memory.r2 import FactRecord
@@ -210,10 +217,12 @@ def build_r2_graph() -> StateGraph:
     builder.add_node("retrieve", retrieve)
     builder.add_node("distill", distill)
     builder.add_node("answer", answer_node)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "distill")
     builder.add_edge("distill", "answer")
-    builder.add_edge("answer", END)
+    builder.add_edge("answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -242,10 +251,17 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context
     )
 
 
+
+def finish(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, R2Context, _result)
+
+
 builder = build_r2_graph()
 graph = traced_graph(builder.compile(name="r2"))
 STRATEGY = graph_strategy(
-    "r2", graph, R2Context, result=_result, recursion_limit=lambda ctx: 10,
+    "r2", graph, R2Context, recursion_limit=lambda ctx: 10,
     check=lambda ctx, res, namespace: require_r2_memory(res.store.snapshot(namespace)),
 )
 answer = STRATEGY.run

@@ -52,7 +52,14 @@ from logicmap.graphs.resources import (
     run_context,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
@@ -581,6 +588,7 @@ def build_real_graph() -> StateGraph:
     builder.add_node("select", select)
     builder.add_node("prune", prune)
     builder.add_node("answer", answer_node)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "roots")
     builder.add_edge("roots", "expand")
     builder.add_edge("expand", "evaluate")
@@ -588,7 +596,8 @@ def build_real_graph() -> StateGraph:
     builder.add_conditional_edges("repair", after_repair, ["evaluate", "select"])
     builder.add_conditional_edges("select", after_select, ["expand", "prune"])
     builder.add_edge("prune", "answer")
-    builder.add_edge("answer", END)
+    builder.add_edge("answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -643,8 +652,15 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
     }
 
 
+
+def finish(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, RealContext, _result)
+
+
 builder = build_real_graph()
 graph = traced_graph(builder.compile(name="real"))
-STRATEGY = graph_strategy("real", graph, RealContext, result=_result,
+STRATEGY = graph_strategy("real", graph, RealContext,
                           recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
 answer = STRATEGY.run

@@ -36,7 +36,14 @@ from logicmap.graphs.resources import (
     run_context,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
@@ -665,8 +672,8 @@ def after_prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
     return "navigate"
 
 
-def after_answer(state: ReconstructState) -> Literal["force_answer", "__end__"]:
-    return END if state.get("final") is not None else "force_answer"
+def after_answer(state: ReconstructState) -> Literal["force_answer", "finish"]:
+    return "finish" if state.get("final") is not None else "force_answer"
 
 
 # -- the graph --------------------------------------------------------------------------------------
@@ -682,13 +689,15 @@ def build_reconstruct_graph() -> StateGraph:
     builder.add_node("prune", prune)
     builder.add_node("answer", take_answer)
     builder.add_node("force_answer", force_answer)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "seed")
     builder.add_edge("seed", "navigate")
     builder.add_conditional_edges("navigate", after_navigate, ["tools", "answer", "force_answer"])
     builder.add_edge("tools", "prune")
     builder.add_conditional_edges("prune", after_prune, ["navigate", "force_answer"])
-    builder.add_conditional_edges("answer", after_answer, ["force_answer", END])
-    builder.add_edge("force_answer", END)
+    builder.add_conditional_edges("answer", after_answer, ["force_answer", "finish"])
+    builder.add_edge("force_answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -737,8 +746,15 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
     )
 
 
+
+def finish(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, ReconstructContext, _result)
+
+
 builder = build_reconstruct_graph()
 graph = traced_graph(builder.compile(name="reconstruct"))
-STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext, result=_result,
+STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext,
                           recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns)
 answer = STRATEGY.run

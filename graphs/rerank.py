@@ -25,7 +25,14 @@ from logicmap.graphs.resources import (
     run_context,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.graph import EventGraph
 
@@ -144,9 +151,11 @@ def build_rerank_graph() -> StateGraph:
                          output_schema=RerankOutput)  # fmt: skip
     builder.add_node("rank", rank)
     builder.add_node("respond", respond)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "rank")
     builder.add_edge("rank", "respond")
-    builder.add_edge("respond", END)
+    builder.add_edge("respond", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -167,7 +176,14 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: RerankCon
     )
 
 
+
+def finish(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, RerankContext, _result)
+
+
 builder = build_rerank_graph()
 graph = traced_graph(builder.compile(name="rerank"))
-STRATEGY = graph_strategy("rerank", graph, RerankContext, result=_result, recursion_limit=lambda ctx: 10)
+STRATEGY = graph_strategy("rerank", graph, RerankContext, recursion_limit=lambda ctx: 10)
 answer = STRATEGY.run

@@ -339,9 +339,14 @@ def _with_root_cost(config: RunnableConfig, manager: Any, *, summed: bool = True
 
 
 def _stamped(values: Any, elapsed: float) -> Any:
-    """A state snapshot whose ``cost`` carries the run's wall time so far."""
+    """A state snapshot whose ``cost`` (and its ``result``'s, a strategy run's ``AnswerResult``) carries the run's
+    wall time so far."""
     if not isinstance(values, dict) or values.get("cost") is None:
         return values
+    result = values.get("result")
+    if isinstance(result, BaseModel) and isinstance(getattr(result, "cost", None), Cost):
+        wall = {"wall_time_s": round(elapsed, 6)}
+        values = {**values, "result": result.model_copy(update={"cost": result.cost.model_copy(update=wall)})}
     found = values["cost"]
     if isinstance(found, dict):  # a state of plain JSON values stays one
         return {**values, "cost": {**found, "wall_time_s": round(elapsed, 6)}}
