@@ -6,6 +6,7 @@ prints it. ``tests/unit/test_strategy_docs.py`` checks that the committed page i
 
 from __future__ import annotations
 
+import argparse
 import inspect
 import sys
 from pathlib import Path
@@ -94,11 +95,14 @@ def strategies_page() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the page to the path given, or print it."""
-    args = sys.argv[1:] if argv is None else argv
-    if not args:
+    parser = argparse.ArgumentParser(prog="python -m logicmap.graphs.strategy_docs",
+                                     description="The strategy reference page, from the registry.")
+    parser.add_argument("path", nargs="?", help="where to write it (docs/strategies.md); unset = print it")
+    args = parser.parse_args(argv)
+    if args.path is None:
         sys.stdout.write(strategies_page())
-        return 0
-    Path(args[0]).write_text(strategies_page(), encoding="utf-8")
+    else:
+        Path(args.path).write_text(strategies_page(), encoding="utf-8")
     return 0
 
 
