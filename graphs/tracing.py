@@ -226,6 +226,12 @@ def _context_object(schema: Any, context: Any) -> Any:
     return context
 
 
+def _policy_used(policy: str, resources: Resources) -> str:
+    """The policy a run can use, as its trace's tag says: ``llm`` (asked for, or ``auto``) only when the run has a chat
+    model (``auto`` resolved by the one rule, ``graphs.resources.resolve_policy``); ``heuristic`` as it is."""
+    return resolve_policy("auto", resources) if policy in ("auto", "llm") else policy
+
+
 def _resolved_policy(ctx: Any) -> str | None:
     """The policy a run can use: ``llm`` (asked for, or ``auto``) only when a chat model is configured, as
     every graph's roles decide (``graphs.resources.resolve_policy``)."""
@@ -233,7 +239,7 @@ def _resolved_policy(ctx: Any) -> str | None:
     if policy not in ("auto", "llm"):
         return policy
     carried = getattr(ctx, "resources", None)
-    return resolve_policy("auto", carried if isinstance(carried, Resources) else default_resources())
+    return _policy_used(policy, carried if isinstance(carried, Resources) else default_resources())
 
 
 def _run_namespace(ctx: Any, inputs: Any, configurable: Mapping[str, Any]) -> str | None:
@@ -481,9 +487,6 @@ class TracedStateGraph(StateGraph):
         return traced_graph(super().compile(*args, **kwargs))
 
 
-def _policy_used(policy: str, resources: Resources) -> str:
-    """The policy a run can use (as a graph run's tag says): ``llm`` or ``auto`` only with a chat model."""
-    return resolve_policy("auto", resources) if policy in ("auto", "llm") else policy
 
 
 @dataclasses.dataclass(frozen=True)
