@@ -23,8 +23,8 @@ from tests.conftest import make_resources
 STRATEGIES = ("compass", "goalmem", "real", "reconstruct")
 QUESTION = "What is the name of Maya's dog?"
 # A session that answers the question differently: a run that read it would find other evidence.
-NEW_TURNS = [("Maya", "Big news about my dog: we renamed him, the dog's name is Pretzel now, not Biscuit."),
-             ("Leo", "Pretzel! What a name for Maya's dog.")]
+NEW_TURNS = [("Maya", "I adopted a second dog last week. Her name is Pretzel and she is a beagle puppy."),
+             ("Leo", "Pretzel the beagle! Congratulations Maya.")]
 
 
 @pytest.fixture
@@ -80,10 +80,10 @@ def test_a_commit_between_two_nodes_changes_nothing_the_run_sees(memory: Resourc
     busy = _seen(_run(strategy, memory, "busy", commit_after=first))
     assert busy["generation"] == quiet["generation"]  # pinned by the first node, before the commit
     assert busy == quiet
-    # The commit mattered: a run that starts after it reads the new generation (and the new session).
-    after = _run(strategy, memory, "busy")
-    assert after["generation"] > busy["generation"]
-    assert memory.store.snapshot("busy").generation == after["generation"]
+    # The commit mattered: a run that starts after it reads the new generation and finds other evidence.
+    after = _seen(_run(strategy, memory, "busy"))
+    assert after["generation"] == memory.store.snapshot("busy").generation > busy["generation"]
+    assert (after["answer"], after["evidence"]) != (busy["answer"], busy["evidence"])
 
 
 def test_the_pin_is_the_run_s_resolved_namespace_policy_and_generation(memory: Resources, sample: Any) -> None:
