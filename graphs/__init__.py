@@ -23,7 +23,8 @@ Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``Ans
 the one runner of a strategy graph), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every
 strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
 metadata), ``visualize`` (``logicmap graph``), ``cli`` (the core commands), ``forget`` (forget, update, list and
-get memories, delete a namespace: ``logicmap.forget`` and its async twins).
+get memories, delete a namespace: ``logicmap.forget`` and its async twins), ``lifecycle`` (forget, list and delete
+as graphs, for the API server).
 """
 
 __all__: list[str] = []

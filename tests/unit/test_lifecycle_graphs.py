@@ -1,0 +1,56 @@
+"""The lifecycle graphs (forget, list_memories, delete_namespace) in process: the run's namespace only, audited."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.graphs.lifecycle import LifecycleContext, delete_graph, forget_graph, list_graph
+from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.memory.store import UnknownMemoryError, UnknownNamespaceError
+
+
+def _conversation(speaker: str, texts: list[str], prefix: str) -> Conversation:
+    sessions = [Session(session_id=f"S{i}", timestamp=f"2024-05-0{i}T10:00:00", timestamp_text="",
+                        turns=[RawTurn(dia_id=f"{prefix}{i}:1", speaker=speaker, text=text)])
+                for i, text in enumerate(texts, start=1)]
+    return Conversation(conversation_id=speaker, speakers=[speaker], sessions=sessions)
+
+
+def _ids(page: dict[str, Any]) -> list[str]:
+    return [item["id"] for item in page["items"]]
+
+
+def test_the_inputs_name_no_namespace() -> None:
+    for graph in (forget_graph, list_graph, delete_graph):
+        assert "namespace" not in graph.get_input_jsonschema()["properties"]
+        assert "namespace" in graph.get_context_jsonschema()["properties"]
+
+
+def test_forget_list_and_delete_act_on_the_runs_namespace_only(resources: Any) -> None:
+    ingest_conversation(_conversation("Alice", ["My PIN is 4471.", "I like figs."], "A"), "alice",
+                        resources=resources, policy="heuristic")
+    ingest_conversation(_conversation("Bob", ["I keep bees."], "B"), "bob", resources=resources, policy="heuristic")
+    alice = LifecycleContext(namespace="alice", resources=resources)
+    bob = LifecycleContext(namespace="bob", resources=resources)
+    assert _ids(list_graph.invoke({}, context=alice)["page"]) == ["A1:1", "A2:1"]
+    # A namespace in the input is not the run's: dropped with the other unknown keys.
+    out = list_graph.invoke({"namespace": "alice"}, context=bob)  # type: ignore[arg-type]
+    assert _ids(out["page"]) == ["B1:1"]
+    with pytest.raises(UnknownMemoryError) as unknown:
+        forget_graph.invoke({"turn_ids": ["A1:1"], "namespace": "alice"}, context=bob)  # type: ignore[typeddict-item]
+    assert "alice" not in str(unknown.value)
+    done = forget_graph.invoke({"turn_ids": ["A1:1"], "purge": True}, context=alice)["forgotten"]
+    assert done["removed"]["turns"] == 1 and done["purge"]["namespace"] == "alice"
+    assert _ids(list_graph.invoke({}, context=alice)["page"]) == ["A2:1"]
+    assert _ids(list_graph.invoke({}, context=bob)["page"]) == ["B1:1"]
+    audit = resources.store.snapshot("alice").manifest.forgets
+    assert [(a.surface, a.removed.get("turns")) for a in audit] == [("graph", 1)]
+    with pytest.raises(ValueError, match="confirm"):
+        delete_graph.invoke({"confirm": False}, context=bob)
+    assert delete_graph.invoke({"confirm": True}, context=bob)["deleted"]["namespace"] == "bob"
+    with pytest.raises(UnknownNamespaceError):
+        list_graph.invoke({}, context=bob)
+    assert _ids(list_graph.invoke({}, context=alice)["page"]) == ["A2:1"]
