@@ -24,7 +24,7 @@ the one runner of a strategy graph), ``strategies`` (the registry ``STRATEGIES``
 strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
 metadata), ``visualize`` (``logicmap graph``), ``cli`` (the core commands), ``forget`` (forget, update, list and
 get memories, delete a namespace: ``logicmap.forget`` and its async twins), ``lifecycle`` (forget, list and delete
-as graphs, for the API server).
+as graphs, for the API server), ``mcp_server`` (``logicmap mcp``: the toolkit over the Model Context Protocol).
 """
 
 __all__: list[str] = []

@@ -222,18 +222,19 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
 @dataclass(frozen=True)
 class _Editor:
     resources: Resources | None = None
+    surface: str = "tool"
 
     def forget(self, namespace: str, turn_ids: list[str]) -> ForgetReport:
-        return forget(namespace, turn_ids=turn_ids, surface="tool", resources=self.resources)
+        return forget(namespace, turn_ids=turn_ids, surface=self.surface, resources=self.resources)
 
     def update(self, namespace: str, turn_id: str, text: str) -> ForgetReport:
-        return update_memory(namespace, turn_id, text, surface="tool", resources=self.resources)
+        return update_memory(namespace, turn_id, text, surface=self.surface, resources=self.resources)
 
 
-def memory_editor(resources: Resources | None = None) -> _Editor:
+def memory_editor(resources: Resources | None = None, *, surface: str = "tool") -> _Editor:
     """The ``editor`` of ``tools.create_memory_toolkit``: its ``forget_memory`` and ``update_memory`` tools write
-    through ``forget`` and ``update_memory`` (audited as surface ``tool``)."""
-    return _Editor(resources)
+    through ``forget`` and ``update_memory`` (audited as ``surface``: ``tool``, or ``mcp`` for the MCP server)."""
+    return _Editor(resources, surface)
 
 
 async def aforget(namespace: str, **kwargs: Any) -> ForgetReport:
