@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,17 @@ async def _refused(call: Any) -> str:
     text = json.dumps(result)
     assert "__error__" in text, f"the run was not refused: {text[:400]}"
     return text
+
+
+def _run_doc_snippets(url: str) -> str:
+    """docs/server.md's ``python live-server`` snippets, run as written against this server; what they print."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "server.md").read_text()
+    blocks = re.findall(r"^```python live-server\n(.*?)^```", page, flags=re.DOTALL | re.MULTILINE)
+    assert blocks and all("http://127.0.0.1:2024" in b for b in blocks)
+    program = "\n".join(b.replace("http://127.0.0.1:2024", url) for b in blocks)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 def _ids(run: dict[str, Any]) -> list[str]:
@@ -95,8 +107,10 @@ def test_forget_list_and_delete_on_the_server_never_cross_tenants(langgraph_dev:
 
     try:
         out = asyncio.run(asyncio.wait_for(scenario(), RUN_TIMEOUT_S))
+        printed = _run_doc_snippets(server.url)
     finally:
         server.stop()
+    assert printed.startswith("A2:1 I grow figs.") and "'turns': 1" in printed, printed
     assert _ids(out["before"]) == ["A1:1", "A2:1"]
     assert len(out["refused"]) == 6
     for refusal in out["refused"]:
@@ -113,7 +127,8 @@ def test_forget_list_and_delete_on_the_server_never_cross_tenants(langgraph_dev:
     stats = subprocess.run([sys.executable, "-m", "logicmap", "stats", "-n", "alice"], env=server.env,
                            capture_output=True, text=True, timeout=300, check=True)
     audit = json.loads(stats.stdout)["forgets"]
-    assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("server", 1, True)]
+    # The scenario's forget, then the docs' snippet's (alice's last turn).
+    assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("server", 1, True)] * 2
     assert SECRET not in stats.stdout
     data_dir = Path(server.env["LOGICMAP_DATA_DIR"])
     assert not [p for p in data_dir.rglob("*") if p.is_file() and SECRET.encode() in p.read_bytes()]
