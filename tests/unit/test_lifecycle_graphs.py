@@ -54,3 +54,33 @@ def test_forget_list_and_delete_act_on_the_runs_namespace_only(resources: Any) -
     with pytest.raises(UnknownNamespaceError):
         list_graph.invoke({}, context=bob)
     assert _ids(list_graph.invoke({}, context=alice)["page"]) == ["A2:1"]
+
+
+def test_on_the_server_the_deployments_template_names_the_tenant(tmp_path: Any) -> None:
+    from logicmap.graphs.resources import Resources, set_default_resources, set_server_mode
+    from logicmap.memory.config import LogicMapSettings
+    from logicmap.memory.tenancy import TenantOverrideError
+
+    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "m", embedding_provider="hashing",
+                                              server_namespace="acme-{user_id}"))
+    ingest_conversation(_conversation("Alice", ["My PIN is 4471."], "A"), "acme-alice", resources=res,
+                        policy="heuristic")
+    ingest_conversation(_conversation("Bob", ["I keep bees."], "B"), "acme-bob", resources=res, policy="heuristic")
+    set_default_resources(res)
+    set_server_mode(True)
+    try:
+        alice = {"configurable": {"user_id": "alice"}}
+        page = list_graph.invoke({}, config=alice, context={"resources": res})["page"]
+        assert page["namespace"] == "acme-alice" and _ids(page) == ["A1:1"]
+        for context in ({"namespace": "acme-bob", "resources": res}, {"namespace": "{user_id}", "resources": res}):
+            with pytest.raises(TenantOverrideError):
+                forget_graph.invoke({"turn_ids": ["B1:1"]}, config=alice, context=context)
+        done = forget_graph.invoke({"turn_ids": ["A1:1"]}, config=alice, context={"resources": res})["forgotten"]
+        assert done["namespace"] == "acme-alice"
+        assert [a.surface for a in res.store.snapshot("acme-alice").manifest.forgets] == ["server"]
+        assert _ids(list_graph.invoke({}, config={"configurable": {"user_id": "bob"}},
+                                      context={"resources": res})["page"]) == ["B1:1"]
+    finally:
+        set_server_mode(False)
+        set_default_resources(None)
+        res.store.close()
