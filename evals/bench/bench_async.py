@@ -29,7 +29,6 @@ TICK_S = 0.005
 async def measure(res: Any, strategy: str, calls: int) -> dict[str, Any]:
     """``calls`` concurrent ``aanswer`` calls: wall time, loop ticks against a free loop's, peak extra threads."""
     from logicmap.graphs.strategies import aanswer
-
     from logicmap.memory.blocking import THREAD_PREFIX
 
     baseline = threading.active_count()
