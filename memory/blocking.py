@@ -5,6 +5,11 @@ The store (Chroma), the embedder and the graphs' sync nodes block. The async API
 process-wide ``ThreadPoolExecutor`` of ``LOGICMAP_ASYNC_WORKERS`` threads (default 4): the event loop keeps running,
 a hundred concurrent calls share the same few threads (the rest wait in its queue), and no call starts a thread of
 its own. Context variables (the run's deadline, a tool call's configurable) travel with the call.
+
+Why a whole run goes to one worker rather than through ``graph.ainvoke``: the graphs' nodes are sync (Chroma, the
+embedder and LangChain's sync model calls block), and ``ainvoke`` would hand each sync node to the event loop's
+default executor, which this process does not size; one worker per run keeps the bound here and the deadline's
+context in one thread.
 """
 
 from __future__ import annotations
