@@ -17,6 +17,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from pydantic import Field
 
+from logicmap import tools as toolkit
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.enrich import EnrichRequest
 from logicmap.graphs.ingest_cues import enrich
@@ -26,8 +27,6 @@ from logicmap.memory.cue_extraction import build_cue_layer
 from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.loaders import RawTurn, Session
 from logicmap.memory.records import Event, Turn
-from logicmap.prompts import query_cues
-from logicmap.tools import EXTRA_TOOLS, MRAGENT_TOOLS
 
 NS = "sample"
 NAVIGATOR = "reconstructing the memory"  # in the navigator's system prompt
@@ -36,7 +35,7 @@ DOG = "What is the name of Maya's dog?"
 DOG_EVENT, RACE_EVENT = "S1-E1", "S4-E2"  # the adoption (supports the question); the half marathon (does not)
 RACE_TEXT = "I finished the half marathon"  # said only in the race event's turn D4:4
 SUPPORTING = {("event", DOG_EVENT), ("turn", "D1:1"), ("turn", "D1:2")}
-QUERY_CUES = query_cues.SYSTEM_MARKER
+QUERY_CUES = "You extract the cues of a question"  # the query cue role's system prompt (prompts/query_cues.py)
 # Table 4 of the paper, in its order.
 PAPER_TOOLS = ["query_tag_events", "query_conversation_time", "query_event_keywords", "query_event_context",
                "query_personal_information", "query_personal_aspect", "query_topic_events"]  # fmt: skip
@@ -230,7 +229,7 @@ def test_the_lexical_matcher_is_the_query_cue_roles_recorded_fallback(ingested_s
 
 
 def test_the_navigator_is_given_exactly_the_papers_seven_tools(ingested_sample) -> None:  # noqa: ANN001
-    assert list(MRAGENT_TOOLS) == PAPER_TOOLS and not set(EXTRA_TOOLS) & set(PAPER_TOOLS)
+    assert list(toolkit.MRAGENT_TOOLS) == PAPER_TOOLS and not set(toolkit.EXTRA_TOOLS) & set(PAPER_TOOLS)
     snapshot = ingested_sample.store.snapshot(NS)
     topic = next(t.id for t in snapshot.topics.values() if DOG_EVENT in t.members)
     navigator = [
@@ -253,7 +252,7 @@ def test_the_navigator_is_given_exactly_the_papers_seven_tools(ingested_sample) 
     # The extras stay, named as extras, when asked for.
     extra = Recorder(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: answer_at_once()})
     answer(DOG, NS, resources=with_model(ingested_sample, extra), extra_tools=True)
-    assert extra.bound[0] == [*PAPER_TOOLS, *EXTRA_TOOLS, "submit_answer"]
+    assert extra.bound[0] == [*PAPER_TOOLS, *toolkit.EXTRA_TOOLS, "submit_answer"]
 
 
 # -- construction: the cue extractor -----------------------------------------------------------------

@@ -18,7 +18,8 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from logicmap.agents.r2 import manage_memory, related_memories
+from logicmap.agents import r2 as r2_roles
+from logicmap.agents.r2 import manage_memory
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory
 from logicmap.prompts import r2_manage
@@ -94,7 +95,7 @@ class Manager:
 
 def test_each_new_fact_comes_with_its_related_memories_and_ids() -> None:
     memory = stored_memory()
-    related = related_memories(memory, candidates(NEW))
+    related = r2_roles.related_memories(memory, candidates(NEW))
     assert related[0][0] == "F1" and related[1][0] == "F2" and related[2][0] == "F3"
     assert all("F4" not in ids for ids in related.values())  # nothing said about Maya relates to Leo's guitar
     manager = Manager(slip=[{"op": "DELETE", "fact": 3, "id": "F4"}])
