@@ -23,7 +23,6 @@ commits (forget, then ingest): a reader in between sees no item under the key, n
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -47,6 +46,7 @@ from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.graphs.forget import forget
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.items import (
     InvalidItemError,
     ItemIndex,
@@ -152,9 +152,9 @@ class LogicMapStore(BaseStore):
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        """``batch`` in the event loop's executor (the store's reads and commits are blocking calls)."""
-        ops = list(ops)
-        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
+        """``batch`` on the process's shared executor (``memory.blocking``): the store's reads and commits block,
+        the event loop keeps running, and concurrent calls share its few threads."""
+        return await run_blocking(self.batch, list(ops))
 
     # -- reads ------------------------------------------------------------------------------------------------
 
