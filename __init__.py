@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from logicmap.graphs.chat_messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
     from logicmap.graphs.forget import (
         ForgetReport,
@@ -50,8 +51,12 @@ __all__ = [
     "IngestReport",
     "LogicMapSettings",
     "MemoryPage",
+    "MessageFormatError",
+    "MessagesReport",
     "Resources",
     "UnknownMemoryError",
+    "aadd_messages",
+    "add_messages",
     "adelete_namespace",
     "aforget",
     "aget_memory",
@@ -94,6 +99,10 @@ _EXPORTS = {
     "ForgetReport": "logicmap.graphs.forget",
     "MemoryPage": "logicmap.graphs.forget",
     "UnknownMemoryError": "logicmap.graphs.forget",
+    "add_messages": "logicmap.graphs.chat_messages",
+    "aadd_messages": "logicmap.graphs.chat_messages",
+    "MessageFormatError": "logicmap.graphs.chat_messages",
+    "MessagesReport": "logicmap.graphs.chat_messages",
 }
 
 

@@ -14,6 +14,7 @@ from typing import Literal, Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from logicmap.memory.chat_turns import recall_turn_ids
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot
@@ -110,11 +111,11 @@ def _event_index(snapshot: NamespaceSnapshot) -> BM25Index:
 
 
 def _turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
-    return BM25Index([t.render() for t in snapshot.turns.values()])
+    return BM25Index([snapshot.turns[t].render() for t in recall_turn_ids(snapshot)])
 
 
 def _turn_matrix(snapshot: NamespaceSnapshot) -> np.ndarray:
-    return normalize(np.vstack([snapshot.turn_vectors[i] for i in snapshot.turns]))
+    return normalize(np.vstack([snapshot.turn_vectors[i] for i in recall_turn_ids(snapshot)]))
 
 
 def _event_matrix(snapshot: NamespaceSnapshot) -> np.ndarray:
@@ -140,8 +141,7 @@ class MemoryRetriever:
 
     def search(self, query: str, k: int) -> list[Hit]:
         snapshot = self.store.snapshot(self.namespace)
-        records = snapshot.turns if self.unit == "turns" else snapshot.events
-        ids = list(records)
+        ids = recall_turn_ids(snapshot) if self.unit == "turns" else list(snapshot.events)
         if not ids or k <= 0:
             return []
         make = _turn_hit if self.unit == "turns" else _event_hit
@@ -157,8 +157,8 @@ class MemoryRetriever:
 
 
 def turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
-    """BM25 over a snapshot's turns (rendered), in ``snapshot.turns`` order; built once per snapshot and shared
-    by the BM25 backbone and the graph-feature reranker."""
+    """BM25 over the turns recall may return (rendered; ``memory.chat_turns.recall_turn_ids``, in its order);
+    built once per snapshot and shared by the BM25 backbone and the graph-feature reranker."""
     return snapshot.derived(_turn_index)
 
 
