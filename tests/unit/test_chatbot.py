@@ -1,5 +1,6 @@
-"""The drop-in chatbot: cross-thread recall through memory, turns stored within the run (or queued for an
-interactive loop), the tenant resolved per run, streamed replies, recall-only runs, drop-in use, CLI."""
+"""The drop-in chatbot: cross-thread recall through memory, turns stored within the run (``remember_mode="sync"``)
+or queued (the default in process), the tenant resolved per run, streamed replies, recall-only runs, drop-in use,
+CLI."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from logicmap.graphs.chatbot import (
 from logicmap.memory.tenancy import NamespaceRequiredError
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice")
+HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice",
+                        remember_mode="sync")
 
 
 def thread(name: str) -> dict:
@@ -113,7 +115,7 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     resources.llm_ = model
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     context = ChatContext(namespace="alice", strategy="reconstruct", policy="auto", user_name="Alice",
-                          resources=resources)
+                          remember_mode="sync", resources=resources)
     out = say(bot, "What is my favourite colour?", "t9", context)
     assert out["messages"][-1].content == "Your favourite colour is teal."
     responder_prompt = next(c for c in model.calls if "helpful assistant with long-term memory" in str(c[0].content))
@@ -165,7 +167,7 @@ def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_
     out = capsys.readouterr().out
     assert "(new;" in out and "(existing;" in out
     assert "bot> From memory: I keep my spare key under the blue pot." in out
-    assert "recalled by reconstruct (0 LLM calls)" in out and "Bob: I keep my spare key under the blue pot." in out
+    assert "recalled by rerank (0 LLM calls)" in out and "Bob: I keep my spare key under the blue pot." in out
 
 
 def test_studio_graph_is_compiled_without_a_checkpointer() -> None:
@@ -216,13 +218,13 @@ def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:
 
 def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -> None:  # noqa: ANN001
     bot = build_chatbot_graph().compile()
-    template = ChatContext(namespace="team-{user_id}", policy="heuristic", resources=resources)
+    template = ChatContext(namespace="team-{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
     out = bot.invoke({"messages": [("user", "I like green tea.")]},
                      {"configurable": {"thread_id": "t1", "user_id": "bob"}}, context=template)
     assert out["memory_write"]["namespace"] == "team-bob" and out["recall"]["namespace"] == "team-bob"
     out = bot.invoke({"messages": [("user", "I like black coffee.")]},
                      {"configurable": {"thread_id": "t2", "namespace": "carol"}},
-                     context=ChatContext(policy="heuristic", resources=resources))
+                     context=ChatContext(policy="heuristic", remember_mode="sync", resources=resources))
     assert out["memory_write"]["namespace"] == "carol"
     with pytest.raises(ValueError, match="invalid value for namespace field"):  # a value cannot reach another tenant
         bot.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t3", "user_id": "bob.x"}},
@@ -235,7 +237,7 @@ def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resource
     parent.add_node("memory_bot", build_chatbot_graph().compile())
     parent.add_edge(START, "memory_bot")
     app = parent.compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="{user_id}", policy="heuristic", resources=resources)
+    context = ChatContext(namespace="{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
     for user in ("dora", "ezra"):
         app.invoke({"messages": [("user", f"My name is {user}.")]},
                    {"configurable": {"thread_id": f"p-{user}", "user_id": user}}, context=context)
@@ -307,7 +309,8 @@ def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(res
     model = ScriptedChatModel(default="this would be a reply")
     resources.llm_ = model
     bot = build_chatbot_graph().compile()
-    ctx = ChatContext(namespace="alice", strategy="dense", policy="heuristic", respond=False, resources=resources)
+    ctx = ChatContext(namespace="alice", strategy="dense", policy="heuristic", respond=False, remember_mode="sync",
+                      resources=resources)
     out = bot.invoke({"messages": [("user", "What is my favourite colour?")]}, thread("r1"), context=ctx)
     assert [m.type for m in out["messages"]] == ["human"] and model.calls == []
     assert any("teal" in e["text"] for e in out["evidence"]) and "teal" in out["recall"]["answer"]
@@ -343,9 +346,9 @@ from logicmap.memory.config import LogicMapSettings
 res = Resources(settings=LogicMapSettings(data_dir=Path(sys.argv[1]), embedding_provider="hashing"))
 res.llm_ = None
 out = graph.invoke({"messages": [("user", "My locker code is 4312.")]}, {"configurable": {"thread_id": "t1"}},
-                   context=ChatContext(namespace="alice", policy="heuristic", resources=res))
+                   context=ChatContext(namespace="alice", policy="heuristic", remember_mode="sync", resources=res))
 print(out["messages"][-1].content, out["memory_write"]["status"], flush=True)
-os._exit(0)  # no atexit handler, no flush: the process ends right after the reply
+os._exit(0)  # no atexit handler, no flush: the process ends right after the reply (sync mode: already stored)
 """
 
 
