@@ -234,6 +234,11 @@ def _namespace_of(ctx: ChatContext) -> str:
     return run_namespace(ctx.namespace)
 
 
+RECALL_WITHOUT_MODEL = frozenset({"rerank", "dense", "bm25"})
+"""Strategies that only retrieve before their responder: in the chatbot they recall without the model (the reply
+is the turn's one LLM call; their responder's answer would be written twice)."""
+
+
 def _recall_step(args: dict[str, Any]) -> Any:
     return strategy_answer(args["strategy"], args["question"], args["namespace"], resources=args["resources"],
                            policy=args["policy"])  # fmt: skip
@@ -264,8 +269,9 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     if not ctx.recall or not message or not res.store.has_namespace(namespace):
         return empty
     question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
+    recall_policy = "heuristic" if ctx.strategy in RECALL_WITHOUT_MODEL else policy
     result = _internal(_recall_step, {"strategy": ctx.strategy, "question": question, "namespace": namespace,
-                                      "resources": res, "policy": policy}, "recall_strategy")  # fmt: skip
+                                      "resources": res, "policy": recall_policy}, "recall_strategy")  # fmt: skip
     cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
     return {
         "evidence": [e.model_dump(mode="json") for e in result.evidence[: ctx.evidence_shown]],
