@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, cast
 
 import numpy as np
@@ -72,6 +72,12 @@ def turn_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     return _layout(snapshot)
 
 
+@lru_cache(maxsize=1 << 17)
+def _dated(text: str) -> float:
+    """1.0 when a turn's text holds a time phrase (kept across snapshots: a chat's next one re-reads the same turns)."""
+    return 1.0 if find_time_phrases(text) else 0.0
+
+
 def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     graph = EventGraph.of(snapshot)
     recallable = recall_turn_ids(snapshot)
@@ -98,7 +104,7 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
         "next": np.array([*same_event[1:], False], dtype=bool),
         "reply": np.array([same_event[i] and turns[i].answers(turns[i - 1]) for i in range(len(ids))], dtype=bool),
         "speakers": [t.speaker for t in turns],
-        "dated": np.array([1.0 if find_time_phrases(t.text) else 0.0 for t in turns]),
+        "dated": np.array([_dated(t.text) for t in turns]),
         "length": np.array([np.log1p(len(t.text.split())) for t in turns]),
         # Rows of the shared BM25 turn index (``recall_turn_ids`` order) in this layout's order.
         "bm25_rows": np.array([bm25_row[t] for t in ids], dtype=np.int64),

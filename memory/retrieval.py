@@ -9,6 +9,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, Protocol
 
 import numpy as np
@@ -35,12 +36,19 @@ __all__ = [
     "turn_index",
 ]
 
+@lru_cache(maxsize=1 << 17)
+def _terms(document: str) -> Counter[str]:
+    """A document's term counts, shared by every index that holds it (a chat's next snapshot re-indexes the same
+    turns; never mutated)."""
+    return Counter(tokenize(document))
+
+
 class BM25Index:
     """Okapi BM25 (k1 = 1.5, b = 0.75) over a fixed list of documents."""
 
     def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self.docs = [Counter(tokenize(d)) for d in documents]
+        self.docs = [_terms(d) for d in documents]
         self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=np.float32)
         self.avg = float(self.lengths.mean()) if len(self.docs) else 0.0
         df: Counter[str] = Counter()
