@@ -71,10 +71,10 @@ class RawTurn(BaseModel):
     image_caption: str | None = None
     has_answer: bool = False
     # Chat turns only (see ``Turn``): unset fields stay out of ``content_hash``, which is unchanged for files.
-    role: Literal["user", "assistant"] | None = Field(None, exclude_if=lambda v: v is None)
-    model_written: bool = Field(False, exclude_if=lambda v: not v)
-    evidence: bool = Field(True, exclude_if=lambda v: v)
-    said_at: datetime | None = Field(None, exclude_if=lambda v: v is None)
+    role: Literal["user", "assistant"] | None = Field(default=None, exclude_if=lambda v: v is None)
+    model_written: bool = Field(default=False, exclude_if=lambda v: not v)
+    evidence: bool = Field(default=True, exclude_if=lambda v: v)
+    said_at: datetime | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Session(BaseModel):

@@ -96,18 +96,18 @@ class Turn(BaseModel):
     # Chat turns only (``add_messages``, the chatbot); a conversation file's turns leave them unset, and unset
     # fields are left out of the record's JSON, so records and content hashes written before them are unchanged.
     role: Literal["user", "assistant"] | None = Field(
-        None, exclude_if=lambda v: v is None, description="Who said it in a chat: the user, or the assistant."
+        default=None, exclude_if=lambda v: v is None, description="Who said it in a chat: the user, or the assistant."
     )
     model_written: bool = Field(
-        False, exclude_if=lambda v: not v, description="Written by a chat model (an assistant's reply)."
+        default=False, exclude_if=lambda v: not v, description="Written by a chat model (an assistant's reply)."
     )
     evidence: bool = Field(
-        True, exclude_if=lambda v: v,
+        default=True, exclude_if=lambda v: v,
         description="Whether recall may return it: False for a user's question (kept as the context of the reply "
         "that follows it) and for a model's reply not trusted as evidence (add_messages' trust_assistant).",
     )
     said_at: datetime | None = Field(
-        None, exclude_if=lambda v: v is None, description="When the message was sent (chat turns)."
+        default=None, exclude_if=lambda v: v is None, description="When the message was sent (chat turns)."
     )
 
     @property
