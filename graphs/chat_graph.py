@@ -3,6 +3,7 @@ describes it and re-exports every public name)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -369,14 +370,21 @@ def remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableCo
     """Store the finished turn in the tenant's memory once the reply is in the thread: in an ingestion queue
     (background), in a run scheduled for the thread (deferred: the ``schedule_remember`` node sends it), or
     within this run (sync: the run ends with its turn stored, or with ``memory_write`` saying why not)."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    ctx = _ctx(runtime)
+    if ctx.remember_only:  # a run that skips recall still checks that the thread is its tenant's
+        _thread_tenant(state, _namespace_of(ctx))
     messages = _turn_messages(state, ctx) if ctx.ingest else []
     if not messages:
         return {"memory_write": {"status": "skipped"}}
+    if remember_mode(ctx) == "deferred":
+        return {"memory_write": {"namespace": _namespace_of(ctx), "turns": len(messages), "status": "scheduled"}}
+    return _store_turn(state, ctx, resources_of(runtime), config, messages, remember_mode(ctx))
+
+
+def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: RunnableConfig,
+                messages: list[AnyMessage], mode: str) -> dict[str, Any]:
+    """Store the turn's messages now (sync) or in the ingestion queue (background); the ``memory_write`` update."""
     namespace = _namespace_of(ctx)
-    mode = remember_mode(ctx)
-    if mode == "deferred":
-        return {"memory_write": {"namespace": namespace, "turns": len(messages), "status": "scheduled"}}
     thread_id = str((config.get("configurable") or {}).get("thread_id", "no-thread"))
     session = chat_turn_session(namespace, thread_id, _speaker_turns(messages, ctx), datetime.now())
     record = {"namespace": namespace, "turns": len(messages)}
@@ -408,16 +416,16 @@ _SERVER_KEYS = ("thread_id", "run_id", "assistant_id", "graph_id", "checkpoint_i
 async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
     """On the API server: schedule the run that stores this turn, as LangGraph's memory template does: the same
     assistant on the same thread (so the same tenant, through the same checks), ``remember_only``, enqueued
-    behind any later turn's run, ``remember_after_s`` seconds from now."""
+    behind any later turn's run, ``remember_after_s`` seconds from now. A run that cannot schedule one (no
+    thread: a stateless run) stores the turn itself."""
     from langgraph_sdk import get_client
 
     ctx = _ctx(runtime)
     configurable = dict(config.get("configurable") or {})
     thread_id, assistant_id = configurable.get("thread_id"), configurable.get("assistant_id")
-    if not thread_id or not assistant_id:
-        return {"memory_write": {**state.get("memory_write", {}), "status": "failed",
-                                 "error": "a deferred write needs a thread and an assistant (run on the API server "
-                                          "with a thread, or set remember_mode)"}}
+    if not thread_id or not assistant_id:  # nothing to schedule on: store the turn within this run
+        return await asyncio.to_thread(_store_turn, state, ctx, resources_of(runtime), config,
+                                       _turn_messages(state, ctx), "sync")
     forwarded = {k: v for k, v in configurable.items()
                  if k not in _SERVER_KEYS and not k.startswith(("__", "langgraph_")) and _plain(v)}
     try:
@@ -426,10 +434,11 @@ async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], con
             after_seconds=max(0, int(ctx.remember_after_s)) or None,
             config={"configurable": {**forwarded, "remember_only": True}},
         )
-    except Exception as exc:  # noqa: BLE001 - the reply is delivered; the failure is reported in the output
-        log.exception("scheduling the memory run of thread %s failed", thread_id)
-        return {"memory_write": {**state.get("memory_write", {}), "status": "failed",
-                                 "error": f"{type(exc).__name__}: {exc}"[:1000]}}
+    except Exception:  # noqa: BLE001 - a stateless run has no thread to come back to: store the turn now
+        log.warning("scheduling the memory run of thread %s failed; storing the turn within this run", thread_id,
+                    exc_info=True)
+        return await asyncio.to_thread(_store_turn, state, ctx, resources_of(runtime), config,
+                                       _turn_messages(state, ctx), "sync")
     return {"memory_write": {**state.get("memory_write", {}), "status": "scheduled", "run_id": run.get("run_id")}}
 
 
