@@ -94,6 +94,12 @@ def test_a_parent_graph_embedding_the_remote_chatbot_writes_to_the_tenant_its_co
     with pytest.raises(RemoteException, match="NamespaceRequiredError"):
         plain.invoke({"messages": [("user", "My PIN is 9876.")]}, anonymous)
     assert sorted(reader.namespaces()) == ["alice", "bob", "carol"]
+
+    # The turn was not stored by the reply's run: that run scheduled another on its thread, which stored it.
+    erin = {"configurable": {"thread_id": str(uuid.uuid4()), "user_id": "erin"}}
+    direct = remote.invoke({"messages": [("user", "I keep two goldfish.")]}, erin)
+    assert direct["memory_write"]["status"] == "scheduled" and direct["memory_write"]["run_id"], direct["memory_write"]
+    assert _stored(reader, "erin", ["I keep two goldfish."]) == ["I keep two goldfish."]
     reader.close()
 
 
