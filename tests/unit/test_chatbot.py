@@ -271,17 +271,13 @@ def _told(resources, text: str = "My favourite colour is teal.") -> str:  # noqa
 
 
 def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -> None:  # noqa: ANN001
-    import json
 
     from langchain_core.language_models import GenericFakeChatModel
     from langchain_core.messages import AIMessageChunk
 
-    dia_id = _told(resources)
-    # One streaming model for every role: recall's responder answers in JSON, then the chat reply in text.
-    resources.llm_ = GenericFakeChatModel(messages=iter([
-        AIMessage(content=json.dumps({"answer": "teal", "cited_ids": [dia_id]})),
-        AIMessage(content="Your favourite colour is teal."),
-    ]))  # fmt: skip
+    _told(resources)
+    # One streaming model: dense recall makes no model call in the chatbot, so the reply is the turn's one call.
+    resources.llm_ = GenericFakeChatModel(messages=iter([AIMessage(content="Your favourite colour is teal.")]))
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", user_name="Alice", resources=resources,
                       ingest=False)
@@ -292,8 +288,29 @@ def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -
     assert "".join(m.content for m in chunks) == "Your favourite colour is teal."  # the reply, nothing else
     assert {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
     final = bot.get_state(thread("s1")).values
-    assert final["recall"]["answer"] == "teal" and final["messages"][-1].content == "Your favourite colour is teal."
+    assert "teal" in final["recall"]["answer"] and final["recall"]["llm_calls"] == 0
+    assert final["messages"][-1].content == "Your favourite colour is teal."
     assert final["messages"][-1].id == chunks[0].id  # the chunks and the stored reply are one message
+
+
+def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) -> None:  # noqa: ANN001
+    dia_id = _told(resources)
+    resources.llm_ = ScriptedChatModel(routes={
+        "reconstructing the memory": [
+            AIMessage(content="", tool_calls=[{"name": "search_events", "args": {"query": "favourite colour"}, "id": "s1"}]),
+            AIMessage(content="", tool_calls=[{"name": "submit_answer", "id": "s2", "args": {
+                "answer": "teal", "cited_event_ids": [], "cited_turn_ids": [dia_id], "confidence": 0.9}}]),
+        ],
+        "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],
+        "helpful assistant with long-term memory": ["Your favourite colour is teal."],
+    })
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    ctx = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", resources=resources, ingest=False)
+    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s3"),
+                               context=ctx, stream_mode="messages"))  # fmt: skip
+    assert streamed and {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
+    assert "".join(m.content for m, _ in streamed) == "Your favourite colour is teal."
+    assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] == 3  # recall did call the model
 
 
 def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:  # noqa: ANN001
