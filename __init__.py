@@ -35,10 +35,10 @@ if TYPE_CHECKING:
         list_memories,
         update_memory,
     )
-    from logicmap.graphs.ingest import IngestReport, ingest_conversation
+    from logicmap.graphs.ingest import IngestReport, aingest_conversation, ingest_conversation
     from logicmap.graphs.resources import Resources
     from logicmap.graphs.result import AnswerResult, EvidenceItem
-    from logicmap.graphs.strategies import STRATEGIES, answer
+    from logicmap.graphs.strategies import STRATEGIES, aanswer, answer
     from logicmap.memory.config import LogicMapSettings
     from logicmap.tools import create_memory_toolkit
 
@@ -56,10 +56,12 @@ __all__ = [
     "Resources",
     "UnknownMemoryError",
     "aadd_messages",
+    "aanswer",
     "add_messages",
     "adelete_namespace",
     "aforget",
     "aget_memory",
+    "aingest_conversation",
     "alist_memories",
     "answer",
     "aupdate_memory",
@@ -83,6 +85,8 @@ _EXPORTS = {
     "LogicMapSettings": "logicmap.memory.config",
     "Resources": "logicmap.graphs.resources",
     "answer": "logicmap.graphs.strategies",
+    "aanswer": "logicmap.graphs.strategies",
+    "aingest_conversation": "logicmap.graphs.ingest",
     "build_chatbot_graph": "logicmap.graphs.chatbot",
     "create_memory_toolkit": "logicmap.tools",
     "ingest_conversation": "logicmap.graphs.ingest",

@@ -3,7 +3,6 @@ describes it and re-exports every public name)."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,7 +13,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
-from langgraph.graph import END, START, StateGraph, add_messages
+from langgraph.graph import END, START, add_messages
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
 from pydantic.json_schema import SkipJsonSchema
@@ -36,6 +35,8 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
+from logicmap.graphs.tracing import TracedStateGraph
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
@@ -400,13 +401,18 @@ def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: Runn
     except Exception as exc:  # noqa: BLE001 - the reply is delivered; the failure is reported in the output
         log.exception("storing the turn of %s/%s failed", namespace, thread_id)
         return {"memory_write": {**record, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:1000]}}
-    spent = getattr(getattr(report, "ingest", None), "cost", None) or getattr(report, "cost", None)
+    ingest = getattr(report, "ingest", None) or report  # add_messages' report holds the ingest's
+    # The roles of this turn's ingestion that fell back join the turn's fallbacks (its stats record them too).
+    stored = [f.model_dump() if hasattr(f, "model_dump") else f for f in getattr(ingest, "fallbacks", None) or []]
+    fallbacks = {"fallbacks": [*(state.get("fallbacks") or []), *stored]} if stored else {}
+    spent = getattr(ingest, "cost", None)
     sessions = getattr(report, "parts", None) or [session.session_id]
     record = {**record, "session_id": sessions[-1] if sessions else None}
     if not isinstance(spent, Cost):
-        return {"memory_write": {**record, "status": "stored"}}
+        return {"memory_write": {**record, "status": "stored"}, **fallbacks}
     cost = Cost.model_validate(state.get("cost") or {}) + spent
-    return {"memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls}, "cost": cost.model_dump()}
+    return {"memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls}, "cost": cost.model_dump(),
+            **fallbacks}
 
 
 _SERVER_KEYS = ("thread_id", "run_id", "assistant_id", "graph_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map",
@@ -424,7 +430,7 @@ async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], con
     configurable = dict(config.get("configurable") or {})
     thread_id, assistant_id = configurable.get("thread_id"), configurable.get("assistant_id")
     if not thread_id or not assistant_id:  # nothing to schedule on: store the turn within this run
-        return await asyncio.to_thread(_store_turn, state, ctx, resources_of(runtime), config,
+        return await run_blocking(_store_turn, state, ctx, resources_of(runtime), config,
                                        _turn_messages(state, ctx), "sync")
     forwarded = {k: v for k, v in configurable.items()
                  if k not in _SERVER_KEYS and not k.startswith(("__", "langgraph_")) and _plain(v)}
@@ -437,7 +443,7 @@ async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], con
     except Exception:  # noqa: BLE001 - a stateless run has no thread to come back to: store the turn now
         log.warning("scheduling the memory run of thread %s failed; storing the turn within this run", thread_id,
                     exc_info=True)
-        return await asyncio.to_thread(_store_turn, state, ctx, resources_of(runtime), config,
+        return await run_blocking(_store_turn, state, ctx, resources_of(runtime), config,
                                        _turn_messages(state, ctx), "sync")
     return {"memory_write": {**state.get("memory_write", {}), "status": "scheduled", "run_id": run.get("run_id")}}
 
@@ -464,12 +470,13 @@ def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["re
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_chatbot_graph() -> StateGraph:
+def build_chatbot_graph() -> TracedStateGraph:
     """The chatbot ``StateGraph`` (uncompiled): recall -> respond -> remember (recall -> remember when the
     run is recall-only; -> schedule_remember on the API server; a scheduled ``remember_only`` run goes straight
     to remember). Resources, the ingest function and an optional background queue come from the
     run's ``ChatContext``."""
-    builder = StateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext)
+    builder = TracedStateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
+                               trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
     builder.add_node("remember", remember)

@@ -21,7 +21,6 @@ repeats. Every message is checked before anything is written; bad input raises `
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -32,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from logicmap.graphs.ingest import IngestReport, ingest_conversation
 from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.chat_turns import is_question
 from logicmap.memory.input_limits import check_message
 from logicmap.memory.loaders import MAX_SESSION_ID, Conversation, RawTurn, Session
@@ -309,5 +309,6 @@ def add_messages(
 
 
 async def aadd_messages(namespace: str, messages: Any, **kwargs: Any) -> MessagesReport:
-    """``add_messages`` in a worker thread."""
-    return await asyncio.to_thread(lambda: add_messages(namespace, messages, **kwargs))
+    """``add_messages`` on the shared executor (``memory.blocking``): the event loop keeps running and no call adds
+    a thread."""
+    return await run_blocking(lambda: add_messages(namespace, messages, **kwargs))

@@ -4,13 +4,12 @@
 registry), rebuilds each event that also cites kept turns from those turns, and commits one change that retires the
 rest, with an audit record in the manifest; ``purge=True`` then removes the retired versions physically
 (``MemoryStore.purge``). Events are rebuilt with the no-LLM policy's summary (the turns as said): an event a model had
-summarized is recorded as a fallback in the audit record's notes. Each function has an async twin that runs it in a
-worker thread.
+summarized is recorded as a fallback in the audit record's notes. Each function has an async twin that runs it on
+the shared executor (``memory.blocking``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from logicmap.agents.segmenter import turns_summary
 from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.forgetting import (
     ForgetPlan,
     UnknownMemoryError,
@@ -222,42 +222,43 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
 @dataclass(frozen=True)
 class _Editor:
     resources: Resources | None = None
+    surface: str = "tool"
 
     def forget(self, namespace: str, turn_ids: list[str]) -> ForgetReport:
-        return forget(namespace, turn_ids=turn_ids, surface="tool", resources=self.resources)
+        return forget(namespace, turn_ids=turn_ids, surface=self.surface, resources=self.resources)
 
     def update(self, namespace: str, turn_id: str, text: str) -> ForgetReport:
-        return update_memory(namespace, turn_id, text, surface="tool", resources=self.resources)
+        return update_memory(namespace, turn_id, text, surface=self.surface, resources=self.resources)
 
 
-def memory_editor(resources: Resources | None = None) -> _Editor:
+def memory_editor(resources: Resources | None = None, *, surface: str = "tool") -> _Editor:
     """The ``editor`` of ``tools.create_memory_toolkit``: its ``forget_memory`` and ``update_memory`` tools write
-    through ``forget`` and ``update_memory`` (audited as surface ``tool``)."""
-    return _Editor(resources)
+    through ``forget`` and ``update_memory`` (audited as ``surface``: ``tool``, or ``mcp`` for the MCP server)."""
+    return _Editor(resources, surface)
 
 
 async def aforget(namespace: str, **kwargs: Any) -> ForgetReport:
-    """``forget`` in a worker thread."""
-    return await asyncio.to_thread(lambda: forget(namespace, **kwargs))
+    """``forget`` on the shared executor (``memory.blocking``): the event loop keeps running."""
+    return await run_blocking(lambda: forget(namespace, **kwargs))
 
 
 async def aupdate_memory(namespace: str, memory_id: str, text: str, **kwargs: Any) -> ForgetReport:
-    """``update_memory`` in a worker thread."""
-    return await asyncio.to_thread(lambda: update_memory(namespace, memory_id, text, **kwargs))
+    """``update_memory`` on the shared executor."""
+    return await run_blocking(lambda: update_memory(namespace, memory_id, text, **kwargs))
 
 
 async def adelete_namespace(namespace: str, **kwargs: Any) -> dict[str, Any]:
-    """``delete_namespace`` in a worker thread."""
-    return await asyncio.to_thread(lambda: delete_namespace(namespace, **kwargs))
+    """``delete_namespace`` on the shared executor."""
+    return await run_blocking(lambda: delete_namespace(namespace, **kwargs))
 
 
 async def alist_memories(namespace: str, **kwargs: Any) -> MemoryPage:
-    """``list_memories`` in a worker thread."""
-    return await asyncio.to_thread(lambda: list_memories(namespace, **kwargs))
+    """``list_memories`` on the shared executor."""
+    return await run_blocking(lambda: list_memories(namespace, **kwargs))
 
 
 async def aget_memory(namespace: str, memory_id: str, **kwargs: Any) -> dict[str, Any]:
-    """``get_memory`` in a worker thread."""
-    return await asyncio.to_thread(lambda: get_memory(namespace, memory_id, **kwargs))
+    """``get_memory`` on the shared executor."""
+    return await run_blocking(lambda: get_memory(namespace, memory_id, **kwargs))
 
 

@@ -28,14 +28,14 @@ from logicmap.agents.goalmem import (
     unify_subgoals,
 )
 from logicmap.agents.goalmem_heuristics import MemoryLine
+from logicmap.graphs.pin import pin_run, pinned_store
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
@@ -167,6 +167,7 @@ class RetrieveTask(TypedDict):
     """What one ``retrieve`` branch searches: a subgoal's grounded query and its share of the budget."""
 
     namespace: str
+    generation: int | None
     subgoal: str
     query: str
     k: int
@@ -189,10 +190,11 @@ def _llm(runtime: Runtime[GoalMemContext] | None) -> tuple[Any, bool, str]:
     return res.llm, False, res.method
 
 
-def _backbone(runtime: Runtime[GoalMemContext] | None, namespace: str) -> Backbone:
+def _backbone(runtime: Runtime[GoalMemContext] | None, task: RetrieveTask) -> Backbone:
+    """The run's backbone over its pinned snapshot (``graphs.pin``)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     spec = ctx.retriever if ctx.retriever is not None else ctx.backbone
-    return make_backbone(spec, res.store, namespace, embeddings=lambda: res.embeddings)
+    return make_backbone(spec, pinned_store(task, runtime), task["namespace"], embeddings=lambda: res.embeddings)
 
 
 def _spent(state: GoalMemState, outcome: RoleOutcome[Any]) -> dict[str, Any]:
@@ -290,15 +292,15 @@ def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
 
 
 def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-    """The run's namespace resolved; the question as an NL-Logic goal; resets the breadth loop."""
-    namespace = run_namespace(_ctx(runtime).namespace)
-    resources_of(runtime).store.require_namespace(namespace)
+    """The run pinned (namespace, policy, snapshot generation: ``graphs.pin``); the question as an NL-Logic goal;
+    resets the breadth loop."""
+    pin = pin_run(runtime, _ctx(runtime).namespace, _ctx(runtime).policy)
     llm, heuristic, method = _llm(runtime)
     state = {**state, "llm_requests": 0}
     outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic,
                               max_attempts=_attempts(state, _ctx(runtime), reserve=2))
     return {
-        "namespace": namespace,
+        **pin,
         "goal": outcome.output,
         "breadth": 0,
         "step": 0,
@@ -328,7 +330,7 @@ def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str
 
 def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One subgoal's search on the backbone (a ``Send`` branch)."""
-    hits = _backbone(runtime, task["namespace"]).search(task["query"], task["k"])
+    hits = _backbone(runtime, task).search(task["query"], task["k"])
     items = [
         EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
         for h in hits[: task["k"]]
@@ -468,8 +470,8 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
 def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
     """One retrieve branch (``Send``) per subgoal whose query is new."""
     return [
-        Send("retrieve", RetrieveTask(namespace=state["namespace"], subgoal=sid, query=query, k=k,
-                                      step=state.get("step", 0)))  # fmt: skip
+        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"), subgoal=sid,
+                                      query=query, k=k, step=state.get("step", 0)))  # fmt: skip
         for sid, query, k in _searches(state, ctx, sids)
     ]
 
@@ -559,14 +561,16 @@ def build_goalmem_graph() -> StateGraph:
     builder.add_node("refine", refine)
     builder.add_node("generate", generate)
     builder.add_node("fail", fail)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "parse_goal")
     builder.add_edge("parse_goal", "decompose")
     builder.add_conditional_edges("decompose", route_after_decompose, ["retrieve", "unify", "fail"])
     builder.add_edge("retrieve", "unify")
     builder.add_conditional_edges("unify", route_after_unify, ["generate", "refine", "decompose", "fail"])
     builder.add_conditional_edges("refine", route_after_refine, ["retrieve", "unify", "decompose", "fail"])
-    builder.add_edge("generate", END)
-    builder.add_edge("fail", END)
+    builder.add_edge("generate", "finish")
+    builder.add_edge("fail", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -599,9 +603,9 @@ def _answer_context(context: GoalMemContext | None, policy: str, options: dict[s
     return GoalMemContext(**updates)
 
 
-def _turn_texts(resources: Resources, namespace: str, evidence: list[EvidenceItem]) -> dict[str, str]:
-    """The turns behind non-turn evidence (events, facts), so a reader sees what they cite."""
-    snapshot = resources.store.snapshot(namespace)
+def _turn_texts(resources: Resources, namespace: str, generation: int, evidence: list[EvidenceItem]) -> dict[str, str]:
+    """The turns behind non-turn evidence (events, facts), so a reader sees what they cite (the run's pinned memory)."""
+    snapshot = resources.store.snapshot_at(namespace, generation)
     return {
         tid: snapshot.turns[tid].render()
         for item in evidence
@@ -653,7 +657,7 @@ def _result(
     pool = _pool(final)  # type: ignore[arg-type]
     supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
     evidence = [pool[mid] for mid in supporting]
-    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, evidence)}
+    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, final["generation"], evidence)}
     return AnswerResult(
         strategy="goalmem",
         namespace=namespace,
@@ -667,6 +671,13 @@ def _result(
     )
 
 
+
+def finish(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, GoalMemContext, _result)
+
+
 builder = build_goalmem_graph()
 graph = traced_graph(builder.compile(name="goalmem"))
 def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
@@ -676,7 +687,7 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 
 
 STRATEGY = graph_strategy(
-    "goalmem", graph, GoalMemContext, result=_result, variants=("bm25", "dense", "events"),
+    "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events"),
     make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
     recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )

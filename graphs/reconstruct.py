@@ -29,14 +29,21 @@ from pydantic import ConfigDict, ValidationError, with_config
 from logicmap.agents.active_pruner import prune_active
 from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
+from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
@@ -360,12 +367,11 @@ def _use_llm(ctx: ReconstructContext, res: Resources) -> bool:
     return ctx.policy == "llm" and res.llm is not None
 
 
-def memory_tools(namespace: str, res: Resources) -> list[BaseTool]:
-    """The typed memory tools of ``namespace`` over the run's store and embedder.
-
-    Built per call: a toolkit is cheap, and the tools read the newest committed snapshot on every call anyway.
-    """
-    return create_memory_toolkit(namespace, store=res.store, embeddings=res.embeddings)
+def memory_tools(namespace: str, res: Resources, store: Any = None) -> list[BaseTool]:
+    """The typed memory tools of ``namespace`` over ``store`` (a run's pinned view, ``graphs.pin.pinned_store``;
+    unset = the run's store, whose newest snapshot every call reads) and the run's embedder. Built per call: a
+    toolkit is cheap."""
+    return create_memory_toolkit(namespace, store=res.store if store is None else store, embeddings=res.embeddings)
 
 
 def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> list[EvidenceItem]:
@@ -473,16 +479,15 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     """The run's namespace resolved; the question's cues and the events they lead to start the active set and
     the navigator's prompt."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    snapshot = res.store.snapshot(namespace)
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
+    snapshot = pinned_snapshot(pin, runtime)
     question = state["question"]
     cues = CueIndex.of(snapshot).cues_of_text(question)
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
     active_text = "\n".join(f"{_seed_line(item.kind, item.id)} {item.text[:240]}" for item in active)
     update: dict[str, Any] = {
-        "namespace": namespace,
+        **pin,
         "seed_cues": [c.text for c in cues],
         "active": active,
         "turns": 0,
@@ -512,9 +517,10 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
     ctx, res = _ctx(runtime), resources_of(runtime)
     turns = state.get("turns", 0) + 1
     if not _use_llm(ctx, res):
-        reply = _heuristic_step(state, res.store.snapshot(state["namespace"]), ctx)
+        reply = _heuristic_step(state, pinned_snapshot(state, runtime), ctx)
         return {"messages": [reply], "turns": turns}
-    bound = res.llm.bind_tools([*memory_tools(state["namespace"], res), prompt.answer_tool_spec()])
+    tools = memory_tools(state["namespace"], res, pinned_store(state, runtime))
+    bound = res.llm.bind_tools([*tools, prompt.answer_tool_spec()])
     messages = list(state["messages"])
     call_config = {
         **config, "run_name": "navigator",
@@ -547,10 +553,11 @@ def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], con
     last = state["messages"][-1]
     out: list[BaseMessage] = []
     if getattr(last, "tool_calls", None):
-        result = ToolNode(memory_tools(namespace, res)).invoke({"messages": state["messages"]}, config)
+        result = ToolNode(memory_tools(namespace, res, pinned_store(state, runtime))).invoke(
+            {"messages": state["messages"]}, config)
         out.extend(result["messages"] if isinstance(result, dict) else result)
     out.extend(_invalid_call_messages(last))
-    found, trace = _found_and_trace(state, last, out, res.store.snapshot(namespace))
+    found, trace = _found_and_trace(state, last, out, pinned_snapshot(state, runtime))
     if _use_llm(ctx, res):
         turns_left = ctx.max_turns - state.get("turns", 0)
         out.append(HumanMessage(content=prompt.budget_note(turns_left, state.get("dropped_last", 0),
@@ -565,7 +572,7 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
     active = list(state.get("active", []))
     if not active:
         return {"route": "navigate"}
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     keys = [f"M{i + 1}" for i in range(len(active))]
     use_llm = _use_llm(ctx, res)
     outcome = prune_active(
@@ -593,7 +600,7 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
 def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
     """Answer mode: the model's answer, validated against the memory (else the final answer is forced)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     last = state["messages"][-1]
     calls = [c for c in getattr(last, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL]
     problems: list[str]
@@ -612,7 +619,7 @@ def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
 def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
     """The final answer from the active set (budgets spent or no valid answer); extractive without a model."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     active = list(state.get("active", []))
     found: list[EvidenceItem] = []
     if not any(item.kind == "event" for item in active):
@@ -665,8 +672,8 @@ def after_prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
     return "navigate"
 
 
-def after_answer(state: ReconstructState) -> Literal["force_answer", "__end__"]:
-    return END if state.get("final") is not None else "force_answer"
+def after_answer(state: ReconstructState) -> Literal["force_answer", "finish"]:
+    return "finish" if state.get("final") is not None else "force_answer"
 
 
 # -- the graph --------------------------------------------------------------------------------------
@@ -682,19 +689,21 @@ def build_reconstruct_graph() -> StateGraph:
     builder.add_node("prune", prune)
     builder.add_node("answer", take_answer)
     builder.add_node("force_answer", force_answer)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "seed")
     builder.add_edge("seed", "navigate")
     builder.add_conditional_edges("navigate", after_navigate, ["tools", "answer", "force_answer"])
     builder.add_edge("tools", "prune")
     builder.add_conditional_edges("prune", after_prune, ["navigate", "force_answer"])
-    builder.add_conditional_edges("answer", after_answer, ["force_answer", END])
-    builder.add_edge("force_answer", END)
+    builder.add_conditional_edges("answer", after_answer, ["force_answer", "finish"])
+    builder.add_edge("force_answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot(namespace)
+    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     cited: list[EvidenceItem] = []
     for eid in result.cited_event_ids:
@@ -737,8 +746,15 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
     )
 
 
+
+def finish(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, ReconstructContext, _result)
+
+
 builder = build_reconstruct_graph()
 graph = traced_graph(builder.compile(name="reconstruct"))
-STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext, result=_result,
+STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext,
                           recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns)
 answer = STRATEGY.run

@@ -33,6 +33,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``text``, ``timeparse`` | the one text toolkit (tokens, stems, stop words, sentences) and the one date module |
 | ``loaders`` | LoCoMo, LongMemEval and JSONL conversations, validated before anything is written |
 | ``config`` | ``LogicMapSettings``, read from ``LOGICMAP_*`` variables |
+| ``blocking`` | the one bounded executor the async API awaits blocking work on (no thread per call) |
 """
 
 __all__: list[str] = []

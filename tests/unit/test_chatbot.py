@@ -124,7 +124,11 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     assert responder_prompt[-1].content == "What is my favourite colour?"
     assert "JSON schema" not in responder_prompt[0].content and "plain conversational text" in responder_prompt[0].content
     # auto = the LLM policy, since a model is configured; the turn's cost adds recall, reply and storing.
-    assert out["recall"]["llm_calls"] == 3 and out["fallbacks"] == [] and out["memory_write"]["status"] == "stored"
+    assert out["recall"]["llm_calls"] == 3 and out["memory_write"]["status"] == "stored"
+    # Recall and reply had valid model answers; storing the turn did not (the script has no ingest replies): the
+    # turn's output reports those ingest roles' fallbacks, as the store's stats record them.
+    roles = {f["role"] for f in out["fallbacks"]}
+    assert out["fallbacks"] and "segmenter" in roles and not roles & {"navigator", "pruner", "responder"}
     assert out["cost"]["llm_calls"] == 4 + out["memory_write"]["llm_calls"]
     assert out["messages"][-1].response_metadata["used_memory_ids"] == [dia_id]
     # A model's reply is part of the conversation, so it is stored with the user's turn.

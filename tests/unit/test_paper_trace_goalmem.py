@@ -193,7 +193,7 @@ def test_running_example_is_solved_by_backward_chaining_at_depth_2(memory: Resou
 
     # Control flow: formalize -> decompose -> retrieve per subgoal -> unify -> refine -> ... -> answer.
     assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "refine", "retrieve", "unify",
-                     "refine", "retrieve", "unify", "generate"]  # fmt: skip
+                     "refine", "retrieve", "unify", "generate", "finish"]  # fmt: skip
     assert [r.subgoal for r in final["retrieved"]] == ["G1", "G2", "G3"]  # each step retrieves for its new subgoal
     assert [r.query for r in final["retrieved"]] == [
         "I had drink at the cafe I visited last week",
@@ -247,7 +247,7 @@ def test_the_llm_unifiers_type_judgment_stands_ingredient_entails_flavor(memory:
     # The lexical check refuses an ingredient for a flavor ...
     assert binding_problem(Term.var("f", "flavor"), Term.const("matcha", "ingredient")) is not None
     # ... but the unifier judged that the memory (an iced latte made with matcha) entails the flavor: it stands.
-    assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "generate"]
+    assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "generate", "finish"]
     assert final["status"] == "answered" and final["answer"] == "Matcha" and final["solved_depth"] == 0
     assert final["substitution"].as_dict() == {"f": "matcha"} and final["resolved"] == {"G1": ["D2:3"]}
     assert not final["rejected"] and model.order == ["parse", "decompose", "unify", "generate"]
@@ -310,7 +310,7 @@ def test_call_bound_is_enforced_counting_retries(memory: Resources, case: str) -
         # The retry took the request depth 2 needed: after depth 1 the budget has room for a refinement but not
         # for the unification after it, so the depth loop stops there, recorded, instead of exceeding the bound.
         assert model.order == ["parse", "decompose", "unify", "unify", "refine", "unify"]
-        assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "refine", "retrieve", "unify", "fail"]
+        assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "refine", "retrieve", "unify", "fail", "finish"]
         assert final["answer"] == FAILURE_ANSWER and final["depth"] == 1
         assert final["stop_reason"].startswith("call budget spent: 6 of 7 LLM requests")
     elif case == "retry-last":
@@ -320,12 +320,12 @@ def test_call_bound_is_enforced_counting_retries(memory: Resources, case: str) -
         assert final["llm_requests"] == bound and model.scripts["unify"] == [DEPTH2]
         unify_fallbacks = [f for f in final["fallbacks"] if f.role == "goalmem_unify"]
         assert len(unify_fallbacks) == 1 and "no retry left in the call budget" in unify_fallbacks[0].reason
-        assert nodes[-1] in ("generate", "fail") and "generate" not in model.order
+        assert nodes[-2] in ("generate", "fail") and nodes[-1] == "finish" and "generate" not in model.order
     else:
         # Solved at depth 2 with the whole budget spent: the answer is the answer variable's value, without a
         # generate request, and that is recorded.
         assert model.order == ["parse", "decompose", "unify", "refine", "unify", "refine", "unify"]
-        assert nodes[-1] == "generate" and final["solved_depth"] == 2
+        assert nodes[-2:] == ["generate", "finish"] and final["solved_depth"] == 2
         assert final["answer"] == "iced matcha latte" and final["llm_requests"] == bound
         assert [(f.role, f.reason.split(":")[0]) for f in final["fallbacks"]] == [
             ("goalmem_generate", "call budget spent")
@@ -339,7 +339,7 @@ def test_a_retry_that_would_pass_the_bound_is_not_sent(memory: Resources) -> Non
     nodes, final = _run(model, memory, max_breadth=1, max_depth=0)
     assert len(model.order) <= call_bound(1, 0) == 3
     assert model.order == ["parse", "decompose", "unify"] and model.scripts["unify"] == [DEPTH0]
-    assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "fail"] and final["answer"] == FAILURE_ANSWER
+    assert nodes == ["parse_goal", "decompose", "retrieve", "unify", "fail", "finish"] and final["answer"] == FAILURE_ANSWER
     assert [f.role for f in final["fallbacks"]] == ["goalmem_unify"]
     assert final["fallbacks"][0].reason == "invalid model output; no retry left in the call budget"
     assert final["llm_requests"] == 3

@@ -109,7 +109,7 @@ def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_
     model = ScriptedChatModel(routes={NAVIGATOR: navigator}, respond=pruner)
     nodes, after, state = run_trace(with_model(ingested_sample, model))
 
-    assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer"]
+    assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer", "finish"]
     # Round 1 fetched the race event and other Biscuit events; the prune kept only the adoption event.
     assert ("event", RACE_EVENT) in after["tools"][0] and len(after["tools"][0]) > 1
     assert after["prune"][0] == {("event", DOG_EVENT)}
@@ -146,7 +146,7 @@ def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested
     model = ScriptedChatModel(routes={NAVIGATOR: navigator, FINAL: [final]}, respond=Pruner(answer_at=1))
     nodes, after, state = run_trace(with_model(ingested_sample, model))
 
-    assert nodes == ["seed", "navigate", "tools", "prune", "force_answer"]  # the pruner found the kept set enough
+    assert nodes == ["seed", "navigate", "tools", "prune", "force_answer", "finish"]  # the pruner found the kept set enough
     assert after["prune"][0] == SUPPORTING and ("event", RACE_EVENT) in after["tools"][0]
     final_prompt = str(model.calls[-1][-1].content)
     assert FINAL in str(model.calls[-1][0].content)

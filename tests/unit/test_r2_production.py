@@ -208,7 +208,7 @@ def test_the_r2_strategy_retrieves_then_distills_then_answers_from_the_distilled
             nodes.extend(chunk)
         else:
             final = chunk
-    assert nodes == ["retrieve", "distill", "answer"]
+    assert nodes == ["retrieve", "distill", "answer", "finish"]
     assert final["retrieved"] == ["F1"]  # F2 was deleted: only live memories are retrieved
     assert [e.id for e in final["evidence"]] == ["F1"] and final["answer"] == "Lisbon"
     distill_call, answer_call = res.llm_.calls

@@ -259,7 +259,7 @@ def test_answer_nodes_run_alone(ingested_sample) -> None:  # noqa: ANN001
     good = AIMessage(content="", tool_calls=[tool_call("submit_answer", {
         "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])
     taken = take_answer({"namespace": NS, "question": DOG, "messages": [good]}, runtime)
-    assert taken["final"].answer == "Biscuit" and taken["mode"] == "heuristic" and after_answer(taken) == "__end__"
+    assert taken["final"].answer == "Biscuit" and taken["mode"] == "heuristic" and after_answer(taken) == "finish"
     bad = AIMessage(content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"]}, "a2")])
     refused = take_answer({"namespace": NS, "question": DOG, "messages": [bad]}, runtime)
     assert refused["final"] is None and after_answer(refused) == "force_answer"
