@@ -646,6 +646,8 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
     ctx, res = ingest_context(runtime), resources_of(runtime)
     change, session = state["change"], state["current"]
     assert change is not None and session is not None
+    if not _memory_turns(state["turns"]):  # a chat part of questions and untrusted replies: nothing to derive
+        return {"enrichments": [Enrichment(kind=kind)]}
     policy, llm = policy_and_llm(ctx, res)
     request = EnrichRequest(
         namespace=state["namespace"], session=session, turns=_memory_turns(state["turns"]), events=list(change.events),

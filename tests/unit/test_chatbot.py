@@ -115,7 +115,7 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     resources.llm_ = model
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     context = ChatContext(namespace="alice", strategy="reconstruct", policy="auto", user_name="Alice",
-                          remember_mode="sync", resources=resources)
+                          remember_mode="sync", trust_assistant=True, resources=resources)  # the reply is memory
     out = say(bot, "What is my favourite colour?", "t9", context)
     assert out["messages"][-1].content == "Your favourite colour is teal."
     responder_prompt = next(c for c in model.calls if "helpful assistant with long-term memory" in str(c[0].content))
@@ -131,8 +131,9 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     assert out["fallbacks"] and "segmenter" in roles and not roles & {"navigator", "pruner", "responder"}
     assert out["cost"]["llm_calls"] == 4 + out["memory_write"]["llm_calls"]
     assert out["messages"][-1].response_metadata["used_memory_ids"] == [dia_id]
-    # A model's reply is part of the conversation, so it is stored with the user's turn.
-    assert any(t.text == "Your favourite colour is teal." for t in resources.store.snapshot("alice").turns.values())
+    # A model's reply is part of the conversation, so it is stored with the user's turn, as the assistant's.
+    stored = {t.text: t for t in resources.store.snapshot("alice").turns.values()}
+    assert stored["Your favourite colour is teal."].model_written and not stored["What is my favourite colour?"].evidence
 
 
 def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # noqa: ANN001
