@@ -626,7 +626,7 @@ def _query_key(text: str) -> str:
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
     searches from new start nodes with a fresh step budget. A refiner that only repeats the question (or the
-    previous query) wrote nothing new: as in the paper's reference implementation, no refinement round follows."""
+    previous query) wrote nothing new: no refinement round follows (our choice; the paper's text is silent)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     graph = _event_graph(state, runtime)
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]

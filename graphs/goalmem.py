@@ -40,6 +40,7 @@ from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
 from logicmap.memory.retrieval import Backbone
+from logicmap.prompts.goalmem_refine import Refinement
 
 __all__ = [
     "FAILURE_ANSWER",
@@ -146,6 +147,7 @@ class GoalMemState(StrategyState, total=False):
     subgoals: dict[str, Atom]
     originals: list[str]
     antecedent_of: dict[str, str]
+    frontier: list[str] | None
     substitution: Substitution
     resolved: dict[str, list[str]]
     unresolved: dict[str, str]
@@ -284,8 +286,23 @@ def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
         "substitution": Substitution(),
         "resolved": {},
         "unresolved": {sid: "not tried" for sid in subgoals},
+        "frontier": None,
         "last_unified": {},
     }
+
+
+def _frontier(state: GoalMemState) -> dict[str, str]:
+    """The subgoals the next depth step refines, with what each is missing: the previous refinement frontier
+    (the antecedents the last depth step added; at the first depth step the unresolved subgoals U(b,0)) that is
+    still unresolved. Algorithm 1 (line 21) refines every subgoal of the frontier psi(b,d-1) and Eq. 6 every
+    unresolved one U(b,d-1); the paper does not reconcile the two. We refine their intersection: an antecedent
+    that was grounded has passed its bindings to the subgoal it refines (re-unified in the same batch), and a
+    subgoal refined before is not refined again while its antecedent is still open."""
+    unresolved = state.get("unresolved") or {}
+    frontier = state.get("frontier")
+    ids = list(unresolved) if frontier is None else [sid for sid in frontier if sid in unresolved]
+    subgoals = state.get("subgoals") or {}
+    return {sid: unresolved[sid] for sid in ids if sid in subgoals}
 
 
 # -- nodes -------------------------------------------------------------------------------------------
@@ -357,9 +374,9 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
     )
     resolved = {**(state.get("resolved") or {}), **result.resolved}
     unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
-    solved = all(sid in resolved for sid in state.get("originals") or []) and all(
-        a in result.substitution for a in state["goal"].answer
-    )
+    # Success is every accumulated subgoal grounded, the antecedents the depth loop added included (Goal-Mem,
+    # Algorithm 1: U(b,d) = {} over Psi(b,<=d)), with every answer variable bound (Sec. 4.4).
+    solved = all(sid in resolved for sid in subgoals) and all(a in result.substitution for a in state["goal"].answer)
     update: dict[str, Any] = {
         "substitution": result.substitution,
         "resolved": resolved,
@@ -387,12 +404,15 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
     ctx = _ctx(runtime)
     subgoals = dict(state.get("subgoals") or {})
     substitution = state.get("substitution") or Substitution()
-    unresolved = {sid: (subgoals[sid], why) for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals}
+    unresolved = {sid: (subgoals[sid], why) for sid, why in _frontier(state).items()}
     existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
-    picked, outcome = refine_subgoals(
-        llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
-        existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
-    )
+    if unresolved:
+        picked, outcome = refine_subgoals(
+            llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
+            existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
+        )
+    else:  # every frontier subgoal is grounded: nothing to refine, no request
+        picked, outcome = [], RoleOutcome(output=Refinement(antecedents=[]), cost=Cost())
     antecedent_of = dict(state.get("antecedent_of") or {})
     unresolved_now = dict(state.get("unresolved") or {})
     added = []
@@ -406,12 +426,14 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
         "subgoals": subgoals,
         "antecedent_of": antecedent_of,
         "unresolved": unresolved_now,
+        "frontier": [f"G{len(state.get('subgoals') or {}) + 1 + i}" for i in range(len(picked))],
         "depth": state.get("depth", 0) + 1,
         "step": state.get("step", 0) + 1,
         **_spent(state, outcome),
     }
     _, stop = _after_refine({**state, **update}, ctx)
-    entry = {"node": "refine", "depth": update["depth"], "antecedents": added, "llm_requests": update["llm_requests"]}
+    entry = {"node": "refine", "depth": update["depth"], "refined": sorted(unresolved), "antecedents": added,
+             "llm_requests": update["llm_requests"]}
     return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
 
 
@@ -496,9 +518,10 @@ def _after_unify(
     if state.get("solved_depth") is not None:
         return "generate", None
     depth = state.get("depth", 0)
-    stalled = depth >= 1 and state.get("new_in_step", 0) == 0 and state.get("resolved_in_step", 0) == 0
+    # Algorithm 1, line 35: a depth step that retrieved no new memory ends the decomposition (it is infeasible
+    # for this memory and backbone), whether or not the re-unification grounded something.
+    stalled = depth >= 1 and state.get("new_in_step", 0) == 0
     if depth >= ctx.max_depth or stalled or not state.get("unresolved"):
-        # Early stop when stalled: this depth step brought no memory and no proof, a deeper one will not either.
         return _next_breadth(state, ctx)
     if _requests_left(state, ctx) < 2:
         return "fail", _budget_spent(state, ctx)
@@ -515,6 +538,9 @@ def _after_refine(
     substitution = state.get("substitution") or Substitution()
     last = state.get("last_unified") or {}
     subgoals = state.get("subgoals") or {}
+    if state.get("frontier"):
+        # New antecedents whose queries were searched before: Algorithm 1 still re-unifies (line 30).
+        return "unify", None
     if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
         # New bindings re-ground pending subgoals: worth one more look at the memories we have.
         return "unify", None

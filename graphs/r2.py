@@ -66,7 +66,8 @@ class R2Context(StrategyContext):
     """Per-run settings of Memory-R2's answer agent (paper defaults; shown as a form in Studio)."""
 
     candidates: int = 60
-    """Memories retrieved for the distillation (most similar to the question; the paper retrieves 60)."""
+    """Memories retrieved for the distillation (most similar to the question). 60: the Memory-R2 text we have states no
+    number; Goal-Mem's experiments cap retrieved memories at k = 60, and we follow that."""
     keep: int = 10
     """Memories the no-LLM distillation (and the distiller's fallback) keeps: the most similar ones."""
 

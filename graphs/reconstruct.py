@@ -29,6 +29,7 @@ from pydantic import ConfigDict, ValidationError, with_config
 from logicmap.agents.active_pruner import prune_active
 from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
+from logicmap.agents.query_cues import extract_query_cues
 from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store
 from logicmap.graphs.resources import (
     Resources,
@@ -54,7 +55,7 @@ from logicmap.memory.text import NO_ANSWER, sentence_scores, split_sentences, to
 from logicmap.memory.timeparse import date_text
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
-from logicmap.tools import create_memory_toolkit
+from logicmap.tools import EXTRA_TOOLS, MRAGENT_TOOLS, create_memory_toolkit
 from logicmap.tools.events import search_event_ids
 
 __all__ = [
@@ -103,6 +104,9 @@ class ReconstructContext(StrategyContext):
     """Most items the pruning rule keeps in the active set after a tool round (the pruner's fallback, the no-LLM policy)."""
     prune_floor: float = 0.1
     """Items less similar to the question than this are dropped by the pruning rule."""
+    extra_tools: bool = False
+    """Also give the model the project's extra tools (search_events, get_event, get_neighbors,
+    events_in_time_range, topic_events), which the MRAgent paper does not have. Off: exactly the paper's seven."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -144,6 +148,7 @@ class ReconstructState(StrategyState, total=False):
 
     messages: Annotated[list[AnyMessage], add_messages]
     seed_cues: list[str]
+    query_keywords: list[str] | None
     active: Annotated[list[EvidenceItem], merge_active]
     turns: int
     tool_calls: int
@@ -367,11 +372,35 @@ def _use_llm(ctx: ReconstructContext, res: Resources) -> bool:
     return ctx.policy == "llm" and res.llm is not None
 
 
-def memory_tools(namespace: str, res: Resources, store: Any = None) -> list[BaseTool]:
+def memory_tools(namespace: str, res: Resources, store: Any = None, *, extras: bool = True) -> list[BaseTool]:
     """The typed memory tools of ``namespace`` over ``store`` (a run's pinned view, ``graphs.pin.pinned_store``;
-    unset = the run's store, whose newest snapshot every call reads) and the run's embedder. Built per call: a
-    toolkit is cheap."""
-    return create_memory_toolkit(namespace, store=res.store if store is None else store, embeddings=res.embeddings)
+    unset = the run's store, whose newest snapshot every call reads) and the run's embedder: MRAgent's seven
+    (``MRAGENT_TOOLS``, the paper's Table 4) and, with ``extras``, the project's extra tools (``EXTRA_TOOLS``).
+
+    Built per call: a toolkit is cheap.
+    """
+    names = [*MRAGENT_TOOLS, *(EXTRA_TOOLS if extras else ())]
+    tools = create_memory_toolkit(namespace, store=res.store if store is None else store, embeddings=res.embeddings,
+                                  include=names)  # fmt: skip
+    return sorted(tools, key=lambda t: names.index(t.name))  # the paper's order (Table 4), then the extras
+
+
+def _topics_text(snapshot: NamespaceSnapshot, active: list[EvidenceItem]) -> str:
+    """The topic nodes the seeded events belong to, one line each (for ``query_topic_events``)."""
+    seeded = {item.id for item in active if item.kind == "event"}
+    lines = []
+    for topic in snapshot.topics.values():
+        members = [m for m in topic.members if m in snapshot.events]
+        if seeded.intersection(members):
+            label = getattr(topic, "label", None) or snapshot.events[members[0]].summary[:80]
+            lines.append(f"{topic.id}: {label} ({len(members)} events)")
+    return "\n".join(lines)
+
+
+def _with_extras(ctx: ReconstructContext, res: Resources) -> bool:
+    """The model gets the extras only when asked; the deterministic navigator searches with ``search_events`` and
+    reads with ``get_event`` (extras), so its tool node has them (the no-LLM answers are unchanged)."""
+    return ctx.extra_tools or not _use_llm(ctx, res)
 
 
 def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> list[EvidenceItem]:
@@ -482,7 +511,11 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
     snapshot = pinned_snapshot(pin, runtime)
     question = state["question"]
-    cues = CueIndex.of(snapshot).cues_of_text(question)
+    # EXTRACTCUES + ACTIVESETINIT (Algorithm 1, lines 1-2): the query cue role's keywords matched to stored cues;
+    # the lexical matcher without a model (and as the role's recorded fallback).
+    found = extract_query_cues(res.llm if _use_llm(ctx, res) else None, question, CueIndex.of(snapshot),
+                               method=res.method, tags=["strategy:reconstruct"])  # fmt: skip
+    cues = found.cues
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
     active_text = "\n".join(f"{_seed_line(item.kind, item.id)} {item.text[:240]}" for item in active)
@@ -498,8 +531,14 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
         "messages": prompt.build_navigator_messages(
             question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
             max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+            topics_text=_topics_text(snapshot, active),
         ),
     }
+    if found.cost.llm_calls or found.cost.http_requests:
+        update["cost"] = found.cost
+    if found.fallback is not None:
+        update["fallbacks"] = [found.fallback]
+    update["query_keywords"] = found.keywords
     if ctx.policy == "llm" and res.llm is None:
         update["fallbacks"] = [FallbackRecord(role="navigator", reason="no chat model configured: deterministic navigation used")]
     return update
@@ -519,7 +558,7 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
     if not _use_llm(ctx, res):
         reply = _heuristic_step(state, pinned_snapshot(state, runtime), ctx)
         return {"messages": [reply], "turns": turns}
-    tools = memory_tools(state["namespace"], res, pinned_store(state, runtime))
+    tools = memory_tools(state["namespace"], res, pinned_store(state, runtime), extras=ctx.extra_tools)
     bound = res.llm.bind_tools([*tools, prompt.answer_tool_spec()])
     messages = list(state["messages"])
     call_config = {
@@ -553,8 +592,8 @@ def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], con
     last = state["messages"][-1]
     out: list[BaseMessage] = []
     if getattr(last, "tool_calls", None):
-        result = ToolNode(memory_tools(namespace, res, pinned_store(state, runtime))).invoke(
-            {"messages": state["messages"]}, config)
+        tools = memory_tools(namespace, res, pinned_store(state, runtime), extras=_with_extras(ctx, res))
+        result = ToolNode(tools).invoke({"messages": state["messages"]}, config)
         out.extend(result["messages"] if isinstance(result, dict) else result)
     out.extend(_invalid_call_messages(last))
     found, trace = _found_and_trace(state, last, out, pinned_snapshot(state, runtime))
@@ -736,6 +775,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
             "cited_event_ids": result.cited_event_ids,
             "cited_turn_ids": result.cited_turn_ids,
             "seed_cues": final.get("seed_cues", []),
+            "query_keywords": final.get("query_keywords"),
             "turns": final.get("turns", 0),
             "tool_calls": final.get("tool_calls", 0),
             "dropped_tool_calls": final.get("dropped_calls", 0),
