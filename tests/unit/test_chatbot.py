@@ -318,7 +318,7 @@ def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) 
                                context=ctx, stream_mode="messages"))  # fmt: skip
     assert streamed and {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
     assert "".join(m.content for m, _ in streamed) == "Your favourite colour is teal."
-    assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] == 3  # recall did call the model
+    assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] >= 1  # recall did call the model
 
 
 def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:  # noqa: ANN001
