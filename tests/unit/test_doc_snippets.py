@@ -1,4 +1,5 @@
-"""Every Python snippet in the README and in ``docs/`` runs as written.
+"""Every Python snippet in the README and in ``docs/`` runs as written (those fenced ``python live-server`` in the
+integration test that starts the API server).
 
 The snippets of one page run in order in one fresh interpreter (a later snippet may use an earlier one's
 names), from the repository root so ``data/...`` paths resolve, on a private data directory, with the fast
@@ -20,12 +21,15 @@ from logicmap.evals.fake_openai import FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```python[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
+FENCE = re.compile(r"^```python([^\n]*)\n(.*?)^```", re.DOTALL | re.MULTILINE)
+# A block fenced ```python live-server talks to a running LangGraph API server: the integration test that starts
+# one runs it (tests/integration/test_live_server_lifecycle.py), not this module.
+LIVE_SERVER = "live-server"
 
 
-def python_snippets(markdown: str) -> list[str]:
-    """The fenced ``python`` blocks of one page, in order."""
-    return [block for block in FENCE.findall(markdown)]
+def python_snippets(markdown: str, *, live_server: bool = False) -> list[str]:
+    """The fenced ``python`` blocks of one page, in order (``live_server``: only those that need a server)."""
+    return [block for info, block in FENCE.findall(markdown) if (LIVE_SERVER in info) == live_server]
 
 
 def run_snippets(snippets: list[str], workdir: Path, base_url: str) -> subprocess.CompletedProcess[str]:
