@@ -1,18 +1,28 @@
 """The CompassMem search graph: planner -> localize -> parallel explorers -> merge (loop) -> refine -> respond.
 
-Explorers walk paths: each starts at its own start node and moves along the relations of the node it is on,
-its candidates queued in the one global priority queue; an ANSWER ends its path only. Explorers of one
-superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their decisions,
-annotating each kept event with the subgoals it supports (the satisfaction vector derives from them). Each node is a module-level function of ``(state, runtime)`` that finds its
-resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
+Every candidate an explorer queues enters the ONE global priority queue (the paper's 4.3.2, Eq. 11: an event's
+priority is its best similarity to a still-unsatisfied subgoal), and each explorer of a superstep takes the
+globally best queued event; the paths are bookkeeping (an event queued from a path's current node extends it).
+An ANSWER ends its path only. A round runs until the queue is empty or every subgoal is satisfied (Section
+4.3.3's "the Responder is invoked when the global candidate queue becomes empty, and all subgoals are
+satisfied" read with the action prompt's ANSWER, "exploration will STOP" once all are satisfied), within the
+project's per-round step cap ``max_steps`` (an extension; None, the paper's budget, in ``faithful``). Explorers
+of one superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their
+decisions, annotating each kept event with the subgoals it supports (the satisfaction vector derives from them).
+Each node is a module-level function of ``(state, runtime)`` that finds its resources through
+``resources_of(runtime)``. Studio loads ``graph`` from this module.
+
+``CompassContext.faithful`` is the paper's configuration (``FAITHFUL_OVERRIDES``: the project's extensions of
+the search off); docs/fidelity.md lists each element and measures each extension as an ablation.
 
 Calls that would add nothing are not made (the paper's decisions stay the LLM's):
 - the first round's candidate starts rank against the question, known before planning, so the planner picks the
   starts in its own call (``plan_starts``; a reply that picks none leaves them to the localizer's call);
 - a single candidate start is the only valid pick: it is taken without a call;
 - no refinement round when every subgoal is satisfied, when every event was read (a round starts from unread
-  events only), or when the LLM refiner only repeats the question or the previous query (the paper's reference
-  implementation skips that round too; the refiner's call is spent, the round's are not).
+  events only), or when the LLM refiner only repeats the question or the previous query (the paper's text does
+  not say what a repeated query does; a round from it would repeat the first; the refiner's call is spent, the
+  round's are not).
 """
 
 from __future__ import annotations
@@ -41,14 +51,21 @@ from logicmap.agents.localizer import pick_starts
 from logicmap.agents.planner import clause_subgoals, plan_subgoals, plan_with_starts, refine_query
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder import respond as run_responder
+from logicmap.graphs.pin import pin_run, pinned_snapshot
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
@@ -57,6 +74,7 @@ from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
 from logicmap.prompts.explore import ExplorerDecision
 
 __all__ = [
+    "FAITHFUL_OVERRIDES",
     "RANKING_RECIPES",
     "CompassContext",
     "CompassInput",
@@ -108,9 +126,11 @@ class CompassContext(StrategyContext):
     before planning): one LLM call instead of the planner's and the localizer's. When its reply picks none, the
     localizer picks them in its own call."""
     explorers: int = 3
-    """Explorers per superstep: the best queued events explored in parallel."""
-    max_steps: int = 6
-    """Most explorer supersteps per search round (the first search and each refinement round)."""
+    """Explorers per superstep: the best queued events explored in parallel (the paper's three)."""
+    max_steps: int | None = 6
+    """Most explorer supersteps per search round (the first search and each refinement round): a project
+    cost cap. None: the paper's budget, a round runs until the global queue is empty or every subgoal is
+    satisfied (each event is read at most once, so a round reads at most every event)."""
     max_refinements: int = 1
     """Query refinements when subgoals stay unsatisfied."""
     explorer_mode: Literal["parallel", "batched"] = "parallel"
@@ -142,6 +162,21 @@ class CompassContext(StrategyContext):
     turns, follow the event graph (same event, relations, topic, named entities shared across sessions) and
     rank every turn again with how it was reached. Off by default: on the development conversations it did
     not beat the ranker alone (README, "Evidence recall")."""
+
+
+    faithful: bool = False
+    """The paper's configuration: every project extension of the search off (name-free query readings, the
+    per-round step cap, the planner picking the starts in its call, the turn-level and learned no-LLM
+    rankings). The paper's budget then holds: three explorers, one refinement round, each round until the
+    queue is empty or every subgoal is satisfied. ``compass:faithful`` in the registry's variants."""
+
+
+# The project's extensions of the search, each off in the paper's configuration (``faithful``); the
+# evaluation measures each as an ablation (docs/fidelity.md, "CompassMem").
+FAITHFUL_OVERRIDES: dict[str, Any] = {
+    "name_free_readings": False, "max_steps": None, "plan_starts": False, "recipe": "dense", "ranker": "similarity",
+    "traversal": False,
+}
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -222,6 +257,7 @@ class ExploreTask(TypedDict):
     """What one explorer branch (or the batched explorer) is sent: the search so far and its events."""
 
     namespace: str
+    generation: int | None
     question: str
     subgoals: list[str]
     satisfied: list[bool]
@@ -235,6 +271,8 @@ class ExploreTask(TypedDict):
 # -- helpers ------------------------------------------------------------------------------------
 def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
     ctx = run_context(runtime, CompassContext)
+    if ctx.faithful:
+        ctx = replace(ctx, **FAITHFUL_OVERRIDES)
     if ctx.recipe == "auto":
         return replace(ctx, recipe="turns" if ctx.policy == "heuristic" else "dense")
     return ctx
@@ -252,8 +290,9 @@ def _trace(state: dict[str, Any], ctx: CompassContext) -> dict[str, Any]:
     }
 
 
-def _event_graph(res: Resources, namespace: str) -> EventGraph:
-    return EventGraph.of(res.store.snapshot(namespace))
+def _event_graph(pin: dict[str, Any], runtime: Runtime[CompassContext] | None) -> EventGraph:
+    """The event graph of the run's pinned snapshot (``pin``: the state, or an explorer's task)."""
+    return EventGraph.of(pinned_snapshot(pin, runtime))
 
 
 def _encoder(ctx: CompassContext, res: Resources) -> QueryEncoder:
@@ -285,31 +324,31 @@ def _best(queue: dict[str, float], ids: list[str]) -> str:
 
 def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dict[str, list[str]], explorers: int,
               ) -> tuple[list[SearchPath], list[str], dict[str, float]]:
-    """The superstep's frontier from the global priority queue. A walking path moves to its best candidate
-    queued from the node it is on (it ends when there is none); each free explorer starts a new path at the
-    best event left in the queue (a start node, or a candidate a path passed by)."""
+    """The superstep's frontier from the ONE global priority queue (paper, 4.3.2 Coordination): each explorer
+    takes the globally best queued event, whoever queued it (a path's own candidates compete with every
+    other queued event). The paths are bookkeeping: an event queued from a walking path's current node
+    extends that path, any other starts a new one; a path ends when nothing queued came from its node."""
     paths = [SearchPath(**{**p, "nodes": list(p["nodes"])}) for p in paths]
     queue = dict(queue)
-    busy: set[int] = set()
     priority: dict[str, float] = {}
-    for path in paths:
-        if path["end"] is not None:
-            continue
-        options = [e for e in queue if path["nodes"][-1] in queued_from.get(e, [])]
-        if not options:
-            path["end"] = "no candidates"
-            continue
-        nxt = _best(queue, options)
-        path["nodes"].append(nxt)
-        priority[nxt] = queue.pop(nxt)
-        busy.add(path["explorer"])
-    for explorer in range(explorers):
+    extended: set[int] = set()
+    for slot in range(explorers):
         check_deadline("while compass explorers chose their next events")
-        if explorer in busy or not queue:
-            continue
+        if not queue:
+            break
         nxt = _best(queue, list(queue))
-        paths.append(SearchPath(explorer=explorer, origin=(queued_from.get(nxt) or [None])[0], nodes=[nxt], end=None))
         priority[nxt] = queue.pop(nxt)
+        sources = queued_from.get(nxt, [])
+        walking = [i for i, p in enumerate(paths) if p["end"] is None and i not in extended and p["nodes"][-1] in sources]
+        if walking:
+            paths[walking[0]]["nodes"].append(nxt)
+            extended.add(walking[0])
+        else:
+            paths.append(SearchPath(explorer=slot, origin=(sources or [None])[0], nodes=[nxt], end=None))
+            extended.add(len(paths) - 1)
+    for i, path in enumerate(paths):
+        if path["end"] is None and i not in extended and not any(path["nodes"][-1] in queued_from.get(e, []) for e in queue):
+            path["end"] = "no candidates"
     frontier = sorted(priority, key=lambda e: (-priority[e], e))  # dispatched (and kept) best first
     return paths, frontier, queue
 
@@ -343,9 +382,8 @@ def _evidence_context(state: dict[str, Any], graph: EventGraph) -> str:
     lines.append("Kept evidence:" if state.get("kept") else "Kept evidence: (none yet)")
     support = state.get("support") or {}
     for eid in state.get("kept", []):
-        if eid in graph:
-            goals = ", ".join(map(str, support.get(eid, []))) or "none"
-            lines.append(f"- (supports subgoals: {goals}) {_render_with_turns(graph, eid)}")
+        goals = ", ".join(map(str, support.get(eid, []))) or "none"
+        lines.append(f"- (supports subgoals: {goals}) {_render_with_turns(graph, eid)}")
     return "\n".join(lines)
 
 
@@ -361,7 +399,7 @@ def _view(graph: EventGraph, eid: str, came_from: str | None = None) -> Explorer
     neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
                  for n in graph.neighbors(eid)]
     text = _render_with_turns(graph, eid)
-    if came_from is not None and came_from in graph:
+    if came_from is not None:
         text += f"\n  (this path reached it from {came_from} by [{_label(graph, came_from, eid)}])"
     return ExplorerView(eid, text, neighbors)
 
@@ -394,13 +432,12 @@ def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassCo
     return top, diverse, list(dict.fromkeys([*top, *diverse]))
 
 
-def _plan(question: str, namespace: str, ctx: CompassContext, res: Resources,
+def _plan(question: str, graph: EventGraph, ctx: CompassContext, res: Resources,
           ) -> tuple[list[str], list[str], Cost, list[FallbackRecord]]:
     """The subgoals, and (``plan_starts``) the first round's starting points picked in the same call."""
     if ctx.policy == "heuristic":
         return clause_subgoals(question), [], Cost(), []
-    trace = _trace({"namespace": namespace}, ctx)
-    graph = _event_graph(res, namespace)
+    trace = _trace({"namespace": graph.snapshot.namespace}, ctx)
     candidates = _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
     if len(candidates) > 1:
         outcome = plan_with_starts(_llm(ctx, res), question, [(e, graph.events[e].render()) for e in candidates],
@@ -413,14 +450,14 @@ def _plan(question: str, namespace: str, ctx: CompassContext, res: Resources,
 
 # -- nodes --------------------------------------------------------------------------------------
 def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Resolve the run's namespace, split the question into subgoals (clauses without an LLM) and, with
-    ``plan_starts``, pick the first round's starting points in the same call; reset the search."""
+    """Pin the run (its namespace, policy and snapshot generation: ``graphs.pin``), split the question into
+    subgoals (clauses without an LLM) and, with ``plan_starts``, pick the first round's starting points in the
+    same call; reset the search."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    subgoals, starts, cost, fallbacks = _plan(state["question"], namespace, ctx, res)
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)
+    subgoals, starts, cost, fallbacks = _plan(state["question"], _event_graph(dict(pin), runtime), ctx, res)
     return {
-        "namespace": namespace,
+        **pin,
         "subgoals": subgoals,
         "satisfied": [False] * len(subgoals),
         "query": state["question"],
@@ -446,7 +483,7 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
     """Rank events for the query, pick starting points among the top k and distinct topics, queue them. The
     starts the planner picked are used as they are; one candidate is taken without a call (the only valid pick)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     if not len(graph):
         return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
     query = state.get("query") or state["question"]
@@ -501,7 +538,7 @@ def _heuristic_decision(graph: EventGraph, task: ExploreTask, eid: str, ctx: Com
 def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """One explorer branch (parallel mode): decides for one event."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, task["namespace"])
+    graph = _event_graph(task, runtime)
     eid = task["event_ids"][0]
     if ctx.policy == "heuristic":
         return {"decisions": [_heuristic_decision(graph, task, eid, ctx, res)]}
@@ -520,7 +557,7 @@ def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, An
 def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Batched mode (node ``explore_batch``): one call decides for every event of the superstep."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, task["namespace"])
+    graph = _event_graph(task, runtime)
     if ctx.policy == "heuristic":
         return {"decisions": [_heuristic_decision(graph, task, e, ctx, res) for e in task["event_ids"]]}
     arrived = task.get("arrived_from", {})
@@ -572,7 +609,7 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     """Apply this superstep's decisions, derive the satisfaction vector, recompute the priorities, then stop
     (every subgoal satisfied, the round's step budget spent, nothing left to explore) or schedule the next frontier."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     step = state.get("step", 0)
     decisions = [d for d in state.get("decisions", []) if d["step"] == step]
     applied = _apply_decisions(graph, state, decisions)
@@ -585,7 +622,7 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     step, round_step = step + 1, state.get("round_step", 0) + 1
     progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
     stop = None
-    if round_step >= ctx.max_steps:
+    if ctx.max_steps is not None and round_step >= ctx.max_steps:
         stop = "budget"
     elif all(satisfied) and _evidence_filled(graph, progress, ctx, res, queue):
         stop = "satisfied"
@@ -619,11 +656,11 @@ def _query_key(text: str) -> str:
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
     searches from new start nodes with a fresh step budget. A refiner that only repeats the question (or the
-    previous query) wrote nothing new: as in the paper's reference implementation, no refinement round follows."""
+    previous query) wrote nothing new: no refinement round follows (our choice; the paper's text is silent)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
-    found = "\n".join(graph.events[e].render() for e in state.get("kept", []) if e in graph)
+    found = "\n".join(graph.events[e].render() for e in state.get("kept", []))
     if ctx.policy == "heuristic":
         query, cost, fallbacks = " ".join(missing) or state["question"], Cost(), []
     else:
@@ -661,19 +698,20 @@ def _learned_evidence(graph: EventGraph, question: str, evidence_ids: list[str],
 def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Answer from the kept evidence only; the top-k localized events stand in when nothing was kept."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
-    evidence_ids = [e for e in state.get("kept", []) if e in graph]
+    graph = _event_graph(state, runtime)
+    evidence_ids = list(state.get("kept", []))
     fallbacks: list[FallbackRecord] = []
     ranking: list[str] = []
     if ctx.policy == "heuristic" and ctx.ranker == "learned":
         evidence_ids, ranking = _learned_evidence(graph, state["question"], evidence_ids, ctx, res)
     if not evidence_ids:
-        evidence_ids = [e for e in state.get("localized", []) if e in graph][: ctx.top_k]
+        evidence_ids = list(state.get("localized", []))[: ctx.top_k]
         if evidence_ids:
             fallbacks.append(FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events"))
     evidence = [EvidenceText(e, _render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
     outcome = run_responder(
         _llm(ctx, res), state["question"], evidence, question_date=state.get("question_date"),
+        abstain=False,  # the paper's responder (Appendix F.2) gives a justified answer, never "insufficient"
         method=res.method, **_trace(state, ctx),
     )
     if outcome.fallback and ctx.policy != "heuristic":
@@ -711,6 +749,7 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     if frontier and not state.get("done"):
         base = {
             "namespace": state["namespace"],
+            "generation": state.get("generation"),
             "question": state["question"],
             "subgoals": state["subgoals"],
             "satisfied": state["satisfied"],
@@ -723,10 +762,10 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
             return [Send("explore_batch", {**base, "event_ids": frontier})]
         return [Send("explore", {**base, "event_ids": [eid]}) for eid in frontier]
     res = resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     wanting = not all(state.get("satisfied", [True])) or not _evidence_filled(
         graph, state, ctx, res, state.get("queue", {}))
-    unread = len(graph) > sum(1 for e in set(state.get("visited", [])) if e in graph)
+    unread = len(graph) > len(set(state.get("visited", [])))
     if wanting and unread and state.get("refinements", 0) < ctx.max_refinements:
         return "refine"
     return "respond"
@@ -748,6 +787,7 @@ def build_compass_graph() -> StateGraph:
     builder.add_node("merge", merge)
     builder.add_node("refine", refine)
     builder.add_node("respond", respond)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "planner")
     builder.add_edge("planner", "localize")
     builder.add_conditional_edges("localize", route_search, ["explore", "explore_batch", "refine", "respond"])
@@ -755,18 +795,19 @@ def build_compass_graph() -> StateGraph:
     builder.add_edge("explore_batch", "merge")
     builder.add_conditional_edges("merge", route_search, ["explore", "explore_batch", "refine", "respond"])
     builder.add_conditional_edges("refine", route_refined, ["localize", "respond"])
-    builder.add_edge("respond", END)
+    builder.add_edge("respond", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot(namespace)
+    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     graph = EventGraph.of(snapshot)
     encoder = _encoder(ctx, res)
     q_vectors = encoder.embed(encoder.readings(question))
     sims = np.max([graph.similarities(v) for v in q_vectors], axis=0)
-    event_sims = {eid: float(sims[graph.index_of(eid)]) for eid in final.get("kept", []) if eid in graph}
+    event_sims = {eid: float(sims[graph.index_of(eid)]) for eid in final.get("kept", [])}
     ranking = final.get("evidence_ranking") or []  # the graph-feature reranker's order, when the respond node ranked
     position = {t: i for i, t in enumerate(ranking)}
     evidence = []
@@ -805,11 +846,26 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     )
 
 
+
+def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, CompassContext, _result)
+
+
 builder = build_compass_graph()
 graph = traced_graph(builder.compile(name="compass"))
+def _recursion_limit(ctx: CompassContext) -> int:
+    """LangGraph's step limit for a run: from the step cap; without one (the paper's budget) a round ends when
+    the queue empties, which the event count bounds but the context does not know: a large bound."""
+    steps = None if ctx.faithful else ctx.max_steps
+    return 10 + 4 * ((steps if steps is not None else 2500) + 2) * (ctx.max_refinements + 1)
+
+
 STRATEGY = graph_strategy(
-    "compass", graph, CompassContext, result=_result, variants=("traversal", "similarity"),
-    tags=lambda ctx: [f"explorers:{ctx.explorer_mode}"],
-    recursion_limit=lambda ctx: 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
+    "compass", graph, CompassContext,
+    variants=("traversal", "similarity", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense"),
+    tags=lambda ctx: [f"explorers:{ctx.explorer_mode}", *(["faithful"] if ctx.faithful else [])],
+    recursion_limit=_recursion_limit,
 )
 answer = STRATEGY.run
