@@ -3,8 +3,9 @@
 Every turn of a namespace gets a score for a question from features the graph gives it (the similarity of
 its event, of its event's topic, of the turns before and after it in its event, of the question it replies
 to) next to its own similarity, its lexical match and who said it. The weights are a logistic regression
-fitted on the project's conversations by ``evals/train/turn_ranker.py`` (leave-one-conversation-out
-figures in its output and in the README) and stored in ``memory/turn_ranker_weights.py``.
+fitted on public LoCoMo conversations by ``evals/loco.py`` (leave-one-conversation-out figures in its output
+and in docs/performance.md) and stored in ``memory/turn_ranker_weights.py``; the extra keys of
+``memory.ranking_keys`` that held out there are features too.
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ BASE_FEATURES = (
 )
 #: Every feature a ranker may use: the base ones and the extra keys of ``memory.ranking_keys``.
 ALL_FEATURES = (*BASE_FEATURES, *CANDIDATE_FEATURES)
-#: The features of the shipped ranker (``memory/turn_ranker_weights.py``).
-FEATURES = BASE_FEATURES
+#: The features of the shipped ranker (``memory/turn_ranker_weights.py``): the base ones and the extra keys that
+#: held out on public conversations (``evals/loco.py``): the turn's session, event and neighbours as lexical keys,
+#: the facts drawn from it, pseudo-relevance feedback and the sessions a stated date points at.
+FEATURES = (*BASE_FEATURES, "session_own", "session_bm25", "event_bm25", "window_bm25", "fact_key", "prf", "time_match")
 # The features only the event graph gives a turn (its event, topic, neighbours in its event, the question it
 # replies to); the others a plain turn index has too. ``evals/train/turn_ranker.py`` fits a ranker without them
 # to show what the graph adds.

@@ -31,6 +31,8 @@ CANDIDATE_FEATURES = (
     "prf",  # similarity of the turn to the centroid of the first pass's best turns
     "bridge",  # the turn names an entity that a first-pass best turn of another session names too
     "time_match",  # the question states an absolute date and the turn's session falls in it
+    "event_bm25",  # BM25 of the turn's event (its turns' text), over the best event's
+    "window_bm25",  # BM25 of the turn with the turns before and after it in its session, over the best window's
 )
 #: How many of the first pass's best turns feed pseudo-relevance feedback and entity bridges.
 FIRST_PASS = 5
@@ -74,6 +76,14 @@ def _build_key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     speakers = {s for s in layout["speakers"] if s}
     speaker_words = {w for s in speakers for w in s.split()}
     times = [snapshot.turns[t].session_time for t in ids]
+    lines = [snapshot.turns[t].text + (f" {snapshot.turns[t].image_caption}" if snapshot.turns[t].image_caption else "")
+             for t in ids]
+    event_of = layout["event_of"]
+    events = sorted({int(e) for e in event_of if e >= 0})
+    event_texts = {e: " ".join(line for line, owner in zip(lines, event_of) if owner == e) for e in events}
+    event_row = {e: i for i, e in enumerate(events)}
+    windows = [" ".join(lines[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
+               for i in range(len(ids))]
     return {
         "session_of": np.array([session_row[s] for s in sessions], dtype=np.int64),
         "sessions": len(session_ids),
@@ -82,6 +92,9 @@ def _build_key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
         "fact_turns": fact_turns,
         "entities": [_entities(snapshot.turns[t].text, speaker_words) for t in ids],
         "session_time": [None if s is None else s.replace(tzinfo=None) for s in times],
+        "event_index": BM25Index([event_texts[e] for e in events]),
+        "event_row": np.array([event_row.get(int(e), -1) for e in event_of], dtype=np.int64),
+        "window_index": BM25Index(windows),
     }
 
 
@@ -137,7 +150,12 @@ def key_features(snapshot: NamespaceSnapshot, question: str, queries: np.ndarray
     period = _question_period(question)
     if period is not None:
         time_match = np.array([1.0 if t is not None and period[0] <= t < period[1] else 0.0 for t in keys["session_time"]])
-    return cast(np.ndarray, np.column_stack([fact_key, session_own, session_lex[session_of], prf, bridge, time_match]))
+    event_lex = keys["event_index"].scores(question).astype(np.float64)
+    event_lex = event_lex / (event_lex.max() if len(event_lex) and event_lex.max() > 0 else 1.0)
+    event_key = np.where(keys["event_row"] >= 0, event_lex[np.maximum(keys["event_row"], 0)] if len(event_lex) else 0.0, 0.0)
+    window = keys["window_index"].scores(question).astype(np.float64)
+    window = window / (window.max() or 1.0)
+    return np.column_stack([fact_key, session_own, session_lex[session_of], prf, bridge, time_match, event_key, window])
 
 
 def _z(x: np.ndarray) -> np.ndarray:
