@@ -13,7 +13,7 @@ export ANONYMIZED_TELEMETRY := False
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := true
 
-.PHONY: install llm-venv demo test test-unit lint studio local-llm clean
+.PHONY: install llm-venv demo test test-unit lint studio local-llm clean strategy-docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -58,6 +58,9 @@ lint: install
 	$(BIN)/ruff check .
 	mkdir -p .typecheck && ln -sfn "$(CURDIR)" .typecheck/logicmap
 	$(BIN)/mypy
+
+strategy-docs: install  # docs/strategies.md from the registry (tests/unit/test_strategy_docs.py checks it)
+	$(BIN)/python -m logicmap.graphs.strategy_docs docs/strategies.md
 
 local-llm: install llm-venv
 	$(BIN)/logicmap local-llm

@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from logicmap.graphs.basestore import LogicMapStore
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
     from logicmap.graphs.forget import (
         ForgetReport,
@@ -34,10 +35,10 @@ if TYPE_CHECKING:
         list_memories,
         update_memory,
     )
-    from logicmap.graphs.ingest import IngestReport, ingest_conversation
+    from logicmap.graphs.ingest import IngestReport, aingest_conversation, ingest_conversation
     from logicmap.graphs.resources import Resources
     from logicmap.graphs.result import AnswerResult, EvidenceItem
-    from logicmap.graphs.strategies import STRATEGIES, answer
+    from logicmap.graphs.strategies import STRATEGIES, aanswer, answer
     from logicmap.memory.config import LogicMapSettings
     from logicmap.tools import create_memory_toolkit
 
@@ -49,12 +50,15 @@ __all__ = [
     "ForgetReport",
     "IngestReport",
     "LogicMapSettings",
+    "LogicMapStore",
     "MemoryPage",
     "Resources",
     "UnknownMemoryError",
+    "aanswer",
     "adelete_namespace",
     "aforget",
     "aget_memory",
+    "aingest_conversation",
     "alist_memories",
     "answer",
     "aupdate_memory",
@@ -76,8 +80,11 @@ _EXPORTS = {
     "EvidenceItem": "logicmap.graphs.result",
     "IngestReport": "logicmap.graphs.ingest",
     "LogicMapSettings": "logicmap.memory.config",
+    "LogicMapStore": "logicmap.graphs.basestore",
     "Resources": "logicmap.graphs.resources",
     "answer": "logicmap.graphs.strategies",
+    "aanswer": "logicmap.graphs.strategies",
+    "aingest_conversation": "logicmap.graphs.ingest",
     "build_chatbot_graph": "logicmap.graphs.chatbot",
     "create_memory_toolkit": "logicmap.tools",
     "ingest_conversation": "logicmap.graphs.ingest",

@@ -56,7 +56,8 @@ __all__ = [
 ]
 
 MAX_SUBGOALS = 5
-MAX_ANTECEDENTS_PER_SUBGOAL = 2
+# Goal-Mem's refinement operator yields one requisite antecedent per frontier subgoal (Eq. 6, Algorithm 1 line 22).
+MAX_ANTECEDENTS_PER_SUBGOAL = 1
 _WH = ("what", "which", "who", "whom", "whose", "when", "where", "why", "how")
 
 T = TypeVar("T", bound=BaseModel)
@@ -400,14 +401,19 @@ def unify_subgoals(
 def validate_refinement(
     output: Refinement, unresolved: dict[str, Atom], known_types: dict[str, Term], existing: set[str]
 ) -> list[str]:
-    """Antecedents parse, refer to an unresolved subgoal, share a term with it, keep variable types and
-    are not already subgoals."""
+    """Antecedents parse, refer to an unresolved subgoal (one antecedent each), share a term with it, keep
+    variable types and are not already subgoals."""
     problems: list[str] = []
+    seen: set[str] = set()
     for i, item in enumerate(output.antecedents):
         sid = item.subgoal.strip()
         if sid not in unresolved:
             problems.append(f"antecedent {i + 1}: {item.subgoal!r} is not an unresolved subgoal ({sorted(unresolved)})")
             continue
+        if sid in seen:
+            problems.append(f"antecedent {i + 1}: {sid} already has an antecedent; give exactly one per subgoal")
+            continue
+        seen.add(sid)
         try:
             atom = parse_atom(item.antecedent)
         except NLLogicSyntaxError as exc:
@@ -441,7 +447,7 @@ def refine_subgoals(
     heuristic: bool = False,
     max_attempts: int = 2,
 ) -> tuple[list[tuple[str, Atom]], RoleOutcome[Refinement]]:
-    """For each unresolved subgoal, antecedents whose grounding it needs (at most two each, new ones only).
+    """For each unresolved frontier subgoal, the one antecedent whose grounding it needs (new ones only).
     Fallback: no refinement, which ends the depth loop."""
     grounded = {sid: atom.apply(substitution) for sid, (atom, _) in unresolved.items()}
     outcome = _run(

@@ -53,18 +53,23 @@ __all__ = [
     "fallback_extraction",
     "heuristic_edits",
     "manage_memory",
+    "manager_messages",
     "messages_as_dicts",
     "parse_completion",
+    "related_memories",
     "render_candidates",
     "retrieve_facts",
     "sample_edits",
     "third_person",
     "update_fact_memory",
     "validate_extraction",
+    "validate_procedure",
 ]
 
 # Token-set Jaccard at or above which a new fact counts as already held (NOOP).
 DUPLICATE_SIMILARITY = 0.7
+# Related memories shown per new fact (the most similar ones, plus every one about the same subject and attribute).
+RELATED_PER_FACT = 5
 
 
 class TurnLike(Protocol):
@@ -362,6 +367,57 @@ class ManagerOutcome(BaseModel):
     attempts: int = 0
 
 
+def related_memories(memory: FactMemory, candidates: Sequence[CandidateFact], k: int = RELATED_PER_FACT) -> dict[int, list[str]]:
+    """Per new fact, the ids of its related memories: the ``k`` live facts most similar to it (content-word Jaccard
+    above 0) and every live fact with its subject and attribute (``fact_key``), most similar first.
+
+    Memory-R2 gives each new fact its ``related_memory_ids`` without saying how they are found (the paper text we
+    have is a review page); we retrieve them lexically. The set always holds what the no-LLM manager would name, so
+    its batch (the role's fallback) is a valid answer to the same prompt."""
+    live = memory.live()
+    tokens = {r.id: content_tokens(r.text) for r in live}
+    keys = {r.id: fact_key(r.text) for r in live}
+    related: dict[int, list[str]] = {}
+    for index, candidate in enumerate(candidates):
+        mine = content_tokens(candidate.text)
+        key = fact_key(candidate.text)
+        ranked = sorted(((fact_similarity(mine, tokens[r.id]), -n, r.id) for n, r in enumerate(live)), reverse=True)
+        similar = [rid for sim, _, rid in ranked if sim > 0][:k]
+        same = [rid for _, _, rid in ranked if key is not None and keys[rid] == key]
+        related[index] = list(dict.fromkeys([*similar, *same]))
+    return related
+
+
+def manager_messages(memory: FactMemory, candidates: Sequence[CandidateFact]) -> tuple[list[BaseMessage], dict[int, list[str]]]:
+    """The manager's prompt: each new fact with its related memory ids, and those memories' text."""
+    related = related_memories(memory, candidates)
+    shown = {rid for ids in related.values() for rid in ids}
+    memory_text = "\n".join(r.render() for r in memory.live() if r.id in shown)
+    memory_text = memory_text or ("(no related memories)" if memory.size else "(memory is empty)")
+    lines = [
+        f"{i}: {c.text}" + (f" [{', '.join(c.turn_ids)}]" if c.turn_ids else "")
+        + f" (related: {', '.join(related[i]) or 'none'})"
+        for i, c in enumerate(candidates)
+    ]
+    return r2_manage.build_messages(memory_text, "\n".join(lines) or "(none)"), related
+
+
+def validate_procedure(edits: Sequence[FactEdit], related: dict[int, list[str]]) -> list[str]:
+    """The paper's procedure, beyond what memory checks: an UPDATE, DELETE or NOOP names one of its fact's related
+    memories, and every fact gets one ADD, UPDATE or NOOP (a DELETE alone loses the new fact)."""
+    problems: list[str] = []
+    decided = {e.fact for e in edits if e.op != "DELETE"}
+    for e in edits:
+        allowed = related.get(e.fact, [])
+        if e.id is not None and e.op != "ADD" and e.fact in related and e.id not in allowed:
+            problems.append(f"{e.op} for new fact {e.fact} names {e.id}, which is not one of its related memories "
+                            f"({', '.join(allowed) or 'none'})")  # fmt: skip
+    for index in sorted({e.fact for e in edits} - decided):
+        problems.append(f"new fact {index} has only DELETE edits: after deleting what it contradicts, decide the "
+                        "fact itself (ADD, UPDATE or NOOP)")  # fmt: skip
+    return problems
+
+
 def _at_temperature(llm: BaseChatModel, temperature: float | None) -> BaseChatModel:
     """The model sampling at ``temperature`` when it has such a field (ChatOpenAI does)."""
     if temperature is None or "temperature" not in type(llm).model_fields:
@@ -388,7 +444,7 @@ def manage_memory(
     deterministic manager decides, sampling among valid alternatives when ``temperature`` > 0.
     ``temperature`` None leaves the model's own setting alone.
     """
-    messages = r2_manage.build_messages(memory.render(), render_candidates(candidates))
+    messages, related = manager_messages(memory, candidates)
     as_dicts = messages_as_dicts(messages)
     if not candidates:
         return ManagerOutcome(edits=[], messages=as_dicts, completion=edits_completion([]))
@@ -406,7 +462,7 @@ def manage_memory(
         role="r2_manager",
         messages=messages,
         schema=MemoryEdits,
-        validate=lambda r: memory.validate(to_edits(r), candidates),
+        validate=lambda r: memory.validate(to_edits(r), candidates) + validate_procedure(to_edits(r), related),
         fallback=(lambda: MemoryEdits(edits=[])) if skip else sampled,
         method=method,
         tags=tags,

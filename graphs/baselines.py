@@ -13,6 +13,7 @@ from logicmap.agents.responder import EvidenceText, respond
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import Strategy
+from logicmap.graphs.tracing import traced_strategy
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.retrieval import MemoryRetriever
 
@@ -69,5 +70,6 @@ def answer_bm25(question: str, namespace: str, **kwargs: object) -> AnswerResult
     return answer_top_k(question, namespace, method="bm25", **kwargs)  # type: ignore[arg-type]
 
 
-DENSE = Strategy("dense", answer_dense)
-BM25 = Strategy("bm25", answer_bm25)
+# Each a root run of its own when traced (name, strategy/policy tags, namespace, cost), as a graph strategy is.
+DENSE = Strategy("dense", traced_strategy("dense", answer_dense))
+BM25 = Strategy("bm25", traced_strategy("bm25", answer_bm25))

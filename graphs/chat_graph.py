@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
-from langgraph.graph import END, START, StateGraph, add_messages
+from langgraph.graph import END, START, add_messages
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
 from pydantic.json_schema import SkipJsonSchema
@@ -33,6 +33,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
+from logicmap.graphs.tracing import TracedStateGraph
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
@@ -336,11 +337,15 @@ def remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableCo
     except Exception as exc:  # noqa: BLE001 - the reply is delivered; the failure is reported in the output
         log.exception("storing the turn %s/%s failed", namespace, session.session_id)
         return {"memory_write": {**record, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:1000]}}
+    # The roles of this turn's ingestion that fell back join the turn's fallbacks (its stats record them too).
+    stored = [f.model_dump() if hasattr(f, "model_dump") else f for f in getattr(report, "fallbacks", None) or []]
+    fallbacks = {"fallbacks": [*(state.get("fallbacks") or []), *stored]} if stored else {}
     spent = getattr(report, "cost", None)
     if not isinstance(spent, Cost):
-        return {"memory_write": {**record, "status": "stored"}}
+        return {"memory_write": {**record, "status": "stored"}, **fallbacks}
     cost = Cost.model_validate(state.get("cost") or {}) + spent
-    return {"memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls}, "cost": cost.model_dump()}
+    return {"memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls}, "cost": cost.model_dump(),
+            **fallbacks}
 
 
 def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["respond", "remember"]:
@@ -351,11 +356,12 @@ def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["re
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_chatbot_graph() -> StateGraph:
+def build_chatbot_graph() -> TracedStateGraph:
     """The chatbot ``StateGraph`` (uncompiled): recall -> respond -> remember (recall -> remember when the
     run is recall-only). Resources, the ingest function and an optional background queue come from the
     run's ``ChatContext``."""
-    builder = StateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext)
+    builder = TracedStateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
+                               trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
     builder.add_node("remember", remember)

@@ -31,6 +31,7 @@ _STRATEGY_NAMES = ", ".join(STRATEGY_NAMES)  # the registry's names, for the --s
 __all__ = [
     "add_core_commands",
     "build_parser",
+    "cmd_mcp",
     "fallback_summary",
     "main",
     "output_path",
@@ -54,10 +55,13 @@ def resources_from_args(args: argparse.Namespace) -> Resources:
 
 
 def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
-    """``--policy``, with ``auto`` resolved: the LLM policy when a chat model is configured, else the no-LLM one."""
+    """``--policy``, with ``auto`` resolved by the one rule every run uses (``graphs.resources.resolve_policy``):
+    the LLM policy when the run has a chat model, else the no-LLM one."""
+    from logicmap.graphs.resources import resolve_policy
+
     policy = getattr(args, "policy", "auto") or "auto"
     if policy == "auto":
-        policy = "llm" if resources.settings.chat_model else "heuristic"
+        policy = resolve_policy(policy, resources)
         if policy == "heuristic":
             print("note: no chat model configured (LOGICMAP_CHAT_MODEL); using the no-LLM policy", file=sys.stderr)
     return policy
@@ -357,6 +361,45 @@ def cmd_get(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """`logicmap mcp -n NS | --http --tenants FILE`: the memory toolkit over MCP (graphs.mcp_server)."""
+    if args.http is False and args.tenants:
+        raise ValueError("--tenants maps HTTP bearer tokens to namespaces: add --http (stdio serves one namespace)")
+    if bool(args.namespace) == bool(args.tenants):
+        raise ValueError("name the tenant one way: --namespace NS (the whole server) or --http --tenants FILE "
+                         "(one namespace per bearer token)")
+    try:
+        from logicmap.graphs import mcp_server
+    except ImportError as exc:
+        raise ValueError(f"the MCP server needs the mcp package ({exc}): pip install 'logicmap[mcp]'") from None
+    from logicmap.memory.records import validate_namespace
+
+    namespace = validate_namespace(args.namespace) if args.namespace else None
+    tenants = mcp_server.load_tenants(args.tenants) if args.tenants else None
+    resources = resources_from_args(args)
+    policy = policy_from_args(args, resources)
+    server = mcp_server.build_mcp_server(resources, namespace=namespace, tenants=tenants, policy=policy,
+                                         writes=not args.read_only)
+    resources.embeddings.embed_query("warm-up")  # the embedder loads now, not in the first client's call
+    if args.http:
+        mcp_server.serve_http(server, port=args.port, tenants=tenants)
+    else:
+        mcp_server.serve_stdio(server)
+    return 0
+
+
+def _add_mcp_command(sub: Any) -> None:
+    p = sub.add_parser("mcp", help="serve the memory toolkit over MCP (stdio, or streamable HTTP on 127.0.0.1)")
+    p.add_argument("--namespace", "-n", help="the one namespace this server serves")
+    p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (default: stdio)")
+    p.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (default: a free one, printed)")
+    p.add_argument("--tenants", metavar="FILE", help="HTTP: a JSON object of bearer token -> namespace; each "
+                   "connection's token names its namespace")
+    p.add_argument("--read-only", action="store_true", help="no remember, forget_memory or update_memory tools")
+    p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
+    p.set_defaults(func=cmd_mcp)
+
+
 def _add_lifecycle_commands(sub: Any) -> None:
     p = sub.add_parser("forget", help="forget turns (by id, session or date) and everything derived only from them")
     p.add_argument("--namespace", "-n", required=True)
@@ -398,9 +441,10 @@ def _add_backup_commands(sub: Any) -> None:
 
 
 def _add_stored_memory_commands(sub: Any) -> None:
-    """export and import, then forget, delete-namespace, list and get."""
+    """export and import, then forget, delete-namespace, list and get, then mcp (the toolkit over MCP)."""
     _add_backup_commands(sub)
     _add_lifecycle_commands(sub)
+    _add_mcp_command(sub)
 
 
 def add_core_commands(sub: Any) -> None:

@@ -41,14 +41,21 @@ from logicmap.agents.localizer import pick_starts
 from logicmap.agents.planner import clause_subgoals, plan_subgoals, plan_with_starts, refine_query
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder import respond as run_responder
+from logicmap.graphs.pin import pin_run, pinned_snapshot
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
@@ -222,6 +229,7 @@ class ExploreTask(TypedDict):
     """What one explorer branch (or the batched explorer) is sent: the search so far and its events."""
 
     namespace: str
+    generation: int | None
     question: str
     subgoals: list[str]
     satisfied: list[bool]
@@ -252,8 +260,9 @@ def _trace(state: dict[str, Any], ctx: CompassContext) -> dict[str, Any]:
     }
 
 
-def _event_graph(res: Resources, namespace: str) -> EventGraph:
-    return EventGraph.of(res.store.snapshot(namespace))
+def _event_graph(pin: dict[str, Any], runtime: Runtime[CompassContext] | None) -> EventGraph:
+    """The event graph of the run's pinned snapshot (``pin``: the state, or an explorer's task)."""
+    return EventGraph.of(pinned_snapshot(pin, runtime))
 
 
 def _encoder(ctx: CompassContext, res: Resources) -> QueryEncoder:
@@ -343,9 +352,8 @@ def _evidence_context(state: dict[str, Any], graph: EventGraph) -> str:
     lines.append("Kept evidence:" if state.get("kept") else "Kept evidence: (none yet)")
     support = state.get("support") or {}
     for eid in state.get("kept", []):
-        if eid in graph:
-            goals = ", ".join(map(str, support.get(eid, []))) or "none"
-            lines.append(f"- (supports subgoals: {goals}) {_render_with_turns(graph, eid)}")
+        goals = ", ".join(map(str, support.get(eid, []))) or "none"
+        lines.append(f"- (supports subgoals: {goals}) {_render_with_turns(graph, eid)}")
     return "\n".join(lines)
 
 
@@ -361,7 +369,7 @@ def _view(graph: EventGraph, eid: str, came_from: str | None = None) -> Explorer
     neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
                  for n in graph.neighbors(eid)]
     text = _render_with_turns(graph, eid)
-    if came_from is not None and came_from in graph:
+    if came_from is not None:
         text += f"\n  (this path reached it from {came_from} by [{_label(graph, came_from, eid)}])"
     return ExplorerView(eid, text, neighbors)
 
@@ -394,13 +402,12 @@ def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassCo
     return top, diverse, list(dict.fromkeys([*top, *diverse]))
 
 
-def _plan(question: str, namespace: str, ctx: CompassContext, res: Resources,
+def _plan(question: str, graph: EventGraph, ctx: CompassContext, res: Resources,
           ) -> tuple[list[str], list[str], Cost, list[FallbackRecord]]:
     """The subgoals, and (``plan_starts``) the first round's starting points picked in the same call."""
     if ctx.policy == "heuristic":
         return clause_subgoals(question), [], Cost(), []
-    trace = _trace({"namespace": namespace}, ctx)
-    graph = _event_graph(res, namespace)
+    trace = _trace({"namespace": graph.snapshot.namespace}, ctx)
     candidates = _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
     if len(candidates) > 1:
         outcome = plan_with_starts(_llm(ctx, res), question, [(e, graph.events[e].render()) for e in candidates],
@@ -413,14 +420,14 @@ def _plan(question: str, namespace: str, ctx: CompassContext, res: Resources,
 
 # -- nodes --------------------------------------------------------------------------------------
 def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Resolve the run's namespace, split the question into subgoals (clauses without an LLM) and, with
-    ``plan_starts``, pick the first round's starting points in the same call; reset the search."""
+    """Pin the run (its namespace, policy and snapshot generation: ``graphs.pin``), split the question into
+    subgoals (clauses without an LLM) and, with ``plan_starts``, pick the first round's starting points in the
+    same call; reset the search."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    subgoals, starts, cost, fallbacks = _plan(state["question"], namespace, ctx, res)
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)
+    subgoals, starts, cost, fallbacks = _plan(state["question"], _event_graph(dict(pin), runtime), ctx, res)
     return {
-        "namespace": namespace,
+        **pin,
         "subgoals": subgoals,
         "satisfied": [False] * len(subgoals),
         "query": state["question"],
@@ -446,7 +453,7 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
     """Rank events for the query, pick starting points among the top k and distinct topics, queue them. The
     starts the planner picked are used as they are; one candidate is taken without a call (the only valid pick)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     if not len(graph):
         return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
     query = state.get("query") or state["question"]
@@ -501,7 +508,7 @@ def _heuristic_decision(graph: EventGraph, task: ExploreTask, eid: str, ctx: Com
 def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """One explorer branch (parallel mode): decides for one event."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, task["namespace"])
+    graph = _event_graph(task, runtime)
     eid = task["event_ids"][0]
     if ctx.policy == "heuristic":
         return {"decisions": [_heuristic_decision(graph, task, eid, ctx, res)]}
@@ -520,7 +527,7 @@ def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, An
 def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Batched mode (node ``explore_batch``): one call decides for every event of the superstep."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, task["namespace"])
+    graph = _event_graph(task, runtime)
     if ctx.policy == "heuristic":
         return {"decisions": [_heuristic_decision(graph, task, e, ctx, res) for e in task["event_ids"]]}
     arrived = task.get("arrived_from", {})
@@ -572,7 +579,7 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     """Apply this superstep's decisions, derive the satisfaction vector, recompute the priorities, then stop
     (every subgoal satisfied, the round's step budget spent, nothing left to explore) or schedule the next frontier."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     step = state.get("step", 0)
     decisions = [d for d in state.get("decisions", []) if d["step"] == step]
     applied = _apply_decisions(graph, state, decisions)
@@ -619,11 +626,11 @@ def _query_key(text: str) -> str:
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
     searches from new start nodes with a fresh step budget. A refiner that only repeats the question (or the
-    previous query) wrote nothing new: as in the paper's reference implementation, no refinement round follows."""
+    previous query) wrote nothing new: no refinement round follows (our choice; the paper's text is silent)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
-    found = "\n".join(graph.events[e].render() for e in state.get("kept", []) if e in graph)
+    found = "\n".join(graph.events[e].render() for e in state.get("kept", []))
     if ctx.policy == "heuristic":
         query, cost, fallbacks = " ".join(missing) or state["question"], Cost(), []
     else:
@@ -661,14 +668,14 @@ def _learned_evidence(graph: EventGraph, question: str, evidence_ids: list[str],
 def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Answer from the kept evidence only; the top-k localized events stand in when nothing was kept."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
-    evidence_ids = [e for e in state.get("kept", []) if e in graph]
+    graph = _event_graph(state, runtime)
+    evidence_ids = list(state.get("kept", []))
     fallbacks: list[FallbackRecord] = []
     ranking: list[str] = []
     if ctx.policy == "heuristic" and ctx.ranker == "learned":
         evidence_ids, ranking = _learned_evidence(graph, state["question"], evidence_ids, ctx, res)
     if not evidence_ids:
-        evidence_ids = [e for e in state.get("localized", []) if e in graph][: ctx.top_k]
+        evidence_ids = list(state.get("localized", []))[: ctx.top_k]
         if evidence_ids:
             fallbacks.append(FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events"))
     evidence = [EvidenceText(e, _render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
@@ -711,6 +718,7 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     if frontier and not state.get("done"):
         base = {
             "namespace": state["namespace"],
+            "generation": state.get("generation"),
             "question": state["question"],
             "subgoals": state["subgoals"],
             "satisfied": state["satisfied"],
@@ -723,10 +731,10 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
             return [Send("explore_batch", {**base, "event_ids": frontier})]
         return [Send("explore", {**base, "event_ids": [eid]}) for eid in frontier]
     res = resources_of(runtime)
-    graph = _event_graph(res, state["namespace"])
+    graph = _event_graph(state, runtime)
     wanting = not all(state.get("satisfied", [True])) or not _evidence_filled(
         graph, state, ctx, res, state.get("queue", {}))
-    unread = len(graph) > sum(1 for e in set(state.get("visited", [])) if e in graph)
+    unread = len(graph) > len(set(state.get("visited", [])))
     if wanting and unread and state.get("refinements", 0) < ctx.max_refinements:
         return "refine"
     return "respond"
@@ -748,6 +756,7 @@ def build_compass_graph() -> StateGraph:
     builder.add_node("merge", merge)
     builder.add_node("refine", refine)
     builder.add_node("respond", respond)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "planner")
     builder.add_edge("planner", "localize")
     builder.add_conditional_edges("localize", route_search, ["explore", "explore_batch", "refine", "respond"])
@@ -755,18 +764,19 @@ def build_compass_graph() -> StateGraph:
     builder.add_edge("explore_batch", "merge")
     builder.add_conditional_edges("merge", route_search, ["explore", "explore_batch", "refine", "respond"])
     builder.add_conditional_edges("refine", route_refined, ["localize", "respond"])
-    builder.add_edge("respond", END)
+    builder.add_edge("respond", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot(namespace)
+    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     graph = EventGraph.of(snapshot)
     encoder = _encoder(ctx, res)
     q_vectors = encoder.embed(encoder.readings(question))
     sims = np.max([graph.similarities(v) for v in q_vectors], axis=0)
-    event_sims = {eid: float(sims[graph.index_of(eid)]) for eid in final.get("kept", []) if eid in graph}
+    event_sims = {eid: float(sims[graph.index_of(eid)]) for eid in final.get("kept", [])}
     ranking = final.get("evidence_ranking") or []  # the graph-feature reranker's order, when the respond node ranked
     position = {t: i for i, t in enumerate(ranking)}
     evidence = []
@@ -805,10 +815,17 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
     )
 
 
+
+def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, CompassContext, _result)
+
+
 builder = build_compass_graph()
 graph = traced_graph(builder.compile(name="compass"))
 STRATEGY = graph_strategy(
-    "compass", graph, CompassContext, result=_result, variants=("traversal", "similarity"),
+    "compass", graph, CompassContext, variants=("traversal", "similarity"),
     tags=lambda ctx: [f"explorers:{ctx.explorer_mode}"],
     recursion_limit=lambda ctx: 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
 )

@@ -4,13 +4,12 @@
 registry), rebuilds each event that also cites kept turns from those turns, and commits one change that retires the
 rest, with an audit record in the manifest; ``purge=True`` then removes the retired versions physically
 (``MemoryStore.purge``). Events are rebuilt with the no-LLM policy's summary (the turns as said): an event a model had
-summarized is recorded as a fallback in the audit record's notes. Each function has an async twin that runs it in a
-worker thread.
+summarized is recorded as a fallback in the audit record's notes. Each function has an async twin that runs it on
+the shared executor (``memory.blocking``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pydantic import BaseModel, Field
 
 from logicmap.agents.segmenter import turns_summary
 from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.forgetting import (
     ForgetPlan,
     UnknownMemoryError,
@@ -30,6 +30,7 @@ from logicmap.memory.forgetting import (
     rebuilt_event,
     turns_to_forget,
 )
+from logicmap.memory.items import items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import GenerationConflict, NamespaceSnapshot
 from logicmap.memory.store.purge import PurgeReport
@@ -125,9 +126,13 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
     raise AssertionError("unreachable")
 
 
-def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str],
+def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str], keys: list[str],
                   before: date | datetime | str | None) -> set[str]:
-    return turns_to_forget(snap, turn_ids=turn_ids, session_ids=session_ids, before=before)
+    held = items_of(snap)
+    if any(k not in held for k in keys):
+        raise UnknownMemoryError(snap.namespace, "key")
+    sessions = session_ids + [held[k].session_id for k in keys]
+    return turns_to_forget(snap, turn_ids=turn_ids, session_ids=sessions, before=before)
 
 
 def _one_turn(snap: NamespaceSnapshot, *, memory_id: str) -> set[str]:
@@ -141,19 +146,23 @@ def forget(
     *,
     turn_ids: Iterable[str] = (),
     session_ids: Iterable[str] = (),
+    keys: Iterable[str] = (),
     before: date | datetime | str | None = None,
     purge: bool = False,
     surface: str = "python",
     resources: Resources | None = None,
 ) -> ForgetReport:
-    """Forget turns (by id, by session, or every turn said before a date) and everything derived only from them.
+    """Forget turns (by id, by session, by store item key, or every turn said before a date) and everything
+    derived only from them. ``keys`` name items ``LogicMapStore.put`` stored (its ``delete`` calls this).
 
     One atomic commit: a reader holding an older snapshot finishes its run, every later run sees the namespace
     without them. ``purge=True`` then removes the retired versions from disk (``MemoryStore.purge``). Ids that name
     nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace."""
     namespace = validate_namespace(namespace)
     res = _resources(resources)
-    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), before=before)
+    keys = [validate_key(k) for k in keys]
+    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), keys=keys,
+                     before=before)
     report = _commit_forget(res, namespace, choose, surface=surface, purge=purge)
     if purge:
         started = time.perf_counter()
@@ -222,42 +231,43 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
 @dataclass(frozen=True)
 class _Editor:
     resources: Resources | None = None
+    surface: str = "tool"
 
     def forget(self, namespace: str, turn_ids: list[str]) -> ForgetReport:
-        return forget(namespace, turn_ids=turn_ids, surface="tool", resources=self.resources)
+        return forget(namespace, turn_ids=turn_ids, surface=self.surface, resources=self.resources)
 
     def update(self, namespace: str, turn_id: str, text: str) -> ForgetReport:
-        return update_memory(namespace, turn_id, text, surface="tool", resources=self.resources)
+        return update_memory(namespace, turn_id, text, surface=self.surface, resources=self.resources)
 
 
-def memory_editor(resources: Resources | None = None) -> _Editor:
+def memory_editor(resources: Resources | None = None, *, surface: str = "tool") -> _Editor:
     """The ``editor`` of ``tools.create_memory_toolkit``: its ``forget_memory`` and ``update_memory`` tools write
-    through ``forget`` and ``update_memory`` (audited as surface ``tool``)."""
-    return _Editor(resources)
+    through ``forget`` and ``update_memory`` (audited as ``surface``: ``tool``, or ``mcp`` for the MCP server)."""
+    return _Editor(resources, surface)
 
 
 async def aforget(namespace: str, **kwargs: Any) -> ForgetReport:
-    """``forget`` in a worker thread."""
-    return await asyncio.to_thread(lambda: forget(namespace, **kwargs))
+    """``forget`` on the shared executor (``memory.blocking``): the event loop keeps running."""
+    return await run_blocking(lambda: forget(namespace, **kwargs))
 
 
 async def aupdate_memory(namespace: str, memory_id: str, text: str, **kwargs: Any) -> ForgetReport:
-    """``update_memory`` in a worker thread."""
-    return await asyncio.to_thread(lambda: update_memory(namespace, memory_id, text, **kwargs))
+    """``update_memory`` on the shared executor."""
+    return await run_blocking(lambda: update_memory(namespace, memory_id, text, **kwargs))
 
 
 async def adelete_namespace(namespace: str, **kwargs: Any) -> dict[str, Any]:
-    """``delete_namespace`` in a worker thread."""
-    return await asyncio.to_thread(lambda: delete_namespace(namespace, **kwargs))
+    """``delete_namespace`` on the shared executor."""
+    return await run_blocking(lambda: delete_namespace(namespace, **kwargs))
 
 
 async def alist_memories(namespace: str, **kwargs: Any) -> MemoryPage:
-    """``list_memories`` in a worker thread."""
-    return await asyncio.to_thread(lambda: list_memories(namespace, **kwargs))
+    """``list_memories`` on the shared executor."""
+    return await run_blocking(lambda: list_memories(namespace, **kwargs))
 
 
 async def aget_memory(namespace: str, memory_id: str, **kwargs: Any) -> dict[str, Any]:
-    """``get_memory`` in a worker thread."""
-    return await asyncio.to_thread(lambda: get_memory(namespace, memory_id, **kwargs))
+    """``get_memory`` on the shared executor."""
+    return await run_blocking(lambda: get_memory(namespace, memory_id, **kwargs))
 
 

@@ -14,10 +14,12 @@ from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import Strategy
+from logicmap.graphs.tracing import traced_strategy
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.retrieval import Backbone, reciprocal_rank_fusion
+from logicmap.memory.store import PinnedStore
 
 __all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
 
@@ -37,8 +39,10 @@ class _Run:
         self.heuristic = resolve_policy(policy, self.resources) == "heuristic"
         self.llm = None if self.heuristic else self.resources.llm
         self.method = self.resources.method
+        # Pinned: every search of the run reads the generation it started on (``memory.store.PinnedStore``).
+        pinned = PinnedStore(self.resources.store, namespace, self.resources.store.snapshot(namespace).generation)
         self.backbone: Backbone = make_backbone(
-            backbone, self.resources.store, namespace, embeddings=lambda: self.resources.embeddings
+            backbone, pinned, namespace, embeddings=lambda: self.resources.embeddings
         )
         self.backbone_name = backbone if isinstance(backbone, str) else getattr(self.backbone, "name", "custom")
         self.max_memories = max_memories
@@ -165,9 +169,9 @@ def answer_react(
 FORWARD_STRATEGIES: dict[str, Strategy] = {
     s.name: s
     for s in (
-        Strategy("forward_reformulate", answer_reformulate),
-        Strategy("forward_reflect", answer_reflect),
-        Strategy("forward_react", answer_react),
+        Strategy("forward_reformulate", traced_strategy("forward_reformulate", answer_reformulate)),
+        Strategy("forward_reflect", traced_strategy("forward_reflect", answer_reflect)),
+        Strategy("forward_react", traced_strategy("forward_react", answer_react)),
     )
 }
 """The forward-reasoning baselines (no graph), as registered in ``graphs.strategies.STRATEGIES``."""

@@ -28,18 +28,19 @@ from logicmap.agents.goalmem import (
     unify_subgoals,
 )
 from logicmap.agents.goalmem_heuristics import MemoryLine
+from logicmap.graphs.pin import pin_run, pinned_store
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.backbones import make_backbone
 from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
 from logicmap.memory.retrieval import Backbone
+from logicmap.prompts.goalmem_refine import Refinement
 
 __all__ = [
     "FAILURE_ANSWER",
@@ -146,6 +147,7 @@ class GoalMemState(StrategyState, total=False):
     subgoals: dict[str, Atom]
     originals: list[str]
     antecedent_of: dict[str, str]
+    frontier: list[str] | None
     substitution: Substitution
     resolved: dict[str, list[str]]
     unresolved: dict[str, str]
@@ -167,6 +169,7 @@ class RetrieveTask(TypedDict):
     """What one ``retrieve`` branch searches: a subgoal's grounded query and its share of the budget."""
 
     namespace: str
+    generation: int | None
     subgoal: str
     query: str
     k: int
@@ -189,10 +192,11 @@ def _llm(runtime: Runtime[GoalMemContext] | None) -> tuple[Any, bool, str]:
     return res.llm, False, res.method
 
 
-def _backbone(runtime: Runtime[GoalMemContext] | None, namespace: str) -> Backbone:
+def _backbone(runtime: Runtime[GoalMemContext] | None, task: RetrieveTask) -> Backbone:
+    """The run's backbone over its pinned snapshot (``graphs.pin``)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     spec = ctx.retriever if ctx.retriever is not None else ctx.backbone
-    return make_backbone(spec, res.store, namespace, embeddings=lambda: res.embeddings)
+    return make_backbone(spec, pinned_store(task, runtime), task["namespace"], embeddings=lambda: res.embeddings)
 
 
 def _spent(state: GoalMemState, outcome: RoleOutcome[Any]) -> dict[str, Any]:
@@ -282,23 +286,38 @@ def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
         "substitution": Substitution(),
         "resolved": {},
         "unresolved": {sid: "not tried" for sid in subgoals},
+        "frontier": None,
         "last_unified": {},
     }
+
+
+def _frontier(state: GoalMemState) -> dict[str, str]:
+    """The subgoals the next depth step refines, with what each is missing: the previous refinement frontier
+    (the antecedents the last depth step added; at the first depth step the unresolved subgoals U(b,0)) that is
+    still unresolved. Algorithm 1 (line 21) refines every subgoal of the frontier psi(b,d-1) and Eq. 6 every
+    unresolved one U(b,d-1); the paper does not reconcile the two. We refine their intersection: an antecedent
+    that was grounded has passed its bindings to the subgoal it refines (re-unified in the same batch), and a
+    subgoal refined before is not refined again while its antecedent is still open."""
+    unresolved = state.get("unresolved") or {}
+    frontier = state.get("frontier")
+    ids = list(unresolved) if frontier is None else [sid for sid in frontier if sid in unresolved]
+    subgoals = state.get("subgoals") or {}
+    return {sid: unresolved[sid] for sid in ids if sid in subgoals}
 
 
 # -- nodes -------------------------------------------------------------------------------------------
 
 
 def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-    """The run's namespace resolved; the question as an NL-Logic goal; resets the breadth loop."""
-    namespace = run_namespace(_ctx(runtime).namespace)
-    resources_of(runtime).store.require_namespace(namespace)
+    """The run pinned (namespace, policy, snapshot generation: ``graphs.pin``); the question as an NL-Logic goal;
+    resets the breadth loop."""
+    pin = pin_run(runtime, _ctx(runtime).namespace, _ctx(runtime).policy)
     llm, heuristic, method = _llm(runtime)
     state = {**state, "llm_requests": 0}
     outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic,
                               max_attempts=_attempts(state, _ctx(runtime), reserve=2))
     return {
-        "namespace": namespace,
+        **pin,
         "goal": outcome.output,
         "breadth": 0,
         "step": 0,
@@ -328,7 +347,7 @@ def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str
 
 def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One subgoal's search on the backbone (a ``Send`` branch)."""
-    hits = _backbone(runtime, task["namespace"]).search(task["query"], task["k"])
+    hits = _backbone(runtime, task).search(task["query"], task["k"])
     items = [
         EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
         for h in hits[: task["k"]]
@@ -355,9 +374,9 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
     )
     resolved = {**(state.get("resolved") or {}), **result.resolved}
     unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
-    solved = all(sid in resolved for sid in state.get("originals") or []) and all(
-        a in result.substitution for a in state["goal"].answer
-    )
+    # Success is every accumulated subgoal grounded, the antecedents the depth loop added included (Goal-Mem,
+    # Algorithm 1: U(b,d) = {} over Psi(b,<=d)), with every answer variable bound (Sec. 4.4).
+    solved = all(sid in resolved for sid in subgoals) and all(a in result.substitution for a in state["goal"].answer)
     update: dict[str, Any] = {
         "substitution": result.substitution,
         "resolved": resolved,
@@ -385,12 +404,15 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
     ctx = _ctx(runtime)
     subgoals = dict(state.get("subgoals") or {})
     substitution = state.get("substitution") or Substitution()
-    unresolved = {sid: (subgoals[sid], why) for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals}
+    unresolved = {sid: (subgoals[sid], why) for sid, why in _frontier(state).items()}
     existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
-    picked, outcome = refine_subgoals(
-        llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
-        existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
-    )
+    if unresolved:
+        picked, outcome = refine_subgoals(
+            llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
+            existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
+        )
+    else:  # every frontier subgoal is grounded: nothing to refine, no request
+        picked, outcome = [], RoleOutcome(output=Refinement(antecedents=[]), cost=Cost())
     antecedent_of = dict(state.get("antecedent_of") or {})
     unresolved_now = dict(state.get("unresolved") or {})
     added = []
@@ -404,12 +426,14 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
         "subgoals": subgoals,
         "antecedent_of": antecedent_of,
         "unresolved": unresolved_now,
+        "frontier": [f"G{len(state.get('subgoals') or {}) + 1 + i}" for i in range(len(picked))],
         "depth": state.get("depth", 0) + 1,
         "step": state.get("step", 0) + 1,
         **_spent(state, outcome),
     }
     _, stop = _after_refine({**state, **update}, ctx)
-    entry = {"node": "refine", "depth": update["depth"], "antecedents": added, "llm_requests": update["llm_requests"]}
+    entry = {"node": "refine", "depth": update["depth"], "refined": sorted(unresolved), "antecedents": added,
+             "llm_requests": update["llm_requests"]}
     return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
 
 
@@ -468,8 +492,8 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
 def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
     """One retrieve branch (``Send``) per subgoal whose query is new."""
     return [
-        Send("retrieve", RetrieveTask(namespace=state["namespace"], subgoal=sid, query=query, k=k,
-                                      step=state.get("step", 0)))  # fmt: skip
+        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"), subgoal=sid,
+                                      query=query, k=k, step=state.get("step", 0)))  # fmt: skip
         for sid, query, k in _searches(state, ctx, sids)
     ]
 
@@ -494,9 +518,10 @@ def _after_unify(
     if state.get("solved_depth") is not None:
         return "generate", None
     depth = state.get("depth", 0)
-    stalled = depth >= 1 and state.get("new_in_step", 0) == 0 and state.get("resolved_in_step", 0) == 0
+    # Algorithm 1, line 35: a depth step that retrieved no new memory ends the decomposition (it is infeasible
+    # for this memory and backbone), whether or not the re-unification grounded something.
+    stalled = depth >= 1 and state.get("new_in_step", 0) == 0
     if depth >= ctx.max_depth or stalled or not state.get("unresolved"):
-        # Early stop when stalled: this depth step brought no memory and no proof, a deeper one will not either.
         return _next_breadth(state, ctx)
     if _requests_left(state, ctx) < 2:
         return "fail", _budget_spent(state, ctx)
@@ -513,6 +538,9 @@ def _after_refine(
     substitution = state.get("substitution") or Substitution()
     last = state.get("last_unified") or {}
     subgoals = state.get("subgoals") or {}
+    if state.get("frontier"):
+        # New antecedents whose queries were searched before: Algorithm 1 still re-unifies (line 30).
+        return "unify", None
     if any(last.get(sid) != subgoals[sid].apply(substitution).render() for sid in pending):
         # New bindings re-ground pending subgoals: worth one more look at the memories we have.
         return "unify", None
@@ -559,14 +587,16 @@ def build_goalmem_graph() -> StateGraph:
     builder.add_node("refine", refine)
     builder.add_node("generate", generate)
     builder.add_node("fail", fail)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "parse_goal")
     builder.add_edge("parse_goal", "decompose")
     builder.add_conditional_edges("decompose", route_after_decompose, ["retrieve", "unify", "fail"])
     builder.add_edge("retrieve", "unify")
     builder.add_conditional_edges("unify", route_after_unify, ["generate", "refine", "decompose", "fail"])
     builder.add_conditional_edges("refine", route_after_refine, ["retrieve", "unify", "decompose", "fail"])
-    builder.add_edge("generate", END)
-    builder.add_edge("fail", END)
+    builder.add_edge("generate", "finish")
+    builder.add_edge("fail", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -599,9 +629,9 @@ def _answer_context(context: GoalMemContext | None, policy: str, options: dict[s
     return GoalMemContext(**updates)
 
 
-def _turn_texts(resources: Resources, namespace: str, evidence: list[EvidenceItem]) -> dict[str, str]:
-    """The turns behind non-turn evidence (events, facts), so a reader sees what they cite."""
-    snapshot = resources.store.snapshot(namespace)
+def _turn_texts(resources: Resources, namespace: str, generation: int, evidence: list[EvidenceItem]) -> dict[str, str]:
+    """The turns behind non-turn evidence (events, facts), so a reader sees what they cite (the run's pinned memory)."""
+    snapshot = resources.store.snapshot_at(namespace, generation)
     return {
         tid: snapshot.turns[tid].render()
         for item in evidence
@@ -653,7 +683,7 @@ def _result(
     pool = _pool(final)  # type: ignore[arg-type]
     supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
     evidence = [pool[mid] for mid in supporting]
-    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, evidence)}
+    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, final["generation"], evidence)}
     return AnswerResult(
         strategy="goalmem",
         namespace=namespace,
@@ -667,6 +697,13 @@ def _result(
     )
 
 
+
+def finish(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, GoalMemContext, _result)
+
+
 builder = build_goalmem_graph()
 graph = traced_graph(builder.compile(name="goalmem"))
 def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
@@ -676,7 +713,7 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 
 
 STRATEGY = graph_strategy(
-    "goalmem", graph, GoalMemContext, result=_result, variants=("bm25", "dense", "events"),
+    "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events"),
     make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
     recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )

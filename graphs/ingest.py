@@ -57,6 +57,7 @@ from logicmap.graphs.ingest_nodes import (
 )
 from logicmap.graphs.resources import Resources, default_resources, with_resources
 from logicmap.graphs.tracing import run_config, traced_graph
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.loaders import Conversation, load_conversations
 from logicmap.memory.records import validate_namespace
 
@@ -70,6 +71,7 @@ __all__ = [
     "NamespaceSourceError",
     "SessionConflictError",
     "SessionReport",
+    "aingest_conversation",
     "build_ingest_graph",
     "builder",
     "check_continuation",
@@ -252,6 +254,13 @@ def ingest_conversation(
     return IngestReport(
         namespace=namespace, sessions=reports, fallbacks=fallbacks, cost=total, wall_time_s=time.perf_counter() - started
     )
+
+
+async def aingest_conversation(conversation: Conversation | str | Path, namespace: str, **kwargs: Any) -> IngestReport:
+    """``ingest_conversation`` awaited: the ingest (file reads, embeddings, Chroma commits, sync model calls) goes to
+    the shared bounded executor (``memory.blocking``); the event loop keeps running and no call adds a thread."""
+    validate_namespace(namespace)
+    return await run_blocking(ingest_conversation, conversation, namespace, **kwargs)
 
 
 builder = build_ingest_graph()

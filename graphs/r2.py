@@ -17,14 +17,21 @@ from pydantic import ConfigDict, with_config
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.r2_distill import distill_memories
 from logicmap.agents.responder import EvidenceText, respond
+from logicmap.graphs.pin import pin_run, pinned_snapshot
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.embeddings import cosine_matrix
 from logicmap.memory.r2 import FactRecord
@@ -59,7 +66,8 @@ class R2Context(StrategyContext):
     """Per-run settings of Memory-R2's answer agent (paper defaults; shown as a form in Studio)."""
 
     candidates: int = 60
-    """Memories retrieved for the distillation (most similar to the question; the paper retrieves 60)."""
+    """Memories retrieved for the distillation (most similar to the question). 60: the Memory-R2 text we have states no
+    number; Goal-Mem's experiments cap retrieved memories at k = 60, and we follow that."""
     keep: int = 10
     """Memories the no-LLM distillation (and the distiller's fallback) keeps: the most similar ones."""
 
@@ -143,18 +151,17 @@ def _session_date(record: FactRecord, snapshot: NamespaceSnapshot) -> str | None
 def retrieve(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     """The live memories most similar to the question (at most ``candidates``), most similar first."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    snapshot = res.store.snapshot(namespace)
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
+    snapshot = pinned_snapshot(pin, runtime)
     require_r2_memory(snapshot)
     live = [rid for rid in _live(snapshot) if rid in snapshot.r2_fact_vectors]
     if not live or ctx.candidates <= 0:
-        return {"namespace": namespace, "retrieved": [], "similarities": {}}
+        return {**pin, "retrieved": [], "similarities": {}}
     query = res.embeddings.embed_query(state["question"] or " ")
     sims = cosine_matrix([query], np.vstack([snapshot.r2_fact_vectors[rid] for rid in live]))[0]
     order = np.argsort(-sims, kind="stable")[: ctx.candidates]
     return {
-        "namespace": namespace,
+        **pin,
         "retrieved": [live[i] for i in order],
         "similarities": {live[i]: round(float(sims[i]), 4) for i in order},
     }
@@ -163,7 +170,7 @@ def retrieve(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
 def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     """Memory distillation: the retrieved memories that bear on the question (the model's choice, or the most similar)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    live = _live(res.store.snapshot(state["namespace"]))
+    live = _live(pinned_snapshot(state, runtime))
     memories = [live[rid] for rid in state.get("retrieved", []) if rid in live]
     if not memories:
         return {"distilled": []}
@@ -176,7 +183,7 @@ def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
 def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     """The answer from the distilled memories only (the responder role), with them as the evidence."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     live = _live(snapshot)
     kept = [live[rid] for rid in state.get("distilled", []) if rid in live]
     shown = [EvidenceText(r.id, r.text, _session_date(r, snapshot)) for r in kept]
@@ -211,16 +218,18 @@ def build_r2_graph() -> StateGraph:
     builder.add_node("retrieve", retrieve)
     builder.add_node("distill", distill)
     builder.add_node("answer", answer_node)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "retrieve")
     builder.add_edge("retrieve", "distill")
     builder.add_edge("distill", "answer")
-    builder.add_edge("answer", END)
+    builder.add_edge("answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot(namespace)
+    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     evidence: list[EvidenceItem] = final.get("evidence", [])
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
@@ -243,10 +252,17 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context
     )
 
 
+
+def finish(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, R2Context, _result)
+
+
 builder = build_r2_graph()
 graph = traced_graph(builder.compile(name="r2"))
 STRATEGY = graph_strategy(
-    "r2", graph, R2Context, result=_result, recursion_limit=lambda ctx: 10,
+    "r2", graph, R2Context, recursion_limit=lambda ctx: 10,
     check=lambda ctx, res, namespace: require_r2_memory(res.store.snapshot(namespace)),
 )
 answer = STRATEGY.run

@@ -45,14 +45,21 @@ from logicmap.agents.real import (
     relation_gloss,
     repair_candidates,
 )
+from logicmap.graphs.pin import pin_run, snapshot_of
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
@@ -208,7 +215,8 @@ def _trace(state: RealState, ctx: RealContext) -> dict[str, Any]:
 
 
 def _load(state: RealState, res: Resources) -> tuple[NamespaceSnapshot, FactIndex]:
-    snapshot = res.store.snapshot(state["namespace"])
+    """The run's pinned snapshot (``graphs.pin``) and its fact index."""
+    snapshot = snapshot_of(res.store, state)
     return snapshot, fact_index(snapshot)
 
 
@@ -374,16 +382,15 @@ def _path_evidence(path: FactPath, index: FactIndex) -> EvidenceItem:
 def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     """Root entities with an exploration intent each (LLM planner; named entities or similarity without one)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    state = {**state, "namespace": namespace}  # type: ignore[assignment]
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
+    state = {**state, **pin}  # type: ignore[typeddict-item]
     snapshot, index = _load(state, res)
     similar = [f for f, _ in _similar_facts(state, res, snapshot, index)[:10]]
     plan, cost, fallbacks = _plan(state, ctx, res, index, similar)
     reference = state.get("reference_time") or plan.reference_time
     now = _current_time(state, snapshot, index)
     return {
-        "namespace": namespace,
+        **pin,
         "roots": plan.roots,
         "reference": reference,
         "current_time": now.isoformat() if now else None,
@@ -581,6 +588,7 @@ def build_real_graph() -> StateGraph:
     builder.add_node("select", select)
     builder.add_node("prune", prune)
     builder.add_node("answer", answer_node)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "roots")
     builder.add_edge("roots", "expand")
     builder.add_edge("expand", "evaluate")
@@ -588,13 +596,14 @@ def build_real_graph() -> StateGraph:
     builder.add_conditional_edges("repair", after_repair, ["evaluate", "select"])
     builder.add_conditional_edges("select", after_select, ["expand", "prune"])
     builder.add_edge("prune", "answer")
-    builder.add_edge("answer", END)
+    builder.add_edge("answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: RealContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot(namespace)
+    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     index = fact_index(snapshot)
     evidence: list[EvidenceItem] = final.get("evidence", [])
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
@@ -643,8 +652,15 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
     }
 
 
+
+def finish(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, RealContext, _result)
+
+
 builder = build_real_graph()
 graph = traced_graph(builder.compile(name="real"))
-STRATEGY = graph_strategy("real", graph, RealContext, result=_result,
+STRATEGY = graph_strategy("real", graph, RealContext,
                           recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
 answer = STRATEGY.run

@@ -29,14 +29,22 @@ from pydantic import ConfigDict, ValidationError, with_config
 from logicmap.agents.active_pruner import prune_active
 from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
+from logicmap.agents.query_cues import extract_query_cues
+from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
@@ -47,7 +55,7 @@ from logicmap.memory.text import NO_ANSWER, sentence_scores, split_sentences, to
 from logicmap.memory.timeparse import date_text
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
-from logicmap.tools import create_memory_toolkit
+from logicmap.tools import EXTRA_TOOLS, MRAGENT_TOOLS, create_memory_toolkit
 from logicmap.tools.events import search_event_ids
 
 __all__ = [
@@ -96,6 +104,9 @@ class ReconstructContext(StrategyContext):
     """Most items the pruning rule keeps in the active set after a tool round (the pruner's fallback, the no-LLM policy)."""
     prune_floor: float = 0.1
     """Items less similar to the question than this are dropped by the pruning rule."""
+    extra_tools: bool = False
+    """Also give the model the project's extra tools (search_events, get_event, get_neighbors,
+    events_in_time_range, topic_events), which the MRAgent paper does not have. Off: exactly the paper's seven."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -137,6 +148,7 @@ class ReconstructState(StrategyState, total=False):
 
     messages: Annotated[list[AnyMessage], add_messages]
     seed_cues: list[str]
+    query_keywords: list[str] | None
     active: Annotated[list[EvidenceItem], merge_active]
     turns: int
     tool_calls: int
@@ -360,12 +372,35 @@ def _use_llm(ctx: ReconstructContext, res: Resources) -> bool:
     return ctx.policy == "llm" and res.llm is not None
 
 
-def memory_tools(namespace: str, res: Resources) -> list[BaseTool]:
-    """The typed memory tools of ``namespace`` over the run's store and embedder.
+def memory_tools(namespace: str, res: Resources, store: Any = None, *, extras: bool = True) -> list[BaseTool]:
+    """The typed memory tools of ``namespace`` over ``store`` (a run's pinned view, ``graphs.pin.pinned_store``;
+    unset = the run's store, whose newest snapshot every call reads) and the run's embedder: MRAgent's seven
+    (``MRAGENT_TOOLS``, the paper's Table 4) and, with ``extras``, the project's extra tools (``EXTRA_TOOLS``).
 
-    Built per call: a toolkit is cheap, and the tools read the newest committed snapshot on every call anyway.
+    Built per call: a toolkit is cheap.
     """
-    return create_memory_toolkit(namespace, store=res.store, embeddings=res.embeddings)
+    names = [*MRAGENT_TOOLS, *(EXTRA_TOOLS if extras else ())]
+    tools = create_memory_toolkit(namespace, store=res.store if store is None else store, embeddings=res.embeddings,
+                                  include=names)  # fmt: skip
+    return sorted(tools, key=lambda t: names.index(t.name))  # the paper's order (Table 4), then the extras
+
+
+def _topics_text(snapshot: NamespaceSnapshot, active: list[EvidenceItem]) -> str:
+    """The topic nodes the seeded events belong to, one line each (for ``query_topic_events``)."""
+    seeded = {item.id for item in active if item.kind == "event"}
+    lines = []
+    for topic in snapshot.topics.values():
+        members = [m for m in topic.members if m in snapshot.events]
+        if seeded.intersection(members):
+            label = getattr(topic, "label", None) or snapshot.events[members[0]].summary[:80]
+            lines.append(f"{topic.id}: {label} ({len(members)} events)")
+    return "\n".join(lines)
+
+
+def _with_extras(ctx: ReconstructContext, res: Resources) -> bool:
+    """The model gets the extras only when asked; the deterministic navigator searches with ``search_events`` and
+    reads with ``get_event`` (extras), so its tool node has them (the no-LLM answers are unchanged)."""
+    return ctx.extra_tools or not _use_llm(ctx, res)
 
 
 def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> list[EvidenceItem]:
@@ -473,16 +508,19 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     """The run's namespace resolved; the question's cues and the events they lead to start the active set and
     the navigator's prompt."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    snapshot = res.store.snapshot(namespace)
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
+    snapshot = pinned_snapshot(pin, runtime)
     question = state["question"]
-    cues = CueIndex.of(snapshot).cues_of_text(question)
+    # EXTRACTCUES + ACTIVESETINIT (Algorithm 1, lines 1-2): the query cue role's keywords matched to stored cues;
+    # the lexical matcher without a model (and as the role's recorded fallback).
+    found = extract_query_cues(res.llm if _use_llm(ctx, res) else None, question, CueIndex.of(snapshot),
+                               method=res.method, tags=["strategy:reconstruct"])  # fmt: skip
+    cues = found.cues
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
     active_text = "\n".join(f"{_seed_line(item.kind, item.id)} {item.text[:240]}" for item in active)
     update: dict[str, Any] = {
-        "namespace": namespace,
+        **pin,
         "seed_cues": [c.text for c in cues],
         "active": active,
         "turns": 0,
@@ -493,8 +531,14 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
         "messages": prompt.build_navigator_messages(
             question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
             max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+            topics_text=_topics_text(snapshot, active),
         ),
     }
+    if found.cost.llm_calls or found.cost.http_requests:
+        update["cost"] = found.cost
+    if found.fallback is not None:
+        update["fallbacks"] = [found.fallback]
+    update["query_keywords"] = found.keywords
     if ctx.policy == "llm" and res.llm is None:
         update["fallbacks"] = [FallbackRecord(role="navigator", reason="no chat model configured: deterministic navigation used")]
     return update
@@ -512,9 +556,10 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
     ctx, res = _ctx(runtime), resources_of(runtime)
     turns = state.get("turns", 0) + 1
     if not _use_llm(ctx, res):
-        reply = _heuristic_step(state, res.store.snapshot(state["namespace"]), ctx)
+        reply = _heuristic_step(state, pinned_snapshot(state, runtime), ctx)
         return {"messages": [reply], "turns": turns}
-    bound = res.llm.bind_tools([*memory_tools(state["namespace"], res), prompt.answer_tool_spec()])
+    tools = memory_tools(state["namespace"], res, pinned_store(state, runtime), extras=ctx.extra_tools)
+    bound = res.llm.bind_tools([*tools, prompt.answer_tool_spec()])
     messages = list(state["messages"])
     call_config = {
         **config, "run_name": "navigator",
@@ -547,10 +592,11 @@ def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], con
     last = state["messages"][-1]
     out: list[BaseMessage] = []
     if getattr(last, "tool_calls", None):
-        result = ToolNode(memory_tools(namespace, res)).invoke({"messages": state["messages"]}, config)
+        tools = memory_tools(namespace, res, pinned_store(state, runtime), extras=_with_extras(ctx, res))
+        result = ToolNode(tools).invoke({"messages": state["messages"]}, config)
         out.extend(result["messages"] if isinstance(result, dict) else result)
     out.extend(_invalid_call_messages(last))
-    found, trace = _found_and_trace(state, last, out, res.store.snapshot(namespace))
+    found, trace = _found_and_trace(state, last, out, pinned_snapshot(state, runtime))
     if _use_llm(ctx, res):
         turns_left = ctx.max_turns - state.get("turns", 0)
         out.append(HumanMessage(content=prompt.budget_note(turns_left, state.get("dropped_last", 0),
@@ -565,7 +611,7 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
     active = list(state.get("active", []))
     if not active:
         return {"route": "navigate"}
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     keys = [f"M{i + 1}" for i in range(len(active))]
     use_llm = _use_llm(ctx, res)
     outcome = prune_active(
@@ -593,7 +639,7 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
 def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
     """Answer mode: the model's answer, validated against the memory (else the final answer is forced)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     last = state["messages"][-1]
     calls = [c for c in getattr(last, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL]
     problems: list[str]
@@ -612,7 +658,7 @@ def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
 def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
     """The final answer from the active set (budgets spent or no valid answer); extractive without a model."""
     ctx, res = _ctx(runtime), resources_of(runtime)
-    snapshot = res.store.snapshot(state["namespace"])
+    snapshot = pinned_snapshot(state, runtime)
     active = list(state.get("active", []))
     found: list[EvidenceItem] = []
     if not any(item.kind == "event" for item in active):
@@ -665,8 +711,8 @@ def after_prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
     return "navigate"
 
 
-def after_answer(state: ReconstructState) -> Literal["force_answer", "__end__"]:
-    return END if state.get("final") is not None else "force_answer"
+def after_answer(state: ReconstructState) -> Literal["force_answer", "finish"]:
+    return "finish" if state.get("final") is not None else "force_answer"
 
 
 # -- the graph --------------------------------------------------------------------------------------
@@ -682,19 +728,21 @@ def build_reconstruct_graph() -> StateGraph:
     builder.add_node("prune", prune)
     builder.add_node("answer", take_answer)
     builder.add_node("force_answer", force_answer)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "seed")
     builder.add_edge("seed", "navigate")
     builder.add_conditional_edges("navigate", after_navigate, ["tools", "answer", "force_answer"])
     builder.add_edge("tools", "prune")
     builder.add_conditional_edges("prune", after_prune, ["navigate", "force_answer"])
-    builder.add_conditional_edges("answer", after_answer, ["force_answer", END])
-    builder.add_edge("force_answer", END)
+    builder.add_conditional_edges("answer", after_answer, ["force_answer", "finish"])
+    builder.add_edge("force_answer", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot(namespace)
+    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     cited: list[EvidenceItem] = []
     for eid in result.cited_event_ids:
@@ -727,6 +775,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
             "cited_event_ids": result.cited_event_ids,
             "cited_turn_ids": result.cited_turn_ids,
             "seed_cues": final.get("seed_cues", []),
+            "query_keywords": final.get("query_keywords"),
             "turns": final.get("turns", 0),
             "tool_calls": final.get("tool_calls", 0),
             "dropped_tool_calls": final.get("dropped_calls", 0),
@@ -737,8 +786,15 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
     )
 
 
+
+def finish(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, ReconstructContext, _result)
+
+
 builder = build_reconstruct_graph()
 graph = traced_graph(builder.compile(name="reconstruct"))
-STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext, result=_result,
+STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext,
                           recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns)
 answer = STRATEGY.run

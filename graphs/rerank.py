@@ -18,14 +18,21 @@ from logicmap.agents.base import Cost
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder import respond as run_responder
+from logicmap.graphs.pin import pin_run, pinned_snapshot
 from logicmap.graphs.resources import (
     Resources,
     resources_of,
     run_context,
-    run_namespace,
 )
 from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext, StrategyState, graph_strategy
+from logicmap.graphs.strategy import (
+    AnswerOutput,
+    QuestionInput,
+    StrategyContext,
+    StrategyState,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.graph import EventGraph
 
@@ -100,18 +107,18 @@ def _evidence(graph: EventGraph, best: list[str], scores: dict[str, float]) -> l
 
 
 def rank(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
-    """Resolve the run's namespace, score every turn with the reranker, keep the best ``context_turns``."""
+    """Pin the run (namespace, policy, snapshot generation: ``graphs.pin``), score every turn with the reranker,
+    keep the best ``context_turns``."""
     ctx, res = run_context(runtime, RerankContext), resources_of(runtime)
-    namespace = run_namespace(ctx.namespace)
-    res.store.require_namespace(namespace)
-    snapshot = res.store.snapshot(namespace)
+    pin = pin_run(runtime, ctx.namespace, ctx.policy)
+    snapshot = pinned_snapshot(pin, runtime)
     graph = EventGraph.of(snapshot)
     encoder = QueryEncoder(res.embeddings, name_free_readings=ctx.name_free_readings)
     scores = learned_turn_scores(snapshot, state["question"], encoder)
     ranking = sorted(scores, key=lambda t: -scores[t])  # stable: conversation order breaks ties
     evidence = _evidence(graph, ranking[: max(ctx.context_turns, 0)], scores)
     held = {t for item in evidence for t in item.turn_ids}
-    return {"namespace": namespace, "evidence": evidence, "turn_ranking": [t for t in ranking if t in held]}
+    return {**pin, "evidence": evidence, "turn_ranking": [t for t in ranking if t in held]}
 
 
 def _render(graph: EventGraph, item: EvidenceItem) -> EvidenceText:
@@ -126,7 +133,7 @@ def _render(graph: EventGraph, item: EvidenceItem) -> EvidenceText:
 def respond(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
     """Answer from the reranked evidence only (extractively without an LLM)."""
     ctx, res = run_context(runtime, RerankContext), resources_of(runtime)
-    graph = EventGraph.of(res.store.snapshot(state["namespace"]))
+    graph = EventGraph.of(pinned_snapshot(state, runtime))
     outcome = run_responder(
         None if ctx.policy == "heuristic" else res.llm, state["question"],
         [_render(graph, item) for item in state.get("evidence", [])], question_date=state.get("question_date"),
@@ -144,9 +151,11 @@ def build_rerank_graph() -> StateGraph:
                          output_schema=RerankOutput)  # fmt: skip
     builder.add_node("rank", rank)
     builder.add_node("respond", respond)
+    builder.add_node("finish", finish)
     builder.add_edge(START, "rank")
     builder.add_edge("rank", "respond")
-    builder.add_edge("respond", END)
+    builder.add_edge("respond", "finish")
+    builder.add_edge("finish", END)
     return builder
 
 
@@ -167,7 +176,14 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: RerankCon
     )
 
 
+
+def finish(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
+    """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
+    final state and the run's pinned memory."""
+    return finish_run(state, runtime, RerankContext, _result)
+
+
 builder = build_rerank_graph()
 graph = traced_graph(builder.compile(name="rerank"))
-STRATEGY = graph_strategy("rerank", graph, RerankContext, result=_result, recursion_limit=lambda ctx: 10)
+STRATEGY = graph_strategy("rerank", graph, RerankContext, recursion_limit=lambda ctx: 10)
 answer = STRATEGY.run

@@ -16,9 +16,10 @@ from logicmap.graphs import baselines, compass, forward, goalmem, r2, real, reco
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.strategy import Strategy
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_question
 
-__all__ = ["GRAPH_STRATEGIES", "STRATEGIES", "Strategy", "answer", "strategy_function"]
+__all__ = ["GRAPH_STRATEGIES", "STRATEGIES", "Strategy", "aanswer", "answer", "strategy_function"]
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
@@ -58,3 +59,12 @@ def answer(
     check_question(question, settings, where=f"answer(strategy={strategy!r})")
     with run_scope(settings):
         return run(question, namespace, resources=resources, **options)
+
+
+async def aanswer(
+    strategy: str, question: str, namespace: str, *, resources: Resources | None = None, **options: Any
+) -> AnswerResult:
+    """``answer`` awaited: the run (its store reads, embeddings and sync model calls) goes to the shared bounded
+    executor (``memory.blocking``), so the event loop keeps running and concurrent calls never add threads."""
+    strategy_function(strategy)  # an unknown name fails here, before any work is queued
+    return await run_blocking(answer, strategy, question, namespace, resources=resources, **options)

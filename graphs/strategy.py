@@ -24,13 +24,24 @@ from logicmap.graphs.resources import (
     namespace_field,
     policy_field,
     resources_field,
+    resources_of,
+    run_context,
     with_resources,
 )
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.tracing import invoke_strategy
 from logicmap.memory.records import validate_namespace
 
-__all__ = ["AnswerOutput", "QuestionInput", "Strategy", "StrategyContext", "StrategyState", "graph_strategy", "run_graph"]
+__all__ = [
+    "AnswerOutput",
+    "QuestionInput",
+    "Strategy",
+    "StrategyContext",
+    "StrategyState",
+    "finish_run",
+    "graph_strategy",
+    "run_graph",
+]
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -63,22 +74,36 @@ class AnswerOutput(TypedDict, total=False):
     fallbacks: Annotated[
         list[FallbackRecord], Field(description="Roles that fell back to their deterministic rule, and why."), operator.add
     ]
+    result: Annotated[AnswerResult, Field(description=(
+        "The run's AnswerResult, built by the graph's final node (finish): answer, evidence with cited turns, "
+        "cost, steps, fallbacks, details. Exactly what answer() returns in Python."))]
 
 
 class StrategyState(TypedDict, total=False):
-    """The state keys every strategy graph shares: the run's namespace (resolved by its first node), the
-    question, and the answer with its cost and fallbacks."""
+    """The state keys every strategy graph shares: the run's pin (namespace, resolved policy and snapshot
+    generation, resolved once by its first node: ``graphs.pin``), the question, and the answer with its cost and
+    fallbacks."""
 
     namespace: str
+    policy: str
+    generation: int
     question: str
     question_date: str | None
     answer: str
     cost: Annotated[Cost, add_cost]
     fallbacks: Annotated[list[FallbackRecord], operator.add]
+    result: AnswerResult
 
 
 ResultBuilder = Callable[[str, str, dict[str, Any], Any, Resources, float], AnswerResult]
 """``result(question, namespace, final state, context, resources, elapsed seconds) -> AnswerResult``."""
+
+
+def finish_run(state: Mapping[str, Any], runtime: Any, context: type, build: ResultBuilder) -> dict[str, Any]:
+    """What a strategy graph's final node (``finish``) returns: the run's ``AnswerResult`` built from its state, its
+    context and its pinned memory; the graph stamps the run's wall time on its cost as the run ends."""
+    ctx, res = run_context(runtime, context), resources_of(runtime)
+    return {"result": build(state["question"], state["namespace"], dict(state), ctx, res, 0.0)}
 
 
 @dataclass(frozen=True)
@@ -110,7 +135,6 @@ class _GraphRun:
     name: str
     graph: Any
     context: type
-    result: ResultBuilder
     recursion_limit: Callable[[Any], int]
     tags: Callable[[Any], Sequence[str]] = lambda ctx: ()
     make_context: Callable[[Any, str, dict[str, Any]], Any] | None = None
@@ -150,8 +174,13 @@ def run_graph(
     return invoke_strategy(
         spec.name, spec.graph, inputs, ctx,
         namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
-        make_result=lambda final, elapsed: spec.result(question, namespace, final, ctx, res, elapsed),
+        make_result=_final_result,
     )  # fmt: skip
+
+
+def _final_result(final: dict[str, Any], elapsed: float) -> AnswerResult:
+    """The ``AnswerResult`` the graph's final node built (with the run's wall time, as the graph's output has it)."""
+    return final["result"]
 
 
 def graph_strategy(
@@ -159,15 +188,15 @@ def graph_strategy(
     graph: Any,
     context: type,
     *,
-    result: ResultBuilder,
     recursion_limit: Callable[[Any], int],
     tags: Callable[[Any], Sequence[str]] = lambda ctx: (),
     make_context: Callable[[Any, str, dict[str, Any]], Any] | None = None,
     check: Callable[[Any, Resources, str], None] | None = None,
     variants: tuple[str, ...] = (),
 ) -> Strategy:
-    """The ``Strategy`` of a graph: its ``run`` is ``run_graph`` with what differs for this graph."""
-    run = _GraphRun(name, graph, context, result, recursion_limit, tags, make_context, check,
+    """The ``Strategy`` of a graph: its ``run`` is ``run_graph`` with what differs for this graph; the graph's final
+    node (``finish_run``) builds the ``AnswerResult`` that ``run`` returns."""
+    run = _GraphRun(name, graph, context, recursion_limit, tags, make_context, check,
                     frozenset(_keys(graph.builder.input_schema)))  # fmt: skip
     return Strategy(name=name, run=run, graph=graph, context=context, variants=variants)
 

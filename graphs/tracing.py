@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import threading
 import time
 import uuid
@@ -17,18 +18,21 @@ from typing import Any, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.runnables import RunnableConfig
+from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
 from logicmap.agents.provider import run_scope
-from logicmap.graphs.resources import Resources, default_resources, resolve_policy
+from logicmap.graphs.resources import Resources, default_resources, resolve_policy, server_mode
 from logicmap.memory.deadline import check_deadline, current_deadline
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.tenancy import resolve_namespace
 
 __all__ = [
     "TracedGraph",
+    "TracedStateGraph",
+    "traced_strategy",
     "invoke_strategy",
     "TracedRun",
     "cost_metadata",
@@ -222,6 +226,12 @@ def _context_object(schema: Any, context: Any) -> Any:
     return context
 
 
+def _policy_used(policy: str, resources: Resources) -> str:
+    """The policy a run can use, as its trace's tag says: ``llm`` (asked for, or ``auto``) only when the run has a chat
+    model (``auto`` resolved by the one rule, ``graphs.resources.resolve_policy``); ``heuristic`` as it is."""
+    return resolve_policy("auto", resources) if policy in ("auto", "llm") else policy
+
+
 def _resolved_policy(ctx: Any) -> str | None:
     """The policy a run can use: ``llm`` (asked for, or ``auto``) only when a chat model is configured, as
     every graph's roles decide (``graphs.resources.resolve_policy``)."""
@@ -229,17 +239,20 @@ def _resolved_policy(ctx: Any) -> str | None:
     if policy not in ("auto", "llm"):
         return policy
     carried = getattr(ctx, "resources", None)
-    return resolve_policy("auto", carried if isinstance(carried, Resources) else default_resources())
+    return _policy_used(policy, carried if isinstance(carried, Resources) else default_resources())
 
 
 def _run_namespace(ctx: Any, inputs: Any, configurable: Mapping[str, Any]) -> str | None:
     """The namespace a run reads and writes: its context's (a name or a template), else its input's, else
-    ``configurable["namespace"]``; None when it names none (the graph itself reports that)."""
+    ``configurable["namespace"]``, resolved as the run's first node resolves it (on the API server the
+    deployment's template is the authority: ``graphs.resources.run_namespace``); None when it names none or
+    names it wrongly (the graph itself reports that)."""
     template = getattr(ctx, "namespace", None)
     if not template and isinstance(inputs, dict) and isinstance(inputs.get("namespace"), str):
         return inputs["namespace"]
+    authority = default_resources().settings.server_namespace if server_mode() else None
     try:
-        return resolve_namespace(template, configurable)
+        return resolve_namespace(template, configurable, authority=authority)
     except ValueError:
         return None
 
@@ -258,7 +271,10 @@ def graph_run_config(strategy: str, inputs: Any, config: RunnableConfig, context
     caller_tags = list(config.get("tags") or [])
     wanted = [f"strategy:{strategy}"] + ([f"policy:{policy}"] if policy else [])
     tags = [t for t in wanted if not any(c.startswith(t.split(":")[0] + ":") for c in caller_tags)]
-    return {"tags": [*tags, *caller_tags], "metadata": {**metadata, **dict(config.get("metadata") or {})}}
+    # The caller's keys win, but for the resolved namespace and policy: a server copies the run's context (a
+    # template such as '{user_id}', an unresolved 'auto') into the metadata, and filtering by tenant needs the name.
+    resolved = {k: metadata[k] for k in ("namespace", "policy") if k in metadata}
+    return {"tags": [*tags, *caller_tags], "metadata": {**metadata, **dict(config.get("metadata") or {}), **resolved}}
 
 
 class _RootCost(BaseCallbackHandler):
@@ -272,20 +288,23 @@ class _RootCost(BaseCallbackHandler):
 
     run_inline = True
 
-    def __init__(self, root_id: uuid.UUID, tracer: Any) -> None:
+    def __init__(self, root_id: uuid.UUID, tracer: Any, *, summed: bool = True) -> None:
         self.root_id = root_id
         self.tracer = tracer
+        self.summed = summed  # whether the run's cost is the sum of its steps' (a ``cost`` reducer)
         self.started = time.perf_counter()
         self.cost = Cost()
         self._lock = threading.Lock()
 
     def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
                      **kwargs: Any) -> None:  # fmt: skip
-        if parent_run_id == self.root_id and isinstance(outputs, dict) and outputs.get("cost"):
-            found = outputs["cost"]
-            spent = found if isinstance(found, Cost) else Cost.model_validate(found)
+        spent = _cost_of(outputs)
+        if parent_run_id == self.root_id and spent is not None and self.summed:
             with self._lock:
                 self.cost = self.cost + spent.model_copy(update={"wall_time_s": 0.0})
+        if run_id == self.root_id and spent is not None:  # the run's own total, when its output carries one
+            with self._lock:
+                self.cost = spent.model_copy(update={"wall_time_s": 0.0})
         if parent_run_id == self.root_id or run_id == self.root_id:
             self._annotate()
 
@@ -303,7 +322,15 @@ class _RootCost(BaseCallbackHandler):
             run.extra["metadata"] = {**(run.extra.get("metadata") or {}), **cost_metadata(cost)}
 
 
-def _with_root_cost(config: RunnableConfig, manager: Any) -> RunnableConfig:
+def _cost_of(outputs: Any) -> Cost | None:
+    """The ``cost`` a run's output carries (a state update, a final state, an ``AnswerResult``), or None."""
+    found = outputs.get("cost") if isinstance(outputs, dict) else getattr(outputs, "cost", None)
+    if not found:
+        return None
+    return found if isinstance(found, Cost) else Cost.model_validate(found)
+
+
+def _with_root_cost(config: RunnableConfig, manager: Any, *, summed: bool = True) -> RunnableConfig:
     """``config`` with ``manager`` as its callbacks and, when a LangSmith tracer is among them, a ``_RootCost``
     handler (in front of it, so on a run of its own the root's end carries the full wall time)."""
     from langchain_core.tracers.langchain import LangChainTracer
@@ -311,17 +338,24 @@ def _with_root_cost(config: RunnableConfig, manager: Any) -> RunnableConfig:
     tracer = next((h for h in manager.handlers if isinstance(h, LangChainTracer)), None)
     if tracer is None:
         return config
-    handler = _RootCost(config["run_id"], tracer)
+    handler = _RootCost(config["run_id"], tracer, summed=summed)
     manager.handlers.insert(0, handler)
     manager.inheritable_handlers.insert(0, handler)
     return {**config, "callbacks": manager}
 
 
 def _stamped(values: Any, elapsed: float) -> Any:
-    """A state snapshot whose ``cost`` carries the run's wall time so far."""
+    """A state snapshot whose ``cost`` (and its ``result``'s, a strategy run's ``AnswerResult``) carries the run's
+    wall time so far."""
     if not isinstance(values, dict) or values.get("cost") is None:
         return values
+    result = values.get("result")
+    if isinstance(result, BaseModel) and isinstance(getattr(result, "cost", None), Cost):
+        wall = {"wall_time_s": round(elapsed, 6)}
+        values = {**values, "result": result.model_copy(update={"cost": result.cost.model_copy(update=wall)})}
     found = values["cost"]
+    if isinstance(found, dict):  # a state of plain JSON values stays one
+        return {**values, "cost": {**found, "wall_time_s": round(elapsed, 6)}}
     cost = found if isinstance(found, Cost) else Cost.model_validate(found)
     return {**values, "cost": cost.model_copy(update={"wall_time_s": round(elapsed, 6)})}
 
@@ -362,7 +396,14 @@ class TracedGraph(CompiledStateGraph):
         config = {**config, **extra, "run_id": config.get("run_id") or uuid.uuid4()}
         if isinstance(config.get("callbacks"), BaseCallbackManager):  # a parent's manager: add to a copy, not it
             config["callbacks"] = config["callbacks"].copy()
-        return _with_root_cost(config, manager_for(config))
+        return _with_root_cost(config, manager_for(config), summed=self._cost_summed())
+
+    def _cost_summed(self) -> bool:
+        """Whether the state's ``cost`` is a reducer (each step adds its own) rather than a running total a step
+        overwrites (the chatbot's): the root's cost is then the sum of its steps'."""
+        from langgraph.channels.binop import BinaryOperatorAggregate
+
+        return isinstance(self.channels.get("cost"), BinaryOperatorAggregate)
 
     def _check_input(self, input: Any, context: Any) -> Any:
         """A question longer than ``LOGICMAP_MAX_QUESTION_CHARS`` is refused before the run starts (every path:
@@ -429,3 +470,53 @@ def traced_graph(compiled: CompiledStateGraph) -> TracedGraph:
     _hide_routers(compiled)
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy does
     return TracedGraph(**attrs)
+
+
+class TracedStateGraph(StateGraph):
+    """A ``StateGraph`` whose every ``compile()`` gives a ``TracedGraph``, named ``trace_name`` unless the caller
+    names it: ``build_chatbot_graph().compile()`` traces as the module's ``graph`` does (one root run, named and
+    tagged, with namespace and cost; routers leave none), not as an anonymous "LangGraph" run."""
+
+    def __init__(self, *args: Any, trace_name: str = "LangGraph", **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trace_name = trace_name
+
+    def compile(self, *args: Any, **kwargs: Any) -> TracedGraph:  # type: ignore[override]  # a traced subclass
+        if kwargs.get("name") is None:
+            kwargs["name"] = self.trace_name
+        return traced_graph(super().compile(*args, **kwargs))
+
+
+
+
+@dataclasses.dataclass(frozen=True)
+class _TracedStrategy:
+    """``answer`` run as one root run named ``strategy`` (``traced_strategy``)."""
+
+    strategy: str
+    answer: Callable[..., Any]
+
+    def __call__(self, question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
+                 **options: Any) -> Any:  # fmt: skip
+        from langchain_core.runnables import RunnableLambda
+        from langchain_core.runnables.config import get_callback_manager_for_config
+
+        known = policy in ("auto", "llm", "heuristic")  # an unknown one is the strategy's to refuse
+        used = _policy_used(policy, resources or default_resources()) if known else policy
+        config = {**run_config(self.strategy, namespace=namespace, policy=used, budgets=options), "run_id": uuid.uuid4()}
+        config = _with_root_cost(config, get_callback_manager_for_config(config), summed=False)
+        kwargs = {"resources": resources, "policy": policy, **options}
+        call = RunnableLambda(functools.partial(_call_strategy, self.answer, question, namespace, kwargs),
+                              name=self.strategy)
+        return call.invoke({"question": question}, config)
+
+
+def _call_strategy(answer: Callable[..., Any], question: str, namespace: str, kwargs: dict[str, Any], _: Any) -> Any:
+    return answer(question, namespace, **kwargs)
+
+
+def traced_strategy(strategy: str, answer: Callable[..., R]) -> Callable[..., R]:
+    """A strategy that is a plain function (``dense``, ``bm25``, the forward baselines) run as one root run, as a
+    graph strategy is: named ``strategy``, tagged ``strategy:``/``policy:``, namespace and options as metadata, the
+    cost in its outputs and metadata; its LLM role runs nest under it. With tracing off it is one plain call."""
+    return _TracedStrategy(strategy, answer)

@@ -19,7 +19,7 @@ from logicmap.memory.deadline import check_deadline
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.records import stable_hash
 from logicmap.memory.retrieval import Backbone, Hit, MemoryRetriever, reciprocal_rank_fusion
-from logicmap.memory.store import MemoryStore
+from logicmap.memory.store import SnapshotReader
 
 __all__ = [
     "BACKBONE_NAMES",
@@ -49,7 +49,7 @@ class EventGraphBackbone:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: SnapshotReader,
         namespace: str,
         embeddings: EmbeddingsSource = None,
         *,
@@ -156,7 +156,7 @@ class BackboneRetriever(BaseRetriever):
 
 def make_backbone(
     spec: str | Backbone | BaseRetriever,
-    store: MemoryStore,
+    store: SnapshotReader,
     namespace: str,
     embeddings: EmbeddingsSource = None,
 ) -> Backbone:

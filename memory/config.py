@@ -78,6 +78,12 @@ class LogicMapSettings(BaseSettings):
         description="Intra-op threads of BLAS, OpenMP and torch per process. auto = 1 in Chroma server mode "
         "(several processes share the machine), else the libraries' own choice (every core).",
     )
+    async_workers: int = Field(
+        default=4, ge=1, le=64,
+        description="Worker threads of the one shared executor the async API (aanswer, aingest_conversation, "
+        "aforget, the tools' async bodies, the MCP server) runs blocking work on (Chroma, embeddings, sync model "
+        "calls). Concurrent calls beyond it wait for a worker; the event loop never blocks.",
+    )
 
     # Storage.
     data_dir: Path = Path(".logicmap")

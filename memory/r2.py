@@ -212,17 +212,25 @@ class FactMemory:
                 "edits are not in the fixed decision order: list all ADD edits first, then UPDATE, then "
                 "DELETE, then NOOP"
             )
+        # Memory-R2's manager procedure deletes every related memory a new fact contradicts and then decides
+        # the fact itself once (NOOP, UPDATE or ADD): a fact may have several DELETEs, at most one other edit.
         per_fact: dict[int, int] = {}
+        decided: dict[int, int] = {}
         for e in edits:
             per_fact[e.fact] = per_fact.get(e.fact, 0) + 1
+            if e.op != "DELETE":
+                decided[e.fact] = decided.get(e.fact, 0) + 1
         for index in sorted(per_fact):
             if not 0 <= index < n:
                 problems.append(f"edit names new fact {index}, but new facts are numbered 0..{n - 1}")
-            elif per_fact[index] > 1:
-                problems.append(f"new fact {index} has {per_fact[index]} edits; give exactly one edit per new fact")
+            elif decided.get(index, 0) > 1:
+                problems.append(
+                    f"new fact {index} has {decided[index]} edits besides DELETE; give one ADD, UPDATE or NOOP per "
+                    "new fact (plus a DELETE for each memory it contradicts)"
+                )
         missing = [i for i in range(n) if i not in per_fact]
         if missing:
-            problems.append(f"new facts {missing} have no edit; give exactly one edit per new fact")
+            problems.append(f"new facts {missing} have no edit; give every new fact its edit")
 
         live_texts = {normalize_fact_text(r.text): r.id for r in self._records.values() if not r.deleted}
         written: dict[str, str] = {}

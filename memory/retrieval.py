@@ -16,7 +16,7 @@ from langchain_core.embeddings import Embeddings
 
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
-from logicmap.memory.store import MemoryStore, NamespaceSnapshot
+from logicmap.memory.store import NamespaceSnapshot, SnapshotReader
 from logicmap.memory.text import tokenize
 
 __all__ = [
@@ -126,7 +126,7 @@ class MemoryRetriever:
 
     def __init__(
         self,
-        store: MemoryStore,
+        store: SnapshotReader,
         namespace: str,
         *,
         method: Literal["bm25", "dense"],
@@ -162,19 +162,19 @@ def turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
     return snapshot.derived(_turn_index)
 
 
-def bm25_turns(store: MemoryStore, namespace: str) -> MemoryRetriever:
+def bm25_turns(store: SnapshotReader, namespace: str) -> MemoryRetriever:
     return MemoryRetriever(store, namespace, method="bm25", unit="turns")
 
 
-def bm25_events(store: MemoryStore, namespace: str) -> MemoryRetriever:
+def bm25_events(store: SnapshotReader, namespace: str) -> MemoryRetriever:
     return MemoryRetriever(store, namespace, method="bm25", unit="events")
 
 
-def dense_turns(store: MemoryStore, namespace: str, embeddings: Embeddings) -> MemoryRetriever:
+def dense_turns(store: SnapshotReader, namespace: str, embeddings: Embeddings) -> MemoryRetriever:
     return MemoryRetriever(store, namespace, method="dense", unit="turns", embeddings=embeddings)
 
 
-def dense_events(store: MemoryStore, namespace: str, embeddings: Embeddings) -> MemoryRetriever:
+def dense_events(store: SnapshotReader, namespace: str, embeddings: Embeddings) -> MemoryRetriever:
     return MemoryRetriever(store, namespace, method="dense", unit="events", embeddings=embeddings)
 
 

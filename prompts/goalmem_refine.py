@@ -1,4 +1,4 @@
-"""Goal-Mem refinement prompt: for each unresolved subgoal, an antecedent subgoal whose grounding it needs.
+"""Goal-Mem refinement prompt: for each unresolved frontier subgoal, one antecedent whose grounding it needs.
 
 One depth step of backward chaining: retrieving the antecedent should make the subgoal provable.
 """
@@ -15,7 +15,7 @@ from logicmap.prompts.goalmem_parse import NL_LOGIC_PRIMER
 
 __all__ = ["SYSTEM_MARKER", "VERSION", "Antecedent", "Refinement", "build_messages"]
 
-VERSION = "goalmem-refine-v1"
+VERSION = "goalmem-refine-v2"
 SYSTEM_MARKER = "You are the Goal-Mem refiner."
 
 
@@ -41,7 +41,7 @@ def build_messages(
     """``unresolved``: (id, rendered subgoal, what was missing); ``memories``: (id, line) already seen."""
     system = (
         f"{SYSTEM_MARKER} Some subgoals could not be proved from the memories retrieved for them. For each, "
-        "name the antecedent: the intermediate fact that, once found in memory, would ground the subgoal's "
+        "name exactly one antecedent: the intermediate fact that, once found in memory, would ground the subgoal's "
         "variables (which cafe, which person, which date). Ask for something the seen memories do not already "
         "settle; reuse the subgoal's variable names. Give an empty list when no antecedent would help.\n"
         f"{NL_LOGIC_PRIMER}\n" + schema_instructions(Refinement)

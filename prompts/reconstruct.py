@@ -22,7 +22,7 @@ __all__ = [
     "build_navigator_messages",
 ]
 
-VERSION = "reconstruct-v1"
+VERSION = "reconstruct-v2"
 ANSWER_TOOL = "submit_answer"
 
 
@@ -55,11 +55,14 @@ def build_navigator_messages(
     active_text: str,
     max_turns: int,
     max_tool_calls: int,
+    topics_text: str = "",
 ) -> list[BaseMessage]:
+    """``topics_text``: the topic nodes the active set belongs to (ids for ``query_topic_events``)."""
     system = (
         "You answer a question about a long conversation by reconstructing the memory of it. The memory "
         "is a graph of events (ids like 'S3-E2', each citing turns like 'D3:5'), keyword cues linked to "
-        "events by short tags, and facts about people. Work in turns. Each turn choose one mode:\n"
+        "events by short tags, topics grouping related events (ids like 'T2'), and facts about people. Work in "
+        "turns. Each turn choose one mode:\n"
         f"- navigate: call memory tools (at most {max_tool_calls} calls per turn) to follow cues, read "
         "events and their turns, check dates and context, or look up facts about a person;\n"
         f"- answer: call {ANSWER_TOOL} with a short answer, the event and turn ids it rests on, and your confidence.\n"
@@ -70,7 +73,8 @@ def build_navigator_messages(
         f"Question: {question}\n"
         + (f"Asked on: {question_date}\n" if question_date else "")
         + f"Cues found in the question: {cues_text or 'none'}\n"
-        + f"Active set (memories the cues lead to):\n{active_text or '(empty: search first)'}"
+        + f"Active set (memories the cues lead to):\n{active_text or '(empty: follow other cues)'}"
+        + (f"\nTopics of the active set:\n{topics_text}" if topics_text else "")
     )
     return [SystemMessage(content=system), HumanMessage(content=human)]
 

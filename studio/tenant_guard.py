@@ -13,6 +13,8 @@ route) reads each request that creates runs (``/runs``, ``/runs/stream``, ``/run
 - a run on a thread whose recorded tenant (the chatbot's ``tenant_key``) is not the run's: checked here,
   before the server streams the thread's state back, and again inside the graph.
 
+Every graph's runs pass here, the memory lifecycle's (``forget``, ``list_memories``, ``delete_namespace``:
+``graphs/lifecycle.py``) included: a per-user assistant of ``forget`` cannot be pointed at another tenant either.
 The graphs enforce the rest themselves (``memory.tenancy``): with auth on, the authenticated user fills
 ``{user_id}`` and a run claiming another ``user_id`` is refused.
 """

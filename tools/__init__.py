@@ -4,7 +4,8 @@ Factories bind a namespace (a name, or a template such as ``"{user_id}"`` resolv
 ``config["configurable"]``) and a store; ``create_memory_toolkit`` builds the whole set.
 
 Modules: ``common`` (namespace resolution per call, argument limits, errors a model can read), ``events`` (event-graph
-search and navigation tools), ``mragent`` (MRAgent's cue / tag / content tools), ``remember`` (the write tool),
+search and navigation tools: ``EXTRA_TOOLS``, not in the MRAgent paper), ``mragent`` (MRAgent's seven tools under the
+paper's names: ``MRAGENT_TOOLS``), ``remember`` (the write tool),
 ``forget`` (``forget_memory`` and ``update_memory``, added when writes are allowed).
 """
 
@@ -38,11 +39,13 @@ from logicmap.tools.mragent import (
     create_query_personal_aspect_tool,
     create_query_personal_information_tool,
     create_query_tag_events_tool,
+    create_query_topic_events_tool,
 )
 from logicmap.tools.remember import SessionIngester, create_remember_tool
 
 __all__ = [
     "EVENT_TOOLS",
+    "EXTRA_TOOLS",
     "MRAGENT_TOOLS",
     "MemoryEditor",
     "MemoryToolConfigError",
@@ -61,6 +64,7 @@ __all__ = [
     "create_query_personal_aspect_tool",
     "create_query_personal_information_tool",
     "create_query_tag_events_tool",
+    "create_query_topic_events_tool",
     "create_remember_tool",
     "create_search_events_tool",
     "create_topic_events_tool",
@@ -68,14 +72,18 @@ __all__ = [
 ]
 
 EVENT_TOOLS = ("search_events", "get_event", "get_neighbors", "events_in_time_range", "topic_events")
+# MRAgent's toolkit exactly as its paper names it (Table 4: seven typed mappings between memory components).
 MRAGENT_TOOLS = (
     "query_tag_events",
-    "query_event_keywords",
     "query_conversation_time",
+    "query_event_keywords",
     "query_event_context",
-    "query_personal_aspect",
     "query_personal_information",
+    "query_personal_aspect",
+    "query_topic_events",
 )
+# The project's extra tools (not in the MRAgent paper): similarity search and event-graph navigation.
+EXTRA_TOOLS = EVENT_TOOLS
 
 
 def create_memory_toolkit(
@@ -111,6 +119,7 @@ def create_memory_toolkit(
         create_query_event_context_tool(namespace, **common),
         create_query_personal_aspect_tool(namespace, **common),
         create_query_personal_information_tool(namespace, **common),
+        create_query_topic_events_tool(namespace, **common),
     ]
     if ingest is not None:
         tools.append(create_remember_tool(namespace, ingest=ingest))

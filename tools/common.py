@@ -8,7 +8,6 @@ A tool's namespace is a name fixed when it is built, or a template such as ``"{u
 
 from __future__ import annotations
 
-import asyncio
 import difflib
 import inspect
 import logging
@@ -24,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
 from logicmap.memory.tenancy import NamespaceRequiredError, resolve_namespace
@@ -267,7 +267,7 @@ def make_memory_tool(
             _call_configurable.reset(token)
 
     async def guarded_async(config: RunnableConfig, **kwargs: Any) -> ToolResult:
-        return await asyncio.to_thread(guarded, config, **kwargs)
+        return await run_blocking(guarded, config, **kwargs)
 
     return StructuredTool.from_function(
         func=guarded,

@@ -1,4 +1,7 @@
-"""MRAgent's memory operators as tools: cue -> tag -> events, event keywords, time and context, person facts.
+"""MRAgent's memory operators as tools: the paper's seven (Table 4), under its names.
+
+cue-tag -> events, event -> time, event -> keywords, event -> context, person -> aspects, (person, aspect) ->
+facts, topic -> events.
 
 They read the Cue-Tag-Content layer (memory/cues.py) and the turns of a committed snapshot.
 """
@@ -23,6 +26,7 @@ from logicmap.tools.common import (
     make_memory_tool,
     turn_record,
 )
+from logicmap.tools.events import create_topic_events_tool
 
 __all__ = [
     "QueryConversationTimeArgs",
@@ -37,6 +41,7 @@ __all__ = [
     "create_query_personal_aspect_tool",
     "create_query_personal_information_tool",
     "create_query_tag_events_tool",
+    "create_query_topic_events_tool",
     "fact_record",
 ]
 
@@ -249,12 +254,13 @@ def create_query_personal_aspect_tool(
 def create_query_personal_information_tool(
     namespace: str | None, *, store: MemoryStore, name: str = "query_personal_information", require_namespace: bool = True
 ) -> StructuredTool:
-    """``query_personal_information(person)``: every fact about a person, grouped by aspect."""
+    """``query_personal_information(person)``: the aspects memory holds about a person (the paper's
+    phi_{c^s -> g^s}: a person cue to its semantic tags); ``query_personal_aspect`` reads their facts."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
 
     def query_personal_information(person: str) -> ToolResult:
-        """Everything memory knows about a person (preferences, job, home, family, pets, hobbies...), grouped
-        by aspect, each fact citing the turn that states it."""
+        """List the aspects memory knows about a person (preference, work, home, family, pet, hobby...), each with
+        how many facts it holds. Then call query_personal_aspect(person, aspect) to read the facts of one."""
         index = CueIndex.of(access.snapshot())
         name_found = index.find_person(person)
         if name_found is None:
@@ -262,24 +268,19 @@ def create_query_personal_information_tool(
         facts = index.person_facts(name_found)
         if not facts:
             return f"No facts about {name_found} yet.", []
-        by_aspect: dict[str, list[PersonalFact]] = {}
-        said: set[str] = set()
+        counts: dict[str, int] = {}
         for fact in facts:
-            if fact.content in said:  # one sentence filed under two aspects is listed once
-                continue
-            said.add(fact.content)
-            by_aspect.setdefault(fact.aspects[0] if fact.aspects else "other", []).append(fact)
-        lines = [f"About {name_found}:"]
-        records = []
-        count = 0
-        for aspect, group in by_aspect.items():
-            lines.append(f"{aspect}:")
-            for fact in group[:5]:
-                if count >= MAX_FACTS * 2:
-                    break
-                lines.append("  " + _fact_line(fact))
-                records.append(fact_record(fact))
-                count += 1
+            for aspect in fact.aspects or ["other"]:
+                counts[aspect] = counts.get(aspect, 0) + 1
+        lines = [f"Aspects of {name_found}:"] + [f"- {aspect} ({n} facts)" for aspect, n in counts.items()]
+        records = [{"kind": "aspect", "person": name_found, "aspect": aspect, "facts": n} for aspect, n in counts.items()]
         return "\n".join(lines), records
 
     return make_memory_tool(name, QueryPersonalInformationArgs, query_personal_information)
+
+
+def create_query_topic_events_tool(
+    namespace: str | None, *, store: MemoryStore, name: str = "query_topic_events", require_namespace: bool = True
+) -> StructuredTool:
+    """``query_topic_events(topic_id)``: the events of a topic node (the paper's phi_{tau -> e})."""
+    return create_topic_events_tool(namespace, store=store, name=name, require_namespace=require_namespace)

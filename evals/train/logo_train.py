@@ -56,8 +56,8 @@ from logicmap.agents.r2 import (
     fact_similarity,
     fallback_extraction,
     heuristic_edits,
+    manager_messages,
     messages_as_dicts,
-    render_candidates,
 )
 from logicmap.evals.train.logo_cli import add_arguments
 from logicmap.evals.train.logo_grpo import (
@@ -534,7 +534,7 @@ def _manager_decision(
     rng: random.Random | None,
     greedy: bool,
 ) -> Decision:
-    messages = messages_as_dicts(r2_manage.build_messages(memory.render(), render_candidates(candidates)))
+    messages = messages_as_dicts(manager_messages(memory, candidates)[0])  # the production manager's prompt
     actions = manager_actions(memory, candidates, cfg.max_actions, rng or random.Random(cfg.seed + index))
     chosen, logp, ref = _choose(policy, messages, actions, cfg, rng, greedy, cfg.kl_beta > 0 and not greedy)
     return Decision(

@@ -19,7 +19,8 @@ directory that held memory is reported in one line and never written over.
 | ``core`` | the connection: Chroma client, collections, namespace locks, committed manifests, ``store_call`` |
 | ``generations`` | version ids, visibility of a generation, the commit lease's wait note and the fence |
 | ``commits`` | the commit protocol: leases, claims, fences, the ``next@`` link, collection of retired versions |
-| ``snapshots`` | the snapshot cache: whole reads, delta reads, snapshot files |
+| ``snapshots`` | the snapshot cache: whole reads, delta reads, snapshot files, a pinned generation's snapshot |
+| ``pinned`` | ``PinnedStore``: one namespace at one generation, what every node of a run reads |
 | ``purge`` | removing retired versions from disk (collections rebuilt, SQLite compacted), deleting a namespace |
 | ``queries`` | exact vector queries over a snapshot |
 | ``model`` | ``Manifest``, ``ChangeSet``, ``NamespaceSnapshot``, ``ForgetAudit`` |
@@ -55,6 +56,7 @@ from logicmap.memory.store.generations import SENTINEL as SENTINEL
 from logicmap.memory.store.generations import _visible as _visible
 from logicmap.memory.store.health import MEMORY_MARKER
 from logicmap.memory.store.model import ChangeSet, ForgetAudit, Manifest, NamespaceSnapshot, embedder_identity
+from logicmap.memory.store.pinned import PinnedStore, SnapshotReader
 from logicmap.memory.store.snapshots import _MODELS as _MODELS
 
 __all__ = [
@@ -68,6 +70,8 @@ __all__ = [
     "Manifest",
     "MemoryStore",
     "NamespaceSnapshot",
+    "PinnedStore",
+    "SnapshotReader",
     "StoreAccessError",
     "StoreDamagedError",
     "StoreError",

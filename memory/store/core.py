@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -111,6 +112,7 @@ class StoreCore:
         self._snapshots: dict[str, NamespaceSnapshot] = {}
         self._verified: dict[str, int] = {}  # namespace -> commit count when its cached snapshot was last checked
         self._since_file: dict[str, int] = {}  # namespace -> records read since its snapshot file (-1: no file)
+        self._kept: OrderedDict[tuple[str, int], NamespaceSnapshot] = OrderedDict()  # superseded, for pinned runs
         self._max_batch = int(getattr(self.client, "get_max_batch_size", lambda: 5000)() or 5000)
         if self._marker is not None and not self._marker.exists():
             self._adopt_legacy_store()
@@ -263,10 +265,14 @@ class StoreCore:
         raise GenerationConflict(f"namespace {namespace!r}: the manifest kept moving while it was read")
 
     @store_call
-    def namespaces(self) -> list[str]:
+    def namespaces(self, under: str | None = None) -> list[str]:
+        """The namespaces with committed memory; ``under``: only that namespace and those below it
+        (``acme``, ``acme.bob``; never ``acmex``), whose manifests alone are read."""
         got = self._registry().get(include=[])
         names = []
         for ns in got["ids"]:
+            if under is not None and ns != under and not ns.startswith(under + "."):
+                continue
             try:
                 validate_namespace(ns)
             except ValueError:

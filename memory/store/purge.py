@@ -86,6 +86,7 @@ class StorePurge(CommitProtocol, SnapshotCache):
                 report.limits = ("server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
                                  "segments and SQLite free pages keep their bytes until the server compacts them")
             self._snapshots.pop(namespace, None)
+            self._drop_kept(namespace)  # what was purged is not served from memory either
             self._since_file[namespace] = -1
         self.snapshot(namespace)  # read again from the purged records, and saved to a new snapshot file
         return report
@@ -113,6 +114,7 @@ class StorePurge(CommitProtocol, SnapshotCache):
             if self._directory is not None:
                 self._pending_path(namespace).unlink(missing_ok=True)
             self._snapshots.pop(namespace, None)
+            self._drop_kept(namespace)
             self._verified.pop(namespace, None)
             self._since_file.pop(namespace, None)
         if self.settings.chroma_host and prefix + "meta" in own:  # the lease lives in meta: deleted once let go

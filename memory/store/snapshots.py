@@ -35,6 +35,7 @@ _log = logging.getLogger(__name__)
 _MODELS = {kind.field: kind.model for kind in RECORD_KINDS}  # a snapshot file's record sections
 _PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_LISTED = 256  # generations a delta read lists by number rather than as a range
+_KEPT = 8  # superseded snapshots kept for runs pinned to them (``snapshot_at``), the most recently read first
 
 
 def _order(snap: NamespaceSnapshot) -> None:
@@ -82,10 +83,54 @@ class SnapshotCache(StoreCore):
                     opened = self._read_whole(manifest)
                     self._since_file[namespace] = -1  # no file to build on
                 snap = opened
+        if cached is not None and cached is not snap:
+            self._keep(cached)
         self._snapshots[namespace] = snap
         self._verified[namespace] = commits
         self._persist(snap)
         return snap
+
+    @store_call
+    def snapshot_at(self, namespace: str, generation: int) -> NamespaceSnapshot:
+        """The committed records of a namespace at ``generation``: what a run pinned to that generation reads
+        (``graphs.pin``), however many commits land while it runs.
+
+        The cached snapshot when it is that generation, else one of the few superseded snapshots kept, else the
+        namespace read at that generation from its versions (a version retired later is still stored, unless a
+        purge removed it: what was purged stays forgotten). ``ValueError`` for a generation never committed."""
+        cached = self._snapshots.get(namespace)
+        if cached is not None and cached.generation == generation:
+            return cached
+        kept = self._kept.get((namespace, generation))
+        if kept is not None:
+            self._kept.move_to_end((namespace, generation))
+            return kept
+        latest = self.snapshot(namespace)
+        if latest.generation == generation:
+            return latest
+        void = [n for n in latest.manifest.void if n <= generation]
+        if not 0 < generation < latest.generation or generation in void:
+            raise ValueError(f"namespace {namespace!r} has no committed generation {generation} (it is at "
+                             f"{latest.generation})")
+        with gc_paused():
+            snap = self._read_whole(latest.manifest.model_copy(update={"generation": generation, "void": void}))
+        held = {t.session_id for t in snap.turns.values()}
+        snap.manifest.sessions = {k: v for k, v in snap.manifest.sessions.items() if k in held}
+        self._keep(snap)
+        return snap
+
+    def _drop_kept(self, namespace: str) -> None:
+        kept = self._kept
+        for key in [k for k in kept if k[0] == namespace]:
+            del kept[key]
+
+    def _keep(self, snap: NamespaceSnapshot) -> None:
+        """Keep a superseded snapshot a while: a run pinned to it reads it without reading the namespace again."""
+        kept = self._kept
+        kept[(snap.namespace, snap.generation)] = snap
+        kept.move_to_end((snap.namespace, snap.generation))
+        while len(kept) > _KEPT:
+            kept.popitem(last=False)
 
     def _purged_since(self, namespace: str, generation: int) -> bool:
         """Whether a purge removed retired versions after ``generation``: a delta read from there would miss the

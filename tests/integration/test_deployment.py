@@ -78,8 +78,8 @@ def test_the_compose_file_wires_the_api_server_to_the_chroma_server() -> None:
     assert {"REDIS_URI", "POSTGRES_URI"} <= set(env)
     # Every published port is bound to loopback only.
     assert all(p.startswith("127.0.0.1:") for s in services.values() for p in s.get("ports", []))
-    # The image the compose file runs is the one the README tells `langgraph build` to tag.
-    readme = (PROJECT_ROOT / "README.md").read_text()
+    # The image the compose file runs is the one the docs tell `langgraph build` to tag.
+    readme = (PROJECT_ROOT / "docs" / "studio-and-server.md").read_text()
     assert f"langgraph build -c studio/langgraph.json -t {api['image']}" in readme
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:

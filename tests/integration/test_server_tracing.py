@@ -74,3 +74,32 @@ def test_a_server_run_carries_tags_namespace_budgets_and_cost(langgraph_dev: Any
     # Routers leave no runs in the trace.
     names = {r.get("name") for r in capture_server.runs().values()}
     assert {"planner", "localize", "respond"} <= names and "route_search" not in names
+
+
+def test_a_served_chat_turn_carries_the_resolved_tenant_tags_and_cost(langgraph_dev: Any, capture_server: Any) -> None:
+    """The chatbot on the server, its tenant a template of the assistant's context ('{user_id}') filled from the
+    run's config: one root run named chatbot, tagged, with the tenant's name (never the template) and the cost;
+    the after_recall router leaves no run."""
+    from langgraph_sdk import get_client
+
+    server = langgraph_dev(
+        embedder="hashing", LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=capture_server.url,
+        LANGSMITH_API_KEY="lsv2_pt_fake_key_for_tests", LANGSMITH_PROJECT="logicmap-server",
+    )  # fmt: skip
+    client = get_client(url=server.url)
+
+    async def scenario() -> dict[str, Any]:
+        assistant = await client.assistants.create(
+            "chatbot", context={"namespace": "{user_id}", "strategy": "dense", "policy": "heuristic"})
+        thread = await client.threads.create()
+        return await client.runs.wait(thread["thread_id"], assistant["assistant_id"],
+                                      input={"messages": [{"role": "user", "content": "My dog is called Biscuit."}]},
+                                      config={"configurable": {"user_id": "alice"}})  # fmt: skip
+
+    out = asyncio.run(asyncio.wait_for(scenario(), RUN_TIMEOUT_S))
+    assert out["memory_write"]["status"] == "stored" and out["memory_write"]["namespace"] == "alice"
+    chat = _ended_root(capture_server, "chatbot")
+    assert {"strategy:chatbot", "policy:heuristic"} <= set(chat["tags"])
+    meta = _metadata(chat)
+    assert meta["namespace"] == "alice" and meta["llm_calls"] == 0 and meta["wall_time_s"] > 0
+    assert "after_recall" not in {r.get("name") for r in capture_server.runs().values()}

@@ -20,6 +20,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 STUDIO_CONFIG = PROJECT_ROOT / "studio" / "langgraph.json"
 SAMPLE = PROJECT_ROOT / "data" / "sample_conversation.json"
 GRAPH_MODULES = ("ingest", "compass", "rerank", "goalmem", "real", "reconstruct", "r2", "chatbot")
+# The memory lifecycle's graphs share one module (graphs.lifecycle): graph id -> its variable there.
+LIFECYCLE_GRAPHS = {"forget": "forget_graph", "list_memories": "list_graph", "delete_namespace": "delete_graph"}
 
 RUN_TIMEOUT_S = 240.0
 EVENT_ID = re.compile(r"^S\d+-E\d+$")
@@ -32,10 +34,12 @@ def test_studio_config_exposes_every_graph_module() -> None:
     assert config["$schema"] == "https://langgra.ph/schema.json"
     assert config["dependencies"] == [".."] and config["env"] == "./studio/.env"
     existing = [name for name in GRAPH_MODULES if (PROJECT_ROOT / "graphs" / f"{name}.py").exists()]
-    assert sorted(config["graphs"]) == sorted(existing), "studio/langgraph.json must list every graphs/<name>.py"
+    assert sorted(config["graphs"]) == sorted([*existing, *LIFECYCLE_GRAPHS]), \
+        "studio/langgraph.json must list every graphs/<name>.py and the lifecycle graphs"
     for name, entry in config["graphs"].items():
-        assert entry["path"] == f"logicmap.graphs.{name}:graph" and entry["description"]
-        graph = importlib.import_module(f"logicmap.graphs.{name}").graph
+        module, variable = ("lifecycle", LIFECYCLE_GRAPHS[name]) if name in LIFECYCLE_GRAPHS else (name, "graph")
+        assert entry["path"] == f"logicmap.graphs.{module}:{variable}" and entry["description"]
+        graph = getattr(importlib.import_module(f"logicmap.graphs.{module}"), variable)
         assert graph.checkpointer is None, f"{name}: Studio graphs get persistence from the server"
         assert graph.builder.context_schema is not None, f"{name}: per-run settings belong in a context schema"
 

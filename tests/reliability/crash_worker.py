@@ -16,10 +16,8 @@ from __future__ import annotations
 import importlib
 import json
 import os
-import signal
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +35,8 @@ import logicmap.memory.graph  # noqa: E402,F401
 from logicmap.graphs.resources import Resources  # noqa: E402
 from logicmap.memory.config import LogicMapSettings  # noqa: E402
 from logicmap.memory.loaders import load_conversations  # noqa: E402
+from tests.reliability import fork_server  # noqa: E402
+from tests.reliability.fork_server import serve  # noqa: E402
 
 CONVERSATION = load_conversations(SAMPLE)[0]
 
@@ -45,13 +45,6 @@ def _resources(directory: str) -> Resources:
     resources = Resources(settings=LogicMapSettings(data_dir=Path(directory), embedding_provider="hashing"))
     resources.llm_ = None
     return resources
-
-
-def _write(path: str, payload: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, default=str)
-    os.replace(tmp, path)
 
 
 def child_ingest(cmd: dict) -> dict:
@@ -64,7 +57,7 @@ def child_ingest(cmd: dict) -> dict:
 
     def after_commit(report) -> None:  # noqa: ANN001 - SessionReport
         if not report.skipped:
-            commit_times.append(time.perf_counter() - CHILD_STARTED)
+            commit_times.append(time.perf_counter() - fork_server.CHILD_STARTED)
         if cmd.get("fingerprints") and not report.skipped:
             snap = resources.store.snapshot(namespace)
             prefixes[snap.generation] = snap.fingerprint()
@@ -116,72 +109,15 @@ def child_inspect(cmd: dict) -> dict:
     }
 
 
-CHILD_STARTED = 0.0
-
-
-def run_child(cmd: dict) -> None:
-    """Body of a forked child: never returns."""
-    global CHILD_STARTED
-    CHILD_STARTED = time.perf_counter()
-    code = 0
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)  # stdout is the protocol pipe
-        body = child_inspect if cmd["op"] == "inspect" else child_ingest
-        _write(cmd["out"], {"ok": True, **body(cmd)})
-    except BaseException:  # noqa: BLE001 - reported to the test, which fails on it
-        code = 1
-        try:
-            _write(cmd["out"], {"ok": False, "error": traceback.format_exc()})
-        except BaseException:  # noqa: BLE001
-            pass
-    finally:
-        os._exit(code)
-
-
-def serve() -> None:
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        cmd = json.loads(line)
-        if cmd["op"] == "quit":
-            break
-        sys.stdout.flush()
-        sys.stderr.flush()
-        started = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            run_child(cmd)
-        deadline = None if cmd.get("kill_after") is None else started + float(cmd["kill_after"])
-        status = None
-        killed = False
-        while status is None:
-            done, raw = os.waitpid(pid, os.WNOHANG)
-            if done:
-                status = raw
-                break
-            if deadline is not None and time.perf_counter() >= deadline:
-                os.kill(pid, signal.SIGKILL)
-                killed = True
-                _, status = os.waitpid(pid, 0)
-                break
-            time.sleep(0.002)
-        reply = {
-            "op": cmd["op"],
-            "elapsed": time.perf_counter() - started,
-            "killed": killed and os.WIFSIGNALED(status),
-            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-        }
-        if cmd["op"] == "warm" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            # Import in the server what the first ingest imported lazily, so later children start warm.
-            for name in json.loads(Path(cmd["out"]).read_text())["lazy_modules"]:
-                try:
-                    importlib.import_module(name)
-                except Exception:  # noqa: BLE001 - optional speed-up only
-                    pass
-        print(json.dumps(reply), flush=True)
+def _after(cmd: dict, status: int) -> None:
+    if cmd["op"] == "warm" and os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        # Import in the server what the first ingest imported lazily, so later children start warm.
+        for name in json.loads(Path(cmd["out"]).read_text())["lazy_modules"]:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - optional speed-up only
+                pass
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    serve()
+    serve(lambda cmd: child_inspect if cmd["op"] == "inspect" else child_ingest, after=_after)

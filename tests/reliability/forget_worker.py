@@ -13,12 +13,6 @@ Commands (D a data directory, F the file the child writes its result to):
 
 from __future__ import annotations
 
-import json
-import os
-import signal
-import sys
-import time
-import traceback
 from pathlib import Path
 
 import chromadb  # noqa: F401
@@ -29,6 +23,7 @@ import logicmap.graphs.ingest  # noqa: F401
 from logicmap.graphs.resources import Resources
 from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import load_conversations
+from tests.reliability.fork_server import serve
 from tests.reliability.support import SAMPLE
 from tests.reliability.test_forget_purge import CANARY, _files_holding, _with_canary
 
@@ -65,46 +60,5 @@ def child(cmd: dict) -> dict:
     return found
 
 
-def run_child(cmd: dict) -> None:
-    code = 0
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stdout is the protocol pipe
-        body = {"ok": True, **child(cmd)}
-    except BaseException:  # noqa: BLE001 - reported to the test, which fails on it
-        code, body = 1, {"ok": False, "error": traceback.format_exc()}
-    try:
-        tmp = cmd["out"] + ".tmp"
-        Path(tmp).write_text(json.dumps(body, default=str))
-        os.replace(tmp, cmd["out"])
-    finally:
-        os._exit(code)
-
-
-def wait(pid: int, kill_after: float | None, started: float) -> tuple[bool, int | None]:
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return False, os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        if kill_after is not None and time.perf_counter() - started >= kill_after:
-            os.kill(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
-            return os.WIFSIGNALED(status), os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        time.sleep(0.002)
-
-
-def serve() -> None:
-    for line in sys.stdin:
-        cmd = json.loads(line)
-        if cmd["op"] == "quit":
-            break
-        sys.stdout.flush()
-        started = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            run_child(cmd)
-        killed, code = wait(pid, cmd.get("kill_after"), started)
-        print(json.dumps({"killed": killed, "exit_code": code, "elapsed": time.perf_counter() - started}), flush=True)
-
-
 if __name__ == "__main__":
-    serve()
+    serve(lambda cmd: child)

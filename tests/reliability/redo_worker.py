@@ -15,12 +15,8 @@ Commands:
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import sys
-import time
-import traceback
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +30,7 @@ import logicmap.graphs.ingest_redo  # noqa: E402,F401
 from logicmap.graphs.ingest import IngestContext, ingest_conversation  # noqa: E402
 from logicmap.graphs.resources import Resources  # noqa: E402
 from logicmap.memory.config import LogicMapSettings  # noqa: E402
+from tests.reliability.fork_server import serve  # noqa: E402
 from tests.unit.session_models import SEGMENT, SessionModel, long_conversation  # noqa: E402
 
 NAMESPACE = "redo"
@@ -60,13 +57,6 @@ def _resources(directory: str, broken: list[int]) -> Resources:
     return resources
 
 
-def _write(path: str, payload: dict) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(payload, handle, default=str)
-    os.replace(tmp, path)
-
-
 def child_build(cmd: dict) -> dict:
     resources = _resources(cmd["dir"], cmd["broken"])
     redo = cmd["op"] == "redo"
@@ -90,56 +80,5 @@ def child_inspect(cmd: dict) -> dict:
     return {"fingerprint": snap.fingerprint(), "manifest": sessions, "topic_steps": snap.manifest.topic_steps}
 
 
-def run_child(cmd: dict) -> None:
-    code = 0
-    try:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stdout is the protocol pipe
-        body = child_inspect if cmd["op"] == "inspect" else child_build
-        _write(cmd["out"], {"ok": True, **body(cmd)})
-    except BaseException:  # noqa: BLE001 - reported to the test, which fails on it
-        code = 1
-        try:
-            _write(cmd["out"], {"ok": False, "error": traceback.format_exc()})
-        except BaseException:  # noqa: BLE001
-            pass
-    finally:
-        os._exit(code)
-
-
-def serve() -> None:
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        cmd = json.loads(line)
-        if cmd["op"] == "quit":
-            break
-        sys.stdout.flush()
-        sys.stderr.flush()
-        started = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            run_child(cmd)
-        deadline = None if cmd.get("kill_after") is None else started + float(cmd["kill_after"])
-        killed = False
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if deadline is not None and time.perf_counter() >= deadline:
-                os.kill(pid, signal.SIGKILL)
-                _, status = os.waitpid(pid, 0)
-                killed = True
-                break
-            time.sleep(0.002)
-        print(json.dumps({
-            "op": cmd["op"],
-            "elapsed": time.perf_counter() - started,
-            "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
-            "timer_kill": killed,
-            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-        }), flush=True)
-
-
 if __name__ == "__main__":
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-    serve()
+    serve(lambda cmd: child_inspect if cmd["op"] == "inspect" else child_build)

@@ -155,7 +155,7 @@ def test_a_refiner_that_repeats_the_question_gets_no_refinement_round(resources)
     nodes, final = _run(resources, llm, explorers=1, max_refinements=1)
     # Subgoal 1 stayed open and events stayed unread, so the refiner was asked; it only repeated the question.
     assert final["satisfied"] == [True, False] and _roles(llm).count("refiner") == 1
-    assert nodes[-3:] == ["merge", "refine", "respond"] and nodes.count("localize") == 1
+    assert nodes[-4:] == ["merge", "refine", "respond", "finish"] and nodes.count("localize") == 1
     assert explorers.seen == ["A"] and final["refinements"] == 1 and final["repeated_query"]
 
 

@@ -113,7 +113,7 @@ def test_one_explorers_answer_ends_its_path_only_and_the_search_runs_until_every
     # and with both subgoals satisfied there was no refinement.
     assert not [c for c in llm.calls if REFINER in str(c[0].content)], "A's ANSWER stopped the whole search"
     assert _supersteps(updates) == [["A", "B"], ["C", "G"]]
-    assert nodes == ["planner", "localize", "explore", "explore", "merge", "explore", "explore", "merge", "respond"]
+    assert nodes == ["planner", "localize", "explore", "explore", "merge", "explore", "explore", "merge", "respond", "finish"]
     # An ANSWER's next events are not followed; the search stopped once every subgoal was satisfied, with F queued.
     assert "E" not in explorers.seen and "F" not in explorers.seen
     merges = [u for node, u in updates if node == "merge"]
@@ -244,6 +244,7 @@ def test_the_refinement_round_gets_its_own_step_budget_and_a_skip_satisfies_noth
         "explore",
         "merge",
         "respond",
+        "finish",
     ]
     assert len([c for c in llm.calls if REFINER in str(c[0].content)]) == 1
     assert final["support"] == {"A": [0], "C": [], "D": [1]} and merges[-1]["satisfied"] == [True, True]
@@ -276,4 +277,4 @@ def test_the_search_ends_when_the_global_queue_is_empty(resources) -> None:
     merges = [u for node, u in updates if node == "merge"]
     assert merges[-1]["done"] and merges[-1]["queue"] == {} and merges[-1]["log"][0]["stop"] is None
     assert [(p["nodes"], p["end"]) for p in _paths(updates)] == [(["A", "B"], "no candidates")]
-    assert final["support"] == {"A": [0]} and nodes[-1] == "respond"
+    assert final["support"] == {"A": [0]} and nodes[-2:] == ["respond", "finish"]

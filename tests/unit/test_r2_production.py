@@ -43,7 +43,8 @@ EXTRACTED = {
 MANAGED = {
     "S1": {"edits": [{"op": "ADD", "fact": 0}, {"op": "ADD", "fact": 1}]},
     "S2": {"edits": [{"op": "UPDATE", "fact": 0, "id": "F1", "text": "Maya lives in Lisbon (moved from Porto in May 2023)"}]},
-    "S3": {"edits": [{"op": "DELETE", "fact": 0, "id": "F2"}]},
+    # The paper's procedure: DELETE the contradicted memory, then the new fact is new information: ADD it.
+    "S3": {"edits": [{"op": "ADD", "fact": 0}, {"op": "DELETE", "fact": 0, "id": "F2"}]},
 }  # fmt: skip
 
 
@@ -112,7 +113,8 @@ def test_add_then_update_then_delete_across_three_sessions_keeps_history(res: An
     snap = store.snapshot(NS)
     f2 = snap.r2_facts["F2"]
     assert f2.deleted and f2.deleted_in == "S3" and f2.deleted_by == ("D3:1",) and f2.text == "Maya works as a nurse"
-    assert [r for r, f in snap.r2_facts.items() if not f.deleted] == ["F1"]
+    assert [r for r, f in snap.r2_facts.items() if not f.deleted] == ["F1", "F3"]
+    assert snap.r2_facts["F3"].text == "Maya no longer works as a nurse"
     assert "F2" in snap.r2_fact_vectors  # the deleted version keeps its vector (and its text)
     # R2's DELETE never touches what other strategies read: REAL's facts of the earlier sessions are all there.
     assert set(facts_before_delete) <= set(snap.facts)
@@ -208,8 +210,8 @@ def test_the_r2_strategy_retrieves_then_distills_then_answers_from_the_distilled
             nodes.extend(chunk)
         else:
             final = chunk
-    assert nodes == ["retrieve", "distill", "answer"]
-    assert final["retrieved"] == ["F1"]  # F2 was deleted: only live memories are retrieved
+    assert nodes == ["retrieve", "distill", "answer", "finish"]
+    assert "F2" not in final["retrieved"] and "F1" in final["retrieved"]  # F2 was deleted: only live ones retrieved
     assert [e.id for e in final["evidence"]] == ["F1"] and final["answer"] == "Lisbon"
     distill_call, answer_call = res.llm_.calls
     assert r2_distill.ROLE_MARKER in str(distill_call[0].content)
@@ -257,16 +259,15 @@ def test_a_backup_keeps_the_r2_memory_and_its_history(res: Any, tmp_path: Path) 
     ingest(res, 3)
     path = tmp_path / "maya.jsonl"
     report = export_namespace(res.store, NS, path)
-    assert report.counts["r2_fact"] == 2
+    assert report.counts["r2_fact"] == 3
     import_namespace(res.store, path, namespace="maya-copy")
     original, copy = res.store.snapshot(NS), res.store.snapshot("maya-copy")
     assert {r: f.model_copy(update={"namespace": NS}) for r, f in copy.r2_facts.items()} == original.r2_facts
     assert copy.r2_facts["F2"].deleted and copy.r2_facts["F1"].history[0].text == "Maya lives in Porto"
     assert all(f.namespace == "maya-copy" for f in copy.r2_facts.values())
     res.llm_ = None
-    assert answer("Where does Maya live?", "maya-copy", resources=res, policy="heuristic").details["retrieved"] == [
-        "F1"
-    ]
+    retrieved = answer("Where does Maya live?", "maya-copy", resources=res, policy="heuristic").details["retrieved"]
+    assert "F1" in retrieved and "F2" not in retrieved
 
 
 def window_reply(messages: list[BaseMessage]) -> Any:

@@ -1,4 +1,4 @@
-"""Every command the README shows runs as written: ``logicmap ...`` through the real parser, ``python -m
+"""Every command the README and docs/ show runs as written: ``logicmap ...`` through the real parser, ``python -m
 logicmap.X ...`` through the module's own argparse parser, strategies (``-s``) through the strategy registry.
 
 A figure the README quotes names the command that prints it; a renamed flag, subcommand, module or strategy
@@ -16,7 +16,9 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 ENV_ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
 
 
@@ -140,7 +142,7 @@ def command_problems(text: str, monkeypatch: pytest.MonkeyPatch, whole: bool = T
 
 @pytest.fixture(scope="module")
 def readme_commands() -> list[tuple[str, bool]]:
-    return command_texts(README.read_text())
+    return [c for page in PAGES for c in command_texts(page.read_text())]
 
 
 def test_the_readme_shows_commands_of_both_kinds(readme_commands: list[tuple[str, bool]]) -> None:

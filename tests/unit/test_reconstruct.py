@@ -20,11 +20,13 @@ from logicmap.graphs.reconstruct import (
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.result import EvidenceItem
 from logicmap.memory.text import NO_ANSWER
+from logicmap.prompts import query_cues
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 NS = "sample"
 NAVIGATOR = "reconstructing the memory"  # in the navigator's system prompt
 FINAL = "from the memories below only"  # in the forced final answer's system prompt
+QUERY_CUES = query_cues.SYSTEM_MARKER  # the query cue role (EXTRACTCUES)
 PRUNER = "You prune the working memory"  # in the active-set pruner's system prompt
 DOG = "What is the name of Maya's dog?"
 
@@ -75,25 +77,25 @@ def test_no_chat_model_with_llm_policy_uses_the_deterministic_navigator(ingested
 
 def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sample) -> None:  # noqa: ANN001
     eid = event_of(ingested_sample, "D1:1")
-    model = ScriptedChatModel(routes={NAVIGATOR: [
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: [
         AIMessage(content="", tool_calls=[tool_call("query_tag_events", {"cue": "Biscuit"}, "c1"),
                                           tool_call("get_event", {"event_id": "S9-E9"}, "c2")]),
         AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c3")]),
         AIMessage(content="", tool_calls=[tool_call("submit_answer", {
             "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "c4")]),
     ]}, respond=keep_everything)
-    result = answer(DOG, NS, resources=with_model(ingested_sample, model))
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model), extra_tools=True)  # get_event: an extra
     assert result.answer == "Biscuit" and result.details["confidence"] == 0.9
     assert result.details["mode"] == "answered" and result.steps == 3
-    # Three navigator turns and a pruner call after each of the two tool rounds.
-    assert result.cost.llm_calls == 5 and result.details["tool_calls"] == 3
+    # The query cue role, three navigator turns and a pruner call after each of the two tool rounds.
+    assert result.cost.llm_calls == 6 and result.details["tool_calls"] == 3
     assert [p["by"] for p in result.details["prune_trace"]] == ["model", "model"] and not result.fallbacks
     assert [t["status"] for t in result.details["tool_trace"]] == ["success", "error", "success"]
     assert result.evidence[0].id == "D1:1" and result.evidence[1].id == eid
     # The question's cues seeded the first prompt; the bad id came back as a message the model saw.
-    first = model.calls[0]
+    first = model.calls[1]
     assert "Cues found in the question: dog (entity)" in first[1].content and eid in first[1].content
-    errors = [m.content for m in tool_messages(model.calls[2]) if m.status == "error"]
+    errors = [m.content for m in tool_messages(model.calls[3]) if m.status == "error"]
     assert len(errors) == 1 and "No event with id 'S9-E9'" in errors[0]
 
 
@@ -101,12 +103,13 @@ def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) 
     eid = event_of(ingested_sample, "D4:4")
     twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)])
     final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
-    model = ScriptedChatModel(routes={NAVIGATOR: [twelve, twelve, twelve], FINAL: [final]}, respond=keep_everything)
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["Leo", "half marathon"]}],
+                                      NAVIGATOR: [twelve, twelve, twelve], FINAL: [final]}, respond=keep_everything)
     result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model),
                     max_turns=3, max_tool_calls_per_turn=10)
     assert result.steps == 3 and result.details["tool_calls"] == 30 and result.details["dropped_tool_calls"] == 6
     assert result.details["mode"] == "forced" and result.answer == "1 hour 52 minutes"
-    assert result.cost.llm_calls == 7  # three navigator turns, a pruner call after each tool round, the forced answer
+    assert result.cost.llm_calls == 8  # query cues, three navigator turns, a pruner per tool round, the forced answer
     navigator_calls = [c for c in model.calls if NAVIGATOR in str(c[0].content)]
     assert "2 tool call(s) were not run" in navigator_calls[1][-1].content
     assert "This is your last turn" in navigator_calls[2][-1].content
@@ -117,6 +120,7 @@ def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) 
 def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_sample) -> None:  # noqa: ANN001
     eid = event_of(ingested_sample, "D1:1")
     model = ScriptedChatModel(routes={
+        QUERY_CUES: [{"keywords": ["dog"]}],
         NAVIGATOR: [
             AIMessage(content="", invalid_tool_calls=[{"name": "get_event", "args": "{event_id: S1", "id": "bad1",
                                                        "error": "Expecting property name", "type": "invalid_tool_call"}]),
@@ -126,17 +130,18 @@ def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_s
         FINAL: [{"answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.6}],
     }, respond=keep_everything)
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
-    told = [m for m in tool_messages(model.calls[2]) if m.tool_call_id == "bad1"]
+    told = [m for m in tool_messages(model.calls[3]) if m.tool_call_id == "bad1"]
     assert told and told[0].status == "error" and "not valid JSON" in told[0].content
     assert result.details["mode"] == "forced" and result.details["cited_event_ids"] == [eid]
     assert any(f.role == "navigator" and "S42-E1" in " ".join(f.errors) for f in result.fallbacks)
-    assert result.cost.llm_calls == 4  # two navigator turns, the pruner after the tool round, the forced answer
+    assert result.cost.llm_calls == 5  # query cues, two navigator turns, the pruner, the forced answer
 
 
 def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(ingested_sample) -> None:  # noqa: ANN001
-    model = ScriptedChatModel(routes={NAVIGATOR: ["I think the dog is called Rex."], FINAL: ["no idea", "still no JSON"]})
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: ["I think the dog is called Rex."],
+                                      FINAL: ["no idea", "still no JSON"]})
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
-    assert result.cost.llm_calls == 3  # navigator, final answer, its one retry
+    assert result.cost.llm_calls == 4  # query cues, navigator, final answer, its one retry
     assert {f.role for f in result.fallbacks} == {"navigator", "reconstruct_answer"}
     assert "Biscuit" in result.answer and result.details["cited_turn_ids"]
 
@@ -259,7 +264,7 @@ def test_answer_nodes_run_alone(ingested_sample) -> None:  # noqa: ANN001
     good = AIMessage(content="", tool_calls=[tool_call("submit_answer", {
         "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])
     taken = take_answer({"namespace": NS, "question": DOG, "messages": [good]}, runtime)
-    assert taken["final"].answer == "Biscuit" and taken["mode"] == "heuristic" and after_answer(taken) == "__end__"
+    assert taken["final"].answer == "Biscuit" and taken["mode"] == "heuristic" and after_answer(taken) == "finish"
     bad = AIMessage(content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"]}, "a2")])
     refused = take_answer({"namespace": NS, "question": DOG, "messages": [bad]}, runtime)
     assert refused["final"] is None and after_answer(refused) == "force_answer"

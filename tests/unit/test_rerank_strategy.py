@@ -53,9 +53,10 @@ def test_context_turns_sets_how_many_turns_join_the_evidence(ingested_sample) ->
 def test_the_graph_runs_rank_then_respond_and_nothing_else(ingested_sample) -> None:
     ctx = RerankContext(policy="heuristic", namespace="sample", resources=ingested_sample)
     nodes = [next(iter(update)) for update in graph.stream({"question": QUESTION}, context=ctx, stream_mode="updates")]
-    assert nodes == ["rank", "respond"]
+    assert nodes == ["rank", "respond", "finish"]  # finish: the AnswerResult
     out = graph.invoke({"question": QUESTION}, context=ctx)
-    assert set(out) <= {"answer", "evidence", "turn_ranking", "cited_ids", "cost", "fallbacks"}
+    assert set(out) <= {"answer", "evidence", "turn_ranking", "cited_ids", "cost", "fallbacks", "result"}
+    assert out["result"].answer == out["answer"] and out["result"].turn_ranking == out["turn_ranking"]
     assert out["turn_ranking"][:10] == reranker_order(ingested_sample, "sample", QUESTION)[:10]
 
 

@@ -1,9 +1,11 @@
-"""Paper trace of MRAgent: a scripted model makes the paper's decisions on a small worked example.
+"""Paper trace of MRAgent (Algorithm 1, Table 4, Appendix B/E): a scripted model makes the paper's decisions.
 
-Reconstruction: after every tool round a prune step keeps only the active items that support the question
-and routes to navigate again or to the answer, so the answer sees only the pruned set. Construction: the
-cue extractor rewrites a statement with its pronouns resolved and gives its tags and cues; a garbage reply
-falls back to the lexical builder, and the fallback is recorded.
+EXTRACTCUES is an LLM role: the question's keywords, copied from it (the paper's keyword prompt), matched against
+the stored cues to seed the active set; the lexical matcher is its recorded fallback. The navigator is given exactly
+the paper's seven tools (Table 4, under their names) and navigates with them only. After every tool round a prune
+step (R_LLM) keeps only the active items that support the question and routes to navigate again or to the answer,
+so the answer sees only the pruned set. Construction: the cue extractor rewrites a statement with its pronouns
+resolved and gives its tags and cues; a garbage reply falls back to the lexical builder, recorded.
 """
 
 from __future__ import annotations
@@ -13,13 +15,16 @@ from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from pydantic import Field
 
+from logicmap import tools as toolkit
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.enrich import EnrichRequest
 from logicmap.graphs.ingest_cues import enrich
 from logicmap.graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph
 from logicmap.graphs.resources import Resources
 from logicmap.memory.cue_extraction import build_cue_layer
+from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.loaders import RawTurn, Session
 from logicmap.memory.records import Event, Turn
 
@@ -30,6 +35,20 @@ DOG = "What is the name of Maya's dog?"
 DOG_EVENT, RACE_EVENT = "S1-E1", "S4-E2"  # the adoption (supports the question); the half marathon (does not)
 RACE_TEXT = "I finished the half marathon"  # said only in the race event's turn D4:4
 SUPPORTING = {("event", DOG_EVENT), ("turn", "D1:1"), ("turn", "D1:2")}
+QUERY_CUES = "You extract the cues of a question"  # the query cue role's system prompt (prompts/query_cues.py)
+# Table 4 of the paper, in its order.
+PAPER_TOOLS = ["query_tag_events", "query_conversation_time", "query_event_keywords", "query_event_context",
+               "query_personal_information", "query_personal_aspect", "query_topic_events"]  # fmt: skip
+
+
+class Recorder(ScriptedChatModel):
+    """A scripted model that records the names of the tools each ``bind_tools`` call gives it."""
+
+    bound: list[list[str]] = Field(default_factory=list)
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:  # type: ignore[override]
+        self.bound.append([getattr(t, "name", None) or t["function"]["name"] for t in tools])
+        return self
 _MEMORY_LINE = re.compile(r"^(M\d+): \[(\w+) ([^,\]]+)", re.MULTILINE)
 
 
@@ -85,10 +104,10 @@ def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_
             content="",
             tool_calls=[
                 call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
-                call("get_event", {"event_id": RACE_EVENT}, "r1b"),
+                call("query_event_context", {"event_id": RACE_EVENT, "window": 0}, "r1b"),
             ],
         ),
-        AIMessage(content="", tool_calls=[call("get_event", {"event_id": DOG_EVENT}, "r2a")]),
+        AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r2a")]),
         AIMessage(
             content="",
             tool_calls=[
@@ -106,10 +125,10 @@ def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_
         ),
     ]
     pruner = Pruner()
-    model = ScriptedChatModel(routes={NAVIGATOR: navigator}, respond=pruner)
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator}, respond=pruner)
     nodes, after, state = run_trace(with_model(ingested_sample, model))
 
-    assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer"]
+    assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer", "finish"]
     # Round 1 fetched the race event and other Biscuit events; the prune kept only the adoption event.
     assert ("event", RACE_EVENT) in after["tools"][0] and len(after["tools"][0]) > 1
     assert after["prune"][0] == {("event", DOG_EVENT)}
@@ -137,16 +156,17 @@ def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested
             content="",
             tool_calls=[
                 call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
-                call("get_event", {"event_id": RACE_EVENT}, "r1b"),
-                call("get_event", {"event_id": DOG_EVENT}, "r1c"),
+                call("query_event_context", {"event_id": RACE_EVENT, "window": 0}, "r1b"),
+                call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1c"),
             ],
         )
     ]
     final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.8}
-    model = ScriptedChatModel(routes={NAVIGATOR: navigator, FINAL: [final]}, respond=Pruner(answer_at=1))
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator, FINAL: [final]},
+                              respond=Pruner(answer_at=1))
     nodes, after, state = run_trace(with_model(ingested_sample, model))
 
-    assert nodes == ["seed", "navigate", "tools", "prune", "force_answer"]  # the pruner found the kept set enough
+    assert nodes == ["seed", "navigate", "tools", "prune", "force_answer", "finish"]  # the pruner found the kept set enough
     assert after["prune"][0] == SUPPORTING and ("event", RACE_EVENT) in after["tools"][0]
     final_prompt = str(model.calls[-1][-1].content)
     assert FINAL in str(model.calls[-1][0].content)
@@ -157,10 +177,11 @@ def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested
 
 
 def test_a_pruner_reply_that_stays_invalid_falls_back_to_the_similarity_rule(ingested_sample) -> None:  # noqa: ANN001
-    navigator = [AIMessage(content="", tool_calls=[call("get_event", {"event_id": DOG_EVENT}, "r1")])]
+    navigator = [AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")])]
     final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.5}
     model = ScriptedChatModel(
-        routes={NAVIGATOR: navigator, "You prune": [{"keep": ["M99"]}, "no idea"], FINAL: [final]}
+        routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator, "You prune": [{"keep": ["M99"]}, "no idea"],
+                FINAL: [final]}
     )
     result = answer(DOG, NS, resources=with_model(ingested_sample, model), max_turns=1, max_active=3)
     (record,) = [f for f in result.fallbacks if f.role == "active_pruner"]
@@ -174,6 +195,64 @@ def test_no_llm_policy_prunes_with_the_rule_each_round(ingested_sample) -> None:
     steps = result.details["prune_trace"]
     assert steps and all(s["by"] == "rule" and len(s["kept"]) <= 4 for s in steps)
     assert "Biscuit" in result.answer and result.cost.llm_calls == 0 and not result.fallbacks
+
+
+# -- EXTRACTCUES and the paper's toolkit ---------------------------------------------------------------
+
+
+def answer_at_once(navigator_turns: list[Any] | None = None) -> list[Any]:
+    return navigator_turns or [AIMessage(content="", tool_calls=[call("submit_answer", {
+        "answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])]
+
+
+def test_query_cues_are_an_llm_role_whose_keywords_seed_the_active_set(ingested_sample) -> None:  # noqa: ANN001
+    # The first reply invents a keyword ("puppy" is not in the question): sent back; the retry copies "dog" only.
+    model = Recorder(routes={QUERY_CUES: [{"keywords": ["dog", "puppy"]}, {"keywords": ["dog"]}],
+                             NAVIGATOR: answer_at_once()})  # fmt: skip
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model))
+    assert "keywords ['puppy'] are not in the question" in str(model.calls[1][-1].content)
+    assert result.details["query_keywords"] == ["dog"] and result.details["seed_cues"] == ["dog"]
+    # The lexical matcher would also have seeded Maya (a person cue): the model's keywords decided.
+    lexical = CueIndex.of(ingested_sample.store.snapshot(NS)).cues_of_text(DOG)
+    assert {c.text for c in lexical} == {"dog", "Maya"}
+    navigator_prompt = str(next(c for c in model.calls if NAVIGATOR in str(c[0].content))[1].content)
+    assert "Cues found in the question: dog (entity)\n" in navigator_prompt
+    assert not result.fallbacks and result.cost.llm_calls == 3  # two query-cue replies, one navigator turn
+
+
+def test_the_lexical_matcher_is_the_query_cue_roles_recorded_fallback(ingested_sample) -> None:  # noqa: ANN001
+    model = Recorder(routes={QUERY_CUES: ["no JSON", {"keywords": []}], NAVIGATOR: answer_at_once()})
+    result = answer(DOG, NS, resources=with_model(ingested_sample, model))
+    (record,) = [f for f in result.fallbacks if f.role == "query_cues"]
+    assert record.reason == "invalid model output after one retry"
+    assert result.details["query_keywords"] is None and set(result.details["seed_cues"]) == {"dog", "Maya"}
+
+
+def test_the_navigator_is_given_exactly_the_papers_seven_tools(ingested_sample) -> None:  # noqa: ANN001
+    assert list(toolkit.MRAGENT_TOOLS) == PAPER_TOOLS and not set(toolkit.EXTRA_TOOLS) & set(PAPER_TOOLS)
+    snapshot = ingested_sample.store.snapshot(NS)
+    topic = next(t.id for t in snapshot.topics.values() if DOG_EVENT in t.members)
+    navigator = [
+        AIMessage(content="", tool_calls=[call("query_topic_events", {"topic_id": topic}, "t1"),
+                                          call("query_personal_information", {"person": "Maya"}, "t2"),
+                                          call("search_events", {"query": "dog"}, "t3")]),  # an extra: not given
+        *answer_at_once(),
+    ]
+    model = Recorder(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator}, respond=Pruner())
+    nodes, after, state = run_trace(with_model(ingested_sample, model))
+    assert model.bound and all(names == [*PAPER_TOOLS, "submit_answer"] for names in model.bound)
+    # The seed prompt names the topic nodes of the active set, so query_topic_events can be called.
+    first = str(next(c for c in model.calls if NAVIGATOR in str(c[0].content))[1].content)
+    assert f"{topic}: " in first
+    replies = {m.tool_call_id: m for m in state["messages"] if isinstance(m, ToolMessage)}
+    assert replies["t1"].status == "success" and DOG_EVENT in replies["t1"].content
+    # phi_{c^s -> g^s}: the person's aspects, not their facts.
+    assert replies["t2"].status == "success" and {r["kind"] for r in replies["t2"].artifact} == {"aspect"}
+    assert replies["t3"].status == "error" and "search_events" in replies["t3"].content
+    # The extras stay, named as extras, when asked for.
+    extra = Recorder(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: answer_at_once()})
+    answer(DOG, NS, resources=with_model(ingested_sample, extra), extra_tools=True)
+    assert extra.bound[0] == [*PAPER_TOOLS, *toolkit.EXTRA_TOOLS, "submit_answer"]
 
 
 # -- construction: the cue extractor -----------------------------------------------------------------

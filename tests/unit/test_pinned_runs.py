@@ -1,0 +1,126 @@
+"""Resolve once, pin once (graphs/pin.py): a run reads the snapshot generation its first node pinned, so a writer
+committing a new session between two nodes of a running compass, goalmem, real or reconstruct run changes neither
+its evidence nor its answer; ``MemoryStore.snapshot_at`` serves a superseded generation, kept or read again.
+
+Real parts: a Chroma store on a temp dir, the sample's sessions ingested without an LLM, the commit made by the
+chatbot's own ``ingest_session`` while the run is suspended between two supersteps of ``graph.stream``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from logicmap.graphs.chat_ingestion import chat_turn_session, ingest_session
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.graphs.resources import Resources
+from tests.conftest import make_resources
+
+STRATEGIES = ("compass", "goalmem", "real", "reconstruct")
+QUESTION = "What is the name of Maya's dog?"
+# A session that answers the question differently: a run that read it would find other evidence.
+NEW_TURNS = [("Maya", "I adopted a second dog last week. Her name is Pretzel and she is a beagle puppy."),
+             ("Leo", "Pretzel the beagle! Congratulations Maya.")]
+
+
+@pytest.fixture
+def memory(tmp_path: Path, sample: Any) -> Any:
+    res = make_resources(tmp_path / "memory")
+    yield res
+    res.store.close()
+
+
+def _ingest(res: Resources, sample: Any, namespace: str) -> None:
+    ingest_conversation(sample.model_copy(update={"sessions": sample.sessions[:3]}), namespace, resources=res,
+                        policy="heuristic")  # fmt: skip
+
+
+def _commit_new_session(res: Resources, namespace: str) -> int:
+    session = chat_turn_session(namespace, "writer", NEW_TURNS, datetime(2024, 1, 5, 10, 0))
+    ingest_session(session, namespace, resources=res, policy="heuristic")
+    return res.store.snapshot(namespace).generation
+
+
+def _seen(final: dict[str, Any]) -> dict[str, Any]:
+    """What a run found: its answer and evidence (ids, cited turns, texts)."""
+    evidence = [(e.kind, e.id, list(e.turn_ids), e.text) for e in final.get("evidence") or []]
+    return {"answer": final.get("answer"), "evidence": evidence, "generation": final.get("generation")}
+
+
+def _run(strategy: str, res: Resources, namespace: str, commit_after: str | None = None) -> dict[str, Any]:
+    """The graph run through ``stream``; with ``commit_after``, a writer commits a new session to the namespace
+    right after that node's step (the run is suspended between two supersteps meanwhile)."""
+    module = importlib.import_module(f"logicmap.graphs.{strategy}")
+    context = module.graph.builder.context_schema(policy="heuristic", namespace=namespace, resources=res)
+    state_keys = list(module.graph.builder.schemas[module.graph.builder.state_schema])
+    final: dict[str, Any] = {}
+    committed = False
+    for mode, chunk in module.graph.stream({"question": QUESTION}, context=context, stream_mode=["updates", "values"],
+                                           output_keys=state_keys):  # fmt: skip
+        if mode == "values":
+            final = chunk
+        elif commit_after in chunk and not committed:
+            before = res.store.snapshot(namespace).generation
+            assert _commit_new_session(res, namespace) > before  # the commit landed mid-run
+            committed = True
+    assert committed or commit_after is None
+    return final
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_commit_between_two_nodes_changes_nothing_the_run_sees(memory: Resources, sample: Any,
+                                                                 strategy: str) -> None:  # fmt: skip
+    first = {"compass": "planner", "goalmem": "parse_goal", "real": "roots", "reconstruct": "seed"}[strategy]
+    _ingest(memory, sample, "busy")
+    quiet = _seen(_run(strategy, memory, "busy"))  # the same namespace, no commit during the run
+    busy = _seen(_run(strategy, memory, "busy", commit_after=first))
+    assert busy["generation"] == quiet["generation"]  # pinned by the first node, before the commit
+    assert busy == quiet
+    # The commit mattered: a run that starts after it reads the new generation and finds other evidence.
+    after = _seen(_run(strategy, memory, "busy"))
+    assert after["generation"] == memory.store.snapshot("busy").generation > busy["generation"]
+    assert (after["answer"], after["evidence"]) != (busy["answer"], busy["evidence"])
+
+
+def test_the_pin_is_the_run_s_resolved_namespace_policy_and_generation(memory: Resources, sample: Any) -> None:
+    from logicmap.graphs.compass import CompassContext, graph
+
+    _ingest(memory, sample, "alice")
+    final = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
+                         context=CompassContext(namespace="{user_id}", resources=memory,
+                                                policy="auto"))  # fmt: skip
+    keys = list(graph.builder.schemas[graph.builder.state_schema])
+    full = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
+                        context=CompassContext(namespace="{user_id}", resources=memory), output_keys=keys)
+    assert full["namespace"] == "alice" and full["policy"] == "heuristic"  # auto, no chat model: one rule
+    assert full["generation"] == memory.store.snapshot("alice").generation
+    assert final["answer"] == full["answer"]
+
+
+def test_snapshot_at_serves_a_superseded_generation_kept_or_read_again(memory: Resources, sample: Any) -> None:
+    _ingest(memory, sample, "gens")
+    store = memory.store
+    old = store.snapshot("gens")
+    new_generation = _commit_new_session(memory, "gens")
+    assert new_generation > old.generation
+    assert store.snapshot_at("gens", old.generation) is old  # kept after the cache moved on
+    store._kept.clear()  # as after many commits: read again from the versions
+    again = store.snapshot_at("gens", old.generation)
+    assert again is not old and again.fingerprint() == old.fingerprint()
+    assert set(store.snapshot("gens").turns) > set(again.turns)
+    with pytest.raises(ValueError, match="no committed generation"):
+        store.snapshot_at("gens", new_generation + 5)
+
+
+def test_a_pinned_store_reads_its_own_namespace_only(memory: Resources, sample: Any) -> None:
+    from logicmap.memory.store import PinnedStore
+
+    _ingest(memory, sample, "mine")
+    pinned = PinnedStore(memory.store, "mine", memory.store.snapshot("mine").generation)
+    assert pinned.snapshot("mine") is memory.store.snapshot("mine")
+    with pytest.raises(ValueError, match="pinned to namespace 'mine'"):
+        pinned.snapshot("theirs")
