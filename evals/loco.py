@@ -54,6 +54,14 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
 #: event_bm25 chosen, every other component added to them; docs/performance.md) showed each of these adding recall
 #: to them and bridge and diverse adding none; the table this module prints checks the set (without each one).
 CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf", "time")
+#: The ranker shipped before this work (fitted on the project's files in ``data/`` by evals/train/turn_ranker.py,
+#: 2026-11-22): the table's first row, the baseline.
+PREVIOUS_COEFFICIENTS = {
+    "own": 4.720746, "z_own": 0.497204, "own_question": -4.464639, "event": 0.198678, "z_event": 0.908939,
+    "topic": 0.482859, "previous": 0.649357, "next": 0.338936, "reply": 1.688303, "bm25": 3.236689,
+    "speaker_named": 1.196862, "dated_for_when": -0.236899, "length": 1.744476,
+}
+PREVIOUS_INTERCEPT = -8.880255
 DIVERSITY_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 
@@ -161,14 +169,12 @@ def _best_weight(questions: Sequence[Question], score: Callable[[Question], np.n
 
 def loco(questions: Sequence[Question], components: Sequence[str] | None) -> dict[int, list[float]]:
     """Per category, each question's R@10 with the configuration fitted without its conversation
-    (``components`` None: the shipped weights on the base features, no fit)."""
-    from logicmap.memory.turn_ranker_weights import COEFFICIENTS, INTERCEPT
-
+    (``components`` None: the ranker shipped before this work, ``PREVIOUS_COEFFICIENTS``, no fit)."""
     by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
     if components is None:
-        weights = np.array([COEFFICIENTS[n] for n in BASE])
+        weights = np.array([PREVIOUS_COEFFICIENTS[n] for n in BASE])
         for q in questions:
-            by_category[q.category].append(recall(q, diversified(q.matrix[:, : len(BASE)] @ weights + INTERCEPT, q.session_of, 0)))
+            by_category[q.category].append(recall(q, diversified(q.matrix[:, : len(BASE)] @ weights + PREVIOUS_INTERCEPT, q.session_of, 0)))
         return by_category
     columns = columns_of(components)
     for held in dict.fromkeys(q.conversation for q in questions):
@@ -194,7 +200,7 @@ def _row(label: str, results: dict[int, list[float]], reference: float | None) -
 
 def configurations() -> list[tuple[str, list[str] | None]]:
     names = list(COMPONENTS)
-    configs: list[tuple[str, list[str] | None]] = [("shipped ranker (no refit)", None), ("refit on the base features", [])]
+    configs: list[tuple[str, list[str] | None]] = [("ranker before this work (fitted on data/, no refit)", None), ("refit on the base features", [])]
     configs += [(f"refit + {c}", [c]) for c in names]
     configs += [("refit + all components", names)]
     configs += [(f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN))]
