@@ -248,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("file", help="LoCoMo-format conversations (e.g. ../shared/data/locomo-dev5.json)")
     parser.add_argument("--data-dir", help="memory directory to keep and reuse (default: temporary)")
     parser.add_argument("--write-weights", help="fit the chosen configuration on every conversation and write this module")
+    parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
+                        help="the embedder (default minilm, the one the figures are for)")
     args = parser.parse_args(argv)
     path = Path(args.file)
     if not path.is_file():
@@ -257,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="logicmap-loco-") as tmp:
         data_dir = Path(args.data_dir or tmp)
-        resources = fresh_resources(data_dir, embeddings="minilm")
+        resources = fresh_resources(data_dir, embeddings=args.embeddings)
         started = time.perf_counter()
         questions = questions_of(path, resources, data_dir)
         convs = list(dict.fromkeys(q.conversation for q in questions))
