@@ -21,12 +21,12 @@ import numpy as np
 from logicmap.memory.chat_turns import recall_turn_ids
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.ranking_keys import CANDIDATE_FEATURES, diversify, key_features, key_layout
+from logicmap.memory.ranking_keys import CANDIDATE_FEATURES, build_key_layout, diversify, key_features
 from logicmap.memory.retrieval import turn_index
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.timeparse import find_time_phrases
 
-__all__ = ["ALL_FEATURES", "BASE_FEATURES", "FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features", "turn_layout"]
+__all__ = ["ALL_FEATURES", "BASE_FEATURES", "FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "key_layout", "turn_features", "turn_layout"]
 
 BASE_FEATURES = (
     "own",  # best cosine similarity of the turn to a reading of the question (the question, the question without names)
@@ -86,6 +86,15 @@ def turn_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
 def _dated(text: str) -> float:
     """1.0 when a turn's text holds a time phrase (kept across snapshots: a chat's next one re-reads the same turns)."""
     return 1.0 if find_time_phrases(text) else 0.0
+
+
+def key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
+    """The extra keys' question-independent arrays of a snapshot (``memory.ranking_keys``), built once."""
+    return snapshot.derived(_build_key_layout)
+
+
+def _build_key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
+    return build_key_layout(snapshot, _layout(snapshot))
 
 
 def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
@@ -153,7 +162,7 @@ def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence
         np.where(layout["reply"], before, 0.0), lexical, speaker, layout["dated"] * when, layout["length"],
     ]).astype(np.float64)
     if any(n in CANDIDATE_FEATURES for n in names):
-        matrix = np.column_stack([matrix, key_features(snapshot, question, queries, own, lexical)])
+        matrix = np.column_stack([matrix, key_features(question, queries, own, lexical, layout, key_layout(snapshot))])
     columns = [ALL_FEATURES.index(n) for n in names]
     return TurnFeatures(list(ids), matrix[:, columns], tuple(names))
 

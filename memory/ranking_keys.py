@@ -22,7 +22,7 @@ from logicmap.memory.retrieval import BM25Index
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.timeparse import parse_date
 
-__all__ = ["CANDIDATE_FEATURES", "DIVERSE_BUDGET", "FIRST_PASS", "diversified_rows", "diversify", "key_features", "key_layout"]
+__all__ = ["CANDIDATE_FEATURES", "DIVERSE_BUDGET", "FIRST_PASS", "build_key_layout", "diversified_rows", "diversify", "key_features"]
 
 CANDIDATE_FEATURES = (
     "fact_key",  # best similarity of a fact extracted from the turn to a reading of the question (0: no fact)
@@ -52,15 +52,9 @@ def _entities(text: str, speakers: set[str]) -> set[str]:
     return found
 
 
-def key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
-    """Question-independent arrays of the extra keys, built once per snapshot."""
-    return snapshot.derived(_build_key_layout)
-
-
-def _build_key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
-    from logicmap.memory.ranking import turn_layout
-
-    layout = turn_layout(snapshot)
+def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dict[str, Any]:
+    """Question-independent arrays of the extra keys, from the ranker's ``layout`` (``memory.ranking.turn_layout``;
+    ``memory.ranking.key_layout`` builds them once per snapshot)."""
     ids: list[str] = layout["ids"]
     row = {t: i for i, t in enumerate(ids)}
     sessions = [snapshot.turns[t].session_id for t in ids]
@@ -109,14 +103,12 @@ def _question_period(question: str) -> tuple[Any, Any] | None:
     return None
 
 
-def key_features(snapshot: NamespaceSnapshot, question: str, queries: np.ndarray, own: np.ndarray,
-                 lexical: np.ndarray) -> np.ndarray:
+def key_features(question: str, queries: np.ndarray, own: np.ndarray, lexical: np.ndarray, layout: dict[str, Any],
+                 keys: dict[str, Any]) -> np.ndarray:
     """The ``CANDIDATE_FEATURES`` columns of every turn (rows in ``memory.ranking.turn_layout`` order);
     ``queries`` are the question's unit reading vectors, ``own`` and ``lexical`` the turns' best reading
-    similarity and normalised BM25 (``memory.ranking.turn_features``)."""
-    from logicmap.memory.ranking import turn_layout
-
-    layout, keys = turn_layout(snapshot), key_layout(snapshot)
+    similarity and normalised BM25, ``layout`` and ``keys`` the snapshot's ``turn_layout`` and ``key_layout``
+    (``memory.ranking``)."""
     n = len(layout["ids"])
     # Facts as extra keys of the turns they come from.
     fact_key = np.zeros(n)

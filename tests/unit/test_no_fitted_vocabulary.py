@@ -49,7 +49,8 @@ SCHEMA_TABLES = {"DEFAULT_CARDINALITY", "RELATION_ALIASES", "CAUSAL_RELATIONS", 
 # Names, not text: the public names, the learned ranker's feature names, the rank of each cue kind, the
 # memory manager's operations.
 IDENTIFIER_TABLES = {"__all__", "FEATURES", "_KIND_RANK", "DECISION_ORDER", "GRAPH_FEATURES", "BASE_FEATURES",
-                     "ALL_FEATURES", "CANDIDATE_FEATURES", "BASE", "COMPONENTS", "CHOSEN", "CATEGORIES"}
+                     "ALL_FEATURES", "CANDIDATE_FEATURES", "BASE", "COMPONENTS", "CHOSEN", "CATEGORIES",
+                     "PREVIOUS_COEFFICIENTS"}
 # Words the issue names as fitted to the sample (and a phrase); the vocabulary check below generalises them.
 NAMED_IN_ISSUE = {"retriever", "balcony", "pack", "nata", "pasteis", "custard"}
 # Capitalised by convention without being names: months and weekdays ("Sun", "May"), "Fourth", "co", "rose".
