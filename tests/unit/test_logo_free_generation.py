@@ -193,3 +193,16 @@ def test_train_export_and_cli(tmp_path, capsys, task) -> None:
     assert (out / "merged" / "config.json").exists()
     assert "fallback" in json.loads((out / "train_report.json").read_text())["answerer"]
     assert main(["train-r2", "--model", str(tmp_path / "missing.gguf"), "--no-export"]) == 2
+
+
+def test_the_co_learned_extractor_generates_too_and_an_invalid_extraction_invalidates_the_episode(policy, task) -> None:
+    cfg = replace(TINY, co_learn_extractor=True, max_new_tokens=12)
+    episode = logo_train.run_episode(
+        policy, task[0].conversation, 2, cfg, AnswerAgent(), generator=torch.Generator().manual_seed(0)
+    )
+    roles = [d.role for d in episode.decisions]
+    assert roles == ["extractor", "manager", "extractor", "manager"]
+    extractions = [d for d in episode.decisions if d.role == "extractor"]
+    assert all(d.generation.tokens and d.generation.allowed is None for d in extractions)  # free text
+    assert not all(d.valid for d in extractions)  # a random model's text is no FactExtraction
+    assert episode.reward == INVALID_REWARD and not episode.valid
