@@ -49,12 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, help="override the preset")
     parser.add_argument("--inner-epochs", type=int, help="override the preset")
     parser.add_argument("--conversations-per-step", type=int, help="override the preset")
+    parser.add_argument("--local-points", type=int, help="override the preset (local groups per rollout)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     cfg = replace(PRESETS[args.config], seed=args.seed)
     if args.steps_per_stage is not None:
         cfg = replace(cfg, steps_per_stage=args.steps_per_stage)
-    for name in ("learning_rate", "inner_epochs", "conversations_per_step"):
+    for name in ("learning_rate", "inner_epochs", "conversations_per_step", "local_points"):
         if getattr(args, name) is not None:
             cfg = replace(cfg, **{name: getattr(args, name)})
     if args.stages:
@@ -103,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
         "train_config": asdict(cfg),
     }
     print(
-        f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; F1 {before['f1']:.3f} -> {after['f1']:.3f}; "
+        f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; memory reward "
+        f"{before['memory_reward']:.3f} -> {after['memory_reward']:.3f}; step reward {before['step_reward']:.3f} -> "
+        f"{after['step_reward']:.3f}; F1 {before['f1']:.3f} -> {after['f1']:.3f}; "
         f"validity {before['validity']:.2f} -> {after['validity']:.2f}; optimal ops "
         f"{before['optimal_ops']:.2f} -> {after['optimal_ops']:.2f}; {report.steps} steps, train wall "
         f"{report.wall_time_s:.0f}s, peak RSS {figures['peak_rss_mb']:.0f} MB"

@@ -664,6 +664,7 @@ class EpisodeResult:
     f1: float
     memory_size: int
     valid: bool
+    memory_reward: float = 0.0  # F1 - penalty of the final memory whatever the validity (invalid batches skipped)
 
 
 def run_episode(
@@ -697,8 +698,9 @@ def run_episode(
     scored = episode_reward(memory, conversation, horizon, cfg, answer)
     valid = all(d.valid for d in decisions)
     return EpisodeResult(
-        decisions, memory, scored.reward if valid else INVALID_REWARD, scored.f1, scored.memory_size, valid
-    )
+        decisions, memory, scored.reward if valid else INVALID_REWARD, scored.f1, scored.memory_size, valid,
+        scored.reward,
+    )  # fmt: skip
 
 
 # -- groups and the loss ------------------------------------------------------------------------
@@ -891,19 +893,21 @@ def evaluate_policy(
     answer: AnswerAgent | None = None,
 ) -> dict[str, float]:
     """Greedy free generation on ``conversations``: mean episode reward (``INVALID_REWARD`` for an episode with
-    an invalid completion), mean answer F1 and memory size of the final memories, the validity rate (share of
+    an invalid completion), the memory reward (F1 - penalty of the final memory, invalid batches skipped as the
+    production manager skips them), mean answer F1 and memory size of the final memories, the validity rate (share of
     generated completions that passed validation), the mean local reward of the manager steps and, with the
     optimal op of each turn (``optimal[conversation_id][dia_id]``), the share of turns handled optimally."""
     import torch
 
     answer = answer or AnswerAgent()
-    rewards, f1s, sizes, steps, right, total, valid, made = [], [], [], [], 0, 0, 0, 0
+    rewards, f1s, sizes, steps, deployed, right, total, valid, made = [], [], [], [], [], 0, 0, 0, 0
     policy.model.eval()
     for conversation in conversations:
         horizon = len(conversation.sessions)
         with torch.no_grad():
             episode = run_episode(policy, conversation, horizon, cfg, answer, greedy=True)
         rewards.append(episode.reward)
+        deployed.append(episode.memory_reward)
         f1s.append(episode.f1)
         sizes.append(episode.memory_size)
         valid += sum(d.valid for d in episode.decisions)
@@ -915,6 +919,7 @@ def evaluate_policy(
     n = max(1, len(rewards))
     out = {
         "reward": sum(rewards) / n,
+        "memory_reward": sum(deployed) / n,
         "f1": sum(f1s) / n,
         "memory_size": sum(sizes) / n,
         "validity": valid / max(1, made),
