@@ -18,6 +18,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from logicmap.graphs.basestore import LogicMapStore
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
     from logicmap.graphs.forget import (
         ForgetReport,
@@ -49,6 +50,7 @@ __all__ = [
     "ForgetReport",
     "IngestReport",
     "LogicMapSettings",
+    "LogicMapStore",
     "MemoryPage",
     "Resources",
     "UnknownMemoryError",
@@ -78,6 +80,7 @@ _EXPORTS = {
     "EvidenceItem": "logicmap.graphs.result",
     "IngestReport": "logicmap.graphs.ingest",
     "LogicMapSettings": "logicmap.memory.config",
+    "LogicMapStore": "logicmap.graphs.basestore",
     "Resources": "logicmap.graphs.resources",
     "answer": "logicmap.graphs.strategies",
     "aanswer": "logicmap.graphs.strategies",

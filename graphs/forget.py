@@ -30,6 +30,7 @@ from logicmap.memory.forgetting import (
     rebuilt_event,
     turns_to_forget,
 )
+from logicmap.memory.items import items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import GenerationConflict, NamespaceSnapshot
 from logicmap.memory.store.purge import PurgeReport
@@ -125,9 +126,13 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
     raise AssertionError("unreachable")
 
 
-def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str],
+def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str], keys: list[str],
                   before: date | datetime | str | None) -> set[str]:
-    return turns_to_forget(snap, turn_ids=turn_ids, session_ids=session_ids, before=before)
+    held = items_of(snap)
+    if any(k not in held for k in keys):
+        raise UnknownMemoryError(snap.namespace, "key")
+    sessions = session_ids + [held[k].session_id for k in keys]
+    return turns_to_forget(snap, turn_ids=turn_ids, session_ids=sessions, before=before)
 
 
 def _one_turn(snap: NamespaceSnapshot, *, memory_id: str) -> set[str]:
@@ -141,19 +146,23 @@ def forget(
     *,
     turn_ids: Iterable[str] = (),
     session_ids: Iterable[str] = (),
+    keys: Iterable[str] = (),
     before: date | datetime | str | None = None,
     purge: bool = False,
     surface: str = "python",
     resources: Resources | None = None,
 ) -> ForgetReport:
-    """Forget turns (by id, by session, or every turn said before a date) and everything derived only from them.
+    """Forget turns (by id, by session, by store item key, or every turn said before a date) and everything
+    derived only from them. ``keys`` name items ``LogicMapStore.put`` stored (its ``delete`` calls this).
 
     One atomic commit: a reader holding an older snapshot finishes its run, every later run sees the namespace
     without them. ``purge=True`` then removes the retired versions from disk (``MemoryStore.purge``). Ids that name
     nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace."""
     namespace = validate_namespace(namespace)
     res = _resources(resources)
-    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), before=before)
+    keys = [validate_key(k) for k in keys]
+    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), keys=keys,
+                     before=before)
     report = _commit_forget(res, namespace, choose, surface=surface, purge=purge)
     if purge:
         started = time.perf_counter()

@@ -421,6 +421,7 @@ def _session_turns(namespace: str, session: Session, offset: int, ids: list[str]
             speaker=raw.speaker,
             text=raw.text,
             image_caption=raw.image_caption,
+            item=raw.item,
             session_time=session.timestamp,
             session_time_text=session.timestamp_text,
             position=offset + i,

@@ -83,7 +83,7 @@ def turns_to_forget(snap: NamespaceSnapshot, *, turn_ids: Iterable[str] = (), se
     """The turn ids named by ids, sessions or a date; ``UnknownMemoryError`` when any id or session is not here."""
     turn_ids, session_ids = list(turn_ids), list(session_ids)
     if not turn_ids and not session_ids and before is None:
-        raise ValueError("say what to forget: turn ids, session ids or a date (before=)")
+        raise ValueError("say what to forget: turn ids, session ids, store keys or a date (before=)")
     if any(t not in snap.turns for t in turn_ids):
         raise UnknownMemoryError(snap.namespace, "turn")
     known_sessions = {t.session_id for t in snap.turns.values()} | set(snap.manifest.sessions)

@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
-from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.records import drop_empty_item, stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
 
 __all__ = [
@@ -70,6 +70,11 @@ class RawTurn(BaseModel):
     text: str
     image_caption: str | None = None
     has_answer: bool = False
+    item: dict[str, Any] | None = None  # a store item (``LogicMapStore.put``); left out of dumps when None
+
+    @model_serializer(mode="wrap")
+    def _without_empty_item(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return drop_empty_item(handler(self))
 
 
 class Session(BaseModel):

@@ -9,9 +9,9 @@ import hashlib
 import re
 from collections.abc import Container
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, field_validator, model_serializer
 
 __all__ = [
     "Cue",
@@ -26,6 +26,7 @@ __all__ = [
     "Topic",
     "Turn",
     "distinct_turn_id",
+    "drop_empty_item",
     "event_id",
     "relation_id",
     "stable_hash",
@@ -48,6 +49,14 @@ def validate_namespace(namespace: object) -> str:
             "starting with a letter or digit"
         )
     return namespace
+
+
+def drop_empty_item(data: Any) -> Any:
+    """A dumped turn without its ``item`` key when it holds no store item (records and content hashes of turns
+    written before store items existed stay byte-identical)."""
+    if isinstance(data, dict) and data.get("item", 0) is None:
+        data.pop("item")
+    return data
 
 
 def stable_hash(*parts: str, length: int = 12) -> str:
@@ -93,6 +102,14 @@ class Turn(BaseModel):
     source_dia_id: str | None = Field(
         None, description="The dia id in the source when another session already held it (then dia_id is distinct)."
     )
+    item: dict[str, Any] | None = Field(
+        None, description="The store item this turn holds (``LogicMapStore.put``: its key, JSON value and times); "
+        "left out of the record when None, so turns without one serialize as before.",
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_empty_item(self, handler: SerializerFunctionWrapHandler) -> Any:
+        return drop_empty_item(handler(self))
 
     @property
     def id(self) -> str:

@@ -265,10 +265,14 @@ class StoreCore:
         raise GenerationConflict(f"namespace {namespace!r}: the manifest kept moving while it was read")
 
     @store_call
-    def namespaces(self) -> list[str]:
+    def namespaces(self, under: str | None = None) -> list[str]:
+        """The namespaces with committed memory; ``under``: only that namespace and those below it
+        (``acme``, ``acme.bob``; never ``acmex``), whose manifests alone are read."""
         got = self._registry().get(include=[])
         names = []
         for ns in got["ids"]:
+            if under is not None and ns != under and not ns.startswith(under + "."):
+                continue
             try:
                 validate_namespace(ns)
             except ValueError:

@@ -1,0 +1,272 @@
+"""``LogicMapStore``: LogicMap's memory behind LangGraph's ``BaseStore`` interface.
+
+A LangGraph app keeps long-term memory behind ``langgraph.store.base.BaseStore`` (``graph.compile(store=...)``,
+``get_store()``, ``runtime.store``, the ``store`` key of ``langgraph.json``); LangMem's tools and the
+memory-template run on any ``BaseStore``. This store answers every operation (``GetOp``, ``SearchOp``, ``PutOp``,
+``ListNamespacesOp``) from LogicMap memory:
+
+- a namespace tuple is one LogicMap namespace (``("memories", "alice")`` -> ``memories.alice``,
+  ``memory.items.namespace_of``); a tuple that cannot map is one ``InvalidItemError``;
+- ``put`` stores the item as a one-session memory built by the ingest graph with the store's policy: a value with
+  text (``content`` or ``text`` a string, or ``messages``) is that text (one turn, or one turn per message), any
+  other JSON value is the text of its indexed fields (``index`` paths, like LangGraph's ``index.fields``). A put on
+  a key that exists first forgets the old item and everything derived from it (``graphs.forget.forget(keys=...)``),
+  then ingests the new one; ``put(..., None)`` and ``delete`` only forget;
+- ``get`` is exact; ``search`` ranks the items of every namespace under the prefix with LogicMap retrieval (the
+  graph-feature reranker by default, any strategy of ``graphs.strategies.STRATEGIES`` by ``strategy=``), filters
+  on values as LangGraph's stores do, and lists by recency without a query; ``list_namespaces`` honours prefix,
+  suffix (``*`` wildcards), ``max_depth``, limit and offset.
+
+Reads in one batch see the memory as it was before the batch's writes (as ``InMemoryStore``). A replacing put is two
+commits (forget, then ingest): a reader in between sees no item under the key, never the old and new together.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import numpy as np
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+from logicmap.graphs.forget import forget
+from logicmap.graphs.ingest import ingest_conversation
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.blocking import run_blocking
+from logicmap.memory.items import (
+    InvalidItemError,
+    ItemIndex,
+    StoredItem,
+    dumps_value,
+    item_index,
+    item_session_id,
+    item_text,
+    items_of,
+    message_turns,
+    namespace_of,
+    namespace_tuple,
+    validate_key,
+)
+from logicmap.memory.loaders import Conversation, RawTurn, Session, check_sessions
+from logicmap.memory.store import NamespaceSnapshot
+
+__all__ = ["InvalidItemError", "LogicMapStore"]
+
+SOURCE = "store"  # the source a namespace the store creates records
+
+
+def _message_dict(message: Any) -> Any:
+    """A LangChain message as the JSON ``{role, content}`` a value keeps (dicts and other values unchanged)."""
+    if isinstance(message, dict) or not hasattr(message, "content"):
+        return message
+    role = {"human": "user", "ai": "assistant"}.get(getattr(message, "type", ""), getattr(message, "type", "user"))
+    return {"role": role, "content": message.content}
+
+
+def _json_value(value: dict[str, Any]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InvalidItemError(f"a store value is a dict, not {type(value).__name__}")
+    if isinstance(value.get("messages"), list):
+        value = {**value, "messages": [_message_dict(m) for m in value["messages"]]}
+    dumps_value(value)
+    return value
+
+
+def _matches_condition(namespace: tuple[str, ...], condition: MatchCondition) -> bool:
+    path = tuple(condition.path)
+    if len(path) > len(namespace):
+        return False
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path):]
+    return all(p == "*" or p == n for p, n in zip(path, part))
+
+
+class LogicMapStore(BaseStore):
+    """LogicMap memory as a LangGraph ``BaseStore`` (see the module docstring).
+
+    ``resources``: the store, embedder and chat model (default: the process-wide ones, from ``LOGICMAP_*``).
+    ``policy``: the ingest policy a put builds memory with (``auto``: the LLM when one is configured, else the
+    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``, the graph-feature reranker, needs no LLM;
+    another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
+    only its ``fields`` are used (what a value without ``content``/``text`` is searched by)."""
+
+    supports_ttl = False
+
+    def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
+                 strategy: str = "rerank", index: dict[str, Any] | None = None) -> None:
+        from logicmap.graphs.strategy_names import STRATEGY_NAMES
+
+        if strategy not in STRATEGY_NAMES:
+            raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}")
+        if policy not in ("auto", "llm", "heuristic"):
+            raise ValueError(f"unknown policy {policy!r}; choose auto, llm or heuristic")
+        self._resources = resources
+        self.policy = policy
+        self.strategy = strategy
+        self.fields: list[str] | None = list((index or {}).get("fields") or []) or None
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
+
+    @property
+    def resources(self) -> Resources:
+        return self._resources if self._resources is not None else default_resources()
+
+    # -- the interface ---------------------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run the operations: reads (gets, searches, listings) first, on memory as before the batch, then every
+        put, grouped per namespace (the last put of a key wins)."""
+        ops = list(ops)
+        results: list[Result] = [None] * len(ops)
+        puts: dict[str, dict[str, PutOp]] = {}
+        for op in ops:
+            if isinstance(op, PutOp):
+                name = namespace_of(op.namespace)
+                puts.setdefault(name, {})[validate_key(op.key)] = op
+                if op.value is not None:
+                    _json_value(op.value)
+        for i, op in enumerate(ops):
+            if isinstance(op, GetOp):
+                results[i] = self._get(op)
+            elif isinstance(op, SearchOp):
+                results[i] = self._search(op)
+            elif isinstance(op, ListNamespacesOp):
+                results[i] = self._list_namespaces(op)
+            elif not isinstance(op, PutOp):
+                raise InvalidItemError(f"unknown store operation {type(op).__name__}")
+        for name, group in puts.items():
+            self._put(name, group)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """``batch`` on the process's shared executor (``memory.blocking``): the store's reads and commits block,
+        the event loop keeps running, and concurrent calls share its few threads."""
+        return await run_blocking(self.batch, list(ops))
+
+    # -- reads ------------------------------------------------------------------------------------------------
+
+    def _snapshot(self, name: str) -> NamespaceSnapshot | None:
+        store = self.resources.store
+        if not store.has_namespace(name):
+            return None
+        return store.snapshot(name)
+
+    def _get(self, op: GetOp) -> Item | None:
+        name = namespace_of(op.namespace)
+        key = validate_key(op.key)
+        snap = self._snapshot(name)
+        found = items_of(snap).get(key) if snap is not None else None
+        return None if found is None else self._item(name, found)
+
+    @staticmethod
+    def _item(name: str, stored: StoredItem) -> Item:
+        return Item(value=stored.value, key=stored.key, namespace=namespace_tuple(name),
+                    created_at=stored.created_at, updated_at=stored.updated_at)
+
+    def _namespaces_under(self, prefix: Sequence[str]) -> list[str]:
+        return self.resources.store.namespaces(namespace_of(tuple(prefix)) if prefix else None)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        if op.limit < 0 or op.offset < 0:
+            raise InvalidItemError("search: limit and offset cannot be negative")
+        parts: list[tuple[str, ItemIndex, np.ndarray]] = []  # per namespace: its index and the rows kept
+        scores, updated = [], []
+        for name in self._namespaces_under(op.namespace_prefix):
+            snap = self.resources.store.snapshot(name)
+            index = item_index(snap)
+            rows = np.flatnonzero(index.mask(op.filter))
+            if not len(rows):
+                continue
+            parts.append((name, index, rows))
+            updated.append(index.updated[rows])
+            scores.append(self._scores(name, snap, op.query, index)[rows] if op.query else np.full(len(rows), np.nan))
+        if not parts:
+            return []
+        score, recency = np.concatenate(scores), -np.concatenate(updated)
+        # Ranked by score (unscored last), ties and listings by recency (the most recently updated first).
+        order = np.lexsort((recency, np.where(np.isnan(score), np.inf, -score))) if op.query else np.argsort(
+            recency, kind="stable")
+        starts = np.cumsum([0] + [len(rows) for _, _, rows in parts])
+        page = []
+        for r in order[op.offset: op.offset + op.limit]:
+            part = int(np.searchsorted(starts, r, side="right")) - 1
+            name, index, rows = parts[part]
+            it = index.items[int(rows[r - starts[part]])]
+            page.append(SearchItem(namespace=namespace_tuple(name), key=it.key, value=it.value,
+                                   created_at=it.created_at, updated_at=it.updated_at,
+                                   score=None if np.isnan(score[r]) else float(score[r])))  # fmt: skip
+        return page
+
+    def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
+        """Each item's score for ``query``: its best turn's (the reranker's score, or a strategy's rank)."""
+        if self.strategy == "rerank":
+            turn_scores = learned_turn_scores(snap, query, QueryEncoder(self.resources.embeddings))
+        else:
+            turn_scores = self._strategy_scores(name, query)
+        return index.scores(turn_scores)
+
+    def _strategy_scores(self, name: str, query: str) -> dict[str, float]:
+        from logicmap.graphs.strategies import answer
+
+        result = answer(self.strategy, query, name, resources=self.resources, policy=self.policy)
+        order = list(result.turn_ranking or []) or [t for e in result.evidence for t in e.turn_ids]
+        scores: dict[str, float] = {}
+        for rank, tid in enumerate(order):
+            scores.setdefault(tid, 1.0 / (rank + 1))
+        return scores
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        if op.limit < 0 or op.offset < 0:
+            raise InvalidItemError("list_namespaces: limit and offset cannot be negative")
+        found: set[tuple[str, ...]] = set()
+        for name in self.resources.store.namespaces():
+            ns = namespace_tuple(name)
+            if all(_matches_condition(ns, c) for c in op.match_conditions or ()):
+                found.add(ns[: op.max_depth] if op.max_depth is not None else ns)
+        return sorted(found)[op.offset: op.offset + op.limit]
+
+    # -- writes -----------------------------------------------------------------------------------------------
+
+    def _lock(self, name: str) -> threading.Lock:
+        with self._locks_lock:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def _put(self, name: str, group: dict[str, PutOp]) -> None:
+        """Forget the items the puts replace or delete, then ingest the new values as one session each."""
+        res = self.resources
+        with self._lock(name):
+            snap = self._snapshot(name)
+            held = items_of(snap) if snap is not None else {}
+            now = datetime.now(UTC)
+            sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
+            check_sessions(sessions, where="store put")  # a value ingest would refuse fails before anything is forgotten
+            gone = sorted(k for k in group if k in held)
+            if gone:
+                forget(name, keys=gone, surface="store", resources=res)
+            if sessions:
+                conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
+                ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True)
+
+    def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
+        value = _json_value(dict(op.value or {}))
+        sid = item_session_id(key)
+        fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
+        pairs = (None if fields else message_turns(value)) or [("user", item_text(value, fields) or key)]
+        item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
+                "updated_at": now.isoformat(), "indexed": op.index is not False}  # fmt: skip
+        turns = [RawTurn(dia_id=f"{sid}:{i + 1}", speaker=speaker, text=text, item=item if i == 0 else None)
+                 for i, (speaker, text) in enumerate(pairs)]  # fmt: skip
+        return Session(session_id=sid, timestamp=now, turns=turns)

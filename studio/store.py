@@ -1,0 +1,31 @@
+"""``generate_store``: ``LogicMapStore`` for ``langgraph.json``'s ``"store"`` key.
+
+    "store": {"path": "logicmap.studio.store.generate_store"}
+
+The LangGraph API server then serves its store (``get_store()``, ``runtime.store`` in every graph, and the
+``/store`` routes) from LogicMap memory, with the process-wide resources (``LOGICMAP_*`` settings). The store's
+write policy and search strategy come from ``LOGICMAP_STORE_POLICY`` (default ``auto``) and
+``LOGICMAP_STORE_STRATEGY`` (default ``rerank``, no LLM). The server's ``/store`` routes take a namespace from the
+client: a deployment shared by tenants must put its own auth in front of them (``studio/tenant_guard.py`` guards
+runs, not the store routes).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+from logicmap.graphs.basestore import LogicMapStore
+from logicmap.graphs.resources import default_resources
+
+__all__ = ["generate_store"]
+
+
+@asynccontextmanager
+async def generate_store() -> AsyncIterator[LogicMapStore]:
+    """Yield the server's ``LogicMapStore`` (on the process-wide resources, loaded once)."""
+    policy = cast(Any, os.environ.get("LOGICMAP_STORE_POLICY", "auto"))
+    strategy = os.environ.get("LOGICMAP_STORE_STRATEGY", "rerank")
+    yield LogicMapStore(resources=default_resources(), policy=policy, strategy=strategy)

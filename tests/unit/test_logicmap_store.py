@@ -1,0 +1,226 @@
+"""What ``LogicMapStore`` adds to the ``BaseStore`` interface: memory the strategies navigate, forgetting through
+``forget``, untrusted namespaces and keys, and LangGraph's ways to reach a store (``compile(store=...)``,
+``get_store()``, ``runtime.store`` in a tool). The interface itself is ``test_store_conformance.py``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.tools import tool
+from langgraph.config import get_store
+from langgraph.graph import END, START, StateGraph
+from langgraph.prebuilt import ToolNode, ToolRuntime
+from typing_extensions import TypedDict
+
+import logicmap
+from logicmap.graphs.basestore import LogicMapStore
+from logicmap.graphs.forget import UnknownMemoryError, forget
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.strategies import answer
+from logicmap.memory.items import InvalidItemError, item_session_id
+
+ALICE, BOB = ("memories", "alice"), ("memories", "bob")
+
+
+@pytest.fixture
+def store(resources: Resources) -> LogicMapStore:
+    return LogicMapStore(resources=resources, policy="heuristic")
+
+
+def test_the_store_is_exported_lazily_from_the_package() -> None:
+    assert logicmap.LogicMapStore is LogicMapStore
+
+
+@pytest.mark.parametrize("namespace", [("memories", "a.b"), ("memories", ""), ("mem ories",), ("x" * 200,), (),
+                                       ("memories", "al/ice"), ("memories", 3)])
+def test_a_namespace_that_cannot_map_is_one_clear_error(store: LogicMapStore, namespace: Any) -> None:
+    with pytest.raises((InvalidItemError, ValueError)) as err:
+        store.put(namespace, "k", {"content": "x"})
+    assert "namespace" in str(err.value).lower()
+    assert store.list_namespaces() == []  # nothing was written
+
+
+@pytest.mark.parametrize("key", ["", "a\nb", "x" * 2000])
+def test_a_key_the_store_cannot_hold_is_refused_before_anything_is_written(store: LogicMapStore, key: Any) -> None:
+    with pytest.raises(InvalidItemError, match="key"):
+        store.put(ALICE, key, {"content": "x"})
+    assert store.list_namespaces() == []
+
+
+def test_a_value_that_is_not_json_is_refused(store: LogicMapStore) -> None:
+    with pytest.raises(InvalidItemError, match="JSON"):
+        store.put(ALICE, "k", {"content": "x", "when": object()})
+    with pytest.raises(InvalidItemError, match="JSON"):
+        store.put(ALICE, "k", {"n": float("nan")})
+    assert store.list_namespaces() == []
+
+
+def test_keys_are_untrusted_and_never_cross_tenants(store: LogicMapStore, resources: Resources) -> None:
+    hostile = ["../bob", "memories.bob", "kv-" + item_session_id("k")[3:], "turn:D1:1", "k", "ключ", "*"]
+    for key in hostile:
+        store.put(ALICE, key, {"content": f"alice secret under {key}"})
+    store.put(BOB, "k", {"content": "bob's own note"})
+    for key in hostile:
+        assert store.get(ALICE, key).value == {"content": f"alice secret under {key}"}
+    assert store.get(BOB, "k").value == {"content": "bob's own note"}
+    assert [i.key for i in store.search(BOB, query="alice secret", limit=20)] == ["k"]
+    store.delete(BOB, "k")
+    assert store.get(ALICE, "k").value == {"content": "alice secret under k"}  # bob's delete stays in bob's memory
+    assert all("alice" not in str(t.text) for t in resources.store.snapshot("memories.bob").turns.values())
+
+
+def test_a_text_value_becomes_memory_the_strategies_navigate(store: LogicMapStore, resources: Resources) -> None:
+    store.put(ALICE, "dog", {"content": "My golden retriever is called Biscuit and she loves the beach."})
+    store.put(ALICE, "job", {"content": "I started a new job as a nurse at the city hospital."})
+    snap = resources.store.snapshot("memories.alice")
+    assert len(snap.events) >= 2  # built by the ingest graph: events cite the item's turn
+    cited = {t for e in snap.events.values() for t in e.turn_ids}
+    assert any(t.startswith(item_session_id("dog")) for t in cited)
+    result = answer("rerank", "What is the name of my dog?", "memories.alice", resources=resources, policy="heuristic")
+    assert "Biscuit" in result.answer or any("Biscuit" in e.text for e in result.evidence[:2])
+
+
+def test_messages_become_one_turn_each_with_their_roles(store: LogicMapStore, resources: Resources) -> None:
+    store.put(ALICE, "chat-1", {"messages": [HumanMessage("I moved to Porto in May."),
+                                             AIMessage("Porto is lovely!"),
+                                             {"role": "user", "content": "My sister lives there too."}]})
+    turns = sorted(resources.store.snapshot("memories.alice").turns.values(), key=lambda t: t.position)
+    assert [(t.speaker, t.text) for t in turns] == [("user", "I moved to Porto in May."),
+                                                    ("assistant", "Porto is lovely!"),
+                                                    ("user", "My sister lives there too.")]
+    value = store.get(ALICE, "chat-1").value
+    assert value["messages"][1] == {"role": "assistant", "content": "Porto is lovely!"}
+    assert store.search(ALICE, query="sister Porto")[0].key == "chat-1"
+
+
+def test_a_replacing_put_forgets_everything_derived_from_the_old_value(store: LogicMapStore,
+                                                                       resources: Resources) -> None:
+    store.put(ALICE, "home", {"content": "I live on Quokka Street in Lisbon."})
+    store.put(ALICE, "other", {"content": "I play the cello on Sundays."})
+    store.put(ALICE, "home", {"content": "I live in Porto now."})
+    snap = resources.store.snapshot("memories.alice")
+    texts = [t.text for t in snap.turns.values()] + [e.summary for e in snap.events.values()]
+    texts += [f.text for f in getattr(snap, "facts", {}).values() if hasattr(f, "text")]
+    assert not [t for t in texts if "Quokka" in t]
+    assert any("Porto" in t for t in texts) and any("cello" in t for t in texts)
+    audit = snap.manifest.forgets[-1]
+    assert audit.surface == "store" and audit.removed.get("turns") == 1
+
+
+def test_delete_calls_forget_and_forget_takes_store_keys(store: LogicMapStore, resources: Resources) -> None:
+    store.put(ALICE, "a", {"content": "I keep bees on my roof."})
+    store.put(ALICE, "b", {"content": "I collect vinyl records."})
+    report = forget("memories.alice", keys=["a"], resources=resources)
+    assert report.removed.get("turns") == 1
+    assert store.get(ALICE, "a") is None and store.get(ALICE, "b") is not None
+    with pytest.raises(UnknownMemoryError) as err:
+        forget("memories.alice", keys=["a"], resources=resources)
+    assert str(err.value) == "namespace 'memories.alice' holds no such key; nothing was changed"
+    store.put(BOB, "secret", {"content": "bob's"})
+    with pytest.raises(UnknownMemoryError):  # another tenant's key reads exactly like an unknown one
+        forget("memories.alice", keys=["secret"], resources=resources)
+    store.delete(ALICE, "b")
+    assert [a.surface for a in resources.store.snapshot("memories.alice").manifest.forgets] == ["python", "store"]
+
+
+def test_an_item_put_without_index_is_kept_but_not_ranked(store: LogicMapStore) -> None:
+    store.put(ALICE, "shown", {"content": "Notes about the garden."})
+    store.put(ALICE, "hidden", {"content": "Notes about the garden."}, index=False)
+    found = store.search(ALICE, query="garden notes")
+    assert [i.key for i in found] == ["shown", "hidden"] and found[1].score is None
+
+
+def test_indexed_fields_are_what_a_value_is_searched_by(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic", index={"fields": ["title"]})
+    store.put(ALICE, "a", {"title": "Sourdough starter feeding schedule", "body": "volcano"})
+    store.put(ALICE, "b", {"title": "Volcano hiking gear list", "body": "sourdough"})
+    store.put(ALICE, "c", {"title": "Tax forms", "body": "x"}, index=["body"])  # per put, like LangGraph
+    assert store.search(ALICE, query="volcano hiking")[0].key == "b"
+    assert store.search(ALICE, query="sourdough starter")[0].key == "a"
+    texts = {t.text for t in resources.store.snapshot("memories.alice").turns.values()}
+    assert texts == {"Sourdough starter feeding schedule", "Volcano hiking gear list", "x"}
+
+
+def test_a_strategy_from_the_settings_ranks_search(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic", strategy="bm25")
+    store.put(ALICE, "a", {"content": "The plumber fixed the kitchen sink."})
+    store.put(ALICE, "b", {"content": "We hiked the volcano trail at dawn."})
+    assert store.search(ALICE, query="volcano trail hike")[0].key == "b"
+    with pytest.raises(ValueError, match="unknown strategy"):
+        LogicMapStore(resources=resources, strategy="psychic")
+
+
+class _State(TypedDict):
+    messages: list[Any]
+    recalled: list[str]
+
+
+def test_compile_with_the_store_reaches_nodes_and_tools(store: LogicMapStore) -> None:
+    """``compile(store=...)``: a node reads it through ``get_store()``, a tool through ``runtime.store``."""
+
+    @tool
+    def remember(text: str, runtime: ToolRuntime) -> str:
+        """Remember a text."""
+        user = runtime.config["configurable"]["user_id"]
+        runtime.store.put(("memories", user), "t1", {"content": text})
+        return "saved"
+
+    def recall(state: _State) -> dict[str, Any]:
+        found = get_store().search(("memories", "alice"), query="bicycle")
+        return {"recalled": [i.value["content"] for i in found]}
+
+    builder = StateGraph(_State)
+    builder.add_node("tools", ToolNode([remember]))
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "tools")
+    builder.add_edge("tools", "recall")
+    builder.add_edge("recall", END)
+    graph = builder.compile(store=store)
+    call = AIMessage("", tool_calls=[{"name": "remember", "args": {"text": "I ride a red bicycle."}, "id": "c1"}])
+    final = graph.invoke({"messages": [call], "recalled": []}, {"configurable": {"user_id": "alice"}})
+    assert final["recalled"] == ["I ride a red bicycle."]
+    again = asyncio.run(graph.ainvoke({"messages": [call], "recalled": []}, {"configurable": {"user_id": "alice"}}))
+    assert again["recalled"] == ["I ride a red bicycle."]
+    assert store.get(("memories", "bob"), "t1") is None
+
+
+def test_search_without_memory_and_get_of_an_unknown_namespace_are_empty(store: LogicMapStore, tmp_path: Path) -> None:
+    assert store.get(ALICE, "k") is None
+    assert store.search(ALICE, query="anything") == []
+    assert store.list_namespaces() == []
+    store.delete(ALICE, "k")  # nothing to forget: no error, nothing created
+    assert store.list_namespaces() == []
+
+
+def test_the_array_filter_agrees_with_matches_on_every_item() -> None:
+    """``ItemIndex.mask`` (a field at a time, numbers as arrays) against ``matches`` (one item at a time)."""
+    from datetime import UTC, datetime
+
+    import numpy as np
+
+    from logicmap.memory.items import ItemIndex, StoredItem, matches
+
+    values = [{"n": 3}, {"n": 3.5}, {"n": "4"}, {"n": True}, {"n": None}, {}, {"n": "x"}, {"n": [1, 2]},
+              {"n": {"a": 1}}, {"n": -2, "t": "red"}, {"n": 10, "t": "blue", "m": {"a": 1, "b": 2}}]
+    now = datetime.now(UTC)
+    items = [StoredItem("ns", f"k{i}", v, now, now, "s", (f"t{i}",)) for i, v in enumerate(values)]
+    index = ItemIndex(items=items, updated=np.zeros(len(items)), indexed=np.ones(len(items), dtype=bool),
+                      flat_turns=[f"t{i}" for i in range(len(items))], flat_items=np.arange(len(items)))
+    filters = [{"n": 3}, {"n": {"$gt": 3}}, {"n": {"$gte": "3.5"}}, {"n": {"$lt": 0}}, {"n": {"$lte": 4, "$gt": 1}},
+               {"n": {"$ne": 3}}, {"n": {"$eq": None}}, {"n": [1, 2]}, {"n": {"a": 1}}, {"m": {"a": 1}},
+               {"t": "red", "n": {"$lt": 0}}, {"n": {"$gt": "x"}}, {"missing": None}, {}]
+    for f in filters:
+        assert index.mask(f).tolist() == [matches(v, f) for v in values], f
+    with pytest.raises(InvalidItemError, match="operator"):
+        index.mask({"n": {"$in": [3]}})
+
+
+def test_a_replacing_value_ingest_would_refuse_fails_before_the_old_item_is_forgotten(store: LogicMapStore) -> None:
+    store.put(ALICE, "k", {"content": "I like tea."})
+    with pytest.raises(ValueError, match="surrogate"):
+        store.put(ALICE, "k", {"content": "broken \ud800 text"})
+    assert store.get(ALICE, "k").value == {"content": "I like tea."}
