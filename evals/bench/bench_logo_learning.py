@@ -30,7 +30,25 @@ from logicmap.evals.train.logo_train import (
 )
 from logicmap.evals.train.r2_synthetic import make_update_task
 
-__all__ = ["main"]
+__all__ = ["invalid_problems", "main"]
+
+
+def invalid_problems(policy, conversations, cfg, answer) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """How often each validation problem (its text without the numbers) stopped a greedy reply."""
+    import re
+    from collections import Counter
+
+    import torch
+
+    from logicmap.evals.train.logo_train import run_episode
+
+    seen: Counter[str] = Counter()
+    with torch.no_grad():
+        for conversation in conversations:
+            episode = run_episode(policy, conversation, len(conversation.sessions), cfg, answer, greedy=True)
+            for decision in episode.decisions:
+                seen.update({re.sub(r"\b[F]?\d+\b", "N", p)[:90] for p in decision.problems})
+    return dict(seen.most_common(5))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,12 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     after = evaluate_policy(policy, conversations, cfg, optimal, answer)
     print(f"trained: {json.dumps(after)}")
+    problems = invalid_problems(policy, conversations, cfg, answer)
+    print(f"trained policy's validation problems (held-out, greedy): {json.dumps(problems)}")
     figures = {
         "config": args.config,
         "model": cfg.model,
         "untrained": before,
         "trained": after,
         "answerer": answer.label,
+        "trained_invalid_problems": problems,
         "generation": "greedy free generation" + (" under EditGrammar" if cfg.constrained_manager else ""),
         "steps": report.steps,
         "stages": report.stages,
