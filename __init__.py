@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.chat_messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
     from logicmap.graphs.forget import (
         ForgetReport,
@@ -52,9 +53,13 @@ __all__ = [
     "LogicMapSettings",
     "LogicMapStore",
     "MemoryPage",
+    "MessageFormatError",
+    "MessagesReport",
     "Resources",
     "UnknownMemoryError",
+    "aadd_messages",
     "aanswer",
+    "add_messages",
     "adelete_namespace",
     "aforget",
     "aget_memory",
@@ -101,6 +106,10 @@ _EXPORTS = {
     "ForgetReport": "logicmap.graphs.forget",
     "MemoryPage": "logicmap.graphs.forget",
     "UnknownMemoryError": "logicmap.graphs.forget",
+    "add_messages": "logicmap.graphs.chat_messages",
+    "aadd_messages": "logicmap.graphs.chat_messages",
+    "MessageFormatError": "logicmap.graphs.chat_messages",
+    "MessagesReport": "logicmap.graphs.chat_messages",
 }
 
 

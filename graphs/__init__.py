@@ -14,7 +14,7 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 | graph-feature reranker | ``rerank`` | rank (every turn scored on event-graph features) -> respond from the best ``context_turns`` |
 | Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
 | REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |
-| MRAgent | ``reconstruct``, ``chatbot`` (re-exports ``chat_graph``, ``chat_ingestion``, ``chat_remote``, ``chat_terminal``) | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn |
+| MRAgent | ``reconstruct``, ``chatbot`` (re-exports ``chat_graph``, ``chat_ingestion``, ``chat_messages``, ``chat_remote``, ``chat_terminal``) | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn; ``add_messages`` (chat messages into memory) |
 | Memory-R2 | ``ingest_r2`` (ingest with ``memory_manager="r2"``), ``r2`` | extract -> manage (ADD / UPDATE / DELETE / NOOP) per session; retrieve -> distill -> answer |
 | baselines | ``baselines`` | dense and BM25 top-k over turns |
 

@@ -21,7 +21,8 @@ from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost
 from logicmap.agents.chat_responder import reply_text
-from logicmap.graphs.chat_ingestion import chat_turn_session, ingest_session
+from logicmap.graphs.chat_ingestion import chat_turn_session, default_ingestion_queue
+from logicmap.graphs.chat_messages import add_messages as add_chat_messages
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
@@ -30,10 +31,12 @@ from logicmap.graphs.resources import (
     resources_of,
     run_context,
     run_namespace,
+    server_mode,
 )
 from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.graphs.tracing import TracedStateGraph
+from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
@@ -49,6 +52,7 @@ __all__ = [
     "StrategyName",
     "TurnIngest",
     "after_recall",
+    "after_remember",
     "build_chatbot_graph",
     "builder",
     "extractive_reply",
@@ -56,7 +60,10 @@ __all__ = [
     "message_text",
     "recall",
     "remember",
+    "remember_mode",
     "respond",
+    "route_start",
+    "schedule_remember",
 ]
 
 
@@ -83,8 +90,9 @@ class ChatContext:
     namespace: str | None = None
     """The tenant whose memory this run reads and writes: a name, or a template such as '{user_id}' filled from
     config['configurable']; unset = config['configurable']['namespace']. A run that names none fails."""
-    strategy: StrategyName = "reconstruct"
-    """How memory is recalled for the last user message."""
+    strategy: StrategyName = "rerank"
+    """How memory is recalled for the last user message (rerank: the graph-feature reranker, no LLM call to
+    recall; compass, goalmem, reconstruct... navigate with the chat model, at several calls per turn)."""
     policy: Literal["auto", "llm", "heuristic"] = "auto"
     """auto = the LLM policy when a chat model is configured, else the no-LLM one; llm = recall, reply and
     ingestion through the chat model; heuristic = no LLM call (extractive replies)."""
@@ -100,14 +108,28 @@ class ChatContext:
     ingest: bool = True
     """Remember each turn in the tenant's memory."""
     ingest_replies: bool = True
-    """Remember the assistant's model-written replies too (extractive replies only echo memory: never stored)."""
+    """Remember the assistant's model-written replies too, as the assistant's (extractive replies only echo
+    memory: never stored)."""
+    trust_assistant: bool = False
+    """Let the assistant's stored replies be evidence for what memory recalls (off: they are kept as the
+    assistant's words, and a model's guess never becomes a fact about the user)."""
+    remember_mode: Literal["auto", "sync", "background", "deferred"] = "auto"
+    """How a turn is stored once the reply is out: sync = within the run (it ends stored); background = by an
+    in-process ingestion queue; deferred = by a run the chatbot schedules on the API server for its thread
+    (LangGraph's runs.create with multitask_strategy='enqueue'); auto = deferred on the API server, else
+    background."""
+    remember_after_s: float = 0.0
+    """deferred: seconds the scheduled run waits before storing (a later turn's run is queued behind it)."""
+    remember_only: bool = False
+    """Set on the run the chatbot schedules (deferred): store the thread's turns not stored yet; no recall, no
+    reply."""
     history: int = 12
     """How many recent messages of the thread the responder sees."""
     evidence_shown: int = 8
     """How many recalled items are kept in the output's evidence and shown to the responder."""
     ingestion: SkipJsonSchema[Any] = None
-    """Python callers only: an IngestionQueue that stores turns in the background (flush it before exiting);
-    unset = the turn is stored within the run."""
+    """Python callers only: the IngestionQueue that stores turns in the background (flush it before exiting);
+    unset = the process-wide one (``default_ingestion_queue()``, drained at exit)."""
     store_turn: SkipJsonSchema[Any] = None
     """Python callers only: store_turn(session, namespace, policy) stores a finished turn; unset = the ingest
     graph on this run's resources."""
@@ -214,6 +236,11 @@ def _namespace_of(ctx: ChatContext) -> str:
     return run_namespace(ctx.namespace)
 
 
+RECALL_WITHOUT_MODEL = frozenset({"rerank", "dense", "bm25"})
+"""Strategies that only retrieve before their responder: in the chatbot they recall without the model (the reply
+is the turn's one LLM call; their responder's answer would be written twice)."""
+
+
 def _recall_step(args: dict[str, Any]) -> Any:
     return strategy_answer(args["strategy"], args["question"], args["namespace"], resources=args["resources"],
                            policy=args["policy"])  # fmt: skip
@@ -244,8 +271,9 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     if not ctx.recall or not message or not res.store.has_namespace(namespace):
         return empty
     question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
+    recall_policy = "heuristic" if ctx.strategy in RECALL_WITHOUT_MODEL else policy
     result = _internal(_recall_step, {"strategy": ctx.strategy, "question": question, "namespace": namespace,
-                                      "resources": res, "policy": policy}, "recall_strategy")  # fmt: skip
+                                      "resources": res, "policy": recall_policy}, "recall_strategy")  # fmt: skip
     cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
     return {
         "evidence": [e.model_dump(mode="json") for e in result.evidence[: ctx.evidence_shown]],
@@ -291,61 +319,147 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     return {"messages": [reply], "cost": cost.model_dump(), "fallbacks": fallbacks}
 
 
-def _turns_to_store(state: ChatState, ctx: ChatContext) -> list[tuple[str, str]]:
-    """The finished turn as (speaker, text): the user's message, and the reply when a model wrote it."""
-    message = _last_user_message(state)
-    if not message:
+def _is_model_reply(message: AnyMessage) -> bool:
+    """A reply a model wrote (an extractive reply only repeats memory or acknowledges: never stored)."""
+    return (isinstance(message, AIMessage) and not message.response_metadata.get("extractive")
+            and not getattr(message, "tool_calls", None) and bool(message_text(message)))
+
+
+def _turn_messages(state: ChatState, ctx: ChatContext) -> list[AnyMessage]:
+    """What a turn stores: the last user message and the model's reply to it (``remember_only``: every such
+    message of the thread; those already stored are skipped by ``add_messages``)."""
+    messages = list(state.get("messages", []))
+    if ctx.remember_only:
+        return [m for m in messages if (isinstance(m, HumanMessage) and message_text(m))
+                or (ctx.ingest_replies and _is_model_reply(m))]
+    last_user = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
+    if last_user is None or not message_text(messages[last_user]):
         return []
-    messages = state.get("messages", [])
-    turns = [(ctx.user_name, message)]
-    last = messages[-1] if messages else None
-    # An extractive reply only repeats memory or acknowledges: storing it would echo memory back.
-    if ctx.ingest_replies and isinstance(last, AIMessage) and not last.response_metadata.get("extractive"):
-        reply = message_text(last)
-        if reply:
-            turns.append((ctx.assistant_name, reply))
-    return turns
+    turn = [messages[last_user]]
+    reply = messages[-1] if len(messages) > last_user + 1 else None
+    if ctx.ingest_replies and reply is not None and _is_model_reply(reply):
+        turn.append(reply)
+    return turn
+
+
+def _speaker_turns(messages: list[AnyMessage], ctx: ChatContext) -> list[tuple[str, str]]:
+    return [(ctx.user_name if isinstance(m, HumanMessage) else ctx.assistant_name, message_text(m)) for m in messages]
 
 
 def _store_step(args: dict[str, Any]) -> Any:
-    ingest, session, namespace, policy = args["store_turn"], args["session"], args["namespace"], args["policy"]
-    if ingest is not None:
-        return ingest(session, namespace, policy)
-    return ingest_session(session, namespace, resources=args["resources"], policy=policy,
-                          memory_manager=args.get("memory_manager"))
+    ingest, namespace, policy = args["store_turn"], args["namespace"], args["policy"]
+    if ingest is not None:  # a caller's own ingest function takes the turn as one session
+        return ingest(args["session"], namespace, policy)
+    ctx: ChatContext = args["ctx"]
+    return add_chat_messages(namespace, args["messages"], resources=args["resources"], policy=policy,  # type: ignore[arg-type]
+                             trust_assistant=ctx.trust_assistant, user_name=ctx.user_name,
+                             assistant_name=ctx.assistant_name, memory_manager=args.get("memory_manager"))
+
+
+def remember_mode(ctx: ChatContext) -> str:
+    """The run's way of storing its turn, ``auto`` resolved (``ChatContext.remember_mode``)."""
+    if ctx.remember_only:
+        return "sync"
+    if ctx.ingestion is not None:  # a queue the caller gave is how it wants turns stored
+        return "background"
+    if ctx.remember_mode != "auto":
+        return ctx.remember_mode
+    return "deferred" if server_mode() and ctx.store_turn is None else "background"
 
 
 def remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
-    """Store the finished turn in the tenant's memory, within the run (after the reply, which is already in
-    the thread): the run ends with its turn stored, or with ``memory_write`` saying why not."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
-    turns = _turns_to_store(state, ctx) if ctx.ingest else []
-    if not turns:
+    """Store the finished turn in the tenant's memory once the reply is in the thread: in an ingestion queue
+    (background), in a run scheduled for the thread (deferred: the ``schedule_remember`` node sends it), or
+    within this run (sync: the run ends with its turn stored, or with ``memory_write`` saying why not)."""
+    ctx = _ctx(runtime)
+    if ctx.remember_only:  # a run that skips recall still checks that the thread is its tenant's
+        _thread_tenant(state, _namespace_of(ctx))
+    messages = _turn_messages(state, ctx) if ctx.ingest else []
+    if not messages:
         return {"memory_write": {"status": "skipped"}}
+    if remember_mode(ctx) == "deferred":
+        return {"memory_write": {"namespace": _namespace_of(ctx), "turns": len(messages), "status": "scheduled"}}
+    return _store_turn(state, ctx, resources_of(runtime), config, messages, remember_mode(ctx))
+
+
+def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: RunnableConfig,
+                messages: list[AnyMessage], mode: str) -> dict[str, Any]:
+    """Store the turn's messages now (sync) or in the ingestion queue (background); the ``memory_write`` update."""
     namespace = _namespace_of(ctx)
     thread_id = str((config.get("configurable") or {}).get("thread_id", "no-thread"))
-    session = chat_turn_session(namespace, thread_id, turns, datetime.now())
-    record = {"namespace": namespace, "session_id": session.session_id, "turns": len(turns)}
-    args = {"store_turn": ctx.store_turn, "session": session, "namespace": namespace,
-            "policy": _policy(ctx, res), "resources": res,
+    session = chat_turn_session(namespace, thread_id, _speaker_turns(messages, ctx), datetime.now())
+    record = {"namespace": namespace, "turns": len(messages)}
+    args = {"store_turn": ctx.store_turn, "session": session, "messages": messages, "namespace": namespace,
+            "policy": _policy(ctx, res), "resources": res, "ctx": ctx,
             "memory_manager": "r2" if ctx.strategy == "r2" else None}  # the r2 strategy recalls R2's memory
-    if ctx.ingestion is not None:
-        ctx.ingestion.submit(partial(_store_step, args), label=f"{namespace}/{session.session_id}")
+    if mode == "background":
+        work = ctx.ingestion if ctx.ingestion is not None else default_ingestion_queue()
+        work.submit(partial(_store_step, args), label=f"{namespace}/{thread_id}")
         return {"memory_write": {**record, "status": "queued"}}
     try:
         report = _internal(_store_step, args, "store_turn")
     except Exception as exc:  # noqa: BLE001 - the reply is delivered; the failure is reported in the output
-        log.exception("storing the turn %s/%s failed", namespace, session.session_id)
+        log.exception("storing the turn of %s/%s failed", namespace, thread_id)
         return {"memory_write": {**record, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:1000]}}
+    ingest = getattr(report, "ingest", None) or report  # add_messages' report holds the ingest's
     # The roles of this turn's ingestion that fell back join the turn's fallbacks (its stats record them too).
-    stored = [f.model_dump() if hasattr(f, "model_dump") else f for f in getattr(report, "fallbacks", None) or []]
+    stored = [f.model_dump() if hasattr(f, "model_dump") else f for f in getattr(ingest, "fallbacks", None) or []]
     fallbacks = {"fallbacks": [*(state.get("fallbacks") or []), *stored]} if stored else {}
-    spent = getattr(report, "cost", None)
+    spent = getattr(ingest, "cost", None)
+    sessions = getattr(report, "parts", None) or [session.session_id]
+    record = {**record, "session_id": sessions[-1] if sessions else None}
     if not isinstance(spent, Cost):
         return {"memory_write": {**record, "status": "stored"}, **fallbacks}
     cost = Cost.model_validate(state.get("cost") or {}) + spent
     return {"memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls}, "cost": cost.model_dump(),
             **fallbacks}
+
+
+_SERVER_KEYS = ("thread_id", "run_id", "assistant_id", "graph_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map",
+                "remember_only", "remember_mode", "remember_after_s")
+
+
+async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
+    """On the API server: schedule the run that stores this turn, as LangGraph's memory template does: the same
+    assistant on the same thread (so the same tenant, through the same checks), ``remember_only``, enqueued
+    behind any later turn's run, ``remember_after_s`` seconds from now. A run that cannot schedule one (no
+    thread: a stateless run) stores the turn itself."""
+    from langgraph_sdk import get_client
+
+    ctx = _ctx(runtime)
+    configurable = dict(config.get("configurable") or {})
+    thread_id, assistant_id = configurable.get("thread_id"), configurable.get("assistant_id")
+    if not thread_id or not assistant_id:  # nothing to schedule on: store the turn within this run
+        return await run_blocking(_store_turn, state, ctx, resources_of(runtime), config,
+                                       _turn_messages(state, ctx), "sync")
+    forwarded = {k: v for k, v in configurable.items()
+                 if k not in _SERVER_KEYS and not k.startswith(("__", "langgraph_")) and _plain(v)}
+    try:
+        run = await get_client().runs.create(
+            thread_id, assistant_id, input={"messages": []}, multitask_strategy="enqueue",
+            after_seconds=max(0, int(ctx.remember_after_s)) or None,
+            config={"configurable": {**forwarded, "remember_only": True}},
+        )
+    except Exception:  # noqa: BLE001 - a stateless run has no thread to come back to: store the turn now
+        log.warning("scheduling the memory run of thread %s failed; storing the turn within this run", thread_id,
+                    exc_info=True)
+        return await run_blocking(_store_turn, state, ctx, resources_of(runtime), config,
+                                       _turn_messages(state, ctx), "sync")
+    return {"memory_write": {**state.get("memory_write", {}), "status": "scheduled", "run_id": run.get("run_id")}}
+
+
+def _plain(value: Any) -> bool:
+    return value is None or isinstance(value, (str, int, float, bool))
+
+
+def after_remember(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["schedule_remember", "__end__"]:
+    """Schedule the deferred write when ``remember`` left the turn for it."""
+    return "schedule_remember" if (state.get("memory_write") or {}).get("status") == "scheduled" else "__end__"
+
+
+def route_start(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["recall", "remember"]:
+    """A scheduled memory run (``remember_only``) stores the thread's turns; any other run recalls first."""
+    return "remember" if _ctx(runtime).remember_only else "recall"
 
 
 def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["respond", "remember"]:
@@ -358,17 +472,20 @@ def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["re
 
 def build_chatbot_graph() -> TracedStateGraph:
     """The chatbot ``StateGraph`` (uncompiled): recall -> respond -> remember (recall -> remember when the
-    run is recall-only). Resources, the ingest function and an optional background queue come from the
+    run is recall-only; -> schedule_remember on the API server; a scheduled ``remember_only`` run goes straight
+    to remember). Resources, the ingest function and an optional background queue come from the
     run's ``ChatContext``."""
     builder = TracedStateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
                                trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
     builder.add_node("remember", remember)
-    builder.add_edge(START, "recall")
+    builder.add_node("schedule_remember", schedule_remember)
+    builder.add_conditional_edges(START, route_start, ["recall", "remember"])
     builder.add_conditional_edges("recall", after_recall, ["respond", "remember"])
     builder.add_edge("respond", "remember")
-    builder.add_edge("remember", END)
+    builder.add_conditional_edges("remember", after_remember, ["schedule_remember", END])
+    builder.add_edge("schedule_remember", END)
     return builder
 
 

@@ -19,6 +19,7 @@ from logicmap.memory.records import stable_hash
 
 __all__ = [
     "IngestionQueue",
+    "default_ingestion_queue",
     "chat_turn_session",
     "ingest_session",
     "session_ingester",
@@ -91,6 +92,17 @@ class IngestionQueue:
 
 
 _queues: weakref.WeakSet[IngestionQueue] = weakref.WeakSet()
+_default_queue: IngestionQueue | None = None
+_default_lock = threading.Lock()
+
+
+def default_ingestion_queue() -> IngestionQueue:
+    """The process-wide queue the chatbot stores turns with when a run names none (drained at exit)."""
+    global _default_queue
+    with _default_lock:
+        if _default_queue is None:
+            _default_queue = IngestionQueue()
+        return _default_queue
 
 
 @atexit.register

@@ -26,7 +26,7 @@ def run_chat(
     resources: Resources,
     namespace: str,
     *,
-    strategy: str = "reconstruct",
+    strategy: str = "rerank",
     policy: Literal["auto", "llm", "heuristic"] = "auto",
     user_name: str = "user",
     thread_id: str | None = None,

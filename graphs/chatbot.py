@@ -1,10 +1,13 @@
 """The drop-in chatbot: a messages graph that recalls long-term memory, answers, and remembers each turn.
 
-recall -> respond -> remember. Recall uses a strategy chosen per run (``ChatContext.strategy``: compass,
-goalmem, reconstruct, dense...); the reply is plain text whose tokens stream in ``stream_mode="messages"``
-(every internal LLM call, in recall and in ingestion, is tagged ``nostream``); ``remember`` stores the turn
-within the run, after the reply, so a finished run has stored its turn (or says in ``memory_write`` why it
-could not). ``respond=False`` makes it a recall-only step: the evidence and memory's answer land in the
+recall -> respond -> remember. Recall uses a strategy chosen per run (``ChatContext.strategy``; default rerank,
+no LLM call; compass, goalmem, reconstruct... navigate with the model); the reply is plain text whose tokens
+stream in ``stream_mode="messages"`` (every internal LLM call, in recall and in ingestion, is tagged
+``nostream``); ``remember`` stores the turn after the reply through ``add_messages`` (the user's statements are
+memory, a question is the context of its reply, the model's replies are the assistant's and not evidence unless
+``trust_assistant``): in an in-process ingestion queue by default, in a run scheduled for the thread on the API
+server (``remember_mode="deferred"``), or within the run (``remember_mode="sync"``: a finished run has stored
+its turn, or says in ``memory_write`` why it could not). ``respond=False`` makes it a recall-only step: the evidence and memory's answer land in the
 output for an application that answers with its own model. Studio loads ``graph``.
 
 Whose memory: the run's ``ChatContext.namespace``, a name or a template such as ``"{user_id}"`` filled from
@@ -66,15 +69,26 @@ from logicmap.graphs.chat_graph import (
     StrategyName,
     TurnIngest,
     after_recall,
+    after_remember,
     build_chatbot_graph,
     builder,
     extractive_reply,
     graph,
     recall,
     remember,
+    remember_mode,
     respond,
+    route_start,
+    schedule_remember,
 )
-from logicmap.graphs.chat_ingestion import IngestionQueue, chat_turn_session, ingest_session, session_ingester
+from logicmap.graphs.chat_ingestion import (
+    IngestionQueue,
+    chat_turn_session,
+    default_ingestion_queue,
+    ingest_session,
+    session_ingester,
+)
+from logicmap.graphs.chat_messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
 from logicmap.graphs.chat_remote import RemoteChatbot
 from logicmap.graphs.chat_terminal import run_chat
 
@@ -84,19 +98,28 @@ __all__ = [
     "ChatOutput",
     "ChatState",
     "IngestionQueue",
+    "MessageFormatError",
+    "MessagesReport",
     "RemoteChatbot",
     "StrategyName",
     "TurnIngest",
+    "aadd_messages",
+    "add_messages",
     "after_recall",
+    "after_remember",
     "build_chatbot_graph",
     "builder",
     "chat_turn_session",
+    "default_ingestion_queue",
     "extractive_reply",
     "graph",
     "ingest_session",
     "recall",
     "remember",
+    "remember_mode",
     "respond",
+    "route_start",
     "run_chat",
+    "schedule_remember",
     "session_ingester",
 ]

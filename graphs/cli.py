@@ -497,7 +497,7 @@ def add_core_commands(sub: Any) -> None:
 
     p = sub.add_parser("chat", help="chat with long-term memory (/evidence shows what was recalled, /quit ends)")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--strategy", "-s", default="reconstruct", help="recall strategy: " + _STRATEGY_NAMES)
+    p.add_argument("--strategy", "-s", default="rerank", help="recall strategy: " + _STRATEGY_NAMES)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--user", default="user", help="the speaker name your turns are stored under")
     p.set_defaults(func=cmd_chat)

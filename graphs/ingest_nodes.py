@@ -41,7 +41,14 @@ from logicmap.graphs.resources import (
 from logicmap.graphs.strategy import StrategyContext
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation, Session, check_sessions, conversation_namespace, load_conversations
+from logicmap.memory.loaders import (
+    MAX_SESSION_ID,
+    Conversation,
+    Session,
+    check_sessions,
+    conversation_namespace,
+    load_conversations,
+)
 from logicmap.memory.records import (
     Event,
     Relation,
@@ -51,6 +58,7 @@ from logicmap.memory.records import (
     distinct_turn_id,
     event_id,
     relation_id,
+    stable_hash,
     validate_namespace,
 )
 from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, MemoryStore, NamespaceSnapshot
@@ -74,7 +82,9 @@ __all__ = [
     "conversation_source",
     "cues",
     "facts",
+    "committed_as",
     "file_namespaces",
+    "foreign_sessions",
     "fuse",
     "ingest_context",
     "policy_and_llm",
@@ -133,6 +143,11 @@ class IngestContext(StrategyContext):
     combined_extraction: bool | None = None
     """Segment a session and extract its facts and cues in one call per window (false: one call per role, which
     small models may answer better); unset: the LOGICMAP_COMBINED_EXTRACTION setting (default true)."""
+    cross_session_links: bool | None = None
+    """Link each session's first event to the previous session's last (temporal_before) and, without an LLM,
+    new events to similar stored ones sharing a participant: edges CompassMem's paper does not have (its
+    relations are within a session, plus the fusion's links to the most similar stored event), so off in
+    the paper-faithful construction; unset: the LOGICMAP_CROSS_SESSION_LINKS setting (default true)."""
     append: bool = False
     """Allow new sessions into a namespace that holds sessions none of which this input repeats (the operator
     vouches that it continues that conversation; CLI --append). Never into a namespace another conversation
@@ -351,15 +366,37 @@ def check_continuation(manifest: Manifest, source: str, sessions: list[Session],
 
 
 def _check_still_continues(state: IngestState, manifest: Manifest, ctx: IngestContext) -> None:
-    """``check_continuation`` again on the generation a session is built on: another writer may have created
-    the namespace after ``prepare`` looked (the redo graph, which sets no source, appends nothing)."""
-    if state.get("source") is not None:
+    """``check_continuation`` again on the generation a session is built on, for an exclusive ingest (the file
+    chose the namespace): another writer may have created the namespace after ``prepare`` looked (the redo graph,
+    which sets no source, appends nothing)."""
+    if ctx.exclusive and state.get("source") is not None:
         check_continuation(manifest, state["source"], list(state.get("sessions") or []), append=ctx.append)
 
 
+def foreign_sessions(manifest: Manifest, source: str, sessions: list[Session]) -> list[Session]:
+    """The sessions with the ids they are stored under in ``manifest``'s namespace: their own, unless the
+    namespace was created by another source, whose session ids they could reuse for other sessions (every
+    LoCoMo file has an S1): then ``<id>@<hash of the source>``. Stable: the namespace's creator never changes, so a
+    re-run maps to the same ids. The chat's ids are made from their messages and never collide: kept."""
+    if manifest.generation == 0 or manifest.source in (None, source) or source == "chat":
+        return sessions
+    tag = stable_hash(source, length=8)
+    return [s.model_copy(update={"session_id": f"{s.session_id[:MAX_SESSION_ID - 9]}@{tag}"}) for s in sessions]
+
+
+def committed_as(manifest: Manifest, session: Session) -> SessionInfo | None:
+    """The committed session this one is: the same id, else the same content under another id (a file exported
+    again, a file ingested before its sessions had ids of their own)."""
+    known = manifest.sessions.get(session.session_id)
+    if known is not None:
+        return known
+    digest = session.content_hash()
+    return next((info for info in manifest.sessions.values() if info.content_hash == digest), None)
+
+
 def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session]) -> list[Session]:
-    """The sessions not committed yet; ``SessionConflictError`` for a committed id with other content, and
-    ``ValueError`` for a session naming one dia id twice (both before anything is written)."""
+    """The sessions not committed yet (``committed_as``); ``SessionConflictError`` for a committed id with other
+    content, and ``ValueError`` for a session naming one dia id twice (both before anything is written)."""
     pending = []
     for session in sessions:
         seen: set[str] = set()
@@ -367,7 +404,7 @@ def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session
             if raw.dia_id in seen:
                 raise ValueError(f"session {session.session_id!r} holds the dia id {raw.dia_id!r} twice; nothing was written")
             seen.add(raw.dia_id)
-        known = manifest.sessions.get(session.session_id)
+        known = committed_as(manifest, session)
         if known is None:
             pending.append(session)
         elif known.content_hash != session.content_hash():
@@ -379,20 +416,25 @@ def file_namespaces(conversations: list[Conversation], namespace: str, store: Me
                     append: bool = False) -> list[tuple[Conversation, str]]:
     """Where each conversation of a file goes, checked for the whole file before anything is written.
 
-    One conversation goes to ``namespace``; several go to ``<namespace>.<conversation id>`` each, and a
-    namespace there that another source created is refused (``NamespaceSourceError``), as is a committed
-    session whose content changed (``SessionConflictError``) and new sessions for a namespace that holds
-    none of the file's sessions, unless ``append`` (``ContinuationError``, see ``check_continuation``).
+    One conversation goes to ``namespace``, which the operator named: its sessions are added to what the
+    namespace holds (a session another source's id would reuse is stored under its own, ``foreign_sessions``);
+    only a committed session of the same conversation whose content changed is refused (``SessionConflictError``:
+    an edit would otherwise be lost or stored twice). Several go to ``<namespace>.<conversation id>`` each: there
+    the file chose the namespace, so a namespace another source created is refused (``NamespaceSourceError``),
+    as are new sessions for a namespace that holds none of the file's sessions, unless ``append``
+    (``ContinuationError``, see ``check_continuation``): a file cannot pour itself into another tenant's memory.
     """
     many = len(conversations) > 1
     targets = [(conv, conversation_namespace(namespace, conv.conversation_id) if many else validate_namespace(namespace))
                for conv in conversations]
     for conv, target in targets:
-        manifest = store.manifest(target)
+        manifest, source = store.manifest(target), conversation_source(conv)
         if many:
-            check_namespace_source(manifest, conversation_source(conv), conv.sessions)
-        _pending_sessions(target, manifest, conv.sessions)
-        check_continuation(manifest, conversation_source(conv), conv.sessions, append=append)
+            check_namespace_source(manifest, source, conv.sessions)
+            _pending_sessions(target, manifest, conv.sessions)
+            check_continuation(manifest, source, conv.sessions, append=append)
+        else:
+            _pending_sessions(target, manifest, foreign_sessions(manifest, source, conv.sessions))
     return targets
 
 
@@ -426,6 +468,10 @@ def _session_turns(namespace: str, session: Session, offset: int, ids: list[str]
             session_time_text=session.timestamp_text,
             position=offset + i,
             source_dia_id=raw.dia_id if tid != raw.dia_id else None,
+            role=raw.role,
+            model_written=raw.model_written,
+            evidence=raw.evidence,
+            said_at=raw.said_at,
         )
         for i, (raw, tid) in enumerate(zip(session.turns, ids))
     ]
@@ -450,6 +496,11 @@ def _session_events(segmentation: Any, namespace: str, session: Session, turns: 
         )
         for i, seg in enumerate(segmentation.events)
     ]
+
+
+def _memory_turns(turns: list[Turn]) -> list[Turn]:
+    """The turns memory is derived from: all of a conversation file's; of a chat, those ``Turn.evidence`` allows."""
+    return [t for t in turns if t.evidence]
 
 
 def _next_order(snapshot: NamespaceSnapshot) -> int:
@@ -601,9 +652,11 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
     ctx, res = ingest_context(runtime), resources_of(runtime)
     change, session = state["change"], state["current"]
     assert change is not None and session is not None
+    if not _memory_turns(state["turns"]):  # a chat part of questions and untrusted replies: nothing to derive
+        return {"enrichments": [Enrichment(kind=kind)]}
     policy, llm = policy_and_llm(ctx, res)
     request = EnrichRequest(
-        namespace=state["namespace"], session=session, turns=state["turns"], events=list(change.events),
+        namespace=state["namespace"], session=session, turns=_memory_turns(state["turns"]), events=list(change.events),
         snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy, llm=llm,
         embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens),
         layers=state.get("layers"), **_trace(state, ctx),
@@ -708,13 +761,14 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     manifest = res.store.manifest(namespace)
     ctx = ingest_context(runtime)
     sessions, source = sessions_of(state, ctx.source)
-    if ctx.exclusive:
+    if ctx.exclusive:  # the file chose the namespace (one of a many-conversation file's)
         check_namespace_source(manifest, source, sessions)
+        check_continuation(manifest, source, sessions, append=ctx.append)
+    else:  # the caller named the namespace (its own tenant on the server): the sessions are added to it
+        sessions = foreign_sessions(manifest, source, sessions)
     pending = _pending_sessions(namespace, manifest, sessions)
-    check_continuation(manifest, source, sessions, append=ctx.append)
-    reports = [SessionReport(session_id=s.session_id, skipped=True, policy=manifest.sessions[s.session_id].policy,
-                             generation=manifest.sessions[s.session_id].generation)
-               for s in sessions if s.session_id in manifest.sessions]
+    reports = [SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
+               for s in sessions if (known := committed_as(manifest, s)) is not None]
     update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, "sessions": sessions,
                               **advance(pending)}
     if pending and ingest_context(runtime).policy == "llm" and res.llm is None:
@@ -731,17 +785,20 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     snapshot = res.store.snapshot(namespace)
     _check_still_continues(state, snapshot.manifest, ctx)
     turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
-    vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in turns]), dtype=np.float32)
+    # Events, relations, facts and cues are made from the turns recall may return (``Turn.evidence``): a user's
+    # question and an untrusted model reply are stored as turns, never as memory derived from them.
+    memory = _memory_turns(turns)
+    vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in memory]), dtype=np.float32)
     policy, _ = policy_and_llm(ctx, res)
     fallbacks: list[FallbackRecord] = []
     cost, notes, layers = Cost(), [], None
-    if policy == "heuristic":
-        segmentation = finalize_times(changepoint_segments(turns, vectors), turns, session.timestamp)
+    if policy == "heuristic" or not memory:
+        segmentation = finalize_times(changepoint_segments(memory, vectors), memory, session.timestamp)
     else:
-        outcome, layers = _segment_with_model(state, runtime, turns, vectors)
+        outcome, layers = _segment_with_model(state, runtime, memory, vectors)
         segmentation, cost, notes = outcome.output, outcome.cost, outcome.notes
         fallbacks.extend(outcome.fallbacks)
-    events = _session_events(segmentation, namespace, session, turns, _next_order(snapshot),
+    events = _session_events(segmentation, namespace, session, memory, _next_order(snapshot),
                              "fallback" if fallbacks else policy)
     notes = [*notes, *time_phrase_notes(turns, session.timestamp)]
     return {
@@ -760,7 +817,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
 def relate(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """Logical relations between the session's events (LLM extractor, or a temporal chain)."""
     ctx, res = ingest_context(runtime), resources_of(runtime)
-    events, turns = state["events"], state["turns"]
+    events, turns = state["events"], _memory_turns(state["turns"])
     keys = [f"E{i + 1}" for i in range(len(events))]
     by_key = dict(zip(keys, events))
     turn_lists = [e.turn_ids for e in events]
@@ -814,9 +871,11 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     _apply_verdicts(fusion, verdicts, pairs, event_graph, namespace, session.session_id)
     relations = _redirected_relations([*state.get("relations", []), *fusion.extra], fusion.redirect)
     kept = [e for e in events if e.id in fusion.new_events]
-    _link_to_previous(relations, kept, event_graph, namespace, session.session_id)
-    if policy == "heuristic":
-        _link_shared_participants(relations, kept, fusion, event_graph, namespace, session.session_id)
+    links = ctx.cross_session_links if ctx.cross_session_links is not None else res.settings.cross_session_links
+    if links:  # the project's cross-session edges (an extension of the paper's construction)
+        _link_to_previous(relations, kept, event_graph, namespace, session.session_id)
+        if policy == "heuristic":
+            _link_shared_participants(relations, kept, fusion, event_graph, namespace, session.session_id)
     change = _fused_change(state, snapshot, fusion, relations, res)
     stats = {**state.get("session_stats", {}), "merged": len(fusion.redirect), "linked": fusion.linked}
     return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats,
@@ -911,7 +970,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     namespace, session = state["namespace"], state["current"]
     assert session is not None
     snapshot = resources_of(runtime).store.snapshot(namespace)
-    known = snapshot.manifest.sessions.get(session.session_id)
+    known = committed_as(snapshot.manifest, session)
     if known is not None:
         if known.content_hash != session.content_hash():
             raise session_conflict(namespace, session.session_id)

@@ -26,6 +26,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``lexicon`` | the general word lists the no-LLM policies use (no fitted vocabulary) |
 | ``tenancy`` | which tenant a run belongs to: namespace templates, the authority, thread fingerprints |
 | ``contention``, ``deadline``, ``input_limits`` | writers waiting for a namespace, the run's deadline, question and message size limits |
+| ``chat_turns`` | what a chat turn is to memory: a user's statement is evidence, a question or an untrusted reply only context |
 | ``facts`` | REAL's temporal facts: validity intervals, cardinality-aware non-destructive updates |
 | ``cues`` | MRAgent's cue-tag-content layer |
 | ``nl_logic`` | Goal-Mem's NL-Logic terms, goals and substitutions |

@@ -54,6 +54,11 @@ class LogicMapSettings(BaseSettings):
         description="Longest chat message the chatbot takes (it is stored as a turn; recall uses its last "
         "max_question_chars characters); a longer one is refused with one clear error before any work.",
     )
+    chat_idle_gap_s: float = Field(
+        default=1800.0, gt=0,
+        description="add_messages and the chatbot start a new chat session when a message comes this many seconds "
+        "after the namespace's last message (also splits a JSONL file's lines without a session field).",
+    )
     context_tokens: int = Field(
         default=8192, ge=512,
         description="The chat model's context window in tokens: longer sessions go to each ingest role in windows.",
@@ -62,6 +67,12 @@ class LogicMapSettings(BaseSettings):
         default=True,
         description="Ingest: segment a session and extract its facts and cues in one call per window (false: "
         "one call per role, which small models may answer better).",
+    )
+    cross_session_links: bool = Field(
+        default=True,
+        description="Ingest: link each session's first event to the previous session's last one (temporal_before) "
+        "and, without an LLM, new events to similar stored ones sharing a participant (shared_participant): "
+        "a project extension, off in CompassMem's paper-faithful construction.",
     )
 
     # Embeddings.

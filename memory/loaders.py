@@ -75,6 +75,11 @@ class RawTurn(BaseModel):
     @model_serializer(mode="wrap")
     def _without_empty_item(self, handler: SerializerFunctionWrapHandler) -> Any:
         return drop_empty_item(handler(self))
+    # Chat turns only (see ``Turn``): unset fields stay out of ``content_hash``, which is unchanged for files.
+    role: Literal["user", "assistant"] | None = Field(default=None, exclude_if=lambda v: v is None)
+    model_written: bool = Field(default=False, exclude_if=lambda v: not v)
+    evidence: bool = Field(default=True, exclude_if=lambda v: v)
+    said_at: datetime | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
 class Session(BaseModel):
@@ -85,7 +90,7 @@ class Session(BaseModel):
 
     def content_hash(self) -> str:
         payload = json.dumps(
-            [self.timestamp_text, [t.model_dump() for t in self.turns]], sort_keys=True, ensure_ascii=False
+            [self.timestamp_text, [t.model_dump(mode="json") for t in self.turns]], sort_keys=True, ensure_ascii=False
         )
         return stable_hash(payload, length=16)
 
@@ -614,10 +619,39 @@ def load_longmemeval(path: str | Path) -> list[Conversation]:
 
 
 # -- JSONL ---------------------------------------------------------------------------------------
-def load_jsonl(path: str | Path) -> list[Conversation]:
+def _jsonl_groups(messages: list[tuple[_Record, dict[str, Any]]], idle_gap_s: float) -> list[tuple[str | None, list[tuple[_Record, dict[str, Any]]]]]:
+    """The file's sessions in order: lines with a ``session`` field by its value; lines without one in order,
+    a new session where a line's ``timestamp`` comes more than ``idle_gap_s`` after the line before it (the rule
+    of ``add_messages``; a line without a timestamp stays in the current session)."""
+    named: dict[str, list[tuple[_Record, dict[str, Any]]]] = {}
+    groups: list[tuple[str | None, list[tuple[_Record, dict[str, Any]]]]] = []
+    current: list[tuple[_Record, dict[str, Any]]] | None = None
+    previous: datetime | None = None
+    for record, message in messages:
+        if "session" in message:
+            sid = record.identifier(message["session"], "session", MAX_SESSION_ID, spaces=True)
+            if sid not in named:
+                named[sid] = []
+                groups.append((sid, named[sid]))
+            named[sid].append((record, message))
+            continue
+        stamp = record.timestamp(record.text(message, "timestamp", required=False), "timestamp")
+        if current is None or (stamp is not None and previous is not None
+                               and (stamp - previous).total_seconds() > idle_gap_s):
+            current = []
+            groups.append((None, current))
+        current.append((record, message))
+        previous = stamp or previous
+    return groups
+
+
+def load_jsonl(path: str | Path, *, idle_gap_s: float | None = None) -> list[Conversation]:
     """Plain JSONL: one message per line ``{"speaker"|"role", "text"|"content", "session"?, "timestamp"?}``.
 
-    Messages are grouped into sessions by their ``session`` field (or one session when absent).
+    Lines with a ``session`` field are grouped by it; lines without one form sessions split where the
+    conversation pauses for more than ``idle_gap_s`` seconds (default ``LOGICMAP_CHAT_IDLE_GAP_S``). Session
+    ids are made from the session's content (``S<n>-<hash>``), so a second file's sessions never take the ids
+    of a first file's in the same namespace.
     """
     path = Path(path)
     raw = _read_bytes(path)
@@ -629,17 +663,19 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
     conversation_id = path.stem
     if _SURROGATE.search(conversation_id) or _CONTROL.search(conversation_id):
         raise DataFormatError(path, "file name", "-", "the file name is not usable as a conversation id")
-    grouped: dict[str, list[tuple[_Record, dict[str, Any]]]] = {}
+    lines: list[tuple[_Record, dict[str, Any]]] = []
     # "\n" only: str.splitlines also splits at U+2028, U+0085 and other characters a JSON string may hold raw.
     for lineno, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         record = _Record(path, f"line {lineno}")
-        message = record.object(_parse_line(line, record), "-")
-        session = message.get("session", "1")
-        grouped.setdefault(record.identifier(session, "session", MAX_SESSION_ID, spaces=True), []).append((record, message))
+        lines.append((record, record.object(_parse_line(line, record), "-")))
+    if idle_gap_s is None:
+        from logicmap.memory.config import LogicMapSettings
+
+        idle_gap_s = LogicMapSettings().chat_idle_gap_s
     sessions = []
-    for s_index, (sid, messages) in enumerate(grouped.items(), start=1):
+    for s_index, (sid, messages) in enumerate(_jsonl_groups(lines, idle_gap_s), start=1):
         turns, stamp_text = [], None
         for t_index, (record, message) in enumerate(messages, start=1):
             speaker = message.get("speaker", message.get("role"))
@@ -653,8 +689,9 @@ def load_jsonl(path: str | Path) -> list[Conversation]:
             stamp_text = stamp_text or record.text(message, "timestamp", required=False)
             dia_id = record.identifier(message.get("dia_id", f"D{s_index}:{t_index}"), "dia_id", MAX_DIA_ID)
             turns.append(RawTurn(dia_id=dia_id, speaker=speaker, text=said))
-        stamp = _Record(path, f"session {sid}").timestamp(stamp_text, "timestamp")
-        sessions.append(Session(session_id=f"S{s_index}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
+        stamp = _Record(path, f"session {sid or s_index}").timestamp(stamp_text, "timestamp")
+        session = Session(session_id=f"S{s_index}", timestamp=stamp, timestamp_text=stamp_text, turns=turns)
+        sessions.append(session.model_copy(update={"session_id": f"S{s_index}-{session.content_hash()[:8]}"}))
     speakers = sorted({t.speaker for s in sessions for t in s.turns})
     conversation = Conversation(conversation_id=conversation_id, speakers=speakers, sessions=sessions, source_format="jsonl")
     return [_finish(conversation, _Record(path, f"conversation {conversation_id!r}"))]

@@ -12,11 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, cast
 
 import numpy as np
 
+from logicmap.memory.chat_turns import recall_turn_ids
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.retrieval import turn_index
@@ -71,9 +72,16 @@ def turn_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     return _layout(snapshot)
 
 
+@lru_cache(maxsize=1 << 17)
+def _dated(text: str) -> float:
+    """1.0 when a turn's text holds a time phrase (kept across snapshots: a chat's next one re-reads the same turns)."""
+    return 1.0 if find_time_phrases(text) else 0.0
+
+
 def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     graph = EventGraph.of(snapshot)
-    ids = sorted((t for t in snapshot.turns if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
+    recallable = recall_turn_ids(snapshot)
+    ids = sorted((t for t in recallable if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
     owner = graph.event_of_turn
     turns = [snapshot.turns[t] for t in ids]
     same_event = [i > 0 and owner.get(ids[i - 1]) is not None and owner.get(ids[i - 1]) == owner.get(ids[i])
@@ -81,7 +89,7 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     topic_vectors = {tid: normalize(np.asarray(t.centroid, dtype=np.float32)) for tid, t in snapshot.topics.items()
                      if t.centroid}
     topic_row = {tid: i for i, tid in enumerate(topic_vectors)}
-    bm25_row = {t: i for i, t in enumerate(snapshot.turns)}
+    bm25_row = {t: i for i, t in enumerate(recallable)}
     event_ids = sorted(set(owner.values()))
     event_row = {e: i for i, e in enumerate(event_ids)}
     dim = len(next(iter(snapshot.turn_vectors.values()))) if snapshot.turn_vectors else 1
@@ -96,9 +104,9 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
         "next": np.array([*same_event[1:], False], dtype=bool),
         "reply": np.array([same_event[i] and turns[i].answers(turns[i - 1]) for i in range(len(ids))], dtype=bool),
         "speakers": [t.speaker for t in turns],
-        "dated": np.array([1.0 if find_time_phrases(t.text) else 0.0 for t in turns]),
+        "dated": np.array([_dated(t.text) for t in turns]),
         "length": np.array([np.log1p(len(t.text.split())) for t in turns]),
-        # Rows of the shared BM25 turn index (``snapshot.turns`` order) in this layout's order.
+        # Rows of the shared BM25 turn index (``recall_turn_ids`` order) in this layout's order.
         "bm25_rows": np.array([bm25_row[t] for t in ids], dtype=np.int64),
     }
     return layout

@@ -110,6 +110,22 @@ class Turn(BaseModel):
     @model_serializer(mode="wrap")
     def _without_empty_item(self, handler: SerializerFunctionWrapHandler) -> Any:
         return drop_empty_item(handler(self))
+    # Chat turns only (``add_messages``, the chatbot); a conversation file's turns leave them unset, and unset
+    # fields are left out of the record's JSON, so records and content hashes written before them are unchanged.
+    role: Literal["user", "assistant"] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="Who said it in a chat: the user, or the assistant."
+    )
+    model_written: bool = Field(
+        default=False, exclude_if=lambda v: not v, description="Written by a chat model (an assistant's reply)."
+    )
+    evidence: bool = Field(
+        default=True, exclude_if=lambda v: v,
+        description="Whether recall may return it: False for a user's question (kept as the context of the reply "
+        "that follows it) and for a model's reply not trusted as evidence (add_messages' trust_assistant).",
+    )
+    said_at: datetime | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="When the message was sent (chat turns)."
+    )
 
     @property
     def id(self) -> str:

@@ -9,11 +9,13 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Literal, Protocol
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from logicmap.memory.chat_turns import recall_turn_ids
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.store import NamespaceSnapshot, SnapshotReader
@@ -34,12 +36,19 @@ __all__ = [
     "turn_index",
 ]
 
+@lru_cache(maxsize=1 << 17)
+def _terms(document: str) -> Counter[str]:
+    """A document's term counts, shared by every index that holds it (a chat's next snapshot re-indexes the same
+    turns; never mutated)."""
+    return Counter(tokenize(document))
+
+
 class BM25Index:
     """Okapi BM25 (k1 = 1.5, b = 0.75) over a fixed list of documents."""
 
     def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
         self.k1, self.b = k1, b
-        self.docs = [Counter(tokenize(d)) for d in documents]
+        self.docs = [_terms(d) for d in documents]
         self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=np.float32)
         self.avg = float(self.lengths.mean()) if len(self.docs) else 0.0
         df: Counter[str] = Counter()
@@ -110,11 +119,11 @@ def _event_index(snapshot: NamespaceSnapshot) -> BM25Index:
 
 
 def _turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
-    return BM25Index([t.render() for t in snapshot.turns.values()])
+    return BM25Index([snapshot.turns[t].render() for t in recall_turn_ids(snapshot)])
 
 
 def _turn_matrix(snapshot: NamespaceSnapshot) -> np.ndarray:
-    return normalize(np.vstack([snapshot.turn_vectors[i] for i in snapshot.turns]))
+    return normalize(np.vstack([snapshot.turn_vectors[i] for i in recall_turn_ids(snapshot)]))
 
 
 def _event_matrix(snapshot: NamespaceSnapshot) -> np.ndarray:
@@ -140,8 +149,7 @@ class MemoryRetriever:
 
     def search(self, query: str, k: int) -> list[Hit]:
         snapshot = self.store.snapshot(self.namespace)
-        records = snapshot.turns if self.unit == "turns" else snapshot.events
-        ids = list(records)
+        ids = recall_turn_ids(snapshot) if self.unit == "turns" else list(snapshot.events)
         if not ids or k <= 0:
             return []
         make = _turn_hit if self.unit == "turns" else _event_hit
@@ -157,8 +165,8 @@ class MemoryRetriever:
 
 
 def turn_index(snapshot: NamespaceSnapshot) -> BM25Index:
-    """BM25 over a snapshot's turns (rendered), in ``snapshot.turns`` order; built once per snapshot and shared
-    by the BM25 backbone and the graph-feature reranker."""
+    """BM25 over the turns recall may return (rendered; ``memory.chat_turns.recall_turn_ids``, in its order);
+    built once per snapshot and shared by the BM25 backbone and the graph-feature reranker."""
     return snapshot.derived(_turn_index)
 
 

@@ -10,6 +10,7 @@ local model (SmolLM2) token by token; without one, as the one extractive message
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,16 @@ def _parent(node: Any) -> Any:
 
 
 def _turn_texts(store: MemoryStore, namespace: str) -> list[str]:
-    return sorted(t.text for t in store.snapshot(namespace).turns.values())
+    return sorted(t.text for t in store.snapshot(namespace).turns.values()) if store.has_namespace(namespace) else []
+
+
+def _stored(store: MemoryStore, namespace: str, texts: list[str], timeout: float = 120.0) -> list[str]:
+    """The namespace's turn texts once they are ``texts`` (the server stores a turn in a run it schedules after
+    the reply, ``remember_mode="deferred"``), or what it holds at the timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and _turn_texts(store, namespace) != sorted(texts):
+        time.sleep(0.5)
+    return _turn_texts(store, namespace)
 
 
 def test_a_parent_graph_embedding_the_remote_chatbot_writes_to_the_tenant_its_config_names(
@@ -58,26 +68,38 @@ def test_a_parent_graph_embedding_the_remote_chatbot_writes_to_the_tenant_its_co
         threads[user] = {"configurable": {"thread_id": str(uuid.uuid4()), "user_id": user}}
         out = app.invoke({"messages": [("user", text)]}, threads[user])
         assert [m.type for m in out["messages"]] == ["human", "ai"]  # the parent's thread got the remote reply
+    # Stored after the reply by the run each turn scheduled on its thread (the memory template's pattern).
+    assert _stored(reader, "alice", [said["alice"]]) == [said["alice"]]
+    assert _stored(reader, "bob", [said["bob"]]) == [said["bob"]]
     assert sorted(reader.namespaces()) == ["alice", "bob"]  # no "default", nothing else
-    assert _turn_texts(reader, "alice") == [said["alice"]] and _turn_texts(reader, "bob") == [said["bob"]]
 
     # The next turn on alice's parent thread recalls her memory, from her tenant only.
     out = app.invoke({"messages": [("user", "What is my cat called?")]}, threads["alice"])
     assert out["messages"][-1].content == "From memory: user: My cat is called Miso."  # the speaker is user_name
     assert [m.type for m in out["messages"]] == ["human", "ai", "human", "ai"]
-    assert _turn_texts(reader, "alice") == sorted([said["alice"], "What is my cat called?"])
+    # The question is kept (as the context of its reply, never recalled as a fact); the extractive reply is not.
+    want = sorted([said["alice"], "What is my cat called?"])
+    assert _stored(reader, "alice", want) == want
+    assert not reader.snapshot("alice").turns[next(t for t, v in reader.snapshot("alice").turns.items()
+                                                    if v.text == "What is my cat called?")].evidence
     assert _turn_texts(reader, "bob") == [said["bob"]]
 
     # A plain RemoteGraph forwards the parent's configurable: a config naming the tenant is enough ...
     plain = _parent(RemoteGraph("chatbot", url=server.url))
     carol = {"configurable": {"thread_id": str(uuid.uuid4()), "namespace": "carol", "policy": "heuristic"}}
     plain.invoke({"messages": [("user", "I grow chillies on my balcony.")]}, carol)
-    assert _turn_texts(reader, "carol") == ["I grow chillies on my balcony."]
+    assert _stored(reader, "carol", ["I grow chillies on my balcony."]) == ["I grow chillies on my balcony."]
     # ... and one naming none fails on the server: never a silent default.
     anonymous = {"configurable": {"thread_id": str(uuid.uuid4()), "user_id": "dave", "policy": "heuristic"}}
     with pytest.raises(RemoteException, match="NamespaceRequiredError"):
         plain.invoke({"messages": [("user", "My PIN is 9876.")]}, anonymous)
     assert sorted(reader.namespaces()) == ["alice", "bob", "carol"]
+
+    # The turn was not stored by the reply's run: that run scheduled another on its thread, which stored it.
+    erin = {"configurable": {"thread_id": str(uuid.uuid4()), "user_id": "erin"}}
+    direct = remote.invoke({"messages": [("user", "I keep two goldfish.")]}, erin)
+    assert direct["memory_write"]["status"] == "scheduled" and direct["memory_write"]["run_id"], direct["memory_write"]
+    assert _stored(reader, "erin", ["I keep two goldfish."]) == ["I keep two goldfish."]
     reader.close()
 
 

@@ -1,6 +1,10 @@
-"""A conversation's source cannot be faked: new sessions go into a namespace that holds a conversation only when
-the input repeats one of its sessions unchanged, or the operator vouches with ``--append``; ``--append`` never
-joins another conversation's (or another tenant's) namespace.
+"""A conversation's source cannot be faked: where a file chooses the namespace (a many-conversation file, an
+exclusive ingest), new sessions go into a namespace that holds a conversation only when the input repeats one of
+its sessions unchanged, or the operator vouches with ``--append``; ``--append`` never joins another conversation's
+(or another tenant's) namespace. Where the caller names the namespace (``-n`` with a one-conversation file, Python,
+the graph on the caller's own tenant), an input's sessions are added: another source's under ids of their own
+(``foreign_sessions``), content already stored is skipped, and only an edited session of the namespace's own
+conversation is refused (``SessionConflictError``).
 
 Generated cases (seeded): tenants ``t.bob`` and ``t.alice`` are made by a many-conversation file, by a
 one-conversation file with ``-n``, by the chat or by a Python caller; then an input that claims to be bob's
@@ -8,7 +12,7 @@ conversation arrives through the CLI (many- and one-conversation files), ``inges
 not) or the ingest graph (``IngestContext.append``), shaped as: new sessions only, a stored session repeated
 plus new ones, a stored session changed, stored sessions only (a re-run), or another conversation's id.
 Every refusal is one line and leaves every namespace exactly as it was; every acceptance stores exactly the
-sessions sent. ``LOGICMAP_FUZZ_EXAMPLES=N`` runs N cases.
+sessions sent (under the ids ``foreign_sessions`` gives them). ``LOGICMAP_FUZZ_EXAMPLES=N`` runs N cases.
 """
 
 from __future__ import annotations
@@ -28,6 +32,9 @@ from logicmap.graphs.ingest import (
     IngestContext,
     NamespaceSourceError,
     SessionConflictError,
+    committed_as,
+    conversation_source,
+    foreign_sessions,
     graph,
     ingest_conversation,
 )
@@ -95,6 +102,11 @@ def _claim(rng: random.Random, shape: str, stored: Conversation) -> Conversation
 
 def _expected(creator: str, shape: str, path: str, append: bool) -> str:
     """``accept``, ``noop`` or the refusal's kind for one case."""
+    if path in ("cli one", "python", "graph"):  # the caller named the namespace: the input's sessions are added
+        same_source = creator != "chat" and path != "graph" and shape != "other conversation"
+        if shape == "changed":
+            return "conflict" if same_source else "accept"
+        return "noop" if shape == "re-run" else "accept"
     if shape == "changed":
         return "conflict" if creator != "chat" else ("source" if path in ("cli many", "python exclusive") else "accept")
     exclusive = path in ("cli many", "python exclusive")
@@ -172,20 +184,25 @@ def test_an_input_continues_a_namespace_only_with_proof_or_append(
     if creator == "chat" and shape == "re-run":
         shape = "new only"  # the chat holds none of the file's sessions: nothing is a re-run
     expected = _expected(creator, shape, path, append)
-    if path == "graph" and creator in ("many-file", "one-file", "python") and shape == "new only" and append:
-        expected = "accept"  # the graph's writer is 'api', not a conversation: appends into its own tenant
     watched = [bob, conversation_namespace(base, "dave"), conversation_namespace(base, "bob-impostor"), base]
     before = {ns: res.store.snapshot(ns).fingerprint() for ns in watched}
     held = set(res.store.manifest(bob).sessions)
+    source = "api" if path == "graph" else conversation_source(claim)
+    stored_as = foreign_sessions(res.store.manifest(bob), source, claim.sessions) if path in ("cli one", "python", "graph") \
+        else claim.sessions
     error, message = _run(res, path, claim, base, bob, append, tmp_path, capsys)
     TALLY[f"{creator} / {shape} / {path} / append={append}"] += 1
     kind = _kind(message, error)
     if expected in ("accept", "noop", "accept-elsewhere"):
         assert kind is None, f"{creator}/{shape}/{path}/append={append}: refused: {message}"
-        sent = {s.session_id for s in claim.sessions}
+        sent = {s.session_id for s in stored_as}
         target = conversation_namespace(base, "bob-impostor") if expected == "accept-elsewhere" else bob
-        now = set(res.store.manifest(target).sessions)
-        assert sent <= now and now - held <= sent if target == bob else now == sent
+        manifest = res.store.manifest(target)
+        now = set(manifest.sessions)
+        if target == bob:  # every session sent is stored (content already held counts), nothing else is added
+            assert all(committed_as(manifest, s) is not None for s in stored_as) and now - held <= sent
+        else:
+            assert now == sent
         if expected == "noop":
             assert res.store.snapshot(bob).fingerprint() == before[bob]
         assert memory_problems(res.store.snapshot(target)) == []
@@ -223,8 +240,8 @@ def test_the_faked_sample_id_of_the_issue_is_refused_and_append_lets_the_operato
     other = Conversation(conversation_id="alice", speakers=bob.speakers, sessions=[
         Session(session_id="S8", turns=[RawTurn(dia_id="D8:1", speaker="Anaal", text="A note for alice.")])])
     before = res.store.snapshot("issue.alice").fingerprint()
-    code, err = _cli(res, _file(tmp_path / "other.json", [other]), "issue.bob", capsys, "--append")
-    assert code == 2 and "does not join two" in err, err
+    code, err = _cli(res, _file(tmp_path / "other.json", [other, fake]), "issue", capsys)
+    assert code == 2 and "--append" in err, err  # the file chose issue.bob for its fake: refused without --append
     code, err = _cli(res, _file(tmp_path / "other.json", [other, fake]), "issue", capsys, "--append")
     assert code == 0, err  # alice's own id continues alice, bob's S7 is a re-run
     assert set(res.store.manifest("issue.alice").sessions) == {"S1", "S8"}
@@ -236,8 +253,9 @@ RACES = 6
 
 @pytest.mark.parametrize("trial", range(RACES))
 def test_two_conversations_racing_into_a_new_namespace_never_both_land(trial: int, module_resources: Resources) -> None:
-    """Both writers find the namespace empty when they start: the one that commits second must still be refused
-    (the check is repeated on the generation each session is built on), with nothing of it written."""
+    """Both writers of a many-conversation file find the namespace empty when they start: the one that commits
+    second must still be refused (the check is repeated on the generation each session is built on), with nothing
+    of it written."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
@@ -250,7 +268,7 @@ def test_two_conversations_racing_into_a_new_namespace_never_both_land(trial: in
     def write(conv: Conversation) -> str:
         barrier.wait()
         try:
-            ingest_conversation(conv, namespace, resources=res, policy="heuristic")
+            ingest_conversation(conv, namespace, resources=res, policy="heuristic", exclusive=True)
         except ContinuationError:
             return "refused"
         except SessionConflictError:

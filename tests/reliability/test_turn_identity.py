@@ -31,7 +31,9 @@ from logicmap.graphs.ingest import (
     IngestContext,
     NamespaceSourceError,
     commit,
+    conversation_source,
     file_namespaces,
+    foreign_sessions,
     fuse,
     ingest_conversation,
     prepare,
@@ -148,6 +150,9 @@ def test_reused_dia_ids_never_replace_a_stored_turn(seed: int, module_resources:
                 conv.sessions[-1].turns[0].dia_id = conv.sessions[0].turns[0].dia_id
         TALLY[f"files via {path_kind}"] += 1
         before = _fingerprint(res, namespace)
+        # A file's sessions go into a namespace another source created under ids of their own (foreign_sessions).
+        stored_as = conv.sessions if path_kind == "chat" else \
+            foreign_sessions(res.store.manifest(namespace), conversation_source(conv), conv.sessions)
         if path_kind.startswith("cli"):
             code, err = _cli(data_dir, _write_locomo(tmp_path / f"f{index}.json", [conv]), namespace, capsys,
                              "--append")
@@ -161,7 +166,7 @@ def test_reused_dia_ids_never_replace_a_stored_turn(seed: int, module_resources:
                 ingest_session(session, namespace, resources=res, policy="heuristic")
         else:
             ingest_conversation(conv, namespace, resources=res, policy="heuristic", append=True)
-        for session in conv.sessions:
+        for session in stored_as:
             expected[session.session_id] = {t.dia_id: t.text for t in session.turns}
         _check(res, namespace, expected)
         done.append((path_kind, conv))

@@ -1,5 +1,6 @@
-"""The drop-in chatbot: cross-thread recall through memory, turns stored within the run (or queued for an
-interactive loop), the tenant resolved per run, streamed replies, recall-only runs, drop-in use, CLI."""
+"""The drop-in chatbot: cross-thread recall through memory, turns stored within the run (``remember_mode="sync"``)
+or queued (the default in process), the tenant resolved per run, streamed replies, recall-only runs, drop-in use,
+CLI."""
 
 from __future__ import annotations
 
@@ -25,7 +26,8 @@ from logicmap.graphs.chatbot import (
 from logicmap.memory.tenancy import NamespaceRequiredError
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice")
+HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice",
+                        remember_mode="sync")
 
 
 def thread(name: str) -> dict:
@@ -116,7 +118,7 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     resources.llm_ = model
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     context = ChatContext(namespace="alice", strategy="reconstruct", policy="auto", user_name="Alice",
-                          resources=resources)
+                          remember_mode="sync", trust_assistant=True, resources=resources)  # the reply is memory
     out = say(bot, "What is my favourite colour?", "t9", context)
     assert out["messages"][-1].content == "Your favourite colour is teal."
     responder_prompt = next(c for c in model.calls if "helpful assistant with long-term memory" in str(c[0].content))
@@ -132,8 +134,9 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     assert out["fallbacks"] and "segmenter" in roles and not roles & {"navigator", "pruner", "responder", "query_cues"}
     assert out["cost"]["llm_calls"] == 5 + out["memory_write"]["llm_calls"]  # recall (4) and the reply
     assert out["messages"][-1].response_metadata["used_memory_ids"] == [dia_id]
-    # A model's reply is part of the conversation, so it is stored with the user's turn.
-    assert any(t.text == "Your favourite colour is teal." for t in resources.store.snapshot("alice").turns.values())
+    # A model's reply is part of the conversation, so it is stored with the user's turn, as the assistant's.
+    stored = {t.text: t for t in resources.store.snapshot("alice").turns.values()}
+    assert stored["Your favourite colour is teal."].model_written and not stored["What is my favourite colour?"].evidence
 
 
 def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # noqa: ANN001
@@ -172,7 +175,7 @@ def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_
     out = capsys.readouterr().out
     assert "(new;" in out and "(existing;" in out
     assert "bot> From memory: I keep my spare key under the blue pot." in out
-    assert "recalled by reconstruct (0 LLM calls)" in out and "Bob: I keep my spare key under the blue pot." in out
+    assert "recalled by rerank (0 LLM calls)" in out and "Bob: I keep my spare key under the blue pot." in out
 
 
 def test_studio_graph_is_compiled_without_a_checkpointer() -> None:
@@ -223,13 +226,13 @@ def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:
 
 def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -> None:  # noqa: ANN001
     bot = build_chatbot_graph().compile()
-    template = ChatContext(namespace="team-{user_id}", policy="heuristic", resources=resources)
+    template = ChatContext(namespace="team-{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
     out = bot.invoke({"messages": [("user", "I like green tea.")]},
                      {"configurable": {"thread_id": "t1", "user_id": "bob"}}, context=template)
     assert out["memory_write"]["namespace"] == "team-bob" and out["recall"]["namespace"] == "team-bob"
     out = bot.invoke({"messages": [("user", "I like black coffee.")]},
                      {"configurable": {"thread_id": "t2", "namespace": "carol"}},
-                     context=ChatContext(policy="heuristic", resources=resources))
+                     context=ChatContext(policy="heuristic", remember_mode="sync", resources=resources))
     assert out["memory_write"]["namespace"] == "carol"
     with pytest.raises(ValueError, match="invalid value for namespace field"):  # a value cannot reach another tenant
         bot.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t3", "user_id": "bob.x"}},
@@ -242,7 +245,7 @@ def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resource
     parent.add_node("memory_bot", build_chatbot_graph().compile())
     parent.add_edge(START, "memory_bot")
     app = parent.compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="{user_id}", policy="heuristic", resources=resources)
+    context = ChatContext(namespace="{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
     for user in ("dora", "ezra"):
         app.invoke({"messages": [("user", f"My name is {user}.")]},
                    {"configurable": {"thread_id": f"p-{user}", "user_id": user}}, context=context)
@@ -276,17 +279,13 @@ def _told(resources, text: str = "My favourite colour is teal.") -> str:  # noqa
 
 
 def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -> None:  # noqa: ANN001
-    import json
 
     from langchain_core.language_models import GenericFakeChatModel
     from langchain_core.messages import AIMessageChunk
 
-    dia_id = _told(resources)
-    # One streaming model for every role: recall's responder answers in JSON, then the chat reply in text.
-    resources.llm_ = GenericFakeChatModel(messages=iter([
-        AIMessage(content=json.dumps({"answer": "teal", "cited_ids": [dia_id]})),
-        AIMessage(content="Your favourite colour is teal."),
-    ]))  # fmt: skip
+    _told(resources)
+    # One streaming model: dense recall makes no model call in the chatbot, so the reply is the turn's one call.
+    resources.llm_ = GenericFakeChatModel(messages=iter([AIMessage(content="Your favourite colour is teal.")]))
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", user_name="Alice", resources=resources,
                       ingest=False)
@@ -297,8 +296,29 @@ def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -
     assert "".join(m.content for m in chunks) == "Your favourite colour is teal."  # the reply, nothing else
     assert {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
     final = bot.get_state(thread("s1")).values
-    assert final["recall"]["answer"] == "teal" and final["messages"][-1].content == "Your favourite colour is teal."
+    assert "teal" in final["recall"]["answer"] and final["recall"]["llm_calls"] == 0
+    assert final["messages"][-1].content == "Your favourite colour is teal."
     assert final["messages"][-1].id == chunks[0].id  # the chunks and the stored reply are one message
+
+
+def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) -> None:  # noqa: ANN001
+    dia_id = _told(resources)
+    resources.llm_ = ScriptedChatModel(routes={
+        "reconstructing the memory": [
+            AIMessage(content="", tool_calls=[{"name": "search_events", "args": {"query": "favourite colour"}, "id": "s1"}]),
+            AIMessage(content="", tool_calls=[{"name": "submit_answer", "id": "s2", "args": {
+                "answer": "teal", "cited_event_ids": [], "cited_turn_ids": [dia_id], "confidence": 0.9}}]),
+        ],
+        "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],
+        "helpful assistant with long-term memory": ["Your favourite colour is teal."],
+    })
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    ctx = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", resources=resources, ingest=False)
+    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s3"),
+                               context=ctx, stream_mode="messages"))  # fmt: skip
+    assert streamed and {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
+    assert "".join(m.content for m, _ in streamed) == "Your favourite colour is teal."
+    assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] >= 1  # recall did call the model
 
 
 def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:  # noqa: ANN001
@@ -314,7 +334,8 @@ def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(res
     model = ScriptedChatModel(default="this would be a reply")
     resources.llm_ = model
     bot = build_chatbot_graph().compile()
-    ctx = ChatContext(namespace="alice", strategy="dense", policy="heuristic", respond=False, resources=resources)
+    ctx = ChatContext(namespace="alice", strategy="dense", policy="heuristic", respond=False, remember_mode="sync",
+                      resources=resources)
     out = bot.invoke({"messages": [("user", "What is my favourite colour?")]}, thread("r1"), context=ctx)
     assert [m.type for m in out["messages"]] == ["human"] and model.calls == []
     assert any("teal" in e["text"] for e in out["evidence"]) and "teal" in out["recall"]["answer"]
@@ -350,9 +371,9 @@ from logicmap.memory.config import LogicMapSettings
 res = Resources(settings=LogicMapSettings(data_dir=Path(sys.argv[1]), embedding_provider="hashing"))
 res.llm_ = None
 out = graph.invoke({"messages": [("user", "My locker code is 4312.")]}, {"configurable": {"thread_id": "t1"}},
-                   context=ChatContext(namespace="alice", policy="heuristic", resources=res))
+                   context=ChatContext(namespace="alice", policy="heuristic", remember_mode="sync", resources=res))
 print(out["messages"][-1].content, out["memory_write"]["status"], flush=True)
-os._exit(0)  # no atexit handler, no flush: the process ends right after the reply
+os._exit(0)  # no atexit handler, no flush: the process ends right after the reply (sync mode: already stored)
 """
 
 

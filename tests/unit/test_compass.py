@@ -21,7 +21,7 @@ LOCALIZER = "You choose where to start"
 EXPLORER = "Decide what to do with the current event"
 BATCH = "Decide for EACH listed event"
 REFINER = "Write one new search query"
-RESPONDER = "You answer a question about a long conversation"
+RESPONDER = "answer the QUESTION based on the provided CONTEXT"  # the paper's Appendix F.2 prompt
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
