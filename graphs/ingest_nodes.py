@@ -139,8 +139,9 @@ class IngestContext(StrategyContext):
     extract_cues: bool = True
     """Extract MRAgent's cues and tags from each session."""
     abstract_topics: bool = True
-    """MRAgent's topic abstraction (Eq. 18): one call per session gives each topic whose events changed a label
-    and a description (LLM policy only; the no-LLM policy leaves topics unlabelled)."""
+    """MRAgent's topic abstraction (Eq. 18), part of its memory layer (with ``extract_cues``): one call per session
+    gives each topic whose events changed a label and a description (LLM policy only; the no-LLM policy leaves
+    topics unlabelled)."""
     memory_manager: Literal["none", "r2"] = "none"
     """r2: the Memory-R2 extractor and manager (ADD / UPDATE / DELETE / NOOP) maintain the namespace's R2 fact
     memory, session by session; the ``r2`` answering strategy reads it."""
@@ -897,7 +898,7 @@ def topics(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     stats = {**state.get("session_stats", {}), "topics_reclustered": update.reclustered}
     out: dict[str, Any] = {"session_stats": stats}
     policy, llm = policy_and_llm(ctx, res)
-    if policy == "llm" and ctx.abstract_topics and changed:
+    if policy == "llm" and ctx.abstract_topics and ctx.extract_cues and changed:
         events = {**snapshot.events, **{e.id: e for e in change.events}}
         clusters = [_cluster(topic, events, vectors) for topic in changed]
         outcome = abstract_topics(llm, clusters, budget=ContextBudget(ctx.context_tokens), method=res.method,
