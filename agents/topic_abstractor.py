@@ -64,7 +64,7 @@ def fallback_abstracts(clusters: Sequence[TopicCluster]) -> TopicAbstractSet:
     for cluster in clusters:
         terms = key_terms(cluster.summaries[:FALLBACK_EVENTS])
         if terms and cluster.summaries:
-            out.append(TopicAbstract(topic=cluster.topic_id, label=" ".join(terms),
+            out.append(TopicAbstract(topic=cluster.topic_id, label=_clip(" ".join(terms), prompt.MAX_LABEL_CHARS),
                                      description=_clip(cluster.summaries[0], prompt.MAX_DESCRIPTION_CHARS)))
     return TopicAbstractSet(topics=out)
 
