@@ -933,14 +933,13 @@ def carry_topic_labels(before: dict[str, Topic], after: list[Topic]) -> list[Top
 def _cluster(topic: Topic, events: dict[str, Event], vectors: dict[str, np.ndarray]) -> TopicCluster:
     """The topic's event summaries, the most central first (cosine to the centroid; ties by event id)."""
     centroid = np.asarray(topic.centroid, dtype=np.float32)
-    norm = float(np.linalg.norm(centroid)) or 1.0
-
-    def closeness(eid: str) -> float:
-        vec = np.asarray(vectors[eid], dtype=np.float32)
-        return float(vec @ centroid) / ((float(np.linalg.norm(vec)) or 1.0) * norm)
-
-    members = sorted((m for m in topic.members if m in events and m in vectors), key=lambda m: (-closeness(m), m))
-    return TopicCluster(topic_id=topic.id, summaries=tuple(events[m].summary for m in members))
+    centroid = centroid / (float(np.linalg.norm(centroid)) or 1.0)
+    members = [m for m in topic.members if m in events and m in vectors]
+    rows = np.asarray([vectors[m] for m in members], dtype=np.float32).reshape(len(members), -1)
+    norms = np.linalg.norm(rows, axis=1)
+    closeness = (rows @ centroid) / np.where(norms > 0, norms, 1.0) if members else np.zeros(0)
+    ranked = sorted(range(len(members)), key=lambda i: (-float(closeness[i]), members[i]))
+    return TopicCluster(topic_id=topic.id, summaries=tuple(events[members[i]].summary for i in ranked))
 
 
 def facts(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
