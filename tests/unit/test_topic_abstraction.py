@@ -209,3 +209,19 @@ def test_labels_survive_a_backup_and_a_reopened_store(tmp_path, sample) -> None:
 
 def _first(sample, n: int):  # noqa: ANN001, ANN202
     return sample.model_copy(update={"sessions": sample.sessions[:n]})
+
+
+def test_a_reclustering_keeps_the_label_of_a_topic_whose_members_stayed() -> None:
+    from logicmap.graphs.ingest_nodes import carry_topic_labels
+
+    before = {"T0": Topic(id="T0", namespace="n", centroid=[1.0], members=["a", "b"], label="dogs",
+                          description="About dogs.", label_source="llm"),
+              "T1": Topic(id="T1", namespace="n", centroid=[0.0], members=["c"], label="runs",
+                          description="Running.", label_source="fallback")}
+    after = [Topic(id="T0", namespace="n", centroid=[0.9], members=["b", "a"]),  # same members, rebuilt
+             Topic(id="T1", namespace="n", centroid=[0.1], members=["c", "d"]),  # a new member
+             Topic(id="T2", namespace="n", centroid=[0.5], members=["e"])]  # a new topic
+    changed = carry_topic_labels(before, after)
+    assert [t.id for t in changed] == ["T1", "T2"]
+    assert (after[0].label, after[0].description, after[0].label_source) == ("dogs", "About dogs.", "llm")
+    assert after[1].label is None and after[2].label is None  # left for the abstractor
