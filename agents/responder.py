@@ -80,10 +80,13 @@ def respond(
     evidence: Sequence[EvidenceText],
     *,
     question_date: str | None = None,
+    abstain: bool = True,
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict | None = None,
 ) -> RoleOutcome[Answer]:
+    """The answer from ``evidence``. ``abstain=False``: CompassMem's Appendix F.2 prompt, which never states
+    that the information is insufficient (the extractive fallback keeps its ``NO_ANSWER``)."""
     ids = {e.id for e in evidence}
 
     def validate(result: Answer) -> list[str]:
@@ -98,7 +101,8 @@ def respond(
     return run_role(
         llm,
         role="responder",
-        messages=prompt.build_messages(question, "\n".join(e.render() for e in evidence) or "(no evidence)", question_date),
+        messages=prompt.build_messages(question, "\n".join(e.render() for e in evidence) or "(no evidence)", question_date,
+                                       abstain=abstain),
         schema=Answer,
         validate=validate,
         fallback=lambda: extractive_answer(question, evidence),

@@ -24,10 +24,21 @@ class StrategySpec:
 # What the part after ":" picks, per strategy: the option it sets and the values it takes.
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "goalmem": ("backbone", ("bm25", "dense", "events")),
-    "compass": ("ranker", ("learned", "similarity", "traversal")),  # the no-LLM evidence ranking (learned = the graph-feature reranker)
+    # the no-LLM evidence ranking (learned = the graph-feature reranker), the paper's configuration, and one
+    # project extension off each (the ablations of docs/fidelity.md, "CompassMem")
+    "compass": ("ranker", ("learned", "similarity", "traversal", "faithful", "no-readings", "no-step-cap",
+                           "no-plan-starts", "dense")),
 }
-# Variants that set more than the one option: ``compass:traversal`` is the graph-feature reranker plus the second hop.
-VARIANT_OPTIONS: dict[str, dict[str, Any]] = {"compass:traversal": {"ranker": "learned", "traversal": True}}
+# Variants that set more than the one option, or another option: ``compass:traversal`` is the graph-feature
+# reranker plus the second hop; ``compass:faithful`` the paper's configuration (every extension off).
+VARIANT_OPTIONS: dict[str, dict[str, Any]] = {
+    "compass:traversal": {"ranker": "learned", "traversal": True},
+    "compass:faithful": {"faithful": True},
+    "compass:no-readings": {"name_free_readings": False},
+    "compass:no-step-cap": {"max_steps": None},
+    "compass:no-plan-starts": {"plan_starts": False},
+    "compass:dense": {"recipe": "dense"},
+}
 
 
 def parse_strategy(spec: str) -> StrategySpec:

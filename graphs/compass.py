@@ -1,18 +1,28 @@
 """The CompassMem search graph: planner -> localize -> parallel explorers -> merge (loop) -> refine -> respond.
 
-Explorers walk paths: each starts at its own start node and moves along the relations of the node it is on,
-its candidates queued in the one global priority queue; an ANSWER ends its path only. Explorers of one
-superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their decisions,
-annotating each kept event with the subgoals it supports (the satisfaction vector derives from them). Each node is a module-level function of ``(state, runtime)`` that finds its
-resources through ``resources_of(runtime)``. Studio loads ``graph`` from this module.
+Every candidate an explorer queues enters the ONE global priority queue (the paper's 4.3.2, Eq. 11: an event's
+priority is its best similarity to a still-unsatisfied subgoal), and each explorer of a superstep takes the
+globally best queued event; the paths are bookkeeping (an event queued from a path's current node extends it).
+An ANSWER ends its path only. A round runs until the queue is empty or every subgoal is satisfied (Section
+4.3.3's "the Responder is invoked when the global candidate queue becomes empty, and all subgoals are
+satisfied" read with the action prompt's ANSWER, "exploration will STOP" once all are satisfied), within the
+project's per-round step cap ``max_steps`` (an extension; None, the paper's budget, in ``faithful``). Explorers
+of one superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their
+decisions, annotating each kept event with the subgoals it supports (the satisfaction vector derives from them).
+Each node is a module-level function of ``(state, runtime)`` that finds its resources through
+``resources_of(runtime)``. Studio loads ``graph`` from this module.
+
+``CompassContext.faithful`` is the paper's configuration (``FAITHFUL_OVERRIDES``: the project's extensions of
+the search off); docs/fidelity.md lists each element and measures each extension as an ablation.
 
 Calls that would add nothing are not made (the paper's decisions stay the LLM's):
 - the first round's candidate starts rank against the question, known before planning, so the planner picks the
   starts in its own call (``plan_starts``; a reply that picks none leaves them to the localizer's call);
 - a single candidate start is the only valid pick: it is taken without a call;
 - no refinement round when every subgoal is satisfied, when every event was read (a round starts from unread
-  events only), or when the LLM refiner only repeats the question or the previous query (the paper's reference
-  implementation skips that round too; the refiner's call is spent, the round's are not).
+  events only), or when the LLM refiner only repeats the question or the previous query (the paper's text does
+  not say what a repeated query does; a round from it would repeat the first; the refiner's call is spent, the
+  round's are not).
 """
 
 from __future__ import annotations
@@ -64,6 +74,7 @@ from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
 from logicmap.prompts.explore import ExplorerDecision
 
 __all__ = [
+    "FAITHFUL_OVERRIDES",
     "RANKING_RECIPES",
     "CompassContext",
     "CompassInput",
@@ -115,9 +126,11 @@ class CompassContext(StrategyContext):
     before planning): one LLM call instead of the planner's and the localizer's. When its reply picks none, the
     localizer picks them in its own call."""
     explorers: int = 3
-    """Explorers per superstep: the best queued events explored in parallel."""
-    max_steps: int = 6
-    """Most explorer supersteps per search round (the first search and each refinement round)."""
+    """Explorers per superstep: the best queued events explored in parallel (the paper's three)."""
+    max_steps: int | None = 6
+    """Most explorer supersteps per search round (the first search and each refinement round): a project
+    cost cap. None: the paper's budget, a round runs until the global queue is empty or every subgoal is
+    satisfied (each event is read at most once, so a round reads at most every event)."""
     max_refinements: int = 1
     """Query refinements when subgoals stay unsatisfied."""
     explorer_mode: Literal["parallel", "batched"] = "parallel"
@@ -149,6 +162,21 @@ class CompassContext(StrategyContext):
     turns, follow the event graph (same event, relations, topic, named entities shared across sessions) and
     rank every turn again with how it was reached. Off by default: on the development conversations it did
     not beat the ranker alone (README, "Evidence recall")."""
+
+
+    faithful: bool = False
+    """The paper's configuration: every project extension of the search off (name-free query readings, the
+    per-round step cap, the planner picking the starts in its call, the turn-level and learned no-LLM
+    rankings). The paper's budget then holds: three explorers, one refinement round, each round until the
+    queue is empty or every subgoal is satisfied. ``compass:faithful`` in the registry's variants."""
+
+
+# The project's extensions of the search, each off in the paper's configuration (``faithful``); the
+# evaluation measures each as an ablation (docs/fidelity.md, "CompassMem").
+FAITHFUL_OVERRIDES: dict[str, Any] = {
+    "name_free_readings": False, "max_steps": None, "plan_starts": False, "recipe": "dense", "ranker": "similarity",
+    "traversal": False,
+}
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -243,6 +271,8 @@ class ExploreTask(TypedDict):
 # -- helpers ------------------------------------------------------------------------------------
 def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
     ctx = run_context(runtime, CompassContext)
+    if ctx.faithful:
+        ctx = replace(ctx, **FAITHFUL_OVERRIDES)
     if ctx.recipe == "auto":
         return replace(ctx, recipe="turns" if ctx.policy == "heuristic" else "dense")
     return ctx
@@ -294,31 +324,31 @@ def _best(queue: dict[str, float], ids: list[str]) -> str:
 
 def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dict[str, list[str]], explorers: int,
               ) -> tuple[list[SearchPath], list[str], dict[str, float]]:
-    """The superstep's frontier from the global priority queue. A walking path moves to its best candidate
-    queued from the node it is on (it ends when there is none); each free explorer starts a new path at the
-    best event left in the queue (a start node, or a candidate a path passed by)."""
+    """The superstep's frontier from the ONE global priority queue (paper, 4.3.2 Coordination): each explorer
+    takes the globally best queued event, whoever queued it (a path's own candidates compete with every
+    other queued event). The paths are bookkeeping: an event queued from a walking path's current node
+    extends that path, any other starts a new one; a path ends when nothing queued came from its node."""
     paths = [SearchPath(**{**p, "nodes": list(p["nodes"])}) for p in paths]
     queue = dict(queue)
-    busy: set[int] = set()
     priority: dict[str, float] = {}
-    for path in paths:
-        if path["end"] is not None:
-            continue
-        options = [e for e in queue if path["nodes"][-1] in queued_from.get(e, [])]
-        if not options:
-            path["end"] = "no candidates"
-            continue
-        nxt = _best(queue, options)
-        path["nodes"].append(nxt)
-        priority[nxt] = queue.pop(nxt)
-        busy.add(path["explorer"])
-    for explorer in range(explorers):
+    extended: set[int] = set()
+    for slot in range(explorers):
         check_deadline("while compass explorers chose their next events")
-        if explorer in busy or not queue:
-            continue
+        if not queue:
+            break
         nxt = _best(queue, list(queue))
-        paths.append(SearchPath(explorer=explorer, origin=(queued_from.get(nxt) or [None])[0], nodes=[nxt], end=None))
         priority[nxt] = queue.pop(nxt)
+        sources = queued_from.get(nxt, [])
+        walking = [i for i, p in enumerate(paths) if p["end"] is None and i not in extended and p["nodes"][-1] in sources]
+        if walking:
+            paths[walking[0]]["nodes"].append(nxt)
+            extended.add(walking[0])
+        else:
+            paths.append(SearchPath(explorer=slot, origin=(sources or [None])[0], nodes=[nxt], end=None))
+            extended.add(len(paths) - 1)
+    for i, path in enumerate(paths):
+        if path["end"] is None and i not in extended and not any(path["nodes"][-1] in queued_from.get(e, []) for e in queue):
+            path["end"] = "no candidates"
     frontier = sorted(priority, key=lambda e: (-priority[e], e))  # dispatched (and kept) best first
     return paths, frontier, queue
 
@@ -592,7 +622,7 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     step, round_step = step + 1, state.get("round_step", 0) + 1
     progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
     stop = None
-    if round_step >= ctx.max_steps:
+    if ctx.max_steps is not None and round_step >= ctx.max_steps:
         stop = "budget"
     elif all(satisfied) and _evidence_filled(graph, progress, ctx, res, queue):
         stop = "satisfied"
@@ -681,6 +711,7 @@ def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
     evidence = [EvidenceText(e, _render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
     outcome = run_responder(
         _llm(ctx, res), state["question"], evidence, question_date=state.get("question_date"),
+        abstain=False,  # the paper's responder (Appendix F.2) gives a justified answer, never "insufficient"
         method=res.method, **_trace(state, ctx),
     )
     if outcome.fallback and ctx.policy != "heuristic":
@@ -824,9 +855,17 @@ def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, A
 
 builder = build_compass_graph()
 graph = traced_graph(builder.compile(name="compass"))
+def _recursion_limit(ctx: CompassContext) -> int:
+    """LangGraph's step limit for a run: from the step cap; without one (the paper's budget) a round ends when
+    the queue empties, which the event count bounds but the context does not know: a large bound."""
+    steps = None if ctx.faithful else ctx.max_steps
+    return 10 + 4 * ((steps if steps is not None else 2500) + 2) * (ctx.max_refinements + 1)
+
+
 STRATEGY = graph_strategy(
-    "compass", graph, CompassContext, variants=("traversal", "similarity"),
-    tags=lambda ctx: [f"explorers:{ctx.explorer_mode}"],
-    recursion_limit=lambda ctx: 10 + 4 * (ctx.max_steps + 2) * (ctx.max_refinements + 1),
+    "compass", graph, CompassContext,
+    variants=("traversal", "similarity", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense"),
+    tags=lambda ctx: [f"explorers:{ctx.explorer_mode}", *(["faithful"] if ctx.faithful else [])],
+    recursion_limit=_recursion_limit,
 )
 answer = STRATEGY.run

@@ -150,6 +150,11 @@ class IngestContext(StrategyContext):
     combined_extraction: bool | None = None
     """Segment a session and extract its facts and cues in one call per window (false: one call per role, which
     small models may answer better); unset: the LOGICMAP_COMBINED_EXTRACTION setting (default true)."""
+    cross_session_links: bool | None = None
+    """Link each session's first event to the previous session's last (temporal_before) and, without an LLM,
+    new events to similar stored ones sharing a participant: edges CompassMem's paper does not have (its
+    relations are within a session, plus the fusion's links to the most similar stored event), so off in
+    the paper-faithful construction; unset: the LOGICMAP_CROSS_SESSION_LINKS setting (default true)."""
     append: bool = False
     """Allow new sessions into a namespace that holds sessions none of which this input repeats (the operator
     vouches that it continues that conversation; CLI --append). Never into a namespace another conversation
@@ -873,9 +878,11 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     _apply_verdicts(fusion, verdicts, pairs, event_graph, namespace, session.session_id)
     relations = _redirected_relations([*state.get("relations", []), *fusion.extra], fusion.redirect)
     kept = [e for e in events if e.id in fusion.new_events]
-    _link_to_previous(relations, kept, event_graph, namespace, session.session_id)
-    if policy == "heuristic":
-        _link_shared_participants(relations, kept, fusion, event_graph, namespace, session.session_id)
+    links = ctx.cross_session_links if ctx.cross_session_links is not None else res.settings.cross_session_links
+    if links:  # the project's cross-session edges (an extension of the paper's construction)
+        _link_to_previous(relations, kept, event_graph, namespace, session.session_id)
+        if policy == "heuristic":
+            _link_shared_participants(relations, kept, fusion, event_graph, namespace, session.session_id)
     change = _fused_change(state, snapshot, fusion, relations, res)
     stats = {**state.get("session_stats", {}), "merged": len(fusion.redirect), "linked": fusion.linked}
     return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats,

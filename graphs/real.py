@@ -1,22 +1,34 @@
 """The ``real`` strategy graph: roots -> per-path beam steps over temporal facts -> repair -> select -> answer.
 
-The beam decision follows REAL (Lu et al., 2026, arXiv:2606.10694) as this project reads it; only the
-abstract was at hand, so the rule below is the reading the project's issue 19 fixes:
+The search follows REAL (Lu et al., 2026, arXiv:2606.10694), Algorithm 1 and Eq. 5-8 of its full text
+(``../shared/papers/001_*.txt``):
 
-* Each beam path ("a beam": a chain from a root entity, carrying the root's exploration intent) is
-  expanded by its admissible outgoing facts (valid at the reference time, stable confidence, an intent
-  the beam admits), the top ``m`` by similarity. ONE evaluator call scores the current paths together
-  with their expansions, so a path and its one-hop extensions are judged side by side.
-* A candidate is *relevant* when it passes the relevance and coherence thresholds. When a path has
-  fewer than ``m`` relevant expansions, counterfactual repair proposes up to ``max(0, m - |relevant|)``
-  hypotheses from the rule table (``agents.real.REPAIR_RULES``), scored by one more evaluator call like
-  any candidate and marked as repairs.
-* A path none of whose expansions or repairs is relevant and scores above it is *closed* into the final
-  set; the improving children form the next beam (``beam_width`` per root); paths reaching ``depth``
-  are closed. There is no global stop at a sufficiency threshold: the search ends when every path is
-  closed, and the evidence is the final set (its ``top_k`` best).
+* Each beam path (a chain from a root entity) is expanded by its admissible outgoing facts (valid at the
+  reference time, stable confidence, an intent compatible with the path's *current* intent), the top ``m``
+  by similarity of the query to "relation + target" (Alg. 1 l. 15-19). The intent is carried per hop
+  (Eq. 5: ``P (+) (u, iota_u)``): a path's intent is the intent label of the last fact it walked, the root's
+  intent for a bare root. ONE evaluator call scores the current paths together with their expansions
+  (relevance S_QR, coherence S_LC, and the sufficiency S_AS of the sub-question about the path's own root).
+* Decision per beam (Eq. 7-8): Stop when the current path's sufficiency is at least that of every
+  expansion (the path joins the final set); otherwise Expand, inserting only the expansions whose
+  sufficiency exceeds the current path's into the root's candidate pool.
+* Counterfactual repair (``NeedCounterfactual``) only when normal expansion is unreliable: no candidate,
+  or the best expansion relevance below delta_QR, or the best expansion coherence below delta_LC. Its budget
+  is ``max(0, m - |reliable expansions|)`` (reliable: S_QR >= delta_QR and S_LC >= delta_LC); the
+  rule-table hypotheses are scored by the evaluator and its top-budget ones (the evaluator's ranking, not
+  embedding similarity) join the candidate pool.
+* Global beam pruning: the top ``beam_width`` of each root's candidate pool by the evaluator's scores
+  form the next beam; the search ends when every pool is empty or at ``depth``. The evidence is the whole
+  final set (``AggregateEvidence(P_final)``): no top-k cut.
 * With no time named, the temporal filter is the dialogue's current time: when the question is asked
   (``question_date``), else the date of the namespace's latest session.
+
+Where the paper is silent (said again at the code): a bare root holds no fact, so its sufficiency is 0 and
+it is not listed to the evaluator; the paper does not say how the score triple ranks paths for TopK, so
+paths rank by sufficiency, then relevance, then coherence (the decision's own metric first); open paths
+at ``depth`` join the final set (Algorithm 1 ends the loop there without saying); and a root whose beams all
+stopped still follows the recovered paths in its pool (Alg. 1 l. 44 read literally would drop them, which
+would make repair of a stopped beam a no-op).
 
 Studio loads ``graph`` from this module.
 """
@@ -107,13 +119,18 @@ class RealContext(StrategyContext):
     min_confidence: float = 0.8
     """Facts below this confidence are followed only when the question asks for uncertain ones."""
     relevance_threshold: float = 0.5
-    """A candidate the evaluator scores below this relevance is not relevant (never kept, never extends a path)."""
+    """delta_QR: repair is triggered when no expansion reaches this relevance; an expansion is reliable at or
+    above it (and delta_LC)."""
     coherence_threshold: float = 0.5
-    """A candidate the evaluator scores below this coherence is not relevant either."""
+    """delta_LC: repair is triggered when no expansion reaches this coherence."""
     repair: bool = True
-    """Counterfactual repair of paths with fewer than m relevant expansions (the paper's; off for an ablation)."""
-    top_k: int = 5
-    """Paths of the final set kept as evidence."""
+    """Counterfactual repair when normal expansion is unreliable (the paper's; off for an ablation)."""
+    repair_pool: int = 20
+    """Most rule-table hypotheses per triggered path sent to the evaluator, in rule-table order (the paper
+    ranks recovered paths by the evaluator and does not bound how many are generated; this bounds the call)."""
+    top_k: int | None = None
+    """An optional cut of the final set (None: every final path is evidence, as the paper's
+    AggregateEvidence(P_final)); also how many similar facts stand in when no path was found (None: m)."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -146,8 +163,9 @@ class RealState(StrategyState, total=False):
     beam: list[FactPath]  # the open paths, scored (a root path with no fact scores 0)
     candidates: list[FactPath]  # children waiting for the evaluator (expansions, then repairs)
     phase: Literal["expand", "repair"]
-    children: list[FactPath]  # this step's scored expansions and repairs
-    budgets: dict[str, int]  # repair budget per beam path id: max(0, m - |relevant expansions|)
+    children: list[FactPath]  # this step's scored normal expansions (P')
+    recovered: list[FactPath]  # this step's scored counterfactual paths (P_cf), before each beam's top-B cut
+    budgets: dict[str, int]  # repair budget per triggered beam path id: max(0, m - |reliable expansions|)
     tried: list[str]
     scored: Annotated[list[FactPath], operator.add]
     final: list[FactPath]  # closed paths: the final set the evidence comes from
@@ -192,17 +210,36 @@ def _current_time(state: RealState, snapshot: NamespaceSnapshot, index: FactInde
     return snapshot.derived(_latest_session_time) or index.latest_time()
 
 
-def _combined(path: FactPath) -> float:
-    return round(0.4 * (path.relevance or 0.0) + 0.2 * (path.coherence or 0.0) + 0.4 * (path.sufficiency or 0.0), 4)
+def _sufficiency(path: FactPath) -> float:
+    """S_AS of a path. A bare root holds no fact, so it answers nothing about its entity: 0 (the paper lists
+    the current path to the evaluator at every step; for a bare root that score is known)."""
+    return float(path.sufficiency or 0.0) if path.depth else 0.0
+
+
+def _rank_key(path: FactPath) -> tuple[float, float, float, str]:
+    """The evaluator's ranking of paths (TopK of the global beam pruning, top-B of the repairs): the paper
+    ranks by "S(P|q)", the score triple, without saying how the three combine; the decision's own metric
+    (sufficiency) comes first, then relevance, then coherence."""
+    return (-_sufficiency(path), -(path.relevance or 0.0), -(path.coherence or 0.0), path.id)
 
 
 def _relevant(path: FactPath, ctx: RealContext) -> bool:
+    """Reliable (the paper's N_rel): S_QR >= delta_QR and S_LC >= delta_LC."""
     return path.passes(ctx.relevance_threshold, ctx.coherence_threshold)
 
 
 def repair_budget(relevant: int, m: int) -> int:
-    """How many counterfactual hypotheses a path gets: the slots its relevant expansions leave of ``m``."""
+    """B_cf = max(0, m - |N_rel|): how many recovered paths a triggered beam keeps."""
     return max(0, m - relevant)
+
+
+def needs_counterfactual(expansions: list[FactPath], ctx: RealContext) -> bool:
+    """NeedCounterfactual: no candidate, or the best expansion relevance below delta_QR, or the best
+    expansion coherence below delta_LC (normal expansion is unreliable)."""
+    if not expansions:
+        return True
+    return (max(p.relevance or 0.0 for p in expansions) < ctx.relevance_threshold
+            or max(p.coherence or 0.0 for p in expansions) < ctx.coherence_threshold)
 
 
 def _llm(ctx: RealContext, res: Resources) -> Any:
@@ -266,10 +303,11 @@ def _rank(state: RealState, res: Resources, index: FactIndex, paths: list[FactPa
 
 
 def _outgoing(parent: FactPath, index: FactIndex, flt: SearchFilter, tried: set[str], step: int) -> list[FactPath]:
-    """``parent`` extended by each admissible outgoing fact not on the path and not tried from it."""
+    """``parent`` extended by each admissible outgoing fact not on the path and not tried from it (admissible
+    for the path's current intent: its last hop's)."""
     nodes = {entity_key(n) for n in parent.nodes}
     return [
-        parent.extend(f, "out", step=step)
+        _hop(parent.extend(f, "out", step=step), f)
         for f in index.outgoing(parent.end)
         if f.id not in parent.fact_ids and entity_key(f.tail) not in nodes
         and f"{parent.id}|{f.id}" not in tried and flt.admits(f, parent.intent)
@@ -281,9 +319,15 @@ def _hypotheses(parent: FactPath, index: FactIndex, failed: list[Fact], flt: Sea
     """``parent`` extended by the rule table's counterfactual candidates (facts not tried from it)."""
     exclude = {key.split("|", 1)[1] for key in tried if key.split("|", 1)[0] == parent.id}
     return [
-        parent.extend(c.fact, c.direction, hypothesis=c.hypothesis, step=step)
+        _hop(parent.extend(c.fact, c.direction, hypothesis=c.hypothesis, step=step), c.fact)
         for c in repair_candidates(index, parent, failed, flt, exclude=exclude)
     ]
+
+
+def _hop(path: FactPath, fact: Fact) -> FactPath:
+    """The path after visiting ``fact``'s node carries that fact's intent label (Eq. 5: ``P (+) (u, iota_u)``):
+    the next hop's IntentCompatible test is against it."""
+    return path.model_copy(update={"intent": fact.intent})
 
 
 def _top_children(state: RealState, res: Resources, index: FactIndex,
@@ -340,26 +384,32 @@ def _score(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
     scored = []
     for label, path in zip(labels, candidates, strict=True):
         s = by_label[label]
-        path = path.model_copy(update={"relevance": s.relevance, "coherence": s.coherence, "sufficiency": s.sufficiency})
-        scored.append(path.model_copy(update={"score": _combined(path)}))
+        # ``score`` is the path's sufficiency (the decision's metric), shown with the evidence.
+        scored.append(path.model_copy(update={"relevance": s.relevance, "coherence": s.coherence,
+                                              "sufficiency": s.sufficiency, "score": s.sufficiency}))
     return scored, cost, fallbacks
 
 
-def _next_beam(improving: list[FactPath], beam_width: int) -> list[FactPath]:
-    """The best ``beam_width`` improving paths of each root, roots in first-seen order."""
+def _next_beam(pool: list[FactPath], beam_width: int) -> list[FactPath]:
+    """Global beam pruning: the top ``beam_width`` of each root's candidate pool by the evaluator's scores,
+    roots in first-seen order."""
     beam: list[FactPath] = []
-    for root in dict.fromkeys(p.root for p in improving):
-        mine = sorted((p for p in improving if p.root == root), key=lambda p: (-(p.score or 0), p.id))
+    for root in dict.fromkeys(p.root for p in pool):
+        mine = sorted({p.id: p for p in pool if p.root == root}.values(), key=_rank_key)
         beam.extend(mine[:beam_width])
     return beam
 
 
 def _budgets(beam: list[FactPath], children: list[FactPath], ctx: RealContext) -> dict[str, int]:
-    """Each open path's repair budget, ``max(0, m - |relevant expansions|)``; paths with none left out."""
+    """The repair budget of each path NeedCounterfactual triggers for, ``max(0, m - |reliable expansions|)``
+    (when it triggers, no expansion passes both thresholds, so the budget is m; the formula is the paper's)."""
     budgets: dict[str, int] = {}
     for path in beam:
-        relevant = sum(1 for c in children if c.parent == path.id and _relevant(c, ctx))
-        if (budget := repair_budget(relevant, ctx.candidates)) > 0:
+        own = [c for c in children if c.parent == path.id]
+        if not needs_counterfactual(own, ctx):
+            continue
+        reliable = sum(1 for c in own if _relevant(c, ctx))
+        if (budget := repair_budget(reliable, ctx.candidates)) > 0:
             budgets[path.id] = budget
     return budgets
 
@@ -398,6 +448,7 @@ def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         "beam": [FactPath.start(r.entity, r.intent).model_copy(update={"score": 0.0}) for r in plan.roots],
         "candidates": [],
         "children": [],
+        "recovered": [],
         "budgets": {},
         "final": [],
         "tried": [],
@@ -435,7 +486,8 @@ def expand(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
 
 def evaluate(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     """ONE evaluator call: after an expansion, the current paths together with their expansions; after a
-    repair, the hypotheses. Then each path's repair budget from its relevant expansions."""
+    repair, the recovered paths. After an expansion, the repair budget of each path NeedCounterfactual
+    triggers for."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
     candidates = state.get("candidates", [])
@@ -445,10 +497,9 @@ def evaluate(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     scored, cost, fallbacks = _score(state, ctx, res, index, listed) if listed else ([], Cost(), [])
     rescored = {p.id: p for p in scored[: len(current)]}
     beam = [rescored.get(p.id, p) for p in state.get("beam", [])]
-    children = [*state.get("children", []), *scored[len(current):]]
+    new = scored[len(current):]
     update: dict[str, Any] = {
         "beam": beam,
-        "children": children,
         "candidates": [],
         "scored": scored,
         "evaluator_calls": state.get("evaluator_calls", 0) + (1 if listed else 0),
@@ -457,78 +508,107 @@ def evaluate(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         "fallbacks": fallbacks,
     }
     if phase == "expand":
-        update["budgets"] = _budgets(beam, children, ctx) if ctx.repair else {}
+        update["children"] = new
+        update["recovered"] = []
+        update["budgets"] = _budgets(beam, new, ctx) if ctx.repair else {}
+    else:
+        update["recovered"] = [*state.get("recovered", []), *new]
     update["trail"] = [{
         "node": "evaluate", "phase": phase, "listed": [p.id for p in listed],
-        "relevant": [p.id for p in scored[len(current):] if _relevant(p, ctx)],
+        "relevant": [p.id for p in new if _relevant(p, ctx)],
         **({"budgets": update["budgets"]} if phase == "expand" else {}),
     }]
     return update
 
 
 def repair(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """Counterfactual repair: each path short of relevant expansions gets up to its budget of rule-table
-    hypotheses (``max(0, m - |relevant|)``), to be scored like any candidate."""
+    """CounterfactualInfer + ConstrainedTraverse: each triggered path's rule-table hypotheses (up to
+    ``repair_pool``, in rule-table order), all sent to the evaluator; ``select`` keeps each path's top
+    ``max(0, m - |reliable|)`` of them by the evaluator's scores."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
     flt = _search_filter(state, ctx)
     tried = state.get("tried", [])
     budgets = state.get("budgets", {})
     step = state.get("depth", 0) + 1
-    children = []
+    candidates: list[FactPath] = []
     for path in state.get("beam", []):
         if budgets.get(path.id, 0) > 0:
             failed = [index.facts[c.fact_ids[-1]] for c in state.get("children", [])
                       if c.parent == path.id and not _relevant(c, ctx)]
-            children.append((path, _hypotheses(path, index, failed, flt, tried, step), budgets[path.id]))
-    candidates, keys = _top_children(state, res, index, children)
+            candidates.extend(_hypotheses(path, index, failed, flt, tried, step)[: ctx.repair_pool])
+    keys = [f"{c.parent}|{c.fact_ids[-1]}" for c in candidates]
     return {
         "candidates": candidates,
         "phase": "repair",
-        "repairs": state.get("repairs", 0) + len(candidates),
         "tried": [*tried, *keys],
         "trail": [{"node": "repair", "budgets": dict(budgets), "hypotheses": [c.id for c in candidates],
                    "rules": sorted({(c.hypothesis or "").split(":")[0] for c in candidates})}],
     }
 
 
+def _recovered_kept(path: FactPath, recovered: list[FactPath], budget: int) -> list[FactPath]:
+    """The top ``budget`` recovered paths of ``path``, ranked by the evaluator."""
+    return sorted((c for c in recovered if c.parent == path.id), key=_rank_key)[:budget]
+
+
 def select(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """The beam decision: a path none of whose relevant children scores above it is closed into the final
-    set; the improving children are the next beam (top ``beam_width`` per root); full-depth paths close."""
+    """The decision per beam (Eq. 7-8) and the global beam pruning: Stop when the current path's sufficiency
+    is at least every expansion's (it joins the final set), else insert the expansions whose sufficiency
+    exceeds it; a triggered path's top-budget recovered paths join the pool either way; each root's pool's
+    top ``beam_width`` is the next beam; paths at ``depth`` join the final set."""
     ctx = _ctx(runtime)
     children = state.get("children", [])
-    closed: list[FactPath] = []
-    improving: list[FactPath] = []
+    recovered = state.get("recovered", [])
+    budgets = state.get("budgets", {})
+    stopped: list[FactPath] = []
+    pool: list[FactPath] = []
+    decisions: dict[str, str] = {}
+    kept_repairs: list[str] = []
     for path in state.get("beam", []):
-        better = [c for c in children if c.parent == path.id and _relevant(c, ctx) and (c.score or 0) > (path.score or 0)]
-        improving.extend(better)
-        if not better and path.depth:  # a bare root holds no fact: nothing to close
-            closed.append(path)
-    grown = _next_beam(improving, ctx.beam_width)
-    closed.extend(p for p in grown if p.depth >= ctx.depth)
-    beam = [p for p in grown if p.depth < ctx.depth]
+        own = [c for c in children if c.parent == path.id]
+        mine = _sufficiency(path)
+        if not own or mine >= max(_sufficiency(c) for c in own):
+            decisions[path.id] = "Stop"
+            if path.depth:  # a bare root holds no fact: nothing to add to the final set
+                stopped.append(path)
+        else:
+            decisions[path.id] = "Expand"
+            pool.extend(c for c in own if _sufficiency(c) > mine)
+        repairs = _recovered_kept(path, recovered, budgets.get(path.id, 0))
+        kept_repairs.extend(c.id for c in repairs)
+        pool.extend(repairs)
+    grown = _next_beam(pool, ctx.beam_width)
     step = state.get("depth", 0) + 1
+    # Algorithm 1 ends at D_max without saying what becomes of the open beams: they join the final set
+    # (the best paths the search found are not dropped).
+    closed = [*stopped, *(p for p in grown if p.depth >= ctx.depth)]
+    beam = [p for p in grown if p.depth < ctx.depth]
     return {
         "beam": beam,
         "final": [*state.get("final", []), *closed],
         "children": [],
+        "recovered": [],
+        "repairs": state.get("repairs", 0) + len(kept_repairs),
         "depth": step,
-        "trail": [{"node": "select", "step": step, "closed": [p.id for p in closed], "beam": [p.id for p in beam]}],
+        "trail": [{"node": "select", "step": step, "decisions": decisions, "closed": [p.id for p in closed],
+                   "recovered": kept_repairs, "beam": [p.id for p in beam]}],
     }
 
 
 def prune(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
-    """The evidence is the final set: its ``top_k`` best paths (relevant ones first)."""
+    """AggregateEvidence(P_final): every final path is evidence (ranked by the evaluator; ``top_k`` cuts it
+    only when set). With no path at all, the most similar facts stand in (recorded)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     snapshot, index = _load(state, res)
     final = list({p.id: p for p in state.get("final", [])}.values())
     passing = [p for p in final if _relevant(p, ctx)]
-    kept = sorted(final, key=lambda p: (not _relevant(p, ctx), -(p.score or 0), p.depth, p.id))[: ctx.top_k]
+    kept = sorted(final, key=_rank_key)[: ctx.top_k]
     fallbacks: list[FallbackRecord] = []
     if not kept and index.facts:
         # Nothing was reachable from the roots: the most similar facts, unscored, as evidence.
         similar = _similar_facts(state, res, snapshot, index)
-        for fact_id, sim in similar[: ctx.top_k]:
+        for fact_id, sim in similar[: ctx.top_k or ctx.candidates]:
             fact = index.facts[fact_id]
             kept.append(FactPath.start(fact.head, "FACT").extend(fact, "out").model_copy(
                 update={"similarity": round(sim, 4)}))
@@ -562,7 +642,7 @@ def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, An
 
 
 def after_evaluate(state: RealState) -> Literal["repair", "select"]:
-    """After an expansion's scores, repair the paths short of relevant expansions; else decide."""
+    """After an expansion's scores, repair the paths NeedCounterfactual triggers for; else decide."""
     return "repair" if state.get("phase", "expand") == "expand" and state.get("budgets") else "select"
 
 
@@ -571,7 +651,7 @@ def after_repair(state: RealState) -> Literal["evaluate", "select"]:
 
 
 def after_select(state: RealState) -> Literal["expand", "prune"]:
-    """The search goes on while any path is open: no global stop."""
+    """The search goes on while any root's candidate pool gave a beam (Alg. 1 l. 39-45)."""
     return "expand" if state.get("beam") else "prune"
 
 

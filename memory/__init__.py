@@ -18,7 +18,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``graph`` | ``EventGraph``: a snapshot's events and relations as compact arrays, with a ``networkx.MultiDiGraph`` view |
 | ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
 | ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |
-| ``retrieval``, ``backbones``, ``ranking`` | BM25 and dense search, Goal-Mem backbones, the graph-feature reranker (a learned turn ranker) |
+| ``retrieval``, ``backbones``, ``ranking``, ``ranking_keys`` | BM25 and dense search, Goal-Mem backbones, the graph-feature reranker (a learned turn ranker) and its extra keys (session, event, facts, feedback, bridges, dates) |
 | ``turn_scoring``, ``turn_ranker_weights`` | the reranker's per-turn features and its shipped weights |
 | ``traversal``, ``traversal_weights`` | the second hop of the no-LLM compass (off by default) and its weights |
 | ``fact_paths`` | REAL's fact paths and their scores |

@@ -68,6 +68,12 @@ class LogicMapSettings(BaseSettings):
         description="Ingest: segment a session and extract its facts and cues in one call per window (false: "
         "one call per role, which small models may answer better).",
     )
+    cross_session_links: bool = Field(
+        default=True,
+        description="Ingest: link each session's first event to the previous session's last one (temporal_before) "
+        "and, without an LLM, new events to similar stored ones sharing a participant (shared_participant): "
+        "a project extension, off in CompassMem's paper-faithful construction.",
+    )
 
     # Embeddings.
     embedding_provider: Literal["minilm", "openai", "hashing"] = "minilm"

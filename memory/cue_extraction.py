@@ -9,7 +9,7 @@ extractor's) into the ``Cue``/``Tag`` records of the layer (``memory/cues.py`` d
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ from logicmap.memory.timeparse import MONTHS, time_phrase_spans
 __all__ = [
     "ASPECTS",
     "AspectPrototypes",
+    "SentenceAspects",
     "aspect_prototypes",
     "TextCue",
     "build_cue_layer",
@@ -163,10 +164,42 @@ def detect_aspects(sentence: str, *, nearest: Sequence[str] = ()) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def _aspects_by_sentence(sentences: Iterable[str], prototypes: AspectPrototypes | None) -> dict[str, list[str]]:
-    unique = list(dict.fromkeys(sentences))
-    near = prototypes.nearest(unique) if prototypes is not None else [[] for _ in unique]
-    return {s: detect_aspects(s, nearest=n) for s, n in zip(unique, near, strict=True)}
+class SentenceAspects(Mapping[str, list[str]]):
+    """The aspects of a session's sentences (``detect_aspects`` with the prototypes' nearest), embedded only when
+    read: ``prefetch`` embeds the ones about to be read in one batch, a read of another embeds it alone.
+
+    A sentence's aspects label the tags of the cues it holds and file the facts of first-person sentences; most
+    sentences of a conversation hold neither, and a turn's whole text is read only when its sentence says
+    nothing topical (``heuristic_links``): embedding all of them was about half of a no-LLM ingest's encoding.
+    """
+
+    def __init__(self, sentences: Iterable[str], prototypes: AspectPrototypes | None) -> None:
+        self._keys = list(dict.fromkeys(sentences))
+        self._candidates = frozenset(self._keys)
+        self._prototypes = prototypes
+        self._known: dict[str, list[str]] = {}
+
+    def prefetch(self, sentences: Iterable[str]) -> None:
+        """Embed, in one batch, the sentences among ``sentences`` that are keys and not embedded yet."""
+        wanted = [s for s in dict.fromkeys(sentences) if s in self._candidates and s not in self._known]
+        if not wanted:
+            return
+        near = self._prototypes.nearest(wanted) if self._prototypes is not None else [[] for _ in wanted]
+        for sentence, nearest in zip(wanted, near, strict=True):
+            self._known[sentence] = detect_aspects(sentence, nearest=nearest)
+
+    def __getitem__(self, sentence: str) -> list[str]:
+        if sentence not in self._candidates:
+            raise KeyError(sentence)
+        if sentence not in self._known:
+            self.prefetch([sentence])
+        return self._known[sentence]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
 
 def resolve_aspects(text: str) -> list[str]:
@@ -342,9 +375,9 @@ def heuristic_links(
     by_id = {t.dia_id: t for t in turns}
     speakers = sorted({t.speaker for t in turns})
     links: list[CueLink] = []
-    aspects_of = _aspects_by_sentence(
-        [s for t in turns for s in (*pattern_sentences(t.text), pattern_text(t.text))], prototypes
-    )
+    aspects_of = SentenceAspects([s for t in turns for s in (*pattern_sentences(t.text), pattern_text(t.text))],
+                                 prototypes)
+    cued: list[tuple[Event, Turn, str, list[TextCue]]] = []  # in the order the links are made
     for event in events:
         for tid in event.turn_ids:
             turn = by_id.get(tid)
@@ -353,15 +386,24 @@ def heuristic_links(
             sentences = pattern_sentences(turn.text)
             if turn.image_caption:
                 sentences.append(f"[shares an image: {turn.image_caption}]")
-            turn_aspects = aspects_of.get(pattern_text(turn.text)) or detect_aspects(pattern_text(turn.text))
-            for sentence in sentences:
-                # "His name is Biscuit." follows "I adopted a dog": the turn says what the sentence is about.
-                own = aspects_of.get(sentence) or detect_aspects(sentence)
-                aspects = [a for a in own if a != "preference"] or turn_aspects
-                for cue in extract_cues(sentence, people=speakers):
-                    label = next((a for a in aspects if a != "preference"), None) or cue.kind
-                    links.append(CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker,
-                                         f"{turn.speaker}: {sentence}"))
+            cued.extend((event, turn, sentence, extract_cues(sentence, people=speakers)) for sentence in sentences)
+    # Aspects are read for sentences with cues and first-person ones (facts), then for the whole text of a turn
+    # whose cued sentence names no topical aspect of its own: two batches.
+    aspects_of.prefetch([*(s for _, _, s, cues in cued if cues),
+                         *(s for t in turns for s in pattern_sentences(t.text) if set(_words(s)) & _FIRST_PERSON)])
+    aspects_of.prefetch(pattern_text(turn.text) for _, turn, sentence, cues in cued
+                        if cues and not _topical(aspects_of.get(sentence) or detect_aspects(sentence)))
+    for event, turn, sentence, cues in cued:
+        if not cues:
+            continue
+        # "His name is Biscuit." follows "I adopted a dog": the turn says what the sentence is about.
+        whole = pattern_text(turn.text)
+        aspects = (_topical(aspects_of.get(sentence) or detect_aspects(sentence))
+                   or aspects_of.get(whole) or detect_aspects(whole))
+        for cue in cues:
+            label = next((a for a in aspects if a != "preference"), None) or cue.kind
+            links.append(CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker,
+                                 f"{turn.speaker}: {sentence}"))
     for turn in turns:
         for person, aspect, content, cues in extract_personal_facts(turn, aspects_of):
             fid = personal_fact_id(turn.dia_id, person, aspect, content)
@@ -370,6 +412,11 @@ def heuristic_links(
                 if normalize_cue(cue.text) != normalize_cue(person):
                     links.append(CueLink(cue.text, cue.kind, "fact", fid, aspect, person, content))
     return links
+
+
+def _topical(aspects: list[str]) -> list[str]:
+    """The aspects other than ``preference`` (which says how, not what about)."""
+    return [a for a in aspects if a != "preference"]
 
 
 def build_cue_layer(

@@ -28,6 +28,7 @@ __all__ = [
     "HashingEmbeddings",
     "MiniLMEmbeddings",
     "cosine_matrix",
+    "length_batches",
     "limit_threads",
     "make_embeddings",
     "normalize",
@@ -166,13 +167,16 @@ class _NumpyBert:
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit sentence vectors of ``texts`` (one batch)."""
-        encodings = self.tokenizer.encode_batch(texts)
-        length = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(texts), length), dtype=np.int64)
-        mask = np.zeros((len(texts), length), dtype=np.float32)
-        for row, encoding in enumerate(encodings):
-            ids[row, : len(encoding.ids)] = encoding.ids
-            mask[row, : len(encoding.ids)] = 1.0
+        return self.forward([self.tokenizer.encode(text).ids for text in texts])
+
+    def forward(self, rows: Sequence[Sequence[int]]) -> np.ndarray:
+        """Unit sentence vectors of token id rows (one batch, padded to its longest row)."""
+        length = max(len(r) for r in rows)
+        ids = np.zeros((len(rows), length), dtype=np.int64)
+        mask = np.zeros((len(rows), length), dtype=np.float32)
+        for i, row in enumerate(rows):
+            ids[i, : len(row)] = row
+            mask[i, : len(row)] = 1.0
         w = self.w
         x = (
             w["embeddings.word_embeddings.weight"][ids]
@@ -185,6 +189,53 @@ class _NumpyBert:
             x = self._layer(x, additive, i)
         pooled = (x * mask[:, :, None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         return normalize(pooled)
+
+    def encode_many(self, texts: Sequence[str], max_texts: int) -> np.ndarray:
+        """Unit sentence vectors of any number of texts: tokenized once, run in batches of similar lengths
+        (``length_batches``).
+
+        Tokenized one text at a time: ``encode_batch`` hands the texts to the tokenizer's thread pool, whose
+        threads spin after each call; beside BLAS's own thread, which waits at every product for its half of the
+        work, that made a conversation's no-LLM ingest take 146 s of CPU on 2 shared cores instead of 30 s
+        (the same with either pool alone: ``TOKENIZERS_PARALLELISM=false`` or ``OPENBLAS_NUM_THREADS=1``)."""
+        rows = [self.tokenizer.encode(text).ids for text in texts]
+        out = np.zeros((len(rows), self.w["embeddings.word_embeddings.weight"].shape[1]), dtype=np.float32)
+        for batch in length_batches([len(r) for r in rows], max_texts):
+            out[batch] = self.forward([rows[i] for i in batch])
+        return out
+
+
+MAX_BATCH_TOKENS = 4096
+"""Padded tokens per forward pass of the numpy encoder: bounds its transient arrays (64 texts of 256 tokens
+held about 200 MB of attention scores, twice)."""
+PADDING_SLACK = 0.1
+"""Share of padding a batch may hold (at least ``PADDING_ROOM`` tokens): past it, a new batch starts."""
+PADDING_ROOM = 32
+
+
+def length_batches(lengths: Sequence[int], max_texts: int, max_tokens: int = MAX_BATCH_TOKENS) -> list[list[int]]:
+    """Indices of texts grouped into forward passes: shortest first, each batch of similar lengths.
+
+    A batch is padded to its longest text, and the encoder's work grows with the padded tokens: 64 texts
+    sorted by characters, as sentence-transformers batches them, padded a session's turns and event summaries
+    to about twice their tokens. Here a batch ends before it would exceed ``max_texts`` texts, ``max_tokens``
+    padded tokens, or ``PADDING_SLACK`` of padding; a text longer than ``max_tokens`` runs alone.
+    """
+    batches: list[list[int]] = []
+    current: list[int] = []
+    real = 0
+    for index in sorted(range(len(lengths)), key=lambda i: lengths[i]):
+        length = max(1, lengths[index])
+        padded, tokens = (len(current) + 1) * length, real + length
+        if current and (len(current) >= max_texts or padded > max_tokens
+                        or padded - tokens > max(PADDING_ROOM, PADDING_SLACK * tokens)):
+            batches.append(current)
+            current, tokens = [], length
+        current.append(index)
+        real = tokens
+    if current:
+        batches.append(current)
+    return batches
 
 
 class MiniLMEmbeddings(Embeddings):
@@ -241,16 +292,7 @@ class MiniLMEmbeddings(Embeddings):
             return []
         model = self._load()
         if self.runtime == "numpy":
-            # Shortest first, as sentence-transformers batches, so a batch pads to similar lengths.
-            order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
-            vectors = np.zeros((len(texts), 0), dtype=np.float32)
-            for start in range(0, len(order), self.batch_size):
-                chunk = order[start : start + self.batch_size]
-                encoded = model.encode([texts[i] for i in chunk])
-                if vectors.shape[1] == 0:
-                    vectors = np.zeros((len(texts), encoded.shape[1]), dtype=np.float32)
-                vectors[chunk] = encoded
-            return vectors.tolist()
+            return cast(list[list[float]], model.encode_many(texts, self.batch_size).tolist())
         vectors = model.encode(
             list(texts), batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
         )

@@ -3,8 +3,9 @@
 Every turn of a namespace gets a score for a question from features the graph gives it (the similarity of
 its event, of its event's topic, of the turns before and after it in its event, of the question it replies
 to) next to its own similarity, its lexical match and who said it. The weights are a logistic regression
-fitted on the project's conversations by ``evals/train/turn_ranker.py`` (leave-one-conversation-out
-figures in its output and in the README) and stored in ``memory/turn_ranker_weights.py``.
+fitted on public LoCoMo conversations by ``evals/loco.py`` (leave-one-conversation-out figures in its output
+and in docs/performance.md) and stored in ``memory/turn_ranker_weights.py``; the extra keys of
+``memory.ranking_keys`` that held out there are features too.
 """
 
 from __future__ import annotations
@@ -20,13 +21,14 @@ import numpy as np
 from logicmap.memory.chat_turns import recall_turn_ids
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph
+from logicmap.memory.ranking_keys import CANDIDATE_FEATURES, build_key_layout, diversify, key_features
 from logicmap.memory.retrieval import turn_index
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.memory.timeparse import find_time_phrases
 
-__all__ = ["FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "turn_features", "turn_layout"]
+__all__ = ["ALL_FEATURES", "BASE_FEATURES", "FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "key_layout", "turn_features", "turn_layout"]
 
-FEATURES = (
+BASE_FEATURES = (
     "own",  # best cosine similarity of the turn to a reading of the question (the question, the question without names)
     "z_own",  # the same, standardised over the namespace's turns for this question
     "own_question",  # cosine similarity to the question as written
@@ -41,6 +43,12 @@ FEATURES = (
     "dated_for_when",  # a "when" question and the turn holds a time phrase
     "length",  # log(1 + words)
 )
+#: Every feature a ranker may use: the base ones and the extra keys of ``memory.ranking_keys``.
+ALL_FEATURES = (*BASE_FEATURES, *CANDIDATE_FEATURES)
+#: The features of the shipped ranker (``memory/turn_ranker_weights.py``): the base ones and the extra keys that
+#: held out on public conversations (``evals/loco.py``): the turn's session, event and neighbours as lexical keys,
+#: the facts drawn from it, pseudo-relevance feedback and the sessions a stated date points at.
+FEATURES = (*BASE_FEATURES, "session_own", "session_bm25", "event_bm25", "window_bm25", "fact_key", "prf", "time_match")
 # The features only the event graph gives a turn (its event, topic, neighbours in its event, the question it
 # replies to); the others a plain turn index has too. ``evals/train/turn_ranker.py`` fits a ranker without them
 # to show what the graph adds.
@@ -50,10 +58,12 @@ _WHEN = re.compile(r"\s*(when|what date|what day|how long ago)\b", re.IGNORECASE
 
 @dataclass
 class TurnFeatures:
-    """The feature matrix of every turn of a namespace (rows in ``turn_ids`` order) for one question."""
+    """The feature matrix of every turn of a namespace (rows in ``turn_ids`` order, columns ``names``) for one
+    question."""
 
     turn_ids: list[str]
     matrix: np.ndarray
+    names: tuple[str, ...] = FEATURES
 
 
 def _standardise(x: np.ndarray) -> np.ndarray:
@@ -76,6 +86,15 @@ def turn_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
 def _dated(text: str) -> float:
     """1.0 when a turn's text holds a time phrase (kept across snapshots: a chat's next one re-reads the same turns)."""
     return 1.0 if find_time_phrases(text) else 0.0
+
+
+def key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
+    """The extra keys' question-independent arrays of a snapshot (``memory.ranking_keys``), built once."""
+    return snapshot.derived(_build_key_layout)
+
+
+def _build_key_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
+    return build_key_layout(snapshot, _layout(snapshot))
 
 
 def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
@@ -112,13 +131,17 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     return layout
 
 
-def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray) -> TurnFeatures:
-    """Features of every turn for ``question``; ``readings`` are the unit vectors of the question's readings
-    (``memory.text.query_readings``), the question as written first."""
+def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray,
+                  names: Sequence[str] = FEATURES) -> TurnFeatures:
+    """Features ``names`` (of ``ALL_FEATURES``) of every turn for ``question``; ``readings`` are the unit vectors
+    of the question's readings (``memory.text.query_readings``), the question as written first."""
+    unknown = [n for n in names if n not in ALL_FEATURES]
+    if unknown:
+        raise ValueError(f"unknown ranker features {unknown}; known: {', '.join(ALL_FEATURES)}")
     layout = _layout(snapshot)
     ids = layout["ids"]
     if not ids:
-        return TurnFeatures([], np.zeros((0, len(FEATURES))))
+        return TurnFeatures([], np.zeros((0, len(names))), tuple(names))
     queries = normalize(np.atleast_2d(np.asarray(readings, dtype=np.float32)))
     own_all = layout["turn_matrix"] @ queries.T
     own, own_question = own_all.max(axis=1), own_all[:, 0]
@@ -138,30 +161,43 @@ def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence
         np.where(layout["previous"], before, 0.0), np.where(layout["next"], after, 0.0),
         np.where(layout["reply"], before, 0.0), lexical, speaker, layout["dated"] * when, layout["length"],
     ]).astype(np.float64)
-    return TurnFeatures(list(ids), matrix)
+    if any(n in CANDIDATE_FEATURES for n in names):
+        matrix = np.column_stack([matrix, key_features(question, queries, own, lexical, layout, key_layout(snapshot))])
+    columns = [ALL_FEATURES.index(n) for n in names]
+    return TurnFeatures(list(ids), matrix[:, columns], tuple(names))
 
 
 @dataclass(frozen=True)
 class TurnRanker:
-    """A linear scorer over ``FEATURES`` (a logistic regression's coefficients and intercept)."""
+    """A linear scorer over ``names`` (``FEATURES`` unless given; a logistic regression's coefficients and
+    intercept). ``session_diversity``: the first ``DIVERSE_BUDGET`` turns are taken greedily, each losing this
+    much per turn already taken from its session (``memory.ranking_keys.diversify``; 0: by score alone)."""
 
     coefficients: tuple[float, ...]
     intercept: float = 0.0
+    names: tuple[str, ...] = FEATURES
+    session_diversity: float = 0.0
 
     def __post_init__(self) -> None:
-        if len(self.coefficients) != len(FEATURES):
-            raise ValueError(f"a turn ranker needs {len(FEATURES)} coefficients ({', '.join(FEATURES)}), got {len(self.coefficients)}")
+        unknown = [n for n in self.names if n not in ALL_FEATURES]
+        if unknown:
+            raise ValueError(f"unknown ranker features {unknown}; known: {', '.join(ALL_FEATURES)}")
+        if len(self.coefficients) != len(self.names):
+            raise ValueError(f"a turn ranker needs {len(self.names)} coefficients ({', '.join(self.names)}), got {len(self.coefficients)}")
 
     def scores(self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray) -> dict[str, float]:
         """Every turn's score for ``question`` (higher is more likely evidence)."""
-        features = turn_features(snapshot, question, readings)
+        features = turn_features(snapshot, question, readings, self.names)
         values = features.matrix @ np.asarray(self.coefficients) + self.intercept
+        if self.session_diversity > 0 and len(values):
+            values = diversify(values, key_layout(snapshot)["session_of"], self.session_diversity)
         return dict(zip(features.turn_ids, values.tolist()))
 
 
 @cache
 def default_ranker() -> TurnRanker:
-    """The shipped ranker (``memory/turn_ranker_weights.py``, written by ``evals/train/turn_ranker.py``)."""
-    from logicmap.memory.turn_ranker_weights import COEFFICIENTS, INTERCEPT
+    """The shipped ranker (``memory/turn_ranker_weights.py``, written by ``evals/loco.py``)."""
+    from logicmap.memory import turn_ranker_weights as weights
 
-    return TurnRanker(tuple(COEFFICIENTS[name] for name in FEATURES), INTERCEPT)
+    return TurnRanker(tuple(weights.COEFFICIENTS[name] for name in FEATURES), weights.INTERCEPT, FEATURES,
+                      getattr(weights, "SESSION_DIVERSITY", 0.0))

@@ -21,7 +21,7 @@ import numpy as np
 
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.ranking import FEATURES, TurnRanker, default_ranker, turn_features, turn_layout
+from logicmap.memory.ranking import BASE_FEATURES, TurnRanker, default_ranker, turn_features, turn_layout
 from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["BRIDGE_SEEDS", "HOP_FEATURES", "SEEDS", "TraversalRanker", "default_traversal_ranker", "hop_features"]
@@ -118,7 +118,8 @@ def hop_features(snapshot: NamespaceSnapshot, question: str, first_scores: np.nd
 
 @dataclass(frozen=True)
 class TraversalRanker:
-    """The second hop's scorer: a linear model over the first-hop ranker's ``FEATURES`` and ``HOP_FEATURES``."""
+    """The second hop's scorer: a linear model over the ranker's ``BASE_FEATURES`` and ``HOP_FEATURES``, the
+    hop features from the first hop's scores (the shipped ranker's unless ``first`` is given)."""
 
     coefficients: tuple[float, ...]
     intercept: float = 0.0
@@ -126,21 +127,21 @@ class TraversalRanker:
     """The first hop's ranker (None: the shipped one)."""
 
     def __post_init__(self) -> None:
-        wanted = len(FEATURES) + len(HOP_FEATURES)
+        wanted = len(BASE_FEATURES) + len(HOP_FEATURES)
         if len(self.coefficients) != wanted:
             raise ValueError(
-                f"a traversal ranker needs {wanted} coefficients (FEATURES then HOP_FEATURES), got {len(self.coefficients)}"
+                f"a traversal ranker needs {wanted} coefficients (BASE_FEATURES then HOP_FEATURES), got {len(self.coefficients)}"
             )
 
     def scores(
         self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray
     ) -> dict[str, float]:
         """Every turn's score for ``question`` after the second hop (higher is more likely evidence)."""
-        features = turn_features(snapshot, question, readings)
+        features = turn_features(snapshot, question, readings, BASE_FEATURES)
         if not features.turn_ids:
             return {}
-        first = self.first or default_ranker()
-        first_scores = features.matrix @ np.asarray(first.coefficients) + first.intercept
+        first = (self.first or default_ranker()).scores(snapshot, question, readings)
+        first_scores = np.array([first[t] for t in features.turn_ids])
         matrix = np.column_stack([features.matrix, hop_features(snapshot, question, first_scores)])
         values = matrix @ np.asarray(self.coefficients) + self.intercept
         return dict(zip(features.turn_ids, values.tolist()))
@@ -151,4 +152,4 @@ def default_traversal_ranker() -> TraversalRanker:
     """The shipped second-hop ranker (``memory/traversal_weights.py``, written by ``evals/train/traversal_ranker.py``)."""
     from logicmap.memory.traversal_weights import COEFFICIENTS, INTERCEPT
 
-    return TraversalRanker(tuple(COEFFICIENTS[name] for name in (*FEATURES, *HOP_FEATURES)), INTERCEPT)
+    return TraversalRanker(tuple(COEFFICIENTS[name] for name in (*BASE_FEATURES, *HOP_FEATURES)), INTERCEPT)

@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from logicmap.prompts.common import schema_instructions
 from logicmap.prompts.cues import MemoryUnit, PersonFact
 from logicmap.prompts.real_extract import RELATION_VOCABULARY, ExtractedFact
-from logicmap.prompts.segment import SegmentedEvent
+from logicmap.prompts.segment import PAPER_GUIDANCE, RECORD_RULES, SegmentedEvent
 
 __all__ = [
     "VERSION",
@@ -25,7 +25,7 @@ __all__ = [
     "build_messages",
 ]
 
-VERSION = "analyze-v1"
+VERSION = "analyze-v2"
 
 
 class SegmentationWithFacts(BaseModel):
@@ -53,11 +53,10 @@ def analysis_schema(facts: bool, cues: bool) -> type[BaseModel]:
     return SegmentationWithFacts if facts else SegmentationWithCues
 
 
-_EVENTS = (
-    "events: split the session into events, coherent things that happened or were discussed. Every turn belongs "
-    "to exactly one event; an event covers consecutive turns. Resolve relative times ('yesterday', 'last year', "
-    "'two months ago') against the session date."
-)
+# The events part gives the segmenter's own guidance (CompassMem's Appendix F.1), word for word, so the
+# combined call and the separate segmenter are asked the same (tests/unit/test_paper_trace_compass.py checks
+# that they then yield the same events and relations).
+_EVENTS = "events: " + PAPER_GUIDANCE + "\n" + RECORD_RULES
 _FACTS = (
     "facts: atomic facts (head, relation, tail) about the people and things discussed: where people live and "
     "work, what they like, own, did, plan, and why. One fact per triple; split compound statements. Replace "

@@ -7,9 +7,28 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["VERSION", "SegmentedEvent", "Segmentation", "build_messages"]
+__all__ = ["PAPER_GUIDANCE", "RECORD_RULES", "VERSION", "SegmentedEvent", "Segmentation", "build_messages"]
 
-VERSION = "segment-v1"
+VERSION = "segment-v2"
+
+# CompassMem's Event Extraction Prompt (Appendix F.1), its goals condensed in the paper's words (the full text
+# would not leave the combined analyst room for turns in an 8k context); the project adds what
+# its records need (every turn cited by one event, times resolved against the session date). The paper's
+# count, 6-10 events, is for LoCoMo sessions of about 20 turns; it says nothing of shorter ones, so a short
+# session may have fewer (the aggressive combining is the rule that matters).
+PAPER_GUIDANCE = (
+    "Extract logically coherent events in chronological order, each a complete logical unit. AGGRESSIVELY "
+    "COMBINE related micro-events to avoid fragmentation: merge same participants on the same topic, a decision "
+    "+ action + completion, temporally close related turns (within 3-5 utterances), aspects of one situation, "
+    "follow-ups and clarifications. PRESERVE ALL important details in each summary: outcomes, specific facts, "
+    "numbers, dates, places, emotions, conditions, and what shared images show. People involved: at most 3. "
+    "Event count: 6-10 comprehensive events (a short session may have fewer); prefer fewer, more detailed events."
+)
+# What the project's records need besides: each turn is cited once, and times are resolved.
+RECORD_RULES = (
+    "Every turn belongs to exactly one event; an event covers consecutive turns. Resolve relative times "
+    "('yesterday', 'last year', 'two months ago') against the session date."
+)
 
 
 class SegmentedEvent(BaseModel):
@@ -33,10 +52,8 @@ class Segmentation(BaseModel):
 
 def build_messages(session_text: str, session_date: str | None) -> list[BaseMessage]:
     system = (
-        "You split one session of a conversation into events: coherent things that happened or were "
-        "discussed. Every turn belongs to exactly one event; an event covers consecutive turns. "
-        "Resolve relative times ('yesterday', 'last year', 'two months ago') against the session date.\n"
-        + schema_instructions(Segmentation)
+        "You are an expert information extraction system: you split one session of a multi-turn dialog into "
+        "meaningful events.\n" + PAPER_GUIDANCE + "\n" + RECORD_RULES + "\n" + schema_instructions(Segmentation)
     )
     human = f"Session date: {session_date or 'unknown'}\nTurns:\n{session_text}"
     return [SystemMessage(content=system), HumanMessage(content=human)]

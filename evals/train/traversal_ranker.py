@@ -41,7 +41,7 @@ def questions(path: Path, resources) -> list[dict]:  # noqa: ANN001
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.memory.embeddings import normalize
     from logicmap.memory.loaders import load_conversations
-    from logicmap.memory.ranking import turn_features
+    from logicmap.memory.ranking import BASE_FEATURES, default_ranker, turn_features
     from logicmap.memory.text import query_readings
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -59,7 +59,8 @@ def questions(path: Path, resources) -> list[dict]:  # noqa: ANN001
             readings = normalize(
                 np.asarray(resources.embeddings.embed_documents(query_readings(qa.question)), dtype=np.float32)
             )
-            features = turn_features(snapshot, qa.question, readings)
+            features = turn_features(snapshot, qa.question, readings, BASE_FEATURES)
+            shipped = default_ranker().scores(snapshot, qa.question, readings)
             labels = np.array([1 if t in gold else 0 for t in features.turn_ids])
             out.append(
                 {
@@ -67,6 +68,7 @@ def questions(path: Path, resources) -> list[dict]:  # noqa: ANN001
                     "question": qa.question,
                     "ids": features.turn_ids,
                     "x": features.matrix,
+                    "shipped": np.array([shipped[t] for t in features.turn_ids]),
                     "y": labels,
                     "gold": gold,
                     "category": qa.category,
@@ -101,7 +103,7 @@ def _recalls(rows: list[dict], scores: list[np.ndarray]) -> list[float]:
 
 
 def _write(model, files: list[Path], out: Path, report: list[str]) -> None:  # noqa: ANN001
-    from logicmap.memory.ranking import FEATURES
+    from logicmap.memory.ranking import BASE_FEATURES
     from logicmap.memory.traversal import HOP_FEATURES
 
     lines = [
@@ -116,7 +118,7 @@ def _write(model, files: list[Path], out: Path, report: list[str]) -> None:  # n
         '"""',
         "",
         "COEFFICIENTS = {",
-        *[f"    {name!r}: {float(c):.6f}," for name, c in zip((*FEATURES, *HOP_FEATURES), model.coef_[0])],
+        *[f"    {name!r}: {float(c):.6f}," for name, c in zip((*BASE_FEATURES, *HOP_FEATURES), model.coef_[0])],
         "}",
         f"INTERCEPT = {float(model.intercept_[0]):.6f}",
         "",
@@ -174,12 +176,11 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
         if args.out != "-":
-            from logicmap.memory.ranking import default_ranker
+            from logicmap.memory.traversal import hop_features
 
-            shipped = default_ranker()
             rows = [r for p in files for r in data[p]]
             model = _fit(
-                np.vstack(_with_hops(rows, np.asarray(shipped.coefficients), shipped.intercept)),
+                np.vstack([np.column_stack([r["x"], hop_features(r["snapshot"], r["question"], r["shipped"])]) for r in rows]),
                 np.concatenate([r["y"] for r in rows]),
             )
             _write(model, files, Path(args.out), report)

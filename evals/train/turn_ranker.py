@@ -140,7 +140,8 @@ def write_weights(model, files: list[Path], out: Path, report: list[str]) -> Non
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS], help="LoCoMo / LongMemEval files (default: data/ without the reserved held-out files)")
-    parser.add_argument("--out", default=str(WEIGHTS), help="weights module to write ('-' to write nothing)")
+    parser.add_argument("--out", default="-", help="weights module to write (default '-': nothing; the shipped "
+                        f"weights, {WEIGHTS.name}, are fitted on public conversations by evals/loco.py)")
     parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
                         help="the embedder the ranker will run with (its model and endpoint from the LOGICMAP_* settings)")
     parser.add_argument("--data-dir", help="memory directory to keep and reuse (default: temporary)")

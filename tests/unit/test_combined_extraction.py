@@ -288,7 +288,7 @@ def test_the_combined_mode_is_kept_while_it_costs_no_more_calls() -> None:
     budget = ContextBudget(8192)
     assert combined_pays(turns[:4], None, budget, facts=True, cues=True)
     assert len(analysis_windows(turns[:4], None, budget, facts=True, cues=True)) == 1
-    assert len(analysis_windows(turns[:10], None, budget, facts=True, cues=True)) == 2  # smaller windows than
+    assert len(analysis_windows(turns[:10], None, budget, facts=True, cues=True)) > 1  # smaller windows than
     assert combined_pays(turns[:10], None, budget, facts=True, cues=True)  # the segmenter's, still fewer calls
     assert not combined_pays(turns, None, budget, facts=True, cues=True)  # 300 long turns: separate is cheaper
 

@@ -21,7 +21,7 @@ LOCALIZER = "You choose where to start"
 EXPLORER = "Decide what to do with the current event"
 BATCH = "Decide for EACH listed event"
 REFINER = "Write one new search query"
-RESPONDER = "You answer a question about a long conversation"
+RESPONDER = "answer the QUESTION based on the provided CONTEXT"  # the paper's Appendix F.2 prompt
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
@@ -425,7 +425,7 @@ def test_learned_ranker_reads_the_graph_around_each_turn(resources) -> None:
     assert row["D1:1"]["previous"] == 0 and row["D1:4"]["previous"] == 0  # an event's first turn has no context
     assert row["D1:1"]["speaker_named"] == 1 and row["D1:2"]["speaker_named"] == 0  # Sam is named, Priya is not
     assert row["D1:1"]["event"] == row["D1:3"]["event"] and row["D1:3"]["bm25"] < row["D1:1"]["bm25"] == 1.0
-    with pytest.raises(ValueError, match="13 coefficients"):
+    with pytest.raises(ValueError, match=f"{len(FEATURES)} coefficients"):
         TurnRanker((1.0, 2.0))
 
 

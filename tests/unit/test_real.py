@@ -97,9 +97,9 @@ def nodes(result, name: str) -> list[dict]:  # noqa: ANN001
 
 def _now_judge(text: str) -> Scores:
     """An evaluator that reads validity: a version that no longer holds is not coherent with "now"."""
-    if "lives_in" in text:
+    if "lives_in" in text and "repair" not in text:
         return 0.9, 0.9 if "-> open)" in text else 0.3, 0.95
-    return 0.2, 0.9, 0.1
+    return 0.2, 0.9, 0.0
 
 
 # -- beam decisions -------------------------------------------------------------------------------
@@ -110,22 +110,33 @@ def test_a_path_no_child_improves_on_is_closed_and_is_the_evidence(memory):
     memory.llm_ = llm
     result = answer("Where does Maya live now?", NS, resources=memory)
 
-    # Step 1: the expansions (1 relevant of m = 5), then 4 repair hypotheses; step 2: Lisbon has no
-    # expansion and no repair finds one, so its path is closed into the final set.
-    assert result.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
-    assert nodes(result, "repair")[0]["budgets"] == {result.details["trail"][1]["beam"][0]: 4}
-    assert all("(repair: " in line for line in re.findall(r"^P\d+: .*$", evaluator_prompts(llm)[1], re.MULTILINE))
-    assert result.cost.llm_calls == 4  # roots + two evaluator calls + answer
+    # Step 1: the root's expansions; Lisbon is reliable (relevance and coherence 0.9), so no repair; only
+    # Lisbon's sufficiency exceeds the bare root's (0), so it alone is inserted into the beam.
+    evaluated = nodes(result, "evaluate")
+    assert evaluated[0]["phase"] == "expand" and evaluated[0]["budgets"] == {}
+    selects = nodes(result, "select")
+    root = result.details["trail"][1]["beam"][0]
+    lisbon = selects[0]["beam"]
+    assert selects[0]["decisions"] == {root: "Expand"} and len(lisbon) == 1
+    # Step 2: Lisbon has no admissible expansion: it Stops into the final set, and (no candidate at all)
+    # counterfactual repair is triggered with the whole budget m = 5.
+    assert selects[1]["decisions"] == {lisbon[0]: "Stop"} and lisbon[0] in selects[1]["closed"]
+    assert nodes(result, "repair")[0]["budgets"] == {lisbon[0]: 5}
+    # No rule of the table finds a hypothesis from Lisbon: no second evaluator call, the search ends.
+    assert nodes(result, "repair")[0]["hypotheses"] == [] and result.details["evaluator_calls"] == 1
+    assert result.cost.llm_calls == 3  # roots + one evaluator call + answer
     # Time validity "now": the closed Porto version is not an expansion.
     assert "Lisbon" in evaluator_prompts(llm)[0] and "Porto" not in evaluator_prompts(llm)[0]
-    assert [t["closed"] for t in nodes(result, "select")] == [[], result.details["final_paths"]]
-    assert [e.id for e in result.evidence] == result.details["final_paths"]
+    assert [e.id for e in result.evidence] == sorted(result.details["final_paths"], key=[e.id for e in result.evidence].index)
+    assert set(e.id for e in result.evidence) == set(result.details["final_paths"])
     top = result.evidence[0]
+    assert top.id == lisbon[0]
     assert top.kind == "path" and "lives_in [2023-04-24 -> open) conf 0.90" in top.text and top.turn_ids == ["D4:1"]
     assert top.time == "2023-04-24 -> open"
     fact = result.details["paths"][0]["facts"][0]
     assert (fact["relation"], fact["tail"], fact["valid_from"], fact["valid_to"], fact["confidence"]) == (
         "lives_in", "Lisbon", "2023-04-24", None, 0.9)
+    assert result.details["paths"][0]["intent"] == "EVOLUTION"  # the intent is carried per hop: the fact's label
     assert result.answer == "Lisbon" and result.strategy == "real" and not result.fallbacks
 
 
@@ -167,7 +178,7 @@ def test_counterfactual_repair_recovers_a_path_plain_expansion_misses(memory):
     repaired = answer("Who helped Maya pack for the move?", NS, resources=memory)
     first = nodes(repaired, "repair")[0]
     assert list(first["budgets"].values()) == [5] and repaired.details["repairs"] >= 1  # no expansion was relevant
-    assert repaired.details["evaluator_calls"] == 2 == len(evaluator_prompts(llm))
+    assert repaired.details["evaluator_calls"] == len(evaluator_prompts(llm)) >= 2
     best = repaired.details["paths"][0]
     assert best["hypothesis"].startswith("symmetry") and best["facts"][0]["direction"] == "in"
     assert repaired.evidence[0].text.startswith("Maya <-[helped_pack") and repaired.answer == "Ana"
@@ -260,7 +271,9 @@ def test_heuristic_policy_on_the_sample(ingested_sample):
     assert now.answer.startswith("Lisbon") and now.cited_turns(1) == ["D4:1"] and now.cost.llm_calls == 0
     assert all("Porto" not in e.text for e in now.evidence)
     foods = answer("Which foods does Leo love?", "sample", resources=ingested_sample, policy="heuristic")
-    assert {a.strip().lower() for a in foods.answer.split(",")} == {"sushi", "pasteis de nata"}
+    # Every final path is evidence (the paper keeps the final set whole); the evaluator's ranking puts the
+    # favourite food first, so the no-LLM answerer names sushi (issue 29 changed this from both foods).
+    assert "sushi" in foods.answer.lower()
     assert {"D1:6", "D5:3"} <= set(foods.cited_turns())
     dog = answer("What is the name of Maya's dog?", "sample", resources=ingested_sample, policy="heuristic")
     # "dog" is no word of the relation has_pet (no fitted gloss says so), so the no-LLM beam starts from the
@@ -328,18 +341,27 @@ def test_nodes_run_alone_roots_expand_evaluate_repair_select(memory):
 
     state |= evaluate(state, runtime)
     assert state["evaluator_calls"] == 1 and state["candidates"] == [] and len(state["children"]) == 3
-    relevant = sum(c.passes(0.5, 0.5) for c in state["children"])
-    assert state["budgets"] == {state["beam"][0].id: 5 - relevant} and after_evaluate(state) == "repair"
-
-    state |= repair(state, runtime)
-    assert state["phase"] == "repair" and 0 < len(state["candidates"]) <= 5 - relevant
-    assert all(c.hypothesis for c in state["candidates"]) and after_repair(state) == "evaluate"
-    state |= evaluate(state, runtime)
-    assert after_evaluate(state) == "select" and len(state["children"]) == 3 + state["repairs"]
+    # A reliable expansion (relevance and coherence >= 0.5) exists: normal expansion is reliable, no repair.
+    assert any(c.passes(0.5, 0.5) for c in state["children"])
+    assert state["budgets"] == {} and after_evaluate(state) == "select"
 
     state |= select(state, runtime)
-    assert state["beam"] and all(p.depth == 1 and p.passes(0.5, 0.5) and p.score > 0 for p in state["beam"])
+    assert state["beam"] and all(p.depth == 1 and (p.sufficiency or 0) > 0 for p in state["beam"])
     assert state["final"] == [] and after_select(state) == "expand"
+
+    # Step 2: the depth-1 paths have no admissible expansion: each is a NeedCounterfactual beam, budget m.
+    state |= expand(state, runtime)
+    state |= evaluate(state, runtime)
+    assert state["children"] == [] and state["budgets"] == {p.id: 5 for p in state["beam"]}
+    assert after_evaluate(state) == "repair"
+    state |= repair(state, runtime)
+    assert state["phase"] == "repair" and all(c.hypothesis for c in state["candidates"])
+    if state["candidates"]:
+        assert after_repair(state) == "evaluate"
+        state |= evaluate(state, runtime)
+        assert len(state["recovered"]) > 0
+    state |= select(state, runtime)
+    assert state["final"] and all(p.depth == 1 for p in state["final"])  # every beam Stopped
 
 
 def test_prune_alone_falls_back_to_the_most_similar_facts(memory):

@@ -39,7 +39,8 @@ def test_graph_strategies_share_the_base_schemas() -> None:
         assert s.graph.get_graph() is not None
         assert strategy_function(name) is s.run
     assert set(get_type_hints(QuestionInput)) == {"question", "question_date"}
-    assert STRATEGIES["compass"].variants == ("traversal", "similarity")
+    assert STRATEGIES["compass"].variants == (
+        "traversal", "similarity", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense")
     assert STRATEGIES["goalmem"].variants == ("bm25", "dense", "events")
 
 

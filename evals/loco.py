@@ -1,0 +1,289 @@
+"""Leave-one-conversation-out (LOCO) evidence recall of the no-LLM turn ranker on public conversations.
+
+Usage: ``python -m logicmap.evals.loco FILE [--data-dir DIR] [--write-weights memory/turn_ranker_weights.py]``
+(FILE: LoCoMo-format conversations, e.g. ``../shared/data/locomo-dev5.json``).
+
+Each conversation is ingested once with the no-LLM policy and MiniLM into the namespace ``logicmap eval`` uses
+(``--data-dir`` keeps it: a second run, or ``logicmap eval`` on the same directory, does not ingest again).
+Every question of categories 1-4 with gold evidence gives each turn of its conversation a feature row (the
+ranker's ``memory.ranking`` features and the candidate keys of ``memory.ranking_keys``) and a label (gold or
+not). For each held-out conversation, every configuration is fitted on the *other* conversations only (a
+logistic regression, balanced classes, C=1, as ``evals/train/turn_ranker.py``; the session-diversity weight
+of the ``diverse`` component is chosen on the other conversations too) and scored on the held-out one: recall
+at 10 turns, averaged over questions, per LoCoMo category. The table has the shipped ranker (no fit), the
+ranker refitted on its own features, each component alone on top of that, all of them, the chosen ones, the
+chosen ones without each of them, and with each other component added.
+``--write-weights`` fits the chosen configuration (``CHOSEN``) on every conversation of FILE and writes the
+weights module: its LOCO figures are the ones reported, since no figure is measured on a conversation it saw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import pickle
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+
+__all__ = ["BASE", "CHOSEN", "COMPONENTS", "Question", "loco", "main"]
+
+BUDGET = 10
+#: The ranker's features before this work (the shipped weights cover these).
+BASE = ("own", "z_own", "own_question", "event", "z_event", "topic", "previous", "next", "reply", "bm25",
+        "speaker_named", "dated_for_when", "length")  # memory.ranking.BASE_FEATURES
+#: Candidate components: feature columns of ``memory.ranking_keys`` (``diverse`` is a re-ranking step).
+COMPONENTS: dict[str, tuple[str, ...]] = {
+    "facts": ("fact_key",),
+    "session": ("session_own", "session_bm25"),
+    "prf": ("prf",),
+    "bridge": ("bridge",),
+    "time": ("time_match",),
+    "diverse": (),
+    "event_bm25": ("event_bm25",),
+    "window_bm25": ("window_bm25",),
+}
+#: The components kept in the default strategy. A first LOCO table over the five conversations (session and
+#: event_bm25 chosen, every other component added to them; docs/performance.md) showed each of these adding recall
+#: to them and bridge and diverse adding none; the table this module prints checks the set (without each one).
+CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf", "time")
+#: The ranker shipped before this work (fitted on the project's files in ``data/`` by evals/train/turn_ranker.py,
+#: 2026-11-22): the table's first row, the baseline.
+PREVIOUS_COEFFICIENTS = {
+    "own": 4.720746, "z_own": 0.497204, "own_question": -4.464639, "event": 0.198678, "z_event": 0.908939,
+    "topic": 0.482859, "previous": 0.649357, "next": 0.338936, "reply": 1.688303, "bm25": 3.236689,
+    "speaker_named": 1.196862, "dated_for_when": -0.236899, "length": 1.744476,
+}
+PREVIOUS_INTERCEPT = -8.880255
+DIVERSITY_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+
+
+@dataclass
+class Question:
+    """One question's rows: every turn's features (``names`` columns), labels, gold ids and sessions."""
+
+    conversation: str
+    category: int
+    ids: list[str]
+    matrix: np.ndarray
+    labels: np.ndarray
+    gold: list[str]
+    session_of: np.ndarray
+
+
+def _code_digest() -> str:
+    root = Path(__file__).resolve().parents[1]
+    parts = [(root / p).read_bytes() for p in ("memory/ranking.py", "memory/ranking_keys.py")]
+    return hashlib.sha256(b"".join(parts)).hexdigest()[:12]
+
+
+def feature_names() -> tuple[str, ...]:
+    from logicmap.memory.ranking import ALL_FEATURES
+
+    return tuple(ALL_FEATURES)
+
+
+def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
+    """Every question with gold evidence of categories 1-4, ingested (once) and featurised (cached)."""
+    from logicmap.evals.metrics import normalize_evidence_ids
+    from logicmap.evals.runner import _embedder_label, eval_namespace, select_questions
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.embeddings import normalize
+    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.ranking import turn_features
+    from logicmap.memory.text import query_readings
+
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    cache = cache_dir / f"loco-{digest[:12]}-{_code_digest()}.pkl"
+    if cache.exists():
+        return pickle.loads(cache.read_bytes())  # noqa: S301 - our own cache file
+    out: list[Question] = []
+    for conversation in load_conversations(path):
+        started = time.perf_counter()
+        namespace = eval_namespace(digest, "heuristic", _embedder_label(resources), conversation.conversation_id)
+        ingest_conversation(conversation, namespace, resources=resources, policy="heuristic")
+        snapshot = resources.store.snapshot(namespace)
+        asked = [qa for _, qa in select_questions([conversation], categories=list(CATEGORIES))]
+        vectors = resources.embeddings.embed_documents([r for qa in asked for r in query_readings(qa.question)])
+        at = 0
+        for qa in asked:
+            count = len(query_readings(qa.question))
+            readings = normalize(np.asarray(vectors[at:at + count], dtype=np.float32))
+            at += count
+            gold = normalize_evidence_ids(qa.evidence)
+            if not gold:
+                continue
+            base = turn_features(snapshot, qa.question, readings, feature_names())
+            matrix = base.matrix
+            sessions = [snapshot.turns[t].session_id for t in base.turn_ids]
+            index = {s: i for i, s in enumerate(dict.fromkeys(sessions))}
+            out.append(Question(conversation.conversation_id, int(qa.category), base.turn_ids, matrix,
+                                np.array([1 if t in gold else 0 for t in base.turn_ids]), gold,
+                                np.array([index[s] for s in sessions], dtype=np.int64)))
+        print(f"  {conversation.conversation_id}: {sum(q.conversation == conversation.conversation_id for q in out)} "
+              f"questions, {time.perf_counter() - started:.1f}s", flush=True)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(pickle.dumps(out))
+    return out
+
+
+def diversified(scores: np.ndarray, session_of: np.ndarray, weight: float, budget: int = BUDGET) -> list[int]:
+    from logicmap.memory.ranking_keys import diversified_rows
+
+    return diversified_rows(scores, session_of, weight, budget)
+
+
+def recall(question: Question, rows: Sequence[int]) -> float:
+    held = {question.ids[i] for i in rows}
+    return len(held & set(question.gold)) / len(set(question.gold))
+
+
+def columns_of(components: Sequence[str]) -> list[int]:
+    names = feature_names()
+    wanted = [*BASE, *(f for c in components for f in COMPONENTS[c])]
+    return [names.index(n) for n in wanted]
+
+
+def fit(questions: Sequence[Question], columns: list[int]) -> Any:
+    from sklearn.linear_model import LogisticRegression
+
+    x = np.vstack([q.matrix[:, columns] for q in questions])
+    y = np.concatenate([q.labels for q in questions])
+    return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x, y)
+
+
+def _best_weight(questions: Sequence[Question], score: Callable[[Question], np.ndarray]) -> float:
+    """The diversity weight of ``DIVERSITY_GRID`` with the best mean recall on ``questions``."""
+    scored = [(q, score(q)) for q in questions]
+    means = [np.mean([recall(q, diversified(s, q.session_of, w)) for q, s in scored]) for w in DIVERSITY_GRID]
+    return DIVERSITY_GRID[int(np.argmax(means))]
+
+
+def loco(questions: Sequence[Question], components: Sequence[str] | None) -> dict[int, list[float]]:
+    """Per category, each question's R@10 with the configuration fitted without its conversation
+    (``components`` None: the ranker shipped before this work, ``PREVIOUS_COEFFICIENTS``, no fit)."""
+    by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
+    if components is None:
+        weights = np.array([PREVIOUS_COEFFICIENTS[n] for n in BASE])
+        for q in questions:
+            by_category[q.category].append(recall(q, diversified(q.matrix[:, : len(BASE)] @ weights + PREVIOUS_INTERCEPT, q.session_of, 0)))
+        return by_category
+    columns = columns_of(components)
+    for held in dict.fromkeys(q.conversation for q in questions):
+        train = [q for q in questions if q.conversation != held]
+        model = fit(train, columns)
+
+        def score(q: Question, model: Any = model) -> np.ndarray:
+            return np.asarray(model.decision_function(q.matrix[:, columns]))
+
+        weight = _best_weight(train, score) if "diverse" in components else 0.0
+        for q in questions:
+            if q.conversation == held:
+                by_category[q.category].append(recall(q, diversified(score(q), q.session_of, weight)))
+    return by_category
+
+
+def _row(label: str, results: dict[int, list[float]], reference: float | None) -> list[str]:
+    every = [v for values in results.values() for v in values]
+    overall = float(np.mean(every))
+    gain = "" if reference is None else f"{overall - reference:+.3f}"
+    return [label, f"{overall:.3f}", gain, *(f"{np.mean(results[c]):.3f}" if results[c] else "-" for c in CATEGORIES)]
+
+
+def configurations() -> list[tuple[str, list[str] | None]]:
+    names = list(COMPONENTS)
+    configs: list[tuple[str, list[str] | None]] = [("ranker before this work (fitted on data/, no refit)", None), ("refit on the base features", [])]
+    configs += [(f"refit + {c}", [c]) for c in names]
+    configs += [("refit + all components", names)]
+    configs += [(f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN))]
+    configs += [(f"chosen without {c}", [n for n in CHOSEN if n != c]) for c in CHOSEN if len(CHOSEN) > 1]
+    configs += [(f"chosen + {c}", [*CHOSEN, c]) for c in names if c not in CHOSEN]
+    seen: set[tuple[str, ...] | None] = set()
+    unique = []
+    for label, components in configs:
+        key = None if components is None else tuple(sorted(components))
+        if key not in seen:
+            seen.add(key)
+            unique.append((label, components))
+    return unique
+
+
+def write_weights(questions: Sequence[Question], components: Sequence[str], out: Path, summary: str) -> None:
+    columns = columns_of(components)
+    names = [feature_names()[i] for i in columns]
+    model = fit(questions, columns)
+    weight = 0.0
+    if "diverse" in components:
+        weight = _best_weight(questions, lambda q: np.asarray(model.decision_function(q.matrix[:, columns])))
+    files = sorted({q.conversation for q in questions})
+    lines = [
+        '"""Weights of the graph-feature reranker (``memory.ranking``), written by ``python -m logicmap.evals.loco``.',
+        "",
+        f"Fitted on {date.today().isoformat()} (logistic regression, balanced classes, C=1) on the public LoCoMo",
+        f"conversations {', '.join(files)} (../shared/data/locomo-dev5.json; not in this repository).",
+        "Leave-one-conversation-out evidence recall at 10 turns of this configuration when they were written:",
+        f"    {summary}",
+        '"""',
+        "",
+        "COEFFICIENTS = {",
+        *[f"    {name!r}: {float(c):.6f}," for name, c in zip(names, model.coef_[0])],
+        "}",
+        f"INTERCEPT = {float(model.intercept_[0]):.6f}",
+        f"SESSION_DIVERSITY = {weight}",
+        "",
+    ]
+    out.write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("file", help="LoCoMo-format conversations (e.g. ../shared/data/locomo-dev5.json)")
+    parser.add_argument("--data-dir", help="memory directory to keep and reuse (default: temporary)")
+    parser.add_argument("--write-weights", help="fit the chosen configuration on every conversation and write this module")
+    parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
+                        help="the embedder (default minilm, the one the figures are for)")
+    args = parser.parse_args(argv)
+    path = Path(args.file)
+    if not path.is_file():
+        parser.error(f"no such file: {path}")
+    print(machine_line())
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="logicmap-loco-") as tmp:
+        data_dir = Path(args.data_dir or tmp)
+        resources = fresh_resources(data_dir, embeddings=args.embeddings)
+        started = time.perf_counter()
+        questions = questions_of(path, resources, data_dir)
+        convs = list(dict.fromkeys(q.conversation for q in questions))
+        print(f"{len(questions)} questions with gold evidence (categories 1-4) in {len(convs)} conversations "
+              f"({', '.join(convs)}), featurised in {time.perf_counter() - started:.1f}s")
+        rows, reference, chosen = [], None, None
+        for label, components in configurations():
+            results = loco(questions, components)
+            rows.append(_row(label, results, reference))
+            if components == []:
+                reference = float(np.mean([v for values in results.values() for v in values]))
+            if components is not None and list(CHOSEN) == components:
+                chosen = results
+            print(f"  {label}: {rows[-1][1]}", flush=True)
+        counts = {c: sum(q.category == c for q in questions) for c in CATEGORIES}
+        print_table(["configuration (LOCO: fitted without the held-out conversation)", "R@10", "vs refit",
+                     *(f"{CATEGORIES[c]} ({counts[c]} q)" for c in CATEGORIES)], rows)
+        if args.write_weights:
+            summary = _row("", chosen or loco(questions, list(CHOSEN)), None)
+            text = f"R@10 {summary[1]}; " + ", ".join(f"{CATEGORIES[c]} {v}" for c, v in zip(CATEGORIES, summary[3:]))
+            write_weights(questions, CHOSEN, Path(args.write_weights), text)
+            print(f"wrote {args.write_weights}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""evals/loco.py: leave-one-conversation-out recall of the reranker, its ablation table and the weights it writes."""
+
+from __future__ import annotations
+
+import json
+import runpy
+
+import numpy as np
+
+from logicmap.evals.loco import Question, diversified, loco, main
+from logicmap.memory.ranking import FEATURES
+
+
+def _question(conversation: str, gold_row: int, signal: float, turns: int = 30) -> Question:
+    """``turns`` turns; the gold turn's own similarity (the first feature) is ``signal``, the others' 0.5."""
+    from logicmap.evals.loco import feature_names
+
+    matrix = np.zeros((turns, len(feature_names())))
+    matrix[:, 0] = 0.5
+    matrix[gold_row, 0] = signal
+    ids = [f"D1:{i}" for i in range(turns)]
+    labels = np.array([1 if i == gold_row else 0 for i in range(turns)])
+    return Question(conversation, 4, ids, matrix, labels, [ids[gold_row]], np.arange(turns, dtype=np.int64) % 3)
+
+
+def test_each_conversation_is_scored_by_a_model_fitted_without_it() -> None:
+    # In a and b the gold turn is the most similar one, in c the least: c is scored by a model fitted on a and b
+    # only, which puts its gold turn last (recall at 10 of 30 turns: 0); a and b keep theirs on top.
+    questions = [_question("a", 3, 0.9), _question("a", 4, 0.9), _question("b", 5, 0.9), _question("c", 7, 0.1)]
+    results = loco(questions, [])
+    assert results[4] == [1.0, 1.0, 1.0, 0.0]
+    assert diversified(np.arange(6.0)[::-1], np.array([0, 0, 0, 1, 1, 2]), 0.0, 3) == [0, 1, 2]
+
+
+def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_path, capsys) -> None:  # noqa: ANN001
+    samples = json.loads(sample_path.read_text())
+    samples = samples if isinstance(samples, list) else [samples]
+    both = []
+    for suffix in ("x", "y"):
+        for sample in samples:
+            copy = dict(sample)
+            copy["sample_id"] = f"{sample.get('sample_id', 'conv')}-{suffix}"
+            both.append(copy)
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(both))
+    out = tmp_path / "weights.py"
+    assert main([str(path), "--embeddings", "hashing", "--data-dir", str(tmp_path / "m"), "--write-weights", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "| refit on the base features |" in printed and "| chosen: " in printed and "without" in printed
+    weights = runpy.run_path(str(out))
+    assert set(weights["COEFFICIENTS"]) == set(FEATURES) and weights["SESSION_DIVERSITY"] == 0.0
