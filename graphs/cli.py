@@ -51,7 +51,20 @@ def resources_from_args(args: argparse.Namespace) -> Resources:
         overrides["data_dir"] = Path(args.data_dir)
     if getattr(args, "embeddings", None):
         overrides["embedding_provider"] = args.embeddings
-    return Resources(settings=LogicMapSettings(**overrides))
+    resources = Resources(settings=LogicMapSettings(**overrides))
+    _COMMAND_RESOURCES.append(resources)
+    return resources
+
+
+_COMMAND_RESOURCES: list[Any] = []
+"""The resources the running command opened; ``run`` closes their stores when the command ends."""
+
+
+def _close_command_resources() -> None:
+    while _COMMAND_RESOURCES:
+        store = getattr(_COMMAND_RESOURCES.pop(), "store_", None)
+        if store is not None:
+            store.close()
 
 
 def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
@@ -530,6 +543,13 @@ _UNCOMMITTED_NOTE = {"ingest": "the session in progress was not committed; re-ru
 def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     """Parse ``argv`` with ``parser`` and run the chosen command; errors the user can fix exit 2 with one line."""
     args = parser.parse_args(argv)
+    try:
+        return _run_command(args)
+    finally:
+        _close_command_resources()  # the store's Chroma client and lock: main() may run again in this process
+
+
+def _run_command(args: argparse.Namespace) -> int:
     from logicmap.agents.provider import ProviderError
     from logicmap.memory.deadline import RunDeadlineExceeded
     from logicmap.memory.loaders import DataFormatError

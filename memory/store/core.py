@@ -85,6 +85,7 @@ class StoreCore:
         self._lock_path: str | None = None
         self._directory: Path | None = None
         self._marker: Path | None = None
+        self._owns_client = client is None
         if client is not None:
             self.client = client
             self._location = f"client:{id(client)}"
@@ -168,6 +169,15 @@ class StoreCore:
 
     # -- plumbing ---------------------------------------------------------------------------
     def close(self) -> None:
+        """Release the process lock and the Chroma client this store opened (its files, connections and HNSW
+        indexes; a client the caller gave stays theirs). The store is not used after it is closed."""
+        if self._owns_client and os.getpid() == self._pid:
+            client, self._owns_client = getattr(self, "client", None), False
+            try:
+                if client is not None and hasattr(client, "close"):
+                    client.close()  # Chroma stops the shared system when its last client closes
+            except Exception:  # noqa: BLE001 - closing is best effort; the lock below must still be released
+                pass
         if self._lock_path and os.getpid() == self._pid:
             release_process_lock(self._lock_path)
         self._lock_path = None
