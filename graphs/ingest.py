@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
@@ -211,6 +211,7 @@ def ingest_conversation(
     append: bool = False,
     redo_fallbacks: bool = False,
     memory_manager: Literal["none", "r2"] | None = None,
+    replace_sessions: Sequence[str] = (),
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -220,7 +221,9 @@ def ingest_conversation(
     A turn whose dia id another session already holds in the namespace is stored under a distinct id
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
-    namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s).
+    namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s). ``replace_sessions``:
+    committed sessions ingested again, each commit retiring the old session's records in the same generation
+    (``IngestContext.replace_sessions``; ``LogicMapStore``'s replacing put).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -237,6 +240,8 @@ def ingest_conversation(
                               append=append or ctx.append)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
+    if replace_sessions:
+        ctx = dataclasses.replace(ctx, replace_sessions=tuple(replace_sessions))
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
