@@ -37,6 +37,7 @@ from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.graphs.tracing import TracedStateGraph
 from logicmap.memory.blocking import run_blocking
+from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
@@ -338,8 +339,22 @@ def _turn_messages(state: ChatState, ctx: ChatContext) -> list[AnyMessage]:
     turn = [messages[last_user]]
     reply = messages[-1] if len(messages) > last_user + 1 else None
     if ctx.ingest_replies and reply is not None and _is_model_reply(reply):
-        turn.append(reply)
+        turn.append(_within_limit(reply, ctx))
     return turn
+
+
+CLIPPED = " [reply clipped: longer than LOGICMAP_MAX_MESSAGE_CHARS]"
+
+
+def _within_limit(reply: AnyMessage, ctx: ChatContext) -> AnyMessage:
+    """A model's reply as stored: clipped to the message limit (a user's message over it is refused before the
+    run; a model's reply is the model's, so the turn is still stored, with the clip said in its text)."""
+    res = ctx.resources if isinstance(ctx.resources, Resources) else None
+    limit = int((res.settings if res is not None else LogicMapSettings()).max_message_chars)
+    text = message_text(reply)
+    if len(text) <= limit:
+        return reply
+    return reply.model_copy(update={"content": text[: max(0, limit - len(CLIPPED))] + CLIPPED})
 
 
 def _speaker_turns(messages: list[AnyMessage], ctx: ChatContext) -> list[tuple[str, str]]:

@@ -2,7 +2,9 @@
 
 With the fact and cue layers on, ``segment`` asks the session analyst for the events, facts and cue units in
 one call per window (``IngestContext.combined_extraction``), and ``facts`` and ``cues`` build their records
-from those parts: two or three calls per session (segment, relate, the coreference judge when needed).
+from those parts: three or four calls per session (segment, relate, the coreference judge when needed, and
+MRAgent's topic abstraction in ``topics``: one call naming every topic whose events changed; it needs the clustered
+events, so it cannot ride in the analyst's call).
 
 Sessions already committed are skipped, so re-running a file is a no-op and an interrupted ingest
 resumes at the first uncommitted session. Studio loads ``graph`` from this module.

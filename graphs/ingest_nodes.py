@@ -28,6 +28,7 @@ from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdict
 from logicmap.agents.relations import chain_relations, relate_session
 from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session, time_phrase_notes
 from logicmap.agents.session_analyst import SessionLayers, analyze_session, combined_pays
+from logicmap.agents.topic_abstractor import TopicCluster, abstract_topics
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
 from logicmap.graphs import ingest_cues, ingest_facts, ingest_r2
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
@@ -55,6 +56,7 @@ from logicmap.memory.records import (
     Relation,
     SessionFallback,
     SessionInfo,
+    Topic,
     Turn,
     distinct_turn_id,
     event_id,
@@ -99,6 +101,7 @@ __all__ = [
     "segment",
     "session_conflict",
     "sessions_of",
+    "carry_topic_labels",
     "topics",
 ]
 
@@ -136,6 +139,10 @@ class IngestContext(StrategyContext):
     """Extract REAL's temporal facts from each session."""
     extract_cues: bool = True
     """Extract MRAgent's cues and tags from each session."""
+    abstract_topics: bool = True
+    """MRAgent's topic abstraction (Eq. 18), part of its memory layer (with ``extract_cues``): one call per session
+    gives each topic whose events changed a label and a description (LLM policy only; the no-LLM policy leaves
+    topics unlabelled)."""
     memory_manager: Literal["none", "r2"] = "none"
     """r2: the Memory-R2 extractor and manager (ADD / UPDATE / DELETE / NOOP) maintain the namespace's R2 fact
     memory, session by session; the ``r2`` answering strategy reads it."""
@@ -919,10 +926,52 @@ def topics(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     new_ids = [e.id for e in change.events if e.id not in snapshot.events]
     layer = TopicLayer(delta=ctx.topic_delta, recluster_every=ctx.recluster_every)
     update = layer.update(state["namespace"], snapshot.topics, vectors, new_ids, snapshot.manifest.topic_steps)
-    change = change.model_copy(update={"topics": update.topics, "topic_steps": update.steps,
-                                       "retire": {**change.retire, "topics": update.retired}})
+    changed = carry_topic_labels(snapshot.topics, update.topics)
     stats = {**state.get("session_stats", {}), "topics_reclustered": update.reclustered}
-    return {"change": change, "session_stats": stats}
+    out: dict[str, Any] = {"session_stats": stats}
+    policy, llm = policy_and_llm(ctx, res)
+    if policy == "llm" and ctx.abstract_topics and ctx.extract_cues and changed:
+        events = {**snapshot.events, **{e.id: e for e in change.events}}
+        clusters = [_cluster(topic, events, vectors) for topic in changed]
+        outcome = abstract_topics(llm, clusters, budget=ContextBudget(ctx.context_tokens), method=res.method,
+                                  **_trace(state, ctx))
+        source = "fallback" if outcome.fallback else "llm"
+        by_id = {item.topic: item for item in outcome.output.topics}
+        for topic in changed:
+            item = by_id.get(topic.id)
+            topic.label, topic.description = (item.label, item.description) if item else (None, None)
+            topic.label_source = source if item else None
+        out["session_cost"] = (state.get("session_cost") or Cost()) + outcome.cost
+        if outcome.fallback:
+            out["session_fallbacks"] = [*state.get("session_fallbacks", []), outcome.fallback]
+    out["change"] = change.model_copy(update={"topics": update.topics, "topic_steps": update.steps,
+                                              "retire": {**change.retire, "topics": update.retired}})
+    return out
+
+
+def carry_topic_labels(before: dict[str, Topic], after: list[Topic]) -> list[Topic]:
+    """Keep the abstraction of each topic whose members did not change (a re-clustering rebuilds topics without
+    it); return the topics whose members changed (new topics included), which the topic abstractor relabels."""
+    changed = []
+    for topic in after:
+        old = before.get(topic.id)
+        if old is not None and sorted(old.members) == sorted(topic.members):
+            topic.label, topic.description, topic.label_source = old.label, old.description, old.label_source
+        else:
+            changed.append(topic)
+    return changed
+
+
+def _cluster(topic: Topic, events: dict[str, Event], vectors: dict[str, np.ndarray]) -> TopicCluster:
+    """The topic's event summaries, the most central first (cosine to the centroid; ties by event id)."""
+    centroid = np.asarray(topic.centroid, dtype=np.float32)
+    centroid = centroid / (float(np.linalg.norm(centroid)) or 1.0)
+    members = [m for m in topic.members if m in events and m in vectors]
+    rows = np.asarray([vectors[m] for m in members], dtype=np.float32).reshape(len(members), -1)
+    norms = np.linalg.norm(rows, axis=1)
+    closeness = (rows @ centroid) / np.where(norms > 0, norms, 1.0) if members else np.zeros(0)
+    ranked = sorted(range(len(members)), key=lambda i: (-float(closeness[i]), members[i]))
+    return TopicCluster(topic_id=topic.id, summaries=tuple(events[members[i]].summary for i in ranked))
 
 
 def facts(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from logicmap.graphs.ingest_nodes import (
     IngestState,
     SessionReport,
     advance,
+    carry_topic_labels,
     commit,
     cues,
     facts,
@@ -171,9 +172,11 @@ def _topics(
     known = {k: v for k, v in snapshot.event_vectors.items() if k not in plan.retired or k in reused}
     known.update({e.id: np.asarray(v, dtype=np.float32) for e, v in zip(plan.events, vectors)})
     layer = TopicLayer(delta=ctx.topic_delta, recluster_every=ctx.recluster_every)
-    return layer.update(
+    update = layer.update(
         state["namespace"], snapshot.topics, known, [e.id for e in plan.events], snapshot.manifest.topic_steps
     )
+    carry_topic_labels(snapshot.topics, update.topics)  # a topic whose members stay keeps its abstraction
+    return update
 
 
 def _retired_records(snapshot: NamespaceSnapshot, session_id: str, plan: _Plan) -> dict[str, list[str]]:

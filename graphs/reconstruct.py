@@ -51,7 +51,7 @@ from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.deadline import check_deadline
 from logicmap.memory.records import Cue
 from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import NO_ANSWER, sentence_scores, split_sentences, tokenize
+from logicmap.memory.text import NO_ANSWER, printable, sentence_scores, split_sentences, tokenize
 from logicmap.memory.timeparse import date_text
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
@@ -392,7 +392,8 @@ def _topics_text(snapshot: NamespaceSnapshot, active: list[EvidenceItem]) -> str
     for topic in snapshot.topics.values():
         members = [m for m in topic.members if m in snapshot.events]
         if seeded.intersection(members):
-            label = getattr(topic, "label", None) or snapshot.events[members[0]].summary[:80]
+            # The LLM's abstraction when ingest made one (MRAgent, Eq. 18), else the first event's summary.
+            label = printable(topic.label, one_line=True) if topic.label else snapshot.events[members[0]].summary[:80]
             lines.append(f"{topic.id}: {label} ({len(members)} events)")
     return "\n".join(lines)
 

@@ -186,12 +186,24 @@ class Relation(BaseModel):
 
 
 class Topic(BaseModel):
-    """A topic of the topic layer: centroid and member events."""
+    """A topic of the topic layer: centroid and member events, and (MRAgent, Eq. 18) the abstraction of its events.
+
+    ``label`` and ``description`` are written by the topic abstractor at ingest (the paper's "Topic description"
+    of a coherent set of episodes); ``label_source`` says who wrote them (``llm``, or ``fallback``: the key terms
+    of the most central events). Unset fields stay out of the dump, so topics without them (every topic written
+    before they existed, every topic of the no-LLM policy) keep byte-identical records and backups.
+    """
 
     id: str
     namespace: str
     centroid: list[float]
     members: list[str] = Field(default_factory=list)
+    label: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                              description="A short name for what the topic's events share (at most a few words).")
+    description: str | None = Field(default=None, exclude_if=lambda v: v is None,
+                                    description="One or two sentences summarising the recurring pattern of its events.")
+    label_source: Literal["llm", "fallback"] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="Who abstracted the label: llm or fallback.")
 
 
 FactIntent = Literal["FACT", "CAUSAL", "TEMPORAL", "CONTRAST", "EVOLUTION"]

@@ -8,7 +8,7 @@ wording; the others, by method:
 - Goal-Mem: ``goalmem_parse``, ``goalmem_decompose``, ``goalmem_unify``, ``goalmem_refine``, ``goalmem_generate``;
   its forward baselines: ``forward_answer``, ``forward_react``, ``forward_reflect``, ``forward_reformulate``;
 - REAL: ``real_extract``, ``real_roots``, ``real_evaluate``, ``real_answer``;
-- MRAgent: ``reconstruct``, ``reconstruct_prune``, ``query_cues``; the chatbot's reply: ``chat``;
+- MRAgent: ``reconstruct``, ``reconstruct_prune``, ``query_cues``, ``abstract_topics`` (topic abstraction at ingest); the chatbot's reply: ``chat``;
 - Memory-R2: ``r2_extract``, ``r2_manage``, ``r2_distill``;
 - evaluation: ``judge``.
 """

@@ -15,6 +15,7 @@ from pydantic import Field
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot
+from logicmap.memory.text import printable
 from logicmap.tools.common import (
     MemoryAccess,
     ToolArgs,
@@ -249,6 +250,10 @@ def create_topic_events_tool(
         members = [snapshot.events[m] for m in topic.members if m in snapshot.events]
         members.sort(key=lambda e: (e.order, e.id))
         lines = [f"Topic {topic.id} ({len(members)} events):"]
+        if topic.label:  # MRAgent's abstraction (Eq. 18); unlabelled topics (the no-LLM policy) print as before
+            about = f" {printable(topic.description, one_line=True)}" if topic.description else ""
+            lines = [f"Topic {topic.id}: {printable(topic.label, one_line=True)} ({len(members)} events).{about}",
+                     "Events:"]
         lines += [f"- {event_line(e, snapshot, limit=200)}" for e in members[:MAX_LISTED]]
         if len(members) > MAX_LISTED:
             lines.append(f"... and {len(members) - MAX_LISTED} more.")

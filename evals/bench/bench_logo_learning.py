@@ -1,10 +1,12 @@
-"""Benchmark: does LoGo-GRPO training make the Memory-R2 manager better on a task with a known optimal policy?
+"""Benchmark: does LoGo-GRPO on the policy's own generated completions make the Memory-R2 manager better?
 
 Trains on synthetic update conversations (``evals.train.r2_synthetic``: repeats -> NOOP, changed values ->
-UPDATE, retractions -> DELETE, small talk -> dropped) and prints the held-out reward of the untrained and
-the trained policy (greedy), the share of turns handled as the optimal policy would, the no-LLM manager's
-figures for comparison, the optimisation steps, wall time and peak memory. Held-out conversations use other
-names and values than the training ones. A benchmark, not a test: it prints numbers.
+UPDATE, retractions -> DELETE, small talk -> dropped) and prints, for the untrained and the trained policy in
+greedy free generation on held-out conversations (parsed and validated as the production manager does): the
+episode reward, answer F1, validity rate, mean local step reward and the share of turns handled as the optimal
+policy would; then the optimisation steps, wall time and peak memory. Held-out conversations use other names
+and values than the training ones. The answer agent of the reward is the extractive answerer (a fallback: no
+chat model runs here), as printed. A benchmark, not a test: it prints numbers.
 
     python -m logicmap.evals.bench.bench_logo_learning                       # tiny model, about 10-15 min on 2 cores
     python -m logicmap.evals.bench.bench_logo_learning --config cpu-smoke    # SmolLM2-135M + LoRA (slow on CPU)
@@ -18,10 +20,35 @@ import sys
 import time
 from dataclasses import asdict, replace
 
-from logicmap.evals.train.logo_train import PRESETS, evaluate_policy, load_policy, peak_rss_mb, train_logo
+from logicmap.evals.train.logo_train import (
+    PRESETS,
+    AnswerAgent,
+    evaluate_policy,
+    load_policy,
+    peak_rss_mb,
+    train_logo,
+)
 from logicmap.evals.train.r2_synthetic import make_update_task
 
-__all__ = ["main"]
+__all__ = ["invalid_problems", "main"]
+
+
+def invalid_problems(policy, conversations, cfg, answer) -> dict[str, int]:  # type: ignore[no-untyped-def]
+    """How often each validation problem (its text without the numbers) stopped a greedy reply."""
+    import re
+    from collections import Counter
+
+    import torch
+
+    from logicmap.evals.train.logo_train import run_episode
+
+    seen: Counter[str] = Counter()
+    with torch.no_grad():
+        for conversation in conversations:
+            episode = run_episode(policy, conversation, len(conversation.sessions), cfg, answer, greedy=True)
+            for decision in episode.decisions:
+                seen.update({re.sub(r"\b[F]?\d+\b", "N", p)[:90] for p in decision.problems})
+    return dict(seen.most_common(5))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,12 +67,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, help="override the preset")
     parser.add_argument("--inner-epochs", type=int, help="override the preset")
     parser.add_argument("--conversations-per-step", type=int, help="override the preset")
+    parser.add_argument("--local-points", type=int, help="override the preset (local groups per rollout)")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     cfg = replace(PRESETS[args.config], seed=args.seed)
     if args.steps_per_stage is not None:
         cfg = replace(cfg, steps_per_stage=args.steps_per_stage)
-    for name in ("learning_rate", "inner_epochs", "conversations_per_step"):
+    for name in ("learning_rate", "inner_epochs", "conversations_per_step", "local_points"):
         if getattr(args, name) is not None:
             cfg = replace(cfg, **{name: getattr(args, name)})
     if args.stages:
@@ -63,24 +91,29 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     policy = load_policy(cfg)
     print(f"loaded in {time.perf_counter() - started:.0f}s", flush=True)
-    heuristic = evaluate_policy(None, conversations, cfg, optimal)
-    print(f"no-LLM manager: {json.dumps(heuristic)}", flush=True)
-    before = evaluate_policy(policy, conversations, cfg, optimal)
+    answer = AnswerAgent()
+    print(f"answer agent (QA reward): {answer.label}", flush=True)
+    before = evaluate_policy(policy, conversations, cfg, optimal, answer)
     print(f"untrained: {json.dumps(before)}", flush=True)
     report = train_logo(
         policy,
         lambda h: [x.conversation for x in make_update_task(args.train_pool, h, seed=args.seed)],
         cfg,
+        answer=answer,
         progress=lambda line: print("  " + line, flush=True),
     )
-    after = evaluate_policy(policy, conversations, cfg, optimal)
+    after = evaluate_policy(policy, conversations, cfg, optimal, answer)
     print(f"trained: {json.dumps(after)}")
+    problems = invalid_problems(policy, conversations, cfg, answer)
+    print(f"trained policy's validation problems (held-out, greedy): {json.dumps(problems)}")
     figures = {
         "config": args.config,
         "model": cfg.model,
         "untrained": before,
         "trained": after,
-        "no_llm_manager": heuristic,
+        "answerer": answer.label,
+        "trained_invalid_problems": problems,
+        "generation": "greedy free generation" + (" under EditGrammar" if cfg.constrained_manager else ""),
         "steps": report.steps,
         "stages": report.stages,
         "groups_global": report.groups_global,
@@ -92,7 +125,10 @@ def main(argv: list[str] | None = None) -> int:
         "train_config": asdict(cfg),
     }
     print(
-        f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; optimal ops "
+        f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; memory reward "
+        f"{before['memory_reward']:.3f} -> {after['memory_reward']:.3f}; step reward {before['step_reward']:.3f} -> "
+        f"{after['step_reward']:.3f}; F1 {before['f1']:.3f} -> {after['f1']:.3f}; "
+        f"validity {before['validity']:.2f} -> {after['validity']:.2f}; optimal ops "
         f"{before['optimal_ops']:.2f} -> {after['optimal_ops']:.2f}; {report.steps} steps, train wall "
         f"{report.wall_time_s:.0f}s, peak RSS {figures['peak_rss_mb']:.0f} MB"
     )

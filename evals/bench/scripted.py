@@ -20,6 +20,7 @@ _TYPE = re.compile(r"JSON object of type (\w+) matching this JSON schema, and no
 _TURN_LINE = re.compile(r"^\[([^\]\s]+)\] ", re.MULTILINE)
 _EVENT_KEY = re.compile(r"^(E\d+): ", re.MULTILINE)
 _PAIR = re.compile(r"^Pair (\d+):", re.MULTILINE)
+_TOPIC_ID = re.compile(r"^(T\d+) \(\d+ events\):", re.MULTILINE)
 _NEIGHBOUR = re.compile(r"^- (\S+) \[", re.MULTILINE)
 
 
@@ -89,6 +90,11 @@ def _coref(text: str) -> dict[str, Any]:
                          for n in _PAIR.findall(text)]}
 
 
+def _topics(text: str) -> dict[str, Any]:
+    return {"topics": [{"topic": t, "label": f"scripted topic {t}", "description": f"The events of topic {t}."}
+                       for t in dict.fromkeys(_TOPIC_ID.findall(text))]}
+
+
 def _plan(text: str) -> dict[str, Any]:
     question = text.replace("Question:", "").strip() or "the question"
     return {"subgoals": [f"who is involved: {question}", f"what happened: {question}"]}
@@ -131,6 +137,7 @@ _BUILDERS: dict[str, Callable[[str], dict[str, Any]]] = {
     "SegmentationWithFacts": _analysis(_segmentation, _facts),
     "SegmentationWithCues": _analysis(_segmentation, _cues),
     "CorefVerdicts": _coref,
+    "TopicAbstractSet": _topics,
     "Plan": _plan,
     "PlanAndStarts": _plan_and_starts,
     "RefinedQuery": lambda text: {"query": text.splitlines()[0].replace("Question:", "").strip() or "query"},

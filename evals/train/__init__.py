@@ -1,7 +1,8 @@
 """Training data for Memory-R2's memory manager: LoGo-GRPO groups, rewards and a TRL reward hook.
 
 ``logo_grpo`` builds the dataset; ``smoke`` is the CPU smoke run and the ``train-data`` command;
-``logo_train`` trains the manager with LoGo-GRPO (``train-r2``; needs the ``train`` extra).
+``logo_train`` trains the manager with LoGo-GRPO on its own generated completions (``train-r2``; needs the
+``train`` extra).
 Names are loaded on first use, so registering the CLI command imports nothing heavy.
 """
 

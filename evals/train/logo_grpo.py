@@ -57,6 +57,8 @@ __all__ = [
     "curriculum_horizons",
     "extract_sessions",
     "group_advantages",
+    "INVALID_REWARD",
+    "local_reward",
     "local_session_points",
     "qa_within",
     "run_rollout",
@@ -65,6 +67,7 @@ __all__ = [
 ]
 
 ADVANTAGE_EPS = 1e-4  # TRL's GRPOTrainer adds the same epsilon to the group std
+INVALID_REWARD = -1.0  # a completion the role's validation rejects: below every valid reward (those lie in [-0.3, 1])
 DEFAULT_STAGES = (8, 16, 32)
 CONTEXT_FORMAT = "logicmap.logo-grpo-context/1"
 ADVERSARIAL = 5
@@ -161,6 +164,27 @@ def score_memory(
     return RewardBreakdown(
         reward=f1 - penalty, f1=f1, memory_size=memory.size, normalizer=normalizer, penalty=penalty, questions=len(qa)
     )
+
+
+def local_reward(
+    memory_after: FactMemory,
+    qa: Sequence[QAItem],
+    session_of_turn: dict[str, str],
+    sessions_so_far: Sequence[str],
+    *,
+    normalizer: int,
+    weight: float,
+    answer: AnswerFn,
+    include_adversarial: bool = False,
+) -> RewardBreakdown:
+    """THE local LoGo reward (the one definition; the trainer ``logo_train.local_group``, this module's dataset
+    builder and ``LoGoRewardHook`` all call it): the outcome of a step is the memory right after it, scored like
+    the global reward over the QA pairs whose evidence lies in the sessions so far (``sessions_so_far``, the
+    step's session last; ``normalizer``: the facts extracted over them). Memory-R2 rewards a local re-sample by
+    that step's outcome without saying more (our text is a review page); scoring the memory the step leaves,
+    rather than continuing to the horizon with another policy, keeps every later decision out of its credit."""
+    scoped = qa_within(qa, session_of_turn, sessions_so_far, include_adversarial=include_adversarial)
+    return score_memory(memory_after, scoped, normalizer=normalizer, weight=weight, answer=answer)
 
 
 # -- extraction and rollouts ---------------------------------------------------------------------
@@ -365,6 +389,17 @@ class _Builder:
             )
         return self._reward_cache[key]
 
+    def score_local(self, memory: FactMemory, session_index: int, normalizer: int) -> RewardBreakdown:
+        key = (tuple((r.id, r.text) for r in memory.live()), "local", session_index, normalizer)
+        if key not in self._reward_cache:
+            self._reward_cache[key] = local_reward(
+                memory, self.conv.qa, _session_of_turn(self.conv),
+                [s.session_id for s in self.conv.sessions[: session_index + 1]],
+                normalizer=normalizer, weight=self.config.compression_penalty, answer=self.answer,
+                include_adversarial=self.config.include_adversarial,
+            )  # fmt: skip
+        return self._reward_cache[key]
+
     def rollout(
         self, memory: FactMemory, sessions: Sequence[SessionFacts], rng: random.Random | None, sampled: int | None
     ) -> Rollout:
@@ -463,7 +498,7 @@ class _Builder:
             rows += group_rows
             rewards_seen += rewards
             # (b) local groups: from the first global rollout's snapshot before session s, G sampled
-            # edit lists for s, each continued greedily to the horizon so the reward reflects s alone.
+            # edit lists for s, each rewarded by the step's outcome (``local_reward``).
             reference = rollouts[0]
             points = (
                 cfg.local_sessions
@@ -478,8 +513,8 @@ class _Builder:
                 members = []
                 for member in range(cfg.group_size):
                     rng = random.Random(_seed(cfg.seed, group_id, member))
-                    result = self.rollout(start.snapshot(), window[s:], rng, 1)
-                    result.reward = self.score(result.memory, qa, normalizer)
+                    result = self.rollout(start.snapshot(), window[s : s + 1], rng, 1)
+                    result.reward = self.score_local(result.memory, s, sum(len(w.candidates) for w in window[: s + 1]))
                     members.append(result)
                 self.stats.rollouts_local += len(members)
                 self.stats.groups_local += 1
@@ -547,9 +582,8 @@ class LoGoRewardHook:
 
     TRL calls it with the generated ``completions`` and, as keyword lists, the dataset's other
     columns; it uses ``state``, ``candidates``, ``session_index`` and ``horizon``. Each completion is
-    validated against its row's snapshot (invalid -> ``invalid_reward``), applied, continued
-    greedily to the horizon with the deterministic manager (or ``llm``), and scored like the
-    dataset's rewards.
+    validated against its row's snapshot (invalid -> ``invalid_reward``), applied, and scored by
+    ``local_reward`` (the memory right after the step), as the dataset's local rewards are.
     """
 
     __name__ = "logo_local_reward"  # TRL logs a reward function under its __name__
@@ -559,7 +593,7 @@ class LoGoRewardHook:
         context: dict[str, Any] | str | Path,
         *,
         llm: BaseChatModel | None = None,
-        invalid_reward: float = -1.0,
+        invalid_reward: float = INVALID_REWARD,
     ) -> None:
         if not isinstance(context, dict):
             context = json.loads(Path(context).read_text(encoding="utf-8"))
@@ -599,13 +633,12 @@ class LoGoRewardHook:
             memory.apply(parse_completion(text), facts)
         except (ValueError, InvalidEditBatch):
             return self.invalid_reward
-        window = self.sessions[:horizon]
-        run_rollout(memory, window[session_index + 1 :], llm=self.llm)
-        qa = qa_within(
-            self.qa, self.session_of_turn, [s.session_id for s in window], include_adversarial=self.include_adversarial
-        )
-        normalizer = sum(len(s.candidates) for s in window)
-        return score_memory(memory, qa, normalizer=normalizer, weight=self.weight, answer=self._answer).reward
+        window = self.sessions[: min(horizon, session_index + 1)]
+        return local_reward(
+            memory, self.qa, self.session_of_turn, [s.session_id for s in window],
+            normalizer=sum(len(s.candidates) for s in window), weight=self.weight, answer=self._answer,
+            include_adversarial=self.include_adversarial,
+        ).reward  # fmt: skip
 
     def __call__(
         self,

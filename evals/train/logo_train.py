@@ -1,34 +1,38 @@
-"""LoGo-GRPO training of the Memory-R2 memory manager (and fact extractor): a policy-gradient loop on
-transformers + PEFT LoRA with local and global groups, the compression penalty and the horizon curriculum.
+"""LoGo-GRPO training of the Memory-R2 memory manager (and fact extractor) on the policy's own generated
+completions: transformers + PEFT LoRA, local and global groups, the compression penalty and the horizon curriculum.
 
 What the loop does, per optimisation step and training conversation:
 
-* **Global group.** G whole-episode rollouts from an empty memory over the stage's horizon. At each
-  session the extractor (co-learned, same weights, its own role prompt) picks the session's facts and the
-  manager picks an edit batch; the episode's reward is answer F1 on the QA pairs minus the compression
-  penalty (``logo_grpo.score_memory``). Advantages are group-normalised (``logo_grpo.group_advantages``)
-  and every decision of an episode carries its episode's advantage.
-* **Local groups.** At ``local_points`` sessions of the first global rollout, G manager decisions are
-  re-sampled from that identical memory snapshot and rewarded by the step's local outcome: the same
-  reward on the memory right after the step, over the QA pairs whose evidence lies in the sessions so
-  far. Advantages are normalised within each local group.
-* **Loss.** GRPO's clipped surrogate per decision, ``-min(rho * A, clip(rho, 1 - eps, 1 + eps) * A)``
-  with ``rho = pi / pi_old`` (1 on the first inner epoch, as in TRL with one iteration), averaged per
-  level and combined as ``L = L_global + local_weight * L_local`` (+ ``kl_beta`` times the exact KL to
-  the reference policy, the base model without adapters, when ``kl_beta`` > 0).
+* **Generation.** Every decision is free text the policy generates (``Policy.generate``: token by token at
+  ``temperature``, greedy at evaluation) for the production role prompt (``agents.r2.manager_messages``, the
+  ``r2_extract`` prompt), parsed and validated exactly as the production roles do (``parse_manager_completion``:
+  ``parse_completion`` + ``FactMemory.validate`` + ``validate_procedure``; ``parse_extractor_completion``:
+  ``FactExtraction`` + ``validate_extraction``). A completion that fails is kept and gets ``INVALID_REWARD``.
+* **Global group.** G whole-episode rollouts from an empty memory over the stage's horizon (the extractor,
+  co-learned with the same weights and its own role prompt, then the manager, per session). The episode's
+  reward is the answer agent's QA F1 minus the compression penalty (``episode_reward``), or ``INVALID_REWARD``
+  when one of its completions failed validation. Every completion of an episode carries the episode's
+  group-normalised advantage (``logo_grpo.group_advantages``).
+* **Local groups.** At ``local_points`` manager steps of the first global rollout, G manager completions are
+  generated afresh from that step's identical memory snapshot and new facts, each rewarded by the step's
+  outcome (``step_reward`` -> ``logo_grpo.local_reward``, the one definition of the local reward).
+* **Loss.** GRPO's clipped surrogate over the generated tokens' log-probabilities (``logo_loss``):
+  per token ``-min(rho * A, clip(rho, 1 - eps, 1 + eps) * A)``, ``rho = pi(o_t) / pi_old(o_t)`` with
+  ``pi_old`` recorded at sampling, averaged over the completion's tokens and over each level's samples, and
+  ``L = L_global + local_weight * L_local``. No KL term (TRL's default beta = 0).
+* **Answer agent.** The configured chat model (``AnswerAgent(llm)``, ``agents.r2.answer_from_facts``) when there
+  is one; otherwise the extractive answerer, labelled as a fallback in the run's output (``AnswerAgent.label``).
 
-The action space. A decision samples among *valid* completions only: for the manager, edit batches that
-``FactMemory.validate`` accepts (per new fact: ADD, NOOP, UPDATE or DELETE of the most related facts);
-for the extractor, the no-LLM extraction and its leave-one-out variants. ``pi(a)`` is a softmax over the
-set of the mean token log-probability the model gives completion ``a`` (its JSON text, as served):
-length-normalised, because summed log-probabilities make the shortest completion win by tens of nats
-whatever it says. A 135M model's free generation is almost never a valid batch, so unconstrained sampling
-would give every rollout the same invalid reward and no signal. The local reward scores the memory right
-after the step (``logo_grpo``'s dataset continues greedily to the horizon instead).
+Constrained output format. A randomly initialised or 135M model almost never generates a valid edit batch,
+so every reward would be the invalid one and there would be no signal. With ``constrained_manager`` (the
+``tiny`` preset) the manager's free generation runs under ``EditGrammar``: the JSON syntax of an edit batch
+is fixed token by token, while every op, new-fact index, memory id and the number of edits is the policy's
+sampled choice, and validation still rejects wrong batches. The mask is applied in the loss too, so the
+log-probabilities trained on are those of the distribution sampled from.
 
 TRL's ``GRPOTrainer`` samples free text per prompt and normalises over one group per prompt; it cannot
-express multi-step episodes with two levels of groups, so this loop is written here on transformers and
-PEFT (both maintained libraries); TRL itself is not needed.
+express multi-step episodes whose later prompts depend on earlier completions, with two levels of groups, so
+this loop is written here on transformers and PEFT (both maintained libraries); TRL itself is not needed.
 """
 
 from __future__ import annotations
@@ -36,9 +40,7 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
-import itertools
 import json
-import math
 import os
 import random
 import resource
@@ -49,45 +51,58 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from langchain_core.messages import AIMessage
+
+from logicmap.agents.base import parse_json_reply
 from logicmap.agents.r2 import (
-    content_tokens,
-    edits_completion,
+    answer_from_facts,
+    candidates_from,
     extractive_answer,
-    fact_similarity,
     fallback_extraction,
-    heuristic_edits,
     manager_messages,
     messages_as_dicts,
+    parse_completion,
+    validate_extraction,
+    validate_procedure,
 )
 from logicmap.evals.train.logo_cli import add_arguments
 from logicmap.evals.train.logo_grpo import (
+    INVALID_REWARD,
     curriculum_horizons,
     group_advantages,
+    local_reward,
     qa_within,
     score_memory,
 )
 from logicmap.memory.loaders import Conversation
-from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory, canonical_order, normalize_fact_text
+from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory
 from logicmap.prompts import r2_extract, r2_manage
 from logicmap.prompts.r2_extract import FactExtraction
 
 __all__ = [
     "PRESETS",
+    "AnswerAgent",
     "Decision",
+    "EditGrammar",
     "EpisodeResult",
+    "Generation",
     "Policy",
     "TrainConfig",
     "TrainReport",
     "evaluate_policy",
     "export_gguf",
     "export_policy",
-    "extraction_actions",
+    "global_group",
     "load_policy",
+    "local_group",
     "logo_loss",
     "main",
-    "manager_actions",
+    "manager_decision",
+    "parse_extractor_completion",
+    "parse_manager_completion",
     "run_episode",
     "smollm2_gguf_path",
+    "step_reward",
     "train_logo",
 ]
 
@@ -113,11 +128,11 @@ class TrainConfig:
     local_weight: float = 1.0  # L = L_global + local_weight * L_local; equal, as evals/train/README.md reads the paper
     clip_eps: float = 0.2
     inner_epochs: int = 1  # optimisation passes over one step's samples (TRL's num_iterations)
-    kl_beta: float = 0.0  # TRL's default; > 0 adds the exact KL to the base model over the action set
-    temperature: float = 1.0
+    temperature: float = 1.0  # sampling temperature of the generated completions (and of the loss's log-probs)
+    max_new_tokens: int = 256  # per generated completion
+    constrained_manager: bool = False  # generate the manager's reply under EditGrammar (the tiny model's vocabulary)
     compression_penalty: float = 0.3
     co_learn_extractor: bool = True
-    max_actions: int = 12  # valid completions scored per decision
     max_grad_norm: float = 1.0
     seed: int = 0
     device: str = "cpu"
@@ -129,6 +144,7 @@ PRESETS: dict[str, TrainConfig] = {
     # SmolLM2-135M-Instruct (GGUF de-quantised by transformers) with LoRA; short horizons for a CPU.
     "cpu-smoke": TrainConfig(model="smollm2", stages=(2, 4), steps_per_stage=2, conversations_per_step=1),
     # A randomly initialised 2-layer Llama with an in-memory tokenizer: tests and the learning benchmark.
+    # Manager only, under EditGrammar: a random model cannot write an extraction's free text.
     "tiny": TrainConfig(
         model="tiny",
         lora_r=0,
@@ -136,6 +152,9 @@ PRESETS: dict[str, TrainConfig] = {
         stages=(2, 4, 8),
         steps_per_stage=40,
         conversations_per_step=2,
+        max_new_tokens=48,
+        constrained_manager=True,
+        co_learn_extractor=False,
         threads=1,  # a 2-layer model gains nothing from threads, and loses much on a shared CPU
     ),
     # The paper's curriculum and group size on a GPU; any chat model transformers loads.
@@ -149,7 +168,6 @@ PRESETS: dict[str, TrainConfig] = {
         steps_per_stage=100,
         conversations_per_step=4,
         local_points=4,
-        max_actions=32,
         device="cuda",
         dtype="bfloat16",
     ),
@@ -181,17 +199,27 @@ _CHATML = (
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 
+# The manager reply's JSON pieces, whole tokens of the tiny model's vocabulary: the ``edits`` grammar
+# (``EditGrammar``) only constrains the *syntax* of free generation with them; which op, which new fact, which
+# memory id and how many edits are the policy's own sampled choices, and the production validation
+# (``FactMemory.validate`` + ``validate_procedure``) still rejects what a syntactically fine batch gets wrong.
+_OPEN, _CLOSE, _COMMA, _ITEM_END, _ID_OPEN, _ID_END = '{"edits":[', "]}", ",", "}", ',"id":"', '"}'
+_OPS = ("ADD", "UPDATE", "DELETE", "NOOP")
+_OP_PIECES = tuple(f'{{"op":"{op}","fact":' for op in _OPS)
+_DIGITS = tuple(str(d) for d in range(10))
+_IDS = tuple(f"F{n}" for n in range(1, 65))
+GRAMMAR_PIECES = (_OPEN, _CLOSE, _COMMA, _ITEM_END, _ID_OPEN, _ID_END, *_OP_PIECES, *_DIGITS, *_IDS)
+
 
 def _tiny_tokenizer() -> Any:
-    """A byte-level BPE trained in memory on the two role prompts and the completions' JSON: no download."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE trained in memory on the two role prompts and the completions' JSON, plus the manager
+    reply's JSON pieces as whole tokens (``GRAMMAR_PIECES``): no download."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
     corpus = [
         r2_manage.build_messages("F1: Maya lives in Porto [D1:1]", "0: Maya lives in Lisbon [D2:1]")[0].content,
         r2_extract.build_messages("[D1:1] Maya: I live in Porto.", "day 1", ["Maya", "Tom"])[0].content,
-        '{"edits":[{"op":"ADD","fact":0},{"op":"UPDATE","fact":1,"id":"F2"},{"op":"DELETE","fact":2,"id":"F3"},'
-        '{"op":"NOOP","fact":3}]}',
         '{"facts":[{"text":"Maya said: Hi","turn_ids":["D1:1"]}]}',
     ]
     bpe = Tokenizer(models.BPE())
@@ -204,19 +232,126 @@ def _tiny_tokenizer() -> Any:
         show_progress=False,
     )
     bpe.train_from_iterator(corpus, trainer=trainer)
+    bpe.add_tokens([AddedToken(p, normalized=False) for p in GRAMMAR_PIECES])
     tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|im_end|>")
     tok.chat_template = _CHATML
     return tok
 
 
-class Policy:
-    """A causal LM (with LoRA adapters when ``lora_r`` > 0) scoring completions of the two role prompts."""
+class EditGrammar:
+    """The manager reply's format as a token-level automaton over ``GRAMMAR_PIECES`` (a constrained output format
+    for a model too small to learn JSON from rewards alone): ``{"edits":[`` then items ``{"op":"OP","fact":D}``
+    or ``{"op":"OP","fact":D,"id":"Fn"}`` separated by ``,``, then ``]}`` and the end token. Besides the JSON
+    syntax it fixes the format's structural rules, as a JSON-schema decoder fixes enums: new-fact indices from
+    the prompt (0..n-1), memory ids among the live ones, ops in the fixed decision order (ADD, UPDATE, DELETE,
+    NOOP), one non-DELETE edit per new fact and the batch closed only when every new fact has one, an id after
+    UPDATE and DELETE and none after ADD. What it leaves to the policy, and to validation: which op each fact
+    gets, which memory an UPDATE / DELETE / NOOP names (``validate_procedure``: one of the fact's related
+    memories), and the memory's own checks (an ADD of a fact already held...). ``allowed(state)`` is the token
+    ids the policy may sample next; its probabilities are renormalised over them in sampling and in the loss."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, device: str = "cpu", reference: Any = None) -> None:
+    def __init__(self, tokenizer: Any) -> None:
+        vocab = tokenizer.get_vocab()
+        missing = [p for p in GRAMMAR_PIECES if p not in vocab]
+        if missing:
+            raise ValueError(f"the tokenizer has no whole tokens for the edit grammar ({missing[:3]}...)")
+        self.id = {p: vocab[p] for p in GRAMMAR_PIECES}
+        self.piece = {v: k for k, v in self.id.items()}
+        self.eos = tokenizer.eos_token_id
+
+    def start(self, n_facts: int, live_ids: Sequence[str]) -> dict[str, Any]:
+        ids = [i for i in live_ids if i in self.id][: len(_IDS)]
+        return {"phase": "start", "n": min(n_facts, len(_DIGITS)), "ids": ids, "rank": 0, "decided": set(), "op": None}
+
+    def _next_ops(self, st: dict[str, Any]) -> list[int]:
+        undecided = len(st["decided"]) < st["n"]
+        ops = []
+        for rank, op in enumerate(_OPS):
+            if rank < st["rank"]:
+                continue
+            if op == "DELETE" and st["n"] > 0 and st["ids"]:
+                ops.append(self.id[_OP_PIECES[rank]])
+            elif op != "DELETE" and undecided and (op not in ("UPDATE",) or st["ids"]):
+                ops.append(self.id[_OP_PIECES[rank]])
+        return ops
+
+    def allowed(self, st: dict[str, Any]) -> list[int]:
+        phase = st["phase"]
+        complete = len(st["decided"]) >= st["n"]
+        if phase == "start":
+            return [self.id[_OPEN]]
+        if phase in ("open", "comma"):
+            ops = self._next_ops(st)
+            return ops + ([self.id[_CLOSE]] if phase == "open" and complete else [])
+        if phase == "op":
+            digits = range(st["n"]) if st["op"] == "DELETE" else [d for d in range(st["n"]) if d not in st["decided"]]
+            return [self.id[_DIGITS[d]] for d in digits]
+        if phase == "digit":
+            if st["op"] == "ADD" or not st["ids"]:
+                return [self.id[_ITEM_END]]
+            if st["op"] in ("UPDATE", "DELETE"):
+                return [self.id[_ID_OPEN]]
+            return [self.id[_ITEM_END], self.id[_ID_OPEN]]
+        if phase == "id_open":
+            return [self.id[i] for i in st["ids"]]
+        if phase == "id":
+            return [self.id[_ID_END]]
+        if phase == "item":
+            return ([self.id[_COMMA]] if self._next_ops(st) else []) + ([self.id[_CLOSE]] if complete else [])
+        return [self.eos]  # "close"
+
+    def advance(self, st: dict[str, Any], token: int) -> dict[str, Any]:
+        piece = self.piece.get(token)
+        st = {**st, "decided": set(st["decided"])}
+        if piece == _OPEN:
+            st["phase"] = "open"
+        elif piece in _OP_PIECES:
+            st["op"] = _OPS[_OP_PIECES.index(piece)]
+            st["rank"] = _OPS.index(st["op"])
+            st["phase"] = "op"
+        elif piece in _DIGITS:
+            if st["op"] != "DELETE":
+                st["decided"].add(int(piece))
+            st["phase"] = "digit"
+        elif piece == _ID_OPEN:
+            st["phase"] = "id_open"
+        elif piece in _IDS:
+            st["phase"] = "id"
+        elif piece in (_ITEM_END, _ID_END):
+            st["phase"] = "item"
+        elif piece == _COMMA:
+            st["phase"] = "comma"
+        else:
+            st["phase"] = "close" if piece == _CLOSE else "end"
+        return st
+
+    def text(self, tokens: Sequence[int]) -> str:
+        return "".join(self.piece.get(t, "") for t in tokens)
+
+
+@dataclass
+class Generation:
+    """One completion sampled from the policy: its tokens (the end token included when it stopped), their
+    log-probabilities under the sampling policy (at the sampling temperature; the old policy of the GRPO
+    ratio) and, when a grammar constrained it, the token ids allowed at each position."""
+
+    text: str
+    tokens: list[int]
+    logprobs: list[float]
+    allowed: list[list[int]] | None = None
+
+
+class Policy:
+    """A causal LM (with LoRA adapters when ``lora_r`` > 0) that *generates* the role completions it is trained on.
+
+    ``generate`` samples free text token by token (greedy when ``greedy``); ``token_logprobs`` gives the
+    log-probability of each generated token under the current weights (differentiable): the GRPO loss's
+    ``pi_theta(o_t | q, o_<t)``."""
+
+    def __init__(self, model: Any, tokenizer: Any, *, device: str = "cpu", grammar: EditGrammar | None = None) -> None:
         self.model, self.tokenizer, self.device = model, tokenizer, device
-        self.reference = reference  # frozen copy for the KL when there are no adapters to switch off
+        self.grammar = grammar  # the manager's constrained output format (the tiny preset), or None
         self._prompt_cache: dict[str, list[int]] = {}
-        self._completion_cache: dict[str, list[int]] = {}
 
     @property
     def is_peft(self) -> bool:
@@ -225,74 +360,83 @@ class Policy:
     def trainable_parameters(self) -> list[Any]:
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def _prompt_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
+    def prompt_ids(self, messages: Sequence[dict[str, str]]) -> list[int]:
         key = json.dumps(messages)
         if key not in self._prompt_cache:
             text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
             self._prompt_cache[key] = self.tokenizer(text, add_special_tokens=False).input_ids
         return self._prompt_cache[key]
 
-    def _completion_ids(self, completion: str) -> list[int]:
-        if completion not in self._completion_cache:
-            ids = self.tokenizer(completion, add_special_tokens=False).input_ids
-            self._completion_cache[completion] = ids + [self.tokenizer.eos_token_id]
-        return self._completion_cache[completion]
-
-    def sequence_logprobs(
+    def generate(
         self,
         messages: Sequence[dict[str, str]],
-        completions: Sequence[str],
         *,
-        model: Any = None,
-        per_token: bool = False,
-    ) -> Any:
-        """``log p(completion | prompt)`` of each completion (summed over its tokens; averaged when ``per_token``).
+        temperature: float = 1.0,
+        greedy: bool = False,
+        max_new_tokens: int = 128,
+        grammar_context: tuple[int, Sequence[str]] | None = None,
+        generator: Any = None,
+    ) -> Generation:
+        """Sample a completion of ``messages`` from the model (softmax of logits / ``temperature``; argmax when
+        ``greedy``), under the policy's grammar when ``grammar_context`` (the number of new facts and the live
+        memory ids) is given and the policy has one."""
+        import torch
 
-        The prompt runs once and its key/value cache is repeated for the completions, which are right-padded
-        (causal attention: padding never reaches a real position, so no mask is needed), and only completion
-        positions go through the LM head."""
+        grammar = self.grammar if grammar_context is not None else None
+        eos = self.tokenizer.eos_token_id
+        tokens: list[int] = []
+        logprobs: list[float] = []
+        masks: list[list[int]] = []
+        state = grammar.start(*grammar_context) if grammar and grammar_context else None
+        with torch.no_grad():
+            out = self.model(input_ids=torch.tensor([self.prompt_ids(messages)], device=self.device), use_cache=True)
+            for _ in range(max_new_tokens):
+                logits = out.logits[0, -1].float() / max(temperature, 1e-6)
+                if grammar is not None:
+                    allowed = grammar.allowed(state)  # type: ignore[arg-type]
+                    masks.append(allowed)
+                    keep = torch.full_like(logits, float("-inf"))
+                    keep[allowed] = 0.0
+                    logits = logits + keep
+                logp = torch.log_softmax(logits, dim=-1)
+                if greedy:
+                    token = int(torch.argmax(logp))
+                else:
+                    token = int(torch.multinomial(logp.exp(), 1, generator=generator))
+                tokens.append(token)
+                logprobs.append(float(logp[token]))
+                if token == eos:
+                    break
+                if grammar is not None:
+                    state = grammar.advance(state, token)  # type: ignore[arg-type]
+                out = self.model(
+                    input_ids=torch.tensor([[token]], device=self.device), past_key_values=out.past_key_values,
+                    use_cache=True,
+                )  # fmt: skip
+        if grammar is not None:
+            text = grammar.text(tokens)
+        else:
+            text = self.tokenizer.decode([t for t in tokens if t != eos], skip_special_tokens=True)
+        return Generation(text, tokens, logprobs, masks if grammar is not None else None)
+
+    def token_logprobs(
+        self, messages: Sequence[dict[str, str]], generation: Generation, temperature: float = 1.0, model: Any = None
+    ) -> Any:
+        """``log pi(o_t | prompt, o_<t)`` of each generated token under the current weights (a tensor with
+        gradients), at ``temperature`` and under the generation's grammar mask, as it was sampled."""
         import torch
 
         model = model or self.model
-        prompt = self._prompt_ids(messages)
-        tails = [self._completion_ids(c) for c in completions]
-        width = max(len(t) for t in tails)
-        pad = self.tokenizer.pad_token_id
-        head = model(input_ids=torch.tensor([prompt], device=self.device), use_cache=True, logits_to_keep=1)
-        cache = head.past_key_values
-        cache.batch_repeat_interleave(len(tails))
-        ids = torch.tensor([t + [pad] * (width - len(t)) for t in tails], device=self.device)
-        rest = model(input_ids=ids, past_key_values=cache, use_cache=True).logits[:, :-1]
-        logits = torch.cat([head.logits.expand(len(tails), -1, -1), rest], dim=1)
-        token_logp = torch.log_softmax(logits.float(), dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
-        mask = torch.tensor([[1.0] * len(t) + [0.0] * (width - len(t)) for t in tails], device=self.device)
-        total = (token_logp * mask).sum(-1)
-        return total / mask.sum(-1) if per_token else total
-
-    def action_logprobs(
-        self, messages: Sequence[dict[str, str]], actions: Sequence[str], temperature: float = 1.0
-    ) -> Any:
-        """``log pi(a)`` over the action set: a softmax, at ``temperature``, of each completion's mean token
-        log-probability under the model. Length-normalised like a beam-search score: with summed log-probs a
-        completion a few tokens shorter (NOOP against UPDATE with an id, one fact fewer) wins by tens of nats
-        whatever it says, and sampling never explores."""
-        import torch
-
-        scores = self.sequence_logprobs(messages, actions, per_token=True)
-        return torch.log_softmax(scores / temperature, dim=-1)
-
-    def reference_logprobs(
-        self, messages: Sequence[dict[str, str]], actions: Sequence[str], temperature: float
-    ) -> list[float]:
-        import torch
-
-        with torch.no_grad():
-            if self.is_peft:
-                with self.model.disable_adapter():
-                    scores = self.sequence_logprobs(messages, actions, per_token=True)
-            else:
-                scores = self.sequence_logprobs(messages, actions, model=self.reference, per_token=True)
-            return torch.log_softmax(scores / temperature, dim=-1).tolist()
+        prompt = self.prompt_ids(messages)
+        ids = torch.tensor([prompt + generation.tokens], device=self.device)
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float() / max(temperature, 1e-6)
+        if generation.allowed is not None:
+            keep = torch.full_like(logits, float("-inf"))
+            for row, allowed in enumerate(generation.allowed):
+                keep[row, allowed] = 0.0
+            logits = logits + keep
+        target = torch.tensor(generation.tokens, device=self.device)
+        return torch.log_softmax(logits, dim=-1).gather(-1, target.unsqueeze(-1)).squeeze(-1)
 
 
 def _torch_dtype(name: str) -> Any:
@@ -342,7 +486,6 @@ def load_policy(config: TrainConfig) -> Policy:
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
     model.to(config.device)
-    reference = None
     if config.lora_r > 0:
         from peft import LoraConfig, get_peft_model
 
@@ -354,95 +497,163 @@ def load_policy(config: TrainConfig) -> Policy:
             task_type="CAUSAL_LM",
         )
         model = get_peft_model(model, lora)
-    elif config.kl_beta > 0:
-        reference = copy.deepcopy(model).eval()
-    model.train()
-    return Policy(model, tokenizer, device=config.device, reference=reference)
+    grammar = EditGrammar(tokenizer) if config.constrained_manager else None
+    return Policy(model, tokenizer, device=config.device, grammar=grammar)
 
 
-# -- action sets ---------------------------------------------------------------------------------
-
-
-def _fact_options(memory: FactMemory, candidate: CandidateFact, index: int, related: int = 2) -> list[FactEdit]:
-    """Every edit worth scoring for one new fact: ADD, NOOP, UPDATE and DELETE of the most related facts."""
-    live = memory.live()
-    tokens = content_tokens(candidate.text)
-    ranked = sorted(
-        ((fact_similarity(tokens, content_tokens(r.text)), -n, r.id) for n, r in enumerate(live)), reverse=True
-    )
-    targets = [rid for sim, _, rid in ranked if sim > 0][:related]
-    held = normalize_fact_text(candidate.text) in {normalize_fact_text(r.text) for r in live}
-    options = [FactEdit(op="NOOP", fact=index)]
-    if not held:
-        options.append(FactEdit(op="ADD", fact=index))
-        options += [FactEdit(op="UPDATE", fact=index, id=rid) for rid in targets]
-    options += [FactEdit(op="DELETE", fact=index, id=rid) for rid in targets[:1]]
-    return options
-
-
-def manager_actions(
-    memory: FactMemory, candidates: Sequence[CandidateFact], limit: int = 12, rng: random.Random | None = None
-) -> list[str]:
-    """Valid edit batches (as the manager's JSON completion) for the new facts, at most ``limit``.
-
-    In this order until ``limit``: the no-LLM manager's batch, every batch that differs from it in one
-    fact (so each option of each fact is in the set), then the other batches of the product of per-fact
-    options (shuffled by ``rng`` when it is larger than the limit; a rollout's rng, so rollouts see
-    different ones)."""
-    if not candidates:
-        return [edits_completion([])]
-    options = [_fact_options(memory, c, i) for i, c in enumerate(candidates)]
-    base = heuristic_edits(memory, candidates)
-    by_fact = {e.fact: e for e in base}
-    batches = [base] + [
-        [alt if e.fact == i else e for e in base] for i, opts in enumerate(options) for alt in opts if alt != by_fact[i]
-    ]
-    rng = rng or random.Random(0)
-    if math.prod(len(o) for o in options) <= 8 * limit:
-        rest = [list(b) for b in itertools.product(*options)]
-        rng.shuffle(rest)
-    else:
-        rest = [[rng.choice(o) for o in options] for _ in range(8 * limit)]
-    seen: dict[str, None] = {}
-    for batch in batches + rest:
-        if len(seen) >= limit:
-            break
-        if not memory.validate(canonical_order(batch), candidates):
-            seen.setdefault(edits_completion(batch), None)
-    return list(seen)
-
-
-def _extraction_text(extraction: FactExtraction) -> str:
-    return json.dumps(extraction.model_dump(mode="json"), ensure_ascii=False, separators=(",", ":"))
-
-
-def extraction_actions(turns: Sequence[Any], speakers: Sequence[str], limit: int = 12) -> list[str]:
-    """The extractor's action set: the no-LLM extraction (a fact per turn) and each leave-one-out variant."""
-    full = fallback_extraction(turns, speakers)
-    variants = [full] + [FactExtraction(facts=full.facts[:i] + full.facts[i + 1 :]) for i in range(len(full.facts))]
-    return list(dict.fromkeys(_extraction_text(v) for v in variants))[: max(1, limit)]
-
-
-# -- episodes ------------------------------------------------------------------------------------
+# -- decisions: free generation, parsed and validated as the production roles do -----------------
 
 
 @dataclass
 class Decision:
-    """One sampled decision: the role's prompt, its action set, the chosen action and the sampling policy's view."""
+    """One completion the policy generated for a role prompt, and what its parse made of it."""
 
-    role: str
+    role: str  # "manager" or "extractor"
     messages: list[dict[str, str]]
-    actions: list[str]
-    chosen: int
-    old_logprob: float
-    reference: list[float] | None = None
+    generation: Generation
+    valid: bool
+    problems: list[str]
     session_index: int = 0
-    snapshot: FactMemory | None = None
-    candidates: tuple[CandidateFact, ...] = ()
+    snapshot: FactMemory | None = None  # the memory the manager step started from
+    candidates: tuple[CandidateFact, ...] = ()  # the new facts (manager) or the facts extracted (extractor)
+    edits: list[FactEdit] = field(default_factory=list)
 
     @property
     def completion(self) -> str:
-        return self.actions[self.chosen]
+        return self.generation.text
+
+
+def parse_manager_completion(
+    text: str, memory: FactMemory, candidates: Sequence[CandidateFact], related: dict[int, list[str]]
+) -> tuple[list[FactEdit], list[str]]:
+    """The manager role's own checks (``agents.r2.manage_memory``): a MemoryEdits JSON object that
+    ``FactMemory.validate`` and the paper's procedure (``validate_procedure``) accept. Problems, or none."""
+    try:
+        edits = parse_completion(text)
+    except ValueError as exc:
+        return [], [f"not a MemoryEdits object: {str(exc)[:200]}"]
+    problems = memory.validate(edits, candidates) + validate_procedure(edits, related)
+    return (edits, []) if not problems else ([], problems)
+
+
+def parse_extractor_completion(text: str, turns: Sequence[Any]) -> tuple[FactExtraction | None, list[str]]:
+    """The extractor role's own checks (``agents.r2.extract_facts``): a FactExtraction JSON object that
+    ``validate_extraction`` accepts."""
+    try:
+        extraction = FactExtraction.model_validate(parse_json_reply(AIMessage(content=text)))
+    except ValueError as exc:
+        return None, [f"not a FactExtraction object: {str(exc)[:200]}"]
+    problems = validate_extraction(extraction, turns)
+    return (extraction, []) if not problems else (None, problems)
+
+
+def _session_date(session: Any) -> str | None:
+    return session.timestamp.date().isoformat() if session.timestamp else session.timestamp_text
+
+
+def _no_llm_candidates(conversation: Conversation, index: int) -> tuple[CandidateFact, ...]:
+    facts = fallback_extraction(conversation.sessions[index].turns, conversation.speakers).facts
+    return tuple(CandidateFact(text=f.text, turn_ids=tuple(f.turn_ids)) for f in facts)
+
+
+def _extractor_decision(
+    policy: Policy, conversation: Conversation, index: int, cfg: TrainConfig, greedy: bool, generator: Any
+) -> Decision:
+    session = conversation.sessions[index]
+    turns_text = "\n".join(f"[{t.dia_id}] {t.speaker}: {t.text}" for t in session.turns)
+    names = list(dict.fromkeys([*conversation.speakers, *(t.speaker for t in session.turns)]))
+    messages = messages_as_dicts(r2_extract.build_messages(turns_text, _session_date(session), names))
+    gen = policy.generate(
+        messages, temperature=cfg.temperature, greedy=greedy, max_new_tokens=cfg.max_new_tokens, generator=generator
+    )
+    extraction, problems = parse_extractor_completion(gen.text, session.turns)
+    facts = tuple(candidates_from(extraction)) if extraction is not None else ()
+    return Decision("extractor", messages, gen, extraction is not None, problems, index, None, facts)
+
+
+def manager_decision(
+    policy: Policy,
+    memory: FactMemory,
+    candidates: Sequence[CandidateFact],
+    index: int,
+    cfg: TrainConfig,
+    *,
+    greedy: bool = False,
+    generator: Any = None,
+) -> Decision:
+    """The policy generates the manager's reply to the production manager's prompt (``agents.r2.manager_messages``)
+    for ``candidates`` on ``memory``; the reply is parsed and validated as the manager role does. Memory is not
+    changed here."""
+    prompt, related = manager_messages(memory, candidates)
+    messages = messages_as_dicts(prompt)
+    gen = policy.generate(
+        messages, temperature=cfg.temperature, greedy=greedy, max_new_tokens=cfg.max_new_tokens,
+        grammar_context=(len(candidates), [r.id for r in memory.live()]) if cfg.constrained_manager else None,
+        generator=generator,
+    )  # fmt: skip
+    edits, problems = parse_manager_completion(gen.text, memory, candidates, related)
+    return Decision("manager", messages, gen, not problems, problems, index, memory.snapshot(), tuple(candidates), edits)
+
+
+# -- rewards: the answer agent, global and local -------------------------------------------------
+
+
+class AnswerAgent:
+    """The reward's answer agent: the configured chat model answering from the memory's top facts
+    (``agents.r2.answer_from_facts``) when there is one, else the extractive answerer (a labelled fallback:
+    ``label`` says which one produced the rewards)."""
+
+    def __init__(self, llm: Any = None, *, top_k: int = 3) -> None:
+        self.llm, self.top_k = llm, top_k
+        self.label = "chat model" if llm is not None else "extractive answerer (fallback: no chat model configured)"
+        self._cache: dict[tuple[Any, ...], str] = {}
+
+    def __call__(self, question: str, memory: FactMemory) -> str:
+        key = (question, tuple((r.id, r.text) for r in memory.live()))
+        if key not in self._cache:
+            if self.llm is None:
+                self._cache[key] = extractive_answer(question, memory.live())
+            else:
+                self._cache[key] = answer_from_facts(self.llm, question, memory.live(), k=self.top_k).output.answer
+        return self._cache[key]
+
+
+def _fact_count(conversation: Conversation, sessions: int) -> int:
+    """The compression penalty's normaliser: facts the no-LLM extraction yields over the first ``sessions``
+    (fixed, so an extractor that drops facts is not paid by a smaller denominator)."""
+    return sum(len(_no_llm_candidates(conversation, i)) for i in range(min(sessions, len(conversation.sessions))))
+
+
+def _session_of_turn(conversation: Conversation) -> dict[str, str]:
+    return {t.dia_id: s.session_id for s in conversation.sessions for t in s.turns}
+
+
+def episode_reward(
+    memory: FactMemory, conversation: Conversation, horizon: int, cfg: TrainConfig, answer: AnswerAgent
+) -> Any:
+    """The global reward: the answer agent's QA F1 on the horizon's QA pairs minus the compression penalty."""
+    qa = qa_within(conversation.qa, _session_of_turn(conversation), [s.session_id for s in conversation.sessions[:horizon]])
+    return score_memory(
+        memory, qa, normalizer=_fact_count(conversation, horizon), weight=cfg.compression_penalty, answer=answer
+    )
+
+
+def step_reward(
+    decision: Decision, conversation: Conversation, cfg: TrainConfig, answer: AnswerAgent
+) -> tuple[float, FactMemory | None]:
+    """A manager step's local reward: ``INVALID_REWARD`` when its completion failed validation, else
+    ``logo_grpo.local_reward`` (the memory right after the step, QA answerable so far)."""
+    if not decision.valid:
+        return INVALID_REWARD, None
+    memory = decision.snapshot.snapshot()  # type: ignore[union-attr]
+    memory.apply(decision.edits, decision.candidates)
+    sessions = [s.session_id for s in conversation.sessions[: decision.session_index + 1]]
+    scored = local_reward(
+        memory, conversation.qa, _session_of_turn(conversation), sessions,
+        normalizer=_fact_count(conversation, decision.session_index + 1), weight=cfg.compression_penalty,
+        answer=answer,
+    )  # fmt: skip
+    return scored.reward, memory
 
 
 @dataclass
@@ -452,100 +663,8 @@ class EpisodeResult:
     reward: float
     f1: float
     memory_size: int
-
-
-def _choose(
-    policy: Policy,
-    messages: list[dict[str, str]],
-    actions: list[str],
-    cfg: TrainConfig,
-    rng: random.Random | None,
-    greedy: bool,
-    with_reference: bool,
-) -> tuple[int, list[float], list[float] | None]:
-    import torch
-
-    if len(actions) == 1:
-        return 0, [0.0], None
-    with torch.no_grad():
-        logp = policy.action_logprobs(messages, actions, 1.0 if greedy else cfg.temperature).tolist()
-    if greedy or rng is None:
-        chosen = max(range(len(actions)), key=lambda i: logp[i])
-    else:
-        chosen = rng.choices(range(len(actions)), weights=[math.exp(x) for x in logp], k=1)[0]
-    reference = policy.reference_logprobs(messages, actions, cfg.temperature) if with_reference else None
-    return chosen, logp, reference
-
-
-def _session_date(session: Any) -> str | None:
-    return session.timestamp.date().isoformat() if session.timestamp else session.timestamp_text
-
-
-def _full_fact_count(conversation: Conversation, horizon: int) -> int:
-    """The compression penalty's normaliser: facts the no-LLM extraction yields over the horizon (fixed, so
-    an extractor that drops facts is not paid by a smaller denominator)."""
-    return sum(len(fallback_extraction(s.turns, conversation.speakers).facts) for s in conversation.sessions[:horizon])
-
-
-def _reward(memory: FactMemory, conversation: Conversation, horizon: int, weight: float) -> Any:
-    turn_session = {t.dia_id: s.session_id for s in conversation.sessions for t in s.turns}
-    window = [s.session_id for s in conversation.sessions[:horizon]]
-    qa = qa_within(conversation.qa, turn_session, window)
-    return score_memory(
-        memory,
-        qa,
-        normalizer=_full_fact_count(conversation, horizon),
-        weight=weight,
-        answer=lambda q, m: extractive_answer(q, m.live()),
-    )
-
-
-def _step_candidates(
-    policy: Policy,
-    conversation: Conversation,
-    index: int,
-    cfg: TrainConfig,
-    rng: random.Random | None,
-    greedy: bool,
-    decisions: list[Decision],
-    extractor: bool,
-) -> tuple[CandidateFact, ...]:
-    session = conversation.sessions[index]
-    speakers = conversation.speakers
-    if not extractor:
-        facts = fallback_extraction(session.turns, speakers).facts
-        return tuple(CandidateFact(text=f.text, turn_ids=tuple(f.turn_ids)) for f in facts)
-    turns_text = "\n".join(f"[{t.dia_id}] {t.speaker}: {t.text}" for t in session.turns)
-    names = list(dict.fromkeys([*speakers, *(t.speaker for t in session.turns)]))
-    messages = messages_as_dicts(r2_extract.build_messages(turns_text, _session_date(session), names))
-    actions = extraction_actions(session.turns, speakers, cfg.max_actions)
-    chosen, logp, ref = _choose(policy, messages, actions, cfg, rng, greedy, cfg.kl_beta > 0 and not greedy)
-    decisions.append(Decision("extractor", messages, actions, chosen, logp[chosen], ref, session_index=index))
-    facts = FactExtraction.model_validate_json(actions[chosen]).facts
-    return tuple(CandidateFact(text=f.text, turn_ids=tuple(f.turn_ids)) for f in facts)
-
-
-def _manager_decision(
-    policy: Policy,
-    memory: FactMemory,
-    candidates: Sequence[CandidateFact],
-    index: int,
-    cfg: TrainConfig,
-    rng: random.Random | None,
-    greedy: bool,
-) -> Decision:
-    messages = messages_as_dicts(manager_messages(memory, candidates)[0])  # the production manager's prompt
-    actions = manager_actions(memory, candidates, cfg.max_actions, rng or random.Random(cfg.seed + index))
-    chosen, logp, ref = _choose(policy, messages, actions, cfg, rng, greedy, cfg.kl_beta > 0 and not greedy)
-    return Decision(
-        "manager", messages, actions, chosen, logp[chosen], ref, index, memory.snapshot(), tuple(candidates)
-    )
-
-
-def _apply(memory: FactMemory, decision: Decision) -> None:
-    from logicmap.agents.r2 import parse_completion
-
-    memory.apply(parse_completion(decision.completion), decision.candidates)
+    valid: bool
+    memory_reward: float = 0.0  # F1 - penalty of the final memory whatever the validity (invalid batches skipped)
 
 
 def run_episode(
@@ -553,23 +672,35 @@ def run_episode(
     conversation: Conversation,
     horizon: int,
     cfg: TrainConfig,
+    answer: AnswerAgent,
     *,
-    rng: random.Random | None = None,
     greedy: bool = False,
-    extractor: bool | None = None,
+    generator: Any = None,
 ) -> EpisodeResult:
-    """One rollout over the first ``horizon`` sessions from an empty memory (sampled, or greedy when
-    ``greedy``), with the extractor's decisions too when it is co-learned."""
+    """One rollout over the first ``horizon`` sessions from an empty memory: per session the policy generates the
+    extraction (when co-learned; else the no-LLM extraction) and the manager's edits. An invalid completion
+    changes nothing (the manager role skips an invalid batch; an invalid extraction hands the manager the no-LLM
+    facts so the rollout goes on) and makes the episode's reward ``INVALID_REWARD``; a valid episode's reward
+    is the answer agent's F1 minus the compression penalty (``episode_reward``)."""
     memory = FactMemory("r2-train")
     decisions: list[Decision] = []
-    use_extractor = cfg.co_learn_extractor if extractor is None else extractor
     for index in range(min(horizon, len(conversation.sessions))):
-        candidates = _step_candidates(policy, conversation, index, cfg, rng, greedy, decisions, use_extractor)
-        decision = _manager_decision(policy, memory, candidates, index, cfg, rng, greedy)
+        if cfg.co_learn_extractor:
+            extraction = _extractor_decision(policy, conversation, index, cfg, greedy, generator)
+            decisions.append(extraction)
+            candidates = extraction.candidates if extraction.valid else _no_llm_candidates(conversation, index)
+        else:
+            candidates = _no_llm_candidates(conversation, index)
+        decision = manager_decision(policy, memory, candidates, index, cfg, greedy=greedy, generator=generator)
         decisions.append(decision)
-        _apply(memory, decision)
-    scored = _reward(memory, conversation, horizon, cfg.compression_penalty)
-    return EpisodeResult(decisions, memory, scored.reward, scored.f1, scored.memory_size)
+        if decision.valid:
+            memory.apply(decision.edits, decision.candidates)
+    scored = episode_reward(memory, conversation, horizon, cfg, answer)
+    valid = all(d.valid for d in decisions)
+    return EpisodeResult(
+        decisions, memory, scored.reward if valid else INVALID_REWARD, scored.f1, scored.memory_size, valid,
+        scored.reward,
+    )  # fmt: skip
 
 
 # -- groups and the loss ------------------------------------------------------------------------
@@ -577,7 +708,7 @@ def run_episode(
 
 @dataclass
 class Sample:
-    """A decision with the advantage it is trained on, and its level (global or local)."""
+    """A generated completion with the advantage it is trained on, and its level (global or local)."""
 
     decision: Decision
     advantage: float
@@ -589,75 +720,68 @@ class GroupRecord:
     level: str
     rewards: list[float]
     advantages: list[float]
+    valid: int = 0  # members whose completions all passed validation
 
 
 def global_group(
-    policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, rng: random.Random
+    policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, answer: AnswerAgent, generator: Any
 ) -> tuple[list[EpisodeResult], GroupRecord, list[Sample]]:
-    """G whole-episode rollouts; each decision of rollout i gets rollout i's group-normalised advantage."""
-    episodes = [run_episode(policy, conversation, horizon, cfg, rng=rng) for _ in range(cfg.group_size)]
+    """G whole-episode rollouts; each completion of rollout i carries rollout i's group-normalised advantage."""
+    episodes = [run_episode(policy, conversation, horizon, cfg, answer, generator=generator) for _ in range(cfg.group_size)]
     rewards = [e.reward for e in episodes]
     advantages = group_advantages(rewards)
-    samples = [Sample(d, a, "global") for e, a in zip(episodes, advantages) for d in e.decisions if len(d.actions) > 1]
-    return episodes, GroupRecord("global", rewards, advantages), samples
+    samples = [Sample(d, a, "global") for e, a in zip(episodes, advantages) for d in e.decisions if d.generation.tokens]
+    return episodes, GroupRecord("global", rewards, advantages, sum(e.valid for e in episodes)), samples
 
 
 def local_group(
-    policy: Policy, conversation: Conversation, decision: Decision, cfg: TrainConfig, rng: random.Random
+    policy: Policy,
+    conversation: Conversation,
+    decision: Decision,
+    cfg: TrainConfig,
+    answer: AnswerAgent,
+    generator: Any = None,
 ) -> tuple[GroupRecord, list[Sample]]:
-    """G manager decisions re-sampled from ``decision``'s memory snapshot, each rewarded by the memory right
-    after it, over the QA pairs answerable from the sessions so far."""
-    import torch
-
-    with torch.no_grad():
-        logp = policy.action_logprobs(decision.messages, decision.actions, cfg.temperature).tolist()
-    horizon = decision.session_index + 1
+    """G manager completions generated afresh for ``decision``'s step, from its identical memory snapshot and new
+    facts, each rewarded by ``step_reward`` (invalid: ``INVALID_REWARD``)."""
     members, rewards = [], []
     for _ in range(cfg.group_size):
-        chosen = rng.choices(range(len(decision.actions)), weights=[math.exp(x) for x in logp], k=1)[0]
-        member = replace(decision, chosen=chosen, old_logprob=logp[chosen])
-        memory = decision.snapshot.snapshot()  # type: ignore[union-attr]
-        _apply(memory, member)
-        rewards.append(_reward(memory, conversation, horizon, cfg.compression_penalty).reward)
+        member = manager_decision(
+            policy, decision.snapshot, decision.candidates, decision.session_index, cfg, generator=generator  # type: ignore[arg-type]
+        )
+        rewards.append(step_reward(member, conversation, cfg, answer)[0])
         members.append(member)
     advantages = group_advantages(rewards)
-    return GroupRecord("local", rewards, advantages), [Sample(m, a, "local") for m, a in zip(members, advantages)]
+    record = GroupRecord("local", rewards, advantages, sum(m.valid for m in members))
+    return record, [Sample(m, a, "local") for m, a in zip(members, advantages)]
 
 
 def logo_loss(
     policy: Policy, samples: Sequence[Sample], cfg: TrainConfig, *, backward: bool = False
 ) -> tuple[Any, dict[str, float]]:
-    """``L_global + local_weight * L_local`` (+ ``kl_beta`` * KL): the clipped GRPO surrogate per sample,
-    averaged within each level. Samples sharing a prompt and action set share one forward pass.
+    """``L_global + local_weight * L_local``: GRPO's clipped surrogate over each completion's generated tokens,
 
-    ``backward``: back-propagate each prompt's share as soon as it is computed (gradients add up to those of
-    the whole loss) and return the loss detached, so only one prompt's activations are alive at a time."""
+        l_i = -1/|o_i| sum_t min(rho_t A_i, clip(rho_t, 1 - eps, 1 + eps) A_i),  rho_t = pi(o_t) / pi_old(o_t)
+
+    (``pi_old``: the log-probabilities recorded when the token was sampled; rho = 1 on the first inner epoch),
+    averaged over the samples of each level. ``backward``: back-propagate each sample's share as soon as it is
+    computed (the gradients add up to those of the whole loss) and return the loss detached."""
     import torch
 
-    by_prompt: dict[str, list[Sample]] = {}
-    for s in samples:
-        if s.advantage != 0.0 or cfg.kl_beta > 0:
-            by_prompt.setdefault(json.dumps([s.decision.messages, s.decision.actions]), []).append(s)
     counts = {level: sum(1 for s in samples if s.level == level) for level in ("global", "local")}
     weights = {"global": 1.0, "local": cfg.local_weight}
     total = torch.zeros((), device=policy.device)
-    parts = {"global": 0.0, "local": 0.0, "kl": 0.0}
-    for group in by_prompt.values():
-        first = group[0].decision
-        logp = policy.action_logprobs(first.messages, first.actions, cfg.temperature)
-        share = torch.zeros((), device=policy.device)
-        for s in group:
-            new = logp[s.decision.chosen]
-            ratio = torch.exp(new - s.decision.old_logprob)
-            clipped = torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps)
-            term = -torch.minimum(ratio * s.advantage, clipped * s.advantage) / max(1, counts[s.level])
-            share = share + weights[s.level] * term
-            parts[s.level] += float(term.detach())
-            if cfg.kl_beta > 0 and s.decision.reference is not None:
-                ref = torch.tensor(s.decision.reference, device=logp.device)
-                kl = (logp.exp() * (logp - ref)).sum() / max(1, len(samples))
-                share = share + cfg.kl_beta * kl
-                parts["kl"] += float(kl.detach())
+    parts = {"global": 0.0, "local": 0.0}
+    for s in samples:
+        if s.advantage == 0.0 or not s.decision.generation.tokens:
+            continue
+        new = policy.token_logprobs(s.decision.messages, s.decision.generation, cfg.temperature)
+        old = torch.tensor(s.decision.generation.logprobs, device=new.device)
+        ratio = torch.exp(new - old)
+        clipped = torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps)
+        term = -torch.minimum(ratio * s.advantage, clipped * s.advantage).mean() / max(1, counts[s.level])
+        share = weights[s.level] * term
+        parts[s.level] += float(term.detach())
         if backward and share.requires_grad:
             share.backward()
             share = share.detach()
@@ -676,10 +800,12 @@ class TrainReport:
     losses: list[float] = field(default_factory=list)  # about 0 on the first inner epoch: advantages sum to 0
     grad_norms: list[float] = field(default_factory=list)
     mean_rewards: list[float] = field(default_factory=list)
+    validity: list[float] = field(default_factory=list)  # share of valid sampled completions per step
     groups_global: int = 0
     groups_local: int = 0
     flat_groups: int = 0
     stages: list[int] = field(default_factory=list)
+    answerer: str = ""
     last_groups: list[GroupRecord] = field(default_factory=list)
 
 
@@ -693,16 +819,19 @@ def train_logo(
     conversations: Sequence[Conversation] | Callable[[int], Sequence[Conversation]],
     cfg: TrainConfig,
     *,
+    answer: AnswerAgent | None = None,
     progress: Callable[[str], None] | None = None,
     max_steps: int | None = None,
 ) -> TrainReport:
-    """Optimise ``policy`` with LoGo-GRPO through the curriculum. ``conversations`` is a pool, or a function
-    from a stage's horizon to its pool (so a synthetic task can build conversations of that length)."""
+    """Optimise ``policy`` with LoGo-GRPO on its own generated completions through the curriculum.
+    ``conversations`` is a pool, or a function from a stage's horizon to its pool."""
     import torch
 
+    answer = answer or AnswerAgent()
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.learning_rate)
     rng = random.Random(cfg.seed)
-    report = TrainReport()
+    generator = torch.Generator().manual_seed(cfg.seed)
+    report = TrainReport(answerer=answer.label)
     started = time.perf_counter()
     longest = (
         max((len(c.sessions) for c in conversations), default=0) if not callable(conversations) else max(cfg.stages)
@@ -714,101 +843,110 @@ def train_logo(
         for _ in range(cfg.steps_per_stage):
             if max_steps is not None and report.steps >= max_steps:
                 break
-            samples, groups, rewards = [], [], []
+            policy.model.eval()  # no dropout while sampling
+            samples, groups = [], []
             for conversation in rng.sample(pool, min(cfg.conversations_per_step, len(pool))):
-                episodes, record, group_samples = global_group(policy, conversation, horizon, cfg, rng)
+                episodes, record, group_samples = global_group(policy, conversation, horizon, cfg, answer, generator)
                 samples += group_samples
                 groups.append(record)
-                rewards += record.rewards
-                managers = [d for d in episodes[0].decisions if d.role == "manager" and len(d.actions) > 1]
-                for decision in rng.sample(managers, min(cfg.local_points, len(managers))):
-                    record, group_samples = local_group(policy, conversation, decision, cfg, rng)
+                steps = [d for d in episodes[0].decisions if d.role == "manager" and d.candidates]
+                for decision in rng.sample(steps, min(cfg.local_points, len(steps))):
+                    record, group_samples = local_group(policy, conversation, decision, cfg, answer, generator)
                     samples += group_samples
                     groups.append(record)
+            policy.model.train()
             loss_value, grad_norm = 0.0, 0.0
             for _ in range(max(1, cfg.inner_epochs)):
                 optimizer.zero_grad()
                 loss, _parts = logo_loss(policy, samples, cfg, backward=True)
                 if any(p.grad is not None for p in policy.trainable_parameters()):
-                    norm = torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm)
-                    grad_norm = float(norm)
+                    grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm))
                     optimizer.step()
                 loss_value = float(loss.detach())
+            rewards = [r for g in groups for r in g.rewards]
             report.steps += 1
             report.losses.append(loss_value)
             report.grad_norms.append(grad_norm)
             report.mean_rewards.append(sum(rewards) / max(1, len(rewards)))
+            report.validity.append(sum(s.decision.valid for s in samples) / max(1, len(samples)))
             report.groups_global += sum(g.level == "global" for g in groups)
             report.groups_local += sum(g.level == "local" for g in groups)
             report.flat_groups += sum(len(set(g.rewards)) <= 1 for g in groups)
             report.last_groups = groups
             if progress:
                 progress(
-                    f"stage {stage} (horizon {horizon}) step {report.steps}: loss {loss_value:+.4f}, grad norm {grad_norm:.3f}, "
-                    f"mean rollout reward {report.mean_rewards[-1]:.3f}, {len(samples)} samples, "
-                    f"{time.perf_counter() - started:.0f}s"
+                    f"stage {stage} (horizon {horizon}) step {report.steps}: loss {loss_value:+.4f}, grad norm "
+                    f"{grad_norm:.3f}, mean reward {report.mean_rewards[-1]:+.3f}, valid {report.validity[-1]:.2f}, "
+                    f"{len(samples)} completions, {time.perf_counter() - started:.0f}s"
                 )
+    policy.model.eval()
     report.wall_time_s = time.perf_counter() - started
     report.peak_rss_mb = peak_rss_mb()
     return report
 
 
 def evaluate_policy(
-    policy: Policy | None,
+    policy: Policy,
     conversations: Sequence[Conversation],
     cfg: TrainConfig,
     optimal: dict[str, dict[str, str]] | None = None,
+    answer: AnswerAgent | None = None,
 ) -> dict[str, float]:
-    """Greedy episodes on ``conversations``: mean reward, F1 and memory size; with the optimal op of each turn
-    (``optimal[conversation_id][dia_id]``), the share of turns whose fact the manager handled optimally.
-    ``policy`` None runs the no-LLM manager (heuristic) for comparison."""
+    """Greedy free generation on ``conversations``: mean episode reward (``INVALID_REWARD`` for an episode with
+    an invalid completion), the memory reward (F1 - penalty of the final memory, invalid batches skipped as the
+    production manager skips them), mean answer F1 and memory size of the final memories, the validity rate (share of
+    generated completions that passed validation), the mean local reward of the manager steps and, with the
+    optimal op of each turn (``optimal[conversation_id][dia_id]``), the share of turns handled optimally."""
     import torch
 
-    rewards, f1s, sizes, right, total = [], [], [], 0, 0
+    answer = answer or AnswerAgent()
+    rewards, f1s, sizes, steps, deployed, right, total, valid, made = [], [], [], [], [], 0, 0, 0, 0
+    policy.model.eval()
     for conversation in conversations:
         horizon = len(conversation.sessions)
-        if policy is None:
-            memory = FactMemory("r2-eval")
-            decisions = []
-            for session in conversation.sessions:
-                facts = fallback_extraction(session.turns, conversation.speakers).facts
-                candidates = tuple(CandidateFact(text=f.text, turn_ids=tuple(f.turn_ids)) for f in facts)
-                edits = heuristic_edits(memory, candidates)
-                decisions.append(Decision("manager", [], [edits_completion(edits)], 0, 0.0, candidates=candidates))
-                memory.apply(edits, candidates)
-            scored = _reward(memory, conversation, horizon, cfg.compression_penalty)
-            episode = EpisodeResult(decisions, memory, scored.reward, scored.f1, scored.memory_size)
-        else:
-            with torch.no_grad():
-                episode = run_episode(policy, conversation, horizon, cfg, greedy=True)
+        with torch.no_grad():
+            episode = run_episode(policy, conversation, horizon, cfg, answer, greedy=True)
         rewards.append(episode.reward)
+        deployed.append(episode.memory_reward)
         f1s.append(episode.f1)
         sizes.append(episode.memory_size)
+        valid += sum(d.valid for d in episode.decisions)
+        made += len(episode.decisions)
+        steps += [step_reward(d, conversation, cfg, answer)[0] for d in episode.decisions if d.role == "manager"]
         if optimal is not None:
-            r, t = _op_agreement(episode, conversation, optimal.get(conversation.conversation_id, {}))
+            r, t = _op_agreement(episode, optimal.get(conversation.conversation_id, {}))
             right, total = right + r, total + t
     n = max(1, len(rewards))
-    out = {"reward": sum(rewards) / n, "f1": sum(f1s) / n, "memory_size": sum(sizes) / n}
+    out = {
+        "reward": sum(rewards) / n,
+        "memory_reward": sum(deployed) / n,
+        "f1": sum(f1s) / n,
+        "memory_size": sum(sizes) / n,
+        "validity": valid / max(1, made),
+        "step_reward": sum(steps) / max(1, len(steps)),
+    }
     if optimal is not None:
         out["optimal_ops"] = right / max(1, total)
     return out
 
 
-def _op_agreement(episode: EpisodeResult, conversation: Conversation, optimal: dict[str, str]) -> tuple[int, int]:
-    """Turns handled as the optimal policy would: its op chosen for the turn's fact; a SKIP turn counts as
-    right when its fact was dropped by the extractor or NOOPed by the manager."""
-    seen: dict[str, str] = {}
+def _op_agreement(episode: EpisodeResult, optimal: dict[str, str]) -> tuple[int, int]:
+    """Turns handled as the optimal policy would (valid manager steps only): its op for the turn's fact; a SKIP
+    turn counts as right when its fact was NOOPed (or never extracted)."""
+    ops: dict[str, set[str]] = {}
     for decision in episode.decisions:
-        if decision.role != "manager":
+        if decision.role != "manager" or not decision.valid:
             continue
-        for edit in json.loads(decision.completion)["edits"]:
-            for turn in decision.candidates[edit["fact"]].turn_ids:
-                seen[turn] = edit["op"]
+        for edit in decision.edits:
+            for turn in decision.candidates[edit.fact].turn_ids:
+                ops.setdefault(turn, set()).add(edit.op)
     right = 0
     for dia, op in optimal.items():
-        chosen = seen.get(dia, "SKIP")
+        held = ops.get(dia, {"INVALID"})
+        chosen = "DELETE" if "DELETE" in held else min(held)
         right += chosen == op or (op == "SKIP" and chosen == "NOOP")
     return right, len(optimal)
+
 
 
 # -- export --------------------------------------------------------------------------------------
@@ -906,8 +1044,21 @@ def _config_from_args(args: argparse.Namespace) -> TrainConfig:
     return replace(cfg, **changes)
 
 
+def _configured_chat_model() -> Any:
+    """The project's configured chat model (``LOGICMAP_CHAT_MODEL``...), or None when there is none. A provider
+    that cannot be set up raises ``ValueError`` (the command exits 2)."""
+    from logicmap.agents.models import make_chat_model
+    from logicmap.memory.config import get_settings
+
+    try:
+        return make_chat_model(get_settings())
+    except Exception as exc:  # noqa: BLE001 - ProviderError and settings errors: one readable message
+        raise ValueError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+
+
 def cmd_train_r2(args: argparse.Namespace) -> int:
-    """Train, evaluate before/after on held-out conversations, export."""
+    """Train on free generation, evaluate before/after on held-out conversations (greedy free generation),
+    export the adapter trained on free generation."""
     from logicmap.evals.train.r2_synthetic import make_update_task
     from logicmap.memory.loaders import load_conversations
 
@@ -935,15 +1086,21 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
         optimal = {x.conversation.conversation_id: x.optimal for x in labelled}
         train = lambda h: [x.conversation for x in make_update_task(24, h, seed=cfg.seed)]  # noqa: E731
     try:
+        answer = AnswerAgent(_configured_chat_model())
+    except ValueError as exc:
+        print(f"train-r2: the configured chat model cannot answer the reward's questions: {exc}", file=sys.stderr)
+        return 2
+    print(f"answer agent (QA reward): {answer.label}", flush=True)
+    try:
         policy = load_policy(cfg)
-    except (FileNotFoundError, OSError) as exc:
+    except (FileNotFoundError, OSError, ValueError) as exc:
         print(f"train-r2: cannot load model {cfg.model!r}: {exc}", file=sys.stderr)
         return 2
-    before = evaluate_policy(policy, held, cfg, optimal) if held else {}
-    print(f"untrained policy, held-out: {json.dumps(before)}", flush=True)
-    report = train_logo(policy, train, cfg, progress=lambda line: print(line, flush=True))
-    after = evaluate_policy(policy, held, cfg, optimal) if held else {}
-    print(f"trained policy, held-out: {json.dumps(after)}")
+    before = evaluate_policy(policy, held, cfg, optimal, answer) if held else {}
+    print(f"untrained policy, held-out (greedy free generation): {json.dumps(before)}", flush=True)
+    report = train_logo(policy, train, cfg, answer=answer, progress=lambda line: print(line, flush=True))
+    after = evaluate_policy(policy, held, cfg, optimal, answer) if held else {}
+    print(f"trained policy, held-out (greedy free generation): {json.dumps(after)}")
     print(
         f"{report.steps} steps, stages {report.stages}, wall {report.wall_time_s:.0f}s, peak RSS {report.peak_rss_mb:.0f} MB"
     )
@@ -960,6 +1117,7 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
                     "before": before,
                     "after": after,
                     "steps": report.steps,
+                    "answerer": answer.label,
                     "wall_time_s": report.wall_time_s,
                     "peak_rss_mb": report.peak_rss_mb,
                 },

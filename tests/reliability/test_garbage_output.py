@@ -88,7 +88,10 @@ def test_ingest_survives_any_reply_and_keeps_memory_consistent(module_resources,
     model, namespace, report = _ingest_with(module_resources, specs)
     _check_memory(module_resources, namespace)
     called = set(model.roles_called)
-    assert {"segmenter", "relation_extractor"} <= called
+    assert {"segmenter", "relation_extractor", "topic_abstractor"} <= called  # MRAgent's Eq. 18 role included
+    for topic in module_resources.store.snapshot(namespace).topics.values():  # a label is whole or absent
+        assert (topic.label is None) == (topic.label_source is None) == (topic.description is None), topic.id
+        assert topic.label is None or (topic.label.strip() and len(topic.label) <= 60)
     assert {f.role for f in report.fallbacks} <= called | {"ingest"}
     for session in report.sessions:  # what fell back is also recorded per session and in the manifest
         info = module_resources.store.snapshot(namespace).manifest.sessions[session.session_id]
@@ -107,6 +110,7 @@ def test_ingest_records_a_fallback_for_every_role_that_got_only_garbage(module_r
     snap = module_resources.store.snapshot(namespace)
     assert all(info.fallbacks for info in snap.manifest.sessions.values())
     assert all(e.source == "fallback" for e in snap.events.values())
+    assert all(t.label_source in (None, "fallback") for t in snap.topics.values())  # no garbage stored as llm
 
 
 def _check_answer(result: AnswerResult, resources, namespace: str, before: dict) -> None:  # noqa: ANN001

@@ -194,7 +194,8 @@ def test_the_ingest_graph_on_a_server_refuses_paths_and_writes_nothing(tmp_path:
 def test_a_chatbot_thread_refuses_another_tenant_before_recall(tmp_path: Path) -> None:
     res = make_resources(tmp_path / "memory")
     app = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="{user_id}", strategy="dense", policy="heuristic", resources=res)
+    context = ChatContext(namespace="{user_id}", strategy="dense", policy="heuristic", remember_mode="sync",
+                          resources=res)
     rng = random.Random(5)
     tried = 0
     for i in range(6):

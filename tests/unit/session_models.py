@@ -19,15 +19,17 @@ from pydantic import Field, PrivateAttr
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 
-__all__ = ["ANALYZE", "SEGMENT", "RELATE", "FACTS", "CUES", "SessionModel", "long_conversation"]
+__all__ = ["ANALYZE", "SEGMENT", "RELATE", "FACTS", "CUES", "TOPICS", "SessionModel", "long_conversation"]
 
 ANALYZE = "analyse one session"  # the session analyst's combined prompt (events, facts, cue units in one reply)
 SEGMENT = "split one session"
 RELATE = "logical relations"
 FACTS = "REAL fact extractor"
 CUES = "index one session"
+TOPICS = "You abstract topics from clusters"  # MRAgent's topic abstractor (one call per session, Eq. 18)
 _TURN = re.compile(r"^\[(?P<id>[^\]]+)\] (?P<speaker>[^:]+):", re.MULTILINE)
 _EVENT = re.compile(r"^(E\d+): ", re.MULTILINE)
+_TOPIC = re.compile(r"^(T\d+) \(\d+ events\):", re.MULTILINE)
 
 
 class ContextLengthExceeded(Exception):
@@ -35,7 +37,7 @@ class ContextLengthExceeded(Exception):
 
 
 class SessionModel(ScriptedChatModel):
-    """Replies for segmenter, relations, facts and cues built from the prompt; ``garbage`` roles get junk.
+    """Replies for segmenter, relations, facts, cues and topics built from the prompt; ``garbage`` roles get junk.
 
     The session analyst's combined prompt is counted as role ``analysis``; its reply holds the parts the
     schema asks for, each built as the separate role's reply, and a part whose role is in ``garbage`` is junk
@@ -56,7 +58,7 @@ class SessionModel(ScriptedChatModel):
             (
                 name
                 for name, key in (("analysis", ANALYZE), ("segmenter", SEGMENT), ("relations", RELATE),
-                                  ("facts", FACTS), ("cues", CUES))
+                                  ("facts", FACTS), ("cues", CUES), ("topics", TOPICS))
                 if key in system
             ),
             "other",
@@ -101,6 +103,11 @@ class SessionModel(ScriptedChatModel):
     def _relations(text: str) -> dict:
         keys = _EVENT.findall(text.split("\n\nTurns:")[0])
         return {"relations": [{"source": a, "target": b, "label": "causal"} for a, b in zip(keys, keys[1:])]}
+
+    @staticmethod
+    def _topics(text: str) -> dict:
+        return {"topics": [{"topic": t, "label": f"model topic {t}", "description": f"The events of {t}."}
+                           for t in _TOPIC.findall(text)]}
 
     @staticmethod
     def _facts(text: str) -> dict:

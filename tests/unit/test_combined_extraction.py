@@ -1,6 +1,7 @@
 """Combined extraction: the session analyst segments a session and extracts its facts and cue units in one call.
 
-Checked: at most three calls per session (against four or more with one call per role), one part's bad reply
+Checked: at most four calls per session (against five or more with one call per role; the fourth is MRAgent's
+topic abstraction, which needs the session's clustered events and so cannot be folded into the analyst's call), one part's bad reply
 falls back alone under its own role while the reply's other parts are kept, the separate mode still works
 (context field and ``LOGICMAP_COMBINED_EXTRACTION``), both modes build the same layers from the same model
 answers, windows of a long session fit the combined budget, and a part's fallback is shown and rebuilt as
@@ -8,6 +9,8 @@ any role's.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -54,14 +57,16 @@ def _layers(snapshot) -> dict:  # noqa: ANN001
 # -- calls per session ------------------------------------------------------------------------------
 
 
-def test_combined_mode_makes_at_most_three_calls_per_session(resources, sample) -> None:
+def test_combined_mode_makes_at_most_four_calls_per_session(resources, sample) -> None:
     model = SessionModel()
     resources.llm_ = model
     report = ingest_conversation(sample, "combined", resources=resources, context=COMBINED)
     assert not report.fallbacks
-    assert all(s.cost.llm_calls <= 3 for s in report.sessions), [s.cost.llm_calls for s in report.sessions]
-    assert set(model.role_calls) <= {"analysis", "relations", "other"}  # no segmenter, facts or cues call of its own
+    # analysis, relations, the coreference judge when needed, the topic abstraction (one batched call per session)
+    assert all(s.cost.llm_calls <= 4 for s in report.sessions), [s.cost.llm_calls for s in report.sessions]
+    assert set(model.role_calls) <= {"analysis", "relations", "topics", "other"}  # no segmenter, facts or cues call
     assert model.role_calls["analysis"] == len(sample.sessions)  # one window each
+    assert model.role_calls["topics"] == len(sample.sessions)  # one call per session, not one per topic
     snap = resources.store.snapshot("combined")
     assert snap.facts and snap.tags and {e.source for e in snap.events.values()} == {"llm"}
     assert any(t.content and "marathon training" in t.content for t in snap.tags.values())  # the model's units
@@ -71,16 +76,16 @@ def test_separate_mode_makes_one_call_per_role(resources, sample) -> None:
     model = SessionModel()
     resources.llm_ = model
     report = ingest_conversation(_first(sample, 2), "separate", resources=resources, context=SEPARATE)
-    assert not report.fallbacks and [s.cost.llm_calls for s in report.sessions] == [4, 4]
+    assert not report.fallbacks and [s.cost.llm_calls for s in report.sessions] == [5, 5]
     assert "analysis" not in model.role_calls
-    assert all(model.role_calls[r] == 2 for r in ("segmenter", "relations", "facts", "cues"))
+    assert all(model.role_calls[r] == 2 for r in ("segmenter", "relations", "facts", "cues", "topics"))
 
 
 def test_the_setting_turns_combined_extraction_off(tmp_path, sample, monkeypatch) -> None:
     monkeypatch.setenv("LOGICMAP_COMBINED_EXTRACTION", "0")
     resources = make_resources(tmp_path / "memory", llm=SessionModel())
     report = ingest_conversation(_first(sample), "env", resources=resources, policy="llm")
-    assert report.sessions[0].cost.llm_calls == 4 and "analysis" not in resources.llm_.role_calls
+    assert report.sessions[0].cost.llm_calls == 5 and "analysis" not in resources.llm_.role_calls  # 4 roles + topics
     resources.store.close()
 
 
@@ -142,7 +147,8 @@ def test_an_invalid_facts_part_falls_back_alone_and_the_other_parts_are_kept(res
     relations = {"relations": [{"source": "E1", "target": "E2", "label": "causal", "turn_ids": ["D1:1"]}]}
     model = ScriptedChatModel(routes={ANALYZE: [_s1_reply(bad_facts), retry], RELATE: [relations]})
     resources.llm_ = model
-    report = ingest_conversation(_first(sample), "part", resources=resources, context=COMBINED)
+    no_topics = dataclasses.replace(COMBINED, abstract_topics=False)  # the analyst's calls only
+    report = ingest_conversation(_first(sample), "part", resources=resources, context=no_topics)
     session = report.sessions[0]
     assert session.cost.llm_calls == 3  # the combined call, its retry, the relations
     assert [f.role for f in report.fallbacks] == ["fact_extractor"]
@@ -232,7 +238,7 @@ def test_both_modes_build_the_same_layers_from_the_same_answers(tmp_path, sample
     (combined, fewer), (separate, more) = built["combined"], built["separate"]
     assert combined["facts"] and combined["cues"] and combined["tags"] and combined["relations"]
     assert combined == separate
-    assert fewer.cost.llm_calls < more.cost.llm_calls and fewer.llm_calls_per_session <= 3
+    assert fewer.cost.llm_calls < more.cost.llm_calls and fewer.llm_calls_per_session <= 4  # with the topic call
     assert fewer.cost.prompt_tokens < more.cost.prompt_tokens
 
 
@@ -248,7 +254,7 @@ def test_a_long_session_is_analysed_in_windows_that_fit_the_combined_budget(reso
     context = IngestContext(policy="llm", context_tokens=16384, combined_extraction=True)
     report = ingest_conversation(conv, "long", resources=resources, context=context)
     assert not report.fallbacks
-    assert model.role_calls["analysis"] > 1 and set(model.role_calls) <= {"analysis", "relations"}
+    assert model.role_calls["analysis"] > 1 and set(model.role_calls) <= {"analysis", "relations", "topics"}
     assert max(model.prompt_sizes["analysis"]) <= combined_room < budget.prompt_chars
     snap = resources.store.snapshot("long")
     assert {t for e in snap.events.values() for t in e.turn_ids} == set(snap.turns)

@@ -59,21 +59,23 @@ _RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "findall", "finditer
 _WORD = re.compile(r"[a-zà-ÿ]{2,}")
 
 
+def _json_strings(value: object, texts: list[str]) -> None:
+    """Every string inside a JSON value, in order, appended to ``texts``."""
+    if isinstance(value, str):
+        texts.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _json_strings(item, texts)
+    elif isinstance(value, list):
+        for item in value:
+            _json_strings(item, texts)
+
+
 def _conversation_texts() -> list[str]:
     texts: list[str] = []
 
-    def walk(value: object) -> None:
-        if isinstance(value, str):
-            texts.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
     for path in sorted((ROOT / "data").glob("*.json")):
-        walk(json.loads(path.read_text()))
+        _json_strings(json.loads(path.read_text()), texts)
     return texts
 
 
@@ -238,17 +240,7 @@ def dev_vocabulary() -> tuple[set[str], set[str]]:
         pytest.skip(f"the public development conversations ({DEV_DATA} beside the repository) are absent")
     texts: list[str] = []
 
-    def walk(value: object) -> None:
-        if isinstance(value, str):
-            texts.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, list):
-            for item in value:
-                walk(item)
-
-    walk(json.loads(path.read_text()))
+    _json_strings(json.loads(path.read_text()), texts)
     global _conversation_texts
     bundled = _conversation_texts
     _conversation_texts = lambda: texts  # noqa: E731 - data_vocabulary reads this module's function

@@ -357,3 +357,68 @@ def test_a_garbage_extraction_falls_back_to_the_lexical_builder_and_says_so(reso
     assert sorted(t.id for t in enrichment.tags) == sorted(t.id for t in lexical.tags)
     # The lexical builder's content is the sentence as said: the pronouns stay unresolved.
     assert any(t.content == "Maya: She adopted him in May." for t in enrichment.tags)
+
+
+# -- Eq. 18: topics abstracted by the LLM from the clustered events ------------------------------------------
+
+TOPIC_ABSTRACTOR = "You abstract topics from clusters"  # prompts/abstract_topics.py
+_TOPIC_BLOCK = re.compile(r"^(T\d+) \(\d+ events\):\n((?:- .*\n?)*)", re.MULTILINE)
+
+
+def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, list[str]]:  # noqa: ANN401
+    """Ingest the sample's first session, every role answered validly except the topic abstractor's."""
+    from logicmap.evals.bench.scripted import scripted_reply
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.loaders import load_conversations
+    from tests.reliability.support import SAMPLE
+
+    shown: list[str] = []
+
+    def respond(messages: list[BaseMessage]) -> Any:  # noqa: ANN401
+        if TOPIC_ABSTRACTOR in str(messages[0].content):
+            shown.append(str(messages[-1].content))
+            return topic_reply(shown[-1]) if callable(topic_reply) else topic_reply
+        return scripted_reply(messages)
+
+    conversation = load_conversations(SAMPLE)[0]
+    conversation = conversation.model_copy(update={"sessions": conversation.sessions[:1]})
+    resources.llm_ = ScriptedChatModel(respond=respond)
+    return ingest_conversation(conversation, "eq18", resources=resources, policy="llm"), shown
+
+
+def test_topics_are_abstracted_by_the_llm_from_the_clustered_events(resources) -> None:  # noqa: ANN001
+    def abstraction(prompt: str) -> dict[str, Any]:
+        return {"topics": [{"topic": tid, "label": f"pattern of {tid}", "description": f"What {tid}'s episodes share."}
+                           for tid, _ in _TOPIC_BLOCK.findall(prompt)]}
+
+    report, shown = _ingest_with_topics(resources, abstraction)
+    snap = resources.store.snapshot("eq18")
+    # A_LLM({e_i}): one call, shown each topic's clustered episodes (its member events, under its id) ...
+    assert len(shown) == 1 and not report.fallbacks
+    blocks = dict(_TOPIC_BLOCK.findall(shown[0]))
+    assert set(blocks) == set(snap.topics)
+    for tid, topic in snap.topics.items():
+        assert all(snap.events[m].summary[:60] in blocks[tid] for m in topic.members[:6]), tid
+        # ... and each topic node carries the model's abstraction, linked to its episodes (topic-episode links).
+        assert (topic.label, topic.description, topic.label_source) == (
+            f"pattern of {tid}", f"What {tid}'s episodes share.", "llm")
+        text = str(toolkit.create_query_topic_events_tool("eq18", store=resources.store).invoke({"topic_id": tid}))
+        assert f"Topic {tid}: pattern of {tid}" in text
+        assert all(snap.events[m].summary[:40] in text for m in topic.members[:5])
+
+
+def test_a_garbage_topic_abstraction_records_its_fallback(resources) -> None:  # noqa: ANN001
+    from logicmap.agents.topic_abstractor import TopicCluster, fallback_abstracts
+
+    report, shown = _ingest_with_topics(resources, "```not json at all")
+    snap = resources.store.snapshot("eq18")
+    assert len(shown) == 2  # the reply and its one retry
+    (record,) = report.fallbacks
+    assert record.role == "topic_abstractor" and record.reason == "invalid model output after one retry"
+    assert any(line.startswith("topic_abstractor") for line in report.sessions[0].fallbacks)
+    # The recorded fallback: the key terms of the most central events, marked as such on the topic.
+    clusters = [TopicCluster(tid, tuple(line[2:] for line in body.splitlines() if not line.startswith("- ... and")))
+                for tid, body in _TOPIC_BLOCK.findall(shown[0])]
+    expected = {t.topic: t.label for t in fallback_abstracts(clusters).topics}
+    assert {tid: t.label for tid, t in snap.topics.items() if t.label} == expected and expected
+    assert {t.label_source for t in snap.topics.values() if t.label} == {"fallback"}

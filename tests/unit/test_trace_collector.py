@@ -156,7 +156,10 @@ def test_every_strategy_sends_one_root_run(collector: Collector, memory: Resourc
 
 def _turn(graph: Any, context: Any, config: dict[str, Any] | None = None) -> dict[str, Any]:
     config = config or {"configurable": {"thread_id": str(uuid.uuid4()), "user_id": "alice"}}
-    return graph.invoke({"messages": [("user", QUESTION)]}, config, context=context)
+    # A statement, not a question: a chat stores a user's statement as evidence (its ingestion runs the roles whose
+    # fallbacks the turn reports), a question only as the context of the reply.
+    return graph.invoke({"messages": [("user", "My dog Biscuit is a beagle and loves the beach.")]}, config,
+                        context=context)
 
 
 def _check_chat_turn(collector: Collector, out: dict[str, Any]) -> None:
@@ -175,7 +178,7 @@ def test_the_chatbot_however_compiled_sends_one_root_run(collector: Collector, m
 
     bot = {"module graph": graph, "build().compile()": build_chatbot_graph().compile(),
            "build().compile(checkpointer)": build_chatbot_graph().compile(checkpointer=InMemorySaver())}[compiled]
-    context = ChatContext(namespace="{user_id}", strategy="dense", resources=_scripted(memory))
+    context = ChatContext(namespace="{user_id}", strategy="dense", remember_mode="sync", resources=_scripted(memory))
     out = collector.capture(lambda: _turn(bot, context))
     _check_chat_turn(collector, out)
 
@@ -186,7 +189,7 @@ def test_the_served_chatbot_sends_one_root_run_with_the_resolved_tenant(collecto
     into the metadata, as a template), the authenticated user in ``configurable``, process-wide resources."""
     from logicmap.graphs.chatbot import graph
 
-    context = {"namespace": "{user_id}", "strategy": "dense"}
+    context = {"namespace": "{user_id}", "strategy": "dense", "remember_mode": "sync"}  # the turn stored in its run
     config = {"configurable": {**context, "langgraph_auth_user_id": "alice", "thread_id": str(uuid.uuid4())},
               "metadata": {**context, "langgraph_api_version": "test"}}
     set_default_resources(_scripted(memory))
