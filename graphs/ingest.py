@@ -200,6 +200,12 @@ def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: Ing
     return reports, fallbacks
 
 
+def _default_context(resources: Resources, policy: Literal["auto", "llm", "heuristic"]) -> IngestContext:
+    settings = resources.settings
+    return IngestContext(policy=policy, merge_threshold=settings.merge_threshold, topic_delta=settings.topic_delta,
+                         recluster_every=settings.recluster_every, context_tokens=settings.context_tokens)
+
+
 def ingest_conversation(
     conversation: Conversation | str | Path,
     namespace: str,
@@ -224,26 +230,17 @@ def ingest_conversation(
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
     namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s). ``replace_sessions``:
-    committed sessions ingested again, each commit retiring the old session's records in the same generation
-    (``IngestContext.replace_sessions``; ``LogicMapStore``'s replacing put).
+    ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
     carried = context.resources if context is not None else None
     resources = resources or (carried if isinstance(carried, Resources) else default_resources())
-    ctx = context or IngestContext(
-        policy=policy,
-        merge_threshold=resources.settings.merge_threshold,
-        topic_delta=resources.settings.topic_delta,
-        recluster_every=resources.settings.recluster_every,
-        context_tokens=resources.settings.context_tokens,
-    )
+    ctx = context or _default_context(resources, policy)
     ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive,
-                              append=append or ctx.append)
+                              append=append or ctx.append, replace_sessions=tuple(replace_sessions) or ctx.replace_sessions)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
-    if replace_sessions:
-        ctx = dataclasses.replace(ctx, replace_sessions=tuple(replace_sessions))
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
