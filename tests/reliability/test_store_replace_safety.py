@@ -135,19 +135,23 @@ def test_a_reader_never_sees_the_key_missing_during_replacing_puts(store: LogicM
     assert store.get(w.NS, "home").value == values[-1]
 
 
-def test_two_writers_on_one_key_leave_one_value_and_nothing_stale(store: LogicMapStore) -> None:
+@pytest.mark.parametrize("instances", ["one store", "two stores"])
+def test_two_writers_on_one_key_leave_one_value_and_nothing_stale(store: LogicMapStore, instances: str) -> None:
+    """One store serializes its puts per namespace; two stores on one memory race to commit (the loser is
+    recomputed on the winner's state)."""
     store.put(w.NS, "home", w.OLD)
+    other = store if instances == "one store" else LogicMapStore(resources=store.resources, policy="heuristic")
     a, b = {"content": "I live in a lighthouse with Anselmora."}, {"content": "I live on a houseboat with Bexwright."}
     errors: list[BaseException] = []
 
-    def put(value: dict) -> None:
+    def put(writer: LogicMapStore, value: dict) -> None:
         try:
             for _ in range(2):
-                store.put(w.NS, "home", value)
+                writer.put(w.NS, "home", value)
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=put, args=(v,)) for v in (a, b)]
+    threads = [threading.Thread(target=put, args=(writer, v)) for writer, v in ((store, a), (other, b))]
     for t in threads:
         t.start()
     for t in threads:
