@@ -10,15 +10,16 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
 - ``put`` stores the item as a one-session memory built by the ingest graph with the store's policy: a value with
   text (``content`` or ``text`` a string, or ``messages``) is that text (one turn, or one turn per message), any
   other JSON value is the text of its indexed fields (``index`` paths, like LangGraph's ``index.fields``). A put on
-  a key that exists first forgets the old item and everything derived from it (``graphs.forget.forget(keys=...)``),
-  then ingests the new one; ``put(..., None)`` and ``delete`` only forget;
+  a key that exists ingests the new value with the old item and everything derived only from it retired in the same
+  commit (``graphs.forget.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
+  ``delete`` only forget;
 - ``get`` is exact; ``search`` ranks the items of every namespace under the prefix with LogicMap retrieval (the
   graph-feature reranker by default, any strategy of ``graphs.strategies.STRATEGIES`` by ``strategy=``), filters
   on values as LangGraph's stores do, and lists by recency without a query; ``list_namespaces`` honours prefix,
   suffix (``*`` wildcards), ``max_depth``, limit and offset.
 
-Reads in one batch see the memory as it was before the batch's writes (as ``InMemoryStore``). A replacing put is two
-commits (forget, then ingest): a reader in between sees no item under the key, never the old and new together.
+Reads in one batch see the memory as it was before the batch's writes (as ``InMemoryStore``). A replacing put is one
+commit: a reader sees the old item or the new one, never neither, never both.
 """
 
 from __future__ import annotations
@@ -245,7 +246,8 @@ class LogicMapStore(BaseStore):
             return self._locks.setdefault(name, threading.Lock())
 
     def _put(self, name: str, group: dict[str, PutOp]) -> None:
-        """Forget the items the puts replace or delete, then ingest the new values as one session each."""
+        """Forget the deleted items; ingest the new values as one session each, a replaced item's old records
+        retired in the same commit as its new ones (``IngestContext.replace_sessions``)."""
         res = self.resources
         with self._lock(name):
             snap = self._snapshot(name)
@@ -253,12 +255,14 @@ class LogicMapStore(BaseStore):
             now = datetime.now(UTC)
             sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
             check_sessions(sessions, where="store put")  # a value ingest would refuse fails before anything is forgotten
-            gone = sorted(k for k in group if k in held)
-            if gone:
-                forget(name, keys=gone, surface="store", resources=res)
-            if sessions:
+            deleted = sorted(k for k, op in group.items() if k in held and op.value is None)
+            replaced = [held[k].session_id for k, op in group.items() if k in held and op.value is not None]
+            if deleted:
+                forget(name, keys=deleted, surface="store", resources=res)
+            if sessions:  # a replaced item's old records retire in the commit that writes the new ones
                 conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
-                ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True)
+                ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True,
+                                    replace_sessions=replaced)
 
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))

@@ -32,7 +32,7 @@ from logicmap.memory.forgetting import (
 )
 from logicmap.memory.items import items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
-from logicmap.memory.store import GenerationConflict, NamespaceSnapshot
+from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot
 from logicmap.memory.store.purge import PurgeReport
 
 __all__ = [
@@ -49,6 +49,7 @@ __all__ = [
     "get_memory",
     "list_memories",
     "memory_editor",
+    "replacement_forget",
     "update_memory",
 ]
 
@@ -124,6 +125,21 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         return ForgetReport(namespace=namespace, generation=manifest.generation, removed=plan.counts(), notes=notes,
                             wall_time_s=time.perf_counter() - started)
     raise AssertionError("unreachable")
+
+
+def replacement_forget(res: Resources, snap: NamespaceSnapshot, session_ids: list[str], *,
+                       surface: str = "store") -> ChangeSet | None:
+    """The forget of the sessions a commit replaces, on the snapshot it commits on (``None``: none held here).
+    The ingest merges it into its own commit (``memory.forgetting.with_replacement``): one generation retires the
+    old records and writes the new ones."""
+    known = {t.session_id for t in snap.turns.values()}
+    chosen = turns_to_forget(snap, session_ids=[s for s in session_ids if s in known]) if set(session_ids) & known else set()
+    if not chosen:
+        return None
+    plan = plan_forget(snap, chosen)
+    events, notes = _rebuilt(snap, plan, dict(snap.turns))
+    vectors = res.embeddings.embed_documents([e.summary for e in events]) if events else []
+    return forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface=surface, extra_notes=notes)
 
 
 def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str], keys: list[str],

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
@@ -200,6 +200,12 @@ def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: Ing
     return reports, fallbacks
 
 
+def _default_context(resources: Resources, policy: Literal["auto", "llm", "heuristic"]) -> IngestContext:
+    settings = resources.settings
+    return IngestContext(policy=policy, merge_threshold=settings.merge_threshold, topic_delta=settings.topic_delta,
+                         recluster_every=settings.recluster_every, context_tokens=settings.context_tokens)
+
+
 def ingest_conversation(
     conversation: Conversation | str | Path,
     namespace: str,
@@ -213,6 +219,7 @@ def ingest_conversation(
     append: bool = False,
     redo_fallbacks: bool = False,
     memory_manager: Literal["none", "r2"] | None = None,
+    replace_sessions: Sequence[str] = (),
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -222,21 +229,16 @@ def ingest_conversation(
     A turn whose dia id another session already holds in the namespace is stored under a distinct id
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
-    namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s).
+    namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s). ``replace_sessions``:
+    ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
     carried = context.resources if context is not None else None
     resources = resources or (carried if isinstance(carried, Resources) else default_resources())
-    ctx = context or IngestContext(
-        policy=policy,
-        merge_threshold=resources.settings.merge_threshold,
-        topic_delta=resources.settings.topic_delta,
-        recluster_every=resources.settings.recluster_every,
-        context_tokens=resources.settings.context_tokens,
-    )
+    ctx = context or _default_context(resources, policy)
     ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive,
-                              append=append or ctx.append)
+                              append=append or ctx.append, replace_sessions=tuple(replace_sessions) or ctx.replace_sessions)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)

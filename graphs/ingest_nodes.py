@@ -41,6 +41,7 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.strategy import StrategyContext
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
+from logicmap.memory.forgetting import with_replacement
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import (
     MAX_SESSION_ID,
@@ -164,6 +165,10 @@ class IngestContext(StrategyContext):
     the file's conversation (``conversation_source``), else 'api'."""
     exclusive: SkipJsonSchema[bool] = False
     """Refuse a namespace another source created (Python callers only; multi-conversation files)."""
+    replace_sessions: SkipJsonSchema[tuple[str, ...]] = ()
+    """Sessions this run replaces (Python callers only; ``LogicMapStore``'s replacing put): each is ingested even
+    though its id is committed, and its commit also retires the old session's records (``graphs.forget
+    .replacement_forget``), one generation for both."""
 
 
 class SessionReport(BaseModel):
@@ -401,7 +406,8 @@ def committed_as(manifest: Manifest, session: Session) -> SessionInfo | None:
     return next((info for info in manifest.sessions.values() if info.content_hash == digest), None)
 
 
-def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session]) -> list[Session]:
+def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session],
+                      replace: tuple[str, ...] = ()) -> list[Session]:
     """The sessions not committed yet (``committed_as``); ``SessionConflictError`` for a committed id with other
     content, and ``ValueError`` for a session naming one dia id twice (both before anything is written)."""
     pending = []
@@ -411,7 +417,7 @@ def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session
             if raw.dia_id in seen:
                 raise ValueError(f"session {session.session_id!r} holds the dia id {raw.dia_id!r} twice; nothing was written")
             seen.add(raw.dia_id)
-        known = committed_as(manifest, session)
+        known = None if session.session_id in replace else committed_as(manifest, session)
         if known is None:
             pending.append(session)
         elif known.content_hash != session.content_hash():
@@ -773,9 +779,9 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         check_continuation(manifest, source, sessions, append=ctx.append)
     else:  # the caller named the namespace (its own tenant on the server): the sessions are added to it
         sessions = foreign_sessions(manifest, source, sessions)
-    pending = _pending_sessions(namespace, manifest, sessions)
+    pending = _pending_sessions(namespace, manifest, sessions, ctx.replace_sessions)
     reports = [SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
-               for s in sessions if (known := committed_as(manifest, s)) is not None]
+               for s in sessions if s not in pending and (known := committed_as(manifest, s)) is not None]
     update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, "sessions": sessions,
                               **advance(pending)}
     if pending and ingest_context(runtime).policy == "llm" and res.llm is None:
@@ -862,6 +868,8 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     events = [e.model_copy(deep=True) for e in state["events"]]
     vectors = np.asarray(res.embeddings.embed_documents([e.summary for e in events]), dtype=np.float32)
     pairs = _merge_candidates(events, vectors, event_graph, ctx.merge_threshold)
+    if session.session_id in ctx.replace_sessions:  # never fuse into the events the session replaces
+        pairs = [p for p in pairs if not _replaced_event(snapshot, p.stored_id, session.session_id)]
     policy, llm = policy_and_llm(ctx, res)
     fallbacks = list(state.get("session_fallbacks", []))
     cost = state.get("session_cost") or Cost()
@@ -887,6 +895,23 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     stats = {**state.get("session_stats", {}), "merged": len(fusion.redirect), "linked": fusion.linked}
     return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats,
             "enrichments": None}
+
+
+def _replaced_event(snapshot: NamespaceSnapshot, event_id: str, session_id: str) -> bool:
+    event = snapshot.events.get(event_id)
+    return event is not None and any(
+        (turn := snapshot.turns.get(t)) is not None and turn.session_id == session_id for t in event.turn_ids)
+
+
+def _with_replaced(change: ChangeSet, res: Resources, session_id: str) -> ChangeSet:
+    """The change also retiring the stored session it replaces, computed on the snapshot it commits on."""
+    from logicmap.graphs.forget import replacement_forget
+
+    snap = res.store.snapshot(change.namespace)
+    if snap.generation != change.base_generation:
+        return change  # the commit loses (GenerationConflict) and is recomputed on the new state
+    forgotten = replacement_forget(res, snap, [session_id])
+    return change if forgotten is None else with_replacement(change, forgotten, snap)
 
 
 def topics(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
@@ -982,6 +1007,8 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     info.redone_with = state.get("redo_key")
     change = change.model_copy(update={"session": info, "source": state.get("source")})
     res = resources_of(runtime)
+    if session.session_id in ingest_context(runtime).replace_sessions:
+        change = _with_replaced(change, res, session.session_id)
     tried = time.monotonic()
     try:
         manifest = res.store.commit(change)
@@ -1019,7 +1046,8 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     namespace, session = state["namespace"], state["current"]
     assert session is not None
     snapshot = resources_of(runtime).store.snapshot(namespace)
-    known = committed_as(snapshot.manifest, session)
+    known = None if session.session_id in ingest_context(runtime).replace_sessions else committed_as(
+        snapshot.manifest, session)
     if known is not None:
         if known.content_hash != session.content_hash():
             raise session_conflict(namespace, session.session_id)

@@ -114,6 +114,12 @@ class LogicMapSettings(BaseSettings):
         "another is refused; unset, an assistant's namespace is the authority and a run may name one only on an "
         "assistant that has none.",
     )
+    store_user_label: int = Field(
+        default=1, ge=0, le=15,
+        description="API server with LangGraph auth on: the position (0-based) of the store namespace label that "
+        "must be the authenticated user's id on the /store routes (1: ('memories', user_id, ...), LangMem's and the "
+        "memory-template's layout). A request whose namespace or prefix does not carry it there is refused (403).",
+    )
     ingest_root: Path | None = Field(
         default=None,
         description="API server only: the one directory whose files the ingest graph's `path` input may read "

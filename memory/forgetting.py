@@ -32,6 +32,7 @@ __all__ = [
     "forget_change",
     "plan_forget",
     "turns_to_forget",
+    "with_replacement",
 ]
 
 
@@ -261,3 +262,45 @@ def rebuilt_event(event: Event, kept: Sequence[Turn], summarize: Callable[[Seque
         "session_id": event.session_id if event.session_id in sessions else sessions[0],
         "source": source,
     })
+
+
+def with_replacement(change: ChangeSet, forgotten: ChangeSet, snap: NamespaceSnapshot) -> ChangeSet:
+    """``change`` (an ingest's commit) carrying ``forgotten`` (a ``forget_change`` of the sessions it replaces):
+    one commit that retires the old records and writes the new ones.
+
+    A record the ingest writes wins over the forget's version of the same id (its old version is retired by being
+    replaced); an event id the ingest writes again is not gone, so topics keep it as a member; relations and topic
+    members pointing at events that are gone are dropped."""
+    merged = change.model_copy(deep=True)
+    written = {kind.field: {kind.record_id(r) for r in getattr(change, kind.field)} for kind in RECORD_KINDS}
+    for kind in RECORD_KINDS:
+        extra = [(i, r) for i, r in enumerate(getattr(forgotten, kind.field))
+                 if kind.record_id(r) not in written[kind.field]]
+        getattr(merged, kind.field).extend(r for _, r in extra)
+        if kind.vector_field is not None:
+            rows = getattr(forgotten, kind.vector_field)
+            getattr(merged, kind.vector_field).extend(rows[i] for i, _ in extra)
+    retire = {k: set(v) for k, v in merged.retire.items()}
+    for k, ids in forgotten.retire.items():
+        retire.setdefault(k, set()).update(ids)
+    gone_events = retire.get("events", set()) - written["events"]
+    topics = {t.id: t for t in merged.topics}
+    for tid in sorted(retire.get("topics", set()) - written["topics"]):
+        old = snap.topics.get(tid)
+        if old is not None and set(old.members) & written["events"]:
+            topics[tid] = old  # a member is written again: the topic stays
+            retire["topics"].discard(tid)
+    kept_topics = []
+    for topic in topics.values():
+        members = [m for m in topic.members if m not in gone_events]
+        if members:
+            kept_topics.append(topic.model_copy(update={"members": members}))
+        elif topic.id in snap.topics:
+            retire.setdefault("topics", set()).add(topic.id)
+    merged.topics = kept_topics
+    merged.relations = [r for r in merged.relations if r.source not in gone_events and r.target not in gone_events]
+    merged.retire = {k: sorted(v) for k, v in retire.items() if v}
+    own = change.session.session_id if change.session is not None else None
+    merged.drop_sessions = [s for s in forgotten.drop_sessions if s != own]
+    merged.forget = forgotten.forget
+    return merged

@@ -6,8 +6,8 @@ The LangGraph API server then serves its store (``get_store()``, ``runtime.store
 ``/store`` routes) from LogicMap memory, with the process-wide resources (``LOGICMAP_*`` settings). The store's
 write policy and search strategy come from ``LOGICMAP_STORE_POLICY`` (default ``auto``) and
 ``LOGICMAP_STORE_STRATEGY`` (default ``rerank``, no LLM). The server's ``/store`` routes take a namespace from the
-client: a deployment shared by tenants must put its own auth in front of them (``studio/tenant_guard.py`` guards
-runs, not the store routes).
+client; ``studio/tenant_guard.py`` applies the tenant authority to them (``studio/store_guard.py``): with LangGraph
+auth on or ``LOGICMAP_SERVER_NAMESPACE`` set, a request for another tenant's namespace gets 403.
 """
 
 from __future__ import annotations

@@ -13,6 +13,9 @@ route) reads each request that creates runs (``/runs``, ``/runs/stream``, ``/run
 - a run on a thread whose recorded tenant (the chatbot's ``tenant_key``) is not the run's: checked here,
   before the server streams the thread's state back, and again inside the graph.
 
+The ``/store`` routes (``PUT``/``GET``/``DELETE /store/items``, ``/store/items/search``, ``/store/namespaces``) pass
+here too: the namespace a request names must be its tenant's (``studio/store_guard.py``; 403 otherwise).
+
 Every graph's runs pass here, the memory lifecycle's (``forget``, ``list_memories``, ``delete_namespace``:
 ``graphs/lifecycle.py``) included: a per-user assistant of ``forget`` cannot be pointed at another tenant either.
 The graphs enforce the rest themselves (``memory.tenancy``): with auth on, the authenticated user fills
@@ -122,6 +125,9 @@ class TenantGuard:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") == "http" and scope.get("path", "").startswith("/store/"):
+            await self._store(scope, receive, send)
+            return
         match = _RUN_PATH.match(scope.get("path", "")) if scope.get("type") == "http" else None
         if match is None or scope.get("method") != "POST":
             await self.app(scope, receive, send)
@@ -136,6 +142,37 @@ class TenantGuard:
             logger.warning("refused a run on %s: %s", scope.get("path"), problem)
             await _refuse(send, 403, problem)
             return
+        replay = iter(messages)
+
+        async def replayed() -> Message:
+            try:
+                return next(replay)
+            except StopIteration:
+                return await receive()
+
+        await self.app(scope, replayed, send)
+
+    async def _store(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A ``/store`` route: the namespace it names must be the tenant's (``studio/store_guard.py``)."""
+        from logicmap.studio.store_guard import store_namespace_of_request, store_problem
+
+        read = await _receive_all(receive)
+        if read is None:
+            await _refuse(send, 413, "request body too large")
+            return
+        body, messages = read
+        is_store, namespace = store_namespace_of_request(scope.get("method", ""), scope.get("path", ""),
+                                                         scope.get("query_string", b""), body)
+        if is_store:
+            settings = default_resources().settings
+            user = scope.get("user")
+            user_id = getattr(user, "identity", None) if getattr(user, "is_authenticated", False) else None
+            problem = store_problem(namespace, user_id=user_id, authority=settings.server_namespace,
+                                    user_label=settings.store_user_label)
+            if problem:
+                logger.warning("refused a store request on %s: %s", scope.get("path"), problem)
+                await _refuse(send, 403, problem)
+                return
         replay = iter(messages)
 
         async def replayed() -> Message:
