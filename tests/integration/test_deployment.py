@@ -50,7 +50,8 @@ def test_langgraph_dockerfile_packages_the_whole_library(tmp_path: Path) -> None
     torch = dockerfile.index("torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
     assert torch < install, "CPU torch must be installed before the package pulls a CUDA build"
     graphs = json.loads(dockerfile.split("ENV LANGSERVE_GRAPHS='", 1)[1].split("'\n", 1)[0])
-    assert sorted(graphs) == ["chatbot", "compass", "goalmem", "ingest", "r2", "real", "reconstruct", "rerank"]
+    assert sorted(graphs) == ["chatbot", "compass", "delete_namespace", "forget", "goalmem", "ingest", "list_memories",
+                             "r2", "real", "reconstruct", "rerank"]
     assert all(entry["path"].startswith("logicmap.graphs.") for entry in graphs.values())
     assert json.loads(dockerfile.split("ENV LANGGRAPH_HTTP='", 1)[1].split("'\n", 1)[0]) == {
         "app": "logicmap.studio.server:app", "middleware_order": "auth_first"
