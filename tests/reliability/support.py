@@ -10,6 +10,8 @@ import importlib
 import json
 import os
 import random
+import subprocess
+import sys
 import threading
 import types
 import typing
@@ -27,6 +29,7 @@ from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.loaders import Conversation, RawTurn, Session
 
 __all__ = [
+    "ForkWorker",
     "GUARANTEED_INVALID_KINDS",
     "REPLY_KINDS",
     "ROOT",
@@ -406,3 +409,39 @@ def json_paths(node: Any, prefix: tuple = ()) -> list[tuple]:
         for i, value in enumerate(node):
             out += json_paths(value, (*prefix, i))
     return out
+
+
+class ForkWorker:
+    """The test side of a fork-server worker (``fork_server.py``): one command per call, its reply and the
+    child's JSON result; ``done`` asserts the child finished and returns its result."""
+
+    def __init__(self, script: str, workdir: Path) -> None:
+        self.workdir, self.count = workdir, 0
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script))],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     env=subprocess_env(workdir / "default", OPENBLAS_NUM_THREADS="1",
+                                                        OMP_NUM_THREADS="1"), cwd=ROOT)
+
+    def call(self, op: str, directory: Path, kill_after: float | None = None) -> tuple[dict, dict]:
+        self.count += 1
+        out = self.workdir / f"{op}-{self.count}.json"
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps({"op": op, "dir": str(directory), "out": str(out),
+                                          "kill_after": kill_after}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker died: {self.proc.stderr.read() if self.proc.stderr else ''}")
+        return json.loads(line), (json.loads(out.read_text()) if out.exists() else {})
+
+    def done(self, op: str, directory: Path) -> dict:
+        reply, result = self.call(op, directory)
+        assert reply["exit_code"] == 0 and result.get("ok"), result.get("error", reply)
+        return result
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -18,43 +16,10 @@ from logicmap.graphs.basestore import LogicMapStore
 from logicmap.graphs.resources import Resources
 from tests.conftest import make_resources
 from tests.reliability import store_put_worker as w
-from tests.reliability.support import ROOT, subprocess_env
+from tests.reliability.support import ForkWorker
 
 TRIALS = 20
 SEED = 20261126
-
-
-class Worker:
-    def __init__(self, workdir: Path) -> None:
-        self.workdir, self.count = workdir, 0
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("store_put_worker.py"))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=subprocess_env(workdir / "default", OPENBLAS_NUM_THREADS="1",
-                                                        OMP_NUM_THREADS="1"), cwd=ROOT)
-
-    def call(self, op: str, directory: Path, kill_after: float | None = None) -> tuple[dict, dict]:
-        self.count += 1
-        out = self.workdir / f"{op}-{self.count}.json"
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, "dir": str(directory), "out": str(out),
-                                          "kill_after": kill_after}) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker died: {self.proc.stderr.read() if self.proc.stderr else ''}")
-        return json.loads(line), (json.loads(out.read_text()) if out.exists() else {})
-
-    def done(self, op: str, directory: Path) -> dict:
-        reply, result = self.call(op, directory)
-        assert reply["exit_code"] == 0 and result.get("ok"), result.get("error", reply)
-        return result
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
-            self.proc.stdin.close()
-            self.proc.wait(timeout=30)
 
 
 def _old_or_new(seen: dict) -> str:
@@ -71,7 +36,7 @@ def _old_or_new(seen: dict) -> str:
 
 @pytest.mark.slow
 def test_replacing_put_killed_anywhere_leaves_old_or_new(tmp_path: Path) -> None:
-    worker = Worker(tmp_path)
+    worker = ForkWorker("store_put_worker.py", tmp_path)
     try:
         base = tmp_path / "base"
         seeded = worker.done("seed", base)
