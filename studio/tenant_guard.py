@@ -142,6 +142,10 @@ class TenantGuard:
             logger.warning("refused a run on %s: %s", scope.get("path"), problem)
             await _refuse(send, 403, problem)
             return
+        await self._forward(scope, messages, receive, send)
+
+    async def _forward(self, scope: Scope, messages: list[Message], receive: Receive, send: Send) -> None:
+        """Hand the request on to the server, its body replayed from the messages the guard read."""
         replay = iter(messages)
 
         async def replayed() -> Message:
@@ -173,15 +177,7 @@ class TenantGuard:
                 logger.warning("refused a store request on %s: %s", scope.get("path"), problem)
                 await _refuse(send, 403, problem)
                 return
-        replay = iter(messages)
-
-        async def replayed() -> Message:
-            try:
-                return next(replay)
-            except StopIteration:
-                return await receive()
-
-        await self.app(scope, replayed, send)
+        await self._forward(scope, messages, receive, send)
 
     async def _problem(self, scope: Scope, body: bytes, thread_id: str | None) -> str | None:
         try:
