@@ -2,7 +2,8 @@
 
 The repository's top-level folders install as one package, ``logicmap``: ``logicmap.memory`` (records,
 store, indexes), ``logicmap.agents`` (one LLM role per module), ``logicmap.graphs`` (one StateGraph per
-method), ``logicmap.tools`` (typed memory tools), ``logicmap.prompts`` and ``logicmap.evals``.
+method), ``logicmap.tools`` (typed memory tools), ``logicmap.prompts`` and ``logicmap.evals``; ``logicmap.settings``
+(``LogicMapSettings``, read from ``LOGICMAP_*`` variables: models, storage, topics) sits beside them at the root.
 
 The short public API lives here and is imported lazily, so ``import logicmap`` loads no model::
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from logicmap.graphs.resources import Resources
     from logicmap.graphs.result import AnswerResult, EvidenceItem
     from logicmap.graphs.strategies import STRATEGIES, aanswer, answer
-    from logicmap.memory.config import LogicMapSettings
+    from logicmap.settings import LogicMapSettings
     from logicmap.tools import create_memory_toolkit
 
 __all__ = [
@@ -84,7 +85,7 @@ _EXPORTS = {
     "ChatContext": "logicmap.graphs.chatbot",
     "EvidenceItem": "logicmap.graphs.result",
     "IngestReport": "logicmap.graphs.ingest",
-    "LogicMapSettings": "logicmap.memory.config",
+    "LogicMapSettings": "logicmap.settings",
     "LogicMapStore": "logicmap.graphs.basestore",
     "Resources": "logicmap.graphs.resources",
     "answer": "logicmap.graphs.strategies",

@@ -182,7 +182,7 @@ def _failure_problem(exc: BaseException, probe: _UsageProbe) -> tuple[str, str]:
     name = type(exc).__name__
     if name == "LengthFinishReasonError":
         return ("your reply was cut off at the output token limit (finish_reason=length) before the JSON was "
-                "complete; reply with a shorter JSON object", text)  # fmt: skip
+                "complete; reply with a shorter JSON object", text)
     if name == "ContentFilterFinishReasonError":
         return "your reply was stopped by the provider's content filter (finish_reason=content_filter)", text
     if probe.replied and probe.choices == 0:

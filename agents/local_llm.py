@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
@@ -269,7 +269,7 @@ class LocalLLMServer:
             "--model", str(self.model_path), "--model_alias", MODEL_ALIAS,
             "--host", self.host, "--port", str(self.port),
             "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
-        ]  # fmt: skip
+        ]
 
     def start(self, timeout: float = 90.0) -> LocalLLMServer:
         """Start the server and wait until it answers ``GET /v1/models``; raise with its log tail if it cannot."""
@@ -363,20 +363,20 @@ def measure_throughput(base_url: str, *, runs: int = 3, max_tokens: int = 128) -
         {"role": "system", "content": "Extract the events of the text as records."},
         {"role": "user", "content": "Maya adopted a puppy named Bruno in May. Leo moved to Tokyo for work and "
                                     "learned to make sushi. They met in Lisbon in June and ate custard tarts."},
-    ]  # fmt: skip
+    ]
     schema = {
         "type": "object",
         "properties": {"events": {"type": "array", "items": {"type": "object", "properties": {
             "summary": {"type": "string"}, "participants": {"type": "array", "items": {"type": "string"}},
             "date": {"type": "string"}}, "required": ["summary", "participants", "date"]}}},
         "required": ["events"],
-    }  # fmt: skip
+    }
     tool = {"type": "function", "function": {"name": "Events", "description": "events", "parameters": schema}}
     requests = {
         "text": {"messages": story, "temperature": 0.7},
         "constrained": {"messages": record, "temperature": 0.0, "tools": [tool],
                         "tool_choice": {"type": "function", "function": {"name": "Events"}}},
-    }  # fmt: skip
+    }
     result: dict[str, float] = {}
     for name, body in requests.items():
         tokens, seconds = 0, 0.0
@@ -441,12 +441,12 @@ def _serve(server: LocalLLMServer, *, benchmark: bool, command: Sequence[str], o
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"local model server ready at {server.base_url} in {server.start_time_s:.1f}s "
-              f"(log: {server.log_path})", file=out)  # fmt: skip
+              f"(log: {server.log_path})", file=out)
         print(SMOKE_TEST_NOTE, file=sys.stderr)
         if benchmark:
             figures = measure_throughput(server.base_url)
             print(f"start: {server.start_time_s:.2f}s; free text: {figures['text_tokens_per_s']:.1f} tokens/s; "
-                  f"schema-constrained tool call: {figures['constrained_tokens_per_s']:.1f} tokens/s", file=out)  # fmt: skip
+                  f"schema-constrained tool call: {figures['constrained_tokens_per_s']:.1f} tokens/s", file=out)
             return 0
         if command:
             return subprocess.call(list(command), env={**os.environ, **server.env()})

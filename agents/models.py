@@ -14,7 +14,7 @@ import os
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.provider import ProviderError
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 
 __all__ = ["PROVIDERS", "make_chat_model", "provider_of"]
 
@@ -22,7 +22,7 @@ PROVIDERS: frozenset[str] = frozenset({
     "openai", "anthropic", "azure_openai", "azure_ai", "google_vertexai", "google_genai", "google_anthropic_vertex",
     "bedrock", "bedrock_converse", "cohere", "fireworks", "together", "mistralai", "huggingface", "groq", "ollama",
     "deepseek", "ibm", "nvidia", "xai", "perplexity",
-})  # fmt: skip
+})
 """The ``provider:`` prefixes of LangChain's ``init_chat_model``."""
 
 
@@ -43,7 +43,7 @@ def _init_provider_model(settings: LogicMapSettings, provider: str) -> BaseChatM
                             "install `langchain` and the provider's package (e.g. langchain-anthropic)") from None
     model = settings.chat_model.split(":", 1)[1]  # type: ignore[union-attr]
     options: dict[str, object] = {"temperature": settings.temperature, "timeout": settings.request_timeout,
-                                  "max_retries": 0}  # fmt: skip
+                                  "max_retries": 0}
     if provider == "openai" and settings.openai_api_key:
         options["api_key"] = settings.openai_api_key.get_secret_value()
     if provider in ("ollama", "google_genai"):  # their clients take no max_retries / timeout keyword
@@ -80,7 +80,7 @@ def make_chat_model(settings: LogicMapSettings) -> BaseChatModel | None:
     if api_key is None and not os.environ.get("OPENAI_API_KEY"):
         raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model} needs an API key: set "
                             "LOGICMAP_OPENAI_API_KEY (or OPENAI_API_KEY), or LOGICMAP_OPENAI_BASE_URL for a "
-                            "local OpenAI-compatible server")  # fmt: skip
+                            "local OpenAI-compatible server")
     return ChatOpenAI(
         model=settings.chat_model,
         base_url=settings.openai_base_url,

@@ -39,7 +39,7 @@ R = TypeVar("R")
 ProviderErrorKind = Literal[
     "missing_key", "auth", "permission", "model_not_found", "bad_request", "context_length",
     "rate_limited", "server_error", "timeout", "unreachable", "deadline",
-]  # fmt: skip
+]
 
 # Kinds a later attempt may cure (within the retry budget); the others stop at once.
 TRANSIENT: frozenset[str] = frozenset({"rate_limited", "server_error", "timeout", "unreachable"})
@@ -72,7 +72,7 @@ class ProviderError(RuntimeError):
     """
 
     def __init__(self, kind: ProviderErrorKind, message: str, *, endpoint: str = "", status: int | None = None,
-                 retry_after: float | None = None) -> None:  # fmt: skip
+                 retry_after: float | None = None) -> None:
         hint = _HINTS.get(kind, "")
         super().__init__(f"{message}{f' ({hint})' if hint else ''}")
         self.kind = kind
@@ -154,7 +154,7 @@ _VERBS: dict[str, str] = {
     "auth": "rejected the API key", "permission": "denied access", "model_not_found": "does not know the model",
     "bad_request": "rejected the request", "context_length": "says the prompt exceeds the model's context window",
     "rate_limited": "kept rate-limiting", "server_error": "kept failing",
-}  # fmt: skip
+}
 
 
 def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
@@ -186,7 +186,7 @@ def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
         while cause.__cause__ is not None:  # langchain's and openai's wrappers hide the transport's own reason
             cause = cause.__cause__
         return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(cause)[:160]}",
-                             endpoint=endpoint)  # fmt: skip
+                             endpoint=endpoint)
     return _httpx_error(exc, endpoint)
 
 
@@ -225,7 +225,7 @@ def _any_provider_error(exc: BaseException, endpoint: str) -> ProviderError | No
         return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
     if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
         return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(exc)[:160]}",
-                             endpoint=endpoint)  # fmt: skip
+                             endpoint=endpoint)
     return None
 
 
@@ -238,7 +238,7 @@ def _httpx_error(exc: BaseException, endpoint: str) -> ProviderError | None:
         return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
     if isinstance(exc, httpx.TransportError):
         return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(exc)[:160]}",
-                             endpoint=endpoint)  # fmt: skip
+                             endpoint=endpoint)
     return None
 
 
@@ -257,7 +257,7 @@ class RetryPolicy:
     @classmethod
     def from_settings(cls, settings: Any) -> RetryPolicy:
         return cls(budget_s=float(settings.retry_budget_s), base_s=float(settings.retry_base_s),
-                   max_requests=int(settings.retry_max_requests))  # fmt: skip
+                   max_requests=int(settings.retry_max_requests))
 
 
 def backoff_delay(retry: int, policy: RetryPolicy, rng: random.Random, retry_after: float | None = None) -> float:
@@ -316,7 +316,7 @@ def current_scope() -> RunScope:
     if isinstance(found, RunScope):
         return found
     if _default_scope is None:
-        from logicmap.memory.config import LogicMapSettings
+        from logicmap.settings import LogicMapSettings
 
         _default_scope = RunScope(policy=RetryPolicy.from_settings(LogicMapSettings()))
     return _default_scope
@@ -329,7 +329,7 @@ def run_scope(settings: Any | None = None, *, seed: int | None = None) -> Iterat
         scope = RunScope(rng=random.Random(seed))
     else:
         scope = RunScope(policy=RetryPolicy.from_settings(settings), request_timeout=settings.request_timeout,
-                         deadline_s=settings.run_deadline_s, rng=random.Random(seed))  # fmt: skip
+                         deadline_s=settings.run_deadline_s, rng=random.Random(seed))
     scope.restart()
     with deadline_scope(scope):
         yield scope
@@ -337,7 +337,7 @@ def run_scope(settings: Any | None = None, *, seed: int | None = None) -> Iterat
 
 def _deadline_error(scope: RunScope, endpoint: str, why: str) -> DeadlineExceeded:
     return DeadlineExceeded(f"the run's deadline ({scope.deadline_s:g} s) passed {why} the chat model at {endpoint}",
-                            endpoint=endpoint)  # fmt: skip
+                            endpoint=endpoint)
 
 
 def _sleep_within(scope: RunScope, seconds: float, endpoint: str, why: str) -> None:
@@ -349,7 +349,7 @@ def _sleep_within(scope: RunScope, seconds: float, endpoint: str, why: str) -> N
 
 
 def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_request: Callable[[], None] | None = None,
-                      scope: RunScope | None = None) -> R:  # fmt: skip
+                      scope: RunScope | None = None) -> R:
     """``call(timeout)`` until it returns or fails with a non-provider error; transient provider errors
     (429, 5xx, timeouts, connection failures) are retried with backoff within the budget, then raised.
 
@@ -362,7 +362,7 @@ def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_re
         gate_wait = rate_gate.wait_time(endpoint)
         if gate_wait > 0:  # a little jitter so the callers held back together do not all resend at once
             _sleep_within(scope, gate_wait + scope.rng.uniform(0.0, min(1.0, 0.1 * gate_wait)), endpoint,
-                          "waiting out a rate limit of")  # fmt: skip
+                          "waiting out a rate limit of")
         remaining = scope.remaining()
         if remaining is not None and remaining <= 0:
             raise _deadline_error(scope, endpoint, "before an answer from")
@@ -388,5 +388,5 @@ def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_re
             limit = UNREACHABLE_MAX_REQUESTS if error.kind == "unreachable" else scope.policy.max_requests
             if retry >= limit or spent + delay > scope.policy.budget_s:
                 raise ProviderError(error.kind, f"{error.detail}, after {retry} requests in {spent:.1f} s",
-                                    endpoint=endpoint, status=error.status) from exc  # fmt: skip
+                                    endpoint=endpoint, status=error.status) from exc
             _sleep_within(scope, delay, endpoint, f"backing off ({error.kind}) from")

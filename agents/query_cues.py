@@ -73,6 +73,6 @@ def extract_query_cues(
     )
     if outcome.fallback is not None:
         return QueryCueOutcome(cues=index.cues_of_text(question, limit=limit), fallback=outcome.fallback,
-                               cost=outcome.cost)  # fmt: skip
+                               cost=outcome.cost)
     keywords = list(dict.fromkeys(k.strip() for k in outcome.output.keywords))
     return QueryCueOutcome(cues=_matched(index, keywords, limit), keywords=keywords, cost=outcome.cost)

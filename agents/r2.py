@@ -411,10 +411,10 @@ def validate_procedure(edits: Sequence[FactEdit], related: dict[int, list[str]])
         allowed = related.get(e.fact, [])
         if e.id is not None and e.op != "ADD" and e.fact in related and e.id not in allowed:
             problems.append(f"{e.op} for new fact {e.fact} names {e.id}, which is not one of its related memories "
-                            f"({', '.join(allowed) or 'none'})")  # fmt: skip
+                            f"({', '.join(allowed) or 'none'})")
     for index in sorted({e.fact for e in edits} - decided):
         problems.append(f"new fact {index} has only DELETE edits: after deleting what it contradicts, decide the "
-                        "fact itself (ADD, UPDATE or NOOP)")  # fmt: skip
+                        "fact itself (ADD, UPDATE or NOOP)")
     return problems
 
 

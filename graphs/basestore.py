@@ -208,7 +208,7 @@ class LogicMapStore(BaseStore):
             it = index.items[int(rows[r - starts[part]])]
             page.append(SearchItem(namespace=namespace_tuple(name), key=it.key, value=it.value,
                                    created_at=it.created_at, updated_at=it.updated_at,
-                                   score=None if np.isnan(score[r]) else float(score[r])))  # fmt: skip
+                                   score=None if np.isnan(score[r]) else float(score[r])))
         return page
 
     def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
@@ -270,7 +270,7 @@ class LogicMapStore(BaseStore):
         fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
         pairs = (None if fields else message_turns(value)) or [("user", item_text(value, fields) or key)]
         item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
-                "updated_at": now.isoformat(), "indexed": op.index is not False}  # fmt: skip
+                "updated_at": now.isoformat(), "indexed": op.index is not False}
         turns = [RawTurn(dia_id=f"{sid}:{i + 1}", speaker=speaker, text=text, item=item if i == 0 else None)
-                 for i, (speaker, text) in enumerate(pairs)]  # fmt: skip
+                 for i, (speaker, text) in enumerate(pairs)]
         return Session(session_id=sid, timestamp=now, turns=turns)

@@ -37,13 +37,13 @@ from logicmap.graphs.strategies import STRATEGIES
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.graphs.tracing import TracedStateGraph
 from logicmap.memory.blocking import run_blocking
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
 from logicmap.memory.text import is_no_answer
 from logicmap.prompts import chat as prompt
 from logicmap.prompts.chat import ChatReply
+from logicmap.settings import LogicMapSettings
 
 __all__ = [
     "ChatContext",
@@ -244,7 +244,7 @@ is the turn's one LLM call; their responder's answer would be written twice)."""
 
 def _recall_step(args: dict[str, Any]) -> Any:
     return strategy_answer(args["strategy"], args["question"], args["namespace"], resources=args["resources"],
-                           policy=args["policy"])  # fmt: skip
+                           policy=args["policy"])
 
 
 def _thread_tenant(state: ChatState, namespace: str) -> str:
@@ -274,7 +274,7 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
     recall_policy = "heuristic" if ctx.strategy in RECALL_WITHOUT_MODEL else policy
     result = _internal(_recall_step, {"strategy": ctx.strategy, "question": question, "namespace": namespace,
-                                      "resources": res, "policy": recall_policy}, "recall_strategy")  # fmt: skip
+                                      "resources": res, "policy": recall_policy}, "recall_strategy")
     cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
     return {
         "evidence": [e.model_dump(mode="json") for e in result.evidence[: ctx.evidence_shown]],

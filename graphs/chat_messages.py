@@ -51,7 +51,7 @@ Role = Literal["user", "assistant"]
 _ROLES: dict[str, Role | None] = {
     "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
     "system": None, "developer": None, "tool": None, "function": None,
-}  # fmt: skip
+}
 _TIME_KEYS = ("timestamp", "time", "created_at")
 MAX_MESSAGE_ID = 256
 MAX_NAME = 100
@@ -243,7 +243,7 @@ def _part(session: str, members: list[tuple[ChatTurn, datetime]], *, user_name: 
                 text=turn.text, role=turn.role, model_written=turn.role == "assistant",
                 evidence=trust_assistant if turn.role == "assistant" else not is_question(turn.text), said_at=when)
         for turn, when in members
-    ]  # fmt: skip
+    ]
     part = f"{session}#{stable_hash(*(t.dia_id for t in raw), length=8)}"
     return Session(session_id=part, timestamp=first, timestamp_text=first.isoformat(timespec="minutes"), turns=raw)
 

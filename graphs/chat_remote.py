@@ -48,9 +48,9 @@ class RemoteChatbot(RemoteGraph):
         return merge_configs(config, {"configurable": {**self.settings, **extra, "namespace": namespace}})
 
     def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-               **kwargs: Any) -> Iterator[Any]:  # fmt: skip
+               **kwargs: Any) -> Iterator[Any]:
         return super().stream(input, self._tenant_config(config, context), **kwargs)
 
     def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-                **kwargs: Any) -> Any:  # fmt: skip
+                **kwargs: Any) -> Any:
         return super().astream(input, self._tenant_config(config, context), **kwargs)

@@ -44,7 +44,7 @@ __all__ = [
 def resources_from_args(args: argparse.Namespace) -> Resources:
     """The resources a command runs on: the settings, with ``--data-dir`` and ``--embeddings`` applied."""
     from logicmap.graphs.resources import Resources
-    from logicmap.memory.config import LogicMapSettings
+    from logicmap.settings import LogicMapSettings
 
     overrides: dict[str, Any] = {}
     if getattr(args, "data_dir", None):
@@ -108,7 +108,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
                                      exclusive=len(targets) > 1, append=append, redo_fallbacks=redo,
-                                     memory_manager=getattr(args, "memory_manager", None))  # fmt: skip
+                                     memory_manager=getattr(args, "memory_manager", None))
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
@@ -238,7 +238,7 @@ def cmd_local_llm(args: argparse.Namespace) -> int:
 
     command = [c for c in args.run if c != "--"]
     return run_local_llm_command(port=args.port, benchmark=args.benchmark, command=command, venv=args.venv,
-                                 n_threads=args.threads, model_path=args.model)  # fmt: skip
+                                 n_threads=args.threads, model_path=args.model)
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -247,7 +247,7 @@ def cmd_chat(args: argparse.Namespace) -> int:
 
     resources = resources_from_args(args)
     return run_chat(resources, args.namespace, strategy=args.strategy, policy=policy_from_args(args, resources),
-                    user_name=args.user)  # fmt: skip
+                    user_name=args.user)
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
@@ -302,7 +302,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if bars is not None:
             bars.close()
     print(f"exported {report.namespace} (generation {report.generation}) to {report.path}: {_counts(report.counts)}; "
-          f"{report.bytes} bytes, sha256 {report.body_sha256[:16]}, {report.wall_time_s:.2f}s")  # fmt: skip
+          f"{report.bytes} bytes, sha256 {report.body_sha256[:16]}, {report.wall_time_s:.2f}s")
     return 0
 
 
@@ -320,7 +320,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             bars.close()
     renamed = f" (exported as {report.source_namespace})" if report.source_namespace != report.namespace else ""
     print(f"imported {report.path} into {report.namespace}{renamed} (generation {report.generation}): "
-          f"{_counts(report.counts)}; {report.wall_time_s:.2f}s")  # fmt: skip
+          f"{_counts(report.counts)}; {report.wall_time_s:.2f}s")
     return 0
 
 

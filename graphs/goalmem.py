@@ -221,7 +221,7 @@ def _attempts(state: GoalMemState, ctx: GoalMemContext, reserve: int) -> int:
 
 def _budget_spent(state: GoalMemState, ctx: GoalMemContext) -> str:
     return (f"call budget spent: {state.get('llm_requests', 0)} of {call_bound(ctx.max_breadth, ctx.max_depth)} "
-            f"LLM requests (1 + B(2 + 2D), retries included)")  # fmt: skip
+            f"LLM requests (1 + B(2 + 2D), retries included)")
 
 
 def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:
@@ -493,7 +493,7 @@ def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
     """One retrieve branch (``Send``) per subgoal whose query is new."""
     return [
         Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"), subgoal=sid,
-                                      query=query, k=k, step=state.get("step", 0)))  # fmt: skip
+                                      query=query, k=k, step=state.get("step", 0)))
         for sid, query, k in _searches(state, ctx, sids)
     ]
 

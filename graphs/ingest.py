@@ -246,7 +246,7 @@ def ingest_conversation(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
         metadata={"sessions": len(conversation.sessions)},
         recursion_limit=20 + 10 * len(conversation.sessions) + 8 * MAX_COMMIT_CONFLICTS,
-    )  # fmt: skip
+    )
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()
     compiled = graph

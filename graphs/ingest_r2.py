@@ -60,7 +60,7 @@ def _extract(
         partial(extract_facts, request.llm, turns[start:end], session_date=date, speakers=speakers,
                 method=request.method, tags=request.tags, metadata=request.metadata)
         for start, end in windows
-    ]  # fmt: skip
+    ]
     outcomes: list[RoleOutcome[FactExtraction]] = run_windows(tasks)
     candidates = [c for outcome in outcomes for c in candidates_from(outcome.output)]
     cost = sum((o.cost for o in outcomes), Cost())
@@ -111,7 +111,7 @@ def _apply(
         return memory.apply(edits, candidates, session_id=session_id)
     except InvalidEditBatch as exc:
         fallbacks.append(FallbackRecord(role="r2_manager", reason="edit batch invalid at apply: deterministic "
-                                        "manager used", errors=exc.problems[:5]))  # fmt: skip
+                                        "manager used", errors=exc.problems[:5]))
         return memory.apply(heuristic_edits(memory, candidates), candidates, session_id=session_id)
 
 

@@ -381,7 +381,7 @@ def memory_tools(namespace: str, res: Resources, store: Any = None, *, extras: b
     """
     names = [*MRAGENT_TOOLS, *(EXTRA_TOOLS if extras else ())]
     tools = create_memory_toolkit(namespace, store=res.store if store is None else store, embeddings=res.embeddings,
-                                  include=names)  # fmt: skip
+                                  include=names)
     return sorted(tools, key=lambda t: names.index(t.name))  # the paper's order (Table 4), then the extras
 
 
@@ -515,7 +515,7 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     # EXTRACTCUES + ACTIVESETINIT (Algorithm 1, lines 1-2): the query cue role's keywords matched to stored cues;
     # the lexical matcher without a model (and as the role's recorded fallback).
     found = extract_query_cues(res.llm if _use_llm(ctx, res) else None, question, CueIndex.of(snapshot),
-                               method=res.method, tags=["strategy:reconstruct"])  # fmt: skip
+                               method=res.method, tags=["strategy:reconstruct"])
     cues = found.cues
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
@@ -569,7 +569,7 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
     }
     try:
         reply = call_with_retries(partial(_invoke_navigator, bound, messages, call_config, hasattr(res.llm, "root_client")),
-                                  endpoint=endpoint_of(res.llm))  # fmt: skip
+                                  endpoint=endpoint_of(res.llm))
     except ProviderError:
         raise  # a provider failure stops the run; only a reply that could not be read forces the final answer
     except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced

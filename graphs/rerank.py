@@ -102,7 +102,7 @@ def _evidence(graph: EventGraph, best: list[str], scores: dict[str, float]) -> l
             continue
         event = graph.events[eid]
         items.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=list(event.turn_ids),
-                                  time=event.time, score=scores[tid]))  # fmt: skip
+                                  time=event.time, score=scores[tid]))
     return items
 
 
@@ -139,16 +139,16 @@ def respond(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, An
         [_render(graph, item) for item in state.get("evidence", [])], question_date=state.get("question_date"),
         method=res.method, tags=["strategy:rerank", f"policy:{ctx.policy}"],
         metadata={"namespace": state["namespace"], "context_turns": ctx.context_turns},
-    )  # fmt: skip
+    )
     fallbacks = [outcome.fallback] if outcome.fallback and ctx.policy != "heuristic" else []
     return {"answer": outcome.output.answer, "cited_ids": outcome.output.cited_ids, "cost": outcome.cost,
-            "fallbacks": fallbacks}  # fmt: skip
+            "fallbacks": fallbacks}
 
 
 def build_rerank_graph() -> StateGraph:
     """The rerank ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(RerankState, context_schema=RerankContext, input_schema=RerankInput,
-                         output_schema=RerankOutput)  # fmt: skip
+                         output_schema=RerankOutput)
     builder.add_node("rank", rank)
     builder.add_node("respond", respond)
     builder.add_node("finish", finish)

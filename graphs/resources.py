@@ -16,10 +16,10 @@ from langchain_core.language_models import BaseChatModel
 from pydantic.json_schema import SkipJsonSchema
 
 from logicmap.agents.models import make_chat_model
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.embeddings import CachedEmbeddings, make_embeddings
 from logicmap.memory.store import MemoryStore
 from logicmap.memory.tenancy import resolve_namespace
+from logicmap.settings import LogicMapSettings
 
 # Raised for every path the server refuses to read, whatever the reason: a client learns nothing about
 # which server files exist.

@@ -175,7 +175,7 @@ def run_graph(
         spec.name, spec.graph, inputs, ctx,
         namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
         make_result=_final_result,
-    )  # fmt: skip
+    )
 
 
 def _final_result(final: dict[str, Any], elapsed: float) -> AnswerResult:
@@ -197,7 +197,7 @@ def graph_strategy(
     """The ``Strategy`` of a graph: its ``run`` is ``run_graph`` with what differs for this graph; the graph's final
     node (``finish_run``) builds the ``AnswerResult`` that ``run`` returns."""
     run = _GraphRun(name, graph, context, recursion_limit, tags, make_context, check,
-                    frozenset(_keys(graph.builder.input_schema)))  # fmt: skip
+                    frozenset(_keys(graph.builder.input_schema)))
     return Strategy(name=name, run=run, graph=graph, context=context, variants=variants)
 
 

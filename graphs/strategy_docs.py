@@ -68,7 +68,7 @@ def _option_specs(strategy: Strategy) -> dict[str, tuple[Any, str]]:
         return {n: (p.get("default"), p.get("description", "")) for n, p in properties.items() if n not in _SHARED}
     function = getattr(strategy.run, "answer", strategy.run)
     return {p.name: (p.default, "") for p in inspect.signature(function).parameters.values()
-            if p.kind is p.KEYWORD_ONLY and p.name not in _SHARED | {"method"}}  # fmt: skip
+            if p.kind is p.KEYWORD_ONLY and p.name not in _SHARED | {"method"}}
 
 
 def _options(strategy: Strategy) -> list[str]:
@@ -87,7 +87,7 @@ def strategies_page() -> str:
     for strategy in STRATEGIES.values():
         variants = ", ".join(f"`{strategy.name}:{v}`" for v in strategy.variants) or "-"
         lines.append(f"| `{strategy.name}` | {_kind(strategy)} | {_inputs(strategy)} | {variants} | "
-                     f"{_cell(_summary(strategy))} |")  # fmt: skip
+                     f"{_cell(_summary(strategy))} |")
     for strategy in STRATEGIES.values():
         lines.extend(_options(strategy))
     return "\n".join(lines) + "\n"

@@ -12,4 +12,4 @@ __all__ = ["STRATEGY_NAMES"]
 STRATEGY_NAMES: tuple[str, ...] = (
     "reconstruct", "compass", "rerank", "goalmem", "real", "forward_reformulate", "forward_reflect", "forward_react",
     "dense", "bm25", "r2",
-)  # fmt: skip
+)

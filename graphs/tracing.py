@@ -165,12 +165,12 @@ def traced_run(
     """
     if not tracing_enabled():
         yield TracedRun(run_config(strategy, namespace=namespace, policy=policy, budgets=budgets, tags=tags,
-                                   metadata=metadata, recursion_limit=recursion_limit))  # fmt: skip
+                                   metadata=metadata, recursion_limit=recursion_limit))
         return
     import langsmith
 
     config = run_config(strategy, namespace=namespace, policy=policy, budgets=budgets, run_name=f"{strategy} graph",
-                        tags=tags, metadata=metadata, recursion_limit=recursion_limit)  # fmt: skip
+                        tags=tags, metadata=metadata, recursion_limit=recursion_limit)
     with langsmith.trace(
         name=strategy, run_type="chain", inputs=dict(inputs), tags=config["tags"], metadata=config["metadata"]
     ) as root:
@@ -203,7 +203,7 @@ def invoke_strategy(
     config: RunnableConfig = {"run_name": strategy, "tags": list(tags), "recursion_limit": recursion_limit}
     if not isinstance(compiled, TracedGraph):  # a plain compiled graph: tag and describe its run here
         config = run_config(strategy, namespace=namespace, policy=context.policy, budgets=context, tags=tags,
-                            recursion_limit=recursion_limit)  # fmt: skip
+                            recursion_limit=recursion_limit)
     # The whole final state, not only the output schema Studio shows: the result is built from it.
     state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
     with run_scope(settings):
@@ -297,7 +297,7 @@ class _RootCost(BaseCallbackHandler):
         self._lock = threading.Lock()
 
     def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                     **kwargs: Any) -> None:  # fmt: skip
+                     **kwargs: Any) -> None:
         spent = _cost_of(outputs)
         if parent_run_id == self.root_id and spent is not None and self.summed:
             with self._lock:
@@ -419,7 +419,7 @@ class TracedGraph(CompiledStateGraph):
         return settings
 
     def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-               **kwargs: Any) -> Iterator[Any]:  # fmt: skip
+               **kwargs: Any) -> Iterator[Any]:
         from langgraph._internal._config import get_callback_manager_for_config
 
         settings = self._check_input(input, context)
@@ -433,7 +433,7 @@ class TracedGraph(CompiledStateGraph):
                 check_deadline(where)  # between steps; long loops inside nodes check too
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-                      **kwargs: Any) -> AsyncIterator[Any]:  # fmt: skip
+                      **kwargs: Any) -> AsyncIterator[Any]:
         from langgraph._internal._config import get_async_callback_manager_for_config
 
         settings = self._check_input(input, context)
@@ -497,7 +497,7 @@ class _TracedStrategy:
     answer: Callable[..., Any]
 
     def __call__(self, question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
-                 **options: Any) -> Any:  # fmt: skip
+                 **options: Any) -> Any:
         from langchain_core.runnables import RunnableLambda
         from langchain_core.runnables.config import get_callback_manager_for_config
 

@@ -33,7 +33,6 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``r2`` | Memory-R2's fact memory with copy-on-write snapshots |
 | ``text``, ``timeparse`` | the one text toolkit (tokens, stems, stop words, sentences) and the one date module |
 | ``loaders`` | LoCoMo, LongMemEval and JSONL conversations, validated before anything is written |
-| ``config`` | ``LogicMapSettings``, read from ``LOGICMAP_*`` variables |
 | ``blocking`` | the one bounded executor the async API awaits blocking work on (no thread per call) |
 """
 

@@ -82,7 +82,7 @@ Progress = Callable[[str, int, int], None]
 _KINDS = tuple(BY_NAME)  # a line's kind, in file order
 _OPTIONAL_KINDS = {kind.name for kind in RECORD_KINDS if kind.optional_in_backup}  # older files do not count them
 _HEADER_FIELDS = ("format", "version", "logicmap", "namespace", "generation", "embedder", "dimension", "manifest",
-                  "counts", "exported_at", "body_sha256", "header_sha256")  # fmt: skip
+                  "counts", "exported_at", "body_sha256", "header_sha256")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -227,7 +227,7 @@ def export_namespace(
             shutil.copyfileobj(body, destination)
             where = getattr(destination, "name", "<stream>")
     return ExportReport(namespace=namespace, generation=snap.generation, path=str(where), counts=counts, bytes=size,
-                        body_sha256=header["body_sha256"], wall_time_s=time.perf_counter() - started)  # fmt: skip
+                        body_sha256=header["body_sha256"], wall_time_s=time.perf_counter() - started)
 
 
 def _write_atomically(path: Path, head: bytes, body: IO[bytes]) -> None:
@@ -366,7 +366,7 @@ def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
     if header["generation"] > MAX_RESTORED_GENERATION:
         raise reader.error("generation", f"{str(header['generation'])[:40]} is past {MAX_RESTORED_GENERATION}: a "
                            f"namespace restored there would run out of generations (the store's last is "
-                           f"{MAX_GENERATION})")  # fmt: skip
+                           f"{MAX_GENERATION})")
     if header["dimension"] is not None and header["dimension"] > MAX_DIMENSION:
         raise reader.error("dimension", f"{str(header['dimension'])[:40]} is more than {MAX_DIMENSION} values a vector")
     if not isinstance(header["embedder"], str) or not header["embedder"]:
@@ -504,7 +504,7 @@ def _check_references(reader: _Reader, backup: Backup) -> None:
         for ref in ids:
             if ref not in have[target]:
                 raise reader.error(f"record.{attr}", f"{target} {str(ref)[:60]!r} is not in the file",
-                                   line=backup.lines[kind][rid])  # fmt: skip
+                                   line=backup.lines[kind][rid])
 
     for kind in RECORD_KINDS:
         for record in backup.records[kind.name]:
@@ -536,11 +536,11 @@ def read_backup(path: str | Path, *, progress: Progress | None = None) -> Backup
     for kind, expected in header["counts"].items():
         if len(backup.records[kind]) != expected:
             raise reader.error(f"counts.{kind}", f"the header counts {expected} {kind} records, the file holds "
-                               f"{len(backup.records[kind])} (lines lost or added)", line=1)  # fmt: skip
+                               f"{len(backup.records[kind])} (lines lost or added)", line=1)
     _check_references(reader, backup)
     if digest.hexdigest() != header["body_sha256"]:
         raise reader.error("body_sha256", "the records do not match the header's checksum: the file is damaged "
-                           "or was edited", line=1)  # fmt: skip
+                           "or was edited", line=1)
     return backup
 
 
@@ -575,10 +575,10 @@ def _check_dimension(store: MemoryStore, embeddings: Embeddings | None, dimensio
     except Exception as exc:  # noqa: BLE001 - any failure of the embedder is one line here
         raise BackupError(f"{name}: the store's embedder {store.embedder!r} could not be asked for the width of "
                           f"its vectors ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
-                          "nothing was restored") from None  # fmt: skip
+                          "nothing was restored") from None
     if width != dimension:
         raise BackupFormatError(name, 1, "dimension", f"the file's vectors have {dimension} values but this store's "
-                                f"embedder {store.embedder!r} makes {width}; nothing was restored")  # fmt: skip
+                                f"embedder {store.embedder!r} makes {width}; nothing was restored")
 
 
 def _not_empty(namespace: str, generation: int, path: str) -> NamespaceNotEmptyError:
@@ -639,4 +639,4 @@ def import_namespace(
     if progress is not None:
         progress("commit", 1, 1)
     return ImportReport(namespace=target, source_namespace=header["namespace"], generation=manifest.generation,
-                        path=name, counts=dict(header["counts"]), wall_time_s=time.perf_counter() - started)  # fmt: skip
+                        path=name, counts=dict(header["counts"]), wall_time_s=time.perf_counter() - started)

@@ -37,7 +37,7 @@ def blocking_executor() -> ThreadPoolExecutor:
     if _executor is None:
         with _lock:
             if _executor is None:
-                from logicmap.memory.config import LogicMapSettings
+                from logicmap.settings import LogicMapSettings
 
                 workers = LogicMapSettings().async_workers
                 _executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=THREAD_PREFIX)

@@ -47,7 +47,7 @@ def _budget_left(waited_s: float, bound_s: float | None) -> float | None:
 
 
 def wait_for_namespace(namespace: str, conflicts: int, since: float, *, bound_s: float | None = None,
-                       rng: random.Random | None = None) -> float:  # fmt: skip
+                       rng: random.Random | None = None) -> float:
     """Sleep before retrying a commit that lost the race for ``namespace`` for the ``conflicts``-th time (1-based):
     a full-jitter wait below ``WAIT_BASE_S * 2**(conflicts-1)`` (at most ``WAIT_CAP_S``). Returns the seconds slept.
 

@@ -20,8 +20,8 @@ from typing import Any, cast
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.text import tokenize
+from logicmap.settings import LogicMapSettings
 
 __all__ = [
     "CachedEmbeddings",

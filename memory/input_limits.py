@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 
 __all__ = ["InputTooLargeError", "check_message", "check_question", "recall_query"]
 
@@ -24,7 +24,7 @@ def _limit(settings: Any, name: str) -> int:
 def _refuse(what: str, length: int, limit: int, setting: str, where: str) -> InputTooLargeError:
     place = f"{where}: " if where else ""
     return InputTooLargeError(f"{place}the {what} is {length:,} characters, longer than the limit of {limit:,} "
-                              f"({setting}); shorten it, or raise {setting}")  # fmt: skip
+                              f"({setting}); shorten it, or raise {setting}")
 
 
 def check_question(question: Any, settings: Any = None, *, where: str = "") -> str:

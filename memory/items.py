@@ -157,7 +157,7 @@ def _stored(turn: Turn, turn_ids: tuple[str, ...]) -> StoredItem | None:
             created_at=datetime.fromisoformat(str(item["created_at"])),
             updated_at=datetime.fromisoformat(str(item["updated_at"])),
             session_id=turn.session_id, turn_ids=turn_ids, indexed=bool(item.get("indexed", True)),
-        )  # fmt: skip
+        )
     except (KeyError, TypeError, ValueError):
         return None
 
@@ -286,7 +286,7 @@ def _compare(value: Any, wanted: Any) -> bool:
         return isinstance(value, Mapping) and all(_compare(value.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, list | tuple):
         return (isinstance(value, list | tuple) and len(value) == len(wanted)
-                and all(_compare(a, b) for a, b in zip(value, wanted)))  # fmt: skip
+                and all(_compare(a, b) for a, b in zip(value, wanted)))
     return bool(value == wanted)
 
 

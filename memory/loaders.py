@@ -671,7 +671,7 @@ def load_jsonl(path: str | Path, *, idle_gap_s: float | None = None) -> list[Con
         record = _Record(path, f"line {lineno}")
         lines.append((record, record.object(_parse_line(line, record), "-")))
     if idle_gap_s is None:
-        from logicmap.memory.config import LogicMapSettings
+        from logicmap.settings import LogicMapSettings
 
         idle_gap_s = LogicMapSettings().chat_idle_gap_s
     sessions = []

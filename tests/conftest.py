@@ -15,9 +15,9 @@ os.environ.pop("LANGSMITH_TRACING", None)
 os.environ.pop("LANGCHAIN_TRACING_V2", None)
 
 from logicmap.graphs.resources import Resources  # noqa: E402
-from logicmap.memory.config import LogicMapSettings  # noqa: E402
 from logicmap.memory.loaders import Conversation, load_conversations  # noqa: E402
 from logicmap.memory.store.core import StoreCore  # noqa: E402
+from logicmap.settings import LogicMapSettings  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 

@@ -36,7 +36,7 @@ def _conversation(turns: int) -> Any:
         when = start + timedelta(days=3 * s)
         said = [RawTurn(dia_id=f"D{s + 1}:{t + 1}", speaker=("Maya", "Leo")[t % 2],
                         text=f"In {PLACES[(s + t) % 8]} I spent the week on my {THINGS[(s * 3 + t) % 8]} "
-                             f"project, part {s * 20 + t}.") for t in range(20)]  # fmt: skip
+                             f"project, part {s * 20 + t}.") for t in range(20)]
         sessions.append(Session(session_id=f"S{s + 1}", timestamp=when, timestamp_text=when.isoformat(), turns=said))
     return Conversation(conversation_id="bench-chat", speakers=["Maya", "Leo"], sessions=sessions)
 

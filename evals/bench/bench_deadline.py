@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                                   f"{figures[1][0]:.2f} ({figures[1][1]})"])
                 print(f"  goalmem at {length:,}: {long_rows[-1][1:]}", flush=True)
             print_table(["goalmem question chars (limit raised)", f"wall s, deadline {args.deadline:g} s",
-                         "wall s, no deadline"], long_rows)  # fmt: skip
+                         "wall s, no deadline"], long_rows)
         res.store.close()
     return 0
 

@@ -230,8 +230,8 @@ def _memory(data_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The namespace's fingerprint and its vectors per kind (id -> float32 vector)."""
     import numpy as np
 
-    from logicmap.memory.config import LogicMapSettings
     from logicmap.memory.store import MemoryStore
+    from logicmap.settings import LogicMapSettings
 
     store = MemoryStore(LogicMapSettings(data_dir=data_dir))
     try:

@@ -67,7 +67,7 @@ def run_client(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     from logicmap.graphs.resources import Resources
     from logicmap.graphs.strategies import strategy_function
-    from logicmap.memory.config import LogicMapSettings
+    from logicmap.settings import LogicMapSettings
 
     settings = LogicMapSettings()  # LOGICMAP_* from the parent: the Chroma server, the embedder, the threads
     resources = Resources(settings=settings, llm_=None)

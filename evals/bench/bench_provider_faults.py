@@ -42,8 +42,8 @@ def run_scenario(server: FakeOpenAIServer, scenario: Scenario, args: argparse.Na
     """One row: ingest the sample into a fresh directory with ``scenario`` on the server."""
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.graphs.resources import Resources
-    from logicmap.memory.config import LogicMapSettings
     from logicmap.memory.loaders import load_conversations
+    from logicmap.settings import LogicMapSettings
 
     server.reset(scenario)
     rate_gate.clear()
@@ -52,7 +52,7 @@ def run_scenario(server: FakeOpenAIServer, scenario: Scenario, args: argparse.Na
             data_dir=Path(tmp), embedding_provider="hashing", chat_model="fake-model", openai_base_url=server.url,
             openai_api_key="sk-bench", request_timeout=args.timeout, run_deadline_s=args.deadline,
             retry_budget_s=args.budget, retry_base_s=0.1,
-        )  # fmt: skip
+        )
         resources = Resources(settings=settings)
         resources.store.snapshot("warm-up")  # open the store before the clock starts
         started = time.monotonic()
@@ -80,13 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print(machine_line())
     print(f"sample conversation (5 sessions); deadline {args.deadline:g} s per session, retry budget {args.budget:g} s, "
-          f"request timeout {args.timeout:g} s")  # fmt: skip
+          f"request timeout {args.timeout:g} s")
     rows = []
     with FakeOpenAIServer() as server:
         for label, scenario in SCENARIOS:
             rows.append([label, *run_scenario(server, scenario, args)])
     print_table(["scenario", "HTTP requests", "wall s", "fallbacks", "committed", "outcome", "tokens counted",
-                 "tokens served"], rows)  # fmt: skip
+                 "tokens served"], rows)
     return 0
 
 

@@ -23,7 +23,7 @@ __all__ = ["main"]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
 HEAVY = ("torch", "chromadb", "sklearn", "scipy", "pandas", "nltk", "transformers", "sentence_transformers",
-         "langchain_openai", "matplotlib", "networkx")  # fmt: skip
+         "langchain_openai", "matplotlib", "networkx")
 
 
 def _run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         env.pop("LOGICMAP_CHAT_MODEL", None)
         imported = subprocess.run(
             [sys.executable, "-c", "import json, sys, logicmap; print(json.dumps(sorted({m.split('.')[0] for m in "
-             "sys.modules})))"], env=env, capture_output=True, text=True, check=True)  # fmt: skip
+             "sys.modules})))"], env=env, capture_output=True, text=True, check=True)
         heavy = sorted(set(json.loads(imported.stdout)) & set(HEAVY))
         print(f"import logicmap loads heavy modules: {heavy or 'none'}")
         help_s, help_mb = _median([*program, "--help"], env, args.repeat)
@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> None:
         for runtime in ("numpy", "torch"):
             ask_env = {**env, "LOGICMAP_EMBEDDING_RUNTIME": runtime}
             ask_s, ask_mb = _median([*program, "ask", "Where does Maya live now?", "-n", "sample"], ask_env,
-                                    args.repeat)  # fmt: skip
+                                    args.repeat)
             print(f"logicmap ask (cold, runtime {runtime}): {ask_s:.2f} s (median of {args.repeat}), "
-                  f"peak {ask_mb:.0f} MB")  # fmt: skip
+                  f"peak {ask_mb:.0f} MB")
     print(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
 
 

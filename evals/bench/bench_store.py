@@ -52,15 +52,15 @@ def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator) -> No
             key, text = f"item-{i}", _text(rng, i)
             sid = item_session_id(key)
             item = {"key": key, "value": {"content": text, "n": i}, "created_at": now.isoformat(),
-                    "updated_at": now.isoformat(), "indexed": True}  # fmt: skip
+                    "updated_at": now.isoformat(), "indexed": True}
             turns.append(Turn(namespace=name, session_id=sid, dia_id=f"{sid}:1", speaker="user", text=text, item=item,
-                              session_time=now, position=i))  # fmt: skip
+                              session_time=now, position=i))
             events.append(Event(id=event_id(sid, 1), namespace=name, session_id=sid, summary=text, session_time=now,
                                 order=i, participants=["user"], turn_ids=[f"{sid}:1"], sessions=[sid],
-                                source="heuristic"))  # fmt: skip
+                                source="heuristic"))
         vectors = res.embeddings.embed_documents([t.text for t in turns])
         store.commit(ChangeSet(namespace=name, base_generation=store.manifest(name).generation, turns=turns,
-                               turn_vectors=vectors, events=events, event_vectors=vectors))  # fmt: skip
+                               turn_vectors=vectors, events=events, event_vectors=vectors))
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:

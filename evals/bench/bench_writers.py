@@ -40,7 +40,7 @@ def writer_conversation(writer: int, sessions: int, first_session: int, turns: i
         stamp = datetime(2023, 3, 4, 14, 15) + timedelta(days=9 * (s - 1))
         raw = [RawTurn(dia_id=f"D{s}:{t}", speaker=people[(t - 1) % 2],
                        text=f"writer {writer} note {s}.{t}: my friend {rng.choice(_TOPICS)}.")
-               for t in range(1, turns + 1)]  # fmt: skip
+               for t in range(1, turns + 1)]
         out.append(Session(session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
                            turns=raw))
     return Conversation(conversation_id=f"writer-{writer}", speakers=people, sessions=out)
@@ -106,7 +106,7 @@ def _start_chroma(root: Path) -> tuple[subprocess.Popen, int]:
         chroma = Path(shutil.which("chroma") or "chroma")
     port = _free_port()
     proc = subprocess.Popen([str(chroma), "run", "--path", str(root / "chroma"), "--host", "127.0.0.1", "--port",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)  # fmt: skip
+                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
     import chromadb
 
     deadline = time.monotonic() + 60
@@ -143,8 +143,8 @@ def _worker(file: str, namespace: str, go: str, out: str) -> int:
 
 
 def _server(writers: int, sessions: int, root: Path, port: int) -> dict[str, Any]:
-    from logicmap.memory.config import LogicMapSettings
     from logicmap.memory.store import MemoryStore
+    from logicmap.settings import LogicMapSettings
 
     namespace = f"shared-{writers}"
     work = root / f"server-{writers}"
@@ -157,7 +157,7 @@ def _server(writers: int, sessions: int, root: Path, port: int) -> dict[str, Any
         file, out = work / f"w{w}.json", work / f"w{w}.out"
         file.write_text(conversation.model_dump_json())
         procs.append(subprocess.Popen([sys.executable, "-m", "logicmap.evals.bench.bench_writers", "--worker",
-                                       str(file), namespace, str(go), str(out)], env=env))  # fmt: skip
+                                       str(file), namespace, str(go), str(out)], env=env))
         outs.append(out)
     while not all(Path(str(o) + ".ready").exists() or p.poll() is not None for o, p in zip(outs, procs)):
         time.sleep(0.05)
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                 chroma.terminate()
                 chroma.wait(timeout=30)
     print_table(["mode", "writers", "all finished", "wall s", "lost commits / writer", "waited s / writer",
-                 "sessions/s"], rows)  # fmt: skip
+                 "sessions/s"], rows)
     return 0
 
 

@@ -397,7 +397,7 @@ class _Builder:
                 [s.session_id for s in self.conv.sessions[: session_index + 1]],
                 normalizer=normalizer, weight=self.config.compression_penalty, answer=self.answer,
                 include_adversarial=self.config.include_adversarial,
-            )  # fmt: skip
+            )
         return self._reward_cache[key]
 
     def rollout(
@@ -638,7 +638,7 @@ class LoGoRewardHook:
             memory, self.qa, self.session_of_turn, [s.session_id for s in window],
             normalizer=sum(len(s.candidates) for s in window), weight=self.weight, answer=self._answer,
             include_adversarial=self.include_adversarial,
-        ).reward  # fmt: skip
+        ).reward
 
     def __call__(
         self,

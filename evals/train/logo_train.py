@@ -412,7 +412,7 @@ class Policy:
                 out = self.model(
                     input_ids=torch.tensor([[token]], device=self.device), past_key_values=out.past_key_values,
                     use_cache=True,
-                )  # fmt: skip
+                )
         if grammar is not None:
             text = grammar.text(tokens)
         else:
@@ -590,7 +590,7 @@ def manager_decision(
         messages, temperature=cfg.temperature, greedy=greedy, max_new_tokens=cfg.max_new_tokens,
         grammar_context=(len(candidates), [r.id for r in memory.live()]) if cfg.constrained_manager else None,
         generator=generator,
-    )  # fmt: skip
+    )
     edits, problems = parse_manager_completion(gen.text, memory, candidates, related)
     return Decision("manager", messages, gen, not problems, problems, index, memory.snapshot(), tuple(candidates), edits)
 
@@ -652,7 +652,7 @@ def step_reward(
         memory, conversation.qa, _session_of_turn(conversation), sessions,
         normalizer=_fact_count(conversation, decision.session_index + 1), weight=cfg.compression_penalty,
         answer=answer,
-    )  # fmt: skip
+    )
     return scored.reward, memory
 
 
@@ -700,7 +700,7 @@ def run_episode(
     return EpisodeResult(
         decisions, memory, scored.reward if valid else INVALID_REWARD, scored.f1, scored.memory_size, valid,
         scored.reward,
-    )  # fmt: skip
+    )
 
 
 # -- groups and the loss ------------------------------------------------------------------------
@@ -1048,7 +1048,7 @@ def _configured_chat_model() -> Any:
     """The project's configured chat model (``LOGICMAP_CHAT_MODEL``...), or None when there is none. A provider
     that cannot be set up raises ``ValueError`` (the command exits 2)."""
     from logicmap.agents.models import make_chat_model
-    from logicmap.memory.config import get_settings
+    from logicmap.settings import get_settings
 
     try:
         return make_chat_model(get_settings())

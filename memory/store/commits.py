@@ -115,7 +115,7 @@ class CommitProtocol(StoreCore):
                 else:
                     new_manifest = restored.model_copy(
                         deep=True, update={"namespace": namespace, "generation": fence.generation,
-                                           "void": fence.void, "embedder": embedder})  # fmt: skip
+                                           "void": fence.void, "embedder": embedder})
                 self._move(fence, new_manifest)
             except CommitLeaseLost:
                 self._abandon(fence)
@@ -218,7 +218,7 @@ class CommitProtocol(StoreCore):
         for chunk in self._batched(numbers):
             ids = [_claim_id(n) for n in chunk]
             fence.meta.add(ids=ids, embeddings=[_PLACEHOLDER] * len(ids), documents=[fence.token] * len(ids),
-                           metadatas=[{"kind": "claim", "owner": fence.token}] * len(ids))  # fmt: skip
+                           metadatas=[{"kind": "claim", "owner": fence.token}] * len(ids))
             got = fence.meta.get(ids=ids, include=["metadatas"])
             owners = {rid: meta.get("owner") for rid, meta in zip(got["ids"], got["metadatas"])}
             for number, rid in zip(chunk, ids):

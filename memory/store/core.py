@@ -17,7 +17,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.store.errors import GenerationConflict, StoreError, UnknownNamespaceError
 from logicmap.memory.store.generations import MANIFEST_ID, _manifest_id, _next_id
@@ -31,6 +30,7 @@ from logicmap.memory.store.health import (
 )
 from logicmap.memory.store.model import Manifest, NamespaceSnapshot, embedder_identity
 from logicmap.memory.store.process import acquire_process_lock, check_same_process, release_process_lock
+from logicmap.settings import LogicMapSettings
 
 __all__ = ["PURGE_SUFFIX", "StoreCore", "store_call"]
 

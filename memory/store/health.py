@@ -11,8 +11,8 @@ import os
 import struct
 from pathlib import Path
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.store.errors import StoreAccessError, StoreDamagedError, StoreError, StoreUnavailableError
+from logicmap.settings import LogicMapSettings
 
 __all__ = ["MEMORY_MARKER", "check_database", "os_error", "prepare_directory", "translated", "unreachable"]
 

@@ -15,10 +15,10 @@ from typing import Any, TypeVar, cast
 import numpy as np
 from pydantic import BaseModel, Field
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
+from logicmap.settings import LogicMapSettings
 
 __all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "embedder_identity"]
 

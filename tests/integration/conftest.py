@@ -122,7 +122,7 @@ class LangGraphDevServer:
         command = [
             str(LANGGRAPH_BIN), "dev", "--no-reload", "--no-browser", "--config", str(config),
             "--host", "127.0.0.1", "--port", str(self.port),
-        ]  # fmt: skip
+        ]
         log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it; closed below
         try:
             self.process = subprocess.Popen(

@@ -128,7 +128,7 @@ async def memory_graph(state: State) -> None:
     if not state["messages"]:
         raise ValueError("No messages provided")
     await asyncio.gather(*[process_memory_type(ProcessorState(messages=state["messages"], function_name=v["name"]))
-                           for v in MEMORY_TYPES])  # fmt: skip
+                           for v in MEMORY_TYPES])
 
 
 __all__ = ["chatbot", "memory_graph"]

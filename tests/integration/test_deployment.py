@@ -20,8 +20,8 @@ import httpx
 import pytest
 import yaml
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.store import MemoryStore
+from logicmap.settings import LogicMapSettings
 from tests.reliability.test_concurrency import chroma_server  # noqa: F401 - the fixture, reused
 
 pytestmark = pytest.mark.integration
@@ -38,7 +38,7 @@ def test_langgraph_dockerfile_packages_the_whole_library(tmp_path: Path) -> None
         [str(LANGGRAPH_BIN), "dockerfile", "-c", str(STUDIO / "langgraph.json"), str(out)],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
         env={"PATH": "/usr/bin:/bin", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "HOME": str(tmp_path)},
-    )  # fmt: skip
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     dockerfile = out.read_text()
     # The dependency is the repository root (the logicmap package), not the studio folder.
@@ -85,7 +85,7 @@ def test_the_compose_file_wires_the_api_server_to_the_chroma_server() -> None:
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
         checked = subprocess.run([docker, "compose", "-f", str(STUDIO / "compose.yaml"), "config", "-q"],
-                                 capture_output=True, text=True)  # fmt: skip
+                                 capture_output=True, text=True)
         assert checked.returncode == 0, checked.stderr
 
 
@@ -110,7 +110,7 @@ def test_api_server_on_a_chroma_server_serves_two_clients_and_shares_memory(
         answered = await client.runs.wait(
             None, "compass", input={"question": "What is the name of Maya's dog?"},
             context={"namespace": namespace, "policy": "heuristic"},
-        )  # fmt: skip
+        )
         return {"ingested": ingested, "answered": answered}
 
     async def both() -> list[dict[str, Any]]:
@@ -123,7 +123,7 @@ def test_api_server_on_a_chroma_server_serves_two_clients_and_shares_memory(
     assert first["answered"]["answer"] == second["answered"]["answer"]
     # Another process (this test, as the CLI would) reads the server's memory through the Chroma server.
     with MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=chroma_server,
-                                      embedding_provider="minilm")) as store:  # fmt: skip
+                                      embedding_provider="minilm")) as store:
         assert {"client-a", "client-b"} <= set(store.namespaces())
         a, b = store.snapshot("client-a"), store.snapshot("client-b")
         assert len(a.turns) == len(b.turns) > 0 and sorted(a.events) == sorted(b.events)

@@ -29,7 +29,7 @@ SECRET = "quokka-9138"
 def _sessions(speaker: str, prefix: str, texts: list[str]) -> list[dict[str, Any]]:
     return [{"session_id": f"S{i}", "timestamp": f"2024-05-0{i}T10:00:00",
              "turns": [{"dia_id": f"{prefix}{i}:1", "speaker": speaker, "text": text}]}
-            for i, text in enumerate(texts, start=1)]  # fmt: skip
+            for i, text in enumerate(texts, start=1)]
 
 
 async def _refused(call: Any) -> str:

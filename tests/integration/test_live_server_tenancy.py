@@ -26,7 +26,7 @@ SECRET = "zebra-4471"
 
 def _sessions(speaker: str, text: str, session_id: str = "S1") -> list[dict[str, Any]]:
     return [{"session_id": session_id, "timestamp": "2024-05-01T10:00:00",
-             "turns": [{"dia_id": "D1:1", "speaker": speaker, "text": text}]}]  # fmt: skip
+             "turns": [{"dia_id": "D1:1", "speaker": speaker, "text": text}]}]
 
 
 async def _refused(call: Any) -> str:
@@ -61,7 +61,7 @@ def test_two_users_and_hostile_runs_never_cross_tenants(langgraph_dev: Any, tmp_
         acme = await client.assistants.create("compass", context={"namespace": "acme-{user_id}", "policy": "heuristic"})
         fixed = await client.assistants.create("compass", context={"namespace": "bob", "policy": "heuristic"})
         chat_a = await client.assistants.create("chatbot", context={"namespace": "{user_id}", "policy": "heuristic",
-                                                                    "strategy": "bm25"})  # fmt: skip
+                                                                    "strategy": "bm25"})
         alice, bob = {"configurable": {"user_id": "alice"}}, {"configurable": {"user_id": "bob"}}
         await client.runs.wait(None, ingest_a["assistant_id"], config=alice,
                                input={"sessions": _sessions("Alice", f"My vault password is {SECRET}.")})
@@ -111,7 +111,7 @@ def test_two_users_and_hostile_runs_never_cross_tenants(langgraph_dev: Any, tmp_
         path_errors = []
         for path in ("/etc/passwd", "/etc/hostname", str(server_files / "conversation.json"),
                      str(server_files / "broken.json"), str(server_files / "missing.json"), "../../etc/passwd",
-                     "data/sample_conversation.json"):  # fmt: skip
+                     "data/sample_conversation.json"):
             path_errors.append(await _refused(client.runs.wait(None, ingest_a["assistant_id"], input={"path": path},
                                                                config={"configurable": {"user_id": "mallory"}})))
         mallory = await _refused(client.runs.wait(None, compass_a["assistant_id"], input={"question": "root"},

@@ -29,7 +29,7 @@ def _turns(sample: Conversation, index: int = 0) -> list[Turn]:
         Turn(namespace="it", session_id=session.session_id, dia_id=raw.dia_id, speaker=raw.speaker, text=raw.text,
              image_caption=raw.image_caption, session_time=session.timestamp, position=i)
         for i, raw in enumerate(session.turns)
-    ]  # fmt: skip
+    ]
 
 
 def test_server_serves_the_model_on_loopback(local_llm: LocalLLMServer) -> None:
@@ -125,7 +125,7 @@ def test_the_launcher_stops_its_server_child_on_sigterm(tmp_path) -> None:  # no
     launcher = subprocess.Popen(
         [sys.executable, "-m", "logicmap", "local-llm", "--port", str(port)],
         stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
+    )
     try:
         lines = []
         deadline = time.monotonic() + 120

@@ -24,8 +24,8 @@ from logicmap.agents.local_llm import free_port, stop_process_group
 from logicmap.graphs.forget import list_memories
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.settings import LogicMapSettings
 
 pytestmark = pytest.mark.integration
 

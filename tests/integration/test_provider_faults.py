@@ -19,9 +19,9 @@ from logicmap.agents.provider import CONTEXT_WINDOW_SETTING, rate_gate
 from logicmap.evals.fake_openai import FakeOpenAIServer, Scenario
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import load_conversations
 from logicmap.memory.store import MemoryStore
+from logicmap.settings import LogicMapSettings
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
 NS = "faults"
@@ -55,7 +55,7 @@ def env(tmp_path: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatc
         "CHAT_MODEL": "fake-model", "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-test",
         "EMBEDDING_PROVIDER": "hashing", "DATA_DIR": str(data), "REQUEST_TIMEOUT": "0.5",
         "RUN_DEADLINE_S": "6", "RETRY_BUDGET_S": "4", "RETRY_BASE_S": "0.05",
-    }  # fmt: skip
+    }
     for key, value in settings.items():
         monkeypatch.setenv(f"LOGICMAP_{key}", value)
     server.reset()
@@ -120,7 +120,7 @@ def test_intermittent_server_errors_are_absorbed(
 def test_a_hung_server_stops_at_the_deadline_and_commits_nothing(
     env: Path, server: FakeOpenAIServer, two_sessions: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     monkeypatch.setenv("LOGICMAP_RUN_DEADLINE_S", "2")
     server.reset(Scenario(hang_s=6))
     code, err, wall = ingest(two_sessions, capsys)
@@ -141,7 +141,7 @@ def test_a_hung_server_stops_at_the_deadline_and_commits_nothing(
 def test_configuration_errors_stop_at_once_with_their_cause(
     env: Path, server: FakeOpenAIServer, two_sessions: Path, capsys: pytest.CaptureFixture[str],
     scenario: Scenario, expected: str,
-) -> None:  # fmt: skip
+) -> None:
     server.reset(scenario)
     code, err, _ = ingest(two_sessions, capsys)
     assert code == 3 and len(err.splitlines()) == 1 and expected in err
@@ -214,13 +214,13 @@ def test_parallel_callers_wait_out_one_rate_limit_together(env: Path, server: Fa
     llm = make_chat_model(settings)
     schema_text = json.dumps(Plan.model_json_schema())
     messages = [SystemMessage(content=f"Reply with a JSON object of type Plan matching this JSON schema, and nothing "
-                                      f"else:\n{schema_text}"), HumanMessage(content="Question: where?")]  # fmt: skip
+                                      f"else:\n{schema_text}"), HumanMessage(content="Question: where?")]
     server.reset(Scenario(status=429, status_times=1, retry_after=0.4))
 
     def ask(_: int) -> bool:
         with run_scope(settings):
             return run_role(llm, role="planner", messages=messages, schema=Plan, fallback=lambda: Plan(subgoals=["x"])
-                            ).fallback is None  # fmt: skip
+                            ).fallback is None
 
     with ThreadPoolExecutor(6) as pool:
         first = pool.submit(ask, 0)
@@ -235,7 +235,7 @@ def test_parallel_callers_wait_out_one_rate_limit_together(env: Path, server: Fa
 def test_a_long_session_is_built_in_windows_that_fit_the_context(
     env: Path, server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
-) -> None:  # fmt: skip
+) -> None:
     """A 120-turn session against a server that refuses any request over its context window: with the
     window set to the model's context the session is built by the model in windows, with no fallback; the
     same session sent whole is refused (the limit is real)."""
@@ -249,10 +249,10 @@ def test_a_long_session_is_built_in_windows_that_fit_the_context(
          "text": f"Turn {i + 1}: {speaker} talks about {rng.choice(things)} in {rng.choice(places)}, "
                  f"and about what happened after it, in some detail, for a while. " * 2}
         for i, speaker in enumerate(["Maya", "Leo"] * 60)
-    ]  # fmt: skip
+    ]
     doc = [{"sample_id": "long", "conversation": {"speaker_a": "Maya", "speaker_b": "Leo",
                                                   "session_1": turns, "session_1_date_time": "1 May 2023"},
-            "qa": []}]  # fmt: skip
+            "qa": []}]
     path = tmp_path / "long.json"
     path.write_text(json.dumps(doc))
     session_chars = sum(len(t["text"]) for t in turns)

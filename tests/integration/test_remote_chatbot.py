@@ -21,8 +21,8 @@ from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.pregel.remote import RemoteException, RemoteGraph
 
 from logicmap.graphs.chatbot import RemoteChatbot
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.store import MemoryStore
+from logicmap.settings import LogicMapSettings
 from tests.reliability.test_concurrency import chroma_server  # noqa: F401 - the fixture, reused
 
 pytestmark = pytest.mark.integration
@@ -59,7 +59,7 @@ def test_a_parent_graph_embedding_the_remote_chatbot_writes_to_the_tenant_its_co
         embedder="hashing", LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(chroma_server)
     )
     reader = MemoryStore(LogicMapSettings(data_dir=tmp_path / "reader", embedding_provider="hashing",
-                                          chroma_host="127.0.0.1", chroma_port=chroma_server))  # fmt: skip
+                                          chroma_host="127.0.0.1", chroma_port=chroma_server))
     remote = RemoteChatbot(url=server.url, namespace="{user_id}", settings={"strategy": "dense", "policy": "heuristic"})
     app = _parent(remote)
     said = {"alice": "My cat is called Miso.", "bob": "I ride a green tandem bicycle."}
@@ -113,7 +113,7 @@ def _stream_reply(url: str, namespace: str, text: str, context: dict[str, Any]) 
         async for part in client.runs.stream(
             thread["thread_id"], "chatbot", input={"messages": [{"role": "user", "content": text}]},
             context={"namespace": namespace, **context}, stream_mode="messages-tuple",
-        ):  # fmt: skip
+        ):
             if part.event == "messages":
                 events.append((part.data[0], part.data[1]))
             assert part.event != "error", part.data
@@ -131,7 +131,7 @@ def test_without_a_model_the_reply_arrives_on_the_servers_messages_stream(langgr
     server = langgraph_dev(embedder="hashing")
     _remember(server.url, "erin", "My favourite colour is teal.")
     events = _stream_reply(server.url, "erin", "What is my favourite colour?",
-                           {"policy": "heuristic", "strategy": "dense", "ingest": False})  # fmt: skip
+                           {"policy": "heuristic", "strategy": "dense", "ingest": False})
     assert [(m["type"], m["content"]) for m, _ in events] == [("ai", "From memory: user: My favourite colour is teal.")]
     assert {meta["langgraph_node"] for _, meta in events} == {"respond"}
 
@@ -141,7 +141,7 @@ def test_a_model_reply_streams_token_by_token_through_the_server(langgraph_dev: 
     _remember(server.url, "erin", "My favourite colour is teal.")
     # Recall through the dense strategy asks the model too (a JSON tool call): none of it may reach the stream.
     events = _stream_reply(server.url, "erin", "What is my favourite colour?",
-                           {"policy": "llm", "strategy": "dense", "ingest": False})  # fmt: skip
+                           {"policy": "llm", "strategy": "dense", "ingest": False})
     assert len(events) > 1, events  # chunks, not one message at the end
     assert all(m["type"] == "AIMessageChunk" and not m.get("tool_call_chunks") for m, _ in events), events[:3]
     assert {meta["langgraph_node"] for _, meta in events} == {"respond"}

@@ -113,14 +113,14 @@ def test_langmem_tools_write_update_search_and_delete_per_user(store: LogicMapSt
     alice, _ = _agent(store, [
         _call("manage_memory", {"content": "My vault code is zebra-4471 and I live in Lisbon."}),
         remember_id("alice"),
-    ])  # fmt: skip
+    ])
     _run(alice, "alice", "Remember my vault code: zebra-4471. I live in Lisbon.")
     bob, _ = _agent(store, [
         _call("manage_memory", {"content": "I keep bees on my roof in Oslo."}),
         remember_id("bob"),
         _call("search_memory", {"query": "vault code"}),
         AIMessage("I found nothing about a vault."),
-    ])  # fmt: skip
+    ])
     _run(bob, "bob", "I keep bees on my roof in Oslo.")
     bob_search = _run(bob, "bob", "What is my vault code?", use_async=True)
     found = json.loads(_last_tool_text(bob_search))
@@ -134,7 +134,7 @@ def test_langmem_tools_write_update_search_and_delete_per_user(store: LogicMapSt
             "content": "My vault code is now okapi-9000; I live in Lisbon."}, 2),
         _call("search_memory", {"query": "vault code"}, 3),
         AIMessage("Your vault code is okapi-9000."),
-    ])  # fmt: skip
+    ])
     messages = _run(alice2, "alice", "I changed my vault code to okapi-9000.", use_async=True)
     tool_texts = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
     first, after = json.loads(tool_texts[0]), json.loads(tool_texts[2])
@@ -148,7 +148,7 @@ def test_langmem_tools_write_update_search_and_delete_per_user(store: LogicMapSt
         _call("manage_memory", {"action": "delete", "id": ids["alice"]}),
         _call("search_memory", {"query": "vault code"}, 2),
         AIMessage("Forgotten."),
-    ])  # fmt: skip
+    ])
     messages = _run(alice3, "alice", "Please forget my vault code.")
     tool_texts = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
     assert tool_texts[0] == f"Deleted memory {ids['alice']}" and json.loads(tool_texts[1]) == []
@@ -194,7 +194,7 @@ def template_memory_graph(model: BaseChatModel, store: LogicMapStore) -> Any:
         if not state["messages"]:
             raise ValueError("No messages provided")
         await asyncio.gather(*[process_memory_type(ProcessorState(messages=state["messages"], function_name=v["name"]))
-                               for v in MEMORY_TYPES])  # fmt: skip
+                               for v in MEMORY_TYPES])
 
     return graph
 

@@ -76,7 +76,7 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
                 thread["thread_id"], per_user["assistant_id"],
                 input={"question": "What is the name of Maya's dog?"},
                 config={"configurable": {"user_id": "sample"}},
-            )  # fmt: skip
+            )
         return {"forms": forms, "inputs": inputs, "ingested": ingested, "compass": compass}
 
     outcome = _run(scenario())
@@ -106,12 +106,12 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
     context = {"namespace": "sample", "strategy": "compass", "policy": "heuristic", "ingest": False}
     first = remote.invoke({"messages": [{"role": "user", "content": "What is the name of Maya's dog?"}]},
-                          config=config, context=context)  # fmt: skip
+                          config=config, context=context)
     reply = first["messages"][-1]
     assert reply["type"] == "ai" and reply["content"].strip()
     cited = {t for item in first["evidence"] for t in item["turn_ids"]}
     assert "D1:1" in cited, first["evidence"]
     # The server keeps the thread: a second turn sees the first one.
     second = remote.invoke({"messages": [{"role": "user", "content": "Where does Maya live now?"}]},
-                           config=config, context=context)  # fmt: skip
+                           config=config, context=context)
     assert [m["type"] for m in second["messages"]] == ["human", "ai", "human", "ai"]

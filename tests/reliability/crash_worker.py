@@ -33,8 +33,8 @@ import logicmap.graphs.ingest_cues  # noqa: E402,F401
 import logicmap.graphs.ingest_facts  # noqa: E402,F401
 import logicmap.memory.graph  # noqa: E402,F401
 from logicmap.graphs.resources import Resources  # noqa: E402
-from logicmap.memory.config import LogicMapSettings  # noqa: E402
 from logicmap.memory.loaders import load_conversations  # noqa: E402
+from logicmap.settings import LogicMapSettings  # noqa: E402
 from tests.reliability import fork_server  # noqa: E402
 from tests.reliability.fork_server import serve  # noqa: E402
 

@@ -21,8 +21,8 @@ import sklearn.cluster  # noqa: F401
 import logicmap.graphs.forget  # noqa: F401
 import logicmap.graphs.ingest  # noqa: F401
 from logicmap.graphs.resources import Resources
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import load_conversations
+from logicmap.settings import LogicMapSettings
 from tests.reliability.fork_server import serve
 from tests.reliability.support import SAMPLE
 from tests.reliability.test_forget_purge import CANARY, _files_holding, _with_canary

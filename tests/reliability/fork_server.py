@@ -91,4 +91,4 @@ def serve(body_for: Callable[[dict], Body], after: Callable[[dict, int], None] |
             "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
             "timer_kill": timer_kill,
             "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-        }), flush=True)  # fmt: skip
+        }), flush=True)

@@ -29,7 +29,7 @@ import logicmap.graphs.ingest_facts  # noqa: E402,F401
 import logicmap.graphs.ingest_redo  # noqa: E402,F401
 from logicmap.graphs.ingest import IngestContext, ingest_conversation  # noqa: E402
 from logicmap.graphs.resources import Resources  # noqa: E402
-from logicmap.memory.config import LogicMapSettings  # noqa: E402
+from logicmap.settings import LogicMapSettings  # noqa: E402
 from tests.reliability.fork_server import serve  # noqa: E402
 from tests.unit.session_models import SEGMENT, SessionModel, long_conversation  # noqa: E402
 

@@ -16,8 +16,8 @@ import sklearn.cluster  # noqa: F401
 
 import logicmap.graphs.basestore  # noqa: F401
 from logicmap.graphs.resources import Resources
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.kinds import RECORD_KINDS
+from logicmap.settings import LogicMapSettings
 from tests.reliability.fork_server import serve
 
 NS = ("memories", "alice")

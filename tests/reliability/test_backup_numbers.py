@@ -43,13 +43,13 @@ from tests.reliability.support import SAMPLE, uncommitted_versions
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
 RUNS = settings(max_examples=_DEEP or 40, deadline=None, derandomize=not _DEEP,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])  # fmt: skip
+                                       HealthCheck.function_scoped_fixture])
 COUNTS: Counter[str] = Counter()
 _targets = itertools.count()
 LAST_TARGET: list[str] = []
 
 HOSTILE = [2**31 - 1, 2**31, 2**30, 2**30 + 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63), -1, 0, 1, 7,
-           10**13, 1.5, -0.0, "1e400", "-1e400", "1e308"]  # fmt: skip
+           10**13, 1.5, -0.0, "1e400", "-1e400", "1e308"]
 INFINITE = {"1e400", "-1e400"}  # written as JSON text: Python has no such float to dump
 
 
@@ -282,7 +282,7 @@ def test_the_issues_cases_exit_2_with_one_line_and_create_nothing(
     path.write_bytes(data)
     before = sample_memory.store.namespaces()
     code = main(["--data-dir", str(sample_memory.settings.data_dir), "--embeddings", "hashing", "import", str(path),
-                 "-n", "hostile", "--quiet"])  # fmt: skip
+                 "-n", "hostile", "--quiet"])
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {path}: line 1: {field}: "), err
     assert sample_memory.store.namespaces() == before and sample_memory.store.manifest("hostile").generation == 0
@@ -305,7 +305,7 @@ def test_a_chroma_server_restores_a_high_generation_and_then_ingests_and_answers
 ) -> None:
     """A server claims the generation numbers a restore skips over: only the few a writer could hold, so a
     backup at generation 2^30 restores in a few batches, and the namespace takes commits after it."""
-    from logicmap.memory.config import LogicMapSettings
+    from logicmap.settings import LogicMapSettings
     from tests.reliability.test_server_failures import ChromaServer
 
     server = ChromaServer(tmp_path / "chroma-server", tmp_path / "chroma.log")
@@ -315,7 +315,7 @@ def test_a_chroma_server_restores_a_high_generation_and_then_ingests_and_answers
         h = json.loads(json.dumps(header))
         h["generation"] = h["manifest"]["generation"] = new
         res = Resources(settings=LogicMapSettings(chroma_host="127.0.0.1", chroma_port=server.port,
-                                                  embedding_provider="hashing"))  # fmt: skip
+                                                  embedding_provider="hashing"))
         res.llm_ = None
         assert tried(res, tmp_path, f"server generation={new}", seal(h, [_dump(line) for line in records])) == "imported"
         claims = res.store._collection(LAST_TARGET[0], "meta").get(where={"kind": "claim"})  # noqa: SLF001

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from logicmap.graphs.cli import main
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.store import MemoryStore, UnknownNamespaceError
+from logicmap.settings import LogicMapSettings
 from tests.reliability.support import ROOT, SAMPLE, json_paths, memory_problems, subprocess_env
 
 BASE: list[dict[str, Any]] = json.loads(SAMPLE.read_text(encoding="utf-8"))

@@ -20,9 +20,9 @@ import pytest
 
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import Conversation
 from logicmap.memory.store import MemoryStore, StoreLockedError
+from logicmap.settings import LogicMapSettings
 from tests.conftest import make_resources
 from tests.reliability.support import (
     ROOT,

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.records import SessionInfo, Turn
 from logicmap.memory.store import ChangeSet, MemoryStore
+from logicmap.settings import LogicMapSettings
 
 SEED = 326
 TRIALS = int(os.environ.get("LOGICMAP_CRASH_SQLITE_TRIALS", "10"))  # at least; more until enough hit the moment
@@ -48,7 +48,7 @@ print("committed", flush=True)
 
 def _turns(namespace: str, sid: str, count: int) -> ChangeSet:
     turns = [Turn(namespace=namespace, session_id=sid, dia_id=f"{sid}:{i}", speaker="Ana", text=f"{sid} turn {i}",
-                  position=i) for i in range(count)]  # fmt: skip
+                  position=i) for i in range(count)]
     return ChangeSet(namespace=namespace, base_generation=0, turns=turns,
                      turn_vectors=[[1.0, float(i), 0.5] for i in range(count)],
                      session=SessionInfo(session_id=sid, content_hash=sid, generation=0, policy="heuristic"))
@@ -70,7 +70,7 @@ def _header_state(database: Path) -> dict[str, Any]:
 
 def _kill_inside_commit(database: Path, rng: random.Random, rows: int) -> None:
     proc = subprocess.Popen([sys.executable, "-c", GROWER, str(database), str(rows)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()

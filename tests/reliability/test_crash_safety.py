@@ -195,9 +195,9 @@ class _DieAfterUpsert:
 
 def test_a_crash_right_after_the_manifest_write_still_lists_the_namespace(tmp_path: Path) -> None:
     """Deterministic form of what the random kills found: the first commit visible but its namespace unlisted."""
-    from logicmap.memory.config import LogicMapSettings
     from logicmap.memory.records import Turn
     from logicmap.memory.store import ChangeSet, MemoryStore
+    from logicmap.settings import LogicMapSettings
 
     settings = LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing")
     turn = Turn(namespace="alpha", session_id="S1", dia_id="D1:1", speaker="Ana", text="hello")

@@ -22,9 +22,9 @@ from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from logicmap.graphs.cli import main
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import DataFormatError, conversation_namespace, conversation_slug, load_conversations
 from logicmap.memory.store import MemoryStore
+from logicmap.settings import LogicMapSettings
 from tests.reliability.support import json_paths
 
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))

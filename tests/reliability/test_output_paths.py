@@ -60,7 +60,7 @@ def test_unwritable_output_paths_are_one_line_errors(
         (tmp_path / f"case-{i}").mkdir()
         path, named = _path(kind, tmp_path / f"case-{i}", rng, suffix)
         argv = (["graph", "-n", "sample", "--out", path] if command.startswith("graph")
-                else ["export", "-n", "sample", path, "--quiet"])  # fmt: skip
+                else ["export", "-n", "sample", path, "--quiet"])
         code = main(["--data-dir", data_dir, "--embeddings", "hashing", *argv])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         counts["tried"] += 1

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.store import COMMIT_LOCK_ID, MemoryStore
+from logicmap.settings import LogicMapSettings
 from tests.reliability.support import ROOT, locomo_document, marked_conversation, subprocess_env
 
 SEED = 329
@@ -50,7 +50,7 @@ class ChromaServer:
 
         with self.log.open("a") as log:
             self.proc = subprocess.Popen([str(self.chroma), "run", "--path", str(self.path), "--host", "127.0.0.1",
-                                          "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT)  # fmt: skip
+                                          "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -69,7 +69,7 @@ class ChromaServer:
 
     def env(self, tmp: Path) -> dict[str, str]:
         return subprocess_env(tmp / "unused", LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(self.port),
-                              LOGICMAP_COMMIT_LEASE_S=str(LEASE_S))  # fmt: skip
+                              LOGICMAP_COMMIT_LEASE_S=str(LEASE_S))
 
     def store(self) -> MemoryStore:
         return MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=self.port, embedding_provider="hashing"))
@@ -86,7 +86,7 @@ def server(tmp_path: Path):  # noqa: ANN201
 def _ingest(server: ChromaServer, tmp: Path, file: Path, namespace: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "logicmap", "ingest", str(file), "-n", namespace, "--policy",
                              "heuristic", "--quiet"], cwd=ROOT.parent, env=server.env(tmp), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+                            stderr=subprocess.PIPE, text=True)
 
 
 def _lines(text: str) -> list[str]:
@@ -120,7 +120,7 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
         mid_ingest += 1
         lines = _lines(err)
         if not (proc.returncode in (2, 3) and len(lines) == 1 and lines[0].startswith("error: the Chroma server at ")
-                and f"127.0.0.1:{server.port}" in lines[0]):  # fmt: skip
+                and f"127.0.0.1:{server.port}" in lines[0]):
             failures.append(f"trial {trial}: exit {proc.returncode}, stderr {err[-1500:]!r}")
         server.start()
         store = server.store()
@@ -131,7 +131,7 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
         snap = store.snapshot(namespace)
         if rerun.returncode != 0 or len(snap.manifest.sessions) != sessions or len(snap.turns) != 6 * sessions:
             failures.append(f"trial {trial}: the re-run exited {rerun.returncode} with {len(snap.manifest.sessions)} "
-                            f"sessions, {len(snap.turns)} turns: {err[-1500:]!r}")  # fmt: skip
+                            f"sessions, {len(snap.turns)} turns: {err[-1500:]!r}")
     print(f"server killed during ingest: {TRIALS} kills, {mid_ingest} mid-ingest, {lease_left} left the writer's lease, "
           f"{said_why} re-runs said why they waited, {len(failures)} problems")
     assert not failures, "\n".join(failures)
@@ -156,7 +156,7 @@ def test_a_rerun_waiting_for_a_dead_writers_lease_says_which_and_how_long(server
     # The dead writer's lease outlasts the re-run's start (reading the file, building the first session).
     env = {**server.env(tmp_path), "LOGICMAP_COMMIT_LEASE_S": "20"}
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, namespace], cwd=ROOT.parent, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.stderr.read()
     finally:
@@ -183,7 +183,7 @@ def test_a_server_that_is_not_running_is_one_line_naming_it(tmp_path: Path) -> N
     env = subprocess_env(tmp_path, LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(port))
     for argv in (["namespaces"], ["stats", "-n", "someone"]):
         proc = subprocess.run([sys.executable, "-m", "logicmap", *argv], cwd=ROOT.parent, env=env, capture_output=True,
-                              text=True, timeout=120)  # fmt: skip
+                              text=True, timeout=120)
         lines = _lines(proc.stderr)
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"error: the Chroma server at 127.0.0.1:{port} does not answer"), lines

@@ -27,7 +27,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 from logicmap.graphs import ingest
 from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
 from logicmap.graphs.resources import IngestPathRefused, server_readable_path, set_server_mode
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.tenancy import (
     NamespaceRequiredError,
     TenantOverrideError,
@@ -35,6 +34,7 @@ from logicmap.memory.tenancy import (
     resolve_namespace,
     tenant_key,
 )
+from logicmap.settings import LogicMapSettings
 from logicmap.studio.tenant_guard import run_problem
 from tests.conftest import make_resources
 from tests.reliability.support import marked_conversation
@@ -147,7 +147,7 @@ def _hostile_paths(rng: random.Random, root: Path, outside: Path) -> list[str]:
     pool = [str(outside / "secret.json"), str(outside / "missing.json"), str(outside / "bad.json"), "/etc/passwd",
             "/etc/hostname", "/proc/self/environ", "../secret.json", "../../etc/passwd", str(root / ".." / "secret.json"),
             "link-out.json", "link-out-dir/secret.json", str(outside), "", "a\x00b", str(root), "~/x.json",
-            "missing.json", "/nonexistent/dir/x.json"]  # fmt: skip
+            "missing.json", "/nonexistent/dir/x.json"]
     return [rng.choice(pool) for _ in range(N_PATHS)]
 
 
@@ -202,7 +202,7 @@ def test_a_chatbot_thread_refuses_another_tenant_before_recall(tmp_path: Path) -
         owner = rng.choice(USERS)
         thread = {"thread_id": f"t{i}", "user_id": owner}
         app.invoke({"messages": [("user", f"My locker code is {1000 + i}.")]}, {"configurable": thread},
-                   context=context)  # fmt: skip
+                   context=context)
         for other in (u for u in USERS if u != owner):
             before = {ns: res.store.manifest(ns).generation for ns in res.store.namespaces()}
             with pytest.raises(ThreadTenantError):

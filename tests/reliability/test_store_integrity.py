@@ -24,7 +24,6 @@ from typing import Any
 
 import pytest
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.records import Relation, SessionInfo, Turn
 from logicmap.memory.store import (
     MEMORY_MARKER,
@@ -40,6 +39,7 @@ from logicmap.memory.store import (
     StoreForkedError,
     StoreLockedError,
 )
+from logicmap.settings import LogicMapSettings
 from tests.reliability.support import ROOT, memory_problems, subprocess_env, uncommitted_versions, visible_duplicates
 from tests.reliability.test_concurrency import chroma_server  # noqa: F401 - the fixture, reused
 
@@ -467,7 +467,7 @@ def test_a_full_disk_is_a_one_line_error_and_memory_stays_whole(small_disk: Path
 
 RECOVER = """
 import json
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 from logicmap.memory.store import ChangeSet, MemoryStore
 store = MemoryStore(LogicMapSettings(data_dir={directory!r}, embedding_provider="hashing"))
 snap = store.snapshot("mem")
@@ -482,7 +482,7 @@ print(json.dumps([before, {{"sessions": sorted(snap.manifest.sessions), "turns":
 # -- 9. the process lock and fork ---------------------------------------------------------------------
 LOCK_PROBE = """
 import sys
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 from logicmap.memory.store import MemoryStore, StoreError
 for line in sys.stdin:
     try:

@@ -20,11 +20,11 @@ import pytest
 from logicmap.graphs.chatbot import ingest_session
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.memory.backup import export_namespace, import_namespace
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.contention import NamespaceBusyError, commit_with_backoff, wait_for_namespace
 from logicmap.memory.deadline import RunDeadline, deadline_scope
 from logicmap.memory.loaders import Conversation
 from logicmap.memory.store import COMMIT_LOCK_ID, GenerationConflict, MemoryStore
+from logicmap.settings import LogicMapSettings
 from logicmap.tools.remember import create_remember_tool
 from tests.conftest import make_resources
 from tests.reliability import test_concurrency

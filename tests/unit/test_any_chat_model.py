@@ -17,7 +17,7 @@ from pydantic import BaseModel, SecretStr
 from logicmap.agents.base import run_role
 from logicmap.agents.models import make_chat_model, provider_of
 from logicmap.agents.provider import ProviderError, classify_error, run_scope
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 
 anthropic = pytest.importorskip("anthropic")
 genai_errors = pytest.importorskip("google.genai.errors")
@@ -35,7 +35,7 @@ def test_provider_strings_pick_the_provider_and_base_urls_keep_openai(monkeypatc
     assert provider_of("qwen2.5:7b") is None and provider_of("gpt-4o-mini") is None
     assert provider_of("ollama:llama3.1", "http://127.0.0.1:11434/v1") is None  # a base URL: OpenAI-compatible
     built = {name: make_chat_model(_settings(name)) for name in
-             ("anthropic:claude-sonnet-4-5", "google_genai:gemini-2.5-flash", "ollama:llama3.1")}  # fmt: skip
+             ("anthropic:claude-sonnet-4-5", "google_genai:gemini-2.5-flash", "ollama:llama3.1")}
     assert type(built["anthropic:claude-sonnet-4-5"]).__name__ == "ChatAnthropic"
     assert built["anthropic:claude-sonnet-4-5"].model == "claude-sonnet-4-5"
     assert built["anthropic:claude-sonnet-4-5"].max_retries == 0  # our backoff is the only retry loop
@@ -133,7 +133,7 @@ def status_server() -> Iterator[tuple[str, list[int]]]:
             self.rfile.read(int(self.headers.get("content-length") or 0))
             status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
             body = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-                               "message": "invalid key"}).encode()  # fmt: skip
+                               "message": "invalid key"}).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))

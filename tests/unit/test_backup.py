@@ -22,9 +22,9 @@ from logicmap.memory.backup import (
     import_namespace,
     read_backup,
 )
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.loaders import Conversation
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
+from logicmap.settings import LogicMapSettings
 
 QUESTIONS = ["What is the name of Maya's dog?", "Why did Maya move to Lisbon?", "When is the half marathon?"]
 VECTORS = (("turns", "turn_vectors"), ("events", "event_vectors"), ("facts", "fact_vectors"), ("cues", "cue_vectors"))

@@ -290,7 +290,7 @@ def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -
     ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", user_name="Alice", resources=resources,
                       ingest=False)
     streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s1"),
-                               context=ctx, stream_mode="messages"))  # fmt: skip
+                               context=ctx, stream_mode="messages"))
     chunks = [message for message, _ in streamed]
     assert all(isinstance(m, AIMessageChunk) for m in chunks) and len(chunks) > 3  # token by token
     assert "".join(m.content for m in chunks) == "Your favourite colour is teal."  # the reply, nothing else
@@ -315,7 +315,7 @@ def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) 
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     ctx = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", resources=resources, ingest=False)
     streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s3"),
-                               context=ctx, stream_mode="messages"))  # fmt: skip
+                               context=ctx, stream_mode="messages"))
     assert streamed and {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
     assert "".join(m.content for m, _ in streamed) == "Your favourite colour is teal."
     assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] >= 1  # recall did call the model
@@ -366,7 +366,7 @@ import os, sys
 from pathlib import Path
 from logicmap.graphs.chatbot import ChatContext, graph
 from logicmap.graphs.resources import Resources
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 
 res = Resources(settings=LogicMapSettings(data_dir=Path(sys.argv[1]), embedding_provider="hashing"))
 res.llm_ = None
@@ -386,7 +386,7 @@ def test_a_turn_survives_the_process_exiting_right_after_the_reply(tmp_path: Pat
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     done = subprocess.run([sys.executable, "-c", _ONE_TURN_AND_EXIT, str(tmp_path / "memory")], env=env,
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "Noted, I'll remember that. stored"
     reopened = make_resources(tmp_path / "memory")

@@ -43,7 +43,7 @@ def run_snippets(snippets: list[str], workdir: Path, base_url: str) -> subproces
         "HF_HUB_OFFLINE": "1",
     }
     return subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)  # fmt: skip
+                          timeout=600)
 
 
 @pytest.fixture(scope="module")

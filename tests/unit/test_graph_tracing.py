@@ -43,7 +43,7 @@ class RecordingTracer(LangChainTracer):
         self.sent[str(run.id)] = {
             "name": run.name, "run_type": run.run_type, "parent": run.parent_run_id, "tags": list(run.tags or []),
             "metadata": dict(run.extra.get("metadata") or {}), "outputs": run.outputs,
-        }  # fmt: skip
+        }
 
     def _persist_run_single(self, run: Any) -> None:
         self._record(run)
@@ -66,7 +66,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory, sample: Any) -> Iterator[Re
 
     res = make_resources(tmp_path_factory.mktemp("traced-memory"))
     ingest_conversation(sample.model_copy(update={"sessions": sample.sessions[:2]}), "traced", resources=res,
-                        policy="heuristic")  # fmt: skip
+                        policy="heuristic")
     yield res
     res.store.close()
 
@@ -103,7 +103,7 @@ def test_a_strategy_graph_invoked_directly_carries_its_root_run(memory: Resource
     context_type = graph.builder.context_schema
     tracer = RecordingTracer()
     final = graph.invoke({"question": QUESTION}, config={"callbacks": [tracer]},
-                         context=context_type(policy="llm", namespace="traced", resources=_scripted(memory)))  # fmt: skip
+                         context=context_type(policy="llm", namespace="traced", resources=_scripted(memory)))
     root = _check_root(tracer, final, strategy, "llm")
     assert final["cost"].llm_calls > 0
     budgets = {f.name for f in dataclasses.fields(context_type)} - {"resources", "policy", "namespace"}
@@ -122,7 +122,7 @@ def test_the_ingest_graph_invoked_directly_carries_its_cost(memory: Resources, s
     tracer = RecordingTracer()
     res = dataclasses.replace(_scripted(memory), store_=None, settings=memory.settings.model_copy())
     final = graph.invoke({"sessions": sample.sessions[:1]}, config={"callbacks": [tracer]},
-                         context=IngestContext(policy="llm", namespace="traced-ingest", resources=res))  # fmt: skip
+                         context=IngestContext(policy="llm", namespace="traced-ingest", resources=res))
     root = tracer.roots()[0]
     assert root["name"] == "ingest" and {"strategy:ingest", "policy:llm"} <= set(root["tags"])
     assert root["metadata"]["namespace"] == "traced-ingest" and root["metadata"]["merge_threshold"] == 0.9
@@ -137,7 +137,7 @@ def test_the_policy_tag_is_the_policy_the_run_can_use(memory: Resources) -> None
     tracer = RecordingTracer()
     no_model = dataclasses.replace(memory, llm_=None)
     final = graph.invoke({"question": QUESTION}, config={"callbacks": [tracer]},
-                         context=CompassContext(policy="llm", namespace="traced", resources=no_model))  # fmt: skip
+                         context=CompassContext(policy="llm", namespace="traced", resources=no_model))
     _check_root(tracer, final, "compass", "heuristic")  # "llm" asked for, no chat model configured
     assert final["cost"].llm_calls == 0
 
@@ -148,7 +148,7 @@ def test_an_async_run_gets_its_cost_before_the_root_run_is_sent(memory: Resource
     tracer = RecordingTracer()
     final = asyncio.run(graph.ainvoke({"question": QUESTION}, config={"callbacks": [tracer]},
                                       context={"policy": "llm", "namespace": "traced",
-                                               "resources": _scripted(memory)}))  # fmt: skip
+                                               "resources": _scripted(memory)}))
     _check_root(tracer, final, "goalmem", "llm")
 
 
@@ -175,7 +175,7 @@ def test_with_tracing_off_the_state_still_carries_the_wall_time(memory: Resource
     final = graph.invoke({"question": QUESTION}, context=RealContext(namespace="traced", resources=memory))
     assert isinstance(final["cost"], Cost) and final["cost"].wall_time_s > 0
     chunks = list(graph.stream({"question": QUESTION}, context=RealContext(namespace="traced", resources=memory),
-                               stream_mode=["values", "updates"]))  # fmt: skip
+                               stream_mode=["values", "updates"]))
     snapshots = [c for mode, c in chunks if mode == "values" and "cost" in c]
     times = [s["cost"].wall_time_s for s in snapshots]
     assert times and times == sorted(times) and times[-1] > 0  # the run's wall time so far, in every snapshot

@@ -192,7 +192,7 @@ def _lazy_cycle_graph() -> nx.DiGraph:
 def _runtime_imports(importer: str) -> Iterator[str]:
     """The modules an import statement anywhere in the module loads when it runs (not under ``TYPE_CHECKING``)."""
     skipped = {id(n) for node in ast.walk(TREES[importer])
-               if isinstance(node, ast.If) and _is_type_checking(node.test) for n in ast.walk(node)}  # fmt: skip
+               if isinstance(node, ast.If) and _is_type_checking(node.test) for n in ast.walk(node)}
     for node in ast.walk(TREES[importer]):
         if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped:
             yield from _targets(node, importer)
@@ -213,7 +213,7 @@ def test_no_import_cycles_even_through_lazy_imports() -> None:
 def test_the_lazy_cycle_check_sees_imports_inside_functions() -> None:
     tree = ast.parse("def f():\n    from logicmap.graphs.ingest_redo import graph\n")
     names = [t for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
-             for t in _targets(node, "logicmap.graphs.ingest")]  # fmt: skip
+             for t in _targets(node, "logicmap.graphs.ingest")]
     assert names == ["logicmap.graphs.ingest_redo"]
 
 

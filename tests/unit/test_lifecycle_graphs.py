@@ -58,8 +58,8 @@ def test_forget_list_and_delete_act_on_the_runs_namespace_only(resources: Any) -
 
 def test_on_the_server_the_deployments_template_names_the_tenant(tmp_path: Any) -> None:
     from logicmap.graphs.resources import Resources, set_default_resources, set_server_mode
-    from logicmap.memory.config import LogicMapSettings
     from logicmap.memory.tenancy import TenantOverrideError
+    from logicmap.settings import LogicMapSettings
 
     res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "m", embedding_provider="hashing",
                                               server_namespace="acme-{user_id}"))

@@ -181,7 +181,7 @@ def test_train_export_and_cli(tmp_path, capsys, task) -> None:
         assert torch.allclose(
             trained.token_logprobs(d.messages, d.generation), trained.token_logprobs(d.messages, d.generation, model=merged),
             atol=1e-4,
-        )  # fmt: skip
+        )
     from logicmap.__main__ import main
 
     out = tmp_path / "r2"

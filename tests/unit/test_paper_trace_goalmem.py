@@ -62,7 +62,7 @@ TURNS = {
 # B_retrieve: the first rule whose words are in the query gives the memories.
 RETRIEVAL = [("served at", ["D1:2"]), ("likes", ["D1:1"]), ("contains", ["D1:2"]), ("visited", ["D1:3"]),
              ("was at", ["D1:3"]), ("seasonal", ["D2:1"]), ("went to", ["D1:3"]), ("took", ["D2:3"]),
-             ("named", ["D2:4"])]  # fmt: skip
+             ("named", ["D2:4"])]
 
 # The unifier: a subgoal (found by its words) is grounded when every memory it needs was retrieved.
 UNIFY = [
@@ -171,7 +171,7 @@ class PaperBackbone:
 def _session(sid: str, stamp: datetime, ids: Sequence[str]) -> Session:
     turns = [RawTurn(dia_id=i, speaker="Alice", text=TURNS[i]) for i in ids]
     return Session(session_id=sid, timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
-                   turns=turns)  # fmt: skip
+                   turns=turns)
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Resources:
     conversation = Conversation(conversation_id=NAMESPACE, speakers=["Alice", "Ben"], sessions=[
         _session("S1", datetime(2024, 3, 20, 10, 0), ["D1:1", "D1:2", "D1:3"]),
         _session("S2", datetime(2024, 5, 6, 18, 0), ["D2:1", "D2:2", "D2:3", "D2:4"]),
-    ])  # fmt: skip
+    ])
     ingest_conversation(conversation, NAMESPACE, resources=res, policy="heuristic")
     yield res
     res.store.close()
@@ -199,7 +199,7 @@ def _run(memory: Resources, **limits: Any) -> tuple[PaperModel, PaperBackbone, l
     """The graph streamed: the nodes in the order they ran (one ``retrieve`` per ``Send``) and the final state."""
     model, backbone = PaperModel(), PaperBackbone()
     context = GoalMemContext(namespace=NAMESPACE, resources=_with_model(memory, model.model), policy="llm",
-                             retriever=backbone, backbone="paper", **limits)  # fmt: skip
+                             retriever=backbone, backbone="paper", **limits)
     nodes: list[str] = []
     final: dict[str, Any] = {}
     for mode, chunk in graph.stream({"question": QUESTION}, context=context, stream_mode=["updates", "values"]):
@@ -265,14 +265,14 @@ def test_the_breadth_loop_tries_a_decomposition_unlike_the_failed_one(trace) -> 
     model, backbone, nodes, final = trace
     assert final["breadth"] == 2 and final["solved_depth"] == 2
     assert [r.render() for r, _ in final["failed"]] == [f"{' AND '.join(RULE_1)} => {GOAL.split(': ', 1)[1]}"] or \
-        len(final["failed"]) == 1  # fmt: skip
+        len(final["failed"]) == 1
     second = str(model.calls["decompose"][1][1].content)
     assert SERVED.split(" (z")[0].split(") ")[1] in second and "Alice visited" in second  # the failed rule is shown
     assert final["substitution"].as_dict() == {"x": "Kyoto Latte", "z": "Momoco", "p": "Ben", "w": "Momoco"}
     assert [e.id for e in final["evidence"]] == ["D2:1", "D2:3", "D2:4"]
     # Every LLM request in order (the refiner's retry included), within the bound 1 + B(2 + 2D) = 37.
     assert model.order == ["parse", "decompose", "unify", "refine", "refine", "unify", "refine", "unify",
-                           "decompose", "unify", "refine", "unify", "refine", "unify", "generate"]  # fmt: skip
+                           "decompose", "unify", "refine", "unify", "refine", "unify", "generate"]
     assert final["llm_requests"] == len(model.order) == 15 <= call_bound(3, 5) == 37
     assert nodes[-2:] == ["generate", "finish"] and not final["fallbacks"]
 
@@ -288,7 +288,7 @@ def test_the_call_bound_is_enforced_and_exposed(memory: Resources) -> None:
     assert "no retry left in the call budget" in final["fallbacks"][0].reason
     assert final["status"] == "failed" and nodes[-2:] == ["fail", "finish"]
     res = answer(QUESTION, NAMESPACE, resources=_with_model(memory, PaperModel().model), policy="llm",
-                 backbone=PaperBackbone(), max_breadth=1, max_depth=1)  # fmt: skip
+                 backbone=PaperBackbone(), max_breadth=1, max_depth=1)
     assert res.details["call_bound"] == 5 and res.details["llm_requests"] == res.cost.llm_calls == 5
 
 
@@ -376,7 +376,7 @@ def test_mechanical_checks_still_refuse_unknown_memories_and_unbound_variables()
     # The same reply checked subgoal by subgoal (how an LLM reply that passed validation is applied): the
     # judgment is kept, the mechanical failures are refused and said why.
     step = apply_unification(Unification.model_validate(reply), subgoals, Substitution(),
-                             memory_ids={"D2:1", "D2:3"}, trust_judgments=True)  # fmt: skip
+                             memory_ids={"D2:1", "D2:3"}, trust_judgments=True)
     assert step.resolved == {"G1": ["D2:3"]} and step.substitution.as_dict() == {"f": "matcha", "y": "Blue Finch"}
     assert step.unresolved["G2"] == "cites memory ids that were not retrieved: ['D7:7']"
     assert step.unresolved["G3"] == "variables ['p'] left unbound" and len(step.rejected) == 2

@@ -38,7 +38,7 @@ SUPPORTING = {("event", DOG_EVENT), ("turn", "D1:1"), ("turn", "D1:2")}
 QUERY_CUES = "You extract the cues of a question"  # the query cue role's system prompt (prompts/query_cues.py)
 # Table 4 of the paper, in its order.
 PAPER_TOOLS = ["query_tag_events", "query_conversation_time", "query_event_keywords", "query_event_context",
-               "query_personal_information", "query_personal_aspect", "query_topic_events"]  # fmt: skip
+               "query_personal_information", "query_personal_aspect", "query_topic_events"]
 
 
 class Recorder(ScriptedChatModel):
@@ -208,7 +208,7 @@ def answer_at_once(navigator_turns: list[Any] | None = None) -> list[Any]:
 def test_query_cues_are_an_llm_role_whose_keywords_seed_the_active_set(ingested_sample) -> None:  # noqa: ANN001
     # The first reply invents a keyword ("puppy" is not in the question): sent back; the retry copies "dog" only.
     model = Recorder(routes={QUERY_CUES: [{"keywords": ["dog", "puppy"]}, {"keywords": ["dog"]}],
-                             NAVIGATOR: answer_at_once()})  # fmt: skip
+                             NAVIGATOR: answer_at_once()})
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
     assert "keywords ['puppy'] are not in the question" in str(model.calls[1][-1].content)
     assert result.details["query_keywords"] == ["dog"] and result.details["seed_cues"] == ["dog"]

@@ -41,7 +41,7 @@ _FACT_LINE = re.compile(r"^(\d+): .*\(related: ([^)]*)\)$", re.M)
 def stored_memory() -> FactMemory:
     memory = FactMemory("maya")
     memory.apply([FactEdit(op="ADD", fact=i) for i in range(len(STORED))],
-                 [CandidateFact(text=t, turn_ids=(f"D1:{i + 1}",)) for i, t in enumerate(STORED)])  # fmt: skip
+                 [CandidateFact(text=t, turn_ids=(f"D1:{i + 1}",)) for i, t in enumerate(STORED)])
     return memory
 
 
@@ -52,7 +52,7 @@ def candidates(texts: Sequence[str], first: int = 0) -> list[CandidateFact]:
 def related_ids(messages: Sequence[BaseMessage]) -> dict[int, list[str]]:
     """Each new fact's related memory ids, as the prompt shows them (none when it shows none)."""
     shown = {int(n): [i.strip() for i in ids.split(",") if i.strip() and i.strip() != "none"]
-             for n, ids in _FACT_LINE.findall(str(messages[1].content))}  # fmt: skip
+             for n, ids in _FACT_LINE.findall(str(messages[1].content))}
     return shown
 
 

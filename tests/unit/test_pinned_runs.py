@@ -36,7 +36,7 @@ def memory(tmp_path: Path, sample: Any) -> Any:
 
 def _ingest(res: Resources, sample: Any, namespace: str) -> None:
     ingest_conversation(sample.model_copy(update={"sessions": sample.sessions[:3]}), namespace, resources=res,
-                        policy="heuristic")  # fmt: skip
+                        policy="heuristic")
 
 
 def _commit_new_session(res: Resources, namespace: str) -> int:
@@ -60,7 +60,7 @@ def _run(strategy: str, res: Resources, namespace: str, commit_after: str | None
     final: dict[str, Any] = {}
     committed = False
     for mode, chunk in module.graph.stream({"question": QUESTION}, context=context, stream_mode=["updates", "values"],
-                                           output_keys=state_keys):  # fmt: skip
+                                           output_keys=state_keys):
         if mode == "values":
             final = chunk
         elif commit_after in chunk and not committed:
@@ -73,7 +73,7 @@ def _run(strategy: str, res: Resources, namespace: str, commit_after: str | None
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_commit_between_two_nodes_changes_nothing_the_run_sees(memory: Resources, sample: Any,
-                                                                 strategy: str) -> None:  # fmt: skip
+                                                                 strategy: str) -> None:
     first = {"compass": "planner", "goalmem": "parse_goal", "real": "roots", "reconstruct": "seed"}[strategy]
     _ingest(memory, sample, "busy")
     quiet = _seen(_run(strategy, memory, "busy"))  # the same namespace, no commit during the run
@@ -92,7 +92,7 @@ def test_the_pin_is_the_run_s_resolved_namespace_policy_and_generation(memory: R
     _ingest(memory, sample, "alice")
     final = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
                          context=CompassContext(namespace="{user_id}", resources=memory,
-                                                policy="auto"))  # fmt: skip
+                                                policy="auto"))
     keys = list(graph.builder.schemas[graph.builder.state_schema])
     full = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
                         context=CompassContext(namespace="{user_id}", resources=memory), output_keys=keys)

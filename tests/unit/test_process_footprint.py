@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from logicmap.memory.config import LogicMapSettings
 from logicmap.memory.embeddings import CachedEmbeddings, HashingEmbeddings, MiniLMEmbeddings
 from logicmap.memory.text import stem
+from logicmap.settings import LogicMapSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ PROBE = """
 import json, os
 import numpy as np  # BLAS loaded before the embedder is made, as in any process that imported numpy first
 from threadpoolctl import threadpool_info
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 from logicmap.memory.embeddings import make_embeddings
 make_embeddings(LogicMapSettings(embedding_provider="hashing"))
 print(json.dumps({"pools": [p["num_threads"] for p in threadpool_info()],

@@ -28,7 +28,7 @@ from logicmap.agents.provider import (
     run_scope,
 )
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.config import LogicMapSettings
+from logicmap.settings import LogicMapSettings
 
 URL = "http://127.0.0.1:9/v1"
 

@@ -33,19 +33,19 @@ SESSIONS = [
                                       ("D2:2", "Leo", "Congratulations on the move!")]),
     ("S3", datetime(2023, 7, 1, 10), [("D3:1", "Maya", "I quit nursing, I don't work as a nurse anymore."),
                                       ("D3:2", "Leo", "A fresh start then.")]),
-]  # fmt: skip
+]
 EXTRACTED = {
     "S1": {"facts": [{"text": "Maya lives in Porto", "turn_ids": ["D1:1"]},
                      {"text": "Maya works as a nurse", "turn_ids": ["D1:1"]}]},
     "S2": {"facts": [{"text": "Maya lives in Lisbon", "turn_ids": ["D2:1"]}]},
     "S3": {"facts": [{"text": "Maya no longer works as a nurse", "turn_ids": ["D3:1"]}]},
-}  # fmt: skip
+}
 MANAGED = {
     "S1": {"edits": [{"op": "ADD", "fact": 0}, {"op": "ADD", "fact": 1}]},
     "S2": {"edits": [{"op": "UPDATE", "fact": 0, "id": "F1", "text": "Maya lives in Lisbon (moved from Porto in May 2023)"}]},
     # The paper's procedure: DELETE the contradicted memory, then the new fact is new information: ADD it.
     "S3": {"edits": [{"op": "ADD", "fact": 0}, {"op": "DELETE", "fact": 0, "id": "F2"}]},
-}  # fmt: skip
+}
 
 
 def conversation(upto: int) -> Conversation:
@@ -53,7 +53,7 @@ def conversation(upto: int) -> Conversation:
         Session(session_id=sid, timestamp=when, timestamp_text=when.strftime("%-I:%M %p on %-d %B, %Y"),
                 turns=[RawTurn(dia_id=d, speaker=s, text=t) for d, s, t in turns])
         for sid, when, turns in SESSIONS[:upto]
-    ]  # fmt: skip
+    ]
     return Conversation(conversation_id="maya-leo", speakers=["Maya", "Leo"], sessions=sessions)
 
 
@@ -91,7 +91,7 @@ def test_add_then_update_then_delete_across_three_sessions_keeps_history(res: An
     ingest(res, 1)
     snap = store.snapshot(NS)
     assert {r: (f.text, f.deleted) for r, f in snap.r2_facts.items()} == {
-        "F1": ("Maya lives in Porto", False), "F2": ("Maya works as a nurse", False)}  # fmt: skip
+        "F1": ("Maya lives in Porto", False), "F2": ("Maya works as a nurse", False)}
     assert snap.r2_facts["F1"].created_in == "S1" and snap.r2_facts["F1"].turn_ids == ("D1:1",)
     assert snap.r2_facts["F1"].namespace == NS and set(snap.r2_fact_vectors) == {"F1", "F2"}
     assert snap.manifest.sessions["S1"].memory_manager == "r2"
@@ -178,7 +178,7 @@ def test_the_no_llm_manager_is_deterministic(tmp_path: Path) -> None:
 def test_namespaces_never_see_each_others_r2_memory(res: Any) -> None:
     ingest_conversation(conversation(2), "tenant-a", resources=res, policy="heuristic", memory_manager="r2")
     other = Conversation(conversation_id="b", speakers=["Ana", "Rui"], sessions=[Session(
-        session_id="S1", timestamp=datetime(2023, 5, 1), turns=[RawTurn(dia_id="D1:1", speaker="Ana", text="I keep bees.")])])  # fmt: skip
+        session_id="S1", timestamp=datetime(2023, 5, 1), turns=[RawTurn(dia_id="D1:1", speaker="Ana", text="I keep bees.")])])
     ingest_conversation(other, "tenant-b", resources=res, policy="heuristic", memory_manager="r2")
     a, b = res.store.snapshot("tenant-a"), res.store.snapshot("tenant-b")
     assert all(f.namespace == "tenant-a" for f in a.r2_facts.values())
@@ -200,12 +200,12 @@ def test_the_r2_strategy_retrieves_then_distills_then_answers_from_the_distilled
     res.llm_ = scripted([EXTRACTED[s] for s in ("S1", "S2", "S3")], [MANAGED[s] for s in ("S1", "S2", "S3")])
     ingest(res, 3)
     res.llm_ = ScriptedChatModel(routes={r2_distill.ROLE_MARKER: [{"selected": ["F1"]}]},
-                                 respond=lambda _: Answer(answer="Lisbon", cited_ids=["F1"]).model_dump())  # fmt: skip
+                                 respond=lambda _: Answer(answer="Lisbon", cited_ids=["F1"]).model_dump())
     context = R2Context(namespace=NS, resources=res, policy="llm")
     nodes: list[str] = []
     final: dict[str, Any] = {}
     for mode, chunk in graph.stream({"question": "Where does Maya live now?"}, context=context,
-                                    stream_mode=["updates", "values"]):  # fmt: skip
+                                    stream_mode=["updates", "values"]):
         if mode == "updates":
             nodes.extend(chunk)
         else:
@@ -225,7 +225,7 @@ def test_the_answer_sees_only_what_the_distiller_kept(res: Any) -> None:
     assert len(live) >= 3
     keep = live[1]
     res.llm_ = ScriptedChatModel(routes={r2_distill.ROLE_MARKER: [{"selected": [keep, "F404"]}, {"selected": [keep]}]},
-                                 respond=lambda _: {"answer": "something", "cited_ids": [keep]})  # fmt: skip
+                                 respond=lambda _: {"answer": "something", "cited_ids": [keep]})
     result = answer("What did Maya say?", NS, resources=res, policy="llm")
     assert result.details["distilled"] == [keep] and [e.id for e in result.evidence] == [keep]
     assert len(result.details["retrieved"]) == len(live)
@@ -285,7 +285,7 @@ def window_reply(messages: list[BaseMessage]) -> Any:
 def test_a_session_longer_than_the_context_is_extracted_in_windows(res: Any) -> None:
     long = "I live in Porto and I work as a nurse. " * 14  # about 550 characters a turn
     session = Session(session_id="S1", timestamp=datetime(2023, 5, 1), turns=[
-        RawTurn(dia_id=f"D1:{i}", speaker="Maya", text=f"{i}: {long}") for i in range(1, 5)])  # fmt: skip
+        RawTurn(dia_id=f"D1:{i}", speaker="Maya", text=f"{i}: {long}") for i in range(1, 5)])
     res.llm_ = ScriptedChatModel(respond=window_reply)
     ctx = IngestContext(policy="llm", memory_manager="r2", extract_cues=False, extract_facts=False, context_tokens=1000)
     conv = Conversation(conversation_id="long", speakers=["Maya"], sessions=[session])

@@ -77,13 +77,13 @@ def test_the_llm_policy_answers_from_the_reranked_evidence(ingested_sample) -> N
 def test_a_turn_no_event_cites_is_evidence_on_its_own(resources) -> None:
     texts = ["I adopted a beagle named Biscuit.", "Biscuit loves the beach.", "My sister plays the cello."]
     turns = [Turn(namespace="lone", session_id="S1", dia_id=f"D1:{i + 1}", speaker="Ann", text=t, position=i)
-             for i, t in enumerate(texts)]  # fmt: skip
+             for i, t in enumerate(texts)]
     event = Event(id="E1", namespace="lone", session_id="S1", summary="Ann adopted Biscuit, a beagle", order=0,
-                  participants=["Ann"], turn_ids=["D1:1", "D1:2"])  # fmt: skip
+                  participants=["Ann"], turn_ids=["D1:1", "D1:2"])
     resources.store.commit(ChangeSet(
         namespace="lone", base_generation=0, turns=turns, turn_vectors=resources.embeddings.embed_documents(texts),
         events=[event], event_vectors=resources.embeddings.embed_documents([event.summary]),
-    ))  # fmt: skip
+    ))
     result = answer("Who plays the cello?", "lone", resources=resources, policy="heuristic", context_turns=3)
     by_id = {item.id: item for item in result.evidence}
     assert set(by_id) == {"E1", "D1:3"}

@@ -116,7 +116,7 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
     resources.store.manifest("ns")  # opens the store and takes the lock
     script = textwrap.dedent(
         f"""
-        from logicmap.memory.config import LogicMapSettings
+        from logicmap.settings import LogicMapSettings
         from logicmap.memory.store import MemoryStore, StoreLockedError
         try:
             MemoryStore(LogicMapSettings(data_dir={str(resources.settings.data_dir)!r}))

@@ -142,7 +142,7 @@ def test_search_spans_the_namespaces_under_the_prefix_only(calls: Calls) -> None
 def test_filters_compare_value_fields_like_langgraph(calls: Calls) -> None:
     people = {"ann": {"name": "Ann", "age": 25, "team": "red", "meta": {"level": 1}},
               "ben": {"name": "Ben", "age": 31, "team": "blue", "meta": {"level": 2}},
-              "cy": {"name": "Cy", "age": 40, "team": "red", "meta": {"level": 3}}}  # fmt: skip
+              "cy": {"name": "Cy", "age": 40, "team": "red", "meta": {"level": 3}}}
     for key, value in people.items():
         calls.put(ALICE, key, value)
 
@@ -197,7 +197,7 @@ def test_batch_reads_see_memory_as_before_the_batch_writes(calls: Calls) -> None
         GetOp(ALICE, "old"),
         SearchOp(ALICE, limit=10),
         PutOp(ALICE, "old", None),
-    ])  # fmt: skip
+    ])
     assert results[0] is None and results[3] is None
     assert results[1].value == {"content": "Alice's old note."}
     assert _keys(results[2]) == ["old"]

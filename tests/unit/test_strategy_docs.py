@@ -29,6 +29,6 @@ def test_the_page_names_every_strategy_variant_and_option() -> None:
 def test_the_command_writes_the_page(tmp_path: Path) -> None:
     out = tmp_path / "strategies.md"
     done = subprocess.run([sys.executable, "-m", "logicmap.graphs.strategy_docs", str(out)], capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert out.read_text(encoding="utf-8") == strategies_page()

@@ -78,7 +78,7 @@ class Collector:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
         self.client = langsmith.Client(api_url=f"http://127.0.0.1:{self.server.server_port}", api_key="local",
-                                       auto_batch_tracing=False)  # fmt: skip
+                                       auto_batch_tracing=False)
 
     def capture(self, call: Any) -> Any:
         """``call()`` with tracing on, sent to this collector; returns its result (the runs are in ``runs``)."""
@@ -173,7 +173,7 @@ def _check_chat_turn(collector: Collector, out: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("compiled", ["module graph", "build().compile()", "build().compile(checkpointer)"])
 def test_the_chatbot_however_compiled_sends_one_root_run(collector: Collector, memory: Resources,
-                                                         compiled: str) -> None:  # fmt: skip
+                                                         compiled: str) -> None:
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph, graph
 
     bot = {"module graph": graph, "build().compile()": build_chatbot_graph().compile(),
@@ -184,7 +184,7 @@ def test_the_chatbot_however_compiled_sends_one_root_run(collector: Collector, m
 
 
 def test_the_served_chatbot_sends_one_root_run_with_the_resolved_tenant(collector: Collector,
-                                                                        memory: Resources) -> None:  # fmt: skip
+                                                                        memory: Resources) -> None:
     """As the LangGraph API server runs it: the assistant's context mirrored into ``configurable`` (and from there
     into the metadata, as a template), the authenticated user in ``configurable``, process-wide resources."""
     from logicmap.graphs.chatbot import graph
