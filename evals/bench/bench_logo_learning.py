@@ -30,7 +30,9 @@ from logicmap.evals.train.logo_train import (
 )
 from logicmap.evals.train.r2_synthetic import make_update_task
 
-__all__ = ["invalid_problems", "main"]
+__all__ = ["DEV_SEED", "invalid_problems", "main"]
+
+DEV_SEED = 1000  # development conversations: make_update_task(seed=DEV_SEED + seed, held_out=False)
 
 
 def invalid_problems(policy, conversations, cfg, answer) -> dict[str, int]:  # type: ignore[no-untyped-def]
@@ -67,25 +69,43 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--learning-rate", type=float, help="override the preset")
     parser.add_argument("--inner-epochs", type=int, help="override the preset")
     parser.add_argument("--conversations-per-step", type=int, help="override the preset")
-    parser.add_argument("--local-points", type=int, help="override the preset (local groups per rollout)")
+    parser.add_argument(
+        "--local-points", help="override the preset: local groups per rollout, or 'all' (every manager step)"
+    )
+    parser.add_argument(
+        "--invalid-episode", choices=("skip", "void"), help="override the preset: global reward of an episode with an "
+        "invalid reply (skip: F1 - penalty of the memory built; void: -1)",
+    )
+    parser.add_argument(
+        "--dev",
+        action="store_true",
+        help="evaluate on development conversations (the training names and values, another seed) instead of the "
+        "held-out ones: choose hyper-parameters with this, report without it",
+    )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
     cfg = replace(PRESETS[args.config], seed=args.seed)
     if args.steps_per_stage is not None:
         cfg = replace(cfg, steps_per_stage=args.steps_per_stage)
-    for name in ("learning_rate", "inner_epochs", "conversations_per_step", "local_points"):
+    for name in ("learning_rate", "inner_epochs", "conversations_per_step", "invalid_episode"):
         if getattr(args, name) is not None:
             cfg = replace(cfg, **{name: getattr(args, name)})
+    if args.local_points is not None:
+        cfg = replace(cfg, local_points=None if args.local_points == "all" else int(args.local_points))
     if args.stages:
         cfg = replace(cfg, stages=tuple(int(s) for s in args.stages.split(",")))
     horizon = max(cfg.stages)
     eval_seed = args.seed + 1 if args.eval_seed is None else args.eval_seed
-    held = make_update_task(args.held_out, horizon, seed=eval_seed, held_out=True)
+    if args.dev:  # the training pool's names and values, conversations the training seed never draws
+        held = make_update_task(args.held_out, horizon, seed=DEV_SEED + args.seed, held_out=False)
+    else:
+        held = make_update_task(args.held_out, horizon, seed=eval_seed, held_out=True)
     conversations = [x.conversation for x in held]
     optimal = {x.conversation.conversation_id: x.optimal for x in held}
     print(
         f"config {args.config}: model {cfg.model}, G={cfg.group_size}, stages {cfg.stages}, "
-        f"{cfg.steps_per_stage} steps/stage; held-out {len(held)} conversations of {horizon} sessions",
+        f"{cfg.steps_per_stage} steps/stage; {'development' if args.dev else 'held-out'} {len(held)} conversations "
+        f"of {horizon} sessions",
         flush=True,
     )
     started = time.perf_counter()
@@ -108,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"trained policy's validation problems (held-out, greedy): {json.dumps(problems)}")
     figures = {
         "config": args.config,
+        "evaluated_on": "development" if args.dev else "held-out",
         "model": cfg.model,
         "untrained": before,
         "trained": after,
@@ -127,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"held-out reward {before['reward']:.3f} -> {after['reward']:.3f}; memory reward "
         f"{before['memory_reward']:.3f} -> {after['memory_reward']:.3f}; step reward {before['step_reward']:.3f} -> "
-        f"{after['step_reward']:.3f}; F1 {before['f1']:.3f} -> {after['f1']:.3f}; "
+        f"{after['step_reward']:.3f}; F1 {before['f1']:.3f} -> {after['f1']:.3f}; invalid-step rate "
+        f"{before['invalid_step_rate']:.3f} -> {after['invalid_step_rate']:.3f}; valid episodes "
+        f"{before['valid_episodes']:.2f} -> {after['valid_episodes']:.2f}; "
         f"validity {before['validity']:.2f} -> {after['validity']:.2f}; optimal ops "
         f"{before['optimal_ops']:.2f} -> {after['optimal_ops']:.2f}; {report.steps} steps, train wall "
         f"{report.wall_time_s:.0f}s, peak RSS {figures['peak_rss_mb']:.0f} MB"

@@ -93,6 +93,7 @@ __all__ = [
     "export_gguf",
     "export_policy",
     "global_group",
+    "global_reward",
     "load_policy",
     "local_group",
     "logo_loss",
@@ -124,7 +125,8 @@ class TrainConfig:
     stages: tuple[int, ...] = (8, 16, 32)  # curriculum horizons (sessions)
     steps_per_stage: int = 4  # optimisation steps per curriculum stage
     conversations_per_step: int = 2
-    local_points: int = 2  # sessions per global rollout that get a local group
+    local_points: int | None = 2  # manager steps per global rollout that get a local group; None: every step
+    invalid_episode: str = "skip"  # global reward of an episode with an invalid reply: "skip" or "void" (global_reward)
     local_weight: float = 1.0  # L = L_global + local_weight * L_local; equal, as evals/train/README.md reads the paper
     clip_eps: float = 0.2
     inner_epochs: int = 1  # optimisation passes over one step's samples (TRL's num_iterations)
@@ -138,6 +140,12 @@ class TrainConfig:
     device: str = "cpu"
     dtype: str = "float32"
     threads: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.invalid_episode not in ("skip", "void"):
+            raise ValueError(f"invalid_episode must be 'skip' or 'void', not {self.invalid_episode!r}")
+        if self.local_points is not None and self.local_points < 0:
+            raise ValueError(f"local_points must be >= 0 or None (every manager step), not {self.local_points}")
 
 
 PRESETS: dict[str, TrainConfig] = {
@@ -723,12 +731,23 @@ class GroupRecord:
     valid: int = 0  # members whose completions all passed validation
 
 
+def global_reward(episode: EpisodeResult, cfg: TrainConfig) -> float:
+    """The reward a global group compares, by ``cfg.invalid_episode``: ``"skip"`` (the default) is Memory-R2's
+    trajectory reward, the answer agent's QA F1 minus the compression penalty of the memory the episode built, where
+    a reply that failed validation changed nothing (the manager role skips an invalid batch, so it costs the facts
+    it would have stored) and is penalised at its own step in the local groups (``INVALID_REWARD``); ``"void"``
+    gives the whole episode ``INVALID_REWARD`` for one invalid reply (the strict reward ``evaluate_policy``
+    reports as ``reward``). The paper text we have defines the trajectory reward as QA F1 minus the compression
+    penalty and says nothing of voiding an episode; credit for one bad operation is what its local groups are for."""
+    return episode.memory_reward if cfg.invalid_episode == "skip" else episode.reward
+
+
 def global_group(
     policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, answer: AnswerAgent, generator: Any
 ) -> tuple[list[EpisodeResult], GroupRecord, list[Sample]]:
     """G whole-episode rollouts; each completion of rollout i carries rollout i's group-normalised advantage."""
     episodes = [run_episode(policy, conversation, horizon, cfg, answer, generator=generator) for _ in range(cfg.group_size)]
-    rewards = [e.reward for e in episodes]
+    rewards = [global_reward(e, cfg) for e in episodes]
     advantages = group_advantages(rewards)
     samples = [Sample(d, a, "global") for e, a in zip(episodes, advantages) for d in e.decisions if d.generation.tokens]
     return episodes, GroupRecord("global", rewards, advantages, sum(e.valid for e in episodes)), samples
@@ -850,7 +869,8 @@ def train_logo(
                 samples += group_samples
                 groups.append(record)
                 steps = [d for d in episodes[0].decisions if d.role == "manager" and d.candidates]
-                for decision in rng.sample(steps, min(cfg.local_points, len(steps))):
+                chosen = steps if cfg.local_points is None else rng.sample(steps, min(cfg.local_points, len(steps)))
+                for decision in chosen:
                     record, group_samples = local_group(policy, conversation, decision, cfg, answer, generator)
                     samples += group_samples
                     groups.append(record)
@@ -877,6 +897,7 @@ def train_logo(
                 progress(
                     f"stage {stage} (horizon {horizon}) step {report.steps}: loss {loss_value:+.4f}, grad norm "
                     f"{grad_norm:.3f}, mean reward {report.mean_rewards[-1]:+.3f}, valid {report.validity[-1]:.2f}, "
+                    f"flat groups {sum(len(set(g.rewards)) <= 1 for g in groups)}/{len(groups)}, "
                     f"{len(samples)} completions, {time.perf_counter() - started:.0f}s"
                 )
     policy.model.eval()
@@ -895,12 +916,14 @@ def evaluate_policy(
     """Greedy free generation on ``conversations``: mean episode reward (``INVALID_REWARD`` for an episode with
     an invalid completion), the memory reward (F1 - penalty of the final memory, invalid batches skipped as the
     production manager skips them), mean answer F1 and memory size of the final memories, the validity rate (share of
-    generated completions that passed validation), the mean local reward of the manager steps and, with the
+    generated completions that passed validation), the mean local reward of the manager steps, the invalid-step
+    rate (share of manager steps whose reply failed validation), the share of episodes with no invalid reply and, with the
     optimal op of each turn (``optimal[conversation_id][dia_id]``), the share of turns handled optimally."""
     import torch
 
     answer = answer or AnswerAgent()
     rewards, f1s, sizes, steps, deployed, right, total, valid, made = [], [], [], [], [], 0, 0, 0, 0
+    invalid_steps, valid_episodes = 0, 0
     policy.model.eval()
     for conversation in conversations:
         horizon = len(conversation.sessions)
@@ -913,6 +936,8 @@ def evaluate_policy(
         valid += sum(d.valid for d in episode.decisions)
         made += len(episode.decisions)
         steps += [step_reward(d, conversation, cfg, answer)[0] for d in episode.decisions if d.role == "manager"]
+        invalid_steps += sum(not d.valid for d in episode.decisions if d.role == "manager")
+        valid_episodes += episode.valid
         if optimal is not None:
             r, t = _op_agreement(episode, optimal.get(conversation.conversation_id, {}))
             right, total = right + r, total + t
@@ -924,6 +949,8 @@ def evaluate_policy(
         "memory_size": sum(sizes) / n,
         "validity": valid / max(1, made),
         "step_reward": sum(steps) / max(1, len(steps)),
+        "invalid_step_rate": invalid_steps / max(1, len(steps)),
+        "valid_episodes": valid_episodes / n,
     }
     if optimal is not None:
         out["optimal_ops"] = right / max(1, total)
