@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--local-points", help="override the preset: local groups per rollout, or 'all' (every manager step)"
     )
+    parser.add_argument("--kl-beta", type=float, help="override the preset: GRPO's KL penalty to the initial policy")
     parser.add_argument(
         "--invalid-episode", choices=("skip", "void"), help="override the preset: global reward of an episode with an "
         "invalid reply (skip: F1 - penalty of the memory built; void: -1)",
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = replace(PRESETS[args.config], seed=args.seed)
     if args.steps_per_stage is not None:
         cfg = replace(cfg, steps_per_stage=args.steps_per_stage)
-    for name in ("learning_rate", "inner_epochs", "conversations_per_step", "invalid_episode"):
+    for name in ("learning_rate", "inner_epochs", "conversations_per_step", "invalid_episode", "kl_beta"):
         if getattr(args, name) is not None:
             cfg = replace(cfg, **{name: getattr(args, name)})
     if args.local_points is not None:

@@ -129,6 +129,7 @@ class TrainConfig:
     invalid_episode: str = "skip"  # global reward of an episode with an invalid reply: "skip" or "void" (global_reward)
     local_weight: float = 1.0  # L = L_global + local_weight * L_local; equal, as evals/train/README.md reads the paper
     clip_eps: float = 0.2
+    kl_beta: float = 0.0  # GRPO's KL penalty to the reference (initial) policy, DeepSeekMath's k3 estimator; 0: none
     inner_epochs: int = 1  # optimisation passes over one step's samples (TRL's num_iterations)
     temperature: float = 1.0  # sampling temperature of the generated completions (and of the loss's log-probs)
     max_new_tokens: int = 256  # per generated completion
@@ -360,6 +361,23 @@ class Policy:
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.grammar = grammar  # the manager's constrained output format (the tiny preset), or None
         self._prompt_cache: dict[str, list[int]] = {}
+        self._reference: Any = None
+
+    def freeze_reference(self) -> None:
+        """Keep the current weights as GRPO's reference policy (the KL term's ``pi_ref``): the base model under
+        LoRA (adapters disabled), else a frozen copy."""
+        if not self.is_peft and self._reference is None:
+            self._reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+
+    def reference_logprobs(self, messages: Sequence[dict[str, str]], generation: Generation, temperature: float) -> Any:
+        """``log pi_ref(o_t | q, o_<t)`` of each generated token (no gradient), under the generation's mask."""
+        import torch
+
+        with torch.no_grad():
+            if self.is_peft:
+                with self.model.disable_adapter():
+                    return self.token_logprobs(messages, generation, temperature)
+            return self.token_logprobs(messages, generation, temperature, model=self._reference)
 
     @property
     def is_peft(self) -> bool:
@@ -792,13 +810,17 @@ def logo_loss(
     total = torch.zeros((), device=policy.device)
     parts = {"global": 0.0, "local": 0.0}
     for s in samples:
-        if s.advantage == 0.0 or not s.decision.generation.tokens:
+        if (s.advantage == 0.0 and cfg.kl_beta <= 0) or not s.decision.generation.tokens:
             continue
         new = policy.token_logprobs(s.decision.messages, s.decision.generation, cfg.temperature)
         old = torch.tensor(s.decision.generation.logprobs, device=new.device)
         ratio = torch.exp(new - old)
         clipped = torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps)
-        term = -torch.minimum(ratio * s.advantage, clipped * s.advantage).mean() / max(1, counts[s.level])
+        per_token = -torch.minimum(ratio * s.advantage, clipped * s.advantage)
+        if cfg.kl_beta > 0:  # DeepSeekMath's GRPO: + beta * (pi_ref/pi - log(pi_ref/pi) - 1) per token
+            delta = policy.reference_logprobs(s.decision.messages, s.decision.generation, cfg.temperature) - new
+            per_token = per_token + cfg.kl_beta * (torch.exp(delta) - delta - 1)
+        term = per_token.mean() / max(1, counts[s.level])
         share = weights[s.level] * term
         parts[s.level] += float(term.detach())
         if backward and share.requires_grad:
@@ -848,6 +870,8 @@ def train_logo(
 
     answer = answer or AnswerAgent()
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=cfg.learning_rate)
+    if cfg.kl_beta > 0:
+        policy.freeze_reference()
     rng = random.Random(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     report = TrainReport(answerer=answer.label)

@@ -144,3 +144,25 @@ def test_every_manager_step_gets_a_local_group_and_the_invalid_step_rate_is_repo
     assert 0.0 <= figures["invalid_step_rate"] <= 1.0
     assert figures["invalid_step_rate"] == pytest.approx(1.0 - figures["validity"])  # manager-only: every reply a step
     assert figures["valid_episodes"] in (0.0, 1.0)
+
+
+def test_the_kl_term_is_zero_at_the_reference_and_pulls_back_once_the_policy_moves(policy) -> None:
+    memory, candidates = _state()
+    fresh = load_policy(TINY)
+    cfg = replace(TINY, kl_beta=0.5)
+    fresh.freeze_reference()
+    d = _forced(fresh, memory, candidates, ['{"edits":[', '{"op":"NOOP","fact":', "0", "}", "]}"])
+    flat = [Sample(d, 0.0, "local")]  # no advantage: only the KL term remains
+    at_reference, _ = logo_loss(fresh, flat, cfg)
+    assert float(at_reference) == pytest.approx(0.0, abs=1e-6)
+    assert float(logo_loss(fresh, flat, TINY)[0]) == 0.0  # kl_beta 0: nothing
+    optimizer = torch.optim.SGD(fresh.trainable_parameters(), lr=2.0)
+    logo_loss(fresh, [Sample(d, 1.0, "local")], TINY, backward=True)
+    optimizer.step()
+    moved, _ = logo_loss(fresh, flat, cfg)
+    assert float(moved) > 0.0
+    back = torch.optim.SGD(fresh.trainable_parameters(), lr=0.05)
+    back.zero_grad()
+    logo_loss(fresh, flat, cfg, backward=True)
+    back.step()
+    assert float(logo_loss(fresh, flat, cfg)[0]) < float(moved)
