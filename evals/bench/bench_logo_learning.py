@@ -80,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--dev",
         action="store_true",
-        help="evaluate on development conversations (the training names and values, another seed) instead of the "
-        "held-out ones: choose hyper-parameters with this, report without it",
+        help="also evaluate on development conversations (the training names and values, conversations the training "
+        "seed never draws): choose hyper-parameters by these figures, report the held-out ones",
     )
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
@@ -97,16 +97,16 @@ def main(argv: list[str] | None = None) -> int:
         cfg = replace(cfg, stages=tuple(int(s) for s in args.stages.split(",")))
     horizon = max(cfg.stages)
     eval_seed = args.seed + 1 if args.eval_seed is None else args.eval_seed
-    if args.dev:  # the training pool's names and values, conversations the training seed never draws
-        held = make_update_task(args.held_out, horizon, seed=DEV_SEED + args.seed, held_out=False)
-    else:
-        held = make_update_task(args.held_out, horizon, seed=eval_seed, held_out=True)
+    held = make_update_task(args.held_out, horizon, seed=eval_seed, held_out=True)
     conversations = [x.conversation for x in held]
     optimal = {x.conversation.conversation_id: x.optimal for x in held}
+    # development: the training pool's names and values, conversations the training seed never draws
+    dev = make_update_task(args.held_out, horizon, seed=DEV_SEED + args.seed, held_out=False) if args.dev else []
+    dev_optimal = {x.conversation.conversation_id: x.optimal for x in dev}
     print(
         f"config {args.config}: model {cfg.model}, G={cfg.group_size}, stages {cfg.stages}, "
-        f"{cfg.steps_per_stage} steps/stage; {'development' if args.dev else 'held-out'} {len(held)} conversations "
-        f"of {horizon} sessions",
+        f"{cfg.steps_per_stage} steps/stage; held-out {len(held)} conversations of {horizon} sessions"
+        + (f", development {len(dev)}" if dev else ""),
         flush=True,
     )
     started = time.perf_counter()
@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"loaded in {time.perf_counter() - started:.0f}s", flush=True)
     answer = AnswerAgent()
     print(f"answer agent (QA reward): {answer.label}", flush=True)
+    dev_before = evaluate_policy(policy, [x.conversation for x in dev], cfg, dev_optimal, answer) if dev else {}
+    if dev:
+        print(f"untrained (development): {json.dumps(dev_before)}", flush=True)
     before = evaluate_policy(policy, conversations, cfg, optimal, answer)
     print(f"untrained: {json.dumps(before)}", flush=True)
     report = train_logo(
@@ -123,13 +126,17 @@ def main(argv: list[str] | None = None) -> int:
         answer=answer,
         progress=lambda line: print("  " + line, flush=True),
     )
+    dev_after = evaluate_policy(policy, [x.conversation for x in dev], cfg, dev_optimal, answer) if dev else {}
+    if dev:
+        print(f"trained (development): {json.dumps(dev_after)}", flush=True)
     after = evaluate_policy(policy, conversations, cfg, optimal, answer)
     print(f"trained: {json.dumps(after)}")
     problems = invalid_problems(policy, conversations, cfg, answer)
     print(f"trained policy's validation problems (held-out, greedy): {json.dumps(problems)}")
     figures = {
         "config": args.config,
-        "evaluated_on": "development" if args.dev else "held-out",
+        "dev_untrained": dev_before,
+        "dev_trained": dev_after,
         "model": cfg.model,
         "untrained": before,
         "trained": after,

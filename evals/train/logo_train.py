@@ -10,16 +10,20 @@ What the loop does, per optimisation step and training conversation:
   ``FactExtraction`` + ``validate_extraction``). A completion that fails is kept and gets ``INVALID_REWARD``.
 * **Global group.** G whole-episode rollouts from an empty memory over the stage's horizon (the extractor,
   co-learned with the same weights and its own role prompt, then the manager, per session). The episode's
-  reward is the answer agent's QA F1 minus the compression penalty (``episode_reward``), or ``INVALID_REWARD``
-  when one of its completions failed validation. Every completion of an episode carries the episode's
+  reward (``global_reward``) is the answer agent's QA F1 minus the compression penalty of the memory the episode
+  built (``episode_reward``); a completion that failed validation changed nothing in it (the manager role skips
+  an invalid batch). ``invalid_episode="void"`` instead gives such an episode ``INVALID_REWARD`` (the strict
+  reward ``evaluate_policy`` reports as ``reward``). Every completion of an episode carries the episode's
   group-normalised advantage (``logo_grpo.group_advantages``).
-* **Local groups.** At ``local_points`` manager steps of the first global rollout, G manager completions are
-  generated afresh from that step's identical memory snapshot and new facts, each rewarded by the step's
-  outcome (``step_reward`` -> ``logo_grpo.local_reward``, the one definition of the local reward).
+* **Local groups.** At ``local_points`` manager steps of the first global rollout (every step when None), G
+  manager completions are generated afresh from that step's identical memory snapshot and new facts, each
+  rewarded by the step's outcome (``step_reward`` -> ``logo_grpo.local_reward``, the one definition of the local
+  reward; ``INVALID_REWARD`` for a reply that failed validation, such as an ADD of a fact memory already holds).
 * **Loss.** GRPO's clipped surrogate over the generated tokens' log-probabilities (``logo_loss``):
   per token ``-min(rho * A, clip(rho, 1 - eps, 1 + eps) * A)``, ``rho = pi(o_t) / pi_old(o_t)`` with
-  ``pi_old`` recorded at sampling, averaged over the completion's tokens and over each level's samples, and
-  ``L = L_global + local_weight * L_local``. No KL term (TRL's default beta = 0).
+  ``pi_old`` recorded at sampling, plus, when ``kl_beta`` > 0, GRPO's KL penalty to the initial policy
+  (DeepSeekMath's per-token estimator ``pi_ref/pi - log(pi_ref/pi) - 1``), averaged over the completion's tokens
+  and over each level's samples, and ``L = L_global + local_weight * L_local``.
 * **Answer agent.** The configured chat model (``AnswerAgent(llm)``, ``agents.r2.answer_from_facts``) when there
   is one; otherwise the extractive answerer, labelled as a fallback in the run's output (``AnswerAgent.label``).
 
@@ -706,8 +710,10 @@ def run_episode(
     """One rollout over the first ``horizon`` sessions from an empty memory: per session the policy generates the
     extraction (when co-learned; else the no-LLM extraction) and the manager's edits. An invalid completion
     changes nothing (the manager role skips an invalid batch; an invalid extraction hands the manager the no-LLM
-    facts so the rollout goes on) and makes the episode's reward ``INVALID_REWARD``; a valid episode's reward
-    is the answer agent's F1 minus the compression penalty (``episode_reward``)."""
+    facts so the rollout goes on). ``memory_reward`` is the answer agent's F1 minus the compression penalty of the
+    memory built (``episode_reward``); ``reward`` is the same for an episode whose completions all passed
+    validation and ``INVALID_REWARD`` otherwise (the strict reward). ``global_reward`` says which one a global
+    group compares."""
     memory = FactMemory("r2-train")
     decisions: list[Decision] = []
     for index in range(min(horizon, len(conversation.sessions))):
