@@ -101,7 +101,8 @@ def _load_nltk_module(root: str, dotted: str) -> types.ModuleType:
             if spec is None or spec.loader is None:
                 raise ImportError(f"NLTK's module {module_name} is missing from {root}")
             module = importlib.util.module_from_spec(spec)
-            module.__builtins__ = {**vars(builtins), "__import__": nltk_import}  # type: ignore[attr-defined]  # a module's own builtins: read by its import statements
+            # A module's own builtins: its import statements call their ``__import__``.
+            vars(module)["__builtins__"] = {**vars(builtins), "__import__": nltk_import}
             spec.loader.exec_module(module)
             loaded[module_name] = module
         return loaded[module_name]
