@@ -40,6 +40,8 @@ class RecordingTracer(LangChainTracer):
         return copy
 
     def _record(self, run: Any) -> None:
+        if run.extra.get("__disabled"):  # inside LangSmith's tracing_context(enabled=False): never sent
+            return
         self.sent[str(run.id)] = {
             "name": run.name, "run_type": run.run_type, "parent": run.parent_run_id, "tags": list(run.tags or []),
             "metadata": dict(run.extra.get("metadata") or {}), "outputs": run.outputs,
@@ -150,6 +152,7 @@ def test_an_async_run_gets_its_cost_before_the_root_run_is_sent(memory: Resource
                                       context={"policy": "llm", "namespace": "traced",
                                                "resources": _scripted(memory)}))
     _check_root(tracer, final, "goalmem", "llm")
+    assert tracer.runs_named(_routers(graph)) == []  # untraced on the async path too
 
 
 def test_a_cli_run_has_one_root_run_the_graph_s_own(memory: Resources) -> None:
