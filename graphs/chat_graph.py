@@ -33,7 +33,7 @@ from logicmap.graphs.resources import (
     run_namespace,
     server_mode,
 )
-from logicmap.graphs.strategies import STRATEGIES
+from logicmap.graphs.strategies import STRATEGIES, StrategyName
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.graphs.tracing import TracedStateGraph
 from logicmap.memory.blocking import run_blocking
@@ -73,8 +73,6 @@ log = logging.getLogger("logicmap.graphs.chatbot")  # the logger of all the chat
 TurnIngest = Callable[[Session, str, str], Any]
 """Stores a finished chat turn: ``store_turn(session, namespace, policy) -> report`` (``ChatContext.store_turn``)."""
 
-StrategyName = Literal[tuple(STRATEGIES)]  # type: ignore[valid-type]  # the registry's names, known at import
-"""The recall strategies (``graphs.strategies.STRATEGIES``), a choice list in Studio's form."""
 
 NOTHING_RECALLED = "I don't have anything in memory about that yet."
 _QUESTION_STARTS = ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "do ", "does", "did",
@@ -366,7 +364,7 @@ def _store_step(args: dict[str, Any]) -> Any:
     if ingest is not None:  # a caller's own ingest function takes the turn as one session
         return ingest(args["session"], namespace, policy)
     ctx: ChatContext = args["ctx"]
-    return add_chat_messages(namespace, args["messages"], resources=args["resources"], policy=policy,  # type: ignore[arg-type]
+    return add_chat_messages(namespace, args["messages"], resources=args["resources"], policy=policy,
                              trust_assistant=ctx.trust_assistant, user_name=ctx.user_name,
                              assistant_name=ctx.assistant_name, memory_manager=args.get("memory_manager"))
 
@@ -485,17 +483,18 @@ def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["re
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_chatbot_graph() -> TracedStateGraph:
+def build_chatbot_graph() -> TracedStateGraph[ChatState, ChatContext, ChatInput, ChatOutput]:
     """The chatbot ``StateGraph`` (uncompiled): recall -> respond -> remember (recall -> remember when the
     run is recall-only; -> schedule_remember on the API server; a scheduled ``remember_only`` run goes straight
     to remember). Resources, the ingest function and an optional background queue come from the
     run's ``ChatContext``."""
-    builder = TracedStateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
-                               trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
+    builder: TracedStateGraph[ChatState, ChatContext, ChatInput, ChatOutput] = TracedStateGraph(
+        ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
+        trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
-    builder.add_node("remember", remember)
-    builder.add_node("schedule_remember", schedule_remember)
+    builder.add_node("remember", remember)  # type: ignore[call-overload]  # runtime+config: add_node types one
+    builder.add_node("schedule_remember", schedule_remember)  # type: ignore[call-overload]  # runtime+config: add_node types one
     builder.add_conditional_edges(START, route_start, ["recall", "remember"])
     builder.add_conditional_edges("recall", after_recall, ["respond", "remember"])
     builder.add_edge("respond", "remember")

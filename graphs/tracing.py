@@ -26,6 +26,7 @@ from langchain_core.runnables.config import (
 )
 from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.typing import ContextT, InputT, OutputT, StateT
 from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
@@ -518,13 +519,15 @@ def traced_graph(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> TracedGrap
     return TracedGraph(**attrs)
 
 
-class TracedStateGraph(StateGraph[Any, Any, Any, Any]):
+class TracedStateGraph(StateGraph[StateT, ContextT, InputT, OutputT]):
     """A ``StateGraph`` whose every ``compile()`` gives a ``TracedGraph``, named ``trace_name`` unless the caller
     names it: ``build_chatbot_graph().compile()`` traces as the module's ``graph`` does (one root run, named and
     tagged, with namespace and cost; routers leave none), not as an anonymous "LangGraph" run."""
 
-    def __init__(self, *args: Any, trace_name: str = "LangGraph", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, state_schema: type[StateT], context_schema: type[ContextT] | None = None, *,
+                 input_schema: type[InputT] | None = None, output_schema: type[OutputT] | None = None,
+                 trace_name: str = "LangGraph") -> None:
+        super().__init__(state_schema, context_schema, input_schema=input_schema, output_schema=output_schema)
         self.trace_name = trace_name
 
     def compile(self, *args: Any, **kwargs: Any) -> TracedGraph:
