@@ -48,7 +48,8 @@ def _summary(strategy: Strategy) -> str:
 def _kind(strategy: Strategy) -> str:
     if strategy.graph is None:
         return "function"
-    return f"graph `{inspect.getmodule(strategy.context).__name__.removeprefix('logicmap.')}:graph`"  # type: ignore[union-attr]
+    module = inspect.getmodule(strategy.context)
+    return f"graph `{module.__name__.removeprefix('logicmap.') if module is not None else strategy.name}:graph`"
 
 
 def _inputs(strategy: Strategy) -> str:

@@ -72,7 +72,7 @@ def _run(res: Any, namespace: str, strategy: str, policy: str, turns: int) -> di
 
     work = _RecordingQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    ctx = ChatContext(namespace=namespace, strategy=strategy, policy=policy, ingestion=work, resources=res)  # type: ignore[arg-type]
+    ctx = ChatContext(namespace=namespace, strategy=strategy, policy=policy, ingestion=work, resources=res)  # type: ignore[arg-type]  # names from argparse choices
     times, calls, tokens, ingest_s = [], [], [], []
     for i in range(turns + 1):  # turn 0 warms the strategy up
         config = {"configurable": {"thread_id": f"{strategy}-{policy}-{i // 4}"}}

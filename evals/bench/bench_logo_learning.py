@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, replace
+from typing import Any
 
 from logicmap.evals.train.logo_train import (
     PRESETS,
@@ -33,7 +34,7 @@ from logicmap.evals.train.r2_synthetic import make_update_task
 __all__ = ["invalid_problems", "main"]
 
 
-def invalid_problems(policy, conversations, cfg, answer) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def invalid_problems(policy: Any, conversations: Any, cfg: Any, answer: Any) -> dict[str, int]:
     """How often each validation problem (its text without the numbers) stopped a greedy reply."""
     import re
     from collections import Counter

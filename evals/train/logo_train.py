@@ -393,7 +393,7 @@ class Policy:
             for _ in range(max_new_tokens):
                 logits = out.logits[0, -1].float() / max(temperature, 1e-6)
                 if grammar is not None:
-                    allowed = grammar.allowed(state)  # type: ignore[arg-type]
+                    allowed = grammar.allowed(state)  # type: ignore[arg-type]  # set with the grammar
                     masks.append(allowed)
                     keep = torch.full_like(logits, float("-inf"))
                     keep[allowed] = 0.0
@@ -408,7 +408,7 @@ class Policy:
                 if token == eos:
                     break
                 if grammar is not None:
-                    state = grammar.advance(state, token)  # type: ignore[arg-type]
+                    state = grammar.advance(state, token)  # type: ignore[arg-type]  # set with the grammar
                 out = self.model(
                     input_ids=torch.tensor([[token]], device=self.device), past_key_values=out.past_key_values,
                     use_cache=True,
@@ -645,7 +645,7 @@ def step_reward(
     ``logo_grpo.local_reward`` (the memory right after the step, QA answerable so far)."""
     if not decision.valid:
         return INVALID_REWARD, None
-    memory = decision.snapshot.snapshot()  # type: ignore[union-attr]
+    memory = decision.snapshot.snapshot()  # type: ignore[union-attr]  # a valid decision has its snapshot
     memory.apply(decision.edits, decision.candidates)
     sessions = [s.session_id for s in conversation.sessions[: decision.session_index + 1]]
     scored = local_reward(
@@ -747,7 +747,7 @@ def local_group(
     members, rewards = [], []
     for _ in range(cfg.group_size):
         member = manager_decision(
-            policy, decision.snapshot, decision.candidates, decision.session_index, cfg, generator=generator  # type: ignore[arg-type]
+            policy, decision.snapshot, decision.candidates, decision.session_index, cfg, generator=generator  # type: ignore[arg-type]  # a valid decision has its snapshot
         )
         rewards.append(step_reward(member, conversation, cfg, answer)[0])
         members.append(member)

@@ -316,7 +316,7 @@ class GarbageChatModel(ScriptedChatModel):
     _call_lock: Any = PrivateAttr(default_factory=threading.Lock)
     _pending: dict[int, Any] = PrivateAttr(default_factory=dict)
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GarbageChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GarbageChatModel:
         self._bound.tools = list(tools)
         if not (len(tools) == 1 and isinstance(tools[0], type) and issubclass(tools[0], BaseModel)):
             self._shared_tools = list(tools)  # an agent's toolset, possibly invoked from other threads

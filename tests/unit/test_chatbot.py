@@ -159,7 +159,7 @@ def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa
     assert extractive_reply("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
     bot = build_chatbot_graph().compile()
     with pytest.raises(ValueError, match="unknown recall strategy"):
-        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", resources=resources))  # type: ignore[arg-type]
+        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", resources=resources))
 
 
 def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001

@@ -36,7 +36,8 @@ class RecordingTracer(LangChainTracer):
 
     def copy_with_metadata_defaults(self, **kwargs: Any) -> LangChainTracer:
         copy = super().copy_with_metadata_defaults(**kwargs)
-        copy.sent = self.sent  # type: ignore[attr-defined]
+        assert isinstance(copy, RecordingTracer)  # LangChain copies a tracer as its own class
+        copy.sent = self.sent
         return copy
 
     def _record(self, run: Any) -> None:
