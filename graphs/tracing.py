@@ -401,16 +401,17 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
 
     def _run_config(self, input: Any, config: RunnableConfig | None, context: Any,
                     manager_for: Callable[[RunnableConfig], BaseCallbackManager]) -> RunnableConfig:
-        """The run's config: the caller's (over the graph's own ``with_config`` and an enclosing run's), named and
-        tagged, its metadata the run's, with a new callback manager (``manager_for``: LangChain's, which copies a
-        parent's, so the parent keeps its tags) that puts the cost on the root run."""
-        config = ensure_config(merge_configs(self.config, config))
+        """The caller's config, tagged and described for the run (read over the graph's own ``with_config`` and an
+        enclosing run's config), with a new callback manager (``manager_for``: LangChain's, which copies a parent's,
+        so the parent keeps its tags) that puts the cost on the root run. The rest (recursion limit, configurable)
+        stays the caller's, for LangGraph to complete with its own defaults."""
+        seen = ensure_config(merge_configs(self.config, config))  # what the run inherits, as LangChain reads it
         try:
-            extra = graph_run_config(self.get_name(), input, config, context, self.context_schema)
+            extra = graph_run_config(self.get_name(), input, seen, context, self.context_schema)
         except Exception:  # noqa: BLE001 - describing a run must never stop it; the graph reports bad context
-            extra = {"tags": [f"strategy:{self.get_name()}", *config.get("tags", [])]}
-        config = {**config, **extra, "run_id": config.get("run_id") or uuid.uuid4()}
-        return _with_root_cost(config, manager_for(config), summed=self._cost_summed())
+            extra = {"tags": [f"strategy:{self.get_name()}", *seen.get("tags", [])]}
+        run: RunnableConfig = {**(config or {}), **extra, "run_id": seen.get("run_id") or uuid.uuid4()}
+        return _with_root_cost(run, manager_for({**seen, **run}), summed=self._cost_summed())
 
     def _cost_summed(self) -> bool:
         """Whether the state's ``cost`` is a reducer (each step adds its own) rather than a running total a step

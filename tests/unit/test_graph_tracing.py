@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from langchain_core.tracers.context import tracing_v2_callback_var
 from langchain_core.tracers.langchain import LangChainTracer
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost
 from logicmap.agents.testing import ScriptedChatModel
@@ -200,3 +202,32 @@ def test_a_graph_run_inside_another_run_carries_its_cost_and_leaves_the_parent_s
     real = [r for r in tracer.sent.values() if r["name"] == "real"]
     assert len(real) == 1 and real[0]["metadata"]["llm_calls"] == calls > 0
     assert {"strategy:real", "policy:llm"} <= set(real[0]["tags"])
+
+
+class _Loop(TypedDict):
+    n: int
+
+
+def _step(state: _Loop) -> _Loop:
+    return {"n": state["n"] + 1}
+
+
+def _again(state: _Loop) -> str:
+    return "step" if state["n"] < 40 else END
+
+
+def test_a_traced_graph_keeps_langgraph_s_own_recursion_limit_and_hides_its_router() -> None:
+    """Tracing adds tags, metadata and callbacks only: a run that names no recursion limit gets LangGraph's default
+    (not LangChain's 25), and a loop's router leaves no run, sync or async."""
+    from logicmap.graphs.tracing import traced_graph
+
+    builder = StateGraph(_Loop)
+    builder.add_node("step", _step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", _again, ["step", END])
+    graph = traced_graph(builder.compile(name="loop"))
+    tracer = RecordingTracer()
+    assert graph.invoke({"n": 0}, config={"callbacks": [tracer]}) == {"n": 40}  # 40 steps: past 25
+    assert asyncio.run(graph.ainvoke({"n": 0}, config={"callbacks": [tracer]})) == {"n": 40}
+    assert [r["name"] for r in tracer.roots()] == ["loop", "loop"]
+    assert tracer.runs_named({"_again"}) == [] and len(tracer.runs_named({"step"})) == 80
