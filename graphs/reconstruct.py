@@ -10,7 +10,7 @@ deterministic navigator and the pruning rule over the same tools. Studio loads `
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
@@ -512,14 +512,22 @@ def after_answer(state: ReconstructState) -> Literal["force_answer", "finish"]:
 
 # -- the graph --------------------------------------------------------------------------------------
 
+ConfigNode = Callable[[ReconstructState, Runtime[ReconstructContext], RunnableConfig], dict[str, Any]]
 
-def build_reconstruct_graph() -> StateGraph:
+
+def _config_node(node: ConfigNode) -> Callable[..., dict[str, Any]]:
+    """``node`` as ``add_node`` takes it: LangGraph injects ``runtime`` and ``config`` by parameter name, but its node
+    protocols have no (state, runtime, config) form; the signature is checked here instead."""
+    return node
+
+
+def build_reconstruct_graph() -> StateGraph[ReconstructState, ReconstructContext, ReconstructInput, ReconstructOutput]:
     """The reconstruction ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
     builder = StateGraph(ReconstructState, context_schema=ReconstructContext, input_schema=ReconstructInput,
                          output_schema=ReconstructOutput)
     builder.add_node("seed", seed)
-    builder.add_node("navigate", navigate)
-    builder.add_node("tools", run_tools)
+    builder.add_node("navigate", _config_node(navigate))
+    builder.add_node("tools", _config_node(run_tools))
     builder.add_node("prune", prune)
     builder.add_node("answer", take_answer)
     builder.add_node("force_answer", force_answer)
