@@ -4,7 +4,9 @@ Each turn is navigate mode (tool calls run by a ToolNode, at most 10 per turn) o
 answer with cited ids and confidence). After every tool round a prune step keeps only the active-set
 items that support the question (the pruner role, or its similarity rule) and routes to navigate again
 or to the answer; after 8 turns a final answer is forced. Without a model the same graph runs a
-deterministic navigator and the pruning rule over the same tools. Studio loads ``graph`` from this module.
+deterministic navigator and the pruning rule over the same tools: every node asks the run's policy object
+(``agents.reconstruct_policy``, chosen from the run's pinned policy) instead of testing the policy's name.
+Studio loads ``graph`` from this module.
 """
 
 from __future__ import annotations
@@ -512,10 +514,10 @@ def after_answer(state: ReconstructState) -> Literal["force_answer", "finish"]:
 
 # -- the graph --------------------------------------------------------------------------------------
 
-ConfigNode = Callable[[ReconstructState, Runtime[ReconstructContext], RunnableConfig], dict[str, Any]]
+_ConfigNode = Callable[[ReconstructState, Runtime[ReconstructContext], RunnableConfig], dict[str, Any]]
 
 
-def _config_node(node: ConfigNode) -> Callable[..., dict[str, Any]]:
+def _config_node(node: _ConfigNode) -> Callable[..., dict[str, Any]]:
     """``node`` as ``add_node`` takes it: LangGraph injects ``runtime`` and ``config`` by parameter name, but its node
     protocols have no (state, runtime, config) form; the signature is checked here instead."""
     return node

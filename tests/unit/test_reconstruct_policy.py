@@ -125,3 +125,14 @@ def test_a_failed_navigator_call_is_a_failure_step_not_an_exception(ingested_sam
     step = LLMReconstructPolicy(ScriptedChatModel(respond=broken)).navigate(turn_of(ingested_sample, 1), list, {})
     assert step.reply is None and step.failure is not None
     assert "RuntimeError: connection reset" in step.failure.errors[0]
+
+
+def test_a_run_that_asks_for_the_model_without_one_runs_the_rules_and_says_so_once(ingested_sample) -> None:  # noqa: ANN001
+    from logicmap.graphs.reconstruct import answer
+
+    asked = answer(DOG, NS, resources=ingested_sample, policy="llm")
+    rules = answer(DOG, NS, resources=ingested_sample, policy="heuristic")
+    assert asked.answer == rules.answer and "Biscuit" in asked.answer and asked.cost.llm_calls == 0
+    assert [(f.role, f.reason) for f in asked.fallbacks] == [
+        ("navigator", "no chat model configured: deterministic navigation used")]
+    assert rules.fallbacks == [] and asked.details["mode"] == rules.details["mode"]
