@@ -6,7 +6,7 @@ They are what the graph strategies are measured against.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from logicmap.agents.provider import run_scope
 from logicmap.agents.responder import EvidenceText
@@ -61,14 +61,14 @@ def answer_top_k(
     )
 
 
-def answer_dense(question: str, namespace: str, **kwargs: object) -> AnswerResult:
+def answer_dense(question: str, namespace: str, **kwargs: Any) -> AnswerResult:
     """Plain dense RAG: top-k turns by embedding similarity."""
-    return answer_top_k(question, namespace, method="dense", **kwargs)  # type: ignore[arg-type]
+    return answer_top_k(question, namespace, method="dense", **kwargs)
 
 
-def answer_bm25(question: str, namespace: str, **kwargs: object) -> AnswerResult:
+def answer_bm25(question: str, namespace: str, **kwargs: Any) -> AnswerResult:
     """Plain BM25: top-k turns by BM25."""
-    return answer_top_k(question, namespace, method="bm25", **kwargs)  # type: ignore[arg-type]
+    return answer_top_k(question, namespace, method="bm25", **kwargs)
 
 
 # Each a root run of its own when traced (name, strategy/policy tags, namespace, cost), as a graph strategy is.
