@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from langchain_core.language_models import BaseChatModel
 
+from logicmap.agents.answerers import answer_from_memory_lines
 from logicmap.agents.base import Cost, RoleOutcome, run_role
 from logicmap.agents.goalmem_heuristics import MemoryLine, content_stems
-from logicmap.memory.text import NO_ANSWER, best_sentence, split_sentences
 from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
 from logicmap.prompts.forward_answer import ForwardAnswer
 from logicmap.prompts.forward_react import ReactStep
@@ -21,13 +21,10 @@ from logicmap.prompts.forward_reformulate import Reformulation
 
 __all__ = [
     "answer_from_memories",
-    "extractive_answer",
     "react_step",
     "reflect_on_answer",
     "reformulate_question",
 ]
-
-_SPEAKER = re.compile(r"^\s*(\[[^\]]*\]\s*)?(\([^)]*\)\s*)?[A-Z][\w' ]{0,30}:\s*")
 
 
 def _lines(memories: Sequence[MemoryLine]) -> list[tuple[str, str]]:
@@ -36,16 +33,6 @@ def _lines(memories: Sequence[MemoryLine]) -> list[tuple[str, str]]:
 
 def _tags(role: str, version: str) -> dict:
     return {"role": role, "tags": ["strategy:forward"], "metadata": {"prompt_version": version}}
-
-
-def extractive_answer(question: str, memories: Sequence[MemoryLine]) -> ForwardAnswer:
-    """The sentence of the retrieved memories that best answers the question (``best_sentence``)."""
-    sentences = [(mid, s) for mid, text, _ in memories for s in split_sentences(_SPEAKER.sub("", text))]
-    best = best_sentence(question, [s for _, s in sentences])
-    if best is None:
-        return ForwardAnswer(answer=NO_ANSWER, cited=[])
-    mid, sentence = sentences[best]
-    return ForwardAnswer(answer=sentence, cited=[mid])
 
 
 def reformulate_question(
@@ -75,9 +62,9 @@ def answer_from_memories(
     llm: BaseChatModel | None, question: str, memories: Sequence[MemoryLine], *, method: str = "function_calling",
     heuristic: bool = False,
 ) -> RoleOutcome[ForwardAnswer]:
-    """An answer citing memory ids. Fallback: ``extractive_answer``."""
+    """An answer citing memory ids. Fallback: ``answers.answer_from_memory_lines``."""
     if heuristic:
-        return RoleOutcome(output=extractive_answer(question, memories), cost=Cost())
+        return RoleOutcome(output=answer_from_memory_lines(question, memories), cost=Cost())
     known = {mid for mid, _, _ in memories}
 
     def validate(o: ForwardAnswer) -> list[str]:
@@ -89,7 +76,7 @@ def answer_from_memories(
 
     return run_role(
         llm, messages=forward_answer.build_messages(question, _lines(memories)), schema=ForwardAnswer,
-        validate=validate, fallback=lambda: extractive_answer(question, memories), method=method,
+        validate=validate, fallback=lambda: answer_from_memory_lines(question, memories), method=method,
         **_tags("forward_answer", forward_answer.VERSION),
     )
 
@@ -124,7 +111,7 @@ def react_step(
     def fallback() -> ReactStep:
         if not searched and searches_left > 0:
             return ReactStep(thought="search the question", action="search", query=question)
-        extracted = extractive_answer(question, memories)
+        extracted = answer_from_memory_lines(question, memories)
         return ReactStep(thought="answer from the observations", action="answer", answer=extracted.answer,
                          cited=extracted.cited)
 
