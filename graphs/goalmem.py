@@ -20,14 +20,8 @@ from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
-from logicmap.agents.goalmem import (
-    decompose_goal,
-    generate_answer,
-    parse_utterance,
-    refine_subgoals,
-    unify_subgoals,
-)
 from logicmap.agents.goalmem_heuristics import MemoryLine
+from logicmap.agents.goalmem_policy import RULES, GoalMemPolicy, goalmem_policy
 from logicmap.graphs.pin import pin_run, pinned_store
 from logicmap.graphs.resources import (
     Resources,
@@ -183,13 +177,19 @@ def _ctx(runtime: Runtime[GoalMemContext] | None) -> GoalMemContext:
     return run_context(runtime, GoalMemContext)
 
 
-def _llm(runtime: Runtime[GoalMemContext] | None) -> tuple[Any, bool, str]:
-    """The chat model for a role call (``None`` under the heuristic policy), whether to use the heuristic,
-    and the structured-output method."""
+def _goal(state: GoalMemState) -> Goal:
+    """The run's goal (``parse_goal`` sets it before any other node runs)."""
+    goal = state.get("goal")
+    if goal is None:
+        raise ValueError("the Goal-Mem state has no goal: parse_goal runs first")
+    return goal
+
+
+def _policy(state: GoalMemState, runtime: Runtime[GoalMemContext] | None) -> GoalMemPolicy:
+    """The run's policy (``agents.goalmem_policy``) from its pinned name (``parse_goal`` pins it; a node called
+    alone on a hand-made state uses the context's)."""
     res = resources_of(runtime)
-    if _ctx(runtime).policy == "heuristic":
-        return None, True, res.method
-    return res.llm, False, res.method
+    return goalmem_policy(state.get("policy") or _ctx(runtime).policy, res.llm, method=res.method)
 
 
 def _backbone(runtime: Runtime[GoalMemContext] | None, task: RetrieveTask) -> Backbone:
@@ -312,10 +312,8 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
     """The run pinned (namespace, policy, snapshot generation: ``graphs.pin``); the question as an NL-Logic goal;
     resets the breadth loop."""
     pin = pin_run(runtime, _ctx(runtime).namespace, _ctx(runtime).policy)
-    llm, heuristic, method = _llm(runtime)
-    state = {**state, "llm_requests": 0}
-    outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic,
-                              max_attempts=_attempts(state, _ctx(runtime), reserve=2))
+    state = {**state, "llm_requests": 0, "policy": pin["policy"]}
+    outcome = _policy(state, runtime).parse(state["question"], max_attempts=_attempts(state, _ctx(runtime), reserve=2))
     return {
         **pin,
         "goal": outcome.output,
@@ -330,10 +328,9 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
 
 def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One breadth step: a rule ``subgoals => goal`` unlike the failed ones, or ``exhausted`` if none is left."""
-    llm, heuristic, method = _llm(runtime)
     failed = _failed_so_far(state)
-    outcome = decompose_goal(llm, state["question"], state["goal"], failed, method=method, heuristic=heuristic,
-                             max_attempts=_attempts(state, _ctx(runtime), reserve=1))
+    outcome = _policy(state, runtime).decompose(state["question"], _goal(state), failed,
+                                                max_attempts=_attempts(state, _ctx(runtime), reserve=1))
     rule = outcome.output
     breadth = state.get("breadth", 0) + 1
     update: dict[str, Any] = {"breadth": breadth, "failed": failed, **_spent(state, outcome)}
@@ -360,7 +357,6 @@ def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, 
 
 def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One batched unification of the open subgoals against every memory retrieved so far."""
-    llm, heuristic, method = _llm(runtime)
     ctx = _ctx(runtime)
     step = state.get("step", 0)
     before = _pool(state, before_step=step)
@@ -368,15 +364,14 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
     subgoals = state.get("subgoals") or {}
     active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}
     substitution = state.get("substitution") or Substitution()
-    result, outcome = unify_subgoals(
-        llm, state["question"], active, _memory_lines(state), substitution, method=method, heuristic=heuristic,
-        max_attempts=_attempts(state, ctx, reserve=0),
+    result, outcome = _policy(state, runtime).unify(
+        state["question"], active, _memory_lines(state), substitution, max_attempts=_attempts(state, ctx, reserve=0)
     )
     resolved = {**(state.get("resolved") or {}), **result.resolved}
     unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
     # Success is every accumulated subgoal grounded, the antecedents the depth loop added included (Goal-Mem,
     # Algorithm 1: U(b,d) = {} over Psi(b,<=d)), with every answer variable bound (Sec. 4.4).
-    solved = all(sid in resolved for sid in subgoals) and all(a in result.substitution for a in state["goal"].answer)
+    solved = all(sid in resolved for sid in subgoals) and all(a in result.substitution for a in _goal(state).answer)
     update: dict[str, Any] = {
         "substitution": result.substitution,
         "resolved": resolved,
@@ -400,16 +395,15 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
 
 def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One depth step: antecedents for unresolved subgoals join as new subgoals (``antecedent_of`` links them)."""
-    llm, heuristic, method = _llm(runtime)
     ctx = _ctx(runtime)
     subgoals = dict(state.get("subgoals") or {})
     substitution = state.get("substitution") or Substitution()
     unresolved = {sid: (subgoals[sid], why) for sid, why in _frontier(state).items()}
     existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
     if unresolved:
-        picked, outcome = refine_subgoals(
-            llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
-            existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
+        picked, outcome = _policy(state, runtime).refine(
+            state["question"], _goal(state), substitution, unresolved, _memory_lines(state), _types(state), existing,
+            max_attempts=_attempts(state, ctx, reserve=1),
         )
     else:  # every frontier subgoal is grounded: nothing to refine, no request
         picked, outcome = [], RoleOutcome(output=Refinement(antecedents=[]), cost=Cost())
@@ -439,13 +433,14 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
 
 def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """The answer from the grounded goal and the memories that resolved a subgoal."""
-    llm, heuristic, method = _llm(runtime)
     ctx = _ctx(runtime)
     supporting = list(dict.fromkeys(mid for ids in (state.get("resolved") or {}).values() for mid in ids))
-    spent = not heuristic and _requests_left(state, ctx) <= 0
-    outcome = generate_answer(
-        llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
-        method=method, heuristic=heuristic or spent, max_attempts=_attempts(state, ctx, reserve=0),
+    # The rules make no request, so only a model's proof can spend the budget (``call_bound`` >= 1).
+    spent = _requests_left(state, ctx) <= 0
+    policy = RULES if spent else _policy(state, runtime)
+    outcome = policy.generate(
+        state["question"], _goal(state), state["substitution"], _memory_lines(state, supporting),
+        max_attempts=_attempts(state, ctx, reserve=0),
     )
     if spent:
         # The proof used the whole budget: the answer is the answer variables' values, without a request.
