@@ -8,6 +8,8 @@ from __future__ import annotations
 import time
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
 from logicmap.agents.forward_policy import ForwardPolicy, forward_policy
 from logicmap.agents.goalmem_heuristics import MemoryLine
@@ -23,7 +25,7 @@ from logicmap.memory.store import PinnedStore
 
 __all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
 
-T = TypeVar("T")
+T = TypeVar("T", bound=BaseModel)
 
 
 class _Run:

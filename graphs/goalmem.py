@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field, with_config
@@ -208,6 +210,12 @@ def _spent(state: GoalMemState, outcome: RoleOutcome[Any]) -> dict[str, Any]:
     }
 
 
+def _updated(state: GoalMemState, update: Mapping[str, Any]) -> GoalMemState:
+    """The state as the routers will see it after a node's ``update`` (so the node can record why the search
+    stops). ``update`` holds only ``GoalMemState`` keys; built as a plain dict, hence the cast."""
+    return cast(GoalMemState, {**state, **update})
+
+
 def _requests_left(state: GoalMemState, ctx: GoalMemContext) -> int:
     return call_bound(ctx.max_breadth, ctx.max_depth) - state.get("llm_requests", 0)
 
@@ -224,7 +232,7 @@ def _budget_spent(state: GoalMemState, ctx: GoalMemContext) -> str:
             f"LLM requests (1 + B(2 + 2D), retries included)")
 
 
-def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:
+def _pool(state: Mapping[str, Any], before_step: int | None = None) -> dict[str, EvidenceItem]:
     """Every memory retrieved so far (optionally only before a step), first retrieval first."""
     pool: dict[str, EvidenceItem] = {}
     for entry in state.get("retrieved", []) or []:
@@ -342,8 +350,9 @@ def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str
             "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}]}
 
 
-def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-    """One subgoal's search on the backbone (a ``Send`` branch)."""
+def retrieve(state: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """One subgoal's search on the backbone (a ``Send`` branch; ``state`` is the branch's task)."""
+    task = state
     hits = _backbone(runtime, task).search(task["query"], task["k"])
     items = [
         EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
@@ -383,7 +392,7 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
         "rejected": result.rejected,
         **_spent(state, outcome),
     }
-    _, stop = _after_unify({**state, **update}, ctx)
+    _, stop = _after_unify(_updated(state, update), ctx)
     entry = {
         "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
         "new_memories": len(new_ids), "resolved": sorted(result.resolved), "unresolved": sorted(unresolved),
@@ -425,7 +434,7 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
         "step": state.get("step", 0) + 1,
         **_spent(state, outcome),
     }
-    _, stop = _after_refine({**state, **update}, ctx)
+    _, stop = _after_refine(_updated(state, update), ctx)
     entry = {"node": "refine", "depth": update["depth"], "refined": sorted(unresolved), "antecedents": added,
              "llm_requests": update["llm_requests"]}
     return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
@@ -571,7 +580,7 @@ def route_after_refine(
 # -- the graph ---------------------------------------------------------------------------------------
 
 
-def build_goalmem_graph() -> StateGraph:
+def build_goalmem_graph() -> StateGraph[GoalMemState, GoalMemContext, GoalMemInput, GoalMemOutput]:
     """The Goal-Mem ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(GoalMemState, context_schema=GoalMemContext, input_schema=GoalMemInput,
                          output_schema=GoalMemOutput)
@@ -675,7 +684,7 @@ def _result(
 ) -> AnswerResult:
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     resolved: dict[str, list[str]] = final.get("resolved") or {}
-    pool = _pool(final)  # type: ignore[arg-type]
+    pool = _pool(final)
     supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
     evidence = [pool[mid] for mid in supporting]
     details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, final["generation"], evidence)}
@@ -700,7 +709,9 @@ def finish(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
 
 
 builder = build_goalmem_graph()
-graph = traced_graph(builder.compile(name="goalmem"))
+# Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
+_compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="goalmem")
+graph = traced_graph(_compiled)
 def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
     """A named backbone is built once before the run, so an unknown name fails before any work."""
     if ctx.retriever is None:

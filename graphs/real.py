@@ -42,6 +42,7 @@ from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
 
@@ -404,7 +405,7 @@ def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     """Root entities with an exploration intent each (LLM planner; named entities or similarity without one)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
-    state = {**state, **pin}  # type: ignore[typeddict-item]
+    state = {**state, **pin}
     snapshot, index = _load(state, res)
     similar = [f for f, _ in _similar_facts(state, res, snapshot, index)[:10]]
     plan, cost, fallbacks = _plan(state, ctx, res, index, similar)
@@ -622,7 +623,7 @@ def after_select(state: RealState) -> Literal["expand", "prune"]:
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_real_graph() -> StateGraph:
+def build_real_graph() -> StateGraph[RealState, RealContext, RealInput, RealOutput]:
     """The ``real`` ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
     builder = StateGraph(RealState, context_schema=RealContext, input_schema=RealInput, output_schema=RealOutput)
     builder.add_node("roots", roots)
@@ -704,7 +705,9 @@ def finish(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
 
 
 builder = build_real_graph()
-graph = traced_graph(builder.compile(name="real"))
+# Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
+_compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="real")
+graph = traced_graph(_compiled)
 STRATEGY = graph_strategy("real", graph, RealContext,
                           recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
 answer = STRATEGY.run
