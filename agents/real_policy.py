@@ -63,7 +63,8 @@ class RuleRealPolicy:
     similarity-and-overlap scores, the answer read off the best path."""
 
     def roots(self, question: str, index: FactIndex, similar: Sequence[str]) -> RoleOutcome[RootPlan]:
-        return RoleOutcome(output=heuristic_roots(question, index, similar if len(index) else ()), cost=Cost())
+        named = similar if len(index) else ()  # no fact: nothing similar to fall back on
+        return RoleOutcome(output=heuristic_roots(question, index, named), cost=Cost())
 
     def evaluate(
         self, question: str, paths: Sequence[FactPath], index: FactIndex, *, similarities: Sequence[float],
