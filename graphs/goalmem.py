@@ -83,6 +83,9 @@ class GoalMemContext(StrategyContext):
     """Memories retrieved per subgoal search."""
     backbone: str = "bm25"
     """The retrieval backbone: bm25 (turns), dense (turns) or events (the event graph)."""
+    keep_pool_across_breadth: bool = False
+    """An extension, off in the paper's configuration: unify each new decomposition against the memories the failed
+    ones retrieved too (the paper starts every breadth step from an empty pool, Algorithm 1 line 8)."""
     # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
     retriever: SkipJsonSchema[Any] = field(
         default=None,
@@ -140,6 +143,7 @@ class GoalMemState(StrategyState, total=False):
     breadth: int
     depth: int
     step: int
+    pool_from: int
     subgoals: dict[str, Atom]
     originals: list[str]
     antecedent_of: dict[str, str]
@@ -232,20 +236,30 @@ def _budget_spent(state: GoalMemState, ctx: GoalMemContext) -> str:
             f"LLM requests (1 + B(2 + 2D), retries included)")
 
 
-def _pool(state: Mapping[str, Any], before_step: int | None = None) -> dict[str, EvidenceItem]:
-    """Every memory retrieved so far (optionally only before a step), first retrieval first."""
+def _pool(state: Mapping[str, Any], before_step: int | None = None, *, since: int = 0) -> dict[str, EvidenceItem]:
+    """Every memory retrieved so far (optionally only from step ``since`` and before ``before_step``), first
+    retrieval first."""
     pool: dict[str, EvidenceItem] = {}
     for entry in state.get("retrieved", []) or []:
-        if before_step is not None and entry.step >= before_step:
+        if entry.step < since or (before_step is not None and entry.step >= before_step):
             continue
         for hit in entry.hits:
             pool.setdefault(hit.id, hit)
     return pool
 
 
+def _breadth_pool(state: Mapping[str, Any], before_step: int | None = None) -> dict[str, EvidenceItem]:
+    """The retrieved memory M_t^(b,d) the current decomposition is unified, refined and answered against: what its
+    own breadth step retrieved. Goal-Mem (Algorithm 1, line 8: M_t^(b,0) <- {} at each breadth step b; Sec. 4.1, Eq. 3:
+    the union over psi^(b) only; Sec. 4.3: M_t^(b,d) = M_t^(b,d-1) U retrieved) starts every decomposition from an
+    empty pool; with ``keep_pool_across_breadth`` (an extension) ``pool_from`` stays 0 and the failed
+    decompositions' memories stay in it."""
+    return _pool(state, before_step, since=state.get("pool_from", 0))
+
+
 def _memory_lines(state: GoalMemState, ids: list[str] | None = None) -> list[MemoryLine]:
     """Memories as (id, text, date), the current step's first, so the freshest evidence leads."""
-    pool = _pool(state)
+    pool = _breadth_pool(state)
     step = state.get("step", 0)
     current = [h.id for e in state.get("retrieved", []) or [] if e.step == step for h in e.hits]
     order = list(dict.fromkeys([*current, *pool])) if ids is None else [i for i in ids if i in pool]
@@ -280,14 +294,18 @@ def _failed_so_far(state: GoalMemState) -> list[tuple[Rule, str]]:
     return failed
 
 
-def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
-    """The state of a new proof attempt of ``rule``: its body as subgoals G1..Gn, nothing resolved yet."""
+def _fresh_proof(state: GoalMemState, rule: Rule, *, keep_pool: bool) -> dict[str, Any]:
+    """The state of a new proof attempt of ``rule``: its body as subgoals G1..Gn, nothing resolved yet, an empty
+    substitution (Algorithm 1 line 12 unifies against theta^(0,0)) and an empty memory pool (line 8), unless
+    ``keep_pool`` (the ``keep_pool_across_breadth`` extension)."""
     subgoals = {f"G{i + 1}": atom for i, atom in enumerate(rule.body)}
+    step = state.get("step", 0) + 1
     return {
         "rule": rule,
         "exhausted": False,
         "depth": 0,
-        "step": state.get("step", 0) + 1,
+        "step": step,
+        "pool_from": state.get("pool_from", 0) if keep_pool else step,
         "subgoals": subgoals,
         "originals": list(subgoals),
         "antecedent_of": {},
@@ -346,7 +364,7 @@ def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str
         # Nothing untried is left: another round would repeat a failed proof.
         return {**update, "exhausted": True, "stop_reason": "no new decomposition",
                 "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}]}
-    return {**update, **_fresh_proof(state, rule),
+    return {**update, **_fresh_proof(state, rule, keep_pool=_ctx(runtime).keep_pool_across_breadth),
             "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}]}
 
 
@@ -368,8 +386,9 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
     """One batched unification of the open subgoals against every memory retrieved so far."""
     ctx = _ctx(runtime)
     step = state.get("step", 0)
-    before = _pool(state, before_step=step)
-    new_ids = [mid for mid in _pool(state) if mid not in before]
+    # "No new memory retrieved" (Algorithm 1 line 35) is relative to M_t^(b,d-1), this decomposition's pool.
+    before = _breadth_pool(state, before_step=step)
+    new_ids = [mid for mid in _breadth_pool(state) if mid not in before]
     subgoals = state.get("subgoals") or {}
     active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}
     substitution = state.get("substitution") or Substitution()
@@ -454,7 +473,7 @@ def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str,
     if spent:
         # The proof used the whole budget: the answer is the answer variables' values, without a request.
         outcome.fallback = FallbackRecord(role="goalmem_generate", reason=_budget_spent(state, ctx))
-    pool = _pool(state)
+    pool = _breadth_pool(state)
     return {
         "answer": outcome.output.answer.strip(),
         "status": "answered",
@@ -479,12 +498,20 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
     """``(subgoal, query, k)`` for each subgoal whose query is new, sharing what is left of the memory budget."""
     substitution = state.get("substitution") or Substitution()
     queried = state.get("queried") or {}
+    since = state.get("pool_from", 0)
+    if since:
+        # Each decomposition retrieves for every subgoal of its own (Algorithm 1 lines 9-10): only the queries its
+        # pool was built from count as done, not those of failed decompositions whose subgoals had the same ids.
+        current = {(e.subgoal, e.query) for e in state.get("retrieved") or [] if e.step >= since}
+        queried = {sid: query for sid, query in queried.items() if (sid, query) in current}
     subgoals = state.get("subgoals") or {}
     tasks = []
     for sid in sids:
         query = subgoals[sid].apply(substitution).text()
         if queried.get(sid) != query:
             tasks.append((sid, query))
+    # The memory budget is per question across every breadth step (the paper's k = 60 "distributed across
+    # iterations", Sec. 5), so it counts every memory retrieved, not only the current pool.
     remaining = max(0, ctx.max_memories - len(_pool(state)))
     if not tasks or remaining == 0:
         return []
