@@ -30,6 +30,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
@@ -402,6 +403,12 @@ def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassCo
     return top, diverse, list(dict.fromkeys([*top, *diverse]))
 
 
+def _first_candidates(graph: EventGraph, question: str, ctx: CompassContext, res: Resources) -> list[str]:
+    """The first round's candidate starts for the planner to pick from (``plan_starts``): they rank against the
+    question, known before planning."""
+    return _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
+
+
 # -- nodes --------------------------------------------------------------------------------------
 def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Pin the run (its namespace, policy and snapshot generation: ``graphs.pin``), split the question into
@@ -412,11 +419,8 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
     ctx, res, policy = _setup(pin, runtime)
     graph = _event_graph(pin, runtime)
     question = state["question"]
-
-    def candidates() -> list[str]:  # the first round's, ranked against the question (known before planning)
-        return _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
-
-    planned = policy.plan(graph, question, candidates, max_starts=ctx.max_starts)
+    planned = policy.plan(graph, question, partial(_first_candidates, graph, question, ctx, res),
+                          max_starts=ctx.max_starts)
     subgoals, starts = planned.value.subgoals, planned.value.starts
     return {
         **pin,
