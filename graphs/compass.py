@@ -396,10 +396,13 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
 def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassContext, res: Resources,
                 ) -> tuple[list[str], list[str], list[str]]:
     """The unvisited top-k events for ``query``, the best event of each of the first p topics, and both together
-    (the candidate starting points)."""
+    (the candidate starting points). The paper's localization (4.3.2): "selects candidates from the first p distinct
+    topic clusters appearing in the ranked list"; it is silent on how many per topic (its Appendix F "Cluster-based
+    Node Selection Prompt", at most 3 per cluster, is never placed in the algorithm): one, the best ranked. p = 0
+    is the paper's no-clustering setting (Section 5.3): no topic candidates."""
     ranking = _rank_events(graph, query, ctx, res, visited)
     top = ranking.head(ctx.top_k)
-    diverse = graph.topic_leaders(ranking, ctx.top_p)
+    diverse = graph.topic_leaders(ranking, ctx.top_p) if ctx.top_p > 0 else []
     return top, diverse, list(dict.fromkeys([*top, *diverse]))
 
 
