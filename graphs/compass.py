@@ -10,7 +10,9 @@ project's per-round step cap ``max_steps`` (an extension; None, the paper's budg
 of one superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their
 decisions, annotating each kept event with the subgoals it supports (the satisfaction vector derives from them).
 Each node is a module-level function of ``(state, runtime)`` that finds its resources through
-``resources_of(runtime)``. Studio loads ``graph`` from this module.
+``resources_of(runtime)``; wherever the LLM and the no-LLM policy decide differently it asks the run's
+``CompassPolicy`` (``agents.compass_policy``, built by ``_setup`` from the policy the planner pinned) and never
+tests the policy's name. Studio loads ``graph`` from this module.
 
 ``CompassContext.faithful`` is the paper's configuration (``FAITHFUL_OVERRIDES``: the project's extensions of
 the search off); docs/fidelity.md lists each element and measures each extension as an ablation.
