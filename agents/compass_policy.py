@@ -18,11 +18,12 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
+from logicmap.agents.answerers import answer_from_evidence
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
 from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event, similarity_decision
 from logicmap.agents.localizer import pick_starts
 from logicmap.agents.planner import clause_subgoals, plan_subgoals, plan_with_starts, refine_query
-from logicmap.agents.responder import EvidenceText, extractive_answer, respond
+from logicmap.agents.responder import EvidenceText, respond
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.ranking import default_ranker
@@ -394,8 +395,8 @@ class RuleCompassPolicy:
 
     def respond(self, question: str, evidence: Sequence[EvidenceText],
                 question_date: str | None) -> Decided[Answer]:
-        """The extractive answer (``agents.responder.extractive_answer``)."""
-        return Decided(extractive_answer(question, evidence))
+        """The extractive answer (``agents.answerers.answer_from_evidence``)."""
+        return Decided(answer_from_evidence(question, evidence))
 
 
 @dataclass(frozen=True)

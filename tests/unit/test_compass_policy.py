@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from langgraph.runtime import Runtime
 
+from logicmap.agents.answerers import answer_from_evidence
 from logicmap.agents.compass_policy import (
     LLMCompassPolicy,
     QueryEncoder,
@@ -20,7 +21,7 @@ from logicmap.agents.compass_policy import (
     learned_turn_scores,
 )
 from logicmap.agents.planner import clause_subgoals
-from logicmap.agents.responder import EvidenceText, extractive_answer
+from logicmap.agents.responder import EvidenceText
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.compass import CompassContext, localize
 from logicmap.memory.graph import EventGraph
@@ -102,7 +103,7 @@ def test_the_rule_policy_decides_as_the_no_llm_rules(ingested_sample) -> None:
     assert rule.evidence(graph, question, [cafe]) == ([cafe], [])  # similarity ranking: the kept events only
     evidence = [EvidenceText(e, graph.events[e].render(), graph.events[e].time) for e in [cafe, *others]]
     answered = rule.respond(DRINK, evidence, None)
-    assert answered.value == extractive_answer(DRINK, evidence) and answered.fallbacks == []
+    assert answered.value == answer_from_evidence(DRINK, evidence) and answered.fallbacks == []
 
 
 def test_the_rule_policy_with_the_learned_ranking_joins_the_rankers_best_turns(ingested_sample) -> None:
