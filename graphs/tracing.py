@@ -2,7 +2,8 @@
 
 Cost figures go on the root run. Tracing is LangSmith's own switch: with LANGSMITH_TRACING unset nothing is sent.
 ``traced_graph(builder.compile(name=...))`` gives a graph whose own root run carries all of it on every path
-(Python, CLI, the LangGraph API server, Studio), and whose routers leave no runs of their own.
+(Python, CLI, the LangGraph API server, Studio), and whose routers leave no runs of their own. Public API only:
+LangChain's config helpers and callback managers for the root run, LangSmith's ``tracing_context`` for routers.
 """
 
 from __future__ import annotations
