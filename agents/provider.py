@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NoReturn, TypeVar, cast
 
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
+from tenacity.stop import stop_base
 
 from logicmap.memory.deadline import DEADLINE_HINT, RunDeadline, RunDeadlineExceeded, current_deadline, deadline_scope
 
@@ -385,8 +386,11 @@ def _transient(exc: BaseException) -> bool:
     return isinstance(exc, ProviderError) and exc.transient
 
 
-def _unreachable_limit(state: RetryCallState) -> bool:
-    return _failure(state).kind == "unreachable" and state.attempt_number >= UNREACHABLE_MAX_REQUESTS
+class _UnreachableLimit(stop_base):
+    """A refused connection stops sooner: after ``UNREACHABLE_MAX_REQUESTS`` requests."""
+
+    def __call__(self, state: RetryCallState) -> bool:
+        return _failure(state).kind == "unreachable" and state.attempt_number >= UNREACHABLE_MAX_REQUESTS
 
 
 def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_request: Callable[[], None] | None = None,
@@ -418,6 +422,6 @@ def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_re
 
     retrying = Retrying(
         retry=retry_if_exception(_transient), wait=backoff, before_sleep=within_deadline, retry_error_callback=give_up,
-        stop=stop_after_attempt(run.policy.max_requests) | stop_before_delay(run.policy.budget_s) | _unreachable_limit,
+        stop=stop_after_attempt(run.policy.max_requests) | stop_before_delay(run.policy.budget_s) | _UnreachableLimit(),
     )
-    return retrying(_request, call, run, endpoint, on_request)
+    return retrying(lambda: _request(call, run, endpoint, on_request))
