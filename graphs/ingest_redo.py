@@ -110,9 +110,24 @@ def _holder(events: list[Event], turn_id: str | None) -> str | None:
     return next((e.id for e in events if turn_id in e.turn_ids), events[-1].id if events else None)
 
 
+def _handover(snapshot: NamespaceSnapshot, plan: _Plan, rel: Relation) -> tuple[str | None, str | None]:
+    """Another session's relation re-pointed off retired events: a retired source hands over through its last
+    turn, a retired target through its first (to the new event holding that turn)."""
+    old = snapshot.events
+    head = _holder(plan.events, _turn_at(old[rel.source].turn_ids, -1)) if rel.source in plan.retired else rel.source
+    tail = _holder(plan.events, _turn_at(old[rel.target].turn_ids, 0)) if rel.target in plan.retired else rel.target
+    return head, tail
+
+
+def _turn_at(turn_ids: list[str], index: int) -> str | None:
+    return turn_ids[index] if turn_ids else None
+
+
 def _relations(state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan) -> tuple[list[Relation], list[str]]:
     """The session's new relations, other sessions' relations re-pointed off retired events, and what to retire."""
-    namespace, session_id = state["namespace"], state["current"].session_id
+    session = state["current"]
+    assert session is not None
+    namespace, session_id = state["namespace"], session.session_id
     written: dict[str, Relation] = {}
     for rel in state.get("relations", []):
         src, tgt = plan.rename[rel.source], plan.rename[rel.target]
@@ -124,21 +139,10 @@ def _relations(state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan) -> 
             retire.append(rel.id)
         elif rel.source in plan.retired or rel.target in plan.retired:
             retire.append(rel.id)
-            old = snapshot.events
-            # A retired source hands over through its last turn, a retired target through its first.
-            src = (
-                _holder(plan.events, (old[rel.source].turn_ids or [None])[-1])
-                if rel.source in plan.retired
-                else rel.source
-            )
-            tgt = (
-                _holder(plan.events, (old[rel.target].turn_ids or [None])[0])
-                if rel.target in plan.retired
-                else rel.target
-            )
-            if src and tgt and src != tgt:
-                rid = relation_id(src, rel.label, tgt)
-                written.setdefault(rid, rel.model_copy(update={"id": rid, "source": src, "target": tgt}))
+            head, tail = _handover(snapshot, plan, rel)
+            if head and tail and head != tail:
+                rid = relation_id(head, rel.label, tail)
+                written.setdefault(rid, rel.model_copy(update={"id": rid, "source": head, "target": tail}))
     if plan.events:
         first = plan.events[0]
         before = [
@@ -276,17 +280,17 @@ def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
 
 
 def route_after_prepare_redo(state: IngestState) -> Literal["segment", "__end__"]:
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
 def route_after_redo_commit(state: IngestState) -> Literal["replace", "segment", "__end__"]:
     """A commit that lost a race waits for the namespace (``ingest_nodes.lost_commit``), then is recomputed on the new snapshot."""
     if state.get("change") is None and 0 < state.get("conflicts", 0) <= MAX_COMMIT_CONFLICTS:
         return "replace"
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
-def build_redo_graph() -> StateGraph:
+def build_redo_graph() -> StateGraph[IngestState, IngestContext, IngestState, IngestState]:
     """prepare_redo -> segment -> relate -> replace -> (facts | cues) -> commit, per session with fallbacks."""
     builder = StateGraph(IngestState, context_schema=IngestContext)
     for name, node in [
