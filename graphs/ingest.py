@@ -271,5 +271,4 @@ async def aingest_conversation(conversation: Conversation | str | Path, namespac
 
 
 builder = build_ingest_graph()
-_compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="ingest")
-graph = traced_graph(_compiled)
+graph = traced_graph(builder.compile(name="ingest"))
