@@ -11,7 +11,7 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 | method | graph | roles (module: role) |
 | --- | --- | --- |
 | ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor; ``topic_abstractor``: MRAgent topic abstractor (Eq. 18, one call per session); ``session_analyst``: segmenter, fact and cue extractor in one call (combined extraction, the default); ``ingest_policy``: the run's policy object (these roles, or the no-LLM rules) |
-| CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers and the no-LLM search policy; ``responder``: responder |
+| CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers; ``responder``: responder; ``compass_policy``: the run's policy (LLM roles or the no-LLM search rules) |
 | Goal-Mem | ``graphs.goalmem`` | ``goalmem``: parser, decomposer, unifier, refiner, generator; ``goalmem_heuristics``: their no-LLM rules; ``goalmem_policy``: the run's policy (LLM roles or rules); ``goalmem_forward``: the forward baselines' roles; ``forward_policy``: the baselines' policy |
 | REAL | ``graphs.real`` | ``real``: root planner, path evaluator, answerer, counterfactual repair rules; ``real_policy``: the run's policy (LLM roles or rules) |
 | MRAgent | ``graphs.reconstruct``, ``graphs.chatbot`` | the reconstruct agent is a chat model bound to ``logicmap.tools`` (the paper's seven); ``query_cues``: the question's cues (EXTRACTCUES); ``active_pruner``: prunes its active set after each tool round; ``chat_responder``: the chatbot's reply (plain text, streamed); ``reconstruct_policy``: its LLM and no-LLM policy (the deterministic navigator) |
@@ -20,8 +20,8 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 
 Plumbing: ``base`` (the role runner, the parts runner of combined calls, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory:
 ``ChatOpenAI`` or any LangChain ``provider:model``), ``provider`` (typed provider errors, retries with backoff, the run's
-deadline), ``windowing`` (sessions split into windows that fit the model's context), ``compass_policy`` (CompassMem's
-no-LLM search policy), ``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models), ``answerers`` (every no-LLM answerer, named for what it
+deadline), ``windowing`` (sessions split into windows that fit the model's context),
+``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models), ``answerers`` (every no-LLM answerer, named for what it
 answers from), ``responder_policy`` (the LLM and no-LLM policy of strategies whose one role is the responder:
 rerank, dense, bm25).
 """
