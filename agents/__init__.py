@@ -10,7 +10,7 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 
 | method | graph | roles (module: role) |
 | --- | --- | --- |
-| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor; ``topic_abstractor``: MRAgent topic abstractor (Eq. 18, one call per session); ``session_analyst``: segmenter, fact and cue extractor in one call (combined extraction, the default) |
+| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor; ``topic_abstractor``: MRAgent topic abstractor (Eq. 18, one call per session); ``session_analyst``: segmenter, fact and cue extractor in one call (combined extraction, the default); ``ingest_policy``: the run's policy object (these roles, or the no-LLM rules) |
 | CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers; ``responder``: responder; ``compass_policy``: the run's policy (LLM roles or the no-LLM search rules) |
 | Goal-Mem | ``graphs.goalmem`` | ``goalmem``: parser, decomposer, unifier, refiner, generator; ``goalmem_heuristics``: their no-LLM rules; ``goalmem_policy``: the run's policy (LLM roles or rules); ``goalmem_forward``: the forward baselines' roles; ``forward_policy``: the baselines' policy |
 | REAL | ``graphs.real`` | ``real``: root planner, path evaluator, answerer, counterfactual repair rules; ``real_policy``: the run's policy (LLM roles or rules) |
