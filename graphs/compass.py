@@ -56,11 +56,7 @@ from logicmap.agents.compass_policy import (
 )
 from logicmap.agents.responder import EvidenceText
 from logicmap.graphs.pin import pin_run, pinned_snapshot
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.strategy import (
     AnswerOutput,

@@ -33,13 +33,7 @@ from logicmap.agents.topic_abstractor import TopicCluster
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
 from logicmap.graphs import ingest_cues, ingest_facts, ingest_r2
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-    run_namespace,
-    server_readable_path,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context, run_namespace, server_readable_path
 from logicmap.graphs.strategy import StrategyContext
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.forgetting import with_replacement

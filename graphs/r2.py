@@ -19,11 +19,7 @@ from logicmap.agents.base import Cost
 from logicmap.agents.r2_policy import R2Policy, r2_policy
 from logicmap.agents.responder import EvidenceText
 from logicmap.graphs.pin import pin_run, pinned_snapshot
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
     AnswerOutput,

@@ -50,11 +50,7 @@ from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.real import cosine_to, relation_gloss, repair_candidates
 from logicmap.agents.real_policy import RealPolicy, real_policy
 from logicmap.graphs.pin import pin_run, snapshot_of
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
     AnswerOutput,

@@ -30,11 +30,7 @@ from logicmap.agents.answerers import answer_from_active_set
 from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply
 from logicmap.agents.reconstruct_policy import NavigatorTurn, ReconstructPolicy, rank_events, reconstruct_policy
 from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.strategy import (
     AnswerOutput,

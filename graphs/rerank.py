@@ -19,11 +19,7 @@ from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder_policy import responder_policy
 from logicmap.graphs.pin import pin_run, pinned_snapshot
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
     AnswerOutput,
