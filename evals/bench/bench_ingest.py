@@ -276,7 +276,8 @@ def _compare(fingerprint: dict[str, Any], vectors: dict[str, dict[str, Any]], re
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
+    median: float = statistics.median(r[key] for r in runs)
+    return median
 
 
 def _report(runs: list[dict[str, Any]], sessions: int, turns: int) -> None:
