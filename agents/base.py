@@ -248,7 +248,7 @@ def _is_openai(llm: Any) -> bool:
 def _named(llm: BaseChatModel, role: str) -> BaseChatModel:
     """The model under the role's name: ``with_config(run_name=...)`` names only the outer run of a structured-output
     runnable, and the model's own run (the one that bills) should carry the role's name in a trace too."""
-    if llm.name == role:
+    if not isinstance(llm, BaseChatModel) or llm.name == role:
         return llm
     named = llm.model_copy(update={"name": role})
     named.__dict__.pop("_serialized", None)  # BaseChatModel caches its serialized form, name included
@@ -293,10 +293,11 @@ def _runnable(
     return make
 
 
-def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[BaseMessage], llm: BaseChatModel,
-             cost: Cost) -> tuple[_Reply | None, str, str]:
-    """One reply (retrying transient provider errors), or ``(None, problem, shown)`` when the reply could not be
-    read; its requests, replies and tokens go into ``cost``. Provider errors (``ProviderError``) propagate."""
+def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[BaseMessage], config: dict[str, Any],
+             llm: BaseChatModel, cost: Cost) -> tuple[_Reply | None, str, str]:
+    """One reply of ``make(timeout)`` run with ``config`` (run name, tags, metadata: ``with_config``), retrying
+    transient provider errors; or ``(None, problem, shown)`` when the reply could not be read. Its requests, replies
+    and tokens go into ``cost``. Provider errors (``ProviderError``) propagate."""
     endpoint = endpoint_of(llm)
     openai_client = _is_openai(llm)
     probes: list[_UsageProbe] = []
@@ -306,7 +307,8 @@ def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[Ba
         probes.append(_UsageProbe())
         token = _PROBE.set(probes[-1])
         try:
-            return make(timeout if openai_client else None).invoke(conversation)
+            runnable = make(timeout if openai_client else None)
+            return runnable.with_config(cast(RunnableConfig, config)).invoke(conversation)
         finally:
             _PROBE.reset(token)
 
@@ -341,9 +343,9 @@ def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str,
 
     def make(timeout: float | None) -> _AnyRunnable:
         runnable: _AnyRunnable = bound if timeout is None else bound.bind(timeout=timeout)
-        return runnable.with_config(cast(RunnableConfig, config))
+        return runnable
 
-    reply, problem, shown = _request(make, conversation, llm, cost)
+    reply, problem, shown = _request(make, conversation, config, llm, cost)
     return (reply.raw if reply is not None else None), problem, shown
 
 
@@ -394,13 +396,6 @@ def _role_config(role: str, tags: Sequence[str], metadata: dict[str, Any] | None
     return {"run_name": role, "tags": [f"role:{role}", *tags], "metadata": dict(metadata or {})}
 
 
-def _configured(
-    make: Callable[[float | None], _AnyRunnable], config: dict[str, Any]
-) -> Callable[[float | None], _AnyRunnable]:
-    """``make``'s runnable with the call's run name, tags and metadata (``with_config``)."""
-    return lambda timeout: make(timeout).with_config(cast(RunnableConfig, config))
-
-
 def run_role(
     llm: BaseChatModel | None,
     *,
@@ -439,7 +434,7 @@ def run_role(
     for attempt in range(allowed):
         attempts += 1
         attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
-        reply, problem, shown = _request(_configured(make, attempt_config), conversation, llm, cost)
+        reply, problem, shown = _request(make, conversation, attempt_config, llm, cost)
         if reply is None:
             problems = [problem]
         else:
@@ -555,7 +550,7 @@ def run_role_parts(
         attempts += 1
         missing = [p for p in parts if p.role not in outputs]
         attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
-        reply, problem, shown = _request(_configured(make, attempt_config), conversation, llm, cost)
+        reply, problem, shown = _request(make, conversation, attempt_config, llm, cost)
         read = {p.role: (None, [problem]) for p in missing} if reply is None else _read_parts(reply.raw, missing)
         kept = {name: out for name, (out, _) in read.items() if out is not None}
         outputs.update(kept)
