@@ -78,7 +78,7 @@ def _message_dict(message: Any) -> Any:
     return {"role": role, "content": message.content}
 
 
-def _json_value(value: dict[str, Any]) -> dict[str, Any]:
+def _json_value(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidItemError(f"a store value is a dict, not {type(value).__name__}")
     if isinstance(value.get("messages"), list):

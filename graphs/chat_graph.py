@@ -19,6 +19,7 @@ from pydantic import ConfigDict, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
+from logicmap.agents.answerers import reply_from_recall
 from logicmap.agents.base import Cost
 from logicmap.agents.chat_responder import reply_text
 from logicmap.graphs.chat_ingestion import chat_turn_session, default_ingestion_queue
@@ -40,9 +41,7 @@ from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
-from logicmap.memory.text import is_no_answer
 from logicmap.prompts import chat as prompt
-from logicmap.prompts.chat import ChatReply
 from logicmap.settings import LogicMapSettings
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
     "after_remember",
     "build_chatbot_graph",
     "builder",
-    "extractive_reply",
     "graph",
     "message_text",
     "recall",
@@ -75,12 +73,6 @@ TurnIngest = Callable[[Session, str, str], Any]
 
 StrategyName = Literal[tuple(STRATEGIES)]  # type: ignore[valid-type]  # the registry's names, known at import
 """The recall strategies (``graphs.strategies.STRATEGIES``), a choice list in Studio's form."""
-
-NOTHING_RECALLED = "I don't have anything in memory about that yet."
-_QUESTION_STARTS = ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "do ", "does", "did",
-                    "is ", "are ", "was", "were", "can", "could", "should", "would", "will", "have", "has", "tell me",
-                    "remind me", "remember")
-
 
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -201,21 +193,6 @@ def message_text(message: BaseMessage) -> str:
     return str(content or "").strip()
 
 
-def _is_question(text: str) -> bool:
-    lowered = text.strip().lower()
-    return lowered.endswith("?") or lowered.startswith(_QUESTION_STARTS)
-
-
-def extractive_reply(message: str, recall: dict[str, Any] | None) -> ChatReply:
-    """The reply without a chat model: memory's answer to a question, an acknowledgement of a statement."""
-    answer = (recall or {}).get("answer") or ""
-    if _is_question(message):
-        if not is_no_answer(answer):
-            return ChatReply(reply=f"From memory: {answer}", used_memory_ids=list((recall or {}).get("cited", [])))
-        return ChatReply(reply=NOTHING_RECALLED)
-    return ChatReply(reply="Noted, I'll remember that.")
-
-
 def _memories_text(evidence: list[dict[str, Any]]) -> str:
     return "\n".join(f"[{e.get('kind')} {e.get('id')}{', ' + e['time'] if e.get('time') else ''}] {str(e.get('text', ''))[:400]}"
                      for e in evidence)
@@ -302,7 +279,7 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
         llm,
         prompt.build_messages(history[-ctx.history:], _memories_text(state.get("evidence", [])),
                               user_name=ctx.user_name, recalled_answer=recalled.get("answer")),
-        fallback=lambda: extractive_reply(message, recalled),
+        fallback=lambda: reply_from_recall(message, recalled),
         used_memory_ids=recalled.get("cited", []) if state.get("evidence") else [],
         tags=[f"strategy:{ctx.strategy}", "graph:chatbot"],
         metadata={"prompt_version": prompt.VERSION, "namespace": _namespace_of(ctx)},

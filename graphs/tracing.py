@@ -465,7 +465,7 @@ def _hide_routers(compiled: CompiledStateGraph) -> None:
                 spec.path.trace = False  # the path is this builder's own wrapper of the router function
 
 
-def traced_graph(compiled: CompiledStateGraph) -> TracedGraph:
+def traced_graph(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> TracedGraph:
     """``compiled`` as a ``TracedGraph`` (strategy = the graph's name), its routers untraced."""
     _hide_routers(compiled)
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy does

@@ -53,11 +53,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from logicmap.agents.answerers import answer_from_best_fact
 from logicmap.agents.base import parse_json_reply
 from logicmap.agents.r2 import (
     answer_from_facts,
     candidates_from,
-    extractive_answer,
     fallback_extraction,
     manager_messages,
     messages_as_dicts,
@@ -612,7 +612,7 @@ class AnswerAgent:
         key = (question, tuple((r.id, r.text) for r in memory.live()))
         if key not in self._cache:
             if self.llm is None:
-                self._cache[key] = extractive_answer(question, memory.live())
+                self._cache[key] = answer_from_best_fact(question, memory.live())
             else:
                 self._cache[key] = answer_from_facts(self.llm, question, memory.live(), k=self.top_k).output.answer
         return self._cache[key]
