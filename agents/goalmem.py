@@ -351,8 +351,8 @@ def apply_unification(
     current = substitution
     step = UnifyStep(substitution=substitution)
     by_id: dict[str, SubgoalResult] = {}
-    for result in output.results:
-        by_id.setdefault(result.subgoal.strip(), result)
+    for given in output.results:
+        by_id.setdefault(given.subgoal.strip(), given)
     for sid, atom in subgoals.items():
         result = by_id.get(sid)
         if result is None or not result.resolved:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -33,7 +34,7 @@ def _lines(memories: Sequence[MemoryLine]) -> list[tuple[str, str]]:
     return [(mid, f"({when or 'undated'}) {text}") for mid, text, when in memories]
 
 
-def _tags(role: str, version: str) -> dict:
+def _tags(role: str, version: str) -> dict[str, Any]:
     return {"role": role, "tags": ["strategy:forward"], "metadata": {"prompt_version": version}}
 
 

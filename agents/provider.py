@@ -187,7 +187,7 @@ def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
     try:
         import openai
     except ImportError:  # pragma: no cover - langchain-openai is a dependency
-        openai = None  # type: ignore[assignment]
+        openai = None  # type: ignore[assignment]  # optional module: None marks it absent
     if openai is not None and isinstance(exc, openai.APIStatusError):
         return _status_error(exc, int(exc.status_code), f"{exc} {getattr(exc, 'code', '') or ''}", endpoint)
     found = _any_provider_error(exc, endpoint)

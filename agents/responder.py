@@ -6,6 +6,7 @@ Fallback (and no-LLM policy): extractive, the evidence sentence that best matche
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -36,7 +37,7 @@ def respond(
     abstain: bool = True,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[Answer]:
     """The answer from ``evidence``. ``abstain=False``: CompassMem's Appendix F.2 prompt, which never states
     that the information is insufficient (the extractive fallback keeps its ``NO_ANSWER``)."""
