@@ -6,7 +6,7 @@ Secrets are ``SecretStr`` so they never appear in logs, reprs or error messages.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -159,6 +159,6 @@ class LogicMapSettings(BaseSettings):
         return data
 
 
-def get_settings(**overrides: object) -> LogicMapSettings:
+def get_settings(**overrides: Any) -> LogicMapSettings:
     """Settings from the environment, with explicit overrides on top."""
-    return LogicMapSettings(**overrides)  # type: ignore[arg-type]
+    return LogicMapSettings(**overrides)

@@ -10,18 +10,20 @@ Where each method's roles are (graph in ``logicmap.graphs``, roles here):
 
 | method | graph | roles (module: role) |
 | --- | --- | --- |
-| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor; ``topic_abstractor``: MRAgent topic abstractor (Eq. 18, one call per session); ``session_analyst``: segmenter, fact and cue extractor in one call (combined extraction, the default) |
-| CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers and the no-LLM search policy; ``responder``: responder |
-| Goal-Mem | ``graphs.goalmem`` | ``goalmem``: parser, decomposer, unifier, refiner, generator; ``goalmem_heuristics``: their no-LLM policy; ``goalmem_forward``: the forward baselines' roles |
-| REAL | ``graphs.real`` | ``real``: root planner, path evaluator, answerer, counterfactual repair rules |
-| MRAgent | ``graphs.reconstruct``, ``graphs.chatbot`` | the reconstruct agent is a chat model bound to ``logicmap.tools`` (the paper's seven); ``query_cues``: the question's cues (EXTRACTCUES); ``active_pruner``: prunes its active set after each tool round; ``chat_responder``: the chatbot's reply (plain text, streamed) |
-| Memory-R2 | ``graphs.ingest_r2`` (ingest with ``memory_manager="r2"``), ``graphs.r2``, ``evals.train.logo_grpo`` | ``r2``: fact extractor and memory manager (ADD / UPDATE / DELETE / NOOP), fact answerer; ``r2_distill``: the answer agent's memory distillation |
+| ingest (all methods) | ``graphs.ingest`` | ``segmenter``: segmenter; ``relations``: relation extractor; ``coref``: coreference judge; ``fact_extractor``: REAL fact extractor; ``cue_extractor``: MRAgent cue extractor; ``topic_abstractor``: MRAgent topic abstractor (Eq. 18, one call per session); ``session_analyst``: segmenter, fact and cue extractor in one call (combined extraction, the default); ``ingest_policy``: the run's policy object (these roles, or the no-LLM rules) |
+| CompassMem | ``graphs.compass`` | ``planner``: planner and refiner; ``localizer``: start picker; ``explorer``: explorers; ``responder``: responder; ``compass_policy``: the run's policy (LLM roles or the no-LLM search rules) |
+| Goal-Mem | ``graphs.goalmem`` | ``goalmem``: parser, decomposer, unifier, refiner, generator; ``goalmem_heuristics``: their no-LLM rules; ``goalmem_policy``: the run's policy (LLM roles or rules); ``goalmem_forward``: the forward baselines' roles; ``forward_policy``: the baselines' policy |
+| REAL | ``graphs.real`` | ``real``: root planner, path evaluator, answerer, counterfactual repair rules; ``real_policy``: the run's policy (LLM roles or rules) |
+| MRAgent | ``graphs.reconstruct``, ``graphs.chatbot`` | the reconstruct agent is a chat model bound to ``logicmap.tools`` (the paper's seven); ``query_cues``: the question's cues (EXTRACTCUES); ``active_pruner``: prunes its active set after each tool round; ``chat_responder``: the chatbot's reply (plain text, streamed); ``reconstruct_policy``: its LLM and no-LLM policy (the deterministic navigator) |
+| Memory-R2 | ``graphs.ingest_r2`` (ingest with ``memory_manager="r2"``), ``graphs.r2``, ``evals.train.logo_grpo`` | ``r2``: fact extractor and memory manager (ADD / UPDATE / DELETE / NOOP), fact answerer; ``r2_distill``: the answer agent's memory distillation; ``r2_policy``: the answer agent's LLM and no-LLM policy |
 | evaluation | ``evals`` | ``judge``: LLM judge |
 
 Plumbing: ``base`` (the role runner, the parts runner of combined calls, ``Cost``, ``FallbackRecord``), ``models`` (chat model factory:
 ``ChatOpenAI`` or any LangChain ``provider:model``), ``provider`` (typed provider errors, retries with backoff, the run's
-deadline), ``windowing`` (sessions split into windows that fit the model's context), ``compass_policy`` (CompassMem's
-no-LLM search policy), ``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models).
+deadline), ``windowing`` (sessions split into windows that fit the model's context),
+``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models), ``answerers`` (every no-LLM answerer, named for what it
+answers from), ``responder_policy`` (the LLM and no-LLM policy of strategies whose one role is the responder:
+rerank, dense, bm25).
 """
 
 __all__: list[str] = []

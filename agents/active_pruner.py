@@ -7,6 +7,7 @@ The model names the memories to keep and whether they already answer the questio
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -44,7 +45,7 @@ def prune_active(
     question_date: str | None = None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[PruneDecision]:
     """``memories`` are ``(key, rendered text)`` of the active set; the decision keeps some of the keys.
 

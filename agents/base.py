@@ -2,22 +2,31 @@
 
 Also the cost record (requests, replies, tokens, wall time) that every run reports. Provider failures are
 not bad output: they raise ``ProviderError`` (``agents.provider``) and stop the run.
+
+Built on LangChain: the request is ``llm.with_structured_output(schema, method=..., include_raw=True)`` (a
+JSON-prompt path for ``method="prompt"`` and models without tool calling), text replies are read with
+``parse_json_markdown``, tokens come from the reply's ``usage_metadata``, and run names, tags and metadata go
+through ``with_config``. Ours: the retry with the errors shown to the model, the recorded fallback, the reading
+of replies LangChain's parsers reject or misread (cut off, filtered, a tool call with invalid JSON, JSON in
+prose) and the cost of replies that raised before a message was built.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import time
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
-from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import LLMResult
-from langchain_core.runnables import ensure_config
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.tracers.context import register_configure_hook
+from langchain_core.utils.json import parse_json_markdown
 from pydantic import BaseModel, Field, ValidationError
 
 from logicmap.agents.provider import DeadlineExceeded, ProviderError, call_with_retries, endpoint_of
@@ -39,6 +48,7 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound=BaseModel)
+_AnyRunnable = Runnable[Any, Any]
 
 
 class Cost(BaseModel):
@@ -93,11 +103,47 @@ class RoleOutcome(BaseModel, Generic[T]):
     attempts: int = 0
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+@dataclass(frozen=True)
+class _Reply:
+    """One reply as ``with_structured_output(include_raw=True)`` gives it: the message, LangChain's parse of it
+    (``None`` on the JSON-prompt path, or when the model answered without calling the tool) and its parse error."""
+
+    raw: BaseMessage
+    parsed: Any = None
+    parsing_error: BaseException | None = None
+
+
+def _text(message: BaseMessage) -> str:
+    content = message.content
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
+    return str(content or "").strip()
+
+
+def _json_in_text(text: str) -> Any:
+    """The JSON of a text reply: LangChain's ``parse_json_markdown`` (the whole text, or a ```json fence), else the
+    first JSON value inside prose ("Here it is: {...}", which small local models write and LangChain does not read).
+
+    The parse is strict (``json.loads``): LangChain's default parser completes cut-off JSON, which must stay invalid.
+    """
+    try:
+        value = parse_json_markdown(text, parser=json.loads)
+    except ValueError:
+        value = None
+    if isinstance(value, (dict, list)):
+        return value
+    decoder = json.JSONDecoder()
+    for index, char in enumerate(text):
+        if char in "{[":
+            try:
+                return decoder.raw_decode(text[index:])[0]
+            except json.JSONDecodeError:
+                continue
+    raise ValueError(f"no JSON object in reply: {text[:200]!r}")
 
 
 def parse_json_reply(message: BaseMessage) -> Any:
-    """The JSON a model replied with: a forced tool call's arguments, else the first JSON value in its text."""
+    """The JSON a model replied with: a forced tool call's arguments, else the JSON in its text (``_json_in_text``)."""
     tool_calls = getattr(message, "tool_calls", None) or []
     if tool_calls:
         return tool_calls[0]["args"]
@@ -110,27 +156,14 @@ def parse_json_reply(message: BaseMessage) -> Any:
             f"the arguments of your {call.get('name') or 'tool'} call are not valid JSON ({error[:300]}); "
             f"they were: {str(call.get('args') or '')[:1500]!r}"
         )
-    content = message.content
-    if isinstance(content, list):
-        content = "".join(part.get("text", "") if isinstance(part, dict) else str(part) for part in content)
-    text = str(content or "").strip()
+    text = _text(message)
     if not text:
         raise ValueError("empty reply")
-    fenced = _FENCE.search(text)
-    if fenced:
-        text = fenced.group(1).strip()
-    decoder = json.JSONDecoder()
-    for index, char in enumerate(text):
-        if char in "{[":
-            try:
-                value, _ = decoder.raw_decode(text[index:])
-                return value
-            except json.JSONDecodeError:
-                continue
-    raise ValueError(f"no JSON object in reply: {text[:200]!r}")
+    return _json_in_text(text)
 
 
 def _usage(message: BaseMessage, messages: Sequence[BaseMessage]) -> tuple[int, int, bool]:
+    """``(prompt, completion, estimated)`` tokens: the reply's ``usage_metadata``, else ~4 characters a token."""
     usage = getattr(message, "usage_metadata", None)
     if usage:
         return int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0)), False
@@ -140,7 +173,8 @@ def _usage(message: BaseMessage, messages: Sequence[BaseMessage]) -> tuple[int, 
 
 
 class _UsageProbe(BaseCallbackHandler):
-    """Sees each request's raw result: the provider's usage even when no message could be built from it."""
+    """Sees a request's raw result: the provider's usage even when no message could be built from it (a reply with
+    ``choices: []``), which neither ``usage_metadata`` nor LangChain's ``UsageMetadataCallbackHandler`` reports."""
 
     def __init__(self) -> None:
         self.replied = False
@@ -153,14 +187,10 @@ class _UsageProbe(BaseCallbackHandler):
         self.choices = sum(len(g) for g in response.generations)
 
 
-def _with_probe(config: dict[str, Any], probe: _UsageProbe) -> dict[str, Any]:
-    """``config`` plus the probe, keeping the enclosing run's callbacks (tracing stays nested)."""
-    inherited = ensure_config().get("callbacks")
-    if isinstance(inherited, BaseCallbackManager):
-        manager = inherited.copy()
-        manager.add_handler(probe, inherit=False)
-        return {**config, "callbacks": manager}
-    return {**config, "callbacks": [*(inherited or []), probe]}
+# While a request runs, LangChain adds its probe to every callback manager it configures (the enclosing run's
+# callbacks stay as they are, so the trace stays nested); the hook that ``get_usage_metadata_callback`` uses.
+_PROBE: ContextVar[_UsageProbe | None] = ContextVar("logicmap_usage_probe", default=None)
+register_configure_hook(_PROBE, inheritable=True)
 
 
 def _failure_usage(exc: BaseException, probe: _UsageProbe) -> tuple[int, int] | None:
@@ -203,64 +233,90 @@ def _shown(reply: BaseMessage) -> str:
     """What the model replied, as the retry shows it back: text, else tool-call arguments (raw when invalid)."""
     if reply.content:
         return str(reply.content)
-    if getattr(reply, "tool_calls", None):
-        return json.dumps([c["args"] for c in reply.tool_calls], default=str)
+    tool_calls = getattr(reply, "tool_calls", None) or []
+    if tool_calls:
+        return json.dumps([c["args"] for c in tool_calls], default=str)
     invalid = getattr(reply, "invalid_tool_calls", None) or []
     return "\n".join(str(c.get("args") or "") for c in invalid)
 
 
-def _bind(llm: BaseChatModel, schema: type[BaseModel], method: str) -> Any:
-    """The model set up to return the schema; models that cannot bind fall back to prompt-only JSON."""
+def _is_openai(llm: Any) -> bool:
+    """An OpenAI client (``ChatOpenAI``): it takes a per-request ``timeout`` and OpenAI's ``response_format``."""
+    return hasattr(llm, "root_client")
+
+
+def _named(llm: BaseChatModel, role: str) -> BaseChatModel:
+    """The model under the role's name: ``with_config(run_name=...)`` names only the outer run of a structured-output
+    runnable, and the model's own run (the one that bills) should carry the role's name in a trace too."""
+    if not isinstance(llm, BaseChatModel) or llm.name == role:
+        return llm
+    named = llm.model_copy(update={"name": role})
+    named.__dict__.pop("_serialized", None)  # BaseChatModel caches its serialized form, name included
+    return named
+
+
+def _structured(llm: BaseChatModel, schema: type[BaseModel], method: str, timeout: float | None) -> _AnyRunnable | None:
+    """``llm.with_structured_output(schema, method=method, include_raw=True)``; ``None`` for the JSON-prompt path:
+    ``method="prompt"``, or a model without structured output (no tool calling: LangChain's fake chat models).
+
+    json_schema on an OpenAI client sends the schema as a non-strict ``response_format``, as this module always
+    has: given the pydantic class, the OpenAI SDK makes it strict, which demands every field and refuses defaults.
+    """
+    if method == "prompt":
+        return None
+    target: Any = schema
+    if method == "json_schema" and _is_openai(llm):
+        target = {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False}
+    extra = {"timeout": timeout} if timeout is not None else {}
     try:
-        if method == "function_calling":
-            return llm.bind_tools([schema], tool_choice=schema.__name__)
-        if method == "json_schema":
-            return llm.bind(
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema(), "strict": False},
-                }
-            )
-        if method == "json_mode":
-            return llm.bind(response_format={"type": "json_object"})
-    except (NotImplementedError, AttributeError, TypeError):
-        pass
-    return llm
+        return llm.with_structured_output(target, method=method, include_raw=True, **extra)
+    except (NotImplementedError, ValueError, TypeError, AttributeError):
+        return None
 
 
-def _read_reply(reply: BaseMessage, schema: type[T], validate: Callable[[T], list[str]] | None) -> tuple[T | None, list[str]]:
-    finish = _finish_problem(reply)
-    if finish and "content_filter" in finish:
-        return None, [finish]
-    try:
-        output = schema.model_validate(parse_json_reply(reply))
-        problems = validate(output) if validate else []
-    except (ValueError, ValidationError, TypeError) as exc:
-        output, problems = None, [str(exc)[:1000]]
-    if problems and finish:
-        problems = [finish, *problems]
-    return (output if not problems else None), problems
+def _runnable(
+    llm: BaseChatModel, schema: type[BaseModel], method: str, role: str
+) -> Callable[[float | None], _AnyRunnable]:
+    """What a role sends a request through, given the request's timeout (``None``: the client's own). The timeout
+    is bound into the structured-output runnable, so one is built per distinct timeout (mostly just one)."""
+    named = _named(llm, role)
+    built: dict[float | None, _AnyRunnable | None] = {}
+
+    def make(timeout: float | None) -> _AnyRunnable:
+        if timeout not in built:
+            built[timeout] = _structured(named, schema, method, timeout)
+        structured = built[timeout]
+        if structured is not None:
+            return structured
+        return named if timeout is None else named.bind(timeout=timeout)
+
+    return make
 
 
-def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel,
-             cost: Cost) -> tuple[BaseMessage | None, str, str]:
-    """One reply (retrying transient provider errors), or ``(None, problem, shown)`` when the reply could not be
-    read. Provider errors (``ProviderError``) propagate: they stop the run."""
+def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[BaseMessage], config: dict[str, Any],
+             llm: BaseChatModel, cost: Cost) -> tuple[_Reply | None, str, str]:
+    """One reply of ``make(timeout)`` run with ``config`` (run name, tags, metadata: ``with_config``), retrying
+    transient provider errors; or ``(None, problem, shown)`` when the reply could not be read. Its requests, replies
+    and tokens go into ``cost``. Provider errors (``ProviderError``) propagate."""
     endpoint = endpoint_of(llm)
-    openai_client = hasattr(llm, "root_client")
+    openai_client = _is_openai(llm)
     probes: list[_UsageProbe] = []
 
-    def call(timeout: float | None) -> BaseMessage:
+    def call(timeout: float | None) -> Any:
         cost.http_requests += 1
         probes.append(_UsageProbe())
-        extra = {"timeout": timeout} if timeout is not None and openai_client else {}
-        return bound.invoke(conversation, config=_with_probe(config, probes[-1]), **extra)
+        token = _PROBE.set(probes[-1])
+        try:
+            runnable = make(timeout if openai_client else None)
+            return runnable.with_config(cast(RunnableConfig, config)).invoke(conversation)
+        finally:
+            _PROBE.reset(token)
 
     try:
-        reply = call_with_retries(call, endpoint=endpoint)
+        out = call_with_retries(call, endpoint=endpoint)
     except ProviderError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a reply that could not be read is a failed attempt, retried below
+    except Exception as exc:  # noqa: BLE001 - a reply that could not be read is a failed attempt, retried by the role
         probe = probes[-1] if probes else _UsageProbe()
         usage = _failure_usage(exc, probe)
         if probe.replied or usage is not None or getattr(exc, "completion", None) is not None:
@@ -270,7 +326,8 @@ def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str,
             cost.completion_tokens += usage[1]
         problem, shown = _failure_problem(exc, probe)
         return None, problem, shown
-    prompt_tokens, completion_tokens, estimated = _usage(reply, conversation)
+    reply = _Reply(raw=out) if isinstance(out, BaseMessage) else _Reply(**out)
+    prompt_tokens, completion_tokens, estimated = _usage(reply.raw, conversation)
     cost.llm_calls += 1
     cost.prompt_tokens += prompt_tokens
     cost.completion_tokens += completion_tokens
@@ -278,9 +335,65 @@ def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str,
     return reply, "", ""
 
 
+def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel,
+                  cost: Cost) -> tuple[BaseMessage | None, str, str]:
+    """One reply of ``bound`` (a chat model, or one bound to tools) run with ``config`` (run name, tags, metadata),
+    or ``(None, problem, shown)`` when the reply could not be read. Provider errors (``ProviderError``) propagate:
+    they stop the run."""
+
+    def make(timeout: float | None) -> _AnyRunnable:
+        runnable: _AnyRunnable = bound if timeout is None else bound.bind(timeout=timeout)
+        return runnable
+
+    reply, problem, shown = _request(make, conversation, config, llm, cost)
+    return (reply.raw if reply is not None else None), problem, shown
+
+
 def retry_config(config: dict[str, Any], attempt: int) -> dict[str, Any]:
     """A retried call's config: tagged ``retry`` with its ``attempt`` number, so traces tell it from the first."""
     return {**config, "tags": [*config["tags"], "retry"], "metadata": {**config["metadata"], "attempt": attempt}}
+
+
+def _validation_error(error: BaseException | None) -> ValidationError | None:
+    """The schema's validation error behind LangChain's parse error (``PydanticOutputParser`` wraps it)."""
+    while error is not None and not isinstance(error, ValidationError):
+        error = error.__cause__
+    return error
+
+
+def _typed(reply: _Reply, schema: type[T]) -> T:
+    """The reply as a ``schema`` object: LangChain's ``parsed`` (or its validation error) when it was read from a tool
+    call; a text reply, a tool call of another name, arguments that are not JSON: read from the raw reply.
+
+    A text reply is read again because LangChain's text parsers (json_mode, Ollama's and Anthropic's json_schema)
+    complete cut-off JSON (``parse_partial_json``), which would turn a reply stopped at the token limit into a valid
+    object; ``parse_json_reply`` reads it strictly.
+    """
+    if getattr(reply.raw, "tool_calls", None):
+        if isinstance(reply.parsed, schema):
+            return reply.parsed
+        invalid = _validation_error(reply.parsing_error)
+        if invalid is not None:
+            raise invalid
+    return schema.model_validate(parse_json_reply(reply.raw))
+
+
+def _read_reply(reply: _Reply, schema: type[T], validate: Callable[[T], list[str]] | None) -> tuple[T | None, list[str]]:
+    finish = _finish_problem(reply.raw)
+    if finish and "content_filter" in finish:
+        return None, [finish]
+    try:
+        output = _typed(reply, schema)
+        problems = validate(output) if validate else []
+    except (ValueError, ValidationError, TypeError) as exc:
+        output, problems = None, [str(exc)[:1000]]
+    if problems and finish:
+        problems = [finish, *problems]
+    return (output if not problems else None), problems
+
+
+def _role_config(role: str, tags: Sequence[str], metadata: dict[str, Any] | None) -> dict[str, Any]:
+    return {"run_name": role, "tags": [f"role:{role}", *tags], "metadata": dict(metadata or {})}
 
 
 def run_role(
@@ -312,8 +425,8 @@ def run_role(
             cost=cost,
             fallback=FallbackRecord(role=role, reason="no chat model configured"),
         )
-    bound = _bind(llm, schema, method)
-    config = {"run_name": role, "tags": [f"role:{role}", *tags], "metadata": dict(metadata or {})}
+    make = _runnable(llm, schema, method, role)
+    config = _role_config(role, tags, metadata)
     conversation = list(messages)
     errors: list[str] = []
     attempts = 0
@@ -321,7 +434,7 @@ def run_role(
     for attempt in range(allowed):
         attempts += 1
         attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
-        reply, problem, shown = request_reply(bound, conversation, attempt_config, llm, cost)
+        reply, problem, shown = _request(make, conversation, attempt_config, llm, cost)
         if reply is None:
             problems = [problem]
         else:
@@ -330,7 +443,7 @@ def run_role(
                 cost.usable_replies += 1
                 cost.wall_time_s = time.perf_counter() - started
                 return RoleOutcome(output=output, cost=cost, attempts=attempts)
-            shown = _shown(reply)
+            shown = _shown(reply.raw)
         errors.append(f"attempt {attempt + 1}: " + "; ".join(problems)[:1500])
         conversation = [
             *messages,
@@ -427,9 +540,8 @@ def run_role_parts(
             cost=cost,
             fallbacks=[FallbackRecord(role=p.role, reason="no chat model configured") for p in parts],
         )
-    bound = _bind(llm, schema, method)
-    part_tags = [f"part:{p.role}" for p in parts]
-    config = {"run_name": role, "tags": [f"role:{role}", *part_tags, *tags], "metadata": dict(metadata or {})}
+    make = _runnable(llm, schema, method, role)
+    config = _role_config(role, [*(f"part:{p.role}" for p in parts), *tags], metadata)
     conversation = list(messages)
     outputs: dict[str, BaseModel] = {}
     errors: dict[str, list[str]] = {p.role: [] for p in parts}
@@ -438,8 +550,8 @@ def run_role_parts(
         attempts += 1
         missing = [p for p in parts if p.role not in outputs]
         attempt_config = config if attempt == 0 else retry_config(config, attempt + 1)
-        reply, problem, shown = request_reply(bound, conversation, attempt_config, llm, cost)
-        read = {p.role: (None, [problem]) for p in missing} if reply is None else _read_parts(reply, missing)
+        reply, problem, shown = _request(make, conversation, attempt_config, llm, cost)
+        read = {p.role: (None, [problem]) for p in missing} if reply is None else _read_parts(reply.raw, missing)
         kept = {name: out for name, (out, _) in read.items() if out is not None}
         outputs.update(kept)
         cost.usable_replies += 1 if kept else 0
@@ -448,7 +560,7 @@ def run_role_parts(
             break
         for name, problems in failed.items():
             errors[name].append(f"attempt {attempt + 1}: " + "; ".join(problems)[:1500])
-        shown = _shown(reply) if reply is not None else shown
+        shown = _shown(reply.raw) if reply is not None else shown
         listed = "\n".join(f"- {name}: " + "; ".join(problems)[:1000] for name, problems in failed.items())
         conversation = [
             *messages,

@@ -38,8 +38,9 @@ def _text(message: BaseMessage) -> str:
             data = json.loads(text)
         except json.JSONDecodeError:
             return text
-        if isinstance(data, dict) and isinstance(data.get("reply"), str):
-            return data["reply"].strip()
+        reply = data.get("reply") if isinstance(data, dict) else None
+        if isinstance(reply, str):
+            return reply.strip()
     return text
 
 

@@ -6,6 +6,7 @@ Fallback (and no-LLM policy): same event only at near-identical similarity, else
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -53,7 +54,7 @@ def judge_pairs(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[CorefVerdicts]:
     text = "\n\n".join(
         f"Pair {i}:\nNEW: {p.new_text}\nSTORED: {p.stored_text}" for i, p in enumerate(pairs)

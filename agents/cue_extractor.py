@@ -11,10 +11,11 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from logicmap.agents.base import run_role
+from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.agents.windowing import (
     ContextBudget,
     WindowedOutcome,
@@ -90,14 +91,14 @@ def links_from_extraction(result: CueExtraction, events: Sequence[Event], turns:
         aspect = fact.aspect.strip().lower() or "attribute"
         fid = personal_fact_id(turn.dia_id, fact.person, aspect, fact.content)
         links.append(CueLink(fact.person, "person", "fact", fid, aspect, fact.person, fact.content))
-        for cue in fact.cues:
-            if said(cue) and normalize_cue(cue) != normalize_cue(fact.person):
-                links.append(CueLink(cue, "entity", "fact", fid, aspect, fact.person, fact.content))
+        for word in fact.cues:
+            if said(word) and normalize_cue(word) != normalize_cue(fact.person):
+                links.append(CueLink(word, "entity", "fact", fid, aspect, fact.person, fact.content))
     return links
 
 
 def _window_task(llm: BaseChatModel | None, turns: Sequence[Turn], session_date: str | None, budget: ContextBudget,
-                 notes: list[str], options: dict) -> partial:
+                 notes: list[str], options: dict[str, Any]) -> partial[RoleOutcome[CueExtraction]]:
     lines, clipped = fit_lines(
         [t.render() for t in turns],
         lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date)),
@@ -111,11 +112,12 @@ def _window_task(llm: BaseChatModel | None, turns: Sequence[Turn], session_date:
 
 
 def _run(llm: BaseChatModel | None, turns: Sequence[Turn], session_time: datetime | None, method: str,
-         tags: Sequence[str], metadata: dict | None, budget: ContextBudget | None):  # noqa: ANN202
+         tags: Sequence[str], metadata: dict[str, Any] | None, budget: ContextBudget | None
+         ) -> tuple[list[tuple[int, int]], list[RoleOutcome[CueExtraction]], list[str]]:
     """The windows of the session (turn ranges), each window's outcome, and notes on clipped turns."""
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
-    options = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
     overhead = prompt_chars(prompt.build_messages("", session_date))
     windows = plan_windows(
         len(turns), lambda start, end: overhead + len("\n".join(t.render() for t in turns[start:end])), budget.prompt_chars,
@@ -132,7 +134,7 @@ def extract_session_cues(
     session_time: datetime | None = None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
 ) -> WindowedOutcome[CueExtraction]:
     """The model's units and person facts for a session (an empty extraction where a window fell back).
@@ -154,7 +156,7 @@ def session_cue_links(
     session_time: datetime | None = None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
 ) -> tuple[list[CueLink], WindowedOutcome[CueExtraction]]:
     """The session's cue links from the model; a window that fell back gets the lexical builder's links.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
@@ -57,7 +58,7 @@ def explore_event(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[ExplorerDecision]:
     return run_role(
         llm,
@@ -80,7 +81,7 @@ def explore_batch(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[BatchDecision]:
     """One call decides for every event of the superstep; each event must get exactly one decision."""
     by_id = {v.event_id: v for v in views}
@@ -143,5 +144,5 @@ def similarity_decision(
         for j in np.argsort(-scores, kind="stable")[:3]:
             if scores[j] >= expand_threshold:
                 next_events.append(neighbor_ids[j])
-    action = "ANSWER" if all(state) else "EXPAND"
+    action: Literal["EXPAND", "ANSWER"] = "ANSWER" if all(state) else "EXPAND"
     return ExplorerDecision(action=action, next_events=next_events, satisfied_subgoals=now_satisfied)

@@ -9,8 +9,10 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 
 from logicmap.agents.base import run_role
 from logicmap.agents.windowing import (
@@ -34,7 +36,7 @@ from logicmap.memory.facts import (
     relation_cardinality,
 )
 from logicmap.memory.lexicon import ADVERBS, COGNITION_VERBS, IRREGULAR_VERBS, REPORTING_VERBS, SKLEARN_STOP_WORDS
-from logicmap.memory.records import Fact, Turn
+from logicmap.memory.records import Fact, FactIntent, Turn
 from logicmap.memory.text import pattern_sentences, pattern_text
 from logicmap.memory.timeparse import find_time_phrases, resolve_relative
 from logicmap.prompts import real_extract as prompt
@@ -95,7 +97,7 @@ class _Pattern:
         regex: str,
         relation: str,
         *,
-        intent: str = "FACT",
+        intent: FactIntent = "FACT",
         flags: int = re.IGNORECASE,
         head: str = "speaker",
         group: str = "x",
@@ -214,7 +216,7 @@ def _sentence_facts(
     out: list[ExtractedFact] = []
 
     def add(
-        head: str | None, relation: str, tail: str | None, intent: str, confidence: float, at: int = 0,
+        head: str | None, relation: str, tail: str | None, intent: FactIntent, confidence: float, at: int = 0,
         *, timeless: bool = False,
     ) -> None:
         if not head or not tail or entity_key(tail) == entity_key(head):
@@ -227,7 +229,7 @@ def _sentence_facts(
             intent = "EVOLUTION"
         out.append(
             ExtractedFact(
-                head=head, relation=relation, tail=tail, turn_ids=[turn.dia_id], intent=intent,  # type: ignore[arg-type]
+                head=head, relation=relation, tail=tail, turn_ids=[turn.dia_id], intent=intent,
                 hedged=hedged, confidence=min(confidence, HEDGED_CONFIDENCE) if hedged else confidence,
                 time_phrase=None if timeless else phrase, single_valued=True if relation in single else None,
             )
@@ -235,25 +237,25 @@ def _sentence_facts(
 
     single: set[str] = set()
     for pattern in _PATTERNS:
-        for match in pattern.regex.finditer(sentence):
+        for hit in pattern.regex.finditer(sentence):
             head = turn.speaker if pattern.head == "speaker" else _addressee(turns, index, speakers)
-            at = match.start()
+            at = hit.start()
             if pattern.group == "name_before":
                 found_name = _name_before(sentence, at)
                 if found_name is None:
                     continue
                 raw, at = found_name
             else:
-                raw = match.group(pattern.group)
+                raw = hit.group(pattern.group)
             relation, intent = pattern.relation, pattern.intent
             if relation == "in":  # "my new flat is in Alfama": flat_in, single-valued (one place at a time)
-                relation = f"{match.group('kind').lower()}_in"
+                relation = f"{hit.group('kind').lower()}_in"
                 single.add(relation)
             if relation == "favourite":
-                kind = match.group("kind").lower()
+                kind = hit.group("kind").lower()
                 relation = f"favourite_{kind}"
                 add(head, "likes", _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, at)
-            if relation == "likes" and "more" in match.groupdict() and match.group("more"):
+            if relation == "likes" and "more" in hit.groupdict() and hit.group("more"):
                 intent = "CONTRAST"
             add(head, relation, _clean(raw, max_words=pattern.max_words), intent, pattern.confidence, at)
     first_thing = True
@@ -397,7 +399,7 @@ def facts_from_extraction(
 
 
 def _window_messages(turns: Sequence[Turn], session_date: str | None, speakers: list[str], budget: ContextBudget,
-                     notes: list[str]) -> list:
+                     notes: list[str]) -> list[BaseMessage]:
     lines, clipped = fit_lines(
         [t.render() for t in turns],
         lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date, speakers)),
@@ -427,7 +429,7 @@ def extract_session_facts(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
 ) -> WindowedOutcome[FactExtraction]:
     """One call per window of turns that fits the budget (one for a session that fits); the pattern extractor
@@ -443,7 +445,7 @@ def extract_session_facts(
         ends.append(ends[-1] + size)
     windows = plan_windows(len(turns), lambda start, end: overhead + ends[end] - ends[start] - 1, budget.prompt_chars)
     notes: list[str] = []
-    options = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
     tasks = [
         partial(
             run_role, llm, role="fact_extractor",

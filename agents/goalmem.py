@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from logicmap.agents.base import Cost, RoleOutcome, run_role
+from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.agents.goalmem_heuristics import (
     MemoryLine,
     heuristic_answer,
@@ -45,14 +45,20 @@ __all__ = [
     "MAX_SUBGOALS",
     "UnifyStep",
     "apply_unification",
+    "checked_unification",
     "decompose_goal",
     "generate_answer",
+    "goal_of",
+    "next_decomposition",
     "parse_utterance",
+    "picked_antecedents",
     "refine_subgoals",
+    "rule_of",
     "unify_subgoals",
     "validate_decomposition",
     "validate_refinement",
     "validate_unification",
+    "wh_goal",
 ]
 
 MAX_SUBGOALS = 5
@@ -65,7 +71,6 @@ T = TypeVar("T", bound=BaseModel)
 
 def _run(
     llm: BaseChatModel | None,
-    heuristic: bool,
     *,
     role: str,
     messages: Callable[[], list[Any]],
@@ -76,10 +81,8 @@ def _run(
     version: str,
     max_attempts: int = 2,
 ) -> RoleOutcome[T]:
-    """``run_role``, except that the no-LLM policy uses the fallback without recording it as a failure.
-    ``max_attempts`` < 2 drops the retry (the caller's call budget)."""
-    if heuristic:
-        return RoleOutcome(output=fallback(), cost=Cost())
+    """``run_role`` with Goal-Mem's tags; ``max_attempts`` < 2 drops the retry (the caller's call budget). The no-LLM
+    policy does not come here: ``agents.goalmem_policy.RuleGoalMemPolicy`` uses the fallbacks without a request."""
     return run_role(
         llm,
         role=role,
@@ -126,30 +129,38 @@ def _validate_parsed(output: ParsedGoal, utterance: str) -> list[str]:
     return []
 
 
+def wh_goal(utterance: str) -> ParsedGoal:
+    """The parser's fallback and no-LLM rule: the wh-word reading of the utterance (``heuristic_goal``)."""
+    return ParsedGoal(goal=heuristic_goal(utterance).render())
+
+
+def goal_of(outcome: RoleOutcome[ParsedGoal]) -> RoleOutcome[Goal]:
+    """The parser's reply as an NL-Logic goal, with the outcome's cost, fallback and attempts."""
+    return RoleOutcome(
+        output=parse_goal(outcome.output.goal), cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts
+    )
+
+
 def parse_utterance(
     llm: BaseChatModel | None,
     utterance: str,
     *,
     method: str = "function_calling",
-    heuristic: bool = False,
     max_attempts: int = 2,
 ) -> RoleOutcome[Goal]:
-    """The utterance as an NL-Logic goal; fallback: the wh-word heuristic (``heuristic_goal``)."""
+    """The utterance as an NL-Logic goal; fallback: the wh-word heuristic (``wh_goal``)."""
     outcome = _run(
         llm,
-        heuristic,
         role="goalmem_parse",
         messages=lambda: goalmem_parse.build_messages(utterance),
         schema=ParsedGoal,
-        fallback=lambda: ParsedGoal(goal=heuristic_goal(utterance).render()),
+        fallback=lambda: wh_goal(utterance),
         validate=lambda o: _validate_parsed(o, utterance),
         method=method,
         max_attempts=max_attempts,
         version=goalmem_parse.VERSION,
     )
-    return RoleOutcome(
-        output=parse_goal(outcome.output.goal), cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts
-    )
+    return goal_of(outcome)
 
 
 # ------------------------------------------------------------------------------------------ decompose
@@ -186,6 +197,26 @@ def validate_decomposition(output: Decomposition, goal: Goal, failed: Sequence[R
     return problems
 
 
+def next_decomposition(goal: Goal, failed: Sequence[tuple[Rule, str]] = ()) -> Decomposition:
+    """The decomposer's fallback and no-LLM rule: the next heuristic decomposition not yet tried (the goal itself
+    first); when none is left, the goal itself."""
+    failed_keys = {rule.body_key() for rule, _ in failed}
+    for candidate in heuristic_decompositions(goal):
+        if frozenset(a.key() for a in candidate) not in failed_keys:
+            return Decomposition(subgoals=[a.render() for a in candidate], rationale="heuristic")
+    return Decomposition(subgoals=[a.render() for a in goal.atoms], rationale="no untried decomposition left")
+
+
+def rule_of(goal: Goal, outcome: RoleOutcome[Decomposition]) -> RoleOutcome[Rule]:
+    """The decomposition as a rule ``subgoals => goal`` (the goal itself when a subgoal does not parse)."""
+    try:
+        body = [parse_atom(text) for text in outcome.output.subgoals]
+        rule = Rule(body=body, head=list(goal.atoms))
+    except (NLLogicSyntaxError, ValueError):
+        rule = Rule(body=list(goal.atoms), head=list(goal.atoms))
+    return RoleOutcome(output=rule, cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts)
+
+
 def decompose_goal(
     llm: BaseChatModel | None,
     utterance: str,
@@ -193,40 +224,24 @@ def decompose_goal(
     failed: Sequence[tuple[Rule, str]] = (),
     *,
     method: str = "function_calling",
-    heuristic: bool = False,
     max_attempts: int = 2,
 ) -> RoleOutcome[Rule]:
-    """A rule ``subgoals => goal`` that differs from the failed ones. Fallback: the next heuristic
-    decomposition not yet tried (the goal itself first); when none is left, the goal itself."""
+    """A rule ``subgoals => goal`` that differs from the failed ones. Fallback: ``next_decomposition``."""
     failed_rules = [rule for rule, _ in failed]
-    failed_keys = {rule.body_key() for rule in failed_rules}
-
-    def fallback() -> Decomposition:
-        for candidate in heuristic_decompositions(goal):
-            if frozenset(a.key() for a in candidate) not in failed_keys:
-                return Decomposition(subgoals=[a.render() for a in candidate], rationale="heuristic")
-        return Decomposition(subgoals=[a.render() for a in goal.atoms], rationale="no untried decomposition left")
-
     outcome = _run(
         llm,
-        heuristic,
         role="goalmem_decompose",
         messages=lambda: goalmem_decompose.build_messages(
             utterance, goal.render(), [(rule.render(), why) for rule, why in failed]
         ),
         schema=Decomposition,
-        fallback=fallback,
+        fallback=lambda: next_decomposition(goal, failed),
         validate=lambda o: validate_decomposition(o, goal, failed_rules),
         method=method,
         max_attempts=max_attempts,
         version=goalmem_decompose.VERSION,
     )
-    try:
-        body = [parse_atom(text) for text in outcome.output.subgoals]
-        rule = Rule(body=body, head=list(goal.atoms))
-    except (NLLogicSyntaxError, ValueError):
-        rule = Rule(body=list(goal.atoms), head=list(goal.atoms))
-    return RoleOutcome(output=rule, cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts)
+    return rule_of(goal, outcome)
 
 
 # ------------------------------------------------------------------------------------------ unify
@@ -336,8 +351,8 @@ def apply_unification(
     current = substitution
     step = UnifyStep(substitution=substitution)
     by_id: dict[str, SubgoalResult] = {}
-    for result in output.results:
-        by_id.setdefault(result.subgoal.strip(), result)
+    for given in output.results:
+        by_id.setdefault(given.subgoal.strip(), given)
     for sid, atom in subgoals.items():
         result = by_id.get(sid)
         if result is None or not result.resolved:
@@ -355,6 +370,23 @@ def apply_unification(
     return step
 
 
+def checked_unification(
+    outcome: RoleOutcome[Unification],
+    subgoals: dict[str, Atom],
+    memories: Sequence[MemoryLine],
+    substitution: Substitution,
+    *,
+    judged_by_model: bool,
+) -> tuple[UnifyStep, RoleOutcome[Unification]]:
+    """A unifier's reply applied (``apply_unification``): the model's own reply keeps its judgments
+    (``judged_by_model``); the lexical rule's output gets the lexical checks too."""
+    step = apply_unification(
+        outcome.output, subgoals, substitution, memory_ids={mid for mid, _, _ in memories},
+        trust_judgments=judged_by_model,
+    )
+    return step, outcome
+
+
 def unify_subgoals(
     llm: BaseChatModel | None,
     utterance: str,
@@ -363,7 +395,6 @@ def unify_subgoals(
     substitution: Substitution,
     *,
     method: str = "function_calling",
-    heuristic: bool = False,
     max_attempts: int = 2,
 ) -> tuple[UnifyStep, RoleOutcome[Unification]]:
     """ONE call for all active subgoals and all retrieved memories, then deterministic checking: the model's
@@ -373,7 +404,6 @@ def unify_subgoals(
     grounded = {sid: atom.apply(substitution) for sid, atom in subgoals.items()}
     outcome = _run(
         llm,
-        heuristic,
         role="goalmem_unify",
         messages=lambda: goalmem_unify.build_messages(
             utterance,
@@ -388,11 +418,7 @@ def unify_subgoals(
         max_attempts=max_attempts,
         version=goalmem_unify.VERSION,
     )
-    judged_by_model = not heuristic and outcome.fallback is None
-    step = apply_unification(
-        outcome.output, subgoals, substitution, memory_ids=memory_ids, trust_judgments=judged_by_model
-    )
-    return step, outcome
+    return checked_unification(outcome, subgoals, memories, substitution, judged_by_model=outcome.fallback is None)
 
 
 # ------------------------------------------------------------------------------------------ refine
@@ -444,7 +470,6 @@ def refine_subgoals(
     existing: set[str],
     *,
     method: str = "function_calling",
-    heuristic: bool = False,
     max_attempts: int = 2,
 ) -> tuple[list[tuple[str, Atom]], RoleOutcome[Refinement]]:
     """For each unresolved frontier subgoal, the one antecedent whose grounding it needs (new ones only).
@@ -452,7 +477,6 @@ def refine_subgoals(
     grounded = {sid: atom.apply(substitution) for sid, (atom, _) in unresolved.items()}
     outcome = _run(
         llm,
-        heuristic,
         role="goalmem_refine",
         messages=lambda: goalmem_refine.build_messages(
             utterance,
@@ -468,10 +492,18 @@ def refine_subgoals(
         max_attempts=max_attempts,
         version=goalmem_refine.VERSION,
     )
+    return picked_antecedents(outcome.output, grounded, known_types, existing), outcome
+
+
+def picked_antecedents(
+    refinement: Refinement, grounded: dict[str, Atom], known_types: dict[str, Term], existing: set[str]
+) -> list[tuple[str, Atom]]:
+    """The refinement's antecedents that parse, refine a frontier subgoal (one each), are new and keep the
+    variable types, as ``(subgoal id, antecedent)``."""
     picked: list[tuple[str, Atom]] = []
     per_subgoal: dict[str, int] = {}
     keys = set(existing)
-    for item in outcome.output.antecedents:
+    for item in refinement.antecedents:
         sid = item.subgoal.strip()
         try:
             atom = parse_atom(item.antecedent)
@@ -484,7 +516,7 @@ def refine_subgoals(
         keys.add(atom.key())
         per_subgoal[sid] = per_subgoal.get(sid, 0) + 1
         picked.append((sid, atom))
-    return picked, outcome
+    return picked
 
 
 # ------------------------------------------------------------------------------------------ generate
@@ -498,14 +530,12 @@ def generate_answer(
     supporting: Sequence[MemoryLine],
     *,
     method: str = "function_calling",
-    heuristic: bool = False,
     max_attempts: int = 2,
 ) -> RoleOutcome[GoalAnswer]:
     """The answer from the utterance, the grounded goal and only the supporting memories.
     Fallback: the answer variables' values."""
     return _run(
         llm,
-        heuristic,
         role="goalmem_generate",
         messages=lambda: goalmem_generate.build_messages(
             utterance,

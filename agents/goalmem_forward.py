@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from logicmap.agents.base import Cost, RoleOutcome, run_role
+from logicmap.agents.answerers import answer_from_memory_lines
+from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.agents.goalmem_heuristics import MemoryLine, content_stems
-from logicmap.memory.text import NO_ANSWER, best_sentence, split_sentences
 from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
 from logicmap.prompts.forward_answer import ForwardAnswer
 from logicmap.prompts.forward_react import ReactStep
@@ -21,45 +22,42 @@ from logicmap.prompts.forward_reformulate import Reformulation
 
 __all__ = [
     "answer_from_memories",
-    "extractive_answer",
+    "keyword_queries",
     "react_step",
     "reflect_on_answer",
     "reformulate_question",
+    "scripted_react_step",
 ]
-
-_SPEAKER = re.compile(r"^\s*(\[[^\]]*\]\s*)?(\([^)]*\)\s*)?[A-Z][\w' ]{0,30}:\s*")
 
 
 def _lines(memories: Sequence[MemoryLine]) -> list[tuple[str, str]]:
     return [(mid, f"({when or 'undated'}) {text}") for mid, text, when in memories]
 
 
-def _tags(role: str, version: str) -> dict:
+def _tags(role: str, version: str) -> dict[str, Any]:
     return {"role": role, "tags": ["strategy:forward"], "metadata": {"prompt_version": version}}
 
 
-def extractive_answer(question: str, memories: Sequence[MemoryLine]) -> ForwardAnswer:
-    """The sentence of the retrieved memories that best answers the question (``best_sentence``)."""
-    sentences = [(mid, s) for mid, text, _ in memories for s in split_sentences(_SPEAKER.sub("", text))]
-    best = best_sentence(question, [s for _, s in sentences])
-    if best is None:
-        return ForwardAnswer(answer=NO_ANSWER, cited=[])
-    mid, sentence = sentences[best]
-    return ForwardAnswer(answer=sentence, cited=[mid])
+def keyword_queries(question: str, max_queries: int = 3) -> Reformulation:
+    """The reformulator's fallback and no-LLM rule: the question and its content words."""
+    keywords = " ".join(w for w in re.findall(r"[A-Za-z0-9']+", question) if content_stems(w))
+    return Reformulation(queries=list(dict.fromkeys(q for q in (question, keywords) if q.strip()))[:max_queries])
+
+
+def scripted_react_step(question: str, memories: Sequence[MemoryLine], searches_left: int, *,
+                        searched: bool) -> ReactStep:
+    """The ReAct step's fallback and no-LLM rule: search the question once, then answer extractively."""
+    if not searched and searches_left > 0:
+        return ReactStep(thought="search the question", action="search", query=question)
+    extracted = answer_from_memory_lines(question, memories)
+    return ReactStep(thought="answer from the observations", action="answer", answer=extracted.answer,
+                     cited=extracted.cited)
 
 
 def reformulate_question(
     llm: BaseChatModel | None, question: str, *, max_queries: int = 3, method: str = "function_calling",
-    heuristic: bool = False,
 ) -> RoleOutcome[Reformulation]:
-    """Search queries for the question. Fallback: the question and its content words."""
-
-    def fallback() -> Reformulation:
-        keywords = " ".join(w for w in re.findall(r"[A-Za-z0-9']+", question) if content_stems(w))
-        return Reformulation(queries=list(dict.fromkeys(q for q in (question, keywords) if q.strip()))[:max_queries])
-
-    if heuristic:
-        return RoleOutcome(output=fallback(), cost=Cost())
+    """Search queries for the question. Fallback: ``keyword_queries``."""
 
     def validate(o: Reformulation) -> list[str]:
         queries = [q for q in o.queries if q.strip()]
@@ -67,17 +65,15 @@ def reformulate_question(
 
     return run_role(
         llm, messages=forward_reformulate.build_messages(question, max_queries), schema=Reformulation,
-        validate=validate, fallback=fallback, method=method, **_tags("forward_reformulate", forward_reformulate.VERSION),
+        validate=validate, fallback=lambda: keyword_queries(question, max_queries), method=method,
+        **_tags("forward_reformulate", forward_reformulate.VERSION),
     )
 
 
 def answer_from_memories(
     llm: BaseChatModel | None, question: str, memories: Sequence[MemoryLine], *, method: str = "function_calling",
-    heuristic: bool = False,
 ) -> RoleOutcome[ForwardAnswer]:
-    """An answer citing memory ids. Fallback: ``extractive_answer``."""
-    if heuristic:
-        return RoleOutcome(output=extractive_answer(question, memories), cost=Cost())
+    """An answer citing memory ids. Fallback: ``answers.answer_from_memory_lines``."""
     known = {mid for mid, _, _ in memories}
 
     def validate(o: ForwardAnswer) -> list[str]:
@@ -89,18 +85,16 @@ def answer_from_memories(
 
     return run_role(
         llm, messages=forward_answer.build_messages(question, _lines(memories)), schema=ForwardAnswer,
-        validate=validate, fallback=lambda: extractive_answer(question, memories), method=method,
+        validate=validate, fallback=lambda: answer_from_memory_lines(question, memories), method=method,
         **_tags("forward_answer", forward_answer.VERSION),
     )
 
 
 def reflect_on_answer(
     llm: BaseChatModel | None, question: str, draft: str, memories: Sequence[MemoryLine], *,
-    method: str = "function_calling", heuristic: bool = False,
+    method: str = "function_calling",
 ) -> RoleOutcome[Reflection]:
     """Is the draft supported? Fallback: yes (which stops the reflection loop)."""
-    if heuristic:
-        return RoleOutcome(output=Reflection(sufficient=True), cost=Cost())
 
     def validate(o: Reflection) -> list[str]:
         if not o.sufficient and not (o.query and o.query.strip()):
@@ -116,20 +110,11 @@ def reflect_on_answer(
 
 def react_step(
     llm: BaseChatModel | None, question: str, transcript: Sequence[str], memories: Sequence[MemoryLine],
-    searches_left: int, *, searched: bool, method: str = "function_calling", heuristic: bool = False,
+    searches_left: int, *, searched: bool, method: str = "function_calling",
 ) -> RoleOutcome[ReactStep]:
-    """The next ReAct action. Fallback: search the question once, then answer extractively."""
+    """The next ReAct action. Fallback: ``scripted_react_step`` (search the question once, then answer
+    extractively)."""
     known = {mid for mid, _, _ in memories}
-
-    def fallback() -> ReactStep:
-        if not searched and searches_left > 0:
-            return ReactStep(thought="search the question", action="search", query=question)
-        extracted = extractive_answer(question, memories)
-        return ReactStep(thought="answer from the observations", action="answer", answer=extracted.answer,
-                         cited=extracted.cited)
-
-    if heuristic:
-        return RoleOutcome(output=fallback(), cost=Cost())
 
     def validate(o: ReactStep) -> list[str]:
         if o.action == "search":
@@ -146,5 +131,6 @@ def react_step(
 
     return run_role(
         llm, messages=forward_react.build_messages(question, transcript, searches_left), schema=ReactStep,
-        validate=validate, fallback=fallback, method=method, **_tags("forward_react", forward_react.VERSION),
+        validate=validate, fallback=lambda: scripted_react_step(question, memories, searches_left, searched=searched),
+        method=method, **_tags("forward_react", forward_react.VERSION),
     )

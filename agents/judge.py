@@ -6,6 +6,7 @@ Its fallback is never read as a grade: the eval harness reports a judge that fel
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -28,7 +29,7 @@ def judge_answer(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[JudgeVerdict]:
     """The judge's verdict; ``outcome.fallback`` is set when the model gave none (then the output means nothing)."""
     return run_role(

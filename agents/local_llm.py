@@ -170,11 +170,12 @@ def free_port(host: str = "127.0.0.1") -> int:
 def local_chat_model(base_url: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, timeout: float = 120.0) -> Any:
     """``ChatOpenAI`` for the local server. ``max_tokens`` travels in the body, where this server reads it."""
     from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
 
     return ChatOpenAI(
         model=MODEL_ALIAS,
         base_url=base_url,
-        api_key="not-needed",  # type: ignore[arg-type]
+        api_key=SecretStr("not-needed"),
         temperature=0.0,
         timeout=timeout,
         max_retries=0,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -22,7 +23,7 @@ def pick_starts(
     max_starts: int = 5,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[StartPicks]:
     """``candidates`` are ``(event id, rendered text)`` in ranking order."""
     ids = [c[0] for c in candidates]

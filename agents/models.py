@@ -10,8 +10,10 @@ Any ``langchain_core`` chat model can be passed to the graphs instead (``Resourc
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
+from pydantic import SecretStr
 
 from logicmap.agents.provider import ProviderError
 from logicmap.settings import LogicMapSettings
@@ -35,21 +37,22 @@ def provider_of(model: str, base_url: str | None = None) -> str | None:
     return prefix if prefix in PROVIDERS else None
 
 
-def _init_provider_model(settings: LogicMapSettings, provider: str) -> BaseChatModel:
+def _init_provider_model(settings: LogicMapSettings, chat_model: str, provider: str) -> BaseChatModel:
     try:
         from langchain.chat_models import init_chat_model
     except ImportError:
         raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model} names a LangChain provider: "
                             "install `langchain` and the provider's package (e.g. langchain-anthropic)") from None
-    model = settings.chat_model.split(":", 1)[1]  # type: ignore[union-attr]
-    options: dict[str, object] = {"temperature": settings.temperature, "timeout": settings.request_timeout,
+    model = chat_model.split(":", 1)[1]
+    options: dict[str, Any] = {"temperature": settings.temperature, "timeout": settings.request_timeout,
                                   "max_retries": 0}
     if provider == "openai" and settings.openai_api_key:
         options["api_key"] = settings.openai_api_key.get_secret_value()
     if provider in ("ollama", "google_genai"):  # their clients take no max_retries / timeout keyword
         options.pop("max_retries")
     try:
-        return init_chat_model(model, model_provider=provider, **options)
+        chat: BaseChatModel = init_chat_model(model, model_provider=provider, **options)
+        return chat
     except ImportError as exc:
         raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model}: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a provider's client refusing its settings (no API key...)
@@ -65,13 +68,15 @@ def make_chat_model(settings: LogicMapSettings) -> BaseChatModel | None:
     OpenAI itself, a provider package that is not installed, or a provider client that refuses its settings
     raises ``ProviderError("missing_key")``.
     """
-    if not settings.chat_model:
+    chat_model = settings.chat_model
+    if not chat_model:
         return None
-    provider = provider_of(settings.chat_model, settings.openai_base_url)
+    provider = provider_of(chat_model, settings.openai_base_url)
     if provider is not None and provider != "openai":
-        return _init_provider_model(settings, provider)
+        return _init_provider_model(settings, chat_model, provider)
     if provider == "openai":
-        settings = settings.model_copy(update={"chat_model": settings.chat_model.split(":", 1)[1]})
+        chat_model = chat_model.split(":", 1)[1]
+        settings = settings.model_copy(update={"chat_model": chat_model})
     from langchain_openai import ChatOpenAI
 
     api_key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
@@ -82,9 +87,9 @@ def make_chat_model(settings: LogicMapSettings) -> BaseChatModel | None:
                             "LOGICMAP_OPENAI_API_KEY (or OPENAI_API_KEY), or LOGICMAP_OPENAI_BASE_URL for a "
                             "local OpenAI-compatible server")
     return ChatOpenAI(
-        model=settings.chat_model,
+        model=chat_model,
         base_url=settings.openai_base_url,
-        api_key=api_key,
+        api_key=SecretStr(api_key) if api_key is not None else None,
         temperature=settings.temperature,
         timeout=settings.request_timeout,
         max_retries=0,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -44,7 +45,7 @@ def _clean_subgoals(subgoals: list[str], question: str) -> list[str]:
 
 
 def plan_subgoals(
-    llm: BaseChatModel | None, question: str, *, method: str = "function_calling", tags: Sequence[str] = (), metadata: dict | None = None
+    llm: BaseChatModel | None, question: str, *, method: str = "function_calling", tags: Sequence[str] = (), metadata: dict[str, Any] | None = None
 ) -> RoleOutcome[Plan]:
     outcome = run_role(
         llm,
@@ -69,7 +70,7 @@ def plan_with_starts(
     max_starts: int = 5,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[PlanAndStarts]:
     """Subgoals and the starting events among ``candidates`` (``(event id, rendered text)`` in ranking order) in
     one call. A reply that picks no start is valid: the localizer then picks them in its own call."""
@@ -108,7 +109,7 @@ def refine_query(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[RefinedQuery]:
     return run_role(
         llm,

@@ -12,7 +12,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, NoReturn, TypeVar, cast
+
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
+from tenacity.stop import stop_base
 
 from logicmap.memory.deadline import DEADLINE_HINT, RunDeadline, RunDeadlineExceeded, current_deadline, deadline_scope
 
@@ -157,6 +160,22 @@ _VERBS: dict[str, str] = {
 }
 
 
+def _status_error(exc: BaseException, status: int, text: str, endpoint: str) -> ProviderError:
+    kind = _status_kind(status, text)
+    retry_after = retry_after_seconds(getattr(getattr(exc, "response", None), "headers", None))
+    message = f"the chat model at {endpoint} {_VERBS[kind]} ({status}): {_server_message(exc)}"
+    return ProviderError(kind, message, endpoint=endpoint, status=status, retry_after=retry_after)
+
+
+def _timed_out(endpoint: str) -> ProviderError:
+    return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
+
+
+def _unreachable(endpoint: str, reason: BaseException) -> ProviderError:
+    return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(reason)[:160]}",
+                         endpoint=endpoint)
+
+
 def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
     """The provider error behind an exception from a chat model call, or ``None`` when it is not one.
 
@@ -168,25 +187,19 @@ def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
     try:
         import openai
     except ImportError:  # pragma: no cover - langchain-openai is a dependency
-        openai = None  # type: ignore[assignment]
+        openai = None  # type: ignore[assignment]  # optional module: None marks it absent
     if openai is not None and isinstance(exc, openai.APIStatusError):
-        status = int(exc.status_code)
-        text = f"{exc} {getattr(exc, 'code', '') or ''}"
-        kind = _status_kind(status, text)
-        retry_after = retry_after_seconds(getattr(exc.response, "headers", None))
-        message = f"the chat model at {endpoint} {_VERBS[kind]} ({status}): {_server_message(exc)}"
-        return ProviderError(kind, message, endpoint=endpoint, status=status, retry_after=retry_after)
+        return _status_error(exc, int(exc.status_code), f"{exc} {getattr(exc, 'code', '') or ''}", endpoint)
     found = _any_provider_error(exc, endpoint)
     if found is not None:
         return found
     if openai is not None and isinstance(exc, openai.APITimeoutError) or isinstance(exc, TimeoutError):
-        return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
+        return _timed_out(endpoint)
     if openai is not None and isinstance(exc, openai.APIConnectionError) or isinstance(exc, ConnectionError):
         cause: BaseException = exc
         while cause.__cause__ is not None:  # langchain's and openai's wrappers hide the transport's own reason
             cause = cause.__cause__
-        return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(cause)[:160]}",
-                             endpoint=endpoint)
+        return _unreachable(endpoint, cause)
     return _httpx_error(exc, endpoint)
 
 
@@ -212,20 +225,14 @@ def _any_provider_error(exc: BaseException, endpoint: str) -> ProviderError | No
             status, exc = _status_of(cause), cause
         cause = cause.__cause__
     if status is not None and status >= 400:
-        text = f"{exc} {getattr(exc, 'message', '') or ''}"
-        kind = _status_kind(status, text.lower())
-        response = getattr(exc, "response", None)
-        retry_after = retry_after_seconds(getattr(response, "headers", None))
-        message = f"the chat model at {endpoint} {_VERBS[kind]} ({status}): {_server_message(exc)}"
-        return ProviderError(kind, message, endpoint=endpoint, status=status, retry_after=retry_after)
+        return _status_error(exc, status, f"{exc} {getattr(exc, 'message', '') or ''}".lower(), endpoint)
     if module == "builtins":
         return None  # TimeoutError and ConnectionError: classified below
     names = {klass.__name__ for klass in type(exc).__mro__}
     if any("Timeout" in name for name in names):
-        return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
+        return _timed_out(endpoint)
     if names & {"APIConnectionError", "ConnectError", "ConnectionError", "ConnectionRefusedError"}:
-        return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(exc)[:160]}",
-                             endpoint=endpoint)
+        return _unreachable(endpoint, exc)
     return None
 
 
@@ -235,10 +242,9 @@ def _httpx_error(exc: BaseException, endpoint: str) -> ProviderError | None:
     except ImportError:  # pragma: no cover
         return None
     if isinstance(exc, httpx.TimeoutException):
-        return ProviderError("timeout", f"the chat model at {endpoint} did not answer in time", endpoint=endpoint)
+        return _timed_out(endpoint)
     if isinstance(exc, httpx.TransportError):
-        return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(exc)[:160]}",
-                             endpoint=endpoint)
+        return _unreachable(endpoint, exc)
     return None
 
 
@@ -262,7 +268,8 @@ class RetryPolicy:
 
 def backoff_delay(retry: int, policy: RetryPolicy, rng: random.Random, retry_after: float | None = None) -> float:
     """Seconds to wait before retry number ``retry`` (0-based): full jitter over ``base * 2**retry`` (capped),
-    never less than what the server asked for."""
+    never less than what the server asked for (tenacity's ``wait_random_exponential`` draws from the global
+    ``random`` and cannot see Retry-After)."""
     ceiling = min(policy.cap_s, policy.base_s * (2**retry))
     return max(retry_after or 0.0, rng.uniform(0.0, ceiling))
 
@@ -340,12 +347,50 @@ def _deadline_error(scope: RunScope, endpoint: str, why: str) -> DeadlineExceede
                             endpoint=endpoint)
 
 
-def _sleep_within(scope: RunScope, seconds: float, endpoint: str, why: str) -> None:
+def _request(call: Callable[[float | None], R], scope: RunScope, endpoint: str,
+             on_request: Callable[[], None] | None) -> R:
+    """One request once the endpoint's gate is open, timed out at the run's deadline; its failure classified."""
+    wait = rate_gate.wait_time(endpoint)
+    if wait > 0:  # a little jitter so the callers held back together do not all resend at once
+        wait += scope.rng.uniform(0.0, min(1.0, 0.1 * wait))
+        remaining = scope.remaining()
+        if remaining is not None and wait >= remaining:
+            raise _deadline_error(scope, endpoint, "waiting out a rate limit of")
+        time.sleep(wait)
     remaining = scope.remaining()
-    if remaining is not None and seconds >= remaining:
-        raise _deadline_error(scope, endpoint, why)
-    if seconds > 0:
-        time.sleep(seconds)
+    if remaining is not None and remaining <= 0:
+        raise _deadline_error(scope, endpoint, "before an answer from")
+    timeout = None if remaining is None else min(remaining, scope.request_timeout or remaining)
+    if on_request is not None:
+        on_request()
+    try:
+        return call(timeout)
+    except Exception as exc:
+        error = classify_error(exc, endpoint)
+        if error is None:
+            raise
+        remaining = scope.remaining()
+        if error.kind == "timeout" and remaining is not None and remaining <= 0.05:
+            raise _deadline_error(scope, endpoint, "waiting for") from exc
+        if error is exc:
+            raise
+        raise error from exc
+
+
+def _failure(state: RetryCallState) -> ProviderError:
+    """The failure tenacity is retrying: always a transient ``ProviderError`` (``_transient``)."""
+    return cast(ProviderError, state.outcome.exception() if state.outcome else None)
+
+
+def _transient(exc: BaseException) -> bool:
+    return isinstance(exc, ProviderError) and exc.transient
+
+
+class _UnreachableLimit(stop_base):
+    """A refused connection stops sooner: after ``UNREACHABLE_MAX_REQUESTS`` requests."""
+
+    def __call__(self, state: RetryCallState) -> bool:
+        return _failure(state).kind == "unreachable" and state.attempt_number >= UNREACHABLE_MAX_REQUESTS
 
 
 def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_request: Callable[[], None] | None = None,
@@ -353,40 +398,30 @@ def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_re
     """``call(timeout)`` until it returns or fails with a non-provider error; transient provider errors
     (429, 5xx, timeouts, connection failures) are retried with backoff within the budget, then raised.
 
-    ``timeout`` is the request's share of the run's deadline (``None``: the client's own timeout).
+    ``timeout`` is the request's share of the run's deadline (``None``: the client's own timeout). The loop is
+    tenacity's (the engine of LangChain's ``Runnable.with_retry``, which cannot express this: see docs/provider.md).
     """
-    scope = scope or current_scope()
-    started = time.monotonic()
-    retry = 0
-    while True:
-        gate_wait = rate_gate.wait_time(endpoint)
-        if gate_wait > 0:  # a little jitter so the callers held back together do not all resend at once
-            _sleep_within(scope, gate_wait + scope.rng.uniform(0.0, min(1.0, 0.1 * gate_wait)), endpoint,
-                          "waiting out a rate limit of")
-        remaining = scope.remaining()
-        if remaining is not None and remaining <= 0:
-            raise _deadline_error(scope, endpoint, "before an answer from")
-        timeout = None if remaining is None else min(remaining, scope.request_timeout or remaining)
-        if on_request is not None:
-            on_request()
-        try:
-            return call(timeout)
-        except Exception as exc:
-            error = classify_error(exc, endpoint)
-            if error is None:
-                raise
-            remaining = scope.remaining()
-            if error.kind == "timeout" and remaining is not None and remaining <= 0.05:
-                raise _deadline_error(scope, endpoint, "waiting for") from exc
-            if not error.transient:
-                raise error from exc
-            delay = backoff_delay(retry, scope.policy, scope.rng, error.retry_after)
-            retry += 1
-            if error.kind == "rate_limited":
-                rate_gate.hold(endpoint, delay)
-            spent = time.monotonic() - started
-            limit = UNREACHABLE_MAX_REQUESTS if error.kind == "unreachable" else scope.policy.max_requests
-            if retry >= limit or spent + delay > scope.policy.budget_s:
-                raise ProviderError(error.kind, f"{error.detail}, after {retry} requests in {spent:.1f} s",
-                                    endpoint=endpoint, status=error.status) from exc
-            _sleep_within(scope, delay, endpoint, f"backing off ({error.kind}) from")
+    run = scope or current_scope()
+
+    def backoff(state: RetryCallState) -> float:  # a 429 holds back every caller of the endpoint as long
+        error = _failure(state)
+        delay = backoff_delay(state.attempt_number - 1, run.policy, run.rng, error.retry_after)
+        if error.kind == "rate_limited":
+            rate_gate.hold(endpoint, delay)
+        return delay
+
+    def within_deadline(state: RetryCallState) -> None:
+        remaining = run.remaining()
+        if remaining is not None and state.upcoming_sleep >= remaining:
+            raise _deadline_error(run, endpoint, f"backing off ({_failure(state).kind}) from")
+
+    def give_up(state: RetryCallState) -> NoReturn:
+        error, spent = _failure(state), state.seconds_since_start or 0.0
+        raise ProviderError(error.kind, f"{error.detail}, after {state.attempt_number} requests in {spent:.1f} s",
+                            endpoint=endpoint, status=error.status) from (error.__cause__ or error)
+
+    retrying = Retrying(
+        retry=retry_if_exception(_transient), wait=backoff, before_sleep=within_deadline, retry_error_callback=give_up,
+        stop=stop_after_attempt(run.policy.max_requests) | stop_before_delay(run.policy.budget_s) | _UnreachableLimit(),
+    )
+    return retrying(lambda: _request(call, run, endpoint, on_request))

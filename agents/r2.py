@@ -20,6 +20,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, ConfigDict, Field
 
+from logicmap.agents.answerers import answer_from_best_fact, retrieve_facts
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, parse_json_reply, run_role
 from logicmap.memory.lexicon import ADVERBS, CONTRACTIONS, HEDGES, INTERJECTIONS, SKLEARN_STOP_WORDS, TEMPORAL_WORDS
 from logicmap.memory.r2 import (
@@ -32,8 +33,7 @@ from logicmap.memory.r2 import (
     canonical_order,
     normalize_fact_text,
 )
-from logicmap.memory.retrieval import BM25Index
-from logicmap.memory.text import NO_ANSWER, best_sentence, content_stems, split_sentences, stem, tokenize
+from logicmap.memory.text import content_stems, stem, tokenize
 from logicmap.prompts import r2_extract, r2_manage
 from logicmap.prompts.r2_extract import ExtractedFact, FactExtraction
 from logicmap.prompts.r2_manage import FactAnswer, ManagerEdit, MemoryEdits
@@ -47,7 +47,6 @@ __all__ = [
     "content_tokens",
     "edits_completion",
     "extract_facts",
-    "extractive_answer",
     "fact_key",
     "fact_similarity",
     "fallback_extraction",
@@ -207,10 +206,6 @@ _AUXILIARY = frozenset(
     "still also now just really finally currently usually always never not already then even only "
     "recently soon".split()
 )
-
-
-def _stemmed(text: str) -> str:
-    return " ".join(content_stems(text))
 
 
 def content_tokens(text: str) -> frozenset[str]:
@@ -529,28 +524,6 @@ def update_fact_memory(
 # -- answering from the fact memory (the training reward) ---------------------------------------
 
 
-def retrieve_facts(question: str, facts: Sequence[FactRecord], k: int = 3) -> list[FactRecord]:
-    """The k facts that match the question best by BM25 over the facts; ties go to the more recent fact."""
-    if not facts:
-        return []
-    scores = BM25Index([_stemmed(f.text) for f in facts]).scores(_stemmed(question))
-    order = sorted(range(len(facts)), key=lambda i: (float(scores[i]), i), reverse=True)
-    return [facts[i] for i in order[:k] if scores[i] > 0]
-
-
-def extractive_answer(question: str, facts: Sequence[FactRecord]) -> str:
-    """From the best-matching fact, its sentence that best answers the question (``best_sentence``), without
-    the question's own words and stop words (``NO_ANSWER`` when no fact matches)."""
-    top = retrieve_facts(question, facts, k=1)
-    if not top:
-        return NO_ANSWER
-    asked = content_tokens(question)
-    sentences = split_sentences(_SAID.sub("", top[0].text)) or [top[0].text]
-    best = sentences[best_sentence(question, sentences) or 0]
-    kept = [w for w in _WORD.findall(best) if (toks := content_tokens(w)) and not toks <= asked]
-    return " ".join(kept)
-
-
 def answer_from_facts(
     llm: BaseChatModel | None,
     question: str,
@@ -559,7 +532,7 @@ def answer_from_facts(
     k: int = 3,
     method: str = "function_calling",
 ) -> RoleOutcome[FactAnswer]:
-    """The model answers from the top-k facts; fallback (and no model): the extractive answer."""
+    """The model answers from the top-k facts; fallback (and no model): ``answers.answer_from_best_fact``."""
     top = retrieve_facts(question, facts, k=k)
     return run_role(
         llm,
@@ -567,7 +540,7 @@ def answer_from_facts(
         messages=r2_manage.build_answer_messages(question, "\n".join(f.render() for f in top)),
         schema=FactAnswer,
         validate=lambda r: [] if r.answer.strip() else ["empty answer"],
-        fallback=lambda: FactAnswer(answer=extractive_answer(question, facts)),
+        fallback=lambda: FactAnswer(answer=answer_from_best_fact(question, facts)),
         method=method,
         metadata={"prompt_version": r2_manage.ANSWER_VERSION},
     )

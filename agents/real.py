@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
@@ -188,7 +188,7 @@ def plan_roots(
     max_entities: int = 60,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[RootPlan]:
     """Root entities with intents; the fallback picks entities named in the question, else by similarity."""
     entities = index.entities()
@@ -205,7 +205,7 @@ def plan_roots(
         tags=tags,
         metadata={**(metadata or {}), "prompt_version": real_roots.VERSION},
     )
-    roots = []
+    roots: list[RootEntity] = []
     for root in outcome.output.roots[:3]:
         key = index.resolve(root.entity)
         if key is not None and all(entity_key(r.entity) != key for r in roots):
@@ -315,7 +315,7 @@ def evaluate_paths(
     window: tuple[datetime | None, datetime | None] | None = None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[PathScores]:
     """ONE call scores relevance, coherence and sufficiency of every candidate path of a beam step."""
     labels = [f"P{i + 1}" for i in range(len(paths))]
@@ -497,7 +497,7 @@ def answer_from_paths(
     passing: bool = True,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[PathAnswer]:
     """The answer from the kept paths only; the fallback reads it off the best path."""
     labels = [p.id for p in paths]
@@ -518,4 +518,5 @@ def cosine_to(query: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """Cosine similarity of each row to the query."""
     if vectors.size == 0:
         return np.zeros(0, dtype=np.float32)
-    return normalize(np.atleast_2d(vectors)) @ normalize(query)
+    similarity: np.ndarray = normalize(np.atleast_2d(vectors)) @ normalize(query)
+    return similarity

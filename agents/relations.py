@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import partial
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -65,7 +66,7 @@ def extract_relations(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     turns_text: str | None = None,
 ) -> RoleOutcome[RelationSet]:
     """One call for the listed events (``turns_text``: the turns as shown, default every turn rendered)."""
@@ -100,7 +101,8 @@ def _window_turns(turns: Sequence[Turn], event_turns: Sequence[Sequence[str]]) -
 
 
 def _window_task(llm: BaseChatModel | None, summaries: Sequence[str], event_turns: Sequence[Sequence[str]],
-                 turns: Sequence[Turn], budget: ContextBudget, notes: list[str], options: dict) -> partial:
+                 turns: Sequence[Turn], budget: ContextBudget, notes: list[str], options: dict[str, Any]
+                 ) -> partial[RoleOutcome[RelationSet]]:
     """One window's call: its events keyed E1.. and the turns they cite (clipped when one event is too large)."""
     keys = [f"E{i + 1}" for i in range(len(summaries))]
     events = _event_lines(keys, summaries, event_turns)
@@ -123,7 +125,7 @@ def relate_session(
     *,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
 ) -> WindowedOutcome[RelationSet]:
     """Relations between a session's events (keyed ``E1..``), in overlapping windows of events that fit the budget.
@@ -132,7 +134,7 @@ def relate_session(
     runs of consecutive events with the turns they cite; adjacent runs share their boundary events.
     """
     budget = budget or ContextBudget()
-    options = {"method": method, "tags": tags, "metadata": metadata}
+    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": metadata}
     overhead = prompt_chars(prompt.build_messages("", ""))
     all_lines = _event_lines([f"E{i + 1}" for i in range(len(summaries))], summaries, event_turns)
 

@@ -9,9 +9,11 @@ import re
 from collections.abc import Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
 
 from logicmap.agents.base import run_role
 from logicmap.agents.windowing import (
@@ -169,7 +171,7 @@ def segment_windows(turns: Sequence[Turn], session_date: str | None, budget: Con
 
 
 def _window_messages(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget,
-                     notes: list[str]) -> list:
+                     notes: list[str]) -> list[BaseMessage]:
     """A window's prompt; a turn too large for any window is shown clipped (and noted)."""
     lines, clipped = fit_lines(
         [t.render() for t in turns],
@@ -202,7 +204,7 @@ def segment_session(
     session_time: datetime | None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
 ) -> WindowedOutcome[Segmentation]:
     """Events of a session, segmented in windows that fit the context budget and concatenated in order.
@@ -211,7 +213,7 @@ def segment_session(
     """
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
-    options = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
     notes: list[str] = []
     windows = segment_windows(turns, session_date, budget)
     tasks = [

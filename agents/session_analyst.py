@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from functools import partial
+from typing import Any
 
 import numpy as np
 from langchain_core.language_models import BaseChatModel
@@ -38,7 +39,7 @@ from logicmap.agents.windowing import (
 )
 from logicmap.memory.records import Turn
 from logicmap.prompts import analyze as prompt
-from logicmap.prompts.cues import CueExtraction
+from logicmap.prompts.cues import CueExtraction, MemoryUnit, PersonFact
 from logicmap.prompts.real_extract import FactExtraction
 from logicmap.prompts.segment import Segmentation
 
@@ -82,10 +83,11 @@ class SessionLayers(BaseModel):
         for fact in layers.facts.facts if layers.facts else []:
             fact.turn_ids = [moved.get(t, t) for t in fact.turn_ids]
         for window in layers.cue_windows or []:
-            for item in [
+            items: list[MemoryUnit | PersonFact] = [
                 *(window.extraction.units if window.extraction else []),
                 *(window.extraction.person_facts if window.extraction else []),
-            ]:
+            ]
+            for item in items:
                 item.turn_id = moved.get(item.turn_id, item.turn_id)
         return layers
 
@@ -156,8 +158,8 @@ def _window_task(
     speakers: list[str],
     budget: ContextBudget,
     notes: list[str],
-    options: dict,
-) -> partial:
+    options: dict[str, Any],
+) -> partial[PartsOutcome]:
     facts, cues = options["facts"], options["cues"]
     room = ContextBudget(budget.context_tokens, reply_parts=1 + facts + cues).prompt_chars
     lines, clipped = fit_lines(
@@ -183,7 +185,7 @@ def _window_task(
     )
 
 
-def _part_outcomes(outcomes: Sequence[PartsOutcome], role: str) -> list[RoleOutcome]:
+def _part_outcomes(outcomes: Sequence[PartsOutcome], role: str) -> list[RoleOutcome[Any]]:
     """One role's outcome per window (the cost stays with the segmentation, which carries the calls)."""
     return [
         RoleOutcome(
@@ -206,7 +208,7 @@ def analyze_session(
     cues: bool = True,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
 ) -> tuple[WindowedOutcome[Segmentation], SessionLayers]:
     """The session's events (as ``segmenter.segment_session`` gives them, with every call's cost) and its
@@ -214,7 +216,7 @@ def analyze_session(
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
     speakers = list(dict.fromkeys(t.speaker for t in turns))
-    options = {
+    options: dict[str, Any] = {
         "method": method,
         "tags": tags,
         "facts": facts,
@@ -227,7 +229,7 @@ def analyze_session(
         _window_task(llm, turns[start:end], vectors[start:end], session_date, speakers, budget, notes, options)
         for start, end in windows
     ]
-    outcomes: list[PartsOutcome] = run_windows(tasks)  # type: ignore[arg-type]
+    outcomes = run_windows(tasks)
     parts = _part_outcomes(outcomes, SEGMENTER)
     segmentation = merge_outcomes(Segmentation(events=[e for p in parts for e in p.output.events]), parts, notes)
     segmentation.output = complete_segmentation(segmentation.output, turns, session_time)

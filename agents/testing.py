@@ -19,7 +19,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 __all__ = ["ScriptedChatModel"]
 
-Reply = str | dict | AIMessage
+Reply = str | dict[str, Any] | AIMessage
 
 
 class ScriptedChatModel(BaseChatModel):
@@ -44,7 +44,7 @@ class ScriptedChatModel(BaseChatModel):
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
         return self
 
     def _next(self, messages: Sequence[BaseMessage]) -> Reply:
@@ -53,12 +53,15 @@ class ScriptedChatModel(BaseChatModel):
             self.calls.append(list(messages))
             for key, script in self.routes.items():
                 if key in system:
-                    return script.pop(0) if script else self.default
+                    routed: Reply = script.pop(0) if script else self.default
+                    return routed
             if self.replies:
-                return self.replies.pop(0)
+                queued: Reply = self.replies.pop(0)
+                return queued
         if self.respond is not None:
             return self.respond(messages)
-        return self.default
+        fallback: Reply = self.default
+        return fallback
 
     def _generate(
         self,

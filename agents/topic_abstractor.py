@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
@@ -119,7 +120,7 @@ def abstract_topics(
     budget: ContextBudget | None = None,
     method: str = "function_calling",
     tags: Sequence[str] = (),
-    metadata: dict | None = None,
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[TopicAbstractSet]:
     """One call for every cluster (none when there is no cluster). Fewer events per topic are shown when the
     prompt would not fit ``budget``; the labels are stripped of surrounding space."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar, cast
 
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel, Field
@@ -31,6 +31,7 @@ __all__ = [
 ]
 
 T = TypeVar("T", bound=BaseModel)
+R = TypeVar("R")  # what one window's call returns
 
 # Deliberately low (English runs near 4): JSON, ids and names tokenize denser, and an estimate must not overflow.
 CHARS_PER_TOKEN = 3
@@ -145,7 +146,7 @@ def fit_lines(
     return fitted, notes
 
 
-def run_windows(tasks: Sequence[Callable[[], RoleOutcome[T]]]) -> list[RoleOutcome[T]]:
+def run_windows(tasks: Sequence[Callable[[], R]]) -> list[R]:
     """Run one role's window calls, at most ``MAX_PARALLEL_WINDOWS`` at a time; results in window order."""
     if len(tasks) == 1:
         return [tasks[0]()]
@@ -153,7 +154,7 @@ def run_windows(tasks: Sequence[Callable[[], RoleOutcome[T]]]) -> list[RoleOutco
         return list(pool.map(lambda task: task(), tasks))
 
 
-def merge_outcomes(output: T, outcomes: Sequence[RoleOutcome], notes: Sequence[str] = ()) -> WindowedOutcome[T]:
+def merge_outcomes(output: T, outcomes: Sequence[RoleOutcome[Any]], notes: Sequence[str] = ()) -> WindowedOutcome[T]:
     """One outcome for a session: costs added, each window's fallback kept (named by its window)."""
     cost = Cost()
     fallbacks: list[FallbackRecord] = []
@@ -166,7 +167,9 @@ def merge_outcomes(output: T, outcomes: Sequence[RoleOutcome], notes: Sequence[s
                     update={"reason": f"{record.reason} (window {index + 1} of {len(outcomes)})"}
                 )
             fallbacks.append(record)
-    return WindowedOutcome[type(output)](  # type: ignore[misc]
+    # Parametrised at run time by the output's class (a type variable can't be subscripted statically).
+    windowed: type[WindowedOutcome[T]] = cast(Any, WindowedOutcome)[type(output)]
+    return windowed(
         output=output,
         cost=cost,
         fallback=fallbacks[0] if fallbacks else None,

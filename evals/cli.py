@@ -10,12 +10,13 @@ import argparse
 import json
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from logicmap.evals.train.logo_cli import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
-from logicmap.graphs.cli import output_path, policy_from_args, resources_from_args
+from logicmap.graphs.cli import PolicyName, output_path, policy_from_args, resources_from_args
 from logicmap.memory.text import printable
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ __all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "recall_budgets"]
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 
 
-def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: str, questions: list[Any],
+def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: PolicyName, questions: list[Any],
                strategy: str, out_dir: Path) -> None:
     """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
     from logicmap.evals.metrics import evidence_recall, token_f1
@@ -70,7 +71,7 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
         print(printable(f"   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))} | {result.cost.llm_calls} calls"
                         f"{fallbacks}", one_line=True))
     elapsed = time.perf_counter() - started
-    mean = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
+    mean: Callable[[list[float]], float] = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     print(
         f"== {len(questions)} questions: token F1 {mean(f1s):.3f}, evidence recall@10 {mean(recalls):.3f}; "
         f"{calls} LLM calls, {tokens} tokens, {elapsed:.1f}s ({elapsed / max(len(questions), 1):.2f}s per question)"

@@ -214,6 +214,8 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 body = {}
             entry = ServedRequest(at=at, chars=len(raw), status=0, kind="pending", body=body)
             server._record(entry)  # on arrival, so a request still hanging is counted
+            headers: dict[str, str]
+            payload: dict[str, Any]
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 status, headers, payload, kind = 404, {}, {"error": {"message": "not found"}}, "http_404"
             else:

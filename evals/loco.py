@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -104,7 +104,8 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     cache = cache_dir / f"loco-{digest[:12]}-{_code_digest()}.pkl"
     if cache.exists():
-        return pickle.loads(cache.read_bytes())  # noqa: S301 - our own cache file
+        cached: list[Question] = pickle.loads(cache.read_bytes())  # noqa: S301 - our own cache file
+        return cached
     out: list[Question] = []
     for conversation in load_conversations(path):
         started = time.perf_counter()
@@ -125,7 +126,8 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
             matrix = base.matrix
             sessions = [snapshot.turns[t].session_id for t in base.turn_ids]
             index = {s: i for i, s in enumerate(dict.fromkeys(sessions))}
-            out.append(Question(conversation.conversation_id, int(qa.category), base.turn_ids, matrix,
+            category = cast("int | str", qa.category)  # one of CATEGORIES (select_questions), so never None
+            out.append(Question(conversation.conversation_id, int(category), base.turn_ids, matrix,
                                 np.array([1 if t in gold else 0 for t in base.turn_ids]), gold,
                                 np.array([index[s] for s in sessions], dtype=np.int64)))
         print(f"  {conversation.conversation_id}: {sum(q.conversation == conversation.conversation_id for q in out)} "

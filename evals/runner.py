@@ -126,8 +126,8 @@ def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resource
             known = {s.session_id: s for s in stored.sessions}
         except ValueError:
             known = {}
-    report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=progress,  # type: ignore[arg-type]
-                                 memory_manager=memory_manager)  # type: ignore[arg-type]
+    report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=progress,  # type: ignore[arg-type]  # names from argparse choices
+                                 memory_manager=memory_manager)  # type: ignore[arg-type]  # names from argparse choices
     sessions: list[SessionCost] = []
     for s in report.sessions:
         if s.skipped and s.session_id in known:

@@ -6,10 +6,11 @@ They are what the graph strategies are measured against.
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import Any, Literal
 
 from logicmap.agents.provider import run_scope
-from logicmap.agents.responder import EvidenceText, respond
+from logicmap.agents.responder import EvidenceText
+from logicmap.agents.responder_policy import responder_policy
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import Strategy
@@ -40,13 +41,13 @@ def answer_top_k(
         retriever = MemoryRetriever(res.store, namespace, method=method, unit="turns", embeddings=res.embeddings)
         hits = retriever.search(question, k)
         evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]
-        llm = None if policy == "heuristic" else res.llm
-        outcome = respond(
-            llm, question, evidence, method=res.method,
+        answering = responder_policy(policy, res.llm)
+        outcome = answering.respond(
+            question, evidence, method=res.method,
             tags=[f"strategy:{method}", f"policy:{policy}"], metadata={"namespace": namespace, "k": k},
         )
     cost = outcome.cost.model_copy(update={"wall_time_s": time.perf_counter() - started})
-    fallbacks = [outcome.fallback] if outcome.fallback and policy != "heuristic" else []
+    fallbacks = answering.recorded(outcome.fallback)
     return AnswerResult(
         strategy=method,
         namespace=namespace,
@@ -60,14 +61,14 @@ def answer_top_k(
     )
 
 
-def answer_dense(question: str, namespace: str, **kwargs: object) -> AnswerResult:
+def answer_dense(question: str, namespace: str, **kwargs: Any) -> AnswerResult:
     """Plain dense RAG: top-k turns by embedding similarity."""
-    return answer_top_k(question, namespace, method="dense", **kwargs)  # type: ignore[arg-type]
+    return answer_top_k(question, namespace, method="dense", **kwargs)
 
 
-def answer_bm25(question: str, namespace: str, **kwargs: object) -> AnswerResult:
+def answer_bm25(question: str, namespace: str, **kwargs: Any) -> AnswerResult:
     """Plain BM25: top-k turns by BM25."""
-    return answer_top_k(question, namespace, method="bm25", **kwargs)  # type: ignore[arg-type]
+    return answer_top_k(question, namespace, method="bm25", **kwargs)
 
 
 # Each a root run of its own when traced (name, strategy/policy tags, namespace, cost), as a graph strategy is.

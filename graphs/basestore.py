@@ -46,7 +46,7 @@ from langgraph.store.base import (
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.graphs.forget import forget
 from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources, default_resources
+from logicmap.graphs.resources import Resources, check_policy, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.items import (
     InvalidItemError,
@@ -78,7 +78,7 @@ def _message_dict(message: Any) -> Any:
     return {"role": role, "content": message.content}
 
 
-def _json_value(value: dict[str, Any]) -> dict[str, Any]:
+def _json_value(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise InvalidItemError(f"a store value is a dict, not {type(value).__name__}")
     if isinstance(value.get("messages"), list):
@@ -112,8 +112,7 @@ class LogicMapStore(BaseStore):
 
         if strategy not in STRATEGY_NAMES:
             raise ValueError(f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGY_NAMES)}")
-        if policy not in ("auto", "llm", "heuristic"):
-            raise ValueError(f"unknown policy {policy!r}; choose auto, llm or heuristic")
+        check_policy(policy)
         self._resources = resources
         self.policy = policy
         self.strategy = strategy

@@ -19,6 +19,7 @@ from pydantic import ConfigDict, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
+from logicmap.agents.answerers import reply_from_recall
 from logicmap.agents.base import Cost
 from logicmap.agents.chat_responder import reply_text
 from logicmap.graphs.chat_ingestion import chat_turn_session, default_ingestion_queue
@@ -33,16 +34,14 @@ from logicmap.graphs.resources import (
     run_namespace,
     server_mode,
 )
-from logicmap.graphs.strategies import STRATEGIES
+from logicmap.graphs.strategies import STRATEGIES, StrategyName
 from logicmap.graphs.strategies import answer as strategy_answer
 from logicmap.graphs.tracing import TracedStateGraph
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_message, recall_query
 from logicmap.memory.loaders import Session
 from logicmap.memory.tenancy import ThreadTenantError, tenant_key
-from logicmap.memory.text import is_no_answer
 from logicmap.prompts import chat as prompt
-from logicmap.prompts.chat import ChatReply
 from logicmap.settings import LogicMapSettings
 
 __all__ = [
@@ -56,7 +55,6 @@ __all__ = [
     "after_remember",
     "build_chatbot_graph",
     "builder",
-    "extractive_reply",
     "graph",
     "message_text",
     "recall",
@@ -72,14 +70,6 @@ log = logging.getLogger("logicmap.graphs.chatbot")  # the logger of all the chat
 
 TurnIngest = Callable[[Session, str, str], Any]
 """Stores a finished chat turn: ``store_turn(session, namespace, policy) -> report`` (``ChatContext.store_turn``)."""
-
-StrategyName = Literal[tuple(STRATEGIES)]  # type: ignore[valid-type]  # the registry's names, known at import
-"""The recall strategies (``graphs.strategies.STRATEGIES``), a choice list in Studio's form."""
-
-NOTHING_RECALLED = "I don't have anything in memory about that yet."
-_QUESTION_STARTS = ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "do ", "does", "did",
-                    "is ", "are ", "was", "were", "can", "could", "should", "would", "will", "have", "has", "tell me",
-                    "remind me", "remember")
 
 
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
@@ -201,21 +191,6 @@ def message_text(message: BaseMessage) -> str:
     return str(content or "").strip()
 
 
-def _is_question(text: str) -> bool:
-    lowered = text.strip().lower()
-    return lowered.endswith("?") or lowered.startswith(_QUESTION_STARTS)
-
-
-def extractive_reply(message: str, recall: dict[str, Any] | None) -> ChatReply:
-    """The reply without a chat model: memory's answer to a question, an acknowledgement of a statement."""
-    answer = (recall or {}).get("answer") or ""
-    if _is_question(message):
-        if not is_no_answer(answer):
-            return ChatReply(reply=f"From memory: {answer}", used_memory_ids=list((recall or {}).get("cited", [])))
-        return ChatReply(reply=NOTHING_RECALLED)
-    return ChatReply(reply="Noted, I'll remember that.")
-
-
 def _memories_text(evidence: list[dict[str, Any]]) -> str:
     return "\n".join(f"[{e.get('kind')} {e.get('id')}{', ' + e['time'] if e.get('time') else ''}] {str(e.get('text', ''))[:400]}"
                      for e in evidence)
@@ -302,7 +277,7 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
         llm,
         prompt.build_messages(history[-ctx.history:], _memories_text(state.get("evidence", [])),
                               user_name=ctx.user_name, recalled_answer=recalled.get("answer")),
-        fallback=lambda: extractive_reply(message, recalled),
+        fallback=lambda: reply_from_recall(message, recalled),
         used_memory_ids=recalled.get("cited", []) if state.get("evidence") else [],
         tags=[f"strategy:{ctx.strategy}", "graph:chatbot"],
         metadata={"prompt_version": prompt.VERSION, "namespace": _namespace_of(ctx)},
@@ -366,7 +341,7 @@ def _store_step(args: dict[str, Any]) -> Any:
     if ingest is not None:  # a caller's own ingest function takes the turn as one session
         return ingest(args["session"], namespace, policy)
     ctx: ChatContext = args["ctx"]
-    return add_chat_messages(namespace, args["messages"], resources=args["resources"], policy=policy,  # type: ignore[arg-type]
+    return add_chat_messages(namespace, args["messages"], resources=args["resources"], policy=policy,
                              trust_assistant=ctx.trust_assistant, user_name=ctx.user_name,
                              assistant_name=ctx.assistant_name, memory_manager=args.get("memory_manager"))
 
@@ -485,17 +460,24 @@ def after_recall(state: ChatState, runtime: Runtime[ChatContext]) -> Literal["re
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_chatbot_graph() -> TracedStateGraph:
+def _runtime_config_node(node: Callable[[ChatState, Runtime[ChatContext], RunnableConfig], Any]) -> Callable[..., Any]:
+    """``node`` as ``add_node`` takes it: LangGraph injects ``runtime`` and ``config`` by parameter name, but its node
+    protocols have no (state, runtime, config) form; the signature is checked here instead."""
+    return node
+
+
+def build_chatbot_graph() -> TracedStateGraph[ChatState, ChatContext, ChatInput, ChatOutput]:
     """The chatbot ``StateGraph`` (uncompiled): recall -> respond -> remember (recall -> remember when the
     run is recall-only; -> schedule_remember on the API server; a scheduled ``remember_only`` run goes straight
     to remember). Resources, the ingest function and an optional background queue come from the
     run's ``ChatContext``."""
-    builder = TracedStateGraph(ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
-                               trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
+    builder: TracedStateGraph[ChatState, ChatContext, ChatInput, ChatOutput] = TracedStateGraph(
+        ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
+        trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
-    builder.add_node("remember", remember)
-    builder.add_node("schedule_remember", schedule_remember)
+    builder.add_node("remember", _runtime_config_node(remember))
+    builder.add_node("schedule_remember", _runtime_config_node(schedule_remember))
     builder.add_conditional_edges(START, route_start, ["recall", "remember"])
     builder.add_conditional_edges("recall", after_recall, ["respond", "remember"])
     builder.add_edge("respond", "remember")

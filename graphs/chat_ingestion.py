@@ -11,7 +11,7 @@ import weakref
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from logicmap.graphs.resources import Resources
 from logicmap.memory.loaders import Conversation, RawTurn, Session
@@ -112,16 +112,17 @@ def _drain_at_exit() -> None:
         work.flush(timeout=60)
 
 
-def ingest_session(session: Session, namespace: str, *, resources: Resources | None = None, policy: str = "llm",
-                   memory_manager: str | None = None) -> Any:
+def ingest_session(session: Session, namespace: str, *, resources: Resources | None = None,
+                   policy: str = "llm", memory_manager: Literal["none", "r2"] | None = None) -> Any:
     """Store one session in a namespace through the ingest graph (its report); ``memory_manager="r2"`` also
     lets the Memory-R2 manager maintain the namespace's R2 fact memory (what the ``r2`` strategy reads)."""
     from logicmap.graphs.ingest import ingest_conversation
 
     conversation = Conversation(conversation_id=namespace, sessions=[session],
                                 speakers=sorted({t.speaker for t in session.turns}))
-    return ingest_conversation(conversation, namespace, resources=resources, policy=policy,  # type: ignore[arg-type]
-                               source="chat", append=True, memory_manager=memory_manager)  # type: ignore[arg-type]
+    return ingest_conversation(conversation, namespace, resources=resources,
+                               policy=policy,  # type: ignore[arg-type]  # a caller's name: the ingest refuses a bad one
+                               source="chat", append=True, memory_manager=memory_manager)
 
 
 def session_ingester(resources: Resources | None = None, policy: str = "llm") -> Callable[[Session, str], Any]:

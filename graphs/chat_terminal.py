@@ -48,7 +48,7 @@ def run_chat(
     read = input_fn or input
     work = IngestionQueue()
     bot = builder.compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace=namespace, strategy=strategy, policy=policy, user_name=user_name,  # type: ignore[arg-type]
+    context = ChatContext(namespace=namespace, strategy=strategy, policy=policy, user_name=user_name,
                           ingestion=work, resources=resources)
     config = {"configurable": {"thread_id": thread_id or str(uuid.uuid4())}}
     known = resources.store.has_namespace(namespace)
@@ -90,7 +90,7 @@ def _chat_turn(bot: Any, text: str, config: dict[str, Any], context: ChatContext
     settings = context.resources.settings if isinstance(context.resources, Resources) else None
     try:
         with run_scope(settings):
-            last = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
+            last: dict[str, Any] = bot.invoke({"messages": [HumanMessage(content=text)]}, config, context=context)
     except ProviderError as exc:
         output(printable(f"error: {exc}; this message was not answered or stored, send it again", one_line=True))
         return None

@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from logicmap.graphs.strategy_names import STRATEGY_NAMES
 from logicmap.memory.text import printable, printable_json
@@ -67,7 +67,11 @@ def _close_command_resources() -> None:
             store.close()
 
 
-def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
+PolicyName = Literal["auto", "llm", "heuristic"]
+"""``--policy``'s choices."""
+
+
+def policy_from_args(args: argparse.Namespace, resources: Resources) -> PolicyName:
     """``--policy``, with ``auto`` resolved by the one rule every run uses (``graphs.resources.resolve_policy``):
     the LLM policy when the run has a chat model, else the no-LLM one."""
     from logicmap.graphs.resources import resolve_policy
@@ -75,9 +79,10 @@ def policy_from_args(args: argparse.Namespace, resources: Resources) -> str:
     policy = getattr(args, "policy", "auto") or "auto"
     if policy == "auto":
         policy = resolve_policy(policy, resources)
-        if policy == "heuristic":
+        if policy == "heuristic":  # tells the user what auto resolved to; the run's policy object decides the rest
             print("note: no chat model configured (LOGICMAP_CHAT_MODEL); using the no-LLM policy", file=sys.stderr)
-    return policy
+    # --policy's choices are these names and resolve_policy returns one of them (or raises): the str is one.
+    return cast(PolicyName, policy)
 
 
 def output_path(value: str | Path, what: str) -> Path:
@@ -102,7 +107,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     append = bool(getattr(args, "append", False))
     targets = file_namespaces(conversations, args.namespace, resources.store, append=append)
     redo = bool(getattr(args, "redo_fallbacks", False))
-    policy = "llm" if redo else policy_from_args(args, resources)
+    policy: PolicyName = "llm" if redo else policy_from_args(args, resources)
     for conv, namespace in targets:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)

@@ -10,7 +10,9 @@ project's per-round step cap ``max_steps`` (an extension; None, the paper's budg
 of one superstep run as parallel ``Send`` branches (or one batched call); the merge node applies their
 decisions, annotating each kept event with the subgoals it supports (the satisfaction vector derives from them).
 Each node is a module-level function of ``(state, runtime)`` that finds its resources through
-``resources_of(runtime)``. Studio loads ``graph`` from this module.
+``resources_of(runtime)``; wherever the LLM and the no-LLM policy decide differently it asks the run's
+``CompassPolicy`` (``agents.compass_policy``, built by ``_setup`` from the policy the planner pinned) and never
+tests the policy's name. Studio loads ``graph`` from this module.
 
 ``CompassContext.faithful`` is the paper's configuration (``FAITHFUL_OVERRIDES``: the project's extensions of
 the search off); docs/fidelity.md lists each element and measures each extension as an ablation.
@@ -28,11 +30,14 @@ Calls that would add nothing are not made (the paper's decisions stay the LLM's)
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import ConfigDict, with_config
@@ -40,23 +45,18 @@ from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.compass_policy import (
+    CompassPolicy,
+    Decided,
+    Explored,
     QueryEncoder,
+    SearchProgress,
+    compass_policy,
     event_priorities,
-    evidence_filled,
-    heuristic_decision,
-    learned_turn_scores,
+    render_with_turns,
 )
-from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event
-from logicmap.agents.localizer import pick_starts
-from logicmap.agents.planner import clause_subgoals, plan_subgoals, plan_with_starts, refine_query
 from logicmap.agents.responder import EvidenceText
-from logicmap.agents.responder import respond as run_responder
 from logicmap.graphs.pin import pin_run, pinned_snapshot
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.strategy import (
     AnswerOutput,
@@ -71,7 +71,6 @@ from logicmap.memory.deadline import check_deadline
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.graph import EventGraph, Ranking
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
-from logicmap.prompts.explore import ExplorerDecision
 
 __all__ = [
     "FAITHFUL_OVERRIDES",
@@ -257,6 +256,7 @@ class ExploreTask(TypedDict):
     """What one explorer branch (or the batched explorer) is sent: the search so far and its events."""
 
     namespace: str
+    policy: NotRequired[str | None]
     generation: int | None
     question: str
     subgoals: list[str]
@@ -273,24 +273,18 @@ def _ctx(runtime: Runtime[CompassContext] | None) -> CompassContext:
     ctx = run_context(runtime, CompassContext)
     if ctx.faithful:
         ctx = replace(ctx, **FAITHFUL_OVERRIDES)
-    if ctx.recipe == "auto":
-        return replace(ctx, recipe="turns" if ctx.policy == "heuristic" else "dense")
     return ctx
 
 
-def _llm(ctx: CompassContext, res: Resources) -> Any:
-    return None if ctx.policy == "heuristic" else res.llm
-
-
-def _trace(state: dict[str, Any], ctx: CompassContext) -> dict[str, Any]:
+def _trace(namespace: str, policy: str, ctx: CompassContext) -> dict[str, Any]:
     """``tags`` and ``metadata`` for a role call, so LLM runs filter by strategy and policy."""
     return {
-        "tags": ["strategy:compass", f"policy:{ctx.policy}"],
-        "metadata": {"namespace": state["namespace"], "explorer_mode": ctx.explorer_mode, "max_steps": ctx.max_steps},
+        "tags": ["strategy:compass", f"policy:{policy}"],
+        "metadata": {"namespace": namespace, "explorer_mode": ctx.explorer_mode, "max_steps": ctx.max_steps},
     }
 
 
-def _event_graph(pin: dict[str, Any], runtime: Runtime[CompassContext] | None) -> EventGraph:
+def _event_graph(pin: Mapping[str, Any], runtime: Runtime[CompassContext] | None) -> EventGraph:
     """The event graph of the run's pinned snapshot (``pin``: the state, or an explorer's task)."""
     return EventGraph.of(pinned_snapshot(pin, runtime))
 
@@ -299,22 +293,36 @@ def _encoder(ctx: CompassContext, res: Resources) -> QueryEncoder:
     return QueryEncoder(res.embeddings, name_free_readings=ctx.name_free_readings)
 
 
+def _setup(pin: Mapping[str, Any], runtime: Runtime[CompassContext] | None,
+           ) -> tuple[CompassContext, Resources, CompassPolicy]:
+    """A node's context, resources and the run's policy object (``agents.compass_policy.compass_policy``) from
+    the pinned policy (``pin``: the state or an explorer's task; the context's, resolved alike, for a node called
+    alone on a hand-made state). An ``auto`` recipe becomes the policy's."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    name = pin.get("policy") or ctx.policy
+    policy = compass_policy(
+        name, lambda: res.llm, encoder=_encoder(ctx, res), keep_threshold=ctx.keep_threshold,
+        satisfy_threshold=ctx.satisfy_threshold, expand_threshold=ctx.expand_threshold,
+        context_turns=ctx.context_turns, context_weight=ctx.context_weight, learned_ranking=ctx.ranker == "learned",
+        traversal=ctx.traversal, method=res.method, **_trace(pin.get("namespace") or "", name, ctx),
+    )
+    if ctx.recipe == "auto":
+        ctx = replace(ctx, recipe=policy.ranking_recipe)
+    return ctx, res, policy
+
+
 def _priorities(graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], ctx: CompassContext,
                 res: Resources) -> dict[str, float]:
     """The queue's priorities; the recipe decides how an event's text is scored against a subgoal."""
     return event_priorities(graph, ids, subgoals, satisfied, _encoder(ctx, res), by_turns=ctx.recipe == "turns")
 
 
-def _evidence_filled(graph: EventGraph, state: dict[str, Any], ctx: CompassContext, res: Resources,
-                     queue: dict[str, float]) -> bool:
-    """The LLM explorer decides when evidence suffices; the no-LLM one applies its stopping test."""
-    if ctx.policy != "heuristic":
-        return True
-    return evidence_filled(
-        graph, _encoder(ctx, res), kept=state.get("kept", []), subgoals=state["subgoals"],
-        satisfied=state["satisfied"], visited=state.get("visited", []), queue=queue,
-        context_turns=ctx.context_turns, context_weight=ctx.context_weight,
-    )
+def _progress(state: Mapping[str, Any], **override: Any) -> SearchProgress:
+    """The search so far as the policy reads it (``override``: values newer than ``state``'s)."""
+    fields = {"question": state.get("question", ""), "subgoals": state.get("subgoals", []),
+              "satisfied": state.get("satisfied", []), "kept": state.get("kept", []),
+              "support": state.get("support") or {}}
+    return SearchProgress(**{**fields, **override})
 
 
 def _best(queue: dict[str, float], ids: list[str]) -> str:
@@ -344,7 +352,7 @@ def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dic
             paths[walking[0]]["nodes"].append(nxt)
             extended.add(walking[0])
         else:
-            paths.append(SearchPath(explorer=slot, origin=(sources or [None])[0], nodes=[nxt], end=None))
+            paths.append(SearchPath(explorer=slot, origin=sources[0] if sources else None, nodes=[nxt], end=None))
             extended.add(len(paths) - 1)
     for i, path in enumerate(paths):
         if path["end"] is None and i not in extended and not any(path["nodes"][-1] in queued_from.get(e, []) for e in queue):
@@ -365,48 +373,9 @@ def _satisfaction(n_subgoals: int, kept: list[str], support: dict[str, list[int]
     return [i in supported for i in range(n_subgoals)]
 
 
-def _render_with_turns(graph: EventGraph, eid: str) -> str:
-    turns = graph.turns_of(eid)
-    raw = "\n".join(
-        f"    {t.render()} ({t.session_time.date().isoformat() if t.session_time else 'undated'})" for t in turns
-    )
-    return f"{graph.events[eid].render()}\n{raw}"
-
-
-def _evidence_context(state: dict[str, Any], graph: EventGraph) -> str:
-    """What every explorer is told: the question, the subgoals with their satisfaction, the kept evidence with
-    the subgoals each supports."""
-    lines = [f"Question: {state['question']}", "Subgoals:"]
-    for i, (goal, done) in enumerate(zip(state["subgoals"], state["satisfied"])):
-        lines.append(f"  {i}. [{'x' if done else ' '}] {goal}")
-    lines.append("Kept evidence:" if state.get("kept") else "Kept evidence: (none yet)")
-    support = state.get("support") or {}
-    for eid in state.get("kept", []):
-        goals = ", ".join(map(str, support.get(eid, []))) or "none"
-        lines.append(f"- (supports subgoals: {goals}) {_render_with_turns(graph, eid)}")
-    return "\n".join(lines)
-
-
-def _label(graph: EventGraph, source: str, target: str) -> str:
-    for n in graph.neighbors(source):
-        if n.event_id == target:
-            return n.label if n.direction == "out" else f"{n.label} (incoming)"
-    return "related"
-
-
-def _view(graph: EventGraph, eid: str, came_from: str | None = None) -> ExplorerView:
-    """The event with its raw turns (and, on a path, the relation it was reached by) and its neighbours."""
-    neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
-                 for n in graph.neighbors(eid)]
-    text = _render_with_turns(graph, eid)
-    if came_from is not None:
-        text += f"\n  (this path reached it from {came_from} by [{_label(graph, came_from, eid)}])"
-    return ExplorerView(eid, text, neighbors)
-
-
-def _decision(step: int, event_id: str, d: ExplorerDecision) -> Decision:
-    return Decision(step=step, event_id=event_id, action=d.action, next_events=d.next_events,
-                    satisfied_subgoals=d.satisfied_subgoals)
+def _decisions(step: int, explored: Explored) -> list[Decision]:
+    return [Decision(step=step, event_id=eid, action=d.action, next_events=d.next_events,
+                     satisfied_subgoals=d.satisfied_subgoals) for eid, d in explored]
 
 
 def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resources,
@@ -425,27 +394,20 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
 def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassContext, res: Resources,
                 ) -> tuple[list[str], list[str], list[str]]:
     """The unvisited top-k events for ``query``, the best event of each of the first p topics, and both together
-    (the candidate starting points)."""
+    (the candidate starting points). The paper's localization (4.3.2): "selects candidates from the first p distinct
+    topic clusters appearing in the ranked list"; it is silent on how many per topic (its Appendix F "Cluster-based
+    Node Selection Prompt", at most 3 per cluster, is never placed in the algorithm): one, the best ranked. p = 0
+    is the paper's no-clustering setting (Section 5.3): no topic candidates."""
     ranking = _rank_events(graph, query, ctx, res, visited)
     top = ranking.head(ctx.top_k)
-    diverse = graph.topic_leaders(ranking, ctx.top_p)
+    diverse = graph.topic_leaders(ranking, ctx.top_p) if ctx.top_p > 0 else []
     return top, diverse, list(dict.fromkeys([*top, *diverse]))
 
 
-def _plan(question: str, graph: EventGraph, ctx: CompassContext, res: Resources,
-          ) -> tuple[list[str], list[str], Cost, list[FallbackRecord]]:
-    """The subgoals, and (``plan_starts``) the first round's starting points picked in the same call."""
-    if ctx.policy == "heuristic":
-        return clause_subgoals(question), [], Cost(), []
-    trace = _trace({"namespace": graph.snapshot.namespace}, ctx)
-    candidates = _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
-    if len(candidates) > 1:
-        outcome = plan_with_starts(_llm(ctx, res), question, [(e, graph.events[e].render()) for e in candidates],
-                                   max_starts=ctx.max_starts, method=res.method, **trace)
-        starts = outcome.output.start_ids
-    else:  # no choice to make: the localizer takes the one candidate (or finds none) without a call
-        outcome, starts = plan_subgoals(_llm(ctx, res), question, method=res.method, **trace), []
-    return outcome.output.subgoals, starts, outcome.cost, [outcome.fallback] if outcome.fallback else []
+def _first_candidates(graph: EventGraph, question: str, ctx: CompassContext, res: Resources) -> list[str]:
+    """The first round's candidate starts for the planner to pick from (``plan_starts``): they rank against the
+    question, known before planning."""
+    return _candidates(graph, question, set(), ctx, res)[2] if ctx.plan_starts and len(graph) else []
 
 
 # -- nodes --------------------------------------------------------------------------------------
@@ -453,14 +415,19 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
     """Pin the run (its namespace, policy and snapshot generation: ``graphs.pin``), split the question into
     subgoals (clauses without an LLM) and, with ``plan_starts``, pick the first round's starting points in the
     same call; reset the search."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
-    pin = pin_run(runtime, ctx.namespace, ctx.policy)
-    subgoals, starts, cost, fallbacks = _plan(state["question"], _event_graph(dict(pin), runtime), ctx, res)
+    asked = _ctx(runtime)
+    pin = pin_run(runtime, asked.namespace, asked.policy)
+    ctx, res, policy = _setup(pin, runtime)
+    graph = _event_graph(pin, runtime)
+    question = state["question"]
+    planned = policy.plan(graph, question, partial(_first_candidates, graph, question, ctx, res),
+                          max_starts=ctx.max_starts)
+    subgoals, starts = planned.value.subgoals, planned.value.starts
     return {
         **pin,
         "subgoals": subgoals,
         "satisfied": [False] * len(subgoals),
-        "query": state["question"],
+        "query": question,
         "planned_starts": starts,
         "repeated_query": False,
         "support": {},
@@ -473,8 +440,8 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
         "round_step": 0,
         "refinements": 0,
         "done": False,
-        "cost": cost,
-        "fallbacks": fallbacks,
+        "cost": planned.cost,
+        "fallbacks": planned.fallbacks,
         "log": [{"node": "planner", "subgoals": subgoals, "starts": starts}],
     }
 
@@ -482,28 +449,17 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
 def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Rank events for the query, pick starting points among the top k and distinct topics, queue them. The
     starts the planner picked are used as they are; one candidate is taken without a call (the only valid pick)."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    ctx, res, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
     if not len(graph):
         return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
     query = state.get("query") or state["question"]
     visited = set(state.get("visited", []))
     top, diverse, candidates = _candidates(graph, query, visited, ctx, res)
-    cost, fallbacks = Cost(), []
     planned = [e for e in state.get("planned_starts", []) if e in candidates]
-    if planned:
-        starts = planned
-    elif ctx.policy == "heuristic" or len(candidates) <= 1:
-        starts = list(dict.fromkeys([*diverse[:2], *top]))[: ctx.max_starts]
-    else:
-        outcome = pick_starts(
-            _llm(ctx, res), state["question"], state["subgoals"],
-            [(e, graph.events[e].render()) for e in candidates], max_starts=ctx.max_starts,
-            method=res.method, **_trace(state, ctx),
-        )
-        starts, cost = outcome.output.event_ids, outcome.cost
-        if outcome.fallback:
-            fallbacks.append(outcome.fallback)
+    picked = Decided(planned) if planned else policy.starts(
+        graph, state["question"], state["subgoals"], top, diverse, candidates, max_starts=ctx.max_starts)
+    starts = picked.value
     queue = dict(state.get("queue", {}))
     queued_from = {e: list(src) for e, src in state.get("queued_from", {}).items()}
     for e in starts:
@@ -520,56 +476,29 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
         "paths": paths,
         "frontier": frontier,
         "visited": [*state.get("visited", []), *frontier],
-        "cost": cost,
-        "fallbacks": fallbacks,
+        "cost": picked.cost,
+        "fallbacks": picked.fallbacks,
         "log": [{"node": "localize", "query": query, "candidates": candidates, "starts": starts}],
     }
 
 
-def _heuristic_decision(graph: EventGraph, task: ExploreTask, eid: str, ctx: CompassContext, res: Resources) -> Decision:
-    d = heuristic_decision(
-        graph, eid, task["subgoals"], task["satisfied"], _encoder(ctx, res),
-        keep_threshold=ctx.keep_threshold, satisfy_threshold=ctx.satisfy_threshold,
-        expand_threshold=ctx.expand_threshold,
-    )
-    return _decision(task["step"], eid, d)
+def explore(state: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+    """One explorer branch (parallel mode): decides for one event (``state``: the branch's ``Send`` task)."""
+    _, _, policy = _setup(state, runtime)
+    graph = _event_graph(state, runtime)
+    eid = state["event_ids"][0]
+    explored = policy.explore(graph, _progress(state), eid, state.get("arrived_from", {}).get(eid))
+    return {"decisions": _decisions(state["step"], explored.value), "cost": explored.cost,
+            "fallbacks": explored.fallbacks}
 
 
-def explore(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """One explorer branch (parallel mode): decides for one event."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(task, runtime)
-    eid = task["event_ids"][0]
-    if ctx.policy == "heuristic":
-        return {"decisions": [_heuristic_decision(graph, task, eid, ctx, res)]}
-    outcome = explore_event(
-        _llm(ctx, res), _evidence_context(task, graph), _view(graph, eid, task.get("arrived_from", {}).get(eid)),
-        len(task["subgoals"]),
-        method=res.method, **_trace(task, ctx),
-    )
-    return {
-        "decisions": [_decision(task["step"], eid, outcome.output)],
-        "cost": outcome.cost,
-        "fallbacks": [outcome.fallback] if outcome.fallback else [],
-    }
-
-
-def explore_all(task: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
+def explore_all(state: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Batched mode (node ``explore_batch``): one call decides for every event of the superstep."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
-    graph = _event_graph(task, runtime)
-    if ctx.policy == "heuristic":
-        return {"decisions": [_heuristic_decision(graph, task, e, ctx, res) for e in task["event_ids"]]}
-    arrived = task.get("arrived_from", {})
-    outcome = explore_batch(
-        _llm(ctx, res), _evidence_context(task, graph), [_view(graph, e, arrived.get(e)) for e in task["event_ids"]],
-        len(task["subgoals"]), method=res.method, **_trace(task, ctx),
-    )
-    return {
-        "decisions": [_decision(task["step"], d.event_id, d) for d in outcome.output.decisions],
-        "cost": outcome.cost,
-        "fallbacks": [outcome.fallback] if outcome.fallback else [],
-    }
+    _, _, policy = _setup(state, runtime)
+    graph = _event_graph(state, runtime)
+    explored = policy.explore_batch(graph, _progress(state), state["event_ids"], state.get("arrived_from", {}))
+    return {"decisions": _decisions(state["step"], explored.value), "cost": explored.cost,
+            "fallbacks": explored.fallbacks}
 
 
 def _apply_decisions(graph: EventGraph, state: CompassState, decisions: list[Decision]) -> dict[str, Any]:
@@ -608,7 +537,7 @@ def _apply_decisions(graph: EventGraph, state: CompassState, decisions: list[Dec
 def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Apply this superstep's decisions, derive the satisfaction vector, recompute the priorities, then stop
     (every subgoal satisfied, the round's step budget spent, nothing left to explore) or schedule the next frontier."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    ctx, res, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
     step = state.get("step", 0)
     decisions = [d for d in state.get("decisions", []) if d["step"] == step]
@@ -620,11 +549,11 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     queue = _priorities(graph, list(applied["queue"]), state["subgoals"], satisfied, ctx, res)
     ranked = dict(queue)
     step, round_step = step + 1, state.get("round_step", 0) + 1
-    progress = {"kept": kept, "subgoals": state["subgoals"], "satisfied": satisfied, "visited": visited}
     stop = None
     if ctx.max_steps is not None and round_step >= ctx.max_steps:
         stop = "budget"
-    elif all(satisfied) and _evidence_filled(graph, progress, ctx, res, queue):
+    elif all(satisfied) and policy.evidence_filled(graph, _progress(state, kept=kept, satisfied=satisfied),
+                                                   visited, queue):
         stop = "satisfied"
     frontier: list[str] = []
     if stop is None:
@@ -648,82 +577,49 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     }
 
 
-def _query_key(text: str) -> str:
-    """A search query with case, spacing and punctuation set aside (two queries are one when their keys are)."""
-    return " ".join("".join(c for c in text.casefold() if c.isalnum() or c.isspace()).split())
-
-
 def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
     """Write a new search query for the unsatisfied subgoals (their text, without an LLM); the next round
     searches from new start nodes with a fresh step budget. A refiner that only repeats the question (or the
     previous query) wrote nothing new: no refinement round follows (our choice; the paper's text is silent)."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    _, _, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
     found = "\n".join(graph.events[e].render() for e in state.get("kept", []))
-    if ctx.policy == "heuristic":
-        query, cost, fallbacks = " ".join(missing) or state["question"], Cost(), []
-    else:
-        outcome = refine_query(_llm(ctx, res), state["question"], missing, found, method=res.method,
-                               **_trace(state, ctx))
-        query, cost = outcome.output.query, outcome.cost
-        fallbacks = [outcome.fallback] if outcome.fallback else []
-    repeated = ctx.policy != "heuristic" and any(
-        _query_key(query) == _query_key(q) for q in (state["question"], state.get("query") or ""))
+    refined = policy.refine(state["question"], missing, found, state.get("query") or "")
+    query, repeated = refined.value.query, refined.value.repeated
     return {
         "query": query,
         "repeated_query": repeated,
         "refinements": state.get("refinements", 0) + 1,
         "done": False,
         "round_step": 0,  # the refinement round gets its own step budget
-        "cost": cost,
-        "fallbacks": fallbacks,
+        "cost": refined.cost,
+        "fallbacks": refined.fallbacks,
         "log": [{"node": "refine", "query": query, "missing": missing, "repeated": repeated}],
     }
 
 
-def _learned_evidence(graph: EventGraph, question: str, evidence_ids: list[str], ctx: CompassContext,
-                      res: Resources) -> tuple[list[str], list[str]]:
-    """The ranker's best turns join the evidence with their events, after what the search kept; the
-    evidence's turns are then ranked by it (``AnswerResult.turn_ranking``)."""
-    scores = learned_turn_scores(graph.snapshot, question, _encoder(ctx, res), traversal=ctx.traversal)
-    ranking = sorted(scores, key=lambda t: -scores[t])
-    owner = graph.event_of_turn
-    best = [owner[t] for t in ranking[: ctx.context_turns] if t in owner]
-    evidence_ids = list(dict.fromkeys([*evidence_ids, *best]))
-    held = {t for e in evidence_ids for t in graph.events[e].turn_ids}
-    return evidence_ids, [t for t in ranking if t in held]
-
-
 def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
-    """Answer from the kept evidence only; the top-k localized events stand in when nothing was kept."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    """Answer from the kept evidence only (the rule policy's learned ranking may join more events: ``evidence``);
+    the top-k localized events stand in when nothing was kept."""
+    ctx, _, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
-    evidence_ids = list(state.get("kept", []))
+    evidence_ids, ranking = policy.evidence(graph, state["question"], state.get("kept", []))
     fallbacks: list[FallbackRecord] = []
-    ranking: list[str] = []
-    if ctx.policy == "heuristic" and ctx.ranker == "learned":
-        evidence_ids, ranking = _learned_evidence(graph, state["question"], evidence_ids, ctx, res)
     if not evidence_ids:
         evidence_ids = list(state.get("localized", []))[: ctx.top_k]
         if evidence_ids:
             fallbacks.append(FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events"))
-    evidence = [EvidenceText(e, _render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
-    outcome = run_responder(
-        _llm(ctx, res), state["question"], evidence, question_date=state.get("question_date"),
-        abstain=False,  # the paper's responder (Appendix F.2) gives a justified answer, never "insufficient"
-        method=res.method, **_trace(state, ctx),
-    )
-    if outcome.fallback and ctx.policy != "heuristic":
-        fallbacks.append(outcome.fallback)
+    evidence = [EvidenceText(e, render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
+    answered = policy.respond(state["question"], evidence, state.get("question_date"))
     return {
-        "answer": outcome.output.answer,
-        "cited_ids": outcome.output.cited_ids,
+        "answer": answered.value.answer,
+        "cited_ids": answered.value.cited_ids,
         "kept": evidence_ids,
         "evidence": [EvidenceItem(kind="event", id=e, text=graph.events[e].render(), turn_ids=graph.events[e].turn_ids,
                                   time=graph.events[e].time) for e in evidence_ids],
-        "cost": outcome.cost,
-        "fallbacks": fallbacks,
+        "cost": answered.cost,
+        "fallbacks": [*fallbacks, *answered.fallbacks],
         "evidence_ranking": ranking,
         "log": [{"node": "respond", "ranked_turns": ranking[: ctx.context_turns]}] if ranking else [],
     }
@@ -747,8 +643,9 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     ctx = _ctx(runtime)
     frontier = state.get("frontier", [])
     if frontier and not state.get("done"):
-        base = {
+        base: dict[str, Any] = {
             "namespace": state["namespace"],
+            "policy": state.get("policy"),
             "generation": state.get("generation"),
             "question": state["question"],
             "subgoals": state["subgoals"],
@@ -761,10 +658,10 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
         if ctx.explorer_mode == "batched":
             return [Send("explore_batch", {**base, "event_ids": frontier})]
         return [Send("explore", {**base, "event_ids": [eid]}) for eid in frontier]
-    res = resources_of(runtime)
+    _, _, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
-    wanting = not all(state.get("satisfied", [True])) or not _evidence_filled(
-        graph, state, ctx, res, state.get("queue", {}))
+    wanting = not all(state.get("satisfied", [True])) or not policy.evidence_filled(
+        graph, _progress(state), state.get("visited", []), state.get("queue", {}))
     unread = len(graph) > len(set(state.get("visited", [])))
     if wanting and unread and state.get("refinements", 0) < ctx.max_refinements:
         return "refine"
@@ -776,7 +673,7 @@ def route_refined(state: CompassState) -> Literal["localize", "respond"]:
     return "respond" if state.get("repeated_query") else "localize"
 
 
-def build_compass_graph() -> StateGraph:
+def build_compass_graph() -> StateGraph[CompassState, CompassContext, CompassInput, CompassOutput]:
     """The compass ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(CompassState, context_schema=CompassContext, input_schema=CompassInput,
                          output_schema=CompassOutput)
@@ -854,7 +751,8 @@ def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, A
 
 
 builder = build_compass_graph()
-graph = traced_graph(builder.compile(name="compass"))
+_compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="compass")  # traced_graph takes any graph
+graph = traced_graph(_compiled)
 def _recursion_limit(ctx: CompassContext) -> int:
     """LangGraph's step limit for a run: from the step cap; without one (the paper's budget) a round ends when
     the queue empties, which the event count bounds but the context does not know: a large bound."""

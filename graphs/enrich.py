@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
 from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.agents.ingest_policy import IngestPolicy, ingest_policy
 from logicmap.agents.session_analyst import SessionLayers
 from logicmap.agents.windowing import ContextBudget
 from logicmap.memory.kinds import RECORD_KINDS
@@ -26,7 +27,15 @@ from logicmap.memory.records import Cue, Event, Fact, Tag, Turn
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 from logicmap.memory.text import PATTERN_TEXT_LIMIT
 
-__all__ = ["ENRICHERS", "EnrichRequest", "Enrichment", "add_enrichments", "apply_enrichment", "capped_turn_notes"]
+__all__ = [
+    "ENRICHERS",
+    "EnrichRequest",
+    "Enrichment",
+    "add_enrichments",
+    "apply_enrichment",
+    "capped_turn_notes",
+    "request_policy",
+]
 
 ENRICHERS = ("facts", "cues", "r2")  # the order their records join a change set (whatever order they finished in)
 
@@ -50,6 +59,13 @@ class EnrichRequest:
     layers: SessionLayers | None = None  # the session analyst's facts and cue parts: no call of the enricher's own
 
 
+def request_policy(request: EnrichRequest) -> IngestPolicy:
+    """The ``IngestPolicy`` (``agents.ingest_policy``) an enricher decides with: the request's policy name and
+    chat model, with its model settings and trace."""
+    return ingest_policy(request.policy, request.llm, method=request.method, budget=request.budget, tags=request.tags,
+                         metadata=request.metadata)
+
+
 class Enrichment(BaseModel):
     """Records an enricher adds to the change set, with what it cost and any fallback it used."""
 
@@ -64,7 +80,7 @@ class Enrichment(BaseModel):
     cost: Cost = Field(default_factory=Cost)
     fallbacks: list[FallbackRecord] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
-    kind: str = Field("facts", description="Which enricher made it: one of ENRICHERS.")
+    kind: str = Field(default="facts", description="Which enricher made it: one of ENRICHERS.")
 
 
 # The record kinds (and their vectors) an enricher can add, in registry order: the fields ``Enrichment`` shares with

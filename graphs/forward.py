@@ -6,10 +6,12 @@ Each answers from the same retrieval backbones and memory budget as Goal-Mem and
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, TypeVar
 
-from logicmap.agents.base import Cost, FallbackRecord
-from logicmap.agents.goalmem_forward import answer_from_memories, react_step, reflect_on_answer, reformulate_question
+from pydantic import BaseModel
+
+from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
+from logicmap.agents.forward_policy import ForwardPolicy, forward_policy
 from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
@@ -23,6 +25,7 @@ from logicmap.memory.store import PinnedStore
 
 __all__ = ["FORWARD_STRATEGIES", "answer_react", "answer_reflect", "answer_reformulate"]
 
+T = TypeVar("T", bound=BaseModel)
 
 
 class _Run:
@@ -36,9 +39,9 @@ class _Run:
         check_question(question, self.resources.settings, where="a forward-reasoning baseline")
         self.resources.store.require_namespace(namespace)
         self.namespace = namespace
-        self.heuristic = resolve_policy(policy, self.resources) == "heuristic"
-        self.llm = None if self.heuristic else self.resources.llm
-        self.method = self.resources.method
+        # Chosen once per run from the resolved policy name (``agents.forward_policy``).
+        self.policy_name = resolve_policy(policy, self.resources)
+        self.policy: ForwardPolicy = forward_policy(self.policy_name, self.resources.llm, method=self.resources.method)
         # Pinned: every search of the run reads the generation it started on (``memory.store.PinnedStore``).
         pinned = PinnedStore(self.resources.store, namespace, self.resources.store.snapshot(namespace).generation)
         self.backbone: Backbone = make_backbone(
@@ -51,7 +54,7 @@ class _Run:
         self.fallbacks: list[FallbackRecord] = []
         self.started = time.perf_counter()
 
-    def record(self, outcome: Any) -> Any:
+    def record(self, outcome: RoleOutcome[T]) -> T:
         self.cost = self.cost + outcome.cost
         if outcome.fallback is not None:
             self.fallbacks.append(outcome.fallback)
@@ -87,7 +90,7 @@ class _Run:
             strategy=strategy, namespace=self.namespace, question=question, answer=answer.strip() or "I don't know",
             evidence=evidence, cost=self.cost, steps=details.get("steps", 0), fallbacks=self.fallbacks,
             details={**details, "backbone": self.backbone_name, "memories_retrieved": len(self.pool),
-                     "policy": "heuristic" if self.heuristic else "llm"},
+                     "policy": self.policy_name},
         )
 
 
@@ -97,13 +100,11 @@ def answer_reformulate(
 ) -> AnswerResult:
     """Query reformulation: the LLM rewrites the question into queries; their hits are fused (RRF); one answer."""
     run = _Run(question, namespace, resources, policy, backbone, max_memories)
-    reformulation = run.record(reformulate_question(run.llm, question, max_queries=max_queries, method=run.method,
-                                                    heuristic=run.heuristic))
+    reformulation = run.record(run.policy.reformulate(question, max_queries=max_queries))
     queries = [q for q in reformulation.queries if q.strip()][:max_queries] or [question]
     rankings = [[h.id for h in run.search(q, k)] for q in queries]
     fused = [mid for mid, _ in reciprocal_rank_fusion(rankings)][: max(k, 2 * k)]
-    answered = run.record(answer_from_memories(run.llm, question, run.lines(fused), method=run.method,
-                                               heuristic=run.heuristic))
+    answered = run.record(run.policy.answer(question, run.lines(fused)))
     return run.result("forward_reformulate", question, answered.answer, answered.cited or fused[:k],
                       {"queries": queries, "steps": 2 + len(queries)})
 
@@ -116,18 +117,16 @@ def answer_reflect(
     search its follow-up query and draft again."""
     run = _Run(question, namespace, resources, policy, backbone, max_memories)
     run.search(question, k)
-    draft = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method, heuristic=run.heuristic))
+    draft = run.record(run.policy.answer(question, run.lines()))
     rounds: list[dict[str, Any]] = []
     for _ in range(max_rounds):
-        reflection = run.record(reflect_on_answer(run.llm, question, draft.answer, run.lines(), method=run.method,
-                                                  heuristic=run.heuristic))
+        reflection = run.record(run.policy.reflect(question, draft.answer, run.lines()))
         rounds.append({"draft": draft.answer, "sufficient": reflection.sufficient, "query": reflection.query})
         if reflection.sufficient or not reflection.query:
             break
         if not [h for h in run.search(reflection.query, k)]:
             break
-        draft = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method,
-                                                heuristic=run.heuristic))
+        draft = run.record(run.policy.answer(question, run.lines()))
     return run.result("forward_reflect", question, draft.answer, draft.cited,
                       {"rounds": rounds, "steps": 1 + 2 * len(rounds)})
 
@@ -144,8 +143,7 @@ def answer_react(
     final = None
     for step in range(max_steps):
         searches_left = max_steps - step - 1
-        action = run.record(react_step(run.llm, question, transcript, run.lines(), searches_left, searched=searched,
-                                       method=run.method, heuristic=run.heuristic))
+        action = run.record(run.policy.react(question, transcript, run.lines(), searches_left, searched=searched))
         if action.action == "answer":
             final = action
             break
@@ -158,8 +156,7 @@ def answer_react(
                                               or "(nothing new)"))
     if final is None:
         # Out of steps while still searching: answer from what was observed.
-        answered = run.record(answer_from_memories(run.llm, question, run.lines(), method=run.method,
-                                                   heuristic=run.heuristic))
+        answered = run.record(run.policy.answer(question, run.lines()))
         answer_text, cited = answered.answer, answered.cited
     else:
         answer_text, cited = final.answer or "I don't know", final.cited

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, ConfigDict, Field, with_config
@@ -20,20 +22,10 @@ from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
-from logicmap.agents.goalmem import (
-    decompose_goal,
-    generate_answer,
-    parse_utterance,
-    refine_subgoals,
-    unify_subgoals,
-)
 from logicmap.agents.goalmem_heuristics import MemoryLine
+from logicmap.agents.goalmem_policy import RULES, GoalMemPolicy, goalmem_policy
 from logicmap.graphs.pin import pin_run, pinned_store
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy
 from logicmap.graphs.tracing import traced_graph
@@ -87,6 +79,9 @@ class GoalMemContext(StrategyContext):
     """Memories retrieved per subgoal search."""
     backbone: str = "bm25"
     """The retrieval backbone: bm25 (turns), dense (turns) or events (the event graph)."""
+    keep_pool_across_breadth: bool = False
+    """An extension, off in the paper's configuration: unify each new decomposition against the memories the failed
+    ones retrieved too (the paper starts every breadth step from an empty pool, Algorithm 1 line 8)."""
     # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
     retriever: SkipJsonSchema[Any] = field(
         default=None,
@@ -144,6 +139,7 @@ class GoalMemState(StrategyState, total=False):
     breadth: int
     depth: int
     step: int
+    pool_from: int
     subgoals: dict[str, Atom]
     originals: list[str]
     antecedent_of: dict[str, str]
@@ -183,13 +179,19 @@ def _ctx(runtime: Runtime[GoalMemContext] | None) -> GoalMemContext:
     return run_context(runtime, GoalMemContext)
 
 
-def _llm(runtime: Runtime[GoalMemContext] | None) -> tuple[Any, bool, str]:
-    """The chat model for a role call (``None`` under the heuristic policy), whether to use the heuristic,
-    and the structured-output method."""
+def _goal(state: GoalMemState) -> Goal:
+    """The run's goal (``parse_goal`` sets it before any other node runs)."""
+    goal = state.get("goal")
+    if goal is None:
+        raise ValueError("the Goal-Mem state has no goal: parse_goal runs first")
+    return goal
+
+
+def _policy(state: GoalMemState, runtime: Runtime[GoalMemContext] | None) -> GoalMemPolicy:
+    """The run's policy (``agents.goalmem_policy``) from its pinned name (``parse_goal`` pins it; a node called
+    alone on a hand-made state uses the context's)."""
     res = resources_of(runtime)
-    if _ctx(runtime).policy == "heuristic":
-        return None, True, res.method
-    return res.llm, False, res.method
+    return goalmem_policy(state.get("policy") or _ctx(runtime).policy, res.llm, method=res.method)
 
 
 def _backbone(runtime: Runtime[GoalMemContext] | None, task: RetrieveTask) -> Backbone:
@@ -208,6 +210,12 @@ def _spent(state: GoalMemState, outcome: RoleOutcome[Any]) -> dict[str, Any]:
     }
 
 
+def _updated(state: GoalMemState, update: Mapping[str, Any]) -> GoalMemState:
+    """The state as the routers will see it after a node's ``update`` (so the node can record why the search
+    stops). ``update`` holds only ``GoalMemState`` keys; built as a plain dict, hence the cast."""
+    return cast(GoalMemState, {**state, **update})
+
+
 def _requests_left(state: GoalMemState, ctx: GoalMemContext) -> int:
     return call_bound(ctx.max_breadth, ctx.max_depth) - state.get("llm_requests", 0)
 
@@ -224,20 +232,30 @@ def _budget_spent(state: GoalMemState, ctx: GoalMemContext) -> str:
             f"LLM requests (1 + B(2 + 2D), retries included)")
 
 
-def _pool(state: GoalMemState, before_step: int | None = None) -> dict[str, EvidenceItem]:
-    """Every memory retrieved so far (optionally only before a step), first retrieval first."""
+def _pool(state: Mapping[str, Any], before_step: int | None = None, *, since: int = 0) -> dict[str, EvidenceItem]:
+    """Every memory retrieved so far (optionally only from step ``since`` and before ``before_step``), first
+    retrieval first."""
     pool: dict[str, EvidenceItem] = {}
     for entry in state.get("retrieved", []) or []:
-        if before_step is not None and entry.step >= before_step:
+        if entry.step < since or (before_step is not None and entry.step >= before_step):
             continue
         for hit in entry.hits:
             pool.setdefault(hit.id, hit)
     return pool
 
 
+def _breadth_pool(state: Mapping[str, Any], before_step: int | None = None) -> dict[str, EvidenceItem]:
+    """The retrieved memory M_t^(b,d) the current decomposition is unified, refined and answered against: what its
+    own breadth step retrieved. Goal-Mem (Algorithm 1, line 8: M_t^(b,0) <- {} at each breadth step b; Sec. 4.1, Eq. 3:
+    the union over psi^(b) only; Sec. 4.3: M_t^(b,d) = M_t^(b,d-1) U retrieved) starts every decomposition from an
+    empty pool; with ``keep_pool_across_breadth`` (an extension) ``pool_from`` stays 0 and the failed
+    decompositions' memories stay in it."""
+    return _pool(state, before_step, since=state.get("pool_from", 0))
+
+
 def _memory_lines(state: GoalMemState, ids: list[str] | None = None) -> list[MemoryLine]:
     """Memories as (id, text, date), the current step's first, so the freshest evidence leads."""
-    pool = _pool(state)
+    pool = _breadth_pool(state)
     step = state.get("step", 0)
     current = [h.id for e in state.get("retrieved", []) or [] if e.step == step for h in e.hits]
     order = list(dict.fromkeys([*current, *pool])) if ids is None else [i for i in ids if i in pool]
@@ -272,14 +290,18 @@ def _failed_so_far(state: GoalMemState) -> list[tuple[Rule, str]]:
     return failed
 
 
-def _fresh_proof(state: GoalMemState, rule: Rule) -> dict[str, Any]:
-    """The state of a new proof attempt of ``rule``: its body as subgoals G1..Gn, nothing resolved yet."""
+def _fresh_proof(state: GoalMemState, rule: Rule, *, keep_pool: bool) -> dict[str, Any]:
+    """The state of a new proof attempt of ``rule``: its body as subgoals G1..Gn, nothing resolved yet, an empty
+    substitution (Algorithm 1 line 12 unifies against theta^(0,0)) and an empty memory pool (line 8), unless
+    ``keep_pool`` (the ``keep_pool_across_breadth`` extension)."""
     subgoals = {f"G{i + 1}": atom for i, atom in enumerate(rule.body)}
+    step = state.get("step", 0) + 1
     return {
         "rule": rule,
         "exhausted": False,
         "depth": 0,
-        "step": state.get("step", 0) + 1,
+        "step": step,
+        "pool_from": state.get("pool_from", 0) if keep_pool else step,
         "subgoals": subgoals,
         "originals": list(subgoals),
         "antecedent_of": {},
@@ -312,10 +334,8 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
     """The run pinned (namespace, policy, snapshot generation: ``graphs.pin``); the question as an NL-Logic goal;
     resets the breadth loop."""
     pin = pin_run(runtime, _ctx(runtime).namespace, _ctx(runtime).policy)
-    llm, heuristic, method = _llm(runtime)
-    state = {**state, "llm_requests": 0}
-    outcome = parse_utterance(llm, state["question"], method=method, heuristic=heuristic,
-                              max_attempts=_attempts(state, _ctx(runtime), reserve=2))
+    state = {**state, "llm_requests": 0, "policy": pin["policy"]}
+    outcome = _policy(state, runtime).parse(state["question"], max_attempts=_attempts(state, _ctx(runtime), reserve=2))
     return {
         **pin,
         "goal": outcome.output,
@@ -330,10 +350,9 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
 
 def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One breadth step: a rule ``subgoals => goal`` unlike the failed ones, or ``exhausted`` if none is left."""
-    llm, heuristic, method = _llm(runtime)
     failed = _failed_so_far(state)
-    outcome = decompose_goal(llm, state["question"], state["goal"], failed, method=method, heuristic=heuristic,
-                             max_attempts=_attempts(state, _ctx(runtime), reserve=1))
+    outcome = _policy(state, runtime).decompose(state["question"], _goal(state), failed,
+                                                max_attempts=_attempts(state, _ctx(runtime), reserve=1))
     rule = outcome.output
     breadth = state.get("breadth", 0) + 1
     update: dict[str, Any] = {"breadth": breadth, "failed": failed, **_spent(state, outcome)}
@@ -341,12 +360,13 @@ def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str
         # Nothing untried is left: another round would repeat a failed proof.
         return {**update, "exhausted": True, "stop_reason": "no new decomposition",
                 "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}]}
-    return {**update, **_fresh_proof(state, rule),
+    return {**update, **_fresh_proof(state, rule, keep_pool=_ctx(runtime).keep_pool_across_breadth),
             "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}]}
 
 
-def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
-    """One subgoal's search on the backbone (a ``Send`` branch)."""
+def retrieve(state: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
+    """One subgoal's search on the backbone (a ``Send`` branch; ``state`` is the branch's task)."""
+    task = state
     hits = _backbone(runtime, task).search(task["query"], task["k"])
     items = [
         EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
@@ -360,23 +380,22 @@ def retrieve(task: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, 
 
 def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One batched unification of the open subgoals against every memory retrieved so far."""
-    llm, heuristic, method = _llm(runtime)
     ctx = _ctx(runtime)
     step = state.get("step", 0)
-    before = _pool(state, before_step=step)
-    new_ids = [mid for mid in _pool(state) if mid not in before]
+    # "No new memory retrieved" (Algorithm 1 line 35) is relative to M_t^(b,d-1), this decomposition's pool.
+    before = _breadth_pool(state, before_step=step)
+    new_ids = [mid for mid in _breadth_pool(state) if mid not in before]
     subgoals = state.get("subgoals") or {}
     active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}
     substitution = state.get("substitution") or Substitution()
-    result, outcome = unify_subgoals(
-        llm, state["question"], active, _memory_lines(state), substitution, method=method, heuristic=heuristic,
-        max_attempts=_attempts(state, ctx, reserve=0),
+    result, outcome = _policy(state, runtime).unify(
+        state["question"], active, _memory_lines(state), substitution, max_attempts=_attempts(state, ctx, reserve=0)
     )
     resolved = {**(state.get("resolved") or {}), **result.resolved}
     unresolved = {sid: why for sid, why in result.unresolved.items() if sid not in resolved}
     # Success is every accumulated subgoal grounded, the antecedents the depth loop added included (Goal-Mem,
     # Algorithm 1: U(b,d) = {} over Psi(b,<=d)), with every answer variable bound (Sec. 4.4).
-    solved = all(sid in resolved for sid in subgoals) and all(a in result.substitution for a in state["goal"].answer)
+    solved = all(sid in resolved for sid in subgoals) and all(a in result.substitution for a in _goal(state).answer)
     update: dict[str, Any] = {
         "substitution": result.substitution,
         "resolved": resolved,
@@ -388,7 +407,7 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
         "rejected": result.rejected,
         **_spent(state, outcome),
     }
-    _, stop = _after_unify({**state, **update}, ctx)
+    _, stop = _after_unify(_updated(state, update), ctx)
     entry = {
         "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
         "new_memories": len(new_ids), "resolved": sorted(result.resolved), "unresolved": sorted(unresolved),
@@ -400,16 +419,15 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
 
 def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One depth step: antecedents for unresolved subgoals join as new subgoals (``antecedent_of`` links them)."""
-    llm, heuristic, method = _llm(runtime)
     ctx = _ctx(runtime)
     subgoals = dict(state.get("subgoals") or {})
     substitution = state.get("substitution") or Substitution()
     unresolved = {sid: (subgoals[sid], why) for sid, why in _frontier(state).items()}
     existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
     if unresolved:
-        picked, outcome = refine_subgoals(
-            llm, state["question"], state["goal"], substitution, unresolved, _memory_lines(state), _types(state),
-            existing, method=method, heuristic=heuristic, max_attempts=_attempts(state, ctx, reserve=1),
+        picked, outcome = _policy(state, runtime).refine(
+            state["question"], _goal(state), substitution, unresolved, _memory_lines(state), _types(state), existing,
+            max_attempts=_attempts(state, ctx, reserve=1),
         )
     else:  # every frontier subgoal is grounded: nothing to refine, no request
         picked, outcome = [], RoleOutcome(output=Refinement(antecedents=[]), cost=Cost())
@@ -431,7 +449,7 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
         "step": state.get("step", 0) + 1,
         **_spent(state, outcome),
     }
-    _, stop = _after_refine({**state, **update}, ctx)
+    _, stop = _after_refine(_updated(state, update), ctx)
     entry = {"node": "refine", "depth": update["depth"], "refined": sorted(unresolved), "antecedents": added,
              "llm_requests": update["llm_requests"]}
     return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
@@ -439,18 +457,19 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
 
 def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """The answer from the grounded goal and the memories that resolved a subgoal."""
-    llm, heuristic, method = _llm(runtime)
     ctx = _ctx(runtime)
     supporting = list(dict.fromkeys(mid for ids in (state.get("resolved") or {}).values() for mid in ids))
-    spent = not heuristic and _requests_left(state, ctx) <= 0
-    outcome = generate_answer(
-        llm, state["question"], state["goal"], state["substitution"], _memory_lines(state, supporting),
-        method=method, heuristic=heuristic or spent, max_attempts=_attempts(state, ctx, reserve=0),
+    # The rules make no request, so only a model's proof can spend the budget (``call_bound`` >= 1).
+    spent = _requests_left(state, ctx) <= 0
+    policy = RULES if spent else _policy(state, runtime)
+    outcome = policy.generate(
+        state["question"], _goal(state), state["substitution"], _memory_lines(state, supporting),
+        max_attempts=_attempts(state, ctx, reserve=0),
     )
     if spent:
         # The proof used the whole budget: the answer is the answer variables' values, without a request.
         outcome.fallback = FallbackRecord(role="goalmem_generate", reason=_budget_spent(state, ctx))
-    pool = _pool(state)
+    pool = _breadth_pool(state)
     return {
         "answer": outcome.output.answer.strip(),
         "status": "answered",
@@ -475,12 +494,20 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
     """``(subgoal, query, k)`` for each subgoal whose query is new, sharing what is left of the memory budget."""
     substitution = state.get("substitution") or Substitution()
     queried = state.get("queried") or {}
+    since = state.get("pool_from", 0)
+    if since:
+        # Each decomposition retrieves for every subgoal of its own (Algorithm 1 lines 9-10): only the queries its
+        # pool was built from count as done, not those of failed decompositions whose subgoals had the same ids.
+        current = {(e.subgoal, e.query) for e in state.get("retrieved") or [] if e.step >= since}
+        queried = {sid: query for sid, query in queried.items() if (sid, query) in current}
     subgoals = state.get("subgoals") or {}
     tasks = []
     for sid in sids:
         query = subgoals[sid].apply(substitution).text()
         if queried.get(sid) != query:
             tasks.append((sid, query))
+    # The memory budget is per question across every breadth step (the paper's k = 60 "distributed across
+    # iterations", Sec. 5), so it counts every memory retrieved, not only the current pool.
     remaining = max(0, ctx.max_memories - len(_pool(state)))
     if not tasks or remaining == 0:
         return []
@@ -576,7 +603,7 @@ def route_after_refine(
 # -- the graph ---------------------------------------------------------------------------------------
 
 
-def build_goalmem_graph() -> StateGraph:
+def build_goalmem_graph() -> StateGraph[GoalMemState, GoalMemContext, GoalMemInput, GoalMemOutput]:
     """The Goal-Mem ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(GoalMemState, context_schema=GoalMemContext, input_schema=GoalMemInput,
                          output_schema=GoalMemOutput)
@@ -680,7 +707,7 @@ def _result(
 ) -> AnswerResult:
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     resolved: dict[str, list[str]] = final.get("resolved") or {}
-    pool = _pool(final)  # type: ignore[arg-type]
+    pool = _pool(final)
     supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
     evidence = [pool[mid] for mid in supporting]
     details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, final["generation"], evidence)}
@@ -705,7 +732,9 @@ def finish(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
 
 
 builder = build_goalmem_graph()
-graph = traced_graph(builder.compile(name="goalmem"))
+# Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
+_compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="goalmem")
+graph = traced_graph(_compiled)
 def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
     """A named backbone is built once before the run, so an unknown name fails before any work."""
     if ctx.retriever is None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.provider import run_scope
@@ -102,7 +103,7 @@ __all__ = [
 ]
 
 
-def build_ingest_graph() -> StateGraph:
+def build_ingest_graph() -> StateGraph[IngestState, IngestContext, IngestInput, IngestOutput]:
     """The ingest ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(IngestState, context_schema=IngestContext, input_schema=IngestInput,
                          output_schema=IngestOutput)
@@ -249,9 +250,7 @@ def ingest_conversation(
     )
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()
-    compiled = graph
-    if redo_fallbacks:
-        compiled = ingest_redo.graph
+    compiled: CompiledStateGraph[Any, Any, Any, Any] = ingest_redo.graph if redo_fallbacks else graph
     reports, fallbacks = _stream_reports(compiled, {"sessions": conversation.sessions}, config, ctx, resources,
                                          on_report)
     if bar is not None:

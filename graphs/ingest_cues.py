@@ -7,8 +7,7 @@ records commit with the session, so they become visible atomically with it.
 
 from __future__ import annotations
 
-from logicmap.agents.cue_extractor import session_cue_links, window_links
-from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
+from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes, request_policy
 from logicmap.memory.cue_extraction import aspect_prototypes, build_cue_layer
 
 __all__ = ["enrich"]
@@ -21,27 +20,16 @@ def enrich(request: EnrichRequest) -> Enrichment:
     # Only events that hold this session's turns get new links (merged older events keep theirs).
     events = [e for e in request.events if session_ids.intersection(e.turn_ids)]
     enrichment = Enrichment(kind="cues")
-    by_model = request.policy == "llm" and request.llm is not None
-    links = []
-    layers = request.layers.cue_windows if request.layers is not None else None
-    if by_model and layers is not None:  # extracted in the session analyst's combined call
-        windows = [(w.start, w.end) for w in layers]
-        links = window_links(request.turns, events, windows, [w.extraction for w in layers])
-        enrichment.fallbacks.extend(request.layers.cue_fallbacks)
-    elif by_model:
-        links, outcome = session_cue_links(
-            request.llm, request.turns, events, session_time=request.session.timestamp, method=request.method,
-            tags=request.tags, metadata=request.metadata, budget=request.budget,
-        )
-        enrichment.cost = outcome.cost
-        enrichment.fallbacks.extend(outcome.fallbacks)
-        enrichment.notes.extend(outcome.notes)
+    decided = request_policy(request).cue_links(request.turns, events, request.session.timestamp, request.layers)
+    links, enrichment.cost = decided.output, decided.cost
+    enrichment.fallbacks.extend(decided.fallbacks)
+    enrichment.notes.extend(decided.notes)
     batch = build_cue_layer(
-        request.namespace, request.turns, events, extra_links=links, heuristic=not by_model,
+        request.namespace, request.turns, events, extra_links=links, heuristic=decided.by_rules,
         existing_cues=request.snapshot.cues, existing_tags=request.snapshot.tags,
         prototypes=aspect_prototypes(request.embeddings),
     )
-    if not by_model or enrichment.fallbacks:  # the lexical builder ran: it reads only a long turn's beginning
+    if decided.by_rules or enrichment.fallbacks:  # the lexical builder ran: it reads only a long turn's beginning
         enrichment.notes.extend(capped_turn_notes(request.turns, "cue_patterns"))
     enrichment.cues = batch.cues
     enrichment.tags = batch.tags

@@ -6,9 +6,9 @@ ones) join the session's change set, so they become visible atomically with the 
 
 from __future__ import annotations
 
-from logicmap.agents.base import Cost, FallbackRecord
-from logicmap.agents.fact_extractor import extract_session_facts, facts_from_extraction, pattern_extraction
-from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes
+from logicmap.agents.base import Cost
+from logicmap.agents.fact_extractor import facts_from_extraction
+from logicmap.graphs.enrich import Enrichment, EnrichRequest, capped_turn_notes, request_policy
 from logicmap.memory.facts import apply_fact_updates, fact_text
 
 __all__ = ["enrich"]
@@ -27,19 +27,11 @@ def enrich(request: EnrichRequest) -> Enrichment:
         extraction, fallbacks = layers.facts, list(layers.fact_fallbacks)
         if fallbacks:
             notes.extend(capped_turn_notes(turns, "fact_patterns"))
-    elif request.policy == "heuristic" or request.llm is None:
-        extraction = pattern_extraction(turns, speakers)
-        if request.policy != "heuristic":
-            fallbacks.append(FallbackRecord(role="fact_extractor", reason="no chat model configured"))
-        notes.extend(capped_turn_notes(turns, "fact_patterns"))
     else:
-        outcome = extract_session_facts(
-            request.llm, turns, method=request.method, tags=request.tags, metadata=request.metadata,
-            budget=request.budget,
-        )
-        extraction, cost, notes = outcome.output, outcome.cost, outcome.notes
-        fallbacks.extend(outcome.fallbacks)
-        if outcome.fallbacks:
+        decided = request_policy(request).extract_facts(turns, speakers)
+        extraction, cost, notes = decided.output, decided.cost, decided.notes
+        fallbacks.extend(decided.fallbacks)
+        if decided.by_rules or decided.fallbacks:
             notes.extend(capped_turn_notes(turns, "fact_patterns"))
     candidates = facts_from_extraction(extraction, turns, request.namespace)
     update = apply_fact_updates(request.snapshot.facts, candidates)

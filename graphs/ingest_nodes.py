@@ -11,34 +11,29 @@ import dataclasses
 import operator
 import time
 from collections import ChainMap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from langgraph.graph import END
+from langchain_core.language_models import BaseChatModel
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, ConfigDict, Field, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
-from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
-from logicmap.agents.relations import chain_relations, relate_session
-from logicmap.agents.segmenter import changepoint_segments, finalize_times, segment_session, time_phrase_notes
-from logicmap.agents.session_analyst import SessionLayers, analyze_session, combined_pays
-from logicmap.agents.topic_abstractor import TopicCluster, abstract_topics
+from logicmap.agents.coref import CandidatePair
+from logicmap.agents.ingest_policy import IngestPolicy, ingest_policy
+from logicmap.agents.segmenter import time_phrase_notes
+from logicmap.agents.session_analyst import SessionLayers
+from logicmap.agents.topic_abstractor import TopicCluster
 from logicmap.agents.windowing import DEFAULT_CONTEXT_TOKENS, ContextBudget
 from logicmap.graphs import ingest_cues, ingest_facts, ingest_r2
 from logicmap.graphs.enrich import ENRICHERS, Enrichment, EnrichRequest, add_enrichments, apply_enrichment
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-    run_namespace,
-    server_readable_path,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context, run_namespace, server_readable_path
 from logicmap.graphs.strategy import StrategyContext
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.forgetting import with_replacement
@@ -66,6 +61,7 @@ from logicmap.memory.records import (
 )
 from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, MemoryStore, NamespaceSnapshot
 from logicmap.memory.topics import TopicLayer
+from logicmap.prompts.coref import CorefVerdict
 
 __all__ = [
     "ContinuationError",
@@ -90,6 +86,7 @@ __all__ = [
     "foreign_sessions",
     "fuse",
     "ingest_context",
+    "ingest_policy_of",
     "policy_and_llm",
     "prepare",
     "r2",
@@ -102,12 +99,11 @@ __all__ = [
     "session_conflict",
     "sessions_of",
     "carry_topic_labels",
+    "relabel_topics",
     "topics",
 ]
 
 MAX_COMMIT_CONFLICTS = MAX_CONFLICTS  # a lost commit waits and recomputes (memory.contention), up to this often
-SHARED_PARTICIPANT_MIN_SIMILARITY = 0.3
-SHARED_PARTICIPANT_LINKS = 2
 
 
 class SessionConflictError(ValueError):
@@ -254,6 +250,8 @@ class IngestState(TypedDict, total=False):
     session_cost: Cost
     session_fallbacks: list[FallbackRecord]
     session_stats: dict[str, Any]
+    policy: str
+    """The run's policy name (``auto`` resolved), pinned by ``prepare``: every node builds its ``IngestPolicy`` from it."""
     redo_key: str | None
     """Set by a --redo-fallbacks pass (``graphs.ingest_redo``): recorded in each session it rebuilds."""
     layers: SessionLayers | None
@@ -276,18 +274,33 @@ def ingest_context(runtime: Runtime[IngestContext] | None) -> IngestContext:
     return run_context(runtime, IngestContext)
 
 
-def policy_and_llm(ctx: IngestContext, res: Resources) -> tuple[str, Any]:
-    """The policy a run really uses: the LLM one only when a chat model is configured."""
-    if ctx.policy == "heuristic":
-        return "heuristic", None
-    llm = res.llm
-    return ("llm", llm) if llm is not None else ("heuristic", None)
+def ingest_policy_of(state: Mapping[str, Any], runtime: Runtime[IngestContext] | None) -> IngestPolicy:
+    """The run's ``IngestPolicy`` (``agents.ingest_policy``) from its pinned policy name (the context's, ``auto``
+    resolved, for a node run alone on a hand-made state), with the run's model settings and, once a session is
+    current, its trace tags and metadata. The chat model is built only when the policy calls it."""
+    ctx, res = ingest_context(runtime), resources_of(runtime)
+    name = state.get("policy") or ctx.policy
+    trace = _trace(state, ctx) if state.get("current") is not None else {}
+    return ingest_policy(name, model=partial(_chat_model, res), method=res.method,
+                         budget=ContextBudget(ctx.context_tokens), **trace)
 
 
-def _trace(state: IngestState, ctx: IngestContext) -> dict[str, Any]:
+def policy_and_llm(ctx: IngestContext, res: Resources) -> tuple[str, BaseChatModel | None]:
+    """The policy a run really uses and its chat model: the LLM one only when a chat model is configured."""
+    policy = ingest_policy(ctx.policy, model=partial(_chat_model, res))
+    return policy.name, policy.llm
+
+
+def _chat_model(res: Resources) -> BaseChatModel | None:
+    return res.llm
+
+
+def _trace(state: Mapping[str, Any], ctx: IngestContext) -> dict[str, Any]:
+    session = state["current"]
+    assert session is not None
     return {
         "tags": ["strategy:ingest", f"policy:{ctx.policy}"],
-        "metadata": {"namespace": state["namespace"], "session_id": state["current"].session_id},
+        "metadata": {"namespace": state["namespace"], "session_id": session.session_id},
     }
 
 
@@ -306,10 +319,11 @@ def advance(pending: list[Session]) -> dict[str, Any]:
 def sessions_of(state: IngestState, source: str | None = None) -> tuple[list[Session], str]:
     """The sessions to ingest and who writes them (``source``, else a file's conversation, else 'api')."""
     sessions = list(state.get("sessions") or [])
-    if not sessions and state.get("path"):
-        conversations = load_conversations(server_readable_path(state["path"]))
+    path = state.get("path")
+    if not sessions and path:
+        conversations = load_conversations(server_readable_path(path))
         if len(conversations) != 1:
-            raise ValueError(f"{state['path']} holds {len(conversations)} conversations; ingest them one per namespace")
+            raise ValueError(f"{path} holds {len(conversations)} conversations; ingest them one per namespace")
         sessions, source = conversations[0].sessions, source or conversation_source(conversations[0])
     given = [s if isinstance(s, Session) else Session.model_validate(s) for s in sessions]
     return (check_sessions(given) if state.get("sessions") else given), source or "api"
@@ -381,8 +395,9 @@ def _check_still_continues(state: IngestState, manifest: Manifest, ctx: IngestCo
     """``check_continuation`` again on the generation a session is built on, for an exclusive ingest (the file
     chose the namespace): another writer may have created the namespace after ``prepare`` looked (the redo graph,
     which sets no source, appends nothing)."""
-    if ctx.exclusive and state.get("source") is not None:
-        check_continuation(manifest, state["source"], list(state.get("sessions") or []), append=ctx.append)
+    source = state.get("source")
+    if ctx.exclusive and source is not None:
+        check_continuation(manifest, source, list(state.get("sessions") or []), append=ctx.append)
 
 
 def foreign_sessions(manifest: Manifest, source: str, sessions: list[Session]) -> list[Session]:
@@ -455,7 +470,7 @@ def _turn_ids(session: Session, stored: dict[str, Turn]) -> list[str]:
     """The id each turn of the session is stored under: its dia id, or a distinct one when a stored turn of
     another session holds it (a stored turn is never overwritten)."""
     own: dict[str, None] = dict.fromkeys(raw.dia_id for raw in session.turns)
-    taken = ChainMap(stored, own)
+    taken: ChainMap[str, Any] = ChainMap(stored, own)
     ids = []
     for raw in session.turns:
         held = stored.get(raw.dia_id)
@@ -597,25 +612,6 @@ def _link_to_previous(relations: dict[str, Relation], kept: list[Event], event_g
                                        session_id=session_id))
 
 
-def _link_shared_participants(relations: dict[str, Relation], kept: list[Event], fusion: _Fusion,
-                              event_graph: EventGraph, namespace: str, session_id: str) -> None:
-    """Without an LLM: link each new event to up to two similar stored events that share a participant."""
-    if not event_graph.ids:
-        return
-    for event in kept:
-        sims = event_graph.similarities(fusion.new_vectors[event.id])
-        links = 0
-        for index in np.argsort(-sims, kind="stable"):
-            if sims[index] < SHARED_PARTICIPANT_MIN_SIMILARITY or links >= SHARED_PARTICIPANT_LINKS:
-                break
-            other = event_graph.events[event_graph.ids[index]]
-            if set(other.participants) & set(event.participants):
-                rid = relation_id(other.id, "shared_participant", event.id)
-                relations.setdefault(rid, Relation(id=rid, namespace=namespace, source=other.id, target=event.id,
-                                                   label="shared_participant", turn_ids=[], session_id=session_id))
-                links += 1
-
-
 def _fused_change(state: IngestState, snapshot: NamespaceSnapshot, fusion: _Fusion, relations: dict[str, Relation],
                   res: Resources) -> ChangeSet:
     """The session's change set: its turns, its new and updated events (with vectors), its relations."""
@@ -667,10 +663,10 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
     assert change is not None and session is not None
     if not _memory_turns(state["turns"]):  # a chat part of questions and untrusted replies: nothing to derive
         return {"enrichments": [Enrichment(kind=kind)]}
-    policy, llm = policy_and_llm(ctx, res)
+    policy = ingest_policy_of(state, runtime)
     request = EnrichRequest(
         namespace=state["namespace"], session=session, turns=_memory_turns(state["turns"]), events=list(change.events),
-        snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy, llm=llm,
+        snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy.name, llm=policy.llm,
         embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens),
         layers=state.get("layers"), **_trace(state, ctx),
     )
@@ -697,7 +693,7 @@ def _session_fallbacks(fallbacks: list[FallbackRecord]) -> list[SessionFallback]
         kept = by_role.get(record.role)
         if kept is None:
             by_role[record.role] = SessionFallback(role=record.role, reason=record.reason,
-                                                   errors=[e[:500] for e in record.errors[:2]])
+                                                   errors=[e[:500] for e in record.errors[:2]], calls=1)
         else:
             kept.calls += 1
     return list(by_role.values())
@@ -714,6 +710,8 @@ def _session_info(change: ChangeSet, session: Session, stats: dict[str, Any], fa
         relations=len(change.relations),
         fallbacks=_session_fallbacks(fallbacks),
         notes=notes[:20],
+        memory_manager=None,  # set by commit for a session the Memory-R2 manager maintained
+        redone_with=None,  # set by commit in a --redo-fallbacks pass
     )
 
 
@@ -742,27 +740,6 @@ def _combined(ctx: IngestContext, res: Resources) -> bool:
     return bool(wanted) and (ctx.extract_facts or ctx.extract_cues)
 
 
-def _segment_with_model(state: IngestState, runtime: Runtime[IngestContext], turns: list[Turn],
-                        vectors: np.ndarray) -> tuple[Any, SessionLayers | None]:
-    """The session's events from the model and, in combined mode, its facts and cue parts from the same calls.
-
-    A context too small for the combined prompt, or a session so long that it would need more calls than the
-    separate roles, is segmented alone, and the facts and cues nodes call their own roles (the report notes it)."""
-    ctx, res = ingest_context(runtime), resources_of(runtime)
-    session, budget = state["current"], ContextBudget(ctx.context_tokens)
-    options = {"session_time": session.timestamp, "method": res.method, "budget": budget, **_trace(state, ctx)}
-    session_date = session.timestamp.isoformat() if session.timestamp else None
-    layers_on = {"facts": ctx.extract_facts, "cues": ctx.extract_cues}
-    if _combined(ctx, res):
-        if combined_pays(turns, session_date, budget, **layers_on):
-            return analyze_session(res.llm, turns, vectors, **layers_on, **options)
-        outcome = segment_session(res.llm, turns, vectors, **options)
-        outcome.notes.append("session_analyst: the combined prompt does not fit the context budget, or needs more "
-                             "calls than one per role, for this session; the roles were called separately")
-        return outcome, None
-    return segment_session(res.llm, turns, vectors, **options), None
-
-
 # -- nodes ------------------------------------------------------------------------------------------
 
 
@@ -783,9 +760,10 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     reports = [SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
                for s in sessions if s not in pending and (known := committed_as(manifest, s)) is not None]
     update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, "sessions": sessions,
-                              **advance(pending)}
-    if pending and ingest_context(runtime).policy == "llm" and res.llm is None:
-        update["fallbacks"] = [FallbackRecord(role="ingest", reason="no chat model configured: heuristic policy used")]
+                              "policy": ctx.policy, **advance(pending)}
+    unavailable = ingest_policy_of(update, runtime).run_fallbacks() if pending else []
+    if unavailable:
+        update["fallbacks"] = unavailable
     return update
 
 
@@ -802,17 +780,13 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     # question and an untrusted model reply are stored as turns, never as memory derived from them.
     memory = _memory_turns(turns)
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in memory]), dtype=np.float32)
-    policy, _ = policy_and_llm(ctx, res)
-    fallbacks: list[FallbackRecord] = []
-    cost, notes, layers = Cost(), [], None
-    if policy == "heuristic" or not memory:
-        segmentation = finalize_times(changepoint_segments(memory, vectors), memory, session.timestamp)
-    else:
-        outcome, layers = _segment_with_model(state, runtime, memory, vectors)
-        segmentation, cost, notes = outcome.output, outcome.cost, outcome.notes
-        fallbacks.extend(outcome.fallbacks)
+    policy = ingest_policy_of(state, runtime)
+    outcome, layers = policy.segment(memory, vectors, session.timestamp, combined=_combined(ctx, res),
+                                     facts=ctx.extract_facts, cues=ctx.extract_cues)
+    segmentation, cost, notes = outcome.output, outcome.cost, outcome.notes
+    fallbacks = list(outcome.fallbacks)
     events = _session_events(segmentation, namespace, session, memory, _next_order(snapshot),
-                             "fallback" if fallbacks else policy)
+                             "fallback" if fallbacks else policy.name)
     notes = [*notes, *time_phrase_notes(turns, session.timestamp)]
     return {
         "turns": turns,
@@ -821,7 +795,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         "started": started,
         "session_cost": cost,
         "session_fallbacks": fallbacks,
-        "session_stats": {"policy": policy, "notes": notes},
+        "session_stats": {"policy": policy.name, "notes": notes},
         "layers": layers,
         "conflicts": 0,
     }
@@ -829,30 +803,24 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
 
 def relate(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """Logical relations between the session's events (LLM extractor, or a temporal chain)."""
-    ctx, res = ingest_context(runtime), resources_of(runtime)
+    session = state["current"]
+    assert session is not None
     events, turns = state["events"], _memory_turns(state["turns"])
     keys = [f"E{i + 1}" for i in range(len(events))]
     by_key = dict(zip(keys, events))
-    turn_lists = [e.turn_ids for e in events]
-    policy, llm = policy_and_llm(ctx, res)
     fallbacks = list(state.get("session_fallbacks", []))
-    cost = state.get("session_cost") or Cost()
     stats = dict(state.get("session_stats", {}))
-    if policy == "heuristic":
-        extracted = chain_relations(keys, turn_lists)
-    else:
-        outcome = relate_session(llm, [e.summary for e in events], turn_lists, turns, method=res.method,
-                                 budget=ContextBudget(ctx.context_tokens), **_trace(state, ctx))
-        extracted, cost = outcome.output, cost + outcome.cost
-        fallbacks.extend(outcome.fallbacks)
-        stats["notes"] = [*stats.get("notes", []), *outcome.notes]
+    outcome = ingest_policy_of(state, runtime).relate([e.summary for e in events], [e.turn_ids for e in events], turns)
+    extracted, cost = outcome.output, (state.get("session_cost") or Cost()) + outcome.cost
+    fallbacks.extend(outcome.fallbacks)
+    stats["notes"] = [*stats.get("notes", []), *outcome.notes]
     relations: dict[str, Relation] = {}
     for rel in extracted.relations:
         src, tgt = by_key[rel.source].id, by_key[rel.target].id
         rid = relation_id(src, rel.label, tgt)
         relations[rid] = Relation(
             id=rid, namespace=state["namespace"], source=src, target=tgt, label=rel.label,
-            turn_ids=rel.turn_ids, session_id=state["current"].session_id,
+            turn_ids=rel.turn_ids, session_id=session.session_id,
         )
     return {"relations": list(relations.values()), "session_cost": cost, "session_fallbacks": fallbacks,
             "session_stats": stats}
@@ -870,15 +838,12 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     pairs = _merge_candidates(events, vectors, event_graph, ctx.merge_threshold)
     if session.session_id in ctx.replace_sessions:  # never fuse into the events the session replaces
         pairs = [p for p in pairs if not _replaced_event(snapshot, p.stored_id, session.session_id)]
-    policy, llm = policy_and_llm(ctx, res)
+    policy = ingest_policy_of(state, runtime)
     fallbacks = list(state.get("session_fallbacks", []))
     cost = state.get("session_cost") or Cost()
-    if not pairs:
-        verdicts = []
-    elif policy == "heuristic":
-        verdicts = similarity_verdicts(pairs).verdicts
-    else:
-        outcome = judge_pairs(llm, pairs, method=res.method, **_trace(state, ctx))
+    verdicts: list[CorefVerdict] = []
+    if pairs:
+        outcome = policy.judge(pairs)
         verdicts, cost = outcome.output.verdicts, cost + outcome.cost
         if outcome.fallback:
             fallbacks.append(outcome.fallback)
@@ -889,8 +854,8 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     links = ctx.cross_session_links if ctx.cross_session_links is not None else res.settings.cross_session_links
     if links:  # the project's cross-session edges (an extension of the paper's construction)
         _link_to_previous(relations, kept, event_graph, namespace, session.session_id)
-        if policy == "heuristic":
-            _link_shared_participants(relations, kept, fusion, event_graph, namespace, session.session_id)
+        for rel in policy.participant_links(kept, fusion.new_vectors, event_graph, namespace, session.session_id):
+            relations.setdefault(rel.id, rel)
     change = _fused_change(state, snapshot, fusion, relations, res)
     stats = {**state.get("session_stats", {}), "merged": len(fusion.redirect), "linked": fusion.linked}
     return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats,
@@ -929,21 +894,8 @@ def topics(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     changed = carry_topic_labels(snapshot.topics, update.topics)
     stats = {**state.get("session_stats", {}), "topics_reclustered": update.reclustered}
     out: dict[str, Any] = {"session_stats": stats}
-    policy, llm = policy_and_llm(ctx, res)
-    if policy == "llm" and ctx.abstract_topics and ctx.extract_cues and changed:
-        events = {**snapshot.events, **{e.id: e for e in change.events}}
-        clusters = [_cluster(topic, events, vectors) for topic in changed]
-        outcome = abstract_topics(llm, clusters, budget=ContextBudget(ctx.context_tokens), method=res.method,
-                                  **_trace(state, ctx))
-        source = "fallback" if outcome.fallback else "llm"
-        by_id = {item.topic: item for item in outcome.output.topics}
-        for topic in changed:
-            item = by_id.get(topic.id)
-            topic.label, topic.description = (item.label, item.description) if item else (None, None)
-            topic.label_source = source if item else None
-        out["session_cost"] = (state.get("session_cost") or Cost()) + outcome.cost
-        if outcome.fallback:
-            out["session_fallbacks"] = [*state.get("session_fallbacks", []), outcome.fallback]
+    events = ChainMap({e.id: e for e in change.events}, snapshot.events)
+    out.update(relabel_topics(state, runtime, changed, events, vectors))
     out["change"] = change.model_copy(update={"topics": update.topics, "topic_steps": update.steps,
                                               "retire": {**change.retire, "topics": update.retired}})
     return out
@@ -962,7 +914,29 @@ def carry_topic_labels(before: dict[str, Topic], after: list[Topic]) -> list[Top
     return changed
 
 
-def _cluster(topic: Topic, events: dict[str, Event], vectors: dict[str, np.ndarray]) -> TopicCluster:
+def relabel_topics(state: IngestState, runtime: Runtime[IngestContext], changed: list[Topic],
+                   events: Mapping[str, Event], vectors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    """MRAgent's topic abstraction (with the cue layer and ``abstract_topics`` on): the run's policy labels the
+    ``changed`` topics in place, from their events' summaries, most central first; the session's cost and
+    fallbacks with its call (an empty update when the policy leaves topics unlabelled or nothing changed).
+    Shared by ingest's ``topics`` node and the redo graph's ``replace``, so both label topics alike."""
+    ctx = ingest_context(runtime)
+    if not (ctx.abstract_topics and ctx.extract_cues and changed):
+        return {}
+    outcome = ingest_policy_of(state, runtime).label_topics(changed, partial(_clusters, changed, events, vectors))
+    if outcome is None:
+        return {}
+    out: dict[str, Any] = {"session_cost": (state.get("session_cost") or Cost()) + outcome.cost}
+    if outcome.fallback:
+        out["session_fallbacks"] = [*state.get("session_fallbacks", []), outcome.fallback]
+    return out
+
+
+def _clusters(topics: list[Topic], events: Mapping[str, Event], vectors: Mapping[str, np.ndarray]) -> list[TopicCluster]:
+    return [_cluster(topic, events, vectors) for topic in topics]
+
+
+def _cluster(topic: Topic, events: Mapping[str, Event], vectors: Mapping[str, np.ndarray]) -> TopicCluster:
     """The topic's event summaries, the most central first (cosine to the centroid; ties by event id)."""
     centroid = np.asarray(topic.centroid, dtype=np.float32)
     centroid = centroid / (float(np.linalg.norm(centroid)) or 1.0)
@@ -1066,7 +1040,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
                    for i, e in enumerate(state["events"])],
         "relations": [r.model_copy(update={"turn_ids": [moved.get(t, t) for t in r.turn_ids]})
                       for r in state.get("relations", [])],
-        "layers": state["layers"].renamed(moved) if state.get("layers") is not None else None,
+        "layers": layers.renamed(moved) if (layers := state.get("layers")) is not None else None,
         "base_generation": snapshot.generation,
     }
 
@@ -1075,19 +1049,19 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
 
 
 def route_after_prepare(state: IngestState) -> Literal["segment", "__end__"]:
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
 def route_after_commit(state: IngestState) -> Literal["rebase", "segment", "__end__"]:
     if state.get("change") is None and state.get("conflicts", 0) > 0:
         return "rebase"
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
 def route_after_rebase(state: IngestState) -> Literal["fuse", "segment", "__end__"]:
     if state.get("conflicts", 0) > 0:
         return "fuse"
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
 # -- the graph --------------------------------------------------------------------------------------

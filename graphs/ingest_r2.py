@@ -9,18 +9,9 @@ UPDATE keeps the old text in the record's history and DELETE keeps the record, m
 
 from __future__ import annotations
 
-from functools import partial
-
-from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
-from logicmap.agents.r2 import (
-    candidates_from,
-    extract_facts,
-    fallback_extraction,
-    heuristic_edits,
-    manage_memory,
-)
-from logicmap.agents.windowing import plan_windows, prompt_chars, run_windows
-from logicmap.graphs.enrich import Enrichment, EnrichRequest
+from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.agents.r2 import heuristic_edits
+from logicmap.graphs.enrich import Enrichment, EnrichRequest, request_policy
 from logicmap.memory.r2 import (
     CandidateFact,
     EditReport,
@@ -29,10 +20,7 @@ from logicmap.memory.r2 import (
     InvalidEditBatch,
     fact_memory_from_records,
 )
-from logicmap.memory.records import Turn
 from logicmap.memory.store import NamespaceSnapshot
-from logicmap.prompts import r2_extract
-from logicmap.prompts.r2_extract import FactExtraction
 
 __all__ = ["MEMORY_MANAGERS", "enrich", "r2_memory"]
 
@@ -44,59 +32,18 @@ def r2_memory(snapshot: NamespaceSnapshot) -> FactMemory:
     return fact_memory_from_records(snapshot.namespace, snapshot.r2_facts.values(), step=snapshot.generation)
 
 
-def _turn_chars(turn: Turn) -> int:
-    return len(turn.dia_id) + len(turn.speaker) + len(turn.text) + len(turn.image_caption or "") + 32
-
-
-def _extract(
-    request: EnrichRequest, speakers: list[str], date: str | None
-) -> tuple[list[CandidateFact], Cost, list[FallbackRecord]]:
-    """The session's candidate facts: one extractor call per window of turns that fits the model's context."""
-    turns = request.turns
-    room = request.budget.prompt_chars - prompt_chars(r2_extract.build_messages("", date, speakers))
-    sizes = [_turn_chars(t) for t in turns]
-    windows = plan_windows(len(turns), lambda start, end: sum(sizes[start:end]), room)
-    tasks = [
-        partial(extract_facts, request.llm, turns[start:end], session_date=date, speakers=speakers,
-                method=request.method, tags=request.tags, metadata=request.metadata)
-        for start, end in windows
-    ]
-    outcomes: list[RoleOutcome[FactExtraction]] = run_windows(tasks)
-    candidates = [c for outcome in outcomes for c in candidates_from(outcome.output)]
-    cost = sum((o.cost for o in outcomes), Cost())
-    return candidates, cost, [o.fallback for o in outcomes if o.fallback is not None]
-
-
 def _decide(
     request: EnrichRequest, memory: FactMemory
 ) -> tuple[list[CandidateFact], list[FactEdit], Cost, list[FallbackRecord]]:
-    """The session's candidate facts and the manager's (valid) edit batch, with what the roles cost."""
+    """The session's candidate facts and the manager's (valid) edit batch, with what the roles cost: the run's
+    policy decides (``IngestPolicy.r2_edits``: the model's extractor and manager, or one fact per turn and the
+    deterministic manager)."""
     turns, session = request.turns, request.session
     speakers = list(dict.fromkeys(t.speaker for t in [*request.snapshot.turns.values(), *turns]))
-    if request.policy == "heuristic" or request.llm is None:
-        # The no-LLM policy: one third-person fact per turn, the deterministic manager (never a random choice).
-        candidates = candidates_from(fallback_extraction(turns, speakers))
-        fallbacks = (
-            []
-            if request.policy == "heuristic"
-            else [FallbackRecord(role="r2_extractor", reason="no chat model configured")]
-        )
-        return candidates, heuristic_edits(memory, candidates), Cost(), fallbacks
     date = session.timestamp_text or (session.timestamp.date().isoformat() if session.timestamp else None)
-    candidates, cost, fallbacks = _extract(request, speakers, date)
-    # on_invalid="fallback": an invalid batch is retried once with its problems, then the deterministic manager
-    # decides (recorded); no rng and no temperature, so that manager never samples.
-    decision = manage_memory(
-        request.llm,
-        memory,
-        candidates,
-        method=request.method,
-        on_invalid="fallback",
-        tags=request.tags,
-        metadata=request.metadata,
-    )
-    fallbacks += [decision.fallback] if decision.fallback is not None else []
-    return candidates, decision.edits, cost + decision.cost, fallbacks
+    decided = request_policy(request).r2_edits(memory, turns, speakers, date)
+    candidates, edits = decided.output
+    return candidates, edits, decided.cost, decided.fallbacks
 
 
 def _apply(

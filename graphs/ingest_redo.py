@@ -17,6 +17,7 @@ still falls back is not rebuilt again by the same model (another model, or other
 
 from __future__ import annotations
 
+from collections import ChainMap
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -36,7 +37,8 @@ from logicmap.graphs.ingest_nodes import (
     cues,
     facts,
     ingest_context,
-    policy_and_llm,
+    ingest_policy_of,
+    relabel_topics,
     relate,
     segment,
     session_conflict,
@@ -45,7 +47,7 @@ from logicmap.graphs.ingest_nodes import (
 from logicmap.graphs.resources import resources_of, run_namespace
 from logicmap.memory.records import Event, Relation, event_id, relation_id
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
-from logicmap.memory.topics import TopicLayer
+from logicmap.memory.topics import TopicLayer, TopicUpdate
 
 __all__ = [
     "NoModelForRedoError",
@@ -110,9 +112,24 @@ def _holder(events: list[Event], turn_id: str | None) -> str | None:
     return next((e.id for e in events if turn_id in e.turn_ids), events[-1].id if events else None)
 
 
+def _handover(snapshot: NamespaceSnapshot, plan: _Plan, rel: Relation) -> tuple[str | None, str | None]:
+    """Another session's relation re-pointed off retired events: a retired source hands over through its last
+    turn, a retired target through its first (to the new event holding that turn)."""
+    old = snapshot.events
+    head = _holder(plan.events, _turn_at(old[rel.source].turn_ids, -1)) if rel.source in plan.retired else rel.source
+    tail = _holder(plan.events, _turn_at(old[rel.target].turn_ids, 0)) if rel.target in plan.retired else rel.target
+    return head, tail
+
+
+def _turn_at(turn_ids: list[str], index: int) -> str | None:
+    return turn_ids[index] if turn_ids else None
+
+
 def _relations(state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan) -> tuple[list[Relation], list[str]]:
     """The session's new relations, other sessions' relations re-pointed off retired events, and what to retire."""
-    namespace, session_id = state["namespace"], state["current"].session_id
+    session = state["current"]
+    assert session is not None
+    namespace, session_id = state["namespace"], session.session_id
     written: dict[str, Relation] = {}
     for rel in state.get("relations", []):
         src, tgt = plan.rename[rel.source], plan.rename[rel.target]
@@ -124,21 +141,10 @@ def _relations(state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan) -> 
             retire.append(rel.id)
         elif rel.source in plan.retired or rel.target in plan.retired:
             retire.append(rel.id)
-            old = snapshot.events
-            # A retired source hands over through its last turn, a retired target through its first.
-            src = (
-                _holder(plan.events, (old[rel.source].turn_ids or [None])[-1])
-                if rel.source in plan.retired
-                else rel.source
-            )
-            tgt = (
-                _holder(plan.events, (old[rel.target].turn_ids or [None])[0])
-                if rel.target in plan.retired
-                else rel.target
-            )
-            if src and tgt and src != tgt:
-                rid = relation_id(src, rel.label, tgt)
-                written.setdefault(rid, rel.model_copy(update={"id": rid, "source": src, "target": tgt}))
+            head, tail = _handover(snapshot, plan, rel)
+            if head and tail and head != tail:
+                rid = relation_id(head, rel.label, tail)
+                written.setdefault(rid, rel.model_copy(update={"id": rid, "source": head, "target": tail}))
     if plan.events:
         first = plan.events[0]
         before = [
@@ -165,18 +171,32 @@ def _relations(state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan) -> 
 
 
 def _topics(
-    state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan, vectors: list[list[float]], ctx: IngestContext
-) -> Any:
-    """Topic step: retired events leave their topics, new ones join the nearest topic (or open one)."""
-    reused = {e.id for e in plan.events}
-    known = {k: v for k, v in snapshot.event_vectors.items() if k not in plan.retired or k in reused}
+    state: IngestState, runtime: Runtime[IngestContext], snapshot: NamespaceSnapshot, plan: _Plan,
+    vectors: list[list[float]],
+) -> tuple[TopicUpdate, dict[str, Any]]:
+    """Topic step: retired events leave their topics, new ones join the nearest topic (or open one); then the
+    topics are labelled as ingest labels them (``ingest_nodes.relabel_topics``), from the rebuilt events. Returns
+    the update and the session's cost and fallbacks with the labelling call."""
+    ctx = ingest_context(runtime)
+    rebuilt = {e.id for e in plan.events}
+    known = {k: v for k, v in snapshot.event_vectors.items() if k not in plan.retired or k in rebuilt}
     known.update({e.id: np.asarray(v, dtype=np.float32) for e, v in zip(plan.events, vectors)})
     layer = TopicLayer(delta=ctx.topic_delta, recluster_every=ctx.recluster_every)
     update = layer.update(
         state["namespace"], snapshot.topics, known, [e.id for e in plan.events], snapshot.manifest.topic_steps
     )
-    carry_topic_labels(snapshot.topics, update.topics)  # a topic whose members stay keeps its abstraction
-    return update
+    changed = carry_topic_labels(snapshot.topics, update.topics)  # a topic whose members stay keeps its abstraction
+    # ... unless it holds a rebuilt event: same id, new summary (the one its label was abstracted from fell back).
+    written = {t.id for t in update.topics}
+    stale = [t.model_copy(deep=True) for tid, t in snapshot.topics.items()
+             if tid not in written and tid not in update.retired and rebuilt.intersection(t.members)]
+    relabel = {t.id for t in changed}
+    changed += [t for t in update.topics if t.id not in relabel and rebuilt.intersection(t.members)]
+    events = ChainMap({e.id: e for e in plan.events}, snapshot.events)
+    labelled = relabel_topics(state, runtime, [*changed, *stale], events, known)
+    if labelled:
+        update.topics.extend(stale)
+    return update, labelled
 
 
 def _retired_records(snapshot: NamespaceSnapshot, session_id: str, plan: _Plan) -> dict[str, list[str]]:
@@ -204,16 +224,15 @@ def redo_key(ctx: IngestContext, res: Any) -> str:
 
 def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The file's sessions whose manifest entry records fallbacks; the rest are reported as skipped."""
-    res = resources_of(runtime)
-    namespace = run_namespace(ingest_context(runtime).namespace)
-    policy, _ = policy_and_llm(ingest_context(runtime), res)
-    if policy != "llm":
+    res, ctx = resources_of(runtime), ingest_context(runtime)
+    namespace = run_namespace(ctx.namespace)
+    if ingest_policy_of({"policy": ctx.policy}, runtime).llm is None:
         raise NoModelForRedoError(
             "--redo-fallbacks rebuilds sessions with the chat model and none is configured (set "
             "LOGICMAP_CHAT_MODEL); sessions built without a model by choice have no fallbacks to repair"
         )
     manifest = res.store.require_namespace(namespace)
-    key = redo_key(ingest_context(runtime), res)
+    key = redo_key(ctx, res)
     pending, reports = [], []
     for session in sessions_of(state)[0]:
         known = manifest.sessions.get(session.session_id)
@@ -230,12 +249,12 @@ def prepare_redo(state: IngestState, runtime: Runtime[IngestContext]) -> dict[st
                     generation=known.generation if known else 0,
                 )
             )
-    return {"namespace": namespace, "reports": reports, "redo_key": key, **advance(pending)}
+    return {"namespace": namespace, "reports": reports, "redo_key": key, "policy": ctx.policy, **advance(pending)}
 
 
 def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     """The change set that replaces the session's derived records with the rebuilt ones (turns kept)."""
-    ctx, res = ingest_context(runtime), resources_of(runtime)
+    res = resources_of(runtime)
     namespace, session = state["namespace"], state["current"]
     assert session is not None
     snapshot = res.store.snapshot(namespace)
@@ -245,7 +264,7 @@ def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         event.created_at = event.created_at or now
     vectors = [list(map(float, v)) for v in res.embeddings.embed_documents([e.summary for e in plan.events])]
     relations, retired_relations = _relations(state, snapshot, plan)
-    update = _topics(state, snapshot, plan, vectors, ctx)
+    update, labelled = _topics(state, runtime, snapshot, plan, vectors)
     shifted_vectors = [list(map(float, snapshot.event_vectors[e.id])) for e in plan.shifted]
     change = ChangeSet(
         namespace=namespace,
@@ -269,24 +288,24 @@ def replace(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
         "linked": 0,
         "topics_reclustered": update.reclustered,
     }
-    return {"change": change, "session_stats": stats, "enrichments": None}
+    return {"change": change, "session_stats": stats, "enrichments": None, **labelled}
 
 
 # -- routers and the graph --------------------------------------------------------------------------
 
 
 def route_after_prepare_redo(state: IngestState) -> Literal["segment", "__end__"]:
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
 def route_after_redo_commit(state: IngestState) -> Literal["replace", "segment", "__end__"]:
     """A commit that lost a race waits for the namespace (``ingest_nodes.lost_commit``), then is recomputed on the new snapshot."""
     if state.get("change") is None and 0 < state.get("conflicts", 0) <= MAX_COMMIT_CONFLICTS:
         return "replace"
-    return "segment" if state.get("current") is not None else END
+    return "segment" if state.get("current") is not None else "__end__"
 
 
-def build_redo_graph() -> StateGraph:
+def build_redo_graph() -> StateGraph[IngestState, IngestContext, IngestState, IngestState]:
     """prepare_redo -> segment -> relate -> replace -> (facts | cues) -> commit, per session with fallbacks."""
     builder = StateGraph(IngestState, context_schema=IngestContext)
     for name, node in [

@@ -134,23 +134,27 @@ def delete_memory_namespace(state: DeleteState, runtime: Runtime[LifecycleContex
     return {"deleted": delete_namespace(run_namespace(ctx.namespace), resources=resources_of(runtime))}
 
 
-def _one_node(state: type, input_schema: type, output: str, node: Any) -> StateGraph:
-    builder = StateGraph(state, context_schema=LifecycleContext, input_schema=input_schema)
+LifecycleGraph = StateGraph[Any, LifecycleContext, Any, Any]
+"""A lifecycle graph's builder: one node over its state, run with a ``LifecycleContext``."""
+
+
+def _one_node(state: type, input_schema: type, output: str, node: Any) -> LifecycleGraph:
+    builder: LifecycleGraph = StateGraph(state, context_schema=LifecycleContext, input_schema=input_schema)
     builder.add_node(output, node)
     builder.add_edge(START, output)
     builder.add_edge(output, END)
     return builder
 
 
-def build_forget_graph() -> StateGraph:
+def build_forget_graph() -> LifecycleGraph:
     return _one_node(ForgetState, ForgetInput, "forget", forget_turns)
 
 
-def build_list_graph() -> StateGraph:
+def build_list_graph() -> LifecycleGraph:
     return _one_node(ListState, ListInput, "list", list_page)
 
 
-def build_delete_graph() -> StateGraph:
+def build_delete_graph() -> LifecycleGraph:
     return _one_node(DeleteState, DeleteInput, "delete", delete_memory_namespace)
 
 

@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 from logicmap.graphs.forget import alist_memories, memory_editor
-from logicmap.graphs.strategies import STRATEGIES, aanswer
+from logicmap.graphs.strategies import StrategyName, aanswer
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import UnknownNamespaceError
 
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 __all__ = ["MemoryTools", "TenantTokens", "TokenGate", "build_mcp_server", "load_tenants", "serve_http", "serve_stdio"]
 
 DEFAULT_STRATEGY = "rerank"  # no LLM call to recall: an MCP client's own model does the reasoning
-StrategyName = Literal[tuple(STRATEGIES)]  # type: ignore[valid-type]
 
 
 class TenantTokens:
@@ -120,7 +119,7 @@ class MemoryTools:
         turn ids they cite."""
         return await self.toolkit.call("search_events", self.tenant(ctx), {"query": query, "k": k})
 
-    async def answer(self, question: str, ctx: Context, strategy: StrategyName = DEFAULT_STRATEGY) -> str:  # type: ignore[valid-type]
+    async def answer(self, question: str, ctx: Context, strategy: StrategyName = DEFAULT_STRATEGY) -> str:
         """Answer a question from long-term memory with one of LogicMap's strategies (rerank by default: no model
         call to recall); returns the answer and the turn ids it cites."""
         result = await self._readable_answer(strategy, question, self.tenant(ctx))

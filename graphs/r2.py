@@ -6,6 +6,7 @@ It reads the namespace's R2 fact memory, which only an ingest with the Memory-R2
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,15 +15,11 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
 
-from logicmap.agents.base import Cost, FallbackRecord
-from logicmap.agents.r2_distill import distill_memories
-from logicmap.agents.responder import EvidenceText, respond
+from logicmap.agents.base import Cost
+from logicmap.agents.r2_policy import R2Policy, r2_policy
+from logicmap.agents.responder import EvidenceText
 from logicmap.graphs.pin import pin_run, pinned_snapshot
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
     AnswerOutput,
@@ -119,17 +116,14 @@ def require_r2_memory(snapshot: NamespaceSnapshot) -> None:
         )
 
 
-def _llm(ctx: R2Context, res: Resources) -> Any:
-    return None if ctx.policy == "heuristic" else res.llm
+def _policy(state: Mapping[str, Any], runtime: Runtime[R2Context] | None) -> R2Policy:
+    """The run's policy object (``agents.r2_policy``) from its pinned policy name; a node called alone on a
+    hand-made state without a pin uses its context's (resolved) policy."""
+    return r2_policy(state.get("policy") or _ctx(runtime).policy, resources_of(runtime).llm)
 
 
 def _trace(state: R2State, ctx: R2Context) -> dict[str, Any]:
     return {"tags": ["strategy:r2", f"policy:{ctx.policy}"], "metadata": {"namespace": state["namespace"]}}
-
-
-def _recorded(ctx: R2Context, fallback: FallbackRecord | None) -> list[FallbackRecord]:
-    """A role's fallback, unless the run chose the no-LLM policy (then the fallback is the policy)."""
-    return [fallback] if fallback is not None and ctx.policy != "heuristic" else []
 
 
 def _live(snapshot: NamespaceSnapshot) -> dict[str, FactRecord]:
@@ -174,10 +168,9 @@ def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     memories = [live[rid] for rid in state.get("retrieved", []) if rid in live]
     if not memories:
         return {"distilled": []}
-    outcome = distill_memories(
-        _llm(ctx, res), state["question"], memories, keep=ctx.keep, method=res.method, **_trace(state, ctx)
-    )
-    return {"distilled": outcome.output.selected, "cost": outcome.cost, "fallbacks": _recorded(ctx, outcome.fallback)}
+    policy = _policy(state, runtime)
+    outcome = policy.distill(state["question"], memories, keep=ctx.keep, method=res.method, **_trace(state, ctx))
+    return {"distilled": outcome.output.selected, "cost": outcome.cost, "fallbacks": policy.recorded(outcome.fallback)}
 
 
 def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
@@ -187,8 +180,8 @@ def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     live = _live(snapshot)
     kept = [live[rid] for rid in state.get("distilled", []) if rid in live]
     shown = [EvidenceText(r.id, r.text, _session_date(r, snapshot)) for r in kept]
-    outcome = respond(
-        _llm(ctx, res),
+    policy = _policy(state, runtime)
+    outcome = policy.respond(
         state["question"],
         shown,
         question_date=state.get("question_date"),
@@ -205,14 +198,14 @@ def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
         "cited_ids": outcome.output.cited_ids,
         "evidence": evidence,
         "cost": outcome.cost,
-        "fallbacks": _recorded(ctx, outcome.fallback),
+        "fallbacks": policy.recorded(outcome.fallback),
     }
 
 
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_r2_graph() -> StateGraph:
+def build_r2_graph() -> StateGraph[R2State, R2Context, R2Input, R2Output]:
     """The ``r2`` ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
     builder = StateGraph(R2State, context_schema=R2Context, input_schema=R2Input, output_schema=R2Output)
     builder.add_node("retrieve", retrieve)

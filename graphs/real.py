@@ -42,27 +42,15 @@ from typing import Annotated, Any, Literal, NotRequired
 
 import numpy as np
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, with_config
 
 from logicmap.agents.base import Cost, FallbackRecord
-from logicmap.agents.real import (
-    answer_from_paths,
-    cosine_to,
-    evaluate_paths,
-    heuristic_answer,
-    heuristic_roots,
-    heuristic_scores,
-    plan_roots,
-    relation_gloss,
-    repair_candidates,
-)
+from logicmap.agents.real import cosine_to, relation_gloss, repair_candidates
+from logicmap.agents.real_policy import RealPolicy, real_policy
 from logicmap.graphs.pin import pin_run, snapshot_of
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
     AnswerOutput,
@@ -242,9 +230,10 @@ def needs_counterfactual(expansions: list[FactPath], ctx: RealContext) -> bool:
             or max(p.coherence or 0.0 for p in expansions) < ctx.coherence_threshold)
 
 
-def _llm(ctx: RealContext, res: Resources) -> Any:
-    """The chat model of the run, or None for the heuristic policy (or when none is configured)."""
-    return None if ctx.policy == "heuristic" else res.llm
+def _policy(state: RealState, ctx: RealContext, res: Resources) -> RealPolicy:
+    """The run's policy (``agents.real_policy``) from its pinned name (``roots`` pins it; a node called alone on
+    a hand-made state uses the context's), its role calls tagged with the run's tracing."""
+    return real_policy(state.get("policy") or ctx.policy, res.llm, method=res.method, **_trace(state, ctx))
 
 
 def _trace(state: RealState, ctx: RealContext) -> dict[str, Any]:
@@ -345,41 +334,20 @@ def _top_children(state: RealState, res: Resources, index: FactIndex,
 def _plan(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
           similar: list[str]) -> tuple[RootPlan, Cost, list[FallbackRecord]]:
     """The root plan: the LLM planner, or named entities / similarity without a model."""
-    question = state["question"]
-    fallbacks: list[FallbackRecord] = []
-    llm = _llm(ctx, res)
-    if ctx.policy == "llm" and llm is None:
-        fallbacks.append(FallbackRecord(role="real", reason="no chat model configured: heuristic policy used"))
-    if not len(index):
-        return heuristic_roots(question, index), Cost(), fallbacks
-    if llm is None:
-        return heuristic_roots(question, index, similar), Cost(), fallbacks
-    outcome = plan_roots(llm, question, index, similar_fact_ids=similar, method=res.method, **_trace(state, ctx))
-    plan = outcome.output
-    if outcome.fallback:
-        fallbacks.append(outcome.fallback)
-    if not plan.roots:  # every root the model named was unknown
-        plan = plan.model_copy(update={"roots": heuristic_roots(question, index, similar).roots})
-    return plan, outcome.cost, fallbacks
+    outcome = _policy(state, ctx, res).roots(state["question"], index, similar)
+    return outcome.output, outcome.cost, [outcome.fallback] if outcome.fallback else []
 
 
 def _score(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
            candidates: list[FactPath]) -> tuple[list[FactPath], Cost, list[FallbackRecord]]:
-    """ONE evaluator call (or the similarity heuristic) scores every listed path."""
-    llm = _llm(ctx, res)
+    """ONE evaluator call (or the similarity rules) scores every listed path."""
     labels = [f"P{i + 1}" for i in range(len(candidates))]
-    similarities = [p.similarity for p in candidates]
-    cost = Cost()
-    fallbacks: list[FallbackRecord] = []
-    window = _search_filter(state, ctx).window
-    if llm is None:
-        scores = heuristic_scores(state["question"], candidates, labels, index, similarities, window)
-    else:
-        outcome = evaluate_paths(llm, state["question"], candidates, index, similarities=similarities, window=window,
-                                 reference_time=_time_of(state), method=res.method, **_trace(state, ctx))
-        scores, cost = outcome.output, outcome.cost
-        if outcome.fallback:
-            fallbacks.append(outcome.fallback)
+    outcome = _policy(state, ctx, res).evaluate(
+        state["question"], candidates, index, similarities=[p.similarity for p in candidates],
+        window=_search_filter(state, ctx).window, reference_time=_time_of(state),
+    )
+    scores, cost = outcome.output, outcome.cost
+    fallbacks = [outcome.fallback] if outcome.fallback else []
     by_label = {s.path_id: s for s in scores.scores}
     scored = []
     for label, path in zip(labels, candidates, strict=True):
@@ -433,7 +401,7 @@ def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     """Root entities with an exploration intent each (LLM planner; named entities or similarity without one)."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     pin = pin_run(runtime, ctx.namespace, ctx.policy)  # namespace, policy, snapshot generation: once per run
-    state = {**state, **pin}  # type: ignore[typeddict-item]
+    state = {**state, **pin}
     snapshot, index = _load(state, res)
     similar = [f for f, _ in _similar_facts(state, res, snapshot, index)[:10]]
     plan, cost, fallbacks = _plan(state, ctx, res, index, similar)
@@ -623,17 +591,10 @@ def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, An
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
     kept = state.get("kept", [])
-    llm = _llm(ctx, res)
-    cost = Cost()
-    fallbacks: list[FallbackRecord] = []
-    if llm is None:
-        result = heuristic_answer(state["question"], kept, index, passing=bool(state.get("passing")))
-    else:
-        outcome = answer_from_paths(llm, state["question"], kept, index, reference_time=_time_of(state),
-                                    passing=bool(state.get("passing")), method=res.method, **_trace(state, ctx))
-        result, cost = outcome.output, outcome.cost
-        if outcome.fallback:
-            fallbacks.append(outcome.fallback)
+    outcome = _policy(state, ctx, res).answer(state["question"], kept, index, reference_time=_time_of(state),
+                                              passing=bool(state.get("passing")))
+    result, cost = outcome.output, outcome.cost
+    fallbacks = [outcome.fallback] if outcome.fallback else []
     return {"answer": result.answer, "answer_paths": result.path_ids, "evidence": [_path_evidence(p, index) for p in kept],
             "cost": cost, "fallbacks": fallbacks}
 
@@ -658,7 +619,7 @@ def after_select(state: RealState) -> Literal["expand", "prune"]:
 # -- the graph --------------------------------------------------------------------------------------
 
 
-def build_real_graph() -> StateGraph:
+def build_real_graph() -> StateGraph[RealState, RealContext, RealInput, RealOutput]:
     """The ``real`` ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
     builder = StateGraph(RealState, context_schema=RealContext, input_schema=RealInput, output_schema=RealOutput)
     builder.add_node("roots", roots)
@@ -740,7 +701,9 @@ def finish(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
 
 
 builder = build_real_graph()
-graph = traced_graph(builder.compile(name="real"))
+# Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
+_compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="real")
+graph = traced_graph(_compiled)
 STRATEGY = graph_strategy("real", graph, RealContext,
                           recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
 answer = STRATEGY.run

@@ -4,20 +4,20 @@ Each turn is navigate mode (tool calls run by a ToolNode, at most 10 per turn) o
 answer with cited ids and confidence). After every tool round a prune step keeps only the active-set
 items that support the question (the pruner role, or its similarity rule) and routes to navigate again
 or to the answer; after 8 turns a final answer is forced. Without a model the same graph runs a
-deterministic navigator and the pruning rule over the same tools. Studio loads ``graph`` from this module.
+deterministic navigator and the pruning rule over the same tools: every node asks the run's policy object
+(``agents.reconstruct_policy``, chosen from the run's pinned policy) instead of testing the policy's name.
+Studio loads ``graph`` from this module.
 """
 
 from __future__ import annotations
 
-import json
 import operator
-import re
-from collections.abc import Iterable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Annotated, Any, Literal
 
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AnyMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from langgraph.graph import END, START, StateGraph, add_messages
@@ -26,16 +26,11 @@ from langgraph.runtime import Runtime
 from langgraph.types import Overwrite
 from pydantic import ConfigDict, ValidationError, with_config
 
-from logicmap.agents.active_pruner import prune_active
-from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply, run_role
-from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
-from logicmap.agents.query_cues import extract_query_cues
+from logicmap.agents.answerers import answer_from_active_set
+from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply
+from logicmap.agents.reconstruct_policy import NavigatorTurn, ReconstructPolicy, rank_events, reconstruct_policy
 from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.strategy import (
     AnswerOutput,
@@ -46,13 +41,10 @@ from logicmap.graphs.strategy import (
     graph_strategy,
 )
 from logicmap.graphs.tracing import traced_graph
-from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
-from logicmap.memory.deadline import check_deadline
 from logicmap.memory.records import Cue
 from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import NO_ANSWER, printable, sentence_scores, split_sentences, tokenize
-from logicmap.memory.timeparse import date_text
+from logicmap.memory.text import NO_ANSWER, printable
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer
 from logicmap.tools import EXTRA_TOOLS, MRAGENT_TOOLS, create_memory_toolkit
@@ -69,7 +61,6 @@ __all__ = [
     "answer",
     "build_reconstruct_graph",
     "builder",
-    "extractive_answer",
     "force_answer",
     "graph",
     "memory_tools",
@@ -80,9 +71,6 @@ __all__ = [
     "seed",
     "take_answer",
 ]
-
-_TEMPORAL_WORDS = ("when", "what date", "what time", "how long ago", "which day", "which month", "which year")
-
 
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -165,19 +153,10 @@ def _ctx(runtime: Runtime[ReconstructContext] | None) -> ReconstructContext:
     return run_context(runtime, ReconstructContext)
 
 
-def _is_temporal(question: str) -> bool:
-    q = question.lower()
-    return any(q.startswith(w) or f" {w} " in q for w in _TEMPORAL_WORDS)
-
-
-def _message_cost(reply: BaseMessage, messages: list[BaseMessage]) -> Cost:
-    usage = getattr(reply, "usage_metadata", None)
-    if usage:
-        return Cost(llm_calls=1, prompt_tokens=int(usage.get("input_tokens", 0)),
-                    completion_tokens=int(usage.get("output_tokens", 0)))
-    prompt_chars = sum(len(str(m.content)) for m in messages)
-    reply_chars = len(str(reply.content)) + len(json.dumps(getattr(reply, "tool_calls", []) or [], default=str))
-    return Cost(llm_calls=1, prompt_tokens=prompt_chars // 4, completion_tokens=reply_chars // 4, tokens_estimated=True)
+def _policy(pin: Mapping[str, Any], runtime: Runtime[ReconstructContext] | None) -> ReconstructPolicy:
+    """The run's policy object (``agents.reconstruct_policy``) from its pinned policy name; a node called alone on a
+    hand-made state without a pin uses its context's (resolved) policy."""
+    return reconstruct_policy(pin.get("policy") or _ctx(runtime).policy, resources_of(runtime).llm)
 
 
 # -- evidence ---------------------------------------------------------------------------------------
@@ -225,151 +204,7 @@ def _validate_answer(result: ReconstructedAnswer, snapshot: NamespaceSnapshot) -
     return problems
 
 
-def _rank_events(messages: list[BaseMessage], active: list[EvidenceItem]) -> list[str]:
-    """Events of the active set ranked: search results by reciprocal rank, plus a flat share for every
-    other list an event appears in (cue lists are in time order, so their positions mean nothing)."""
-    scores: dict[str, float] = {}
-    flat = 0.5 / 61
-    for item in active:
-        if item.kind == "event":
-            scores[item.id] = scores.get(item.id, 0.0) + flat
-    for message in messages:
-        if not isinstance(message, ToolMessage) or not isinstance(message.artifact, list):
-            continue
-        ids = list(dict.fromkeys(r["id"] for r in message.artifact if isinstance(r, dict) and r.get("kind") == "event"))
-        for rank, eid in enumerate(ids):
-            share = 1.0 / (61 + rank) if message.name == "search_events" else flat
-            scores[eid] = scores.get(eid, 0.0) + share
-    return sorted(scores, key=lambda e: -scores[e])
-
-
-_FILLER = ("now", "then", "still", "also", "just", "really", "ever", "ago", "say", "said", "tell", "told")
-
-
-def _words_of(text: str) -> list[str]:
-    return [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
-
-
-def _answer_candidates(question: str, turns: Iterable[str], snapshot: NamespaceSnapshot) -> list[tuple[str, int, str]]:
-    """(turn id, sentence index, sentence) of every sentence of ``turns`` that could answer ``question``."""
-    candidates: list[tuple[str, int, str]] = []
-    asked = " ".join(tokenize(question))
-    for tid in turns:
-        check_deadline("while reconstruct read candidate sentences")
-        turn = snapshot.turns.get(tid)
-        if turn is None:
-            continue
-        for index, sentence in enumerate(split_sentences(turn.text)):
-            # A question is rarely its own answer (the same question asked earlier never is).
-            if not sentence.rstrip().endswith("?") and " ".join(tokenize(sentence)) != asked:
-                candidates.append((tid, index, sentence))
-    return candidates
-
-
-def extractive_answer(
-    question: str, active: list[EvidenceItem], snapshot: NamespaceSnapshot, *, ranked_events: list[str] | None = None,
-    cues: list[str] | None = None,
-) -> ReconstructedAnswer:
-    """The no-LLM answer: the sentences of the best-matching turn among the active set, with its event's date
-    for "when" questions. ``NO_ANSWER`` when nothing in the active set shares a word with the question."""
-    ranked = ranked_events or [i.id for i in active if i.kind == "event"]
-    event_rank = {eid: r for r, eid in enumerate(ranked)}
-    turn_event: dict[str, str] = {}
-    for eid in ranked[:3]:
-        for tid in snapshot.events[eid].turn_ids if eid in snapshot.events else []:
-            turn_event.setdefault(tid, eid)
-    for item in active:
-        if item.kind in ("turn", "fact"):
-            for tid in item.turn_ids:
-                owner = next((e.id for e in snapshot.events.values() if tid in e.turn_ids), None)
-                turn_event.setdefault(tid, owner or "")
-    candidates = _answer_candidates(question, turn_event, snapshot)
-    if not candidates:
-        return ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
-    # Names of the people talking are in most greetings ("Hi Leo!"); they say nothing about the answer.
-    names = CueIndex.of(snapshot).known_people()
-    people = {w for p in names for w in tokenize(p)}
-    # "Where does Maya live?" is about her home: sentences with home words ("flat", "moved") get a share.
-    aspect_words = [ASPECTS[a] for a in resolve_aspects(question) if a in ASPECTS]
-    scores = sentence_scores(question, [s for _, _, s in candidates], ignore=[*names, *_FILLER])
-    cue_words = [words for words in (set(tokenize(c)) for c in (cues or [])) if words and not words <= people]
-    best_turn, best_score = None, 0.0
-    per_turn: dict[str, list[tuple[int, str, float]]] = {}
-    for (tid, index, sentence), score in zip(candidates, scores, strict=True):
-        words = set(tokenize(sentence))
-        bonus = 0.5 * sum(1 for cw in cue_words if cw and cw <= words)
-        bonus += 0.4 * sum(1 for lexicon in aspect_words if lexicon & set(_words_of(sentence)))
-        rank = event_rank.get(turn_event.get(tid, ""), 5)
-        total = float(score) + bonus + 0.3 / (1 + rank) if score > 0 or bonus else 0.0
-        per_turn.setdefault(tid, []).append((index, sentence, total))
-    for tid, sentences in per_turn.items():
-        top = sorted((s[2] for s in sentences), reverse=True)
-        turn_score = top[0] + 0.25 * sum(top[1:])
-        if turn_score > best_score:
-            best_turn, best_score = tid, turn_score
-    if best_turn is None or best_score <= 0:
-        return ReconstructedAnswer(answer=NO_ANSWER, confidence=0.05)
-    chosen = sorted((s for s in per_turn[best_turn] if s[2] > 0), key=lambda s: -s[2])[:2]
-    text = " ".join(s[1] for s in sorted(chosen))
-    event_id = turn_event.get(best_turn) or None
-    if _is_temporal(question) and event_id in snapshot.events:
-        event = snapshot.events[event_id]
-        when = event.time or (event.session_time.date().isoformat() if event.session_time else None)
-        if when:
-            text = f"{text} (when: {date_text(when)})"
-    return ReconstructedAnswer(
-        answer=text,
-        cited_event_ids=[event_id] if event_id in snapshot.events else [],
-        cited_turn_ids=[best_turn],
-        confidence=round(best_score / (best_score + 3.0), 3),
-    )
-
-
-# -- the deterministic navigator ----------------------------------------------------------------------
-
-
-def _call(name: str, args: dict[str, Any], turn: int, index: int) -> dict[str, Any]:
-    return {"name": name, "args": args, "id": f"heuristic-{turn}-{index}", "type": "tool_call"}
-
-
-def _heuristic_step(state: ReconstructState, snapshot: NamespaceSnapshot, ctx: ReconstructContext) -> AIMessage:
-    """What a careful reader would do with the tools: search and follow cues, read the best events, answer."""
-    turn = state.get("turns", 0) + 1
-    question = state["question"]
-    active = state.get("active", [])
-    index = CueIndex.of(snapshot)
-    calls: list[dict[str, Any]] = []
-    if turn == 1:
-        calls.append(_call("search_events", {"query": question, "k": ctx.k}, turn, 0))
-        people = {p.lower() for p in index.known_people()}
-        # A person's name leads to most events; follow the other cues (seed cues list persons last).
-        cues = [c for c in state.get("seed_cues", []) if c.lower() not in people] or state.get("seed_cues", [])[:1]
-        for cue in cues[:3]:
-            calls.append(_call("query_tag_events", {"cue": cue}, turn, len(calls)))
-        aspects = [a for a in resolve_aspects(question) if a != "preference"] or resolve_aspects(question)
-        for person in index.known_people():
-            if person.lower() in question.lower() and aspects and index.person_facts(person, aspects[0]):
-                calls.append(_call("query_personal_aspect", {"person": person, "aspect": aspects[0]}, turn, len(calls)))
-                break
-    elif turn == 2:
-        ranked = _rank_events(state.get("messages", []), active)
-        for eid in ranked[:2]:
-            calls.append(_call("get_event", {"event_id": eid}, turn, len(calls)))
-            if _is_temporal(question):
-                calls.append(_call("query_conversation_time", {"event_id": eid}, turn, len(calls)))
-    calls = calls[: ctx.max_tool_calls_per_turn]
-    if calls and turn < ctx.max_turns:
-        return AIMessage(content="", tool_calls=calls)
-    ranked = _rank_events(state.get("messages", []), active)
-    result = extractive_answer(question, active, snapshot, ranked_events=ranked, cues=state.get("seed_cues", []))
-    return AIMessage(content="", tool_calls=[_call(ANSWER_TOOL, result.model_dump(), turn, 0)])
-
-
 # -- helpers of the nodes -----------------------------------------------------------------------------
-
-
-def _use_llm(ctx: ReconstructContext, res: Resources) -> bool:
-    return ctx.policy == "llm" and res.llm is not None
 
 
 def memory_tools(namespace: str, res: Resources, store: Any = None, *, extras: bool = True) -> list[BaseTool]:
@@ -398,12 +233,6 @@ def _topics_text(snapshot: NamespaceSnapshot, active: list[EvidenceItem]) -> str
     return "\n".join(lines)
 
 
-def _with_extras(ctx: ReconstructContext, res: Resources) -> bool:
-    """The model gets the extras only when asked; the deterministic navigator searches with ``search_events`` and
-    reads with ``get_event`` (extras), so its tool node has them (the no-LLM answers are unchanged)."""
-    return ctx.extra_tools or not _use_llm(ctx, res)
-
-
 def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> list[EvidenceItem]:
     """The events the question's cues lead to, best first (persons weigh half: they lead everywhere)."""
     index = CueIndex.of(snapshot)
@@ -416,16 +245,6 @@ def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> li
     seeded = sorted(weight, key=lambda e: (-weight[e], order[e]))[:limit]
     return [EvidenceItem(kind="event", id=e, text=snapshot.events[e].render(), turn_ids=list(snapshot.events[e].turn_ids),
                          time=snapshot.events[e].time, score=weight[e]) for e in seeded]
-
-
-def _within_call_budget(reply: AIMessage, limit: int) -> tuple[AIMessage, int]:
-    """``reply`` with at most ``limit`` tool calls (an answer is never cut) and how many were dropped."""
-    calls = list(reply.tool_calls)
-    if any(c["name"] == ANSWER_TOOL for c in calls) or len(calls) <= limit:
-        return reply, 0
-    capped = AIMessage(content=reply.content, tool_calls=calls[:limit], invalid_tool_calls=reply.invalid_tool_calls,
-                       id=reply.id, usage_metadata=reply.usage_metadata, response_metadata=reply.response_metadata)
-    return capped, len(calls) - limit
 
 
 def _invalid_call_messages(last: BaseMessage) -> list[ToolMessage]:
@@ -514,8 +333,8 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     question = state["question"]
     # EXTRACTCUES + ACTIVESETINIT (Algorithm 1, lines 1-2): the query cue role's keywords matched to stored cues;
     # the lexical matcher without a model (and as the role's recorded fallback).
-    found = extract_query_cues(res.llm if _use_llm(ctx, res) else None, question, CueIndex.of(snapshot),
-                               method=res.method, tags=["strategy:reconstruct"])
+    policy = _policy(pin, runtime)
+    found = policy.query_cues(question, CueIndex.of(snapshot), method=res.method, tags=["strategy:reconstruct"])
     cues = found.cues
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
@@ -540,68 +359,45 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     if found.fallback is not None:
         update["fallbacks"] = [found.fallback]
     update["query_keywords"] = found.keywords
-    if ctx.policy == "llm" and res.llm is None:
-        update["fallbacks"] = [FallbackRecord(role="navigator", reason="no chat model configured: deterministic navigation used")]
+    missing = policy.missing_model()
+    if missing is not None:
+        update["fallbacks"] = [missing]
     return update
-
-
-def _invoke_navigator(bound: Any, messages: list[BaseMessage], config: dict[str, Any], openai_client: bool,
-                      timeout: float | None) -> BaseMessage:
-    """One navigator request; ``timeout`` is its share of the run's deadline (OpenAI clients only)."""
-    extra = {"timeout": timeout} if timeout is not None and openai_client else {}
-    return bound.invoke(messages, config=config, **extra)
 
 
 def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
     """One reasoning turn: the model bound to the memory tools (or the deterministic navigator) replies."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     turns = state.get("turns", 0) + 1
-    if not _use_llm(ctx, res):
-        reply = _heuristic_step(state, pinned_snapshot(state, runtime), ctx)
-        return {"messages": [reply], "turns": turns}
-    tools = memory_tools(state["namespace"], res, pinned_store(state, runtime), extras=ctx.extra_tools)
-    bound = res.llm.bind_tools([*tools, prompt.answer_tool_spec()])
-    messages = list(state["messages"])
-    call_config = {
-        **config, "run_name": "navigator",
-        "tags": [*(config.get("tags") or []), "role:navigator"],
-        "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turns},
-    }
-    try:
-        reply = call_with_retries(partial(_invoke_navigator, bound, messages, call_config, hasattr(res.llm, "root_client")),
-                                  endpoint=endpoint_of(res.llm))
-    except ProviderError:
-        raise  # a provider failure stops the run; only a reply that could not be read forces the final answer
-    except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced
-        return {
-            "turns": turns,
-            "mode": "forced",
-            "fallbacks": [FallbackRecord(role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"])],
-        }
-    cost = _message_cost(reply, messages)
-    if not isinstance(reply, AIMessage):
-        reply = AIMessage(content=str(reply.content))
-    reply, dropped = _within_call_budget(reply, ctx.max_tool_calls_per_turn)
-    return {"messages": [reply], "turns": turns, "cost": cost, "dropped_last": dropped,
-            "dropped_calls": state.get("dropped_calls", 0) + dropped, "mode": "navigate"}
+    turn = NavigatorTurn(
+        question=state["question"], turn=turns, messages=state.get("messages", []), active=state.get("active", []),
+        seed_cues=state.get("seed_cues", []), snapshot=pinned_snapshot(state, runtime), k=ctx.k,
+        max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+    )
+    tools = partial(memory_tools, state["namespace"], res, pinned_store(state, runtime), extras=ctx.extra_tools)
+    step = _policy(state, runtime).navigate(turn, tools, config)
+    if step.failure is not None or step.reply is None:
+        return {"turns": turns, "mode": "forced", "fallbacks": [step.failure] if step.failure else []}
+    if step.cost is None:  # no model was asked (the deterministic navigator): nothing spent, no budget to track
+        return {"messages": [step.reply], "turns": turns}
+    return {"messages": [step.reply], "turns": turns, "cost": step.cost, "dropped_last": step.dropped,
+            "dropped_calls": state.get("dropped_calls", 0) + step.dropped, "mode": "navigate"}
 
 
 def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
     """The model's tool calls run by a ``ToolNode`` over the run's namespace; what they found joins the active set."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
+    ctx, res, policy = _ctx(runtime), resources_of(runtime), _policy(state, runtime)
     namespace = state["namespace"]
     last = state["messages"][-1]
     out: list[BaseMessage] = []
     if getattr(last, "tool_calls", None):
-        tools = memory_tools(namespace, res, pinned_store(state, runtime), extras=_with_extras(ctx, res))
+        tools = memory_tools(namespace, res, pinned_store(state, runtime), extras=policy.tool_extras(ctx.extra_tools))
         result = ToolNode(tools).invoke({"messages": state["messages"]}, config)
         out.extend(result["messages"] if isinstance(result, dict) else result)
     out.extend(_invalid_call_messages(last))
     found, trace = _found_and_trace(state, last, out, pinned_snapshot(state, runtime))
-    if _use_llm(ctx, res):
-        turns_left = ctx.max_turns - state.get("turns", 0)
-        out.append(HumanMessage(content=prompt.budget_note(turns_left, state.get("dropped_last", 0),
-                                                           ctx.max_tool_calls_per_turn)))
+    out.extend(policy.budget_note(ctx.max_turns - state.get("turns", 0), state.get("dropped_last", 0),
+                                  ctx.max_tool_calls_per_turn))
     return {"active": found, "tool_calls": state.get("tool_calls", 0) + len(trace), "trace": trace, "messages": out}
 
 
@@ -614,32 +410,30 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
         return {"route": "navigate"}
     snapshot = pinned_snapshot(state, runtime)
     keys = [f"M{i + 1}" for i in range(len(active))]
-    use_llm = _use_llm(ctx, res)
-    outcome = prune_active(
-        res.llm if use_llm else None, state["question"],
-        [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, active)],
+    policy = _policy(state, runtime)
+    outcome = policy.prune(
+        state["question"], [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, active)],
         embeddings=res.embeddings, floor=ctx.prune_floor, limit=ctx.max_active,
         question_date=state.get("question_date"), method=res.method, tags=["strategy:reconstruct"],
     )
     chosen = set(outcome.output.keep)
     kept = [item for key, item in zip(keys, active) if key in chosen]
     dropped = [item for key, item in zip(keys, active) if key not in chosen]
-    gone = {(i.kind, i.id) for i in dropped}
+    gone: set[tuple[str, str]] = {(i.kind, i.id) for i in dropped}
     rewritten = [m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None]
-    by = "model" if use_llm and outcome.fallback is None else "rule"
     update: dict[str, Any] = {
         "active": Overwrite(kept), "messages": rewritten, "cost": outcome.cost,
         "route": "answer" if outcome.output.answer_now and kept else "navigate",
-        "pruned": [_prune_record(state, kept, dropped, by)],
+        "pruned": [_prune_record(state, kept, dropped, policy.pruned_by(outcome))],
     }
-    if use_llm and outcome.fallback is not None:
-        update["fallbacks"] = [outcome.fallback]
+    recorded = policy.recorded(outcome.fallback)
+    if recorded:
+        update["fallbacks"] = recorded
     return update
 
 
 def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
     """Answer mode: the model's answer, validated against the memory (else the final answer is forced)."""
-    ctx, res = _ctx(runtime), resources_of(runtime)
     snapshot = pinned_snapshot(state, runtime)
     last = state["messages"][-1]
     calls = [c for c in getattr(last, "tool_calls", None) or [] if c["name"] == ANSWER_TOOL]
@@ -651,7 +445,7 @@ def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
     except (ValueError, ValidationError, TypeError) as exc:
         result, problems = None, [str(exc)[:500]]
     if not problems and result is not None:
-        return {"final": result, "answer": result.answer, "mode": "answered" if _use_llm(ctx, res) else "heuristic"}
+        return {"final": result, "answer": result.answer, "mode": _policy(state, runtime).answered_mode()}
     return {"final": None, "mode": "forced",
             "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)]}
 
@@ -666,24 +460,22 @@ def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) 
         # Nothing reached yet (no cue matched, the model never searched): the question's top-k events.
         found = _top_events(state["question"], ctx.k, res, snapshot)
         active = merge_active(active, found)
-    ranked = _rank_events(state.get("messages", []), active)
+    ranked = rank_events(state.get("messages", []), active)
     # Ranked events first, so the model and the fallback see the best memories within the evidence budget.
     position = {eid: i for i, eid in enumerate(ranked)}
     ordered = sorted(active, key=lambda i: position.get(i.id, len(position)) if i.kind == "event" else -1)
-    outcome = run_role(
-        res.llm if _use_llm(ctx, res) else None,
-        role="reconstruct_answer",
-        messages=prompt.build_final_messages(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence),
-                                             state.get("question_date")),
-        schema=ReconstructedAnswer,
+    policy = _policy(state, runtime)
+    outcome = policy.final_answer(
+        prompt.build_final_messages(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence),
+                                    state.get("question_date")),
         validate=lambda r: _validate_answer(r, snapshot),
-        fallback=lambda: extractive_answer(state["question"], active, snapshot, ranked_events=ranked,
-                                           cues=state.get("seed_cues", [])),
+        fallback=lambda: answer_from_active_set(state["question"], active, snapshot, ranked_events=ranked,
+                                                cues=state.get("seed_cues", [])),
         method=res.method,
         tags=["strategy:reconstruct"],
         metadata={"prompt_version": prompt.VERSION},
     )
-    fallbacks = [outcome.fallback] if outcome.fallback and _use_llm(ctx, res) else []
+    fallbacks = policy.recorded(outcome.fallback)
     # The pruner found the kept set enough (and the budgets were not spent): answering is its decision.
     chosen = state.get("route") == "answer" and state.get("turns", 0) < ctx.max_turns and outcome.fallback is None
     return {"final": outcome.output, "answer": outcome.output.answer, "mode": "answered" if chosen else "forced", "cost": outcome.cost,
@@ -718,14 +510,22 @@ def after_answer(state: ReconstructState) -> Literal["force_answer", "finish"]:
 
 # -- the graph --------------------------------------------------------------------------------------
 
+_ConfigNode = Callable[[ReconstructState, Runtime[ReconstructContext], RunnableConfig], dict[str, Any]]
 
-def build_reconstruct_graph() -> StateGraph:
+
+def _config_node(node: _ConfigNode) -> Callable[..., dict[str, Any]]:
+    """``node`` as ``add_node`` takes it: LangGraph injects ``runtime`` and ``config`` by parameter name, but its node
+    protocols have no (state, runtime, config) form; the signature is checked here instead."""
+    return node
+
+
+def build_reconstruct_graph() -> StateGraph[ReconstructState, ReconstructContext, ReconstructInput, ReconstructOutput]:
     """The reconstruction ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
     builder = StateGraph(ReconstructState, context_schema=ReconstructContext, input_schema=ReconstructInput,
                          output_schema=ReconstructOutput)
     builder.add_node("seed", seed)
-    builder.add_node("navigate", navigate)
-    builder.add_node("tools", run_tools)
+    builder.add_node("navigate", _config_node(navigate))
+    builder.add_node("tools", _config_node(run_tools))
     builder.add_node("prune", prune)
     builder.add_node("answer", take_answer)
     builder.add_node("force_answer", force_answer)

@@ -17,13 +17,9 @@ from pydantic import ConfigDict, with_config
 from logicmap.agents.base import Cost
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.agents.responder import EvidenceText
-from logicmap.agents.responder import respond as run_responder
+from logicmap.agents.responder_policy import responder_policy
 from logicmap.graphs.pin import pin_run, pinned_snapshot
-from logicmap.graphs.resources import (
-    Resources,
-    resources_of,
-    run_context,
-)
+from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
     AnswerOutput,
@@ -134,18 +130,18 @@ def respond(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, An
     """Answer from the reranked evidence only (extractively without an LLM)."""
     ctx, res = run_context(runtime, RerankContext), resources_of(runtime)
     graph = EventGraph.of(pinned_snapshot(state, runtime))
-    outcome = run_responder(
-        None if ctx.policy == "heuristic" else res.llm, state["question"],
+    policy = responder_policy(state.get("policy") or ctx.policy, res.llm)  # the pinned policy (alone: the context's)
+    outcome = policy.respond(
+        state["question"],
         [_render(graph, item) for item in state.get("evidence", [])], question_date=state.get("question_date"),
         method=res.method, tags=["strategy:rerank", f"policy:{ctx.policy}"],
         metadata={"namespace": state["namespace"], "context_turns": ctx.context_turns},
     )
-    fallbacks = [outcome.fallback] if outcome.fallback and ctx.policy != "heuristic" else []
     return {"answer": outcome.output.answer, "cited_ids": outcome.output.cited_ids, "cost": outcome.cost,
-            "fallbacks": fallbacks}
+            "fallbacks": policy.recorded(outcome.fallback)}
 
 
-def build_rerank_graph() -> StateGraph:
+def build_rerank_graph() -> StateGraph[RerankState, RerankContext, RerankInput, RerankOutput]:
     """The rerank ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
     builder = StateGraph(RerankState, context_schema=RerankContext, input_schema=RerankInput,
                          output_schema=RerankOutput)

@@ -9,7 +9,7 @@ import sys
 import threading
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
@@ -20,6 +20,9 @@ from logicmap.memory.embeddings import CachedEmbeddings, make_embeddings
 from logicmap.memory.store import MemoryStore
 from logicmap.memory.tenancy import resolve_namespace
 from logicmap.settings import LogicMapSettings
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 # Raised for every path the server refuses to read, whatever the reason: a client learns nothing about
 # which server files exist.
@@ -49,8 +52,12 @@ __all__ = [
     "IngestPathRefused",
 ]
 
-_UNSET: Any = object()
-C = TypeVar("C")
+class _Unset:
+    """The chat model of ``Resources`` before it is first asked for (None is a valid value: no model)."""
+
+
+_UNSET = _Unset()
+C = TypeVar("C", bound="DataclassInstance")  # a graph's context class (a dataclass)
 
 
 @dataclass
@@ -60,7 +67,7 @@ class Resources:
     settings: LogicMapSettings = field(default_factory=LogicMapSettings)
     store_: MemoryStore | None = None
     embeddings_: Embeddings | None = None
-    llm_: Any = _UNSET
+    llm_: BaseChatModel | None | _Unset = _UNSET
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -82,7 +89,7 @@ class Resources:
     @property
     def llm(self) -> BaseChatModel | None:
         with self._lock:
-            if self.llm_ is _UNSET:
+            if isinstance(self.llm_, _Unset):
                 self.llm_ = make_chat_model(self.settings)
             return self.llm_
 
@@ -142,20 +149,32 @@ def policy_field() -> Any:
     return field(default="auto", metadata={"description": POLICY_DESCRIPTION})
 
 
-def resolve_policy(policy: str, resources: Resources) -> str:
-    """``auto`` resolved: ``llm`` when the run has a chat model, else ``heuristic``; other policies unchanged."""
-    if policy == "auto":
-        return "llm" if resources.llm is not None else "heuristic"
-    if policy not in ("llm", "heuristic"):
+POLICIES = ("auto", "llm", "heuristic")
+"""The policy names a run may ask for (``POLICY_DESCRIPTION``)."""
+
+
+def check_policy(policy: str) -> str:
+    """``policy`` when it is one of ``POLICIES``, else one clear ``ValueError``."""
+    if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; choose auto, llm or heuristic")
     return policy
 
 
+def resolve_policy(policy: str, resources: Resources) -> str:
+    """``auto`` resolved: ``llm`` when the run has a chat model, else ``heuristic``; other policies unchanged.
+    The one rule for ``auto``: each method's policy factory (``agents.*_policy``) gets the name it returns."""
+    if check_policy(policy) == "auto":
+        return "llm" if resources.llm is not None else "heuristic"
+    return policy
+
+
 def _policy_resolved(ctx: C, resources: Resources) -> C:
+    """``ctx`` with its ``auto`` policy resolved (``ctx`` itself when there is nothing to resolve)."""
     policy = getattr(ctx, "policy", None)
-    if policy is None or policy in ("llm", "heuristic"):
+    if policy is None:
         return ctx
-    return replace(ctx, policy=resolve_policy(policy, resources))  # type: ignore[type-var]
+    resolved = resolve_policy(policy, resources)
+    return ctx if resolved == policy else replace(ctx, policy=resolved)
 
 
 def resources_of(runtime: Any) -> Resources:
@@ -173,7 +192,7 @@ def run_context(runtime: Any, cls: type[C]) -> C:
     shared fields of a parent graph's context, or the defaults when the run was given none; an ``auto``
     policy resolved against the run's resources (``resolve_policy``)."""
     ctx = getattr(runtime, "context", None)
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = {f.name for f in fields(cls)}
     if isinstance(ctx, cls):
         found = ctx
     elif isinstance(ctx, dict):
@@ -194,7 +213,7 @@ def with_resources(ctx: C, resources: Resources | None, *, namespace: str | None
     updates: dict[str, Any] = {"resources": res}
     if namespace is not None:
         updates["namespace"] = namespace
-    return _policy_resolved(replace(ctx, **updates), res), res  # type: ignore[type-var]
+    return _policy_resolved(replace(ctx, **updates), res), res
 
 
 def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[str, Any]) -> C:
@@ -202,10 +221,11 @@ def context_for_run(cls: type[C], context: C | None, policy: str, options: dict[
     policy and the options that name its fields."""
     if context is not None:
         return context
-    if policy not in ("auto", "llm", "heuristic"):
-        raise ValueError(f"unknown policy {policy!r}; choose auto, llm or heuristic")
-    names = {f.name for f in fields(cls)} - {"policy"}  # type: ignore[arg-type]
-    return cls(policy=policy, **{k: v for k, v in options.items() if k in names})  # type: ignore[call-arg]
+    check_policy(policy)
+    names = {f.name for f in fields(cls)} - {"policy"}
+    given: dict[str, Any] = {k: v for k, v in options.items() if k in names}
+    given["policy"] = policy
+    return cls(**given)
 
 
 _server = False

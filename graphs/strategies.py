@@ -9,7 +9,7 @@ from it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from logicmap.agents.provider import run_scope
 from logicmap.graphs import baselines, compass, forward, goalmem, r2, real, reconstruct, rerank
@@ -19,7 +19,7 @@ from logicmap.graphs.strategy import Strategy
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_question
 
-__all__ = ["GRAPH_STRATEGIES", "STRATEGIES", "Strategy", "aanswer", "answer", "strategy_function"]
+__all__ = ["GRAPH_STRATEGIES", "STRATEGIES", "Strategy", "StrategyName", "aanswer", "answer", "strategy_function"]
 
 STRATEGIES: dict[str, Strategy] = {
     s.name: s
@@ -40,6 +40,13 @@ STRATEGIES: dict[str, Strategy] = {
 GRAPH_STRATEGIES: dict[str, Strategy] = {name: s for name, s in STRATEGIES.items() if s.graph is not None}
 """The strategies that are one compiled graph (``<module>:graph`` in ``studio/langgraph.json``)."""
 
+if TYPE_CHECKING:  # a type checker cannot read the registry: any name type-checks, the run refuses unknown ones
+    StrategyName: TypeAlias = str
+else:
+    StrategyName = Literal[tuple(STRATEGIES)]
+"""A strategy's name, as a choice list (the registry's names, known at import): the chatbot's and the MCP server's
+``strategy`` parameter, a choice list in Studio's form."""
+
 
 def strategy_function(name: str) -> Any:
     """The named strategy's ``answer`` function; ``ValueError`` naming the choices for an unknown name."""
@@ -58,7 +65,8 @@ def answer(
     settings = (resources or default_resources()).settings
     check_question(question, settings, where=f"answer(strategy={strategy!r})")
     with run_scope(settings):
-        return run(question, namespace, resources=resources, **options)
+        result: AnswerResult = run(question, namespace, resources=resources, **options)
+    return result
 
 
 async def aanswer(

@@ -102,8 +102,8 @@ ResultBuilder = Callable[[str, str, dict[str, Any], Any, Resources, float], Answ
 def finish_run(state: Mapping[str, Any], runtime: Any, context: type, build: ResultBuilder) -> dict[str, Any]:
     """What a strategy graph's final node (``finish``) returns: the run's ``AnswerResult`` built from its state, its
     context and its pinned memory; the graph stamps the run's wall time on its cost as the run ends."""
-    ctx, res = run_context(runtime, context), resources_of(runtime)
-    return {"result": build(state["question"], state["namespace"], dict(state), ctx, res, 0.0)}
+    ctx: Any = run_context(runtime, context)
+    return {"result": build(state["question"], state["namespace"], dict(state), ctx, resources_of(runtime), 0.0)}
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,8 @@ def run_graph(
 
 def _final_result(final: dict[str, Any], elapsed: float) -> AnswerResult:
     """The ``AnswerResult`` the graph's final node built (with the run's wall time, as the graph's output has it)."""
-    return final["result"]
+    result: AnswerResult = final["result"]
+    return result
 
 
 def graph_strategy(

@@ -39,7 +39,8 @@ def _first_paragraph(text: str | None) -> str:
 def _summary(strategy: Strategy) -> str:
     """The strategy's own one-paragraph description: its graph module's docstring, else its function's."""
     if strategy.context is not None:
-        return _first_paragraph(inspect.getmodule(strategy.context).__doc__)  # type: ignore[union-attr]
+        module = inspect.getmodule(strategy.context)
+        return _first_paragraph(module.__doc__ if module is not None else None)
     function = getattr(strategy.run, "answer", strategy.run)
     return _first_paragraph(function.__doc__)
 
@@ -47,7 +48,8 @@ def _summary(strategy: Strategy) -> str:
 def _kind(strategy: Strategy) -> str:
     if strategy.graph is None:
         return "function"
-    return f"graph `{inspect.getmodule(strategy.context).__name__.removeprefix('logicmap.')}:graph`"  # type: ignore[union-attr]
+    module = inspect.getmodule(strategy.context)
+    return f"graph `{module.__name__.removeprefix('logicmap.') if module is not None else strategy.name}:graph`"
 
 
 def _inputs(strategy: Strategy) -> str:

@@ -2,7 +2,8 @@
 
 Cost figures go on the root run. Tracing is LangSmith's own switch: with LANGSMITH_TRACING unset nothing is sent.
 ``traced_graph(builder.compile(name=...))`` gives a graph whose own root run carries all of it on every path
-(Python, CLI, the LangGraph API server, Studio), and whose routers leave no runs of their own.
+(Python, CLI, the LangGraph API server, Studio), and whose routers leave no runs of their own. Public API only:
+LangChain's config helpers and callback managers for the root run, LangSmith's ``tracing_context`` for routers.
 """
 
 from __future__ import annotations
@@ -17,9 +18,16 @@ from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
-from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import (
+    ensure_config,
+    get_async_callback_manager_for_config,
+    get_callback_manager_for_config,
+    merge_configs,
+)
 from langgraph.graph import StateGraph
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.typing import ContextT, InputT, OutputT, StateT
 from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
@@ -216,11 +224,13 @@ def invoke_strategy(
 
 def _context_object(schema: Any, context: Any) -> Any:
     """The run's context as the graph's context type (LangGraph builds it the same way), or None."""
-    if context is None and dataclasses.is_dataclass(schema):
+    if not (isinstance(schema, type) and dataclasses.is_dataclass(schema)):
+        return context
+    if context is None:
         with contextlib.suppress(TypeError):
             return schema()
         return None
-    if isinstance(context, dict) and dataclasses.is_dataclass(schema):
+    if isinstance(context, dict):
         names = {f.name for f in dataclasses.fields(schema)}
         return schema(**{k: v for k, v in context.items() if k in names})
     return context
@@ -248,8 +258,9 @@ def _run_namespace(ctx: Any, inputs: Any, configurable: Mapping[str, Any]) -> st
     deployment's template is the authority: ``graphs.resources.run_namespace``); None when it names none or
     names it wrongly (the graph itself reports that)."""
     template = getattr(ctx, "namespace", None)
-    if not template and isinstance(inputs, dict) and isinstance(inputs.get("namespace"), str):
-        return inputs["namespace"]
+    named = inputs.get("namespace") if isinstance(inputs, dict) else None
+    if not template and isinstance(named, str):
+        return named
     authority = default_resources().settings.server_namespace if server_mode() else None
     try:
         return resolve_namespace(template, configurable, authority=authority)
@@ -273,7 +284,7 @@ def graph_run_config(strategy: str, inputs: Any, config: RunnableConfig, context
     tags = [t for t in wanted if not any(c.startswith(t.split(":")[0] + ":") for c in caller_tags)]
     # The caller's keys win, but for the resolved namespace and policy: a server copies the run's context (a
     # template such as '{user_id}', an unresolved 'auto') into the metadata, and filtering by tenant needs the name.
-    resolved = {k: metadata[k] for k in ("namespace", "policy") if k in metadata}
+    resolved: dict[str, Any] = {k: metadata[k] for k in ("namespace", "policy") if k in metadata}
     return {"tags": [*tags, *caller_tags], "metadata": {**metadata, **dict(config.get("metadata") or {}), **resolved}}
 
 
@@ -338,7 +349,10 @@ def _with_root_cost(config: RunnableConfig, manager: Any, *, summed: bool = True
     tracer = next((h for h in manager.handlers if isinstance(h, LangChainTracer)), None)
     if tracer is None:
         return config
-    handler = _RootCost(config["run_id"], tracer, summed=summed)
+    root_id = config.get("run_id")
+    if root_id is None:  # no root run to annotate
+        return config
+    handler = _RootCost(root_id, tracer, summed=summed)
     manager.handlers.insert(0, handler)
     manager.inheritable_handlers.insert(0, handler)
     return {**config, "callbacks": manager}
@@ -350,9 +364,10 @@ def _stamped(values: Any, elapsed: float) -> Any:
     if not isinstance(values, dict) or values.get("cost") is None:
         return values
     result = values.get("result")
-    if isinstance(result, BaseModel) and isinstance(getattr(result, "cost", None), Cost):
+    spent = getattr(result, "cost", None)
+    if isinstance(result, BaseModel) and isinstance(spent, Cost):
         wall = {"wall_time_s": round(elapsed, 6)}
-        values = {**values, "result": result.model_copy(update={"cost": result.cost.model_copy(update=wall)})}
+        values = {**values, "result": result.model_copy(update={"cost": spent.model_copy(update=wall)})}
     found = values["cost"]
     if isinstance(found, dict):  # a state of plain JSON values stays one
         return {**values, "cost": {**found, "wall_time_s": round(elapsed, 6)}}
@@ -376,7 +391,7 @@ def _stamp_chunk(chunk: Any, stream_mode: Any, version: Any, started: float) -> 
     return chunk
 
 
-class TracedGraph(CompiledStateGraph):
+class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
     """A compiled strategy graph that traces itself the same way on every path.
 
     Its own root run is named after the graph, tagged ``strategy:<name>`` and ``policy:<resolved policy>``, carries
@@ -385,18 +400,19 @@ class TracedGraph(CompiledStateGraph):
     ``cost.wall_time_s``. Build one with ``traced_graph(builder.compile(name=...))``.
     """
 
-    def _run_config(self, input: Any, config: RunnableConfig | None, context: Any, manager_for: Any) -> RunnableConfig:
-        from langgraph._internal._config import ensure_config
-
-        config = ensure_config(self.config, config)
+    def _run_config(self, input: Any, config: RunnableConfig | None, context: Any,
+                    manager_for: Callable[[RunnableConfig], BaseCallbackManager]) -> RunnableConfig:
+        """The caller's config, tagged and described for the run (read over the graph's own ``with_config`` and an
+        enclosing run's config), with a new callback manager (``manager_for``: LangChain's, which copies a parent's,
+        so the parent keeps its tags) that puts the cost on the root run. The rest (recursion limit, configurable)
+        stays the caller's, for LangGraph to complete with its own defaults."""
+        seen = ensure_config(merge_configs(self.config, config))  # what the run inherits, as LangChain reads it
         try:
-            extra = graph_run_config(self.get_name(), input, config, context, self.context_schema)
+            extra = graph_run_config(self.get_name(), input, seen, context, self.context_schema)
         except Exception:  # noqa: BLE001 - describing a run must never stop it; the graph reports bad context
-            extra = {"tags": [f"strategy:{self.get_name()}", *config.get("tags", [])]}
-        config = {**config, **extra, "run_id": config.get("run_id") or uuid.uuid4()}
-        if isinstance(config.get("callbacks"), BaseCallbackManager):  # a parent's manager: add to a copy, not it
-            config["callbacks"] = config["callbacks"].copy()
-        return _with_root_cost(config, manager_for(config), summed=self._cost_summed())
+            extra = {"tags": [f"strategy:{self.get_name()}", *seen.get("tags", [])]}
+        run: RunnableConfig = {**(config or {}), **extra, "run_id": seen.get("run_id") or uuid.uuid4()}
+        return _with_root_cost(run, manager_for({**seen, **run}), summed=self._cost_summed())
 
     def _cost_summed(self) -> bool:
         """Whether the state's ``cost`` is a reducer (each step adds its own) rather than a running total a step
@@ -420,8 +436,6 @@ class TracedGraph(CompiledStateGraph):
 
     def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
                **kwargs: Any) -> Iterator[Any]:
-        from langgraph._internal._config import get_callback_manager_for_config
-
         settings = self._check_input(input, context)
         started = time.perf_counter()
         config = self._run_config(input, config, context, get_callback_manager_for_config)
@@ -434,8 +448,6 @@ class TracedGraph(CompiledStateGraph):
 
     async def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
                       **kwargs: Any) -> AsyncIterator[Any]:
-        from langgraph._internal._config import get_async_callback_manager_for_config
-
         settings = self._check_input(input, context)
         started = time.perf_counter()
         config = self._run_config(input, config, context, get_async_callback_manager_for_config)
@@ -455,35 +467,75 @@ def _question_scope(settings: Any) -> contextlib.AbstractContextManager[Any]:
     return run_scope(settings)
 
 
-def _hide_routers(compiled: CompiledStateGraph) -> None:
-    """Routers run untraced: a conditional edge is not a step worth a run of its own in the trace."""
-    from langgraph._internal._runnable import RunnableCallable
+class UntracedRouter(Runnable[Any, Any]):
+    """A graph's router (the path of a conditional edge) that sends no run to LangSmith: a conditional edge is not
+    a step worth a run of its own in the trace. It runs as LangGraph runs it (``path``, with the state and the
+    runtime), inside LangSmith's ``tracing_context(enabled=False)``, which LangChain's tracer honours."""
 
-    for branches in compiled.builder.branches.values():
-        for spec in branches.values():
-            if isinstance(spec.path, RunnableCallable):
-                spec.path.trace = False  # the path is this builder's own wrapper of the router function
+    def __init__(self, path: Runnable[Any, Any]) -> None:
+        self.path = path
+        self.name = path.get_name()
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        from langsmith import tracing_context
+
+        with tracing_context(enabled=False):
+            return self.path.invoke(input, config, **kwargs)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        from langsmith import tracing_context
+
+        with tracing_context(enabled=False):
+            return await self.path.ainvoke(input, config, **kwargs)
 
 
-def traced_graph(compiled: CompiledStateGraph) -> TracedGraph:
-    """``compiled`` as a ``TracedGraph`` (strategy = the graph's name), its routers untraced."""
-    _hide_routers(compiled)
+def _untrace_routers(builder: StateGraph[Any, Any, Any, Any]) -> bool:
+    """Wrap each router of ``builder`` in an ``UntracedRouter`` (before it is compiled); whether any was not yet."""
+    wrapped = False
+    for branches in builder.branches.values():
+        for name, spec in branches.items():
+            if not isinstance(spec.path, UntracedRouter):
+                branches[name] = spec._replace(path=UntracedRouter(spec.path))
+                wrapped = True
+    return wrapped
+
+
+def _interrupts(nodes: Any) -> Any:
+    """A compiled graph's interrupt nodes as ``compile`` takes them: ``"*"`` (all) or a list of names."""
+    return nodes if nodes == "*" else list(nodes)
+
+
+def traced_graph(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> TracedGraph:
+    """``compiled`` as a ``TracedGraph`` (strategy = the graph's name), its routers untraced (``UntracedRouter``;
+    a graph compiled with plain routers is compiled again from its builder, with the same options)."""
+    if _untrace_routers(compiled.builder):
+        config = compiled.config
+        compiled = compiled.builder.compile(
+            compiled.checkpointer, cache=compiled.cache, store=compiled.store,
+            interrupt_before=_interrupts(compiled.interrupt_before_nodes),
+            interrupt_after=_interrupts(compiled.interrupt_after_nodes),
+            debug=compiled.debug, name=compiled.name, transformers=compiled.stream_transformers,
+        )
+        compiled.config = config  # a ``with_config`` before ``traced_graph`` holds
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy does
     return TracedGraph(**attrs)
 
 
-class TracedStateGraph(StateGraph):
+class TracedStateGraph(StateGraph[StateT, ContextT, InputT, OutputT]):
     """A ``StateGraph`` whose every ``compile()`` gives a ``TracedGraph``, named ``trace_name`` unless the caller
     names it: ``build_chatbot_graph().compile()`` traces as the module's ``graph`` does (one root run, named and
     tagged, with namespace and cost; routers leave none), not as an anonymous "LangGraph" run."""
 
-    def __init__(self, *args: Any, trace_name: str = "LangGraph", **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, state_schema: type[StateT], context_schema: type[ContextT] | None = None, *,
+                 input_schema: type[InputT] | None = None, output_schema: type[OutputT] | None = None,
+                 trace_name: str = "LangGraph") -> None:
+        super().__init__(state_schema, context_schema, input_schema=input_schema, output_schema=output_schema)
         self.trace_name = trace_name
 
-    def compile(self, *args: Any, **kwargs: Any) -> TracedGraph:  # type: ignore[override]  # a traced subclass
+    def compile(self, *args: Any, **kwargs: Any) -> TracedGraph:
         if kwargs.get("name") is None:
             kwargs["name"] = self.trace_name
+        _untrace_routers(self)
         return traced_graph(super().compile(*args, **kwargs))
 
 
@@ -499,11 +551,11 @@ class _TracedStrategy:
     def __call__(self, question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
                  **options: Any) -> Any:
         from langchain_core.runnables import RunnableLambda
-        from langchain_core.runnables.config import get_callback_manager_for_config
 
         known = policy in ("auto", "llm", "heuristic")  # an unknown one is the strategy's to refuse
         used = _policy_used(policy, resources or default_resources()) if known else policy
-        config = {**run_config(self.strategy, namespace=namespace, policy=used, budgets=options), "run_id": uuid.uuid4()}
+        config = run_config(self.strategy, namespace=namespace, policy=used, budgets=options)
+        config["run_id"] = uuid.uuid4()
         config = _with_root_cost(config, get_callback_manager_for_config(config), summed=False)
         kwargs = {"resources": resources, "policy": policy, **options}
         call = RunnableLambda(functools.partial(_call_strategy, self.answer, question, namespace, kwargs),

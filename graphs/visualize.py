@@ -47,7 +47,7 @@ def _layout(graph: EventGraph, width: float, height: float) -> dict[str, tuple[f
     }
 
 
-def _svg(graph: EventGraph, pos: dict, topic_color: dict[str, str], label_color: dict[str, str], width: int,
+def _svg(graph: EventGraph, pos: dict[str, tuple[float, float]], topic_color: dict[str, str], label_color: dict[str, str], width: int,
          height: int) -> str:
     """Events as dots coloured by topic, relations as arrows coloured by label, with hover titles."""
     parts = [
@@ -131,6 +131,7 @@ def write_event_graph_png(graph: EventGraph, path: str | Path, width: float = 14
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.lines import Line2D
 
     path = Path(path)
     pos = _layout(graph, 1000, 700)
@@ -147,8 +148,8 @@ def write_event_graph_png(graph: EventGraph, path: str | Path, width: float = 14
         x, y = pos[eid]
         ax.scatter([x], [y], s=160, color=topic_color.get(graph.topic_of.get(eid, ""), "#ccc"), edgecolors="#333", zorder=3)
         ax.text(x + 8, y + 4, eid, fontsize=8, zorder=4)
-    handles = [plt.Line2D([], [], marker="o", linestyle="", color=c, label=f"topic {t}") for t, c in topic_color.items()]
-    handles += [plt.Line2D([], [], color=c, label=label) for label, c in label_color.items()]
+    handles = [Line2D([], [], marker="o", linestyle="", color=c, label=f"topic {t}") for t, c in topic_color.items()]
+    handles += [Line2D([], [], color=c, label=label) for label, c in label_color.items()]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     stats = graph.stats()
     ax.set_title(f"{graph.namespace}: {stats['events']} events, {stats['relations']} relations, {stats['topics']} topics")

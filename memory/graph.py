@@ -258,7 +258,7 @@ class EventGraph:
         owners, starts, matrix = self._turn_index
         query = normalize(np.asarray(query_vector, dtype=np.float32))
         if rows is not None:
-            return self._turn_similarities_at(np.asarray(rows, dtype=np.int64), query)
+            return self._turn_similarities_at(np.asarray(rows, dtype=np.int64), query, self._turn_index)
         scores = self.similarities(query)
         if len(owners):
             # Turns are grouped by event (ascending rows): the best turn of each group, in one pass.
@@ -266,8 +266,10 @@ class EventGraph:
             scores[owners] = np.maximum(scores[owners], best)
         return scores
 
-    def _turn_similarities_at(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        owners, starts, matrix = self._turn_index  # type: ignore[misc]
+    def _turn_similarities_at(
+        self, rows: np.ndarray, query: np.ndarray, turn_index: tuple[np.ndarray, np.ndarray, np.ndarray]
+    ) -> np.ndarray:
+        owners, starts, matrix = turn_index
         scores = self.matrix[rows] @ query if len(rows) else np.zeros(0, dtype=np.float32)
         if len(owners) and len(rows):
             group = np.searchsorted(owners, rows)

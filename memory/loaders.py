@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal, cast, overload
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
@@ -173,13 +173,27 @@ class _DuplicateKeys(dict[str, Any]):
     duplicate: str = ""
 
 
+def _seen_before(key: str, seen: set[str]) -> bool:
+    """Whether ``key`` is in ``seen``; it is from now on."""
+    if key in seen:
+        return True
+    seen.add(key)
+    return False
+
+
+def _timestamp_of(session: Session) -> datetime:
+    """A stamped session's timestamp (the sort key of sessions that all have one)."""
+    assert session.timestamp is not None, "only stamped sessions are sorted by time"
+    return session.timestamp
+
+
 def _object_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) == len(pairs):
         return obj
     seen: set[str] = set()
     marked = _DuplicateKeys(obj)
-    marked.duplicate = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+    marked.duplicate = next(k for k, _ in pairs if _seen_before(k, seen))
     return marked
 
 
@@ -324,7 +338,14 @@ class _Record:
             raise self.error(key, f"expected a finite number, got {value}")
         return value
 
+    @overload
+    def text(self, obj: Any, key: str, *, required: Literal[True] = True) -> str: ...
+
+    @overload
+    def text(self, obj: Any, key: str, *, required: bool) -> str | None: ...
+
     def text(self, obj: Any, key: str, *, required: bool = True) -> str | None:
+        """``obj[key]`` as text: a string when required (``value`` refuses a missing or null one), else maybe None."""
         return cast("str | None", self.value(obj, key, str, required=required))
 
     def check_text(self, value: str, field: str) -> str:
@@ -407,7 +428,7 @@ def _finish(conv: Conversation, record: _Record) -> Conversation:
             seen[turn.dia_id] = session.session_id
     stamped = [s for s in conv.sessions if s.timestamp is not None]
     if len(stamped) == len(conv.sessions):
-        ordered = sorted(conv.sessions, key=lambda s: s.timestamp)  # type: ignore[arg-type,return-value]
+        ordered = sorted(stamped, key=_timestamp_of)  # every session is stamped
         if [s.session_id for s in ordered] != [s.session_id for s in conv.sessions]:
             conv.repairs.append(
                 "sessions were out of time order; reordered by timestamp: "
@@ -477,7 +498,7 @@ def _locomo_session(conv: dict[str, Any], number: int, record: _Record) -> Sessi
         dia_id = where.identifier(where.value(turn, "dia_id", str), "dia_id", MAX_DIA_ID)
         text = where.text(turn, "text")
         caption = where.text(turn, "blip_caption", required=False)
-        turns.append(RawTurn(dia_id=dia_id, speaker=speaker, text=text, image_caption=caption))  # type: ignore[arg-type]
+        turns.append(RawTurn(dia_id=dia_id, speaker=speaker, text=text, image_caption=caption))
     if not turns:
         return None
     return Session(session_id=f"S{number}", timestamp=stamp, timestamp_text=stamp_text, turns=turns)
@@ -504,7 +525,7 @@ def _locomo_qa(sample: dict[str, Any], sample_id: str, record: _Record) -> list[
             where.check_text(item, "evidence")
         items.append(QAItem(
             question_id=f"{sample_id}-q{i}",
-            question=question,  # type: ignore[arg-type]
+            question=question,
             answer=where.answer(answer, "answer") if answer is not None else adversarial,
             evidence=list(evidence),
             category=where.category(qa, "category"),
@@ -586,7 +607,7 @@ def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conver
             dia_id = f"D{s_index + 1}:{t_index + 1}"
             if has_answer:
                 evidence.append(dia_id)
-            turns.append(RawTurn(dia_id=dia_id, speaker=role, text=content, has_answer=has_answer))  # type: ignore[arg-type]
+            turns.append(RawTurn(dia_id=dia_id, speaker=role, text=content, has_answer=has_answer))
         if turns:
             sessions.append(Session(session_id=f"S{s_index + 1}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
     question = record.text(item, "question")
@@ -595,7 +616,7 @@ def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conver
     question_date = record.text(item, "question_date", required=False)
     qa = QAItem(
         question_id=qid,
-        question=question,  # type: ignore[arg-type]
+        question=question,
         answer=record.answer(item["answer"], "answer"),
         evidence=evidence,
         category=record.category(item, "question_type"),

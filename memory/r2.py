@@ -133,6 +133,13 @@ class InvalidEditBatch(ValueError):
         super().__init__("invalid edit batch: " + "; ".join(self.problems))
 
 
+def _edited(table: dict[str, FactRecord], edit: FactEdit) -> FactRecord:
+    """The fact an UPDATE or DELETE names (``validate`` has checked it names a live one)."""
+    if edit.id is None:
+        raise InvalidEditBatch([f"{edit.op} names no memory id"])
+    return table[edit.id]
+
+
 def canonical_order(edits: Iterable[FactEdit]) -> list[FactEdit]:
     """Edits sorted into the fixed decision order, then by new-fact number."""
     return sorted(edits, key=lambda e: (_RANK[e.op], e.fact))
@@ -299,7 +306,7 @@ class FactMemory:
                 )
                 report.added.append(fact_id)
             elif e.op == "UPDATE":
-                old = table[e.id]  # type: ignore[index]
+                old = _edited(table, e)
                 revision = FactRevision(
                     text=old.text,
                     turn_ids=old.turn_ids,
@@ -318,7 +325,7 @@ class FactMemory:
                 )
                 report.updated.append(old.id)
             elif e.op == "DELETE":
-                old = table[e.id]  # type: ignore[index]
+                old = _edited(table, e)
                 table[old.id] = old.model_copy(
                     update={
                         "deleted": True,

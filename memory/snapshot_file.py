@@ -177,7 +177,7 @@ def _raw(matrix: np.ndarray) -> np.ndarray:
 
 @cache
 def _adapter(model: type[BaseModel]) -> TypeAdapter[list[Any]]:
-    return TypeAdapter(list[model])  # type: ignore[valid-type]
+    return TypeAdapter(list[model])  # type: ignore[valid-type]  # the item model is known only at run time
 
 
 def write_snapshot_file(

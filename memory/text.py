@@ -8,9 +8,10 @@ uses) after a small table of irregular verb forms Porter cannot know (``went`` -
 
 from __future__ import annotations
 
-import importlib
+import builtins
 import importlib.util
 import math
+import os
 import re
 import sys
 import types
@@ -72,30 +73,55 @@ PATTERN_SENTENCE_LIMIT = 1_000
 sentence end is read in pieces cut at a space, so no per-sentence scan grows with the whole turn."""
 
 
-def _porter_stemmer() -> Any:
-    """NLTK's ``PorterStemmer``, without running ``nltk/__init__``: that imports all of NLTK, scikit-learn,
-    SciPy and pandas (about 200 MB resident and two seconds in every process that answers a question).
-    The stemmer's module needs three small NLTK modules only; they are loaded under empty parent packages,
-    which are then removed, so a later ``import nltk`` runs NLTK's own ``__init__`` as usual."""
-    if "nltk" in sys.modules:
-        from nltk.stem.porter import PorterStemmer
+def _nltk_file(root: str, dotted: str) -> str:
+    """The source file of NLTK's module ``dotted`` (``nltk.stem.api``) in the installed package ``root``."""
+    return os.path.join(root, *dotted.split(".")[1:]) + ".py"
 
-        return PorterStemmer
+
+def _load_nltk_module(root: str, dotted: str) -> types.ModuleType:
+    """NLTK's module ``dotted`` executed from its own file, its ``nltk.*`` imports resolved the same way.
+
+    The module is registered nowhere (``sys.modules`` keeps no ``nltk`` entry), so a later ``import nltk``
+    runs NLTK's own ``__init__`` as usual; an import of anything else goes through Python's own ``__import__``."""
+    loaded: dict[str, types.ModuleType] = {}
+
+    def nltk_import(name: str, globals_: Any = None, locals_: Any = None, fromlist: Sequence[str] = (),
+                    level: int = 0) -> Any:
+        if level or not (name == "nltk" or name.startswith("nltk.")):
+            return builtins.__import__(name, globals_, locals_, fromlist, level)
+        if name == "nltk":  # ``from nltk import redos``: the package's submodules, each from its file
+            return types.SimpleNamespace(**{part: load(f"nltk.{part}") for part in fromlist})
+        if not fromlist:  # ``import nltk.x`` binds the whole package: only NLTK's own __init__ gives that
+            return builtins.__import__(name, globals_, locals_, fromlist, level)
+        return load(name)
+
+    def load(module_name: str) -> types.ModuleType:
+        if module_name not in loaded:
+            spec = importlib.util.spec_from_file_location(f"{__name__}.{module_name}", _nltk_file(root, module_name))
+            if spec is None or spec.loader is None:
+                raise ImportError(f"NLTK's module {module_name} is missing from {root}")
+            module = importlib.util.module_from_spec(spec)
+            # A module's own builtins: its import statements call their ``__import__``.
+            vars(module)["__builtins__"] = {**vars(builtins), "__import__": nltk_import}
+            spec.loader.exec_module(module)
+            loaded[module_name] = module
+        return loaded[module_name]
+
+    return load(dotted)
+
+
+def _porter_stemmer() -> Any:
+    """NLTK's ``PorterStemmer``, without running ``nltk/__init__``: that imports all of NLTK, SciPy and
+    scikit-learn (about 2.5 s and 140 MB in every process that answers a question; ``python -X importtime -c
+    "from nltk.stem.porter import PorterStemmer"``). ``nltk/stem/porter.py`` is executed from its file, with its
+    NLTK imports (``nltk.stem.api``, ``nltk.redos``, ``nltk.termsec``: standard library only) executed from theirs;
+    nothing is placed in ``sys.modules``. In a process that has imported NLTK already, its own class is used."""
+    if "nltk.stem.porter" in sys.modules:
+        return sys.modules["nltk.stem.porter"].PorterStemmer
     spec = importlib.util.find_spec("nltk")
     if spec is None or not spec.submodule_search_locations:
         raise ImportError("the text toolkit needs nltk (pip install nltk)")
-    root = list(spec.submodule_search_locations)[0]
-    before = set(sys.modules)
-    for name, path in (("nltk", root), ("nltk.stem", f"{root}/stem")):
-        package = types.ModuleType(name)
-        package.__path__ = [path]
-        sys.modules[name] = package
-    try:
-        return importlib.import_module("nltk.stem.porter").PorterStemmer
-    finally:
-        for name in set(sys.modules) - before:
-            if name == "nltk" or name.startswith("nltk."):
-                del sys.modules[name]
+    return _load_nltk_module(list(spec.submodule_search_locations)[0], "nltk.stem.porter").PorterStemmer
 
 
 _PORTER = _porter_stemmer()()  # NLTK_EXTENSIONS mode, as LoCoMo's scorer runs it

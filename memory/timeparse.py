@@ -119,9 +119,10 @@ def parse_date(value: Any) -> PartialDate | None:
     text = _WEEKDAY_NOTE.sub(" ", re.sub(r"\s+", " ", text))
     iso = _ISO_PARTIAL.fullmatch(text)
     if iso:  # read here: dateutil takes "0001-01" for January of its default year
-        year, month, day = (int(g) if g else None for g in iso.groups())
+        year_text, month_text, day_text = iso.groups()
+        month, day = (int(g) if g else None for g in (month_text, day_text))
         try:
-            start = datetime(year, month or 1, day or 1)  # type: ignore[arg-type]
+            start = datetime(int(year_text), month or 1, day or 1)
         except ValueError:
             return None
         return PartialDate(start, "day" if day else "month" if month else "year")

@@ -17,10 +17,10 @@ SYSTEM_MARKER = "You are a ReAct agent answering from a memory search tool."
 
 
 class ReactStep(BaseModel):
-    thought: str = Field("", description="Brief reasoning about what is known and what to do next.")
+    thought: str = Field(default="", description="Brief reasoning about what is known and what to do next.")
     action: Literal["search", "answer"]
-    query: str | None = Field(None, description="The search query when action is search.")
-    answer: str | None = Field(None, description="The final answer when action is answer.")
+    query: str | None = Field(default=None, description="The search query when action is search.")
+    answer: str | None = Field(default=None, description="The final answer when action is answer.")
     cited: list[str] = Field(default_factory=list, description="Ids of the memories the answer rests on.")
 
 

@@ -17,8 +17,8 @@ SYSTEM_MARKER = "You check whether retrieved memories suffice to answer a questi
 
 class Reflection(BaseModel):
     sufficient: bool = Field(description="True when the memories fully support the draft answer.")
-    missing: str = Field("", description="What is missing, if anything.")
-    query: str | None = Field(None, description="A follow-up search query for what is missing.")
+    missing: str = Field(default="", description="What is missing, if anything.")
+    query: str | None = Field(default=None, description="A follow-up search query for what is missing.")
 
 
 def build_messages(question: str, draft: str, memories: Sequence[tuple[str, str]]) -> list[BaseMessage]:

@@ -23,7 +23,7 @@ class PruneDecision(BaseModel):
         description="Keys of the memories that help answer the question, e.g. ['M1', 'M4']; leave out the rest.",
     )
     answer_now: bool = Field(
-        False, description="True when the kept memories already answer the question; false to keep navigating."
+        default=False, description="True when the kept memories already answer the question; false to keep navigating."
     )
 
 

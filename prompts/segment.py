@@ -39,10 +39,10 @@ class SegmentedEvent(BaseModel):
     turn_ids: list[str] = Field(description="dia ids of the turns this event comes from, e.g. ['D3:1','D3:2'].")
     participants: list[str] = Field(default_factory=list, description="At most 3 people involved.")
     time_phrase: str | None = Field(
-        None, description="The words that say when it happened, copied from the turns ('last year', '8 May')."
+        default=None, description="The words that say when it happened, copied from the turns ('last year', '8 May')."
     )
     date: str | None = Field(
-        None, description="Absolute date YYYY-MM-DD (or YYYY-MM, YYYY) when stated or derivable from the session date."
+        default=None, description="Absolute date YYYY-MM-DD (or YYYY-MM, YYYY) when stated or derivable from the session date."
     )
 
 

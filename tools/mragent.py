@@ -15,6 +15,7 @@ from pydantic import Field
 
 from logicmap.memory.cue_index import CueIndex, PersonalFact
 from logicmap.memory.graph import EventGraph
+from logicmap.memory.records import Turn
 from logicmap.memory.store import MemoryStore
 from logicmap.tools.common import (
     MemoryAccess,
@@ -205,7 +206,7 @@ def create_query_event_context_tool(
         own = set(event.turn_ids)
         lines = [f"Context of {event.id}:"]
         records: list[dict[str, Any]] = [event_record(event)]
-        by_session: dict[str, list] = {}
+        by_session: dict[str, list[Turn]] = {}
         for turn in snapshot.turns.values():
             by_session.setdefault(turn.session_id, []).append(turn)
         for session_id, turns in by_session.items():

@@ -20,9 +20,12 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
 
 PLACES = ["Lisbon", "Porto", "Leiden", "Oslo", "Kyoto", "Quito", "Hanoi", "Dakar"]
 THINGS = ["violin", "bicycle", "garden", "sourdough", "kayak", "telescope", "pottery", "marathon"]
@@ -47,7 +50,8 @@ class _RecordingQueue:
     def __init__(self) -> None:
         from logicmap.graphs.chat_ingestion import IngestionQueue
 
-        self.queue, self.reports = IngestionQueue(), []
+        self.queue = IngestionQueue()
+        self.reports: list[Any] = []
 
     def submit(self, job: Any, label: str = "") -> None:
         self.queue.submit(lambda: self.reports.append(job()), label)
@@ -72,10 +76,10 @@ def _run(res: Any, namespace: str, strategy: str, policy: str, turns: int) -> di
 
     work = _RecordingQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    ctx = ChatContext(namespace=namespace, strategy=strategy, policy=policy, ingestion=work, resources=res)  # type: ignore[arg-type]
+    ctx = ChatContext(namespace=namespace, strategy=strategy, policy=policy, ingestion=work, resources=res)  # type: ignore[arg-type]  # names from argparse choices
     times, calls, tokens, ingest_s = [], [], [], []
     for i in range(turns + 1):  # turn 0 warms the strategy up
-        config = {"configurable": {"thread_id": f"{strategy}-{policy}-{i // 4}"}}
+        config: RunnableConfig = {"configurable": {"thread_id": f"{strategy}-{policy}-{i // 4}"}}
         started = time.perf_counter()
         out = bot.invoke({"messages": [HumanMessage(_message(i))]}, config, context=ctx)
         elapsed = time.perf_counter() - started

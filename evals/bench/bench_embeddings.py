@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         limit_threads(args.threads)
     conv = load_conversations(os.path.join(os.path.dirname(__file__), "..", "..", "data", "sample_conversation.json"))[0]
-    base = [Turn(namespace="b", session_id=s.session_id, dia_id=t.dia_id, speaker=t.speaker, text=t.text).render()
+    base = [Turn(namespace="b", session_id=s.session_id, dia_id=t.dia_id, speaker=t.speaker, text=t.text, position=0,
+                 source_dia_id=None, item=None).render()
             for s in conv.sessions for t in s.turns]
     texts = [f"{base[i % len(base)]} (variant {i})" for i in range(args.sentences)]
     model = MiniLMEmbeddings(batch_size=args.batch_size, runtime=args.runtime, threads=args.threads)

@@ -109,7 +109,7 @@ def _install_probes(probes: _Probes) -> None:
         probes.add(probes.encode, embed_calls=1, texts=len(texts))
         return embed_documents(self, texts)
 
-    embeddings.MiniLMEmbeddings.embed_documents = counted_embed  # type: ignore[method-assign]
+    embeddings.MiniLMEmbeddings.embed_documents = counted_embed  # type: ignore[method-assign]  # a counting probe
 
     load = embeddings.MiniLMEmbeddings._load
 
@@ -121,7 +121,7 @@ def _install_probes(probes: _Probes) -> None:
             probes.add(probes.encode, load_s=time.perf_counter() - started)
         return model
 
-    embeddings.MiniLMEmbeddings._load = timed_load  # type: ignore[method-assign]
+    embeddings.MiniLMEmbeddings._load = timed_load  # type: ignore[method-assign]  # a timing probe
 
     # One forward pass of the numpy encoder: ``forward(rows)`` (token ids), or ``encode(texts)`` before it existed.
     batch_method = "forward" if hasattr(embeddings._NumpyBert, "forward") else "encode"
@@ -154,7 +154,7 @@ def _install_probes(probes: _Probes) -> None:
                 entry = probes.upserts_by_kind.setdefault(self.name.rsplit("-", 1)[-1], [0, 0, 0.0])
                 entry[0], entry[1], entry[2] = entry[0] + 1, entry[1] + rows, entry[2] + seconds
 
-    Collection.upsert = counted_upsert  # type: ignore[method-assign]
+    Collection.upsert = counted_upsert  # type: ignore[method-assign]  # a counting probe
 
     from logicmap.graphs import ingest
 
@@ -164,7 +164,7 @@ def _install_probes(probes: _Probes) -> None:
         probes.ingest_started = time.time()
         return ingest_conversation(*args, **kwargs)
 
-    ingest.ingest_conversation = marked  # type: ignore[assignment]
+    ingest.ingest_conversation = marked
 
 
 def _child(stats_path: str, cli_args: list[str]) -> int:
@@ -276,7 +276,8 @@ def _compare(fingerprint: dict[str, Any], vectors: dict[str, dict[str, Any]], re
 
 
 def _median(runs: list[dict[str, Any]], key: str) -> float:
-    return statistics.median(r[key] for r in runs)
+    median: float = statistics.median(r[key] for r in runs)
+    return median
 
 
 def _report(runs: list[dict[str, Any]], sessions: int, turns: int) -> None:

@@ -21,9 +21,12 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from logicmap.evals.bench.common import machine_line, print_table
+
+if TYPE_CHECKING:
+    from logicmap.memory.embeddings import CachedEmbeddings
 
 __all__ = ["main", "run_client"]
 
@@ -50,7 +53,8 @@ def _unique_mb() -> float | None:
         import psutil
     except ImportError:
         return None
-    return psutil.Process().memory_full_info().uss / 2**20
+    unique: float = psutil.Process().memory_full_info().uss / 2**20
+    return unique
 
 
 def _questions(path: Path) -> list[str]:
@@ -87,7 +91,7 @@ def run_client(args: argparse.Namespace) -> int:
         if not args.cache_questions:
             # Many users ask many different questions: each answer embeds its texts afresh (an answer still
             # reuses what it embedded itself, as it would for a question never asked before).
-            resources.embeddings.clear()
+            cast("CachedEmbeddings", resources.embeddings).clear()  # Resources wraps every embedder in the cache
         try:
             answer(questions[i % len(questions)], args.namespace, resources=resources, policy="heuristic")
         except Exception:  # noqa: BLE001 - counted and printed; a load test keeps going
@@ -117,7 +121,8 @@ def run_client(args: argparse.Namespace) -> int:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _start_chroma(directory: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
@@ -196,7 +201,8 @@ def _read_json(proc: subprocess.Popen[str], key: str) -> dict[str, Any]:
         if line.startswith("{"):
             message = json.loads(line)
             if key in message:
-                return message[key]
+                report: dict[str, Any] = message[key]
+                return report
     raise RuntimeError(f"a client exited (code {proc.wait()}) before reporting {key!r}")
 
 

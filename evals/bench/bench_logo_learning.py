@@ -19,6 +19,7 @@ import json
 import sys
 import time
 from dataclasses import asdict, replace
+from typing import Any
 
 from logicmap.evals.train.logo_train import (
     PRESETS,
@@ -35,7 +36,7 @@ __all__ = ["DEV_SEED", "invalid_problems", "main"]
 DEV_SEED = 1000  # development conversations: make_update_task(seed=DEV_SEED + seed, held_out=False)
 
 
-def invalid_problems(policy, conversations, cfg, answer) -> dict[str, int]:  # type: ignore[no-untyped-def]
+def invalid_problems(policy: Any, conversations: Any, cfg: Any, answer: Any) -> dict[str, int]:
     """How often each validation problem (its text without the numbers) stopped a greedy reply."""
     import re
     from collections import Counter

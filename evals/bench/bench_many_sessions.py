@@ -15,8 +15,13 @@ import tempfile
 import time
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
+
+if TYPE_CHECKING:
+    from logicmap.graphs.ingest_nodes import SessionReport
+    from logicmap.memory.loaders import Conversation
 
 __all__ = ["main", "synthetic_conversation"]
 
@@ -25,7 +30,7 @@ _WORDS = ("marathon pottery ramen museum bicycle bakery island violin garden pup
 WINDOW = 10  # sessions averaged around each reported position
 
 
-def synthetic_conversation(sessions: int, turns: int, seed: int = 7):  # noqa: ANN201 - a Conversation
+def synthetic_conversation(sessions: int, turns: int, seed: int = 7) -> Conversation:
     """``sessions`` sessions of ``turns`` turns of made-up small talk between two people, a week apart."""
     from logicmap.memory.loaders import Conversation, RawTurn, Session
 
@@ -55,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     rss: list[float] = []
     last = [time.perf_counter()]
 
-    def tick(report) -> None:  # noqa: ANN001 - SessionReport
+    def tick(report: SessionReport) -> None:
         now = time.perf_counter()
         times.append(now - last[0])
         last[0] = now

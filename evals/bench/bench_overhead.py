@@ -116,7 +116,8 @@ def bench_queries(resources: Any, model: Any, namespace: str, questions: list[st
         except (ImportError, AttributeError) as exc:
             out[label] = f"unavailable ({type(exc).__name__}: {exc})"
             continue
-        walls, calls, tokens, steps, roles, fallbacks, errors = [], [], [], [], Counter(), 0, 0
+        walls, calls, tokens, steps, fallbacks, errors = [], [], [], [], 0, 0
+        roles: Counter[str] = Counter()
         try:  # warm-up: the first call compiles the strategy's graph; that one-time cost is not overhead per question
             fn(questions[0], namespace, resources=resources, policy="llm", **options)
         except Exception:  # noqa: BLE001 - counted below when it fails again

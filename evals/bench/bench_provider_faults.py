@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import SecretStr
+
 from logicmap.agents.provider import ProviderError, rate_gate
 from logicmap.evals.bench.common import machine_line, print_table
 from logicmap.evals.fake_openai import FakeOpenAIServer, Scenario
@@ -50,7 +52,7 @@ def run_scenario(server: FakeOpenAIServer, scenario: Scenario, args: argparse.Na
     with tempfile.TemporaryDirectory() as tmp:
         settings = LogicMapSettings(
             data_dir=Path(tmp), embedding_provider="hashing", chat_model="fake-model", openai_base_url=server.url,
-            openai_api_key="sk-bench", request_timeout=args.timeout, run_deadline_s=args.deadline,
+            openai_api_key=SecretStr("sk-bench"), request_timeout=args.timeout, run_deadline_s=args.deadline,
             retry_budget_s=args.budget, retry_base_s=0.1,
         )
         resources = Resources(settings=settings)

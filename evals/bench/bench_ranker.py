@@ -30,7 +30,8 @@ WORDS = ("dog walk park coffee hospital shift marathon race pottery class move c
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
-    return (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+    unit: np.ndarray = (x / np.linalg.norm(x, axis=-1, keepdims=True)).astype(np.float32)
+    return unit
 
 
 def write_namespace(resources: Any, namespace: str, n_turns: int, batch: int = 5000, seed: int = 0) -> None:
@@ -50,12 +51,13 @@ def write_namespace(resources: Any, namespace: str, n_turns: int, batch: int = 5
             ids = [f"D{first // 100 + 1}:{i % 100 + 1}" for i in range(first, min(first + TURNS_PER_EVENT, n_turns))]
             for i, tid in enumerate(ids):
                 turns.append(Turn(namespace=namespace, session_id=session, dia_id=tid, speaker=("Maya", "Leo")[i % 2],
-                                  text=" ".join(rng.choice(WORDS, size=8)) + ".", position=first + i))
+                                  text=" ".join(rng.choice(WORDS, size=8)) + ".", position=first + i,
+                                  source_dia_id=None, item=None))
                 turn_vectors.append(_unit(event_vector + rng.normal(scale=0.05, size=DIMENSIONS)).tolist())
             eid = f"{session}-E{(first % 100) // TURNS_PER_EVENT + 1}"
             events.append(Event(id=eid, namespace=namespace, session_id=session, order=first // TURNS_PER_EVENT,
                                 summary=" ".join(t.text for t in turns[-len(ids):])[:200], participants=["Maya", "Leo"],
-                                turn_ids=ids))
+                                turn_ids=ids, time=None, time_phrase=None, source="llm"))
             event_vectors.append(event_vector.tolist())
             members.setdefault(topic, []).append(eid)
         topics = [Topic(id=f"T{t}", namespace=namespace, centroid=centres[t].tolist(), members=list(m))

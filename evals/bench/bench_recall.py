@@ -13,7 +13,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
 
@@ -37,7 +37,7 @@ def _cited(label: str, fn: Any, question: str, namespace: str, resources: Any, k
     if label in ("dense", "bm25"):
         from logicmap.graphs.baselines import answer_top_k
 
-        result = answer_top_k(question, namespace, method=label, resources=resources, policy="heuristic", k=k)
+        result = answer_top_k(question, namespace, method=cast(Literal["dense", "bm25"], label), resources=resources, policy="heuristic", k=k)
     else:
         result = fn(question, namespace, resources=resources, policy="heuristic", **options)
     return result.cited_turns(k)
@@ -57,11 +57,11 @@ def recall_table(path: Path, resources: Any, strategies: list[str], budgets: lis
     questions = [(c, qa) for c, qa in select_questions(conversations) if normalize_evidence_ids(qa.evidence)]
     namespaces: dict[str, str] = {}
     started = time.perf_counter()
-    for conv in dict.fromkeys(c.conversation_id for c, _ in questions):
-        ns = eval_namespace(digest, "heuristic", resources.settings.embedding_provider, conv)
-        conversation = next(c for c in conversations if c.conversation_id == conv)
+    for conv_id in dict.fromkeys(c.conversation_id for c, _ in questions):
+        ns = eval_namespace(digest, "heuristic", resources.settings.embedding_provider, conv_id)
+        conversation = next(c for c in conversations if c.conversation_id == conv_id)
         ingest_conversation(conversation, ns, resources=resources, policy="heuristic")
-        namespaces[conv] = ns
+        namespaces[conv_id] = ns
     ingest_s = time.perf_counter() - started
     k = max(budgets)
     rows: dict[str, dict[str, Any]] = {}
@@ -92,9 +92,12 @@ def recall_table(path: Path, resources: Any, strategies: list[str], budgets: lis
 
 def _baseline(rows: dict[str, Any], category: str | None = None) -> float:
     """The better of dense and BM25 top-k at the target budget (overall or in one category)."""
+    best: float
     if category is None:
-        return max(rows[b]["recall"][TARGET_BUDGET] for b in ("dense", "bm25"))
-    return max(rows[b]["categories"].get(category, 0.0) for b in ("dense", "bm25"))
+        best = max(rows[b]["recall"][TARGET_BUDGET] for b in ("dense", "bm25"))
+    else:
+        best = max(rows[b]["categories"].get(category, 0.0) for b in ("dense", "bm25"))
+    return best
 
 
 def ablation_tables(tables: dict[str, dict[str, Any]]) -> None:
@@ -104,7 +107,8 @@ def ablation_tables(tables: dict[str, dict[str, Any]]) -> None:
     if not columns or not tables:
         return
     print(f"## Ablation: R@{TARGET_BUDGET}, +/- over the better of dense and BM25\n")
-    lines, gains = [], {name: [] for name in columns}
+    lines: list[list[Any]] = []
+    gains: dict[str, list[float]] = {name: [] for name in columns}
     for file, table in tables.items():
         rows, best = table["rows"], _baseline(table["rows"])
         cells = []
@@ -119,7 +123,7 @@ def ablation_tables(tables: dict[str, dict[str, Any]]) -> None:
     print()
     lines = []
     for category in categories:
-        pooled = {name: [] for name in ["baseline", *columns]}
+        pooled: dict[str, list[float]] = {name: [] for name in ["baseline", *columns]}
         weights = []
         for table in tables.values():
             rows = table["rows"]

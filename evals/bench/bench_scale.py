@@ -59,7 +59,8 @@ class SyntheticMemory:
             words = " ".join(self.rng.choice(WORDS, size=6))
             events.append(Event(id=eid, namespace=self.namespace, session_id=session, order=index,
                                 summary=f"Synthetic event {index} on topic {labels[i]}: {words}.",
-                                participants=["Maya", "Leo"], sessions=[session], source="heuristic"))
+                                participants=["Maya", "Leo"], sessions=[session], source="heuristic",
+                                time=None, time_phrase=None))
             if self.last_event is not None:
                 rid = relation_id(self.last_event, "temporal_before", eid)
                 relations.append(Relation(id=rid, namespace=self.namespace, source=self.last_event, target=eid,

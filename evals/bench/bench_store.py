@@ -54,10 +54,10 @@ def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator) -> No
             item = {"key": key, "value": {"content": text, "n": i}, "created_at": now.isoformat(),
                     "updated_at": now.isoformat(), "indexed": True}
             turns.append(Turn(namespace=name, session_id=sid, dia_id=f"{sid}:1", speaker="user", text=text, item=item,
-                              session_time=now, position=i))
+                              session_time=now, position=i, source_dia_id=None))
             events.append(Event(id=event_id(sid, 1), namespace=name, session_id=sid, summary=text, session_time=now,
                                 order=i, participants=["user"], turn_ids=[f"{sid}:1"], sessions=[sid],
-                                source="heuristic"))
+                                source="heuristic", time=None, time_phrase=None))
         vectors = res.embeddings.embed_documents([t.text for t in turns])
         store.commit(ChangeSet(namespace=name, base_generation=store.manifest(name).generation, turns=turns,
                                turn_vectors=vectors, events=events, event_vectors=vectors))

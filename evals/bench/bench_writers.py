@@ -97,10 +97,11 @@ def _warm(root: Path) -> None:
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
-def _start_chroma(root: Path) -> tuple[subprocess.Popen, int]:
+def _start_chroma(root: Path) -> tuple[subprocess.Popen[bytes], int]:
     chroma = Path(sys.executable).with_name("chroma")
     if not chroma.exists():
         chroma = Path(shutil.which("chroma") or "chroma")

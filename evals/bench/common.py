@@ -54,7 +54,7 @@ def fresh_resources(data_dir: Path, *, embeddings: str = "hashing", llm: Any = N
     from logicmap.graphs.resources import Resources
     from logicmap.settings import LogicMapSettings
 
-    res = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=embeddings))  # type: ignore[arg-type]
+    res = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=embeddings))  # type: ignore[arg-type]  # a name from argparse choices
     res.llm_ = llm
     return res
 

@@ -162,7 +162,7 @@ def minimal_instance(schema: dict[str, Any], defs: dict[str, Any] | None = None)
         if key in schema:
             options = [o for o in schema[key] if o.get("type") != "null"] or schema[key]
             return minimal_instance(options[0], defs)
-    kind = schema.get("type")
+    kind: Any = schema.get("type")
     if kind == "object" or "properties" in schema:
         props = schema.get("properties", {})
         return {name: minimal_instance(props[name], defs) for name in schema.get("required", []) if name in props}
@@ -189,7 +189,8 @@ def scripted_reply(messages: Sequence[BaseMessage]) -> dict[str, Any]:
     if builder is not None:
         return builder(_human(messages))
     try:
-        return minimal_instance(json.loads(schema_text))
+        reply: dict[str, Any] = minimal_instance(json.loads(schema_text))
+        return reply
     except (json.JSONDecodeError, KeyError, IndexError):
         return {}
 

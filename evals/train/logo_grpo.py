@@ -28,13 +28,13 @@ from typing import Any, Literal
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
+from logicmap.agents.answerers import answer_from_best_fact
 from logicmap.agents.base import Cost
 from logicmap.agents.r2 import (
     ManagerOutcome,
     answer_from_facts,
     candidates_from,
     extract_facts,
-    extractive_answer,
     manage_memory,
     parse_completion,
 )
@@ -373,7 +373,7 @@ class _Builder:
 
     def answer(self, question: str, memory: FactMemory) -> str:
         if self.answerer == "extractive":
-            return extractive_answer(question, memory.live())
+            return answer_from_best_fact(question, memory.live())
         outcome = answer_from_facts(
             self.llm, question, memory.live(), k=self.config.answer_top_k, method=self.config.method
         )
@@ -620,7 +620,7 @@ class LoGoRewardHook:
 
     def _answer(self, question: str, memory: FactMemory) -> str:
         if self.answerer == "extractive":
-            return extractive_answer(question, memory.live())
+            return answer_from_best_fact(question, memory.live())
         return answer_from_facts(self.llm, question, memory.live()).output.answer
 
     def score_completion(

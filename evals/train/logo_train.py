@@ -57,11 +57,11 @@ from typing import Any
 
 from langchain_core.messages import AIMessage
 
+from logicmap.agents.answerers import answer_from_best_fact
 from logicmap.agents.base import parse_json_reply
 from logicmap.agents.r2 import (
     answer_from_facts,
     candidates_from,
-    extractive_answer,
     fallback_extraction,
     manager_messages,
     messages_as_dicts,
@@ -423,7 +423,7 @@ class Policy:
             for _ in range(max_new_tokens):
                 logits = out.logits[0, -1].float() / max(temperature, 1e-6)
                 if grammar is not None:
-                    allowed = grammar.allowed(state)  # type: ignore[arg-type]
+                    allowed = grammar.allowed(state)  # type: ignore[arg-type]  # set with the grammar
                     masks.append(allowed)
                     keep = torch.full_like(logits, float("-inf"))
                     keep[allowed] = 0.0
@@ -438,7 +438,7 @@ class Policy:
                 if token == eos:
                     break
                 if grammar is not None:
-                    state = grammar.advance(state, token)  # type: ignore[arg-type]
+                    state = grammar.advance(state, token)  # type: ignore[arg-type]  # set with the grammar
                 out = self.model(
                     input_ids=torch.tensor([[token]], device=self.device), past_key_values=out.past_key_values,
                     use_cache=True,
@@ -642,7 +642,7 @@ class AnswerAgent:
         key = (question, tuple((r.id, r.text) for r in memory.live()))
         if key not in self._cache:
             if self.llm is None:
-                self._cache[key] = extractive_answer(question, memory.live())
+                self._cache[key] = answer_from_best_fact(question, memory.live())
             else:
                 self._cache[key] = answer_from_facts(self.llm, question, memory.live(), k=self.top_k).output.answer
         return self._cache[key]
@@ -675,7 +675,7 @@ def step_reward(
     ``logo_grpo.local_reward`` (the memory right after the step, QA answerable so far)."""
     if not decision.valid:
         return INVALID_REWARD, None
-    memory = decision.snapshot.snapshot()  # type: ignore[union-attr]
+    memory = decision.snapshot.snapshot()  # type: ignore[union-attr]  # a valid decision has its snapshot
     memory.apply(decision.edits, decision.candidates)
     sessions = [s.session_id for s in conversation.sessions[: decision.session_index + 1]]
     scored = local_reward(
@@ -790,7 +790,7 @@ def local_group(
     members, rewards = [], []
     for _ in range(cfg.group_size):
         member = manager_decision(
-            policy, decision.snapshot, decision.candidates, decision.session_index, cfg, generator=generator  # type: ignore[arg-type]
+            policy, decision.snapshot, decision.candidates, decision.session_index, cfg, generator=generator  # type: ignore[arg-type]  # a valid decision has its snapshot
         )
         rewards.append(step_reward(member, conversation, cfg, answer)[0])
         members.append(member)

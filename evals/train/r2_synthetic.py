@@ -74,7 +74,7 @@ def _one(index: int, sessions: int, pool: int, rng: random.Random) -> LabelledCo
     optimal: dict[str, str] = {}
     built = []
     for s in range(1, sessions + 1):
-        turns = []
+        turns: list[RawTurn] = []
         for _ in range(rng.choice([1, 2]) if s > 1 else 2):
             person, attribute, kind = _next_event(state, people, rng)
             current = state.get((person, attribute))

@@ -16,11 +16,18 @@ import tempfile
 import time
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
 from logicmap.evals.train.turn_ranker import BUDGET
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
+
+    from logicmap.graphs.resources import Resources
+    from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["DEVELOPMENT_FILES", "main"]
 
@@ -32,7 +39,20 @@ DEVELOPMENT_FILES = [
 WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "traversal_weights.py"
 
 
-def questions(path: Path, resources) -> list[dict]:  # noqa: ANN001
+class LabelledQuestion(TypedDict):
+    """One question with gold evidence, as ``questions`` returns it."""
+
+    snapshot: NamespaceSnapshot
+    question: str
+    ids: list[str]
+    x: np.ndarray
+    shipped: np.ndarray
+    y: np.ndarray
+    gold: list[str]
+    category: int | str | None
+
+
+def questions(path: Path, resources: Resources) -> list[LabelledQuestion]:
     """Per question with gold evidence: the snapshot, the question, first-hop features, labels, gold, category."""
     import hashlib
 
@@ -45,7 +65,7 @@ def questions(path: Path, resources) -> list[dict]:  # noqa: ANN001
     from logicmap.memory.text import query_readings
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    out = []
+    out: list[LabelledQuestion] = []
     for conversation in load_conversations(path):
         namespace = eval_namespace(
             digest, "heuristic", resources.settings.embedding_provider, conversation.conversation_id
@@ -77,13 +97,13 @@ def questions(path: Path, resources) -> list[dict]:  # noqa: ANN001
     return out
 
 
-def _fit(x: np.ndarray, y: np.ndarray):  # noqa: ANN202
+def _fit(x: np.ndarray, y: np.ndarray) -> LogisticRegression:
     from sklearn.linear_model import LogisticRegression
 
     return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x, y)
 
 
-def _with_hops(rows: list[dict], coefficients: np.ndarray, intercept: float) -> list[np.ndarray]:
+def _with_hops(rows: list[LabelledQuestion], coefficients: np.ndarray, intercept: float) -> list[np.ndarray]:
     """Each question's first-hop features next to its hop features, the seeds taken from the given first hop."""
     from logicmap.memory.traversal import hop_features
 
@@ -93,7 +113,7 @@ def _with_hops(rows: list[dict], coefficients: np.ndarray, intercept: float) -> 
     ]
 
 
-def _recalls(rows: list[dict], scores: list[np.ndarray]) -> list[float]:
+def _recalls(rows: list[LabelledQuestion], scores: list[np.ndarray]) -> list[float]:
     from logicmap.evals.metrics import evidence_recall
 
     return [
@@ -102,7 +122,7 @@ def _recalls(rows: list[dict], scores: list[np.ndarray]) -> list[float]:
     ]
 
 
-def _write(model, files: list[Path], out: Path, report: list[str]) -> None:  # noqa: ANN001
+def _write(model: LogisticRegression, files: list[Path], out: Path, report: list[str]) -> None:
     from logicmap.memory.ranking import BASE_FEATURES
     from logicmap.memory.traversal import HOP_FEATURES
 
@@ -142,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     print(machine_line())
     with tempfile.TemporaryDirectory(prefix="logicmap-traversal-") as tmp:
         resources = fresh_resources(Path(args.data_dir or tmp), embeddings=args.embeddings)
-        data: dict[Path, list[dict]] = {}
+        data: dict[Path, list[LabelledQuestion]] = {}
         for i, path in enumerate(files, 1):
             started = time.perf_counter()
             data[path] = questions(path, resources)
@@ -150,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{i}/{len(files)}] {path.name}: {len(data[path])} questions, {time.perf_counter() - started:.1f}s",
                 flush=True,
             )
-        table, report, by_category = [], [], {}
+        table, report = [], []
+        by_category: dict[int | str | None, list[tuple[float, float]]] = {}
         for path in files:
             others = [r for p in files if p != path for r in data[p]]
             if not others:

@@ -15,12 +15,22 @@ import argparse
 import hashlib
 import tempfile
 import time
+from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+
+if TYPE_CHECKING:
+    from sklearn.linear_model import LogisticRegression
+
+    from logicmap.graphs.resources import Resources
+
+#: One question: turn ids, features, labels, gold ids, and dense similarities.
+Example = tuple[list[str], np.ndarray, np.ndarray, list[str], np.ndarray]
 
 __all__ = ["main"]
 
@@ -34,7 +44,7 @@ WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "turn_ranker_weights.
 BUDGET = 10
 
 
-def examples(path: Path, resources) -> list[tuple[list[str], np.ndarray, np.ndarray, list[str], np.ndarray]]:  # noqa: ANN001
+def examples(path: Path, resources: Resources) -> list[Example]:
     """Per question with gold evidence: turn ids, features, labels, gold ids, and dense similarities."""
     from logicmap.evals.metrics import normalize_evidence_ids
     from logicmap.evals.runner import eval_namespace, select_questions
@@ -46,7 +56,7 @@ def examples(path: Path, resources) -> list[tuple[list[str], np.ndarray, np.ndar
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    out = []
+    out: list[Example] = []
     for conversation in conversations:
         namespace = eval_namespace(digest, "heuristic", resources.settings.embedding_provider, conversation.conversation_id)
         ingest_conversation(conversation, namespace, resources=resources, policy="heuristic")
@@ -62,7 +72,7 @@ def examples(path: Path, resources) -> list[tuple[list[str], np.ndarray, np.ndar
     return out
 
 
-def recall_at(rows, score) -> float:  # noqa: ANN001
+def recall_at(rows: list[Example], score: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> float:
     from logicmap.evals.metrics import evidence_recall
 
     values = []
@@ -73,7 +83,7 @@ def recall_at(rows, score) -> float:  # noqa: ANN001
     return float(np.mean(values)) if values else float("nan")
 
 
-def fit(rows, columns: list[int] | None = None):  # noqa: ANN001, ANN201
+def fit(rows: list[Example], columns: list[int] | None = None) -> LogisticRegression:
     """A logistic regression on ``rows``' features (only ``columns`` of them, when given)."""
     from sklearn.linear_model import LogisticRegression
 
@@ -89,7 +99,7 @@ def plain_columns() -> list[int]:
     return [i for i, name in enumerate(FEATURES) if name not in GRAPH_FEATURES]
 
 
-def leave_one_out(data: dict[Path, list], path: Path) -> tuple[float, float, float]:  # noqa: ANN001
+def leave_one_out(data: dict[Path, list[Example]], path: Path) -> tuple[float, float, float]:
     """R@10 on ``path`` of dense retrieval, of the ranker without graph features and of the reranker, both
     fitted on the other files (nan without other files)."""
     others = [r for p, rows in data.items() if p != path for r in rows]
@@ -103,9 +113,9 @@ def leave_one_out(data: dict[Path, list], path: Path) -> tuple[float, float, flo
     return dense, flat, learned
 
 
-def mean_rows(results: dict[Path, tuple[float, float, float]]) -> list[list]:
+def mean_rows(results: dict[Path, tuple[float, float, float]]) -> list[list[object]]:
     """Mean rows: over every file, and over the files dense retrieval leaves room on (R@10 < 1)."""
-    rows = []
+    rows: list[list[object]] = []
     groups = [("mean, every file", list(results)),
               ("mean, files where dense R@10 < 1", [p for p, r in results.items() if r[0] < 1.0 - 1e-9])]
     for label, paths in groups:
@@ -116,7 +126,7 @@ def mean_rows(results: dict[Path, tuple[float, float, float]]) -> list[list]:
     return rows
 
 
-def write_weights(model, files: list[Path], out: Path, report: list[str]) -> None:  # noqa: ANN001
+def write_weights(model: LogisticRegression, files: list[Path], out: Path, report: list[str]) -> None:
     from logicmap.memory.ranking import FEATURES
 
     lines = [

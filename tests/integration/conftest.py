@@ -155,19 +155,44 @@ class LangGraphDevServer:
 
 @pytest.fixture
 def langgraph_dev(tmp_path: Path) -> Iterator[Any]:
-    """Factory: ``langgraph_dev(**env)`` starts a LangGraph API server; every server is stopped at teardown."""
+    """Factory: ``langgraph_dev(**env)`` starts a LangGraph API server; every server is stopped at teardown.
+
+    ``config`` replaces top-level keys of studio/langgraph.json for that server (``graphs``, ``store``, ``auth``)."""
     servers: list[LangGraphDevServer] = []
 
-    def start(*, embedder: str = "minilm", **extra: str | None) -> LangGraphDevServer:
+    def start(*, embedder: str = "minilm", config: dict[str, Any] | None = None,
+              **extra: str | None) -> LangGraphDevServer:
         workdir = tmp_path / f"langgraph-{len(servers)}"
         workdir.mkdir()
-        server = LangGraphDevServer(workdir, server_env(workdir / "memory", embedder=embedder, **extra))
+        source = STUDIO_CONFIG
+        if config:
+            source = tmp_path / f"langgraph-{len(servers)}.json"
+            source.write_text(json.dumps({**json.loads(STUDIO_CONFIG.read_text()), **config}))
+        server = LangGraphDevServer(workdir, server_env(workdir / "memory", embedder=embedder, **extra), config=source)
         servers.append(server)
         return server.start()
 
     yield start
     for server in servers:
         server.stop()
+
+
+async def refused_run(call: Any, *, error_output: bool = False) -> str:
+    """The server's refusal of a run (403 with a detail) or the run's own error, as text; fails if the run succeeded.
+
+    ``error_output``: a run whose output carries an ``error`` key counts as refused too."""
+    from langgraph_sdk.errors import APIStatusError
+
+    try:
+        result = await call
+    except (httpx.HTTPStatusError, APIStatusError) as exc:
+        response = getattr(exc, "response", None)
+        return f"{getattr(response, 'status_code', '?')} {getattr(response, 'text', exc)}"
+    except Exception as exc:  # noqa: BLE001 - the SDK raises a plain Exception for a run that failed
+        return f"run error {exc}"
+    text = json.dumps(result)
+    assert "__error__" in text or (error_output and "error" in (result or {})), f"the run was not refused: {text[:400]}"
+    return text
 
 
 # -- a LangSmith stand-in ---------------------------------------------------------------------------------------

@@ -17,8 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
+
+from tests.integration.conftest import refused_run
 
 pytestmark = pytest.mark.integration
 
@@ -30,22 +31,6 @@ def _sessions(speaker: str, prefix: str, texts: list[str]) -> list[dict[str, Any
     return [{"session_id": f"S{i}", "timestamp": f"2024-05-0{i}T10:00:00",
              "turns": [{"dia_id": f"{prefix}{i}:1", "speaker": speaker, "text": text}]}
             for i, text in enumerate(texts, start=1)]
-
-
-async def _refused(call: Any) -> str:
-    """The server's refusal (403 with a detail) or the run's own error, as text; fails if the run succeeded."""
-    from langgraph_sdk.errors import APIStatusError
-
-    try:
-        result = await call
-    except (httpx.HTTPStatusError, APIStatusError) as exc:
-        response = getattr(exc, "response", None)
-        return f"{getattr(response, 'status_code', '?')} {getattr(response, 'text', exc)}"
-    except Exception as exc:  # noqa: BLE001 - the SDK raises a plain Exception for a run that failed
-        return f"run error {exc}"
-    text = json.dumps(result)
-    assert "__error__" in text, f"the run was not refused: {text[:400]}"
-    return text
 
 
 def _run_doc_snippets(url: str) -> str:
@@ -86,23 +71,23 @@ def test_forget_list_and_delete_on_the_server_never_cross_tenants(langgraph_dev:
                    {"context": {"user_id": "bob", "namespace": "alice"}}]
         out["refused"] = []
         for attempt in hostile:
-            out["refused"].append(await _refused(client.runs.wait(None, lister, input={}, **attempt)))
-            out["refused"].append(await _refused(client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"]},
+            out["refused"].append(await refused_run(client.runs.wait(None, lister, input={}, **attempt)))
+            out["refused"].append(await refused_run(client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"]},
                                                                   **attempt)))
-            out["refused"].append(await _refused(client.runs.wait(None, deleter, input={"confirm": True},
+            out["refused"].append(await refused_run(client.runs.wait(None, deleter, input={"confirm": True},
                                                                   **attempt)))
         # The input's namespace is not the run's: bob lists his own memory, and alice's id is unknown in his.
         out["bob_list"] = await client.runs.wait(None, lister, input={"namespace": "alice"}, config=bob)
-        out["bob_forget"] = await _refused(client.runs.wait(
+        out["bob_forget"] = await refused_run(client.runs.wait(
             None, forgetter, input={"turn_ids": ["A1:1"], "namespace": "alice"}, config=bob))
-        out["bob_unknown"] = await _refused(client.runs.wait(None, forgetter, input={"turn_ids": ["Z9:9"]},
+        out["bob_unknown"] = await refused_run(client.runs.wait(None, forgetter, input={"turn_ids": ["Z9:9"]},
                                                              config=bob))
         out["forgot"] = await client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"], "purge": True},
                                                config=alice)
         out["after"] = await client.runs.wait(None, lister, input={}, config=alice)
         out["bob_after"] = await client.runs.wait(None, lister, input={}, config=bob)
         out["deleted"] = await client.runs.wait(None, deleter, input={"confirm": True}, config=carol)
-        out["carol_after"] = await _refused(client.runs.wait(None, lister, input={}, config=carol))
+        out["carol_after"] = await refused_run(client.runs.wait(None, lister, input={}, config=carol))
         return out
 
     try:

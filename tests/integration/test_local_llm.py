@@ -72,7 +72,7 @@ def test_schema_constrained_decoding_returns_parseable_records(local_llm: LocalL
     outcome = run_role(
         local_llm.chat_model(max_tokens=64),
         role="capital",
-        messages=[("system", "Answer with the capital city and its country."), ("user", "What is the capital of France?")],  # type: ignore[list-item]
+        messages=[("system", "Answer with the capital city and its country."), ("user", "What is the capital of France?")],  # type: ignore[list-item]  # (role, text) tuples, as LangChain takes them
         schema=Capital,
         fallback=lambda: Capital(city="", country=""),
         method=method,
@@ -85,7 +85,7 @@ def test_max_tokens_sent_by_chatopenai_is_honoured(local_llm: LocalLLMServer) ->
     """ChatOpenAI sends ``max_completion_tokens``, which the bare server ignores; the launcher maps it."""
     from langchain_openai import ChatOpenAI
 
-    llm = ChatOpenAI(model=MODEL_ALIAS, base_url=local_llm.base_url, api_key="x", max_tokens=12, max_retries=0)  # type: ignore[arg-type]
+    llm = ChatOpenAI(model=MODEL_ALIAS, base_url=local_llm.base_url, api_key="x", max_tokens=12, max_retries=0)  # type: ignore[arg-type, call-arg]  # ChatOpenAI's aliases (api_key, max_tokens)
     reply = llm.invoke("Write a very long essay about the sea, at least two thousand words.")
     assert 0 < reply.usage_metadata["output_tokens"] <= 12
 

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.conftest import STUDIO_CONFIG, LangGraphDevServer, server_env
+from tests.integration.conftest import STUDIO_CONFIG
 
 pytestmark = pytest.mark.integration
 
@@ -20,20 +20,12 @@ AUTH = Path(__file__).resolve().parent / "store_auth.py"
 
 
 @pytest.fixture
-def auth_store_server(tmp_path: Path) -> Any:
-    config = json.loads(STUDIO_CONFIG.read_text())
-    config["store"] = {"path": "logicmap.studio.store.generate_store"}
-    config["auth"] = {"path": f"{AUTH}:auth"}
-    config["graphs"] = {"rerank": config["graphs"]["rerank"]}
-    source = tmp_path / "langgraph.auth.json"
-    source.write_text(json.dumps(config))
-    workdir = tmp_path / "server"
-    workdir.mkdir()
-    server = LangGraphDevServer(workdir, server_env(workdir / "memory", embedder="hashing",
-                                                    LOGICMAP_STORE_POLICY="heuristic"), config=source)
-    server.start()
-    yield server
-    server.stop()
+def auth_store_server(langgraph_dev: Any) -> Any:
+    """The server with LogicMapStore as its store, LangGraph auth on (``store_auth.py``), and one graph."""
+    rerank = json.loads(STUDIO_CONFIG.read_text())["graphs"]["rerank"]
+    return langgraph_dev(embedder="hashing", LOGICMAP_STORE_POLICY="heuristic", config={
+        "store": {"path": "logicmap.studio.store.generate_store"}, "auth": {"path": f"{AUTH}:auth"},
+        "graphs": {"rerank": rerank}})
 
 
 async def _status(call: Any) -> int:

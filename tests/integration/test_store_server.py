@@ -10,14 +10,11 @@ turn's ``bot`` recalls what was written, for two users that never see each other
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.integration.conftest import STUDIO_CONFIG, LangGraphDevServer, server_env
 
 pytestmark = pytest.mark.integration
 
@@ -26,19 +23,10 @@ STORE_PATH = "logicmap.studio.store.generate_store"
 
 
 @pytest.fixture
-def store_server(tmp_path: Path) -> Any:
-    config = json.loads(STUDIO_CONFIG.read_text())
-    config["store"] = {"path": STORE_PATH}
-    config["graphs"] = {"chatbot": f"{APP}:chatbot", "memory_graph": f"{APP}:memory_graph"}
-    source = tmp_path / "langgraph.store.json"
-    source.write_text(json.dumps(config))
-    workdir = tmp_path / "server"
-    workdir.mkdir()
-    server = LangGraphDevServer(workdir, server_env(workdir / "memory", embedder="hashing",
-                                                    LOGICMAP_STORE_POLICY="heuristic"), config=source)
-    server.start()
-    yield server
-    server.stop()
+def store_server(langgraph_dev: Any) -> Any:
+    """The server with LogicMapStore as its store, running the memory-template's chatbot and memory graph."""
+    return langgraph_dev(embedder="hashing", LOGICMAP_STORE_POLICY="heuristic", config={
+        "store": {"path": STORE_PATH}, "graphs": {"chatbot": f"{APP}:chatbot", "memory_graph": f"{APP}:memory_graph"}})
 
 
 async def _wait_for(call: Any, done: Any, timeout: float = 120.0) -> Any:

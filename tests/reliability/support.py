@@ -10,9 +10,13 @@ import importlib
 import json
 import os
 import random
+import shutil
+import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -316,7 +320,7 @@ class GarbageChatModel(ScriptedChatModel):
     _call_lock: Any = PrivateAttr(default_factory=threading.Lock)
     _pending: dict[int, Any] = PrivateAttr(default_factory=dict)
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GarbageChatModel:  # type: ignore[override]
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> GarbageChatModel:
         self._bound.tools = list(tools)
         if not (len(tools) == 1 and isinstance(tools[0], type) and issubclass(tools[0], BaseModel)):
             self._shared_tools = list(tools)  # an agent's toolset, possibly invoked from other threads
@@ -445,3 +449,56 @@ class ForkWorker:
             self.proc.stdin.write(json.dumps({"op": "quit"}) + "\n")
             self.proc.stdin.close()
             self.proc.wait(timeout=30)
+
+
+class ChromaServer:
+    """A ``chroma run`` process on one data path and port, started and SIGKILLed at will."""
+
+    def __init__(self, path: Path, log: Path) -> None:
+        chroma = Path(sys.executable).with_name("chroma")
+        if not chroma.exists():
+            chroma = Path(shutil.which("chroma") or "")
+        if not chroma or not chroma.exists():
+            pytest.skip("the chroma CLI is not installed")
+        self.chroma, self.path, self.log = chroma, path, log
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        import chromadb
+
+        with self.log.open("a") as log:
+            self.proc = subprocess.Popen([str(self.chroma), "run", "--path", str(self.path), "--host", "127.0.0.1",
+                                          "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
+                return
+            except Exception:  # noqa: BLE001 - not up yet
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    pytest.fail(f"chroma server did not start: {self.log.read_text()[-2000:]}")
+                time.sleep(0.1)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def env(self, tmp: Path, lease_s: float = 6.0) -> dict[str, str]:
+        return subprocess_env(tmp / "unused", LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(self.port),
+                              LOGICMAP_COMMIT_LEASE_S=str(lease_s))
+
+    def settings(self, **extra: Any) -> Any:
+        """Settings of a LogicMap store on this server (``extra``: more fields, e.g. a data directory)."""
+        from logicmap.settings import LogicMapSettings
+
+        return LogicMapSettings(chroma_host="127.0.0.1", chroma_port=self.port, embedding_provider="hashing", **extra)
+
+    def store(self) -> Any:
+        from logicmap.memory.store import MemoryStore
+
+        return MemoryStore(self.settings())

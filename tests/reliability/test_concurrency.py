@@ -332,4 +332,4 @@ def test_threads_committing_first_to_a_new_store_all_mark_it(tmp_path: Path) -> 
 
 def _mark_after(barrier: threading.Barrier, store: object) -> None:
     barrier.wait()
-    store._mark_memory()  # type: ignore[attr-defined]
+    store._mark_memory()  # type: ignore[attr-defined]  # the store's private hook, the race under test

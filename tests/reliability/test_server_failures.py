@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import shutil
 import signal
 import socket
 import subprocess
@@ -21,58 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.memory.store import COMMIT_LOCK_ID, MemoryStore
-from logicmap.settings import LogicMapSettings
-from tests.reliability.support import ROOT, locomo_document, marked_conversation, subprocess_env
+from logicmap.memory.store import COMMIT_LOCK_ID
+from tests.reliability.support import ROOT, ChromaServer, locomo_document, marked_conversation, subprocess_env
 
 SEED = 329
 TRIALS = int(os.environ.get("LOGICMAP_SERVER_KILL_TRIALS", "4"))
 LEASE_S = 6.0
-
-
-class ChromaServer:
-    """A ``chroma run`` process on one data path and port, started and SIGKILLed at will."""
-
-    def __init__(self, path: Path, log: Path) -> None:
-        chroma = Path(sys.executable).with_name("chroma")
-        if not chroma.exists():
-            chroma = Path(shutil.which("chroma") or "")
-        if not chroma or not chroma.exists():
-            pytest.skip("the chroma CLI is not installed")
-        self.chroma, self.path, self.log = chroma, path, log
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            self.port = sock.getsockname()[1]
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        import chromadb
-
-        with self.log.open("a") as log:
-            self.proc = subprocess.Popen([str(self.chroma), "run", "--path", str(self.path), "--host", "127.0.0.1",
-                                          "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
-                return
-            except Exception:  # noqa: BLE001 - not up yet
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"chroma server did not start: {self.log.read_text()[-2000:]}")
-                time.sleep(0.1)
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-    def env(self, tmp: Path) -> dict[str, str]:
-        return subprocess_env(tmp / "unused", LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(self.port),
-                              LOGICMAP_COMMIT_LEASE_S=str(LEASE_S))
-
-    def store(self) -> MemoryStore:
-        return MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=self.port, embedding_provider="hashing"))
 
 
 @pytest.fixture
@@ -85,7 +38,7 @@ def server(tmp_path: Path):  # noqa: ANN201
 
 def _ingest(server: ChromaServer, tmp: Path, file: Path, namespace: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "logicmap", "ingest", str(file), "-n", namespace, "--policy",
-                             "heuristic", "--quiet"], cwd=ROOT.parent, env=server.env(tmp), stdout=subprocess.PIPE,
+                             "heuristic", "--quiet"], cwd=ROOT.parent, env=server.env(tmp, LEASE_S), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
 

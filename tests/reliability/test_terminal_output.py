@@ -102,7 +102,7 @@ def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
 
 
 def _clean(captured: pytest.CaptureFixture[str] | object, what: str) -> str:
-    text = captured.out + captured.err  # type: ignore[attr-defined]
+    text = captured.out + captured.err  # type: ignore[union-attr]  # a capsys/capfd result: it has out and err
     found = sorted({f"U+{ord(c):04X}" for c in UNSAFE.findall(text)})
     assert not found, f"{what}: the terminal got {found}\n{text[:2000]!r}"
     return text

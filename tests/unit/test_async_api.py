@@ -23,7 +23,9 @@ from logicmap.memory.loaders import Conversation, RawTurn, Session
 from logicmap.tools import create_memory_toolkit
 
 TICK_S = 0.005
-MIN_TICK_SHARE = 0.2  # of the ticks a free loop would count; a loop blocked by the calls counts close to none
+# Of the ticks a free loop would count. A loop blocked by the calls counts none or one tick in the whole call; a free
+# loop on a busy 2-core machine (load 10, a worker thread holding the GIL between switches) counts 10-30%.
+MIN_TICK_SHARE = 0.05
 
 
 class Ticker:

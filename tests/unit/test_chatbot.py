@@ -14,13 +14,13 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 
+from logicmap.agents.answerers import reply_from_recall
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.chatbot import (
     ChatContext,
     IngestionQueue,
     build_chatbot_graph,
     chat_turn_session,
-    extractive_reply,
     ingest_session,
 )
 from logicmap.memory.tenancy import NamespaceRequiredError
@@ -154,12 +154,12 @@ def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # 
 
 
 def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa: ANN001
-    assert extractive_reply("What is my name?", {"answer": "not in memory"}).reply == "I don't have anything in memory about that yet."
-    assert extractive_reply("where do I live", {"answer": "Alfama"}).reply == "From memory: Alfama"
-    assert extractive_reply("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
+    assert reply_from_recall("What is my name?", {"answer": "not in memory"}).reply == "I don't have anything in memory about that yet."
+    assert reply_from_recall("where do I live", {"answer": "Alfama"}).reply == "From memory: Alfama"
+    assert reply_from_recall("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
     bot = build_chatbot_graph().compile()
     with pytest.raises(ValueError, match="unknown recall strategy"):
-        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", resources=resources))  # type: ignore[arg-type]
+        say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", resources=resources))
 
 
 def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001

@@ -346,25 +346,27 @@ def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(re
 
 
 def test_extractive_responder_ignores_speaker_names_and_matches_word_forms() -> None:
-    from logicmap.agents.responder import EvidenceText, extractive_answer
+    from logicmap.agents.answerers import answer_from_evidence
+    from logicmap.agents.responder import EvidenceText
 
     evidence = [EvidenceText("E1", "Leo: That's wonderful, Maya!\nMaya: He is named Biscuit, a golden retriever.")]
-    assert "Biscuit" in extractive_answer("What is the name of Maya's dog?", evidence).answer
-    assert extractive_answer("What is the name of Maya's dog?", [EvidenceText("E2", "Leo: Hi Maya!")]).answer.startswith("Hi")
+    assert "Biscuit" in answer_from_evidence("What is the name of Maya's dog?", evidence).answer
+    assert answer_from_evidence("What is the name of Maya's dog?", [EvidenceText("E2", "Leo: Hi Maya!")]).answer.startswith("Hi")
 
 
 def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> None:
-    from logicmap.agents.responder import EvidenceText, extractive_answer
+    from logicmap.agents.answerers import answer_from_evidence
+    from logicmap.agents.responder import EvidenceText
 
     summary = "Leo: I finished the half marathon yesterday! Maya: Congratulations!"
     turns = "    [D5:1] Leo: I finished the half marathon yesterday! (2023-05-08)\n    [D5:2] Maya: Congratulations! (2023-05-08)"
     # The event's own time (when it happened) must not be taken as the day the turn was said.
     evidence = [EvidenceText("S5-E1", f"(S5-E1, 2023-05-07) {summary}\n{turns}", "2023-05-07")]
-    assert extractive_answer("When did Leo finish the half marathon?", evidence).answer == "7 May 2023"
-    assert extractive_answer("What did Leo finish?", evidence).answer == "I finished the half marathon yesterday!"
+    assert answer_from_evidence("When did Leo finish the half marathon?", evidence).answer == "7 May 2023"
+    assert answer_from_evidence("What did Leo finish?", evidence).answer == "I finished the half marathon yesterday!"
     # Without a time phrase the sentence itself is the answer.
     undated = [EvidenceText("D1:1", "[D1:1] Leo: I ran the half marathon in Porto.", "2023-03-04")]
-    assert extractive_answer("When did Leo run the half marathon?", undated).answer == "I ran the half marathon in Porto."
+    assert answer_from_evidence("When did Leo run the half marathon?", undated).answer == "I ran the half marathon in Porto."
 
 
 def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import BaseMessage
 
-from logicmap.agents.goalmem_forward import extractive_answer
+from logicmap.agents.answerers import answer_from_memory_lines
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.forward import FORWARD_STRATEGIES, answer_react, answer_reflect, answer_reformulate
 from logicmap.graphs.resources import Resources
@@ -112,7 +112,7 @@ def test_memory_budget_is_shared_by_all_searches(ingested_sample: Resources) -> 
 def test_extractive_answer_and_strategy_names() -> None:
     memories = [("D1:1", "Maya: I adopted a dog. His name is Biscuit.", None),
                 ("D2:4", "Maya: At the Blue Finch I had an iced matcha latte. It was the best drink.", None)]
-    extracted = extractive_answer("What drink did Maya have?", memories)
+    extracted = answer_from_memory_lines("What drink did Maya have?", memories)
     assert extracted.cited == ["D2:4"] and "matcha" in extracted.answer
-    assert extractive_answer("Quantum chromodynamics?", memories).answer == NO_ANSWER
+    assert answer_from_memory_lines("Quantum chromodynamics?", memories).answer == NO_ANSWER
     assert set(FORWARD_STRATEGIES) == {"forward_reformulate", "forward_reflect", "forward_react"}

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from langchain_core.tracers.context import tracing_v2_callback_var
 from langchain_core.tracers.langchain import LangChainTracer
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost
 from logicmap.agents.testing import ScriptedChatModel
@@ -36,10 +38,13 @@ class RecordingTracer(LangChainTracer):
 
     def copy_with_metadata_defaults(self, **kwargs: Any) -> LangChainTracer:
         copy = super().copy_with_metadata_defaults(**kwargs)
-        copy.sent = self.sent  # type: ignore[attr-defined]
+        assert isinstance(copy, RecordingTracer)  # LangChain copies a tracer as its own class
+        copy.sent = self.sent
         return copy
 
     def _record(self, run: Any) -> None:
+        if run.extra.get("__disabled"):  # inside LangSmith's tracing_context(enabled=False): never sent
+            return
         self.sent[str(run.id)] = {
             "name": run.name, "run_type": run.run_type, "parent": run.parent_run_id, "tags": list(run.tags or []),
             "metadata": dict(run.extra.get("metadata") or {}), "outputs": run.outputs,
@@ -150,6 +155,7 @@ def test_an_async_run_gets_its_cost_before_the_root_run_is_sent(memory: Resource
                                       context={"policy": "llm", "namespace": "traced",
                                                "resources": _scripted(memory)}))
     _check_root(tracer, final, "goalmem", "llm")
+    assert tracer.runs_named(_routers(graph)) == []  # untraced on the async path too
 
 
 def test_a_cli_run_has_one_root_run_the_graph_s_own(memory: Resources) -> None:
@@ -196,3 +202,32 @@ def test_a_graph_run_inside_another_run_carries_its_cost_and_leaves_the_parent_s
     real = [r for r in tracer.sent.values() if r["name"] == "real"]
     assert len(real) == 1 and real[0]["metadata"]["llm_calls"] == calls > 0
     assert {"strategy:real", "policy:llm"} <= set(real[0]["tags"])
+
+
+class _Loop(TypedDict):
+    n: int
+
+
+def _step(state: _Loop) -> _Loop:
+    return {"n": state["n"] + 1}
+
+
+def _again(state: _Loop) -> str:
+    return "step" if state["n"] < 40 else END
+
+
+def test_a_traced_graph_keeps_langgraph_s_own_recursion_limit_and_hides_its_router() -> None:
+    """Tracing adds tags, metadata and callbacks only: a run that names no recursion limit gets LangGraph's default
+    (not LangChain's 25), and a loop's router leaves no run, sync or async."""
+    from logicmap.graphs.tracing import traced_graph
+
+    builder = StateGraph(_Loop)
+    builder.add_node("step", _step)
+    builder.add_edge(START, "step")
+    builder.add_conditional_edges("step", _again, ["step", END])
+    graph = traced_graph(builder.compile(name="loop"))
+    tracer = RecordingTracer()
+    assert graph.invoke({"n": 0}, config={"callbacks": [tracer]}) == {"n": 40}  # 40 steps: past 25
+    assert asyncio.run(graph.ainvoke({"n": 0}, config={"callbacks": [tracer]})) == {"n": 40}
+    assert [r["name"] for r in tracer.roots()] == ["loop", "loop"]
+    assert tracer.runs_named({"_again"}) == [] and len(tracer.runs_named({"step"})) == 80

@@ -190,12 +190,27 @@ def _lazy_cycle_graph() -> nx.DiGraph:
 
 
 def _runtime_imports(importer: str) -> Iterator[str]:
-    """The modules an import statement anywhere in the module loads when it runs (not under ``TYPE_CHECKING``)."""
+    """The modules an import statement anywhere in the module loads when it runs (not under ``TYPE_CHECKING``),
+    and those ``importlib.import_module("logicmap....")`` loads by a literal name."""
     skipped = {id(n) for node in ast.walk(TREES[importer])
                if isinstance(node, ast.If) and _is_type_checking(node.test) for n in ast.walk(node)}
     for node in ast.walk(TREES[importer]):
         if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped:
             yield from _targets(node, importer)
+        elif isinstance(node, ast.Call) and id(node) not in skipped and (name := _import_module_name(node)):
+            target = _resolve(name)
+            if target is not None and target != importer:
+                yield target
+
+
+def _import_module_name(call: ast.Call) -> str | None:
+    """The literal module name of an ``importlib.import_module(...)`` / ``import_module(...)`` call, else None."""
+    func = call.func
+    called = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
+    if called != "import_module" or not call.args:
+        return None
+    first = call.args[0]
+    return first.value if isinstance(first, ast.Constant) and isinstance(first.value, str) else None
 
 
 def test_no_import_cycles_even_through_lazy_imports() -> None:
@@ -215,6 +230,30 @@ def test_the_lazy_cycle_check_sees_imports_inside_functions() -> None:
     names = [t for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
              for t in _targets(node, "logicmap.graphs.ingest")]
     assert names == ["logicmap.graphs.ingest_redo"]
+
+
+@pytest.mark.parametrize("lazy", [
+    "def _back():\n    from logicmap.graphs import ingest\n",
+    "def _back():\n    from logicmap.graphs.ingest import ingest_conversation\n",
+    "def _back():\n    import importlib\n    return importlib.import_module('logicmap.graphs.ingest')\n",
+], ids=["from-package", "from-module", "import_module"])
+def test_a_lazy_import_back_from_ingest_redo_to_ingest_is_caught(monkeypatch: pytest.MonkeyPatch, lazy: str) -> None:
+    """Issue 30 item 3: the ingest graph runs the redo graph (``graphs.ingest`` imports ``graphs.ingest_redo``); a
+    lazy import back, which once took ingest's private names, closes a cycle only the lazy check sees."""
+    redo = "logicmap.graphs.ingest_redo"
+    patched = ast.parse(MODULES[redo].read_text(encoding="utf-8") + "\n\n" + lazy)
+    monkeypatch.setitem(TREES, redo, patched)
+    assert "logicmap.graphs.ingest" not in set(_module_level_imports(patched.body, redo))  # invisible at module level
+    cycles = _cycles(_lazy_cycle_graph())
+    assert any({"logicmap.graphs.ingest", redo} <= set(c) for c in cycles), cycles
+
+
+def test_ingest_and_its_redo_do_not_import_each_other() -> None:
+    """The shared pieces live in ``graphs.ingest_nodes``: neither it nor the redo graph imports ``graphs.ingest``,
+    lazily or not, and ``graphs.ingest`` is the one that runs the redo graph."""
+    for module in ("logicmap.graphs.ingest_redo", "logicmap.graphs.ingest_nodes"):
+        assert "logicmap.graphs.ingest" not in set(_runtime_imports(module)), module
+    assert "logicmap.graphs.ingest_redo" in set(_runtime_imports("logicmap.graphs.ingest"))
 
 
 @pytest.mark.parametrize(

@@ -37,10 +37,10 @@ def test_forget_list_and_delete_act_on_the_runs_namespace_only(resources: Any) -
     bob = LifecycleContext(namespace="bob", resources=resources)
     assert _ids(list_graph.invoke({}, context=alice)["page"]) == ["A1:1", "A2:1"]
     # A namespace in the input is not the run's: dropped with the other unknown keys.
-    out = list_graph.invoke({"namespace": "alice"}, context=bob)  # type: ignore[arg-type]
+    out = list_graph.invoke({"namespace": "alice"}, context=bob)
     assert _ids(out["page"]) == ["B1:1"]
     with pytest.raises(UnknownMemoryError) as unknown:
-        forget_graph.invoke({"turn_ids": ["A1:1"], "namespace": "alice"}, context=bob)  # type: ignore[typeddict-item]
+        forget_graph.invoke({"turn_ids": ["A1:1"], "namespace": "alice"}, context=bob)
     assert "alice" not in str(unknown.value)
     done = forget_graph.invoke({"turn_ids": ["A1:1"], "purge": True}, context=alice)["forgotten"]
     assert done["removed"]["turns"] == 1 and done["purge"]["namespace"] == "alice"

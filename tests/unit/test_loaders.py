@@ -247,8 +247,8 @@ def test_duplicate_json_keys_are_rejected(tmp_path) -> None:
     (True, "expected an id (str), got bool"), (["a"], "got list"), (None, "got null"),
 ])
 def test_conversation_ids_are_checked_for_shape_and_length(tmp_path, value, problem) -> None:
-    _rejected(_write(tmp_path, [_locomo_sample(value)]), "sample 0", "'sample_id'", problem)  # type: ignore[arg-type]
-    _rejected(_write(tmp_path, [_lme_item(value)], "lme.json"), "question 0", "'question_id'", problem)  # type: ignore[arg-type]
+    _rejected(_write(tmp_path, [_locomo_sample(value)]), "sample 0", "'sample_id'", problem)
+    _rejected(_write(tmp_path, [_lme_item(value)], "lme.json"), "question 0", "'question_id'", problem)
 
 
 @pytest.mark.parametrize(("dia_id", "problem"), [("D1 :1", "whitespace"), ("D" * 65, "longer than 64"), (7, "got int"),
@@ -278,7 +278,7 @@ def test_conversation_namespace_is_validated_distinct_and_bounded() -> None:
 
 
 def test_numeric_answers_and_ids_still_load(tmp_path) -> None:
-    sample = _locomo_sample(26)  # type: ignore[arg-type]
+    sample = _locomo_sample(26)  # type: ignore[arg-type]  # a number where an id is text: on purpose
     sample["qa"] = [{"question": "When?", "answer": 2022, "evidence": ["D1:1"], "category": 2}]
     (conv,) = load_conversations(_write(tmp_path, [sample]))
     assert conv.conversation_id == "26" and conv.qa[0].answer == "2022"

@@ -12,7 +12,9 @@ subgoal's words to the memories below). The decisions are chosen so each of the 
   two antecedents for one subgoal is sent back, and at breadth 2, depth 2, only the open antecedent G3 is refined,
   not the original G2 it refines;
 * the depth loop stops when no new memory arrives (Algorithm 1 line 35), even if the step grounded something;
-* the breadth loop then tries a decomposition unlike the failed one (Eq. 2), which proves the goal.
+* the breadth loop then tries a decomposition unlike the failed one (Eq. 2), which proves the goal;
+* each breadth step starts from an empty memory pool (Algorithm 1 line 8, M_t^(b,0) <- {}): the second decomposition
+  is unified and refined against what it retrieved, and "no new memory" is judged against its own pool.
 """
 
 from __future__ import annotations
@@ -109,6 +111,7 @@ class PaperModel:
         self.order: list[str] = []
         self.calls: dict[str, list[list[BaseMessage]]] = {role: [] for role in MARKERS}
         self.decompositions = [RULE_1, RULE_2]
+        self.refine_table = dict(REFINE)
         self.served_refined = 0
         self.model = ScriptedChatModel(respond=self._respond, default="")
 
@@ -141,8 +144,8 @@ class PaperModel:
     def _refine(self, messages: Sequence[BaseMessage]) -> Any:
         antecedents = []
         for sid, text in _subgoals(messages).items():
-            words = next((w for w in REFINE if w in text), None)
-            options = REFINE.get(words, []) if words else []
+            words = next((w for w in self.refine_table if w in text), None)
+            options = self.refine_table.get(words, []) if words else []
             if words == "served at":
                 self.served_refined += 1
                 options = options if self.served_refined == 1 else options[:1]
@@ -195,9 +198,10 @@ def _with_model(base: Resources, model: Any) -> Resources:
     return res
 
 
-def _run(memory: Resources, **limits: Any) -> tuple[PaperModel, PaperBackbone, list[str], dict[str, Any]]:
+def _run(memory: Resources, model: PaperModel | None = None,
+         **limits: Any) -> tuple[PaperModel, PaperBackbone, list[str], dict[str, Any]]:
     """The graph streamed: the nodes in the order they ran (one ``retrieve`` per ``Send``) and the final state."""
-    model, backbone = PaperModel(), PaperBackbone()
+    model, backbone = model or PaperModel(), PaperBackbone()
     context = GoalMemContext(namespace=NAMESPACE, resources=_with_model(memory, model.model), policy="llm",
                              retriever=backbone, backbone="paper", **limits)
     nodes: list[str] = []
@@ -275,6 +279,43 @@ def test_the_breadth_loop_tries_a_decomposition_unlike_the_failed_one(trace) -> 
                            "decompose", "unify", "refine", "unify", "refine", "unify", "generate"]
     assert final["llm_requests"] == len(model.order) == 15 <= call_bound(3, 5) == 37
     assert nodes[-2:] == ["generate", "finish"] and not final["fallbacks"]
+
+
+def test_each_breadth_step_starts_from_an_empty_memory_pool(trace) -> None:  # noqa: ANN001
+    """Algorithm 1 line 8 (M_t^(b,0) <- {}; Eq. 3 unions over psi^(b) only): the second decomposition is unified
+    and refined against the memories its own subgoals retrieved, not those of the decomposition that failed."""
+    model, _, _, final = trace
+    shown = [sorted(_memories(m)) for m in model.calls["unify"]]
+    breadth_1 = [["D1:1", "D1:2"], ["D1:1", "D1:2", "D1:3"], ["D1:1", "D1:2", "D1:3"]]
+    breadth_2 = [["D1:3", "D2:1"], ["D1:3", "D2:1", "D2:3"], ["D1:3", "D2:1", "D2:3", "D2:4"]]
+    assert shown == breadth_1 + breadth_2  # the matcha memories D1:1, D1:2 are not in breadth 2's pool
+    assert [sorted(_memories(m)) for m in model.calls["refine"]][3:] == breadth_2[:2]
+    steps = _unify_steps(final)
+    # Both memories breadth 2 starts with are new to its pool (D1:3 was retrieved at breadth 1 too).
+    assert (steps[3]["breadth"], steps[3]["depth"], steps[3]["new_memories"]) == (2, 0, 2)
+
+
+def test_no_new_memory_is_judged_against_the_decompositions_own_pool(memory: Resources) -> None:
+    """Algorithm 1 line 35 compares M_t^(b,d) with M_t^(b,d-1) of the same breadth step: an antecedent that
+    retrieves a memory only the failed decomposition had seen brings new memory to this one, so the depth loop
+    goes on (a pool kept across breadth steps would count nothing new and give the decomposition up)."""
+    model = PaperModel()
+    model.refine_table["went to"] = ["Alice likes the drinks of (z:cafe)"]  # retrieves D1:1 (breadth 1's)
+    _, backbone, nodes, final = _run(memory, model)
+    assert "Alice likes the drinks of Momoco" in backbone.queries
+    b2d1 = [t for t in _unify_steps(final) if (t["breadth"], t["depth"]) == (2, 1)][0]
+    assert b2d1["new_memories"] == 1 and b2d1["resolved"] == ["G3"] and b2d1["unresolved"] == ["G2"]
+    after = [i for i, n in enumerate(nodes) if n == "unify"][4] + 1
+    assert nodes[after] == "refine"  # depth 2 of breadth 2, not the next decomposition
+    assert [t["depth"] for t in final["trace"] if t["node"] == "refine"][-1] == 2
+
+
+def test_keeping_the_pool_across_breadth_steps_is_an_option_off_by_default(memory: Resources) -> None:
+    assert GoalMemContext().keep_pool_across_breadth is False
+    model, _, _, final = _run(memory, keep_pool_across_breadth=True)
+    shown = [sorted(_memories(m)) for m in model.calls["unify"]]
+    assert shown[3] == ["D1:1", "D1:2", "D1:3", "D2:1"]  # the failed decomposition's memories stay
+    assert final["answer"] == "The Kyoto Latte"
 
 
 def test_the_call_bound_is_enforced_and_exposed(memory: Resources) -> None:

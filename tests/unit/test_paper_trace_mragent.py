@@ -46,7 +46,7 @@ class Recorder(ScriptedChatModel):
 
     bound: list[list[str]] = Field(default_factory=list)
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:  # type: ignore[override]
+    def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:
         self.bound.append([getattr(t, "name", None) or t["function"]["name"] for t in tools])
         return self
 _MEMORY_LINE = re.compile(r"^(M\d+): \[(\w+) ([^,\]]+)", re.MULTILINE)

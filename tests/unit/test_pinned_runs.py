@@ -40,7 +40,10 @@ def _ingest(res: Resources, sample: Any, namespace: str) -> None:
 
 
 def _commit_new_session(res: Resources, namespace: str) -> int:
-    session = chat_turn_session(namespace, "writer", NEW_TURNS, datetime(2024, 1, 5, 10, 0))
+    # Dated before the pinned memory's latest session: REAL admits only facts up to its current time, so a later
+    # date would keep the new facts out of a run that read the latest snapshot, and the REAL case would not test
+    # the pin (a run without pinning reads them and finds other paths).
+    session = chat_turn_session(namespace, "writer", NEW_TURNS, datetime(2023, 4, 1, 10, 0))
     ingest_session(session, namespace, resources=res, policy="heuristic")
     return res.store.snapshot(namespace).generation
 

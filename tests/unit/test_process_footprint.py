@@ -37,13 +37,13 @@ def _run(code: str, **env: str) -> dict:
 
 @pytest.mark.parametrize("value, expected", [("auto", "auto"), ("AUTO", "auto"), ("1", 1), (" 3 ", 3), (2, 2)])
 def test_threads_setting_accepts_auto_and_positive_counts(value: object, expected: object) -> None:
-    assert LogicMapSettings(threads=value).threads == expected  # type: ignore[arg-type]
+    assert LogicMapSettings(threads=value).threads == expected  # type: ignore[arg-type]  # a bad value on purpose
 
 
 @pytest.mark.parametrize("value", ["0", -1, "many", "1.5", ""])
 def test_threads_setting_rejects_what_is_not_a_positive_count(value: object) -> None:
     with pytest.raises(ValidationError, match="threads"):
-        LogicMapSettings(threads=value)  # type: ignore[arg-type]
+        LogicMapSettings(threads=value)  # type: ignore[arg-type]  # a bad value on purpose
 
 
 def test_threads_setting_is_read_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -125,7 +125,7 @@ def test_minilm_runtime_is_checked() -> None:
     with pytest.raises(ValueError, match="runtime"):
         MiniLMEmbeddings(runtime="onnx")
     with pytest.raises(ValidationError):
-        LogicMapSettings(embedding_runtime="onnx")  # type: ignore[arg-type]
+        LogicMapSettings(embedding_runtime="onnx")  # type: ignore[arg-type]  # a bad value on purpose
 
 
 @pytest.mark.slow

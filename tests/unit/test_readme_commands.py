@@ -121,7 +121,7 @@ def command_problems(text: str, monkeypatch: pytest.MonkeyPatch, whole: bool = T
     from logicmap.__main__ import build_parser
     from logicmap.evals.cli import add_eval_commands
 
-    target, args = _invocation(text)  # type: ignore[misc]
+    target, args = _invocation(text)  # type: ignore[misc]  # the README command was checked to be one
     if target != "cli":
         parser = _module_parser(target, monkeypatch)
         if isinstance(parser, str):
@@ -146,7 +146,7 @@ def readme_commands() -> list[tuple[str, bool]]:
 
 
 def test_the_readme_shows_commands_of_both_kinds(readme_commands: list[tuple[str, bool]]) -> None:
-    kinds = {_invocation(c)[0] == "cli" for c, _ in readme_commands}  # type: ignore[index]
+    kinds = {_invocation(c)[0] == "cli" for c, _ in readme_commands}  # type: ignore[index]  # the fixture holds commands only
     assert kinds == {True, False} and len(readme_commands) > 20
 
 

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, ToolMessage
 
+from logicmap.agents.answerers import answer_from_active_set
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.reconstruct import (
     ReconstructContext,
     ReconstructState,
     answer,
     build_reconstruct_graph,
-    extractive_answer,
 )
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.result import EvidenceItem
@@ -172,9 +172,9 @@ def test_an_unreachable_model_stops_the_question_instead_of_answering(ingested_s
 
 def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested_sample) -> None:  # noqa: ANN001
     snapshot = ingested_sample.store.snapshot(NS)
-    assert extractive_answer("What is the capital of Peru?", [], snapshot).answer == NO_ANSWER
+    assert answer_from_active_set("What is the capital of Peru?", [], snapshot).answer == NO_ANSWER
     item = EvidenceItem(kind="turn", id="D1:6", text="", turn_ids=["D1:6"])
-    found = extractive_answer("Which food is Leo's favourite?", [item], snapshot)
+    found = answer_from_active_set("Which food is Leo's favourite?", [item], snapshot)
     assert "Sushi" in found.answer and found.cited_turn_ids == ["D1:6"] and 0 < found.confidence < 1
 
 

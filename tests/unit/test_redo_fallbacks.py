@@ -74,7 +74,8 @@ def test_redo_rebuilds_exactly_the_sessions_that_fell_back(resources, broken_s2,
     resources.llm_ = good
     report = ingest_conversation(broken_s2, "ns", resources=resources, context=REDO, redo_fallbacks=True)
     assert [(s.session_id, s.skipped) for s in report.sessions] == [("S1", True), ("S3", True), ("S2", False)]
-    assert not report.fallbacks and set(good.role_calls) <= {"analysis", "relations"}  # no separate facts or cues call
+    # No separate facts or cues call; the topics holding rebuilt events are labelled again, as ingest labels them.
+    assert not report.fallbacks and set(good.role_calls) <= {"analysis", "relations", "topics"}
     shown = {
         m.split(":")[0]
         for c in good.calls
@@ -153,3 +154,63 @@ def test_session_records_written_before_structured_fallbacks_stay_readable() -> 
         ("cue_extractor", "no chat model configured", 1),
     ]
     assert info.fallbacks[0].first_error == "invalid model output after one retry"
+
+
+class LabellingModel(SessionModel):
+    """``SessionModel`` whose topic labels and descriptions are made from the events the prompt shows (so a
+    label abstracted from a fallen-back event differs from one abstracted from the model's event)."""
+
+    @staticmethod
+    def _topics(text: str) -> dict:
+        topics = []
+        for block in re.finditer(r"^(T\d+) \(\d+ events\):\n((?:- .*\n?)*)", text, re.MULTILINE):
+            shown = [line[2:] for line in block.group(2).splitlines()]
+            label = " ".join(shown[0].split()[:6]) if shown else "empty topic"
+            topics.append({"topic": block.group(1), "label": label, "description": " | ".join(shown)[:300]})
+        return {"topics": topics}
+
+
+def _labels(snapshot) -> dict:
+    """Each topic's members with its label, description and where they came from (topic ids may differ)."""
+    return {frozenset(t.members): (t.label, t.description, t.label_source) for t in snapshot.topics.values()}
+
+
+def test_redo_labels_topics_as_a_fresh_ingest_with_the_same_model_does(resources) -> None:
+    """Issue 29: the redo pass relabels the topics holding rebuilt events with the topic abstractor, so the rebuilt
+    namespace carries the labels a fresh ingest with that model gives (every step re-clusters: same topics)."""
+    conv = long_conversation(9, sessions=3)
+    every_step = {"recluster_every": 1, "combined_extraction": False}
+    resources.llm_ = LabellingModel(garbage={"segmenter"}, garbage_when="[D2:1]")
+    ingest_conversation(conv, "ns", resources=resources, context=IngestContext(policy="llm", **every_step))
+    broken = _labels(resources.store.snapshot("ns"))
+    assert any("Model event" not in (label or "") for label, _, _ in broken.values())  # S2's fallback events
+    resources.llm_ = LabellingModel()
+    report = ingest_conversation(conv, "ns", resources=resources, redo_fallbacks=True,
+                                 context=IngestContext(policy="llm", **every_step))
+    assert [s.session_id for s in report.sessions if not s.skipped] == ["S2"] and not report.fallbacks
+    assert resources.llm_.role_calls.get("topics") == 1  # one abstraction call in the rebuild, as per ingested session
+    ingest_conversation(conv, "fresh", resources=resources, context=IngestContext(policy="llm", **every_step))
+    redone, fresh = _labels(resources.store.snapshot("ns")), _labels(resources.store.snapshot("fresh"))
+    assert redone == fresh and redone != broken
+    assert {source for _, _, source in redone.values()} == {"llm"}
+    assert all(label and label.startswith("Model event") for label, _, _ in redone.values())
+
+
+def test_redo_without_reclustering_relabels_the_topics_whose_events_it_rebuilt(resources) -> None:
+    """No re-clustering: a topic keeps its members when the rebuilt events take their ids, yet its label was
+    abstracted from the summaries that fell back; the redo labels it again from the rebuilt ones."""
+    conv = long_conversation(9, sessions=3)
+    incremental = {"recluster_every": 0, "combined_extraction": False}
+    resources.llm_ = LabellingModel(garbage={"segmenter"}, garbage_when="[D2:1]")
+    ingest_conversation(conv, "ns", resources=resources, context=IngestContext(policy="llm", **incremental))
+    resources.llm_ = LabellingModel()
+    ingest_conversation(conv, "ns", resources=resources, redo_fallbacks=True,
+                        context=IngestContext(policy="llm", **incremental))
+    after = resources.store.snapshot("ns")
+    summaries = {e.summary for e in after.events.values()}
+    s2 = {e.id for e in after.events.values() if e.session_id == "S2"}
+    holding = [t for t in after.topics.values() if s2 & set(t.members)]
+    assert holding and all(t.label_source == "llm" for t in holding)
+    for topic in after.topics.values():  # every description is made of summaries the namespace holds now
+        assert set((topic.description or "").split(" | ")) <= summaries, topic.id
+    assert memory_problems(after) == []

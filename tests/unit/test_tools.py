@@ -224,7 +224,7 @@ def test_remember_ingests_through_the_injected_callable() -> None:
     empty = call(tool, {"text": ""})
     assert empty.status == "error" and "text" in empty.content
     with pytest.raises(MemoryToolConfigError):
-        create_remember_tool("alice", ingest=None)  # type: ignore[arg-type]
+        create_remember_tool("alice", ingest=None)  # type: ignore[arg-type]  # a bad value on purpose
 
 
 def test_remember_then_search_finds_it(resources) -> None:  # noqa: ANN001
