@@ -3,12 +3,16 @@
 Trains on synthetic update conversations (``evals.train.r2_synthetic``: repeats -> NOOP, changed values ->
 UPDATE, retractions -> DELETE, small talk -> dropped) and prints, for the untrained and the trained policy in
 greedy free generation on held-out conversations (parsed and validated as the production manager does): the
-episode reward, answer F1, validity rate, mean local step reward and the share of turns handled as the optimal
-policy would; then the optimisation steps, wall time and peak memory. Held-out conversations use other names
-and values than the training ones. The answer agent of the reward is the extractive answerer (a fallback: no
-chat model runs here), as printed. A benchmark, not a test: it prints numbers.
+strict episode reward (-1 for an episode with an invalid reply), the paper's episode reward (``memory_reward``: F1
+minus the compression penalty of the memory built), answer F1, the invalid-step rate, validity, the mean local step
+reward and the share of turns handled as the optimal policy would; then the optimisation steps, wall time and peak
+memory. Held-out conversations use other names and values than the training ones; ``--dev`` also scores
+development conversations (the training names and values, a seed the training pool never draws) to choose settings
+by. The answer agent of the reward is the extractive answerer (a fallback: no chat model runs here), as printed.
+A benchmark, not a test: it prints numbers.
 
     python -m logicmap.evals.bench.bench_logo_learning                       # tiny model, about 10-15 min on 2 cores
+    python -m logicmap.evals.bench.bench_logo_learning --dev --local-points all --kl-beta 0.05   # docs/methods.md's run
     python -m logicmap.evals.bench.bench_logo_learning --config cpu-smoke    # SmolLM2-135M + LoRA (slow on CPU)
 """
 
