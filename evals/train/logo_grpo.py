@@ -577,6 +577,13 @@ def write_dataset(dataset: LoGoDataset, out: str | Path) -> tuple[Path, Path]:
 # -- online reward for a GRPO trainer ------------------------------------------------------------
 
 
+def _read_context(path: Path) -> dict[str, Any]:
+    """A context file's JSON object (``ValueError`` when the file holds something else)."""
+    loaded = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(loaded, dict):
+        raise ValueError(f"not a LoGo-GRPO context file: {path} holds no JSON object")
+    return loaded
+
 class LoGoRewardHook:
     """A TRL ``GRPOTrainer`` reward function computing the local LoGo reward of generated edits.
 
@@ -596,7 +603,7 @@ class LoGoRewardHook:
         invalid_reward: float = INVALID_REWARD,
     ) -> None:
         if not isinstance(context, dict):
-            context = json.loads(Path(context).read_text(encoding="utf-8"))
+            context = _read_context(Path(context))
         if context.get("format") != CONTEXT_FORMAT:
             raise ValueError(f"not a LoGo-GRPO context file (format {context.get('format')!r})")
         self.context = context

@@ -246,7 +246,9 @@ def _tiny_tokenizer() -> Any:
     )
     bpe.train_from_iterator(corpus, trainer=trainer)
     bpe.add_tokens([AddedToken(p, normalized=False) for p in GRAMMAR_PIECES])
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|im_end|>")
+    tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # transformers ships no annotations here
+        tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|im_end|>"
+    )
     tok.chat_template = _CHATML
     return tok
 
@@ -507,7 +509,7 @@ def load_policy(config: TrainConfig) -> Policy:
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
             model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
             # transformers de-quantises GGUF tensors on load but keeps a marker that refuses save_pretrained
-            model.hf_quantizer = None
+            model.hf_quantizer = None  # type: ignore[assignment]  # transformers types it as set; None is its "no quantizer"
             if hasattr(model.config, "quantization_config"):
                 del model.config.quantization_config
         else:
@@ -578,7 +580,8 @@ def parse_extractor_completion(text: str, turns: Sequence[Any]) -> tuple[FactExt
 
 
 def _session_date(session: Any) -> str | None:
-    return session.timestamp.date().isoformat() if session.timestamp else session.timestamp_text
+    date: str | None = session.timestamp.date().isoformat() if session.timestamp else session.timestamp_text
+    return date
 
 
 def _no_llm_candidates(conversation: Conversation, index: int) -> tuple[CandidateFact, ...]:
@@ -830,7 +833,7 @@ def logo_loss(
         share = weights[s.level] * term
         parts[s.level] += float(term.detach())
         if backward and share.requires_grad:
-            share.backward()
+            share.backward()  # type: ignore[no-untyped-call]  # torch.Tensor.backward is not annotated
             share = share.detach()
         total = total + share
     return total, parts
