@@ -290,7 +290,8 @@ class CompassPolicy(Protocol):
         ...
 
     def starts(self, graph: EventGraph, question: str, subgoals: Sequence[str], top: Sequence[str],
-               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int) -> Decided[list[str]]:
+               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int,
+               scores: Mapping[str, float] | None = None) -> Decided[list[str]]:
         """The round's starting points among ``candidates`` (the ``top`` ranked and the ``diverse`` topic leaders)."""
         ...
 
@@ -348,7 +349,8 @@ class RuleCompassPolicy:
         return Decided(PlannedSearch(clause_subgoals(question)))
 
     def starts(self, graph: EventGraph, question: str, subgoals: Sequence[str], top: Sequence[str],
-               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int) -> Decided[list[str]]:
+               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int,
+               scores: Mapping[str, float] | None = None) -> Decided[list[str]]:
         """The two best topic leaders, then the top ranked."""
         return Decided(list(dict.fromkeys([*diverse[:2], *top]))[:max_starts])
 
@@ -399,6 +401,11 @@ class RuleCompassPolicy:
         return Decided(answer_from_evidence(question, evidence))
 
 
+def _similarity(scores: Mapping[str, float] | None, event_id: str) -> str:
+    """A candidate's score as the Memory Node Selection Prompt shows it (empty when the caller has none)."""
+    return f" [similarity {scores[event_id]:.3f}]" if scores and event_id in scores else ""
+
+
 @dataclass(frozen=True)
 class LLMCompassPolicy:
     """The paper's LLM roles (``policy="llm"``); each call tagged with ``tags``/``metadata`` and run with the
@@ -430,12 +437,13 @@ class LLMCompassPolicy:
         return Decided(PlannedSearch(plan.output.subgoals), plan.cost, _fallbacks(plan))
 
     def starts(self, graph: EventGraph, question: str, subgoals: Sequence[str], top: Sequence[str],
-               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int) -> Decided[list[str]]:
+               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int,
+               scores: Mapping[str, float] | None = None) -> Decided[list[str]]:
         """The localizer's pick; a single candidate is the only valid pick and is taken without a call."""
         if len(candidates) <= 1:
             return Decided(list(dict.fromkeys([*diverse[:2], *top]))[:max_starts])
-        outcome = pick_starts(self.llm, question, list(subgoals), [(e, graph.events[e].render()) for e in candidates],
-                              max_starts=max_starts, **self._trace)
+        shown = [(e, graph.events[e].render() + _similarity(scores, e)) for e in candidates]
+        outcome = pick_starts(self.llm, question, list(subgoals), shown, max_starts=max_starts, **self._trace)
         return Decided(outcome.output.event_ids, outcome.cost, _fallbacks(outcome))
 
     def explore(self, graph: EventGraph, progress: SearchProgress, event_id: str,

@@ -392,16 +392,18 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
 
 
 def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassContext, res: Resources,
-                ) -> tuple[list[str], list[str], list[str]]:
+                ) -> tuple[list[str], list[str], list[str], dict[str, float]]:
     """The unvisited top-k events for ``query``, the best event of each of the first p topics, and both together
     (the candidate starting points). The paper's localization (4.3.2): "selects candidates from the first p distinct
     topic clusters appearing in the ranked list"; it is silent on how many per topic (its Appendix F "Cluster-based
     Node Selection Prompt", at most 3 per cluster, is never placed in the algorithm): one, the best ranked. p = 0
-    is the paper's no-clustering setting (Section 5.3): no topic candidates."""
+    is the paper's no-clustering setting (Section 5.3): no topic candidates. Last, each candidate's ranking score
+    (the Memory Node Selection Prompt shows the candidates with their similarity scores)."""
     ranking = _rank_events(graph, query, ctx, res, visited)
     top = ranking.head(ctx.top_k)
     diverse = graph.topic_leaders(ranking, ctx.top_p) if ctx.top_p > 0 else []
-    return top, diverse, list(dict.fromkeys([*top, *diverse]))
+    candidates = list(dict.fromkeys([*top, *diverse]))
+    return top, diverse, candidates, {e: ranking.score(e) for e in candidates}
 
 
 def _first_candidates(graph: EventGraph, question: str, ctx: CompassContext, res: Resources) -> list[str]:
@@ -455,10 +457,11 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
         return {"frontier": [], "localized": [], "done": True, "log": [{"node": "localize", "empty": True}]}
     query = state.get("query") or state["question"]
     visited = set(state.get("visited", []))
-    top, diverse, candidates = _candidates(graph, query, visited, ctx, res)
+    top, diverse, candidates, scores = _candidates(graph, query, visited, ctx, res)
     planned = [e for e in state.get("planned_starts", []) if e in candidates]
     picked = Decided(planned) if planned else policy.starts(
-        graph, state["question"], state["subgoals"], top, diverse, candidates, max_starts=ctx.max_starts)
+        graph, state["question"], state["subgoals"], top, diverse, candidates, max_starts=ctx.max_starts,
+        scores=scores)
     starts = picked.value
     queue = dict(state.get("queue", {}))
     queued_from = {e: list(src) for e, src in state.get("queued_from", {}).items()}

@@ -81,6 +81,13 @@ class Ranking:
         """The first ``n`` ids."""
         return list(islice(self, n))
 
+    def score(self, event_id: str) -> float:
+        """``event_id``'s ranking score (what orders it; the query similarity under the dense recipe)."""
+        at = np.flatnonzero(self._ids == event_id)
+        if not at.size:
+            raise KeyError(event_id)
+        return float(-self._keys[at[0]])
+
 
 @dataclass(frozen=True)
 class Neighbor:

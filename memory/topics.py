@@ -81,7 +81,7 @@ class TopicLayer:
                 sim = float(normalize(np.asarray(topic.centroid, dtype=np.float32)) @ vec)
                 if sim > best_sim:
                     best_id, best_sim = tid, sim
-            if best_id is not None and best_sim >= self.delta:
+            if best_id is not None and best_sim > self.delta:  # App. B: joins when the similarity *exceeds* delta
                 topic = working[best_id]
                 topic.members.append(eid)
                 topic.centroid = _centroid([vectors[m] for m in topic.members])

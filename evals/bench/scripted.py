@@ -101,7 +101,7 @@ def _plan(text: str) -> dict[str, Any]:
 
 
 def _starts(text: str) -> dict[str, Any]:
-    block = text.split("Candidates:\n", 1)[-1]
+    block = re.split(r"Candidates:\n|CANDIDATE NODES[^\n]*:\n", text, maxsplit=1)[-1]
     ids = [line.split(": ", 1)[0] for line in block.splitlines() if ": " in line]
     return {"event_ids": ids[:3]}
 

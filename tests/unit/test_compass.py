@@ -17,7 +17,7 @@ from logicmap.memory.records import Event, Relation, Topic, relation_id
 from logicmap.memory.store import ChangeSet
 
 PLANNER = "You plan how to answer"
-LOCALIZER = "You choose where to start"
+LOCALIZER = "You are selecting the most promising memory nodes"
 EXPLORER = "Decide what to do with the current event"
 BATCH = "Decide for EACH listed event"
 REFINER = "Write one new search query"

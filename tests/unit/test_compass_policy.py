@@ -179,3 +179,29 @@ def test_localize_candidates_are_the_top_k_and_the_leaders_of_the_first_p_topics
     else:  # one event (the best ranked) of each of the first p distinct topics
         topics = [topic_of.get(e, e) for e in candidates]
         assert len(set(topics)) == min(top_p, len(set(topic_of.values())))
+
+
+def test_the_localizer_is_asked_with_the_papers_node_selection_prompt_and_the_scores(ingested_sample) -> None:
+    """Psi_start (CompassMem App. F, Memory Node Selection Prompt): the candidates come with their similarity scores
+    (the ranking that chose them, best first) and the paper's instructions (be selective, at most 5, diversity)."""
+    from tests.unit.test_compass import LOCALIZER
+
+    graph = EventGraph.of(ingested_sample.store.snapshot("sample"))
+    ctx = CompassContext(resources=ingested_sample, policy="llm", top_k=3, top_p=3, plan_starts=False)
+    llm = ScriptedChatModel(routes={LOCALIZER: [{"event_ids": []}, {"event_ids": []}]})
+    ingested_sample.llm_ = llm
+    try:
+        state = {"namespace": "sample", "question": f"{DRINK}?", "subgoals": [DRINK], "satisfied": [False],
+                 "policy": "llm"}
+        update = localize(state, Runtime(context=ctx, store=None))
+    finally:
+        ingested_sample.llm_ = None
+    system, human = (str(m.content) for m in llm.calls[0])
+    assert "Be selective" in system and "at most 5 nodes" in system and "similarity score" in system
+    candidates = update["log"][0]["candidates"]
+    shown = re.findall(r"^(\S+): .*\[similarity (-?[0-9.]+)\]$", human.split("CANDIDATE NODES", 1)[1], re.M)
+    assert [e for e, _ in shown] == candidates and len(shown) == len(candidates) >= 2
+    top = [float(s) for e, s in shown if e in update["localized"]]
+    assert top == sorted(top, reverse=True)  # the top k, best first, with the scores that ranked them
+    assert all(e in graph.events for e in candidates)
+    assert [f.role for f in update["fallbacks"]] == ["localizer"]  # an empty pick: retried once, then the top ones
