@@ -702,6 +702,8 @@ def build_compass_graph() -> StateGraph[CompassState, CompassContext, CompassInp
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
             elapsed: float) -> AnswerResult:
+    if ctx.faithful:  # the result orders evidence as the run searched: ``faithful``'s overrides apply here too
+        ctx = replace(ctx, **FAITHFUL_OVERRIDES)
     snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
     graph = EventGraph.of(snapshot)
     encoder = _encoder(ctx, res)

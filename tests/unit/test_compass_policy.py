@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from langgraph.runtime import Runtime
 
@@ -205,3 +206,22 @@ def test_the_localizer_is_asked_with_the_papers_node_selection_prompt_and_the_sc
     assert top == sorted(top, reverse=True)  # the top k, best first, with the scores that ranked them
     assert all(e in graph.events for e in candidates)
     assert [f.role for f in update["fallbacks"]] == ["localizer"]  # an empty pick: retried once, then the top ones
+
+
+def test_a_faithful_runs_result_scores_evidence_without_the_name_free_readings(resources) -> None:
+    """``faithful`` turns the name-free readings off for the search; the result (the ``finish`` node) scores the
+    kept events with the same plain question vector, not with the readings the default adds."""
+    from logicmap.graphs.compass import answer as compass_answer
+
+    build_namespace(resources, "faith", {"A": "drank an iced matcha latte at the cafe", "B": "the bus was late"}, [],
+                    {"T0": ["A"], "T1": ["B"]})
+    question = "What drink did Maya have at the Blue Finch cafe?"
+    graph = EventGraph.of(resources.store.snapshot("faith"))
+    plain = graph.similarities(QueryEncoder(resources.embeddings, name_free_readings=False).embed([question])[0])
+    readings = QueryEncoder(resources.embeddings)
+    best = np.max([graph.similarities(v) for v in readings.embed(readings.readings(question))], axis=0)
+    assert best[graph.index_of("A")] > plain[graph.index_of("A")] + 1e-3  # the readings would score A higher
+    result = compass_answer(question, "faith", resources=resources, policy="heuristic", faithful=True)
+    assert result.evidence
+    for item in result.evidence:
+        assert item.score == pytest.approx(float(plain[graph.index_of(item.id)]), abs=1e-6)
