@@ -1,11 +1,15 @@
-"""Fixtures of the reliability suite: isolated stores, the sample conversation ingested once per module."""
+"""Fixtures of the reliability suite: isolated stores, the sample conversation ingested once per module, a Chroma server."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from logicmap.graphs.resources import Resources
 from tests.conftest import make_resources
+from tests.reliability.support import ChromaServer
 
 
 @pytest.fixture(scope="module")
@@ -28,3 +32,12 @@ def sample_memory(module_resources: Resources) -> Resources:
     ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic",
                         memory_manager="r2")
     return module_resources
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ChromaServer]:
+    """A ``chroma run`` on a loopback port for one test, SIGKILLed after it."""
+    chroma = ChromaServer(tmp_path / "chroma-server", tmp_path / "chroma.log")
+    chroma.start()
+    yield chroma
+    chroma.kill()

@@ -502,3 +502,13 @@ class ChromaServer:
         from logicmap.memory.store import MemoryStore
 
         return MemoryStore(self.settings())
+
+
+def with_session(conv: Conversation, number: int, lines: Sequence[tuple[int, str]]) -> Conversation:
+    """``conv`` with one more session ``S{number}``, dated as its last: turn ``D{number}:i`` is said by
+    ``conv.speakers[speaker]`` for each ``(speaker, text)`` (the canary tests' planted session)."""
+    last = conv.sessions[-1]
+    turns = [RawTurn(dia_id=f"D{number}:{i}", speaker=conv.speakers[who], text=text)
+             for i, (who, text) in enumerate(lines, start=1)]
+    extra = Session(session_id=f"S{number}", timestamp=last.timestamp, timestamp_text=last.timestamp_text, turns=turns)
+    return conv.model_copy(update={"sessions": [*conv.sessions, extra]})

@@ -28,23 +28,21 @@ from logicmap.graphs.strategies import STRATEGIES, answer
 from logicmap.graphs.visualize import render_event_graph_html
 from logicmap.memory.backup import export_namespace
 from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation, RawTurn, Session, load_conversations
+from logicmap.memory.loaders import Conversation, load_conversations
 from logicmap.memory.store import UnknownNamespaceError
 from tests.conftest import make_resources
-from tests.reliability.support import SAMPLE, memory_problems
+from tests.reliability.support import SAMPLE, memory_problems, with_session
 
 CANARY = "ZQXV-canary-8841-locker"
 QUESTION = "What is the locker code?"
 
 
 def _with_canary(conv: Conversation) -> Conversation:
-    last = conv.sessions[-1]
-    extra = Session(session_id="S99", timestamp=last.timestamp, timestamp_text=last.timestamp_text, turns=[
-        RawTurn(dia_id="D99:1", speaker=conv.speakers[0], text="I finally got a locker at the gym near work."),
-        RawTurn(dia_id="D99:2", speaker=conv.speakers[0], text=f"The locker code is {CANARY}, do not tell anyone."),
-        RawTurn(dia_id="D99:3", speaker=conv.speakers[-1], text="Nice, the gym near work is a good one."),
+    return with_session(conv, 99, [
+        (0, "I finally got a locker at the gym near work."),
+        (0, f"The locker code is {CANARY}, do not tell anyone."),
+        (-1, "Nice, the gym near work is a good one."),
     ])
-    return conv.model_copy(update={"sessions": [*conv.sessions, extra]})
 
 
 def _files_holding(directory: Path, *needles: bytes) -> list[str]:

@@ -16,28 +16,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pytest
 
 from logicmap.graphs.forget import delete_namespace, forget, list_memories
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.strategies import STRATEGIES, answer
 from logicmap.memory.backup import export_namespace
-from logicmap.memory.loaders import Conversation, RawTurn, Session, load_conversations
-from tests.reliability.support import SAMPLE, ChromaServer, memory_problems
+from logicmap.memory.loaders import Conversation, load_conversations
+from tests.reliability.support import SAMPLE, ChromaServer, memory_problems, with_session
 
 CANARY = "QWJX-server-canary-5521-vault"
 QUESTION = "What is the vault code?"
 
 
 def _with_canary(conv: Conversation) -> Conversation:
-    last = conv.sessions[-1]
-    extra = Session(session_id="S98", timestamp=last.timestamp, timestamp_text=last.timestamp_text, turns=[
-        RawTurn(dia_id="D98:1", speaker=conv.speakers[0], text="I rented a small vault at the bank downtown."),
-        RawTurn(dia_id="D98:2", speaker=conv.speakers[0], text=f"The vault code is {CANARY}, keep it quiet."),
-        RawTurn(dia_id="D98:3", speaker=conv.speakers[-1], text="A vault downtown sounds safe enough."),
+    return with_session(conv, 98, [
+        (0, "I rented a small vault at the bank downtown."),
+        (0, f"The vault code is {CANARY}, keep it quiet."),
+        (-1, "A vault downtown sounds safe enough."),
     ])
-    return conv.model_copy(update={"sessions": [*conv.sessions, extra]})
 
 
 def _server_rows(server: ChromaServer) -> list[tuple[str, Any, Any, Any]]:
@@ -76,14 +73,6 @@ def _local_files_holding(directory: Path) -> list[str]:
 def _answers(res: Resources, namespace: str) -> dict[str, str]:
     return {s: answer(s, QUESTION, namespace, resources=res, policy="heuristic").model_dump_json(
         exclude={"cost", "timings", "trace"}) for s in STRATEGIES}
-
-
-@pytest.fixture
-def server(tmp_path: Path):  # noqa: ANN201
-    chroma = ChromaServer(tmp_path / "chroma-server", tmp_path / "chroma.log")
-    chroma.start()
-    yield chroma
-    chroma.kill()
 
 
 def _resources(server: ChromaServer, data_dir: Path) -> Resources:

@@ -28,14 +28,6 @@ TRIALS = int(os.environ.get("LOGICMAP_SERVER_KILL_TRIALS", "4"))
 LEASE_S = 6.0
 
 
-@pytest.fixture
-def server(tmp_path: Path):  # noqa: ANN201
-    chroma = ChromaServer(tmp_path / "chroma-server", tmp_path / "chroma.log")
-    chroma.start()
-    yield chroma
-    chroma.kill()
-
-
 def _ingest(server: ChromaServer, tmp: Path, file: Path, namespace: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "logicmap", "ingest", str(file), "-n", namespace, "--policy",
                              "heuristic", "--quiet"], cwd=ROOT.parent, env=server.env(tmp, LEASE_S), stdout=subprocess.PIPE,
