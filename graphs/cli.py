@@ -330,13 +330,14 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    """`logicmap forget -n NS --turn ID ... | --session ID ... | --before DATE [--purge]` (graphs.forget)."""
+    """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge]`
+    (graphs.forget)."""
     from logicmap.graphs.forget import forget
 
-    if not (args.turn or args.session or args.before):
-        raise ValueError("say what to forget: --turn ID, --session ID or --before DATE")
-    report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (), before=args.before,
-                    purge=args.purge, surface="cli", resources=resources_from_args(args))
+    if not (args.turn or args.session or args.key or args.before):
+        raise ValueError("say what to forget: --turn ID, --session ID, --key KEY or --before DATE")
+    report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (), keys=args.key or (),
+                    before=args.before, purge=args.purge, surface="cli", resources=resources_from_args(args))
     removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items()) or "nothing"
     print(f"forgot in {report.namespace} (generation {report.generation}): {removed}")
     if report.purge is not None:
@@ -423,6 +424,7 @@ def _add_lifecycle_commands(sub: Any) -> None:
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--turn", nargs="+", metavar="ID", help="turn ids (dia ids, as `logicmap list` shows them)")
     p.add_argument("--session", nargs="+", metavar="ID", help="every turn of these sessions")
+    p.add_argument("--key", nargs="+", metavar="KEY", help="items LogicMapStore.put stored under these keys")
     p.add_argument("--before", metavar="DATE", help="every turn said before this date (YYYY-MM-DD)")
     p.add_argument("--purge", action="store_true", help="then remove the forgotten records from disk for good")
     p.set_defaults(func=cmd_forget)

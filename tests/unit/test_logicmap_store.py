@@ -127,6 +127,25 @@ def test_delete_calls_forget_and_forget_takes_store_keys(store: LogicMapStore, r
     assert [a.surface for a in resources.store.snapshot("memories.alice").manifest.forgets] == ["python", "store"]
 
 
+def test_the_command_line_forgets_a_store_key(store: LogicMapStore, resources: Resources,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.__main__ import main
+
+    store.put(ALICE, "bees", {"content": "I keep bees on my roof."})
+    store.put(ALICE, "vinyl", {"content": "I collect vinyl records."})
+    store.put(BOB, "bees", {"content": "Bob keeps bees too."})
+    resources.store.close()  # the CLI opens the data directory itself
+    resources.store_ = None
+    base = ["--data-dir", str(resources.settings.data_dir), "--embeddings", "hashing"]
+    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--purge"]) == 0
+    assert "1 turns" in capsys.readouterr().out
+    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees"]) == 2  # gone: nothing more to forget
+    assert "no such key" in capsys.readouterr().err
+    assert store.get(ALICE, "bees") is None and store.get(ALICE, "vinyl") is not None
+    assert store.get(BOB, "bees") is not None  # the same key in another tenant is not touched
+    assert [a.surface for a in resources.store.snapshot("memories.alice").manifest.forgets] == ["cli"]
+
+
 def test_an_item_put_without_index_is_kept_but_not_ranked(store: LogicMapStore) -> None:
     store.put(ALICE, "shown", {"content": "Notes about the garden."})
     store.put(ALICE, "hidden", {"content": "Notes about the garden."}, index=False)
