@@ -87,7 +87,6 @@ __all__ = [
     "fuse",
     "ingest_context",
     "ingest_policy_of",
-    "policy_and_llm",
     "prepare",
     "r2",
     "rebase",
@@ -283,12 +282,6 @@ def ingest_policy_of(state: Mapping[str, Any], runtime: Runtime[IngestContext] |
     trace = _trace(state, ctx) if state.get("current") is not None else {}
     return ingest_policy(name, model=partial(_chat_model, res), method=res.method,
                          budget=ContextBudget(ctx.context_tokens), **trace)
-
-
-def policy_and_llm(ctx: IngestContext, res: Resources) -> tuple[str, BaseChatModel | None]:
-    """The policy a run really uses and its chat model: the LLM one only when a chat model is configured."""
-    policy = ingest_policy(ctx.policy, model=partial(_chat_model, res))
-    return policy.name, policy.llm
 
 
 def _chat_model(res: Resources) -> BaseChatModel | None:
