@@ -47,6 +47,7 @@ class Ranking:
         self._ids, self._keys, self._exclude = ids, -np.asarray(scores, dtype=np.float64), exclude
         self._left = np.arange(len(ids))
         self._read: list[str] = []
+        self._scores: dict[str, float] = {}  # the score of every id sorted so far
         self._size = self._FIRST
 
     def _more(self) -> bool:
@@ -63,7 +64,9 @@ class Ranking:
         else:
             chosen = np.arange(left.size)
         block = chosen[np.argsort(keys[chosen], kind="stable")]
-        self._read.extend(e for e in self._ids[left[block]].tolist() if e not in self._exclude)
+        ids = self._ids[left[block]].tolist()
+        self._scores.update(zip(ids, (-keys[block]).tolist()))
+        self._read.extend(e for e in ids if e not in self._exclude)
         self._left = np.delete(left, chosen)
         self._size *= 2
         return True
@@ -82,11 +85,9 @@ class Ranking:
         return list(islice(self, n))
 
     def score(self, event_id: str) -> float:
-        """``event_id``'s ranking score (what orders it; the query similarity under the dense recipe)."""
-        at = np.flatnonzero(self._ids == event_id)
-        if not at.size:
-            raise KeyError(event_id)
-        return float(-self._keys[at[0]])
+        """``event_id``'s ranking score (what orders it; the query similarity under the dense recipe), for an id
+        already read from the ranking (a candidate): kept as its block was sorted, so no search of the ids."""
+        return self._scores[event_id]
 
 
 @dataclass(frozen=True)
