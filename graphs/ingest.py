@@ -65,6 +65,7 @@ from logicmap.graphs.tracing import run_config, traced_graph
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.loaders import Conversation, load_conversations
 from logicmap.memory.records import validate_namespace
+from logicmap.memory.tenancy import python_caller
 
 __all__ = [
     "ContinuationError",
@@ -251,8 +252,9 @@ def ingest_conversation(
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()
     compiled: CompiledStateGraph[Any, Any, Any, Any] = ingest_redo.graph if redo_fallbacks else graph
-    reports, fallbacks = _stream_reports(compiled, {"sessions": conversation.sessions}, config, ctx, resources,
-                                         on_report)
+    with python_caller(namespace):  # the caller named it: the graph takes it as it is (memory.tenancy)
+        reports, fallbacks = _stream_reports(compiled, {"sessions": conversation.sessions}, config, ctx, resources,
+                                             on_report)
     if bar is not None:
         bar.close()
     total = Cost()

@@ -279,5 +279,6 @@ def run_namespace(template: str | None) -> str:
         configurable = get_config().get("configurable") or {}
     except RuntimeError:  # called outside a run: only the template can name it
         configurable = {}
-    authority = default_resources().settings.server_namespace if server_mode() else None
-    return resolve_namespace(template, configurable, authority=authority)
+    settings = default_resources().settings
+    authority = settings.server_namespace if server_mode() else None
+    return resolve_namespace(template, configurable, authority=authority, user_label=settings.store_user_label)

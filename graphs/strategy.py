@@ -31,6 +31,7 @@ from logicmap.graphs.resources import (
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.tracing import invoke_strategy
 from logicmap.memory.records import validate_namespace
+from logicmap.memory.tenancy import python_caller
 
 __all__ = [
     "AnswerOutput",
@@ -171,11 +172,12 @@ def run_graph(
     res.store.require_namespace(namespace)
     if spec.check is not None:
         spec.check(ctx, res, namespace)
-    return invoke_strategy(
-        spec.name, spec.graph, inputs, ctx,
-        namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
-        make_result=_final_result,
-    )
+    with python_caller(namespace):  # the caller named it: the graph takes it as it is (memory.tenancy)
+        return invoke_strategy(
+            spec.name, spec.graph, inputs, ctx,
+            namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
+            make_result=_final_result,
+        )
 
 
 def _final_result(final: dict[str, Any], elapsed: float) -> AnswerResult:

@@ -12,6 +12,13 @@ authority as runs (``memory.tenancy``, docs/studio-and-server.md):
   ``("memories", user_id, ...)``) must be the user's id;
 - else (no auth, no template) nothing is checked: the server cannot tell clients apart.
 
+The rule itself is ``memory.tenancy.tenant_problem``, the one runs and assistants obey too: a put, get or delete names
+one namespace (its owner must be the user: ``("memories", "alice")``, or ``("alice",)`` alone); a search or a listing
+names a prefix, which must reach the owner label. The guard reads each request once, strictly
+(``studio/requests.py``): a repeated query parameter or JSON key, an unknown parameter, a route or method the store
+does not serve (``HEAD`` is read as the ``GET`` it is) is refused, and the server is handed the request as the guard
+read it, so the check sees exactly what the server acts on.
+
 A refused request gets 403 with a message naming the rule, never whether the other tenant's item exists. The
 ``TenantGuard`` middleware applies it to every store route; ``authorize_store`` is the same check as LangGraph's
 ``@auth.on.store()`` handler, for a deployment's own auth module.
@@ -19,17 +26,34 @@ A refused request gets 403 with a message naming the rule, never whether the oth
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs
 
-from logicmap.memory.tenancy import AUTH_USER_KEY, resolve_namespace
+from logicmap.memory.tenancy import tenant_problem
+from logicmap.studio.requests import BadRequest, canonical_json, canonical_query, strict_json, strict_query
 
-__all__ = ["authorize_store", "store_namespace_of_request", "store_problem"]
+__all__ = ["StoreRequest", "authorize_store", "read_store_request", "store_problem"]
 
-STORE_ROUTES = {("PUT", "/store/items"), ("GET", "/store/items"), ("DELETE", "/store/items"),
-                ("POST", "/store/items/search"), ("POST", "/store/namespaces")}
+# (method, path) -> (the namespace field, whether it is a prefix, the query parameters the route takes)
+STORE_ROUTES: dict[tuple[str, str], tuple[str | None, bool, frozenset[str]]] = {
+    ("PUT", "/store/items"): ("namespace", False, frozenset()),
+    ("GET", "/store/items"): (None, False, frozenset({"namespace", "key", "refresh_ttl"})),
+    ("DELETE", "/store/items"): ("namespace", False, frozenset()),
+    ("POST", "/store/items/search"): ("namespace_prefix", True, frozenset()),
+    ("POST", "/store/namespaces"): ("prefix", True, frozenset()),
+}
+
+
+@dataclass(frozen=True)
+class StoreRequest:
+    """A ``/store`` request as the guard read it: the namespace (or prefix; None: every namespace) it names, and
+    the query string and body the server is handed in place of the client's."""
+
+    namespace: Any
+    prefix: bool
+    query: bytes
+    body: bytes
 
 
 def _labels(namespace: Any) -> tuple[str, ...] | None:
@@ -39,52 +63,44 @@ def _labels(namespace: Any) -> tuple[str, ...] | None:
 
 
 def store_problem(namespace: Sequence[str] | None, *, user_id: str | None, authority: str | None,
-                  user_label: int = 1) -> str | None:
-    """Why this tenant may not touch ``namespace`` (a store namespace or prefix; None: every namespace), or None."""
-    labels = _labels(namespace) if namespace is not None else ()
-    if labels is None:
-        return None  # not a namespace: the server answers 422 itself
-    if authority:
-        try:
-            tenant = resolve_namespace(authority, {AUTH_USER_KEY: user_id} if user_id else {})
-        except (ValueError, PermissionError):
-            return ("this deployment's tenant template (LOGICMAP_SERVER_NAMESPACE) needs the authenticated user: "
-                    "the store routes are refused without LangGraph auth")
-        own = tuple(tenant.split("."))
-        if labels[: len(own)] != own:
-            return (f"this deployment names the tenant (LOGICMAP_SERVER_NAMESPACE): a store namespace or prefix "
-                    f"must start with {list(own)}")
-        return None
-    if user_id:
-        if len(labels) <= user_label or labels[user_label] != str(user_id):
-            return (f"a store namespace or prefix must carry the authenticated user's id as label {user_label} "
-                    f"(LOGICMAP_STORE_USER_LABEL), e.g. ['memories', '<your id>', ...]")
-    return None
+                  user_label: int = 1, prefix: bool = True) -> str | None:
+    """Why this tenant may not touch ``namespace`` (a store prefix, or one namespace when not ``prefix``; None:
+    every namespace), or None. A value that is not a list of labels is refused when a rule applies."""
+    labels = _labels(namespace) if namespace is not None else None
+    if namespace is not None and labels is None:
+        if not authority and not user_id:
+            return None  # nothing is checked: the server answers 422 itself
+        return "a store namespace is a list of string labels"
+    return tenant_problem(labels, user_id=user_id, authority=authority, user_label=user_label, prefix=prefix)
 
 
-def store_namespace_of_request(method: str, path: str, query: bytes, body: bytes) -> tuple[bool, Any]:
-    """(whether this is a store route, the namespace or prefix it names)."""
+def read_store_request(method: str, path: str, query: bytes, body: bytes) -> StoreRequest | None:
+    """The ``/store`` request, read strictly (None: not a ``/store`` path). ``BadRequest`` for one the guard will
+    not read: a route or method the store does not serve (404/405), a repeated or unknown query parameter, a
+    repeated JSON key, a body that is not a JSON object."""
     path = path.rstrip("/") or "/"
-    if (method, path) not in STORE_ROUTES:
-        return False, None
-    if method == "GET":
-        raw = parse_qs(query.decode("latin-1")).get("namespace", [""])[0]
-        return True, tuple(raw.split("."))
-    try:
-        payload = json.loads(body or b"{}")
-    except ValueError:
-        return True, None
+    if path != "/store" and not path.startswith("/store/"):
+        return None
+    method = "GET" if method == "HEAD" else method
+    route = STORE_ROUTES.get((method, path))
+    if route is None:
+        known = any(p == path for _, p in STORE_ROUTES)
+        raise BadRequest(f"{method} is not a method of {path}" if known else f"{path} is not a store route",
+                         405 if known else 404)
+    field, prefix, params = route
+    if field is None:  # GET: the namespace and key travel in the query
+        read = strict_query(query, params)
+        return StoreRequest(tuple(read.get("namespace", "").split(".")), False, canonical_query(read), b"")
+    strict_query(query, params)  # no query parameters on the body routes
+    payload = strict_json(body)
     if not isinstance(payload, dict):
-        return True, None
-    if path == "/store/items/search":
-        return True, payload.get("namespace_prefix")
-    if path == "/store/namespaces":
-        return True, payload.get("prefix")
-    return True, payload.get("namespace")
+        raise BadRequest("a store request body is a JSON object")
+    return StoreRequest(payload.get(field), prefix, b"", canonical_json(payload))
 
 
 async def authorize_store(ctx: Any, value: dict[str, Any]) -> None:
-    """LangGraph's ``@auth.on.store()`` handler form of the same check (``auth.on.store()(authorize_store)``)."""
+    """LangGraph's ``@auth.on.store()`` handler form of the same check (``auth.on.store()(authorize_store)``); it
+    sees the namespace the server acts on."""
     from langgraph_sdk import Auth
 
     from logicmap.graphs.resources import default_resources
@@ -92,7 +108,9 @@ async def authorize_store(ctx: Any, value: dict[str, Any]) -> None:
     settings = default_resources().settings
     user = getattr(ctx, "user", None)
     user_id = getattr(user, "identity", None) if getattr(user, "is_authenticated", False) else None
+    action = getattr(ctx, "action", None)
     problem = store_problem(value.get("namespace"), user_id=user_id, authority=settings.server_namespace,
-                            user_label=settings.store_user_label)
+                            user_label=settings.store_user_label,
+                            prefix=action not in ("put", "get", "delete"))
     if problem:
         raise Auth.exceptions.HTTPException(status_code=403, detail=problem)

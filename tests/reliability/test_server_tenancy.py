@@ -26,7 +26,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from logicmap.graphs import ingest
 from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-from logicmap.graphs.resources import IngestPathRefused, server_readable_path, set_server_mode
+from logicmap.graphs.resources import IngestPathRefused, Resources, server_readable_path, set_server_mode
 from logicmap.memory.tenancy import (
     NamespaceRequiredError,
     TenantOverrideError,
@@ -117,7 +117,10 @@ def test_the_authenticated_user_names_the_tenant() -> None:
                 resolve_namespace("{user_id}", configurable)
         else:
             assert resolve_namespace("{user_id}", configurable) == auth
-            assert resolve_namespace("acme-{user_id}", configurable) == f"acme-{auth}"
+            assert resolve_namespace("memories.{user_id}", configurable) == f"memories.{auth}"
+            # The owner is read off the name: a user written elsewhere in it could be spelled by another user too.
+            with pytest.raises(TenantOverrideError):
+                resolve_namespace("acme-{user_id}", configurable)
     # Without auth (the server puts an empty identity), the run's user_id is used.
     assert resolve_namespace("{user_id}", {"langgraph_auth_user_id": "", "user_id": "bob"}) == "bob"
 
@@ -214,3 +217,81 @@ def test_a_chatbot_thread_refuses_another_tenant_before_recall(tmp_path: Path) -
         out = app.invoke({"messages": [("user", "Noted?")]}, {"configurable": thread}, context=context)
         assert out["memory_write"]["status"] == "stored"
     assert tried == 6 * (len(USERS) - 1)
+
+
+# -- with auth on, a run's namespace is its user's, checked by every graph that touches memory ------------------
+
+
+GRAPHED = ["forget", "list", "delete", "ingest", "rerank", "compass", "goalmem", "real", "reconstruct", "r2", "chatbot"]
+
+
+def _memory_graph(name: str) -> tuple[Any, dict[str, Any]]:
+    graphs = {n: (g, i) for n, g, i in _memory_graphs()}
+    return graphs[name]
+
+
+def _memory_graphs() -> list[tuple[str, Any, dict[str, Any]]]:
+    from logicmap.graphs.lifecycle import delete_graph, forget_graph, list_graph
+    from logicmap.graphs.strategies import STRATEGIES
+
+    graphs = [("forget", forget_graph, {"session_ids": ["S1"], "purge": True}), ("list", list_graph, {}),
+              ("delete", delete_graph, {"confirm": True}),
+              ("ingest", ingest.graph, {"sessions": marked_conversation("fig", sessions=1).sessions})]
+    for name in ("rerank", "compass", "goalmem", "real", "reconstruct", "r2"):
+        graphs.append((name, STRATEGIES[name].graph, {"question": "What did I say about kiwi?"}))
+    from logicmap.graphs.chatbot import graph as chatbot
+
+    graphs.append(("chatbot", chatbot, {"messages": [("user", "What did I say about kiwi?")]}))
+    return graphs
+
+
+@pytest.mark.parametrize("name", GRAPHED)
+def test_every_memory_graph_refuses_a_namespace_its_user_does_not_own(tmp_path: Path, name: str) -> None:
+    """The check at run start inside the graph (``resolve_namespace``), whatever route started the run (a fixed
+    assistant, a cron, the server's own MCP or A2A endpoints): bob's run on ``memories.alice`` is refused and
+    alice's memory is untouched; alice's own run on it goes on."""
+    graph, inputs = _memory_graph(name)
+    res = make_resources(tmp_path / "memory")
+    ingest.ingest_conversation(marked_conversation("kiwi", sessions=1), "memories.alice", resources=res,
+                               policy="heuristic", memory_manager="r2" if name == "r2" else None)
+    before = res.store.manifest("memories.alice").generation
+    context: dict[str, Any] = {"namespace": "memories.alice", "resources": res}
+    if name not in ("forget", "list", "delete"):
+        context["policy"] = "heuristic"
+    with pytest.raises(TenantOverrideError, match="not the authenticated user's"):
+        graph.invoke(inputs, {"configurable": {"langgraph_auth_user_id": "bob"}}, context=context)
+    assert res.store.namespaces() == ["memories.alice"]
+    assert res.store.manifest("memories.alice").generation == before
+    if name != "delete":
+        graph.invoke(inputs, {"configurable": {"langgraph_auth_user_id": "alice"}}, context=context)
+
+
+def test_a_store_put_under_a_deployment_template_writes_the_users_own_tenant(tmp_path: Path, server_mode: Any) -> None:
+    """Issue 37 item 3: under LOGICMAP_SERVER_NAMESPACE every store put was a TenantOverrideError inside the ingest
+    graph (a 500 on the server). The store's own graph runs take the namespace its caller named."""
+
+    from logicmap.graphs.resources import default_resources, set_default_resources
+
+    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
+                                              server_namespace="{user_id}"))
+    previous = default_resources()
+    set_default_resources(res)  # the server's process-wide resources carry the deployment's template
+    try:
+        _store_round_trip(res)
+    finally:
+        set_default_resources(previous)
+    # A client's run still may not name a namespace under the deployment's template.
+    with pytest.raises(TenantOverrideError):
+        resolve_namespace("alice.notes", {"user_id": "alice"}, authority="{user_id}")
+
+
+def _store_round_trip(res: Resources) -> None:
+    from logicmap.graphs.basestore import LogicMapStore
+
+    store = LogicMapStore(resources=res, policy="heuristic", strategy="dense")
+    store.put(("alice", "notes"), "home", {"content": "Alice keeps her spare key under the blue flowerpot."})
+    store.put(("alice", "notes"), "home", {"content": "Alice moved the key to the mailbox."})
+    assert store.get(("alice", "notes"), "home").value == {"content": "Alice moved the key to the mailbox."}
+    assert [i.key for i in store.search(("alice",), query="where is the key")] == ["home"]
+    store.delete(("alice", "notes"), "home")
+    assert store.get(("alice", "notes"), "home") is None
