@@ -97,6 +97,12 @@ class LogicMapSettings(BaseSettings):
     )
 
     # Storage.
+    store_url: str | None = Field(
+        default=None,
+        description="Which storage backend holds memory (memory.store.backends): unset, Chroma (embedded in data_dir, "
+        "or the server at chroma_host); 'memory://' or 'memory://NAME', this process's memory (unit tests, "
+        "ephemeral agents: nothing on disk).",
+    )
     data_dir: Path = Path(".logicmap")
     chroma_host: str | None = Field(default=None, description="Chroma server host: server mode when set.")
     chroma_port: int = 8000

@@ -59,7 +59,7 @@ from logicmap.memory.records import (
     stable_hash,
     validate_namespace,
 )
-from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, MemoryStore, NamespaceSnapshot
+from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, NamespaceSnapshot, StoragePort
 from logicmap.memory.topics import TopicLayer
 from logicmap.prompts.coref import CorefVerdict
 
@@ -433,7 +433,7 @@ def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session
     return pending
 
 
-def file_namespaces(conversations: list[Conversation], namespace: str, store: MemoryStore, *,
+def file_namespaces(conversations: list[Conversation], namespace: str, store: StoragePort, *,
                     append: bool = False) -> list[tuple[Conversation, str]]:
     """Where each conversation of a file goes, checked for the whole file before anything is written.
 

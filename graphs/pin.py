@@ -13,7 +13,7 @@ from typing import Any
 from typing_extensions import TypedDict
 
 from logicmap.graphs.resources import resolve_policy, resources_of, run_namespace
-from logicmap.memory.store import MemoryStore, NamespaceSnapshot, PinnedStore
+from logicmap.memory.store import NamespaceSnapshot, PinnedStore, StoragePort
 
 __all__ = ["RunPin", "pin_run", "pinned_snapshot", "pinned_store", "snapshot_of"]
 
@@ -36,7 +36,7 @@ def pin_run(runtime: Any, template: str | None, policy: str) -> RunPin:
     return RunPin(namespace=namespace, policy=resolve_policy(policy, res), generation=generation)
 
 
-def snapshot_of(store: MemoryStore, pin: Mapping[str, Any]) -> NamespaceSnapshot:
+def snapshot_of(store: StoragePort, pin: Mapping[str, Any]) -> NamespaceSnapshot:
     """``store``'s snapshot of the pinned namespace at the pinned generation (``pin`` is the state or a ``Send``
     task carrying the pin); the latest snapshot for a state that carries no generation (a node called alone on a
     hand-made state)."""

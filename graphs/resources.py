@@ -17,7 +17,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from logicmap.agents.models import make_chat_model
 from logicmap.memory.embeddings import CachedEmbeddings, make_embeddings
-from logicmap.memory.store import MemoryStore
+from logicmap.memory.store import StoragePort, open_store
 from logicmap.memory.tenancy import resolve_namespace
 from logicmap.settings import LogicMapSettings
 
@@ -65,16 +65,16 @@ class Resources:
     """Shared, lazily built resources. Pass your own chat model or embedder to override settings."""
 
     settings: LogicMapSettings = field(default_factory=LogicMapSettings)
-    store_: MemoryStore | None = None
+    store_: StoragePort | None = None
     embeddings_: Embeddings | None = None
     llm_: BaseChatModel | None | _Unset = _UNSET
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
-    def store(self) -> MemoryStore:
+    def store(self) -> StoragePort:
         with self._lock:
             if self.store_ is None:
-                self.store_ = MemoryStore(self.settings)
+                self.store_ = open_store(self.settings)
             return self.store_
 
     @property

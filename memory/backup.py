@@ -47,8 +47,8 @@ from logicmap.memory.store import (
     ChangeSet,
     EmbedderMismatchError,
     Manifest,
-    MemoryStore,
     NamespaceSnapshot,
+    StoragePort,
     embedder_identity,
 )
 
@@ -177,7 +177,7 @@ def _version() -> str:
 
 
 def export_namespace(
-    store: MemoryStore, namespace: str, destination: str | Path | IO[bytes], *, progress: Progress | None = None
+    store: StoragePort, namespace: str, destination: str | Path | IO[bytes], *, progress: Progress | None = None
 ) -> ExportReport:
     """Write a namespace's committed memory (one consistent snapshot) to a backup file.
 
@@ -560,7 +560,7 @@ def _change_set(backup: Backup, namespace: str) -> ChangeSet:
     return ChangeSet(namespace=namespace, base_generation=0, embedder=backup.header["embedder"], **fields)
 
 
-def _check_dimension(store: MemoryStore, embeddings: Embeddings | None, dimension: int | None, name: str) -> None:
+def _check_dimension(store: StoragePort, embeddings: Embeddings | None, dimension: int | None, name: str) -> None:
     """The file's vectors are as wide as the store's embedder makes them (else every later search breaks)."""
     if dimension is None:
         return
@@ -589,7 +589,7 @@ def _not_empty(namespace: str, generation: int, path: str) -> NamespaceNotEmptyE
 
 
 def import_namespace(
-    store: MemoryStore,
+    store: StoragePort,
     path: str | Path,
     namespace: str | None = None,
     *,

@@ -17,7 +17,7 @@ from typing import Any
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
 
-from logicmap.memory.store import MemoryStore
+from logicmap.memory.store import StoragePort
 from logicmap.tools.common import (
     MemoryToolConfigError,
     ToolArgumentError,
@@ -89,7 +89,7 @@ EXTRA_TOOLS = EVENT_TOOLS
 def create_memory_toolkit(
     namespace: str | None,
     *,
-    store: MemoryStore,
+    store: StoragePort,
     embeddings: Embeddings | None = None,
     k: int = 5,
     ingest: SessionIngester | None = None,

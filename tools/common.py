@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.records import Event, Turn, validate_namespace
-from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
+from logicmap.memory.store import NamespaceSnapshot, StoragePort, UnknownNamespaceError
 from logicmap.memory.tenancy import NamespaceRequiredError, resolve_namespace
 from logicmap.memory.timeparse import parse_date
 
@@ -105,16 +105,16 @@ class MemoryAccess:
     """
 
     namespace: str | None
-    store: MemoryStore
+    store: StoragePort
     embeddings: Embeddings | None = None
     require: bool = True
 
     @classmethod
     def checked(
-        cls, namespace: str | None, store: MemoryStore, embeddings: Embeddings | None = None, *, require: bool = True
+        cls, namespace: str | None, store: StoragePort, embeddings: Embeddings | None = None, *, require: bool = True
     ) -> MemoryAccess:
         if store is None:
-            raise MemoryToolConfigError("a memory tool needs a store (MemoryStore)")
+            raise MemoryToolConfigError("a memory tool needs a store (a StoragePort: Resources().store)")
         access = cls(namespace, store, embeddings, require)
         if _is_template(namespace):
             return access  # resolved, and checked, on each call

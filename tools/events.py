@@ -14,7 +14,7 @@ from pydantic import Field
 
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
-from logicmap.memory.store import MemoryStore, NamespaceSnapshot
+from logicmap.memory.store import NamespaceSnapshot, StoragePort
 from logicmap.memory.text import printable
 from logicmap.tools.common import (
     MemoryAccess,
@@ -107,7 +107,7 @@ def search_event_ids(
 def create_search_events_tool(
     namespace: str | None,
     *,
-    store: MemoryStore,
+    store: StoragePort,
     embeddings: Embeddings | None = None,
     k: int = 5,
     name: str = "search_events",
@@ -133,7 +133,7 @@ def create_search_events_tool(
 
 
 def create_get_event_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "get_event", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "get_event", require_namespace: bool = True
 ) -> StructuredTool:
     """``get_event(event_id)``: an event with its turns verbatim and its neighbours."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -160,7 +160,7 @@ def create_get_event_tool(
 
 
 def create_get_neighbors_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "get_neighbors", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "get_neighbors", require_namespace: bool = True
 ) -> StructuredTool:
     """``get_neighbors(event_id, relation_types)``: events linked to an event, with the relation labels."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -199,7 +199,7 @@ def create_get_neighbors_tool(
 
 
 def create_events_in_time_range_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "events_in_time_range", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "events_in_time_range", require_namespace: bool = True
 ) -> StructuredTool:
     """``events_in_time_range(start, end)``: events whose date falls in a range (inclusive)."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -235,7 +235,7 @@ def create_events_in_time_range_tool(
 
 
 def create_topic_events_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "topic_events", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "topic_events", require_namespace: bool = True
 ) -> StructuredTool:
     """``topic_events(topic_id)``: the events of one topic of the topic layer."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)

@@ -16,7 +16,7 @@ from pydantic import Field
 from logicmap.memory.cue_index import CueIndex, PersonalFact
 from logicmap.memory.graph import EventGraph
 from logicmap.memory.records import Turn
-from logicmap.memory.store import MemoryStore
+from logicmap.memory.store import StoragePort
 from logicmap.tools.common import (
     MemoryAccess,
     ToolArgs,
@@ -92,7 +92,7 @@ def _unknown_person(index: CueIndex, person: str) -> ToolArgumentError:
 
 
 def create_query_tag_events_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_tag_events", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_tag_events", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_tag_events(cue, tag)``: events a cue leads to, through its tags."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -136,7 +136,7 @@ def create_query_tag_events_tool(
 
 
 def create_query_event_keywords_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_event_keywords", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_event_keywords", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_event_keywords(event_id)``: the cues of an event and their tags."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -162,7 +162,7 @@ def create_query_event_keywords_tool(
 
 
 def create_query_conversation_time_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_conversation_time", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_conversation_time", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_conversation_time(event_id)``: when an event happened and when it was talked about."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -193,7 +193,7 @@ def create_query_conversation_time_tool(
 
 
 def create_query_event_context_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_event_context", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_event_context", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_event_context(event_id, window)``: the event's turns with the turns around them."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -226,7 +226,7 @@ def create_query_event_context_tool(
 
 
 def create_query_personal_aspect_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_personal_aspect", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_personal_aspect", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_personal_aspect(person, aspect)``: facts about one aspect of a person."""
     access = MemoryAccess.checked(namespace, store, require=require_namespace)
@@ -253,7 +253,7 @@ def create_query_personal_aspect_tool(
 
 
 def create_query_personal_information_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_personal_information", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_personal_information", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_personal_information(person)``: the aspects memory holds about a person (the paper's
     phi_{c^s -> g^s}: a person cue to its semantic tags); ``query_personal_aspect`` reads their facts."""
@@ -281,7 +281,7 @@ def create_query_personal_information_tool(
 
 
 def create_query_topic_events_tool(
-    namespace: str | None, *, store: MemoryStore, name: str = "query_topic_events", require_namespace: bool = True
+    namespace: str | None, *, store: StoragePort, name: str = "query_topic_events", require_namespace: bool = True
 ) -> StructuredTool:
     """``query_topic_events(topic_id)``: the events of a topic node (the paper's phi_{tau -> e})."""
     return create_topic_events_tool(namespace, store=store, name=name, require_namespace=require_namespace)

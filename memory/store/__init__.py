@@ -1,4 +1,7 @@
-"""Namespaced memory on Chroma with snapshot isolation: the single way records are read and written.
+"""Namespaced memory with snapshot isolation: the single way records are read and written.
+
+Code outside this package types against ``StoragePort`` (``port``) and opens a store with ``open_store``. The
+Chroma backend (the default) works as follows.
 
 Every record is stored as a version ``<id>@<generation>`` with ``born``/``died`` generations. A
 namespace's manifest holds its committed generation G; readers see exactly the versions with
@@ -13,7 +16,10 @@ directory that held memory is reported in one line and never written over.
 
 | module | owns |
 | --- | --- |
-| ``facade`` | ``MemoryStore``, made of the rooms below |
+| ``port`` | ``StoragePort``: the operations the rest of LogicMap uses, and the commit rules every backend shares |
+| ``backends`` | ``open_store``: the backend ``LOGICMAP_STORE_URL`` names (Chroma by default) |
+| ``inmemory`` | ``InProcessStore``: the port in process memory (unit tests, ephemeral agents) |
+| ``facade`` | ``MemoryStore``, the Chroma backend, made of the rooms below |
 | ``process`` | the data directory's process lock; refusing a store used in a forked child |
 | ``health`` | damaged or missing databases (SQLite's checks), full disks, unreachable servers, as one-line errors |
 | ``core`` | the connection: Chroma client, collections, namespace locks, committed manifests, ``store_call`` |
@@ -31,6 +37,7 @@ The record kinds every room loops over are declared once in ``memory.kinds``.
 
 from __future__ import annotations
 
+from logicmap.memory.store.backends import open_store
 from logicmap.memory.store.errors import (
     CommitLeaseLost,
     EmbedderMismatchError,
@@ -55,8 +62,10 @@ from logicmap.memory.store.generations import MAX_GENERATION
 from logicmap.memory.store.generations import SENTINEL as SENTINEL
 from logicmap.memory.store.generations import _visible as _visible
 from logicmap.memory.store.health import MEMORY_MARKER
+from logicmap.memory.store.inmemory import InProcessStore
 from logicmap.memory.store.model import ChangeSet, ForgetAudit, Manifest, NamespaceSnapshot, embedder_identity
 from logicmap.memory.store.pinned import PinnedStore, SnapshotReader
+from logicmap.memory.store.port import StoragePort
 from logicmap.memory.store.snapshots import _MODELS as _MODELS
 
 __all__ = [
@@ -65,6 +74,7 @@ __all__ = [
     "EmbedderMismatchError",
     "ForgetAudit",
     "GenerationConflict",
+    "InProcessStore",
     "MAX_GENERATION",
     "MEMORY_MARKER",
     "Manifest",
@@ -77,9 +87,11 @@ __all__ = [
     "StoreError",
     "StoreForkedError",
     "StoreLockedError",
+    "StoragePort",
     "StoreUnavailableError",
     "TurnIdConflictError",
     "UnknownMemoryError",
     "UnknownNamespaceError",
     "embedder_identity",
+    "open_store",
 ]

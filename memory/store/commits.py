@@ -13,7 +13,6 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -25,9 +24,7 @@ from logicmap.memory.records import Turn, validate_namespace
 from logicmap.memory.store.core import StoreCore, store_call
 from logicmap.memory.store.errors import (
     CommitLeaseLost,
-    EmbedderMismatchError,
     GenerationConflict,
-    StoreError,
     TurnIdConflictError,
 )
 from logicmap.memory.store.generations import (
@@ -47,6 +44,7 @@ from logicmap.memory.store.generations import (
     _shown,
 )
 from logicmap.memory.store.model import ChangeSet, Manifest
+from logicmap.memory.store.port import check_commit, next_manifest
 
 __all__ = ["CommitProtocol"]
 
@@ -88,19 +86,8 @@ class CommitProtocol(StoreCore):
         embedder = change.embedder or self.embedder
         with self.namespace_lock(namespace), self._server_commit_lock(namespace) as token:
             manifest = self.manifest(namespace)
-            if manifest.generation != change.base_generation:
-                raise GenerationConflict(
-                    f"namespace {namespace!r} moved from generation {change.base_generation} "
-                    f"to {manifest.generation} while this change was computed"
-                )
-            if manifest.embedder is not None and manifest.embedder != embedder:
-                raise EmbedderMismatchError(
-                    f"namespace {namespace!r} holds vectors of the embedder {manifest.embedder!r}, not "
-                    f"{embedder!r}; mixing them would corrupt search: set LOGICMAP_EMBEDDING_PROVIDER "
-                    "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
-                )
+            check_commit(change, manifest, embedder, restored=restored)
             self._check_turn_ids(change, manifest)
-            self._check_generation_room(namespace, manifest, restored)
             self._mark_memory()
             fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
@@ -122,15 +109,6 @@ class CommitProtocol(StoreCore):
                 raise
             self._collect(fence)
             return new_manifest
-
-    def _check_generation_room(self, namespace: str, manifest: Manifest, restored: Manifest | None) -> None:
-        """Refuse, before anything is written or registered, a generation its versions could not be seen at."""
-        wanted = restored.generation if restored is not None else manifest.generation + 1
-        if wanted > MAX_GENERATION:
-            raise StoreError(
-                f"namespace {namespace!r}: generation {wanted} is past the last one this store can make visible "
-                f"({MAX_GENERATION}); nothing was written"
-            )
 
     def _check_turn_ids(self, change: ChangeSet, manifest: Manifest) -> None:
         """Refuse a change that would replace a stored turn of another session (unless it retires it)."""
@@ -163,22 +141,7 @@ class CommitProtocol(StoreCore):
 
     @staticmethod
     def _next_manifest(manifest: Manifest, change: ChangeSet, fence: _Fence, embedder: str) -> Manifest:
-        new_manifest = manifest.model_copy(deep=True)
-        new_manifest.generation = fence.generation
-        new_manifest.void = fence.void
-        new_manifest.embedder = embedder
-        new_manifest.source = manifest.source or change.source
-        new_manifest.updated_at = datetime.now(UTC)
-        if change.session is not None:
-            session = change.session.model_copy(update={"generation": fence.generation})
-            new_manifest.sessions[session.session_id] = session
-        if change.topic_steps is not None:
-            new_manifest.topic_steps = change.topic_steps
-        for session_id in change.drop_sessions:
-            new_manifest.sessions.pop(session_id, None)
-        if change.forget is not None:
-            new_manifest.forgets.append(change.forget.model_copy(update={"generation": fence.generation}))
-        return new_manifest
+        return next_manifest(manifest, change, fence.generation, embedder, fence.void)
 
     def _claim(self, namespace: str, manifest: Manifest, token: str, at: int | None = None) -> _Fence:
         """The generation number this commit writes: G+1 embedded, the first free claim above G on a server.

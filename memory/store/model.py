@@ -18,9 +18,10 @@ from pydantic import BaseModel, Field
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
+from logicmap.memory.snapshot_file import VectorTable
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "embedder_identity"]
+__all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "embedder_identity", "ordered"]
 
 T = TypeVar("T")
 
@@ -160,3 +161,14 @@ class NamespaceSnapshot:
             records = getattr(self, kind.field)
             found[kind.field] = members(records) if kind.model is Topic else dump(records)
         return found
+
+
+def ordered(snap: NamespaceSnapshot) -> None:
+    """Turns in conversation order, events in graph order (every reader relies on it), and each kind's
+    vector rows in its records' order (so the event graph and the ranker use the matrices as they are)."""
+    snap.turns = dict(sorted(snap.turns.items(), key=lambda kv: kv[1].position))
+    snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
+    for kind in RECORD_KINDS:
+        if kind.vector_field is not None:
+            table = VectorTable.of(getattr(snap, kind.vector_field))
+            setattr(snap, kind.vector_field, table.ordered(list(getattr(snap, kind.field))))

@@ -102,8 +102,10 @@ class StorePurge(CommitProtocol, SnapshotCache):
             names = [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
             own = sorted((n for n in names if n.startswith(prefix)), key=lambda n: not n.endswith("-meta"))
             generation = self.manifest(namespace).generation if own else 0
-            if generation == 0 and not any(self.client.get_collection(n).count() for n in own):
-                for name in own:  # made empty by reads of a namespace that holds nothing
+            # On a server the commit lease held right now lives in meta: it is not memory the namespace holds.
+            held = [n for n in own if not (self.settings.chroma_host and n.endswith("-meta"))]
+            if generation == 0 and not any(self.client.get_collection(n).count() for n in held):
+                for name in held:  # made empty by reads of a namespace that holds nothing
                     self._forget_collection(name)
                 raise UnknownNamespaceError(namespace)
             self._drop_snapshot_file(namespace)

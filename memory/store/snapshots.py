@@ -27,6 +27,7 @@ from logicmap.memory.snapshot_file import (
 from logicmap.memory.store.core import StoreCore, store_call
 from logicmap.memory.store.generations import _RECORD, PURGED_ID, _shown, _visible
 from logicmap.memory.store.model import Manifest, NamespaceSnapshot
+from logicmap.memory.store.model import ordered as _order
 
 __all__ = ["SnapshotCache"]
 
@@ -36,18 +37,6 @@ _MODELS = {kind.field: kind.model for kind in RECORD_KINDS}  # a snapshot file's
 _PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_LISTED = 256  # generations a delta read lists by number rather than as a range
 _KEPT = 8  # superseded snapshots kept for runs pinned to them (``snapshot_at``), the most recently read first
-
-
-def _order(snap: NamespaceSnapshot) -> None:
-    """Turns in conversation order, events in graph order (every reader relies on it), and each kind's
-    vector rows in its records' order (so the event graph and the ranker use the matrices as they are)."""
-    snap.turns = dict(sorted(snap.turns.items(), key=lambda kv: kv[1].position))
-    snap.events = dict(sorted(snap.events.items(), key=lambda kv: (kv[1].order, kv[0])))
-    for kind in RECORD_KINDS:
-        if kind.vector_field is not None:
-            table = VectorTable.of(getattr(snap, kind.vector_field))
-            setattr(snap, kind.vector_field, table.ordered(list(getattr(snap, kind.field))))
-
 
 
 class SnapshotCache(StoreCore):

@@ -1,0 +1,271 @@
+"""``InProcessStore``: the storage port in this process's memory, for unit tests and ephemeral agents.
+
+Nothing reaches disk and nothing outlives the process. Each record is kept as versions with the generations they
+were born and retired at (as the Chroma backend keeps them), so a run pinned to a generation reads it however many
+commits land meanwhile; a commit is checked whole (``port.check_commit``, turn ids) before one version is written,
+then applied under the store's lock, so it is all or nothing and a reader sees the old generation or the new one.
+``purge`` drops the retired versions; ``drop_namespace`` the namespace.
+
+Stores opened with the same ``LOGICMAP_STORE_URL`` (``memory://`` or ``memory://NAME``) in one process share one
+memory, as two stores on one Chroma directory would.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel
+
+from logicmap.memory.kinds import RECORD_KINDS
+from logicmap.memory.records import validate_namespace
+from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.store.errors import TurnIdConflictError, UnknownNamespaceError
+from logicmap.memory.store.generations import SENTINEL
+from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity, ordered
+from logicmap.memory.store.port import check_commit, next_manifest
+from logicmap.memory.store.purge import PurgeReport
+from logicmap.memory.store.queries import check_queryable, nearest
+from logicmap.settings import LogicMapSettings
+
+__all__ = ["InProcessStore", "clear_in_process_memory"]
+
+
+@dataclass
+class _Version:
+    record: BaseModel
+    vector: np.ndarray | None
+    born: int
+    died: int = SENTINEL
+
+    def seen_at(self, generation: int) -> bool:
+        return self.born <= generation < self.died
+
+
+@dataclass
+class _Space:
+    """One namespace: its manifest and, per kind, each record id's versions (oldest first)."""
+
+    manifest: Manifest
+    versions: dict[str, dict[str, list[_Version]]] = field(
+        default_factory=lambda: {kind.field: {} for kind in RECORD_KINDS})
+    committed: set[int] = field(default_factory=set)
+    latest: NamespaceSnapshot | None = None
+
+
+@dataclass
+class _Memory:
+    """What the stores of one URL share."""
+
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    spaces: dict[str, _Space] = field(default_factory=dict)
+
+
+_MEMORIES: dict[str, _Memory] = {}
+_MEMORIES_GUARD = threading.Lock()
+
+
+class InProcessStore:
+    """The storage port in process memory (see the module docstring)."""
+
+    def __init__(self, settings: LogicMapSettings | None = None, *, name: str = "") -> None:
+        self.settings = settings or LogicMapSettings()
+        self.embedder = embedder_identity(self.settings)
+        with _MEMORIES_GUARD:
+            self._memory = _MEMORIES.setdefault(name, _Memory())
+
+    # -- reading ---------------------------------------------------------------------------------------------
+
+    def manifest(self, namespace: str) -> Manifest:
+        namespace = validate_namespace(namespace)
+        with self._memory.lock:
+            space = self._memory.spaces.get(namespace)
+            return space.manifest.model_copy(deep=True) if space else Manifest(namespace=namespace)
+
+    def namespaces(self, under: str | None = None) -> list[str]:
+        with self._memory.lock:
+            names = [ns for ns, space in self._memory.spaces.items() if space.manifest.generation > 0]
+        return sorted(ns for ns in names if under is None or ns == under or ns.startswith(under + "."))
+
+    def has_namespace(self, namespace: str) -> bool:
+        return self.manifest(namespace).generation > 0
+
+    def require_namespace(self, namespace: str) -> Manifest:
+        manifest = self.manifest(namespace)
+        if manifest.generation == 0:
+            raise UnknownNamespaceError(namespace)
+        return manifest
+
+    def snapshot(self, namespace: str) -> NamespaceSnapshot:
+        namespace = validate_namespace(namespace)
+        with self._memory.lock:
+            space = self._memory.spaces.get(namespace)
+            if space is None:
+                return NamespaceSnapshot(namespace=namespace, manifest=Manifest(namespace=namespace))
+            if space.latest is None:
+                space.latest = self._read(space, space.manifest)
+            return space.latest
+
+    def snapshot_at(self, namespace: str, generation: int) -> NamespaceSnapshot:
+        namespace = validate_namespace(namespace)
+        with self._memory.lock:
+            space = self._memory.spaces.get(namespace)
+            latest = space.manifest.generation if space else 0
+            if space is None or generation not in space.committed:
+                raise ValueError(f"namespace {namespace!r} has no committed generation {generation} (it is at "
+                                 f"{latest})")
+            if generation == latest:
+                return self.snapshot(namespace)
+            manifest = space.manifest.model_copy(deep=True, update={"generation": generation})
+            snap = self._read(space, manifest)
+        held = {t.session_id for t in snap.turns.values()}
+        snap.manifest.sessions = {k: v for k, v in snap.manifest.sessions.items() if k in held}
+        return snap
+
+    @staticmethod
+    def _read(space: _Space, manifest: Manifest) -> NamespaceSnapshot:
+        snap = NamespaceSnapshot(namespace=manifest.namespace, manifest=manifest)
+        for kind in RECORD_KINDS:
+            records: dict[str, Any] = {}
+            vectors: dict[str, np.ndarray] = {}
+            for rid, versions in space.versions[kind.field].items():
+                seen = next((v for v in reversed(versions) if v.seen_at(manifest.generation)), None)
+                if seen is None:
+                    continue
+                records[rid] = seen.record
+                if kind.vector_field is not None and seen.vector is not None:
+                    vectors[rid] = seen.vector
+            setattr(snap, kind.field, records)
+            if kind.vector_field is not None:
+                setattr(snap, kind.vector_field, VectorTable.of(vectors))
+        ordered(snap)
+        return snap
+
+    def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
+        check_queryable(kind)
+        if k <= 0 or self.manifest(namespace).generation == 0:
+            return []
+        return nearest(self.snapshot(namespace), kind, vector, k)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+
+    def commit(self, change: ChangeSet) -> Manifest:
+        return self._commit(change)
+
+    def restore(self, change: ChangeSet, manifest: Manifest) -> Manifest:
+        if change.base_generation != 0 or manifest.generation < 1:
+            raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
+        return self._commit(change, restored=manifest)
+
+    def _commit(self, change: ChangeSet, restored: Manifest | None = None) -> Manifest:
+        namespace = validate_namespace(change.namespace)
+        embedder = change.embedder or self.embedder
+        writes = self._writes(change)
+        with self._memory.lock:
+            space = self._memory.spaces.get(namespace) or _Space(Manifest(namespace=namespace))
+            generation = check_commit(change, space.manifest, embedder, restored=restored)
+            self._check_turn_ids(change, space)
+            for kind_field, ids in change.retire.items():
+                for rid in ids:
+                    live = self._live(space, kind_field, rid)
+                    if live is not None:
+                        live.died = generation
+            for kind_field, rid, record, vector in writes:
+                live = self._live(space, kind_field, rid)
+                if live is not None:
+                    live.died = generation
+                space.versions[kind_field].setdefault(rid, []).append(_Version(record, vector, generation))
+            if restored is None:
+                space.manifest = next_manifest(space.manifest, change, generation, embedder)
+            else:
+                space.manifest = restored.model_copy(deep=True, update={
+                    "namespace": namespace, "generation": generation, "void": [], "embedder": embedder})
+            space.committed.add(generation)
+            space.latest = None
+            self._memory.spaces[namespace] = space
+            return space.manifest.model_copy(deep=True)
+
+    @staticmethod
+    def _writes(change: ChangeSet) -> list[tuple[str, str, BaseModel, np.ndarray | None]]:
+        """Every record the change writes, with its vector: checked (one vector per record) before any is."""
+        writes = []
+        for kind in RECORD_KINDS:
+            records = list(getattr(change, kind.field))
+            vectors = kind.stored_vectors(change)
+            if vectors is not None and len(vectors) != len(records):
+                raise ValueError(f"{kind.field}: {len(records)} records but {len(vectors)} vectors")
+            for i, record in enumerate(records):
+                vector = np.asarray(vectors[i], dtype=np.float32) if vectors is not None else None
+                writes.append((kind.field, kind.record_id(record), record.model_copy(deep=True), vector))
+        return writes
+
+    @staticmethod
+    def _live(space: _Space, kind_field: str, rid: str) -> _Version | None:
+        versions = space.versions.get(kind_field, {}).get(rid)
+        if versions and versions[-1].died == SENTINEL:
+            return versions[-1]
+        return None
+
+    def _check_turn_ids(self, change: ChangeSet, space: _Space) -> None:
+        """Refuse a change that would replace a stored turn of another session (unless it retires it)."""
+        retired = set(change.retire.get("turns", ()))
+        for turn in change.turns:
+            live = self._live(space, "turns", turn.dia_id)
+            stored = getattr(live.record, "session_id", None) if live is not None else None
+            if live is not None and turn.dia_id not in retired and stored != turn.session_id:
+                raise TurnIdConflictError(
+                    f"namespace {change.namespace!r}: turn {turn.dia_id!r} of session {turn.session_id!r} would "
+                    f"overwrite the stored turn {turn.dia_id!r} of session {stored!r}; nothing was written: give "
+                    "the turn another id")
+
+    # -- removing --------------------------------------------------------------------------------------------
+
+    def purge(self, namespace: str) -> PurgeReport:
+        namespace = validate_namespace(namespace)
+        with self._memory.lock:
+            manifest = self.require_namespace(namespace)
+            space = self._memory.spaces[namespace]
+            report = PurgeReport(namespace=namespace, generation=manifest.generation)
+            for kind_field, by_id in space.versions.items():
+                removed = 0
+                for rid in list(by_id):
+                    kept = [v for v in by_id[rid] if v.died == SENTINEL]
+                    removed += len(by_id[rid]) - len(kept)
+                    if kept:
+                        by_id[rid] = kept
+                    else:
+                        del by_id[rid]
+                if removed:
+                    report.versions_removed[kind_field] = removed
+            space.committed = {manifest.generation}  # what was purged is not served to a pinned run either
+            space.latest = None
+        return report
+
+    def drop_namespace(self, namespace: str) -> dict[str, Any]:
+        namespace = validate_namespace(namespace)
+        with self._memory.lock:
+            space = self._memory.spaces.pop(namespace, None)
+        if space is None or space.manifest.generation == 0:
+            raise UnknownNamespaceError(namespace)
+        return {"namespace": namespace, "generation": space.manifest.generation, "collections": 0,
+                "compacted": False}
+
+    def close(self) -> None:
+        """Nothing to release: the memory stays while the process (or another store of its URL) lives."""
+
+    def __enter__(self) -> InProcessStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def clear_in_process_memory(name: str | None = None) -> None:
+    """Forget the in-process memory of one URL name (every one when None): for tests."""
+    with _MEMORIES_GUARD:
+        for key in [k for k in _MEMORIES if name is None or k == name]:
+            del _MEMORIES[key]
+

@@ -1,0 +1,133 @@
+"""The storage port: what the rest of LogicMap needs of a memory store, declared once, and the rules every backend
+shares.
+
+Code outside ``memory/store/`` types against ``StoragePort``; a backend implements it:
+
+| backend | module | for |
+| --- | --- | --- |
+| Chroma (embedded, or a Chroma server) | ``facade`` (``MemoryStore``) and its rooms | the default: one process per data directory, or many on a server |
+| in process | ``inmemory`` (``InProcessStore``) | unit tests and ephemeral agents: nothing on disk, gone with the process |
+
+A commit writes a ``ChangeSet`` as the namespace's next generation, all or nothing, and only if the namespace is
+still at ``change.base_generation`` (else ``GenerationConflict``: the writer recomputes on the new generation). A
+backend with real transactions does that with a transaction and a compare-and-swap on the generation; the Chroma
+backend, which has none, with its lease-and-fence protocol (``commits``). Readers see committed generations only:
+``snapshot`` the latest, ``snapshot_at`` one a run pinned. ``purge`` removes what no reader of the committed
+generation sees (retired versions); ``drop_namespace`` removes a namespace. Record kinds come from
+``memory.kinds.RECORD_KINDS`` only: a backend loops over them and never names one.
+
+``tests/unit/test_storage_port.py`` is the one conformance suite every backend passes (atomicity, generation
+conflicts, snapshot isolation, purge, drop, every kind round-tripped, concurrent writers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any, Protocol, runtime_checkable
+
+from logicmap.memory.store.errors import EmbedderMismatchError, GenerationConflict, StoreError
+from logicmap.memory.store.generations import MAX_GENERATION
+from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot
+from logicmap.settings import LogicMapSettings
+
+__all__ = ["StoragePort", "check_commit", "next_manifest"]
+
+
+@runtime_checkable
+class StoragePort(Protocol):
+    """A memory store: namespaced records at committed generations (see the module docstring)."""
+
+    settings: LogicMapSettings
+    embedder: str
+    """The identity of the embedder this store writes vectors with (``model.embedder_identity``)."""
+
+    def snapshot(self, namespace: str) -> NamespaceSnapshot:
+        """The latest committed records of ``namespace`` (an empty snapshot at generation 0 when it has none)."""
+        ...
+
+    def snapshot_at(self, namespace: str, generation: int) -> NamespaceSnapshot:
+        """The records at a committed ``generation`` (``ValueError`` for one never committed or purged away)."""
+        ...
+
+    def manifest(self, namespace: str) -> Manifest:
+        """The committed manifest (generation 0 for a namespace with no commit)."""
+        ...
+
+    def namespaces(self, under: str | None = None) -> list[str]:
+        """The namespaces with a commit, sorted; ``under``: that namespace and those below it (``acme.bob``)."""
+        ...
+
+    def has_namespace(self, namespace: str) -> bool: ...
+
+    def require_namespace(self, namespace: str) -> Manifest:
+        """The manifest, or ``UnknownNamespaceError`` (which names no other namespace)."""
+        ...
+
+    def commit(self, change: ChangeSet) -> Manifest:
+        """Write ``change`` as the next generation, all or nothing, if the namespace is at its base generation."""
+        ...
+
+    def restore(self, change: ChangeSet, manifest: Manifest) -> Manifest:
+        """Write a whole exported namespace into an empty one in one commit, with the exported manifest."""
+        ...
+
+    def purge(self, namespace: str) -> Any:
+        """Remove every retired version of ``namespace`` (a ``PurgeReport``)."""
+        ...
+
+    def drop_namespace(self, namespace: str) -> dict[str, Any]:
+        """Delete ``namespace`` and all it holds (``UnknownNamespaceError`` when it holds nothing)."""
+        ...
+
+    def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
+        """The ``k`` committed records of ``kind`` nearest to ``vector``: ``[(id, cosine similarity)]``."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def check_commit(change: ChangeSet, manifest: Manifest, embedder: str, *, restored: Manifest | None = None) -> int:
+    """The generation ``change`` commits as, or why it may not: ``GenerationConflict`` (the namespace moved),
+    ``EmbedderMismatchError``, ``StoreError`` (no generation left). Checked before anything is written."""
+    namespace = manifest.namespace
+    if manifest.generation != change.base_generation:
+        raise GenerationConflict(
+            f"namespace {namespace!r} moved from generation {change.base_generation} "
+            f"to {manifest.generation} while this change was computed"
+        )
+    if manifest.embedder is not None and manifest.embedder != embedder:
+        raise EmbedderMismatchError(
+            f"namespace {namespace!r} holds vectors of the embedder {manifest.embedder!r}, not "
+            f"{embedder!r}; mixing them would corrupt search: set LOGICMAP_EMBEDDING_PROVIDER "
+            "(and LOGICMAP_EMBEDDING_MODEL) back, or ingest into a new namespace"
+        )
+    wanted = restored.generation if restored is not None else manifest.generation + 1
+    if wanted > MAX_GENERATION:
+        raise StoreError(
+            f"namespace {namespace!r}: generation {wanted} is past the last one this store can make visible "
+            f"({MAX_GENERATION}); nothing was written"
+        )
+    return wanted
+
+
+def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedder: str,
+                  void: Sequence[int] = ()) -> Manifest:
+    """The manifest after ``change`` commits as ``generation``: its session, topic steps, source, dropped sessions
+    and forget audit applied (the same for every backend)."""
+    new_manifest = manifest.model_copy(deep=True)
+    new_manifest.generation = generation
+    new_manifest.void = list(void)
+    new_manifest.embedder = embedder
+    new_manifest.source = manifest.source or change.source
+    new_manifest.updated_at = datetime.now(UTC)
+    if change.session is not None:
+        session = change.session.model_copy(update={"generation": generation})
+        new_manifest.sessions[session.session_id] = session
+    if change.topic_steps is not None:
+        new_manifest.topic_steps = change.topic_steps
+    for session_id in change.drop_sessions:
+        new_manifest.sessions.pop(session_id, None)
+    if change.forget is not None:
+        new_manifest.forgets.append(change.forget.model_copy(update={"generation": generation}))
+    return new_manifest
