@@ -107,9 +107,10 @@ class ChatContext:
     assistant's words, and a model's guess never becomes a fact about the user)."""
     remember_mode: Literal["auto", "sync", "background", "deferred"] = "auto"
     """How a turn is stored once the reply is out: sync = within the run (it ends stored); background = by an
-    in-process ingestion queue; deferred = by a run the chatbot schedules on the API server for its thread
-    (LangGraph's runs.create with multitask_strategy='enqueue'); auto = deferred on the API server, else
-    background."""
+    in-process ingestion queue (the next recall of the namespace in the process waits for it; a normal exit
+    stores what is queued); deferred = by a run the chatbot schedules on the API server for its thread
+    (LangGraph's runs.create with multitask_strategy='enqueue'; with no run to schedule, within the run);
+    auto = deferred on the API server, else background."""
     remember_after_s: float = 0.0
     """deferred: seconds the scheduled run waits before storing (a later turn's run is queued behind it)."""
     remember_only: bool = False

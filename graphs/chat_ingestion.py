@@ -51,7 +51,8 @@ class IngestionQueue:
         self._thread: threading.Thread | None = None
         self.completed = 0
         self.errors: list[tuple[str, str]] = []
-        self.failed: list[tuple[str, str | None, Callable[[], Any]]] = []
+        self.failed: list[tuple[str, Callable[[], Any]]] = []
+        self._failed_namespaces: list[str | None] = []  # the namespace of each failed job, for ``retry_failed``
         _queues.add(self)
 
     @property
@@ -88,8 +89,9 @@ class IngestionQueue:
         """Queue the failed jobs again (after a provider failure is fixed); how many were queued."""
         with self._cond:
             failed, self.failed = self.failed, []
+            namespaces, self._failed_namespaces = self._failed_namespaces, []
             self.errors = []
-        for label, namespace, job in failed:
+        for (label, job), namespace in zip(failed, namespaces, strict=True):
             self.submit(job, label, namespace)
         return len(failed)
 
@@ -101,7 +103,8 @@ class IngestionQueue:
             except Exception as exc:  # noqa: BLE001 - a failed ingestion is recorded; the chat goes on
                 log.exception("ingestion of %s failed", label)
                 self.errors.append((label, f"{type(exc).__name__}: {exc}"))
-                self.failed.append((label, namespace, job))  # nothing of it was committed: ``retry_failed`` stores it again
+                self.failed.append((label, job))  # nothing of it was committed: ``retry_failed`` stores it again
+                self._failed_namespaces.append(namespace)
             finally:
                 with self._cond:
                     self._pending -= 1

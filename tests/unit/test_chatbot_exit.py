@@ -19,7 +19,13 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from logicmap.graphs.chatbot import ChatContext, IngestionQueue, build_chatbot_graph, default_ingestion_queue, ingest_session
+from logicmap.graphs.chatbot import (
+    ChatContext,
+    IngestionQueue,
+    build_chatbot_graph,
+    default_ingestion_queue,
+    ingest_session,
+)
 from logicmap.graphs.resources import Resources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -127,3 +133,15 @@ def test_a_recall_waits_for_its_namespace_s_queued_turns_and_only_those(resource
     assert work.pending >= 1 and not work.wait_for("bob", timeout=0.05)
     release.set()
     assert work.flush(timeout=120) and not work.errors
+
+
+def test_the_docs_name_the_status_a_default_in_process_run_ends_with(resources: Resources) -> None:
+    """docs/langgraph.md said a turn is in memory when ``invoke`` returns, while the default run ends queued."""
+    out = build_chatbot_graph().compile().invoke({"messages": [("user", "I play the oboe.")]},
+                                                 context=ChatContext(namespace="erin", policy="heuristic",
+                                                                     resources=resources))
+    assert default_ingestion_queue().flush(timeout=120)
+    status = out["memory_write"]["status"]
+    for page in ("chat.md", "langgraph.md"):
+        text = (ROOT / "docs" / page).read_text()
+        assert f'`memory_write.status == "{status}"`' in text and "default" in text, page
