@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMes
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 from langgraph.constants import TAG_NOSTREAM
 from langgraph.graph import END, START, add_messages
-from langgraph.runtime import Runtime
+from langgraph.runtime import Runtime, get_runtime
 from pydantic import ConfigDict, with_config
 from pydantic.json_schema import SkipJsonSchema
 from typing_extensions import TypedDict
@@ -22,7 +22,7 @@ from typing_extensions import TypedDict
 from logicmap.agents.answerers import reply_from_recall
 from logicmap.agents.base import Cost
 from logicmap.agents.chat_responder import reply_text
-from logicmap.graphs.chat_ingestion import chat_turn_session, default_ingestion_queue
+from logicmap.graphs.chat_ingestion import chat_turn_session, default_ingestion_queue, wait_for_queued_turns
 from logicmap.graphs.chat_messages import add_messages as add_chat_messages
 from logicmap.graphs.resources import (
     Resources,
@@ -63,6 +63,7 @@ __all__ = [
     "respond",
     "route_start",
     "schedule_remember",
+    "store_unscheduled",
 ]
 
 
@@ -106,9 +107,10 @@ class ChatContext:
     assistant's words, and a model's guess never becomes a fact about the user)."""
     remember_mode: Literal["auto", "sync", "background", "deferred"] = "auto"
     """How a turn is stored once the reply is out: sync = within the run (it ends stored); background = by an
-    in-process ingestion queue; deferred = by a run the chatbot schedules on the API server for its thread
-    (LangGraph's runs.create with multitask_strategy='enqueue'); auto = deferred on the API server, else
-    background."""
+    in-process ingestion queue (the next recall of the namespace in the process waits for it; a normal exit
+    stores what is queued); deferred = by a run the chatbot schedules on the API server for its thread
+    (LangGraph's runs.create with multitask_strategy='enqueue'; with no run to schedule, within the run);
+    auto = deferred on the API server, else background."""
     remember_after_s: float = 0.0
     """deferred: seconds the scheduled run waits before storing (a later turn's run is queued behind it)."""
     remember_only: bool = False
@@ -244,6 +246,8 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     message = check_message(_last_user_message(state), res.settings, where="the chatbot's message")
     empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
              "cost": Cost().model_dump(), "fallbacks": [], "memory_write": {}, "tenant_key": key}
+    if ctx.recall and message:
+        wait_for_queued_turns(namespace)  # turns of this namespace queued in this process are recalled too
     if not ctx.recall or not message or not res.store.has_namespace(namespace):
         return empty
     question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
@@ -384,7 +388,7 @@ def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: Runn
             "memory_manager": "r2" if ctx.strategy == "r2" else None}  # the r2 strategy recalls R2's memory
     if mode == "background":
         work = ctx.ingestion if ctx.ingestion is not None else default_ingestion_queue()
-        work.submit(partial(_store_step, args), label=f"{namespace}/{thread_id}")
+        work.submit(partial(_store_step, args), label=f"{namespace}/{thread_id}", namespace=namespace)
         return {"memory_write": {**record, "status": "queued"}}
     try:
         report = _internal(_store_step, args, "store_turn")
@@ -412,16 +416,15 @@ _SERVER_KEYS = ("thread_id", "run_id", "assistant_id", "graph_id", "checkpoint_i
 async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
     """On the API server: schedule the run that stores this turn, as LangGraph's memory template does: the same
     assistant on the same thread (so the same tenant, through the same checks), ``remember_only``, enqueued
-    behind any later turn's run, ``remember_after_s`` seconds from now. A run that cannot schedule one (no
-    thread: a stateless run) stores the turn itself."""
+    behind any later turn's run, ``remember_after_s`` seconds from now. A run that cannot schedule one (outside
+    the API server, or no thread: a stateless run) stores the turn itself."""
     from langgraph_sdk import get_client
 
     ctx = _ctx(runtime)
     configurable = dict(config.get("configurable") or {})
     thread_id, assistant_id = configurable.get("thread_id"), configurable.get("assistant_id")
-    if not thread_id or not assistant_id:  # nothing to schedule on: store the turn within this run
-        return await run_blocking(_store_turn, state, ctx, resources_of(runtime), config,
-                                       _turn_messages(state, ctx), "sync")
+    if not server_mode() or not thread_id or not assistant_id:  # nothing to schedule on: store the turn now
+        return await run_blocking(store_unscheduled, state, runtime, config)
     forwarded = {k: v for k, v in configurable.items()
                  if k not in _SERVER_KEYS and not k.startswith(("__", "langgraph_")) and _plain(v)}
     try:
@@ -433,9 +436,28 @@ async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], con
     except Exception:  # noqa: BLE001 - a stateless run has no thread to come back to: store the turn now
         log.warning("scheduling the memory run of thread %s failed; storing the turn within this run", thread_id,
                     exc_info=True)
-        return await run_blocking(_store_turn, state, ctx, resources_of(runtime), config,
-                                       _turn_messages(state, ctx), "sync")
+        return await run_blocking(store_unscheduled, state, runtime, config)
     return {"memory_write": {**state.get("memory_write", {}), "status": "scheduled", "run_id": run.get("run_id")}}
+
+
+def store_unscheduled(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
+    """A deferred turn no run is scheduled for, stored within this run: outside the API server, in a stateless
+    run, and in a synchronous run (``invoke``: the server's client is async)."""
+    ctx = _ctx(runtime)
+    return _store_turn(state, ctx, resources_of(runtime), config, _turn_messages(state, ctx), "sync")
+
+
+def _schedule_remember_node() -> RunnableLambda[ChatState, dict[str, Any]]:
+    """The ``schedule_remember`` node for ``invoke`` and ``ainvoke`` alike: LangGraph runs a coroutine node only
+    through the async API (``invoke`` raised ``TypeError: No synchronous function provided``)."""
+
+    def now(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
+        return store_unscheduled(state, get_runtime(ChatContext), config)
+
+    async def scheduled(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
+        return await schedule_remember(state, get_runtime(ChatContext), config)
+
+    return RunnableLambda(now, afunc=scheduled, name="schedule_remember")
 
 
 def _plain(value: Any) -> bool:
@@ -477,7 +499,7 @@ def build_chatbot_graph() -> TracedStateGraph[ChatState, ChatContext, ChatInput,
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
     builder.add_node("remember", _runtime_config_node(remember))
-    builder.add_node("schedule_remember", _runtime_config_node(schedule_remember))
+    builder.add_node("schedule_remember", _schedule_remember_node())
     builder.add_conditional_edges(START, route_start, ["recall", "remember"])
     builder.add_conditional_edges("recall", after_recall, ["respond", "remember"])
     builder.add_edge("respond", "remember")

@@ -21,7 +21,7 @@ Two ways to drop it into someone else's chatbot
    ``MessagesState``, so it can be a node of any messages graph. What it runs against travels in the
    run's ``ChatContext``: ``resources`` (store, embedder, chat model; unset = the process-wide defaults
    from ``LOGICMAP_*`` settings), ``store_turn`` (how a turn is stored) and ``ingestion`` (an
-   ``IngestionQueue`` to store turns in the background instead, for interactive loops that flush on exit)::
+   ``IngestionQueue`` to store turns in the background, drained at exit; unset = the process-wide one)::
 
        from langgraph.checkpoint.memory import InMemorySaver
        from langgraph.graph import START, MessagesState, StateGraph
@@ -79,6 +79,7 @@ from logicmap.graphs.chat_graph import (
     respond,
     route_start,
     schedule_remember,
+    store_unscheduled,
 )
 from logicmap.graphs.chat_ingestion import (
     IngestionQueue,
@@ -86,6 +87,7 @@ from logicmap.graphs.chat_ingestion import (
     default_ingestion_queue,
     ingest_session,
     session_ingester,
+    wait_for_queued_turns,
 )
 from logicmap.graphs.chat_messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
 from logicmap.graphs.chat_remote import RemoteChatbot
@@ -120,4 +122,6 @@ __all__ = [
     "run_chat",
     "schedule_remember",
     "session_ingester",
+    "store_unscheduled",
+    "wait_for_queued_turns",
 ]
