@@ -447,17 +447,18 @@ def store_unscheduled(state: ChatState, runtime: Runtime[ChatContext], config: R
     return _store_turn(state, ctx, resources_of(runtime), config, _turn_messages(state, ctx), "sync")
 
 
+def _store_now(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
+    return store_unscheduled(state, get_runtime(ChatContext), config)
+
+
+async def _schedule(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
+    return await schedule_remember(state, get_runtime(ChatContext), config)
+
+
 def _schedule_remember_node() -> RunnableLambda[ChatState, dict[str, Any]]:
     """The ``schedule_remember`` node for ``invoke`` and ``ainvoke`` alike: LangGraph runs a coroutine node only
     through the async API (``invoke`` raised ``TypeError: No synchronous function provided``)."""
-
-    def now(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
-        return store_unscheduled(state, get_runtime(ChatContext), config)
-
-    async def scheduled(state: ChatState, config: RunnableConfig) -> dict[str, Any]:
-        return await schedule_remember(state, get_runtime(ChatContext), config)
-
-    return RunnableLambda(now, afunc=scheduled, name="schedule_remember")
+    return RunnableLambda(_store_now, afunc=_schedule, name="schedule_remember")
 
 
 def _plain(value: Any) -> bool:
