@@ -2,48 +2,116 @@
 
 ``STRATEGIES`` maps each name to its ``Strategy`` record (``graphs.strategy``): its ``run`` (the strategy's
 ``answer(question, namespace, *, resources=None, policy="auto", **options)`` returning an ``AnswerResult``), and
-for a graph strategy its compiled graph, context class and input/output schemas. The CLI's choices, the
-chatbot's ``StrategyName``, ``FORWARD_STRATEGIES`` and ``studio/langgraph.json`` (checked by a test) derive
-from it.
+for a graph strategy its compiled graph, context class and input/output schemas. The names and where each record
+lives are written once, in ``graphs.strategy_names.STRATEGY_PATHS``; a strategy's module is imported when the
+strategy is first used (``STRATEGIES[name]``), so importing this module compiles no graph. The CLI's choices, the
+chatbot's ``StrategyName``, ``FORWARD_STRATEGIES`` and ``studio/langgraph.json`` (``studio_config_problems``,
+checked by a test) derive from it.
 """
 
 from __future__ import annotations
 
+import importlib
+import threading
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from logicmap.agents.provider import run_scope
-from logicmap.graphs import baselines, compass, forward, goalmem, r2, real, reconstruct, rerank
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.strategy import Strategy
+from logicmap.graphs.strategy_names import STRATEGY_PATHS
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.input_limits import check_question
 
-__all__ = ["GRAPH_STRATEGIES", "STRATEGIES", "Strategy", "StrategyName", "aanswer", "answer", "strategy_function"]
+__all__ = [
+    "GRAPH_STRATEGIES",
+    "STRATEGIES",
+    "Strategy",
+    "StrategyName",
+    "aanswer",
+    "answer",
+    "graph_path",
+    "strategy_function",
+    "studio_config_problems",
+]
 
-STRATEGIES: dict[str, Strategy] = {
-    s.name: s
-    for s in (
-        reconstruct.STRATEGY,
-        compass.STRATEGY,
-        rerank.STRATEGY,
-        goalmem.STRATEGY,
-        real.STRATEGY,
-        *forward.FORWARD_STRATEGIES.values(),
-        baselines.DENSE,
-        baselines.BM25,
-        r2.STRATEGY,
-    )
-}
-"""Every strategy by name, in the order the chatbot's form lists them."""
 
-GRAPH_STRATEGIES: dict[str, Strategy] = {name: s for name, s in STRATEGIES.items() if s.graph is not None}
+def _load(name: str) -> Strategy:
+    """The ``Strategy`` record ``STRATEGY_PATHS[name]`` names (its module imported now)."""
+    module_name, attribute = STRATEGY_PATHS[name].split(":", 1)
+    found: Any = getattr(importlib.import_module(module_name), attribute)
+    if isinstance(found, Mapping):
+        found = found[name]
+    if not isinstance(found, Strategy) or found.name != name:
+        raise TypeError(f"strategy {name!r}: {STRATEGY_PATHS[name]} is not the Strategy record named {name!r}")
+    return found
+
+
+class _Registry(Mapping[str, Strategy]):
+    """Strategies by name, each loaded on first use; ``graphs_only``: the strategies that are one compiled graph."""
+
+    def __init__(self, *, graphs_only: bool = False) -> None:
+        self._graphs_only = graphs_only
+        self._loaded: dict[str, Strategy] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, name: str) -> Strategy:
+        if name not in STRATEGY_PATHS:
+            raise KeyError(name)
+        with self._lock:
+            strategy = self._loaded.get(name)
+        if strategy is None:
+            strategy = _load(name)
+            with self._lock:
+                strategy = self._loaded.setdefault(name, strategy)
+        if self._graphs_only and strategy.graph is None:
+            raise KeyError(name)
+        return strategy
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._graphs_only:
+            return iter(STRATEGY_PATHS)
+        return iter([name for name in STRATEGY_PATHS if STRATEGIES[name].graph is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, name: object) -> bool:
+        if not self._graphs_only:
+            return name in STRATEGY_PATHS
+        return isinstance(name, str) and name in STRATEGY_PATHS and STRATEGIES[name].graph is not None
+
+
+STRATEGIES: Mapping[str, Strategy] = _Registry()
+"""Every strategy by name, in the order the chatbot's form lists them (``STRATEGY_PATHS``'s)."""
+
+GRAPH_STRATEGIES: Mapping[str, Strategy] = _Registry(graphs_only=True)
 """The strategies that are one compiled graph (``<module>:graph`` in ``studio/langgraph.json``)."""
+
+
+def graph_path(name: str) -> str:
+    """Where a graph strategy's compiled graph is, for ``langgraph.json``: its record's module, ``:graph``."""
+    return STRATEGY_PATHS[name].split(":", 1)[0] + ":graph"
+
+
+def studio_config_problems(config: Mapping[str, Any]) -> list[str]:
+    """What a ``langgraph.json`` (as a dict) lacks for the registry: every graph strategy listed under its name with
+    its ``graph_path``, one line each. Empty when it serves them all."""
+    graphs = config.get("graphs") or {}
+    problems = []
+    for name in GRAPH_STRATEGIES:
+        entry = graphs.get(name)
+        path = entry.get("path") if isinstance(entry, Mapping) else entry
+        if path != graph_path(name):
+            problems.append(f"graphs.{name}: expected path {graph_path(name)!r}, found {path!r}")
+    return problems
+
 
 if TYPE_CHECKING:  # a type checker cannot read the registry: any name type-checks, the run refuses unknown ones
     StrategyName: TypeAlias = str
 else:
-    StrategyName = Literal[tuple(STRATEGIES)]
+    StrategyName = Literal[tuple(STRATEGY_PATHS)]
 """A strategy's name, as a choice list (the registry's names, known at import): the chatbot's and the MCP server's
 ``strategy`` parameter, a choice list in Studio's form."""
 

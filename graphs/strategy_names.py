@@ -1,15 +1,58 @@
-"""The names of the answering strategies, in the registry's order, importable without loading any graph.
+"""The registry's index: each answering strategy's name and where its ``Strategy`` record lives, importable without
+loading any graph.
 
-The CLI's parser imports nothing heavy (``logicmap --help`` starts in well under a second), so it cannot import the
-registry (``graphs.strategies.STRATEGIES``, which compiles every graph); it lists these names instead, and
-``tests/unit/test_strategy_registry.py`` checks that they are exactly the registry's.
+A strategy is written once, here, as ``name -> "module:attribute"`` (an attribute that is a mapping is indexed by
+the name: ``FORWARD_STRATEGIES``). ``graphs.strategies.STRATEGIES`` imports a strategy's module only when it is first
+used, so the CLI's parser, ``LogicMapStore`` and ``logicmap --help`` read the names without compiling a graph.
+
+A strategy of another package is added without editing this file: ``LOGICMAP_STRATEGIES="toy=mypkg.toy:STRATEGY"``
+(comma-separated ``name=module:attribute`` pairs, read once at import) appends it to the registry; it then runs
+through ``answer()``, the CLI, the chatbot's ``strategy`` choice and the eval runner (docs/contributing.md).
 """
 
 from __future__ import annotations
 
-__all__ = ["STRATEGY_NAMES"]
+import os
+import re
 
-STRATEGY_NAMES: tuple[str, ...] = (
-    "reconstruct", "compass", "rerank", "goalmem", "real", "forward_reformulate", "forward_reflect", "forward_react",
-    "dense", "bm25", "r2",
-)
+__all__ = ["STRATEGY_NAMES", "STRATEGY_PATHS", "extra_strategies"]
+
+_BUILT_IN: dict[str, str] = {
+    "reconstruct": "logicmap.graphs.reconstruct:STRATEGY",
+    "compass": "logicmap.graphs.compass:STRATEGY",
+    "rerank": "logicmap.graphs.rerank:STRATEGY",
+    "goalmem": "logicmap.graphs.goalmem:STRATEGY",
+    "real": "logicmap.graphs.real:STRATEGY",
+    "forward_reformulate": "logicmap.graphs.forward:FORWARD_STRATEGIES",
+    "forward_reflect": "logicmap.graphs.forward:FORWARD_STRATEGIES",
+    "forward_react": "logicmap.graphs.forward:FORWARD_STRATEGIES",
+    "dense": "logicmap.graphs.baselines:DENSE",
+    "bm25": "logicmap.graphs.baselines:BM25",
+    "r2": "logicmap.graphs.r2:STRATEGY",
+}
+
+_ENTRY = re.compile(r"^(?P<name>[a-z][a-z0-9_]{0,39})=(?P<path>[A-Za-z_][\w.]*:[A-Za-z_]\w*)$")
+
+
+def extra_strategies(spec: str | None) -> dict[str, str]:
+    """The strategies ``LOGICMAP_STRATEGIES`` adds (``name=module:attribute``, comma-separated); ``ValueError`` in one
+    line for an entry that is not one, or that names a built-in strategy."""
+    extra: dict[str, str] = {}
+    for entry in (spec or "").split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        match = _ENTRY.match(entry)
+        if match is None:
+            raise ValueError(f"LOGICMAP_STRATEGIES: {entry[:60]!r} is not name=module:attribute (a lowercase name)")
+        if match["name"] in _BUILT_IN or match["name"] in extra:
+            raise ValueError(f"LOGICMAP_STRATEGIES: the strategy {match['name']!r} is already registered")
+        extra[match["name"]] = match["path"]
+    return extra
+
+
+STRATEGY_PATHS: dict[str, str] = {**_BUILT_IN, **extra_strategies(os.environ.get("LOGICMAP_STRATEGIES"))}
+"""Every strategy's name -> where its ``Strategy`` record lives, in the order the chatbot's form lists them."""
+
+STRATEGY_NAMES: tuple[str, ...] = tuple(STRATEGY_PATHS)
+"""The strategies' names (the CLI's choices)."""

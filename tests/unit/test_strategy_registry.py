@@ -9,7 +9,7 @@ from typing import get_args, get_type_hints
 
 from logicmap.graphs.chatbot import StrategyName
 from logicmap.graphs.forward import FORWARD_STRATEGIES
-from logicmap.graphs.strategies import GRAPH_STRATEGIES, STRATEGIES, strategy_function
+from logicmap.graphs.strategies import GRAPH_STRATEGIES, STRATEGIES, strategy_function, studio_config_problems
 from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext
 
 STUDIO = Path(__file__).resolve().parents[2] / "studio" / "langgraph.json"
@@ -17,10 +17,26 @@ LIFECYCLE_GRAPHS = ("forget", "list_memories", "delete_namespace")  # graphs.lif
 
 
 def test_studio_lists_every_graph_strategy_of_the_registry() -> None:
-    graphs = json.loads(STUDIO.read_text())["graphs"]
+    config = json.loads(STUDIO.read_text())
+    graphs = config["graphs"]
     listed = {name: entry["path"] for name, entry in graphs.items() if name not in ("ingest", "chatbot", *LIFECYCLE_GRAPHS)}
     expected = {name: f"logicmap.graphs.{name}:graph" for name, s in GRAPH_STRATEGIES.items()}
     assert listed == expected
+    assert studio_config_problems(config) == []
+    del graphs["real"]
+    assert studio_config_problems(config) == ["graphs.real: expected path 'logicmap.graphs.real:graph', found None"]
+
+
+def test_importing_the_registry_loads_no_strategy_module() -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys; import logicmap.graphs.strategies as s; "
+             "print(sorted(m for m in sys.modules if m in ('logicmap.graphs.compass', 'logicmap.graphs.goalmem', "
+             "'logicmap.graphs.real', 'logicmap.graphs.reconstruct'))); s.STRATEGIES['real']; "
+             "print('logicmap.graphs.real' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.split() == ["[]", "True"], out.stdout
 
 
 def test_the_chatbot_and_forward_lists_are_the_registry() -> None:
