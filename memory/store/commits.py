@@ -48,7 +48,7 @@ from logicmap.memory.store.generations import (
 )
 from logicmap.memory.store.model import ChangeSet, Manifest
 
-__all__ = ["CommitProtocol"]
+__all__ = ["CommitProtocol", "purge_requested"]
 
 
 class CommitProtocol(StoreCore):
@@ -101,6 +101,7 @@ class CommitProtocol(StoreCore):
                 )
             self._check_turn_ids(change, manifest)
             self._check_generation_room(namespace, manifest, restored)
+            self._before_commit(namespace, manifest, change)
             self._mark_memory()
             fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
@@ -115,13 +116,17 @@ class CommitProtocol(StoreCore):
                 else:
                     new_manifest = restored.model_copy(
                         deep=True, update={"namespace": namespace, "generation": fence.generation,
-                                           "void": fence.void, "embedder": embedder})
+                                           "void": fence.void, "embedder": embedder, "purge_requested": 0})
                 self._move(fence, new_manifest)
             except CommitLeaseLost:
                 self._abandon(fence)
                 raise
             self._collect(fence)
             return new_manifest
+
+    def _before_commit(self, namespace: str, manifest: Manifest, change: ChangeSet) -> None:
+        """Run under the commit's locks before anything is written (``purge.StorePurge`` finishes an owed purge
+        here and notes one this change asks for)."""
 
     def _check_generation_room(self, namespace: str, manifest: Manifest, restored: Manifest | None) -> None:
         """Refuse, before anything is written or registered, a generation its versions could not be seen at."""
@@ -178,6 +183,8 @@ class CommitProtocol(StoreCore):
             new_manifest.sessions.pop(session_id, None)
         if change.forget is not None:
             new_manifest.forgets.append(change.forget.model_copy(update={"generation": fence.generation}))
+        if purge_requested(change):  # recorded with the forget: a purge killed before it finished is owed
+            new_manifest.purge_requested = fence.generation
         return new_manifest
 
     def _claim(self, namespace: str, manifest: Manifest, token: str, at: int | None = None) -> _Fence:
@@ -405,6 +412,11 @@ class CommitProtocol(StoreCore):
     def _extra_meta(record: BaseModel) -> dict[str, Any]:
         session = getattr(record, "session_id", None)
         return {"session_id": session} if isinstance(session, str) else {}
+
+
+def purge_requested(change: ChangeSet) -> bool:
+    """Whether a change asks for its retired versions to be purged (its forget's audit record says so)."""
+    return change.forget is not None and change.forget.purged
 
 
 def _embedding_rows(vectors: Sequence[Sequence[float]]) -> np.ndarray:

@@ -67,6 +67,11 @@ class Manifest(BaseModel):
         "a namespace older than this field until a writer that names its source commits to it",
     )
     forgets: list[ForgetAudit] = Field(default_factory=list, description="the audit record of every forget")
+    purge_requested: int = Field(
+        default=0,
+        description="the generation of the last commit that asked for a purge (a forget, delete, replace or update "
+        "with purge): a purge that completes at this generation or later finishes it (``memory.store.purge``)",
+    )
 
 
 class ChangeSet(BaseModel):
