@@ -333,11 +333,20 @@ def cmd_forget(args: argparse.Namespace) -> int:
     """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge]`
     (graphs.forget)."""
     from logicmap.graphs.forget import forget
+    from logicmap.memory.store import UnknownMemoryError
 
     if not (args.turn or args.session or args.key or args.before):
         raise ValueError("say what to forget: --turn ID, --session ID, --key KEY or --before DATE")
-    report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (), keys=args.key or (),
-                    before=args.before, purge=args.purge, surface="cli", resources=resources_from_args(args))
+    try:
+        report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (),
+                        keys=args.key or (), before=args.before, purge=args.purge, surface="cli",
+                        resources=resources_from_args(args))
+    except UnknownMemoryError as exc:
+        if not args.purge:
+            raise
+        # Already forgotten (or deleted from a LogicMapStore): what it left on disk is purged by `logicmap purge`.
+        raise ValueError(f"{exc}; to remove from disk what earlier forgets and deletes left: "
+                         f"logicmap purge -n {args.namespace}") from None
     removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items()) or "nothing"
     print(f"forgot in {report.namespace} (generation {report.generation}): {removed}")
     if report.purge is not None:
