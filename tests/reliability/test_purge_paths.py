@@ -197,3 +197,30 @@ def test_an_owed_purge_is_finished_by_the_next_commit(resources: Resources) -> N
         assert not writer.store.purge_owed(namespace)
     finally:
         writer.store.close()
+
+
+def test_the_servers_store_purges_its_deletes_when_configured(resources: Resources,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from logicmap.graphs.resources import set_default_resources
+    from logicmap.studio.store import generate_store
+
+    async def served() -> LogicMapStore:
+        async with generate_store() as store:
+            return store
+
+    set_default_resources(resources)
+    try:
+        monkeypatch.setenv("LOGICMAP_STORE_PURGE", "true")
+        store = asyncio.run(served())
+        assert store.purge_removals
+        store.put(ALICE, "locker", SECRET)
+        _, vector = _vector(resources, NS)
+        store.delete(ALICE, "locker")  # what DELETE /store/items runs
+        assert _traces(resources, vector) == []
+        monkeypatch.setenv("LOGICMAP_STORE_PURGE", "sometimes")
+        with pytest.raises(ValueError, match="^LOGICMAP_STORE_PURGE='sometimes': expected true or false$"):
+            asyncio.run(served())
+        monkeypatch.delenv("LOGICMAP_STORE_PURGE")
+        assert not asyncio.run(served()).purge_removals
+    finally:
+        set_default_resources(None)
