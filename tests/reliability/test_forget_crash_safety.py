@@ -74,6 +74,7 @@ def test_a_purge_killed_after_its_forget_committed_is_finished_by_the_next_open(
             if reopened["canary_files"]:
                 left.append((trial, reopened["canary_files"]))
             shutil.rmtree(directory)
+        print(f"purge kill trials: {killed} of {PURGE_TRIALS} killed inside the purge, {len(left)} left the canary")
         assert killed >= PURGE_TRIALS // 2, f"only {killed} of {PURGE_TRIALS} kills landed inside the purge"
         assert left == [], f"{len(left)} of {killed} killed purges left the canary on disk after a reopen: {left}"
     finally:
