@@ -30,11 +30,13 @@ if TYPE_CHECKING:
         aforget,
         aget_memory,
         alist_memories,
+        apurge,
         aupdate_memory,
         delete_namespace,
         forget,
         get_memory,
         list_memories,
+        purge,
         update_memory,
     )
     from logicmap.graphs.ingest import IngestReport, aingest_conversation, ingest_conversation
@@ -67,6 +69,7 @@ __all__ = [
     "aingest_conversation",
     "alist_memories",
     "answer",
+    "apurge",
     "aupdate_memory",
     "build_chatbot_graph",
     "create_memory_toolkit",
@@ -75,6 +78,7 @@ __all__ = [
     "get_memory",
     "ingest_conversation",
     "list_memories",
+    "purge",
     "update_memory",
 ]
 
@@ -104,6 +108,8 @@ _EXPORTS = {
     "aget_memory": "logicmap.graphs.forget",
     "update_memory": "logicmap.graphs.forget",
     "aupdate_memory": "logicmap.graphs.forget",
+    "purge": "logicmap.graphs.forget",
+    "apurge": "logicmap.graphs.forget",
     "ForgetReport": "logicmap.graphs.forget",
     "MemoryPage": "logicmap.graphs.forget",
     "UnknownMemoryError": "logicmap.graphs.forget",

@@ -12,7 +12,9 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
   other JSON value is the text of its indexed fields (``index`` paths, like LangGraph's ``index.fields``). A put on
   a key that exists ingests the new value with the old item and everything derived only from it retired in the same
   commit (``graphs.forget.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
-  ``delete`` only forget;
+  ``delete`` only forget; what they retire stays on disk until a purge: ``LogicMapStore(purge=True)`` purges after
+  every delete and replace (the commit records the purge as owed, so a kill before it ends leaves it to the next
+  open or write), ``purge(namespace)`` purges one namespace whenever asked (``logicmap purge -n NS``);
 - ``get`` is exact; ``search`` ranks the items of every namespace under the prefix with LogicMap retrieval (the
   graph-feature reranker by default, any strategy of ``graphs.strategies.STRATEGIES`` by ``strategy=``), filters
   on values as LangGraph's stores do, and lists by recency without a query; ``list_namespaces`` honours prefix,
@@ -44,7 +46,7 @@ from langgraph.store.base import (
 )
 
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
-from logicmap.graphs.forget import forget
+from logicmap.graphs.forget import forget, purge
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, check_policy, default_resources
 from logicmap.memory.blocking import run_blocking
@@ -63,7 +65,7 @@ from logicmap.memory.items import (
     validate_key,
 )
 from logicmap.memory.loaders import Conversation, RawTurn, Session, check_sessions
-from logicmap.memory.store import NamespaceSnapshot
+from logicmap.memory.store import NamespaceSnapshot, PurgeReport
 
 __all__ = ["InvalidItemError", "LogicMapStore"]
 
@@ -102,12 +104,13 @@ class LogicMapStore(BaseStore):
     ``policy``: the ingest policy a put builds memory with (``auto``: the LLM when one is configured, else the
     no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``, the graph-feature reranker, needs no LLM;
     another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
-    only its ``fields`` are used (what a value without ``content``/``text`` is searched by)."""
+    only its ``fields`` are used (what a value without ``content``/``text`` is searched by). ``purge``: a delete or a
+    replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``."""
 
     supports_ttl = False
 
     def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
-                 strategy: str = "rerank", index: dict[str, Any] | None = None) -> None:
+                 strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False) -> None:
         from logicmap.graphs.strategy_names import STRATEGY_NAMES
 
         if strategy not in STRATEGY_NAMES:
@@ -117,6 +120,7 @@ class LogicMapStore(BaseStore):
         self.policy = policy
         self.strategy = strategy
         self.fields: list[str] | None = list((index or {}).get("fields") or []) or None
+        self.purge_removals = purge
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
 
@@ -155,6 +159,15 @@ class LogicMapStore(BaseStore):
         """``batch`` on the process's shared executor (``memory.blocking``): the store's reads and commits block,
         the event loop keeps running, and concurrent calls share its few threads."""
         return await run_blocking(self.batch, list(ops))
+
+    def purge(self, namespace: tuple[str, ...]) -> PurgeReport:
+        """Remove every retired version of one namespace from disk (``logicmap.purge``): deleted items, replaced
+        values, anything else forgotten without a purge. Nothing visible changes."""
+        return purge(namespace_of(tuple(namespace)), resources=self.resources)
+
+    async def apurge(self, namespace: tuple[str, ...]) -> PurgeReport:
+        """``purge`` on the shared executor."""
+        return await run_blocking(self.purge, namespace)
 
     # -- reads ------------------------------------------------------------------------------------------------
 
@@ -257,11 +270,13 @@ class LogicMapStore(BaseStore):
             deleted = sorted(k for k, op in group.items() if k in held and op.value is None)
             replaced = [held[k].session_id for k, op in group.items() if k in held and op.value is not None]
             if deleted:
-                forget(name, keys=deleted, surface="store", resources=res)
+                forget(name, keys=deleted, purge=self.purge_removals, surface="store", resources=res)
             if sessions:  # a replaced item's old records retire in the commit that writes the new ones
                 conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
                 ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True,
-                                    replace_sessions=replaced)
+                                    replace_sessions=replaced, purge_replaced=self.purge_removals)
+                if replaced and self.purge_removals:
+                    res.store.purge(name)
 
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))

@@ -333,18 +333,39 @@ def cmd_forget(args: argparse.Namespace) -> int:
     """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge]`
     (graphs.forget)."""
     from logicmap.graphs.forget import forget
+    from logicmap.memory.store import UnknownMemoryError
 
     if not (args.turn or args.session or args.key or args.before):
         raise ValueError("say what to forget: --turn ID, --session ID, --key KEY or --before DATE")
-    report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (), keys=args.key or (),
-                    before=args.before, purge=args.purge, surface="cli", resources=resources_from_args(args))
+    try:
+        report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (),
+                        keys=args.key or (), before=args.before, purge=args.purge, surface="cli",
+                        resources=resources_from_args(args))
+    except UnknownMemoryError as exc:
+        if not args.purge:
+            raise
+        # Already forgotten (or deleted from a LogicMapStore): what it left on disk is purged by `logicmap purge`.
+        raise ValueError(f"{exc}; to remove from disk what earlier forgets and deletes left: "
+                         f"logicmap purge -n {args.namespace}") from None
     removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items()) or "nothing"
     print(f"forgot in {report.namespace} (generation {report.generation}): {removed}")
     if report.purge is not None:
-        gone = sum(report.purge.versions_removed.values())
-        print(f"purged: {gone} retired versions removed, {report.purge.collections_rebuilt} collections rebuilt"
-              + (", database compacted" if report.purge.compacted else "")
-              + (f"; {report.purge.limits}" if report.purge.limits else ""))
+        _print_purge(report.purge)
+    return 0
+
+
+def _print_purge(purge: Any) -> None:
+    gone = sum(purge.versions_removed.values())
+    print(f"purged: {gone} retired versions removed, {purge.collections_rebuilt} collections rebuilt"
+          + (", database compacted" if purge.compacted else "")
+          + (f"; {purge.limits}" if purge.limits else ""))
+
+
+def cmd_purge(args: argparse.Namespace) -> int:
+    """`logicmap purge -n NS`: every retired version of the namespace removed from disk (graphs.forget.purge)."""
+    from logicmap.graphs.forget import purge
+
+    _print_purge(purge(args.namespace, resources=resources_from_args(args)))
     return 0
 
 
@@ -429,6 +450,11 @@ def _add_lifecycle_commands(sub: Any) -> None:
     p.add_argument("--purge", action="store_true", help="then remove the forgotten records from disk for good")
     p.set_defaults(func=cmd_forget)
 
+    p = sub.add_parser("purge", help="remove every retired version of a namespace from disk (what forgets, store "
+                       "deletes, replaced values and updates retired; a purge a stopped process left unfinished)")
+    p.add_argument("--namespace", "-n", required=True)
+    p.set_defaults(func=cmd_purge)
+
     p = sub.add_parser("delete-namespace", help="delete one namespace and purge it (its children are kept)")
     p.add_argument("--namespace", "-n", required=True)
     p.set_defaults(func=cmd_delete_namespace)
@@ -461,7 +487,7 @@ def _add_backup_commands(sub: Any) -> None:
 
 
 def _add_stored_memory_commands(sub: Any) -> None:
-    """export and import, then forget, delete-namespace, list and get, then mcp (the toolkit over MCP)."""
+    """export and import, then forget, purge, delete-namespace, list and get, then mcp (the toolkit over MCP)."""
     _add_backup_commands(sub)
     _add_lifecycle_commands(sub)
     _add_mcp_command(sub)

@@ -3,7 +3,9 @@
 ``forget`` finds what derives only from the named turns (``memory.forgetting.plan_forget``, through the record-kind
 registry), rebuilds each event that also cites kept turns from those turns, and commits one change that retires the
 rest, with an audit record in the manifest; ``purge=True`` then removes the retired versions physically
-(``MemoryStore.purge``). Events are rebuilt with the no-LLM policy's summary (the turns as said): an event a model had
+(``MemoryStore.purge``; the commit records the purge as owed, so one a killed process did not finish is finished by
+the next open or write). ``purge(namespace)`` removes every retired version of a namespace, whatever retired it
+(forgets, deletes and replaced items of ``LogicMapStore``, ``update_memory``'s old text). Events are rebuilt with the no-LLM policy's summary (the turns as said): an event a model had
 summarized is recorded as a fallback in the audit record's notes. Each function has an async twin that runs it on
 the shared executor (``memory.blocking``).
 """
@@ -32,8 +34,7 @@ from logicmap.memory.forgetting import (
 )
 from logicmap.memory.items import items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
-from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot
-from logicmap.memory.store.purge import PurgeReport
+from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot, PurgeReport
 
 __all__ = [
     "ForgetReport",
@@ -43,12 +44,14 @@ __all__ = [
     "adelete_namespace",
     "aget_memory",
     "alist_memories",
+    "apurge",
     "aupdate_memory",
     "delete_namespace",
     "forget",
     "get_memory",
     "list_memories",
     "memory_editor",
+    "purge",
     "replacement_forget",
     "update_memory",
 ]
@@ -128,7 +131,7 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
 
 
 def replacement_forget(res: Resources, snap: NamespaceSnapshot, session_ids: list[str], *,
-                       surface: str = "store") -> ChangeSet | None:
+                       surface: str = "store", purge: bool = False) -> ChangeSet | None:
     """The forget of the sessions a commit replaces, on the snapshot it commits on (``None``: none held here).
     The ingest merges it into its own commit (``memory.forgetting.with_replacement``): one generation retires the
     old records and writes the new ones."""
@@ -139,7 +142,8 @@ def replacement_forget(res: Resources, snap: NamespaceSnapshot, session_ids: lis
     plan = plan_forget(snap, chosen)
     events, notes = _rebuilt(snap, plan, dict(snap.turns))
     vectors = res.embeddings.embed_documents([e.summary for e in events]) if events else []
-    return forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface=surface, extra_notes=notes)
+    return forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface=surface, extra_notes=notes,
+                         purged=purge)
 
 
 def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str], keys: list[str],
@@ -180,22 +184,34 @@ def forget(
     choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), keys=keys,
                      before=before)
     report = _commit_forget(res, namespace, choose, surface=surface, purge=purge)
-    if purge:
-        started = time.perf_counter()
-        report.purge = res.store.purge(namespace)
-        report.wall_time_s += time.perf_counter() - started
-    return report
+    return _purged(res, report) if purge else report
 
 
-def update_memory(namespace: str, memory_id: str, text: str, *, surface: str = "python",
+def update_memory(namespace: str, memory_id: str, text: str, *, purge: bool = False, surface: str = "python",
                   resources: Resources | None = None) -> ForgetReport:
-    """Give a turn new text: what was derived from its old text is forgotten, events citing it are rebuilt."""
+    """Give a turn new text: what was derived from its old text is forgotten, events citing it are rebuilt.
+    ``purge=True`` then removes the old text's versions from disk, as ``forget``'s does."""
     namespace = validate_namespace(namespace)
     if not text.strip():
         raise ValueError("the new text is empty: to remove a memory, forget it")
     res = _resources(resources)
     choose = partial(_one_turn, memory_id=memory_id)
-    return _commit_forget(res, namespace, choose, surface=surface, replace={memory_id: text})
+    report = _commit_forget(res, namespace, choose, surface=surface, replace={memory_id: text}, purge=purge)
+    return _purged(res, report) if purge else report
+
+
+def purge(namespace: str, *, resources: Resources | None = None) -> PurgeReport:
+    """Remove every retired version of ``namespace`` from disk (``MemoryStore.purge``), whatever retired it: forgets
+    and updates without ``purge``, ``LogicMapStore``'s deletes and replaced values, a purge a killed process left
+    unfinished. Nothing visible changes. ``UnknownNamespaceError`` for a namespace with no committed memory."""
+    return _resources(resources).store.purge(validate_namespace(namespace))
+
+
+def _purged(res: Resources, report: ForgetReport) -> ForgetReport:
+    started = time.perf_counter()
+    report.purge = res.store.purge(report.namespace)
+    report.wall_time_s += time.perf_counter() - started
+    return report
 
 
 def delete_namespace(namespace: str, *, resources: Resources | None = None) -> dict[str, Any]:
@@ -249,11 +265,14 @@ class _Editor:
     resources: Resources | None = None
     surface: str = "tool"
 
-    def forget(self, namespace: str, turn_ids: list[str]) -> ForgetReport:
-        return forget(namespace, turn_ids=turn_ids, surface=self.surface, resources=self.resources)
+    def forget(self, namespace: str, turn_ids: list[str], purge: bool = False) -> ForgetReport:
+        return forget(namespace, turn_ids=turn_ids, purge=purge, surface=self.surface, resources=self.resources)
 
-    def update(self, namespace: str, turn_id: str, text: str) -> ForgetReport:
-        return update_memory(namespace, turn_id, text, surface=self.surface, resources=self.resources)
+    def update(self, namespace: str, turn_id: str, text: str, purge: bool = False) -> ForgetReport:
+        return update_memory(namespace, turn_id, text, purge=purge, surface=self.surface, resources=self.resources)
+
+    def purge(self, namespace: str) -> PurgeReport:
+        return purge(namespace, resources=self.resources)
 
 
 def memory_editor(resources: Resources | None = None, *, surface: str = "tool") -> _Editor:
@@ -270,6 +289,11 @@ async def aforget(namespace: str, **kwargs: Any) -> ForgetReport:
 async def aupdate_memory(namespace: str, memory_id: str, text: str, **kwargs: Any) -> ForgetReport:
     """``update_memory`` on the shared executor."""
     return await run_blocking(lambda: update_memory(namespace, memory_id, text, **kwargs))
+
+
+async def apurge(namespace: str, **kwargs: Any) -> PurgeReport:
+    """``purge`` on the shared executor."""
+    return await run_blocking(lambda: purge(namespace, **kwargs))
 
 
 async def adelete_namespace(namespace: str, **kwargs: Any) -> dict[str, Any]:

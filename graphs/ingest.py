@@ -222,6 +222,7 @@ def ingest_conversation(
     redo_fallbacks: bool = False,
     memory_manager: Literal["none", "r2"] | None = None,
     replace_sessions: Sequence[str] = (),
+    purge_replaced: bool = False,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -232,7 +233,8 @@ def ingest_conversation(
     (``SessionReport.renamed``). ``redo_fallbacks``: instead, rebuild the committed sessions whose roles
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
     namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s). ``replace_sessions``:
-    ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit).
+    ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit);
+    ``purge_replaced``: ``IngestContext.purge_replaced`` (that commit records a purge of what it retired as owed).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -240,7 +242,8 @@ def ingest_conversation(
     resources = resources or (carried if isinstance(carried, Resources) else default_resources())
     ctx = context or _default_context(resources, policy)
     ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive,
-                              append=append or ctx.append, replace_sessions=tuple(replace_sessions) or ctx.replace_sessions)
+                              append=append or ctx.append, replace_sessions=tuple(replace_sessions) or ctx.replace_sessions,
+                              purge_replaced=purge_replaced or ctx.purge_replaced)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)

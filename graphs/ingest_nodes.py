@@ -164,6 +164,9 @@ class IngestContext(StrategyContext):
     """Sessions this run replaces (Python callers only; ``LogicMapStore``'s replacing put): each is ingested even
     though its id is committed, and its commit also retires the old session's records (``graphs.forget
     .replacement_forget``), one generation for both."""
+    purge_replaced: SkipJsonSchema[bool] = False
+    """Purge what a replaced session retired (Python callers only; ``LogicMapStore(purge=True)``): its commit records
+    the purge as owed, finished by the caller's ``MemoryStore.purge`` or, after a kill, by the next open or write."""
 
 
 class SessionReport(BaseModel):
@@ -861,14 +864,14 @@ def _replaced_event(snapshot: NamespaceSnapshot, event_id: str, session_id: str)
         (turn := snapshot.turns.get(t)) is not None and turn.session_id == session_id for t in event.turn_ids)
 
 
-def _with_replaced(change: ChangeSet, res: Resources, session_id: str) -> ChangeSet:
+def _with_replaced(change: ChangeSet, res: Resources, session_id: str, purge: bool = False) -> ChangeSet:
     """The change also retiring the stored session it replaces, computed on the snapshot it commits on."""
     from logicmap.graphs.forget import replacement_forget
 
     snap = res.store.snapshot(change.namespace)
     if snap.generation != change.base_generation:
         return change  # the commit loses (GenerationConflict) and is recomputed on the new state
-    forgotten = replacement_forget(res, snap, [session_id])
+    forgotten = replacement_forget(res, snap, [session_id], purge=purge)
     return change if forgotten is None else with_replacement(change, forgotten, snap)
 
 
@@ -975,7 +978,7 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     change = change.model_copy(update={"session": info, "source": state.get("source")})
     res = resources_of(runtime)
     if session.session_id in ingest_context(runtime).replace_sessions:
-        change = _with_replaced(change, res, session.session_id)
+        change = _with_replaced(change, res, session.session_id, ingest_context(runtime).purge_replaced)
     tried = time.monotonic()
     try:
         manifest = res.store.commit(change)

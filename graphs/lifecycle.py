@@ -6,7 +6,9 @@ namespace is the run's (``context.namespace`` or its template, else ``configurab
 deployment's ``LOGICMAP_SERVER_NAMESPACE`` or the assistant's namespace wins, and ``studio/tenant_guard.py`` refuses
 a run that names its own on such an assistant). It is never part of the input: a ``namespace`` key there is
 dropped with the other unknown keys. Forgets are audited with surface ``server`` (``graph`` outside the server),
-shown by ``logicmap stats``. Studio loads ``forget_graph``, ``list_graph`` and ``delete_graph`` from this module.
+shown by ``logicmap stats``. ``forget`` with ``purge: true`` and nothing named purges the namespace: every retired
+version it holds is removed from disk (``logicmap.purge``; store deletes, replaced values, unpurged forgets and
+updates, a purge a stopped process left unfinished). Studio loads ``forget_graph``, ``list_graph`` and ``delete_graph`` from this module.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from langgraph.runtime import Runtime
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from logicmap.graphs.forget import delete_namespace, forget, list_memories
+from logicmap.graphs.forget import ForgetReport, delete_namespace, forget, list_memories, purge
 from logicmap.graphs.resources import (
     ResourcesField,
     namespace_field,
@@ -62,12 +64,14 @@ class LifecycleContext:
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
 class ForgetInput(TypedDict):
-    """What to forget in the run's namespace: turn ids, whole sessions, or every turn said before a date."""
+    """What to forget in the run's namespace: turn ids, whole sessions, or every turn said before a date (only
+    ``purge: true``: purge the namespace, every retired version it holds removed from disk)."""
 
     turn_ids: NotRequired[Annotated[list[str], Field(description="Turn ids (dia ids, as list_memories shows them).")]]
     session_ids: NotRequired[Annotated[list[str], Field(description="Every turn of these sessions.")]]
     before: NotRequired[Annotated[str | None, Field(description="Every turn said before this date (YYYY-MM-DD).")]]
-    purge: NotRequired[Annotated[bool, Field(description="Then remove the forgotten records from disk for good.")]]
+    purge: NotRequired[Annotated[bool, Field(description="Then remove the forgotten records from disk for good; "
+                                             "alone, remove every retired version of the namespace.")]]
 
 
 class ForgetState(ForgetInput, total=False):
@@ -112,9 +116,14 @@ def forget_turns(state: ForgetState, runtime: Runtime[LifecycleContext]) -> dict
     """Forget the named turns of the run's namespace (``logicmap.forget``), purging them when asked."""
     ctx = run_context(runtime, LifecycleContext)
     namespace = run_namespace(ctx.namespace)
-    report = forget(namespace, turn_ids=state.get("turn_ids") or (), session_ids=state.get("session_ids") or (),
-                    before=state.get("before"), purge=bool(state.get("purge")), surface=_surface(),
-                    resources=resources_of(runtime))
+    named = state.get("turn_ids") or state.get("session_ids") or state.get("before")
+    if state.get("purge") and not named:  # purge alone: every retired version of the namespace
+        purged = purge(namespace, resources=resources_of(runtime))
+        report = ForgetReport(namespace=namespace, generation=purged.generation, purge=purged)
+    else:
+        report = forget(namespace, turn_ids=state.get("turn_ids") or (), session_ids=state.get("session_ids") or (),
+                        before=state.get("before"), purge=bool(state.get("purge")), surface=_surface(),
+                        resources=resources_of(runtime))
     return {"forgotten": report.model_dump(mode="json")}
 
 

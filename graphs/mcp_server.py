@@ -1,8 +1,10 @@
 """The memory toolkit over the Model Context Protocol: ``logicmap mcp`` (stdio, or streamable HTTP on 127.0.0.1).
 
 Tools: ``search_events`` and ``remember``, ``forget_memory``, ``update_memory`` (the toolkit's own tools, run through
-their async bodies), ``answer`` (a question answered with a named strategy) and ``list_memories``. Without
-``--read-only`` the write tools are served; forgets are audited with surface ``mcp``.
+their async bodies; ``purge: true`` also removes what they retire from disk), ``answer`` (a question answered with a
+named strategy), ``list_memories`` and ``purge_memory`` (every retired version of the tenant's namespace removed
+from disk, ``logicmap.purge``). Without ``--read-only`` the write tools are served; forgets are audited with surface
+``mcp``.
 
 The tenant is never a tool argument (an argument named ``namespace`` is dropped with the other unknown ones). It is
 fixed for the whole server (``--namespace``), or, over HTTP, per connection: ``--tenants FILE`` maps bearer tokens to
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from logicmap.graphs.forget import alist_memories, memory_editor
+from logicmap.graphs.forget import alist_memories, apurge, memory_editor
 from logicmap.graphs.strategies import StrategyName, aanswer
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import UnknownNamespaceError
@@ -147,19 +149,30 @@ class MemoryTools:
         args = {"text": text, "speaker": speaker, **({"when": when} if when else {})}
         return await self.toolkit.call("remember", self.tenant(ctx), args)
 
-    async def forget_memory(self, turn_ids: list[str], ctx: Context) -> str:
+    async def forget_memory(self, turn_ids: list[str], ctx: Context, purge: bool = False) -> str:
         """Forget turns the user asked to forget, with everything derived only from them (find the ids with
-        search_events or list_memories first)."""
-        return await self.toolkit.call("forget_memory", self.tenant(ctx), {"turn_ids": turn_ids})
+        search_events or list_memories first); purge: also remove them from disk for good."""
+        args: dict[str, Any] = {"turn_ids": turn_ids, **({"purge": True} if purge else {})}
+        return await self.toolkit.call("forget_memory", self.tenant(ctx), args)
 
-    async def update_memory(self, turn_id: str, text: str, ctx: Context) -> str:
+    async def update_memory(self, turn_id: str, text: str, ctx: Context, purge: bool = False) -> str:
         """Correct a stored turn the user says is wrong or changed; what was derived from the old text is
-        forgotten."""
-        return await self.toolkit.call("update_memory", self.tenant(ctx), {"turn_id": turn_id, "text": text})
+        forgotten; purge: also remove the old text from disk for good."""
+        args: dict[str, Any] = {"turn_id": turn_id, "text": text, **({"purge": True} if purge else {})}
+        return await self.toolkit.call("update_memory", self.tenant(ctx), args)
+
+    async def purge_memory(self, ctx: Context) -> str:
+        """Remove from disk for good every memory already forgotten, updated or replaced (nothing still
+        remembered changes)."""
+        try:
+            report = await apurge(self.tenant(ctx), resources=self.resources)
+        except UnknownNamespaceError as exc:
+            raise ToolError(str(exc)) from None
+        return report.model_dump_json()
 
 
 READ_TOOLS = ("search_events", "answer", "list_memories")
-WRITE_TOOLS = ("remember", "forget_memory", "update_memory")
+WRITE_TOOLS = ("remember", "forget_memory", "update_memory", "purge_memory")
 
 
 def build_mcp_server(

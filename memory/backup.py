@@ -198,6 +198,7 @@ def export_namespace(
                 progress("export", done, total)
         manifest = snap.manifest.model_dump(mode="json")
         manifest["void"] = []  # generations lost by this store's writers mean nothing elsewhere
+        manifest.pop("purge_requested", None)  # this store's own purge bookkeeping (``memory.store.purge``)
         if not manifest.get("forgets"):
             manifest.pop("forgets", None)  # a namespace never forgotten exports as it did before forgetting existed
         header: dict[str, Any] = {

@@ -63,7 +63,14 @@ from logicmap.memory.store.generations import SENTINEL as SENTINEL
 from logicmap.memory.store.generations import _visible as _visible
 from logicmap.memory.store.health import MEMORY_MARKER
 from logicmap.memory.store.inmemory import InProcessStore
-from logicmap.memory.store.model import ChangeSet, ForgetAudit, Manifest, NamespaceSnapshot, embedder_identity
+from logicmap.memory.store.model import (
+    ChangeSet,
+    ForgetAudit,
+    Manifest,
+    NamespaceSnapshot,
+    PurgeReport,
+    embedder_identity,
+)
 from logicmap.memory.store.pinned import PinnedStore, SnapshotReader
 from logicmap.memory.store.port import StoragePort
 from logicmap.memory.store.snapshots import _MODELS as _MODELS
@@ -81,6 +88,7 @@ __all__ = [
     "MemoryStore",
     "NamespaceSnapshot",
     "PinnedStore",
+    "PurgeReport",
     "SnapshotReader",
     "StoreAccessError",
     "StoreDamagedError",

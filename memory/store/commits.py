@@ -44,9 +44,9 @@ from logicmap.memory.store.generations import (
     _shown,
 )
 from logicmap.memory.store.model import ChangeSet, Manifest
-from logicmap.memory.store.port import check_commit, next_manifest
+from logicmap.memory.store.port import check_commit, next_manifest, purge_requested
 
-__all__ = ["CommitProtocol"]
+__all__ = ["CommitProtocol", "purge_requested"]
 
 
 class CommitProtocol(StoreCore):
@@ -88,6 +88,7 @@ class CommitProtocol(StoreCore):
             manifest = self.manifest(namespace)
             check_commit(change, manifest, embedder, restored=restored)
             self._check_turn_ids(change, manifest)
+            self._before_commit(namespace, manifest, change)
             self._mark_memory()
             fence = self._claim(namespace, manifest, token, at=restored.generation if restored else None)
             try:
@@ -102,13 +103,17 @@ class CommitProtocol(StoreCore):
                 else:
                     new_manifest = restored.model_copy(
                         deep=True, update={"namespace": namespace, "generation": fence.generation,
-                                           "void": fence.void, "embedder": embedder})
+                                           "void": fence.void, "embedder": embedder, "purge_requested": 0})
                 self._move(fence, new_manifest)
             except CommitLeaseLost:
                 self._abandon(fence)
                 raise
             self._collect(fence)
             return new_manifest
+
+    def _before_commit(self, namespace: str, manifest: Manifest, change: ChangeSet) -> None:
+        """Run under the commit's locks before anything is written (``purge.StorePurge`` finishes an owed purge
+        here and notes one this change asks for)."""
 
     def _check_turn_ids(self, change: ChangeSet, manifest: Manifest) -> None:
         """Refuse a change that would replace a stored turn of another session (unless it retires it)."""

@@ -25,9 +25,15 @@ from logicmap.memory.records import validate_namespace
 from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.store.errors import TurnIdConflictError, UnknownNamespaceError
 from logicmap.memory.store.generations import SENTINEL
-from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity, ordered
+from logicmap.memory.store.model import (
+    ChangeSet,
+    Manifest,
+    NamespaceSnapshot,
+    PurgeReport,
+    embedder_identity,
+    ordered,
+)
 from logicmap.memory.store.port import check_commit, next_manifest
-from logicmap.memory.store.purge import PurgeReport
 from logicmap.memory.store.queries import check_queryable, nearest
 from logicmap.settings import LogicMapSettings
 

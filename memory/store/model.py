@@ -21,7 +21,7 @@ from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag
 from logicmap.memory.snapshot_file import VectorTable
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "embedder_identity", "ordered"]
+__all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PurgeReport", "embedder_identity", "ordered"]
 
 T = TypeVar("T")
 
@@ -68,6 +68,11 @@ class Manifest(BaseModel):
         "a namespace older than this field until a writer that names its source commits to it",
     )
     forgets: list[ForgetAudit] = Field(default_factory=list, description="the audit record of every forget")
+    purge_requested: int = Field(
+        default=0,
+        description="the generation of the last commit that asked for a purge (a forget, delete, replace or update "
+        "with purge): a purge that completes at this generation or later finishes it (``memory.store.purge``)",
+    )
 
 
 class ChangeSet(BaseModel):
@@ -99,6 +104,17 @@ class ChangeSet(BaseModel):
     )
     forget: ForgetAudit | None = Field(default=None, description="a forget's audit record (memory.forgetting)")
     drop_sessions: list[str] = Field(default_factory=list, description="sessions a forget emptied of turns")
+
+
+class PurgeReport(BaseModel):
+    """What a purge removed."""
+
+    namespace: str
+    generation: int
+    versions_removed: dict[str, int] = Field(default_factory=dict, description="kind -> dead versions deleted")
+    collections_rebuilt: int = 0
+    compacted: bool = Field(default=False, description="whether the SQLite file was compacted (embedded mode)")
+    limits: str | None = Field(default=None, description="what this mode cannot guarantee (server mode)")
 
 
 @dataclass

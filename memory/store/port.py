@@ -28,10 +28,10 @@ from typing import Any, Protocol, runtime_checkable
 
 from logicmap.memory.store.errors import EmbedderMismatchError, GenerationConflict, StoreError
 from logicmap.memory.store.generations import MAX_GENERATION
-from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot
+from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PurgeReport
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["StoragePort", "check_commit", "next_manifest"]
+__all__ = ["StoragePort", "check_commit", "next_manifest", "purge_requested"]
 
 
 @runtime_checkable
@@ -72,8 +72,8 @@ class StoragePort(Protocol):
         """Write a whole exported namespace into an empty one in one commit, with the exported manifest."""
         ...
 
-    def purge(self, namespace: str) -> Any:
-        """Remove every retired version of ``namespace`` (a ``PurgeReport``)."""
+    def purge(self, namespace: str) -> PurgeReport:
+        """Remove every retired version of ``namespace``."""
         ...
 
     def drop_namespace(self, namespace: str) -> dict[str, Any]:
@@ -130,4 +130,11 @@ def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedd
         new_manifest.sessions.pop(session_id, None)
     if change.forget is not None:
         new_manifest.forgets.append(change.forget.model_copy(update={"generation": generation}))
+    if purge_requested(change):  # recorded with the forget: a purge killed before it finished is owed
+        new_manifest.purge_requested = generation
     return new_manifest
+
+
+def purge_requested(change: ChangeSet) -> bool:
+    """Whether a change asks for its retired versions to be purged (its forget's audit record says so)."""
+    return change.forget is not None and change.forget.purged

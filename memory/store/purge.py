@@ -12,11 +12,22 @@ the committed generation, then makes sure no file keeps their bytes:
 
 Every step can be repeated: a purge killed at any point is completed by running it again, and a collection
 killed between its copy and its rename is found by its name (``StoreCore._collection`` takes the complete copy).
+
+A purge a commit asks for (a forget, delete, replace or update with ``purge``; ``commits.purge_requested``) is
+owed until it completes, so a process killed between the commit and the end of its purge leaves it to the next:
+
+- embedded: the commit writes ``.purge-owed-<hash>.json`` (the namespace's name) before it becomes visible, every
+  purge writes it again when it starts and removes it as its last step; opening the data directory, and the next
+  commit to the namespace, finish every purge such a file names;
+- server: the manifest records the request (``Manifest.purge_requested``, in the same commit), the purge marks
+  the ``purged`` record complete as its last step; the next commit to the namespace finishes a purge the manifest
+  asked for that no complete purge covers (a purge killed on its own is finished by the next purge).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import shutil
@@ -25,71 +36,144 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.records import stable_hash, validate_namespace
-from logicmap.memory.store.commits import CommitProtocol
+from logicmap.memory.store.commits import CommitProtocol, purge_requested
 from logicmap.memory.store.core import _HNSW, PURGE_SUFFIX, store_call
 from logicmap.memory.store.errors import UnknownNamespaceError
 from logicmap.memory.store.generations import _PLACEHOLDER, PURGED_ID
+from logicmap.memory.store.model import ChangeSet, Manifest, PurgeReport
 from logicmap.memory.store.snapshots import SnapshotCache
+from logicmap.settings import LogicMapSettings
 
 __all__ = ["PurgeReport", "StorePurge"]
 
+_log = logging.getLogger(__name__)
+_OWED = ".purge-owed-"  # embedded: a purge asked for (or started) and not finished, named by the namespace's hash
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-
-
-class PurgeReport(BaseModel):
-    """What a purge removed."""
-
-    namespace: str
-    generation: int
-    versions_removed: dict[str, int] = Field(default_factory=dict, description="kind -> dead versions deleted")
-    collections_rebuilt: int = 0
-    compacted: bool = Field(default=False, description="whether the SQLite file was compacted (embedded mode)")
-    limits: str | None = Field(default=None, description="what this mode cannot guarantee (server mode)")
 
 
 class StorePurge(CommitProtocol, SnapshotCache):
     """``purge`` and ``drop_namespace``: physical removal, on top of the commit protocol and the snapshot cache."""
+
+    def __init__(
+        self, settings: LogicMapSettings | None = None, *, client: Any = None, embedder: str | None = None
+    ) -> None:
+        super().__init__(settings, client=client, embedder=embedder)
+        self._purged_through: dict[str, int] = {}  # namespace -> generation of a purge seen complete (server)
+        try:
+            self._finish_owed_purges()
+        except BaseException:
+            self.close()
+            raise
 
     @store_call
     def purge(self, namespace: str) -> PurgeReport:
         """Remove every version of ``namespace`` that no reader of its committed generation sees (see the module)."""
         namespace = validate_namespace(namespace)
         with self.namespace_lock(namespace), self._server_commit_lock(namespace):
-            manifest = self.require_namespace(namespace)
-            self._drop_snapshot_file(namespace)
-            report = PurgeReport(namespace=namespace, generation=manifest.generation)
-            void = set(manifest.void)
-            # First: a reader holding an older snapshot must not advance it by deltas over removed retirements.
-            self._collection(namespace, "meta").upsert(
-                ids=[PURGED_ID], embeddings=[_PLACEHOLDER], documents=[""],
-                metadatas=[{"kind": "purged", "generation": manifest.generation}])
-            pending = self._pending_rebuilds(namespace)
-            for kind in RECORD_KINDS:
-                if self._directory is not None:  # noted first: a purge killed after the delete still rebuilds it
-                    self._note_rebuild(namespace, pending | {kind.field})
-                removed = self._delete_dead(namespace, kind.field, manifest.generation, void)
-                if removed:
-                    report.versions_removed[kind.field] = removed
-                if self._directory is not None and (removed or kind.field in pending
-                                                    or self._has_copy(namespace, kind.field)):
-                    self._rebuild_collection(namespace, kind.field)
-                    report.collections_rebuilt += 1
-                pending.discard(kind.field)
-            if self._directory is not None:
-                report.compacted = self._compact()
-                self._pending_path(namespace).unlink(missing_ok=True)
-            else:
-                report.limits = ("server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
-                                 "segments and SQLite free pages keep their bytes until the server compacts them")
-            self._snapshots.pop(namespace, None)
-            self._drop_kept(namespace)  # what was purged is not served from memory either
-            self._since_file[namespace] = -1
+            report = self._purge_locked(namespace, self.require_namespace(namespace))
         self.snapshot(namespace)  # read again from the purged records, and saved to a new snapshot file
         return report
+
+    @store_call
+    def purge_owed(self, namespace: str) -> bool:
+        """Whether a purge a commit asked for (or a purge that was killed) has not finished yet (see the module)."""
+        namespace = validate_namespace(namespace)
+        return self._owes_purge(namespace, self.manifest(namespace))
+
+    def _purge_locked(self, namespace: str, manifest: Manifest) -> PurgeReport:
+        """``purge`` under the namespace's lock (and, on a server, its commit lease)."""
+        if self._directory is not None:
+            self._note_owed(namespace)  # a purge killed from here on is finished by the next open or commit
+        self._drop_snapshot_file(namespace)
+        report = PurgeReport(namespace=namespace, generation=manifest.generation)
+        void = set(manifest.void)
+        # First: a reader holding an older snapshot must not advance it by deltas over removed retirements.
+        self._mark_purged(namespace, manifest.generation, complete=False)
+        pending = self._pending_rebuilds(namespace)
+        for kind in RECORD_KINDS:
+            if self._directory is not None:  # noted first: a purge killed after the delete still rebuilds it
+                self._note_rebuild(namespace, pending | {kind.field})
+            removed = self._delete_dead(namespace, kind.field, manifest.generation, void)
+            if removed:
+                report.versions_removed[kind.field] = removed
+            if self._directory is not None and (removed or kind.field in pending
+                                                or self._has_copy(namespace, kind.field)):
+                self._rebuild_collection(namespace, kind.field)
+                report.collections_rebuilt += 1
+            pending.discard(kind.field)
+        if self._directory is not None:
+            report.compacted = self._compact()
+            self._pending_path(namespace).unlink(missing_ok=True)
+            self._owed_path(namespace).unlink(missing_ok=True)  # the last step: the purge is complete
+        else:
+            report.limits = ("server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
+                             "segments and SQLite free pages keep their bytes until the server compacts them")
+            self._mark_purged(namespace, manifest.generation, complete=True)  # the last step
+        self._purged_through[namespace] = manifest.generation
+        self._snapshots.pop(namespace, None)
+        self._drop_kept(namespace)  # what was purged is not served from memory either
+        self._since_file[namespace] = -1
+        return report
+
+    # -- owed purges ----------------------------------------------------------------------------
+    def _before_commit(self, namespace: str, manifest: Manifest, change: ChangeSet) -> None:
+        """A commit first finishes a purge its namespace owes, then notes the one it asks for (embedded)."""
+        if self._owes_purge(namespace, manifest):
+            _log.warning("namespace %r: finishing a purge that did not complete (the process was stopped), before "
+                         "the next commit", namespace)
+            self._purge_locked(namespace, manifest)
+        if self._directory is not None and purge_requested(change):
+            self._note_owed(namespace)  # before the commit is visible: a kill after it leaves the purge owed
+
+    def _owes_purge(self, namespace: str, manifest: Manifest) -> bool:
+        if manifest.generation == 0:
+            return False
+        if self._directory is not None:
+            return self._owed_path(namespace).exists()
+        if manifest.purge_requested <= self._purged_through.get(namespace, 0):
+            return False
+        got = self._collection(namespace, "meta").get(ids=[PURGED_ID], include=["metadatas"])
+        last = got["metadatas"][0] if got["ids"] else {}
+        if last.get("complete") is not True:
+            return True
+        done = int(last.get("generation", 0))
+        self._purged_through[namespace] = max(done, self._purged_through.get(namespace, 0))
+        return manifest.purge_requested > done
+
+    def _finish_owed_purges(self) -> None:
+        """Opening a data directory finishes every purge a stopped process left owed (embedded)."""
+        if self._directory is None:
+            return
+        for path in sorted(self._directory.glob(f"{_OWED}*.json")):
+            try:
+                namespace = validate_namespace(json.loads(path.read_text(encoding="utf-8")))
+            except (OSError, ValueError, TypeError):
+                _log.warning("%s: not a pending purge this version can read; left as it is", path)
+                continue
+            if path != self._owed_path(namespace) or not self.has_namespace(namespace):
+                path.unlink(missing_ok=True)  # its namespace was deleted (and purged with it)
+                continue
+            _log.warning("namespace %r: finishing a purge that did not complete (the process was stopped)",
+                         namespace)
+            self.purge(namespace)
+
+    def _owed_path(self, namespace: str) -> Path:
+        assert self._directory is not None
+        return self._directory / f"{_OWED}{stable_hash(namespace, length=16)}.json"
+
+    def _note_owed(self, namespace: str) -> None:
+        _write_durably(self._owed_path(namespace), json.dumps(namespace))
+
+    def _mark_purged(self, namespace: str, generation: int, *, complete: bool) -> None:
+        """The ``purged`` record: readers older than ``generation`` read whole again; on a server it also says
+        whether the purge completed."""
+        metadata: dict[str, Any] = {"kind": "purged", "generation": generation}
+        if self._directory is None:
+            metadata["complete"] = complete
+        self._collection(namespace, "meta").upsert(ids=[PURGED_ID], embeddings=[_PLACEHOLDER], documents=[""],
+                                                   metadatas=[metadata])
 
     @store_call
     def drop_namespace(self, namespace: str) -> dict[str, Any]:
@@ -115,6 +199,8 @@ class StorePurge(CommitProtocol, SnapshotCache):
             self._registry().delete(ids=[namespace])
             if self._directory is not None:
                 self._pending_path(namespace).unlink(missing_ok=True)
+                self._owed_path(namespace).unlink(missing_ok=True)
+            self._purged_through.pop(namespace, None)
             self._snapshots.pop(namespace, None)
             self._drop_kept(namespace)
             self._verified.pop(namespace, None)
@@ -140,13 +226,7 @@ class StorePurge(CommitProtocol, SnapshotCache):
             return set()
 
     def _note_rebuild(self, namespace: str, kinds: set[str]) -> None:
-        path = self._pending_path(namespace)
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(sorted(kinds)))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
+        _write_durably(self._pending_path(namespace), json.dumps(sorted(kinds)))
 
     def _forget_collection(self, name: str) -> None:
         with self._guard:
@@ -241,6 +321,16 @@ class StorePurge(CommitProtocol, SnapshotCache):
                 else:
                     _scrub_segment(entry)
         return True
+
+
+def _write_durably(path: Path, body: str) -> None:
+    """``body`` to ``path`` through a synced temporary file: the file is whole or absent."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(body)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
 
 
 def _scrub_segment(directory: Path) -> None:

@@ -86,7 +86,7 @@ def test_stdio_server_serves_one_namespace_and_ignores_a_namespace_argument(tmp_
         return out
 
     out = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
-    assert out["tools"] == ["answer", "forget_memory", "list_memories", "remember", "search_events",
+    assert out["tools"] == ["answer", "forget_memory", "list_memories", "purge_memory", "remember", "search_events",
                             "update_memory"]
     for name in ("remember", "search", "answer", "list"):
         assert not out[name].is_error, _text(out[name])

@@ -9,10 +9,21 @@ Commands (D a data directory, F the file the child writes its result to):
   {"op": "finish", "dir": D, "out": F}                 the re-run: forget and purge if the forget is not
                                                        committed, else purge again; then the fingerprint and
                                                        the files that still hold the canary
+  {"op": "forget-in-purge", "dir": D, "out": F, "delay": S | null}
+                                                       forget and purge the canary turn; with a delay, the child
+                                                       SIGKILLs itself S seconds after the purge started (its
+                                                       first rebuild note appeared); the seconds from the start
+                                                       to the purge and to the end
+  {"op": "reopen", "dir": D, "out": F}                 open the store (nothing else), then the fingerprint and
+                                                       the files that still hold the canary
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from pathlib import Path
 
 import chromadb  # noqa: F401
@@ -22,7 +33,9 @@ import logicmap.graphs.forget  # noqa: F401
 import logicmap.graphs.ingest  # noqa: F401
 from logicmap.graphs.resources import Resources
 from logicmap.memory.loaders import load_conversations
+from logicmap.memory.records import stable_hash
 from logicmap.settings import LogicMapSettings
+from tests.reliability import fork_server
 from tests.reliability.fork_server import serve
 from tests.reliability.support import SAMPLE
 from tests.reliability.test_forget_purge import CANARY, _files_holding, _with_canary
@@ -36,6 +49,17 @@ def _resources(directory: str) -> Resources:
     return resources
 
 
+def _watch_purge(directory: str, delay: float | None, seen: list[float]) -> None:
+    """Wait for the purge's first rebuild note, note when it appeared, and SIGKILL this process ``delay`` later."""
+    note = Path(directory) / f".purge-{stable_hash(NAMESPACE, length=16)}.json"
+    while not note.exists():
+        time.sleep(0.0005)
+    seen.append(time.perf_counter() - fork_server.CHILD_STARTED)
+    if delay is not None:
+        time.sleep(delay)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def child(cmd: dict) -> dict:
     from logicmap.graphs.forget import forget
     from logicmap.graphs.ingest import ingest_conversation
@@ -47,6 +71,13 @@ def child(cmd: dict) -> dict:
                             policy="heuristic", memory_manager="r2")
     elif op == "forget":
         forget(NAMESPACE, turn_ids=[VICTIM], purge=True, resources=res)
+    elif op == "forget-in-purge":
+        seen: list[float] = []
+        threading.Thread(target=_watch_purge, args=(cmd["dir"], cmd.get("delay"), seen), daemon=True).start()
+        forget(NAMESPACE, turn_ids=[VICTIM], purge=True, resources=res)
+        ended = time.perf_counter() - fork_server.CHILD_STARTED
+        res.store.close()
+        return {"purge_started_s": seen[0] if seen else None, "ended_s": ended}
     elif op == "finish":
         if VICTIM in res.store.snapshot(NAMESPACE).turns:
             forget(NAMESPACE, turn_ids=[VICTIM], purge=True, resources=res)
@@ -54,7 +85,7 @@ def child(cmd: dict) -> dict:
             res.store.purge(NAMESPACE)
     snap = res.store.snapshot(NAMESPACE)
     found = {"fingerprint": snap.fingerprint()}
-    if op == "finish":
+    if op in ("finish", "reopen"):
         res.store.close()
         found["canary_files"] = _files_holding(Path(cmd["dir"]), CANARY.encode())
     return found

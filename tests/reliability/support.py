@@ -426,12 +426,12 @@ class ForkWorker:
                                      env=subprocess_env(workdir / "default", OPENBLAS_NUM_THREADS="1",
                                                         OMP_NUM_THREADS="1"), cwd=ROOT)
 
-    def call(self, op: str, directory: Path, kill_after: float | None = None) -> tuple[dict, dict]:
+    def call(self, op: str, directory: Path, kill_after: float | None = None, **fields: Any) -> tuple[dict, dict]:
         self.count += 1
         out = self.workdir / f"{op}-{self.count}.json"
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"op": op, "dir": str(directory), "out": str(out),
-                                          "kill_after": kill_after}) + "\n")
+                                          "kill_after": kill_after, **fields}) + "\n")
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:

@@ -130,3 +130,36 @@ def test_server_mode_delete_namespace_removes_its_collections(server: ChromaServ
     assert _holding(_server_rows(server), vector) == []
     assert res.store.namespaces() == ["acme.bob"] and _answers(res, "acme.bob") == bob
     res.store.close()
+
+
+def test_server_mode_a_purge_its_forget_asked_for_is_finished_by_the_next_commit(server: ChromaServer,
+                                                                                tmp_path: Path) -> None:
+    """The state a process killed between a purging forget's commit and its purge leaves (the commit, no purge):
+    another process's next commit to the namespace finishes the purge the manifest records as owed."""
+    from functools import partial
+
+    from logicmap.graphs.forget import _commit_forget, _one_turn
+
+    res = _resources(server, tmp_path / "local")
+    from logicmap.memory.loaders import RawTurn, Session
+
+    turns = [RawTurn(dia_id=f"D1:{i}", speaker="Ana", text=text) for i, text in enumerate(
+        ["I rented a small vault at the bank downtown.", f"The vault code is {CANARY}, keep it quiet.",
+         "The bank downtown opens at nine."], start=1)]
+    conv = Conversation(conversation_id="v", speakers=["Ana"], sessions=[
+        Session(session_id="S1", timestamp="2024-05-01T10:00:00", timestamp_text="", turns=turns)])
+    ingest_conversation(conv, "acme", resources=res, policy="heuristic")
+    tid = next(t for t, turn in res.store.snapshot("acme").turns.items() if CANARY in turn.text)
+    vector = np.asarray(res.store.snapshot("acme").turn_vectors[tid], dtype=np.float32)
+    _commit_forget(res, "acme", partial(_one_turn, memory_id=tid), surface="python", purge=True)
+    assert _holding(_server_rows(server), vector), "retired, not purged yet"
+    res.store.close()
+
+    other = _resources(server, tmp_path / "local-2")  # another process's store
+    try:
+        kept = next(t for t in other.store.snapshot("acme").turns)
+        forget("acme", turn_ids=[kept], resources=other)  # its next write, without a purge of its own
+        assert _holding(_server_rows(server), vector) == []
+        assert not other.store.purge_owed("acme")
+    finally:
+        other.store.close()

@@ -59,6 +59,6 @@ def test_read_only_serves_no_write_tool_and_an_argument_namespace_is_dropped(res
 
     write_tools, read_tools, listed = asyncio.run(scenario())
     assert read_tools == ["answer", "list_memories", "search_events"]
-    assert set(write_tools) - set(read_tools) == {"remember", "forget_memory", "update_memory"}
+    assert set(write_tools) - set(read_tools) == {"remember", "forget_memory", "update_memory", "purge_memory"}
     assert "Sundays" not in listed and "bob" in listed  # bob's (unknown) namespace, never alice's
     assert resources.store.namespaces() == ["alice"]
