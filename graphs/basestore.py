@@ -260,8 +260,9 @@ class LogicMapStore(BaseStore):
                 forget(name, keys=deleted, surface="store", resources=res)
             if sessions:  # a replaced item's old records retire in the commit that writes the new ones
                 conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
+                # A put writes exactly the value it is given: a deliberate re-add, never refused by a tombstone.
                 ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True,
-                                    replace_sessions=replaced)
+                                    replace_sessions=replaced, allow_forgotten=True)
 
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))

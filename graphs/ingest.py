@@ -221,6 +221,7 @@ def ingest_conversation(
     redo_fallbacks: bool = False,
     memory_manager: Literal["none", "r2"] | None = None,
     replace_sessions: Sequence[str] = (),
+    allow_forgotten: bool = False,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -232,6 +233,7 @@ def ingest_conversation(
     fell back (``graphs.ingest_redo``). ``memory_manager="r2"``: the Memory-R2 manager also maintains the
     namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s). ``replace_sessions``:
     ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit).
+    Turns a forget left a tombstone for are left out (``memory.tombstones``) unless ``allow_forgotten``.
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -242,6 +244,8 @@ def ingest_conversation(
                               append=append or ctx.append, replace_sessions=tuple(replace_sessions) or ctx.replace_sessions)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
+    if allow_forgotten:
+        ctx = dataclasses.replace(ctx, allow_forgotten=True)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
