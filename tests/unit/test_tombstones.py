@@ -72,8 +72,8 @@ def test_a_thread_sent_again_after_a_forget_does_not_store_the_forgotten_message
 
         again = add_messages(namespace, _thread(with_ids), resources=resources, policy="heuristic")
 
+        assert _turn_of(resources, namespace, SECRET) is None, namespace
         assert (again.added, again.already_stored, again.forgotten) == (0, 2, 1), namespace
-        assert _turn_of(resources, namespace, SECRET) is None
     # The same text under a new message id, or with other spacing and case, is the same forgotten content.
     other = [HumanMessage(f"  {SECRET.upper()} ", id="m9"), AIMessage("Noted.", id="m10")]
     report = add_messages("ann", other, resources=resources, policy="heuristic")
@@ -144,7 +144,7 @@ def test_an_old_backup_leaves_the_forgotten_turn_out_unless_allowed(resources: R
     report = import_namespace(resources.store, tmp_path / "old.jsonl", "acme-copy")
 
     snap = resources.store.snapshot("acme-copy")
-    assert report.forgotten == 1 and "D1:3" not in snap.turns and not memory_problems(snap)
+    assert "D1:3" not in snap.turns and not memory_problems(snap) and report.forgotten == 1
     assert all(CANARY not in r.model_dump_json() for kind in ("turns", "events", "facts", "cues", "tags")
                for r in getattr(snap, kind).values())
     assert [t.content for t in snap.tombstones.values()] == [content_hash(SECRET)]
@@ -167,11 +167,16 @@ def test_the_cli_import_says_what_it_left_out(resources: Resources, tmp_path: Pa
     monkeypatch.setenv("LOGICMAP_EMBEDDING_PROVIDER", "hashing")
 
     assert main(["import", str(tmp_path / "old.jsonl"), "-n", "acme-copy", "--quiet"]) == 0
-    assert "1 turns of the file were forgotten in acme" in capsys.readouterr().err
-    assert main(["import", str(tmp_path / "old.jsonl"), "-n", "acme-all", "--quiet", "--allow-forgotten"]) == 0
+    said = capsys.readouterr().err
     again = make_resources(Path(resources.settings.data_dir))
     try:
         assert "D1:2" not in again.store.snapshot("acme-copy").turns
+    finally:
+        again.store.close()
+    assert "1 turns of the file were forgotten in acme" in said
+    assert main(["import", str(tmp_path / "old.jsonl"), "-n", "acme-all", "--quiet", "--allow-forgotten"]) == 0
+    again = make_resources(Path(resources.settings.data_dir))
+    try:
         assert again.store.snapshot("acme-all").turns["D1:2"].text == SECRET
     finally:
         again.store.close()
