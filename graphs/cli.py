@@ -465,14 +465,19 @@ def _add_backup_commands(sub: Any) -> None:
     p.add_argument("file")
     p.add_argument("--namespace", "-n", help="the namespace to restore into (default: the one exported)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--allow-forgotten", action="store_true", help="also restore turns forgotten in the exported "
-                   "namespace since the file was written (default: left out, as their tombstones say)")
+    _allow_forgotten(p, "restore turns forgotten in the exported namespace since the file was written")
     p.set_defaults(func=cmd_import)
+
+
+def _allow_forgotten(parser: Any, what: str) -> None:
+    parser.add_argument("--allow-forgotten", action="store_true",
+                        help=f"also {what} (default: left out; memory.tombstones)")
 
 
 def _add_stored_memory_commands(sub: Any) -> None:
     """export and import, then forget, delete-namespace, list and get, then mcp (the toolkit over MCP)."""
     _add_backup_commands(sub)
+    _allow_forgotten(sub.choices["ingest"], "store turns a forget left tombstones for")  # ingest's, like import's
     _add_lifecycle_commands(sub)
     _add_mcp_command(sub)
 
@@ -491,8 +496,6 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--memory-manager", choices=["none", "r2"], default=None,
                    help="r2: the Memory-R2 extractor and manager (ADD/UPDATE/DELETE/NOOP) also maintain the "
                         "namespace's R2 fact memory, which `ask --strategy r2` reads")
-    p.add_argument("--allow-forgotten", action="store_true", help="also store turns a forget left a tombstone "
-                   "for (default: left out)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("ask", help="answer a question from a namespace's memory")
