@@ -161,5 +161,7 @@ class NamespaceSnapshot:
         found: dict[str, Any] = {"generation": self.manifest.generation, "sessions": sorted(self.manifest.sessions)}
         for kind in RECORD_KINDS:
             records = getattr(self, kind.field)
+            if kind.model is Tombstone and not records:
+                continue  # a namespace never forgotten fingerprints as it did before tombstones existed
             found[kind.field] = members(records) if kind.model is Topic else dump(records)
         return found
