@@ -756,7 +756,7 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     pending = _pending_sessions(namespace, manifest, sessions, ctx.replace_sessions)
     reports = [SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
                for s in sessions if s not in pending and (known := committed_as(manifest, s)) is not None]
-    forgotten = _tombstones(res, namespace, manifest, ctx)
+    forgotten = _tombstones(res, namespace, manifest, ctx, pending)
     reports += [SessionReport(session_id=s.session_id, skipped=True, policy=ctx.policy,
                               notes=[f"every turn left out: {FORGOTTEN_NOTE}"])
                 for s in pending if not forgotten.admitted(s).turns]
@@ -1003,9 +1003,10 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
             "change": None, "conflicts": 0, "conflict_since": 0.0}
 
 
-def _tombstones(res: Resources, namespace: str, manifest: Manifest, ctx: IngestContext) -> Forgotten:
+def _tombstones(res: Resources, namespace: str, manifest: Manifest, ctx: IngestContext,
+                pending: list[Session]) -> Forgotten:
     """The namespace's tombstones an ingest leaves turns out for (none with ``allow_forgotten``)."""
-    if ctx.allow_forgotten or manifest.generation == 0:
+    if ctx.allow_forgotten or manifest.generation == 0 or not pending:
         return Forgotten()
     return Forgotten.of(res.store.snapshot(namespace).tombstones)
 
