@@ -59,7 +59,8 @@ class Tombstone(BaseModel):
     namespace: str
     content: str = Field(description="'sha256:' and the hash of the turn's normalized text (content_hash)")
     message: str | None = Field(None, description="a chat message's key in memory (its M... dia id), else None")
-    forgotten_at: datetime | None = None
+    created_at: datetime | None = Field(None, description="when the forget left it (like every record's "
+                                        "created_at, not part of a snapshot's fingerprint)")
 
 
 def content_hash(text: str, image_caption: str | None = None) -> str:
@@ -83,7 +84,7 @@ def tombstones_for(turns: Iterable[Turn], namespace: str, *, at: datetime | None
     for turn in turns:
         content, message = content_hash(turn.text, turn.image_caption), message_key(turn)
         sid = "x" + stable_hash(content, message or "", length=24)
-        stones[sid] = Tombstone(id=sid, namespace=namespace, content=content, message=message, forgotten_at=when)
+        stones[sid] = Tombstone(id=sid, namespace=namespace, content=content, message=message, created_at=when)
     return list(stones.values())
 
 
