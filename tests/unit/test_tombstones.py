@@ -219,3 +219,18 @@ def test_the_import_summary_is_the_no_llm_policys() -> None:
     turns = [Turn(namespace="n", session_id="S1", dia_id="D1:1", speaker="A", text="hi", image_caption="a dog"),
              Turn(namespace="n", session_id="S1", dia_id="D1:2", speaker="B", text="hello")]
     assert said_summary(turns) == turns_summary(turns)
+
+
+def test_a_backup_taken_after_the_forget_carries_its_tombstones(resources: Resources, tmp_path: Path) -> None:
+    add_messages("ann", _thread(), resources=resources, policy="heuristic")
+    secret = _turn_of(resources, "ann", SECRET)
+    assert secret is not None
+    forget("ann", turn_ids=[secret.dia_id], purge=True, resources=resources)
+
+    exported = export_namespace(resources.store, "ann", tmp_path / "new.jsonl")
+
+    assert exported.counts["tombstone"] == 1 and CANARY not in (tmp_path / "new.jsonl").read_text()
+    import_namespace(resources.store, tmp_path / "new.jsonl", "ann-copy")
+    assert resources.store.snapshot("ann-copy").tombstones == {
+        k: v.model_copy(update={"namespace": "ann-copy"}) for k, v in resources.store.snapshot("ann").tombstones.items()}
+    assert add_messages("ann-copy", _thread(), resources=resources, policy="heuristic").forgotten == 1
