@@ -273,8 +273,10 @@ class LogicMapStore(BaseStore):
                 forget(name, keys=deleted, purge=self.purge_removals, surface="store", resources=res)
             if sessions:  # a replaced item's old records retire in the commit that writes the new ones
                 conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
+                # A put writes exactly the value it is given: a deliberate re-add, never refused by a tombstone.
                 ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True,
-                                    replace_sessions=replaced, purge_replaced=self.purge_removals)
+                                    replace_sessions=replaced, purge_replaced=self.purge_removals,
+                                    allow_forgotten=True)
                 if replaced and self.purge_removals:
                     res.store.purge(name)
 

@@ -15,7 +15,9 @@ or ``created_at`` in a dict, or in a message's ``additional_kwargs`` / ``respons
 Re-sending messages already stored is a no-op: a message is known by its id, else by its role, text and position in
 the list sent (so a whole thread can be sent again after each turn). Without ids, the same text sent again at the
 same position counts as the same message: give messages ids (LangGraph's ``add_messages`` reducer does) to store
-repeats. Every message is checked before anything is written; bad input raises ``MessageFormatError`` (or
+repeats. A message a forget left a tombstone for (``memory.tombstones``: the same message key, or the same text) is
+not stored again (``MessagesReport.forgotten``) unless ``allow_forgotten=True``. Every message is checked before
+anything is written; bad input raises ``MessageFormatError`` (or
 ``InputTooLargeError``) naming the message and the problem.
 """
 
@@ -37,6 +39,7 @@ from logicmap.memory.input_limits import check_message
 from logicmap.memory.loaders import MAX_SESSION_ID, Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
+from logicmap.memory.tombstones import Forgotten
 
 __all__ = [
     "MessageFormatError",
@@ -67,6 +70,7 @@ class MessagesReport(BaseModel):
     namespace: str
     added: int = 0
     already_stored: int = Field(0, description="messages re-sent that the namespace holds already (no-op)")
+    forgotten: int = Field(0, description="messages left out because a forget left a tombstone for them")
     not_conversation: int = Field(0, description="system and tool messages, and assistant tool calls without text")
     sessions: list[str] = Field(default_factory=list, description="the chat sessions the added messages joined")
     parts: list[str] = Field(default_factory=list, description="the session ids stored (one per chat session)")
@@ -273,11 +277,13 @@ def add_messages(
     user_name: str = "user",
     assistant_name: str = "assistant",
     memory_manager: Literal["none", "r2"] | None = None,
+    allow_forgotten: bool = False,
 ) -> MessagesReport:
     """Append chat messages to ``namespace``'s memory (see the module docstring); re-sent messages are a no-op.
 
     ``session`` names the chat session (default: the open one, or a new one after an idle gap of ``idle_gap_s``,
-    default ``LOGICMAP_CHAT_IDLE_GAP_S``); ``trust_assistant`` lets the assistant's replies be evidence.
+    default ``LOGICMAP_CHAT_IDLE_GAP_S``); ``trust_assistant`` lets the assistant's replies be evidence;
+    ``allow_forgotten`` stores messages a forget left a tombstone for (and lifts those tombstones).
     """
     validate_namespace(namespace)
     named = _session_name(session)
@@ -287,11 +293,17 @@ def add_messages(
     stored = set(snapshot.turns) | {t.source_dia_id for t in snapshot.turns.values() if t.source_dia_id} if snapshot else set()
     seen: set[str] = set()
     fresh = []
+    tombstones = Forgotten.of(snapshot.tombstones) if snapshot is not None and not allow_forgotten else Forgotten()
+    refused = 0
     for turn in turns:
         if turn.dia_id not in stored and turn.dia_id not in seen:
-            fresh.append(turn)
+            if tombstones.matches(turn.text, message=turn.dia_id):
+                refused += 1
+            else:
+                fresh.append(turn)
         seen.add(turn.dia_id)
-    report = MessagesReport(namespace=namespace, already_stored=len(turns) - len(fresh), not_conversation=left_out)
+    report = MessagesReport(namespace=namespace, already_stored=len(turns) - len(fresh) - refused, forgotten=refused,
+                            not_conversation=left_out)
     if not fresh:
         return report
     open_session, last_time = _open_session(snapshot)
@@ -303,7 +315,7 @@ def add_messages(
     conversation = Conversation(conversation_id=namespace, sessions=parts,
                                 speakers=sorted({t.speaker for p in parts for t in p.turns}))
     ingest = ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat", append=True,
-                                 memory_manager=memory_manager)
+                                 memory_manager=memory_manager, allow_forgotten=allow_forgotten)
     return report.model_copy(update={"added": len(fresh), "sessions": list(dict.fromkeys(n for n, _ in groups)),
                                      "parts": [p.session_id for p in parts], "ingest": ingest})
 

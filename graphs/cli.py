@@ -113,7 +113,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
         report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
                                      exclusive=len(targets) > 1, append=append, redo_fallbacks=redo,
-                                     memory_manager=getattr(args, "memory_manager", None))
+                                     memory_manager=getattr(args, "memory_manager", None),
+                                     allow_forgotten=bool(getattr(args, "allow_forgotten", False)))
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
@@ -126,6 +127,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"LLM calls {report.cost.llm_calls} ({report.llm_calls_per_session:.1f}/session), "
             f"tokens {report.cost.prompt_tokens}+{report.cost.completion_tokens}, wall {report.wall_time_s:.2f}s"
         )
+        forgotten = [s.session_id for s in report.sessions if any("tombstone" in n for n in s.notes)]
+        if forgotten:
+            print(f"  note: {len(forgotten)} sessions had turns left out because a forget left tombstones for them "
+                  "(--allow-forgotten stores them)", file=sys.stderr)
         renamed = {k: v for s in done for k, v in s.renamed.items()}
         if renamed:
             examples = printable(", ".join(f"{k} -> {v}" for k, v in list(renamed.items())[:3]), one_line=True)
@@ -319,13 +324,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     bars = None if args.quiet else _ProgressBars(Path(args.file).name)
     try:
         report = import_namespace(resources.store, args.file, args.namespace, embeddings=resources.embeddings,
-                                  progress=bars)
+                                  progress=bars, allow_forgotten=bool(getattr(args, "allow_forgotten", False)))
     finally:
         if bars is not None:
             bars.close()
     renamed = f" (exported as {report.source_namespace})" if report.source_namespace != report.namespace else ""
     print(f"imported {report.path} into {report.namespace}{renamed} (generation {report.generation}): "
           f"{_counts(report.counts)}; {report.wall_time_s:.2f}s")
+    if report.forgotten:
+        print(f"  note: {report.forgotten} turns of the file were forgotten in {report.source_namespace} since it was "
+              "exported: left out (--allow-forgotten restores them)", file=sys.stderr)
     return 0
 
 
@@ -483,12 +491,19 @@ def _add_backup_commands(sub: Any) -> None:
     p.add_argument("file")
     p.add_argument("--namespace", "-n", help="the namespace to restore into (default: the one exported)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _allow_forgotten(p, "restore turns forgotten in the exported namespace since the file was written")
     p.set_defaults(func=cmd_import)
+
+
+def _allow_forgotten(parser: Any, what: str) -> None:
+    parser.add_argument("--allow-forgotten", action="store_true",
+                        help=f"also {what} (default: left out; memory.tombstones)")
 
 
 def _add_stored_memory_commands(sub: Any) -> None:
     """export and import, then forget, purge, delete-namespace, list and get, then mcp (the toolkit over MCP)."""
     _add_backup_commands(sub)
+    _allow_forgotten(sub.choices["ingest"], "store turns a forget left tombstones for")  # ingest's, like import's
     _add_lifecycle_commands(sub)
     _add_mcp_command(sub)
 

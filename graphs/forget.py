@@ -35,6 +35,7 @@ from logicmap.memory.forgetting import (
 from logicmap.memory.items import items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot, PurgeReport
+from logicmap.memory.tombstones import tombstones_for
 
 __all__ = [
     "ForgetReport",
@@ -119,6 +120,8 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         change = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors[len(new_turns):],
                                new_turns=new_turns, new_turn_vectors=vectors[:len(new_turns)], surface=surface,
                                extra_notes=notes, purged=purge)
+        # What comes back through add_messages, ingest or import is refused by these (memory.tombstones).
+        change.tombstones = tombstones_for([snap.turns[t] for t in sorted(plan.retire.get("turns", ()))], namespace)
         try:
             manifest = store.commit(change)
         except GenerationConflict:

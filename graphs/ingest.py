@@ -223,6 +223,7 @@ def ingest_conversation(
     memory_manager: Literal["none", "r2"] | None = None,
     replace_sessions: Sequence[str] = (),
     purge_replaced: bool = False,
+    allow_forgotten: bool = False,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -235,6 +236,7 @@ def ingest_conversation(
     namespace's R2 fact memory (``IngestContext.memory_manager``; overrides ``context``'s). ``replace_sessions``:
     ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit);
     ``purge_replaced``: ``IngestContext.purge_replaced`` (that commit records a purge of what it retired as owed).
+    Turns a forget left a tombstone for are left out (``memory.tombstones``) unless ``allow_forgotten``.
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -246,6 +248,8 @@ def ingest_conversation(
                               purge_replaced=purge_replaced or ctx.purge_replaced)
     if memory_manager is not None:
         ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
+    if allow_forgotten:
+        ctx = dataclasses.replace(ctx, allow_forgotten=True)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,

@@ -60,6 +60,7 @@ from logicmap.memory.records import (
     validate_namespace,
 )
 from logicmap.memory.store import ChangeSet, GenerationConflict, Manifest, NamespaceSnapshot, StoragePort
+from logicmap.memory.tombstones import FORGOTTEN_NOTE, Forgotten
 from logicmap.memory.topics import TopicLayer
 from logicmap.prompts.coref import CorefVerdict
 
@@ -167,6 +168,9 @@ class IngestContext(StrategyContext):
     purge_replaced: SkipJsonSchema[bool] = False
     """Purge what a replaced session retired (Python callers only; ``LogicMapStore(purge=True)``): its commit records
     the purge as owed, finished by the caller's ``MemoryStore.purge`` or, after a kill, by the next open or write."""
+    allow_forgotten: SkipJsonSchema[bool] = False
+    """Store turns a forget left a tombstone for (Python callers and the CLI's --allow-forgotten; default: they are
+    left out, ``memory.tombstones``); the commit that stores one lifts the tombstones it matches."""
 
 
 class SessionReport(BaseModel):
@@ -755,6 +759,11 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     pending = _pending_sessions(namespace, manifest, sessions, ctx.replace_sessions)
     reports = [SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
                for s in sessions if s not in pending and (known := committed_as(manifest, s)) is not None]
+    forgotten = _tombstones(res, namespace, manifest, ctx, pending)
+    reports += [SessionReport(session_id=s.session_id, skipped=True, policy=ctx.policy,
+                              notes=[f"every turn left out: {FORGOTTEN_NOTE}"])
+                for s in pending if not forgotten.admitted(s).turns]
+    pending = [s for s in pending if forgotten.admitted(s).turns]
     update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, "sessions": sessions,
                               "policy": ctx.policy, **advance(pending)}
     unavailable = ingest_policy_of(update, runtime).run_fallbacks() if pending else []
@@ -771,7 +780,8 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     started = time.perf_counter()
     snapshot = res.store.snapshot(namespace)
     _check_still_continues(state, snapshot.manifest, ctx)
-    turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
+    admitted = session if ctx.allow_forgotten else Forgotten.of(snapshot.tombstones).admitted(session)
+    turns = _session_turns(namespace, admitted, len(snapshot.turns), _turn_ids(admitted, snapshot.turns))
     # Events, relations, facts and cues are made from the turns recall may return (``Turn.evidence``): a user's
     # question and an untrusted model reply are stored as turns, never as memory derived from them.
     memory = _memory_turns(turns)
@@ -784,6 +794,8 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     events = _session_events(segmentation, namespace, session, memory, _next_order(snapshot),
                              "fallback" if fallbacks else policy.name)
     notes = [*notes, *time_phrase_notes(turns, session.timestamp)]
+    if len(admitted.turns) < len(session.turns):
+        notes.append(f"{len(session.turns) - len(admitted.turns)} turns left out: {FORGOTTEN_NOTE}")
     return {
         "turns": turns,
         "events": events,
@@ -979,6 +991,8 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     res = resources_of(runtime)
     if session.session_id in ingest_context(runtime).replace_sessions:
         change = _with_replaced(change, res, session.session_id, ingest_context(runtime).purge_replaced)
+    if ingest_context(runtime).allow_forgotten:
+        change = _lifting_tombstones(change, res)
     tried = time.monotonic()
     try:
         manifest = res.store.commit(change)
@@ -990,6 +1004,25 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     report = report.model_copy(update=_contention(state))
     return {"reports": [report], "fallbacks": fallbacks, "cost": cost, **advance(list(state.get("pending", []))),
             "change": None, "conflicts": 0, "conflict_since": 0.0}
+
+
+def _tombstones(res: Resources, namespace: str, manifest: Manifest, ctx: IngestContext,
+                pending: list[Session]) -> Forgotten:
+    """The namespace's tombstones an ingest leaves turns out for (none with ``allow_forgotten``)."""
+    if ctx.allow_forgotten or manifest.generation == 0 or not pending:
+        return Forgotten()
+    return Forgotten.of(res.store.snapshot(namespace).tombstones)
+
+
+def _lifting_tombstones(change: ChangeSet, res: Resources) -> ChangeSet:
+    """A deliberate re-add (``allow_forgotten``) retires, in its own commit, the tombstones its turns match: the
+    namespace (and a later backup of it) then holds the turn without a tombstone refusing it."""
+    if change.base_generation == 0:
+        return change
+    lifted = Forgotten.of(res.store.snapshot(change.namespace).tombstones).lifted(change.turns)
+    if not lifted:
+        return change
+    return change.model_copy(update={"retire": {**change.retire, "tombstones": lifted}})
 
 
 def lost_commit(state: IngestState, res: Resources, tried: float) -> dict[str, Any]:
@@ -1028,6 +1061,8 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     _check_still_continues(state, snapshot.manifest, ingest_context(runtime))
     offset, order_base = len(snapshot.turns), _next_order(snapshot)
     # The other writer may have stored turns under ids this session took: choose its ids again.
+    said = {t.source_dia_id or t.dia_id for t in state["turns"]}  # the turns segment admitted (tombstones)
+    session = session.model_copy(update={"turns": [raw for raw in session.turns if raw.dia_id in said]})
     turns = _session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
     moved = {old.dia_id: new.dia_id for old, new in zip(state["turns"], turns) if old.dia_id != new.dia_id}
     return {

@@ -11,6 +11,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``records`` | the pydantic records: turn, event, relation, topic, fact, cue, tag; ids and namespace validation |
 | ``store`` | a package: ``MemoryStore`` over Chroma; its rooms are ``process`` (the directory lock), ``health`` (damaged stores), ``core``, ``generations`` and ``commits`` (the commit protocol), ``snapshots`` (the snapshot cache), ``purge`` (physical removal, namespace deletion), ``queries``, ``model`` and ``errors`` |
 | ``forgetting`` | what forgetting turns retires or rewrites, followed through ``kinds``, as one change set with its audit record |
+| ``tombstones`` | what a forget leaves so forgotten memory does not come back: hashes of each forgotten turn, never its text |
 | ``items`` | store items (``LogicMapStore``): namespace tuples, keys as hashed sessions, item text, value filters |
 | ``kinds`` | the registry of record kinds: each kind's record class, change-set and vector fields, id, and the records it derives from |
 | ``snapshot_file`` | vector tables and the persisted per-namespace snapshot cache (checked, rebuilt when stale) |

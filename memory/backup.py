@@ -12,9 +12,14 @@ Format ``logicmap-namespace`` version 1, UTF-8, every line a JSON object ending 
   header line) and ``header_sha256`` (SHA-256 of the header's canonical JSON without this field);
 - then ``{"kind": K, "record": {...}}`` per record, kinds (``RecordKind.name``) in the order of
   ``memory.kinds.RECORD_KINDS``: turn, event, relation, topic, fact, cue, tag, r2_fact (Memory-R2's
-  managed facts; a file without them counts none); a kind with a ``vector_field`` carries ``"vector"``
+  managed facts; a file without them counts none), tombstone (what forgets left, ``memory.tombstones``; counted
+  only when there are some); a kind with a ``vector_field`` carries ``"vector"``
   (turns, events, facts, cues, Memory-R2 facts): its embedding as little-endian float32, base64, so a
   restored namespace answers queries exactly as the original (a topic's centroid is part of its record).
+
+An import leaves out the turns the tombstones of the namespace the file was exported from match, in this store
+(a backup taken before a forget still holds what was forgotten), and what derives only from them, as ``forget``
+would (events also citing kept turns are rebuilt from those); ``allow_forgotten=True`` restores the file as it is.
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, ValidationError
 
 from logicmap.memory.contention import commit_with_backoff
+from logicmap.memory.forgetting import forget_change, plan_forget, rebuilt_event
 from logicmap.memory.kinds import BY_NAME, RECORD_KINDS
-from logicmap.memory.records import Topic, validate_namespace
+from logicmap.memory.records import Event, Topic, validate_namespace
 from logicmap.memory.store import (
     MAX_GENERATION,
     ChangeSet,
@@ -51,6 +57,7 @@ from logicmap.memory.store import (
     StoragePort,
     embedder_identity,
 )
+from logicmap.memory.tombstones import Forgotten, Tombstone, said_summary
 
 __all__ = [
     "FORMAT",
@@ -126,6 +133,7 @@ class ImportReport:
     path: str
     counts: dict[str, int]
     wall_time_s: float
+    forgotten: int = 0  # turns of the file left out: a tombstone of the namespace it was exported from matched
 
 
 @dataclass
@@ -188,6 +196,8 @@ def export_namespace(
     store.require_namespace(namespace)
     snap = store.snapshot(namespace)
     counts = {kind.name: len(getattr(snap, kind.field)) for kind in RECORD_KINDS}
+    if not counts["tombstone"]:
+        counts.pop("tombstone")  # a namespace never forgotten exports as it did before tombstones existed
     total = sum(counts.values())
     digest = hashlib.sha256()
     with tempfile.TemporaryFile() as body:
@@ -596,6 +606,7 @@ def import_namespace(
     *,
     embeddings: Embeddings | None = None,
     progress: Progress | None = None,
+    allow_forgotten: bool = False,
 ) -> ImportReport:
     """Restore a backup file into an empty namespace (default: the one it was exported from).
 
@@ -605,6 +616,9 @@ def import_namespace(
     once for the width of its vectors. Raises ``BackupFormatError`` for a bad file, ``NamespaceNotEmptyError``
     when the namespace holds memory, ``EmbedderMismatchError`` when the file's vectors come from another
     embedder than the store's. A crashed import leaves the namespace empty: re-run it.
+
+    Turns the tombstones of the namespace the file was exported from (in this store) match are left out, with
+    what derives only from them (``ImportReport.forgotten``; see the module); ``allow_forgotten`` restores them.
     """
     started = time.perf_counter()
     name = str(path)
@@ -625,9 +639,15 @@ def import_namespace(
     if current:
         raise _not_empty(target, current, name)
     manifest = backup.manifest.model_copy(update={"namespace": target})
+    change = _change_set(backup, target)
+    counts, forgotten = dict(header["counts"]), 0
+    if not allow_forgotten:
+        change, manifest, forgotten = _without_forgotten(store, header["namespace"], change, manifest, embeddings)
+        if forgotten:
+            counts = {kind.name: len(getattr(change, kind.field)) for kind in RECORD_KINDS
+                      if kind.name in counts or getattr(change, kind.field)}
     if progress is not None:
         progress("commit", 0, 1)
-    change = _change_set(backup, target)
 
     def restore() -> Manifest:
         now = store.manifest(target).generation
@@ -640,4 +660,93 @@ def import_namespace(
     if progress is not None:
         progress("commit", 1, 1)
     return ImportReport(namespace=target, source_namespace=header["namespace"], generation=manifest.generation,
-                        path=name, counts=dict(header["counts"]), wall_time_s=time.perf_counter() - started)
+                        path=name, counts=counts, wall_time_s=time.perf_counter() - started, forgotten=forgotten)
+
+
+# -- what was forgotten since the backup was taken ----------------------------------------------------
+def _snapshot_of(change: ChangeSet, manifest: Manifest) -> NamespaceSnapshot:
+    """The namespace a whole-namespace change set would restore, as a snapshot (for ``plan_forget``)."""
+    snap = NamespaceSnapshot(namespace=change.namespace, manifest=manifest)
+    for kind in RECORD_KINDS:
+        records = getattr(change, kind.field)
+        setattr(snap, kind.field, {kind.record_id(r): r for r in records})
+        if kind.vector_field is not None:
+            rows = getattr(change, kind.vector_field)
+            setattr(snap, kind.vector_field, {kind.record_id(r): np.asarray(v, dtype=np.float32)
+                                              for r, v in zip(records, rows)})
+    return snap
+
+
+def _applied(change: ChangeSet, forgotten: ChangeSet) -> ChangeSet:
+    """``change`` (a whole namespace) with ``forgotten`` (a ``forget_change`` on it) applied: the retired records
+    left out, the rebuilt and rewritten ones in place of their old versions."""
+    update: dict[str, Any] = {}
+    for kind in RECORD_KINDS:
+        gone = set(forgotten.retire.get(kind.field, ()))
+        new = {kind.record_id(r): i for i, r in enumerate(getattr(forgotten, kind.field))}
+        records, vectors = [], []
+        for i, record in enumerate(getattr(change, kind.field)):
+            rid = kind.record_id(record)
+            if rid in gone:
+                continue
+            source, at = (forgotten, new[rid]) if rid in new else (change, i)
+            records.append(getattr(source, kind.field)[at])
+            if kind.vector_field is not None:
+                vectors.append(getattr(source, kind.vector_field)[at])
+        update[kind.field] = records
+        if kind.vector_field is not None:
+            update[kind.vector_field] = vectors
+    return change.model_copy(update=update)
+
+
+def _without_forgotten(store: StoragePort, source: str, change: ChangeSet, manifest: Manifest,
+                       embeddings: Embeddings | None) -> tuple[ChangeSet, Manifest, int]:
+    """The change set and manifest without the turns ``source``'s tombstones match, and how many those were.
+
+    What derives only from them goes as ``forget`` would take it; an event that also cites kept turns is rebuilt
+    from them with the no-LLM summary. The restored namespace keeps the tombstones that matched (moved to it),
+    and an audit record of the import's forget."""
+    stones = store.snapshot(source).tombstones if store.has_namespace(source) else {}
+    index = Forgotten.of(stones)
+    matched = {t.dia_id: ids for t in change.turns if (ids := index.matches_turn(t))}
+    if not matched:
+        return change, manifest, 0
+    snap = _snapshot_of(change, manifest)
+    plan = plan_forget(snap, set(matched))
+    events, notes = _rebuilt_events(snap, plan.rebuild_events)
+    if events:
+        if embeddings is None:
+            from logicmap.memory.embeddings import make_embeddings
+
+            embeddings = make_embeddings(store.settings)
+        vectors = embeddings.embed_documents([e.summary for e in events])
+    else:
+        vectors = []
+    forgotten = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface="import",
+                              extra_notes=notes)
+    restored = _applied(change, forgotten)
+    kept: dict[str, Tombstone] = {t.id: t for t in restored.tombstones}
+    for ids in matched.values():
+        for sid in ids:
+            kept.setdefault(sid, stones[sid].model_copy(update={"namespace": change.namespace}))
+    restored.tombstones = list(kept.values())
+    manifest = manifest.model_copy(deep=True)
+    for session_id in plan.sessions_emptied:
+        manifest.sessions.pop(session_id, None)
+    assert forgotten.forget is not None
+    manifest.forgets.append(forgotten.forget.model_copy(update={"generation": manifest.generation}))
+    return restored, manifest, len(matched)
+
+
+def _rebuilt_events(snap: NamespaceSnapshot, rebuild: dict[str, list[str]]) -> tuple[list[Event], list[str]]:
+    """Events citing forgotten and kept turns, made again from the kept ones (as ``graphs.forget`` does)."""
+    events, notes = [], []
+    for eid, kept in rebuild.items():
+        old = snap.events[eid]
+        session = snap.manifest.sessions.get(old.session_id)
+        heuristic = old.source == "heuristic" or (session is not None and session.policy == "heuristic")
+        if not heuristic:
+            notes.append(f"event {eid}: rebuilt from its kept turns without a model (fallback)")
+        events.append(rebuilt_event(old, [snap.turns[t] for t in kept], said_summary,
+                                    "heuristic" if heuristic else "fallback"))
+    return events, notes

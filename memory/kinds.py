@@ -15,6 +15,7 @@ from pydantic import BaseModel
 
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn
+from logicmap.memory.tombstones import Tombstone
 
 __all__ = ["BY_FIELD", "BY_NAME", "RECORD_KINDS", "RecordKind", "Reference", "derived_from"]
 
@@ -102,6 +103,9 @@ RECORD_KINDS: tuple[RecordKind, ...] = (
     # Memory-R2's managed fact memory (ingest with the r2 memory manager).
     RecordKind("r2_fact", "r2_facts", FactRecord, "r2_fact_vectors", sources=(Reference("turn_ids"),),
                optional_in_backup=True),
+    # What forgets left: hashes of forgotten turns, never their text (``memory.tombstones``). Derived from nothing,
+    # so a forget never retires one and a purge never removes one.
+    RecordKind("tombstone", "tombstones", Tombstone, optional_in_backup=True),
 )
 BY_NAME: dict[str, RecordKind] = {kind.name: kind for kind in RECORD_KINDS}
 BY_FIELD: dict[str, RecordKind] = {kind.field: kind for kind in RECORD_KINDS}

@@ -19,6 +19,7 @@ from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.r2 import FactRecord
 from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
 from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.tombstones import Tombstone
 from logicmap.settings import LogicMapSettings
 
 __all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PurgeReport", "embedder_identity", "ordered"]
@@ -94,6 +95,7 @@ class ChangeSet(BaseModel):
     tags: list[Tag] = Field(default_factory=list)
     r2_facts: list[FactRecord] = Field(default_factory=list, description="Memory-R2 fact records the manager wrote")
     r2_fact_vectors: list[list[float]] = Field(default_factory=list)
+    tombstones: list[Tombstone] = Field(default_factory=list, description="what a forget leaves (memory.tombstones)")
     retire: dict[str, list[str]] = Field(default_factory=dict, description="kind -> ids to retire")
     topic_steps: int | None = None
     embedder: str | None = Field(
@@ -139,6 +141,7 @@ class NamespaceSnapshot:
     tags: dict[str, Tag] = field(default_factory=dict)
     r2_facts: dict[str, FactRecord] = field(default_factory=dict)
     r2_fact_vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    tombstones: dict[str, Tombstone] = field(default_factory=dict)
     _derived: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
     _derived_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
@@ -175,6 +178,8 @@ class NamespaceSnapshot:
         found: dict[str, Any] = {"generation": self.manifest.generation, "sessions": sorted(self.manifest.sessions)}
         for kind in RECORD_KINDS:
             records = getattr(self, kind.field)
+            if kind.model is Tombstone and not records:
+                continue  # a namespace never forgotten fingerprints as it did before tombstones existed
             found[kind.field] = members(records) if kind.model is Topic else dump(records)
         return found
 
