@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     env.pop("LOGICMAP_CHAT_MODEL", None)
-    from logicmap.evals.bench.common import machine_line
+    from logicmap.evals.common import machine_line
 
     print(machine_line() + f"; nice {os.getpriority(os.PRIO_PROCESS, 0)}; "
           f"runtime {env.get('LOGICMAP_EMBEDDING_RUNTIME', 'numpy (default)')}; "

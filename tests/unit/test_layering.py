@@ -168,6 +168,16 @@ def test_no_import_cycles_between_modules() -> None:
     assert not _cycles(graph), "module-level import cycles:\n" + "\n".join(" -> ".join(c) for c in _cycles(graph))
 
 
+def test_training_and_loco_do_not_reach_into_the_bench_scripts() -> None:
+    """The bench scripts print numbers; what training (evals.train) and evals.loco share with them (the machine line,
+    fresh resources, tables) lives in ``evals.common``, so they import nothing from ``evals.bench``."""
+    users = [m for m in MODULES if m.startswith(("logicmap.evals.train", "logicmap.evals.loco"))]
+    assert "logicmap.evals.loco" in users and "logicmap.evals.train.turn_ranker" in users
+    found = sorted(f"{m}:{n} imports {t}" for m in users for n, t in _all_imports(m)
+                   if t.startswith("logicmap.evals.bench"))
+    assert not found, "\n".join(found)
+
+
 def test_evals_modules_form_no_cycle_even_through_lazy_imports() -> None:
     """evals is layered by job (specs, judge, records, runner, report, cli): report reads records, runner calls report."""
     graph = nx.DiGraph()
