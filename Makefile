@@ -1,4 +1,5 @@
-# LogicMap: `make demo` runs the main job offline, `make test` runs the tests.
+# LogicMap: `make demo` runs the main job offline, `make test` runs the tests (the full CI check), `make check` the
+# inner loop (ruff, mypy, the unit tests not marked slow or integration; no model server build).
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -13,7 +14,7 @@ export ANONYMIZED_TELEMETRY := False
 export LANGGRAPH_CLI_NO_ANALYTICS := 1
 export LANGGRAPH_NO_VERSION_CHECK := true
 
-.PHONY: install llm-venv demo test test-unit lint studio local-llm clean strategy-docs
+.PHONY: install llm-venv demo test test-unit check lint studio local-llm clean strategy-docs
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -51,8 +52,13 @@ test: install llm-venv
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
 
-test-unit: install
+test-unit: lint
 	$(BIN)/python -m pytest -q tests/unit
+
+# The inner loop: lint, then the unit tests without the slow and integration marks (pyproject.toml's markers).
+# No llm-venv: nothing here needs the local model server.
+check: lint
+	$(BIN)/python -m pytest -q -m "not slow and not integration" tests/unit
 
 lint: install
 	$(BIN)/ruff check .

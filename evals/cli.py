@@ -1,7 +1,8 @@
 """The eval commands of the ``logicmap`` program: ``demo`` (the main job), ``eval``, ``train-data`` and ``train-r2``.
 
-They sit with evals because they score answers (evals.metrics, evals.runner); ``logicmap.__main__`` adds them to
-the core parser of ``graphs.cli``, which itself imports nothing from evals.
+They sit with evals because they score answers (evals.metrics, evals.runner); ``main`` (the whole program, run by
+``logicmap.__main__`` and the ``logicmap`` script) adds them to the core parser of ``graphs.cli``, which itself
+imports nothing from evals.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from logicmap.evals.train.logo_cli import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
-from logicmap.graphs.cli import PolicyName, output_path, policy_from_args, resources_from_args
+from logicmap.graphs.cli import PolicyName, build_parser, output_path, policy_from_args, resources_from_args, run
 from logicmap.memory.text import printable
 
 if TYPE_CHECKING:
     from logicmap.graphs.resources import Resources
 # Scoring, the memory and the graphs are imported by the commands that use them: `logicmap --help` stays fast.
 
-__all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "recall_budgets"]
+__all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "main", "recall_budgets"]
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 
@@ -185,3 +186,8 @@ def add_eval_commands(sub: Any) -> None:
     p.add_argument("--no-langsmith", action="store_true", help="do not push to LangSmith even when configured")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=cmd_eval)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one ``logicmap`` command: ingest, ask, graph, stats, namespaces, local-llm, chat, facts, demo, train-data, eval."""
+    return run(build_parser(add_eval_commands), argv)

@@ -23,16 +23,11 @@ Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``Ans
 the one runner of a strategy graph), ``pin`` (a run's namespace, policy and snapshot generation, resolved once by its first
 node, and the pinned snapshot every later node reads), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every
 strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
-<<<<<<< HEAD
-metadata), ``visualize`` (``logicmap graph``), ``cli`` (the core commands), ``forget`` (forget, update, list and
-get memories, delete a namespace: ``logicmap.forget`` and its async twins), ``basestore`` (``LogicMapStore``: the
-memory as a LangGraph ``BaseStore``, writing through the ingest graph and ``forget``, searching with the reranker).
-=======
 metadata), ``strategy_docs`` (``docs/strategies.md`` generated from the registry), ``visualize`` (``logicmap graph``),
 ``cli`` (the core commands), ``forget`` (forget, update, list and get memories, delete a namespace: ``logicmap.forget``
 and its async twins), ``lifecycle`` (forget, list and delete as graphs, for the API server), ``mcp_server``
-(``logicmap mcp``: the toolkit over the Model Context Protocol).
->>>>>>> main
+(``logicmap mcp``: the toolkit over the Model Context Protocol), ``basestore`` (``LogicMapStore``: the memory as a
+LangGraph ``BaseStore``, writing through the ingest graph and ``forget``, searching with the reranker).
 """
 
 __all__: list[str] = []

@@ -1,6 +1,6 @@
 """The ``logicmap`` command line's core: the parser and the memory commands (ingest, ask, graph, stats, chat, ...).
 
-The eval commands (demo, eval, train-data) live in ``evals.cli``; ``logicmap.__main__`` joins both into the program.
+The eval commands (demo, eval, train-data) live in ``evals.cli``, whose ``main`` joins both into the program.
 Errors the user can fix (bad files, unknown namespaces, a locked store) print one clear line and exit 2.
 Text that comes from memory, files or a model is printed through ``memory.text.printable``: a stored turn
 cannot send escape sequences to the terminal or forge output lines.
@@ -573,7 +573,7 @@ def add_core_commands(sub: Any) -> None:
 def build_parser(*extensions: Callable[[Any], None]) -> argparse.ArgumentParser:
     """The ``logicmap`` parser with the core commands, then each extension's (called with the subparsers).
 
-    Layers above graphs add their commands this way: ``logicmap.__main__`` passes ``evals.cli.add_eval_commands``.
+    Layers above graphs add their commands this way: ``evals.cli.main`` passes ``evals.cli.add_eval_commands``.
     """
     parser = argparse.ArgumentParser(prog="logicmap", description="Long-term memory for conversational agents.")
     parser.add_argument("--data-dir", help="memory directory (default: LOGICMAP_DATA_DIR or .logicmap)")
@@ -631,7 +631,7 @@ def _os_error_line(exc: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """The core commands only; the ``logicmap`` program (``logicmap.__main__``) adds the eval commands."""
+    """The core commands only; the ``logicmap`` program (``evals.cli.main``) adds the eval commands."""
     return run(build_parser(), argv)
 
 

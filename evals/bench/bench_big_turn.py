@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table
+from logicmap.evals.common import fresh_resources, machine_line, peak_rss_mb, print_table
 
 __all__ = ["big_turn_session", "main", "timed_ingest"]
 

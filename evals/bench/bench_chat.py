@@ -22,7 +22,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import fresh_resources, machine_line, print_table
 
 if TYPE_CHECKING:
     from langchain_core.runnables import RunnableConfig

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import fresh_resources, machine_line, print_table
 
 __all__ = ["main", "question_of"]
 

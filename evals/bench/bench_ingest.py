@@ -1,7 +1,7 @@
 """Benchmark: ``logicmap ingest`` of one public conversation without an LLM: speed, peak memory, where time goes.
 
 Each run is one child process on a fresh data directory that runs the ``logicmap`` command line's own entry
-(``logicmap.__main__.main(["ingest", FILE, "-n", "bench", "--policy", "heuristic", "--quiet"])``), with light
+(``logicmap.evals.cli.main(["ingest", FILE, "-n", "bench", "--policy", "heuristic", "--quiet"])``), with light
 probes installed first: the wall seconds of each ingest node, the encoder's calls, texts, batches and tokens
 (padded: what the encoder computed; real: the texts' own tokens), the model load, and Chroma's upserts. The
 parent reads the child's wall time, CPU time (user + sys) and peak RSS from ``wait4``, the CLI's own wall
@@ -170,7 +170,7 @@ def _install_probes(probes: _Probes) -> None:
 def _child(stats_path: str, cli_args: list[str]) -> int:
     probes = _Probes()
     _install_probes(probes)
-    from logicmap.__main__ import main as logicmap_main
+    from logicmap.evals.cli import main as logicmap_main
 
     code = logicmap_main(cli_args)
     Path(stats_path).write_text(json.dumps({
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
     env.pop("LOGICMAP_CHAT_MODEL", None)
-    from logicmap.evals.bench.common import machine_line
+    from logicmap.evals.common import machine_line
 
     print(machine_line() + f"; nice {os.getpriority(os.PRIO_PROCESS, 0)}; "
           f"runtime {env.get('LOGICMAP_EMBEDDING_RUNTIME', 'numpy (default)')}; "

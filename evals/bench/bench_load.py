@@ -23,7 +23,7 @@ import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from logicmap.evals.bench.common import machine_line, print_table
+from logicmap.evals.common import machine_line, print_table
 
 if TYPE_CHECKING:
     from logicmap.memory.embeddings import CachedEmbeddings

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
+from logicmap.evals.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
 
 if TYPE_CHECKING:
     from logicmap.graphs.ingest_nodes import SessionReport

@@ -32,8 +32,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table
 from logicmap.evals.bench.scripted import make_scripted_model, role_of
+from logicmap.evals.common import fresh_resources, machine_line, peak_rss_mb, print_table
 
 __all__ = ["PAPER_FIGURES", "QUERY_STRATEGIES", "bench_ingest", "bench_queries", "main"]
 

@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from logicmap.agents.provider import ProviderError, rate_gate
-from logicmap.evals.bench.common import machine_line, print_table
+from logicmap.evals.common import machine_line, print_table
 from logicmap.evals.fake_openai import FakeOpenAIServer, Scenario
 
 __all__ = ["SCENARIOS", "main", "run_scenario"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import fresh_resources, machine_line, print_table
 
 __all__ = ["main", "measure"]
 

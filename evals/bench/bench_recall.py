@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal, cast
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import fresh_resources, machine_line, print_table
 
 __all__ = ["ABLATION", "GRAPH_STRATEGIES", "TARGET_MARGIN", "ablation_tables", "main", "recall_table"]
 

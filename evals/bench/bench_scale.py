@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
+from logicmap.evals.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
 from logicmap.memory.graph import EventGraph
 
 __all__ = ["SyntheticMemory", "localize", "main"]

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table, rss_mb
+from logicmap.evals.common import fresh_resources, machine_line, print_table, rss_mb
 
 __all__ = ["main"]
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import fresh_resources, machine_line, print_table
 from logicmap.evals.train.turn_ranker import BUDGET
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from logicmap.evals.bench.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import fresh_resources, machine_line, print_table
 
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression

@@ -27,6 +27,10 @@ FORBIDDEN: dict[str, frozenset[str]] = {
     "prompts": frozenset({"agents", "graphs", "tools", "evals"}),
 }
 
+# The program (``python -m logicmap``, the ``logicmap`` script) sits above every layer: no module of the package imports
+# it (a benchmark that runs the command line imports ``evals.cli.main``, the program's one definition).
+PROGRAM = "logicmap.__main__"
+
 # Known violations, as (importing module, imported module). Empty now: when one has to be tolerated for a while,
 # list it here with a comment saying why, and shrink the list as it gets fixed (a stale entry fails the test).
 KNOWN_VIOLATIONS: frozenset[tuple[str, str]] = frozenset()
@@ -125,7 +129,7 @@ def _cycles(graph: nx.DiGraph) -> list[list[str]]:
 
 
 def test_the_package_was_found() -> None:
-    assert {"logicmap", "logicmap.memory.store", "logicmap.graphs.cli", "logicmap.evals.runner"} <= set(MODULES)
+    assert {"logicmap", PROGRAM, "logicmap.memory.store", "logicmap.graphs.cli", "logicmap.evals.runner"} <= set(MODULES)
     assert set(FORBIDDEN) <= ROOT_LAYERS
 
 
@@ -133,13 +137,14 @@ def layer_violations() -> set[tuple[str, str, int]]:
     """(importer, imported, line) for every import a layer must not make.
 
     Lazy imports inside functions count too: a function-level ``import logicmap.evals`` in graphs still makes graphs
-    depend on evals (the one such import, graphs.cli's eval commands, moved to evals.cli).
+    depend on evals (the one such import, graphs.cli's eval commands, moved to evals.cli). Importing ``PROGRAM``
+    is an arrow up from any layer (the last one, a benchmark's, now imports ``evals.cli.main``).
     """
     found = set()
     for module in MODULES:
         banned = FORBIDDEN.get(_layer(module) or "", frozenset())
         for line, target in _all_imports(module):
-            if _layer(target) in banned:
+            if _layer(target) in banned or target == PROGRAM:
                 found.add((module, target, line))
     return found
 
@@ -161,6 +166,16 @@ def test_no_import_cycles_between_modules() -> None:
     for module in MODULES:
         graph.add_edges_from((module, target) for target in _module_level_imports(TREES[module].body, module))
     assert not _cycles(graph), "module-level import cycles:\n" + "\n".join(" -> ".join(c) for c in _cycles(graph))
+
+
+def test_training_and_loco_do_not_reach_into_the_bench_scripts() -> None:
+    """The bench scripts print numbers; what training (evals.train) and evals.loco share with them (the machine line,
+    fresh resources, tables) lives in ``evals.common``, so they import nothing from ``evals.bench``."""
+    users = [m for m in MODULES if m.startswith(("logicmap.evals.train", "logicmap.evals.loco"))]
+    assert "logicmap.evals.loco" in users and "logicmap.evals.train.turn_ranker" in users
+    found = sorted(f"{m}:{n} imports {t}" for m in users for n, t in _all_imports(m)
+                   if t.startswith("logicmap.evals.bench"))
+    assert not found, "\n".join(found)
 
 
 def test_evals_modules_form_no_cycle_even_through_lazy_imports() -> None:

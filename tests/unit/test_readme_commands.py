@@ -118,8 +118,8 @@ def _strategy_problems(args: argparse.Namespace) -> list[str]:
 
 def command_problems(text: str, monkeypatch: pytest.MonkeyPatch, whole: bool = True) -> list[str]:
     """What is wrong with one README command (empty: it parses as written, or names what exists)."""
-    from logicmap.__main__ import build_parser
     from logicmap.evals.cli import add_eval_commands
+    from logicmap.graphs.cli import build_parser
 
     target, args = _invocation(text)  # type: ignore[misc]  # the README command was checked to be one
     if target != "cli":

@@ -1,4 +1,5 @@
-"""Shared bits of the bench scripts: the machine they ran on, memory used, fresh resources, tables.
+"""Shared bits of the bench scripts, the training scripts (evals.train) and evals.loco: the machine they ran on,
+memory used, fresh resources, tables.
 
 Benchmarks print numbers; nothing here is timed against a limit.
 """
