@@ -27,8 +27,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
+from logicmap.graphs.entry import run_entry
 from logicmap.graphs.ingest import IngestReport, ingest_conversation
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.blocking import run_blocking
@@ -261,6 +263,7 @@ def _session_name(session: Any) -> str | None:
 # -- the entry points ---------------------------------------------------------------------------------------
 
 
+@run_entry("add_messages")
 def add_messages(
     namespace: str,
     messages: Any,
@@ -273,11 +276,14 @@ def add_messages(
     user_name: str = "user",
     assistant_name: str = "assistant",
     memory_manager: Literal["none", "r2"] | None = None,
+    config: RunnableConfig | None = None,
 ) -> MessagesReport:
     """Append chat messages to ``namespace``'s memory (see the module docstring); re-sent messages are a no-op.
 
     ``session`` names the chat session (default: the open one, or a new one after an idle gap of ``idle_gap_s``,
     default ``LOGICMAP_CHAT_IDLE_GAP_S``); ``trust_assistant`` lets the assistant's replies be evidence.
+    ``config`` (a LangChain ``RunnableConfig``): the call is one run named ``add_messages`` under it, the ingest
+    graph's run nested in it (``entry.run_entry``).
     """
     validate_namespace(namespace)
     named = _session_name(session)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -215,8 +216,12 @@ def _print_result(result: Any, as_json: bool) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.strategies import STRATEGIES, answer, strategy_function
 
+    strategy_function(args.strategy)  # an unknown name: one line naming the choices
+    if args.backbone and "backbone" not in STRATEGIES[args.strategy].options:
+        takes = ", ".join(name for name, s in STRATEGIES.items() if "backbone" in s.options)
+        raise ValueError(f"--backbone: strategy {args.strategy} takes no backbone (these do: {takes})")
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
     policy = policy_from_args(args, resources)
@@ -381,7 +386,56 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """`logicmap mcp -n NS | --http --tenants FILE`: the memory toolkit over MCP (graphs.mcp_server)."""
+    """`logicmap mcp -n NS | --http --tenants FILE`: the memory toolkit over MCP (graphs.mcp_server).
+
+    A stdio server that cannot start (a bad flag, the store in use by another process, ...) answers its client's
+    ``initialize`` with a JSON-RPC error carrying the same line it prints on stderr, then exits: the client shows
+    the reason, not only "Connection closed"."""
+    try:
+        serve = _mcp_server(args)
+    except Exception as exc:
+        if not args.http:
+            _refuse_stdio_client(printable(f"error: {exc}", one_line=True))
+        raise
+    serve()
+    return 0
+
+
+def _refuse_stdio_client(line: str, *, wait_s: float = 30.0) -> bool:
+    """Answer a stdio MCP client's requests with a JSON-RPC error whose message is ``line``, until its ``initialize``
+    (a newer client probes ``server/discover`` first and falls back to ``initialize`` on an error); whether
+    ``initialize`` was answered (not: stdin is a terminal, closed, or silent for ``wait_s`` seconds).
+
+    Plain JSON-RPC 2.0, as the MCP stdio transport frames it (one JSON object per line), so it also works when the
+    mcp package is what is missing."""
+    import select
+
+    if sys.stdin is None or sys.stdin.isatty():
+        return False
+    stdin = sys.stdin.buffer
+    deadline = time.monotonic() + wait_s
+    while (left := deadline - time.monotonic()) > 0 and select.select([stdin], [], [], left)[0]:
+        raw = stdin.readline()
+        if not raw:
+            return False  # the client closed its end
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and "method" in message and message.get("id") is not None:
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": line}}
+            sys.stdout.write(json.dumps(error) + "\n")
+            sys.stdout.flush()
+            if message["method"] == "initialize":
+                return True
+    return False
+
+
+def _mcp_server(args: argparse.Namespace) -> Callable[[], None]:
+    """How ``logicmap mcp`` serves: its MCP server built (the store opened, the embedder loaded), over stdio or
+    HTTP."""
+    from functools import partial
+
     if args.http is False and args.tenants:
         raise ValueError("--tenants maps HTTP bearer tokens to namespaces: add --http (stdio serves one namespace)")
     if bool(args.namespace) == bool(args.tenants):
@@ -401,10 +455,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                                          writes=not args.read_only)
     resources.embeddings.embed_query("warm-up")  # the embedder loads now, not in the first client's call
     if args.http:
-        mcp_server.serve_http(server, port=args.port, tenants=tenants)
-    else:
-        mcp_server.serve_stdio(server)
-    return 0
+        return partial(mcp_server.serve_http, server, port=args.port, tenants=tenants)
+    return partial(mcp_server.serve_stdio, server)
 
 
 def _add_mcp_command(sub: Any) -> None:

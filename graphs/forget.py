@@ -17,9 +17,11 @@ from datetime import date, datetime
 from functools import partial
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
 from logicmap.agents.segmenter import turns_summary
+from logicmap.graphs.entry import run_entry
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.forgetting import (
@@ -157,6 +159,7 @@ def _one_turn(snap: NamespaceSnapshot, *, memory_id: str) -> set[str]:
     return {memory_id}
 
 
+@run_entry("forget")
 def forget(
     namespace: str,
     *,
@@ -167,13 +170,16 @@ def forget(
     purge: bool = False,
     surface: str = "python",
     resources: Resources | None = None,
+    config: RunnableConfig | None = None,
 ) -> ForgetReport:
     """Forget turns (by id, by session, by store item key, or every turn said before a date) and everything
     derived only from them. ``keys`` name items ``LogicMapStore.put`` stored (its ``delete`` calls this).
 
     One atomic commit: a reader holding an older snapshot finishes its run, every later run sees the namespace
     without them. ``purge=True`` then removes the retired versions from disk (``MemoryStore.purge``). Ids that name
-    nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace."""
+    nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace.
+    ``config`` (a LangChain ``RunnableConfig``): the call is one run named ``forget`` under it (``entry.run_entry``:
+    its callbacks see it, its tags and metadata are the run's); so for every function of this module."""
     namespace = validate_namespace(namespace)
     res = _resources(resources)
     keys = [validate_key(k) for k in keys]
@@ -187,8 +193,9 @@ def forget(
     return report
 
 
+@run_entry("update_memory")
 def update_memory(namespace: str, memory_id: str, text: str, *, surface: str = "python",
-                  resources: Resources | None = None) -> ForgetReport:
+                  resources: Resources | None = None, config: RunnableConfig | None = None) -> ForgetReport:
     """Give a turn new text: what was derived from its old text is forgotten, events citing it are rebuilt."""
     namespace = validate_namespace(namespace)
     if not text.strip():
@@ -198,7 +205,9 @@ def update_memory(namespace: str, memory_id: str, text: str, *, surface: str = "
     return _commit_forget(res, namespace, choose, surface=surface, replace={memory_id: text})
 
 
-def delete_namespace(namespace: str, *, resources: Resources | None = None) -> dict[str, Any]:
+@run_entry("delete_namespace")
+def delete_namespace(namespace: str, *, resources: Resources | None = None,
+                     config: RunnableConfig | None = None) -> dict[str, Any]:
     """Delete one namespace and purge it (``acme.bob`` survives deleting ``acme``)."""
     return _resources(resources).store.drop_namespace(validate_namespace(namespace))
 
@@ -210,8 +219,9 @@ def _item(kind: str, rid: str, record: Any) -> dict[str, Any]:
     return {"id": rid, "kind": kind, "text": text, "session_id": getattr(record, "session_id", None)}
 
 
+@run_entry("list_memories")
 def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50, cursor: str | None = None,
-                  resources: Resources | None = None) -> MemoryPage:
+                  resources: Resources | None = None, config: RunnableConfig | None = None) -> MemoryPage:
     """One page of a namespace's memories of one kind, in memory order; pass ``next_cursor`` back for the next."""
     namespace = validate_namespace(namespace)
     if kind not in _KIND_FIELDS:
@@ -231,7 +241,9 @@ def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50
                       next_cursor=str(start + limit) if more else None)
 
 
-def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None) -> dict[str, Any]:
+@run_entry("get_memory")
+def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None,
+               config: RunnableConfig | None = None) -> dict[str, Any]:
     """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record."""
     namespace = validate_namespace(namespace)
     store = _resources(resources).store

@@ -744,7 +744,7 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 STRATEGY = graph_strategy(
     "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events"),
     make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
-    recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
+    extra_options=("k",), recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )
 answer = STRATEGY.run
 """Answer by backward chaining. ``backbone``: ``bm25`` (turns), ``dense`` (turns), ``events`` (event graph), a
