@@ -32,7 +32,9 @@ _STRATEGY_NAMES = ", ".join(STRATEGY_NAMES)  # the registry's names, for the --s
 __all__ = [
     "add_core_commands",
     "build_parser",
+    "LIST_KINDS",
     "cmd_mcp",
+    "confirmed",
     "fallback_summary",
     "main",
     "output_path",
@@ -334,13 +336,39 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def confirmed(args: argparse.Namespace, command: str, what: str) -> bool:
+    """Whether a destructive command may go on: ``--yes``, else the user's ``y`` at a prompt on the terminal (on
+    stderr; anything else declines). Without ``--yes`` and without a terminal to ask on, ``ValueError`` (one line,
+    exit 2): a script must say ``--yes``."""
+    if getattr(args, "yes", False):
+        return True
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise ValueError(f"{command}: {what}, which cannot be undone: add --yes to confirm (no terminal to ask on)")
+    print(printable(f"{command}: {what}, which cannot be undone. Go on? [y/N] ", one_line=True), end="",
+          file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _forget_what(args: argparse.Namespace) -> str:
+    """What ``logicmap forget`` is asked to forget, in words (for its confirmation)."""
+    parts = [f"{label} {', '.join(values)}" for label, values in
+             (("turns", args.turn), ("sessions", args.session), ("store keys", args.key)) if values]
+    if args.before:
+        parts.append(f"every turn said before {args.before}")
+    purge = " and purges them from disk" if args.purge else ""
+    return f"this forgets {'; '.join(parts)} in {args.namespace}, with everything derived only from them{purge}"
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
-    """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge]`
-    (graphs.forget)."""
+    """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge] [--yes]`
+    (graphs.forget); asks first unless --yes."""
     from logicmap.graphs.forget import forget
 
     if not (args.turn or args.session or args.key or args.before):
         raise ValueError("say what to forget: --turn ID, --session ID, --key KEY or --before DATE")
+    if not confirmed(args, "forget", _forget_what(args)):
+        print("nothing was forgotten", file=sys.stderr)
+        return 1
     report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (), keys=args.key or (),
                     before=args.before, purge=args.purge, surface="cli", resources=resources_from_args(args))
     removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items()) or "nothing"
@@ -354,25 +382,40 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 
 def cmd_delete_namespace(args: argparse.Namespace) -> int:
-    """`logicmap delete-namespace -n NS`: one namespace deleted and purged (never one whose name starts with it)."""
+    """`logicmap delete-namespace -n NS [--yes]`: one namespace deleted and purged (never one whose name starts with
+    it); asks first unless --yes."""
     from logicmap.graphs.forget import delete_namespace
+    from logicmap.memory.records import validate_namespace
 
+    namespace = validate_namespace(args.namespace)
+    what = f"this deletes namespace {namespace} and all its memory from disk ({namespace}.* namespaces stay)"
+    if not confirmed(args, "delete-namespace", what):
+        print("nothing was deleted", file=sys.stderr)
+        return 1
     done = delete_namespace(args.namespace, resources=resources_from_args(args))
     print(f"deleted namespace {done['namespace']} ({done['collections']} collections)"
           + (", database compacted" if done["compacted"] else ""))
     return 0
 
 
+LIST_KINDS = ("turns", "events", "facts", "r2_facts", "items")
+"""``list --kind``'s choices: ``graphs.forget.KINDS`` (a test holds them equal; the parser imports nothing heavy)."""
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """`logicmap list -n NS [--kind turns|events|facts|items]`: one JSON line per memory."""
+    """`logicmap list -n NS [--kind turns|events|facts|r2_facts|items]`: one JSON line per memory (a store item's id
+    is its key)."""
     from logicmap.graphs.forget import list_memories
 
-    page = list_memories(args.namespace, kind=args.kind, limit=args.limit, cursor=args.cursor,
-                         resources=resources_from_args(args))
+    resources = resources_from_args(args)
+    page = list_memories(args.namespace, kind=args.kind, limit=args.limit, cursor=args.cursor, resources=resources)
     for item in page.items:
         print(printable_json(json.dumps(item)))
     if page.next_cursor is not None:
         print(f"more: --cursor {page.next_cursor}", file=sys.stderr)
+    if args.kind == "items" and not page.items and resources.store.snapshot(args.namespace).r2_facts:
+        print("note: no store items here; Memory-R2 facts, which --kind items listed before, are --kind r2_facts",
+              file=sys.stderr)
     return 0
 
 
@@ -479,20 +522,25 @@ def _add_lifecycle_commands(sub: Any) -> None:
     p.add_argument("--key", nargs="+", metavar="KEY", help="items LogicMapStore.put stored under these keys")
     p.add_argument("--before", metavar="DATE", help="every turn said before this date (YYYY-MM-DD)")
     p.add_argument("--purge", action="store_true", help="then remove the forgotten records from disk for good")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask first (needed without a terminal)")
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("delete-namespace", help="delete one namespace and purge it (its children are kept)")
     p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask first (needed without a terminal)")
     p.set_defaults(func=cmd_delete_namespace)
 
     p = sub.add_parser("list", help="list a namespace's memories, one JSON line each")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--kind", choices=["turns", "events", "facts", "items"], default="turns")
+    p.add_argument("--kind", choices=LIST_KINDS, default="turns",
+                   help="turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts, which "
+                        "--kind items listed before), items (LogicMapStore items, by key)")
     p.add_argument("--limit", type=int, default=1000)
     p.add_argument("--cursor", help="the cursor the page before printed")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("get", help="one memory (turn, event, fact or item) by id, as JSON")
+    p = sub.add_parser("get", help="one memory (turn, event, fact, Memory-R2 fact) by id, or a store item by key, as "
+                       "JSON")
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("id")
     p.set_defaults(func=cmd_get)

@@ -32,13 +32,15 @@ from logicmap.memory.forgetting import (
     rebuilt_event,
     turns_to_forget,
 )
-from logicmap.memory.items import items_of, validate_key
+from logicmap.memory.items import StoredItem, items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot
 from logicmap.memory.store.purge import PurgeReport
 
 __all__ = [
+    "KINDS",
     "ForgetReport",
+    "MemoryKind",
     "MemoryPage",
     "UnknownMemoryError",
     "aforget",
@@ -56,8 +58,12 @@ __all__ = [
 ]
 
 MAX_TRIES = 5  # a forget that lost its commit to a concurrent writer is computed again on the new snapshot
-MemoryKind = Literal["turns", "events", "facts", "items"]
-_KIND_FIELDS = {"turns": "turns", "events": "events", "facts": "facts", "items": "r2_facts"}
+MemoryKind = Literal["turns", "events", "facts", "r2_facts", "items"]
+"""What ``list_memories`` lists: turns, events, REAL's temporal ``facts``, Memory-R2's facts (``r2_facts``; before
+issue 43 they were listed as ``items``), or the store ``items`` ``LogicMapStore.put`` wrote, by key."""
+_KIND_FIELDS = {"turns": "turns", "events": "events", "facts": "facts", "r2_facts": "r2_facts"}
+KINDS: tuple[str, ...] = (*_KIND_FIELDS, "items")
+"""Every kind ``list_memories`` lists, in the order the CLI offers them."""
 
 
 class ForgetReport(BaseModel):
@@ -219,13 +225,27 @@ def _item(kind: str, rid: str, record: Any) -> dict[str, Any]:
     return {"id": rid, "kind": kind, "text": text, "session_id": getattr(record, "session_id", None)}
 
 
+def _store_item(snap: NamespaceSnapshot, item: StoredItem) -> dict[str, Any]:
+    """A store item as ``list_memories`` shows it: its key as the id, the text its turns hold, its value and times."""
+    text = " ".join(snap.turns[t].text for t in item.turn_ids if t in snap.turns)
+    return {"id": item.key, "kind": "items", "text": text, "session_id": item.session_id, "key": item.key,
+            "value": item.value, "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+
+
+def _listed(snap: NamespaceSnapshot, kind: str) -> list[dict[str, Any]]:
+    if kind == "items":
+        return [_store_item(snap, item) for item in items_of(snap).values()]
+    return [_item(kind, rid, r) for rid, r in getattr(snap, _KIND_FIELDS[kind]).items()]
+
+
 @run_entry("list_memories")
 def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50, cursor: str | None = None,
                   resources: Resources | None = None, config: RunnableConfig | None = None) -> MemoryPage:
-    """One page of a namespace's memories of one kind, in memory order; pass ``next_cursor`` back for the next."""
+    """One page of a namespace's memories of one kind (``MemoryKind``), in memory order; pass ``next_cursor`` back
+    for the next. A store item's id is its key."""
     namespace = validate_namespace(namespace)
-    if kind not in _KIND_FIELDS:
-        raise ValueError(f"kind must be one of {', '.join(_KIND_FIELDS)}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}")
     if limit < 1:
         raise ValueError("limit must be at least 1")
     try:
@@ -234,17 +254,17 @@ def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50
         raise ValueError("cursor: pass back the next_cursor of the page before") from None
     store = _resources(resources).store
     store.require_namespace(namespace)
-    records = list(getattr(store.snapshot(namespace), _KIND_FIELDS[kind]).items())
-    page = records[start:start + limit]
+    records = _listed(store.snapshot(namespace), kind)
     more = start + limit < len(records)
-    return MemoryPage(namespace=namespace, kind=kind, items=[_item(kind, rid, r) for rid, r in page],
+    return MemoryPage(namespace=namespace, kind=kind, items=records[start:start + limit],
                       next_cursor=str(start + limit) if more else None)
 
 
 @run_entry("get_memory")
 def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None,
                config: RunnableConfig | None = None) -> dict[str, Any]:
-    """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record."""
+    """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record, else the store item of that
+    key (``LogicMapStore``) with its first turn's record."""
     namespace = validate_namespace(namespace)
     store = _resources(resources).store
     store.require_namespace(namespace)
@@ -253,6 +273,9 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
         record = getattr(snap, field).get(memory_id)
         if record is not None:
             return {**_item(kind, memory_id, record), "record": record.model_dump(mode="json")}
+    item = items_of(snap).get(memory_id)
+    if item is not None:
+        return {**_store_item(snap, item), "record": snap.turns[item.turn_ids[0]].model_dump(mode="json")}
     raise UnknownMemoryError(namespace, "memory")
 
 
