@@ -153,3 +153,12 @@ def test_the_lifecycle_refuses_an_unknown_keyword_before_any_work(resources: Res
     assert str(caught.value) == ("ingest_conversation() got an unexpected keyword argument 'polcy'. "
                                  "Did you mean 'policy'?")
     assert not resources.store.has_namespace("ana")
+
+
+def test_ask_refuses_a_backbone_the_strategy_has_not(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.graphs.cli import main
+
+    args = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "ask", "Where?", "-n", "sample"]
+    assert main([*args, "-s", "compass", "--backbone", "dense"]) == 2  # before: run without it, silently
+    assert capsys.readouterr().err == ("error: --backbone: strategy compass takes no backbone (these do: goalmem, "
+                                       "forward_reformulate, forward_reflect, forward_react)\n")
