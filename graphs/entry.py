@@ -115,8 +115,15 @@ class _Entry(Generic[P, T]):
 def with_caller_config(ours: RunnableConfig, caller: RunnableConfig | None) -> RunnableConfig:
     """The config a graph run starts with: ``ours`` (run name, tags, metadata, recursion limit) with the caller's
     ``config=`` merged in as LangChain merges configs (its callbacks join, its tags and metadata add to ours, its
-    ``run_name``, ``recursion_limit`` and ``run_id`` win); ``ours`` unchanged without one."""
-    return ours if caller is None else merge_configs(ours, caller)
+    ``run_name``, ``run_id`` and ``configurable`` win); ``ours`` unchanged without one. Our recursion limit stays: it
+    follows from the run's budgets, and a config handed down from a graph node carries that graph's (25 by default),
+    which would cut a strategy's bounded loops short."""
+    if caller is None:
+        return ours
+    merged = merge_configs(ours, caller)
+    if "recursion_limit" in ours:
+        merged["recursion_limit"] = ours["recursion_limit"]
+    return merged
 
 
 def as_run(name: str, config: RunnableConfig | None, inputs: Mapping[str, Any], call: Callable[[], T]) -> T:

@@ -180,7 +180,8 @@ def run_graph(
     and those that name an input field (``question_date``, ``reference_time``) go into the graph's input; any other
     option is a ``TypeError`` naming the close valid ones. ``config`` (a ``RunnableConfig``) is merged into the
     graph's run: its callbacks see it, its tags and metadata join the run's."""
-    check_keywords("answer", options, spec.options | {"resources", "policy", "config"}, of=f" for strategy {spec.name!r}")
+    check_keywords("answer", options, spec.options | {"resources", "policy", "config"},
+                   of=f" for strategy {spec.name!r}")
     validate_namespace(namespace)
     inputs: dict[str, Any] = {"question": question}
     for key in ("question_date", *sorted(spec.input_keys - {"question", "question_date"})):

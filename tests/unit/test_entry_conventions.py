@@ -162,3 +162,34 @@ def test_ask_refuses_a_backbone_the_strategy_has_not(tmp_path: Path, capsys: pyt
     assert main([*args, "-s", "compass", "--backbone", "dense"]) == 2  # before: run without it, silently
     assert capsys.readouterr().err == ("error: --backbone: strategy compass takes no backbone (these do: goalmem, "
                                        "forward_reformulate, forward_reflect, forward_react)\n")
+
+
+def test_a_graph_node_hands_its_config_down(ingested_sample: Resources) -> None:
+    """The LangGraph way: a node passes the config it was given; the strategy's run nests under the node, and its
+    recursion limit stays its own (goalmem's loops need more steps than the parent allows itself)."""
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.graph import END, START, StateGraph
+    from typing_extensions import TypedDict
+
+    class State(TypedDict, total=False):
+        question: str
+        answer: str
+
+    def recall(state: State, config: RunnableConfig) -> dict[str, str]:
+        result = answer("goalmem", state["question"], "sample", resources=ingested_sample, policy="heuristic",
+                        max_breadth=3, max_depth=5, config=config)
+        return {"answer": result.answer}
+
+    builder = StateGraph(State)
+    builder.add_node("recall", recall)
+    builder.add_edge(START, "recall")
+    builder.add_edge("recall", END)
+    handler = Recorder()
+    # The parent needs 1 step: its limit of 4 would stop goalmem's run (parse, decompose, retrieve, ...) half way.
+    out = builder.compile().invoke({"question": QUESTION}, {"callbacks": [handler], "tags": ["app"],
+                                                            "recursion_limit": 4})
+    assert out["answer"] == answer("goalmem", QUESTION, "sample", resources=ingested_sample, policy="heuristic",
+                                   max_breadth=3, max_depth=5).answer
+    names = [name for name, *_ in handler.starts]
+    assert names[:3] == ["LangGraph", "recall", "goalmem"] and [n for n, *_ in handler.roots] == ["LangGraph"]
+    assert all("app" in tags for _, _, tags, _ in handler.starts)
