@@ -18,7 +18,9 @@ and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here 
 | Memory-R2 | ``ingest_r2`` (ingest with ``memory_manager="r2"``), ``r2`` | extract -> manage (ADD / UPDATE / DELETE / NOOP) per session; retrieve -> distill -> answer |
 | baselines | ``baselines`` | dense and BM25 top-k over turns |
 
-Shared: ``resources`` (settings, store, embedder, chat model), ``result`` (``AnswerResult``), ``strategy`` (the
+Shared: ``resources`` (settings, store, embedder, chat model), ``entry`` (every public entry point's keywords: an
+unknown one a ``TypeError`` naming the close valid ones, ``config=`` a LangChain ``RunnableConfig``), ``result``
+(``AnswerResult``), ``strategy`` (the
 ``Strategy`` record, the shared ``QuestionInput``/``AnswerOutput``/``StrategyContext``/``StrategyState`` schemas and
 the one runner of a strategy graph), ``pin`` (a run's namespace, policy and snapshot generation, resolved once by its first
 node, and the pinned snapshot every later node reads), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every

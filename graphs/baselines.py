@@ -6,7 +6,7 @@ They are what the graph strategies are measured against.
 from __future__ import annotations
 
 import time
-from typing import Any, Literal
+from typing import Literal
 
 from logicmap.agents.provider import run_scope
 from logicmap.agents.responder import EvidenceText
@@ -29,7 +29,6 @@ def answer_top_k(
     resources: Resources | None = None,
     policy: str = "auto",
     k: int = 10,
-    **_: object,
 ) -> AnswerResult:
     """Retrieve the top ``k`` turns with ``method`` and answer from them (within the run's deadline)."""
     started = time.perf_counter()
@@ -61,14 +60,16 @@ def answer_top_k(
     )
 
 
-def answer_dense(question: str, namespace: str, **kwargs: Any) -> AnswerResult:
+def answer_dense(question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
+                 k: int = 10) -> AnswerResult:
     """Plain dense RAG: top-k turns by embedding similarity."""
-    return answer_top_k(question, namespace, method="dense", **kwargs)
+    return answer_top_k(question, namespace, method="dense", resources=resources, policy=policy, k=k)
 
 
-def answer_bm25(question: str, namespace: str, **kwargs: Any) -> AnswerResult:
+def answer_bm25(question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
+                k: int = 10) -> AnswerResult:
     """Plain BM25: top-k turns by BM25."""
-    return answer_top_k(question, namespace, method="bm25", **kwargs)
+    return answer_top_k(question, namespace, method="bm25", resources=resources, policy=policy, k=k)
 
 
 # Each a root run of its own when traced (name, strategy/policy tags, namespace, cost), as a graph strategy is.

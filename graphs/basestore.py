@@ -46,6 +46,7 @@ from langgraph.store.base import (
 )
 
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+from logicmap.graphs.entry import checked_keywords
 from logicmap.graphs.forget import forget, purge
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, check_policy, default_resources
@@ -62,6 +63,7 @@ from logicmap.memory.items import (
     message_turns,
     namespace_of,
     namespace_tuple,
+    refuse_period_labels,
     validate_key,
 )
 from logicmap.memory.loaders import Conversation, RawTurn, Session, check_sessions
@@ -109,6 +111,7 @@ class LogicMapStore(BaseStore):
 
     supports_ttl = False
 
+    @checked_keywords
     def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
                  strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False) -> None:
         from logicmap.graphs.strategy_names import STRATEGY_NAMES
@@ -127,6 +130,41 @@ class LogicMapStore(BaseStore):
     @property
     def resources(self) -> Resources:
         return self._resources if self._resources is not None else default_resources()
+
+    # -- LangGraph's own checks, with the fix -----------------------------------------------------------------
+    # BaseStore refuses a label holding '.' before ``batch`` runs, with no hint: each public call checks first.
+
+    def get(self, namespace: tuple[str, ...], *args: Any, **kwargs: Any) -> Item | None:
+        refuse_period_labels(namespace)
+        return super().get(namespace, *args, **kwargs)
+
+    def search(self, namespace_prefix: tuple[str, ...], /, *args: Any, **kwargs: Any) -> list[SearchItem]:
+        refuse_period_labels(namespace_prefix)
+        return super().search(namespace_prefix, *args, **kwargs)
+
+    def put(self, namespace: tuple[str, ...], *args: Any, **kwargs: Any) -> None:
+        refuse_period_labels(namespace)
+        super().put(namespace, *args, **kwargs)
+
+    def delete(self, namespace: tuple[str, ...], *args: Any, **kwargs: Any) -> None:
+        refuse_period_labels(namespace)
+        super().delete(namespace, *args, **kwargs)
+
+    async def aget(self, namespace: tuple[str, ...], *args: Any, **kwargs: Any) -> Item | None:
+        refuse_period_labels(namespace)
+        return await super().aget(namespace, *args, **kwargs)
+
+    async def asearch(self, namespace_prefix: tuple[str, ...], /, *args: Any, **kwargs: Any) -> list[SearchItem]:
+        refuse_period_labels(namespace_prefix)
+        return await super().asearch(namespace_prefix, *args, **kwargs)
+
+    async def aput(self, namespace: tuple[str, ...], *args: Any, **kwargs: Any) -> None:
+        refuse_period_labels(namespace)
+        await super().aput(namespace, *args, **kwargs)
+
+    async def adelete(self, namespace: tuple[str, ...], *args: Any, **kwargs: Any) -> None:
+        refuse_period_labels(namespace)
+        await super().adelete(namespace, *args, **kwargs)
 
     # -- the interface ---------------------------------------------------------------------------------------
 

@@ -29,8 +29,10 @@ from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
+from logicmap.graphs.entry import run_entry
 from logicmap.graphs.ingest import IngestReport, ingest_conversation
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.blocking import run_blocking
@@ -265,6 +267,7 @@ def _session_name(session: Any) -> str | None:
 # -- the entry points ---------------------------------------------------------------------------------------
 
 
+@run_entry("add_messages")
 def add_messages(
     namespace: str,
     messages: Any,
@@ -278,12 +281,15 @@ def add_messages(
     assistant_name: str = "assistant",
     memory_manager: Literal["none", "r2"] | None = None,
     allow_forgotten: bool = False,
+    config: RunnableConfig | None = None,
 ) -> MessagesReport:
     """Append chat messages to ``namespace``'s memory (see the module docstring); re-sent messages are a no-op.
 
     ``session`` names the chat session (default: the open one, or a new one after an idle gap of ``idle_gap_s``,
     default ``LOGICMAP_CHAT_IDLE_GAP_S``); ``trust_assistant`` lets the assistant's replies be evidence;
     ``allow_forgotten`` stores messages a forget left a tombstone for (and lifts those tombstones).
+    ``config`` (a LangChain ``RunnableConfig``): the call is one run named ``add_messages`` under it, the ingest
+    graph's run nested in it (``entry.run_entry``).
     """
     validate_namespace(namespace)
     named = _session_name(session)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,7 +32,9 @@ _STRATEGY_NAMES = ", ".join(STRATEGY_NAMES)  # the registry's names, for the --s
 __all__ = [
     "add_core_commands",
     "build_parser",
+    "LIST_KINDS",
     "cmd_mcp",
+    "confirmed",
     "fallback_summary",
     "main",
     "output_path",
@@ -220,8 +223,12 @@ def _print_result(result: Any, as_json: bool) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.strategies import STRATEGIES, answer, strategy_function
 
+    strategy_function(args.strategy)  # an unknown name: one line naming the choices
+    if args.backbone and "backbone" not in STRATEGIES[args.strategy].options:
+        takes = ", ".join(name for name, s in STRATEGIES.items() if "backbone" in s.options)
+        raise ValueError(f"--backbone: strategy {args.strategy} takes no backbone (these do: {takes})")
     resources = resources_from_args(args)
     resources.store.require_namespace(args.namespace)
     policy = policy_from_args(args, resources)
@@ -337,14 +344,40 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def confirmed(args: argparse.Namespace, command: str, what: str) -> bool:
+    """Whether a destructive command may go on: ``--yes``, else the user's ``y`` at a prompt on the terminal (on
+    stderr; anything else declines). Without ``--yes`` and without a terminal to ask on, ``ValueError`` (one line,
+    exit 2): a script must say ``--yes``."""
+    if getattr(args, "yes", False):
+        return True
+    if sys.stdin is None or not sys.stdin.isatty():
+        raise ValueError(f"{command}: {what}, which cannot be undone: add --yes to confirm (no terminal to ask on)")
+    print(printable(f"{command}: {what}, which cannot be undone. Go on? [y/N] ", one_line=True), end="",
+          file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+def _forget_what(args: argparse.Namespace) -> str:
+    """What ``logicmap forget`` is asked to forget, in words (for its confirmation)."""
+    parts = [f"{label} {', '.join(values)}" for label, values in
+             (("turns", args.turn), ("sessions", args.session), ("store keys", args.key)) if values]
+    if args.before:
+        parts.append(f"every turn said before {args.before}")
+    purge = " and purges them from disk" if args.purge else ""
+    return f"this forgets {'; '.join(parts)} in {args.namespace}, with everything derived only from them{purge}"
+
+
 def cmd_forget(args: argparse.Namespace) -> int:
-    """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge]`
-    (graphs.forget)."""
+    """`logicmap forget -n NS --turn ID ... | --session ID ... | --key KEY ... | --before DATE [--purge] [--yes]`
+    (graphs.forget); asks first unless --yes."""
     from logicmap.graphs.forget import forget
     from logicmap.memory.store import UnknownMemoryError
 
     if not (args.turn or args.session or args.key or args.before):
         raise ValueError("say what to forget: --turn ID, --session ID, --key KEY or --before DATE")
+    if not confirmed(args, "forget", _forget_what(args)):
+        print("nothing was forgotten", file=sys.stderr)
+        return 1
     try:
         report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (),
                         keys=args.key or (), before=args.before, purge=args.purge, surface="cli",
@@ -378,25 +411,40 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
 
 def cmd_delete_namespace(args: argparse.Namespace) -> int:
-    """`logicmap delete-namespace -n NS`: one namespace deleted and purged (never one whose name starts with it)."""
+    """`logicmap delete-namespace -n NS [--yes]`: one namespace deleted and purged (never one whose name starts with
+    it); asks first unless --yes."""
     from logicmap.graphs.forget import delete_namespace
+    from logicmap.memory.records import validate_namespace
 
+    namespace = validate_namespace(args.namespace)
+    what = f"this deletes namespace {namespace} and all its memory from disk ({namespace}.* namespaces stay)"
+    if not confirmed(args, "delete-namespace", what):
+        print("nothing was deleted", file=sys.stderr)
+        return 1
     done = delete_namespace(args.namespace, resources=resources_from_args(args))
     print(f"deleted namespace {done['namespace']} ({done['collections']} collections)"
           + (", database compacted" if done["compacted"] else ""))
     return 0
 
 
+LIST_KINDS = ("turns", "events", "facts", "r2_facts", "items")
+"""``list --kind``'s choices: ``graphs.forget.KINDS`` (a test holds them equal; the parser imports nothing heavy)."""
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    """`logicmap list -n NS [--kind turns|events|facts|items]`: one JSON line per memory."""
+    """`logicmap list -n NS [--kind turns|events|facts|r2_facts|items]`: one JSON line per memory (a store item's id
+    is its key)."""
     from logicmap.graphs.forget import list_memories
 
-    page = list_memories(args.namespace, kind=args.kind, limit=args.limit, cursor=args.cursor,
-                         resources=resources_from_args(args))
+    resources = resources_from_args(args)
+    page = list_memories(args.namespace, kind=args.kind, limit=args.limit, cursor=args.cursor, resources=resources)
     for item in page.items:
         print(printable_json(json.dumps(item)))
     if page.next_cursor is not None:
         print(f"more: --cursor {page.next_cursor}", file=sys.stderr)
+    if args.kind == "items" and not page.items and resources.store.snapshot(args.namespace).r2_facts:
+        print("note: no store items here; Memory-R2 facts, which --kind items listed before, are --kind r2_facts",
+              file=sys.stderr)
     return 0
 
 
@@ -410,7 +458,56 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """`logicmap mcp -n NS | --http --tenants FILE`: the memory toolkit over MCP (graphs.mcp_server)."""
+    """`logicmap mcp -n NS | --http --tenants FILE`: the memory toolkit over MCP (graphs.mcp_server).
+
+    A stdio server that cannot start (a bad flag, the store in use by another process, ...) answers its client's
+    ``initialize`` with a JSON-RPC error carrying the same line it prints on stderr, then exits: the client shows
+    the reason, not only "Connection closed"."""
+    try:
+        serve = _mcp_server(args)
+    except Exception as exc:
+        if not args.http:
+            _refuse_stdio_client(printable(f"error: {exc}", one_line=True))
+        raise
+    serve()
+    return 0
+
+
+def _refuse_stdio_client(line: str, *, wait_s: float = 30.0) -> bool:
+    """Answer a stdio MCP client's requests with a JSON-RPC error whose message is ``line``, until its ``initialize``
+    (a newer client probes ``server/discover`` first and falls back to ``initialize`` on an error); whether
+    ``initialize`` was answered (not: stdin is a terminal, closed, or silent for ``wait_s`` seconds).
+
+    Plain JSON-RPC 2.0, as the MCP stdio transport frames it (one JSON object per line), so it also works when the
+    mcp package is what is missing."""
+    import select
+
+    if sys.stdin is None or sys.stdin.isatty():
+        return False
+    stdin = sys.stdin.buffer
+    deadline = time.monotonic() + wait_s
+    while (left := deadline - time.monotonic()) > 0 and select.select([stdin], [], [], left)[0]:
+        raw = stdin.readline()
+        if not raw:
+            return False  # the client closed its end
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(message, dict) and "method" in message and message.get("id") is not None:
+            error = {"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32603, "message": line}}
+            sys.stdout.write(json.dumps(error) + "\n")
+            sys.stdout.flush()
+            if message["method"] == "initialize":
+                return True
+    return False
+
+
+def _mcp_server(args: argparse.Namespace) -> Callable[[], None]:
+    """How ``logicmap mcp`` serves: its MCP server built (the store opened, the embedder loaded), over stdio or
+    HTTP."""
+    from functools import partial
+
     if args.http is False and args.tenants:
         raise ValueError("--tenants maps HTTP bearer tokens to namespaces: add --http (stdio serves one namespace)")
     if bool(args.namespace) == bool(args.tenants):
@@ -430,10 +527,8 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                                          writes=not args.read_only)
     resources.embeddings.embed_query("warm-up")  # the embedder loads now, not in the first client's call
     if args.http:
-        mcp_server.serve_http(server, port=args.port, tenants=tenants)
-    else:
-        mcp_server.serve_stdio(server)
-    return 0
+        return partial(mcp_server.serve_http, server, port=args.port, tenants=tenants)
+    return partial(mcp_server.serve_stdio, server)
 
 
 def _add_mcp_command(sub: Any) -> None:
@@ -456,6 +551,7 @@ def _add_lifecycle_commands(sub: Any) -> None:
     p.add_argument("--key", nargs="+", metavar="KEY", help="items LogicMapStore.put stored under these keys")
     p.add_argument("--before", metavar="DATE", help="every turn said before this date (YYYY-MM-DD)")
     p.add_argument("--purge", action="store_true", help="then remove the forgotten records from disk for good")
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask first (needed without a terminal)")
     p.set_defaults(func=cmd_forget)
 
     p = sub.add_parser("purge", help="remove every retired version of a namespace from disk (what forgets, store "
@@ -465,16 +561,20 @@ def _add_lifecycle_commands(sub: Any) -> None:
 
     p = sub.add_parser("delete-namespace", help="delete one namespace and purge it (its children are kept)")
     p.add_argument("--namespace", "-n", required=True)
+    p.add_argument("--yes", "-y", action="store_true", help="do not ask first (needed without a terminal)")
     p.set_defaults(func=cmd_delete_namespace)
 
     p = sub.add_parser("list", help="list a namespace's memories, one JSON line each")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--kind", choices=["turns", "events", "facts", "items"], default="turns")
+    p.add_argument("--kind", choices=LIST_KINDS, default="turns",
+                   help="turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts, which "
+                        "--kind items listed before), items (LogicMapStore items, by key)")
     p.add_argument("--limit", type=int, default=1000)
     p.add_argument("--cursor", help="the cursor the page before printed")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("get", help="one memory (turn, event, fact or item) by id, as JSON")
+    p = sub.add_parser("get", help="one memory (turn, event, fact, Memory-R2 fact) by id, or a store item by key, as "
+                       "JSON")
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("id")
     p.set_defaults(func=cmd_get)

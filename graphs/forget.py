@@ -19,9 +19,11 @@ from datetime import date, datetime
 from functools import partial
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
 from logicmap.agents.segmenter import turns_summary
+from logicmap.graphs.entry import run_entry
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.forgetting import (
@@ -32,13 +34,15 @@ from logicmap.memory.forgetting import (
     rebuilt_event,
     turns_to_forget,
 )
-from logicmap.memory.items import items_of, validate_key
+from logicmap.memory.items import StoredItem, items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot, PurgeReport
 from logicmap.memory.tombstones import tombstones_for
 
 __all__ = [
+    "KINDS",
     "ForgetReport",
+    "MemoryKind",
     "MemoryPage",
     "UnknownMemoryError",
     "aforget",
@@ -58,8 +62,12 @@ __all__ = [
 ]
 
 MAX_TRIES = 5  # a forget that lost its commit to a concurrent writer is computed again on the new snapshot
-MemoryKind = Literal["turns", "events", "facts", "items"]
-_KIND_FIELDS = {"turns": "turns", "events": "events", "facts": "facts", "items": "r2_facts"}
+MemoryKind = Literal["turns", "events", "facts", "r2_facts", "items"]
+"""What ``list_memories`` lists: turns, events, REAL's temporal ``facts``, Memory-R2's facts (``r2_facts``; before
+issue 43 they were listed as ``items``), or the store ``items`` ``LogicMapStore.put`` wrote, by key."""
+_KIND_FIELDS = {"turns": "turns", "events": "events", "facts": "facts", "r2_facts": "r2_facts"}
+KINDS: tuple[str, ...] = (*_KIND_FIELDS, "items")
+"""Every kind ``list_memories`` lists, in the order the CLI offers them."""
 
 
 class ForgetReport(BaseModel):
@@ -164,6 +172,7 @@ def _one_turn(snap: NamespaceSnapshot, *, memory_id: str) -> set[str]:
     return {memory_id}
 
 
+@run_entry("forget")
 def forget(
     namespace: str,
     *,
@@ -174,13 +183,16 @@ def forget(
     purge: bool = False,
     surface: str = "python",
     resources: Resources | None = None,
+    config: RunnableConfig | None = None,
 ) -> ForgetReport:
     """Forget turns (by id, by session, by store item key, or every turn said before a date) and everything
     derived only from them. ``keys`` name items ``LogicMapStore.put`` stored (its ``delete`` calls this).
 
     One atomic commit: a reader holding an older snapshot finishes its run, every later run sees the namespace
     without them. ``purge=True`` then removes the retired versions from disk (``MemoryStore.purge``). Ids that name
-    nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace."""
+    nothing here (another tenant's included) raise ``UnknownMemoryError``, which names only this namespace.
+    ``config`` (a LangChain ``RunnableConfig``): the call is one run named ``forget`` under it (``entry.run_entry``:
+    its callbacks see it, its tags and metadata are the run's); so for every function of this module."""
     namespace = validate_namespace(namespace)
     res = _resources(resources)
     keys = [validate_key(k) for k in keys]
@@ -190,8 +202,9 @@ def forget(
     return _purged(res, report) if purge else report
 
 
+@run_entry("update_memory")
 def update_memory(namespace: str, memory_id: str, text: str, *, purge: bool = False, surface: str = "python",
-                  resources: Resources | None = None) -> ForgetReport:
+                  resources: Resources | None = None, config: RunnableConfig | None = None) -> ForgetReport:
     """Give a turn new text: what was derived from its old text is forgotten, events citing it are rebuilt.
     ``purge=True`` then removes the old text's versions from disk, as ``forget``'s does."""
     namespace = validate_namespace(namespace)
@@ -217,7 +230,9 @@ def _purged(res: Resources, report: ForgetReport) -> ForgetReport:
     return report
 
 
-def delete_namespace(namespace: str, *, resources: Resources | None = None) -> dict[str, Any]:
+@run_entry("delete_namespace")
+def delete_namespace(namespace: str, *, resources: Resources | None = None,
+                     config: RunnableConfig | None = None) -> dict[str, Any]:
     """Delete one namespace and purge it (``acme.bob`` survives deleting ``acme``)."""
     return _resources(resources).store.drop_namespace(validate_namespace(namespace))
 
@@ -229,12 +244,27 @@ def _item(kind: str, rid: str, record: Any) -> dict[str, Any]:
     return {"id": rid, "kind": kind, "text": text, "session_id": getattr(record, "session_id", None)}
 
 
+def _store_item(snap: NamespaceSnapshot, item: StoredItem) -> dict[str, Any]:
+    """A store item as ``list_memories`` shows it: its key as the id, the text its turns hold, its value and times."""
+    text = " ".join(snap.turns[t].text for t in item.turn_ids if t in snap.turns)
+    return {"id": item.key, "kind": "items", "text": text, "session_id": item.session_id, "key": item.key,
+            "value": item.value, "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+
+
+def _listed(snap: NamespaceSnapshot, kind: str) -> list[dict[str, Any]]:
+    if kind == "items":
+        return [_store_item(snap, item) for item in items_of(snap).values()]
+    return [_item(kind, rid, r) for rid, r in getattr(snap, _KIND_FIELDS[kind]).items()]
+
+
+@run_entry("list_memories")
 def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50, cursor: str | None = None,
-                  resources: Resources | None = None) -> MemoryPage:
-    """One page of a namespace's memories of one kind, in memory order; pass ``next_cursor`` back for the next."""
+                  resources: Resources | None = None, config: RunnableConfig | None = None) -> MemoryPage:
+    """One page of a namespace's memories of one kind (``MemoryKind``), in memory order; pass ``next_cursor`` back
+    for the next. A store item's id is its key."""
     namespace = validate_namespace(namespace)
-    if kind not in _KIND_FIELDS:
-        raise ValueError(f"kind must be one of {', '.join(_KIND_FIELDS)}")
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(KINDS)}")
     if limit < 1:
         raise ValueError("limit must be at least 1")
     try:
@@ -243,15 +273,17 @@ def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50
         raise ValueError("cursor: pass back the next_cursor of the page before") from None
     store = _resources(resources).store
     store.require_namespace(namespace)
-    records = list(getattr(store.snapshot(namespace), _KIND_FIELDS[kind]).items())
-    page = records[start:start + limit]
+    records = _listed(store.snapshot(namespace), kind)
     more = start + limit < len(records)
-    return MemoryPage(namespace=namespace, kind=kind, items=[_item(kind, rid, r) for rid, r in page],
+    return MemoryPage(namespace=namespace, kind=kind, items=records[start:start + limit],
                       next_cursor=str(start + limit) if more else None)
 
 
-def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None) -> dict[str, Any]:
-    """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record."""
+@run_entry("get_memory")
+def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None,
+               config: RunnableConfig | None = None) -> dict[str, Any]:
+    """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record, else the store item of that
+    key (``LogicMapStore``) with its first turn's record."""
     namespace = validate_namespace(namespace)
     store = _resources(resources).store
     store.require_namespace(namespace)
@@ -260,6 +292,9 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
         record = getattr(snap, field).get(memory_id)
         if record is not None:
             return {**_item(kind, memory_id, record), "record": record.model_dump(mode="json")}
+    item = items_of(snap).get(memory_id)
+    if item is not None:
+        return {**_store_item(snap, item), "record": snap.turns[item.turn_ids[0]].model_dump(mode="json")}
     raise UnknownMemoryError(namespace, "memory")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, cast
 
 from langgraph.graph import END, START, StateGraph
@@ -629,20 +629,13 @@ def build_goalmem_graph() -> StateGraph[GoalMemState, GoalMemContext, GoalMemInp
 
 # -- the Python entry point --------------------------------------------------------------------------
 
-# Fields a caller may set through ``answer(**options)``; resources come through ``answer(resources=...)``.
-_OPTION_FIELDS = {f.name for f in fields(GoalMemContext)} - {"resources", "namespace"}
-
-
 def _answer_context(context: GoalMemContext | None, policy: str, options: dict[str, Any]) -> GoalMemContext:
     """The run's context: ``context`` (else the defaults) with the options and the ``backbone`` option (default
-    ``bm25``) applied."""
+    ``bm25``) applied (``run_graph`` refused any option that is no context field, ``k`` or ``backbone``)."""
     updates = dict(options)
     backbone = updates.pop("backbone", "bm25")
     if "k" in updates:
         updates.setdefault("k_per_subgoal", updates.pop("k"))
-    unknown = sorted(set(updates) - _OPTION_FIELDS)
-    if unknown:
-        raise ValueError(f"unknown goalmem options {unknown}; known: {sorted(_OPTION_FIELDS)}")
     if isinstance(backbone, str):
         # A context's own backbone wins over the default name (answer's ``backbone`` defaults to "bm25").
         if context is None or backbone != GoalMemContext.backbone:
@@ -744,7 +737,7 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 STRATEGY = graph_strategy(
     "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events"),
     make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
-    recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
+    extra_options=("k",), recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )
 answer = STRATEGY.run
 """Answer by backward chaining. ``backbone``: ``bm25`` (turns), ``dense`` (turns), ``events`` (event graph), a

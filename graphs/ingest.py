@@ -23,12 +23,14 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
 
+from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.agents.provider import run_scope
 from logicmap.graphs import ingest_redo
+from logicmap.graphs.entry import checked_keywords, with_caller_config
 from logicmap.graphs.ingest_nodes import (
     MAX_COMMIT_CONFLICTS,
     ContinuationError,
@@ -208,6 +210,7 @@ def _default_context(resources: Resources, policy: Literal["auto", "llm", "heuri
                          recluster_every=settings.recluster_every, context_tokens=settings.context_tokens)
 
 
+@checked_keywords
 def ingest_conversation(
     conversation: Conversation | str | Path,
     namespace: str,
@@ -224,6 +227,7 @@ def ingest_conversation(
     replace_sessions: Sequence[str] = (),
     purge_replaced: bool = False,
     allow_forgotten: bool = False,
+    config: RunnableConfig | None = None,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
 
@@ -237,6 +241,8 @@ def ingest_conversation(
     ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit);
     ``purge_replaced``: ``IngestContext.purge_replaced`` (that commit records a purge of what it retired as owed).
     Turns a forget left a tombstone for are left out (``memory.tombstones``) unless ``allow_forgotten``.
+    ``config``: a LangChain ``RunnableConfig`` merged into the ingest graph's run (its callbacks see the run, its
+    tags and metadata join the run's, its ``run_name`` names it).
     """
     conversation = _one_conversation(conversation)
     validate_namespace(namespace)
@@ -251,11 +257,11 @@ def ingest_conversation(
     if allow_forgotten:
         ctx = dataclasses.replace(ctx, allow_forgotten=True)
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
-    config = run_config(
+    config = with_caller_config(run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
         metadata={"sessions": len(conversation.sessions)},
         recursion_limit=20 + 10 * len(conversation.sessions) + 8 * MAX_COMMIT_CONFLICTS,
-    )
+    ), config)
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()
     compiled: CompiledStateGraph[Any, Any, Any, Any] = ingest_redo.graph if redo_fallbacks else graph

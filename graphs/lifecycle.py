@@ -14,14 +14,14 @@ updates, a purge a stopped process left unfinished). Studio loads ``forget_graph
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, NotRequired
+from typing import Annotated, Any, NotRequired
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
-from logicmap.graphs.forget import ForgetReport, delete_namespace, forget, list_memories, purge
+from logicmap.graphs.forget import ForgetReport, MemoryKind, delete_namespace, forget, list_memories, purge
 from logicmap.graphs.resources import (
     ResourcesField,
     namespace_field,
@@ -84,7 +84,8 @@ class ForgetState(ForgetInput, total=False):
 class ListInput(TypedDict):
     """Which page of the run's namespace's memories to list."""
 
-    kind: NotRequired[Annotated[Literal["turns", "events", "facts", "items"], Field(description="The record kind.")]]
+    kind: NotRequired[Annotated[MemoryKind, Field(description=(
+        "turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts) or items (store items, by key)."))]]
     limit: NotRequired[Annotated[int, Field(description="At most this many records (default 50).")]]
     cursor: NotRequired[Annotated[str | None, Field(description="The next_cursor of the page before.")]]
 

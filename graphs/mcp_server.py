@@ -21,12 +21,12 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
-from logicmap.graphs.forget import alist_memories, apurge, memory_editor
+from logicmap.graphs.forget import MemoryKind, alist_memories, apurge, memory_editor
 from logicmap.graphs.strategies import StrategyName, aanswer
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import UnknownNamespaceError
@@ -127,9 +127,10 @@ class MemoryTools:
         result = await self._readable_answer(strategy, question, self.tenant(ctx))
         return json.dumps({"answer": result.answer, "cited_turns": result.cited_turns(10), "strategy": strategy})
 
-    async def list_memories(self, ctx: Context, kind: Literal["turns", "events", "facts", "items"] = "turns",
-                            limit: int = 50, cursor: str | None = None) -> str:
-        """List stored memories of one kind, a page at a time (pass next_cursor back for the next page)."""
+    async def list_memories(self, ctx: Context, kind: MemoryKind = "turns", limit: int = 50,
+                            cursor: str | None = None) -> str:
+        """List stored memories of one kind, a page at a time (pass next_cursor back for the next page): turns,
+        events, facts (temporal facts), r2_facts (Memory-R2 facts) or items (store items, by key)."""
         try:
             page = await alist_memories(self.tenant(ctx), kind=kind, limit=limit, cursor=cursor,
                                         resources=self.resources)

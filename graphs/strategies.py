@@ -16,7 +16,10 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
+from langchain_core.runnables import RunnableConfig
+
 from logicmap.agents.provider import run_scope
+from logicmap.graphs.entry import check_keywords
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.strategy import Strategy
@@ -123,24 +126,40 @@ def strategy_function(name: str) -> Any:
     return STRATEGIES[name].run
 
 
+def _check_options(strategy: str, options: dict[str, Any]) -> None:
+    """``TypeError`` for an option the named strategy does not take, naming the close ones it does."""
+    valid = STRATEGIES[strategy].options | {"resources", "policy", "config"}
+    check_keywords("answer", options, valid, of=f" for strategy {strategy!r}")
+
+
 def answer(
-    strategy: str, question: str, namespace: str, *, resources: Resources | None = None, **options: Any
+    strategy: str, question: str, namespace: str, *, resources: Resources | None = None,
+    config: RunnableConfig | None = None, **options: Any
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` with the named strategy, within the run's deadline.
 
-    A question longer than ``LOGICMAP_MAX_QUESTION_CHARS`` raises ``InputTooLargeError`` before any work."""
+    ``options`` are the strategy's (``STRATEGIES[strategy].options``, and ``policy``); an unknown one raises
+    ``TypeError`` naming the close valid ones. ``config`` is a LangChain ``RunnableConfig`` merged into the run as a
+    runnable's ``invoke`` merges it: its callbacks see the run, its tags and metadata join the run's, its
+    ``run_name`` names it. A question longer than ``LOGICMAP_MAX_QUESTION_CHARS`` raises ``InputTooLargeError``
+    before any work."""
     run = strategy_function(strategy)
+    _check_options(strategy, options)
     settings = (resources or default_resources()).settings
     check_question(question, settings, where=f"answer(strategy={strategy!r})")
+    if config is not None:
+        options["config"] = config
     with run_scope(settings):
         result: AnswerResult = run(question, namespace, resources=resources, **options)
     return result
 
 
 async def aanswer(
-    strategy: str, question: str, namespace: str, *, resources: Resources | None = None, **options: Any
+    strategy: str, question: str, namespace: str, *, resources: Resources | None = None,
+    config: RunnableConfig | None = None, **options: Any
 ) -> AnswerResult:
     """``answer`` awaited: the run (its store reads, embeddings and sync model calls) goes to the shared bounded
     executor (``memory.blocking``), so the event loop keeps running and concurrent calls never add threads."""
     strategy_function(strategy)  # an unknown name fails here, before any work is queued
-    return await run_blocking(answer, strategy, question, namespace, resources=resources, **options)
+    _check_options(strategy, options)  # and an unknown option
+    return await run_blocking(answer, strategy, question, namespace, resources=resources, config=config, **options)

@@ -13,10 +13,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired
 
+from langchain_core.runnables import RunnableConfig
 from pydantic import ConfigDict, Field, with_config
 from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost, FallbackRecord, add_cost
+from logicmap.graphs.entry import check_keywords
 from logicmap.graphs.resources import (
     Resources,
     ResourcesField,
@@ -121,6 +123,15 @@ class Strategy:
     variants: tuple[str, ...] = ()
 
     @property
+    def options(self) -> frozenset[str]:
+        """The keyword options ``run`` takes besides ``resources``, ``policy`` and ``config`` (a graph's context
+        fields and input fields but the question, and ``context``; a function's own keyword parameters)."""
+        found = getattr(self.run, "options", None)
+        if found is None:
+            found = _keyword_parameters(self.run)
+        return frozenset(found)
+
+    @property
     def input_schema(self) -> Any:
         return None if self.graph is None else self.graph.builder.input_schema
 
@@ -141,6 +152,14 @@ class _GraphRun:
     make_context: Callable[[Any, str, dict[str, Any]], Any] | None = None
     check: Callable[[Any, Resources, str], None] | None = None
     input_keys: frozenset[str] = field(default_factory=frozenset)
+    extra_options: frozenset[str] = field(default_factory=frozenset)
+
+    @property
+    def options(self) -> frozenset[str]:
+        """The options ``run_graph`` takes: the context's fields (but the namespace, policy and resources, which are
+        arguments of their own), the input's (but the question), ``context`` and the graph's extra ones."""
+        fields = set(getattr(self.context, "__dataclass_fields__", {})) - {"namespace", "policy", "resources"}
+        return frozenset(fields | (self.input_keys - {"question"}) | self.extra_options | {"context"})
 
     def __call__(self, question: str, namespace: str, **kwargs: Any) -> AnswerResult:
         """Answer ``question`` from ``namespace`` with this graph (``run_graph``): the strategy's ``answer``."""
@@ -155,10 +174,15 @@ def run_graph(
     resources: Resources | None = None,
     policy: str = "auto",
     context: Any = None,
+    config: RunnableConfig | None = None,
     **options: Any,
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` with the strategy's graph; options override its context fields,
-    and those that name an input field (``question_date``, ``reference_time``) go into the graph's input."""
+    and those that name an input field (``question_date``, ``reference_time``) go into the graph's input; any other
+    option is a ``TypeError`` naming the close valid ones. ``config`` (a ``RunnableConfig``) is merged into the
+    graph's run: its callbacks see it, its tags and metadata join the run's."""
+    check_keywords("answer", options, spec.options | {"resources", "policy", "config"},
+                   of=f" for strategy {spec.name!r}")
     validate_namespace(namespace)
     inputs: dict[str, Any] = {"question": question}
     for key in ("question_date", *sorted(spec.input_keys - {"question", "question_date"})):
@@ -176,7 +200,7 @@ def run_graph(
         return invoke_strategy(
             spec.name, spec.graph, inputs, ctx,
             namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
-            make_result=_final_result,
+            make_result=_final_result, config=config,
         )
 
 
@@ -196,13 +220,25 @@ def graph_strategy(
     make_context: Callable[[Any, str, dict[str, Any]], Any] | None = None,
     check: Callable[[Any, Resources, str], None] | None = None,
     variants: tuple[str, ...] = (),
+    extra_options: tuple[str, ...] = (),
 ) -> Strategy:
     """The ``Strategy`` of a graph: its ``run`` is ``run_graph`` with what differs for this graph; the graph's final
-    node (``finish_run``) builds the ``AnswerResult`` that ``run`` returns."""
+    node (``finish_run``) builds the ``AnswerResult`` that ``run`` returns. ``extra_options``: options its
+    ``make_context`` reads that are no context field (goalmem's ``k``)."""
     run = _GraphRun(name, graph, context, recursion_limit, tags, make_context, check,
-                    frozenset(_keys(graph.builder.input_schema)))
+                    frozenset(_keys(graph.builder.input_schema)), frozenset(extra_options))
     return Strategy(name=name, run=run, graph=graph, context=context, variants=variants)
 
 
 def _keys(schema: Any) -> Mapping[str, Any]:
     return getattr(schema, "__annotations__", {}) or {}
+
+
+def _keyword_parameters(run: Any) -> set[str]:
+    """A plain strategy function's keyword parameters but the question, the namespace, resources and policy."""
+    import inspect
+
+    target = getattr(run, "answer", run)  # a traced strategy runs its ``answer``
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    params = inspect.signature(target).parameters.values()
+    return {p.name for p in params if p.kind in kinds} - {"question", "namespace", "resources", "policy"}

@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
 from logicmap.agents.provider import run_scope
+from logicmap.graphs.entry import with_caller_config
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy, server_mode
 from logicmap.memory.deadline import check_deadline, current_deadline
 from logicmap.memory.input_limits import check_question
@@ -198,20 +199,24 @@ def invoke_strategy(
     recursion_limit: int,
     make_result: Callable[[dict[str, Any], float], R],
     tags: Sequence[str] = (),
+    config: RunnableConfig | None = None,
 ) -> R:
     """Run a strategy's compiled graph: ``make_result(final state, elapsed seconds)`` builds the answer.
 
     The graph's own root run is the trace's root (a ``TracedGraph`` names and tags it and puts the cost on it),
     the same shape as a run through the API server. The run's retry policy and deadline come from the
-    context's settings (``agents.provider.run_scope``).
+    context's settings (``agents.provider.run_scope``). The caller's ``config`` is merged in
+    (``with_caller_config``): its callbacks see the run, its tags and metadata are the run's.
     """
     carried = getattr(context, "resources", None)
     settings = (carried if isinstance(carried, Resources) else default_resources()).settings
     started = time.perf_counter()
-    config: RunnableConfig = {"run_name": strategy, "tags": list(tags), "recursion_limit": recursion_limit}
+    caller = config
+    config = {"run_name": strategy, "tags": list(tags), "recursion_limit": recursion_limit}
     if not isinstance(compiled, TracedGraph):  # a plain compiled graph: tag and describe its run here
         config = run_config(strategy, namespace=namespace, policy=context.policy, budgets=context, tags=tags,
                             recursion_limit=recursion_limit)
+    config = with_caller_config(config, caller)
     # The whole final state, not only the output schema Studio shows: the result is built from it.
     state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
     with run_scope(settings):
@@ -549,13 +554,15 @@ class _TracedStrategy:
     answer: Callable[..., Any]
 
     def __call__(self, question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
-                 **options: Any) -> Any:
+                 config: RunnableConfig | None = None, **options: Any) -> Any:
         from langchain_core.runnables import RunnableLambda
 
         known = policy in ("auto", "llm", "heuristic")  # an unknown one is the strategy's to refuse
         used = _policy_used(policy, resources or default_resources()) if known else policy
-        config = run_config(self.strategy, namespace=namespace, policy=used, budgets=options)
-        config["run_id"] = uuid.uuid4()
+        caller = config
+        config = with_caller_config(run_config(self.strategy, namespace=namespace, policy=used, budgets=options),
+                                    caller)
+        config["run_id"] = (caller or {}).get("run_id") or uuid.uuid4()
         config = _with_root_cost(config, get_callback_manager_for_config(config), summed=False)
         kwargs = {"resources": resources, "policy": policy, **options}
         call = RunnableLambda(functools.partial(_call_strategy, self.answer, question, namespace, kwargs),

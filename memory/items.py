@@ -36,6 +36,7 @@ __all__ = [
     "message_turns",
     "namespace_of",
     "namespace_tuple",
+    "refuse_period_labels",
     "validate_key",
 ]
 
@@ -58,17 +59,34 @@ def namespace_of(namespace: Sequence[str]) -> str:
     must be a valid namespace (at most 128 characters, starting with a letter or digit)."""
     if not isinstance(namespace, tuple | list) or not namespace:
         raise InvalidItemError(f"a store namespace is a non-empty tuple of strings, not {type(namespace).__name__}")
+    refuse_period_labels(namespace)
     for label in namespace:
         if not isinstance(label, str) or not _LABEL_RE.fullmatch(label):
-            shown = repr(label) if len(repr(label)) <= 60 else repr(label)[:50] + "..."
             raise InvalidItemError(
-                f"store namespace label {shown} cannot map to a LogicMap namespace: use ASCII letters, digits and "
-                "_ : @ - (a label cannot be empty or hold '.')"
+                f"store namespace label {_shown(label)} cannot map to a LogicMap namespace: use ASCII letters, "
+                "digits and _ : @ - (a label cannot be empty or hold '.')"
             )
     try:
         return validate_namespace(".".join(namespace))
     except ValueError as exc:
         raise InvalidItemError(f"store namespace {tuple(namespace)!r} cannot map to a LogicMap namespace: {exc}") from None
+
+
+def _shown(label: object) -> str:
+    return repr(label) if len(repr(label)) <= 60 else repr(label)[:50] + "..."
+
+
+def refuse_period_labels(labels: Iterable[object]) -> None:
+    """``InvalidItemError`` for a label holding ``.`` (LangGraph refuses one in every store call, and LogicMap joins
+    labels with it), with the fix for the usual cause, an email as the user id: its periods replaced by ``:``
+    (which no usual email address holds, so two users do not share a label)."""
+    for label in labels:
+        if isinstance(label, str) and "." in label:
+            fixed = _shown(label.replace(".", ":"))
+            raise InvalidItemError(
+                f"store namespace label {_shown(label)} holds '.', which a LangGraph store refuses in a label: for a "
+                f"user id such as an email, replace its periods, e.g. {fixed} (user_id.replace('.', ':'))"
+            )
 
 
 def namespace_tuple(namespace: str) -> tuple[str, ...]:

@@ -61,7 +61,15 @@ class DataFormatError(ValueError):
 
     def __init__(self, path: str | Path, record: str, field: str, problem: str) -> None:
         self.path, self.record, self.field, self.problem = str(path), record, field, problem
-        super().__init__(f"{self.path}: {record}: field {field!r}: {problem}")
+        if record == FILE and field == "-":  # the whole file: no record, no field to name
+            super().__init__(f"{self.path}: {problem}")
+        else:
+            super().__init__(f"{self.path}: {record}: field {field!r}: {problem}")
+
+
+FILE = "file"
+"""The ``record`` of a ``DataFormatError`` about the whole file (missing, unreadable): its message names the path
+and the problem only."""
 
 
 class RawTurn(BaseModel):
@@ -291,7 +299,7 @@ def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as exc:
-        raise DataFormatError(path, "file", "-", f"cannot read: {exc.strerror}") from exc
+        raise DataFormatError(path, FILE, "-", f"cannot read: {exc.strerror}") from exc
 
 
 def _read_json(path: Path, unit: str = "record") -> Any:
@@ -534,12 +542,20 @@ def _locomo_qa(sample: dict[str, Any], sample_id: str, record: _Record) -> list[
     return items
 
 
+_CHAT_MESSAGES_HINT = (
+    "missing: this file holds chat messages ({role, content}), not LoCoMo samples; write one message per line to a "
+    ".jsonl file (logicmap ingest reads it), or pass the list to add_messages(namespace, messages) in Python"
+)
+
+
 def _locomo_sample(sample: Any, n: int, path: Path, ids: _IdRegistry) -> Conversation:
     record = _Record(path, f"sample {n}")
     sample = record.object(sample, "-")
     sample_id = record.identifier(sample.get("sample_id", f"conv-{n}"), "sample_id", MAX_CONVERSATION_ID, spaces=True)
     ids.add(record, sample_id, n)
     record = _Record(path, f"sample {sample_id!r}")
+    if "conversation" not in sample and ({"role", "content"} <= set(sample) or "messages" in sample):
+        raise record.error("conversation", _CHAT_MESSAGES_HINT)
     conv = record.value(sample, "conversation", dict)
     record.object(conv, "conversation")
     speakers = [record.text(conv, key, required=False) or "" for key in ("speaker_a", "speaker_b")]
@@ -727,8 +743,8 @@ def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmem
     path = Path(path)
     if not path.exists():
         # A relative path names the directory it was resolved against: a server's is not the caller's.
-        where = "" if path.is_absolute() else f" (resolved against {Path.cwd()})"
-        raise DataFormatError(path, "file", "-", f"no such file{where}")
+        where = "" if path.is_absolute() else f": {Path.cwd() / path} (relative paths are resolved against {Path.cwd()})"
+        raise DataFormatError(path, FILE, "-", f"no such file{where}")
     if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
         return load_jsonl(path)
     if fmt == "auto":

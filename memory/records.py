@@ -39,11 +39,17 @@ _NAMESPACE_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}")
 
 
 def validate_namespace(namespace: object) -> str:
-    """Return the namespace if it is a well-formed name, else raise ``ValueError``."""
+    """Return the namespace if it is a well-formed name, else raise ``ValueError``. A store namespace tuple of
+    strings (``("memories", "alice")``) is told the name it maps to (``"memories.alice"``)."""
     if not isinstance(namespace, str) or not _NAMESPACE_RE.fullmatch(namespace):
         shown = repr(namespace)
         if len(shown) > 80:  # a megabyte of "namespace" should not become a megabyte of error
             shown = f"{shown[:60]}... ({len(shown)} characters)"
+        if isinstance(namespace, tuple | list) and namespace and all(isinstance(p, str) for p in namespace):
+            joined = ".".join(namespace)
+            if _NAMESPACE_RE.fullmatch(joined):
+                raise ValueError(f"invalid namespace {shown}: a namespace is one string; pass {joined!r} (the "
+                                 "name LogicMapStore gives this namespace tuple)")
         raise ValueError(
             f"invalid namespace {shown}: use 1-128 characters from ASCII letters, digits and _ . : @ -, "
             "starting with a letter or digit"

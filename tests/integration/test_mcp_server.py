@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import time
@@ -100,6 +101,42 @@ def test_stdio_server_serves_one_namespace_and_ignores_a_namespace_argument(tmp_
     alice, bob, audit = _after(data_dir)
     assert alice == ["I grow figs in Porto."] and bob == [f"My locker code is {BOB_SECRET}."]
     assert [(a.surface, a.removed.get("turns")) for a in audit] == [("mcp", 1)]
+
+
+def test_a_stdio_server_that_cannot_start_tells_its_client_why(tmp_path: Path, child_env: Any) -> None:
+    """A second server on a data directory another process holds answers the client's initialize with the line it
+    prints (before: the client saw only "Connection closed")."""
+    from mcp import Client, StdioServerParameters
+    from mcp.shared.exceptions import MCPError
+
+    data_dir = tmp_path / "memory"
+    _seed_bob(data_dir)
+    holder = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider="hashing"))
+    holder.store.require_namespace("bob")  # this process holds the embedded store
+    params = StdioServerParameters(command=sys.executable, args=["-m", "logicmap", "mcp", "-n", "alice"],
+                                   env=child_env(data_dir, embedder="hashing"), cwd=str(tmp_path))
+
+    def errors(exc: BaseException) -> list[str]:  # the client raises inside a task group: an exception group
+        if isinstance(exc, BaseExceptionGroup):
+            return [m for e in exc.exceptions for m in errors(e)]
+        return [str(exc)] if isinstance(exc, MCPError) else [f"{type(exc).__name__}: {exc}"]
+
+    async def connect() -> list[str]:
+        try:
+            async with Client(params) as client:
+                await client.list_tools()
+        except Exception as exc:  # noqa: BLE001 - what the client saw is the result
+            return sorted(set(errors(exc)))
+        return ["connected"]
+
+    try:
+        seen = asyncio.run(asyncio.wait_for(connect(), TIMEOUT_S))
+    finally:
+        holder.store.close()
+    assert seen == [f"error: the embedded store at {data_dir} is in use by another process (pid {os.getpid()}). "
+                    "The embedded store serves one process at a time; to share memory between processes run a "
+                    "Chroma server (`chroma run --path DIR --port 8000`) and set LOGICMAP_CHROMA_HOST (and "
+                    "LOGICMAP_CHROMA_PORT)."]
 
 
 @contextlib.contextmanager

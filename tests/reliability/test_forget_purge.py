@@ -162,17 +162,17 @@ def test_the_command_line_lifecycle(memory: Resources, capsys: pytest.CaptureFix
     listed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert len(listed) == len(memory.store.snapshot("acme").events) and listed[0]["kind"] == "events"
     assert main([*base, "get", "-n", "acme", "D99:2"]) == 0 and CANARY in capsys.readouterr().out
-    assert main([*base, "forget", "-n", "acme", "--turn", "D99:2", "--purge"]) == 0
+    assert main([*base, "forget", "-n", "acme", "--turn", "D99:2", "--purge", "--yes"]) == 0
     assert "1 turns" in capsys.readouterr().out
     assert main([*base, "get", "-n", "acme", "D99:2"]) == 2
     assert capsys.readouterr().err.strip() == "error: namespace 'acme' holds no such memory; nothing was changed"
     assert main([*base, "stats", "-n", "acme"]) == 0
     audit = json.loads(capsys.readouterr().out)["forgets"]
     assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("cli", 1, True)]
-    assert main([*base, "forget", "-n", "acme", "--before", "2000-01-01"]) == 0  # nothing that old: nothing goes
+    assert main([*base, "forget", "-n", "acme", "--before", "2000-01-01", "--yes"]) == 0  # nothing that old: nothing goes
     assert "nothing" in capsys.readouterr().out and len(memory.store.snapshot("acme").manifest.forgets) == 1
     assert main([*base, "forget", "-n", "acme"]) == 2
-    assert main([*base, "delete-namespace", "-n", "acme"]) == 0
+    assert main([*base, "delete-namespace", "-n", "acme", "--yes"]) == 0
     assert main([*base, "namespaces"]) == 0 and capsys.readouterr().out.split()[-1] == "acme.bob"
 
 

@@ -61,7 +61,7 @@ def test_a_store_delete_is_purged_by_logicmap_purge(resources: Resources, capsys
     store.delete(ALICE, "locker")
     assert store.get(ALICE, "locker") is None and _traces(resources, vector)  # retired, still on disk
     base = ["--data-dir", str(resources.settings.data_dir), "--embeddings", "hashing"]
-    assert main([*base, "forget", "-n", NS, "--key", "locker", "--purge"]) == 2  # the key is gone already
+    assert main([*base, "forget", "-n", NS, "--key", "locker", "--purge", "--yes"]) == 2  # the key is gone already
     assert f"no such key; nothing was changed; to remove from disk what earlier forgets and deletes left: logicmap " \
            f"purge -n {NS}" in capsys.readouterr().err
     assert main([*base, "purge", "-n", NS]) == 0

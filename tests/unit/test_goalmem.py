@@ -587,5 +587,5 @@ def test_strategy_registry_and_context_options(ingested_sample: Resources) -> No
     assert result.details["backbone"] == "events" and result.details["limits"]["max_depth"] == 1
     # The caller's context is left as it was (no resources, policy or namespace filled in).
     assert context.resources is None and context.policy == "auto" and context.namespace is None
-    with pytest.raises(ValueError, match="unknown goalmem options"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'beam' for strategy 'goalmem'"):
         answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic", beam=3)

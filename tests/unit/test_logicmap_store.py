@@ -137,9 +137,9 @@ def test_the_command_line_forgets_a_store_key(store: LogicMapStore, resources: R
     resources.store.close()  # the CLI opens the data directory itself
     resources.store_ = None
     base = ["--data-dir", str(resources.settings.data_dir), "--embeddings", "hashing"]
-    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--purge"]) == 0
+    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--purge", "--yes"]) == 0
     assert "1 turns" in capsys.readouterr().out
-    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees"]) == 2  # gone: nothing more to forget
+    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--yes"]) == 2  # gone: nothing more to forget
     assert "no such key" in capsys.readouterr().err
     assert store.get(ALICE, "bees") is None and store.get(ALICE, "vinyl") is not None
     assert store.get(BOB, "bees") is not None  # the same key in another tenant is not touched
