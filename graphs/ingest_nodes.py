@@ -38,6 +38,7 @@ from logicmap.graphs.strategy import StrategyContext
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.forgetting import with_replacement
 from logicmap.memory.graph import EventGraph
+from logicmap.memory.items import STORE_SOURCE
 from logicmap.memory.loaders import (
     MAX_SESSION_ID,
     Conversation,
@@ -397,8 +398,10 @@ def foreign_sessions(manifest: Manifest, source: str, sessions: list[Session]) -
     """The sessions with the ids they are stored under in ``manifest``'s namespace: their own, unless the
     namespace was created by another source, whose session ids they could reuse for other sessions (every
     LoCoMo file has an S1): then ``<id>@<hash of the source>``. Stable: the namespace's creator never changes, so a
-    re-run maps to the same ids. The chat's ids are made from their messages and never collide: kept."""
-    if manifest.generation == 0 or manifest.source in (None, source) or source == "chat":
+    re-run maps to the same ids. The chat's ids are made from their messages and the store's from its keys
+    (``memory.items.item_session_id``, which ``get``, ``delete`` and a replacing put look items up by): both never
+    collide, and are kept, so store items and conversations share a namespace whoever created it."""
+    if manifest.generation == 0 or manifest.source in (None, source) or source in ("chat", STORE_SOURCE):
         return sessions
     tag = stable_hash(source, length=8)
     return [s.model_copy(update={"session_id": f"{s.session_id[:MAX_SESSION_ID - 9]}@{tag}"}) for s in sessions]
