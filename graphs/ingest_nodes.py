@@ -531,6 +531,11 @@ def _next_order(snapshot: NamespaceSnapshot) -> int:
     return 1 + max((e.order for e in snapshot.events.values()), default=-1)
 
 
+def _next_position(snapshot: NamespaceSnapshot) -> int:
+    """After the last turn's position (not the count of turns: after a forget that would repeat a kept turn's)."""
+    return 1 + max((t.position for t in snapshot.turns.values()), default=-1)
+
+
 @dataclass
 class _Fusion:
     """What fusing a session's events with stored ones decided."""
@@ -771,7 +776,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     started = time.perf_counter()
     snapshot = res.store.snapshot(namespace)
     _check_still_continues(state, snapshot.manifest, ctx)
-    turns = _session_turns(namespace, session, len(snapshot.turns), _turn_ids(session, snapshot.turns))
+    turns = _session_turns(namespace, session, _next_position(snapshot), _turn_ids(session, snapshot.turns))
     # Events, relations, facts and cues are made from the turns recall may return (``Turn.evidence``): a user's
     # question and an untrusted model reply are stored as turns, never as memory derived from them.
     memory = _memory_turns(turns)
@@ -1026,7 +1031,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         return {"reports": [report], **advance(list(state.get("pending", []))), "change": None, "conflicts": 0,
                 "conflict_since": 0.0}
     _check_still_continues(state, snapshot.manifest, ingest_context(runtime))
-    offset, order_base = len(snapshot.turns), _next_order(snapshot)
+    offset, order_base = _next_position(snapshot), _next_order(snapshot)
     # The other writer may have stored turns under ids this session took: choose its ids again.
     turns = _session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
     moved = {old.dia_id: new.dia_id for old, new in zip(state["turns"], turns) if old.dia_id != new.dia_id}
