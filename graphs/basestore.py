@@ -273,12 +273,12 @@ class LogicMapStore(BaseStore):
 
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))
-        sid = item_session_id(key)
+        sid = item_session_id(key)  # a replaced item stays in its session (an older put's may carry a tag)
         item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
                 "updated_at": now.isoformat(), "indexed": op.index is not False}
         turns = [raw.model_copy(update={"dia_id": f"{sid}:{i + 1}", "item": item if i == 0 else None})
                  for i, raw in enumerate(self._turns(op, value, key))]
-        return Session(session_id=sid, timestamp=now, turns=turns)
+        return Session(session_id=old.session_id if old else sid, timestamp=now, turns=turns)
 
     def _turns(self, op: PutOp, value: dict[str, Any], key: str) -> list[RawTurn]:
         """The value's turns: its messages as ``add_messages`` stores them (checked the same way), else its text
