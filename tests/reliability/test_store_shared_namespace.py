@@ -202,3 +202,18 @@ def test_items_and_conversations_share_a_namespace(resources: Resources, tmp_pat
     for op, arg in ops:
         run.step(op, arg)
     run.check_answers()
+
+
+def test_a_write_after_a_forget_takes_a_position_after_every_kept_turn(resources: Resources) -> None:
+    """Turn positions order a namespace (the chat's open session is its last turn's): a write after a forget must
+    not reuse a kept turn's position (it took the count of turns before the fix, which a forget lowers)."""
+    add_messages("mix.pos", [{"role": "user", "content": t} for t in ("I like tea.", "I like jazz.", "I like chess.")],
+                 resources=resources, policy="heuristic")
+    snap = resources.store.snapshot("mix.pos")
+    [first] = [tid for tid, t in snap.turns.items() if t.text == "I like tea."]
+    forget("mix.pos", turn_ids=[first], resources=resources)
+    LogicMapStore(resources=resources, policy="heuristic").put(("mix", "pos"), "k", {"content": "I like go."})
+    turns = resources.store.snapshot("mix.pos").turns.values()
+    positions = sorted((t.position, t.text) for t in turns)
+    assert len({p for p, _ in positions}) == len(positions), positions
+    assert positions[-1][1] == "I like go."
