@@ -273,20 +273,23 @@ class LogicMapStore(BaseStore):
 
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))
-        sid = item_session_id(key)  # a replaced item stays in its session (an older put's may carry a tag)
+        sid = item_session_id(key)
         item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
                 "updated_at": now.isoformat(), "indexed": op.index is not False}
         turns = [raw.model_copy(update={"dia_id": f"{sid}:{i + 1}", "item": item if i == 0 else None})
                  for i, raw in enumerate(self._turns(op, value, key))]
+        # A replaced item stays in its session (one an older version stored may carry a tag, ``memory.items``).
         return Session(session_id=old.session_id if old else sid, timestamp=now, turns=turns)
 
     def _turns(self, op: PutOp, value: dict[str, Any], key: str) -> list[RawTurn]:
-        """The value's turns: its messages as ``add_messages`` stores them (checked the same way), else its text
-        as one user turn (ids and the item are set by ``_session``)."""
+        """The value's turns: its messages as ``add_messages`` stores them (checked the same way, on the messages
+        as given: a LangChain message keeps its type and tool calls), else its text as one user turn (ids and the
+        item are set by ``_session``)."""
         fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
-        if not fields and message_turns(value) is not None:
+        given = op.value or {}
+        if not fields and message_turns(given) is not None:
             try:
-                checked, _ = normalize_messages(value["messages"], self.resources.settings)
+                checked, _ = normalize_messages(given["messages"], self.resources.settings)
             except ValueError as exc:
                 raise InvalidItemError(f"store value messages: {exc}") from None
             turns = [chat_turn(t, t.when, trust_assistant=self.trust_assistant) for t in checked]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
@@ -290,6 +290,11 @@ def test_a_messages_value_is_checked_like_add_messages(store: LogicMapStore, res
     store.put(ALICE, "k", {"messages": [{"role": "system", "content": "Be brief."},
                                         {"role": "user", "content": "I like tea."}]})
     assert [k[0] for k in _chat_kinds(resources, "memories.alice")] == ["I like tea."]  # system: not conversation
+    thread = [HumanMessage("I moved to Oslo."), AIMessage("", tool_calls=[{"name": "save", "args": {}, "id": "c1"}]),
+              ToolMessage("saved", tool_call_id="c1"), AIMessage("Noted: Oslo.")]  # an agent's thread
+    store.put(ALICE, "thread", {"messages": thread})
+    texts = [k[0] for k in _chat_kinds(resources, "memories.alice")]
+    assert texts == ["I like tea.", "I moved to Oslo.", "Noted: Oslo."]  # the tool call and its result left out
 
 
 # -- items and conversations in one namespace (issue 37 item 4; the generated mixes are ------------------
