@@ -341,3 +341,12 @@ def test_a_put_whose_id_a_session_without_its_item_holds_is_refused_in_one_line(
     forget("memories.alice", session_ids=[item_session_id("m")], resources=resources)  # the way out it names
     store.put(ALICE, "m", {"content": "I like coffee."})
     assert store.get(ALICE, "m").value == {"content": "I like coffee."}
+
+
+def test_a_replacing_put_keeps_the_cues_the_new_value_tags_again(store: LogicMapStore, resources: Resources) -> None:
+    store.put(ALICE, "home", {"content": "My sister moved to Oslo last year."})
+    store.put(ALICE, "home", {"content": "My sister moved to Rome last year."})
+    snap = resources.store.snapshot("memories.alice")
+    dangling = [(gid, tag.cue_id) for gid, tag in snap.tags.items() if tag.cue_id not in snap.cues]
+    assert dangling == []  # before: the old value's cues were retired under the new value's tags
+    assert "cue:rome" in snap.cues and not [c for c in snap.cues.values() if "oslo" in c.text.lower()]
