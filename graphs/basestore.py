@@ -8,8 +8,10 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
 - a namespace tuple is one LogicMap namespace (``("memories", "alice")`` -> ``memories.alice``,
   ``memory.items.namespace_of``); a tuple that cannot map is one ``InvalidItemError``;
 - ``put`` stores the item as a one-session memory built by the ingest graph with the store's policy: a value with
-  text (``content`` or ``text`` a string, or ``messages``) is that text (one turn, or one turn per message), any
-  other JSON value is the text of its indexed fields (``index`` paths, like LangGraph's ``index.fields``). A put on
+  text (``content`` or ``text`` a string, or ``messages``) is that text (one turn, or one turn per message, each
+  what ``add_messages`` makes of it: ``graphs.chat_messages.chat_turn``), any other JSON value is the text of its
+  indexed fields (``index`` paths, like LangGraph's ``index.fields``). Items share a namespace with the chat's and
+  files' sessions, whichever created it (``graphs.ingest_nodes.foreign_sessions`` keeps the item's id). A put on
   a key that exists ingests the new value with the old item and everything derived only from it retired in the same
   commit (``graphs.forget.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
   ``delete`` only forget; what they retire stays on disk until a purge: ``LogicMapStore(purge=True)`` purges after
@@ -46,12 +48,14 @@ from langgraph.store.base import (
 )
 
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+from logicmap.graphs.chat_messages import chat_turn, normalize_messages
 from logicmap.graphs.entry import checked_keywords
 from logicmap.graphs.forget import forget, purge
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, check_policy, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.items import (
+    STORE_SOURCE,
     InvalidItemError,
     ItemIndex,
     StoredItem,
@@ -71,7 +75,7 @@ from logicmap.memory.store import NamespaceSnapshot, PurgeReport
 
 __all__ = ["InvalidItemError", "LogicMapStore"]
 
-SOURCE = "store"  # the source a namespace the store creates records
+SOURCE = STORE_SOURCE  # the source a namespace the store creates records
 
 
 def _message_dict(message: Any) -> Any:
@@ -107,13 +111,16 @@ class LogicMapStore(BaseStore):
     no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``, the graph-feature reranker, needs no LLM;
     another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
     only its ``fields`` are used (what a value without ``content``/``text`` is searched by). ``purge``: a delete or a
-    replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``."""
+    replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``.
+    ``trust_assistant``: the assistant's messages of a ``messages`` value are evidence (as
+    ``add_messages(..., trust_assistant=True)``)."""
 
     supports_ttl = False
 
     @checked_keywords
     def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
-                 strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False) -> None:
+                 strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False,
+                 trust_assistant: bool = False) -> None:
         from logicmap.graphs.strategy_names import STRATEGY_NAMES
 
         if strategy not in STRATEGY_NAMES:
@@ -124,6 +131,7 @@ class LogicMapStore(BaseStore):
         self.strategy = strategy
         self.fields: list[str] | None = list((index or {}).get("fields") or []) or None
         self.purge_removals = purge
+        self.trust_assistant = trust_assistant
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
 
@@ -179,7 +187,7 @@ class LogicMapStore(BaseStore):
                 name = namespace_of(op.namespace)
                 puts.setdefault(name, {})[validate_key(op.key)] = op
                 if op.value is not None:
-                    _json_value(op.value)
+                    self._turns(op, _json_value(op.value), op.key)
         for i, op in enumerate(ops):
             if isinstance(op, GetOp):
                 results[i] = self._get(op)
@@ -305,6 +313,8 @@ class LogicMapStore(BaseStore):
             now = datetime.now(UTC)
             sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
             check_sessions(sessions, where="store put")  # a value ingest would refuse fails before anything is forgotten
+            if snap is not None:
+                _check_ids_free(name, snap, sessions, held)
             deleted = sorted(k for k, op in group.items() if k in held and op.value is None)
             replaced = [held[k].session_id for k, op in group.items() if k in held and op.value is not None]
             if deleted:
@@ -321,10 +331,37 @@ class LogicMapStore(BaseStore):
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
         value = _json_value(dict(op.value or {}))
         sid = item_session_id(key)
-        fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
-        pairs = (None if fields else message_turns(value)) or [("user", item_text(value, fields) or key)]
         item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
                 "updated_at": now.isoformat(), "indexed": op.index is not False}
-        turns = [RawTurn(dia_id=f"{sid}:{i + 1}", speaker=speaker, text=text, item=item if i == 0 else None)
-                 for i, (speaker, text) in enumerate(pairs)]
-        return Session(session_id=sid, timestamp=now, turns=turns)
+        turns = [raw.model_copy(update={"dia_id": f"{sid}:{i + 1}", "item": item if i == 0 else None})
+                 for i, raw in enumerate(self._turns(op, value, key))]
+        # A replaced item stays in its session (one an older version stored may carry a tag, ``memory.items``).
+        return Session(session_id=old.session_id if old else sid, timestamp=now, turns=turns)
+
+    def _turns(self, op: PutOp, value: dict[str, Any], key: str) -> list[RawTurn]:
+        """The value's turns: its messages as ``add_messages`` stores them (checked the same way, on the messages
+        as given: a LangChain message keeps its type and tool calls), else its text as one user turn (ids and the
+        item are set by ``_session``)."""
+        fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
+        given = op.value or {}
+        if not fields and message_turns(given) is not None:
+            try:
+                checked, _ = normalize_messages(given["messages"], self.resources.settings)
+            except ValueError as exc:
+                raise InvalidItemError(f"store value messages: {exc}") from None
+            turns = [chat_turn(t, t.when, trust_assistant=self.trust_assistant) for t in checked]
+            if turns:  # only system or tool messages: the value's text, as any other value
+                return turns
+        return [RawTurn(dia_id="-", speaker="user", text=item_text(value, fields) or key)]
+
+
+def _check_ids_free(name: str, snap: NamespaceSnapshot, sessions: list[Session], held: dict[str, StoredItem]) -> None:
+    """Refuse, before anything is written, a put whose item id a session that holds no item already has (its
+    item's turn was forgotten by turn id, or a file named a session so)."""
+    items = {it.session_id for it in held.values()}
+    for session in sessions:
+        if session.session_id in snap.manifest.sessions and session.session_id not in items:
+            raise InvalidItemError(
+                f"store put: namespace {name!r} holds session {session.session_id!r}, the id of this key, without "
+                "its item (its turn was forgotten by id, or a file named a session so); forget that session "
+                "(forget(namespace, session_ids=[...])) and put again; nothing was written")

@@ -49,6 +49,7 @@ __all__ = [
     "aadd_messages",
     "add_messages",
     "chat_sessions",
+    "chat_turn",
     "normalize_messages",
 ]
 
@@ -241,15 +242,21 @@ def chat_sessions(turns: list[ChatTurn], *, open_session: str | None, last_time:
     return groups
 
 
+def chat_turn(turn: ChatTurn, when: datetime | None, *, user_name: str = "user", assistant_name: str = "assistant",
+              trust_assistant: bool = False) -> RawTurn:
+    """A checked message as the turn memory keeps: the one rule of what a chat message is to memory, for
+    ``add_messages`` and ``LogicMapStore``'s ``messages`` values. A user's statement is evidence, a user's question
+    is context only; an assistant's reply is model-written, evidence only with ``trust_assistant``."""
+    return RawTurn(dia_id=turn.dia_id, speaker=turn.name or (user_name if turn.role == "user" else assistant_name),
+                   text=turn.text, role=turn.role, model_written=turn.role == "assistant",
+                   evidence=trust_assistant if turn.role == "assistant" else not is_question(turn.text), said_at=when)
+
+
 def _part(session: str, members: list[tuple[ChatTurn, datetime]], *, user_name: str, assistant_name: str,
           trust_assistant: bool) -> Session:
     first = members[0][1]
-    raw = [
-        RawTurn(dia_id=turn.dia_id, speaker=turn.name or (user_name if turn.role == "user" else assistant_name),
-                text=turn.text, role=turn.role, model_written=turn.role == "assistant",
-                evidence=trust_assistant if turn.role == "assistant" else not is_question(turn.text), said_at=when)
-        for turn, when in members
-    ]
+    raw = [chat_turn(turn, when, user_name=user_name, assistant_name=assistant_name, trust_assistant=trust_assistant)
+           for turn, when in members]
     part = f"{session}#{stable_hash(*(t.dia_id for t in raw), length=8)}"
     return Session(session_id=part, timestamp=first, timestamp_text=first.isoformat(timespec="minutes"), turns=raw)
 

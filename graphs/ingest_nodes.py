@@ -38,6 +38,7 @@ from logicmap.graphs.strategy import StrategyContext
 from logicmap.memory.contention import MAX_CONFLICTS, NamespaceBusyError, wait_for_namespace
 from logicmap.memory.forgetting import with_replacement
 from logicmap.memory.graph import EventGraph
+from logicmap.memory.items import STORE_SOURCE
 from logicmap.memory.loaders import (
     MAX_SESSION_ID,
     Conversation,
@@ -404,8 +405,10 @@ def foreign_sessions(manifest: Manifest, source: str, sessions: list[Session]) -
     """The sessions with the ids they are stored under in ``manifest``'s namespace: their own, unless the
     namespace was created by another source, whose session ids they could reuse for other sessions (every
     LoCoMo file has an S1): then ``<id>@<hash of the source>``. Stable: the namespace's creator never changes, so a
-    re-run maps to the same ids. The chat's ids are made from their messages and never collide: kept."""
-    if manifest.generation == 0 or manifest.source in (None, source) or source == "chat":
+    re-run maps to the same ids. The chat's ids are made from their messages and the store's from its keys
+    (``memory.items.item_session_id``, which ``get``, ``delete`` and a replacing put look items up by): both never
+    collide, and are kept, so store items and conversations share a namespace whoever created it."""
+    if manifest.generation == 0 or manifest.source in (None, source) or source in ("chat", STORE_SOURCE):
         return sessions
     tag = stable_hash(source, length=8)
     return [s.model_copy(update={"session_id": f"{s.session_id[:MAX_SESSION_ID - 9]}@{tag}"}) for s in sessions]
@@ -533,6 +536,11 @@ def _memory_turns(turns: list[Turn]) -> list[Turn]:
 
 def _next_order(snapshot: NamespaceSnapshot) -> int:
     return 1 + max((e.order for e in snapshot.events.values()), default=-1)
+
+
+def _next_position(snapshot: NamespaceSnapshot) -> int:
+    """After the last turn's position (not the count of turns: after a forget that would repeat a kept turn's)."""
+    return 1 + max((t.position for t in snapshot.turns.values()), default=-1)
 
 
 @dataclass
@@ -781,7 +789,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     snapshot = res.store.snapshot(namespace)
     _check_still_continues(state, snapshot.manifest, ctx)
     admitted = session if ctx.allow_forgotten else Forgotten.of(snapshot.tombstones).admitted(session)
-    turns = _session_turns(namespace, admitted, len(snapshot.turns), _turn_ids(admitted, snapshot.turns))
+    turns = _session_turns(namespace, admitted, _next_position(snapshot), _turn_ids(admitted, snapshot.turns))
     # Events, relations, facts and cues are made from the turns recall may return (``Turn.evidence``): a user's
     # question and an untrusted model reply are stored as turns, never as memory derived from them.
     memory = _memory_turns(turns)
@@ -1059,7 +1067,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         return {"reports": [report], **advance(list(state.get("pending", []))), "change": None, "conflicts": 0,
                 "conflict_since": 0.0}
     _check_still_continues(state, snapshot.manifest, ingest_context(runtime))
-    offset, order_base = len(snapshot.turns), _next_order(snapshot)
+    offset, order_base = _next_position(snapshot), _next_order(snapshot)
     # The other writer may have stored turns under ids this session took: choose its ids again.
     said = {t.source_dia_id or t.dia_id for t in state["turns"]}  # the turns segment admitted (tombstones)
     session = session.model_copy(update={"turns": [raw for raw in session.turns if raw.dia_id in said]})

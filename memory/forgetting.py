@@ -269,8 +269,8 @@ def with_replacement(change: ChangeSet, forgotten: ChangeSet, snap: NamespaceSna
     one commit that retires the old records and writes the new ones.
 
     A record the ingest writes wins over the forget's version of the same id (its old version is retired by being
-    replaced); an event id the ingest writes again is not gone, so topics keep it as a member; relations and topic
-    members pointing at events that are gone are dropped."""
+    replaced); an event id the ingest writes again is not gone, so topics keep it as a member, and a cue it tags
+    again stays; relations and topic members pointing at events that are gone are dropped."""
     merged = change.model_copy(deep=True)
     written = {kind.field: {kind.record_id(r) for r in getattr(change, kind.field)} for kind in RECORD_KINDS}
     for kind in RECORD_KINDS:
@@ -283,6 +283,8 @@ def with_replacement(change: ChangeSet, forgotten: ChangeSet, snap: NamespaceSna
     retire = {k: set(v) for k, v in merged.retire.items()}
     for k, ids in forgotten.retire.items():
         retire.setdefault(k, set()).update(ids)
+    # A cue the ingest tags again stays (it writes only the tag of a cue the namespace holds).
+    retire.get("cues", set()).difference_update({tag.cue_id for tag in change.tags})
     gone_events = retire.get("events", set()) - written["events"]
     topics = {t.id: t for t in merged.topics}
     for tid in sorted(retire.get("topics", set()) - written["topics"]):

@@ -24,6 +24,7 @@ from logicmap.memory.store.model import NamespaceSnapshot
 
 __all__ = [
     "KEY_SESSION_PREFIX",
+    "STORE_SOURCE",
     "InvalidItemError",
     "ItemIndex",
     "StoredItem",
@@ -41,6 +42,9 @@ __all__ = [
 ]
 
 KEY_SESSION_PREFIX = "kv-"
+STORE_SOURCE = "store"  # the source a namespace the store creates records (``ingest_nodes.foreign_sessions``)
+# Before issue 37 a put into a namespace the chat or a file created went under ``<session>@<this tag>``: still read.
+_OLD_FOREIGN_TAG = "@" + stable_hash(STORE_SOURCE, length=8)
 MAX_KEY_CHARS = 1024
 _LABEL_RE = re.compile(r"[A-Za-z0-9_:@-]+")
 _CONTROL_RE = re.compile(r"[\x00-\x1f\x7f]")
@@ -195,10 +199,10 @@ def _build_items(snapshot: NamespaceSnapshot) -> dict[str, StoredItem]:
         if turn.item is not None:
             holders[turn.session_id] = turn
     found: dict[str, StoredItem] = {}
-    for sid, turn in holders.items():
+    for sid, turn in sorted(holders.items(), key=lambda held: held[0].endswith(_OLD_FOREIGN_TAG)):
         stored = _stored(turn, tuple(sessions[sid]))
-        if stored is not None and item_session_id(stored.key) == sid:
-            found[stored.key] = stored
+        if stored is not None and sid in (own := item_session_id(stored.key), own + _OLD_FOREIGN_TAG):
+            found.setdefault(stored.key, stored)
     return found
 
 

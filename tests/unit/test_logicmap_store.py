@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
@@ -243,3 +243,110 @@ def test_a_replacing_value_ingest_would_refuse_fails_before_the_old_item_is_forg
     with pytest.raises(ValueError, match="surrogate"):
         store.put(ALICE, "k", {"content": "broken \ud800 text"})
     assert store.get(ALICE, "k").value == {"content": "I like tea."}
+
+
+# -- a messages value is a chat: add_messages' rules (issue 37 item 5) --------------------------------------
+
+DISTRICT = [{"role": "user", "content": "Which district do I live in?"},
+            {"role": "assistant", "content": "You probably live in Kreuzberg, the district by the canal."},
+            {"role": "user", "content": "I adopted a cat named Pixel."}]
+
+
+def _chat_kinds(resources: Resources, namespace: str) -> list[tuple[str, str | None, bool, bool]]:
+    turns = sorted(resources.store.snapshot(namespace).turns.values(), key=lambda t: t.position)
+    return [(t.text, t.role, t.model_written, t.evidence) for t in turns]
+
+
+def _district(store: LogicMapStore, resources: Resources, *, trusted: bool) -> None:
+    store.put(ALICE, "chat", {"messages": DISTRICT})
+    logicmap.add_messages("memories.carol", DISTRICT, resources=resources, policy="heuristic",
+                          trust_assistant=trusted)
+    for strategy in ("rerank", "dense", "bm25"):
+        result = answer(strategy, "Which district do I live in?", "memories.alice", resources=resources,
+                        policy="heuristic")
+        recalled = [e.text for e in result.evidence]
+        assert any("Kreuzberg" in t for t in recalled) is trusted, (strategy, recalled)
+        assert not [t for t in recalled if "Which district" in t], (strategy, recalled)  # a question is context
+    kinds = _chat_kinds(resources, "memories.alice")
+    assert kinds == _chat_kinds(resources, "memories.carol")  # one rule for both ways in
+    assert [k[1:] for k in kinds] == [("user", False, False), ("assistant", True, trusted), ("user", False, True)]
+    assert store.get(ALICE, "chat").value["messages"] == DISTRICT
+
+
+def test_a_messages_value_keeps_the_rules_add_messages_keeps(store: LogicMapStore, resources: Resources) -> None:
+    _district(store, resources, trusted=False)
+
+
+def test_a_store_that_trusts_the_assistant_keeps_its_replies_as_evidence(resources: Resources) -> None:
+    _district(LogicMapStore(resources=resources, policy="heuristic", trust_assistant=True), resources, trusted=True)
+
+
+def test_a_messages_value_is_checked_like_add_messages(store: LogicMapStore, resources: Resources) -> None:
+    with pytest.raises(InvalidItemError) as err:
+        store.put(ALICE, "k", {"messages": [{"role": "user", "content": "I like tea."},
+                                            {"role": "narrator", "content": "She smiled."}]})
+    assert "\n" not in str(err.value) and "message 1: unknown role 'narrator'" in str(err.value)
+    assert store.list_namespaces() == []  # nothing was written
+    store.put(ALICE, "k", {"messages": [{"role": "system", "content": "Be brief."},
+                                        {"role": "user", "content": "I like tea."}]})
+    assert [k[0] for k in _chat_kinds(resources, "memories.alice")] == ["I like tea."]  # system: not conversation
+    thread = [HumanMessage("I moved to Oslo."), AIMessage("", tool_calls=[{"name": "save", "args": {}, "id": "c1"}]),
+              ToolMessage("saved", tool_call_id="c1"), AIMessage("Noted: Oslo.")]  # an agent's thread
+    store.put(ALICE, "thread", {"messages": thread})
+    texts = [k[0] for k in _chat_kinds(resources, "memories.alice")]
+    assert texts == ["I like tea.", "I moved to Oslo.", "Noted: Oslo."]  # the tool call and its result left out
+
+
+# -- items and conversations in one namespace (issue 37 item 4; the generated mixes are ------------------
+# -- tests/reliability/test_store_shared_namespace.py) ------------------------------------------------------
+
+
+def test_an_item_an_older_put_left_under_a_tagged_id_is_read_replaced_and_deleted(store: LogicMapStore,
+                                                                                  resources: Resources) -> None:
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.memory.records import stable_hash
+
+    logicmap.add_messages("memories.alice", [{"role": "user", "content": "I live in Lisbon."}], resources=resources,
+                          policy="heuristic")
+    # What a put into this chat-made namespace stored before the fix: the key's session under a source tag.
+    sid = item_session_id("home")
+    item = {"key": "home", "value": {"content": "I keep bees in Sintra."}, "created_at": "2026-01-02T00:00:00+00:00",
+            "updated_at": "2026-01-02T00:00:00+00:00", "indexed": True}
+    old = Session(session_id=f"{sid}@{stable_hash('store', length=8)}",
+                  turns=[RawTurn(dia_id=f"{sid}:1", speaker="user", text="I keep bees in Sintra.", item=item)])
+    ingest_conversation(Conversation(conversation_id="old", sessions=[old]), "memories.alice", resources=resources,
+                        policy="heuristic", source="chat", append=True)
+    assert store.get(ALICE, "home").value == {"content": "I keep bees in Sintra."}
+    store.put(ALICE, "home", {"content": "I keep goats in Porto."})
+    texts = [t.text for t in resources.store.snapshot("memories.alice").turns.values()]
+    assert "I keep bees in Sintra." not in texts and "I keep goats in Porto." in texts
+    assert store.get(ALICE, "home").created_at.isoformat().startswith("2026-01-02")  # the item's, kept
+    assert [i.key for i in store.search(ALICE)] == ["home"]
+    store.delete(ALICE, "home")
+    assert store.get(ALICE, "home") is None
+    assert [t.text for t in resources.store.snapshot("memories.alice").turns.values()] == ["I live in Lisbon."]
+
+
+def test_a_put_whose_id_a_session_without_its_item_holds_is_refused_in_one_line(store: LogicMapStore,
+                                                                                 resources: Resources) -> None:
+    store.put(ALICE, "m", {"messages": [{"role": "user", "content": "I like tea."},
+                                        {"role": "user", "content": "I like jazz."}]})
+    forget("memories.alice", turn_ids=[f"{item_session_id('m')}:1"], resources=resources)  # the item's own turn
+    generation = resources.store.snapshot("memories.alice").generation
+    with pytest.raises(InvalidItemError) as err:
+        store.put(ALICE, "m", {"content": "I like coffee."})
+    assert "\n" not in str(err.value) and "without its item" in str(err.value)
+    assert resources.store.snapshot("memories.alice").generation == generation
+    forget("memories.alice", session_ids=[item_session_id("m")], resources=resources)  # the way out it names
+    store.put(ALICE, "m", {"content": "I like coffee."})
+    assert store.get(ALICE, "m").value == {"content": "I like coffee."}
+
+
+def test_a_replacing_put_keeps_the_cues_the_new_value_tags_again(store: LogicMapStore, resources: Resources) -> None:
+    store.put(ALICE, "home", {"content": "My sister moved to Oslo last year."})
+    store.put(ALICE, "home", {"content": "My sister moved to Rome last year."})
+    snap = resources.store.snapshot("memories.alice")
+    dangling = [(gid, tag.cue_id) for gid, tag in snap.tags.items() if tag.cue_id not in snap.cues]
+    assert dangling == []  # before: the old value's cues were retired under the new value's tags
+    assert "cue:rome" in snap.cues and not [c for c in snap.cues.values() if "oslo" in c.text.lower()]
