@@ -291,7 +291,10 @@ class LogicMapStore(BaseStore):
         if op.limit < 0 or op.offset < 0:
             raise InvalidItemError("list_namespaces: limit and offset cannot be negative")
         found: set[tuple[str, ...]] = set()
-        for name in self.resources.store.namespaces():
+        store = self.resources.store
+        for name in store.namespaces():
+            if not items_of(store.snapshot(name)):
+                continue  # memory ingested from a file or a chat holds no store item: not a store namespace
             ns = namespace_tuple(name)
             if all(_matches_condition(ns, c) for c in op.match_conditions or ()):
                 found.add(ns[: op.max_depth] if op.max_depth is not None else ns)

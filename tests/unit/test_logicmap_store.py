@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from logicmap.graphs.forget import UnknownMemoryError, forget
 from logicmap.graphs.resources import Resources
 from logicmap.graphs.strategies import answer
 from logicmap.memory.items import InvalidItemError, item_session_id
+from tests.conftest import SAMPLE
 
 ALICE, BOB = ("memories", "alice"), ("memories", "bob")
 
@@ -350,3 +352,22 @@ def test_a_replacing_put_keeps_the_cues_the_new_value_tags_again(store: LogicMap
     dangling = [(gid, tag.cue_id) for gid, tag in snap.tags.items() if tag.cue_id not in snap.cues]
     assert dangling == []  # before: the old value's cues were retired under the new value's tags
     assert "cue:rome" in snap.cues and not [c for c in snap.cues.values() if "oslo" in c.text.lower()]
+
+
+def test_list_namespaces_shows_the_namespaces_that_hold_items_only(resources: Resources) -> None:
+    """Issue 43 item 2: a conversation ingested from a file is not a store namespace (InMemoryStore lists only the
+    namespaces its puts created); once an item is put there, it is."""
+    from logicmap.graphs.ingest import ingest_conversation
+
+    ingest_conversation(SAMPLE, "maya", resources=resources, policy="heuristic")
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    store.put(("memories", "alice"), "home", {"content": "Alice lives in Porto."})
+    assert store.list_namespaces() == [("memories", "alice")]
+    store.put(("maya",), "note", {"content": "Maya's note."})
+    assert store.list_namespaces() == [("maya",), ("memories", "alice")]
+    assert resources.store.namespaces() == ["maya", "memories.alice"]
+
+
+def test_the_stock_studio_config_serves_the_logicmap_store() -> None:
+    config = json.loads((Path(__file__).resolve().parents[2] / "studio" / "langgraph.json").read_text())
+    assert config["store"] == {"path": "logicmap.studio.store.generate_store"}
