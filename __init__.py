@@ -7,9 +7,9 @@ method), ``logicmap.tools`` (typed memory tools), ``logicmap.prompts`` and ``log
 
 The short public API lives here and is imported lazily, so ``import logicmap`` loads no model::
 
-    from logicmap import ingest_conversation, answer, create_memory_toolkit
+    from logicmap import ingest_conversation, answer, sample_path
 
-    ingest_conversation("conversation.json", "maya", policy="heuristic")
+    ingest_conversation(sample_path(), "maya", policy="heuristic")
     print(answer("compass", "Why did Maya move to Lisbon?", "maya", policy="heuristic").answer)
 """
 
@@ -19,6 +19,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from logicmap.data import sample_path
     from logicmap.graphs.basestore import LogicMapStore
     from logicmap.graphs.chat_messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
     from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from logicmap.graphs.strategies import STRATEGIES, aanswer, answer
     from logicmap.settings import LogicMapSettings
     from logicmap.tools import create_memory_toolkit
+
 
 __all__ = [
     "STRATEGIES",
@@ -79,10 +81,11 @@ __all__ = [
     "ingest_conversation",
     "list_memories",
     "purge",
+    "sample_path",
     "update_memory",
 ]
 
-# Public name -> the module that defines it.
+# Public name -> the module that defines it (tests/unit/test_package.py checks it names every name of __all__).
 _EXPORTS = {
     "STRATEGIES": "logicmap.graphs.strategies",
     "AnswerResult": "logicmap.graphs.result",
@@ -117,7 +120,9 @@ _EXPORTS = {
     "aadd_messages": "logicmap.graphs.chat_messages",
     "MessageFormatError": "logicmap.graphs.chat_messages",
     "MessagesReport": "logicmap.graphs.chat_messages",
+    "sample_path": "logicmap.data",
 }
+
 
 
 def __getattr__(name: str) -> Any:

@@ -3,7 +3,8 @@ records (evals.records), the run loop (evals.runner), reports (evals.report), th
 (evals.bench), training (evals.train: the turn and traversal rankers, Memory-R2's LoGo-GRPO), the leave-one-conversation-out
 recall of the reranker on public conversations that writes its weights (evals.loco), evals.fake_openai (an
 OpenAI-compatible stand-in server on 127.0.0.1 for provider-fault tests and benchmarks), and evals.common (what the
-bench and training scripts share: the machine line, memory used, fresh resources, markdown tables).
+bench and training scripts share: the machine line, memory used, fresh resources, markdown tables), and
+evals.fingerprint (the memory's and every no-LLM answer's fingerprint, to show a restructuring changed no behaviour).
 
 Submodules are imported on demand, so ``from evals.metrics import token_f1`` loads no model or graph.
 """

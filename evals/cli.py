@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from logicmap.data import sample_path
 from logicmap.evals.train.logo_cli import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
 from logicmap.graphs.cli import PolicyName, build_parser, output_path, policy_from_args, resources_from_args, run
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "main", "recall_budgets"]
 
-SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
+SAMPLE = sample_path()  # shipped in the package: the demo runs from an installed wheel, in any directory
 
 
 def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: PolicyName, questions: list[Any],
@@ -96,6 +97,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("#### Part 1: the deterministic no-LLM policies on the whole sample conversation")
     _demo_pass(resources, conversation, args.namespace, "heuristic", conversation.qa[: args.limit], args.strategy, out_dir)
     settings = resources.settings
+    if args.no_llm:
+        print("\n#### Part 2 skipped: --no-llm")
+        return 0
     if not settings.chat_model:
         print(
             "\n#### Part 2 skipped: no chat model configured. Point LogicMap at a real model to run the LLM roles:\n"
@@ -165,6 +169,7 @@ def add_eval_commands(sub: Any) -> None:
     p.add_argument("--llm-sessions", type=int, default=2, help="sessions ingested with the chat model in part 2")
     p.add_argument("--llm-questions", type=int, default=2, help="questions answered with the chat model in part 2")
     p.add_argument("--out-dir", default="reports")
+    p.add_argument("--no-llm", action="store_true", help="part 1 only, even when a chat model is configured")
     p.set_defaults(func=cmd_demo)
 
     register_train_data(sub)

@@ -248,14 +248,11 @@ def ingest_conversation(
     validate_namespace(namespace)
     carried = context.resources if context is not None else None
     resources = resources or (carried if isinstance(carried, Resources) else default_resources())
-    ctx = context or _default_context(resources, policy)
-    ctx = dataclasses.replace(ctx, source=source or conversation_source(conversation), exclusive=exclusive,
-                              append=append or ctx.append, replace_sessions=tuple(replace_sessions) or ctx.replace_sessions,
-                              purge_replaced=purge_replaced or ctx.purge_replaced)
-    if memory_manager is not None:
-        ctx = dataclasses.replace(ctx, memory_manager=memory_manager)
-    if allow_forgotten:
-        ctx = dataclasses.replace(ctx, allow_forgotten=True)
+    ctx = dataclasses.replace(
+        context or _default_context(resources, policy), source=source or conversation_source(conversation),
+        exclusive=exclusive, **_overrides(append=append, replace_sessions=tuple(replace_sessions),
+                                          purge_replaced=purge_replaced, allow_forgotten=allow_forgotten,
+                                          memory_manager=memory_manager))
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = with_caller_config(run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
@@ -270,12 +267,16 @@ def ingest_conversation(
                                              on_report)
     if bar is not None:
         bar.close()
-    total = Cost()
-    for report in reports:
-        total = total + report.cost
+    total = sum((report.cost for report in reports), Cost())
     return IngestReport(
         namespace=namespace, sessions=reports, fallbacks=fallbacks, cost=total, wall_time_s=time.perf_counter() - started
     )
+
+
+def _overrides(**given: Any) -> dict[str, Any]:
+    """The ``IngestContext`` fields a caller's arguments set: those given (not false, empty or None) win over
+    ``context``'s; the others keep ``context``'s (or the defaults)."""
+    return {name: value for name, value in given.items() if value}
 
 
 async def aingest_conversation(conversation: Conversation | str | Path, namespace: str, **kwargs: Any) -> IngestReport:
