@@ -20,9 +20,9 @@ what was derived only from it retired in the same commit (``graphs.forget.update
 on two messages of different content is refused. Every message is checked before anything is written; bad input
 raises ``MessageFormatError`` (or ``InputTooLargeError``) naming the message and the problem.
 
-A large call is stored in batches of ``MESSAGE_BATCH`` messages, each batch its own commit: memory stays bounded
-however many messages are sent, a crash loses no committed batch, and sending the same messages again stores only
-what is missing.
+A large call is stored in batches of ``MESSAGE_BATCH`` messages, each batch its own commit: the ingest works on one
+batch at a time however many messages are sent, a crash loses no committed batch, and sending the same messages
+again stores only what is missing.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ _ROLES: dict[str, Role | None] = {
 _TIME_KEYS = ("timestamp", "time", "created_at")
 MAX_MESSAGE_ID = 256
 MAX_NAME = 100
-MESSAGE_BATCH = 2000  # messages per commit of a large call (peak memory grows with a batch, not with the call)
+MESSAGE_BATCH = 2000  # messages per commit of a large call (an ingest's working memory is one batch's)
 
 
 class MessageFormatError(ValueError):
