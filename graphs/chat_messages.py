@@ -15,10 +15,16 @@ or ``created_at`` in a dict, or in a message's ``additional_kwargs`` / ``respons
 Re-sending messages already stored is a no-op: a message is known by its id, else by its role, text and position in
 the list sent (so a whole thread can be sent again after each turn). Without ids, the same text sent again at the
 same position counts as the same message: give messages ids (LangGraph's ``add_messages`` reducer does) to store
-repeats. A message a forget left a tombstone for (``memory.tombstones``: the same message key, or the same text) is
-not stored again (``MessagesReport.forgotten``) unless ``allow_forgotten=True``. Every message is checked before
-anything is written; bad input raises ``MessageFormatError`` (or
+repeats. A message re-sent with its id and new text is an edit: the stored turn gets the new text, its old text and
+what was derived only from it retired in the same commit (``graphs.forget.update_memory``). Within one call, one id
+on two messages of different content is refused. A message a forget left a tombstone for (``memory.tombstones``: the
+same message key, or the same text) is not stored again (``MessagesReport.forgotten``) unless ``allow_forgotten=True``.
+Every message is checked before anything is written; bad input raises ``MessageFormatError`` (or
 ``InputTooLargeError``) naming the message and the problem.
+
+A large call is stored in batches of ``MESSAGE_BATCH`` messages, each batch its own commit: the ingest works on one
+batch at a time however many messages are sent, a crash loses no committed batch, and sending the same messages
+again stores only what is missing.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import groupby
 from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMessage
@@ -33,11 +40,12 @@ from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
 from logicmap.graphs.entry import run_entry
+from logicmap.graphs.forget import update_memory
 from logicmap.graphs.ingest import IngestReport, ingest_conversation
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.chat_turns import is_question
-from logicmap.memory.input_limits import check_message
+from logicmap.memory.input_limits import check_message, value_problem
 from logicmap.memory.loaders import MAX_SESSION_ID, Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
@@ -61,6 +69,7 @@ _ROLES: dict[str, Role | None] = {
 _TIME_KEYS = ("timestamp", "time", "created_at")
 MAX_MESSAGE_ID = 256
 MAX_NAME = 100
+MESSAGE_BATCH = 2000  # messages per commit of a large call (an ingest's working memory is one batch's)
 
 
 class MessageFormatError(ValueError):
@@ -74,6 +83,7 @@ class MessagesReport(BaseModel):
     added: int = 0
     already_stored: int = Field(0, description="messages re-sent that the namespace holds already (no-op)")
     forgotten: int = Field(0, description="messages left out because a forget left a tombstone for them")
+    updated: int = Field(0, description="messages re-sent with their id and new text: the stored turn took the text")
     not_conversation: int = Field(0, description="system and tool messages, and assistant tool calls without text")
     sessions: list[str] = Field(default_factory=list, description="the chat sessions the added messages joined")
     parts: list[str] = Field(default_factory=list, description="the session ids stored (one per chat session)")
@@ -89,6 +99,7 @@ class ChatTurn:
     dia_id: str
     when: datetime | None
     name: str | None
+    message_id: str | None = None
 
 
 # -- checking messages --------------------------------------------------------------------------------------
@@ -137,9 +148,19 @@ def _time(value: Any, index: int) -> datetime | None:
     raise _bad(index, f"unreadable timestamp {str(value)[:60]!r} (ISO 8601, a datetime or epoch seconds)")
 
 
+def _shape(value: Any, index: int) -> None:
+    """A message (or the parts of it read: content, metadata, id, name) within the value limits of
+    ``memory.input_limits``, checked without recursion before anything prints or walks it."""
+    problem = value_problem(value)
+    if problem is not None:
+        raise _bad(index, f"the message {problem}")
+
+
 def _fields(message: Any, index: int) -> tuple[str, Any, Any, Any, Any, bool]:
     """``(role name, content, id, time value, name, has tool calls)`` of a message in any accepted form."""
     if isinstance(message, BaseMessage):
+        _shape([message.content, message.additional_kwargs, message.response_metadata, message.id, message.name],
+               index)
         if isinstance(message, HumanMessage):
             role = "user"
         elif isinstance(message, AIMessage):
@@ -150,6 +171,8 @@ def _fields(message: Any, index: int) -> tuple[str, Any, Any, Any, Any, bool]:
         when = next((extra[k] for k in _TIME_KEYS if extra.get(k) is not None), None)
         calls = bool(getattr(message, "tool_calls", None))
         return role, message.content, message.id, when, message.name, calls
+    if isinstance(message, dict | tuple):
+        _shape(message, index)
     if isinstance(message, dict):
         if "role" not in message or "content" not in message:
             raise _bad(index, "a message dict needs 'role' and 'content'")
@@ -188,7 +211,8 @@ def _one(message: Any, index: int, settings: Any) -> ChatTurn | None:
     message_id = _checked_text(message_id, index, "id", MAX_MESSAGE_ID)
     name = _checked_text(name, index, "name", MAX_NAME)
     key = f"id:{message_id}" if message_id else f"h:{role}:{index}:{hashlib.sha256(text.encode()).hexdigest()}"
-    return ChatTurn(role=role, text=text, dia_id=f"M{stable_hash(key, length=16)}", when=_time(when, index), name=name)
+    return ChatTurn(role=role, text=text, dia_id=f"M{stable_hash(key, length=16)}", when=_time(when, index), name=name,
+                    message_id=message_id)
 
 
 def normalize_messages(messages: Any, settings: Any = None) -> tuple[list[ChatTurn], int]:
@@ -198,12 +222,18 @@ def normalize_messages(messages: Any, settings: Any = None) -> tuple[list[ChatTu
         raise MessageFormatError(f"messages must be a list of messages, not {type(messages).__name__}; nothing was "
                                  "written")
     turns, left_out = [], 0
+    by_id: dict[str, tuple[int, ChatTurn]] = {}
     for index, message in enumerate(messages):
         turn = _one(message, index, settings)
         if turn is None:
             left_out += 1
-        else:
-            turns.append(turn)
+            continue
+        if turn.message_id is not None:
+            first, earlier = by_id.setdefault(turn.message_id, (index, turn))
+            if (earlier.role, earlier.text) != (turn.role, turn.text):
+                raise _bad(index, f"id {turn.message_id[:60]!r} is also message {first}'s, with different content "
+                                  "(one id, one message: give each message its own id)")
+        turns.append(turn)
     return turns, left_out
 
 
@@ -303,34 +333,70 @@ def add_messages(
     res = resources or default_resources()
     turns, left_out = normalize_messages(messages, res.settings)
     snapshot = res.store.snapshot(namespace) if res.store.has_namespace(namespace) else None
-    stored = set(snapshot.turns) | {t.source_dia_id for t in snapshot.turns.values() if t.source_dia_id} if snapshot else set()
-    seen: set[str] = set()
-    fresh = []
+    fresh, edits = _sort_out(turns, _held(snapshot))
     tombstones = Forgotten.of(snapshot.tombstones) if snapshot is not None and not allow_forgotten else Forgotten()
-    refused = 0
-    for turn in turns:
-        if turn.dia_id not in stored and turn.dia_id not in seen:
-            if tombstones.matches(turn.text, message=turn.dia_id):
-                refused += 1
-            else:
-                fresh.append(turn)
-        seen.add(turn.dia_id)
-    report = MessagesReport(namespace=namespace, already_stored=len(turns) - len(fresh) - refused, forgotten=refused,
-                            not_conversation=left_out)
+    admitted = [turn for turn in fresh if not tombstones.matches(turn.text, message=turn.dia_id)]
+    refused, fresh = len(fresh) - len(admitted), admitted
+    report = MessagesReport(namespace=namespace, already_stored=len(turns) - len(fresh) - refused - len(edits),
+                            forgotten=refused, updated=len(edits), not_conversation=left_out)
+    for dia_id, text in edits:  # each edit one commit: the new text in, the old and what came only from it out
+        update_memory(namespace, dia_id, text, surface="chat", resources=res)
     if not fresh:
         return report
     open_session, last_time = _open_session(snapshot)
     gap = timedelta(seconds=idle_gap_s if idle_gap_s is not None else res.settings.chat_idle_gap_s)
     groups = chat_sessions(fresh, open_session=open_session, last_time=last_time, named=named, idle_gap=gap,
                            now=datetime.now())
-    parts = [_part(name, members, user_name=user_name, assistant_name=assistant_name, trust_assistant=trust_assistant)
-             for name, members in groups]
-    conversation = Conversation(conversation_id=namespace, sessions=parts,
-                                speakers=sorted({t.speaker for p in parts for t in p.turns}))
-    ingest = ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat", append=True,
-                                 memory_manager=memory_manager, allow_forgotten=allow_forgotten)
+    flat = [(name, member) for name, members in groups for member in members]
+    part_ids: list[str] = []
+    ingests: list[IngestReport] = []
+    for start in range(0, len(flat), MESSAGE_BATCH):  # one commit per batch (per chat session in it)
+        batch = flat[start:start + MESSAGE_BATCH]
+        parts = [_part(name, [m for _, m in run], user_name=user_name, assistant_name=assistant_name,
+                       trust_assistant=trust_assistant) for name, run in groupby(batch, key=lambda pair: pair[0])]
+        conversation = Conversation(conversation_id=namespace, sessions=parts,
+                                    speakers=sorted({t.speaker for p in parts for t in p.turns}))
+        ingests.append(ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat",
+                                           append=True, memory_manager=memory_manager,
+                                           allow_forgotten=allow_forgotten))
+        part_ids.extend(p.session_id for p in parts)
     return report.model_copy(update={"added": len(fresh), "sessions": list(dict.fromkeys(n for n, _ in groups)),
-                                     "parts": [p.session_id for p in parts], "ingest": ingest})
+                                     "parts": part_ids, "ingest": _joined(namespace, ingests)})
+
+
+def _held(snapshot: Any) -> dict[str, Any]:
+    """The namespace's turns by dia id, and by the dia id a renamed turn was given (``Turn.source_dia_id``)."""
+    if snapshot is None:
+        return {}
+    held = {t.source_dia_id: t for t in snapshot.turns.values() if t.source_dia_id}
+    held.update(snapshot.turns)
+    return held
+
+
+def _sort_out(turns: list[ChatTurn], held: dict[str, Any]) -> tuple[list[ChatTurn], list[tuple[str, str]]]:
+    """The turns to store, and the edits (a stored turn's dia id, its new text): a message with an id whose stored
+    turn holds other text. The rest (stored already, or sent twice in the call) is a no-op."""
+    fresh, edits, seen = [], [], set()
+    for turn in turns:
+        if turn.dia_id in seen:
+            continue
+        seen.add(turn.dia_id)
+        stored = held.get(turn.dia_id)
+        if stored is None:
+            fresh.append(turn)
+        elif turn.message_id is not None and stored.text != turn.text:
+            edits.append((stored.dia_id, turn.text))
+    return fresh, edits
+
+
+def _joined(namespace: str, reports: list[IngestReport]) -> IngestReport:
+    """The ingest reports of a call's batches as one."""
+    if len(reports) == 1:
+        return reports[0]
+    cost = sum((r.cost for r in reports[1:]), reports[0].cost)
+    return IngestReport(namespace=namespace, sessions=[s for r in reports for s in r.sessions],
+                        fallbacks=[f for r in reports for f in r.fallbacks], cost=cost,
+                        wall_time_s=sum(r.wall_time_s for r in reports))
 
 
 async def aadd_messages(namespace: str, messages: Any, **kwargs: Any) -> MessagesReport:

@@ -252,7 +252,9 @@ def cmd_namespaces(args: argparse.Namespace) -> int:
 def cmd_local_llm(args: argparse.Namespace) -> int:
     """Offline model: `logicmap local-llm [--port P] [--benchmark] [-- CMD ...]` (agents.local_llm)."""
     from logicmap.agents.local_llm import run_local_llm_command
+    from logicmap.memory.input_limits import check_port
 
+    check_port(args.port)
     command = [c for c in args.run if c != "--"]
     return run_local_llm_command(port=args.port, benchmark=args.benchmark, command=command, venv=args.venv,
                                  n_threads=args.threads, model_path=args.model)
@@ -513,6 +515,9 @@ def _mcp_server(args: argparse.Namespace) -> Callable[[], None]:
     if bool(args.namespace) == bool(args.tenants):
         raise ValueError("name the tenant one way: --namespace NS (the whole server) or --http --tenants FILE "
                          "(one namespace per bearer token)")
+    from logicmap.memory.input_limits import check_port
+
+    check_port(args.port)
     try:
         from logicmap.graphs import mcp_server
     except ImportError as exc:

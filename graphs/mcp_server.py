@@ -28,6 +28,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 
 from logicmap.graphs.forget import MemoryKind, alist_memories, apurge, memory_editor
 from logicmap.graphs.strategies import StrategyName, aanswer
+from logicmap.memory.input_limits import check_port
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import UnknownNamespaceError
 
@@ -230,6 +231,7 @@ def serve_http(server: MCPServer, *, port: int = 0, tenants: TenantTokens | None
     import anyio
     import uvicorn
 
+    check_port(port, option="port")
     app: ASGIApp = server.streamable_http_app(host="127.0.0.1")
     if tenants is not None:
         app = TokenGate(app, tenants)

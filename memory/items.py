@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from logicmap.memory.input_limits import MAX_VALUE_CHARS, value_problem
 from logicmap.memory.records import Turn, stable_hash, validate_namespace
 from logicmap.memory.store.model import NamespaceSnapshot
 
@@ -318,8 +319,16 @@ def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:
 
 
 def dumps_value(value: Mapping[str, Any]) -> str:
-    """A value as canonical JSON (``InvalidItemError`` for a value JSON cannot hold)."""
+    """A value as canonical JSON (``InvalidItemError`` for a value JSON cannot hold, or one nested or sized past
+    the limits of ``memory.input_limits``, measured before any recursive step)."""
+    problem = value_problem(value)
+    if problem is not None:
+        raise InvalidItemError(f"a store value {problem}")
     try:
-        return json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(value, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidItemError(f"a store value must be JSON: {str(exc).splitlines()[0][:120]}") from None
+    if len(text) > MAX_VALUE_CHARS:
+        raise InvalidItemError(f"a store value is {len(text):,} characters as JSON, more than the limit of "
+                               f"{MAX_VALUE_CHARS:,} (MAX_VALUE_CHARS in logicmap.memory.input_limits)")
+    return text

@@ -20,6 +20,7 @@ from typing import Any, Literal, cast, overload
 
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
+from logicmap.memory.input_limits import MAX_VALUE_DEPTH
 from logicmap.memory.records import drop_empty_item, stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
 
@@ -44,7 +45,7 @@ MAX_CONVERSATION_ID = 80
 """Longest sample or question id: the eval namespace keeps 80 characters of it, so longer ids could merge."""
 MAX_DIA_ID = 64
 MAX_SESSION_ID = 128
-_MAX_NESTING = 100  # the formats nest 6 levels deep; json itself gives up near 1,000
+_MAX_NESTING = MAX_VALUE_DEPTH  # the formats nest 6 levels deep; json itself gives up near 1,000
 _MAX_BASE = 128 - 1 - 12  # a per-conversation namespace keeps room for ".<slug>-<hash8>"
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

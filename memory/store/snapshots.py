@@ -37,6 +37,18 @@ _MODELS = {kind.field: kind.model for kind in RECORD_KINDS}  # a snapshot file's
 _PERSIST_MIN_DELTA = 1_000  # records committed since the snapshot file before it is saved again
 _MAX_LISTED = 256  # generations a delta read lists by number rather than as a range
 _KEPT = 8  # superseded snapshots kept for runs pinned to them (``snapshot_at``), the most recently read first
+_KEPT_VECTOR_BYTES = 128 * 2**20  # and their vectors at most this many bytes together (the newest is always kept)
+
+
+def _vector_bytes(snap: NamespaceSnapshot) -> int:
+    """What a snapshot's vectors take in memory."""
+    total = 0
+    for kind in RECORD_KINDS:
+        if kind.vector_field is not None:
+            table = getattr(snap, kind.vector_field)
+            total += table.matrix.nbytes if isinstance(table, VectorTable) else sum(
+                np.asarray(v).nbytes for v in table.values())
+    return total
 
 
 class SnapshotCache(StoreCore):
@@ -118,7 +130,9 @@ class SnapshotCache(StoreCore):
         kept = self._kept
         kept[(snap.namespace, snap.generation)] = snap
         kept.move_to_end((snap.namespace, snap.generation))
-        while len(kept) > _KEPT:
+        # Each kept snapshot owns its vector matrices: eight of a large namespace, superseded one commit after the
+        # other by a long write (a large add_messages), held gigabytes.
+        while len(kept) > _KEPT or (len(kept) > 1 and sum(map(_vector_bytes, kept.values())) > _KEPT_VECTOR_BYTES):
             kept.popitem(last=False)
 
     def _purged_since(self, namespace: str, generation: int) -> bool:

@@ -79,6 +79,63 @@ def test_ids_dicts_pairs_and_what_is_left_out(resources) -> None:  # noqa: ANN00
     assert (twice.added, twice.already_stored) == (1, 1)
 
 
+def test_one_id_on_two_messages_of_different_content_is_refused_naming_the_id(resources) -> None:  # noqa: ANN001
+    add_messages("ann", [("user", "Already here.")], resources=resources, policy="heuristic")
+    before = resources.store.snapshot("ann").fingerprint()
+    messages = [HumanMessage("DUPFIRST I live in Turin", id="dup-7"), AIMessage("Nice.", id="r1"),
+                HumanMessage("DUPSECOND I work in Milan", id="dup-7")]
+    with pytest.raises(MessageFormatError, match="message 2: id 'dup-7' is also message 0's") as caught:
+        add_messages("ann", messages, resources=resources, policy="heuristic")
+    assert "\n" not in str(caught.value) and "nothing was written" in str(caught.value)
+    assert resources.store.snapshot("ann").fingerprint() == before
+
+
+def test_an_edited_message_resent_with_its_id_updates_the_stored_turn(resources) -> None:  # noqa: ANN001
+    thread = [HumanMessage("I live in Porto.", id="u1"), AIMessage("Porto is lovely.", id="a1"),
+              HumanMessage("My sister is called Ines.", id="u2")]
+    add_messages("ann", thread, resources=resources, policy="heuristic")
+    before = resources.store.snapshot("ann")
+    edited = [HumanMessage("I live in Braga.", id="u1"), *thread[1:], HumanMessage("She is a nurse.", id="u3")]
+    report = add_messages("ann", edited, resources=resources, policy="heuristic")
+    after = resources.store.snapshot("ann")
+    texts = [t.text for t in sorted(after.turns.values(), key=lambda t: t.position)]
+    assert texts == ["I live in Braga.", "Porto is lovely.", "My sister is called Ines.", "She is a nurse."]
+    assert (report.added, report.updated, report.already_stored) == (1, 1, 2)
+    old_id = next(t for t, turn in before.turns.items() if turn.text == "I live in Porto.")
+    assert after.turns[old_id].text == "I live in Braga."  # the same turn (id, session, place), its new text
+    assert any("I live in Porto." in e.summary for e in before.events.values())
+    assert not any("I live in Porto." in e.summary for e in after.events.values())  # its event rebuilt from the edit
+    edit = next(f for f in after.manifest.forgets if f.surface == "chat")  # the old text retired in the edit's commit
+    assert edit.generation == before.generation + 1 and edit.removed
+    again = add_messages("ann", edited, resources=resources, policy="heuristic")  # the edited thread: a no-op now
+    assert (again.added, again.updated, again.already_stored) == (0, 0, 4)
+    assert resources.store.snapshot("ann").generation == after.generation
+
+
+def _nested(levels: int) -> object:
+    value: object = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+DEEP = [
+    ("timestamp", [{"role": "user", "content": "hi", "timestamp": _nested(100_000)}]),
+    ("role", [{"role": _nested(100_000), "content": "hi"}]),
+    ("content", [{"role": "user", "content": [{"type": "text", "text": "hi"}, _nested(3_000)]}]),
+    ("metadata", [HumanMessage("hi", additional_kwargs={"trace": _nested(3_000)})]),
+    ("pair", [("user", _nested(100_000))]),
+]
+
+
+@pytest.mark.parametrize(("case", "messages"), DEEP, ids=[d[0] for d in DEEP])
+def test_a_message_nested_too_deep_is_one_line_naming_the_limit(resources, case: str, messages) -> None:  # noqa: ANN001
+    with pytest.raises(MessageFormatError, match="message 0: the message is nested more than 100 levels deep") as err:
+        add_messages("ann", messages, resources=resources, policy="heuristic")
+    assert "\n" not in str(err.value) and "MAX_VALUE_DEPTH" in str(err.value)
+    assert resources.store.namespaces() == []
+
+
 BAD = [
     ("not a list", "hello", "must be a list"),
     ("a dict", {"role": "user", "content": "hi"}, "must be a list"),

@@ -15,6 +15,7 @@ from langchain_core.tools import tool
 from langgraph.config import get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode, ToolRuntime
+from langgraph.store.base import PutOp
 from typing_extensions import TypedDict
 
 import logicmap
@@ -59,6 +60,39 @@ def test_a_value_that_is_not_json_is_refused(store: LogicMapStore) -> None:
     with pytest.raises(InvalidItemError, match="JSON"):
         store.put(ALICE, "k", {"n": float("nan")})
     assert store.list_namespaces() == []
+
+
+def _nested(levels: int, kind: str = "dict") -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = {"a": value} if kind == "dict" else [value]
+    return value
+
+
+@pytest.mark.parametrize(("make", "problem"), [
+    (lambda: {"content": "x", "deep": _nested(3_000)}, "nested more than 100 levels deep"),
+    (lambda: {"deep": _nested(100_000, "list")}, "nested more than 100 levels deep"),
+    (lambda: {"content": "x", "deep": _nested(150)}, "nested more than 100 levels deep"),
+    (lambda: {"content": "x" * 16_000_001}, "larger than 16,000,000 characters"),
+    (lambda: {"content": "x", "many": ["ab"] * 4_000_001}, "larger than 16,000,000 characters"),
+], ids=["dict-3000", "list-100000", "dict-150", "long-string", "wide-list"])
+def test_a_value_too_deep_or_too_large_is_one_line_naming_the_limit(store: LogicMapStore, make: Any,
+                                                                     problem: str) -> None:
+    value = make()
+    with pytest.raises(InvalidItemError, match=problem) as err:
+        store.put(ALICE, "k", value)
+    assert "\n" not in str(err.value) and "logicmap.memory.input_limits" in str(err.value)
+    assert store.list_namespaces() == []
+    with pytest.raises(InvalidItemError, match=problem):  # a batch refuses it before any write as well
+        store.batch([PutOp(ALICE, "k", value)])
+    assert store.list_namespaces() == []
+
+
+def test_a_value_at_the_depth_limit_is_stored_and_read_back_whole(store: LogicMapStore) -> None:
+    value = {"content": "the deepest note I keep", "deep": _nested(99, "list")}  # 100 levels with the value itself
+    store.put(ALICE, "deep", value)
+    assert store.get(ALICE, "deep").value == value
+    assert [i.key for i in store.search(ALICE, query="deepest note")] == ["deep"]
 
 
 def test_keys_are_untrusted_and_never_cross_tenants(store: LogicMapStore, resources: Resources) -> None:

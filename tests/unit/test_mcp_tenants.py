@@ -43,6 +43,21 @@ def test_a_bad_tenants_file_is_one_clear_error(tmp_path: Path, capsys: pytest.Ca
     assert err.count("error:") == 3 and "Traceback" not in err
 
 
+@pytest.mark.parametrize("port", ["99999", "-1", "65536"])
+def test_a_port_out_of_range_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], resources: Any,
+                                                port: str) -> None:
+    from logicmap.graphs.mcp_server import serve_http
+
+    argv = ["--data-dir", str(tmp_path / "m"), "--embeddings", "hashing"]
+    assert main([*argv, "mcp", "--http", "--port", port, "-n", "alice"]) == 2
+    assert main([*argv, "local-llm", "--port", port]) == 2  # refused before any server starts
+    err = capsys.readouterr().err
+    assert err.count("error: --port must be a port number from 1 to 65535") == 2, err
+    assert len(err.splitlines()) == 2 and "Traceback" not in err
+    with pytest.raises(ValueError, match="port must be a port number"):  # the Python API, before any socket
+        serve_http(build_mcp_server(resources, namespace="alice"), port=int(port))
+
+
 def test_read_only_serves_no_write_tool_and_an_argument_namespace_is_dropped(resources: Any) -> None:
     from mcp import Client
 

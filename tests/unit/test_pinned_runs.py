@@ -127,3 +127,25 @@ def test_a_pinned_store_reads_its_own_namespace_only(memory: Resources, sample: 
     assert pinned.snapshot("mine") is memory.store.snapshot("mine")
     with pytest.raises(ValueError, match="pinned to namespace 'mine'"):
         pinned.snapshot("theirs")
+
+
+def test_superseded_snapshots_are_kept_within_a_vector_budget(memory: Resources) -> None:
+    """Each kept snapshot owns its vector matrices: kept as eight whole copies of a large namespace, they held
+    gigabytes on a long write. The budget keeps the newest ones that fit (the newest always)."""
+    import numpy as np
+
+    from logicmap.memory.snapshot_file import VectorTable
+    from logicmap.memory.store.model import Manifest, NamespaceSnapshot
+
+    def superseded(generation: int, mb: int) -> NamespaceSnapshot:
+        rows = mb * 2**20 // (384 * 4)
+        table = VectorTable([f"t{i}" for i in range(rows)], np.ones((rows, 384), dtype=np.float32))
+        return NamespaceSnapshot(namespace="big", manifest=Manifest(namespace="big", generation=generation),
+                                 turn_vectors=table)
+
+    store = memory.store
+    for generation in (1, 2, 3):
+        store._keep(superseded(generation, 60))
+    assert sorted(g for _, g in store._kept) == [2, 3]  # 3 x 60 MB is past the 128 MB budget: the oldest goes
+    store._keep(superseded(4, 200))
+    assert sorted(g for _, g in store._kept) == [4]  # one past the budget alone is still kept, the newest
