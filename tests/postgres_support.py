@@ -14,6 +14,7 @@ need it skip with a one-line reason.
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import pwd
@@ -21,6 +22,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -41,6 +43,13 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _stop_with_parent() -> None:
+    """In the server's process before it runs (after its user is set): a fast shutdown (SIGINT) when the test
+    process that started it dies without stopping it (Linux; elsewhere nothing)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, signal.SIGINT)  # PR_SET_PDEATHSIG
 
 
 def _binaries() -> Path:
@@ -127,7 +136,7 @@ class EmbeddedPostgres:
             argv += ["-c", f"{key}={value}"]
         log = open(self.log_path, "ab")  # noqa: SIM115 - the server writes it while it runs
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, **self._as)
+                                        start_new_session=True, preexec_fn=_stop_with_parent, **self._as)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

@@ -23,6 +23,7 @@ and does not reach); ``drop_namespace`` deletes a namespace the same way.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -38,6 +39,7 @@ from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.store.errors import (
     GenerationConflict,
     StoreError,
+    StoreForkedError,
     StoreUnavailableError,
     TurnIdConflictError,
     UnknownNamespaceError,
@@ -104,7 +106,8 @@ class PostgresStore:
         self.embedder = embedder_identity(self.settings)
         self.url = url or self.settings.store_url or ""
         self._where = _describe(self.url)
-        self._pool = _open_pool(self.url, self._where)
+        self._pid = os.getpid()
+        self._pool = _open_pool(self.url, self._where, stall_s=self.settings.commit_lease_s)
         self._cache: dict[str, tuple[tuple[str, int], NamespaceSnapshot]] = {}
         self._cache_lock = threading.Lock()
         try:
@@ -121,6 +124,10 @@ class PostgresStore:
         import psycopg
         import psycopg_pool
 
+        if os.getpid() != self._pid:
+            raise StoreForkedError(
+                f"this memory store was opened by process {self._pid} and used in its forked child {os.getpid()}; "
+                "its PostgreSQL connections belong to the parent: open a store in the child")
         try:
             with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as conn:
                 yield conn
@@ -406,8 +413,10 @@ class PostgresStore:
         return {"namespace": namespace, "generation": int(row[0]), "collections": 0, "compacted": compacted}
 
     def close(self) -> None:
-        """Close this store's connection pool (the memory stays in the database)."""
-        self._pool.close()
+        """Close this store's connection pool (the memory stays in the database); in a forked child, nothing: the
+        connections are the parent's."""
+        if os.getpid() == self._pid:
+            self._pool.close()
 
     def __enter__(self) -> PostgresStore:
         return self
@@ -470,14 +479,21 @@ def _describe(url: str) -> str:
     return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
 
 
-def _open_pool(url: str, where: str) -> Any:
+def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
+    """The store's pool. Each connection's session ends if it sits ``stall_s`` seconds inside a transaction (a
+    writer paused or hung mid-commit), so its row lock holds the namespace's other writers at most that long,
+    as a Chroma server's commit lease does (``LOGICMAP_COMMIT_LEASE_S``)."""
     try:
         import psycopg_pool
     except ImportError as exc:
         raise StoreError("LOGICMAP_STORE_URL names PostgreSQL but psycopg is not installed: "
                          "pip install 'logicmap[postgres]'") from exc
+
+    def configure(conn: Any) -> None:
+        conn.execute(f"SET idle_in_transaction_session_timeout = {max(1, int(stall_s * 1000))}")
+
     pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=POOL_MAX, kwargs={"autocommit": True},
-                                       open=False, name=f"logicmap {where}")
+                                       configure=configure, open=False, name=f"logicmap {where}")
     pool.open(wait=False)
     try:
         pool.wait(timeout=CONNECT_TIMEOUT_S)
