@@ -1,6 +1,7 @@
 """Kill tests on PostgreSQL: a writer SIGKILLed at random points of its commits leaves nothing half-visible and
 the re-run completes; a writer stalled inside its commit transaction holds the namespace's other writers only
-until its session times out (``LOGICMAP_COMMIT_LEASE_S``), and leaves nothing."""
+until its session times out (``LOGICMAP_COMMIT_LEASE_S``), and leaves nothing; the database restarted under a
+writer (every connection dropped mid-transaction) leaves nothing half-visible and the re-run completes."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import pytest
 from logicmap.memory.store import StoragePort, open_store
 from logicmap.memory.store.generations import SENTINEL
 from logicmap.settings import LogicMapSettings
+from tests.postgres_support import EmbeddedPostgres, PostgresUnavailable
 from tests.unit.test_storage_port import _session_change
 
 pytestmark = pytest.mark.postgres
@@ -92,3 +95,37 @@ def test_a_writer_stalled_inside_its_commit_holds_the_others_only_until_its_sess
     finally:
         stalled.close()
         other.close()
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[EmbeddedPostgres]:
+    """A server of this module's own, to restart."""
+    try:
+        server = EmbeddedPostgres()
+        server.start()
+    except PostgresUnavailable as exc:
+        pytest.skip(f"no PostgreSQL for the postgres tests: {exc}")
+    yield server
+    server.remove()
+
+
+def test_the_database_restarted_mid_ingest_leaves_nothing_half_visible_and_the_rerun_completes(
+        own_server: EmbeddedPostgres) -> None:
+    url = own_server.create_database()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), *sys.path]))}
+    argv = [sys.executable, str(WRITER), url, "restarted", str(SESSIONS), str(TURNS)]
+    writer = subprocess.Popen(argv, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert writer.stdout is not None
+    writer.stdout.readline()
+    time.sleep(random.Random(3).uniform(0.0, 0.5))
+    own_server.restart()  # every connection of the writer dropped, its open transaction rolled back
+    _out, err = writer.communicate(timeout=120)
+    assert writer.returncode != 0 and b"StoreUnavailableError" in err  # one line naming the lost server
+    store = open_store(LogicMapSettings(store_url=url, embedding_provider="hashing"))
+    try:
+        assert _consistent(store, url, "restarted") < SESSIONS
+        rerun = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, timeout=600, check=False)
+        assert rerun.returncode == 0, rerun.stderr.decode()[-2000:]
+        assert _consistent(store, url, "restarted") == SESSIONS
+    finally:
+        store.close()
