@@ -8,9 +8,10 @@ distributed by it, as Citus does).
 A commit is one transaction: a compare-and-swap on the namespace's generation row
 (``UPDATE ... SET generation = generation + 1 WHERE namespace = %s AND generation = %s``; no row updated: the
 namespace moved, ``GenerationConflict``), the turn-id check, the retirements and the new versions. A generation is
-never derived from a read of a maximum. Readers see committed generations only: a snapshot is read whole in one
+never derived from a read of a maximum. Readers see committed generations only: a snapshot is read in one
 ``REPEATABLE READ`` transaction and cached in this process by (namespace, incarnation, generation), the generation
-row checked on each ``snapshot()``, so a reader in another process sees a commit at its next read.
+row checked on each ``snapshot()``, so a reader in another process sees a commit at its next read; a newer
+generation is read as a delta on the cached snapshot (the versions born and retired since), whole after a purge.
 
 Schema changes are the versioned ``MIGRATIONS``, run once by ``setup()`` (which opening a store calls) under an
 advisory lock, their numbers kept in ``logicmap_migrations``. Connections come from a ``psycopg_pool`` pool and are
@@ -85,6 +86,9 @@ MIGRATIONS: tuple[str, ...] = (
     # No planner statistics of record text or vectors: ANALYZE would copy values into pg_statistic, where a purge
     # of this table cannot reach them.
     f"ALTER TABLE {_RECORDS} ALTER COLUMN record SET STATISTICS 0, ALTER COLUMN embedding SET STATISTICS 0",
+    # A delta read: the versions born, and those retired, since a cached generation.
+    f"CREATE INDEX {_RECORDS}_born ON {_RECORDS} (namespace, born)",
+    f"CREATE INDEX {_RECORDS}_died ON {_RECORDS} (namespace, died) WHERE died <> {SENTINEL}",
 )
 
 
@@ -186,8 +190,10 @@ class PostgresStore:
         return manifest
 
     def snapshot(self, namespace: str) -> NamespaceSnapshot:
-        """The latest committed records: from this process's cache when the namespace's generation row still names
-        the cached generation (one small query), else read whole in one ``REPEATABLE READ`` transaction."""
+        """The latest committed records, in one ``REPEATABLE READ`` transaction: this process's cached snapshot when
+        the namespace's row still names its generation (one small query); advanced by a delta (the versions born
+        and retired since) when the row has moved on and no purge since removed retirements the delta needs; else
+        read whole."""
         namespace = validate_namespace(namespace)
         with self._cache_lock:
             cached = self._cache.get(namespace)
@@ -196,11 +202,16 @@ class PostgresStore:
             state = self._state(conn, namespace)
             if state is None:
                 return NamespaceSnapshot(namespace=namespace, manifest=Manifest(namespace=namespace))
-            incarnation, generation, _oldest, manifest = state
-            if cached is not None and cached[0] == (incarnation, generation):
-                return cached[1]
-            rows = self._versions(conn, namespace, generation)
-        snap = self._build(manifest, rows)
+            incarnation, generation, oldest, manifest = state
+            base = None
+            if cached is not None and cached[0][0] == incarnation:
+                if cached[0][1] == generation:
+                    return cached[1]
+                if oldest <= cached[0][1] < generation:
+                    base = cached[1]
+            rows = self._versions(conn, namespace, generation, born_after=base.generation if base else None)
+            retired = self._retired_between(conn, namespace, base.generation, generation) if base else []
+        snap = self._build(manifest, rows) if base is None else self._advance(base, manifest, rows, retired)
         with self._cache_lock:
             self._cache[namespace] = ((incarnation, generation), snap)
         return snap
@@ -223,12 +234,44 @@ class PostgresStore:
         return snap
 
     @staticmethod
-    def _versions(conn: Any, namespace: str, generation: int) -> list[tuple[str, str, str, bytes | None]]:
-        """The versions seen at ``generation``: kind, id, record JSON, vector (pgvector's binary form)."""
+    def _versions(conn: Any, namespace: str, generation: int,
+                  born_after: int | None = None) -> list[tuple[str, str, str, bytes | None]]:
+        """The versions seen at ``generation`` (only those born after ``born_after`` when given): kind, id, record
+        JSON, vector (pgvector's binary form)."""
+        since = "" if born_after is None else " AND born > %s"
+        params = (namespace, generation, generation) + (() if born_after is None else (born_after,))
         with conn.cursor(binary=True) as cur:
             cur.execute(f"SELECT kind, id, record::text, embedding FROM {_RECORDS} "
-                        "WHERE namespace = %s AND born <= %s AND died > %s", (namespace, generation, generation))
+                        f"WHERE namespace = %s AND born <= %s AND died > %s{since}", params)
             return list(cur.fetchall())
+
+    @staticmethod
+    def _retired_between(conn: Any, namespace: str, old: int, new: int) -> list[tuple[str, str]]:
+        """(kind, id) of the versions seen at ``old`` that a generation up to ``new`` retired."""
+        return list(conn.execute(
+            f"SELECT kind, id FROM {_RECORDS} WHERE namespace = %s AND died > %s AND died <= %s AND born <= %s",
+            (namespace, old, new, old)).fetchall())
+
+    @classmethod
+    def _advance(cls, base: NamespaceSnapshot, manifest: Manifest, rows: list[tuple[str, str, str, bytes | None]],
+                 retired: list[tuple[str, str]]) -> NamespaceSnapshot:
+        """``base`` moved to ``manifest``'s generation: what was retired since dropped, what was born since added
+        (a new snapshot: ``base`` never changes under its readers)."""
+        born = cls._build(manifest, rows)
+        gone: dict[str, set[str]] = {kind.field: set() for kind in RECORD_KINDS}
+        for kind_field, rid in retired:
+            gone.setdefault(kind_field, set()).add(rid)
+        snap = NamespaceSnapshot(namespace=base.namespace, manifest=manifest)
+        for kind in RECORD_KINDS:
+            records = {rid: r for rid, r in getattr(base, kind.field).items() if rid not in gone[kind.field]}
+            records.update(getattr(born, kind.field))
+            setattr(snap, kind.field, records)
+            if kind.vector_field is not None:
+                table = VectorTable.of(getattr(base, kind.vector_field))
+                setattr(snap, kind.vector_field,
+                        table.changed(gone[kind.field], VectorTable.of(getattr(born, kind.vector_field))))
+        ordered(snap)
+        return snap
 
     @staticmethod
     def _build(manifest: Manifest, rows: list[tuple[str, str, str, bytes | None]]) -> NamespaceSnapshot:
