@@ -135,6 +135,10 @@ class PostgresStore:
         try:
             with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as conn:
                 yield conn
+        except (psycopg.errors.TransactionRollback, psycopg.errors.SerializationFailure,
+                psycopg.errors.DeadlockDetected) as exc:  # rolled back by the server: recompute and retry
+            raise GenerationConflict(f"namespace commit rolled back by PostgreSQL ({type(exc).__name__}): "
+                                     "recompute on the committed generation") from exc
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreUnavailableError(f"PostgreSQL at {self._where} did not answer: {said}") from exc
@@ -225,10 +229,18 @@ class PostgresStore:
             if state is None or not state[2] <= generation <= latest:
                 raise ValueError(f"namespace {namespace!r} has no committed generation {generation} (it is at "
                                  f"{latest})")
-            rows = None if generation == latest else self._versions(conn, namespace, generation)
-        if rows is None:
-            return self.snapshot(namespace)
-        snap = self._build(state[3].model_copy(deep=True, update={"generation": generation}), rows)
+            incarnation, _latest, _oldest, manifest = state
+            with self._cache_lock:
+                cached = self._cache.get(namespace)
+            if cached is not None and cached[0] == (incarnation, generation):
+                return cached[1]
+            rows = self._versions(conn, namespace, generation)
+        if generation == latest:  # read in this transaction: a commit landing meanwhile does not move it
+            snap = self._build(manifest, rows)
+            with self._cache_lock:
+                self._cache[namespace] = ((incarnation, generation), snap)
+            return snap
+        snap = self._build(manifest.model_copy(deep=True, update={"generation": generation}), rows)
         held = {t.session_id for t in snap.turns.values()}
         snap.manifest.sessions = {k: v for k, v in snap.manifest.sessions.items() if k in held}
         return snap
