@@ -51,6 +51,7 @@ def _forget_the_canary(res: Resources, data: Path, *, skip: str | None = None) -
     store = res.store
     vector = np.asarray(store.snapshot("acme").turn_vectors["D99:2"], dtype=np.float32).tobytes()
     with store._connection() as conn:  # noqa: SLF001 - the canary must be on disk before the purge
+        conn.execute("ANALYZE")  # planner statistics too, which a purge of the tables would not reach
         conn.execute("CHECKPOINT")
     assert _files_holding(data, CANARY.encode(), vector), "the canary never reached the data files"
     bob_answers, bob_print = _answers(res, "acme.bob"), store.snapshot("acme.bob").fingerprint()
@@ -85,3 +86,24 @@ def test_purge_on_a_default_server_leaves_the_canary_in_no_table_or_index_file(
         _forget_the_canary(res, postgres_server.data, skip="pg_wal")
     finally:
         res.store.close()
+
+
+def test_planner_statistics_never_copy_record_text_or_vectors(postgres_url: str) -> None:
+    """``ANALYZE`` keeps sampled values of a column in ``pg_statistic``, where no purge of the records table reaches
+    them: the store's migrations turn statistics off for record text and vectors."""
+    from logicmap.memory.store import open_store
+    from tests.unit.test_storage_port import _session_change
+
+    store = open_store(LogicMapSettings(store_url=postgres_url, embedding_provider="hashing"))
+    try:
+        store.commit(_session_change("stats", 0, "S1", [f"{CANARY} {i}" for i in range(20)]))
+        with store._connection() as conn:  # noqa: SLF001 - the database's own catalog
+            conn.execute("ANALYZE logicmap_records")
+            kept = conn.execute(
+                "SELECT attname FROM pg_stats WHERE tablename = 'logicmap_records' AND attname IN "
+                "('record', 'embedding') AND (most_common_vals IS NOT NULL OR histogram_bounds IS NOT NULL)"
+            ).fetchall()
+            analyzed = conn.execute("SELECT count(*) FROM pg_stats WHERE tablename = 'logicmap_records'").fetchone()
+        assert kept == [] and analyzed is not None and analyzed[0] > 0
+    finally:
+        store.close()
