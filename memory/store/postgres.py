@@ -140,8 +140,7 @@ class PostgresStore:
             raise GenerationConflict(f"namespace commit rolled back by PostgreSQL ({type(exc).__name__}): "
                                      "recompute on the committed generation") from exc
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
-            said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise StoreUnavailableError(f"PostgreSQL at {self._where} did not answer: {said}") from exc
+            raise StoreUnavailableError(f"PostgreSQL at {self._where} did not answer: {_first_line(exc)}") from exc
 
     def setup(self) -> int:
         """Run the migrations this database has not had yet (under an advisory lock: one process migrates, the
@@ -159,7 +158,7 @@ class PostgresStore:
                 except psycopg.errors.InsufficientPrivilege as exc:
                     raise StoreError(
                         f"PostgreSQL at {self._where}: migration {version} needs a privilege this user lacks "
-                        f"({str(exc).strip().splitlines()[0]}); an administrator can run "
+                        f"({_first_line(exc)}); an administrator can run "
                         "'CREATE EXTENSION vector' in this database") from exc
                 conn.execute("INSERT INTO logicmap_migrations (v) VALUES (%s)", (version,))
         return len(MIGRATIONS) - 1
@@ -530,8 +529,26 @@ def _describe(url: str) -> str:
     try:
         parts = conninfo_to_dict(url)
     except Exception as exc:  # noqa: BLE001 - any unparsable URL is one line
-        raise ValueError(f"LOGICMAP_STORE_URL: not a PostgreSQL URL ({str(exc).strip().splitlines()[0]})") from exc
+        raise ValueError(f"LOGICMAP_STORE_URL: not a PostgreSQL URL ({_first_line(exc)})") from exc
     return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _check_reachable(url: str, where: str) -> None:
+    """One connection before the pool opens, so an unreachable server, a refused login or a missing database is
+    one line at once (the pool would retry in the background until its timeout)."""
+    import psycopg
+
+    try:
+        psycopg.connect(url, connect_timeout=int(CONNECT_TIMEOUT_S)).close()
+    except psycopg.OperationalError as exc:
+        raise StoreUnavailableError(f"PostgreSQL at {where}: {_first_line(exc)}") from exc
+    except psycopg.ProgrammingError as exc:  # a connection parameter libpq does not take
+        raise ValueError(f"LOGICMAP_STORE_URL: {_first_line(exc)}") from exc
 
 
 def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
@@ -543,6 +560,8 @@ def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
     except ImportError as exc:
         raise StoreError("LOGICMAP_STORE_URL names PostgreSQL but psycopg is not installed: "
                          "pip install 'logicmap[postgres]'") from exc
+
+    _check_reachable(url, where)
 
     def configure(conn: Any) -> None:
         conn.execute(f"SET idle_in_transaction_session_timeout = {max(1, int(stall_s * 1000))}")

@@ -94,3 +94,22 @@ def test_a_snapshot_advanced_by_deltas_equals_one_read_whole(postgres_url: str) 
     finally:
         writer.close()
         reader.close()
+
+
+def test_a_store_that_cannot_connect_is_one_line_at_once_without_the_password(postgres_server: object) -> None:
+    import time
+
+    from logicmap.memory.store import StoreUnavailableError
+    from tests.postgres_support import free_port
+
+    port = getattr(postgres_server, "port")  # noqa: B009 - the session's server
+    for url, said in ((f"postgresql://ana:s3cret@127.0.0.1:{free_port()}/memory", "Connection refused"),
+                      (f"postgresql://postgres:s3cret@127.0.0.1:{port}/no_such_db", "no_such_db")):
+        started = time.monotonic()
+        with pytest.raises(StoreUnavailableError) as caught:
+            open_store(LogicMapSettings(store_url=url, embedding_provider="hashing"))
+        message = str(caught.value)
+        assert said in message and "s3cret" not in message and "\n" not in message
+        assert time.monotonic() - started < 5
+    with pytest.raises((ValueError, StoreUnavailableError), match="invalid sslmode value"):
+        open_store(LogicMapSettings(store_url="postgresql://127.0.0.1/x?sslmode=bogus", embedding_provider="hashing"))
