@@ -193,13 +193,19 @@ class PostgresStore:
         return manifest
 
     def snapshot(self, namespace: str) -> NamespaceSnapshot:
-        """The latest committed records, in one ``REPEATABLE READ`` transaction: this process's cached snapshot when
-        the namespace's row still names its generation (one small query); advanced by a delta (the versions born
-        and retired since) when the row has moved on and no purge since removed retirements the delta needs; else
-        read whole."""
+        """The latest committed records: this process's cached snapshot when the namespace's row still names its
+        generation (one small query); else, in one ``REPEATABLE READ`` transaction, the cached snapshot advanced by
+        a delta (the versions born and retired since) when no purge since removed retirements the delta needs, or
+        the namespace read whole."""
         namespace = validate_namespace(namespace)
         with self._cache_lock:
             cached = self._cache.get(namespace)
+        if cached is not None:  # the common case: one round trip says the cached generation is still the latest
+            with self._connection() as conn:
+                row = conn.execute(f"SELECT incarnation::text, generation FROM {_NAMESPACES} WHERE namespace = %s",
+                                   (namespace,)).fetchone()
+            if row is not None and (str(row[0]), int(row[1])) == cached[0]:
+                return cached[1]
         with self._connection() as conn, conn.transaction():
             conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             state = self._state(conn, namespace)
