@@ -414,7 +414,7 @@ class PostgresStore:
         2. ``VACUUM FULL`` of the records table: deleted tuples stay in the table and index files as dead tuples
            until a vacuum, and a plain vacuum frees their space without overwriting it, so the table and its
            indexes are rewritten with the live rows only and the old files unlinked. It holds an ACCESS EXCLUSIVE
-           lock on the table, every namespace's, while it runs (about a second per few hundred MB).
+           lock on the table, every namespace's, while it copies the whole table.
         3. ``pg_switch_wal()`` then ``CHECKPOINT``: the WAL segments that carried the purged rows' inserts end
            before the checkpoint's redo point, so the checkpoint removes them, or, with ``wal_recycle = on`` (the
            default), renames them for reuse, which keeps their bytes until they are overwritten. Both need a
