@@ -101,7 +101,8 @@ class LogicMapSettings(BaseSettings):
         default=None,
         description="Which storage backend holds memory (memory.store.backends): unset, Chroma (embedded in data_dir, "
         "or the server at chroma_host); 'memory://' or 'memory://NAME', this process's memory (unit tests, "
-        "ephemeral agents: nothing on disk).",
+        "ephemeral agents: nothing on disk); 'postgresql://user:password@host:5432/db', PostgreSQL with pgvector "
+        "(many processes on one memory; pip install 'logicmap[postgres]'; docs/backends.md).",
     )
     data_dir: Path = Path(".logicmap")
     chroma_host: str | None = Field(default=None, description="Chroma server host: server mode when set.")

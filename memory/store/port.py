@@ -7,11 +7,12 @@ Code outside ``memory/store/`` types against ``StoragePort``; a backend implemen
 | --- | --- | --- |
 | Chroma (embedded, or a Chroma server) | ``facade`` (``MemoryStore``) and its rooms | the default: one process per data directory, or many on a server |
 | in process | ``inmemory`` (``InProcessStore``) | unit tests and ephemeral agents: nothing on disk, gone with the process |
+| PostgreSQL + pgvector | ``postgres`` (``PostgresStore``) | many processes on one memory, with real transactions |
 
 A commit writes a ``ChangeSet`` as the namespace's next generation, all or nothing, and only if the namespace is
 still at ``change.base_generation`` (else ``GenerationConflict``: the writer recomputes on the new generation). A
 backend with real transactions does that with a transaction and a compare-and-swap on the generation; the Chroma
-backend, which has none, with its lease-and-fence protocol (``commits``). Readers see committed generations only:
+backend, which has none, with its lease-and-fence protocol (``commits``); the PostgreSQL backend does the former. Readers see committed generations only:
 ``snapshot`` the latest, ``snapshot_at`` one a run pinned. ``purge`` removes what no reader of the committed
 generation sees (retired versions); ``drop_namespace`` removes a namespace. Record kinds come from
 ``memory.kinds.RECORD_KINDS`` only: a backend loops over them and never names one.
