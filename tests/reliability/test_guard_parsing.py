@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -28,6 +30,21 @@ VALUES = ["memories.alice", "memories.bob", "memories%2Ebob", "memories.alice%26
           "memories", "", "memories.alice.Note", "alice", "bob", "memories.%62ob", "home"]
 LABELS = [["memories", "alice"], ["memories", "bob"], ["memories"], [], ["alice"], ["memories", "alice", "x"],
           ["memories", "*"], "memories.bob", None]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _no_server_left_behind() -> Iterator[None]:
+    """The guard asks the server's own API in process (``langgraph_sdk.get_client(url=None)``), which imports
+    ``langgraph_api``; a process that has it loaded counts as the API server (``graphs.resources.server_mode``), so
+    it is unloaded after this module, as it was before, for the tests that follow."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if name == "langgraph_api" or name.startswith("langgraph_api."):
+            del sys.modules[name]
+    from logicmap.graphs.resources import server_mode
+
+    assert not server_mode()
 
 
 class _User:
