@@ -181,7 +181,8 @@ MUTATIONS: list[Mutation] = [
        equivalent="a reply reaches `picked_antecedents` only after `validate_refinement`, which sends back a second "
                   "antecedent for a subgoal whatever the constant, or as the empty fallback"),
     _m(G, "Refinement of the frontier, one antecedent per subgoal (Eq. 6, Alg. 1 lines 19-24)", "agents/goalmem.py",
-       "        if sid in seen:\n", "        if False:\n",
+       '        if sid in seen:\n            problems.append(f"antecedent {i + 1}: {sid} already has',
+       '        if False:\n            problems.append(f"antecedent {i + 1}: {sid} already has',
        "a second antecedent for a subgoal is not sent back (the first is kept)"),
     # -- REAL ----------------------------------------------------------------------------------------------
     _m(R, DEFAULTS, "graphs/real.py", "    relevance_threshold: float = 0.5\n",
