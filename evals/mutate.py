@@ -133,6 +133,8 @@ MUTATIONS: list[Mutation] = [
     _m(C, ROUND,
        "graphs/compass.py", "missing = [g for g, done in zip(state[\"subgoals\"], state[\"satisfied\"]) if not done]",
        "missing = list(state[\"subgoals\"])", "the refinement is asked about every subgoal, satisfied ones too"),
+    _m(C, "Planner: 2-5 subgoals, satisfaction vector (Eq. 7)", "agents/planner.py", "if not 2 <= len(goals) <= 5:",
+       "if not 1 <= len(goals) <= 5:", "a plan of one subgoal accepted"),
     _m(C, "Topic layer: number of clusters max(2, min(floor(n/5), 50)) (App. B)", "memory/topics.py",
        "max(2, min(n_events // 5, 50))", "max(2, min(n_events // 4, 50))", "one cluster per 4 events"),
     _m(C, JOIN, "memory/topics.py",
@@ -184,6 +186,12 @@ MUTATIONS: list[Mutation] = [
        '        if sid in seen:\n            problems.append(f"antecedent {i + 1}: {sid} already has',
        '        if False:\n            problems.append(f"antecedent {i + 1}: {sid} already has',
        "a second antecedent for a subgoal is not sent back (the first is kept)"),
+    _m(G, "LLM-call bound 1 + B(2 + 2D) (Appendix B)", "graphs/goalmem.py",
+       "return 1 + max_breadth * (2 + 2 * max_depth)", "return 1 + max_breadth * (2 + max_depth)",
+       "a bound of 1 + B(2 + D)"),
+    _m(G, "Grounded subgoals are skipped, kept in Psi (Appendix A)", "graphs/goalmem.py",
+       'active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}',
+       "active = dict(subgoals)", "grounded subgoals are unified again"),
     # -- REAL ----------------------------------------------------------------------------------------------
     _m(R, DEFAULTS, "graphs/real.py", "    relevance_threshold: float = 0.5\n",
        "    relevance_threshold: float = 0.4\n", "delta_QR = 0.4"),
@@ -213,6 +221,11 @@ MUTATIONS: list[Mutation] = [
        "    return m\n", "the budget is always m",
        equivalent="the budget is asked only when the trigger holds, and then no expansion has both S_QR >= "
                   "delta_QR and S_LC >= delta_LC: |N_rel| = 0 and B_cf = m"),
+    _m(R, "Intent carried per hop, `P (+) (u, iota_u)` (Eq. 5)", "graphs/real.py",
+       'return path.model_copy(update={"intent": fact.intent})', "return path",
+       "the root's intent held for the whole path"),
+    _m(R, "AggregateEvidence(P_final)", "graphs/real.py", "    top_k: int | None = None\n",
+       "    top_k: int | None = 5\n", "the final set cut to the top five (the older reading)"),
     # -- Memory-R2 -----------------------------------------------------------------------------------------
     _m(M2, RELATED, "agents/r2.py",
        "related[index] = list(dict.fromkeys([*similar, *same]))",
@@ -225,6 +238,8 @@ MUTATIONS: list[Mutation] = [
        "def compression_penalty(memory_size: int, normalizer: int, weight: float = 0.2)", "lambda = 0.2"),
     _m(M2, "Curriculum 8 -> 16 -> 32 sessions", "evals/train/logo_grpo.py", "DEFAULT_STAGES = (8, 16, 32)",
        "DEFAULT_STAGES = (8, 16)", "a curriculum of 8 -> 16 sessions"),
+    _m(M2, "Monotonic memory, non-destructive UPDATE", "memory/r2.py", '"history": (*old.history, revision),',
+       '"history": old.history,', "an UPDATE forgets the old text"),
     # -- MRAgent -------------------------------------------------------------------------------------------
     _m(MR, BUDGET, "graphs/reconstruct.py", "    max_turns: int = 8\n", "    max_turns: int = 7\n", "7 turns"),
     _m(MR, BUDGET, "graphs/reconstruct.py", "    max_tool_calls_per_turn: int = 10\n",

@@ -350,3 +350,18 @@ def test_the_responder_never_answers_that_the_information_is_insufficient(resour
     system = next(str(c[0].content) for c in llm.calls if RESPONDER in str(c[0].content))
     assert "do not state that the information is insufficient" in system and "Not mentioned" not in system
     assert final["answer"] == "paintings"
+
+
+def test_the_planner_gives_two_to_five_subgoals(resources) -> None:
+    """Eq. 7 and App. B: the Planner decomposes the question into 2-5 subgoals. A plan of one subgoal is sent back
+    with the rule, and the retry's three subgoals are the plan."""
+    build_namespace(resources, "plan", {"M": CASE_EVENTS["M"]}, [], {"T0": ["M"]})
+    llm = ScriptedChatModel(
+        routes={PLANNER: [{"subgoals": [QUESTION]}, {"subgoals": SUBGOALS}],
+                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        respond=Explorers({}),
+    )
+    _, _, final = _run(resources, "plan", llm, plan_starts=False, max_refinements=0)
+    plans = [c for c in llm.calls if PLANNER in str(c[0].content)]
+    assert len(plans) == 2 and "give 2 to 5 non-empty subgoals, got 1" in str(plans[1][-1].content)
+    assert final["subgoals"] == SUBGOALS and [f.role for f in final["fallbacks"]] == ["responder"]  # not the planner
