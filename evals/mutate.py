@@ -11,11 +11,13 @@ docs/fidelity.md between the markers ``<!-- mutation-table:start -->`` and ``<!-
     python -m logicmap.evals.mutate --write          # ... and into docs/fidelity.md
     python -m logicmap.evals.mutate --method real    # one method's mutations
     python -m logicmap.evals.mutate --rev <commit>   # the tests of another commit (e.g. before they were added)
+    python -m logicmap.evals.mutate --record out.json; python -m logicmap.evals.mutate --render out.json --write
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -295,7 +297,7 @@ def render_table(outcomes: Sequence[Outcome]) -> str:
         if o.killed_by is not None:
             result = f"killed by `{o.killed_by}`"
         elif m.equivalent:
-            result = f"equivalent: {m.equivalent}"
+            result = f"equivalent: {_cell(m.equivalent)}"
         else:
             result = "SURVIVED"
         lines.append(f"| {m.method} | {_cell(m.row)} | {mutation} | {result} |")
@@ -333,9 +335,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", type=int, action="append", help="only these mutations (0-based index)")
     parser.add_argument("--write", action="store_true", help="write the table into docs/fidelity.md")
     parser.add_argument("--python", default=sys.executable, help="the interpreter that runs pytest")
+    parser.add_argument("--record", type=Path, help="also save the outcomes (JSON) to this file")
+    parser.add_argument("--render", type=Path, help="run nothing: the table of the outcomes saved by --record")
     args = parser.parse_args(argv)
     chosen = [m for i, m in enumerate(MUTATIONS)
               if (not args.method or m.method in args.method) and (not args.only or i in args.only)]
+    if args.render is not None:
+        try:
+            saved = {(r["method"], r["file"], r["old"], r["new"]): r for r in json.loads(args.render.read_text())}
+            outcomes = [Outcome(m, saved[(m.method, m.file, m.old, m.new)]["killed_by"],
+                                saved[(m.method, m.file, m.old, m.new)]["seconds"]) for m in chosen]
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"error: {args.render}: not the outcomes of these mutations ({exc!r})", file=sys.stderr)
+            return 2
+        return _report(outcomes, args.write)
     outcomes = []
     with tempfile.TemporaryDirectory(prefix="logicmap-mutate-") as tmp:
         root = Path(tmp)
@@ -353,9 +366,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[{i}/{len(chosen)}] {outcome.verdict:10s} {outcome.seconds:5.0f}s {mutation.method}: "
                   f"{mutation.what} ({outcome.killed_by or '-'})", file=sys.stderr, flush=True)
             outcomes.append(outcome)
+    if args.record is not None:
+        args.record.write_text(json.dumps([
+            {"method": o.mutation.method, "file": o.mutation.file, "old": o.mutation.old, "new": o.mutation.new,
+             "killed_by": o.killed_by, "seconds": round(o.seconds, 1)} for o in outcomes], indent=1) + "\n")
+    return _report(outcomes, args.write)
+
+
+def _report(outcomes: Sequence[Outcome], write: bool) -> int:
     table = render_table(outcomes)
     print(table)
-    if args.write:
+    if write:
         write_table(ROOT / "docs" / "fidelity.md", table)
     return 1 if any(o.verdict == "SURVIVED" for o in outcomes) else 0
 
