@@ -1,8 +1,9 @@
 """Benchmark harness: metrics (evals.metrics), strategy specs (evals.specs), the judge model (evals.judge), result
 records (evals.records), the run loop (evals.runner), reports (evals.report), the eval commands (evals.cli), bench scripts
 (evals.bench), training (evals.train: the turn and traversal rankers, Memory-R2's LoGo-GRPO), the leave-one-conversation-out
-recall of the reranker on public conversations that writes its weights (evals.loco), and evals.fake_openai (an
-OpenAI-compatible stand-in server on 127.0.0.1 for provider-fault tests and benchmarks).
+recall of the reranker on public conversations that writes its weights (evals.loco), the mutation check of
+docs/fidelity.md (evals.mutate), and evals.fake_openai (an OpenAI-compatible stand-in server on 127.0.0.1 for
+provider-fault tests and benchmarks).
 
 Submodules are imported on demand, so ``from evals.metrics import token_f1`` loads no model or graph.
 """
