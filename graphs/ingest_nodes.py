@@ -129,7 +129,7 @@ class IngestContext(StrategyContext):
     merge_threshold: float = 0.9
     """A new event at least this similar to a stored one goes to the coreference judge (merge, link or add)."""
     topic_delta: float = 0.9
-    """A new event joins its most similar topic at this similarity, else opens a topic."""
+    """A new event joins its most similar topic above this similarity, else opens a topic."""
     recluster_every: int = 4
     """Sessions between full re-clusterings of the topic layer."""
     extract_facts: bool = True

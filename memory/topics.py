@@ -1,7 +1,7 @@
 """The topic layer: incremental k-means over event embeddings (CompassMem's topic evolution).
 
-k-means to start; each new event joins its most similar topic when the similarity is at least
-``delta``, else opens a topic; every ``recluster_every`` steps all events are re-clustered.
+k-means to start; each new event joins its most similar topic when the similarity exceeds ``delta``
+(strictly greater), else opens a topic; every ``recluster_every`` steps all events are re-clustered.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from logicmap.evals.bench.common import machine_line, print_table
+from logicmap.evals.common import machine_line, print_table
 
 __all__ = ["main", "measure"]
 

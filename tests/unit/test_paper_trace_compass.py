@@ -131,6 +131,11 @@ def test_case_study_global_queue_refinement_and_responder(resources) -> None:
     assert nodes.count("refine") == 1 and steps[3] == ["S"]
     refine_calls = [c for c in llm.calls if REFINER in str(c[0].content)]
     assert len(refine_calls) == 1
+    # The refinement is aimed at the unsatisfied subgoals (4.3.3): the refiner is shown h3 as missing, not the
+    # satisfied h1 and h2 (a refiner asked about every subgoal would search for the move again).
+    missing = str(refine_calls[0][1].content).split("Still missing:\n", 1)[1].split("\nFound so far:", 1)[0]
+    assert missing == f"- {SUBGOALS[2]}"
+    assert [e["missing"] for _, u in updates for e in u.get("log", []) if e.get("node") == "refine"] == [[SUBGOALS[2]]]
     merges = [u for node, u in updates if node == "merge"]
     assert merges[2]["queue"] == {} and merges[2]["satisfied"] == [True, True, False]
     assert merges[-1]["satisfied"] == [True, True, True] and merges[-1]["log"][0]["stop"] == "satisfied"
@@ -174,6 +179,66 @@ def test_faithful_budget_runs_a_round_until_the_queue_is_empty(resources) -> Non
 
     assert FAITHFUL_OVERRIDES["name_free_readings"] is False and FAITHFUL_OVERRIDES["max_steps"] is None
     assert FAITHFUL_OVERRIDES["plan_starts"] is False and FAITHFUL_OVERRIDES["recipe"] == "dense"
+
+
+def test_three_explorers_by_default(resources) -> None:
+    """The paper's three parallel explorers (4.3.2, App. B) are the default: four starting nodes take two
+    supersteps, three events in the first, the fourth (the least promising) in the next."""
+    build_namespace(resources, "four", CASE_EVENTS, CASE_EDGES, {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"],
+                                                                "T2": ["S"]})
+    llm = ScriptedChatModel(
+        routes={PLANNER: [{"subgoals": SUBGOALS}], LOCALIZER: [{"event_ids": ["M", "U", "Q", "S"]}],
+                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        respond=Explorers({}),  # every event skipped: the four starts are all there is to explore
+    )
+    _, updates, _ = _run(resources, "four", llm, plan_starts=False, max_refinements=0)
+    steps = _supersteps(updates)
+    assert [len(s) for s in steps] == [3, 1] and sorted(steps[0] + steps[1]) == ["M", "Q", "S", "U"]
+
+
+class FirstTooMany:
+    """An explorer that names four next events for the move, then (sent back) three."""
+
+    def __init__(self) -> None:
+        self.replies = [{"action": "EXPAND", "next_events": ["A", "B", "C", "D"], "satisfied_subgoals": [0]},
+                        {"action": "EXPAND", "next_events": ["B", "C", "D"], "satisfied_subgoals": [0]}]
+        self.retries: list[str] = []
+
+    def __call__(self, messages) -> dict:  # noqa: ANN001
+        assert EXPLORER in str(messages[0].content)
+        if re.search(r"Current event:\n\((\S+?),", str(messages[1].content)).group(1) != "M":
+            return SKIP
+        if len(messages) > 2:
+            self.retries.append(str(messages[-1].content))
+        return self.replies.pop(0) if self.replies else SKIP
+
+
+def test_an_expand_names_at_most_three_next_events(resources) -> None:
+    """Eq. 9-10 and F.2: an EXPAND names at most 3 next nodes. A reply naming four is sent back; the three of
+    the retry are queued (a cap of four would queue the first reply's A, or all four)."""
+    events = {"M": CASE_EVENTS["M"], "A": "a colleague at the chicago job", "B": "the chicago apartment",
+              "C": "the neighbourhood cafe", "D": "the commute by train"}
+    build_namespace(resources, "fan", events, [("M", "follow_up", n) for n in "ABCD"], {"T0": list(events)})
+    explorer = FirstTooMany()
+    llm = ScriptedChatModel(
+        routes={PLANNER: [{"subgoals": SUBGOALS}], LOCALIZER: [{"event_ids": ["M"]}],
+                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        respond=explorer,
+    )
+    _, updates, _ = _run(resources, "fan", llm, plan_starts=False, max_refinements=0)
+    # The three explorers take the three queued events in the next superstep; A is never read.
+    assert _supersteps(updates) == [["M"], ["B", "C", "D"]]
+    assert len(explorer.retries) == 1 and "at most 3 next_events" in explorer.retries[0]
+
+
+def test_the_no_llm_explorer_expands_to_at_most_three_neighbours() -> None:
+    from logicmap.agents.explorer import similarity_decision
+
+    goal = np.eye(4)[0].astype(np.float32)
+    near = np.vstack([goal] * 4)  # four neighbours, each as close to the open subgoal as can be
+    decision = similarity_decision(goal[None, :], [goal[None, :]], [False], ["A", "B", "C", "D"], near,
+                                   keep_threshold=0.1, satisfy_threshold=2.0, expand_threshold=0.1)
+    assert decision.action == "EXPAND" and decision.next_events == ["A", "B", "C"]
 
 
 # -- construction (Appendix F.1) -----------------------------------------------------------------------
@@ -285,3 +350,18 @@ def test_the_responder_never_answers_that_the_information_is_insufficient(resour
     system = next(str(c[0].content) for c in llm.calls if RESPONDER in str(c[0].content))
     assert "do not state that the information is insufficient" in system and "Not mentioned" not in system
     assert final["answer"] == "paintings"
+
+
+def test_the_planner_gives_two_to_five_subgoals(resources) -> None:
+    """Eq. 7 and App. B: the Planner decomposes the question into 2-5 subgoals. A plan of one subgoal is sent back
+    with the rule, and the retry's three subgoals are the plan."""
+    build_namespace(resources, "plan", {"M": CASE_EVENTS["M"]}, [], {"T0": ["M"]})
+    llm = ScriptedChatModel(
+        routes={PLANNER: [{"subgoals": [QUESTION]}, {"subgoals": SUBGOALS}],
+                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        respond=Explorers({}),
+    )
+    _, _, final = _run(resources, "plan", llm, plan_starts=False, max_refinements=0)
+    plans = [c for c in llm.calls if PLANNER in str(c[0].content)]
+    assert len(plans) == 2 and "give 2 to 5 non-empty subgoals, got 1" in str(plans[1][-1].content)
+    assert final["subgoals"] == SUBGOALS and [f.role for f in final["fallbacks"]] == ["responder"]  # not the planner

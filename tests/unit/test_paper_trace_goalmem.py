@@ -428,3 +428,29 @@ def test_the_call_budget_never_stops_the_no_llm_policy(memory: Resources) -> Non
     result = answer(QUESTION, NAMESPACE, resources=memory, policy="heuristic", max_breadth=1, max_depth=1)
     assert result.details["llm_requests"] == 0 and result.cost.llm_calls == 0 and not result.fallbacks
     assert not str(result.details["stop_reason"] or "").startswith("call budget")
+
+
+class CountingBackbone(PaperBackbone):
+    """The trace's ``B_retrieve``, recording how many memories each search asked for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[int] = []
+
+    def search(self, query: str, k: int) -> list[Hit]:
+        self.asked.append(k)
+        return super().search(query, k)
+
+
+def test_at_most_sixty_memories_per_question_by_default(memory: Resources) -> None:
+    """Appendix F: the shared cap k = 60 memories per question, distributed across the searches. With 30 asked
+    per subgoal, the first decomposition's three searches share the 60 (20 each); a cap of 50 would give 17, 17,
+    16, one of 100 the 30 asked."""
+    model, backbone = PaperModel(), CountingBackbone()
+    context = GoalMemContext(namespace=NAMESPACE, resources=_with_model(memory, model.model), policy="llm",
+                             retriever=backbone, backbone="paper", k_per_subgoal=30)
+    final = graph.invoke({"question": QUESTION}, context=context)
+    assert backbone.asked[:3] == [20, 20, 20]
+    # Each later step's searches share what is left of the 60 (the memories retrieved so far, on every breadth
+    # step, count against it).
+    assert backbone.asked == [20, 20, 20, 29, 29, 29, 28, 29, 28, 28, 28, 30] and final["answer"] == "The Kyoto Latte"

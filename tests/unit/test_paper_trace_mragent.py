@@ -422,3 +422,19 @@ def test_a_garbage_topic_abstraction_records_its_fallback(resources) -> None:  #
     expected = {t.topic: t.label for t in fallback_abstracts(clusters).topics}
     assert {tid: t.label for tid, t in snap.topics.items() if t.label} == expected and expected
     assert {t.label_source for t in snap.topics.values() if t.label} == {"fallback"}
+
+
+def test_the_papers_budgets_by_default_eight_turns_of_at_most_ten_tool_calls(ingested_sample) -> None:  # noqa: ANN001
+    """Appendix D.4: at most 8 reasoning turns and 10 tool calls per turn. A navigator that never answers and asks
+    for 12 calls each turn runs 8 turns of 10 calls (2 dropped each), then the final answer is forced."""
+    from tests.unit.test_reconstruct import event_of, keep_everything, tool_call, with_model
+
+    eid = event_of(ingested_sample, "D4:4")
+    twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}")
+                                               for i in range(12)])
+    final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["Leo", "half marathon"]}],
+                                      NAVIGATOR: [twelve] * 12, FINAL: [final]}, respond=keep_everything)
+    result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model))
+    assert result.steps == 8 and result.details["mode"] == "forced"
+    assert result.details["tool_calls"] == 80 and result.details["dropped_tool_calls"] == 16

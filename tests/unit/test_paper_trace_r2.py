@@ -135,3 +135,21 @@ def test_a_delete_alone_loses_the_new_fact_and_is_sent_back() -> None:
     assert [(e.op, e.id) for e in outcome.edits] == [("ADD", None), ("DELETE", "F3")]
     memory.apply(outcome.edits, new)
     assert memory.get("F3").deleted and memory.get("F5").text == new[0].text
+
+
+def test_a_fact_on_the_same_subject_and_attribute_is_related_however_few_words_it_shares() -> None:
+    """Related memories are the most similar facts and every fact on the new fact's subject and attribute: Maya's
+    old home (few shared words, below five closer facts about other people) is still shown, so the manager can
+    DELETE it; related by similarity alone, it would stay live beside the new home."""
+    memory = FactMemory("maya")
+    old = ["Maya lives in Porto", *(f"{name} shares a flat beside the harbour in Lisbon with friends"
+                                   for name in ("Leo", "Ana", "Rui", "Eva", "Tom"))]
+    memory.apply([FactEdit(op="ADD", fact=i) for i in range(len(old))], candidates(old))
+    new = candidates(["Maya lives in a flat beside the harbour in Lisbon with friends"])
+    related = r2_roles.related_memories(memory, new)
+    assert related[0][:5] == ["F2", "F3", "F4", "F5", "F6"] and related[0][5:] == ["F1"]
+    manager = Manager(slip=[])
+    outcome = manage_memory(manager.model, memory, new)
+    assert related_ids(manager.calls[0])[0][-1] == "F1"
+    memory.apply(outcome.edits, new)
+    assert memory.get("F1").deleted and [r.text for r in memory.live()][-1] == new[0].text

@@ -221,3 +221,66 @@ def test_intent_is_carried_per_hop(memory):
     assert any("signed_up_for" in line and "taught_by" in line for line in lines)
     best = result.details["paths"][0]
     assert [f["relation"] for f in best["facts"]] == ["signed_up_for", "taught_by"] and best["intent"] == "FACT"
+
+
+# -- the defaults of Section IV-A, each through the behaviour it controls ------------------------------------
+
+
+def commit_facts(resources, namespace: str, facts: list[Fact]) -> None:  # noqa: ANN001
+    turns = sorted({t for f in facts for t in f.turn_ids})
+    records = [Turn(namespace=namespace, session_id="S1", dia_id=t, speaker="Nora", text=f"turn {t}",
+                    session_time=datetime(2023, 6, 1, 10, 0), position=j) for j, t in enumerate(turns, start=1)]
+    emb = resources.embeddings
+    resources.store.commit(ChangeSet(
+        namespace=namespace, base_generation=0, turns=records, turn_vectors=emb.embed_documents([t.text for t in records]),
+        facts=facts, fact_vectors=emb.embed_documents([fact_text(f) for f in facts]),
+    ))
+
+
+@pytest.mark.parametrize(("relevance", "coherence", "repaired"), [
+    (0.45, 0.9, True), (0.55, 0.9, False),  # delta_QR = 0.5: 0.4 or 0.6 would swap one of these
+    (0.9, 0.45, True), (0.9, 0.55, False),  # delta_LC = 0.5, likewise
+])
+def test_repair_thresholds_delta_qr_and_delta_lc_are_one_half(memory, relevance, coherence, repaired):
+    def judge(text: str) -> Scores:
+        return (0.9, 0.9, 0.8) if "sent_papers_to" in text else (relevance, coherence, 0.1)
+
+    memory.llm_ = scripted(judge, [("Dana", "FACT")])
+    result = answer("Who talked with Dana about the adoption decision?", NS, resources=memory)
+    budgets = trail(result, "evaluate")[0]["budgets"]
+    assert (list(budgets.values()) == [5]) if repaired else budgets == {}  # m = 5, no reliable expansion
+
+
+def test_expansion_admits_facts_of_confidence_theta_stable_08(resources):
+    """theta_stable = 0.8 (Alg. 1 l. 14): a fact held with confidence 0.85 is a candidate, one of 0.75 is not
+    (0.7 would admit both, 0.9 neither)."""
+    ns = "real-theta"
+
+    def f(relation: str, tail: str, confidence: float, turn: str) -> Fact:
+        return make_fact(ns, "Nora", relation, tail, valid_from="2023-02-01", confidence=confidence, intent="FACT",
+                         turn_ids=[turn])
+
+    commit_facts(resources, ns, apply_fact_updates({}, [f("joined", "a choir", 0.85, "D1:1"),
+                                                         f("visited", "Vienna", 0.75, "D1:2")]).facts)
+    resources.llm_ = llm = scripted(lambda text: (0.9, 0.9, 0.5), [("Nora", "FACT")])
+    answer("What does Nora do?", ns, resources=resources, repair=False)
+    lines = [line for call in shown(llm) for line in call]
+    assert any("joined" in line for line in lines) and not any("visited" in line for line in lines)
+
+
+def test_paths_end_at_d_max_three(resources):
+    """D_max = 3: a chain whose every hop is more sufficient is cut after three facts (open paths at D_max join
+    P_final)."""
+    ns = "real-depth"
+    chain = ["Ivy", "a garden", "a seed", "a sprout", "a tree", "a forest"]
+    facts = [make_fact(ns, a, f"leads_to_{i}", b, valid_from="2023-02-01", confidence=0.9, intent="FACT",
+                       turn_ids=[f"D1:{i}"]) for i, (a, b) in enumerate(zip(chain, chain[1:]), start=1)]
+    commit_facts(resources, ns, apply_fact_updates({}, facts).facts)
+
+    def deeper(text: str) -> Scores:
+        return 0.9, 0.9, min(1.0, 0.2 * text.count("-["))
+
+    resources.llm_ = scripted(deeper, [("Ivy", "FACT")])
+    result = answer("Where does Ivy's garden lead?", ns, resources=resources, repair=False)
+    assert [relations(result, p) for p in result.details["final_paths"]] == [
+        ["leads_to_1", "leads_to_2", "leads_to_3"]]
