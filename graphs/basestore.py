@@ -47,13 +47,13 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
 from logicmap.graphs.chat_messages import chat_turn, normalize_messages
 from logicmap.graphs.entry import checked_keywords
 from logicmap.graphs.forget import forget, purge
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, check_policy, default_resources
 from logicmap.memory.blocking import run_blocking
+from logicmap.memory.item_ranking import item_scores
 from logicmap.memory.items import (
     STORE_SOURCE,
     InvalidItemError,
@@ -270,12 +270,12 @@ class LogicMapStore(BaseStore):
         return page
 
     def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
-        """Each item's score for ``query``: its best turn's (the reranker's score, or a strategy's rank)."""
+        """Each item's score for ``query``: by ``rerank``, as a fact (``memory.item_ranking.item_scores``: dense
+        relevance in [0, 1], the newer of two statements of one attribute first); by another strategy, its best
+        turn's rank in that strategy's answer (1/rank)."""
         if self.strategy == "rerank":
-            turn_scores = learned_turn_scores(snap, query, QueryEncoder(self.resources.embeddings))
-        else:
-            turn_scores = self._strategy_scores(name, query)
-        return index.scores(turn_scores)
+            return item_scores(snap, query, self.resources.embeddings)
+        return index.scores(self._strategy_scores(name, query))
 
     def _strategy_scores(self, name: str, query: str) -> dict[str, float]:
         from logicmap.graphs.strategies import answer
