@@ -114,7 +114,7 @@ def _turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncod
     namespace, the graph-feature reranker's (fitted on conversations)."""
     index = item_index(snapshot)
     if index.items and len(index.flat_turns) == len(snapshot.turns):
-        return dict(turn_scores_of(index, item_scores(snapshot, question, encoder.embeddings)))
+        return dict(turn_scores_of(snapshot, item_scores(snapshot, question, encoder.embeddings), encoder.embeddings))
     return learned_turn_scores(snapshot, question, encoder)
 
 

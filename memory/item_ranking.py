@@ -3,7 +3,7 @@
 A store item (``memory.items``) is one memory, a fact, not a turn of a conversation: the conversation features of
 the graph-feature reranker (session, event, window) say nothing about it. An item's score for a query is:
 
-- its relevance: the cosine of the query's embedding with its turns' texts' embeddings (the best turn), clipped to
+- its relevance: the cosine of the query's embedding with its turns' ``speaker: text`` embeddings (the best turn), clipped to
   ``[0, 1]`` (a score below 0 is no relevance at all), as dense stores score (``InMemoryStore``: the raw cosine);
 - when the item is SUPERSEDED (a newer item of its namespace states the same attribute), the lower of its
   relevance and its superseder's, divided by ``STALE_DIVISOR``: it ranks below the item that supersedes it, and
@@ -52,9 +52,9 @@ __all__ = [
 ]
 
 STALE_DIVISOR = 2.0  # a superseded item keeps its order among the stale, below every current item as relevant
-RIVAL_FLOOR = 0.3  # chosen on the development users of evals/bench/bench_items.py
+RIVAL_FLOOR = 0.2  # the three chosen on the development users of evals/bench/bench_items.py (MiniLM)
 RIVAL_MARGIN = 0.15
-RIVAL_SIMILARITY = 0.35
+RIVAL_SIMILARITY = 0.2
 
 
 @dataclass(frozen=True)
@@ -63,11 +63,13 @@ class ItemVectors:
 
     turns: np.ndarray  # (flat turns, dims); zero rows for a turn without a vector
     own: np.ndarray  # (items, dims)
+    evidence: np.ndarray  # bool, per flat turn: recall may return it (``Turn.evidence``: not a question, not an
+    # untrusted reply)
 
 
 def item_vectors(snapshot: NamespaceSnapshot, embeddings: Embeddings) -> ItemVectors:
-    """The vectors of the snapshot's ``item_index``: each turn's text as ``embeddings`` embeds it (the text alone,
-    as a dense store embeds a value, not the rendered turn with its id), computed once per snapshot and embedder
+    """The vectors of the snapshot's ``item_index``: each turn as ``embeddings`` embeds ``speaker: text`` (whose
+    statement it is, not the rendered turn with its id), computed once per snapshot and embedder
     (``CachedEmbeddings`` keeps each text's vector across snapshots)."""
     with _BUILDERS_LOCK:
         build = _BUILDERS.get(embeddings)
@@ -83,20 +85,25 @@ _BUILDERS_LOCK = threading.Lock()
 
 def _build_vectors(snapshot: NamespaceSnapshot, *, embeddings: Embeddings) -> ItemVectors:
     index = item_index(snapshot)
-    texts = [snapshot.turns[t].text if t in snapshot.turns else "" for t in index.flat_turns]
+    turns_of = [snapshot.turns.get(t) for t in index.flat_turns]
+    texts = [f"{turn.speaker}: {turn.text}" if turn is not None else "" for turn in turns_of]
     turns = normalize(np.asarray(embeddings.embed_documents(texts), dtype=np.float32)) if texts else \
         np.zeros((0, 1), dtype=np.float32)
     first = np.searchsorted(index.flat_items, np.arange(len(index.items)))
     own = turns[first] if len(index.items) else np.zeros((0, turns.shape[1]), dtype=np.float32)
-    return ItemVectors(turns=turns, own=own)
+    evidence = np.fromiter((turn is not None and turn.evidence for turn in turns_of), dtype=bool,
+                           count=len(turns_of))
+    return ItemVectors(turns=turns, own=own, evidence=evidence)
 
 
 def item_relevance(index: ItemIndex, vectors: ItemVectors, query: np.ndarray) -> np.ndarray:
-    """Each item's relevance in ``[0, 1]``: the best cosine of its turns with the query (unit vector), clipped."""
-    best = np.zeros(len(index.items))
+    """Each item's relevance in ``[0, 1]``: the best cosine of its evidence turns with the query (unit vector),
+    clipped; NaN for an item with no evidence turn (only questions and untrusted replies)."""
+    best = np.full(len(index.items), -np.inf)
     if len(index.flat_turns):
-        np.maximum.at(best, index.flat_items, np.clip(vectors.turns @ normalize(query), 0.0, 1.0))
-    return best
+        cosine = np.where(vectors.evidence, np.clip(vectors.turns @ normalize(query), 0.0, 1.0), -np.inf)
+        np.maximum.at(best, index.flat_items, cosine)
+    return np.where(np.isneginf(best), np.nan, best)
 
 
 def superseded_items(snapshot: NamespaceSnapshot) -> np.ndarray:
@@ -113,7 +120,8 @@ def _single_valued_facts(speaker: str, text: str) -> tuple[tuple[tuple[str, str]
     from logicmap.memory.facts import entity_key, normalize_relation, relation_cardinality
     from logicmap.memory.records import Turn
 
-    turn = Turn(namespace="items", session_id="item", dia_id="item:1", speaker=speaker, text=text)
+    turn = Turn(namespace="items", session_id="item", dia_id="item:1", speaker=speaker, text=text, position=0,
+                source_dia_id=None, item=None)
     found = []
     for fact in pattern_extraction([turn]).facts:
         relation = normalize_relation(fact.relation)
@@ -160,21 +168,26 @@ def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.nda
 
 def item_scores(snapshot: NamespaceSnapshot, query: str, embeddings: Embeddings) -> np.ndarray:
     """Each item's score in ``[0, 1]`` for ``query``, rows as the snapshot's ``item_index`` (see the module
-    docstring); NaN for an item not indexed (``put(..., index=False)``)."""
+    docstring); NaN for an item not indexed (``put(..., index=False)``) or without an evidence turn."""
     index, vectors = item_index(snapshot), item_vectors(snapshot, embeddings)
     if not len(index.items):
         return np.zeros(0)
     vector = np.asarray(embeddings.embed_query(query), dtype=np.float32)
-    relevance = np.where(index.indexed, item_relevance(index, vectors, vector), 0.0)
+    found = item_relevance(index, vectors, vector)
+    unscored = ~index.indexed | np.isnan(found)  # put(..., index=False), or no evidence turn
+    relevance = np.where(unscored, 0.0, found)
     by = superseded_items(snapshot)
     by = np.where(by >= 0, by, rival_supersession(index, vectors, relevance))
     stale = by >= 0  # below its superseder: at most half the lower of their two relevances
     scores = relevance.copy()
     scores[stale] = np.minimum(relevance[stale], relevance[by[stale]]) / STALE_DIVISOR
-    scores[~index.indexed] = np.nan
+    scores[unscored] = np.nan
     return scores
 
 
-def turn_scores_of(index: ItemIndex, scores: np.ndarray) -> Mapping[str, float]:
-    """Each item turn's score: its item's (for a strategy that ranks turns)."""
-    return {t: float(scores[row]) for t, row in zip(index.flat_turns, index.flat_items) if not np.isnan(scores[row])}
+def turn_scores_of(snapshot: NamespaceSnapshot, scores: np.ndarray, embeddings: Embeddings) -> Mapping[str, float]:
+    """Each evidence turn's score: its item's ``item_scores`` (for a strategy that ranks turns); a question or an
+    untrusted reply of a ``messages`` value is not scored, as recall never returns it."""
+    index, vectors = item_index(snapshot), item_vectors(snapshot, embeddings)
+    return {t: float(scores[row]) for t, row, ok in zip(index.flat_turns, index.flat_items, vectors.evidence)
+            if ok and not np.isnan(scores[row])}
