@@ -17,8 +17,10 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
   ``delete`` only forget; what they retire stays on disk until a purge: ``LogicMapStore(purge=True)`` purges after
   every delete and replace (the commit records the purge as owed, so a kill before it ends leaves it to the next
   open or write), ``purge(namespace)`` purges one namespace whenever asked (``logicmap purge -n NS``);
-- ``get`` is exact; ``search`` ranks the items of every namespace under the prefix with LogicMap retrieval (the
-  graph-feature reranker by default, any strategy of ``graphs.strategies.STRATEGIES`` by ``strategy=``), filters
+- ``get`` is exact; ``search`` ranks the items of every namespace under the prefix as facts by default
+  (``memory.item_ranking``: dense similarity in [0, 1], the newer statement of one attribute first; the ``rerank``
+  strategy ranks a store namespace the same way), or by any strategy of ``graphs.strategies.STRATEGIES`` with
+  ``strategy=``, filters
   on values as LangGraph's stores do, and lists by recency without a query; ``list_namespaces`` honours prefix,
   suffix (``*`` wildcards), ``max_depth``, limit and offset.
 
@@ -108,8 +110,8 @@ class LogicMapStore(BaseStore):
 
     ``resources``: the store, embedder and chat model (default: the process-wide ones, from ``LOGICMAP_*``).
     ``policy``: the ingest policy a put builds memory with (``auto``: the LLM when one is configured, else the
-    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``, the graph-feature reranker, needs no LLM;
-    another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
+    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``: items as facts, ``memory.item_ranking``, no
+    LLM; another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
     only its ``fields`` are used (what a value without ``content``/``text`` is searched by). ``purge``: a delete or a
     replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``.
     ``trust_assistant``: the assistant's messages of a ``messages`` value are evidence (as
