@@ -13,8 +13,9 @@ the graph-feature reranker (session, event, window) say nothing about it. An ite
      item's text, ``memory.facts.relation_cardinality``): both carry a fact with the same head and the same
      SINGLE-valued relation (``lives_in``, ``works_at``, ``occupation``, ``married_to``...) and different values.
   2. Time among rivals, at query time (``rival_supersession``): of two items both scoring at least
-     ``RIVAL_FLOOR`` for the query and within ``RIVAL_MARGIN`` of each other, whose own embeddings are at least
-     ``RIVAL_SIMILARITY`` alike, the newer one wins (the older is superseded for this query).
+     ``RIVAL_FLOOR`` for the query (among its ``RIVALS`` most relevant) and within ``RIVAL_MARGIN`` of each
+     other, whose own embeddings are at least ``RIVAL_SIMILARITY`` alike, the newer one wins (the older is
+     superseded for this query).
 
   A put on an existing key has already replaced the item (``LogicMapStore.put``): one key, one value.
 
@@ -41,6 +42,7 @@ __all__ = [
     "RIVAL_FLOOR",
     "RIVAL_MARGIN",
     "RIVAL_SIMILARITY",
+    "RIVALS",
     "STALE_DIVISOR",
     "ItemVectors",
     "item_relevance",
@@ -55,6 +57,7 @@ STALE_DIVISOR = 2.0  # a superseded item keeps its order among the stale, below 
 RIVAL_FLOOR = 0.2  # the three chosen on the development users of evals/bench/bench_items.py (MiniLM)
 RIVAL_MARGIN = 0.15
 RIVAL_SIMILARITY = 0.2
+RIVALS = 64  # the rival rule compares the 64 most relevant items (pairs: 64 x 64), whatever the namespace's size
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,8 @@ def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.nda
     (``RIVAL_FLOOR``), close in relevance (``RIVAL_MARGIN``) and alike (``RIVAL_SIMILARITY``)."""
     by = np.full(len(index.items), -1, dtype=np.int64)
     rows = np.flatnonzero(relevance >= RIVAL_FLOOR)
+    if len(rows) > RIVALS:  # only the most relevant compete: what a page of results shows, at a bounded cost
+        rows = rows[np.argpartition(-relevance[rows], RIVALS - 1)[:RIVALS]]
     if len(rows) < 2:
         return by
     alike = vectors.own[rows] @ vectors.own[rows].T
