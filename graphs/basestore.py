@@ -18,7 +18,7 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
   every delete and replace (the commit records the purge as owed, so a kill before it ends leaves it to the next
   open or write), ``purge(namespace)`` purges one namespace whenever asked (``logicmap purge -n NS``);
 - ``get`` is exact; ``search`` ranks the items of every namespace under the prefix as facts by default
-  (``memory.item_ranking``: dense similarity in [0, 1], the newer statement of one attribute first; the ``rerank``
+  (``agents.item_ranking``: dense similarity in [0, 1], the newer statement of one attribute first; the ``rerank``
   strategy ranks a store namespace the same way), or by any strategy of ``graphs.strategies.STRATEGIES`` with
   ``strategy=``, filters
   on values as LangGraph's stores do, and lists by recency without a query; ``list_namespaces`` honours prefix,
@@ -49,13 +49,13 @@ from langgraph.store.base import (
     SearchOp,
 )
 
+from logicmap.agents.item_ranking import item_scores
 from logicmap.graphs.chat_messages import chat_turn, normalize_messages
 from logicmap.graphs.entry import checked_keywords
 from logicmap.graphs.forget import forget, purge
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources, check_policy, default_resources
 from logicmap.memory.blocking import run_blocking
-from logicmap.memory.item_ranking import item_scores
 from logicmap.memory.items import (
     STORE_SOURCE,
     InvalidItemError,
@@ -110,7 +110,7 @@ class LogicMapStore(BaseStore):
 
     ``resources``: the store, embedder and chat model (default: the process-wide ones, from ``LOGICMAP_*``).
     ``policy``: the ingest policy a put builds memory with (``auto``: the LLM when one is configured, else the
-    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``: items as facts, ``memory.item_ranking``, no
+    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``: items as facts, ``agents.item_ranking``, no
     LLM; another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
     only its ``fields`` are used (what a value without ``content``/``text`` is searched by). ``purge``: a delete or a
     replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``.
@@ -272,7 +272,7 @@ class LogicMapStore(BaseStore):
         return page
 
     def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
-        """Each item's score for ``query``: by ``rerank``, as a fact (``memory.item_ranking.item_scores``: dense
+        """Each item's score for ``query``: by ``rerank``, as a fact (``agents.item_ranking.item_scores``: dense
         relevance in [0, 1], the newer of two statements of one attribute first); by another strategy, its best
         turn's rank in that strategy's answer (1/rank)."""
         if self.strategy == "rerank":

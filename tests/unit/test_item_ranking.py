@@ -1,4 +1,4 @@
-"""Store items ranked like facts (``memory.item_ranking``): a correction wins, scores lie in [0, 1], and the store's
+"""Store items ranked like facts (``agents.item_ranking``): a correction wins, scores lie in [0, 1], and the store's
 search, the rerank strategy, the chatbot's recall and the MCP ``answer`` tool rank one memory the same way."""
 
 from __future__ import annotations
