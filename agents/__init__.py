@@ -23,7 +23,8 @@ Plumbing: ``base`` (the role runner, the parts runner of combined calls, ``Cost`
 deadline), ``windowing`` (sessions split into windows that fit the model's context),
 ``local_llm`` (the offline SmolLM2 server), ``testing`` (scripted chat models), ``answerers`` (every no-LLM answerer, named for what it
 answers from), ``responder_policy`` (the LLM and no-LLM policy of strategies whose one role is the responder:
-rerank, dense, bm25).
+rerank, dense, bm25), ``item_ranking`` (how store items rank for a query, no LLM: dense relevance in [0, 1], the
+newer statement of one attribute first; ``LogicMapStore.search`` and the rerank strategy on a store namespace).
 """
 
 __all__: list[str] = []

@@ -17,8 +17,10 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
   ``delete`` only forget; what they retire stays on disk until a purge: ``LogicMapStore(purge=True)`` purges after
   every delete and replace (the commit records the purge as owed, so a kill before it ends leaves it to the next
   open or write), ``purge(namespace)`` purges one namespace whenever asked (``logicmap purge -n NS``);
-- ``get`` is exact; ``search`` ranks the items of every namespace under the prefix with LogicMap retrieval (the
-  graph-feature reranker by default, any strategy of ``graphs.strategies.STRATEGIES`` by ``strategy=``), filters
+- ``get`` is exact; ``search`` ranks the items of every namespace under the prefix as facts by default
+  (``agents.item_ranking``: dense similarity in [0, 1], the newer statement of one attribute first; the ``rerank``
+  strategy ranks a store namespace the same way), or by any strategy of ``graphs.strategies.STRATEGIES`` with
+  ``strategy=``, filters
   on values as LangGraph's stores do, and lists by recency without a query; ``list_namespaces`` honours prefix,
   suffix (``*`` wildcards), ``max_depth``, limit and offset.
 
@@ -47,7 +49,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+from logicmap.agents.item_ranking import item_scores
 from logicmap.graphs.chat_messages import chat_turn, normalize_messages
 from logicmap.graphs.entry import checked_keywords
 from logicmap.graphs.forget import forget, purge
@@ -108,8 +110,8 @@ class LogicMapStore(BaseStore):
 
     ``resources``: the store, embedder and chat model (default: the process-wide ones, from ``LOGICMAP_*``).
     ``policy``: the ingest policy a put builds memory with (``auto``: the LLM when one is configured, else the
-    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``, the graph-feature reranker, needs no LLM;
-    another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
+    no-LLM heuristics). ``strategy``: how ``search`` ranks (``rerank``: items as facts, ``agents.item_ranking``, no
+    LLM; another strategy's name runs that strategy and ranks by its evidence). ``index``: LangGraph's index config;
     only its ``fields`` are used (what a value without ``content``/``text`` is searched by). ``purge``: a delete or a
     replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``.
     ``trust_assistant``: the assistant's messages of a ``messages`` value are evidence (as
@@ -270,12 +272,12 @@ class LogicMapStore(BaseStore):
         return page
 
     def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
-        """Each item's score for ``query``: its best turn's (the reranker's score, or a strategy's rank)."""
+        """Each item's score for ``query``: by ``rerank``, as a fact (``agents.item_ranking.item_scores``: dense
+        relevance in [0, 1], the newer of two statements of one attribute first); by another strategy, its best
+        turn's rank in that strategy's answer (1/rank)."""
         if self.strategy == "rerank":
-            turn_scores = learned_turn_scores(snap, query, QueryEncoder(self.resources.embeddings))
-        else:
-            turn_scores = self._strategy_scores(name, query)
-        return index.scores(turn_scores)
+            return item_scores(snap, query, self.resources.embeddings)
+        return index.scores(self._strategy_scores(name, query))
 
     def _strategy_scores(self, name: str, query: str) -> dict[str, float]:
         from logicmap.graphs.strategies import answer

@@ -2,7 +2,10 @@
 
 ``rank -> respond``: the reranker (``memory.ranking``, the learned turn ranker over event-graph features) scores
 every turn; its best ``context_turns`` turns join the evidence with their events; the responder answers from them.
-No planner, no explorers. Studio loads ``graph`` from this module.
+No planner, no explorers. Studio loads ``graph`` from this module. A namespace that holds only store items
+(``LogicMapStore``) is ranked as the store's ``search`` ranks it (``agents.item_ranking``): items are facts, not
+turns of a conversation, and the same memory ranks the same way through the store, this strategy, the chatbot's
+recall and the MCP ``answer`` tool.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pydantic import ConfigDict, with_config
 
 from logicmap.agents.base import Cost
 from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+from logicmap.agents.item_ranking import item_scores, turn_scores_of
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder_policy import responder_policy
 from logicmap.graphs.pin import pin_run, pinned_snapshot
@@ -31,6 +35,8 @@ from logicmap.graphs.strategy import (
 )
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.graph import EventGraph
+from logicmap.memory.items import item_index
+from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = [
     "RerankContext",
@@ -102,6 +108,16 @@ def _evidence(graph: EventGraph, best: list[str], scores: dict[str, float]) -> l
     return items
 
 
+def _turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder) -> dict[str, float]:
+    """Every turn's score: in a namespace whose turns are all store items' (``LogicMapStore``), each item's score
+    as the store's ``search`` ranks it (``agents.item_ranking``: one ranking of items everywhere); in any other
+    namespace, the graph-feature reranker's (fitted on conversations)."""
+    index = item_index(snapshot)
+    if index.items and len(index.flat_turns) == len(snapshot.turns):
+        return dict(turn_scores_of(snapshot, item_scores(snapshot, question, encoder.embeddings), encoder.embeddings))
+    return learned_turn_scores(snapshot, question, encoder)
+
+
 def rank(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
     """Pin the run (namespace, policy, snapshot generation: ``graphs.pin``), score every turn with the reranker,
     keep the best ``context_turns``."""
@@ -110,7 +126,7 @@ def rank(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:
     snapshot = pinned_snapshot(pin, runtime)
     graph = EventGraph.of(snapshot)
     encoder = QueryEncoder(res.embeddings, name_free_readings=ctx.name_free_readings)
-    scores = learned_turn_scores(snapshot, state["question"], encoder)
+    scores = _turn_scores(snapshot, state["question"], encoder)
     ranking = sorted(scores, key=lambda t: -scores[t])  # stable: conversation order breaks ties
     evidence = _evidence(graph, ranking[: max(ctx.context_turns, 0)], scores)
     held = {t for item in evidence for t in item.turn_ids}

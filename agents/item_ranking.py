@@ -1,0 +1,198 @@
+"""How store items rank for a query: independent facts, scored by dense similarity, the newer statement first.
+
+A store item (``memory.items``) is one memory, a fact, not a turn of a conversation: the conversation features of
+the graph-feature reranker (session, event, window) say nothing about it. An item's score for a query is:
+
+- its relevance: the cosine of the query's embedding with its turns' ``speaker: text`` embeddings (the best turn), clipped to
+  ``[0, 1]`` (a score below 0 is no relevance at all), as dense stores score (``InMemoryStore``: the raw cosine);
+- when the item is SUPERSEDED (a newer item of its namespace states the same attribute), the lower of its
+  relevance and its superseder's, divided by ``STALE_DIVISOR``: it ranks below the item that supersedes it, and
+  stays findable (a stale memory is history, not garbage). Two rules decide "the same attribute" (``superseded_items``):
+
+  1. REAL's cardinality rule on the facts the items carry (``agents.fact_extractor.pattern_extraction`` on each
+     item's text, ``memory.facts.relation_cardinality``): both carry a fact with the same head and the same
+     SINGLE-valued relation (``lives_in``, ``works_at``, ``occupation``, ``married_to``...) and different values.
+  2. Time among rivals, at query time (``rival_supersession``): of two items both scoring at least
+     ``RIVAL_FLOOR`` for the query (among its ``RIVALS`` most relevant) and within ``RIVAL_MARGIN`` of each
+     other, whose own embeddings are at least ``RIVAL_SIMILARITY`` alike, the newer one wins (the older is
+     superseded for this query).
+
+  A put on an existing key has already replaced the item (``LogicMapStore.put``): one key, one value.
+
+Scores are in ``[0, 1]`` and monotonic in relevance among items of the same standing; a caller can threshold them
+(docs/store.md). Nothing here ranks conversation turns: the strategies keep their own rankers.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache, partial
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+from logicmap.memory.embeddings import normalize
+from logicmap.memory.items import ItemIndex, item_index
+from logicmap.memory.store.model import NamespaceSnapshot
+
+__all__ = [
+    "RIVAL_FLOOR",
+    "RIVAL_MARGIN",
+    "RIVAL_SIMILARITY",
+    "RIVALS",
+    "STALE_DIVISOR",
+    "ItemVectors",
+    "item_relevance",
+    "item_scores",
+    "item_vectors",
+    "rival_supersession",
+    "superseded_items",
+    "turn_scores_of",
+]
+
+STALE_DIVISOR = 2.0  # a superseded item keeps its order among the stale, below every current item as relevant
+RIVAL_FLOOR = 0.2  # the three chosen on the development users of evals/bench/bench_items.py (MiniLM)
+RIVAL_MARGIN = 0.15
+RIVAL_SIMILARITY = 0.2
+RIVALS = 64  # the rival rule compares the 64 most relevant items (pairs: 64 x 64), whatever the namespace's size
+
+
+@dataclass(frozen=True)
+class ItemVectors:
+    """Each item's turn vectors (unit rows, ``ItemIndex.flat_turns`` order) and its own (its first turn's)."""
+
+    turns: np.ndarray  # (flat turns, dims); zero rows for a turn without a vector
+    own: np.ndarray  # (items, dims)
+    evidence: np.ndarray  # bool, per flat turn: recall may return it (``Turn.evidence``: not a question, not an
+    # untrusted reply)
+
+
+def item_vectors(snapshot: NamespaceSnapshot, embeddings: Embeddings) -> ItemVectors:
+    """The vectors of the snapshot's ``item_index``: each turn as ``embeddings`` embeds ``speaker: text`` (whose
+    statement it is, not the rendered turn with its id), computed once per snapshot and embedder
+    (``CachedEmbeddings`` keeps each text's vector across snapshots)."""
+    with _BUILDERS_LOCK:
+        build = _BUILDERS.get(embeddings)
+        if build is None:
+            build = _BUILDERS[embeddings] = partial(_build_vectors, embeddings=embeddings)
+    return snapshot.derived(build)
+
+
+_BUILDERS: weakref.WeakKeyDictionary[Embeddings, Callable[[NamespaceSnapshot], ItemVectors]] = \
+    weakref.WeakKeyDictionary()
+_BUILDERS_LOCK = threading.Lock()
+
+
+def _build_vectors(snapshot: NamespaceSnapshot, *, embeddings: Embeddings) -> ItemVectors:
+    index = item_index(snapshot)
+    turns_of = [snapshot.turns.get(t) for t in index.flat_turns]
+    texts = [f"{turn.speaker}: {turn.text}" if turn is not None else "" for turn in turns_of]
+    turns = normalize(np.asarray(embeddings.embed_documents(texts), dtype=np.float32)) if texts else \
+        np.zeros((0, 1), dtype=np.float32)
+    first = np.searchsorted(index.flat_items, np.arange(len(index.items)))
+    own = turns[first] if len(index.items) else np.zeros((0, turns.shape[1]), dtype=np.float32)
+    evidence = np.fromiter((turn is not None and turn.evidence for turn in turns_of), dtype=bool,
+                           count=len(turns_of))
+    return ItemVectors(turns=turns, own=own, evidence=evidence)
+
+
+def item_relevance(index: ItemIndex, vectors: ItemVectors, query: np.ndarray) -> np.ndarray:
+    """Each item's relevance in ``[0, 1]``: the best cosine of its evidence turns with the query (unit vector),
+    clipped; NaN for an item with no evidence turn (only questions and untrusted replies)."""
+    best = np.full(len(index.items), -np.inf)
+    if len(index.flat_turns):
+        cosine = np.where(vectors.evidence, np.clip(vectors.turns @ normalize(query), 0.0, 1.0), -np.inf)
+        np.maximum.at(best, index.flat_items, cosine)
+    return np.where(np.isneginf(best), np.nan, best)
+
+
+def superseded_items(snapshot: NamespaceSnapshot) -> np.ndarray:
+    """For each item of the snapshot's ``item_index``, the row of the newer item that supersedes it by REAL's
+    cardinality rule (the newest statement of the same single-valued fact), or -1 (computed once per snapshot)."""
+    return snapshot.derived(_cardinality_superseded)
+
+
+@lru_cache(maxsize=65536)
+def _single_valued_facts(speaker: str, text: str) -> tuple[tuple[tuple[str, str], str], ...]:
+    """``((head, relation), value)`` of each single-valued fact an item's turn states (cached per text: the
+    snapshots after each put read the same items again)."""
+    from logicmap.agents.fact_extractor import pattern_extraction
+    from logicmap.memory.facts import entity_key, normalize_relation, relation_cardinality
+    from logicmap.memory.records import Turn
+
+    turn = Turn(namespace="items", session_id="item", dia_id="item:1", speaker=speaker, text=text, position=0,
+                source_dia_id=None, item=None)
+    found = []
+    for fact in pattern_extraction([turn]).facts:
+        relation = normalize_relation(fact.relation)
+        if relation_cardinality(relation, hint="single" if fact.single_valued else None) == "single":
+            found.append(((entity_key(fact.head), relation), entity_key(fact.tail)))
+    return tuple(found)
+
+
+def _cardinality_superseded(snapshot: NamespaceSnapshot) -> np.ndarray:
+    index = item_index(snapshot)
+    by = np.full(len(index.items), -1, dtype=np.int64)
+    newest: dict[tuple[str, str], int] = {}  # (head, relation) -> the row of its newest statement
+    slots: list[list[tuple[tuple[str, str], str]]] = []
+    for row, item in enumerate(index.items):
+        turns = [snapshot.turns[t] for t in item.turn_ids if t in snapshot.turns]
+        found = [slot for turn in turns for slot in _single_valued_facts(turn.speaker, turn.text)]
+        slots.append(found)
+        for slot, _ in found:
+            if slot not in newest or index.updated[row] > index.updated[newest[slot]]:
+                newest[slot] = row
+    for row, found in enumerate(slots):
+        for slot, value in found:
+            winner = newest[slot]
+            if index.updated[winner] > index.updated[row] and all(v != value for s, v in slots[winner] if s == slot):
+                by[row] = winner
+    return by
+
+
+def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.ndarray) -> np.ndarray:
+    """For each item, the row of the newest rival that supersedes it for this query, or -1: both relevant
+    (``RIVAL_FLOOR``), close in relevance (``RIVAL_MARGIN``) and alike (``RIVAL_SIMILARITY``)."""
+    by = np.full(len(index.items), -1, dtype=np.int64)
+    rows = np.flatnonzero(relevance >= RIVAL_FLOOR)
+    if len(rows) > RIVALS:  # only the most relevant compete: what a page of results shows, at a bounded cost
+        rows = rows[np.argpartition(-relevance[rows], RIVALS - 1)[:RIVALS]]
+    if len(rows) < 2:
+        return by
+    alike = vectors.own[rows] @ vectors.own[rows].T
+    close = np.abs(relevance[rows][:, None] - relevance[rows][None, :]) <= RIVAL_MARGIN
+    newer = index.updated[rows][None, :] > index.updated[rows][:, None]  # [i, j]: j is newer than i
+    rival = close & newer & (alike >= RIVAL_SIMILARITY)
+    when = np.where(rival, index.updated[rows][None, :], -np.inf)
+    by[rows] = np.where(rival.any(axis=1), rows[np.argmax(when, axis=1)], -1)
+    return by
+
+
+def item_scores(snapshot: NamespaceSnapshot, query: str, embeddings: Embeddings) -> np.ndarray:
+    """Each item's score in ``[0, 1]`` for ``query``, rows as the snapshot's ``item_index`` (see the module
+    docstring); NaN for an item not indexed (``put(..., index=False)``) or without an evidence turn."""
+    index, vectors = item_index(snapshot), item_vectors(snapshot, embeddings)
+    if not len(index.items):
+        return np.zeros(0)
+    vector = np.asarray(embeddings.embed_query(query), dtype=np.float32)
+    found = item_relevance(index, vectors, vector)
+    unscored = ~index.indexed | np.isnan(found)  # put(..., index=False), or no evidence turn
+    relevance = np.where(unscored, 0.0, found)
+    by = superseded_items(snapshot)
+    by = np.where(by >= 0, by, rival_supersession(index, vectors, relevance))
+    stale = by >= 0  # below its superseder: at most half the lower of their two relevances
+    scores = relevance.copy()
+    scores[stale] = np.minimum(relevance[stale], relevance[by[stale]]) / STALE_DIVISOR
+    scores[unscored] = np.nan
+    return scores
+
+
+def turn_scores_of(snapshot: NamespaceSnapshot, scores: np.ndarray, embeddings: Embeddings) -> Mapping[str, float]:
+    """Each evidence turn's score: its item's ``item_scores`` (for a strategy that ranks turns); a question or an
+    untrusted reply of a ``messages`` value is not scored, as recall never returns it."""
+    index, vectors = item_index(snapshot), item_vectors(snapshot, embeddings)
+    return {t: float(scores[row]) for t, row, ok in zip(index.flat_turns, index.flat_items, vectors.evidence)
+            if ok and not np.isnan(scores[row])}

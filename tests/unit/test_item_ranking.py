@@ -1,0 +1,114 @@
+"""Store items ranked like facts (``agents.item_ranking``): a correction wins, scores lie in [0, 1], and the store's
+search, the rerank strategy, the chatbot's recall and the MCP ``answer`` tool rank one memory the same way."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import replace
+
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from logicmap.graphs.basestore import LogicMapStore
+from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
+from logicmap.graphs.mcp_server import build_mcp_server
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.strategies import answer
+from logicmap.memory.items import item_session_id, namespace_of
+
+CITIES = ["Lisbon", "Porto", "Berlin", "Madrid", "Oslo", "Dublin", "Vienna", "Prague"]
+EMPLOYERS = ["Siemens", "Google", "Unilever", "Deloitte", "Airbus", "Spotify", "Philips", "Bosch"]
+JOBS = ["nurse", "teacher", "architect", "accountant", "chef", "pharmacist", "journalist", "dentist"]
+
+
+def _generated_users(store: LogicMapStore, users: int, seed: int) -> list[tuple[tuple[str, str], str, str, str | None]]:
+    """Facts of ``users`` users (city, employer, job, and distractors sharing their words), then corrections:
+    the city and the employer by a NEW key, the job by an update of its key. The questions with their gold keys
+    and the stale key the correction supersedes (None: the update replaced it)."""
+    rng = random.Random(seed)
+    asked = []
+    plans = []
+    for u in range(users):
+        ns = ("memories", f"user{u}")
+        city, moved, other = rng.sample(CITIES, 3)
+        firm, joined, other_firm = rng.sample(EMPLOYERS, 3)
+        job, new_job = rng.sample(JOBS, 2)
+        for key, text in [("city", f"I live in {city}."), ("firm", f"I work at {firm}."),
+                          ("job", f"I work as a {job}."), ("sister", f"My sister lives in {other} with her kids."),
+                          ("trip", f"I visited {moved} for a conference."),
+                          ("cousin", f"My cousin applied to {other_firm} last year.")]:
+            store.put(ns, key, {"content": text})
+        plans.append((ns, moved, joined, new_job))
+    time.sleep(0.01)  # the corrections are strictly newer
+    for ns, moved, joined, new_job in plans:
+        store.put(ns, "city-2", {"content": f"I moved to {moved}."})
+        store.put(ns, "firm-2", {"content": f"I now work at {joined}."})
+        store.put(ns, "job", {"content": f"I work as a {new_job}."})
+        asked += [(ns, "Where do I live?", "city-2", "city"), (ns, "Which company do I work at?", "firm-2", "firm"),
+                  (ns, "What do I work as?", "job", None)]
+    return asked
+
+
+def test_a_correction_ranks_first_whether_a_new_key_or_an_update(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    asked = _generated_users(store, users=3, seed=41)
+    for ns, question, gold, stale in asked:
+        ranked = [i.key for i in store.search(ns, query=question, limit=10)]
+        assert stale is None or ranked.index(gold) < ranked.index(stale), (ns, question, ranked)
+        assert ranked.count("job") == 1  # the updated key is one item, its new value
+    assert store.get(asked[0][0], "job").value["content"].startswith("I work as a")
+
+
+def test_scores_lie_in_0_1_and_follow_relevance(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    ns = ("memories", "alice")
+    texts = {"dog": "My dog is called Rex and loves the beach.", "car": "I drive a red Toyota Corolla.",
+             "food": "My favourite food is sushi.", "gym": "I go to the gym on Mondays."}
+    store.batch([])
+    for key, text in texts.items():
+        store.put(ns, key, {"content": text})
+    for query in ["My dog is called Rex and loves the beach.", "What car do I drive?", "xylophone quantum"]:
+        found = store.search(ns, query=query, limit=10)
+        scores = [i.score for i in found]
+        assert all(s is not None and 0.0 <= s <= 1.0 for s in scores), scores
+        assert scores == sorted(scores, reverse=True)
+    exact = store.search(ns, query=texts["dog"], limit=1)[0]
+    assert exact.key == "dog" and exact.score is not None and exact.score > 0.9  # the item's own text scores ~1
+
+
+def test_one_ranking_for_the_store_the_rerank_strategy_the_chatbot_and_mcp(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    asked = _generated_users(store, users=1, seed=7)
+    ns = asked[0][0]
+    name = namespace_of(ns)
+    items = {item_session_id(i.key): i.key for i in store.search(ns, limit=100)}
+
+    def key_of(turn_id: str) -> str:
+        return items[turn_id.rsplit(":", 1)[0]]
+
+    bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
+    context = ChatContext(namespace=name, strategy="rerank", policy="heuristic", respond=False, ingest=False)
+    context = replace(context, resources=resources)
+    server = build_mcp_server(resources, namespace=name, writes=False)
+
+    async def mcp_answer(question: str) -> list[str]:
+        from mcp import Client
+
+        async with Client(server) as client:
+            out = await client.call_tool("answer", {"question": question, "strategy": "rerank"})
+        return list(json.loads("".join(c.text for c in out.content))["cited_turns"])
+
+    for _, question, gold, _stale in asked:
+        by_store = [i.key for i in store.search(ns, query=question, limit=5)]
+        by_strategy = list(dict.fromkeys(key_of(t) for t in answer("rerank", question, name, resources=resources,
+                                                                   policy="heuristic").turn_ranking or []))[:5]
+        recalled = bot.invoke({"messages": [HumanMessage(content=question)]}, {"configurable": {"thread_id": gold}},
+                              context=context)
+        by_chatbot = list(dict.fromkeys(key_of(t) for e in recalled["evidence"] for t in e["turn_ids"]))[:5]
+        by_mcp = list(dict.fromkeys(key_of(t) for t in asyncio.run(mcp_answer(question))))[:5]
+        assert by_strategy == by_store
+        assert by_chatbot == by_store[: len(by_chatbot)] and by_chatbot
+        assert by_mcp[0] == by_store[0]
