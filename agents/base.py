@@ -316,7 +316,7 @@ def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[Ba
         out = call_with_retries(call, endpoint=endpoint)
     except ProviderError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a reply that could not be read is a failed attempt, retried by the role
+    except Exception as exc:  # a reply that could not be read is a failed attempt, retried by the role
         probe = probes[-1] if probes else _UsageProbe()
         usage = _failure_usage(exc, probe)
         if probe.replied or usage is not None or getattr(exc, "completion", None) is not None:

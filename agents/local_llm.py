@@ -213,7 +213,7 @@ def spawn_tied_to_parent(command: Sequence[str], **popen: Any) -> subprocess.Pop
     SIGKILLed when we die, even by SIGKILL (orphaned 1.3 GB model servers were found after killed test runs).
     The kernel ties the child to the spawning *thread*: spawn from a thread that lives as long as the child
     (the main thread, as the CLI and the test fixtures do)."""
-    return subprocess.Popen(list(command), preexec_fn=_die_with(os.getpid()), **popen)  # noqa: PLW1509
+    return subprocess.Popen(list(command), preexec_fn=_die_with(os.getpid()), **popen)
 
 
 def stop_process_group(process: subprocess.Popen[Any], timeout: float = 10.0) -> None:
@@ -277,7 +277,7 @@ class LocalLLMServer:
         if self.process is not None:
             return self
         started = time.perf_counter()
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = open(self.log_path, "wb")  # closed in stop()
         env = {**os.environ, "LOGICMAP_LLM_SERVER_MAX_TOKENS": str(self.server_max_tokens)}
         # Own session: a Ctrl-C in the terminal reaches us, and we stop the server in order. Tied to us: if we
         # are killed outright, the kernel kills the server too.

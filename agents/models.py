@@ -55,7 +55,7 @@ def _init_provider_model(settings: LogicMapSettings, chat_model: str, provider: 
         return chat
     except ImportError as exc:
         raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model}: {exc}") from None
-    except Exception as exc:  # noqa: BLE001 - a provider's client refusing its settings (no API key...)
+    except Exception as exc:  # a provider's client refusing its settings (no API key...)
         raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model} could not be set up: "
                             f"{type(exc).__name__}: {str(exc)[:300]}") from None
 

@@ -287,7 +287,7 @@ class LLMReconstructPolicy:
                 endpoint=endpoint_of(self.llm))
         except ProviderError:
             raise  # a provider failure stops the run; only a reply that could not be read forces the final answer
-        except Exception as exc:  # noqa: BLE001 - a failed call ends navigation; the final answer is forced
+        except Exception as exc:  # a failed call ends navigation; the final answer is forced
             return NavigatorStep(reply=None, failure=FallbackRecord(
                 role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"]))
         cost = message_cost(reply, messages)

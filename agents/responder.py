@@ -21,7 +21,7 @@ __all__ = ["EvidenceText", "respond"]
 class EvidenceText:
     """One evidence item as the responder sees it."""
 
-    def __init__(self, id: str, text: str, time: str | None = None) -> None:  # noqa: A002 - mirrors records
+    def __init__(self, id: str, text: str, time: str | None = None) -> None:  # mirrors records
         self.id, self.text, self.time = id, text, time
 
     def render(self) -> str:

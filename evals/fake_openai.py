@@ -202,10 +202,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+        def log_message(self, format: str, *args: Any) -> None:  # the base class's name
             pass
 
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+        def do_POST(self) -> None:  # http.server's naming
             at = time.monotonic()
             raw = self.rfile.read(int(self.headers.get("content-length") or 0))
             try:

@@ -104,7 +104,7 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     cache = cache_dir / f"loco-{digest[:12]}-{_code_digest()}.pkl"
     if cache.exists():
-        cached: list[Question] = pickle.loads(cache.read_bytes())  # noqa: S301 - our own cache file
+        cached: list[Question] = pickle.loads(cache.read_bytes())  # our own cache file
         return cached
     out: list[Question] = []
     for conversation in load_conversations(path):

@@ -184,7 +184,7 @@ def _answer_one(
         result = fn(qa.question, namespace, resources=resources, policy=policy, **options)
     except ProviderError:
         raise  # a bad key or an unreachable server would fail every question: stop the run
-    except Exception as exc:  # noqa: BLE001 - one failing question is recorded and scored 0, the run goes on
+    except Exception as exc:  # one failing question is recorded and scored 0, the run goes on
         record.wall_time_s = time.perf_counter() - started
         record.error = f"{type(exc).__name__}: {str(exc)[:500]}"
         record.recall = {str(b): evidence_recall([], gold_evidence, b) for b in budgets}
@@ -289,6 +289,6 @@ def run_eval(
         try:
             url = push_langsmith_experiment(run)
             print(f"pushed to LangSmith: {url}", file=sys.stderr)
-        except Exception as exc:  # noqa: BLE001 - the local report is the result; a failed upload is only reported
+        except Exception as exc:  # the local report is the result; a failed upload is only reported
             print(f"warning: LangSmith push failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     return run

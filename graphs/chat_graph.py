@@ -392,7 +392,7 @@ def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: Runn
         return {"memory_write": {**record, "status": "queued"}}
     try:
         report = _internal(_store_step, args, "store_turn")
-    except Exception as exc:  # noqa: BLE001 - the reply is delivered; the failure is reported in the output
+    except Exception as exc:  # the reply is delivered; the failure is reported in the output
         log.exception("storing the turn of %s/%s failed", namespace, thread_id)
         return {"memory_write": {**record, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:1000]}}
     ingest = getattr(report, "ingest", None) or report  # add_messages' report holds the ingest's
@@ -433,7 +433,7 @@ async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], con
             after_seconds=max(0, int(ctx.remember_after_s)) or None,
             config={"configurable": {**forwarded, "remember_only": True}},
         )
-    except Exception:  # noqa: BLE001 - a stateless run has no thread to come back to: store the turn now
+    except Exception:  # a stateless run has no thread to come back to: store the turn now
         log.warning("scheduling the memory run of thread %s failed; storing the turn within this run", thread_id,
                     exc_info=True)
         return await run_blocking(store_unscheduled, state, runtime, config)

@@ -100,7 +100,7 @@ class IngestionQueue:
             label, namespace, job = self._jobs.get()
             try:
                 job()
-            except Exception as exc:  # noqa: BLE001 - a failed ingestion is recorded; the chat goes on
+            except Exception as exc:  # a failed ingestion is recorded; the chat goes on
                 log.exception("ingestion of %s failed", label)
                 self.errors.append((label, f"{type(exc).__name__}: {exc}"))
                 self.failed.append((label, job))  # nothing of it was committed: ``retry_failed`` stores it again

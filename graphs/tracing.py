@@ -414,7 +414,7 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
         seen = ensure_config(merge_configs(self.config, config))  # what the run inherits, as LangChain reads it
         try:
             extra = graph_run_config(self.get_name(), input, seen, context, self.context_schema)
-        except Exception:  # noqa: BLE001 - describing a run must never stop it; the graph reports bad context
+        except Exception:  # describing a run must never stop it; the graph reports bad context
             extra = {"tags": [f"strategy:{self.get_name()}", *seen.get("tags", [])]}
         run: RunnableConfig = {**(config or {}), **extra, "run_id": seen.get("run_id") or uuid.uuid4()}
         return _with_root_cost(run, manager_for({**seen, **run}), summed=self._cost_summed())
@@ -433,7 +433,7 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
             return None
         try:
             carried = getattr(_context_object(self.context_schema, context), "resources", None)
-        except Exception:  # noqa: BLE001 - a bad context is the graph's to report; the default limits apply here
+        except Exception:  # a bad context is the graph's to report; the default limits apply here
             carried = None
         settings = (carried if isinstance(carried, Resources) else default_resources()).settings
         check_question(input["question"], settings, where=f"the {self.get_name()} graph's input")

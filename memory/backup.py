@@ -180,7 +180,7 @@ def _version() -> str:
         from importlib.metadata import version
 
         return version("logicmap")
-    except Exception:  # noqa: BLE001 - a source checkout without installed metadata
+    except Exception:  # a source checkout without installed metadata
         return "unknown"
 
 
@@ -528,7 +528,7 @@ def read_backup(path: str | Path, *, progress: Progress | None = None) -> Backup
     """Read and check a whole backup file (nothing is written). Raises ``BackupFormatError``."""
     name = str(path)
     try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below; an unreadable path is a one-line error
+        handle = open(path, "rb")  # closed below; an unreadable path is a one-line error
         reader = _Reader(name, os.fstat(handle.fileno()).st_size)
     except OSError as exc:
         raise BackupError(f"{name}: cannot be read ({exc.strerror or exc})") from None
@@ -583,7 +583,7 @@ def _check_dimension(store: StoragePort, embeddings: Embeddings | None, dimensio
         embeddings = make_embeddings(store.settings)
     try:
         width = len(embeddings.embed_query("the width of this embedder's vectors"))
-    except Exception as exc:  # noqa: BLE001 - any failure of the embedder is one line here
+    except Exception as exc:  # any failure of the embedder is one line here
         raise BackupError(f"{name}: the store's embedder {store.embedder!r} could not be asked for the width of "
                           f"its vectors ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
                           "nothing was restored") from None

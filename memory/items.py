@@ -218,7 +218,7 @@ class ItemIndex:
     flat_items: np.ndarray  # the item (row) of each of ``flat_turns``
     _columns: dict[tuple[str, bool], Any] = field(default_factory=dict, repr=False, compare=False)
 
-    def mask(self, filter: Mapping[str, Any] | None) -> np.ndarray:  # noqa: A002 - LangGraph's name
+    def mask(self, filter: Mapping[str, Any] | None) -> np.ndarray:  # LangGraph's name
         """Which items pass ``filter`` (all without one): ``matches`` on every item, computed a field at a time
         (a field's values, and their numbers for the comparison operators, are read once per snapshot)."""
         keep = np.ones(len(self.items), dtype=bool)
@@ -313,7 +313,7 @@ def _compare(value: Any, wanted: Any) -> bool:
     return bool(value == wanted)
 
 
-def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:  # noqa: A002 - LangGraph's name
+def matches(value: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bool:  # LangGraph's name
     """Whether a value passes a LangGraph ``filter`` (each field equal, or every operator on it true)."""
     return not filter or all(_compare(value.get(k), wanted) for k, wanted in filter.items())
 

@@ -250,7 +250,7 @@ def read_snapshot_file(path: Path, namespace: str, models: Mapping[str, type[Bas
         raise
     except RecursionError:
         raise SnapshotFileError(f"{path}: unreadable (nested too deeply)") from None
-    except Exception as exc:  # noqa: BLE001 - see the docstring: a cache file never breaks a read
+    except Exception as exc:  # see the docstring: a cache file never breaks a read
         raise SnapshotFileError(
             f"{path}: unreadable ({str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__})"
         ) from exc

@@ -278,18 +278,18 @@ async def _assistant(client: Any, assistant_id: Any) -> dict[str, Any] | None:
         return None
     try:
         return dict(await client.assistants.get(assistant_id))
-    except Exception:  # noqa: BLE001 - an unknown assistant: the server itself answers 404
+    except Exception:  # an unknown assistant: the server itself answers 404
         try:  # a graph id names the graph's default assistant
             found = await client.assistants.search(graph_id=assistant_id, metadata={"created_by": "system"}, limit=1)
             return dict(found[0]) if found else None
-        except Exception:  # noqa: BLE001
+        except Exception:
             return None
 
 
 async def _thread_key(client: Any, thread_id: str) -> str | None:
     try:
         state = await client.threads.get_state(thread_id)
-    except Exception:  # noqa: BLE001 - a new or unknown thread records no tenant
+    except Exception:  # a new or unknown thread records no tenant
         return None
     values = state.get("values") if isinstance(state, dict) else None
     key = values.get("tenant_key") if isinstance(values, dict) else None

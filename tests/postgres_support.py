@@ -136,7 +136,7 @@ class EmbeddedPostgres:
         argv = [str(self.bin / "postgres"), "-D", str(self.data)]
         for key, value in options.items():
             argv += ["-c", f"{key}={value}"]
-        log = open(self.log_path, "ab")  # noqa: SIM115 - the server writes it while it runs
+        log = open(self.log_path, "ab")  # the server writes it while it runs
         self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                         start_new_session=True, preexec_fn=_stop_with_parent, **self._as)
         log.close()

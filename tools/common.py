@@ -257,7 +257,7 @@ def make_memory_tool(
             return run(**kwargs)
         except (ToolException, MemoryToolConfigError):
             raise
-        except Exception as exc:  # noqa: BLE001 - the agent gets a message, the log keeps the trace
+        except Exception as exc:  # the agent gets a message, the log keeps the trace
             log.exception("memory tool %s failed", name)
             raise ToolException(
                 f"{name} failed: {type(exc).__name__}: {_clip(str(exc), 200)}. "

@@ -120,7 +120,7 @@ def bench_queries(resources: Any, model: Any, namespace: str, questions: list[st
         roles: Counter[str] = Counter()
         try:  # warm-up: the first call compiles the strategy's graph; that one-time cost is not overhead per question
             fn(questions[0], namespace, resources=resources, policy="llm", **options)
-        except Exception:  # noqa: BLE001 - counted below when it fails again
+        except Exception:  # counted below when it fails again
             pass
         for question in questions:
             before = len(model.calls)
@@ -130,7 +130,7 @@ def bench_queries(resources: Any, model: Any, namespace: str, questions: list[st
                 fallbacks += len(result.fallbacks)
                 tokens.append(result.cost.total_tokens)
                 steps.append(result.steps)
-            except Exception:  # noqa: BLE001 - a benchmark reports failures, it does not stop on them
+            except Exception:  # a benchmark reports failures, it does not stop on them
                 errors += 1
             walls.append(time.perf_counter() - started)
             calls.append(len(model.calls) - before)

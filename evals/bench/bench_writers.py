@@ -72,7 +72,7 @@ def _embedded(writers: int, sessions: int, root: Path) -> dict[str, Any]:
     def write(conversation: Any) -> dict[str, Any]:
         try:
             report = ingest_conversation(conversation, "shared", resources=res, policy="heuristic")
-        except Exception as exc:  # noqa: BLE001 - counted as a writer that did not finish
+        except Exception as exc:  # counted as a writer that did not finish
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         return {"ok": True, "waits": [(s.conflicts, s.waited_s) for s in report.sessions]}
 
@@ -116,7 +116,7 @@ def _start_chroma(root: Path) -> tuple[subprocess.Popen[bytes], int]:
         try:
             chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
             return proc, port
-        except Exception:  # noqa: BLE001 - not up yet
+        except Exception:  # not up yet
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the Chroma server did not start") from None
             time.sleep(0.2)
@@ -138,7 +138,7 @@ def _worker(file: str, namespace: str, go: str, out: str) -> int:
     try:
         report = ingest_conversation(conversation, namespace, resources=res, policy="heuristic")
         result = {"ok": True, "waits": [(s.conflicts, s.waited_s) for s in report.sessions]}
-    except Exception as exc:  # noqa: BLE001 - the parent counts it
+    except Exception as exc:  # the parent counts it
         result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     Path(out).write_text(json.dumps(result))
     return 0

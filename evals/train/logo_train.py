@@ -1112,7 +1112,7 @@ def _configured_chat_model() -> Any:
 
     try:
         return make_chat_model(get_settings())
-    except Exception as exc:  # noqa: BLE001 - ProviderError and settings errors: one readable message
+    except Exception as exc:  # ProviderError and settings errors: one readable message
         raise ValueError(f"{type(exc).__name__}: {str(exc)[:300]}") from None
 
 

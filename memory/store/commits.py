@@ -233,7 +233,7 @@ class CommitProtocol(StoreCore):
         try:
             number = fence.generation
             self._clear_versions(fence.namespace, {"born": number}, {"died": number})
-        except Exception:  # noqa: BLE001 - the lost-lease error is what the caller needs to see
+        except Exception:  # the lost-lease error is what the caller needs to see
             pass
 
     @contextmanager

@@ -176,7 +176,7 @@ class StoreCore:
             try:
                 if client is not None and hasattr(client, "close"):
                     client.close()  # Chroma stops the shared system when its last client closes
-            except Exception:  # noqa: BLE001 - closing is best effort; the lock below must still be released
+            except Exception:  # closing is best effort; the lock below must still be released
                 pass
         if self._lock_path and os.getpid() == self._pid:
             release_process_lock(self._lock_path)
@@ -207,7 +207,7 @@ class StoreCore:
         """A purge killed between removing a collection and renaming its complete copy: the copy takes the name."""
         try:
             copy = self.client.get_collection(name + PURGE_SUFFIX)
-        except Exception:  # noqa: BLE001 - no copy (Chroma's NotFoundError differs between versions)
+        except Exception:  # no copy (Chroma's NotFoundError differs between versions)
             return False
         meta = dict(copy.metadata or {})
         if not meta.get("complete"):
@@ -223,7 +223,7 @@ class StoreCore:
             if col is None and self._directory is not None:
                 try:
                     col = self.client.get_collection(name, embedding_function=None)
-                except Exception:  # noqa: BLE001 - not there: a purge's complete copy, or a new collection
+                except Exception:  # not there: a purge's complete copy, or a new collection
                     if self._adopt_copy(name):
                         col = self.client.get_collection(name, embedding_function=None)
                 if col is not None:

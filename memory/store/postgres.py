@@ -534,7 +534,7 @@ def _describe(url: str) -> str:
 
     try:
         parts = conninfo_to_dict(url)
-    except Exception as exc:  # noqa: BLE001 - any unparsable URL is one line
+    except Exception as exc:  # any unparsable URL is one line
         raise ValueError(f"LOGICMAP_STORE_URL: not a PostgreSQL URL ({_first_line(exc)})") from exc
     return f"{parts.get('host', 'localhost')}:{parts.get('port', 5432)}/{parts.get('dbname', '')}"
 

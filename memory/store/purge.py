@@ -273,7 +273,7 @@ class StorePurge(CommitProtocol, SnapshotCache):
         copy_name = name + PURGE_SUFFIX
         try:
             self.client.delete_collection(copy_name)  # an unfinished copy of a killed purge (the original is whole)
-        except Exception:  # noqa: BLE001 - there was none
+        except Exception:  # there was none
             pass
         meta = dict(col.metadata or {"namespace": namespace, "kind": kind})
         copy = self.client.create_collection(copy_name, embedding_function=None, configuration={"hnsw": _HNSW},

@@ -123,7 +123,7 @@ class LangGraphDevServer:
             str(LANGGRAPH_BIN), "dev", "--no-reload", "--no-browser", "--config", str(config),
             "--host", "127.0.0.1", "--port", str(self.port),
         ]
-        log = open(self.log_path, "wb")  # noqa: SIM115 - the child owns it; closed below
+        log = open(self.log_path, "wb")  # the child owns it; closed below
         try:
             self.process = subprocess.Popen(
                 command, cwd=self.workdir, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
@@ -188,7 +188,7 @@ async def refused_run(call: Any, *, error_output: bool = False) -> str:
     except (httpx.HTTPStatusError, APIStatusError) as exc:
         response = getattr(exc, "response", None)
         return f"{getattr(response, 'status_code', '?')} {getattr(response, 'text', exc)}"
-    except Exception as exc:  # noqa: BLE001 - the SDK raises a plain Exception for a run that failed
+    except Exception as exc:  # the SDK raises a plain Exception for a run that failed
         return f"run error {exc}"
     text = json.dumps(result)
     assert "__error__" in text or (error_output and "error" in (result or {})), f"the run was not refused: {text[:400]}"

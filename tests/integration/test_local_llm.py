@@ -105,7 +105,7 @@ def test_server_caps_uncapped_requests_and_releases_its_port_when_stopped(local_
         httpx.get(f"{server.base_url}/models", timeout=2)
 
 
-def test_the_launcher_stops_its_server_child_on_sigterm(tmp_path) -> None:  # noqa: ANN001
+def test_the_launcher_stops_its_server_child_on_sigterm(tmp_path) -> None:
     """``logicmap local-llm`` under a supervisor: SIGTERM stops the llama.cpp child, as Ctrl-C does."""
     import os
     import signal

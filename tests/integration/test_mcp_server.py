@@ -125,7 +125,7 @@ def test_a_stdio_server_that_cannot_start_tells_its_client_why(tmp_path: Path, c
         try:
             async with Client(params) as client:
                 await client.list_tools()
-        except Exception as exc:  # noqa: BLE001 - what the client saw is the result
+        except Exception as exc:  # what the client saw is the result
             return sorted(set(errors(exc)))
         return ["connected"]
 
@@ -144,7 +144,7 @@ def _http_server(tmp_path: Path, env: dict[str, str]) -> Any:
     tenants = tmp_path / "tenants.json"
     tenants.write_text(json.dumps({TOKENS["alice"]: "alice", TOKENS["bob"]: "bob"}))
     port = free_port()
-    log = open(tmp_path / "mcp.log", "wb")  # noqa: SIM115 - closed below
+    log = open(tmp_path / "mcp.log", "wb")  # closed below
     process = subprocess.Popen([sys.executable, "-m", "logicmap", "mcp", "--http", "--port", str(port),
                                 "--tenants", str(tenants)], env=env, cwd=tmp_path, stdout=log,
                                stderr=subprocess.STDOUT, start_new_session=True)
@@ -193,7 +193,7 @@ def test_http_server_gives_each_connection_its_tokens_namespace(tmp_path: Path, 
             try:
                 async with connect(url, token) as client:
                     refused.append(_text(await client.call_tool("list_memories", {})))
-            except Exception as exc:  # noqa: BLE001 - refused before any tool runs
+            except Exception as exc:  # refused before any tool runs
                 refused.append(f"refused: {type(exc).__name__}")
         return {"alice": alice, "bob": bob, "refused": refused}
 

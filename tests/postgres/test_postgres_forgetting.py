@@ -50,7 +50,7 @@ def _memory(url: str) -> Resources:
 def _forget_the_canary(res: Resources, data: Path, *, skip: str | None = None) -> None:
     store = res.store
     vector = np.asarray(store.snapshot("acme").turn_vectors["D99:2"], dtype=np.float32).tobytes()
-    with store._connection() as conn:  # noqa: SLF001 - the canary must be on disk before the purge
+    with store._connection() as conn:  # the canary must be on disk before the purge
         conn.execute("ANALYZE")  # planner statistics too, which a purge of the tables would not reach
         conn.execute("CHECKPOINT")
     assert _files_holding(data, CANARY.encode(), vector), "the canary never reached the data files"
@@ -97,7 +97,7 @@ def test_planner_statistics_never_copy_record_text_or_vectors(postgres_url: str)
     store = open_store(LogicMapSettings(store_url=postgres_url, embedding_provider="hashing"))
     try:
         store.commit(_session_change("stats", 0, "S1", [f"{CANARY} {i}" for i in range(20)]))
-        with store._connection() as conn:  # noqa: SLF001 - the database's own catalog
+        with store._connection() as conn:  # the database's own catalog
             conn.execute("ANALYZE logicmap_records")
             kept = conn.execute(
                 "SELECT attname FROM pg_stats WHERE tablename = 'logicmap_records' AND attname IN "

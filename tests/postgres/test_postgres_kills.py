@@ -79,7 +79,7 @@ def test_a_writer_stalled_inside_its_commit_holds_the_others_only_until_its_sess
     try:
         stalled.commit(_session_change("stall", 0, "S1", ["first"]))
         with pytest.raises(Exception):  # noqa: B017 - the server ends the stalled session: any error of it
-            with stalled._connection() as conn:  # noqa: SLF001 - a writer paused after its compare-and-swap
+            with stalled._connection() as conn:  # a writer paused after its compare-and-swap
                 conn.execute("BEGIN")
                 conn.execute("UPDATE logicmap_namespaces SET generation = generation + 1 WHERE namespace = %s",
                              ("stall",))

@@ -28,9 +28,9 @@ SAMPLE = ROOT / "data" / "sample_conversation.json"
 import chromadb  # noqa: E402,F401
 import sklearn.cluster  # noqa: E402,F401
 
-import logicmap.graphs.ingest  # noqa: E402,F401
-import logicmap.graphs.ingest_cues  # noqa: E402,F401
-import logicmap.graphs.ingest_facts  # noqa: E402,F401
+import logicmap.graphs.ingest  # noqa: E402
+import logicmap.graphs.ingest_cues  # noqa: E402
+import logicmap.graphs.ingest_facts  # noqa: E402
 import logicmap.memory.graph  # noqa: E402,F401
 from logicmap.graphs.resources import Resources  # noqa: E402
 from logicmap.memory.loaders import load_conversations  # noqa: E402
@@ -55,7 +55,7 @@ def child_ingest(cmd: dict) -> dict:
     prefixes: dict[int, dict] = {}
     commit_times: list[float] = []
 
-    def after_commit(report) -> None:  # noqa: ANN001 - SessionReport
+    def after_commit(report) -> None:  # SessionReport
         if not report.skipped:
             commit_times.append(time.perf_counter() - fork_server.CHILD_STARTED)
         if cmd.get("fingerprints") and not report.skipped:
@@ -91,7 +91,7 @@ def child_inspect(cmd: dict) -> dict:
     pending_retirements = 0
     if generation > 0 or store.namespaces():
         for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags"):
-            col = store._collection(namespace, kind)  # noqa: SLF001 - counting invisible versions on purpose
+            col = store._collection(namespace, kind)  # counting invisible versions on purpose
             leftovers += len(col.get(where={"born": {"$gt": generation}}, include=[])["ids"])
             pending_retirements += len(
                 col.get(where={"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]}, include=[])["ids"]
@@ -115,7 +115,7 @@ def _after(cmd: dict, status: int) -> None:
         for name in json.loads(Path(cmd["out"]).read_text())["lazy_modules"]:
             try:
                 importlib.import_module(name)
-            except Exception:  # noqa: BLE001 - optional speed-up only
+            except Exception:  # optional speed-up only
                 pass
 
 

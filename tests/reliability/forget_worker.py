@@ -29,7 +29,7 @@ from pathlib import Path
 import chromadb  # noqa: F401
 import sklearn.cluster  # noqa: F401
 
-import logicmap.graphs.forget  # noqa: F401
+import logicmap.graphs.forget
 import logicmap.graphs.ingest  # noqa: F401
 from logicmap.graphs.resources import Resources
 from logicmap.memory.loaders import load_conversations

@@ -41,11 +41,11 @@ def run_child(body: Body, cmd: dict) -> NoReturn:
     try:
         os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # stdout is the protocol pipe
         write_result(cmd["out"], {"ok": True, **body(cmd)})
-    except BaseException:  # noqa: BLE001 - reported to the test, which fails on it
+    except BaseException:  # reported to the test, which fails on it
         code = 1
         try:
             write_result(cmd["out"], {"ok": False, "error": traceback.format_exc()})
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
     finally:
         os._exit(code)

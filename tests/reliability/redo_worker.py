@@ -20,18 +20,18 @@ import signal
 from pathlib import Path
 from typing import Any
 
-import chromadb  # noqa: E402,F401
-import sklearn.cluster  # noqa: E402,F401
+import chromadb  # noqa: F401
+import sklearn.cluster  # noqa: F401
 
-import logicmap.graphs.ingest  # noqa: E402,F401
-import logicmap.graphs.ingest_cues  # noqa: E402,F401
-import logicmap.graphs.ingest_facts  # noqa: E402,F401
-import logicmap.graphs.ingest_redo  # noqa: E402,F401
-from logicmap.graphs.ingest import IngestContext, ingest_conversation  # noqa: E402
-from logicmap.graphs.resources import Resources  # noqa: E402
-from logicmap.settings import LogicMapSettings  # noqa: E402
-from tests.reliability.fork_server import serve  # noqa: E402
-from tests.unit.session_models import SEGMENT, SessionModel, long_conversation  # noqa: E402
+import logicmap.graphs.ingest
+import logicmap.graphs.ingest_cues
+import logicmap.graphs.ingest_facts
+import logicmap.graphs.ingest_redo  # noqa: F401
+from logicmap.graphs.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.resources import Resources
+from logicmap.settings import LogicMapSettings
+from tests.reliability.fork_server import serve
+from tests.unit.session_models import SEGMENT, SessionModel, long_conversation
 
 NAMESPACE = "redo"
 SESSIONS = 6

@@ -32,7 +32,7 @@ def _resources(directory: str) -> Resources:
     return resources
 
 
-def seen(store, res: Resources) -> dict:  # noqa: ANN001
+def seen(store, res: Resources) -> dict:
     """What a reader sees: ``get``'s value, the keys and values ``search`` returns for each word, and whether any
     live record of any kind still holds each word."""
     item = store.get(NS, "home")

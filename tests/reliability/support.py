@@ -203,7 +203,7 @@ def visible_duplicates(store: Any, namespace: str) -> list[str]:
     generation = store.manifest(namespace).generation
     found = []
     for kind in (k.field for k in RECORD_KINDS):
-        got = store._collection(namespace, kind).get(where=_visible(generation), include=["metadatas"])  # noqa: SLF001
+        got = store._collection(namespace, kind).get(where=_visible(generation), include=["metadatas"])
         rids = [m["rid"] for m in got["metadatas"]]
         found += [f"{kind}:{r}" for r in sorted({r for r in rids if rids.count(r) > 1})]
     return found
@@ -212,7 +212,7 @@ def visible_duplicates(store: Any, namespace: str) -> list[str]:
 def uncommitted_versions(store: Any, namespace: str) -> int:
     """Versions written after the committed generation (a crashed or racing writer's leftovers)."""
     generation = store.manifest(namespace).generation
-    return sum(len(store._collection(namespace, kind).get(where={"born": {"$gt": generation}}, include=[])["ids"])  # noqa: SLF001
+    return sum(len(store._collection(namespace, kind).get(where={"born": {"$gt": generation}}, include=[])["ids"])
                for kind in (k.field for k in RECORD_KINDS))
 
 
@@ -477,7 +477,7 @@ class ChromaServer:
             try:
                 chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
                 return
-            except Exception:  # noqa: BLE001 - not up yet
+            except Exception:  # not up yet
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"chroma server did not start: {self.log.read_text()[-2000:]}")
                 time.sleep(0.1)

@@ -367,7 +367,7 @@ def test_every_damaged_file_is_rejected_in_one_line_and_nothing_is_written(
         assert case.data != exported, case.name
         path = tmp_path / f"{case.name[:60]}.jsonl"
         path.write_bytes(case.data)
-        with pytest.raises(Exception) as caught:  # noqa: PT011 - the type is checked below, per case
+        with pytest.raises(Exception) as caught:  # the type is checked below, per case
             import_namespace(store, path, TARGET)
         message = str(caught.value)
         assert isinstance(caught.value, case.error), f"{case.name}: {type(caught.value).__name__}: {message}"

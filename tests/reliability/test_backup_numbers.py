@@ -216,7 +216,7 @@ def tried(res: Resources, tmp: Path, name: str, data: bytes) -> str:
             assert exc.line >= 1 and exc.field and f": line {exc.line}: {exc.field}: " in message, (name, message)
         assert store.namespaces() == before, name
         assert store.manifest(target).generation == 0 and uncommitted_versions(store, target) == 0, name
-        assert not store._registry().get(ids=[target])["ids"], f"{name}: {target} was registered"  # noqa: SLF001
+        assert not store._registry().get(ids=[target])["ids"], f"{name}: {target} was registered"
         COUNTS["refused"] += 1
         COUNTS["passed"] += 1
         return "refused"
@@ -318,7 +318,7 @@ def test_a_chroma_server_restores_a_high_generation_and_then_ingests_and_answers
                                                   embedding_provider="hashing"))
         res.llm_ = None
         assert tried(res, tmp_path, f"server generation={new}", seal(h, [_dump(line) for line in records])) == "imported"
-        claims = res.store._collection(LAST_TARGET[0], "meta").get(where={"kind": "claim"})  # noqa: SLF001
+        claims = res.store._collection(LAST_TARGET[0], "meta").get(where={"kind": "claim"})
         assert len(claims["ids"]) <= 10_002
     finally:
         server.kill()

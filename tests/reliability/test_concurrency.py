@@ -86,7 +86,7 @@ class Readers:
             try:
                 result = answer(strategy, "what did they say about the market?", namespace,
                                 resources=self.resources, policy="heuristic")
-            except Exception as exc:  # noqa: BLE001 - collected and reported
+            except Exception as exc:  # collected and reported
                 self.problems.append(f"{strategy} on {namespace} raised {type(exc).__name__}: {exc}")
                 continue
             self.queries += 1
@@ -206,7 +206,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def chroma_server(tmp_path: Path):  # noqa: ANN201
+def chroma_server(tmp_path: Path):
     chroma = Path(sys.executable).with_name("chroma")
     if not chroma.exists():
         chroma = Path(shutil.which("chroma") or "")
@@ -224,7 +224,7 @@ def chroma_server(tmp_path: Path):  # noqa: ANN201
             try:
                 chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
                 break
-            except Exception:  # noqa: BLE001 - not up yet
+            except Exception:  # not up yet
                 if proc.poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"chroma server did not start: {(tmp_path / 'chroma.log').read_text()[-2000:]}")
                 time.sleep(0.2)

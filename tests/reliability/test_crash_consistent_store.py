@@ -112,7 +112,7 @@ def test_a_store_killed_inside_a_growing_sqlite_commit_opens_with_every_committe
                 failures.append(f"trial {trial} {state}: a commit after recovery reads {len(after.turns)} turns")
             else:
                 opened += 1
-        except Exception as exc:  # noqa: BLE001 - a refusal or a raw error is the failure being tested
+        except Exception as exc:  # a refusal or a raw error is the failure being tested
             failures.append(f"trial {trial} {state}: {type(exc).__name__}: {str(exc)[:300]}")
         shutil.rmtree(directory)
     print(f"crash-consistent stores: {tried} kills inside a growing commit, {looked_truncated} left a header counting "

@@ -202,11 +202,11 @@ def test_a_crash_right_after_the_manifest_write_still_lists_the_namespace(tmp_pa
     settings = LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing")
     turn = Turn(namespace="alpha", session_id="S1", dia_id="D1:1", speaker="Ana", text="hello")
     with MemoryStore(settings) as store:
-        meta = store._collection("alpha", "meta")  # noqa: SLF001 - fault injection into the manifest write
-        key = next(k for k, v in store._collections.items() if v is meta)  # noqa: SLF001
-        store._collections[key] = _DieAfterUpsert(meta)  # noqa: SLF001
+        meta = store._collection("alpha", "meta")  # fault injection into the manifest write
+        key = next(k for k, v in store._collections.items() if v is meta)
+        store._collections[key] = _DieAfterUpsert(meta)
         with pytest.raises(KeyboardInterrupt):
             store.commit(ChangeSet(namespace="alpha", base_generation=0, turns=[turn], turn_vectors=[[1.0, 0.0]]))
-        store._collections[key] = meta  # noqa: SLF001
+        store._collections[key] = meta
         assert store.snapshot("alpha").generation == 1  # the commit is visible...
         assert "alpha" in store.namespaces()  # ...so its namespace must be listed

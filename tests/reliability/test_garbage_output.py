@@ -64,7 +64,7 @@ TWO_SESSIONS = CONVERSATION.model_copy(update={"sessions": CONVERSATION.sessions
 SESSION_TURNS = {s.session_id: [t.dia_id for t in s.turns] for s in CONVERSATION.sessions}
 
 
-def _ingest_with(module_resources, specs):  # noqa: ANN001, ANN202
+def _ingest_with(module_resources, specs):
     model = GarbageChatModel(specs=specs)
     module_resources.llm_ = model
     namespace = f"garbage-{next(_names)}"
@@ -75,7 +75,7 @@ def _ingest_with(module_resources, specs):  # noqa: ANN001, ANN202
     return model, namespace, report
 
 
-def _check_memory(module_resources, namespace: str) -> None:  # noqa: ANN001
+def _check_memory(module_resources, namespace: str) -> None:
     snap = module_resources.store.snapshot(namespace)
     assert sorted(snap.manifest.sessions) == ["S1", "S2"], "a session was lost to bad model output"
     problems = memory_problems(snap, SESSION_TURNS)
@@ -113,7 +113,7 @@ def test_ingest_records_a_fallback_for_every_role_that_got_only_garbage(module_r
     assert all(t.label_source in (None, "fallback") for t in snap.topics.values())  # no garbage stored as llm
 
 
-def _check_answer(result: AnswerResult, resources, namespace: str, before: dict) -> None:  # noqa: ANN001
+def _check_answer(result: AnswerResult, resources, namespace: str, before: dict) -> None:
     assert isinstance(result, AnswerResult) and isinstance(result.answer, str)
     snap = resources.store.snapshot(namespace)
     known = {**snap.events, **snap.turns, **snap.facts}
@@ -130,7 +130,7 @@ def _digest(fingerprint: dict) -> str:
 
 
 @pytest.fixture(scope="module")
-def sample_before(sample_memory) -> str:  # noqa: ANN001
+def sample_before(sample_memory) -> str:
     return _digest(sample_memory.store.snapshot("sample").fingerprint())
 
 

@@ -249,7 +249,7 @@ def test_unknown_namespace_errors_through_the_api_and_tools_name_no_other_tenant
     assert checked == 3 * len(names)
 
 
-def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path: Path, capsys) -> None:
     from logicmap.__main__ import main
 
     data_dir = tmp_path / "memory"
@@ -280,7 +280,7 @@ def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path:
         assert not re.search(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]", err), repr(err)
 
 
-def test_a_spoofing_name_registered_by_an_older_version_is_skipped_not_listed(tmp_path: Path, caplog) -> None:  # noqa: ANN001
+def test_a_spoofing_name_registered_by_an_older_version_is_skipped_not_listed(tmp_path: Path, caplog) -> None:
     """Before names were matched whole, "acme\\n" could be registered: the listing skips it (with a warning)."""
     from logicmap.memory.store import _PLACEHOLDER
 
@@ -288,7 +288,7 @@ def test_a_spoofing_name_registered_by_an_older_version_is_skipped_not_listed(tm
     try:
         ingest_conversation(marked_conversation("wombat", sessions=1), "acme", resources=res, policy="heuristic")
         for legacy in ("acme\n", "globex\r", "x" * 200):
-            res.store._registry().add(ids=[legacy], embeddings=[_PLACEHOLDER], documents=[legacy],  # noqa: SLF001
+            res.store._registry().add(ids=[legacy], embeddings=[_PLACEHOLDER], documents=[legacy],
                                       metadatas=[{"ns": legacy}])
         with caplog.at_level("WARNING", logger="logicmap.memory.store"):
             assert res.store.namespaces() == ["acme"]

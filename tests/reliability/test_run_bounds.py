@@ -120,7 +120,7 @@ def test_the_limit_is_a_setting(bounded: Resources) -> None:
                       AnswerResult)
 
 
-def test_cli_ask_with_a_question_over_the_limit_exits_2_with_one_line(bounded: Resources, capsys) -> None:  # noqa: ANN001
+def test_cli_ask_with_a_question_over_the_limit_exits_2_with_one_line(bounded: Resources, capsys) -> None:
     data_dir = Path(bounded.settings.data_dir)
     code = cli_main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ask", "w" * 8001, "-n", "sample",
                      "--strategy", "goalmem", "--policy", "heuristic"])

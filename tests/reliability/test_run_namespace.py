@@ -99,7 +99,7 @@ def test_template_and_config_runs_land_only_in_the_resolved_tenant(tmp_path: Pat
         assert texts and all(marker in text for text in texts), "a read crossed into another tenant"
 
 
-def test_the_python_api_passes_its_namespace_through_the_context(ingested_sample) -> None:  # noqa: ANN001
+def test_the_python_api_passes_its_namespace_through_the_context(ingested_sample) -> None:
     for name, module in ANSWERING.items():
         result = module.answer("What is the name of Maya's dog?", "sample", resources=ingested_sample)
         assert result.namespace == "sample" and result.cost.llm_calls == 0 and not result.fallbacks, name
@@ -116,7 +116,7 @@ def test_the_python_api_passes_its_namespace_through_the_context(ingested_sample
 def test_toolkit_for_a_brand_new_user_with_writes_allowed(tmp_path: Path) -> None:
     res = make_resources(tmp_path / "memory")
 
-    def store_session(session, namespace):  # noqa: ANN001, ANN202
+    def store_session(session, namespace):
         conv = marked_conversation("zz", sessions=0).model_copy(update={"sessions": [session]})
         return ingest_conversation(conv, namespace, resources=res, policy="heuristic")
 
@@ -161,7 +161,7 @@ def test_toolkit_namespace_template_resolved_per_call(tmp_path: Path) -> None:
     assert "ana" not in str(err.value) and "rui" not in str(err.value)
 
 
-def test_a_relative_input_path_names_the_directory_it_was_resolved_against(tmp_path: Path, monkeypatch, capsys) -> None:  # noqa: ANN001
+def test_a_relative_input_path_names_the_directory_it_was_resolved_against(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.chdir(tmp_path)
     res = make_resources(tmp_path / "memory")
     with pytest.raises(DataFormatError, match=f"resolved against {tmp_path}"):

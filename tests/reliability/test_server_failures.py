@@ -69,7 +69,7 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
             failures.append(f"trial {trial}: exit {proc.returncode}, stderr {err[-1500:]!r}")
         server.start()
         store = server.store()
-        lease_left += bool(store._collection(namespace, "meta").get(ids=[COMMIT_LOCK_ID])["ids"])  # noqa: SLF001
+        lease_left += bool(store._collection(namespace, "meta").get(ids=[COMMIT_LOCK_ID])["ids"])
         rerun = _ingest(server, tmp_path, file, namespace)
         out, err = rerun.communicate(timeout=300)
         said_why += any("waiting for its commit lease" in line for line in _lines(err))

@@ -23,12 +23,12 @@ QUESTIONS = ("What did Maya adopt?", "When did Leo run the marathon?", "Where di
 
 
 def _file(store: MemoryStore, namespace: str) -> Path:
-    path = store._snapshot_file(namespace)  # noqa: SLF001
+    path = store._snapshot_file(namespace)
     assert path is not None
     return path
 
 
-def _state(res, namespace: str) -> tuple:  # noqa: ANN001
+def _state(res, namespace: str) -> tuple:
     """Everything a reader gets: records, vectors, the graph's edges, and no-LLM answers with their evidence."""
     snap = res.store.snapshot(namespace)
     vectors = {
@@ -46,9 +46,9 @@ def _state(res, namespace: str) -> tuple:  # noqa: ANN001
 
 def _reads_whole(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     calls: list[str] = []
-    original = MemoryStore._read_whole  # noqa: SLF001
+    original = MemoryStore._read_whole
 
-    def spy(self: MemoryStore, manifest):  # noqa: ANN001, ANN202
+    def spy(self: MemoryStore, manifest):
         calls.append(manifest.namespace)
         return original(self, manifest)
 
@@ -147,7 +147,7 @@ def test_a_file_of_another_history_or_a_later_generation_is_ignored(
         snap = reader.store.snapshot("ns")
     assert [t.text for t in snap.turns.values()] == ["y only"] and snap.generation == 1
     assert "ignoring the persisted snapshot" in caplog.text
-    reader.store._snapshots.clear()  # noqa: SLF001
+    reader.store._snapshots.clear()
     assert [t.text for t in reader.store.snapshot("ns").turns.values()] == ["y only"]  # the file was replaced
     reader.store.close()
 
@@ -184,7 +184,7 @@ def test_a_damaged_file_is_ignored_and_the_store_still_answers(
     whole = _reads_whole(reopened.store, monkeypatch)
     assert _state(reopened, "alice") == state
     assert whole == ["alice"]
-    reopened.store._snapshots.clear()  # noqa: SLF001
+    reopened.store._snapshots.clear()
     assert reopened.store.snapshot("alice").fingerprint() == state[0] and whole == ["alice"]  # a sound file again
     reopened.store.close()
 
@@ -198,7 +198,7 @@ def test_a_snapshot_file_is_never_read_for_another_namespace(tmp_path: Path, mon
     left, right = _file(store, "left"), _file(store, "right")
     assert left.parent != right.parent and left.parent.parent == right.parent.parent
     shutil.copyfile(left, right)  # left's file where right's belongs (same generation number)
-    store._snapshots.clear()  # noqa: SLF001
+    store._snapshots.clear()
     whole = _reads_whole(store, monkeypatch)
     snap: NamespaceSnapshot = store.snapshot("right")
     assert [t.text for t in snap.turns.values()] == ["right text"]

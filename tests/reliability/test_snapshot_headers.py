@@ -149,16 +149,16 @@ def section_body(original: dict[str, Any], bodies: list[bytes]) -> st.SearchStra
 
 # -- the memory they are tried on ----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def memory(tmp_path_factory: pytest.TempPathFactory, sample) -> Any:  # noqa: ANN001
+def memory(tmp_path_factory: pytest.TempPathFactory, sample) -> Any:
     res = make_resources(tmp_path_factory.mktemp("snapshot-headers") / "m")
     short = sample.model_copy(deep=True)
     short.sessions = short.sessions[:2]
     ingest_conversation(short, "alice", resources=res, policy="heuristic")
     store = res.store
-    path = store._snapshot_file("alice")  # noqa: SLF001
+    path = store._snapshot_file("alice")
     assert path is not None and path.exists()
     path.unlink()  # saved again at the namespace's generation, so a rebuilt file is recognisable
-    store._snapshots.clear()  # noqa: SLF001
+    store._snapshots.clear()
     store.snapshot("alice")
     assert read_snapshot_file(path, "alice", _MODELS).generation == store.manifest("alice").generation
     original = path.read_bytes()
@@ -173,7 +173,7 @@ def reads_through(memory: Any, name: str, data: bytes) -> None:
     COUNTS["tried"] += 1
     event(name.split("=")[0])
     path.write_bytes(data)
-    store._snapshots.clear()  # noqa: SLF001 - the next read opens the namespace from its file again
+    store._snapshots.clear()  # the next read opens the namespace from its file again
     assert store.snapshot("alice").fingerprint() == fingerprint, name
     saved = read_snapshot_file(path, "alice", _MODELS)  # rebuilt, and sound
     assert saved.generation == store.manifest("alice").generation, name

@@ -143,10 +143,10 @@ def _server_store(port: int) -> MemoryStore:
 
 def _stalling(store: MemoryStore, namespace: str, plan: StallPlan) -> MemoryStore:
     for kind in ("meta", "turns", "events", "relations", "topics", "facts", "cues", "tags"):
-        store._collection(namespace, kind)  # noqa: SLF001 - created before they are wrapped
-    for name, col in list(store._collections.items()):  # noqa: SLF001
+        store._collection(namespace, kind)  # created before they are wrapped
+    for name, col in list(store._collections.items()):
         if name != "lm-namespaces":
-            store._collections[name] = StallingCollection(col, plan)  # noqa: SLF001
+            store._collections[name] = StallingCollection(col, plan)
     return store
 
 
@@ -164,7 +164,7 @@ def _race(port: int, namespace: str, plan: StallPlan, rng: random.Random) -> dic
         plan.active = True
         try:
             outcome["a"] = writer_a.commit(changes["SA"].model_copy(update={"base_generation": base}))
-        except Exception as exc:  # noqa: BLE001 - judged below
+        except Exception as exc:  # judged below
             outcome["a"] = exc
         finally:
             plan.active = False
@@ -174,7 +174,7 @@ def _race(port: int, namespace: str, plan: StallPlan, rng: random.Random) -> dic
     time.sleep(rng.uniform(0.02, 0.15))
     try:
         outcome["b"] = writer_b.commit(changes["SB"].model_copy(update={"base_generation": base}))
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         outcome["b"] = exc
     thread.join(timeout=120)
     outcome.update(changes=changes, setup=setup)
@@ -336,7 +336,7 @@ def test_a_damaged_or_missing_store_is_reported_in_one_line_and_never_written_ov
             # compaction may have run before the failure; LogicMap writes nothing after it.
             if phase == "open" and _digest(database) != before:
                 failures.append(f"{how}: the damaged store was written over")
-        except Exception as exc:  # noqa: BLE001 - a raw error is the failure being tested
+        except Exception as exc:  # a raw error is the failure being tested
             failures.append(f"{how}: raw {type(exc).__name__}: {str(exc)[:200]}")
     _report(f"damaged stores: {len(cases)} cases, {detected} refused with StoreDamagedError (found at: {late}), "
             f"{harmless} damage in unused bytes read back intact, {len(failures)} problems")
@@ -410,7 +410,7 @@ def test_a_data_dir_that_is_a_file_and_a_lock_path_that_is_a_directory_are_one_l
 
 
 @pytest.fixture
-def small_disk(tmp_path: Path):  # noqa: ANN201
+def small_disk(tmp_path: Path):
     mount = tmp_path / "disk"
     mount.mkdir()
     done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=6m", "tmpfs", str(mount)], capture_output=True)
@@ -575,7 +575,7 @@ def _in_child(store: MemoryStore, directory: Path, call: str) -> str:
         return "forked" if "\n" not in str(exc) and "fork" in str(exc) else f"unclear: {exc}"
     except StoreLockedError:
         return "locked"
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         return f"{type(exc).__name__}: {exc}"
 
 
@@ -668,12 +668,12 @@ def test_a_manifest_written_before_embedders_were_recorded_stays_readable_and_ad
     store = MemoryStore(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing"))
     try:
         _commit_on_head(store, _session("old", "S1", 1, random.Random(1)))
-        meta = store._collection("old", "meta")  # noqa: SLF001 - rewrite the manifest as an older version wrote it
+        meta = store._collection("old", "meta")  # rewrite the manifest as an older version wrote it
         legacy = {k: v for k, v in store.manifest("old").model_dump(mode="json").items() if k not in ("void", "embedder")}
         meta.delete(where={"kind": {"$in": ["manifest", "next"]}})
         meta.upsert(ids=["manifest"], embeddings=[[1.0]], documents=[json.dumps(legacy)],
                     metadatas=[{"generation": legacy["generation"]}])
-        store._snapshots.clear()  # noqa: SLF001
+        store._snapshots.clear()
         assert store.manifest("old").embedder is None and store.snapshot("old").generation == 1
         _commit_on_head(store, _session("old", "S2", 1, random.Random(2)))
         assert store.manifest("old").embedder == "hashing"

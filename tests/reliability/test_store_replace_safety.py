@@ -113,7 +113,7 @@ def test_two_writers_on_one_key_leave_one_value_and_nothing_stale(store: LogicMa
         try:
             for _ in range(2):
                 writer.put(w.NS, "home", value)
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     threads = [threading.Thread(target=put, args=(writer, v)) for writer, v in ((store, a), (other, b))]

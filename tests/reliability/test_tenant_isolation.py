@@ -281,7 +281,7 @@ def test_remember_writes_only_its_own_namespace(workload: Workload, tmp_path: Pa
     res = workload.res
     before = {ns: res.store.snapshot(ns).fingerprint() for ns in TENANTS}
 
-    def ingest_session(session, namespace):  # noqa: ANN001, ANN202
+    def ingest_session(session, namespace):
         conv = Conversation(conversation_id="remember", sessions=[session])
         # As the chat's ingester does: a statement appended by the app, not another conversation's file.
         return ingest(conv, namespace, resources=res, policy="heuristic", source="api", append=True)
@@ -319,7 +319,7 @@ def test_two_tenants_chatting_at_once_stay_apart(workload: Workload) -> None:
                 out = bot.invoke({"messages": [("user", f"did the {tenants[ns]} go to the market on day {i}?")]},
                                  {"configurable": {"thread_id": f"thread-{ns}"}}, context=context)
                 replies[ns].append({"reply": out["messages"][-1].content, "evidence": out.get("evidence", [])})
-        except Exception as exc:  # noqa: BLE001 - reported below
+        except Exception as exc:  # reported below
             errors.append(f"{ns}: {type(exc).__name__}: {exc}")
 
     threads = [threading.Thread(target=chat, args=(ns,)) for ns in tenants]

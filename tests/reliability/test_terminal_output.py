@@ -121,7 +121,7 @@ def test_stored_text_keeps_its_controls(hostile_store: tuple[Path, dict]) -> Non
         res.store.close()
 
 
-def test_ask_facts_and_stats_print_no_control_characters(hostile_store: tuple[Path, dict], capsys) -> None:  # noqa: ANN001
+def test_ask_facts_and_stats_print_no_control_characters(hostile_store: tuple[Path, dict], capsys) -> None:
     data_dir, _ = hostile_store
     base = ["--data-dir", str(data_dir), "--embeddings", "hashing"]
     questions = ["What did they say about the zebra at the market?", "When was the museum \x1b[2J visit?",
@@ -143,7 +143,7 @@ def test_ask_facts_and_stats_print_no_control_characters(hostile_store: tuple[Pa
     assert runs == 3 * len(strategy_names()) and shown >= len(strategy_names()), (runs, shown)
 
 
-def test_chat_prints_no_control_characters(hostile_store: tuple[Path, dict], capsys, monkeypatch) -> None:  # noqa: ANN001
+def test_chat_prints_no_control_characters(hostile_store: tuple[Path, dict], capsys, monkeypatch) -> None:
     data_dir, _ = hostile_store
     rng = random.Random(SEED + 3)
     said = [f"tell me about the zebra {hostile_text(rng, 3)}?" for _ in range(4)] + ["/evidence", "/quit"]
@@ -162,7 +162,7 @@ GOOD_BUDGETS = {"5": [5], "5,10,20": [5, 10, 20], " 5 , 10 ": [5, 10], "20,5,5":
 
 
 @pytest.mark.parametrize("budgets", BAD_BUDGETS)
-def test_bad_recall_budgets_are_refused_with_one_line_and_exit_2(budgets: str, tmp_path: Path, capsys) -> None:  # noqa: ANN001
+def test_bad_recall_budgets_are_refused_with_one_line_and_exit_2(budgets: str, tmp_path: Path, capsys) -> None:
     sample = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
     with pytest.raises(SystemExit) as info:
         main(["--data-dir", str(tmp_path / "m"), "--embeddings", "hashing", "eval", str(sample), "-s", "dense",

@@ -30,11 +30,11 @@ VALUES = st.one_of(
 )
 
 
-def toolkit(resources) -> list[Any]:  # noqa: ANN001
+def toolkit(resources) -> list[Any]:
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.memory.loaders import Conversation
 
-    def ingest(session, namespace):  # noqa: ANN001, ANN202
+    def ingest(session, namespace):
         return ingest_conversation(Conversation(conversation_id="remember", sessions=[session]), namespace,
                                    resources=resources, policy="heuristic", source="api", append=True)
 
@@ -49,7 +49,7 @@ class Toolbox(dict):
 
 
 @pytest.fixture(scope="module")
-def tools(sample_memory) -> Toolbox:  # noqa: ANN001
+def tools(sample_memory) -> Toolbox:
     return Toolbox({t.name: t for t in toolkit(sample_memory)})
 
 
@@ -156,7 +156,7 @@ def test_a_tool_node_turns_every_bad_call_into_an_error_message(tools) -> None:
         assert_readable_error(message, call["name"])
 
 
-def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample_memory) -> None:  # noqa: ANN001
+def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample_memory) -> None:
     reconstruct = require_module("logicmap.graphs.reconstruct")
     available_strategy("reconstruct")
     calls = _bad_calls(["search_events"])
@@ -190,7 +190,7 @@ def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample
                                 payload=st.dictionaries(st.sampled_from(["event_id", "query", "cue", "person", "k", "x"]),
                                                         VALUES, max_size=3),
                                 seed=st.integers(0, 10**6)), min_size=1, max_size=5))
-def test_the_reconstruct_strategy_never_raises_on_random_tool_calls(sample_memory, specs) -> None:  # noqa: ANN001
+def test_the_reconstruct_strategy_never_raises_on_random_tool_calls(sample_memory, specs) -> None:
     answer = available_strategy("reconstruct")
     model = GarbageChatModel(specs=specs)
     sample_memory.llm_ = model

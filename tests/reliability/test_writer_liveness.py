@@ -86,7 +86,7 @@ def test_generated_thread_writers_on_one_namespace_all_finish_and_store_every_se
         resources.store  # noqa: B018 - open the store before the threads race for it
         barrier = threading.Barrier(writers)
 
-        def write(job: tuple[int, Conversation], barrier=barrier, resources=resources, chat=case % 2 == 1) -> list:  # noqa: ANN001
+        def write(job: tuple[int, Conversation], barrier=barrier, resources=resources, chat=case % 2 == 1) -> list:
             _, conversation = job
             barrier.wait()
             if chat:  # the chatbot's remember path: one session per call
@@ -202,7 +202,7 @@ def test_generated_server_mode_process_writers_all_finish(tmp_path, chroma_serve
 def _hold_commit_lock(port: int, namespace: str, seconds: float) -> None:
     """Another writer's commit lease on ``namespace`` for ``seconds`` (as a live writer's lock record)."""
     store = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=port))
-    meta = store._collection(namespace, "meta")  # noqa: SLF001 - plays the other writer
+    meta = store._collection(namespace, "meta")  # plays the other writer
     meta.add(ids=[COMMIT_LOCK_ID], embeddings=[[1.0]], documents=["other"],
              metadatas=[{"owner": "other-writer", "expires": time.time() + seconds}])
 

@@ -23,7 +23,7 @@ def _at(minutes: float) -> str:
     return (T0 + timedelta(minutes=minutes)).isoformat()
 
 
-def _sessions(resources, namespace: str = "ann") -> dict[str, list[str]]:  # noqa: ANN001
+def _sessions(resources, namespace: str = "ann") -> dict[str, list[str]]:
     """Chat session -> its turns' texts, in order."""
     turns = sorted(resources.store.snapshot(namespace).turns.values(), key=lambda t: t.position)
     out: dict[str, list[str]] = {}
@@ -32,7 +32,7 @@ def _sessions(resources, namespace: str = "ann") -> dict[str, list[str]]:  # noq
     return out
 
 
-def test_calls_append_to_the_open_session_and_a_resend_is_a_no_op(resources) -> None:  # noqa: ANN001
+def test_calls_append_to_the_open_session_and_a_resend_is_a_no_op(resources) -> None:
     first = [HumanMessage("I adopted a cat named Miso.", id="a1", additional_kwargs={"timestamp": _at(0)}),
              AIMessage("Congratulations!", id="a2", response_metadata={"timestamp": _at(1)})]
     report = add_messages("ann", first, resources=resources, policy="heuristic")
@@ -47,7 +47,7 @@ def test_calls_append_to_the_open_session_and_a_resend_is_a_no_op(resources) -> 
     assert said["Miso likes tuna."] == T0 + timedelta(minutes=5)  # the message's time, not the clock
 
 
-def test_an_idle_gap_or_a_named_session_starts_a_new_session(resources) -> None:  # noqa: ANN001
+def test_an_idle_gap_or_a_named_session_starts_a_new_session(resources) -> None:
     add_messages("ann", [{"role": "user", "content": "Morning run done.", "timestamp": _at(0)}],
                  resources=resources, policy="heuristic", idle_gap_s=600)
     add_messages("ann", [{"role": "user", "content": "Lunch was ramen.", "timestamp": _at(5)},
@@ -63,7 +63,7 @@ def test_an_idle_gap_or_a_named_session_starts_a_new_session(resources) -> None:
     assert list(sessions)[2] == "trip"
 
 
-def test_ids_dicts_pairs_and_what_is_left_out(resources) -> None:  # noqa: ANN001
+def test_ids_dicts_pairs_and_what_is_left_out(resources) -> None:
     messages = [SystemMessage("You are helpful."), ("user", "I play the cello."),
                 AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "c1"}]),
                 ToolMessage("found nothing", tool_call_id="c1"), {"role": "assistant", "content": "Lovely!"},
@@ -79,7 +79,7 @@ def test_ids_dicts_pairs_and_what_is_left_out(resources) -> None:  # noqa: ANN00
     assert (twice.added, twice.already_stored) == (1, 1)
 
 
-def test_one_id_on_two_messages_of_different_content_is_refused_naming_the_id(resources) -> None:  # noqa: ANN001
+def test_one_id_on_two_messages_of_different_content_is_refused_naming_the_id(resources) -> None:
     add_messages("ann", [("user", "Already here.")], resources=resources, policy="heuristic")
     before = resources.store.snapshot("ann").fingerprint()
     messages = [HumanMessage("DUPFIRST I live in Turin", id="dup-7"), AIMessage("Nice.", id="r1"),
@@ -90,7 +90,7 @@ def test_one_id_on_two_messages_of_different_content_is_refused_naming_the_id(re
     assert resources.store.snapshot("ann").fingerprint() == before
 
 
-def test_an_edited_message_resent_with_its_id_updates_the_stored_turn(resources) -> None:  # noqa: ANN001
+def test_an_edited_message_resent_with_its_id_updates_the_stored_turn(resources) -> None:
     thread = [HumanMessage("I live in Porto.", id="u1"), AIMessage("Porto is lovely.", id="a1"),
               HumanMessage("My sister is called Ines.", id="u2")]
     add_messages("ann", thread, resources=resources, policy="heuristic")
@@ -129,7 +129,7 @@ DEEP = [
 
 
 @pytest.mark.parametrize(("case", "messages"), DEEP, ids=[d[0] for d in DEEP])
-def test_a_message_nested_too_deep_is_one_line_naming_the_limit(resources, case: str, messages) -> None:  # noqa: ANN001
+def test_a_message_nested_too_deep_is_one_line_naming_the_limit(resources, case: str, messages) -> None:
     with pytest.raises(MessageFormatError, match="message 0: the message is nested more than 100 levels deep") as err:
         add_messages("ann", messages, resources=resources, policy="heuristic")
     assert "\n" not in str(err.value) and "MAX_VALUE_DEPTH" in str(err.value)
@@ -151,7 +151,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("case", "messages", "problem"), BAD, ids=[b[0] for b in BAD])
-def test_bad_input_is_one_clear_error_and_nothing_is_written(resources, case: str, messages, problem: str) -> None:  # noqa: ANN001
+def test_bad_input_is_one_clear_error_and_nothing_is_written(resources, case: str, messages, problem: str) -> None:
     add_messages("ann", [("user", "Already here.")], resources=resources, policy="heuristic")
     before = resources.store.snapshot("ann").fingerprint()
     with pytest.raises(MessageFormatError, match=problem) as caught:
@@ -160,7 +160,7 @@ def test_bad_input_is_one_clear_error_and_nothing_is_written(resources, case: st
     assert resources.store.snapshot("ann").fingerprint() == before
 
 
-def test_huge_content_and_bad_names_are_refused_before_any_write(resources) -> None:  # noqa: ANN001
+def test_huge_content_and_bad_names_are_refused_before_any_write(resources) -> None:
     huge = "x" * (resources.settings.max_message_chars + 1)
     with pytest.raises(InputTooLargeError, match="message 1"):
         add_messages("ann", [("user", "fine"), ("user", huge)], resources=resources, policy="heuristic")
@@ -171,7 +171,7 @@ def test_huge_content_and_bad_names_are_refused_before_any_write(resources) -> N
     assert resources.store.namespaces() == []
 
 
-def test_the_async_twin(resources) -> None:  # noqa: ANN001
+def test_the_async_twin(resources) -> None:
     report = asyncio.run(aadd_messages("ann", [("user", "I swim on Fridays.")], resources=resources, policy="heuristic"))
     assert report.added == 1 and _sessions(resources)
 
@@ -181,7 +181,7 @@ def _jsonl(path: Path, lines: list[dict]) -> Path:
     return path
 
 
-def test_jsonl_files_split_by_idle_gap_and_a_second_file_adds_its_sessions(resources, tmp_path, capsys) -> None:  # noqa: ANN001
+def test_jsonl_files_split_by_idle_gap_and_a_second_file_adds_its_sessions(resources, tmp_path, capsys) -> None:
     first = _jsonl(tmp_path / "monday.jsonl", [
         {"role": "user", "content": "I started pottery classes.", "timestamp": _at(0)},
         {"role": "assistant", "content": "Fun!", "timestamp": _at(1)},

@@ -129,7 +129,7 @@ def status_server() -> Iterator[tuple[str, list[int]]]:
     statuses: list[int] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        def do_POST(self) -> None:  # http.server's name
             self.rfile.read(int(self.headers.get("content-length") or 0))
             status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
             body = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"},

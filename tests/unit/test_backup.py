@@ -150,7 +150,7 @@ def test_restore_on_a_server_claims_every_generation_below_it(backup_file: Path)
 
     client = chromadb.EphemeralClient()
     store = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", embedding_provider="hashing"), client=client)
-    meta = store._collection("served", "meta")  # noqa: SLF001 - a writer that claimed generation 2 and stalled
+    meta = store._collection("served", "meta")  # a writer that claimed generation 2 and stalled
     meta.add(
         ids=["claim@2"], embeddings=[[1.0]], documents=["stalled"], metadatas=[{"kind": "claim", "owner": "stalled"}]
     )
@@ -160,14 +160,14 @@ def test_restore_on_a_server_claims_every_generation_below_it(backup_file: Path)
     owners = meta.get(ids=[f"claim@{n}" for n in range(1, 6)], include=["metadatas"])
     assert sorted(m["owner"] == "stalled" for m in owners["metadatas"]) == [False, False, False, False, True]
     # What the stalled writer lands late, in its void generation, stays invisible.
-    turns = store._collection("served", "turns")  # noqa: SLF001
+    turns = store._collection("served", "turns")
     turns.add(
         ids=["D9:9@2"],
         embeddings=[[0.1] * 384],
         documents=['{"namespace":"served","session_id":"S1","dia_id":"D9:9","speaker":"x","text":"late"}'],
         metadatas=[{"rid": "D9:9", "born": 2, "died": 2**31}],
     )
-    store._snapshots.clear()  # noqa: SLF001
+    store._snapshots.clear()
     assert "D9:9" not in store.snapshot("served").turns
     assert len(store.snapshot("served").turns) == read_backup(backup_file).header["counts"]["turn"]
 
@@ -200,7 +200,7 @@ def test_a_crashed_import_leaves_nothing_and_a_re_run_restores_it(
     from tests.reliability.support import uncommitted_versions, visible_duplicates
 
     store = resources.store
-    real_write = MemoryStore._write  # noqa: SLF001
+    real_write = MemoryStore._write
 
     def crash_at_facts(self: MemoryStore, namespace: str, kind: str, *args: object, **kwargs: object) -> None:
         if kind == "facts":  # turns, events, relations and topics are written by then

@@ -45,18 +45,18 @@ def _messages() -> list[dict]:
 
 
 @pytest.fixture
-def replayed(resources):  # noqa: ANN001, ANN201
+def replayed(resources):
     report = add_messages("alice", _messages(), resources=resources, policy="heuristic", memory_manager="r2")
     assert report.added == len(CHAT) and len(report.sessions) == 1
     return resources
 
 
-def _ids_of(resources, *, role: str, question: bool | None = None) -> set[str]:  # noqa: ANN001
+def _ids_of(resources, *, role: str, question: bool | None = None) -> set[str]:
     turns = resources.store.snapshot("alice").turns.values()
     return {t.dia_id for t in turns if t.role == role and (question is None or t.text.endswith("?") == question)}
 
 
-def test_the_turns_keep_who_said_what_and_only_statements_are_evidence(replayed) -> None:  # noqa: ANN001
+def test_the_turns_keep_who_said_what_and_only_statements_are_evidence(replayed) -> None:
     turns = sorted(replayed.store.snapshot("alice").turns.values(), key=lambda t: t.position)
     assert [(t.role, t.text) for t in turns] == CHAT
     assert [t.model_written for t in turns] == [role == "assistant" for role, _ in CHAT]
@@ -67,7 +67,7 @@ def test_the_turns_keep_who_said_what_and_only_statements_are_evidence(replayed)
 
 
 @pytest.mark.parametrize("strategy", sorted(STRATEGIES))
-def test_every_strategy_recalls_the_statement_never_the_question_or_the_guess(replayed, strategy: str) -> None:  # noqa: ANN001
+def test_every_strategy_recalls_the_statement_never_the_question_or_the_guess(replayed, strategy: str) -> None:
     hidden = _ids_of(replayed, role="assistant") | _ids_of(replayed, role="user", question=True)
     for question, (told, guessed) in ASKED.items():
         result = answer(strategy, question, "alice", resources=replayed, policy="heuristic")
@@ -79,7 +79,7 @@ def test_every_strategy_recalls_the_statement_never_the_question_or_the_guess(re
             assert guessed not in item.text and "Where do I live?" not in item.text, (strategy, question, item.text)
 
 
-def test_trusted_assistant_replies_are_evidence(resources) -> None:  # noqa: ANN001
+def test_trusted_assistant_replies_are_evidence(resources) -> None:
     add_messages("bob", [("user", "Which train do I take to work?"), ("assistant", "You take the 8:15 train to Leiden.")],
                  resources=resources, policy="heuristic", trust_assistant=True)
     turns = sorted(resources.store.snapshot("bob").turns.values(), key=lambda t: t.position)
@@ -88,7 +88,7 @@ def test_trusted_assistant_replies_are_evidence(resources) -> None:  # noqa: ANN
     assert "Leiden" in result.answer
 
 
-def test_a_chatbot_whose_model_guessed_wrong_recalls_what_the_user_said(resources) -> None:  # noqa: ANN001
+def test_a_chatbot_whose_model_guessed_wrong_recalls_what_the_user_said(resources) -> None:
     """Through the chatbot: the model's guess is stored as its reply, and a later thread recalls the user."""
     resources.llm_ = ScriptedChatModel(routes={"helpful assistant with long-term memory": [
         "You live in Paris, I think.", "Lisbon, noted!", "Noted."]})

@@ -34,11 +34,11 @@ def thread(name: str) -> dict:
     return {"configurable": {"thread_id": name}}
 
 
-def say(bot, text: str, thread_id: str, context: ChatContext = HEURISTIC) -> dict:  # noqa: ANN001
+def say(bot, text: str, thread_id: str, context: ChatContext = HEURISTIC) -> dict:
     return bot.invoke({"messages": [HumanMessage(content=text)]}, thread(thread_id), context=context)
 
 
-def test_a_second_thread_recalls_a_fact_told_in_the_first(resources) -> None:  # noqa: ANN001
+def test_a_second_thread_recalls_a_fact_told_in_the_first(resources) -> None:
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     ctx = replace(HEURISTIC, resources=resources)
     first = say(bot, "My dog's name is Pixel and she is a beagle.", "t1", ctx)
@@ -59,11 +59,11 @@ def test_a_second_thread_recalls_a_fact_told_in_the_first(resources) -> None:  #
     assert {t.speaker for t in turns} == {"Alice"} and len(turns) == 4
 
 
-def test_the_reply_does_not_wait_for_ingestion(resources) -> None:  # noqa: ANN001
+def test_the_reply_does_not_wait_for_ingestion(resources) -> None:
     release = threading.Event()
     stored: list[tuple[str, str, str]] = []
 
-    def slow_ingest(session, namespace: str, policy: str) -> None:  # noqa: ANN001
+    def slow_ingest(session, namespace: str, policy: str) -> None:
         release.wait(timeout=30)
         stored.append((namespace, session.turns[0].text, policy))
 
@@ -78,8 +78,8 @@ def test_the_reply_does_not_wait_for_ingestion(resources) -> None:  # noqa: ANN0
     assert work.flush(timeout=30) and stored == [("alice", "I planted tomatoes today.", "heuristic")]
 
 
-def test_a_failed_write_is_in_the_output_and_the_reply_is_kept(resources) -> None:  # noqa: ANN001
-    def broken(session, namespace: str, policy: str) -> None:  # noqa: ANN001
+def test_a_failed_write_is_in_the_output_and_the_reply_is_kept(resources) -> None:
+    def broken(session, namespace: str, policy: str) -> None:
         raise RuntimeError("disk full")
 
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
@@ -99,7 +99,7 @@ def test_a_failed_write_is_in_the_output_and_the_reply_is_kept(resources) -> Non
     assert work.flush(timeout=30) and "disk full" in work.errors[0][1]
 
 
-def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # noqa: ANN001
+def test_the_chat_model_answers_from_recalled_memories(resources) -> None:
     told = chat_turn_session("alice", "t0", [("Alice", "My favourite colour is teal.")], datetime(2024, 1, 2, 9, 0))
     ingest_session(told, "alice", resources=resources, policy="heuristic")
     dia_id = told.turns[0].dia_id
@@ -139,7 +139,7 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:  # no
     assert stored["Your favourite colour is teal."].model_written and not stored["What is my favourite colour?"].evidence
 
 
-def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # noqa: ANN001
+def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:
     ingest_session(chat_turn_session("alice", "t0", [("Alice", "My bike is a red Brompton.")], datetime(2024, 1, 2, 9, 0)),
                    "alice", resources=resources, policy="heuristic")
     memory_bot = build_chatbot_graph().compile()
@@ -153,7 +153,7 @@ def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:  # 
     assert "Brompton" in out["messages"][-1].content
 
 
-def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa: ANN001
+def test_extractive_replies_and_configuration_errors(resources) -> None:
     assert reply_from_recall("What is my name?", {"answer": "not in memory"}).reply == "I don't have anything in memory about that yet."
     assert reply_from_recall("where do I live", {"answer": "Alfama"}).reply == "From memory: Alfama"
     assert reply_from_recall("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
@@ -162,7 +162,7 @@ def test_extractive_replies_and_configuration_errors(resources) -> None:  # noqa
         say(bot, "hi", "t1", ChatContext(namespace="alice", strategy="telepathy", resources=resources))
 
 
-def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:  # noqa: ANN001
+def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:
     from logicmap.graphs.cli import main
 
     data_dir = tmp_path / "cli-memory"
@@ -186,13 +186,13 @@ def test_studio_graph_is_compiled_without_a_checkpointer() -> None:
     assert diagram == (SNAPSHOTS / "chatbot.mmd").read_text(encoding="utf-8"), "the chatbot topology changed"
 
 
-def _runtime(context: ChatContext):  # noqa: ANN202
+def _runtime(context: ChatContext):
     from langgraph.runtime import Runtime
 
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 
-def test_chatbot_nodes_run_alone(resources) -> None:  # noqa: ANN001
+def test_chatbot_nodes_run_alone(resources) -> None:
     """Each node is a module-level function of (state, runtime): it runs without compiling the graph."""
     from logicmap.graphs.chatbot import recall, remember, respond
 
@@ -212,7 +212,7 @@ def test_chatbot_nodes_run_alone(resources) -> None:  # noqa: ANN001
 # -- the tenant, resolved per run -----------------------------------------------------------------------------
 
 
-def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:  # noqa: ANN001
+def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:
     bot = build_chatbot_graph().compile()
     anonymous = ChatContext(policy="heuristic", resources=resources)
     with pytest.raises(NamespaceRequiredError):
@@ -224,7 +224,7 @@ def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:
     assert resources.store.namespaces() == []  # nothing went to a "default" tenant
 
 
-def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -> None:  # noqa: ANN001
+def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -> None:
     bot = build_chatbot_graph().compile()
     template = ChatContext(namespace="team-{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
     out = bot.invoke({"messages": [("user", "I like green tea.")]},
@@ -240,7 +240,7 @@ def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -
     assert sorted(resources.store.namespaces()) == ["carol", "team-bob"]
 
 
-def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resources) -> None:  # noqa: ANN001
+def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resources) -> None:
     parent = StateGraph(MessagesState)
     parent.add_node("memory_bot", build_chatbot_graph().compile())
     parent.add_edge(START, "memory_bot")
@@ -272,13 +272,13 @@ def test_remote_chatbot_resolves_the_tenant_before_any_request() -> None:
 # -- streaming, recall-only runs, schemas ------------------------------------------------------------------------
 
 
-def _told(resources, text: str = "My favourite colour is teal.") -> str:  # noqa: ANN001
+def _told(resources, text: str = "My favourite colour is teal.") -> str:
     told = chat_turn_session("alice", "t0", [("Alice", text)], datetime(2024, 1, 2, 9, 0))
     ingest_session(told, "alice", resources=resources, policy="heuristic")
     return told.turns[0].dia_id
 
 
-def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -> None:  # noqa: ANN001
+def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -> None:
 
     from langchain_core.language_models import GenericFakeChatModel
     from langchain_core.messages import AIMessageChunk
@@ -301,7 +301,7 @@ def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -
     assert final["messages"][-1].id == chunks[0].id  # the chunks and the stored reply are one message
 
 
-def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) -> None:  # noqa: ANN001
+def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) -> None:
     dia_id = _told(resources)
     resources.llm_ = ScriptedChatModel(routes={
         "reconstructing the memory": [
@@ -321,7 +321,7 @@ def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) 
     assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] >= 1  # recall did call the model
 
 
-def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:  # noqa: ANN001
+def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:
     _told(resources)
     bot = build_chatbot_graph().compile()
     streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s2"),
@@ -329,7 +329,7 @@ def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resource
     assert [(m.type, m.content) for m, _ in streamed] == [("ai", "From memory: My favourite colour is teal.")]
 
 
-def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(resources) -> None:  # noqa: ANN001
+def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(resources) -> None:
     _told(resources)
     model = ScriptedChatModel(default="this would be a reply")
     resources.llm_ = model
@@ -396,7 +396,7 @@ def test_a_turn_survives_the_process_exiting_right_after_the_reply(tmp_path: Pat
         reopened.store.close()
 
 
-def test_an_empty_model_reply_is_retried_then_the_extractive_reply_is_used(resources) -> None:  # noqa: ANN001
+def test_an_empty_model_reply_is_retried_then_the_extractive_reply_is_used(resources) -> None:
     from logicmap.agents.chat_responder import reply_text
     from logicmap.prompts.chat import ChatReply
 

@@ -89,7 +89,7 @@ def test_turns_still_queued_when_a_script_ends_are_stored_before_it_exits(tmp_pa
     assert listed.stdout.strip() == "I play the oboe.|My bike is a green Brompton.|My locker code is 4312."
 
 
-def _ask(bot, text: str, thread_id: str, ctx: ChatContext, how: str) -> dict:  # noqa: ANN001
+def _ask(bot, text: str, thread_id: str, ctx: ChatContext, how: str) -> dict:
     inputs, config = {"messages": [("user", text)]}, {"configurable": {"thread_id": thread_id}}
     if how == "invoke":
         return bot.invoke(inputs, config, context=ctx)
@@ -114,7 +114,7 @@ def test_every_remember_mode_stores_the_turn_with_invoke_and_ainvoke(resources: 
 def test_a_recall_waits_for_its_namespace_s_queued_turns_and_only_those(resources: Resources) -> None:
     release = threading.Event()
 
-    def slow_store(session, namespace: str, policy: str) -> object:  # noqa: ANN001
+    def slow_store(session, namespace: str, policy: str) -> object:
         if namespace == "bob":
             release.wait(timeout=60)
         else:

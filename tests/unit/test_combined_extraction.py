@@ -41,11 +41,11 @@ COMBINED = IngestContext(policy="llm", combined_extraction=True)
 SEPARATE = IngestContext(policy="llm", combined_extraction=False)
 
 
-def _first(sample, n: int = 1):  # noqa: ANN001, ANN202
+def _first(sample, n: int = 1):
     return sample.model_copy(update={"sessions": sample.sessions[:n]})
 
 
-def _layers(snapshot) -> dict:  # noqa: ANN001
+def _layers(snapshot) -> dict:
     """Everything the ingest built, without creation times (the records themselves, ids and contents)."""
     drop = {"created_at"}
     return {

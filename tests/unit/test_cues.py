@@ -131,11 +131,11 @@ def test_session_layer_links_cues_to_events_and_facts_with_short_tags() -> None:
     assert [(c.id, c.kind) for c in upgraded.cues] == [("cue:lisbon", "place")]
 
 
-def _sample_event_of(snapshot, dia_id: str) -> str:  # noqa: ANN001
+def _sample_event_of(snapshot, dia_id: str) -> str:
     return next(e.id for e in snapshot.events.values() if dia_id in e.turn_ids)
 
 
-def test_index_lookups_by_cue_person_aspect_and_event(ingested_sample) -> None:  # noqa: ANN001
+def test_index_lookups_by_cue_person_aspect_and_event(ingested_sample) -> None:
     snapshot = ingested_sample.store.snapshot("sample")
     index = CueIndex.of(snapshot)
     assert CueIndex.of(snapshot) is index  # cached on the snapshot
@@ -163,7 +163,7 @@ def test_index_lookups_by_cue_person_aspect_and_event(ingested_sample) -> None: 
     assert [c.text for c in index.cues_of_text("When did Leo finish the half marathon?")][:1] == ["half marathon"]
 
 
-def _request(llm, turns: list[Turn], events: list[Event], resources) -> EnrichRequest:  # noqa: ANN001
+def _request(llm, turns: list[Turn], events: list[Event], resources) -> EnrichRequest:
     session = Session(session_id="S1", timestamp=datetime(2023, 5, 8, 18, 40),
                       turns=[RawTurn(dia_id=t.dia_id, speaker=t.speaker, text=t.text) for t in turns])
     return EnrichRequest(namespace=NS, session=session, turns=turns, events=events,
@@ -171,7 +171,7 @@ def _request(llm, turns: list[Turn], events: list[Event], resources) -> EnrichRe
                          embeddings=resources.embeddings)
 
 
-def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> None:  # noqa: ANN001
+def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> None:
     # No embedder here: the sentence is filed under "pet" by the taxonomy's own word.
     t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     t2 = _turn("D1:2", "Leo", "Sushi is my favourite food.")
@@ -196,7 +196,7 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
                and fact_source_turn(t.target_id) == "D1:2" for t in enrichment.tags)
 
 
-def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> None:  # noqa: ANN001
+def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> None:
     # No embedder here: the sentence is filed under "pet" by the taxonomy's own word.
     t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     events = [_event("S1-E1", [t1])]
@@ -215,7 +215,7 @@ def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> 
     ("What is the name of Maya's dog?", {"dog", "Maya"}),
     ("What did Maya order at the ramen bar in Lisbon?", {"Lisbon", "Maya"}),
 ])
-def test_question_cues_are_matched_to_stored_cues(ingested_sample, question: str, expected: set[str]) -> None:  # noqa: ANN001
+def test_question_cues_are_matched_to_stored_cues(ingested_sample, question: str, expected: set[str]) -> None:
     index = CueIndex.of(ingested_sample.store.snapshot("sample"))
     found = [c.text for c in index.cues_of_text(question)]
     assert expected <= set(found)

@@ -54,5 +54,5 @@ def test_cache_keeps_vectors_compact_and_gives_back_the_same_floats() -> None:
         missed = cached.embed_documents(texts)
         hit = cached.embed_documents(texts)
         assert hit == missed and all(type(x) is float for x in hit[0])
-        per_entry = max(v.nbytes for v in cached._cache.values())  # noqa: SLF001 - the footprint is the point
+        per_entry = max(v.nbytes for v in cached._cache.values())  # the footprint is the point
         assert per_entry <= 384 * (4 if isinstance(inner, HashingEmbeddings) else 8)

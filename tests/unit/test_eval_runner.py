@@ -127,7 +127,7 @@ def test_select_questions_filters_categories_and_limits(sample_path: Path) -> No
 
 
 def test_judge_scores_when_a_judge_model_is_given(shared_memory, sample_path: Path, tmp_path: Path) -> None:
-    def verdict(messages):  # noqa: ANN001, ANN202 - scripted judge: correct when the gold answer's first word appears
+    def verdict(messages):  # scripted judge: correct when the gold answer's first word appears
         text = str(messages[-1].content)
         gold = text.split("Gold answer: ")[1].split("\n")[0].split()[0].lower()
         answer = text.split("Generated answer: ")[1].lower()
@@ -148,7 +148,7 @@ def test_failing_and_missing_strategies_are_reported_not_fatal(
 ) -> None:
     from logicmap.graphs.strategy import Strategy
 
-    def answer(question: str, namespace: str, **_: object):  # noqa: ANN202
+    def answer(question: str, namespace: str, **_: object):
         raise RuntimeError("exploded")
 
     monkeypatch.setitem(STRATEGIES, "broken", Strategy("broken", answer))

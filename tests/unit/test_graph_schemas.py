@@ -59,7 +59,7 @@ def test_the_context_form_describes_every_field_policy_auto_and_hides_objects(na
 
 
 @pytest.mark.parametrize("name", ["compass", "goalmem", "real", "reconstruct"])
-def test_studio_runs_without_a_model_take_the_no_llm_path_with_no_fallbacks(name: str, ingested_sample) -> None:  # noqa: ANN001
+def test_studio_runs_without_a_model_take_the_no_llm_path_with_no_fallbacks(name: str, ingested_sample) -> None:
     """A Studio run sends its context as a dict with the form's defaults: ``auto`` and no model = no LLM."""
     module = GRAPHS[name][0]
     assert ingested_sample.llm is None

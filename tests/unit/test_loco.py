@@ -32,7 +32,7 @@ def test_each_conversation_is_scored_by_a_model_fitted_without_it() -> None:
     assert diversified(np.arange(6.0)[::-1], np.array([0, 0, 0, 1, 1, 2]), 0.0, 3) == [0, 1, 2]
 
 
-def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_path, capsys) -> None:  # noqa: ANN001
+def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_path, capsys) -> None:
     samples = json.loads(sample_path.read_text())
     samples = samples if isinstance(samples, list) else [samples]
     both = []

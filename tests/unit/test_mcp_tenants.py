@@ -11,8 +11,8 @@ import pytest
 
 pytest.importorskip("mcp")
 
-from logicmap.__main__ import main  # noqa: E402
-from logicmap.graphs.mcp_server import TenantTokens, build_mcp_server, load_tenants  # noqa: E402
+from logicmap.__main__ import main
+from logicmap.graphs.mcp_server import TenantTokens, build_mcp_server, load_tenants
 
 TOKEN_A, TOKEN_B = "a" * 16 + "-alice", "b" * 16 + "-bob"
 

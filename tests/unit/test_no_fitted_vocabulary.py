@@ -172,7 +172,7 @@ def vocabulary() -> tuple[set[str], set[str]]:
     return data_vocabulary()
 
 
-def test_the_check_finds_a_fitted_word_and_spares_general_ones(vocabulary) -> None:  # noqa: ANN001
+def test_the_check_finds_a_fitted_word_and_spares_general_ones(vocabulary) -> None:
     words, _ = vocabulary
     source = (
         '_THINGS = frozenset("dog balcony custard".split())\n'
@@ -186,14 +186,14 @@ def test_the_check_finds_a_fitted_word_and_spares_general_ones(vocabulary) -> No
 
 
 @pytest.mark.parametrize("module", NO_LLM_MODULES)
-def test_no_llm_word_lists_hold_only_general_words(module: str, vocabulary) -> None:  # noqa: ANN001
+def test_no_llm_word_lists_hold_only_general_words(module: str, vocabulary) -> None:
     words, _ = vocabulary
     hits = fitted_words((ROOT / module).read_text(), words)
     assert not hits, f"{module}: words of data/ outside memory/lexicon.py's general classes: {hits}"
 
 
 @pytest.mark.parametrize("module", NO_LLM_MODULES)
-def test_no_llm_code_names_no_person_or_place_of_the_data(module: str, vocabulary) -> None:  # noqa: ANN001
+def test_no_llm_code_names_no_person_or_place_of_the_data(module: str, vocabulary) -> None:
     """Not in any string of the module, schema tables included: proper nouns of data/ and the issue's words."""
     _, proper = vocabulary
     tree = ast.parse((ROOT / module).read_text())
@@ -211,7 +211,7 @@ def test_no_llm_code_names_no_person_or_place_of_the_data(module: str, vocabular
     assert not named, f"{module} names words of data/: {sorted(named)}"
 
 
-def test_the_general_classes_hold_no_name_of_the_data(vocabulary) -> None:  # noqa: ANN001
+def test_the_general_classes_hold_no_name_of_the_data(vocabulary) -> None:
     _, proper = vocabulary
     named = GENERAL_WORDS & (proper | NAMED_IN_ISSUE)
     assert not named, sorted(named)
@@ -251,7 +251,7 @@ def dev_vocabulary() -> tuple[set[str], set[str]]:
 
 
 @pytest.mark.parametrize("module", NO_LLM_MODULES)
-def test_no_llm_word_lists_hold_no_word_of_the_development_conversations(module: str, dev_vocabulary) -> None:  # noqa: ANN001
+def test_no_llm_word_lists_hold_no_word_of_the_development_conversations(module: str, dev_vocabulary) -> None:
     words, _ = dev_vocabulary
     hits = {where: bad - DEV_FRAGMENTS for where, bad in fitted_words((ROOT / module).read_text(), words).items()}
     hits = {where: bad for where, bad in hits.items() if bad}
@@ -259,7 +259,7 @@ def test_no_llm_word_lists_hold_no_word_of_the_development_conversations(module:
 
 
 @pytest.mark.parametrize("module", NO_LLM_MODULES)
-def test_no_llm_code_names_no_person_or_place_of_the_development_conversations(module: str, dev_vocabulary) -> None:  # noqa: ANN001
+def test_no_llm_code_names_no_person_or_place_of_the_development_conversations(module: str, dev_vocabulary) -> None:
     _, proper = dev_vocabulary
     tree = ast.parse((ROOT / module).read_text())
     docstrings = {id(n.body[0].value) for n in ast.walk(tree)
@@ -272,7 +272,7 @@ def test_no_llm_code_names_no_person_or_place_of_the_development_conversations(m
     assert not named, f"{module} names people or places of {DEV_DATA}: {sorted(named)}"
 
 
-def test_the_development_check_finds_a_name_and_a_fitted_word(dev_vocabulary) -> None:  # noqa: ANN001
+def test_the_development_check_finds_a_name_and_a_fitted_word(dev_vocabulary) -> None:
     words, proper = dev_vocabulary
     assert {"caroline", "melanie"} <= proper  # the speakers of the first conversation
     hits = fitted_words('_CUES = frozenset("adoption the".split())\n', words)

@@ -49,14 +49,14 @@ class Explorers:
         self.decisions = decisions
         self.seen: list[str] = []
 
-    def __call__(self, messages) -> dict:  # noqa: ANN001
+    def __call__(self, messages) -> dict:
         assert EXPLORER in str(messages[0].content)
         eid = re.search(r"Current event:\n\((\S+?),", messages[-1].content).group(1)
         self.seen.append(eid)
         return self.decisions.get(eid, SKIP)
 
 
-def _run(resources, namespace: str, llm: ScriptedChatModel, **settings):  # noqa: ANN001, ANN202
+def _run(resources, namespace: str, llm: ScriptedChatModel, **settings):
     compiled = build_compass_graph().compile()
     ctx = CompassContext(namespace=namespace, resources=resources, **settings)
     resources.llm_ = llm
@@ -72,11 +72,11 @@ def _run(resources, namespace: str, llm: ScriptedChatModel, **settings):  # noqa
     return nodes, updates, final
 
 
-def _supersteps(updates) -> list[list[str]]:  # noqa: ANN001
+def _supersteps(updates) -> list[list[str]]:
     return [sorted(d["event_id"] for d in u["log"][0]["decisions"]) for node, u in updates if node == "merge"]
 
 
-def _sim(resources, text: str, goal: str) -> float:  # noqa: ANN001
+def _sim(resources, text: str, goal: str) -> float:
     emb = resources.embeddings
     return float(normalize(np.asarray(emb.embed_query(text))) @ normalize(np.asarray(emb.embed_query(goal))))
 
@@ -204,7 +204,7 @@ class FirstTooMany:
                         {"action": "EXPAND", "next_events": ["B", "C", "D"], "satisfied_subgoals": [0]}]
         self.retries: list[str] = []
 
-    def __call__(self, messages) -> dict:  # noqa: ANN001
+    def __call__(self, messages) -> dict:
         assert EXPLORER in str(messages[0].content)
         if re.search(r"Current event:\n\((\S+?),", str(messages[1].content)).group(1) != "M":
             return SKIP
@@ -254,7 +254,7 @@ class GuidedModel(SessionModel):
 
     _system: str = PrivateAttr(default="")
 
-    def _next(self, messages):  # noqa: ANN001, ANN202
+    def _next(self, messages):
         self._system = str(messages[0].content)
         return super()._next(messages)
 
@@ -295,7 +295,7 @@ def _case_conversation(sessions: int = 1) -> Conversation:
     return Conversation(conversation_id="case", speakers=["Sam", "Ana"], sessions=out)
 
 
-def _layer(resources, namespace: str) -> tuple[list, list]:  # noqa: ANN001
+def _layer(resources, namespace: str) -> tuple[list, list]:
     snap = resources.store.snapshot(namespace)
     turns_of = {e.id: tuple(e.turn_ids) for e in snap.events.values()}
     events = sorted(turns_of.values())

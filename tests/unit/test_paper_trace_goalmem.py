@@ -223,7 +223,7 @@ def _unify_steps(final: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for t in final["trace"] if t["node"] == "unify"]
 
 
-def test_success_needs_every_accumulated_subgoal_grounded(trace) -> None:  # noqa: ANN001
+def test_success_needs_every_accumulated_subgoal_grounded(trace) -> None:
     model, _, nodes, final = trace
     steps = _unify_steps(final)
     # Breadth 1, depth 1: every original subgoal (G1-G3) is grounded, the antecedent G4 is not: no answer yet.
@@ -237,7 +237,7 @@ def test_success_needs_every_accumulated_subgoal_grounded(trace) -> None:  # noq
     assert model.order.count("generate") == 1 and "matcha frappe" not in final["answer"]
 
 
-def test_the_depth_loop_refines_one_antecedent_per_frontier_subgoal(trace) -> None:  # noqa: ANN001
+def test_the_depth_loop_refines_one_antecedent_per_frontier_subgoal(trace) -> None:
     model, _, _, final = trace
     refined = [sorted(_subgoals(m)) for m in model.calls["refine"]]
     # Depth 1 refines U(b,0); deeper steps refine only the frontier (the antecedents the last step added).
@@ -253,7 +253,7 @@ def test_the_depth_loop_refines_one_antecedent_per_frontier_subgoal(trace) -> No
         "G1": SEASONAL, "G2": WENT, "G3": TOOK, "G4": NAMED}
 
 
-def test_the_depth_loop_stops_when_no_new_memory_arrives(trace) -> None:  # noqa: ANN001
+def test_the_depth_loop_stops_when_no_new_memory_arrives(trace) -> None:
     model, _, nodes, final = trace
     steps = _unify_steps(final)
     # Breadth 1, depth 2: the antecedent "Alice was at the cafe on a date" is grounded from a memory already
@@ -265,7 +265,7 @@ def test_the_depth_loop_stops_when_no_new_memory_arrives(trace) -> None:  # noqa
     assert [(t["breadth"], t["depth"]) for t in steps] == [(1, 0), (1, 1), (1, 2), (2, 0), (2, 1), (2, 2)]
 
 
-def test_the_breadth_loop_tries_a_decomposition_unlike_the_failed_one(trace) -> None:  # noqa: ANN001
+def test_the_breadth_loop_tries_a_decomposition_unlike_the_failed_one(trace) -> None:
     model, backbone, nodes, final = trace
     assert final["breadth"] == 2 and final["solved_depth"] == 2
     assert [r.render() for r, _ in final["failed"]] == [f"{' AND '.join(RULE_1)} => {GOAL.split(': ', 1)[1]}"] or \
@@ -281,7 +281,7 @@ def test_the_breadth_loop_tries_a_decomposition_unlike_the_failed_one(trace) -> 
     assert nodes[-2:] == ["generate", "finish"] and not final["fallbacks"]
 
 
-def test_each_breadth_step_starts_from_an_empty_memory_pool(trace) -> None:  # noqa: ANN001
+def test_each_breadth_step_starts_from_an_empty_memory_pool(trace) -> None:
     """Algorithm 1 line 8 (M_t^(b,0) <- {}; Eq. 3 unions over psi^(b) only): the second decomposition is unified
     and refined against the memories its own subgoals retrieved, not those of the decomposition that failed."""
     model, _, _, final = trace

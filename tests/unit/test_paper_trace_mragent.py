@@ -98,7 +98,7 @@ def seen_text(messages: list[BaseMessage]) -> str:
     return "\n".join(str(m.content) for m in messages if isinstance(m, (HumanMessage, ToolMessage)))
 
 
-def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_answers(ingested_sample) -> None:  # noqa: ANN001
+def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_answers(ingested_sample) -> None:
     navigator = [
         AIMessage(
             content="",
@@ -150,7 +150,7 @@ def test_navigate_tools_prune_loop_drops_the_irrelevant_event_and_the_navigator_
     assert [p["by"] for p in state["pruned"]] == ["model", "model"] and not state.get("fallbacks")
 
 
-def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested_sample) -> None:  # noqa: ANN001
+def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested_sample) -> None:
     navigator = [
         AIMessage(
             content="",
@@ -176,7 +176,7 @@ def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested
     assert {(i.kind, i.id) for i in state["active"]} == SUPPORTING
 
 
-def test_a_pruner_reply_that_stays_invalid_falls_back_to_the_similarity_rule(ingested_sample) -> None:  # noqa: ANN001
+def test_a_pruner_reply_that_stays_invalid_falls_back_to_the_similarity_rule(ingested_sample) -> None:
     navigator = [AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")])]
     final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.5}
     model = ScriptedChatModel(
@@ -190,7 +190,7 @@ def test_a_pruner_reply_that_stays_invalid_falls_back_to_the_similarity_rule(ing
     assert step["by"] == "rule" and len(step["kept"]) <= 3 and step["dropped"]
 
 
-def test_no_llm_policy_prunes_with_the_rule_each_round(ingested_sample) -> None:  # noqa: ANN001
+def test_no_llm_policy_prunes_with_the_rule_each_round(ingested_sample) -> None:
     result = answer(DOG, NS, resources=ingested_sample, policy="heuristic", max_active=4)
     steps = result.details["prune_trace"]
     assert steps and all(s["by"] == "rule" and len(s["kept"]) <= 4 for s in steps)
@@ -205,7 +205,7 @@ def answer_at_once(navigator_turns: list[Any] | None = None) -> list[Any]:
         "answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])]
 
 
-def test_query_cues_are_an_llm_role_whose_keywords_seed_the_active_set(ingested_sample) -> None:  # noqa: ANN001
+def test_query_cues_are_an_llm_role_whose_keywords_seed_the_active_set(ingested_sample) -> None:
     # The first reply invents a keyword ("puppy" is not in the question): sent back; the retry copies "dog" only.
     model = Recorder(routes={QUERY_CUES: [{"keywords": ["dog", "puppy"]}, {"keywords": ["dog"]}],
                              NAVIGATOR: answer_at_once()})
@@ -220,7 +220,7 @@ def test_query_cues_are_an_llm_role_whose_keywords_seed_the_active_set(ingested_
     assert not result.fallbacks and result.cost.llm_calls == 3  # two query-cue replies, one navigator turn
 
 
-def test_the_lexical_matcher_is_the_query_cue_roles_recorded_fallback(ingested_sample) -> None:  # noqa: ANN001
+def test_the_lexical_matcher_is_the_query_cue_roles_recorded_fallback(ingested_sample) -> None:
     model = Recorder(routes={QUERY_CUES: ["no JSON", {"keywords": []}], NAVIGATOR: answer_at_once()})
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
     (record,) = [f for f in result.fallbacks if f.role == "query_cues"]
@@ -228,7 +228,7 @@ def test_the_lexical_matcher_is_the_query_cue_roles_recorded_fallback(ingested_s
     assert result.details["query_keywords"] is None and set(result.details["seed_cues"]) == {"dog", "Maya"}
 
 
-def test_the_navigator_is_given_exactly_the_papers_seven_tools(ingested_sample) -> None:  # noqa: ANN001
+def test_the_navigator_is_given_exactly_the_papers_seven_tools(ingested_sample) -> None:
     assert list(toolkit.MRAGENT_TOOLS) == PAPER_TOOLS and not set(toolkit.EXTRA_TOOLS) & set(PAPER_TOOLS)
     snapshot = ingested_sample.store.snapshot(NS)
     topic = next(t.id for t in snapshot.topics.values() if DOG_EVENT in t.members)
@@ -326,7 +326,7 @@ def unit(content: str) -> dict[str, Any]:
     }
 
 
-def test_cue_extractor_rewrites_the_statement_with_names_resolved(resources) -> None:  # noqa: ANN001
+def test_cue_extractor_rewrites_the_statement_with_names_resolved(resources) -> None:
     resolved = "Ana adopted Biscuit in May 2023."
     model = ScriptedChatModel(routes={EXTRACTOR: [unit("She adopted him in May."), unit(resolved)]})
     request, _, _ = adoption_session(resources, model)
@@ -345,7 +345,7 @@ def test_cue_extractor_rewrites_the_statement_with_names_resolved(resources) -> 
     assert {c.id: c.kind for c in enrichment.cues}["cue:ana"] == "person"
 
 
-def test_a_garbage_extraction_falls_back_to_the_lexical_builder_and_says_so(resources) -> None:  # noqa: ANN001
+def test_a_garbage_extraction_falls_back_to_the_lexical_builder_and_says_so(resources) -> None:
     model = ScriptedChatModel(routes={EXTRACTOR: ["garbage", "still garbage"]})
     request, turns, events = adoption_session(resources, model)
     enrichment = enrich(request)
@@ -365,7 +365,7 @@ TOPIC_ABSTRACTOR = "You abstract topics from clusters"  # prompts/abstract_topic
 _TOPIC_BLOCK = re.compile(r"^(T\d+) \(\d+ events\):\n((?:- .*\n?)*)", re.MULTILINE)
 
 
-def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, list[str]]:  # noqa: ANN401
+def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, list[str]]:
     """Ingest the sample's first session, every role answered validly except the topic abstractor's."""
     from logicmap.evals.bench.scripted import scripted_reply
     from logicmap.graphs.ingest import ingest_conversation
@@ -374,7 +374,7 @@ def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, li
 
     shown: list[str] = []
 
-    def respond(messages: list[BaseMessage]) -> Any:  # noqa: ANN401
+    def respond(messages: list[BaseMessage]) -> Any:
         if TOPIC_ABSTRACTOR in str(messages[0].content):
             shown.append(str(messages[-1].content))
             return topic_reply(shown[-1]) if callable(topic_reply) else topic_reply
@@ -386,7 +386,7 @@ def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, li
     return ingest_conversation(conversation, "eq18", resources=resources, policy="llm"), shown
 
 
-def test_topics_are_abstracted_by_the_llm_from_the_clustered_events(resources) -> None:  # noqa: ANN001
+def test_topics_are_abstracted_by_the_llm_from_the_clustered_events(resources) -> None:
     def abstraction(prompt: str) -> dict[str, Any]:
         return {"topics": [{"topic": tid, "label": f"pattern of {tid}", "description": f"What {tid}'s episodes share."}
                            for tid, _ in _TOPIC_BLOCK.findall(prompt)]}
@@ -407,7 +407,7 @@ def test_topics_are_abstracted_by_the_llm_from_the_clustered_events(resources) -
         assert all(snap.events[m].summary[:40] in text for m in topic.members[:5])
 
 
-def test_a_garbage_topic_abstraction_records_its_fallback(resources) -> None:  # noqa: ANN001
+def test_a_garbage_topic_abstraction_records_its_fallback(resources) -> None:
     from logicmap.agents.topic_abstractor import TopicCluster, fallback_abstracts
 
     report, shown = _ingest_with_topics(resources, "```not json at all")
@@ -424,7 +424,7 @@ def test_a_garbage_topic_abstraction_records_its_fallback(resources) -> None:  #
     assert {t.label_source for t in snap.topics.values() if t.label} == {"fallback"}
 
 
-def test_the_papers_budgets_by_default_eight_turns_of_at_most_ten_tool_calls(ingested_sample) -> None:  # noqa: ANN001
+def test_the_papers_budgets_by_default_eight_turns_of_at_most_ten_tool_calls(ingested_sample) -> None:
     """Appendix D.4: at most 8 reasoning turns and 10 tool calls per turn. A navigator that never answers and asks
     for 12 calls each turn runs 8 turns of 10 calls (2 dropped each), then the final answer is forced."""
     from tests.unit.test_reconstruct import event_of, keep_everything, tool_call, with_model

@@ -36,7 +36,7 @@ Scores = tuple[float, float, float]
 
 
 def case_facts() -> list[Fact]:
-    def f(head, relation, tail, turn, intent="FACT"):  # noqa: ANN001, ANN202
+    def f(head, relation, tail, turn, intent="FACT"):
         return make_fact(NS, head, relation, tail, valid_from="2023-02-01", confidence=0.9, intent=intent,
                          turn_ids=[turn])
 
@@ -63,7 +63,7 @@ def case_facts() -> list[Fact]:
 
 
 @pytest.fixture
-def memory(resources):  # noqa: ANN001, ANN201
+def memory(resources):
     facts = case_facts()
     turns = [Turn(namespace=NS, session_id="S1", dia_id=f"D1:{j}", speaker="Caroline", text=f"turn {j}",
                   session_time=datetime(2023, 6, 1, 10, 0), position=j) for j in range(1, 14)]
@@ -118,11 +118,11 @@ def shown(llm: ScriptedChatModel) -> list[list[str]]:
     return [re.findall(r"^P\d+: (.*)$", p, re.MULTILINE) for p in prompts]
 
 
-def trail(result, name: str) -> list[dict]:  # noqa: ANN001
+def trail(result, name: str) -> list[dict]:
     return [t for t in result.details["trail"] if t["node"] == name]
 
 
-def relations(result, path_id: str) -> list[str]:  # noqa: ANN001
+def relations(result, path_id: str) -> list[str]:
     by_id = {p["id"]: p for p in result.details["paths"]}
     return [f["relation"] for f in by_id[path_id]["facts"]]
 
@@ -226,7 +226,7 @@ def test_intent_is_carried_per_hop(memory):
 # -- the defaults of Section IV-A, each through the behaviour it controls ------------------------------------
 
 
-def commit_facts(resources, namespace: str, facts: list[Fact]) -> None:  # noqa: ANN001
+def commit_facts(resources, namespace: str, facts: list[Fact]) -> None:
     turns = sorted({t for f in facts for t in f.turn_ids})
     records = [Turn(namespace=namespace, session_id="S1", dia_id=t, speaker="Nora", text=f"turn {t}",
                     session_time=datetime(2023, 6, 1, 10, 0), position=j) for j, t in enumerate(turns, start=1)]

@@ -30,7 +30,7 @@ def test_the_factories_choose_by_the_policy_name() -> None:
 
 
 @pytest.mark.parametrize("policy", [RuleR2Policy(), RuleResponderPolicy()])
-def test_the_rule_policy_answers_extractively_and_records_nothing(policy) -> None:  # noqa: ANN001
+def test_the_rule_policy_answers_extractively_and_records_nothing(policy) -> None:
     outcome = policy.respond(QUESTION, EVIDENCE, **KW)
     assert outcome.output == answer_from_evidence(QUESTION, EVIDENCE) and outcome.cost.llm_calls == 0
     assert "Biscuit" in outcome.output.answer and policy.recorded(outcome.fallback) == []

@@ -24,7 +24,7 @@ SESSIONS = {
 }
 
 
-def _commit(resources, namespace: str = "keys") -> None:  # noqa: ANN001
+def _commit(resources, namespace: str = "keys") -> None:
     turns, events = [], []
     for s, (when, lines) in SESSIONS.items():
         ids = []
@@ -43,7 +43,7 @@ def _commit(resources, namespace: str = "keys") -> None:  # noqa: ANN001
         facts=[fact], fact_vectors=emb.embed_documents(["Ada takes pottery classes"])))
 
 
-def _rows(resources, question: str) -> dict[str, dict[str, float]]:  # noqa: ANN001
+def _rows(resources, question: str) -> dict[str, dict[str, float]]:
     snapshot = resources.store.snapshot("keys")
     readings = normalize(np.asarray(resources.embeddings.embed_documents(query_readings(question)), dtype=np.float32))
     features = turn_features(snapshot, question, readings, ALL_FEATURES)
@@ -51,14 +51,14 @@ def _rows(resources, question: str) -> dict[str, dict[str, float]]:  # noqa: ANN
     return {t: dict(zip(ALL_FEATURES, row)) for t, row in zip(features.turn_ids, features.matrix)}
 
 
-def test_facts_are_extra_keys_of_the_turns_they_come_from(resources) -> None:  # noqa: ANN001
+def test_facts_are_extra_keys_of_the_turns_they_come_from(resources) -> None:
     _commit(resources)
     rows = _rows(resources, "What classes does Ada take?")
     assert rows["D1:1"]["fact_key"] > 0.3  # the fact "Ada takes pottery classes" cites D1:1
     assert all(rows[t]["fact_key"] == 0 for t in rows if t != "D1:1")
 
 
-def test_a_turn_carries_its_sessions_best_match(resources) -> None:  # noqa: ANN001
+def test_a_turn_carries_its_sessions_best_match(resources) -> None:
     _commit(resources)
     rows = _rows(resources, "Did Bruno fire a bowl in the kiln?")
     s2 = [rows[t] for t in ("D2:1", "D2:2", "D2:3")]
@@ -67,7 +67,7 @@ def test_a_turn_carries_its_sessions_best_match(resources) -> None:  # noqa: ANN
     assert rows["D2:3"]["prf"] < rows["D2:2"]["prf"]  # feedback from the best turns favours the bowl turn
 
 
-def test_an_entity_bridges_sessions_and_a_stated_date_picks_its_sessions(resources) -> None:  # noqa: ANN001
+def test_an_entity_bridges_sessions_and_a_stated_date_picks_its_sessions(resources) -> None:
     _commit(resources)
     rows = _rows(resources, "What did Ada do with Bruno in May 2023?")
     assert rows["D1:1"]["bridge"] == rows["D2:2"]["bridge"] == 1.0  # both name Bruno, in two sessions
@@ -84,7 +84,7 @@ def test_session_diversity_takes_turns_of_more_sessions_first() -> None:
     assert list(np.argsort(-reordered, kind="stable")) == [0, 2, 1, 3, 4]
 
 
-def test_a_ranker_names_its_features_and_the_shipped_one_covers_them(resources) -> None:  # noqa: ANN001
+def test_a_ranker_names_its_features_and_the_shipped_one_covers_them(resources) -> None:
     from logicmap.memory import turn_ranker_weights
 
     _commit(resources)

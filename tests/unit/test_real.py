@@ -23,7 +23,7 @@ Scores = tuple[float, float, float]
 
 
 def build_facts() -> list[Fact]:
-    def f(head, relation, tail, when, turns, confidence=0.9, intent="FACT"):  # noqa: ANN001, ANN202
+    def f(head, relation, tail, when, turns, confidence=0.9, intent="FACT"):
         return make_fact(NS, head, relation, tail, valid_from=when, confidence=confidence, intent=intent, turn_ids=turns)
 
     incoming = [
@@ -40,7 +40,7 @@ def build_facts() -> list[Fact]:
     return apply_fact_updates({}, incoming).facts
 
 
-def commit_facts(resources, facts: Sequence[Fact], namespace: str = NS) -> None:  # noqa: ANN001
+def commit_facts(resources, facts: Sequence[Fact], namespace: str = NS) -> None:
     store = resources.store
     vectors = resources.embeddings.embed_documents([fact_text(f) for f in facts])
     store.commit(ChangeSet(namespace=namespace, base_generation=store.manifest(namespace).generation,
@@ -48,7 +48,7 @@ def commit_facts(resources, facts: Sequence[Fact], namespace: str = NS) -> None:
 
 
 @pytest.fixture
-def memory(resources):  # noqa: ANN001, ANN201
+def memory(resources):
     commit_facts(resources, build_facts())
     return resources
 
@@ -91,7 +91,7 @@ def evaluator_prompts(llm: ScriptedChatModel) -> list[str]:
     return [str(call[1].content) for call in llm.calls if "REAL path evaluator" in str(call[0].content)]
 
 
-def nodes(result, name: str) -> list[dict]:  # noqa: ANN001
+def nodes(result, name: str) -> list[dict]:
     return [t for t in result.details["trail"] if t["node"] == name]
 
 
@@ -317,7 +317,7 @@ def test_heuristic_roots_and_paths():
 # -- single nodes, called alone ---------------------------------------------------------------------
 
 
-def run_with(context: RealContext):  # noqa: ANN201
+def run_with(context: RealContext):
     """A ``Runtime`` as LangGraph passes it to a node: the context carries the run's resources."""
     from langgraph.runtime import Runtime
 

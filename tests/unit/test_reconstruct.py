@@ -31,7 +31,7 @@ PRUNER = "You prune the working memory"  # in the active-set pruner's system pro
 DOG = "What is the name of Maya's dog?"
 
 
-def keep_everything(messages) -> dict[str, Any]:  # noqa: ANN001
+def keep_everything(messages) -> dict[str, Any]:
     """A pruner that keeps the whole active set (these tests are about navigation, not pruning)."""
     import re
 
@@ -51,11 +51,11 @@ def event_of(resources: Resources, dia_id: str) -> str:
     return next(e.id for e in resources.store.snapshot(NS).events.values() if dia_id in e.turn_ids)
 
 
-def tool_messages(messages: list) -> list[ToolMessage]:  # noqa: ANN001
+def tool_messages(messages: list) -> list[ToolMessage]:
     return [m for m in messages if isinstance(m, ToolMessage)]
 
 
-def test_heuristic_policy_navigates_with_the_tools_and_answers_extractively(ingested_sample) -> None:  # noqa: ANN001
+def test_heuristic_policy_navigates_with_the_tools_and_answers_extractively(ingested_sample) -> None:
     result = answer("What race does Leo want to run next?", NS, resources=ingested_sample, policy="heuristic")
     assert "full marathon" in result.answer and result.details["cited_turn_ids"] == ["D4:8"]
     assert result.cost.llm_calls == 0 and result.details["mode"] == "heuristic"
@@ -69,13 +69,13 @@ def test_heuristic_policy_navigates_with_the_tools_and_answers_extractively(inge
     assert "7 May 2023" in when.answer and "query_conversation_time" in [t["tool"] for t in when.details["tool_trace"]]
 
 
-def test_no_chat_model_with_llm_policy_uses_the_deterministic_navigator(ingested_sample) -> None:  # noqa: ANN001
+def test_no_chat_model_with_llm_policy_uses_the_deterministic_navigator(ingested_sample) -> None:
     result = answer(DOG, NS, resources=ingested_sample, policy="llm")
     assert "Biscuit" in result.answer and result.cost.llm_calls == 0
     assert [f.role for f in result.fallbacks] == ["navigator"]
 
 
-def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sample) -> None:  # noqa: ANN001
+def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sample) -> None:
     eid = event_of(ingested_sample, "D1:1")
     model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: [
         AIMessage(content="", tool_calls=[tool_call("query_tag_events", {"cue": "Biscuit"}, "c1"),
@@ -99,7 +99,7 @@ def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sa
     assert len(errors) == 1 and "No event with id 'S9-E9'" in errors[0]
 
 
-def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) -> None:  # noqa: ANN001
+def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) -> None:
     eid = event_of(ingested_sample, "D4:4")
     twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)])
     final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
@@ -117,7 +117,7 @@ def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) 
     assert f"[event {eid}" in final_prompt and "[D4:4]" in final_prompt  # the active set, with turns verbatim
 
 
-def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_sample) -> None:  # noqa: ANN001
+def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_sample) -> None:
     eid = event_of(ingested_sample, "D1:1")
     model = ScriptedChatModel(routes={
         QUERY_CUES: [{"keywords": ["dog"]}],
@@ -137,7 +137,7 @@ def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_s
     assert result.cost.llm_calls == 5  # query cues, two navigator turns, the pruner, the forced answer
 
 
-def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(ingested_sample) -> None:  # noqa: ANN001
+def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(ingested_sample) -> None:
     model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: ["I think the dog is called Rex."],
                                       FINAL: ["no idea", "still no JSON"]})
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
@@ -146,8 +146,8 @@ def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(in
     assert "Biscuit" in result.answer and result.details["cited_turn_ids"]
 
 
-def test_a_model_whose_call_raises_still_gets_an_answer(ingested_sample) -> None:  # noqa: ANN001
-    def broken(messages):  # noqa: ANN001, ANN202
+def test_a_model_whose_call_raises_still_gets_an_answer(ingested_sample) -> None:
+    def broken(messages):
         raise RuntimeError("the reply could not be read")
 
     result = answer(DOG, NS, resources=with_model(ingested_sample, ScriptedChatModel(respond=broken)))
@@ -155,12 +155,12 @@ def test_a_model_whose_call_raises_still_gets_an_answer(ingested_sample) -> None
     assert any("could not be read" in " ".join(f.errors) for f in result.fallbacks)
 
 
-def test_an_unreachable_model_stops_the_question_instead_of_answering(ingested_sample) -> None:  # noqa: ANN001
+def test_an_unreachable_model_stops_the_question_instead_of_answering(ingested_sample) -> None:
     from logicmap.agents.provider import ProviderError, rate_gate
 
     calls = []
 
-    def down(messages):  # noqa: ANN001, ANN202
+    def down(messages):
         calls.append(1)
         raise ConnectionError("model server unreachable")
 
@@ -170,7 +170,7 @@ def test_an_unreachable_model_stops_the_question_instead_of_answering(ingested_s
     assert caught.value.kind == "unreachable" and "unreachable" in str(caught.value) and len(calls) == 3
 
 
-def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested_sample) -> None:  # noqa: ANN001
+def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested_sample) -> None:
     snapshot = ingested_sample.store.snapshot(NS)
     assert answer_from_active_set("What is the capital of Peru?", [], snapshot).answer == NO_ANSWER
     item = EvidenceItem(kind="turn", id="D1:6", text="", turn_ids=["D1:6"])
@@ -178,14 +178,14 @@ def test_extractive_answer_says_not_in_memory_without_matching_evidence(ingested
     assert "Sushi" in found.answer and found.cited_turn_ids == ["D1:6"] and 0 < found.confidence < 1
 
 
-def test_unknown_namespace_raises(ingested_sample) -> None:  # noqa: ANN001
+def test_unknown_namespace_raises(ingested_sample) -> None:
     from logicmap.memory.store import UnknownNamespaceError
 
     with pytest.raises(UnknownNamespaceError):
         answer(DOG, "nobody", resources=ingested_sample, policy="heuristic")
 
 
-def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample) -> None:  # noqa: ANN001
+def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample) -> None:
     compiled = build_reconstruct_graph().compile()
     # The namespace from config['configurable'], as a deployment passes it; the whole state read back.
     final = asyncio.run(compiled.ainvoke({"question": DOG}, {"configurable": {"namespace": NS}},
@@ -205,14 +205,14 @@ def test_compiled_graph_diagram_matches_the_snapshot() -> None:
 # -- single nodes, called alone ---------------------------------------------------------------------
 
 
-def run_with(context: ReconstructContext):  # noqa: ANN201
+def run_with(context: ReconstructContext):
     """A ``Runtime`` as LangGraph passes it to a node: the context carries the run's resources."""
     from langgraph.runtime import Runtime
 
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 
-def node_config(runtime) -> dict[str, Any]:  # noqa: ANN001
+def node_config(runtime) -> dict[str, Any]:
     """The config LangGraph gives a node: it carries the run's ``Runtime``, which the ``ToolNode`` inside
     ``run_tools`` reads (LangGraph keeps that key internal, so a test outside a graph run sets it itself)."""
     from langgraph._internal._constants import CONFIG_KEY_RUNTIME
@@ -220,7 +220,7 @@ def node_config(runtime) -> dict[str, Any]:  # noqa: ANN001
     return {"configurable": {CONFIG_KEY_RUNTIME: runtime}}
 
 
-def test_seed_and_navigate_run_alone(ingested_sample) -> None:  # noqa: ANN001
+def test_seed_and_navigate_run_alone(ingested_sample) -> None:
     from logicmap.graphs.reconstruct import after_navigate, navigate, seed
 
     runtime = run_with(ReconstructContext(policy="heuristic", namespace=NS, resources=ingested_sample))
@@ -236,7 +236,7 @@ def test_seed_and_navigate_run_alone(ingested_sample) -> None:  # noqa: ANN001
     assert after_navigate({**state, "messages": update["messages"]}) == "tools"
 
 
-def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) -> None:  # noqa: ANN001
+def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) -> None:
     from logicmap.graphs.reconstruct import after_prune, memory_tools, run_tools
 
     assert "get_event" in {t.name for t in memory_tools(NS, ingested_sample)}
@@ -256,7 +256,7 @@ def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) 
     assert after_prune(state, runtime) == "force_answer"  # the turn budget (1) is spent
 
 
-def test_answer_nodes_run_alone(ingested_sample) -> None:  # noqa: ANN001
+def test_answer_nodes_run_alone(ingested_sample) -> None:
     from logicmap.graphs.reconstruct import after_answer, force_answer, take_answer
 
     runtime = run_with(ReconstructContext(policy="heuristic", resources=ingested_sample))

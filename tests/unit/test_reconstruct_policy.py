@@ -52,7 +52,7 @@ def test_the_factory_is_the_one_place_that_reads_the_policy_name() -> None:
     assert RuleReconstructPolicy().missing_model() is None and LLMReconstructPolicy(model).missing_model() is None
 
 
-def test_the_rule_policy_decides_by_the_no_llm_rules(ingested_sample) -> None:  # noqa: ANN001
+def test_the_rule_policy_decides_by_the_no_llm_rules(ingested_sample) -> None:
     policy = RuleReconstructPolicy()
     snapshot = ingested_sample.store.snapshot(NS)
     index = CueIndex.of(snapshot)
@@ -80,7 +80,7 @@ def test_the_rule_policy_decides_by_the_no_llm_rules(ingested_sample) -> None:  
     assert policy.recorded(final.fallback) == []  # the rule is the policy, not a fallback
 
 
-def test_the_rule_prune_keeps_what_the_rule_keeps(ingested_sample) -> None:  # noqa: ANN001
+def test_the_rule_prune_keeps_what_the_rule_keeps(ingested_sample) -> None:
     policy = RuleReconstructPolicy()
     memories = [("M1", "Maya: My dog Biscuit loves the beach."), ("M2", "Leo: The weather in Porto was grey.")]
     outcome = policy.prune(DOG, memories, embeddings=ingested_sample.embeddings, floor=0.1, limit=1,
@@ -89,7 +89,7 @@ def test_the_rule_prune_keeps_what_the_rule_keeps(ingested_sample) -> None:  # n
     assert policy.recorded(outcome.fallback) == [] and outcome.cost.llm_calls == 0
 
 
-def test_the_llm_policy_asks_the_model_and_records_its_fallbacks(ingested_sample) -> None:  # noqa: ANN001
+def test_the_llm_policy_asks_the_model_and_records_its_fallbacks(ingested_sample) -> None:
     call = {"name": "get_event", "args": {"event_id": "S1-E1"}, "type": "tool_call"}
     model = ScriptedChatModel(
         routes={query_cues.SYSTEM_MARKER: ["not json", "still not json"]},
@@ -118,7 +118,7 @@ def test_the_llm_policy_asks_the_model_and_records_its_fallbacks(ingested_sample
     assert policy.budget_note(3, 1, 10)[0].content and policy.tool_extras(False) is False
 
 
-def test_a_failed_navigator_call_is_a_failure_step_not_an_exception(ingested_sample) -> None:  # noqa: ANN001
+def test_a_failed_navigator_call_is_a_failure_step_not_an_exception(ingested_sample) -> None:
     def broken(messages: Any) -> Any:
         raise RuntimeError("connection reset")
 
@@ -127,7 +127,7 @@ def test_a_failed_navigator_call_is_a_failure_step_not_an_exception(ingested_sam
     assert "RuntimeError: connection reset" in step.failure.errors[0]
 
 
-def test_a_run_that_asks_for_the_model_without_one_runs_the_rules_and_says_so_once(ingested_sample) -> None:  # noqa: ANN001
+def test_a_run_that_asks_for_the_model_without_one_runs_the_rules_and_says_so_once(ingested_sample) -> None:
     from logicmap.graphs.reconstruct import answer
 
     asked = answer(DOG, NS, resources=ingested_sample, policy="llm")

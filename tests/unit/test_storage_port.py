@@ -200,7 +200,7 @@ def check_concurrent_writers(open_store_: Opener) -> None:
                     break
                 except GenerationConflict:
                     continue
-                except BaseException as exc:  # noqa: BLE001 - reported below
+                except BaseException as exc:  # reported below
                     failures.append(exc)
                     return
 

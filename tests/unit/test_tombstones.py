@@ -157,7 +157,7 @@ def test_an_old_backup_leaves_the_forgotten_turn_out_unless_allowed(resources: R
     assert whole.forgotten == 0 and resources.store.snapshot("acme-whole").turns["D1:3"].text == SECRET
 
 
-def test_the_cli_import_says_what_it_left_out(resources: Resources, tmp_path: Path, capsys, monkeypatch) -> None:  # noqa: ANN001
+def test_the_cli_import_says_what_it_left_out(resources: Resources, tmp_path: Path, capsys, monkeypatch) -> None:
     ingest_conversation(_conversation("c1", "1", ["Hello.", SECRET]), "acme", resources=resources,
                         policy="heuristic")
     export_namespace(resources.store, "acme", tmp_path / "old.jsonl")

@@ -25,26 +25,26 @@ NS = "sample"
 
 
 @pytest.fixture(scope="module")
-def toolkit(ingested_sample):  # noqa: ANN001, ANN201
+def toolkit(ingested_sample):
     res = ingested_sample
     return {t.name: t for t in create_memory_toolkit(NS, store=res.store, embeddings=res.embeddings)}
 
 
 @pytest.fixture(scope="module")
-def snapshot(ingested_sample):  # noqa: ANN001, ANN201
+def snapshot(ingested_sample):
     return ingested_sample.store.snapshot(NS)
 
 
-def call(tool, args: dict) -> ToolMessage:  # noqa: ANN001
+def call(tool, args: dict) -> ToolMessage:
     """Invoke a tool the way a ToolNode does: with a tool call, getting a ToolMessage back."""
     return tool.invoke({"type": "tool_call", "name": tool.name, "args": args, "id": "call-1"})
 
 
-def event_of(snapshot, dia_id: str) -> str:  # noqa: ANN001
+def event_of(snapshot, dia_id: str) -> str:
     return next(e.id for e in snapshot.events.values() if dia_id in e.turn_ids)
 
 
-def test_toolkit_has_every_tool_with_a_typed_schema_that_hides_injected_things(toolkit) -> None:  # noqa: ANN001
+def test_toolkit_has_every_tool_with_a_typed_schema_that_hides_injected_things(toolkit) -> None:
     assert set(toolkit) == set(EVENT_TOOLS) | set(MRAGENT_TOOLS)
     for tool in toolkit.values():
         assert tool.description and len(tool.description) > 40  # the docstring is the description
@@ -60,7 +60,7 @@ def test_toolkit_has_every_tool_with_a_typed_schema_that_hides_injected_things(t
     assert (window["minimum"], window["maximum"]) == (0, 10)
 
 
-def test_unknown_namespace_is_a_configuration_error(ingested_sample) -> None:  # noqa: ANN001
+def test_unknown_namespace_is_a_configuration_error(ingested_sample) -> None:
     with pytest.raises(ToolNamespaceError) as info:
         create_get_event_tool("nobody-here", store=ingested_sample.store)
     assert isinstance(info.value, MemoryToolConfigError) and "unknown namespace 'nobody-here'" in str(info.value)
@@ -71,7 +71,7 @@ def test_unknown_namespace_is_a_configuration_error(ingested_sample) -> None:  #
         create_memory_toolkit(NS, store=ingested_sample.store, include=["get_event", "read_mind"])
 
 
-def test_search_events(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_search_events(toolkit, snapshot) -> None:
     msg = call(toolkit["search_events"], {"query": "half marathon finished medal", "k": 3})
     assert msg.status == "success" and len(msg.artifact) == 3
     assert msg.artifact[0]["id"] == event_of(snapshot, "D4:4") and msg.artifact[0]["kind"] == "event"
@@ -86,7 +86,7 @@ def test_search_events(toolkit, snapshot) -> None:  # noqa: ANN001
     assert "query" in call(toolkit["search_events"], {"k": 2}).content  # missing argument named
 
 
-def test_get_event(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_get_event(toolkit, snapshot) -> None:
     eid = event_of(snapshot, "D1:1")
     msg = call(toolkit["get_event"], {"event_id": eid})
     assert msg.status == "success" and "[D1:1] Maya: Hi Leo!" in msg.content
@@ -102,7 +102,7 @@ def test_get_event(toolkit, snapshot) -> None:  # noqa: ANN001
     assert wrong_type.status == "error" and "valid string" in wrong_type.content
 
 
-def test_get_neighbors(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_get_neighbors(toolkit, snapshot) -> None:
     eid = event_of(snapshot, "D3:5")
     msg = call(toolkit["get_neighbors"], {"event_id": eid})
     expected = {n.event_id for n in EventGraph.of(snapshot).neighbors(eid)}
@@ -116,7 +116,7 @@ def test_get_neighbors(toolkit, snapshot) -> None:  # noqa: ANN001
     assert "direction: Input should be 'out', 'in' or 'both'" in bad_direction.content
 
 
-def test_events_in_time_range(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_events_in_time_range(toolkit, snapshot) -> None:
     msg = call(toolkit["events_in_time_range"], {"start": "2023-05-01", "end": "2023-05-31"})
     assert msg.status == "success" and event_of(snapshot, "D4:4") in {r["id"] for r in msg.artifact}  # dated 2023-05-07
     month = call(toolkit["events_in_time_range"], {"start": "May 2023"})
@@ -129,7 +129,7 @@ def test_events_in_time_range(toolkit, snapshot) -> None:  # noqa: ANN001
     assert "swap start and end" in backwards.content
 
 
-def test_topic_events(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_topic_events(toolkit, snapshot) -> None:
     topic = next(iter(snapshot.topics.values()))
     msg = call(toolkit["topic_events"], {"topic_id": topic.id})
     assert msg.status == "success" and {r["id"] for r in msg.artifact} == set(topic.members)
@@ -137,7 +137,7 @@ def test_topic_events(toolkit, snapshot) -> None:  # noqa: ANN001
     assert bad.status == "error" and "No topic 'T99'" in bad.content and topic.id in bad.content
 
 
-def test_query_tag_events(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_query_tag_events(toolkit, snapshot) -> None:
     msg = call(toolkit["query_tag_events"], {"cue": "Biscuit"})
     ids = [r["id"] for r in msg.artifact]
     assert msg.status == "success" and event_of(snapshot, "D1:1") in ids and event_of(snapshot, "D4:5") in ids
@@ -153,7 +153,7 @@ def test_query_tag_events(toolkit, snapshot) -> None:  # noqa: ANN001
     assert wrong_tag.status == "error" and "its tags:" in wrong_tag.content and "entity" in wrong_tag.content
 
 
-def test_query_event_keywords(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_query_event_keywords(toolkit, snapshot) -> None:
     msg = call(toolkit["query_event_keywords"], {"event_id": event_of(snapshot, "D4:4")})
     texts = {r["text"] for r in msg.artifact}
     assert msg.status == "success" and {"half marathon", "1 hour 52 minutes", "yesterday"} <= texts
@@ -162,7 +162,7 @@ def test_query_event_keywords(toolkit, snapshot) -> None:  # noqa: ANN001
     assert bad.status == "error" and "No event with id 'E1'" in bad.content
 
 
-def test_query_conversation_time(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_query_conversation_time(toolkit, snapshot) -> None:
     eid = event_of(snapshot, "D4:4")
     msg = call(toolkit["query_conversation_time"], {"event_id": eid})
     assert msg.status == "success" and "happened: 2023-05-07 from the phrase 'yesterday'" in msg.content
@@ -170,7 +170,7 @@ def test_query_conversation_time(toolkit, snapshot) -> None:  # noqa: ANN001
     assert call(toolkit["query_conversation_time"], {}).status == "error"
 
 
-def test_query_event_context(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_query_event_context(toolkit, snapshot) -> None:
     eid = event_of(snapshot, "D4:4")
     msg = call(toolkit["query_event_context"], {"event_id": eid, "window": 1})
     turns = [r for r in msg.artifact if r["kind"] == "turn"]
@@ -181,7 +181,7 @@ def test_query_event_context(toolkit, snapshot) -> None:  # noqa: ANN001
     assert bad.status == "error" and "window: Input should be less than or equal to 10 (got 99)" in bad.content
 
 
-def test_query_personal_aspect(toolkit) -> None:  # noqa: ANN001
+def test_query_personal_aspect(toolkit) -> None:
     msg = call(toolkit["query_personal_aspect"], {"person": "leo", "aspect": "favourite food"})
     assert msg.status == "success" and "Sushi is my favourite food" in msg.content
     assert msg.artifact[0]["turn_ids"] == ["D1:6"] and msg.artifact[0]["kind"] == "personal_fact"
@@ -192,7 +192,7 @@ def test_query_personal_aspect(toolkit) -> None:  # noqa: ANN001
     assert nothing.status == "error" and "Aspects known for Leo" in nothing.content and "food" in nothing.content
 
 
-def test_query_personal_information(toolkit) -> None:  # noqa: ANN001
+def test_query_personal_information(toolkit) -> None:
     """The paper's phi_{c^s -> g^s}: a person's aspects (with how many facts each holds), not the facts."""
     msg = call(toolkit["query_personal_information"], {"person": "Maya"})
     assert msg.status == "success" and "- hobby (" in msg.content and "- work (" in msg.content
@@ -227,7 +227,7 @@ def test_remember_ingests_through_the_injected_callable() -> None:
         create_remember_tool("alice", ingest=None)  # type: ignore[arg-type]  # a bad value on purpose
 
 
-def test_remember_then_search_finds_it(resources) -> None:  # noqa: ANN001
+def test_remember_then_search_finds_it(resources) -> None:
     from logicmap.graphs.chatbot import session_ingester
 
     remember = create_remember_tool("alice", ingest=session_ingester(resources, policy="heuristic"))
@@ -237,7 +237,7 @@ def test_remember_then_search_finds_it(resources) -> None:  # noqa: ANN001
     assert "bees on the roof" in msg.content
 
 
-def test_async_bodies_share_the_implementation(toolkit, snapshot) -> None:  # noqa: ANN001
+def test_async_bodies_share_the_implementation(toolkit, snapshot) -> None:
     eid = event_of(snapshot, "D1:6")
     sync = call(toolkit["get_event"], {"event_id": eid})
     tool_call = {"type": "tool_call", "name": "get_event", "args": {"event_id": eid}, "id": "call-1"}
@@ -247,7 +247,7 @@ def test_async_bodies_share_the_implementation(toolkit, snapshot) -> None:  # no
     assert bad.status == "error" and "No event with id 'nope'" in bad.content
 
 
-def _tool_graph(tools):  # noqa: ANN001, ANN202
+def _tool_graph(tools):
     """A ToolNode inside a graph, as an agent runs it."""
     builder = StateGraph(MessagesState)
     builder.add_node("tools", ToolNode(tools))
@@ -255,7 +255,7 @@ def _tool_graph(tools):  # noqa: ANN001, ANN202
     return builder.compile()
 
 
-def test_tool_node_returns_messages_for_bad_calls_and_raises_configuration_errors(toolkit) -> None:  # noqa: ANN001
+def test_tool_node_returns_messages_for_bad_calls_and_raises_configuration_errors(toolkit) -> None:
     node = _tool_graph(list(toolkit.values()))
     ai = AIMessage(content="", tool_calls=[
         {"name": "get_event", "args": {"event_id": "S9-E9"}, "id": "a"},

@@ -113,7 +113,7 @@ class TopicModel(ScriptedChatModel):
         return scripted_reply(messages)
 
 
-def _two_sessions(sample):  # noqa: ANN001, ANN202
+def _two_sessions(sample):
     return sample.model_copy(update={"sessions": sample.sessions[:2]})
 
 
@@ -151,7 +151,7 @@ def test_the_no_llm_policy_and_the_switch_leave_topics_unlabelled(resources, sam
 
 
 def test_a_garbage_reply_records_the_fallback_and_stores_key_terms(resources, sample) -> None:
-    def respond(messages):  # noqa: ANN001, ANN202
+    def respond(messages):
         return "{not json" if SYSTEM_MARKER in str(messages[0].content) else scripted_reply(messages)
 
     resources.llm_ = ScriptedChatModel(respond=respond)
@@ -207,7 +207,7 @@ def test_labels_survive_a_backup_and_a_reopened_store(tmp_path, sample) -> None:
     other.store.close()
 
 
-def _first(sample, n: int):  # noqa: ANN001, ANN202
+def _first(sample, n: int):
     return sample.model_copy(update={"sessions": sample.sessions[:n]})
 
 

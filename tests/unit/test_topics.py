@@ -122,7 +122,7 @@ def test_the_default_layer_reclusters_every_fourth_step() -> None:
     assert history == [True, False, False, True, False, False, False, True]
 
 
-def test_ingest_reclusters_every_fourth_session_by_default(resources, tmp_path) -> None:  # noqa: ANN001
+def test_ingest_reclusters_every_fourth_session_by_default(resources, tmp_path) -> None:
     """The ingest's own defaults (the settings' and ``IngestContext``'s): sessions 1 and 4 re-cluster."""
     from datetime import datetime
 

@@ -57,17 +57,17 @@ class Collector:
                 self.end_headers()
                 self.wfile.write(b"{}")
 
-            def do_GET(self) -> None:  # noqa: N802 - the client's /info probe
+            def do_GET(self) -> None:  # the client's /info probe
                 self._reply()
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self._body()
                 if self.path.rstrip("/").endswith("/runs"):
                     with collector.lock:
                         collector.runs.setdefault(str(body["id"]), {}).update(body)
                 self._reply()
 
-            def do_PATCH(self) -> None:  # noqa: N802
+            def do_PATCH(self) -> None:
                 body = self._body()
                 with collector.lock:
                     run = collector.runs.setdefault(self.path.rstrip("/").rsplit("/", 1)[1], {})
