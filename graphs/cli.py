@@ -45,13 +45,16 @@ __all__ = [
 
 
 def resources_from_args(args: argparse.Namespace) -> Resources:
-    """The resources a command runs on: the settings, with ``--data-dir`` and ``--embeddings`` applied."""
+    """The resources a command runs on: the settings, with ``--data-dir``, ``--store-url`` and ``--embeddings``
+    applied."""
     from logicmap.graphs.resources import Resources
     from logicmap.settings import LogicMapSettings
 
     overrides: dict[str, Any] = {}
     if getattr(args, "data_dir", None):
         overrides["data_dir"] = Path(args.data_dir)
+    if getattr(args, "store_url", None):
+        overrides["store_url"] = args.store_url
     if getattr(args, "embeddings", None):
         overrides["embedding_provider"] = args.embeddings
     resources = Resources(settings=LogicMapSettings(**overrides))
@@ -682,6 +685,8 @@ def build_parser(*extensions: Callable[[Any], None]) -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(prog="logicmap", description="Long-term memory for conversational agents.")
     parser.add_argument("--data-dir", help="memory directory (default: LOGICMAP_DATA_DIR or .logicmap)")
+    parser.add_argument("--store-url", help="the storage backend (default: LOGICMAP_STORE_URL; unset: Chroma in the "
+                        "data directory): postgresql://..., memory://NAME (docs/backends.md)")
     parser.add_argument("--embeddings", choices=["minilm", "openai", "hashing"], help="embedding provider override")
     sub = parser.add_subparsers(dest="command", required=True)
     add_core_commands(sub)
