@@ -148,9 +148,9 @@ def create_memory_toolkit(
     return _included(tools, include)
 
 
-def _included(tools: list[BaseTool], include: Sequence[str] | None) -> list[BaseTool]:
+def _included(tools: Sequence[BaseTool], include: Sequence[str] | None) -> list[BaseTool]:
     if include is None:
-        return tools
+        return list(tools)
     wanted = set(include)
     unknown = wanted - {t.name for t in tools}
     if unknown:

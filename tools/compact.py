@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool
@@ -72,7 +72,7 @@ def create_search_memory_tool(
         wanted = limit or default_k
         hits = search_event_ids(snapshot, query, wanted, embeddings=access.embeddings)
         lines: list[str] = []
-        records = []
+        records: list[dict[str, Any]] = []
         for eid, score in hits:
             event = snapshot.events[eid]
             for turn_id in event.turn_ids:
