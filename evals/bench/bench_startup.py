@@ -41,12 +41,12 @@ IMPORTS = {
 }
 # The same LangMem-style app on either store: batched puts of one-line memories, then LangMem's search tool.
 APP = """
-import json, re, sys, hashlib, math, tempfile
+import json, re, sys, hashlib, math
 import numpy as np
 from langgraph.store.base import PutOp
 from langmem import create_search_memory_tool
 
-kind, items = sys.argv[1], int(sys.argv[2])
+kind, items, data_dir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 WORDS = ("dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi train trip "
          "beach book movie garden job interview vet appointment birthday party recipe violin tennis").split()
 
@@ -67,7 +67,7 @@ if kind == "InMemoryStore":
     store = InMemoryStore(index={"dims": 384, "embed": embed})
 else:
     from logicmap import LogicMapSettings, LogicMapStore, Resources
-    settings = LogicMapSettings(data_dir=tempfile.mkdtemp(prefix="bench-app-"), embedding_provider="hashing")
+    settings = LogicMapSettings(data_dir=data_dir, embedding_provider="hashing")
     store = LogicMapStore(resources=Resources(settings=settings), policy="heuristic")
 rng = np.random.default_rng(7)
 namespace = ("memories", "alice")
@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> None:
             rows.append([label, f"{seconds:.2f} s", f"{peak:.0f} MB", f"heavy modules: {', '.join(heavy) or 'none'}"])
         if args.items:
             for kind in ("InMemoryStore", "LogicMapStore"):
-                seconds, peak, outs = _median([*python, "-c", APP, kind, str(args.items)], env, 1)
+                app = [*python, "-c", APP, kind, str(args.items), str(Path(tmp) / f"app-{kind}")]
+                seconds, peak, outs = _median(app, env, 1)
                 rss = json.loads(outs[-1].strip().splitlines()[-1])["rss_mb"]
                 rows.append([f"LangMem-style app on {kind}, {args.items} items (hashing embedder)",
                              f"{seconds:.1f} s", f"{peak:.0f} MB", f"RSS at the end {rss:.0f} MB"])
