@@ -8,11 +8,13 @@ Each figure is a fresh process (median of ``--repeat`` runs for times; the large
   ``manage_memory`` puts them, then 20 searches through LangMem's ``search_memory`` tool), its resident memory at
   the end and its peak. Both stores embed with the same deterministic hashing embedder (384 dimensions, bag of
   words: LogicMap's ``embedding_provider="hashing"``, an equal inline function for ``InMemoryStore``'s index), so
-  the figure is the stores' own memory, not a model's;
+  the figure is the stores' own memory, not a model's. LogicMapStore runs twice: on ``store_url="memory://"``
+  (this process's memory, nothing on disk: what ``InMemoryStore`` is) and on the default embedded Chroma;
 - ``logicmap --help``, and ``logicmap ask`` on the sample conversation (ingested once beforehand into a private
   data directory, no LLM), per MiniLM runtime (``--runtimes``), cold: a fresh process each time.
 
-Usage: ``python -m logicmap.evals.bench.bench_startup [--repeat 3] [--items 2000] [--runtimes numpy,torch]``.
+Usage: ``python -m logicmap.evals.bench.bench_startup [--repeat 3] [--items 2000] [--chroma-items 300]
+[--runtimes numpy,torch]``.
 Prints a table; not a test.
 """
 
@@ -67,7 +69,8 @@ if kind == "InMemoryStore":
     store = InMemoryStore(index={"dims": 384, "embed": embed})
 else:
     from logicmap import LogicMapSettings, LogicMapStore, Resources
-    settings = LogicMapSettings(data_dir=data_dir, embedding_provider="hashing")
+    url = "memory://" if kind.endswith("memory://") else None  # this process's memory, as InMemoryStore
+    settings = LogicMapSettings(data_dir=data_dir, embedding_provider="hashing", store_url=url)
     store = LogicMapStore(resources=Resources(settings=settings), policy="heuristic")
 rng = np.random.default_rng(7)
 namespace = ("memories", "alice")
@@ -108,6 +111,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--items", type=int, default=2000, help="items the app puts (0: no app rows)")
+    parser.add_argument("--chroma-items", type=int, default=None,
+                        help="items the app puts on Chroma (default: --items; a put there is an ingest and a commit)")
     parser.add_argument("--runtimes", default="numpy", help="MiniLM runtimes for the cold ask (numpy,torch)")
     args = parser.parse_args(argv)
     print(machine_line())
@@ -122,11 +127,16 @@ def main(argv: list[str] | None = None) -> None:
             heavy = sorted(set(json.loads(outs[-1])) & set(HEAVY))
             rows.append([label, f"{seconds:.2f} s", f"{peak:.0f} MB", f"heavy modules: {', '.join(heavy) or 'none'}"])
         if args.items:
-            for kind in ("InMemoryStore", "LogicMapStore"):
-                app = [*python, "-c", APP, kind, str(args.items), str(Path(tmp) / f"app-{kind}")]
+            chroma_items = args.items if args.chroma_items is None else args.chroma_items
+            apps = {"InMemoryStore": args.items, "LogicMapStore, store_url memory://": args.items,
+                    "LogicMapStore (Chroma on disk)": chroma_items}
+            for n, (kind, items) in enumerate(apps.items()):
+                if not items:
+                    continue
+                app = [*python, "-c", APP, kind, str(items), str(Path(tmp) / f"app-{n}")]
                 seconds, peak, outs = _median(app, env, 1)
                 rss = json.loads(outs[-1].strip().splitlines()[-1])["rss_mb"]
-                rows.append([f"LangMem-style app on {kind}, {args.items} items (hashing embedder)",
+                rows.append([f"LangMem-style app on {kind}, {items} items (hashing embedder)",
                              f"{seconds:.1f} s", f"{peak:.0f} MB", f"RSS at the end {rss:.0f} MB"])
         seconds, peak, _ = _median([*program, "--help"], env, args.repeat)
         rows.append(["logicmap --help", f"{seconds:.2f} s", f"{peak:.0f} MB", ""])

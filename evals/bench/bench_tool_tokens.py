@@ -12,6 +12,7 @@ Usage: ``python -m logicmap.evals.bench.bench_tool_tokens``. Prints a table.
 
 from __future__ import annotations
 
+import argparse
 import json
 import tempfile
 from collections.abc import Callable, Sequence
@@ -69,7 +70,7 @@ def tool_sets(resources: Any) -> dict[str, list[Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    del argv
+    argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None).parse_args(argv)
     name, count = token_counter()
     with tempfile.TemporaryDirectory(prefix="bench-tool-tokens-") as tmp:
         resources = fresh_resources(Path(tmp) / "memory")
