@@ -86,8 +86,9 @@ class LogicMapSettings(BaseSettings):
     )
     threads: int | Literal["auto"] = Field(
         default="auto",
-        description="Intra-op threads of BLAS, OpenMP and torch per process. auto = 1 in Chroma server mode "
-        "(several processes share the machine), else the libraries' own choice (every core).",
+        description="Intra-op threads of BLAS, OpenMP and torch per process. auto = 1 (measured by "
+        "evals/bench/bench_threads: a search's query embedding is small products, and a pool of one thread per core "
+        "spins while other programs hold the cores), in every storage mode; a number sets more.",
     )
     async_workers: int = Field(
         default=4, ge=1, le=64,
@@ -153,9 +154,9 @@ class LogicMapSettings(BaseSettings):
         return count
 
     def thread_count(self) -> int | None:
-        """Threads per process for BLAS, OpenMP and torch; None leaves the libraries' own choice."""
+        """Threads per process for BLAS, OpenMP and torch: ``auto`` is 1 (``evals/bench/bench_threads``)."""
         if self.threads == "auto":
-            return 1 if self.chroma_host else None
+            return 1
         return self.threads
 
     def describe(self) -> dict[str, object]:

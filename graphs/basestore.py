@@ -33,7 +33,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from langgraph.store.base import (
@@ -49,12 +49,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from logicmap.agents.item_ranking import item_scores
-from logicmap.graphs.chat_messages import chat_turn, normalize_messages
 from logicmap.graphs.entry import checked_keywords
-from logicmap.graphs.forget import forget, purge
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources, check_policy, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.items import (
     STORE_SOURCE,
@@ -72,8 +67,13 @@ from logicmap.memory.items import (
     refuse_period_labels,
     validate_key,
 )
-from logicmap.memory.loaders import Conversation, RawTurn, Session, check_sessions
-from logicmap.memory.store import NamespaceSnapshot, PurgeReport
+
+if TYPE_CHECKING:
+    # Imported when first used (a put, a search, the default resources), not with the class: importing
+    # ``LogicMapStore`` stays as light as LangGraph's own store (docs/performance.md, "Footprint").
+    from logicmap.graphs.resources import Resources
+    from logicmap.memory.loaders import RawTurn, Session
+    from logicmap.memory.store import NamespaceSnapshot, PurgeReport
 
 __all__ = ["InvalidItemError", "LogicMapStore"]
 
@@ -123,6 +123,7 @@ class LogicMapStore(BaseStore):
     def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
                  strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False,
                  trust_assistant: bool = False) -> None:
+        from logicmap.graphs.resources import check_policy
         from logicmap.graphs.strategy_names import STRATEGY_NAMES
 
         if strategy not in STRATEGY_NAMES:
@@ -139,6 +140,8 @@ class LogicMapStore(BaseStore):
 
     @property
     def resources(self) -> Resources:
+        from logicmap.graphs.resources import default_resources
+
         return self._resources if self._resources is not None else default_resources()
 
     # -- LangGraph's own checks, with the fix -----------------------------------------------------------------
@@ -211,6 +214,8 @@ class LogicMapStore(BaseStore):
     def purge(self, namespace: tuple[str, ...]) -> PurgeReport:
         """Remove every retired version of one namespace from disk (``logicmap.purge``): deleted items, replaced
         values, anything else forgotten without a purge. Nothing visible changes."""
+        from logicmap.graphs.forget import purge
+
         return purge(namespace_of(tuple(namespace)), resources=self.resources)
 
     async def apurge(self, namespace: tuple[str, ...]) -> PurgeReport:
@@ -276,6 +281,8 @@ class LogicMapStore(BaseStore):
         relevance in [0, 1], the newer of two statements of one attribute first); by another strategy, its best
         turn's rank in that strategy's answer (1/rank)."""
         if self.strategy == "rerank":
+            from logicmap.agents.item_ranking import item_scores
+
             return item_scores(snap, query, self.resources.embeddings)
         return index.scores(self._strategy_scores(name, query))
 
@@ -311,6 +318,10 @@ class LogicMapStore(BaseStore):
     def _put(self, name: str, group: dict[str, PutOp]) -> None:
         """Forget the deleted items; ingest the new values as one session each, a replaced item's old records
         retired in the same commit as its new ones (``IngestContext.replace_sessions``)."""
+        from logicmap.graphs.forget import forget
+        from logicmap.graphs.ingest import ingest_conversation
+        from logicmap.memory.loaders import Conversation, check_sessions
+
         res = self.resources
         with self._lock(name):
             snap = self._snapshot(name)
@@ -334,6 +345,8 @@ class LogicMapStore(BaseStore):
                     res.store.purge(name)
 
     def _session(self, key: str, op: PutOp, old: StoredItem | None, now: datetime) -> Session:
+        from logicmap.memory.loaders import Session
+
         value = _json_value(dict(op.value or {}))
         sid = item_session_id(key)
         item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
@@ -347,6 +360,9 @@ class LogicMapStore(BaseStore):
         """The value's turns: its messages as ``add_messages`` stores them (checked the same way, on the messages
         as given: a LangChain message keeps its type and tool calls), else its text as one user turn (ids and the
         item are set by ``_session``)."""
+        from logicmap.graphs.chat_messages import chat_turn, normalize_messages
+        from logicmap.memory.loaders import RawTurn
+
         fields = list(op.index) if isinstance(op.index, list | tuple) else self.fields
         given = op.value or {}
         if not fields and message_turns(given) is not None:

@@ -532,7 +532,7 @@ def _mcp_server(args: argparse.Namespace) -> Callable[[], None]:
     resources = resources_from_args(args)
     policy = policy_from_args(args, resources)
     server = mcp_server.build_mcp_server(resources, namespace=namespace, tenants=tenants, policy=policy,
-                                         writes=not args.read_only)
+                                         writes=not args.read_only, profile=args.profile)
     resources.embeddings.embed_query("warm-up")  # the embedder loads now, not in the first client's call
     if args.http:
         return partial(mcp_server.serve_http, server, port=args.port, tenants=tenants)
@@ -547,6 +547,8 @@ def _add_mcp_command(sub: Any) -> None:
     p.add_argument("--tenants", metavar="FILE", help="HTTP: a JSON object of bearer token -> namespace; each "
                    "connection's token names its namespace")
     p.add_argument("--read-only", action="store_true", help="no remember, forget_memory or update_memory tools")
+    p.add_argument("--profile", choices=["full", "compact"], default="full",
+                   help="compact: two tools, search_memory and manage_memory (as LangMem's), instead of the full set")
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.set_defaults(func=cmd_mcp)
 

@@ -21,7 +21,7 @@ import socket
 import sys
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -87,7 +87,9 @@ class _ToolkitCalls:
         editor = memory_editor(resources, surface="mcp") if writes else None
         tools = create_memory_toolkit(None, store=resources.store, embeddings=resources.embeddings, ingest=ingest,
                                       editor=editor)
-        self.tools = {t.name: t for t in tools}
+        compact = create_memory_toolkit(None, store=resources.store, embeddings=resources.embeddings, ingest=ingest,
+                                        editor=editor, profile="compact")
+        self.tools = {t.name: t for t in [*tools, *compact]}
 
     async def call(self, name: str, namespace: str, args: dict[str, Any]) -> str:
         call = {"name": name, "args": args, "id": f"mcp-{name}", "type": "tool_call"}
@@ -163,6 +165,19 @@ class MemoryTools:
         args: dict[str, Any] = {"turn_id": turn_id, "text": text, **({"purge": True} if purge else {})}
         return await self.toolkit.call("update_memory", self.tenant(ctx), args)
 
+    async def search_memory(self, query: str, ctx: Context, limit: int = 5) -> str:
+        """Search long-term memory. Returns memories with their ids, best first."""
+        return await self.toolkit.call("search_memory", self.tenant(ctx), {"query": query, "limit": limit})
+
+    async def manage_memory(self, ctx: Context, content: str | None = None,
+                            action: Literal["create", "update", "delete"] = "create", id: str | None = None) -> str:
+        """Create, update or delete a memory in long-term memory. Create stores something worth remembering (a
+        fact, plan, preference or event the user stated), in the user's words; update corrects a memory that is
+        wrong or changed; delete forgets one the user asks to forget. Update and delete take the memory's id."""
+        args: dict[str, Any] = {"action": action, **({"content": content} if content is not None else {}),
+                                **({"id": id} if id is not None else {})}
+        return await self.toolkit.call("manage_memory", self.tenant(ctx), args)
+
     async def purge_memory(self, ctx: Context) -> str:
         """Remove from disk for good every memory already forgotten, updated or replaced (nothing still
         remembered changes)."""
@@ -175,6 +190,9 @@ class MemoryTools:
 
 READ_TOOLS = ("search_events", "answer", "list_memories")
 WRITE_TOOLS = ("remember", "forget_memory", "update_memory", "purge_memory")
+# The compact profile (``logicmap mcp --profile compact``): LangMem's two tools on LogicMap memory.
+COMPACT_READ_TOOLS = ("search_memory",)
+COMPACT_WRITE_TOOLS = ("manage_memory",)
 
 
 def build_mcp_server(
@@ -184,14 +202,19 @@ def build_mcp_server(
     tenants: TenantTokens | None = None,
     policy: str = "heuristic",
     writes: bool = True,
+    profile: Literal["full", "compact"] = "full",
 ) -> MCPServer:
-    """The MCP server over one store: a fixed ``namespace``, or ``tenants`` (HTTP: one namespace per bearer token)."""
+    """The MCP server over one store: a fixed ``namespace``, or ``tenants`` (HTTP: one namespace per bearer token).
+    ``profile="compact"`` serves ``search_memory`` and ``manage_memory`` (with writes) instead of the full set."""
     if (namespace is None) == (tenants is None):
         raise ValueError("name the tenant one way: a fixed namespace, or a tenants file (HTTP only)")
+    if profile not in ("full", "compact"):
+        raise ValueError(f"unknown toolkit profile {profile!r}; use 'full' or 'compact'")
     tools = MemoryTools(resources, namespace=namespace, tenants=tenants, policy=policy, writes=writes)
     server: MCPServer = MCPServer("logicmap", instructions="Long-term memory of one user: search it, answer from "
                                   "it, and (when allowed) remember, correct and forget what the user says.")
-    for name in READ_TOOLS + (WRITE_TOOLS if writes else ()):
+    read, write = (READ_TOOLS, WRITE_TOOLS) if profile == "full" else (COMPACT_READ_TOOLS, COMPACT_WRITE_TOOLS)
+    for name in read + (write if writes else ()):
         server.add_tool(getattr(tools, name), name=name, structured_output=False)
     return server
 

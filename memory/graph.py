@@ -12,7 +12,6 @@ from functools import cached_property
 from itertools import islice
 from typing import TYPE_CHECKING, Any, cast
 
-import networkx as nx
 import numpy as np
 
 from logicmap.memory.embeddings import normalize
@@ -20,6 +19,8 @@ from logicmap.memory.records import Event, Turn
 from logicmap.memory.snapshot_file import VectorTable
 
 if TYPE_CHECKING:
+    import networkx as nx
+
     from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["EventGraph", "Neighbor", "Ranking"]
@@ -163,7 +164,9 @@ class EventGraph:
 
     @cached_property
     def graph(self) -> nx.MultiDiGraph:
-        """The ``networkx.MultiDiGraph`` view (built on first use: drawing, analysis)."""
+        """The ``networkx.MultiDiGraph`` view (built on first use: drawing, analysis; networkx is imported then)."""
+        import networkx as nx
+
         graph = nx.MultiDiGraph()
         for eid, event in self.events.items():
             graph.add_node(eid, summary=event.summary, topic=self.topic_of.get(eid), time=event.time)

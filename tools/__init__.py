@@ -6,13 +6,14 @@ Factories bind a namespace (a name, or a template such as ``"{user_id}"`` resolv
 Modules: ``common`` (namespace resolution per call, argument limits, errors a model can read), ``events`` (event-graph
 search and navigation tools: ``EXTRA_TOOLS``, not in the MRAgent paper), ``mragent`` (MRAgent's seven tools under the
 paper's names: ``MRAGENT_TOOLS``), ``remember`` (the write tool),
-``forget`` (``forget_memory`` and ``update_memory``, added when writes are allowed).
+``forget`` (``forget_memory`` and ``update_memory``, added when writes are allowed), ``compact`` (the compact
+profile: ``manage_memory`` and ``search_memory``, as LangMem's two tools).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.tools import BaseTool
@@ -24,6 +25,7 @@ from logicmap.tools.common import (
     ToolNamespaceError,
     ToolNamespaceRequiredError,
 )
+from logicmap.tools.compact import COMPACT_TOOLS, create_manage_memory_tool, create_search_memory_tool
 from logicmap.tools.events import (
     create_events_in_time_range_tool,
     create_get_event_tool,
@@ -44,6 +46,7 @@ from logicmap.tools.mragent import (
 from logicmap.tools.remember import SessionIngester, create_remember_tool
 
 __all__ = [
+    "COMPACT_TOOLS",
     "EVENT_TOOLS",
     "EXTRA_TOOLS",
     "MRAGENT_TOOLS",
@@ -57,6 +60,7 @@ __all__ = [
     "create_forget_memory_tool",
     "create_get_event_tool",
     "create_get_neighbors_tool",
+    "create_manage_memory_tool",
     "create_memory_toolkit",
     "create_query_conversation_time_tool",
     "create_query_event_context_tool",
@@ -67,6 +71,7 @@ __all__ = [
     "create_query_topic_events_tool",
     "create_remember_tool",
     "create_search_events_tool",
+    "create_search_memory_tool",
     "create_topic_events_tool",
     "create_update_memory_tool",
 ]
@@ -95,6 +100,7 @@ def create_memory_toolkit(
     ingest: SessionIngester | None = None,
     include: Sequence[str] | None = None,
     editor: MemoryEditor | None = None,
+    profile: Literal["full", "compact"] = "full",
 ) -> list[BaseTool]:
     """The memory tools for one namespace: the event tools, MRAgent's operators, and ``remember`` when an
     ``ingest`` callable is given. ``include`` keeps only the named tools.
@@ -105,9 +111,21 @@ def create_memory_toolkit(
     nothing until ``remember`` stores something. Without it an unknown namespace raises ``ToolNamespaceError``
     (a ``MemoryToolConfigError``), when the toolkit is built for a fixed name, else on the call. With ``editor``
     (``graphs.forget.memory_editor``) as well, ``forget_memory`` and ``update_memory`` write to the same namespace.
+
+    ``profile="compact"``: two tools instead, as LangMem's: ``search_memory``, and ``manage_memory`` (create with
+    ``ingest``; update and delete by id with ``editor`` too), on the same retrieval and writes (``tools.compact``).
     """
+    if profile not in ("full", "compact"):
+        raise MemoryToolConfigError(f"unknown toolkit profile {profile!r}; use 'full' or 'compact'")
     common: dict[str, Any] = {"store": store, "require_namespace": ingest is None}
-    tools: list[BaseTool] = [
+    if profile == "compact":
+        tools = [create_search_memory_tool(namespace, embeddings=embeddings, k=k, **common)]
+        if editor is not None and ingest is None:
+            raise MemoryToolConfigError("manage_memory writes: give ingest too (writes allowed)")
+        if ingest is not None:
+            tools.append(create_manage_memory_tool(namespace, ingest=ingest, editor=editor))
+        return _included(tools, include)
+    tools = [
         create_search_events_tool(namespace, embeddings=embeddings, k=k, **common),
         create_get_event_tool(namespace, **common),
         create_get_neighbors_tool(namespace, **common),
@@ -127,10 +145,14 @@ def create_memory_toolkit(
         if ingest is None:
             raise MemoryToolConfigError("forget_memory and update_memory write: give ingest too (writes allowed)")
         tools += [create_forget_memory_tool(namespace, editor=editor), create_update_memory_tool(namespace, editor=editor)]
-    if include is not None:
-        wanted = set(include)
-        unknown = wanted - {t.name for t in tools}
-        if unknown:
-            raise MemoryToolConfigError(f"unknown memory tools {sorted(unknown)}; available: {[t.name for t in tools]}")
-        tools = [t for t in tools if t.name in wanted]
-    return tools
+    return _included(tools, include)
+
+
+def _included(tools: Sequence[BaseTool], include: Sequence[str] | None) -> list[BaseTool]:
+    if include is None:
+        return list(tools)
+    wanted = set(include)
+    unknown = wanted - {t.name for t in tools}
+    if unknown:
+        raise MemoryToolConfigError(f"unknown memory tools {sorted(unknown)}; available: {[t.name for t in tools]}")
+    return [t for t in tools if t.name in wanted]

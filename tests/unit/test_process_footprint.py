@@ -54,8 +54,9 @@ def test_threads_setting_is_read_from_the_environment(monkeypatch: pytest.Monkey
         LogicMapSettings()
 
 
-def test_auto_threads_are_one_per_process_in_server_mode_only() -> None:
-    assert LogicMapSettings().thread_count() is None  # embedded store: one process, the libraries' choice
+def test_auto_threads_are_one_per_process_in_every_storage_mode() -> None:
+    # Measured (evals/bench/bench_threads): one thread beats the libraries' pool idle and under load.
+    assert LogicMapSettings().thread_count() == 1
     assert LogicMapSettings(chroma_host="127.0.0.1").thread_count() == 1
     assert LogicMapSettings(chroma_host="127.0.0.1", threads=2).thread_count() == 2
     assert LogicMapSettings(threads=3).thread_count() == 3
@@ -79,8 +80,11 @@ def test_making_the_embedder_caps_every_thread_pool_at_the_setting() -> None:
     assert capped["env"] == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}  # pools loaded later
     server = _run(PROBE, LOGICMAP_CHROMA_HOST="127.0.0.1")  # auto in server mode
     assert set(server["pools"]) == {1}
-    embedded = _run(PROBE)  # auto with the embedded store: left to the libraries
-    assert embedded["env"] == {"OMP_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None}
+    embedded = _run(PROBE)  # auto with the embedded store: one thread too
+    assert set(embedded["pools"]) == {1}
+    assert embedded["env"] == {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    more = _run(PROBE, LOGICMAP_THREADS="2")
+    assert more["env"] == {"OMP_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "2"}
 
 
 def test_an_answering_process_imports_neither_torch_nor_all_of_nltk() -> None:
@@ -177,6 +181,26 @@ def test_import_logicmap_and_the_cli_parser_load_nothing_heavy() -> None:
     )
     assert not set(found["bare"]) & set(HEAVY_AT_START), found["bare"]
     assert not set(found["help"]) & set(HEAVY_AT_START), found["help"]
+
+
+def test_importing_the_store_loads_what_langgraphs_own_store_does_and_not_the_pipelines() -> None:
+    # What ``from logicmap import LogicMapStore`` loads, beside ``InMemoryStore`` + ``langmem`` (the reference of
+    # evals/bench/bench_startup): the ingest and answer pipelines, chat models and networkx load on first use.
+    found = _run(
+        "import json, sys\n"
+        "from logicmap import LogicMapStore\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    reference = _run(
+        "import json, sys\n"
+        "from langgraph.store.memory import InMemoryStore\n"
+        "import langmem\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    deferred = ("networkx", "langsmith.run_trees", "logicmap.graphs.ingest", "logicmap.graphs.forget",
+                "logicmap.agents.compass_policy", "logicmap.graphs.resources", "logicmap.graphs.chat_messages")
+    assert not set(found) & set(deferred), sorted(set(found) & set(deferred))
+    assert len(found) < len(reference), (len(found), len(reference))
 
 
 def test_the_train_r2_arguments_name_the_trainers_presets() -> None:
