@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, MutableMapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
@@ -51,7 +51,16 @@ def _load(name: str) -> Strategy:
     return found
 
 
-class _Registry(Mapping[str, Strategy]):
+_REGISTERED: dict[str, Strategy] = {}
+"""Strategies registered at run time (``STRATEGIES[name] = strategy``): a test's, or an app's own; they come after
+``STRATEGY_PATHS``'s in the order, and a name there is served from here while it is registered."""
+
+
+def _names() -> list[str]:
+    return [*STRATEGY_PATHS, *(name for name in _REGISTERED if name not in STRATEGY_PATHS)]
+
+
+class _Registry(MutableMapping[str, Strategy]):
     """Strategies by name, each loaded on first use; ``graphs_only``: the strategies that are one compiled graph."""
 
     def __init__(self, *, graphs_only: bool = False) -> None:
@@ -60,33 +69,47 @@ class _Registry(Mapping[str, Strategy]):
         self._lock = threading.Lock()
 
     def __getitem__(self, name: str) -> Strategy:
-        if name not in STRATEGY_PATHS:
-            raise KeyError(name)
-        with self._lock:
-            strategy = self._loaded.get(name)
+        strategy = _REGISTERED.get(name)
         if strategy is None:
-            strategy = _load(name)
+            if name not in STRATEGY_PATHS:
+                raise KeyError(name)
             with self._lock:
-                strategy = self._loaded.setdefault(name, strategy)
+                strategy = self._loaded.get(name)
+            if strategy is None:
+                strategy = _load(name)
+                with self._lock:
+                    strategy = self._loaded.setdefault(name, strategy)
         if self._graphs_only and strategy.graph is None:
             raise KeyError(name)
         return strategy
 
+    def __setitem__(self, name: str, strategy: Strategy) -> None:
+        if self._graphs_only:
+            raise TypeError("register a strategy in STRATEGIES; GRAPH_STRATEGIES is a view of it")
+        if not isinstance(strategy, Strategy) or strategy.name != name:
+            raise TypeError(f"STRATEGIES[{name!r}] takes the Strategy record named {name!r}")
+        _REGISTERED[name] = strategy
+
+    def __delitem__(self, name: str) -> None:
+        if self._graphs_only or name not in _REGISTERED:
+            raise KeyError(f"{name!r}: only a strategy registered at run time can be removed")
+        del _REGISTERED[name]
+
     def __iter__(self) -> Iterator[str]:
         if not self._graphs_only:
-            return iter(STRATEGY_PATHS)
-        return iter([name for name in STRATEGY_PATHS if STRATEGIES[name].graph is not None])
+            return iter(_names())
+        return iter([name for name in _names() if STRATEGIES[name].graph is not None])
 
     def __len__(self) -> int:
         return sum(1 for _ in self)
 
     def __contains__(self, name: object) -> bool:
-        if not self._graphs_only:
-            return name in STRATEGY_PATHS
-        return isinstance(name, str) and name in STRATEGY_PATHS and STRATEGIES[name].graph is not None
+        if not isinstance(name, str) or (name not in STRATEGY_PATHS and name not in _REGISTERED):
+            return False
+        return not self._graphs_only or STRATEGIES[name].graph is not None
 
 
-STRATEGIES: Mapping[str, Strategy] = _Registry()
+STRATEGIES: MutableMapping[str, Strategy] = _Registry()
 """Every strategy by name, in the order the chatbot's form lists them (``STRATEGY_PATHS``'s)."""
 
 GRAPH_STRATEGIES: Mapping[str, Strategy] = _Registry(graphs_only=True)
