@@ -44,7 +44,7 @@ from logicmap.memory.store.generations import (
     _shown,
 )
 from logicmap.memory.store.model import ChangeSet, Manifest
-from logicmap.memory.store.port import check_commit, next_manifest, purge_requested
+from logicmap.memory.store.port import check_commit, check_restore, next_manifest, purge_requested
 
 __all__ = ["CommitProtocol", "purge_requested"]
 
@@ -71,8 +71,7 @@ class CommitProtocol(StoreCore):
         where it was exported. Like any commit it is all or nothing: a crash leaves the namespace empty.
         Raises ``GenerationConflict`` when the namespace is not empty.
         """
-        if change.base_generation != 0 or manifest.generation < 1:
-            raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
+        check_restore(change, manifest)
         return self._commit(change, restored=manifest)
 
     def _commit(self, change: ChangeSet, restored: Manifest | None = None) -> Manifest:

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from logicmap.memory.store.core import store_call
+from logicmap.memory.store.port import committed_nearest
 from logicmap.memory.store.purge import StorePurge
-from logicmap.memory.store.queries import check_queryable, nearest
 
 __all__ = ["MemoryStore"]
 
@@ -23,7 +23,4 @@ class MemoryStore(StorePurge):
         """Nearest committed records of a kind to a vector: ``[(record id, cosine similarity)]``, best first.
 
         Exact: the snapshot's vectors are searched (``memory.store.queries``)."""
-        check_queryable(kind)
-        if k <= 0 or self.manifest(namespace).generation == 0:
-            return []
-        return nearest(self.snapshot(namespace), kind, vector, k)
+        return committed_nearest(self, namespace, kind, vector, k)

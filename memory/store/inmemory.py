@@ -33,8 +33,7 @@ from logicmap.memory.store.model import (
     embedder_identity,
     ordered,
 )
-from logicmap.memory.store.port import check_commit, next_manifest
-from logicmap.memory.store.queries import check_queryable, nearest
+from logicmap.memory.store.port import check_commit, check_restore, committed_nearest, next_manifest
 from logicmap.settings import LogicMapSettings
 
 __all__ = ["InProcessStore", "clear_in_process_memory"]
@@ -151,10 +150,7 @@ class InProcessStore:
         return snap
 
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
-        check_queryable(kind)
-        if k <= 0 or self.manifest(namespace).generation == 0:
-            return []
-        return nearest(self.snapshot(namespace), kind, vector, k)
+        return committed_nearest(self, namespace, kind, vector, k)
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -162,8 +158,7 @@ class InProcessStore:
         return self._commit(change)
 
     def restore(self, change: ChangeSet, manifest: Manifest) -> Manifest:
-        if change.base_generation != 0 or manifest.generation < 1:
-            raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
+        check_restore(change, manifest)
         return self._commit(change, restored=manifest)
 
     def _commit(self, change: ChangeSet, restored: Manifest | None = None) -> Manifest:

@@ -30,9 +30,10 @@ from typing import Any, Protocol, runtime_checkable
 from logicmap.memory.store.errors import EmbedderMismatchError, GenerationConflict, StoreError
 from logicmap.memory.store.generations import MAX_GENERATION
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PurgeReport
+from logicmap.memory.store.queries import check_queryable, nearest
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["StoragePort", "check_commit", "next_manifest", "purge_requested"]
+__all__ = ["StoragePort", "check_commit", "check_restore", "committed_nearest", "next_manifest", "purge_requested"]
 
 
 @runtime_checkable
@@ -139,3 +140,19 @@ def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedd
 def purge_requested(change: ChangeSet) -> bool:
     """Whether a change asks for its retired versions to be purged (its forget's audit record says so)."""
     return change.forget is not None and change.forget.purged
+
+
+def check_restore(change: ChangeSet, manifest: Manifest) -> None:
+    """A restore writes an exported namespace, at generation >= 1, into an empty one (base generation 0)."""
+    if change.base_generation != 0 or manifest.generation < 1:
+        raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
+
+
+def committed_nearest(store: StoragePort, namespace: str, kind: str, vector: Sequence[float],
+                      k: int) -> list[tuple[str, float]]:
+    """``StoragePort.query`` for every backend: exact cosine search over the latest snapshot's vectors
+    (``memory.store.queries``); nothing for a namespace with no commit."""
+    check_queryable(kind)
+    if k <= 0 or store.manifest(namespace).generation == 0:
+        return []
+    return nearest(store.snapshot(namespace), kind, vector, k)

@@ -47,9 +47,8 @@ from logicmap.memory.store.errors import (
 )
 from logicmap.memory.store.generations import SENTINEL
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity, ordered
-from logicmap.memory.store.port import check_commit, next_manifest
+from logicmap.memory.store.port import check_commit, check_restore, committed_nearest, next_manifest
 from logicmap.memory.store.purge import PurgeReport
-from logicmap.memory.store.queries import check_queryable, nearest
 from logicmap.settings import LogicMapSettings
 
 __all__ = ["MIGRATIONS", "PostgresStore"]
@@ -311,10 +310,7 @@ class PostgresStore:
 
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
         """Exact cosine search over the latest snapshot's vectors (as every backend answers ``query``)."""
-        check_queryable(kind)
-        if k <= 0 or self.manifest(namespace).generation == 0:
-            return []
-        return nearest(self.snapshot(namespace), kind, vector, k)
+        return committed_nearest(self, namespace, kind, vector, k)
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -322,8 +318,7 @@ class PostgresStore:
         return self._commit(change)
 
     def restore(self, change: ChangeSet, manifest: Manifest) -> Manifest:
-        if change.base_generation != 0 or manifest.generation < 1:
-            raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
+        check_restore(change, manifest)
         return self._commit(change, restored=manifest)
 
     def _commit(self, change: ChangeSet, restored: Manifest | None = None) -> Manifest:
