@@ -142,6 +142,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     for strategy, stats in run.aggregates.items():
         s = stats["overall"]
         recall = " ".join(f"R@{b}={v:.3f}" if v is not None else f"R@{b}=n/a" for b, v in s.recall.items())
+        recall += " (any gold session: " + " ".join(
+            f"S@{b}={v:.3f}" if v is not None else f"S@{b}=n/a" for b, v in s.session_recall.items()) + ")"
         judged = "judge not run" if s.judge_accuracy is None else f"judge={s.judge_accuracy:.3f}"
         print(f"{strategy}: {s.questions} q, F1={s.f1:.3f} BLEU-1={s.bleu1:.3f} {judged} {recall}; "
               f"{s.llm_calls:.1f} LLM calls/q, {s.wall_time_s:.2f}s/q, errors {s.errors}")

@@ -22,6 +22,7 @@ __all__ = [
     "bleu1",
     "category_label",
     "evidence_recall",
+    "session_recall",
     "f1_score",
     "llm_judge",
     "locomo_category",
@@ -159,6 +160,27 @@ def evidence_recall(cited: Sequence[str], gold: Iterable[str], budget: int | Non
             if budget is not None and len(kept) >= budget:
                 break
     return len(expected & set(kept)) / len(expected)
+
+
+def _session(turn_id: str) -> str:
+    """The session a dia id names (``D3:12`` -> ``D3``; an id without a ``:`` is its own session)."""
+    return turn_id.split(":", 1)[0]
+
+
+def session_recall(cited: Sequence[str], gold: Iterable[str], budget: int | None = None) -> float | None:
+    """1.0 when any gold evidence turn's session is among the sessions of the first ``budget`` distinct cited turns,
+    else 0.0: the any-gold-session metric some peers report as LoCoMo "R@k" (a chunk's session counting for all its
+    turns), reported beside ``evidence_recall`` so a public comparison is like for like. ``None`` without gold."""
+    expected = {_session(t) for t in normalize_evidence_ids(gold)}
+    if not expected:
+        return None
+    kept: list[str] = []
+    for tid in cited:
+        if tid not in kept:
+            kept.append(tid)
+            if budget is not None and len(kept) >= budget:
+                break
+    return 1.0 if expected & {_session(t) for t in kept} else 0.0
 
 
 class JudgeScore(BaseModel):

@@ -43,6 +43,8 @@ class QuestionResult(BaseModel):
     bleu1: float = 0.0
     judge: JudgeScore = Field(default_factory=JudgeScore)
     recall: dict[str, float | None] = Field(default_factory=dict)
+    session_recall: dict[str, float | None] = Field(
+        default_factory=dict, description="budget -> 1 when any gold session is among the first N cited turns' sessions")
     gold_evidence: list[str] = Field(default_factory=list)
     cited_turns: list[str] = Field(default_factory=list)
     llm_calls: int = 0
@@ -63,6 +65,7 @@ class CategoryStats(BaseModel):
     judge_accuracy: float | None = None
     judged: int = 0
     recall: dict[str, float | None] = Field(default_factory=dict)
+    session_recall: dict[str, float | None] = Field(default_factory=dict)
     recall_questions: int = 0
     llm_calls: float = 0.0
     prompt_tokens: float = 0.0
@@ -134,11 +137,12 @@ def _mean(values: Sequence[float]) -> float:
 def _stats(rows: Sequence[QuestionResult], budgets: Sequence[int]) -> CategoryStats:
     judged = [r.judge.score for r in rows if r.judge.score is not None]
     recall: dict[str, float | None] = {}
+    sessions: dict[str, float | None] = {}
     with_gold = [r for r in rows if r.gold_evidence]
     for b in budgets:
-        values = [r.recall.get(str(b)) for r in with_gold]
-        present = [v for v in values if v is not None]
-        recall[str(b)] = _mean(present) if present else None
+        for into, field in ((recall, "recall"), (sessions, "session_recall")):
+            present = [v for r in with_gold if (v := getattr(r, field).get(str(b))) is not None]
+            into[str(b)] = _mean(present) if present else None
     return CategoryStats(
         questions=len(rows),
         f1=_mean([r.f1 for r in rows]),
@@ -146,6 +150,7 @@ def _stats(rows: Sequence[QuestionResult], budgets: Sequence[int]) -> CategorySt
         judge_accuracy=_mean(judged) if judged else None,
         judged=len(judged),
         recall=recall,
+        session_recall=sessions,
         recall_questions=len(with_gold),
         llm_calls=_mean([r.llm_calls for r in rows]),
         prompt_tokens=_mean([r.prompt_tokens for r in rows]),

@@ -47,18 +47,20 @@ def render_markdown(run: EvalRun, plots: dict[str, str] | None = None) -> str:
         f"- LLM judge: {run.judge}",
         f"- evidence recall@N: share of gold evidence turns among the first N distinct turns cited by the evidence "
         f"handed to the responder (N = {', '.join(map(str, budgets))})",
+        "- any-gold-session recall S@N: share of questions with any gold evidence turn's session among the sessions of "
+        "those N turns (the metric some peers report as LoCoMo R@k; beside R@N so a comparison is like for like)",
     ]
     for label, reason in run.unavailable.items():
         lines.append(f"- strategy `{label}` unavailable: {reason}")
     lines += ["", "## Overall", ""]
-    header = ["strategy", "questions", "F1", "BLEU-1", "judge", *[f"R@{b}" for b in budgets],
+    header = ["strategy", "questions", "F1", "BLEU-1", "judge", *[f"R@{b}" for b in budgets], *[f"S@{b}" for b in budgets],
               "LLM calls/q", "prompt tok/q", "completion tok/q", "wall s/q", "fallbacks", "errors"]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for strategy, stats in run.aggregates.items():
         s = stats[OVERALL]
         judge = "not run" if s.judge_accuracy is None else f"{s.judge_accuracy:.3f} ({s.judged})"
         row = [f"`{strategy}`", str(s.questions), _fmt(s.f1), _fmt(s.bleu1), judge,
-               *[_fmt(s.recall.get(str(b))) for b in budgets],
+               *[_fmt(s.recall.get(str(b))) for b in budgets], *[_fmt(s.session_recall.get(str(b))) for b in budgets],
                f"{s.llm_calls:.2f}", f"{s.prompt_tokens:.0f}", f"{s.completion_tokens:.0f}", f"{s.wall_time_s:.3f}",
                str(s.fallbacks), str(s.errors)]
         lines.append("| " + " | ".join(row) + " |")

@@ -26,6 +26,7 @@ from logicmap.evals.metrics import (
     llm_judge,
     locomo_category,
     normalize_evidence_ids,
+    session_recall,
     token_f1,
 )
 from logicmap.evals.records import DEFAULT_BUDGETS, EvalRun, IngestSummary, QuestionResult, SessionCost, aggregate
@@ -188,6 +189,7 @@ def _answer_one(
         record.wall_time_s = time.perf_counter() - started
         record.error = f"{type(exc).__name__}: {str(exc)[:500]}"
         record.recall = {str(b): evidence_recall([], gold_evidence, b) for b in budgets}
+        record.session_recall = {str(b): session_recall([], gold_evidence, b) for b in budgets}
         return record
     record.wall_time_s = time.perf_counter() - started
     cost: Cost = result.cost
@@ -198,6 +200,7 @@ def _answer_one(
     record.f1 = token_f1(result.answer, qa.answer, qa.category)
     record.bleu1 = bleu1(result.answer, qa.answer)
     record.recall = {str(b): evidence_recall(record.cited_turns, gold_evidence, b) for b in budgets}
+    record.session_recall = {str(b): session_recall(record.cited_turns, gold_evidence, b) for b in budgets}
     if judge is not None:
         record.judge = llm_judge(judge, qa.question, qa.answer, result.answer, method=judge_method)
     else:

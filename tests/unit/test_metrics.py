@@ -129,3 +129,16 @@ def test_llm_judge_reads_verdict_and_never_fakes_a_failed_one() -> None:
     broken = llm_judge(ScriptedChatModel(replies=["not json", {"label": "MAYBE"}]), "q", "a", "b")
     assert not broken.ran and broken.score is None and broken.llm_calls == 2
     assert "no valid verdict" in (broken.reason_not_run or "")
+
+
+def test_any_gold_session_recall_counts_a_question_once_any_gold_session_is_cited() -> None:
+    """Issue 41: the peer metric, beside evidence recall: 1 when any gold turn's session is among the sessions of the
+    first N distinct cited turns (a turn of session D3 covers every gold turn of D3), else 0; None without gold."""
+    from logicmap.evals.metrics import evidence_recall, session_recall
+
+    cited = ["D1:4", "D3:9", "D1:4", "D7:2"]
+    assert session_recall(cited, ["D3:12", "D5:1"], 2) == 1.0  # D3 cited (another turn of it)
+    assert evidence_recall(cited, ["D3:12", "D5:1"], 2) == 0.0  # neither gold turn itself
+    assert session_recall(cited, ["D7:2"], 2) == 0.0  # D7 is cited third: beyond the budget of 2 distinct turns
+    assert session_recall(cited, ["D7:2"], 3) == 1.0
+    assert session_recall(cited, []) is None
