@@ -153,13 +153,18 @@ def evidence_recall(cited: Sequence[str], gold: Iterable[str], budget: int | Non
     expected = set(normalize_evidence_ids(gold))
     if not expected:
         return None
+    return len(expected & set(_first_distinct(cited, budget))) / len(expected)
+
+
+def _first_distinct(cited: Sequence[str], budget: int | None) -> list[str]:
+    """The first ``budget`` distinct cited turns (every one when ``budget`` is None), in citation order."""
     kept: list[str] = []
     for tid in cited:
         if tid not in kept:
             kept.append(tid)
             if budget is not None and len(kept) >= budget:
                 break
-    return len(expected & set(kept)) / len(expected)
+    return kept
 
 
 def _session(turn_id: str) -> str:
@@ -174,13 +179,7 @@ def session_recall(cited: Sequence[str], gold: Iterable[str], budget: int | None
     expected = {_session(t) for t in normalize_evidence_ids(gold)}
     if not expected:
         return None
-    kept: list[str] = []
-    for tid in cited:
-        if tid not in kept:
-            kept.append(tid)
-            if budget is not None and len(kept) >= budget:
-                break
-    return 1.0 if expected & {_session(t) for t in kept} else 0.0
+    return 1.0 if expected & {_session(t) for t in _first_distinct(cited, budget)} else 0.0
 
 
 class JudgeScore(BaseModel):
