@@ -35,12 +35,13 @@ from logicmap.agents.r2 import (
     answer_from_facts,
     candidates_from,
     extract_facts,
+    fact_key,
     manage_memory,
     parse_completion,
 )
 from logicmap.evals.metrics import token_f1
 from logicmap.memory.loaders import Conversation, QAItem
-from logicmap.memory.r2 import CandidateFact, EditReport, FactMemory, InvalidEditBatch
+from logicmap.memory.r2 import CandidateFact, EditReport, FactMemory, FactRecord, InvalidEditBatch
 from logicmap.memory.records import stable_hash
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "RewardBreakdown",
     "Rollout",
     "SessionFacts",
+    "answer_every_match",
     "build_logo_grpo_dataset",
     "compression_penalty",
     "curriculum_horizons",
@@ -164,6 +166,21 @@ def score_memory(
     return RewardBreakdown(
         reward=f1 - penalty, f1=f1, memory_size=memory.size, normalizer=normalizer, penalty=penalty, questions=len(qa)
     )
+
+
+def answer_every_match(question: str, facts: Sequence[FactRecord]) -> str:
+    """An extractive answer that memory content alone cannot game: the answers (``answer_from_best_fact``) of
+    *every* fact on the question's subject and attribute (``agents.r2.fact_key``), in memory order, each word once.
+    A memory that kept a stale value beside the current one (a stale ADD where the fact changed) answers both, and
+    token F1 drops with the precision; a memory without the fact scores 0 as before. A question without a key, or
+    with no fact of its key: ``answer_from_best_fact`` over all facts. The benchmark's answer step
+    (``bench_logo_learning``), in training and on held-out conversations; no strategy answers with it."""
+    key = fact_key(question)
+    matching = [f for f in facts if key is not None and fact_key(f.text) == key]
+    if not matching:
+        return answer_from_best_fact(question, facts)
+    words = [w for f in matching for w in answer_from_best_fact(question, [f]).split()]
+    return " ".join(dict.fromkeys(words))
 
 
 def local_reward(

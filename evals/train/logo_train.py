@@ -15,7 +15,7 @@ What the loop does, per optimisation step and training conversation:
   an invalid batch). ``invalid_episode="void"`` instead gives such an episode ``INVALID_REWARD`` (the strict
   reward ``evaluate_policy`` reports as ``reward``). Every completion of an episode carries the episode's
   group-normalised advantage (``logo_grpo.group_advantages``).
-* **Local groups.** At ``local_points`` manager steps of the first global rollout (every step when None), G
+* **Local groups.** At ``local_points`` manager steps of every global rollout (every step when None), G
   manager completions are generated afresh from that step's identical memory snapshot and new facts, each
   rewarded by the step's outcome (``step_reward`` -> ``logo_grpo.local_reward``, the one definition of the local
   reward; ``INVALID_REWARD`` for a reply that failed validation, such as an ADD of a fact memory already holds).
@@ -62,13 +62,16 @@ from logicmap.agents.base import parse_json_reply
 from logicmap.agents.r2 import (
     answer_from_facts,
     candidates_from,
+    edits_completion,
     fallback_extraction,
+    heuristic_edits,
     manager_messages,
     messages_as_dicts,
     parse_completion,
     validate_extraction,
     validate_procedure,
 )
+from logicmap.evals.metrics import token_f1
 from logicmap.evals.train.logo_cli import add_arguments
 from logicmap.evals.train.logo_grpo import (
     INVALID_REWARD,
@@ -79,23 +82,28 @@ from logicmap.evals.train.logo_grpo import (
     score_memory,
 )
 from logicmap.memory.loaders import Conversation
-from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory
+from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory, FactRecord, normalize_fact_text
 from logicmap.prompts import r2_extract, r2_manage
 from logicmap.prompts.r2_extract import FactExtraction
 
 __all__ = [
+    "BASELINES",
     "PRESETS",
     "AnswerAgent",
     "Decision",
     "EditGrammar",
     "EpisodeResult",
+    "FixedManager",
     "Generation",
     "Policy",
     "TrainConfig",
     "TrainReport",
+    "add_every_fact",
+    "evaluate_manager",
     "evaluate_policy",
     "export_gguf",
     "export_policy",
+    "fixed_decision",
     "global_group",
     "global_reward",
     "load_policy",
@@ -129,12 +137,12 @@ class TrainConfig:
     stages: tuple[int, ...] = (8, 16, 32)  # curriculum horizons (sessions)
     steps_per_stage: int = 4  # optimisation steps per curriculum stage
     conversations_per_step: int = 2
-    local_points: int | None = 2  # manager steps per global rollout that get a local group; None: every step
+    local_points: int | None = 2  # manager steps of each global rollout that get a local group; None: every step
     invalid_episode: str = "skip"  # global reward of an episode with an invalid reply: "skip" or "void" (global_reward)
     local_weight: float = 1.0  # L = L_global + local_weight * L_local; equal, as evals/train/README.md reads the paper
     clip_eps: float = 0.2
     kl_beta: float = 0.0  # GRPO's KL penalty to the reference (initial) policy, DeepSeekMath's k3 estimator; 0: none
-    inner_epochs: int = 1  # optimisation passes over one step's samples (TRL's num_iterations)
+    inner_epochs: int = 1  # optimisation passes over one step's samples (TRL's num_iterations; > 1: the clip acts)
     temperature: float = 1.0  # sampling temperature of the generated completions (and of the loss's log-probs)
     max_new_tokens: int = 256  # per generated completion
     constrained_manager: bool = False  # generate the manager's reply under EditGrammar (the tiny model's vocabulary)
@@ -156,15 +164,18 @@ class TrainConfig:
 PRESETS: dict[str, TrainConfig] = {
     # SmolLM2-135M-Instruct (GGUF de-quantised by transformers) with LoRA; short horizons for a CPU.
     "cpu-smoke": TrainConfig(model="smollm2", stages=(2, 4), steps_per_stage=2, conversations_per_step=1),
-    # A randomly initialised 2-layer Llama with an in-memory tokenizer: tests and the learning benchmark.
-    # Manager only, under EditGrammar: a random model cannot write an extraction's free text.
+    # A randomly initialised 2-layer Llama with an in-memory tokenizer: tests and the learning benchmark (a few
+    # CPU minutes). Manager only, under EditGrammar: a random model cannot write an extraction's free text. Two
+    # inner epochs, so the second one's ratios leave [1 - eps, 1 + eps] and the clip acts.
     "tiny": TrainConfig(
         model="tiny",
         lora_r=0,
         learning_rate=3e-3,
-        stages=(2, 4, 8),
-        steps_per_stage=40,
-        conversations_per_step=2,
+        stages=(2, 4),
+        steps_per_stage=15,
+        conversations_per_step=1,
+        local_points=1,
+        inner_epochs=2,
         max_new_tokens=48,
         constrained_manager=True,
         co_learn_extractor=False,
@@ -628,24 +639,67 @@ def manager_decision(
     return Decision("manager", messages, gen, not problems, problems, index, memory.snapshot(), tuple(candidates), edits)
 
 
+# -- fixed managers: the learning benchmark's baselines -----------------------------------------
+
+FixedManager = Callable[[FactMemory, Sequence[CandidateFact]], list[FactEdit]]
+
+
+def add_every_fact(memory: FactMemory, candidates: Sequence[CandidateFact]) -> list[FactEdit]:
+    """The untrained "ADD every fact" baseline: ADD each new fact; NOOP only a fact whose exact text memory (or
+    this batch) already holds, the one ADD ``FactMemory.validate`` refuses, so every batch validates."""
+    held = {normalize_fact_text(r.text) for r in memory.live()}
+    edits = []
+    for index, candidate in enumerate(candidates):
+        text = normalize_fact_text(candidate.text)
+        edits.append(FactEdit(op="NOOP" if text in held else "ADD", fact=index))
+        held.add(text)
+    return edits
+
+
+# The benchmark's two baselines, reported beside the trained policy: no training, and the project's no-LLM
+# lexical manager (``agents.r2.heuristic_edits``: NOOP a near-duplicate, UPDATE the same subject and attribute).
+BASELINES: dict[str, FixedManager] = {"add-all": add_every_fact, "lexical": heuristic_edits}
+
+
+def fixed_decision(manager: FixedManager, memory: FactMemory, candidates: Sequence[CandidateFact], index: int) -> Decision:
+    """A fixed manager's edits for the production manager's prompt, as its JSON reply, parsed and validated as
+    the policy's replies are (no tokens: nothing is trained on it). Memory is not changed here."""
+    prompt, related = manager_messages(memory, candidates)
+    text = edits_completion(manager(memory, candidates))
+    edits, problems = parse_manager_completion(text, memory, candidates, related)
+    return Decision(
+        "manager", messages_as_dicts(prompt), Generation(text, [], []), not problems, problems, index,
+        memory.snapshot(), tuple(candidates), edits,
+    )
+
+
 # -- rewards: the answer agent, global and local -------------------------------------------------
 
 
 class AnswerAgent:
     """The reward's answer agent: the configured chat model answering from the memory's top facts
-    (``agents.r2.answer_from_facts``) when there is one, else the extractive answerer (a labelled fallback:
-    ``label`` says which one produced the rewards)."""
+    (``agents.r2.answer_from_facts``) when there is one, else the extractive ``answerer`` (a labelled fallback:
+    ``label`` says which one produced the rewards; by default ``answer_from_best_fact``, the best-matching fact's
+    answer; the learning benchmark passes ``logo_grpo.answer_every_match``, which a stale fact kept beside the
+    current one makes wrong)."""
 
-    def __init__(self, llm: Any = None, *, top_k: int = 3) -> None:
-        self.llm, self.top_k = llm, top_k
-        self.label = "chat model" if llm is not None else "extractive answerer (fallback: no chat model configured)"
+    def __init__(
+        self,
+        llm: Any = None,
+        *,
+        top_k: int = 3,
+        answerer: Callable[[str, Sequence[FactRecord]], str] = answer_from_best_fact,
+        answerer_name: str = "extractive answerer",
+    ) -> None:
+        self.llm, self.top_k, self.answerer = llm, top_k, answerer
+        self.label = "chat model" if llm is not None else f"{answerer_name} (fallback: no chat model configured)"
         self._cache: dict[tuple[Any, ...], str] = {}
 
     def __call__(self, question: str, memory: FactMemory) -> str:
         key = (question, tuple((r.id, r.text) for r in memory.live()))
         if key not in self._cache:
             if self.llm is None:
-                self._cache[key] = answer_from_best_fact(question, memory.live())
+                self._cache[key] = self.answerer(question, memory.live())
             else:
                 self._cache[key] = answer_from_facts(self.llm, question, memory.live(), k=self.top_k).output.answer
         return self._cache[key]
@@ -701,7 +755,7 @@ class EpisodeResult:
 
 
 def run_episode(
-    policy: Policy,
+    policy: Policy | None,
     conversation: Conversation,
     horizon: int,
     cfg: TrainConfig,
@@ -709,6 +763,7 @@ def run_episode(
     *,
     greedy: bool = False,
     generator: Any = None,
+    manager: FixedManager | None = None,
 ) -> EpisodeResult:
     """One rollout over the first ``horizon`` sessions from an empty memory: per session the policy generates the
     extraction (when co-learned; else the no-LLM extraction) and the manager's edits. An invalid completion
@@ -716,17 +771,22 @@ def run_episode(
     facts so the rollout goes on). ``memory_reward`` is the answer agent's F1 minus the compression penalty of the
     memory built (``episode_reward``); ``reward`` is the same for an episode whose completions all passed
     validation and ``INVALID_REWARD`` otherwise (the strict reward). ``global_reward`` says which one a global
-    group compares."""
+    group compares. A fixed ``manager`` (a baseline; the lexical one when ``policy`` is None) decides instead of
+    the policy, on the no-LLM facts."""
     memory = FactMemory("r2-train")
     decisions: list[Decision] = []
     for index in range(min(horizon, len(conversation.sessions))):
-        if cfg.co_learn_extractor:
-            extraction = _extractor_decision(policy, conversation, index, cfg, greedy, generator)
-            decisions.append(extraction)
-            candidates = extraction.candidates if extraction.valid else _no_llm_candidates(conversation, index)
-        else:
+        if manager is not None or policy is None:
             candidates = _no_llm_candidates(conversation, index)
-        decision = manager_decision(policy, memory, candidates, index, cfg, greedy=greedy, generator=generator)
+            decision = fixed_decision(manager or heuristic_edits, memory, candidates, index)
+        else:
+            if cfg.co_learn_extractor:
+                extraction = _extractor_decision(policy, conversation, index, cfg, greedy, generator)
+                decisions.append(extraction)
+                candidates = extraction.candidates if extraction.valid else _no_llm_candidates(conversation, index)
+            else:
+                candidates = _no_llm_candidates(conversation, index)
+            decision = manager_decision(policy, memory, candidates, index, cfg, greedy=greedy, generator=generator)
         decisions.append(decision)
         if decision.valid:
             memory.apply(decision.edits, decision.candidates)
@@ -756,6 +816,7 @@ class GroupRecord:
     rewards: list[float]
     advantages: list[float]
     valid: int = 0  # members whose completions all passed validation
+    rollout: int | None = None  # a local group: the global rollout whose step it re-samples
 
 
 def global_reward(episode: EpisodeResult, cfg: TrainConfig) -> float:
@@ -811,13 +872,16 @@ def logo_loss(
 
     (``pi_old``: the log-probabilities recorded when the token was sampled; rho = 1 on the first inner epoch),
     averaged over the samples of each level. ``backward``: back-propagate each sample's share as soon as it is
-    computed (the gradients add up to those of the whole loss) and return the loss detached."""
+    computed (the gradients add up to those of the whole loss) and return the loss detached. The parts also count
+    the tokens scored (``tokens``), those whose ratio lies outside [1 - eps, 1 + eps] (``outside``) and those the
+    clip acts on (``clipped``: the clipped term is the minimum, so the token gives no gradient; only on a later
+    inner epoch, once the weights moved)."""
     import torch
 
     counts = {level: sum(1 for s in samples if s.level == level) for level in ("global", "local")}
     weights = {"global": 1.0, "local": cfg.local_weight}
     total = torch.zeros((), device=policy.device)
-    parts = {"global": 0.0, "local": 0.0}
+    parts = {"global": 0.0, "local": 0.0, "tokens": 0.0, "outside": 0.0, "clipped": 0.0}
     for s in samples:
         if (s.advantage == 0.0 and cfg.kl_beta <= 0) or not s.decision.generation.tokens:
             continue
@@ -826,6 +890,11 @@ def logo_loss(
         ratio = torch.exp(new - old)
         clipped = torch.clamp(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps)
         per_token = -torch.minimum(ratio * s.advantage, clipped * s.advantage)
+        with torch.no_grad():
+            outside = (ratio < 1 - cfg.clip_eps) | (ratio > 1 + cfg.clip_eps)
+            parts["tokens"] += float(ratio.numel())
+            parts["outside"] += float(outside.sum())
+            parts["clipped"] += float((outside & (clipped * s.advantage < ratio * s.advantage)).sum())
         if cfg.kl_beta > 0:  # DeepSeekMath's GRPO: + beta * (pi_ref/pi - log(pi_ref/pi) - 1) per token
             delta = policy.reference_logprobs(s.decision.messages, s.decision.generation, cfg.temperature) - new
             per_token = per_token + cfg.kl_beta * (torch.exp(delta) - delta - 1)
@@ -854,6 +923,7 @@ class TrainReport:
     groups_global: int = 0
     groups_local: int = 0
     flat_groups: int = 0
+    clipped: list[float] = field(default_factory=list)  # per step: share of scored tokens the clip acted on (all epochs)
     stages: list[int] = field(default_factory=list)
     answerer: str = ""
     last_groups: list[GroupRecord] = field(default_factory=list)
@@ -901,17 +971,20 @@ def train_logo(
                 episodes, record, group_samples = global_group(policy, conversation, horizon, cfg, answer, generator)
                 samples += group_samples
                 groups.append(record)
-                steps = [d for d in episodes[0].decisions if d.role == "manager" and d.candidates]
-                chosen = steps if cfg.local_points is None else rng.sample(steps, min(cfg.local_points, len(steps)))
-                for decision in chosen:
-                    record, group_samples = local_group(policy, conversation, decision, cfg, answer, generator)
-                    samples += group_samples
-                    groups.append(record)
+                for rollout, episode in enumerate(episodes):  # local groups branch from every rollout's states
+                    steps = [d for d in episode.decisions if d.role == "manager" and d.candidates]
+                    chosen = steps if cfg.local_points is None else rng.sample(steps, min(cfg.local_points, len(steps)))
+                    for decision in chosen:
+                        record, group_samples = local_group(policy, conversation, decision, cfg, answer, generator)
+                        record.rollout = rollout
+                        samples += group_samples
+                        groups.append(record)
             policy.model.train()
-            loss_value, grad_norm = 0.0, 0.0
+            loss_value, grad_norm, scored, clipped = 0.0, 0.0, 0.0, 0.0
             for _ in range(max(1, cfg.inner_epochs)):
                 optimizer.zero_grad()
-                loss, _parts = logo_loss(policy, samples, cfg, backward=True)
+                loss, parts = logo_loss(policy, samples, cfg, backward=True)
+                scored, clipped = scored + parts["tokens"], clipped + parts["clipped"]
                 if any(p.grad is not None for p in policy.trainable_parameters()):
                     grad_norm = float(torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), cfg.max_grad_norm))
                     optimizer.step()
@@ -920,6 +993,7 @@ def train_logo(
             report.steps += 1
             report.losses.append(loss_value)
             report.grad_norms.append(grad_norm)
+            report.clipped.append(clipped / max(1.0, scored))
             report.mean_rewards.append(sum(rewards) / max(1, len(rewards)))
             report.validity.append(sum(s.decision.valid for s in samples) / max(1, len(samples)))
             report.groups_global += sum(g.level == "global" for g in groups)
@@ -931,6 +1005,7 @@ def train_logo(
                     f"stage {stage} (horizon {horizon}) step {report.steps}: loss {loss_value:+.4f}, grad norm "
                     f"{grad_norm:.3f}, mean reward {report.mean_rewards[-1]:+.3f}, valid {report.validity[-1]:.2f}, "
                     f"flat groups {sum(len(set(g.rewards)) <= 1 for g in groups)}/{len(groups)}, "
+                    f"clipped {report.clipped[-1]:.3f}, "
                     f"{len(samples)} completions, {time.perf_counter() - started:.0f}s"
                 )
     policy.model.eval()
@@ -945,23 +1020,54 @@ def evaluate_policy(
     cfg: TrainConfig,
     optimal: dict[str, dict[str, str]] | None = None,
     answer: AnswerAgent | None = None,
+    changed: dict[str, frozenset[str]] | None = None,
 ) -> dict[str, float]:
     """Greedy free generation on ``conversations``: mean episode reward (``INVALID_REWARD`` for an episode with
     an invalid completion), the memory reward (F1 - penalty of the final memory, invalid batches skipped as the
     production manager skips them), mean answer F1 and memory size of the final memories, the validity rate (share of
     generated completions that passed validation), the mean local reward of the manager steps, the invalid-step
     rate (share of manager steps whose reply failed validation), the share of episodes with no invalid reply and, with the
-    optimal op of each turn (``optimal[conversation_id][dia_id]``), the share of turns handled optimally."""
+    optimal op of each turn (``optimal[conversation_id][dia_id]``), the share of turns handled optimally; with the
+    ids of the questions whose answer changed (``changed[conversation_id]``), the answer F1 on those
+    (``f1_changed``)."""
     import torch
 
     answer = answer or AnswerAgent()
-    rewards, f1s, sizes, steps, deployed, right, total, valid, made = [], [], [], [], [], 0, 0, 0, 0
-    invalid_steps, valid_episodes = 0, 0
     policy.model.eval()
+    episodes = []
     for conversation in conversations:
-        horizon = len(conversation.sessions)
         with torch.no_grad():
-            episode = run_episode(policy, conversation, horizon, cfg, answer, greedy=True)
+            episodes.append(run_episode(policy, conversation, len(conversation.sessions), cfg, answer, greedy=True))
+    return _figures(episodes, conversations, cfg, answer, optimal, changed)
+
+
+def evaluate_manager(
+    manager: FixedManager,
+    conversations: Sequence[Conversation],
+    cfg: TrainConfig,
+    optimal: dict[str, dict[str, str]] | None = None,
+    answer: AnswerAgent | None = None,
+    changed: dict[str, frozenset[str]] | None = None,
+) -> dict[str, float]:
+    """``evaluate_policy``'s figures for a fixed manager (a baseline of ``BASELINES``) on the same conversations."""
+    answer = answer or AnswerAgent()
+    episodes = [
+        run_episode(None, c, len(c.sessions), cfg, answer, manager=manager) for c in conversations
+    ]
+    return _figures(episodes, conversations, cfg, answer, optimal, changed)
+
+
+def _figures(
+    episodes: Sequence[EpisodeResult],
+    conversations: Sequence[Conversation],
+    cfg: TrainConfig,
+    answer: AnswerAgent,
+    optimal: dict[str, dict[str, str]] | None,
+    changed: dict[str, frozenset[str]] | None,
+) -> dict[str, float]:
+    rewards, f1s, sizes, steps, deployed, right, total, valid, made = [], [], [], [], [], 0, 0, 0, 0
+    invalid_steps, valid_episodes, changed_f1s = 0, 0, []
+    for conversation, episode in zip(conversations, episodes):
         rewards.append(episode.reward)
         deployed.append(episode.memory_reward)
         f1s.append(episode.f1)
@@ -974,6 +1080,13 @@ def evaluate_policy(
         if optimal is not None:
             r, t = _op_agreement(episode, optimal.get(conversation.conversation_id, {}))
             right, total = right + r, total + t
+        if changed is not None:
+            asked = changed.get(conversation.conversation_id, frozenset())
+            changed_f1s += [
+                token_f1(answer(q.question, episode.memory), q.answer, q.category)
+                for q in conversation.qa
+                if q.question_id in asked
+            ]
     n = max(1, len(rewards))
     out = {
         "reward": sum(rewards) / n,
@@ -987,6 +1100,9 @@ def evaluate_policy(
     }
     if optimal is not None:
         out["optimal_ops"] = right / max(1, total)
+    if changed is not None:
+        out["f1_changed"] = sum(changed_f1s) / max(1, len(changed_f1s))
+        out["changed_questions"] = float(len(changed_f1s))
     return out
 
 

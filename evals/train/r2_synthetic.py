@@ -3,13 +3,15 @@
 Two people state single-valued attributes (city, job, car) over short sessions, repeat them, change
 them and retract them, with small talk in between. Each turn carries the edit the optimal manager
 makes: a new value is ADD, a repeat is NOOP, a changed value is UPDATE, a retraction is DELETE and
-small talk is SKIP (the optimal extractor drops it; the manager keeps it out with NOOP).
+small talk is SKIP (the optimal extractor drops it; the manager keeps it out with NOOP). Every attribute that
+holds a value at the end is asked about; ``changed`` names the questions whose answer changed (an earlier value
+differs from the current one), where a memory that kept the stale value next to the new one is wrong.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from logicmap.memory.loaders import Conversation, QAItem, RawTurn, Session
 
@@ -51,10 +53,11 @@ _SMALL_TALK = ("Hi! Good to see you again.", "Haha, that is funny.", "Thanks, ta
 
 @dataclass
 class LabelledConversation:
-    """A conversation and the optimal op of every turn (by dia id)."""
+    """A conversation, the optimal op of every turn (by dia id) and the ids of the questions whose answer changed."""
 
     conversation: Conversation
     optimal: dict[str, str]
+    changed: frozenset[str] = field(default_factory=frozenset)
 
 
 def _next_event(
@@ -71,6 +74,7 @@ def _one(index: int, sessions: int, pool: int, rng: random.Random) -> LabelledCo
     people = rng.sample(list(_NAMES[pool]), 2)
     state: dict[tuple[str, str], str | None] = {}
     evidence: dict[tuple[str, str], str] = {}
+    history: dict[tuple[str, str], list[str]] = {}  # every value each attribute held, in order
     optimal: dict[str, str] = {}
     built = []
     for s in range(1, sessions + 1):
@@ -82,6 +86,7 @@ def _one(index: int, sessions: int, pool: int, rng: random.Random) -> LabelledCo
                 value = rng.choice([v for v in _VALUES[attribute][pool] if v != current])
                 text = (_STATE if kind == "ADD" else _CHANGE)[attribute].format(v=value)
                 state[(person, attribute)] = value
+                history.setdefault((person, attribute), []).append(value)
             elif kind == "NOOP":
                 text = _REPEAT[attribute].format(v=current)
             else:
@@ -111,7 +116,9 @@ def _one(index: int, sessions: int, pool: int, rng: random.Random) -> LabelledCo
     conversation = Conversation(
         conversation_id=f"synthetic-{'heldout' if pool else 'train'}-{index}", speakers=people, sessions=built, qa=qa
     )
-    return LabelledConversation(conversation, optimal)
+    held = {f"q{n}": key for n, (key, value) in enumerate(sorted(state.items())) if value is not None}
+    changed = frozenset(q for q, key in held.items() if set(history[key]) != {state[key]})
+    return LabelledConversation(conversation, optimal, changed)
 
 
 def make_update_task(n: int, sessions: int, *, seed: int = 0, held_out: bool = False) -> list[LabelledConversation]:

@@ -139,7 +139,7 @@ def test_every_manager_step_gets_a_local_group_and_the_invalid_step_rate_is_repo
     task = [x.conversation for x in make_update_task(1, 2, seed=5)]
     fresh = load_policy(TINY)
     report = train_logo(fresh, task, replace(TINY, local_points=None), max_steps=1)
-    assert report.groups_global == 1 and report.groups_local == 2  # both sessions' manager steps
+    assert report.groups_global == 1 and report.groups_local == 2 * TINY.group_size  # both steps of every rollout
     figures = evaluate_policy(fresh, task, TINY)
     assert 0.0 <= figures["invalid_step_rate"] <= 1.0
     assert figures["invalid_step_rate"] == pytest.approx(1.0 - figures["validity"])  # manager-only: every reply a step
