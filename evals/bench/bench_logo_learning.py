@@ -58,7 +58,7 @@ ANSWERERS = {
 }
 COLUMNS = ("untrained", "trained", "add-all", "lexical")
 ROWS = (
-    ("memory_reward", "episode reward (paper: F1 - 0.3 * min(1, |memory| / facts))"),
+    ("memory_reward", "episode reward (paper: F1 - 0.3 * min(1, \\|memory\\| / facts))"),
     ("f1", "answer F1, every question"),
     ("f1_changed", "answer F1, questions whose answer changed"),
     ("reward", "strict episode reward (-1 for an episode with an invalid reply)"),
