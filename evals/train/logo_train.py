@@ -1233,8 +1233,8 @@ def _configured_chat_model() -> Any:
 
 
 def cmd_train_r2(args: argparse.Namespace) -> int:
-    """Train on free generation, evaluate before/after on held-out conversations (greedy free generation),
-    export the adapter trained on free generation."""
+    """Train on free generation, evaluate before/after on held-out conversations (greedy free generation) beside
+    the baselines that never train (``BASELINES``), export the adapter trained on free generation."""
     from logicmap.evals.train.r2_synthetic import make_update_task
     from logicmap.memory.loaders import load_conversations
 
@@ -1277,6 +1277,8 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
     report = train_logo(policy, train, cfg, answer=answer, progress=lambda line: print(line, flush=True))
     after = evaluate_policy(policy, held, cfg, optimal, answer) if held else {}
     print(f"trained policy, held-out (greedy free generation): {json.dumps(after)}")
+    baselines = {name: evaluate_manager(m, held, cfg, optimal, answer) for name, m in BASELINES.items()} if held else {}
+    print(f"baselines (never trained: {', '.join(BASELINES)}), held-out: {json.dumps(baselines)}")
     print(
         f"{report.steps} steps, stages {report.stages}, wall {report.wall_time_s:.0f}s, peak RSS {report.peak_rss_mb:.0f} MB"
     )
@@ -1292,6 +1294,7 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
                     "config": asdict(cfg),
                     "before": before,
                     "after": after,
+                    "baselines": baselines,
                     "steps": report.steps,
                     "answerer": answer.label,
                     "wall_time_s": report.wall_time_s,

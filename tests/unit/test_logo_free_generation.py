@@ -190,8 +190,10 @@ def test_train_export_and_cli(tmp_path, capsys, task) -> None:
     printed = capsys.readouterr().out
     assert "answer agent (QA reward): extractive answerer (fallback" in printed
     assert "untrained policy, held-out (greedy free generation)" in printed and "validity" in printed
+    assert "baselines (never trained: add-all, lexical), held-out" in printed
     assert (out / "merged" / "config.json").exists()
     assert "fallback" in json.loads((out / "train_report.json").read_text())["answerer"]
+    assert set(json.loads((out / "train_report.json").read_text())["baselines"]) == {"add-all", "lexical"}
     assert main(["train-r2", "--model", str(tmp_path / "missing.gguf"), "--no-export"]) == 2
 
 
