@@ -23,7 +23,9 @@ What the loop does, per optimisation step and training conversation:
   per token ``-min(rho * A, clip(rho, 1 - eps, 1 + eps) * A)``, ``rho = pi(o_t) / pi_old(o_t)`` with
   ``pi_old`` recorded at sampling, plus, when ``kl_beta`` > 0, GRPO's KL penalty to the initial policy
   (DeepSeekMath's per-token estimator ``pi_ref/pi - log(pi_ref/pi) - 1``), averaged over the completion's tokens
-  and over each level's samples, and ``L = L_global + local_weight * L_local``.
+  and over each level's samples, and ``L = L_global + local_weight * L_local``. ``inner_epochs`` passes run over
+  one step's samples; the first has rho = 1, so only later ones (2 in the ``tiny`` preset) let the clip act
+  (``TrainReport.clipped``).
 * **Answer agent.** The configured chat model (``AnswerAgent(llm)``, ``agents.r2.answer_from_facts``) when there
   is one; otherwise the extractive answerer, labelled as a fallback in the run's output (``AnswerAgent.label``).
 
