@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import weakref
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,24 +17,39 @@ os.environ.pop("LANGCHAIN_TRACING_V2", None)
 
 from logicmap.graphs.resources import Resources
 from logicmap.memory.loaders import Conversation, load_conversations
-from logicmap.memory.store.core import StoreCore
+from logicmap.memory.store import StoragePort, open_store
 from logicmap.settings import LogicMapSettings
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
 
-# Every store opened in this process, so a test's own stores can be closed when it ends: an embedded Chroma
-# client keeps its SQLite connections, files and HNSW indexes open until it is closed, and a suite of a few
-# thousand tests that never closes them runs out of file descriptors and memory.
-_OPENED: weakref.WeakSet = weakref.WeakSet()
-_original_init = StoreCore.__init__
+# A test opens its stores through the seams below (``make_resources``, ``resources_for``, ``open_test_store``), which
+# remember them, so the stores a test opened under its ``tmp_path`` can be closed when it ends: an embedded Chroma
+# client keeps its SQLite connections, files and HNSW indexes open until it is closed, and a suite of a few thousand
+# tests that never closes them runs out of file descriptors and memory. Resources open their store lazily (on first
+# ``resources.store``), so they are remembered and their ``store_`` is looked at when the test ends.
+_OPENED: weakref.WeakSet[StoragePort] = weakref.WeakSet()
+_RESOURCES: list[weakref.ref[Resources]] = []  # a Resources is unhashable (a dataclass): no WeakSet
 
 
-def _recording_init(self, *args, **kwargs) -> None:
-    _original_init(self, *args, **kwargs)
-    _OPENED.add(self)
+def open_test_store(settings: LogicMapSettings) -> StoragePort:
+    """The store ``settings`` name (``open_store``), closed after the test when it lives under its ``tmp_path``."""
+    store = open_store(settings)
+    _OPENED.add(store)
+    return store
 
 
-StoreCore.__init__ = _recording_init  # type: ignore[method-assign]  # test bookkeeping only, see _OPENED
+def resources_for(settings: LogicMapSettings, **fields: Any) -> Resources:
+    """``Resources(settings=settings, **fields)`` whose store, once opened, is closed after the test when it lives
+    under its ``tmp_path``."""
+    resources = Resources(settings=settings, **fields)
+    _RESOURCES[:] = [ref for ref in _RESOURCES if ref() is not None]
+    _RESOURCES.append(weakref.ref(resources))
+    return resources
+
+
+def _opened_under(root: Path) -> list[StoragePort]:
+    stores = list(_OPENED) + [res.store_ for ref in _RESOURCES if (res := ref()) is not None and res.store_ is not None]
+    return [store for store in stores if Path(store.settings.data_dir).resolve().is_relative_to(root)]
 
 
 @pytest.fixture(autouse=True)
@@ -44,15 +60,13 @@ def _close_the_tests_stores(request: pytest.FixtureRequest):
     yield
     if root is None:
         return
-    for store in list(_OPENED):
-        directory = getattr(store, "_directory", None)
-        if directory is not None and Path(directory).resolve().is_relative_to(root):
-            store.close()
+    for store in _opened_under(root):
+        store.close()
 
 
 def make_resources(data_dir: Path, llm=None, provider: str = "hashing") -> Resources:
     """Resources on a private directory, with a given chat model (None: no LLM)."""
-    resources = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=provider))
+    resources = resources_for(LogicMapSettings(data_dir=data_dir, embedding_provider=provider))
     resources.llm_ = llm
     return resources
 

@@ -36,7 +36,7 @@ from logicmap.memory.tenancy import (
 )
 from logicmap.settings import LogicMapSettings
 from logicmap.studio.tenant_guard import run_problem
-from tests.conftest import make_resources
+from tests.conftest import make_resources, resources_for
 from tests.reliability.support import marked_conversation
 
 N_GUARD = 400
@@ -272,8 +272,8 @@ def test_a_store_put_under_a_deployment_template_writes_the_users_own_tenant(tmp
 
     from logicmap.graphs.resources import default_resources, set_default_resources
 
-    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
-                                              server_namespace="{user_id}"))
+    res = resources_for(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
+                                         server_namespace="{user_id}"))
     previous = default_resources()
     set_default_resources(res)  # the server's process-wide resources carry the deployment's template
     try:
