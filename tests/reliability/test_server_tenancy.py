@@ -36,8 +36,9 @@ from logicmap.memory.tenancy import (
 )
 from logicmap.settings import LogicMapSettings
 from logicmap.studio.tenant_guard import run_problem
-from tests.conftest import make_resources, resources_for
+from tests.conftest import make_resources
 from tests.reliability.support import marked_conversation
+from tests.store_seam import resources_for
 
 N_GUARD = 400
 N_AUTH = 200
