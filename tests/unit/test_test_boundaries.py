@@ -5,12 +5,18 @@ on any backend. The Chroma backend's own tests that must look at its collections
 its collection writes go through ``tests/chroma_internals.py``, the one module that names them. Here every other
 test file is read (code, and Python scripts a test runs from a string) for what would reach past that module: the
 store's ``_collection``, ``_collections``, ``_registry`` or Chroma ``client``, and the backend's base ``StoreCore``.
+Tests open their stores through ``tests/store_seam.py`` (not by patching ``StoreCore``), which closes those a test
+opened under its ``tmp_path`` when it ends.
 """
 
 from __future__ import annotations
 
 import ast
+import fcntl
+import os
 from pathlib import Path
+
+from tests.store_seam import close_stores_under, make_resources
 
 TESTS = Path(__file__).resolve().parents[1]
 HELPER = TESTS / "chroma_internals.py"
@@ -86,3 +92,28 @@ def test_the_check_sees_each_way_in_and_spares_what_is_not_the_store() -> None:
     ]
     for source in spared:
         assert reaches(source) == [], source
+
+
+def _held(directory: Path) -> bool:
+    """Whether a store holds ``directory``'s process lock (an OS lock on the directory, as another opener meets it)."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_the_seam_closes_the_stores_opened_under_a_directory_and_only_those(tmp_path: Path) -> None:
+    inside, outside = make_resources(tmp_path / "test" / "memory"), make_resources(tmp_path / "other")
+    lazy = make_resources(tmp_path / "test" / "lazy")  # its store is never opened: nothing to close
+    assert inside.store.namespaces() == [] and outside.store.namespaces() == []
+    assert _held(tmp_path / "test" / "memory") and _held(tmp_path / "other")
+    closed = close_stores_under((tmp_path / "test").resolve())
+    assert closed == [inside.store_] and lazy.store_ is None
+    assert not _held(tmp_path / "test" / "memory")  # closed: its files and lock are released
+    assert _held(tmp_path / "other")
+    assert close_stores_under(tmp_path.resolve()) == []  # what the seam remembers ends with the test
+    outside.store.close()
