@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import weakref
 from pathlib import Path
 
 import pytest
@@ -16,45 +15,19 @@ os.environ.pop("LANGCHAIN_TRACING_V2", None)
 
 from logicmap.graphs.resources import Resources
 from logicmap.memory.loaders import Conversation, load_conversations
-from logicmap.memory.store.core import StoreCore
-from logicmap.settings import LogicMapSettings
+from tests.store_seam import close_stores_under, make_resources  # make_resources: tests import it from here too
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
-
-# Every store opened in this process, so a test's own stores can be closed when it ends: an embedded Chroma
-# client keeps its SQLite connections, files and HNSW indexes open until it is closed, and a suite of a few
-# thousand tests that never closes them runs out of file descriptors and memory.
-_OPENED: weakref.WeakSet = weakref.WeakSet()
-_original_init = StoreCore.__init__
-
-
-def _recording_init(self, *args, **kwargs) -> None:
-    _original_init(self, *args, **kwargs)
-    _OPENED.add(self)
-
-
-StoreCore.__init__ = _recording_init  # type: ignore[method-assign]  # test bookkeeping only, see _OPENED
 
 
 @pytest.fixture(autouse=True)
 def _close_the_tests_stores(request: pytest.FixtureRequest):
-    """After each test that has a ``tmp_path``, close the stores it opened under it (no later test can use a
-    directory of that test's ``tmp_path``; stores of module and session fixtures live elsewhere)."""
+    """After each test that has a ``tmp_path``, close the stores it opened under it (``tests/store_seam.py``; no
+    later test can use a directory of that test's ``tmp_path``; stores of module and session fixtures live
+    elsewhere)."""
     root = request.getfixturevalue("tmp_path").resolve() if "tmp_path" in request.fixturenames else None
     yield
-    if root is None:
-        return
-    for store in list(_OPENED):
-        directory = getattr(store, "_directory", None)
-        if directory is not None and Path(directory).resolve().is_relative_to(root):
-            store.close()
-
-
-def make_resources(data_dir: Path, llm=None, provider: str = "hashing") -> Resources:
-    """Resources on a private directory, with a given chat model (None: no LLM)."""
-    resources = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=provider))
-    resources.llm_ = llm
-    return resources
+    close_stores_under(root)
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ import logicmap.memory.graph  # noqa: E402,F401
 from logicmap.graphs.resources import Resources  # noqa: E402
 from logicmap.memory.loaders import load_conversations  # noqa: E402
 from logicmap.settings import LogicMapSettings  # noqa: E402
+from tests import chroma_internals as chroma  # noqa: E402
 from tests.reliability import fork_server  # noqa: E402
 from tests.reliability.fork_server import serve  # noqa: E402
 
@@ -80,8 +81,6 @@ def child_ingest(cmd: dict) -> dict:
 
 
 def child_inspect(cmd: dict) -> dict:
-    from logicmap.memory.store import SENTINEL
-
     resources = _resources(cmd["dir"])
     store = resources.store
     namespace = cmd["namespace"]
@@ -90,12 +89,10 @@ def child_inspect(cmd: dict) -> dict:
     leftovers = 0
     pending_retirements = 0
     if generation > 0 or store.namespaces():
-        for kind in ("turns", "events", "relations", "topics", "facts", "cues", "tags"):
-            col = store._collection(namespace, kind)  # counting invisible versions on purpose
-            leftovers += len(col.get(where={"born": {"$gt": generation}}, include=[])["ids"])
-            pending_retirements += len(
-                col.get(where={"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]}, include=[])["ids"]
-            )
+        # Counting invisible versions on purpose (how Chroma holds them):
+        kinds = ("turns", "events", "relations", "topics", "facts", "cues", "tags")
+        leftovers = chroma.uncommitted_versions(store, namespace, kinds, generation)
+        pending_retirements = chroma.pending_retirements(store, namespace, kinds, generation)
     return {
         "generation": generation,
         "fingerprint": snap.fingerprint(),

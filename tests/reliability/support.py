@@ -31,6 +31,7 @@ from pydantic import BaseModel, PrivateAttr
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.loaders import Conversation, RawTurn, Session
+from tests.chroma_internals import uncommitted_versions, visible_duplicates  # Chroma's versions, for these tests
 
 __all__ = [
     "ForkWorker",
@@ -194,26 +195,6 @@ def locomo_document(conversation: Conversation) -> list[dict[str, Any]]:
         body[f"{key}_date_time"] = session.timestamp_text
         body[key] = [{"speaker": t.speaker, "dia_id": t.dia_id, "text": t.text} for t in session.turns]
     return [{"sample_id": conversation.conversation_id, "conversation": body, "qa": []}]
-
-
-def visible_duplicates(store: Any, namespace: str) -> list[str]:
-    """Record ids with more than one visible version (the snapshot's dicts would hide them)."""
-    from logicmap.memory.store import _visible
-
-    generation = store.manifest(namespace).generation
-    found = []
-    for kind in (k.field for k in RECORD_KINDS):
-        got = store._collection(namespace, kind).get(where=_visible(generation), include=["metadatas"])
-        rids = [m["rid"] for m in got["metadatas"]]
-        found += [f"{kind}:{r}" for r in sorted({r for r in rids if rids.count(r) > 1})]
-    return found
-
-
-def uncommitted_versions(store: Any, namespace: str) -> int:
-    """Versions written after the committed generation (a crashed or racing writer's leftovers)."""
-    generation = store.manifest(namespace).generation
-    return sum(len(store._collection(namespace, kind).get(where={"born": {"$gt": generation}}, include=[])["ids"])
-               for kind in (k.field for k in RECORD_KINDS))
 
 
 # -- garbage chat model --------------------------------------------------------------------------

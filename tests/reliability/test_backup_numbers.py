@@ -38,6 +38,7 @@ from logicmap.memory.backup import (
     import_namespace,
 )
 from logicmap.memory.loaders import RawTurn, Session, load_conversations
+from tests import chroma_internals as chroma
 from tests.reliability.support import SAMPLE, uncommitted_versions
 
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
@@ -216,7 +217,7 @@ def tried(res: Resources, tmp: Path, name: str, data: bytes) -> str:
             assert exc.line >= 1 and exc.field and f": line {exc.line}: {exc.field}: " in message, (name, message)
         assert store.namespaces() == before, name
         assert store.manifest(target).generation == 0 and uncommitted_versions(store, target) == 0, name
-        assert not store._registry().get(ids=[target])["ids"], f"{name}: {target} was registered"
+        assert not chroma.registered(store, target), f"{name}: {target} was registered"
         COUNTS["refused"] += 1
         COUNTS["passed"] += 1
         return "refused"
@@ -318,7 +319,7 @@ def test_a_chroma_server_restores_a_high_generation_and_then_ingests_and_answers
                                                   embedding_provider="hashing"))
         res.llm_ = None
         assert tried(res, tmp_path, f"server generation={new}", seal(h, [_dump(line) for line in records])) == "imported"
-        claims = res.store._collection(LAST_TARGET[0], "meta").get(where={"kind": "claim"})
+        claims = chroma.claims(res.store, LAST_TARGET[0])
         assert len(claims["ids"]) <= 10_002
     finally:
         server.kill()

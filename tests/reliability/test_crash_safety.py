@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from logicmap.memory.loaders import load_conversations
+from tests import chroma_internals as chroma
 from tests.reliability.support import ROOT, SAMPLE, subprocess_env
 
 TRIALS = 24  # half spread over the whole run, half aimed at the commits
@@ -183,13 +184,13 @@ class _DieAfterUpsert:
     """A Chroma collection whose upsert lands, after which the writing process 'dies' (SIGKILL stand-in)."""
 
     def __init__(self, collection: object) -> None:
-        self._collection = collection
+        self._inner = collection
 
     def __getattr__(self, name: str) -> object:
-        return getattr(self._collection, name)
+        return getattr(self._inner, name)
 
     def upsert(self, *args: object, **kwargs: object) -> None:
-        self._collection.upsert(*args, **kwargs)
+        self._inner.upsert(*args, **kwargs)
         raise KeyboardInterrupt("simulated SIGKILL right after the manifest write")
 
 
@@ -202,11 +203,10 @@ def test_a_crash_right_after_the_manifest_write_still_lists_the_namespace(tmp_pa
     settings = LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing")
     turn = Turn(namespace="alpha", session_id="S1", dia_id="D1:1", speaker="Ana", text="hello")
     with MemoryStore(settings) as store:
-        meta = store._collection("alpha", "meta")  # fault injection into the manifest write
-        key = next(k for k, v in store._collections.items() if v is meta)
-        store._collections[key] = _DieAfterUpsert(meta)
+        # Fault injection into the manifest write:
+        unwrap = chroma.wrap_collections(store, "alpha", _DieAfterUpsert, kinds=["meta"])
         with pytest.raises(KeyboardInterrupt):
             store.commit(ChangeSet(namespace="alpha", base_generation=0, turns=[turn], turn_vectors=[[1.0, 0.0]]))
-        store._collections[key] = meta
+        unwrap()
         assert store.snapshot("alpha").generation == 1  # the commit is visible...
         assert "alpha" in store.namespaces()  # ...so its namespace must be listed

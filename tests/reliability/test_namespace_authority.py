@@ -282,14 +282,13 @@ def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path:
 
 def test_a_spoofing_name_registered_by_an_older_version_is_skipped_not_listed(tmp_path: Path, caplog) -> None:
     """Before names were matched whole, "acme\\n" could be registered: the listing skips it (with a warning)."""
-    from logicmap.memory.store import _PLACEHOLDER
+    from tests import chroma_internals as chroma  # names reach only Chroma's registry unchecked
 
     res = make_resources(tmp_path / "memory")
     try:
         ingest_conversation(marked_conversation("wombat", sessions=1), "acme", resources=res, policy="heuristic")
         for legacy in ("acme\n", "globex\r", "x" * 200):
-            res.store._registry().add(ids=[legacy], embeddings=[_PLACEHOLDER], documents=[legacy],
-                                      metadatas=[{"ns": legacy}])
+            chroma.register_raw(res.store, legacy)
         with caplog.at_level("WARNING", logger="logicmap.memory.store"):
             assert res.store.namespaces() == ["acme"]
         assert sum("skipping namespace" in r.getMessage() for r in caplog.records) == 3

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.memory.store import COMMIT_LOCK_ID
+from tests import chroma_internals as chroma
 from tests.reliability.support import ROOT, ChromaServer, locomo_document, marked_conversation, subprocess_env
 
 SEED = 329
@@ -69,7 +69,7 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
             failures.append(f"trial {trial}: exit {proc.returncode}, stderr {err[-1500:]!r}")
         server.start()
         store = server.store()
-        lease_left += bool(store._collection(namespace, "meta").get(ids=[COMMIT_LOCK_ID])["ids"])
+        lease_left += chroma.lease_held(store, namespace)
         rerun = _ingest(server, tmp_path, file, namespace)
         out, err = rerun.communicate(timeout=300)
         said_why += any("waiting for its commit lease" in line for line in _lines(err))

@@ -38,6 +38,7 @@ from logicmap.settings import LogicMapSettings
 from logicmap.studio.tenant_guard import run_problem
 from tests.conftest import make_resources
 from tests.reliability.support import marked_conversation
+from tests.store_seam import resources_for
 
 N_GUARD = 400
 N_AUTH = 200
@@ -272,8 +273,8 @@ def test_a_store_put_under_a_deployment_template_writes_the_users_own_tenant(tmp
 
     from logicmap.graphs.resources import default_resources, set_default_resources
 
-    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
-                                              server_namespace="{user_id}"))
+    res = resources_for(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
+                                         server_namespace="{user_id}"))
     previous = default_resources()
     set_default_resources(res)  # the server's process-wide resources carry the deployment's template
     try:

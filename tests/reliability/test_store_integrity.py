@@ -40,6 +40,7 @@ from logicmap.memory.store import (
     StoreLockedError,
 )
 from logicmap.settings import LogicMapSettings
+from tests import chroma_internals as chroma
 from tests.reliability.support import ROOT, memory_problems, subprocess_env, uncommitted_versions, visible_duplicates
 from tests.reliability.test_concurrency import chroma_server  # noqa: F401 - the fixture, reused
 
@@ -142,11 +143,8 @@ def _server_store(port: int) -> MemoryStore:
 
 
 def _stalling(store: MemoryStore, namespace: str, plan: StallPlan) -> MemoryStore:
-    for kind in ("meta", "turns", "events", "relations", "topics", "facts", "cues", "tags"):
-        store._collection(namespace, kind)  # created before they are wrapped
-    for name, col in list(store._collections.items()):
-        if name != "lm-namespaces":
-            store._collections[name] = StallingCollection(col, plan)
+    kinds = ("meta", "turns", "events", "relations", "topics", "facts", "cues", "tags")
+    chroma.wrap_collections(store, namespace, lambda col: StallingCollection(col, plan), kinds)
     return store
 
 
@@ -668,7 +666,7 @@ def test_a_manifest_written_before_embedders_were_recorded_stays_readable_and_ad
     store = MemoryStore(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing"))
     try:
         _commit_on_head(store, _session("old", "S1", 1, random.Random(1)))
-        meta = store._collection("old", "meta")  # rewrite the manifest as an older version wrote it
+        meta = chroma.collection(store, "old", "meta")  # rewrite the manifest as an older version wrote it
         legacy = {k: v for k, v in store.manifest("old").model_dump(mode="json").items() if k not in ("void", "embedder")}
         meta.delete(where={"kind": {"$in": ["manifest", "next"]}})
         meta.upsert(ids=["manifest"], embeddings=[[1.0]], documents=[json.dumps(legacy)],

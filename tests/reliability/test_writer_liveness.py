@@ -23,9 +23,10 @@ from logicmap.memory.backup import export_namespace, import_namespace
 from logicmap.memory.contention import NamespaceBusyError, commit_with_backoff, wait_for_namespace
 from logicmap.memory.deadline import RunDeadline, deadline_scope
 from logicmap.memory.loaders import Conversation
-from logicmap.memory.store import COMMIT_LOCK_ID, GenerationConflict, MemoryStore
+from logicmap.memory.store import GenerationConflict, MemoryStore
 from logicmap.settings import LogicMapSettings
 from logicmap.tools.remember import create_remember_tool
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 from tests.reliability import test_concurrency
 from tests.reliability.support import (
@@ -202,9 +203,7 @@ def test_generated_server_mode_process_writers_all_finish(tmp_path, chroma_serve
 def _hold_commit_lock(port: int, namespace: str, seconds: float) -> None:
     """Another writer's commit lease on ``namespace`` for ``seconds`` (as a live writer's lock record)."""
     store = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=port))
-    meta = store._collection(namespace, "meta")  # plays the other writer
-    meta.add(ids=[COMMIT_LOCK_ID], embeddings=[[1.0]], documents=["other"],
-             metadatas=[{"owner": "other-writer", "expires": time.time() + seconds}])
+    chroma.hold_lease(store, namespace, "other-writer", seconds)  # plays the other writer
 
 
 @pytest.mark.integration

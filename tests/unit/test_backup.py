@@ -25,6 +25,7 @@ from logicmap.memory.backup import (
 from logicmap.memory.loaders import Conversation
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
 from logicmap.settings import LogicMapSettings
+from tests import chroma_internals as chroma
 
 QUESTIONS = ["What is the name of Maya's dog?", "Why did Maya move to Lisbon?", "When is the half marathon?"]
 VECTORS = (("turns", "turn_vectors"), ("events", "event_vectors"), ("facts", "fact_vectors"), ("cues", "cue_vectors"))
@@ -150,7 +151,7 @@ def test_restore_on_a_server_claims_every_generation_below_it(backup_file: Path)
 
     client = chromadb.EphemeralClient()
     store = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", embedding_provider="hashing"), client=client)
-    meta = store._collection("served", "meta")  # a writer that claimed generation 2 and stalled
+    meta = chroma.collection(store, "served", "meta")  # a writer that claimed generation 2 and stalled
     meta.add(
         ids=["claim@2"], embeddings=[[1.0]], documents=["stalled"], metadatas=[{"kind": "claim", "owner": "stalled"}]
     )
@@ -160,7 +161,7 @@ def test_restore_on_a_server_claims_every_generation_below_it(backup_file: Path)
     owners = meta.get(ids=[f"claim@{n}" for n in range(1, 6)], include=["metadatas"])
     assert sorted(m["owner"] == "stalled" for m in owners["metadatas"]) == [False, False, False, False, True]
     # What the stalled writer lands late, in its void generation, stays invisible.
-    turns = store._collection("served", "turns")
+    turns = chroma.collection(store, "served", "turns")
     turns.add(
         ids=["D9:9@2"],
         embeddings=[[0.1] * 384],

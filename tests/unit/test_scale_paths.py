@@ -15,6 +15,7 @@ from logicmap.memory.graph import EventGraph, Ranking
 from logicmap.memory.records import Turn
 from logicmap.memory.snapshot_file import gc_paused
 from logicmap.memory.store import _RECORD, ChangeSet, MemoryStore, NamespaceSnapshot
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 
@@ -42,7 +43,7 @@ def test_records_live_in_metadata_and_older_document_records_still_read(tmp_path
     store = res.store
     turns = _turns("ns", "S1", ["one", "two"])
     store.commit(ChangeSet(namespace="ns", base_generation=0, turns=turns, turn_vectors=[[1.0, 0.0], [0.0, 1.0]]))
-    col = store._collection("ns", "turns")  # how the records are stored
+    col = chroma.collection(store, "ns", "turns")  # how the records are stored
     got = col.get(include=["documents", "metadatas"])
     assert got["documents"] == [None, None]  # no Chroma document: nothing for its full-text index to do
     assert sorted(Turn.model_validate_json(m[_RECORD]).text for m in got["metadatas"]) == ["one", "two"]
