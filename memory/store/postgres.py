@@ -602,8 +602,8 @@ def nearest_rows(conn: Any, namespace: str, kind: str, vector: str, width: int, 
     scan on until ``k`` rows pass the filter (or ``hnsw.max_scan_tuples`` were scanned), in an order that is
     nearly sorted, so the rows are sorted again. ``exact``: an ``ORDER BY`` no index matches (every live row of
     the kind compared)."""
-    conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-    conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(40, k))}")
+    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "  # SET LOCAL, both at once
+                 "set_config('hnsw.ef_search', %s, true)", (str(min(1000, max(40, k))),))
     rows = conn.execute(search_sql(width, exact), (vector, namespace, kind, SENTINEL, vector, k)).fetchall()
     return [(str(rid), float(distance)) for rid, distance in rows]
 
