@@ -8,9 +8,10 @@ PostgreSQL (new namespaces there: nothing is touched). No LLM, hashing embedder.
    ``--store-real`` by ``put``, the rest bulk-committed): ``search(query)`` and ``put`` (new key) p50/p95, and the
    port's vector ``query`` (k = 10; on PostgreSQL the SQL/HNSW search, elsewhere the exact search over the
    snapshot).
-3. ``--writers`` writers racing for one namespace (``bench_writers``: threads on embedded Chroma, processes on the
-   Chroma server and PostgreSQL), ``--sessions`` sessions of 4 turns each: sessions/s, lost commits (retries) per
-   writer, and whether every session was stored.
+3. ``--writers`` writers racing for one namespace (``bench_writers``' writers: threads on embedded Chroma,
+   processes on the Chroma server and PostgreSQL, each process warmed by an ingest of its own before the start),
+   ``--sessions`` sessions of 4 turns each: sessions/s, lost commits (retries) per writer, and whether every
+   session was stored.
 
 Usage: ``python -m logicmap.evals.bench.bench_backends [--postgres-url postgresql://...] [--chroma-server]
 [--repeat 2] [--file F --conversation conv-26] [--questions 20] [--store-sizes 1000,10000] [--writers 1,2,4,8]``
@@ -135,19 +136,90 @@ def measure_store(settings: Any, size: int, *, queries: int, puts: int, real: in
         res.store.close()
 
 
-def measure_writers(mode: str, writers: int, sessions: int, root: Path, *, url: str | None = None,
-                    port: int | None = None) -> list[Any]:
-    """``bench_writers``' race of ``writers`` writers on one namespace: sessions/s, lost commits (retries) per
-    writer, all sessions stored?"""
+def measure_writers(mode: str, writers: int, sessions: int, root: Path, settings: Any) -> list[Any]:
+    """``bench_writers``' race of ``writers`` writers on one namespace (threads on embedded Chroma, else warmed
+    processes: ``_race``): sessions/s, lost commits (retries) per writer, all sessions stored?"""
     from logicmap.evals.bench import bench_writers
 
     if mode == "chroma (embedded)":
         got = bench_writers._embedded(writers, sessions, root)
-    elif mode == "chroma server":
-        got = bench_writers._server(writers, sessions, root, port or 0)
     else:
-        got = bench_writers._postgres(writers, sessions, root, url or "")
+        got = _race(writers, sessions, root / f"{mode.replace(' ', '-')}-{writers}", settings)
     return [got["sessions_per_s"], got["lost_commits_per_writer"], got["finished"], got["wall_s"]]
+
+
+def _race(writers: int, sessions: int, work: Path, settings: Any) -> dict[str, Any]:
+    """``writers`` processes on the store ``settings`` names, each warmed by an ingest of its own (a process's
+    first ingest pays seconds of first-use costs, which would otherwise be most of what is timed), then started
+    together on one new namespace and timed to the last writer's end (``bench_writers._processes`` times the first
+    ingest and the processes' exits too)."""
+    import json
+    import os
+    import subprocess
+
+    from logicmap.evals.bench.bench_writers import _jobs, _summary
+    from logicmap.memory.store import open_store
+
+    namespace = f"shared-{writers}-{random.randrange(16**8):08x}"
+    work.mkdir()
+    go = work / "go"
+    env = {**os.environ, "LOGICMAP_STORE_URL": settings.store_url or "", "LOGICMAP_CHROMA_HOST":
+           settings.chroma_host or "", "LOGICMAP_CHROMA_PORT": str(settings.chroma_port),
+           "LOGICMAP_EMBEDDING_PROVIDER": "hashing", "LOGICMAP_CHAT_MODEL": ""}
+    env = {k: v for k, v in env.items() if v != ""}
+    procs, outs = [], []
+    for w, conversation in enumerate(_jobs(writers, sessions)):
+        file, out = work / f"w{w}.json", work / f"w{w}.out"
+        file.write_text(conversation.model_dump_json())
+        procs.append(subprocess.Popen([sys.executable, "-m", "logicmap.evals.bench.bench_backends", "--writer",
+                                       str(file), namespace, str(go), str(out)], env=env))
+        outs.append(out)
+    while not all(Path(str(o) + ".ready").exists() or p.poll() is not None for o, p in zip(outs, procs)):
+        time.sleep(0.05)
+    started = time.time()
+    go.touch()
+    for p in procs:
+        p.wait()
+    reports: list[dict[str, Any]] = [json.loads(o.read_text()) if o.exists() else {"ok": False, "error": "crashed"}
+                                     for o in outs]
+    wall = max(float(r.get("finished", time.time())) for r in reports) - started  # the last commit, not the exits
+    store = open_store(settings)
+    try:
+        stored = len(store.manifest(namespace).sessions)
+    finally:
+        store.close()
+    return _summary(reports, writers * sessions, stored, wall)
+
+
+def _writer(file: str, namespace: str, go: str, out: str) -> int:
+    """One writer process of ``_race``: an ingest into a namespace of its own, then, at the start signal, the
+    file's conversation into ``namespace``; its report (with the time it finished, so a process's exit is not
+    timed) in ``out``."""
+    import json
+    import os
+
+    from logicmap.evals.bench.bench_writers import writer_conversation
+    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.resources import Resources
+    from logicmap.memory.loaders import Conversation
+
+    res = Resources()
+    res.llm_ = None
+    ingest_conversation(writer_conversation(99, 1, 1), f"warm-{os.getpid()}", resources=res, policy="heuristic")
+    conversation = Conversation.model_validate_json(Path(file).read_text())
+    res.store.manifest(namespace)
+    Path(out + ".ready").touch()
+    while not Path(go).exists():
+        time.sleep(0.005)
+    try:
+        report = ingest_conversation(conversation, namespace, resources=res, policy="heuristic")
+        result = {"ok": True, "waits": [(s.conflicts, s.waited_s) for s in report.sessions]}
+    except Exception as exc:  # the parent counts it
+        result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+    result["finished"] = time.time()
+    Path(out).write_text(json.dumps(result))
+    res.store.close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,8 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-puts", type=int, default=10, help="puts timed per size")
     parser.add_argument("--store-real", type=int, default=20, help="items written through put before the bulk load")
     parser.add_argument("--writers", default="1,2,4,8", help="writer counts ('': none)")
-    parser.add_argument("--sessions", type=int, default=2, help="sessions of 4 turns per writer")
+    parser.add_argument("--sessions", type=int, default=3, help="sessions of 4 turns per writer")
+    parser.add_argument("--writer", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.writer:
+        return _writer(*args.writer)
     sizes = [int(n) for n in args.store_sizes.split(",") if n.strip()]
     counts = [int(n) for n in args.writers.split(",") if n.strip()]
     from logicmap.memory.loaders import load_conversations
@@ -208,16 +283,14 @@ def main(argv: list[str] | None = None) -> int:
                                              real=args.store_real):
                         store_rows.append([name, size, *got])
                         print(f"  {store_rows[-1]}", flush=True)
-            modes = ["chroma (embedded)"] + (["chroma server"] if server is not None else []) + (
-                ["postgresql"] if args.postgres_url else [])
+            modes = [(name, settings) for name, settings in stores if name != "in process"]
             if counts:
                 from logicmap.evals.bench.bench_writers import _warm
 
                 _warm(Path(tmp))
-            for mode in modes:
+            for mode, settings in modes:
                 for n in counts:
-                    writer_rows.append([mode, n, *measure_writers(mode, n, args.sessions, Path(tmp),
-                                                                  url=args.postgres_url, port=port)])
+                    writer_rows.append([mode, n, *measure_writers(mode, n, args.sessions, Path(tmp), settings)])
                     print(f"  {writer_rows[-1]}", flush=True)
         finally:
             if chroma is not None:
