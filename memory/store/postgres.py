@@ -61,6 +61,7 @@ _RECORDS = "logicmap_records"
 _INDEX_FN = "logicmap_vector_index"
 _LOCK_KEY = 0x4C6F6769634D6170  # the advisory lock ``setup`` holds while it migrates ("LogicMap")
 HNSW_MAX_WIDTH = 2000  # pgvector's limit for an HNSW index of ``vector``
+EF_SEARCH = 40  # the HNSW candidate list of a search (pgvector's default), raised for a larger k
 
 # Versioned schema changes, in order: ``setup`` runs those past the number ``logicmap_migrations`` holds. Never
 # edit or reorder one that has shipped; append.
@@ -349,9 +350,10 @@ class PostgresStore:
 
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
         """The ``k`` live records of ``kind`` nearest to ``vector`` by cosine similarity, searched in the database
-        (one ``REPEATABLE READ`` transaction: the committed, visible versions only), through the width's HNSW
-        index when the planner takes it (``nearest_rows``). A zero query vector has no cosine: the exact search over the
-        snapshot (``port.committed_nearest``) answers it, as every other backend's ``query`` does."""
+        (the committed, visible versions only), through the width's HNSW index when the planner takes it
+        (``nearest_rows``); the exact search in the database when that comes back short. A zero query vector has no
+        cosine: the exact search over the snapshot (``port.committed_nearest``) answers it, as every other
+        backend's ``query`` does."""
         check_queryable(kind)
         namespace = validate_namespace(namespace)
         values = _vector_values(vector)
@@ -359,20 +361,17 @@ class PostgresStore:
             return committed_nearest(self, namespace, kind, vector, k)
         if k <= 0:
             return []
-        with self._connection() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            row = conn.execute(f"SELECT vector_dims(embedding) FROM {_RECORDS} WHERE namespace = %s AND kind = %s "
-                               "AND died = %s AND embedding IS NOT NULL LIMIT 1",
-                               (namespace, kind, SENTINEL)).fetchone()
-            if row is None:
-                return []
-            width = int(row[0])
-            if width != len(values):
-                raise ValueError(f"a query vector of width {len(values)} for {kind} vectors of width {width}")
-            probe = _vector_text(values)
+        probe, width = _vector_text(values), len(values)
+        with self._connection() as conn:
             hits = nearest_rows(conn, namespace, kind, probe, width, k)
             if len(hits) < k:  # fewer live rows, or the index scan gave up (hnsw.max_scan_tuples) short of k
                 hits = nearest_rows(conn, namespace, kind, probe, width, k, exact=True)
+            if not hits:  # none of this width: none at all, or a query of the wrong width
+                row = conn.execute(f"SELECT vector_dims(embedding) FROM {_RECORDS} WHERE namespace = %s "
+                                   "AND kind = %s AND died = %s AND embedding IS NOT NULL LIMIT 1",
+                                   (namespace, kind, SENTINEL)).fetchone()
+                if row is not None:
+                    raise ValueError(f"a query vector of width {width} for {kind} vectors of width {row[0]}")
         return [(str(rid), 1.0 - float(distance)) for rid, distance in hits]
 
     # -- writing ---------------------------------------------------------------------------------------------
@@ -593,18 +592,24 @@ def _vector_from_binary(data: bytes) -> np.ndarray:
 
 
 def nearest_rows(conn: Any, namespace: str, kind: str, vector: str, width: int, k: int,
-            exact: bool = False) -> list[tuple[str, float]]:
-    """``(id, cosine distance)`` of the ``k`` live records of ``kind`` nearest to ``vector``, nearest first.
+                 exact: bool = False) -> list[tuple[str, float]]:
+    """``(id, cosine distance)`` of the ``k`` live records of ``kind`` nearest to ``vector``, nearest first (one
+    statement: the versions its snapshot sees, committed ones only).
 
     The ``ORDER BY`` matches the width's HNSW index, which the planner takes when the namespace is not small. An
     HNSW scan finds the index's nearest candidates first and filters after, so with many namespaces it would
-    return fewer than ``k`` rows of this one; ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8) makes it
-    scan on until ``k`` rows pass the filter (or ``hnsw.max_scan_tuples`` were scanned), in an order that is
-    nearly sorted, so the rows are sorted again. ``exact``: an ``ORDER BY`` no index matches (every live row of
-    the kind compared)."""
-    conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "  # SET LOCAL, both at once
-                 "set_config('hnsw.ef_search', %s, true)", (str(min(1000, max(40, k))),))
-    rows = conn.execute(search_sql(width, exact), (vector, namespace, kind, SENTINEL, vector, k)).fetchall()
+    return fewer than ``k`` rows of this one; ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8, set for
+    every session of the store's pool: ``_open_pool``) makes it scan on until ``k`` rows pass the filter (or
+    ``hnsw.max_scan_tuples`` were scanned), in an order that is nearly sorted, so the rows are sorted again. A ``k``
+    above ``hnsw.ef_search`` (40) raises it for this statement (``SET LOCAL``). ``exact``: an ``ORDER BY`` no index
+    matches (every live row of the kind compared)."""
+    statement, params = search_sql(width, exact), (vector, namespace, kind, SENTINEL, vector, k)
+    if exact or k <= EF_SEARCH:
+        rows = conn.execute(statement, params).fetchall()
+    else:
+        with conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(1000, k)),))
+            rows = conn.execute(statement, params).fetchall()
     return [(str(rid), float(distance)) for rid, distance in rows]
 
 
@@ -651,7 +656,8 @@ def _check_reachable(url: str, where: str) -> None:
 def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
     """The store's pool. Each connection's session ends if it sits ``stall_s`` seconds inside a transaction (a
     writer paused or hung mid-commit), so its row lock holds the namespace's other writers at most that long,
-    as a Chroma server's commit lease does (``LOGICMAP_COMMIT_LEASE_S``)."""
+    as a Chroma server's commit lease does (``LOGICMAP_COMMIT_LEASE_S``); its HNSW searches scan iteratively
+    (``nearest_rows``)."""
     try:
         import psycopg_pool
     except ImportError as exc:
@@ -662,6 +668,8 @@ def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
 
     def configure(conn: Any) -> None:
         conn.execute(f"SET idle_in_transaction_session_timeout = {max(1, int(stall_s * 1000))}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")  # a filtered HNSW search returns k rows
+        conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
 
     pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=POOL_MAX, kwargs={"autocommit": True},
                                        configure=configure, open=False, name=f"logicmap {where}")
