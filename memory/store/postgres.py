@@ -13,6 +13,10 @@ never derived from a read of a maximum. Readers see committed generations only: 
 row checked on each ``snapshot()``, so a reader in another process sees a commit at its next read; a newer
 generation is read as a delta on the cached snapshot (the versions born and retired since), whole after a purge.
 
+``query`` is answered by the database: one statement ordering the namespace's live versions by pgvector's cosine
+distance, through an HNSW index per vector width, with iterative scans so a namespace-filtered search returns the
+full ``k`` (``nearest_rows``); the exact search in the database when it still comes back short.
+
 Schema changes are the versioned ``MIGRATIONS``, run once by ``setup()`` (which opening a store calls) under an
 advisory lock, their numbers kept in ``logicmap_migrations``. Connections come from a ``psycopg_pool`` pool and are
 held only while statements run: records are encoded before a commit takes one and decoded after a read returns it.
