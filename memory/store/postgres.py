@@ -13,6 +13,10 @@ never derived from a read of a maximum. Readers see committed generations only: 
 row checked on each ``snapshot()``, so a reader in another process sees a commit at its next read; a newer
 generation is read as a delta on the cached snapshot (the versions born and retired since), whole after a purge.
 
+``query`` is answered by the database: one statement ordering the namespace's live versions by pgvector's cosine
+distance, through an HNSW index per vector width, with iterative scans so a namespace-filtered search returns the
+full ``k`` (``nearest_rows``); the exact search in the database when it still comes back short.
+
 Schema changes are the versioned ``MIGRATIONS``, run once by ``setup()`` (which opening a store calls) under an
 advisory lock, their numbers kept in ``logicmap_migrations``. Connections come from a ``psycopg_pool`` pool and are
 held only while statements run: records are encoded before a commit takes one and decoded after a read returns it.
@@ -49,15 +53,19 @@ from logicmap.memory.store.generations import SENTINEL
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity, ordered
 from logicmap.memory.store.port import check_commit, check_restore, committed_nearest, next_manifest
 from logicmap.memory.store.purge import PurgeReport
+from logicmap.memory.store.queries import check_queryable
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["MIGRATIONS", "PostgresStore"]
+__all__ = ["HNSW_MAX_WIDTH", "MIGRATIONS", "PostgresStore", "nearest_rows", "search_sql"]
 
 POOL_MAX = 8
 CONNECT_TIMEOUT_S = 10.0
 _NAMESPACES = "logicmap_namespaces"
 _RECORDS = "logicmap_records"
+_INDEX_FN = "logicmap_vector_index"
 _LOCK_KEY = 0x4C6F6769634D6170  # the advisory lock ``setup`` holds while it migrates ("LogicMap")
+HNSW_MAX_WIDTH = 2000  # pgvector's limit for an HNSW index of ``vector``
+EF_SEARCH = 40  # the HNSW candidate list of a search (pgvector's default), raised for a larger k
 
 # Versioned schema changes, in order: ``setup`` runs those past the number ``logicmap_migrations`` holds. Never
 # edit or reorder one that has shipped; append.
@@ -88,6 +96,28 @@ MIGRATIONS: tuple[str, ...] = (
     # A delta read: the versions born, and those retired, since a cached generation.
     f"CREATE INDEX {_RECORDS}_born ON {_RECORDS} (namespace, born)",
     f"CREATE INDEX {_RECORDS}_died ON {_RECORDS} (namespace, died) WHERE died <> {SENTINEL}",
+    # pgvector HNSW indexes for ``query``, one per vector width (an HNSW index needs one): a partial index of the
+    # column cast to that width, built by this function (the one place its definition is kept; planner statistics
+    # off, as for the column); up to HNSW_MAX_WIDTH dimensions, wider vectors are searched without an index.
+    f"""CREATE FUNCTION {_INDEX_FN}(width integer) RETURNS void LANGUAGE plpgsql AS $$
+    DECLARE name text := '{_RECORDS}_hnsw_' || width;
+    BEGIN
+        IF width BETWEEN 1 AND {HNSW_MAX_WIDTH} AND to_regclass(name) IS NULL THEN
+            EXECUTE format('CREATE INDEX %I ON {_RECORDS} USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
+                           'WHERE vector_dims(embedding) = %s', name, width, width);
+            EXECUTE format('ALTER INDEX %I ALTER COLUMN 1 SET STATISTICS 0', name);
+        END IF;
+    END $$""",
+    # ... for every width the table holds when this runs (a commit builds the index of a width it brings first).
+    # (The widths are read whole first: an index cannot be built on a table a query of this session still reads.)
+    f"""DO $$
+    DECLARE width integer;
+    BEGIN
+        FOREACH width IN ARRAY (SELECT coalesce(array_agg(DISTINCT vector_dims(embedding)), '{{}}') FROM {_RECORDS}
+                                WHERE embedding IS NOT NULL) LOOP
+            PERFORM {_INDEX_FN}(width);
+        END LOOP;
+    END $$""",
 )
 
 
@@ -99,6 +129,7 @@ class _Row:
     id: str
     record: str
     vector: str | None
+    width: int  # the vector's dimensions (0: none)
 
 
 class PostgresStore:
@@ -113,6 +144,7 @@ class PostgresStore:
         self._pool = _open_pool(self.url, self._where, stall_s=self.settings.commit_lease_s)
         self._cache: dict[str, tuple[tuple[str, int], NamespaceSnapshot]] = {}
         self._cache_lock = threading.Lock()
+        self._indexed: set[int] = set()  # the vector widths whose HNSW index this store has seen built
         try:
             self.setup()
         except BaseException:
@@ -161,6 +193,18 @@ class PostgresStore:
                         "'CREATE EXTENSION vector' in this database") from exc
                 conn.execute("INSERT INTO logicmap_migrations (v) VALUES (%s)", (version,))
         return len(MIGRATIONS) - 1
+
+    def _index_widths(self, widths: set[int]) -> None:
+        """Build the HNSW index of each vector width not indexed yet (under ``setup``'s advisory lock; before the
+        commit that brings the width, so a query after it finds the index)."""
+        missing = widths - self._indexed
+        if not missing:
+            return
+        with self._connection() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            for width in sorted(missing):
+                conn.execute(f"SELECT {_INDEX_FN}(%s)", (width,))
+        self._indexed |= missing
 
     # -- reading ---------------------------------------------------------------------------------------------
 
@@ -309,8 +353,30 @@ class PostgresStore:
         return snap
 
     def query(self, namespace: str, kind: str, vector: Sequence[float], k: int) -> list[tuple[str, float]]:
-        """Exact cosine search over the latest snapshot's vectors (as every backend answers ``query``)."""
-        return committed_nearest(self, namespace, kind, vector, k)
+        """The ``k`` live records of ``kind`` nearest to ``vector`` by cosine similarity, searched in the database
+        (the committed, visible versions only), through the width's HNSW index when the planner takes it
+        (``nearest_rows``); the exact search in the database when that comes back short. A zero query vector has no
+        cosine: the exact search over the snapshot (``port.committed_nearest``) answers it, as every other
+        backend's ``query`` does."""
+        check_queryable(kind)
+        namespace = validate_namespace(namespace)
+        values = _vector_values(vector)
+        if values is None or not np.any(values):
+            return committed_nearest(self, namespace, kind, vector, k)
+        if k <= 0:
+            return []
+        probe, width = _vector_text(values), len(values)
+        with self._connection() as conn:
+            hits = nearest_rows(conn, namespace, kind, probe, width, k)
+            if len(hits) < k:  # fewer live rows, or the index scan gave up (hnsw.max_scan_tuples) short of k
+                hits = nearest_rows(conn, namespace, kind, probe, width, k, exact=True)
+            if not hits:  # none of this width: none at all, or a query of the wrong width
+                row = conn.execute(f"SELECT vector_dims(embedding) FROM {_RECORDS} WHERE namespace = %s "
+                                   "AND kind = %s AND died = %s AND embedding IS NOT NULL LIMIT 1",
+                                   (namespace, kind, SENTINEL)).fetchone()
+                if row is not None:
+                    raise ValueError(f"a query vector of width {width} for {kind} vectors of width {row[0]}")
+        return [(str(rid), 1.0 - float(distance)) for rid, distance in hits]
 
     # -- writing ---------------------------------------------------------------------------------------------
 
@@ -326,6 +392,7 @@ class PostgresStore:
         namespace = validate_namespace(change.namespace)
         embedder = change.embedder or self.embedder
         rows = _rows(change)
+        self._index_widths({row.width for row in rows if row.width})
         with self._connection() as conn:
             state = self._state(conn, namespace)
         incarnation, current = (state[0], state[3]) if state is not None else (None, Manifest(namespace=namespace))
@@ -494,9 +561,11 @@ def _rows(change: ChangeSet) -> list[_Row]:
             raise ValueError(f"{kind.field}: {len(records)} records but {len(vectors)} vectors")
         for i, record in enumerate(records):
             rid = kind.record_id(record)
-            vector = _vector_text(vectors[i]) if vectors is not None else None
+            values = _vector_values(vectors[i]) if vectors is not None else None
             rows.pop((kind.field, rid), None)
-            rows[(kind.field, rid)] = _Row(kind.field, rid, record.model_dump_json(), vector)
+            rows[(kind.field, rid)] = _Row(kind.field, rid, record.model_dump_json(),
+                                           None if values is None else _vector_text(values),
+                                           0 if values is None else len(values))
     return list(rows.values())
 
 
@@ -507,17 +576,53 @@ def _ids_by_kind(rows: list[_Row]) -> dict[str, list[str]]:
     return ids
 
 
-def _vector_text(vector: Any) -> str | None:
-    """pgvector's text form of a float32 vector (None for an empty one: pgvector has no zero-width vector)."""
+def _vector_values(vector: Any) -> np.ndarray | None:
+    """A vector as float32 values (None for an empty one: pgvector has no zero-width vector)."""
     values = np.asarray(vector, dtype=np.float32).reshape(-1)
-    if not len(values):
-        return None
+    return values if len(values) else None
+
+
+def _vector_text(values: np.ndarray) -> str:
+    """pgvector's text form of float32 values."""
     return "[" + ",".join(repr(float(x)) for x in values.tolist()) + "]"
 
 
 def _vector_from_binary(data: bytes) -> np.ndarray:
     """pgvector's binary form: dimension (int16), unused (int16), then the float32 values, big-endian."""
     return np.frombuffer(data, dtype=">f4", offset=4).astype(np.float32)
+
+
+# -- searching -------------------------------------------------------------------------------------------------
+
+
+def nearest_rows(conn: Any, namespace: str, kind: str, vector: str, width: int, k: int,
+                 exact: bool = False) -> list[tuple[str, float]]:
+    """``(id, cosine distance)`` of the ``k`` live records of ``kind`` nearest to ``vector``, nearest first (one
+    statement: the versions its snapshot sees, committed ones only).
+
+    The ``ORDER BY`` matches the width's HNSW index, which the planner takes when the namespace is not small. An
+    HNSW scan finds the index's nearest candidates first and filters after, so with many namespaces it would
+    return fewer than ``k`` rows of this one; ``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8, set for
+    every session of the store's pool: ``_open_pool``) makes it scan on until ``k`` rows pass the filter (or
+    ``hnsw.max_scan_tuples`` were scanned), in an order that is nearly sorted, so the rows are sorted again. A ``k``
+    above ``hnsw.ef_search`` (40) raises it for this statement (``SET LOCAL``). ``exact``: an ``ORDER BY`` no index
+    matches (every live row of the kind compared)."""
+    statement, params = search_sql(width, exact), (vector, namespace, kind, SENTINEL, vector, k)
+    if exact or k <= EF_SEARCH:
+        rows = conn.execute(statement, params).fetchall()
+    else:
+        with conn.transaction():
+            conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(min(1000, k)),))
+            rows = conn.execute(statement, params).fetchall()
+    return [(str(rid), float(distance)) for rid, distance in rows]
+
+
+def search_sql(width: int, exact: bool = False) -> str:
+    """``nearest_rows``'s statement (parameters: vector, namespace, kind, the live sentinel, vector, k)."""
+    probe = f"embedding::vector({width}) <=> %s::vector({width})"
+    return (f"WITH hits AS MATERIALIZED (SELECT id, {probe} AS distance FROM {_RECORDS} "
+            f"WHERE namespace = %s AND kind = %s AND died = %s AND vector_dims(embedding) = {width} "
+            f"ORDER BY {f'({probe}) + 0' if exact else probe} LIMIT %s) SELECT id, distance FROM hits ORDER BY distance, id")
 
 
 # -- connecting ------------------------------------------------------------------------------------------------
@@ -555,7 +660,8 @@ def _check_reachable(url: str, where: str) -> None:
 def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
     """The store's pool. Each connection's session ends if it sits ``stall_s`` seconds inside a transaction (a
     writer paused or hung mid-commit), so its row lock holds the namespace's other writers at most that long,
-    as a Chroma server's commit lease does (``LOGICMAP_COMMIT_LEASE_S``)."""
+    as a Chroma server's commit lease does (``LOGICMAP_COMMIT_LEASE_S``); its HNSW searches scan iteratively
+    (``nearest_rows``)."""
     try:
         import psycopg_pool
     except ImportError as exc:
@@ -566,6 +672,8 @@ def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
 
     def configure(conn: Any) -> None:
         conn.execute(f"SET idle_in_transaction_session_timeout = {max(1, int(stall_s * 1000))}")
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")  # a filtered HNSW search returns k rows
+        conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
 
     pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=POOL_MAX, kwargs={"autocommit": True},
                                        configure=configure, open=False, name=f"logicmap {where}")
