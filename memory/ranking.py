@@ -5,7 +5,8 @@ its event, of its event's topic, of the turns before and after it in its event, 
 to) next to its own similarity, its lexical match and who said it. The weights are a logistic regression
 fitted on public LoCoMo conversations by ``evals/loco.py`` (leave-one-conversation-out figures in its output
 and in docs/performance.md) and stored in ``memory/turn_ranker_weights.py``; the extra keys of
-``memory.ranking_keys`` that held out there are features too.
+``memory.ranking_keys`` that held out there are features too. The fit sees each question's context (each
+feature's best value over its turns) beside each turn's features: ``TurnRanker.context``.
 """
 
 from __future__ import annotations
@@ -171,12 +172,18 @@ def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence
 class TurnRanker:
     """A linear scorer over ``names`` (``FEATURES`` unless given; a logistic regression's coefficients and
     intercept). ``session_diversity``: the first ``DIVERSE_BUDGET`` turns are taken greedily, each losing this
-    much per turn already taken from its session (``memory.ranking_keys.diversify``; 0: by score alone)."""
+    much per turn already taken from its session (``memory.ranking_keys.diversify``; 0: by score alone).
+    ``context``: coefficients of the question's best value of each feature (its maximum over the namespace's
+    turns; empty: none). That term is the same for every turn of a question, so it never reorders them; it is
+    there because the weights are fitted with it (``evals/loco.py``): the fit pools turns of many questions, and
+    the question-level columns take up what differs between questions (how well the best turn matches, whether
+    it is a "when" question), which leaves the turn-level weights to what ranks turns within one."""
 
     coefficients: tuple[float, ...]
     intercept: float = 0.0
     names: tuple[str, ...] = FEATURES
     session_diversity: float = 0.0
+    context: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.names if n not in ALL_FEATURES]
@@ -184,11 +191,15 @@ class TurnRanker:
             raise ValueError(f"unknown ranker features {unknown}; known: {', '.join(ALL_FEATURES)}")
         if len(self.coefficients) != len(self.names):
             raise ValueError(f"a turn ranker needs {len(self.names)} coefficients ({', '.join(self.names)}), got {len(self.coefficients)}")
+        if self.context and len(self.context) != len(self.names):
+            raise ValueError(f"a turn ranker's context needs {len(self.names)} coefficients or none, got {len(self.context)}")
 
     def scores(self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray) -> dict[str, float]:
         """Every turn's score for ``question`` (higher is more likely evidence)."""
         features = turn_features(snapshot, question, readings, self.names)
         values = features.matrix @ np.asarray(self.coefficients) + self.intercept
+        if self.context and len(values):
+            values = values + float(features.matrix.max(axis=0) @ np.asarray(self.context))
         if self.session_diversity > 0 and len(values):
             values = diversify(values, key_layout(snapshot)["session_of"], self.session_diversity)
         return dict(zip(features.turn_ids, values.tolist()))
@@ -199,5 +210,6 @@ def default_ranker() -> TurnRanker:
     """The shipped ranker (``memory/turn_ranker_weights.py``, written by ``evals/loco.py``)."""
     from logicmap.memory import turn_ranker_weights as weights
 
+    context: dict[str, float] = getattr(weights, "CONTEXT", {})
     return TurnRanker(tuple(weights.COEFFICIENTS[name] for name in FEATURES), weights.INTERCEPT, FEATURES,
-                      getattr(weights, "SESSION_DIVERSITY", 0.0))
+                      getattr(weights, "SESSION_DIVERSITY", 0.0), tuple(context[name] for name in FEATURES) if context else ())

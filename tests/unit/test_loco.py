@@ -7,7 +7,7 @@ import runpy
 
 import numpy as np
 
-from logicmap.evals.loco import Question, diversified, loco, main
+from logicmap.evals.loco import Question, design, diversified, loco, main
 from logicmap.memory.ranking import FEATURES
 
 
@@ -32,6 +32,31 @@ def test_each_conversation_is_scored_by_a_model_fitted_without_it() -> None:
     assert diversified(np.arange(6.0)[::-1], np.array([0, 0, 0, 1, 1, 2]), 0.0, 3) == [0, 1, 2]
 
 
+def _listing(conversation: str, golds: int, level: float, turns: int = 30) -> Question:
+    """A multi-hop-like question: its last ``golds`` turns are gold, 0.2 more similar (the first feature) than the
+    others, whose similarity is ``level``."""
+    from logicmap.evals.loco import feature_names
+
+    matrix = np.zeros((turns, len(feature_names())))
+    matrix[:, 0] = level
+    matrix[turns - golds:, 0] = level + 0.2
+    ids = [f"D1:{i}" for i in range(turns)]
+    labels = np.array([1 if i >= turns - golds else 0 for i in range(turns)])
+    return Question(conversation, 1, ids, matrix, labels, ids[turns - golds:], np.zeros(turns, dtype=np.int64))
+
+
+def test_the_fit_sees_each_question_s_context() -> None:
+    # Within every question the gold turns are the more similar ones, but across questions the ones whose turns
+    # are all similar (level 1.0) have one gold turn in 30 and the others (level 0.0) ten: pooled turn by turn,
+    # similarity predicts *fewer* gold turns and a fit on the turns alone ranks every gold turn last. With the
+    # question's best similarity beside each turn (``design``), the fit ranks them first.
+    questions = [_listing(c, 10, 0.0) for c in "abc"] + [_listing(c, 1, 1.0) for c in "abc"]
+    assert loco(questions, [], context=False)[1] == [0.0] * 6
+    assert loco(questions, [])[1] == [1.0] * 6
+    matrix = questions[0].matrix
+    assert design(matrix).shape == (30, 2 * matrix.shape[1]) and np.all(design(matrix)[:, matrix.shape[1]] == 0.2)
+
+
 def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_path, capsys) -> None:
     samples = json.loads(sample_path.read_text())
     samples = samples if isinstance(samples, list) else [samples]
@@ -49,3 +74,4 @@ def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_pat
     assert "| refit on the base features |" in printed and "| chosen: " in printed and "without" in printed
     weights = runpy.run_path(str(out))
     assert set(weights["COEFFICIENTS"]) == set(FEATURES) and weights["SESSION_DIVERSITY"] == 0.0
+    assert set(weights["CONTEXT"]) == set(FEATURES) and "| chosen, fitted without question context" in printed

@@ -101,3 +101,12 @@ def test_a_ranker_names_its_features_and_the_shipped_one_covers_them(resources) 
     assert max(facts_only, key=facts_only.get) == "D1:1"
     shipped = default_ranker().scores(snapshot, question, readings)
     assert set(shipped) == set(snapshot.turns)
+    # The question's context (each feature's best value over its turns) adds one term to every turn alike: the
+    # fitted logit, never a different order (the shipped ranker has it: evals/loco.py fits with it).
+    with pytest.raises(ValueError, match="context needs"):
+        TurnRanker((1.0,), names=("own",), context=(1.0, 2.0))
+    plain = TurnRanker((1.0, 2.0), names=("own", "bm25")).scores(snapshot, question, readings)
+    framed = TurnRanker((1.0, 2.0), names=("own", "bm25"), context=(0.5, -3.0)).scores(snapshot, question, readings)
+    best = turn_features(snapshot, question, readings, ("own", "bm25")).matrix.max(axis=0)
+    assert all(abs(framed[t] - plain[t] - (0.5 * best[0] - 3.0 * best[1])) < 1e-9 for t in plain)
+    assert len(default_ranker().context) == len(FEATURES) and set(turn_ranker_weights.CONTEXT) == set(FEATURES)
