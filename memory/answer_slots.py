@@ -35,6 +35,7 @@ __all__ = [
     "ASPECT_WEIGHT",
     "CONTEXT_WEIGHT",
     "RANK_WEIGHT",
+    "SLOT_WORDS",
     "Focus",
     "SlotCandidate",
     "answer_clause",
@@ -76,7 +77,7 @@ _FOCUS_PATTERNS: tuple[tuple[Focus, re.Pattern[str]], ...] = (
 _NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)?\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                      r"fifteen|twenty|thirty|forty|fifty|hundred|thousand|dozen|once|twice|a couple)\b", re.IGNORECASE)
 _REASON = re.compile(r"\b(?:because|since|so that|so|due to|thanks to|in order to|as)\b", re.IGNORECASE)
-_CLAUSE = re.compile(r"\s*[;,]\s+|\s+(?:and|but)\s+(?=(?:I|we|he|she|they|it|you|my|our|his|her|their)\b)")
+_CLAUSE = re.compile(r"\s*[;,]\s+(?:(?:and|but|so|then)\s+)?|\s+(?:and|but)\s+(?=(?:I|we|he|she|they|it|you|my|our|his|her|their)\b)")
 
 
 def question_focus(question: str) -> Focus:
@@ -124,13 +125,24 @@ def focus_spans(focus: Focus, sentence: str, *, known: Iterable[str] = ()) -> li
     cues = [c for c in extract_cues(sentence) if new(c.text) and not sentence.startswith(c.text)]
     if focus == "place":
         return [c.text for c in cues if c.kind == "place"]
-    if focus in ("name", "person"):
+    if focus == "person":
+        return [c.text for c in cues if c.kind in ("person", "entity") and c.text[:1].isupper()]
+    if focus == "name":
         return [c.text for c in cues if c.kind in ("person", "place", "entity") and c.text[:1].isupper()]
     if focus == "thing":
         return [c.text for c in cues if c.kind in ("entity", "activity", "place", "person")]
     return []
 
 
+SLOT_WORDS: dict[str, frozenset[str]] = {
+    "live": frozenset("moved move moving flat apartment house home neighbourhood neighborhood settled relocated "
+                      "lives living".split()),
+    "work": frozenset("job works working hired employed office career colleagues boss".split()),
+    "name": frozenset("named called name".split()),
+    "called": frozenset("named called name".split()),
+}
+"""The words a sentence that answers a question with the key's verb tends to use instead ("Where does Maya live?":
+"I moved to Lisbon", "my new flat is in Alfama"): they count as an aspect of the question."""
 _TYPED: frozenset[Focus] = frozenset({"time", "count", "name", "place", "person"})
 """The focus types whose span can answer a question that shares no word with the sentence ("Where does Maya live?":
 "I moved to Lisbon")."""
@@ -145,7 +157,9 @@ def slot_scores(question: str, candidates: Sequence[SlotCandidate], *, ignore: S
     overlap = sentence_scores(question, [c.text for c in candidates], ignore=[*ignore, *_FILLER])
     around = sentence_scores(question, [c.context for c in candidates], ignore=[*ignore, *_FILLER])
     known = [question, *ignore]
+    asked = set(tokenize(question))
     aspects = [ASPECTS[a] for a in resolve_aspects(question) if a in ASPECTS]
+    aspects += [words for verb, words in SLOT_WORDS.items() if verb in asked]
     scores = []
     for candidate, own, near in zip(candidates, overlap, around, strict=True):
         shared = own + CONTEXT_WEIGHT * near
@@ -168,12 +182,14 @@ def choose_answer(question: str, candidates: Sequence[SlotCandidate], *, ignore:
 
 
 def answer_clause(question: str, sentence: str, *, ignore: Sequence[str] = ()) -> str:
-    """The clause of ``sentence`` that holds the question's slot (a span of the asked type, and the most of the
-    question's words), or the whole sentence when it has one clause or no clause holds the slot alone."""
+    """The clause of ``sentence`` that alone holds a span of the asked type (a time, count, name, place or
+    person), or the whole sentence (one clause, another focus, or no clause or several hold such a span)."""
     clauses = [c for c in _CLAUSE.split(sentence) if content_stems(c)]
     if len(clauses) < 2:
         return sentence
     focus = question_focus(question)
+    if focus not in _TYPED:
+        return sentence
     known = [question, *ignore]
     typed = [i for i, c in enumerate(clauses) if focus_spans(focus, c, known=known)]
     if len(typed) != 1:
