@@ -116,7 +116,9 @@ def evidence_sentences(evidence: Sequence[EvidenceLike]) -> tuple[list[EvidenceS
     sentences: list[EvidenceSentence] = []
     seen: set[str] = set()
     for rank, item in enumerate(evidence):
-        dated = [(line, said) for line in item.text.splitlines() if (said := _LINE_DATE.search(line))]
+        dated: list[tuple[str, re.Match[str] | None]] = [
+            (line, said) for line in item.text.splitlines() if (said := _LINE_DATE.search(line))]
+        asked = ""  # the turn before, when it asked a question: the turn after answers it
         for line, said in dated or [(line, None) for line in item.text.splitlines()]:
             # The date a turn was said: its line's "(YYYY-MM-DD)", else the evidence item's time.
             anchor = parse_timestamp(said.group(1) if said else (item.time or "")[:10])
@@ -126,8 +128,9 @@ def evidence_sentences(evidence: Sequence[EvidenceLike]) -> tuple[list[EvidenceS
                     if not content_stems(sentence) or sentence in seen:
                         continue
                     seen.add(sentence)
-                    context = " ".join(parts[:index] + parts[index + 1:])
+                    context = " ".join([asked, *parts[:index], *parts[index + 1:]]).strip()
                     sentences.append(EvidenceSentence(sentence, item.id, anchor, rank, context))
+                asked = " ".join(p for p in parts if p.rstrip().endswith("?"))
     return sentences, speakers
 
 
@@ -147,6 +150,8 @@ def answer_from_evidence(question: str, evidence: Sequence[EvidenceLike]) -> Ans
             resolved = resolve_relative(phrase, anchor)
             if resolved:
                 return Answer(answer=date_text(resolved), cited_ids=[item_id])
+        if anchor is not None:  # no time phrase: the event was told the day it was said
+            return Answer(answer=f"{sentence} ({date_text(anchor)})", cited_ids=[item_id])
     return Answer(answer=answer_clause(question, sentence, ignore=speakers), cited_ids=[item_id])
 
 

@@ -26,13 +26,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from logicmap.memory.cue_extraction import ASPECTS, extract_cues, resolve_aspects
+from logicmap.memory.cue_extraction import ASPECTS, TextCue, extract_cues, resolve_aspects
 from logicmap.memory.text import content_stems, sentence_scores, tokenize
 from logicmap.memory.timeparse import find_time_phrases
 
 __all__ = [
     "FOCUS_WEIGHT",
     "ASPECT_WEIGHT",
+    "OPEN_FOCUS_WEIGHT",
     "CONTEXT_WEIGHT",
     "RANK_WEIGHT",
     "SLOT_WORDS",
@@ -47,13 +48,15 @@ __all__ = [
 
 Focus = Literal["time", "count", "name", "place", "person", "reason", "thing", "other"]
 
-FOCUS_WEIGHT = 1.0
-"""What a span of the asked type adds to a sentence's score (overlap scores run about 0-4)."""
+FOCUS_WEIGHT = 4.0
+"""What a span of the asked type adds to a sentence's score (one shared rare word adds about 2-4)."""
+OPEN_FOCUS_WEIGHT = 1.0
+"""The same for a thing or a reason, whose spans (noun phrases, "because") most sentences hold."""
 ASPECT_WEIGHT = 0.4
 """What the question's aspect words in a sentence add (once per aspect)."""
 CONTEXT_WEIGHT = 0.5
 """The share of its turn's other sentences' overlap a sentence adds to its own."""
-RANK_WEIGHT = 0.3
+RANK_WEIGHT = 1.0
 """What the first evidence item adds (``RANK_WEIGHT / (1 + rank)``): ties go to the better-ranked evidence."""
 
 _PLACE_NOUNS = ("city", "country", "town", "state", "place", "location", "area", "region", "island", "beach", "park",
@@ -76,7 +79,8 @@ _FOCUS_PATTERNS: tuple[tuple[Focus, re.Pattern[str]], ...] = (
 )
 _NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)?\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
                      r"fifteen|twenty|thirty|forty|fifty|hundred|thousand|dozen|once|twice|a couple)\b", re.IGNORECASE)
-_REASON = re.compile(r"\b(?:because|since|so that|so|due to|thanks to|in order to|as)\b", re.IGNORECASE)
+_REASON = re.compile(r"\b(?:because|since|so that|due to|thanks to|in order to)\b|, so\b", re.IGNORECASE)
+_QUOTED = re.compile(r"[\"“]([^\"“”]{2,60})[\"”]")
 _CLAUSE = re.compile(r"\s*[;,]\s+(?:(?:and|but|so|then)\s+)?|\s+(?:and|but)\s+(?=(?:I|we|he|she|they|it|you|my|our|his|her|their)\b)")
 
 
@@ -123,6 +127,9 @@ def focus_spans(focus: Focus, sentence: str, *, known: Iterable[str] = ()) -> li
         spans += [c.text for c in extract_cues(sentence) if c.kind == "time" and c.text not in spans]
         return spans
     cues = [c for c in extract_cues(sentence) if new(c.text) and not sentence.startswith(c.text)]
+    titles = [m.group(1) for m in _QUOTED.finditer(sentence) if new(m.group(1))]  # "Charlotte's Web": a title
+    if focus in ("name", "thing"):
+        cues = [*cues, *(TextCue(t, "entity") for t in titles)]
     if focus == "place":
         return [c.text for c in cues if c.kind == "place"]
     if focus == "person":
@@ -164,7 +171,8 @@ def slot_scores(question: str, candidates: Sequence[SlotCandidate], *, ignore: S
     for candidate, own, near in zip(candidates, overlap, around, strict=True):
         shared = own + CONTEXT_WEIGHT * near
         words = {w.lower() for w in re.findall(r"[A-Za-z']+", candidate.text)}
-        typed = FOCUS_WEIGHT if focus_spans(focus, candidate.text, known=known) else 0.0
+        spans = not candidate.text.rstrip().endswith("?") and focus_spans(focus, candidate.text, known=known)
+        typed = (FOCUS_WEIGHT if focus in _TYPED else OPEN_FOCUS_WEIGHT) if spans else 0.0
         aspect = ASPECT_WEIGHT * sum(1 for lexicon in aspects if lexicon & words)
         if shared <= 0 and not aspect and not (typed and focus in _TYPED):
             scores.append(0.0)

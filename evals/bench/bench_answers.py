@@ -20,7 +20,9 @@ Usage (CPU-light: no LLM, one thread, nice)::
     OMP_NUM_THREADS=1 LOGICMAP_THREADS=1 nice -n 10 python -m logicmap.evals.bench.bench_answers \\
         ../shared/data/locomo-dev5.json data/sample_conversation.json
 
-``--dump FILE`` writes every question's evidence, cited turns and both answers as JSON, to read the failures.
+``--record FILE`` writes every question's evidence, cited turns and answer as JSON lines while it runs;
+``--replay FILE`` scores the current rule on a recorded file in seconds (the no-LLM answer is a function of the
+evidence, and the evidence does not depend on the answer rule), to choose rules and read the failures.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -131,10 +133,14 @@ def _recorded_evidence() -> Iterator[list[tuple[str, list[Any]]]]:
             setattr(module, "answer_from_evidence", original)  # noqa: B010  # restored
 
 
-def answer_table(path: Path, resources: Any, strategy: str, *, turns: int = 10, limit: int | None = None,
-                 dump: list[dict[str, Any]] | None = None) -> dict[str, dict[str, list[float]]]:
-    """Per category: contains before / after, ceiling, F1 before / after (one value per question)."""
-    from logicmap.evals.metrics import category_label, token_f1
+Table = dict[str, dict[str, list[float]]]
+
+
+def record_answers(path: Path, resources: Any, strategy: str, *, turns: int = 10, limit: int | None = None,
+                   out: Any = None) -> Iterator[dict[str, Any]]:
+    """Ask every question of ``path`` (categories 1-4) with ``strategy``'s no-LLM policy; yield a record per
+    question (the question, gold answer, category, the evidence the responder got, the cited turns with their
+    session times, the strategy's answer), written as a JSON line to ``out`` when given."""
     from logicmap.evals.runner import eval_namespace, select_questions
     from logicmap.graphs.ingest import ingest_conversation
     from logicmap.graphs.strategies import answer
@@ -142,10 +148,8 @@ def answer_table(path: Path, resources: Any, strategy: str, *, turns: int = 10, 
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    questions = select_questions(conversations, None, limit)
     namespaces: dict[str, str] = {}
-    table: dict[str, dict[str, list[float]]] = {}
-    for conv, qa in questions:
+    for conv, qa in select_questions(conversations, None, limit):
         if conv.conversation_id not in namespaces:
             ns = eval_namespace(digest, "heuristic", resources.settings.embedding_provider, conv.conversation_id)
             ingest_conversation(conv, ns, resources=resources, policy="heuristic")
@@ -153,23 +157,41 @@ def answer_table(path: Path, resources: Any, strategy: str, *, turns: int = 10, 
         namespace = namespaces[conv.conversation_id]
         with _recorded_evidence() as seen:
             result = answer(strategy, qa.question, namespace, resources=resources, policy="heuristic")
-        before = previous_rule_answer(*seen[-1]) if seen else result.answer
         snapshot = resources.store.snapshot(namespace)
         cited = [snapshot.turns[t] for t in result.cited_turns(turns) if t in snapshot.turns]
-        ceiling_text = "\n".join(turn_answer_text(t.text, t.session_time) for t in cited)
-        row = table.setdefault(category_label(qa.category), {k: [] for k in
-                                                             ("ceiling", "before", "after", "f1_before", "f1_after")})
-        row["ceiling"].append(float(contains_answer(ceiling_text, qa.answer)))
-        row["before"].append(float(contains_answer(before, qa.answer)))
-        row["after"].append(float(contains_answer(result.answer, qa.answer)))
-        row["f1_before"].append(token_f1(before, qa.answer, qa.category))
-        row["f1_after"].append(token_f1(result.answer, qa.answer, qa.category))
-        if dump is not None:
-            dump.append({"file": path.name, "conversation": conv.conversation_id, "question": qa.question,
-                         "gold": qa.answer, "category": qa.category, "before": before, "after": result.answer,
-                         "evidence": [{"id": e.id, "text": e.text, "time": e.time} for e in (seen[-1][1] if seen else [])],
-                         "cited": [{"id": t.dia_id, "text": t.text, "time": t.session_time.isoformat()
-                                    if t.session_time else None} for t in cited]})
+        record = {"file": path.name, "strategy": strategy, "conversation": conv.conversation_id,
+                  "question": qa.question, "gold": qa.answer, "category": qa.category, "answer": result.answer,
+                  "evidence": [{"id": e.id, "text": e.text, "time": e.time} for e in (seen[-1][1] if seen else [])],
+                  "cited": [{"id": t.dia_id, "text": t.text,
+                             "time": t.session_time.isoformat() if t.session_time else None} for t in cited]}
+        if out is not None:
+            out.write(json.dumps(record) + "\n")
+            out.flush()
+        yield record
+
+
+def score(records: Iterable[dict[str, Any]], *, replay: bool = False) -> Table:
+    """Per category: contains before / after, ceiling, F1 before / after (one value per question). ``replay``:
+    the answer after is the current rule's on the recorded evidence (``answerers.answer_from_evidence``, which
+    is what the no-LLM responder returns), not the recorded one."""
+    from logicmap.agents.answerers import answer_from_evidence
+    from logicmap.agents.responder import EvidenceText
+    from logicmap.evals.metrics import category_label, token_f1
+    from logicmap.memory.timeparse import parse_timestamp
+
+    table: Table = {}
+    for r in records:
+        evidence = [EvidenceText(e["id"], e["text"], e["time"]) for e in r["evidence"]]
+        before = previous_rule_answer(r["question"], evidence)
+        after = answer_from_evidence(r["question"], evidence).answer if replay else r["answer"]
+        ceiling_text = "\n".join(turn_answer_text(t["text"], parse_timestamp(t["time"])) for t in r["cited"])
+        row = table.setdefault(category_label(r["category"]),
+                               {k: [] for k in ("ceiling", "before", "after", "f1_before", "f1_after")})
+        row["ceiling"].append(float(contains_answer(ceiling_text, r["gold"])))
+        row["before"].append(float(contains_answer(before, r["gold"])))
+        row["after"].append(float(contains_answer(after, r["gold"])))
+        row["f1_before"].append(token_f1(before, r["gold"], r["category"]))
+        row["f1_after"].append(token_f1(after, r["gold"], r["category"]))
     return table
 
 
@@ -177,7 +199,7 @@ def _mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def print_answer_table(name: str, strategy: str, table: dict[str, dict[str, list[float]]]) -> None:
+def print_answer_table(name: str, strategy: str, table: Table) -> None:
     """One markdown table: a row per category and one for all."""
     from logicmap.evals.bench.bench_nollm_answers import _category_order
 
@@ -197,37 +219,55 @@ def print_answer_table(name: str, strategy: str, table: dict[str, dict[str, list
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="+", help="LoCoMo-format conversation files")
+    parser.add_argument("files", nargs="+", help="LoCoMo-format conversation files (with --replay: recorded files)")
     parser.add_argument("--strategies", default=",".join(ANSWERING),
                         help="comma-separated strategies whose responder is extractive (compass, rerank, dense, bm25)")
     parser.add_argument("--embeddings", default="minilm", choices=["minilm", "hashing"])
     parser.add_argument("--turns", type=int, default=10, help="cited turns the ceiling reads (default 10)")
     parser.add_argument("--limit", type=int, help="at most N questions per file (in file order)")
-    parser.add_argument("--dump", type=Path, help="write every question's evidence and answers to this JSON file")
+    parser.add_argument("--record", type=Path, help="write every question's evidence, cited turns and answer to "
+                        "this JSON-lines file, as it is answered")
+    parser.add_argument("--replay", action="store_true", help="the files are --record outputs: score the current "
+                        "rule on their evidence, without ingesting or searching again")
     args = parser.parse_args(argv)
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
         print(f"error: no such file: {missing[0]}", file=sys.stderr)
         return 2
+    started = time.perf_counter()
+    if args.replay:
+        for file in args.files:
+            try:
+                records = [json.loads(line) for line in Path(file).read_text().splitlines() if line.strip()]
+            except json.JSONDecodeError as exc:
+                print(f"error: {file} is not a --record file: {exc}", file=sys.stderr)
+                return 2
+            groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for r in records:
+                groups.setdefault((r["file"], r["strategy"]), []).append(r)
+            for (name, strategy), group in groups.items():
+                print_answer_table(f"{name} (replayed from {Path(file).name})", strategy, score(group, replay=True))
+        print(f"{time.perf_counter() - started:.0f} s")
+        return 0
     os.environ.setdefault("LOGICMAP_THREADS", "1")
     print(machine_line())
     print(f"embedder: {args.embeddings}; heuristic ingest, no-LLM answers; categories 1-4; ceiling: cited top-"
           f"{args.turns} turns\n")
     directory = Path(tempfile.mkdtemp(prefix="logicmap-answers-"))
     resources = fresh_resources(directory, embeddings=args.embeddings)
-    dump: list[dict[str, Any]] | None = [] if args.dump else None
-    started = time.perf_counter()
+    out = args.record.open("w") if args.record else None
     try:
         for file in args.files:
             for strategy in [s.strip() for s in args.strategies.split(",") if s.strip()]:
-                table = answer_table(Path(file), resources, strategy, turns=args.turns, limit=args.limit, dump=dump)
-                print_answer_table(Path(file).name, strategy, table)
+                records = list(record_answers(Path(file), resources, strategy, turns=args.turns, limit=args.limit,
+                                              out=out))
+                print_answer_table(Path(file).name, strategy, score(records))
     finally:
+        if out is not None:
+            out.close()
         if resources.store_ is not None:
             resources.store_.close()
         shutil.rmtree(directory, ignore_errors=True)
-    if args.dump and dump is not None:
-        args.dump.write_text(json.dumps(dump, indent=1))
     print(f"{time.perf_counter() - started:.0f} s")
     return 0
 

@@ -7,7 +7,6 @@ import pytest
 
 from logicmap.agents.answerers import answer_from_evidence, answer_from_memory_lines
 from logicmap.agents.responder import EvidenceText
-from logicmap.memory.answer_slots import answer_clause, focus_spans, question_focus
 
 
 @pytest.mark.parametrize(("question", "focus"), [
@@ -25,10 +24,14 @@ from logicmap.memory.answer_slots import answer_clause, focus_spans, question_fo
     ("Did Maya like the cafe?", "other"),
 ])
 def test_question_focus_reads_the_asked_slot(question: str, focus: str) -> None:
+    from logicmap.memory.answer_slots import question_focus
+
     assert question_focus(question) == focus
 
 
 def test_focus_spans_are_typed_and_new_to_the_question() -> None:
+    from logicmap.memory.answer_slots import focus_spans
+
     sentence = "My sister Ana moved to Lisbon in May 2023 with 2 dogs."
     assert "Lisbon" in focus_spans("place", sentence)
     assert "Ana" in focus_spans("person", sentence)
@@ -83,6 +86,8 @@ def test_the_answer_is_read_turn_by_turn_without_speaker_prefixes() -> None:
 
 
 def test_answer_clause_keeps_the_clause_that_holds_the_slot() -> None:
+    from logicmap.memory.answer_slots import answer_clause
+
     sentence = "It was a long day, but I finished in 1 hour 52 minutes."
     assert answer_clause("How long did the race take?", sentence) == "I finished in 1 hour 52 minutes."
     assert answer_clause("What did Leo finish?", sentence) == sentence  # a thing: the whole sentence
