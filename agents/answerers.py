@@ -161,17 +161,15 @@ _LINE_SPEAKER = re.compile(r"^\s*(\[[^\]]*\]\s*)?(\([^)]*\)\s*)?[A-Z][\w' ]{0,30
 
 
 def answer_from_memory_lines(question: str, memories: Sequence[tuple[str, str, str | None]]) -> ForwardAnswer:
-    """The sentence (or clause) of the retrieved memories (``(id, text, date)`` lines, best first) that best fills
-    the question's slot (``answer_slots.choose_answer``)."""
-    sentences: list[tuple[str, SlotCandidate]] = []
-    for rank, (mid, text, _) in enumerate(memories):
-        parts = split_sentences(_LINE_SPEAKER.sub("", text))
-        sentences += [(mid, SlotCandidate(s, rank, " ".join(parts[:i] + parts[i + 1:]))) for i, s in enumerate(parts)]
-    best = choose_answer(question, [c for _, c in sentences])
+    """The sentence of the retrieved memories (``(id, text, date)`` lines) that best answers the question
+    (``best_sentence``). The forward baselines cite the memory their answer comes from, so this rule stays: the
+    answer-slot rule would change their evidence, not only their answer."""
+    sentences = [(mid, s) for mid, text, _ in memories for s in split_sentences(_LINE_SPEAKER.sub("", text))]
+    best = best_sentence(question, [s for _, s in sentences])
     if best is None:
         return ForwardAnswer(answer=NO_ANSWER, cited=[])
-    mid, chosen = sentences[best]
-    return ForwardAnswer(answer=answer_clause(question, chosen.text), cited=[mid])
+    mid, sentence = sentences[best]
+    return ForwardAnswer(answer=sentence, cited=[mid])
 
 
 # -- Memory-R2's facts ------------------------------------------------------------------------------

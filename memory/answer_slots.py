@@ -52,7 +52,7 @@ FOCUS_WEIGHT = 4.0
 """What a span of the asked type adds to a sentence's score (one shared rare word adds about 2-4)."""
 OPEN_FOCUS_WEIGHT = 1.0
 """The same for a thing or a reason, whose spans (noun phrases, "because") most sentences hold."""
-ASPECT_WEIGHT = 0.4
+ASPECT_WEIGHT = 1.0
 """What the question's aspect words in a sentence add (once per aspect)."""
 CONTEXT_WEIGHT = 0.5
 """The share of its turn's other sentences' overlap a sentence adds to its own."""

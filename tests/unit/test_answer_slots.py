@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from logicmap.agents.answerers import answer_from_evidence, answer_from_memory_lines
+from logicmap.agents.answerers import answer_from_evidence
 from logicmap.agents.responder import EvidenceText
 
 
@@ -91,13 +91,6 @@ def test_answer_clause_keeps_the_clause_that_holds_the_slot() -> None:
     sentence = "It was a long day, but I finished in 1 hour 52 minutes."
     assert answer_clause("How long did the race take?", sentence) == "I finished in 1 hour 52 minutes."
     assert answer_clause("What did Leo finish?", sentence) == sentence  # a thing: the whole sentence
-
-
-def test_forward_memory_lines_answer_by_the_slot_too() -> None:
-    # Old rule: "That's wonderful, Maya!" (it shares "Maya"'s neighbour words, nothing of the slot).
-    memories = [("m1", "Leo: That's wonderful news about the dog!", None),
-                ("m2", "Maya: I adopted a dog. His name is Biscuit.", None)]
-    assert "Biscuit" in answer_from_memory_lines("What is the dog called?", memories).answer
 
 
 @pytest.mark.parametrize("strategy", ["compass", "rerank"])  # the two whose evidence holds D4:1 (hashing embedder)
