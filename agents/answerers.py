@@ -3,7 +3,7 @@ answering role, and that role's recorded fallback), one function each, named for
 
 | answerer | answers from | used by |
 | --- | --- | --- |
-| ``answer_from_evidence`` | the evidence handed to the responder: its best sentence, a "when" question's date | ``responder`` (CompassMem, rerank, dense, bm25, Memory-R2's answer agent) |
+| ``answer_from_evidence`` | the evidence handed to the responder: the sentence that fills the question's slot (``memory.answer_slots``), a "when" question's date | ``responder`` (CompassMem, rerank, dense, bm25, Memory-R2's answer agent) |
 | ``answer_from_memory_lines`` | retrieved memory lines: their best sentence | ``goalmem_forward`` (the forward baselines) |
 | ``answer_from_best_fact`` | R2 facts: the best fact's best sentence without the question's words | ``r2`` (fact answerer), ``evals.train`` |
 | ``answer_from_active_set`` | MRAgent's active set: the best-matching turn, its event's date for "when" | ``reconstruct_policy``, ``graphs.reconstruct`` |
@@ -135,10 +135,12 @@ def evidence_sentences(evidence: Sequence[EvidenceLike]) -> tuple[list[EvidenceS
 
 
 def answer_from_evidence(question: str, evidence: Sequence[EvidenceLike]) -> Answer:
-    """The evidence sentence that best answers the question (``best_sentence``: idf-weighted shared words,
-    the speakers' names not counting); earlier evidence wins ties.
+    """The evidence sentence (or clause) that fills the question's slot (``answer_slots.choose_answer``: what
+    the question asks for, a time, count, name, place, person, reason or thing; the question's words it and its
+    turn share; the evidence's rank), its speaker prefix stripped; earlier evidence wins ties.
 
-    A "when" question is answered with the date the sentence's time phrase means on the day its turn was said.
+    A "when" question is answered with the date the sentence's time phrase means on the day its turn was said,
+    or, when the sentence has no time phrase, with the sentence and that day.
     """
     sentences, speakers = evidence_sentences(evidence)
     best = choose_answer(question, [SlotCandidate(s.text, s.rank, s.context) for s in sentences], ignore=speakers)
