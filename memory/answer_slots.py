@@ -5,12 +5,14 @@ time, a place, a person, a name, a count, a reason, or a thing. ``choose_answer`
 sentence of the cited evidence by
 
 - overlap: the question's content words it shares (``text.sentence_scores``: idf-weighted over the candidates,
-  the speakers' names not counting, a question or a mere echo of the question discounted);
+  the speakers' names and fillers such as "now" not counting, a question or a mere echo of the question
+  discounted), and ``CONTEXT_WEIGHT`` of the overlap of its context (the rest of its turn, and the question the
+  turn answers): the sentence that fills the slot often leaves the question's words to its neighbour;
 - focus: whether it holds a span of the asked type that the question does not already name (``focus_spans``:
   ``cue_extraction.extract_cues``' typed spans, i.e. time expressions (``timeparse``), quantities, capitalised
-  names and places; numbers; "because" clauses), with no gazetteer;
-- aspect: the question's aspect words (``cue_extraction.resolve_aspects``: "live" asks about home, so "my new
-  flat" and "moved" count);
+  names and places; numbers; quoted titles; "because" clauses), with no gazetteer;
+- aspect: the question's aspect words (``cue_extraction.resolve_aspects``, and ``SLOT_WORDS``: "live" asks about
+  home, so "my new flat" and "moved" count);
 - rank: where its evidence item ranks (the strategy's order).
 
 ``answer_clause`` then trims the chosen sentence to the clause that holds the slot when the sentence joins
@@ -111,8 +113,8 @@ def _known(words: Iterable[str]) -> frozenset[str]:
 def focus_spans(focus: Focus, sentence: str, *, known: Iterable[str] = ()) -> list[str]:
     """The spans of ``sentence`` of the asked type that name something not in ``known`` (the question's words,
     the speakers' names): time expressions for a time, numbers and quantities for a count, capitalised names
-    for a name or a person, places (capitalised, after "in/at/to/from/near...") for a place, the clause after
-    "because/since/so" for a reason, noun phrases and names for a thing. Gazetteer-free."""
+    for a name or a person, places (capitalised, after "in/at/to/from/near...") for a place, "because", "since",
+    "so that", "due to" for a reason, noun phrases, names and quoted titles for a thing. Gazetteer-free."""
     old = _known(known)
 
     def new(span: str) -> bool:
@@ -152,7 +154,7 @@ SLOT_WORDS: dict[str, frozenset[str]] = {
 "I moved to Lisbon", "my new flat is in Alfama"): they count as an aspect of the question."""
 _TYPED: frozenset[Focus] = frozenset({"time", "count", "name", "place", "person"})
 """The focus types whose span can answer a question that shares no word with the sentence ("Where does Maya live?":
-"I moved to Lisbon")."""
+"I moved to Lisbon"), and whose answer is cut to the clause that holds the span."""
 _FILLER = ("now", "then", "still", "also", "just", "really", "ever", "ago", "say", "said", "tell", "told", "mention",
            "mentioned")
 
@@ -183,7 +185,8 @@ def slot_scores(question: str, candidates: Sequence[SlotCandidate], *, ignore: S
 
 def choose_answer(question: str, candidates: Sequence[SlotCandidate], *, ignore: Sequence[str] = ()) -> int | None:
     """The index of the candidate that best fills the question's slot (``slot_scores``; the earlier candidate
-    wins a tie), or ``None`` when none shares a content word with the question."""
+    wins a tie), or ``None`` when none shares a content word or an aspect with the question or holds a span of
+    its (time, count, name, place or person) focus."""
     scores = slot_scores(question, candidates, ignore=ignore)
     best = max(range(len(scores)), key=lambda i: (scores[i], -i), default=None)
     return best if best is not None and scores[best] > 0 else None
