@@ -3,7 +3,7 @@ answering role, and that role's recorded fallback), one function each, named for
 
 | answerer | answers from | used by |
 | --- | --- | --- |
-| ``answer_from_evidence`` | the evidence handed to the responder: its best sentence, a "when" question's date | ``responder`` (CompassMem, rerank, dense, bm25, Memory-R2's answer agent) |
+| ``answer_from_evidence`` | the evidence handed to the responder: the sentence that fills the question's slot (``memory.answer_slots``), a "when" question's date | ``responder`` (CompassMem, rerank, dense, bm25, Memory-R2's answer agent) |
 | ``answer_from_memory_lines`` | retrieved memory lines: their best sentence | ``goalmem_forward`` (the forward baselines) |
 | ``answer_from_best_fact`` | R2 facts: the best fact's best sentence without the question's words | ``r2`` (fact answerer), ``evals.train`` |
 | ``answer_from_active_set`` | MRAgent's active set: the best-matching turn, its event's date for "when" | ``reconstruct_policy``, ``graphs.reconstruct`` |
@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
+from logicmap.memory.answer_slots import SlotCandidate, answer_clause, choose_answer, question_focus
 from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
 from logicmap.memory.cue_index import CueIndex
 from logicmap.memory.deadline import check_deadline
@@ -45,11 +46,13 @@ __all__ = [
     "NOTHING_RECALLED",
     "ActiveItem",
     "EvidenceLike",
+    "EvidenceSentence",
     "answer_from_active_set",
     "answer_from_best_fact",
     "answer_from_evidence",
     "answer_from_memory_lines",
     "asks_when",
+    "evidence_sentences",
     "retrieve_facts",
     "reply_from_recall",
 ]
@@ -86,42 +89,72 @@ _LINE_DATE = re.compile(r"\((\d{4}-\d{2}-\d{2})\)\s*$")
 _WHEN = re.compile(r"^\s*when\b|\bwhat (?:date|day|month|year)\b", re.IGNORECASE)
 
 
-def answer_from_evidence(question: str, evidence: Sequence[EvidenceLike]) -> Answer:
-    """The evidence sentence that best answers the question (``best_sentence``: idf-weighted shared words,
-    the speakers' names not counting); earlier evidence wins ties.
+class EvidenceSentence(NamedTuple):
+    """One sentence of the evidence: its text (speaker prefix and trailing date stripped), the evidence item it
+    is in, the day its turn was said, where the item ranks (0: the first evidence item), and the other sentences
+    of its turn."""
 
-    A "when" question is answered with the date the sentence's time phrase means on the day its turn was said.
+    text: str
+    item_id: str
+    anchor: datetime | None
+    rank: int
+    context: str = ""
+
+
+_TURN_BREAK = re.compile(r"(?<=[.!?\])])\s+(?=[A-Z][\w.'-]{0,30}:\s)")  # "... puppy. Leo: That's ...": a new turn
+
+
+def evidence_sentences(evidence: Sequence[EvidenceLike]) -> tuple[list[EvidenceSentence], list[str]]:
+    """The sentences of ``evidence`` in order, each once, and the speaker prefixes seen (``"Maya: "``).
+
+    An item that quotes its turns (lines dated ``(YYYY-MM-DD)``, as ``compass_policy.render_with_turns`` writes
+    them) is read from those lines, its summary (which repeats or paraphrases them, dated by the event) left out;
+    a line that joins several turns ("Maya: ... Leo: ...") is read turn by turn.
     """
     lines = [_LEAD.sub("", line.strip()) for item in evidence for line in item.text.splitlines()]
     speakers = [m.group(0) for line in lines if (m := _SPEAKER.match(line))]
-    sentences: list[tuple[str, str, datetime | None]] = []
-    seen: dict[str, int] = {}
-    for item in evidence:
-        for line in item.text.splitlines():
+    sentences: list[EvidenceSentence] = []
+    seen: set[str] = set()
+    for rank, item in enumerate(evidence):
+        dated: list[tuple[str, re.Match[str] | None]] = [
+            (line, said) for line in item.text.splitlines() if (said := _LINE_DATE.search(line))]
+        asked = ""  # the turn before, when it asked a question: the turn after answers it
+        for line, said in dated or [(line, None) for line in item.text.splitlines()]:
             # The date a turn was said: its line's "(YYYY-MM-DD)", else the evidence item's time.
-            said = _LINE_DATE.search(line)
             anchor = parse_timestamp(said.group(1) if said else (item.time or "")[:10])
-            for sentence in split_sentences(_SPEAKER.sub("", _LEAD.sub("", line.strip()))):
-                sentence = _TRAIL.sub("", _SPEAKER.sub("", sentence))
-                if not content_stems(sentence):
-                    continue
-                if sentence in seen:  # a summary repeats its turns: keep one, dated by the turn's own line
-                    if said:
-                        i = seen[sentence]
-                        sentences[i] = (*sentences[i][:2], anchor)
-                    continue
-                seen[sentence] = len(sentences)
-                sentences.append((sentence, item.id, anchor))
-    best = best_sentence(question, [s for s, _, _ in sentences], ignore=speakers)
+            for turn in _TURN_BREAK.split(_LEAD.sub("", line.strip())):
+                parts = [_TRAIL.sub("", _SPEAKER.sub("", s)) for s in split_sentences(_SPEAKER.sub("", turn))]
+                for index, sentence in enumerate(parts):
+                    if not content_stems(sentence) or sentence in seen:
+                        continue
+                    seen.add(sentence)
+                    context = " ".join([asked, *parts[:index], *parts[index + 1:]]).strip()
+                    sentences.append(EvidenceSentence(sentence, item.id, anchor, rank, context))
+                asked = " ".join(p for p in parts if p.rstrip().endswith("?"))
+    return sentences, speakers
+
+
+def answer_from_evidence(question: str, evidence: Sequence[EvidenceLike]) -> Answer:
+    """The evidence sentence (or clause) that fills the question's slot (``answer_slots.choose_answer``: what
+    the question asks for, a time, count, name, place, person, reason or thing; the question's words it and its
+    turn share; the evidence's rank), its speaker prefix stripped; earlier evidence wins ties.
+
+    A "when" question is answered with the date the sentence's time phrase means on the day its turn was said,
+    or, when the sentence has no time phrase, with the sentence and that day.
+    """
+    sentences, speakers = evidence_sentences(evidence)
+    best = choose_answer(question, [SlotCandidate(s.text, s.rank, s.context) for s in sentences], ignore=speakers)
     if best is None:
         return Answer(answer=NO_ANSWER, cited_ids=[])
-    sentence, item_id, anchor = sentences[best]
-    if _WHEN.search(question):  # "yesterday", said on 8 May 2023, answers "When ...?" with 7 May 2023
+    sentence, item_id, anchor = sentences[best][:3]
+    if question_focus(question) == "time":  # "yesterday", said on 8 May 2023, answers "When ...?" with 7 May 2023
         for phrase in find_time_phrases(sentence):
             resolved = resolve_relative(phrase, anchor)
             if resolved:
                 return Answer(answer=date_text(resolved), cited_ids=[item_id])
-    return Answer(answer=sentence, cited_ids=[item_id])
+        if anchor is not None:  # no time phrase: the event was told the day it was said
+            return Answer(answer=f"{sentence} ({date_text(anchor)})", cited_ids=[item_id])
+    return Answer(answer=answer_clause(question, sentence, ignore=speakers), cited_ids=[item_id])
 
 
 # -- the forward baselines' memory lines ------------------------------------------------------------
@@ -131,7 +164,8 @@ _LINE_SPEAKER = re.compile(r"^\s*(\[[^\]]*\]\s*)?(\([^)]*\)\s*)?[A-Z][\w' ]{0,30
 
 def answer_from_memory_lines(question: str, memories: Sequence[tuple[str, str, str | None]]) -> ForwardAnswer:
     """The sentence of the retrieved memories (``(id, text, date)`` lines) that best answers the question
-    (``best_sentence``)."""
+    (``best_sentence``). The forward baselines cite the memory their answer comes from, so this rule stays: the
+    answer-slot rule would change their evidence, not only their answer."""
     sentences = [(mid, s) for mid, text, _ in memories for s in split_sentences(_LINE_SPEAKER.sub("", text))]
     best = best_sentence(question, [s for _, s in sentences])
     if best is None:

@@ -364,9 +364,10 @@ def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> Non
     evidence = [EvidenceText("S5-E1", f"(S5-E1, 2023-05-07) {summary}\n{turns}", "2023-05-07")]
     assert answer_from_evidence("When did Leo finish the half marathon?", evidence).answer == "7 May 2023"
     assert answer_from_evidence("What did Leo finish?", evidence).answer == "I finished the half marathon yesterday!"
-    # Without a time phrase the sentence itself is the answer.
+    # Without a time phrase the sentence is the answer, with the day its turn was said (issue 41).
     undated = [EvidenceText("D1:1", "[D1:1] Leo: I ran the half marathon in Porto.", "2023-03-04")]
-    assert answer_from_evidence("When did Leo run the half marathon?", undated).answer == "I ran the half marathon in Porto."
+    assert (answer_from_evidence("When did Leo run the half marathon?", undated).answer
+            == "I ran the half marathon in Porto. (4 March 2023)")
 
 
 def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) -> None:
