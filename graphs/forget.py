@@ -111,6 +111,12 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
                    replace: dict[str, str] | None = None, purge: bool = False) -> ForgetReport:
     started = time.perf_counter()
     store = res.store
+    if store.fast_writes and surface != "store" and store.pending_writes(namespace):
+        # What is forgotten may still be a pending write: consolidated first, so the forget reaches it
+        # (``LogicMapStore``'s delete removes its own key's pending writes from the log instead).
+        from logicmap.graphs.consolidate import flush
+
+        flush(namespace, resources=res)
     for attempt in range(MAX_TRIES):
         store.require_namespace(namespace)
         snap = store.snapshot(namespace)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
@@ -227,6 +227,7 @@ def ingest_conversation(
     replace_sessions: Sequence[str] = (),
     purge_replaced: bool = False,
     allow_forgotten: bool = False,
+    consumes: Mapping[str, int] | None = None,
     config: RunnableConfig | None = None,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
@@ -241,6 +242,7 @@ def ingest_conversation(
     ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit);
     ``purge_replaced``: ``IngestContext.purge_replaced`` (that commit records a purge of what it retired as owed).
     Turns a forget left a tombstone for are left out (``memory.tombstones``) unless ``allow_forgotten``.
+    ``consumes``: ``IngestContext.consumes`` (the pending writes these sessions consolidate: ``graphs.consolidate``).
     ``config``: a LangChain ``RunnableConfig`` merged into the ingest graph's run (its callbacks see the run, its
     tags and metadata join the run's, its ``run_name`` names it).
     """
@@ -252,7 +254,8 @@ def ingest_conversation(
         context or _default_context(resources, policy), source=source or conversation_source(conversation),
         exclusive=exclusive, **_overrides(append=append, replace_sessions=tuple(replace_sessions),
                                           purge_replaced=purge_replaced, allow_forgotten=allow_forgotten,
-                                          memory_manager=memory_manager))
+                                          memory_manager=memory_manager,
+                                          consumes=tuple((consumes or {}).items())))
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = with_caller_config(run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,

@@ -37,6 +37,7 @@ from pydantic import BaseModel
 from logicmap.memory.kinds import BY_FIELD, RECORD_KINDS
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.store.pending_log import PendingWrites
 from logicmap.memory.store.errors import (
     GenerationConflict,
     StoreError,
@@ -101,7 +102,7 @@ class _Row:
     vector: str | None
 
 
-class PostgresStore:
+class PostgresStore(PendingWrites):
     """The storage port on PostgreSQL + pgvector (see the module docstring)."""
 
     def __init__(self, settings: LogicMapSettings | None = None, *, url: str | None = None) -> None:
