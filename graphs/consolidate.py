@@ -207,12 +207,12 @@ def flush(namespace: str, *, resources: Resources | None = None, policy: str | N
 
 class Consolidator:
     """``consolidate`` in a background thread of this process: woken by each write, it consolidates the namespaces
-    written to, ``batch`` sessions per run, until nothing is pending. A failed run is logged, kept in ``error``, and
-    tried again after a pause (the writes stay in the log)."""
+    written to, ``batch`` sessions per run, until nothing is pending. A failed run is logged and kept in ``error``; its
+    writes stay in the log, for the next write, ``flush`` or ``logicmap consolidate``."""
 
     def __init__(self, resources: Callable[[], Resources], *, policy: str | None = None,
-                 batch: int = DEFAULT_BATCH, retry_s: float = 5.0) -> None:
-        self._resources, self.policy, self.batch, self.retry_s = resources, policy, batch, retry_s
+                 batch: int = DEFAULT_BATCH) -> None:
+        self._resources, self.policy, self.batch = resources, policy, batch
         self._wake = threading.Condition()
         self._todo: set[str] = set()
         self._busy = 0
@@ -243,11 +243,11 @@ class Consolidator:
                 step = consolidate(namespace, resources=self._resources(), policy=self.policy, limit=self.batch)
                 again = step.remaining > 0
                 self.error = None
-            except Exception as exc:  # kept, logged and retried: a write is never dropped for a failed run
+            except Exception as exc:  # kept and logged; the writes stay in the log for the next write or flush
                 self.error = f"{type(exc).__name__}: {exc}"
-                _log.warning("consolidation of %s failed (%s); retrying in %.0f s", namespace, self.error, self.retry_s)
-                again = True
-                time.sleep(self.retry_s)
+                _log.warning("consolidation of %s failed (%s); its writes wait in the pending log for the next "
+                             "write, flush() or `logicmap consolidate`", namespace, self.error)
+                again = False
             with self._wake:
                 self._busy -= 1
                 if again:

@@ -24,7 +24,7 @@ from typing_extensions import TypedDict
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
 from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.agents.goalmem_policy import RULES, GoalMemPolicy, goalmem_policy
-from logicmap.graphs.pin import pin_run, pinned_store
+from logicmap.graphs.pin import pin_run, pinned_store, snapshot_of
 from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy

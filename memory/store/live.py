@@ -30,7 +30,7 @@ from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingWrite, ordered
 
 __all__ = [
-    "LiveReader", "applied", "latest_entries", "live_snapshot", "overlay", "pending_turns", "provisional_event",
+    "LiveReader", "LiveView", "applied", "latest_entries", "live_snapshot", "overlay", "pending_turns", "provisional_event",
 ]
 
 _CACHE_SIZE = 32
@@ -73,6 +73,17 @@ def live_snapshot(store: LiveReader, namespace: str, *, generation: int | None =
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return view
+
+
+class LiveView:
+    """A reader of ``store``'s live view (``snapshot`` is ``live_snapshot``), for code that reads the latest memory
+    without a run's pin (the baselines' retrievers)."""
+
+    def __init__(self, store: LiveReader) -> None:
+        self.store = store
+
+    def snapshot(self, namespace: str) -> NamespaceSnapshot:
+        return live_snapshot(self.store, namespace)
 
 
 def latest_entries(entries: Sequence[PendingWrite]) -> list[PendingWrite]:
