@@ -362,7 +362,7 @@ class LogicMapStore(BaseStore):
                 self._delete_keys(name, deleted, held)
             if sessions:
                 write_sessions(name, sessions, resources=res, policy=self.policy, source=SOURCE,
-                               keys=[k for k, op in group.items() if op.value is not None])
+                               keys=[k for k, op in group.items() if op.value is not None], purge=self.purge_removals)
         if sessions:
             self._after_write(name)
 

@@ -87,15 +87,17 @@ def _ensure_namespace(store: StoragePort, namespace: str, source: str | None) ->
 
 
 def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
-                   source: str | None = STORE_SOURCE, keys: Sequence[str | None] | None = None) -> list[int]:
+                   source: str | None = STORE_SOURCE, keys: Sequence[str | None] | None = None,
+                   purge: bool = False) -> list[int]:
     """The fast write: ``sessions`` embedded and appended to the pending log in one durable step (all or none);
-    their sequence numbers. The store must keep a log (``StoragePort.fast_writes``)."""
+    their sequence numbers. The store must keep a log (``StoragePort.fast_writes``). ``purge``: what a session
+    replaces is purged from disk when it is consolidated (``LogicMapStore(purge=True)``)."""
     validate_namespace(namespace)
     store = resources.store
     _ensure_namespace(store, namespace, source)
     now = datetime.now(UTC)
     entries = [PendingWrite(namespace=namespace, session=s.model_dump(mode="json"), key=k, policy=policy,
-                            source=source, at=now)
+                            source=source, purge=purge, at=now)
                for s, k in zip(sessions, keys if keys is not None else [None] * len(sessions))]
     texts = [t.render() for e in entries for t in pending_turns(e, namespace, 0)]
     vectors = resources.embeddings.embed_documents(texts) if texts else []
@@ -132,11 +134,14 @@ def consolidate(namespace: str, *, resources: Resources | None = None, policy: s
         for group in groups:
             sessions = [Session.model_validate(e.session) for e in group]
             first = group[0]
+            replaced = [s.session_id for s in sessions if s.session_id in committed]
             ingest = ingest_conversation(
                 Conversation(conversation_id=first.source or STORE_SOURCE, sessions=sessions, source_format="jsonl"),
                 namespace, resources=res, policy=_policy(policy or first.policy), source=first.source, append=True,
-                replace_sessions=[s.session_id for s in sessions if s.session_id in committed],
-                allow_forgotten=first.key is not None, consumes={str(e.session["session_id"]): e.seq for e in group})
+                replace_sessions=replaced, purge_replaced=first.purge, allow_forgotten=first.key is not None,
+                consumes={str(e.session["session_id"]): e.seq for e in group})
+            if replaced and first.purge:
+                store.purge(namespace)
             report.sessions += sum(1 for r in ingest.sessions if not r.skipped)
             report.cost = report.cost + ingest.cost
         _mark_done(store, namespace, last)
@@ -152,8 +157,8 @@ def _by_run(entries: Sequence[PendingWrite]) -> list[list[PendingWrite]]:
     """Consecutive writes with one policy, source and kind (store item or chat turns) ingest in one run."""
     groups: list[list[PendingWrite]] = []
     for entry in entries:
-        if groups and (groups[-1][0].policy, groups[-1][0].source, groups[-1][0].key is None) == (
-                entry.policy, entry.source, entry.key is None):
+        if groups and (groups[-1][0].policy, groups[-1][0].source, groups[-1][0].key is None, groups[-1][0].purge) == (
+                entry.policy, entry.source, entry.key is None, entry.purge):
             groups[-1].append(entry)
         else:
             groups.append([entry])
@@ -224,6 +229,8 @@ class Consolidator:
         """``namespace`` has new pending writes."""
         with self._wake:
             self._todo.add(namespace)
+            if self._thread is None and not self._stopped:  # first start: what earlier processes left waiting too
+                self._todo.update(self._resources().store.pending_namespaces())
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="logicmap-consolidator", daemon=True)
                 self._thread.start()

@@ -132,6 +132,7 @@ class PendingWrite(BaseModel):
     key: str | None = Field(None, description="the store key the session holds (None: a chat's turns)")
     policy: str = "heuristic"
     source: str | None = None
+    purge: bool = Field(False, description="what this write replaces is purged when it is consolidated")
     at: datetime
 
 

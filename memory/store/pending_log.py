@@ -217,10 +217,14 @@ class PendingWrites:
         return self._pending_log.entries(validate_namespace(namespace), mark)
 
     def drop_pending(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
-        """Delete pending writes of ``namespace`` (consolidated ones, ``through``; or those ``seqs``: a deleted key's)."""
+        """Delete pending writes of ``namespace`` (consolidated ones, ``through``; or those ``seqs``: a deleted key's);
+        the log is compacted after, so their text is in none of its files."""
         if self._pending_log is None:
             return 0
-        return self._pending_log.delete(validate_namespace(namespace), through=through, seqs=seqs)
+        gone = self._pending_log.delete(validate_namespace(namespace), through=through, seqs=seqs)
+        if gone:  # no text of a deleted write left in the log's files (``compact``)
+            self._pending_log.compact()
+        return gone
 
     def pending_namespaces(self) -> list[str]:
         """The namespaces with a pending write (consolidated or not yet deleted)."""
