@@ -248,9 +248,30 @@ class LogicMapStore(BaseStore):
     def _get(self, op: GetOp) -> Item | None:
         name = namespace_of(op.namespace)
         key = validate_key(op.key)
-        snap = self._snapshot(name)
-        found = items_of(snap).get(key) if snap is not None else None
+        found = self._held(name)[1].get(key)
         return None if found is None else self._item(name, found)
+
+    def _held(self, name: str) -> tuple[NamespaceSnapshot | None, dict[str, StoredItem], int]:
+        """The committed snapshot, the items readers see by key (committed ones, then the pending writes' on top:
+        the live view's items without building the view), and how many writes are pending."""
+        from logicmap.memory.store.live import latest_entries, pending_item
+
+        store = self.resources.store
+        committed = store.snapshot(name)
+        if committed.generation == 0:
+            return None, {}, 0
+        items = items_of(committed)
+        if not store.fast_writes:
+            return committed, items, 0
+        entries = latest_entries(store.pending_writes(name, after=committed.manifest.consolidated_through))
+        if not entries:
+            return committed, items, 0
+        held = dict(items)
+        for entry in entries:
+            pending = pending_item(entry, name)
+            if pending is not None:
+                held[pending.key] = pending
+        return committed, held, len(entries)
 
     @staticmethod
     def _item(name: str, stored: StoredItem) -> Item:
@@ -350,8 +371,7 @@ class LogicMapStore(BaseStore):
 
         res = self.resources
         with self._lock(name):
-            snap = self._snapshot(name)
-            held = items_of(snap) if snap is not None else {}
+            snap, held, waiting = self._held(name)
             now = datetime.now(UTC)
             sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
             check_sessions(sessions, where="store put")
@@ -362,9 +382,10 @@ class LogicMapStore(BaseStore):
                 self._delete_keys(name, deleted, held)
             if sessions:
                 write_sessions(name, sessions, resources=res, policy=self.policy, source=SOURCE,
-                               keys=[k for k, op in group.items() if op.value is not None], purge=self.purge_removals)
+                               keys=[k for k, op in group.items() if op.value is not None], purge=self.purge_removals,
+                               known=snap is not None)
         if sessions:
-            self._after_write(name)
+            self._after_write(name, waiting + len(sessions))
 
     def _delete_keys(self, name: str, keys: list[str], held: dict[str, StoredItem]) -> None:
         """Delete store keys: their pending writes leave the log, their committed items are forgotten (one commit,
@@ -392,8 +413,9 @@ class LogicMapStore(BaseStore):
                 if self.purge_removals:
                     store.purge(name)
 
-    def _after_write(self, name: str) -> None:
-        """Consolidation after a write: inline (``sync``, or past ``max_pending``), else the background thread."""
+    def _after_write(self, name: str, waiting: int) -> None:
+        """Consolidation after a write (``waiting``: about how many writes are pending now): inline (``sync``, or
+        past ``max_pending``), else the background thread."""
         from logicmap.graphs.consolidate import consolidate, flush
 
         res = self.resources
@@ -401,8 +423,8 @@ class LogicMapStore(BaseStore):
             flush(name, resources=res)
             return
         limit = self.max_pending if self.max_pending is not None else res.settings.max_pending
-        while len(res.store.pending_writes(name)) > limit:  # the lag stays bounded: this write waits for a run
-            consolidate(name, resources=res)
+        while waiting > limit:  # the lag stays bounded: this write waits for a run
+            waiting = consolidate(name, resources=res).remaining
         if self.consolidation == "background":
             self.consolidator.notify(name)
 

@@ -88,13 +88,15 @@ def _ensure_namespace(store: StoragePort, namespace: str, source: str | None) ->
 
 def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
                    source: str | None = STORE_SOURCE, keys: Sequence[str | None] | None = None,
-                   purge: bool = False) -> list[int]:
+                   purge: bool = False, known: bool = False) -> list[int]:
     """The fast write: ``sessions`` embedded and appended to the pending log in one durable step (all or none);
     their sequence numbers. The store must keep a log (``StoragePort.fast_writes``). ``purge``: what a session
-    replaces is purged from disk when it is consolidated (``LogicMapStore(purge=True)``)."""
+    replaces is purged from disk when it is consolidated (``LogicMapStore(purge=True)``). ``known``: the caller
+    saw the namespace committed (else it gets its first, empty, commit)."""
     validate_namespace(namespace)
     store = resources.store
-    _ensure_namespace(store, namespace, source)
+    if not known:
+        _ensure_namespace(store, namespace, source)
     now = datetime.now(UTC)
     entries = [PendingWrite(namespace=namespace, session=s.model_dump(mode="json"), key=k, policy=policy,
                             source=source, purge=purge, at=now)

@@ -17,6 +17,7 @@ writes up to that sequence number only, so a run reads one memory however many w
 from __future__ import annotations
 
 import threading
+from datetime import datetime
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any, Protocol
@@ -24,13 +25,14 @@ from typing import Any, Protocol
 import numpy as np
 
 from logicmap.memory.forgetting import forget_change, plan_forget, turns_to_forget
+from logicmap.memory.items import StoredItem
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.records import Event, SessionInfo, Turn
 from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingWrite, ordered
 
 __all__ = [
-    "LiveReader", "LiveView", "applied", "latest_entries", "live_snapshot", "overlay", "pending_turns", "provisional_event",
+    "LiveReader", "LiveView", "applied", "latest_entries", "live_snapshot", "overlay", "pending_item", "pending_turns", "provisional_event",
 ]
 
 _CACHE_SIZE = 32
@@ -95,6 +97,24 @@ def latest_entries(entries: Sequence[PendingWrite]) -> list[PendingWrite]:
         last.pop(sid, None)
         last[sid] = entry
     return list(last.values())
+
+
+def pending_item(entry: PendingWrite, namespace: str) -> StoredItem | None:
+    """The store item a pending write holds (None: a chat's turns)."""
+    if entry.key is None:
+        return None
+    turns = [t for t in entry.session.get("turns", []) if isinstance(t, dict)]
+    item = next((t.get("item") for t in turns if t.get("item")), None)
+    if not isinstance(item, dict):
+        return None
+    try:
+        return StoredItem(namespace=namespace, key=str(item["key"]), value=dict(item["value"]),
+                          created_at=datetime.fromisoformat(str(item["created_at"])),
+                          updated_at=datetime.fromisoformat(str(item["updated_at"])),
+                          session_id=str(entry.session["session_id"]),
+                          turn_ids=tuple(str(t["dia_id"]) for t in turns), indexed=bool(item.get("indexed", True)))
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def pending_turns(entry: PendingWrite, namespace: str, offset: int) -> list[Turn]:
