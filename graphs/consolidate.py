@@ -49,10 +49,10 @@ class ConsolidationReport(BaseModel):
     """What one ``consolidate`` run did."""
 
     namespace: str
-    sessions: int = Field(0, description="pending sessions ingested and committed")
-    superseded: int = Field(0, description="pending writes a later write of the same session replaced")
-    consolidated_through: int = Field(0, description="the namespace's consolidated mark after the run")
-    remaining: int = Field(0, description="pending writes still waiting")
+    sessions: int = Field(default=0, description="pending sessions ingested and committed")
+    superseded: int = Field(default=0, description="pending writes a later write of the same session replaced")
+    consolidated_through: int = Field(default=0, description="the namespace's consolidated mark after the run")
+    remaining: int = Field(default=0, description="pending writes still waiting")
     cost: Cost = Field(default_factory=Cost)
     wall_time_s: float = 0.0
 

@@ -77,7 +77,8 @@ def measure(size: int, *, puts: int, embeddings: str, workdir: Path) -> list[lis
     texts = [f"A new note {i} about {' '.join(np.random.default_rng(i).choice(['tea', 'dogs', 'Lisbon', 'tennis'], 3))}"
              for i in range(puts)]
     # Alternating pairs, so neither store always runs second on a warmer machine.
-    mine, theirs = [], []
+    mine: list[float] = []
+    theirs: list[float] = []
     for i in range(puts):
         for store, out in ((ours, mine), (reference, theirs)) if i % 2 == 0 else ((reference, theirs), (ours, mine)):
             started = time.perf_counter()

@@ -17,9 +17,9 @@ writes up to that sequence number only, so a run reads one memory however many w
 from __future__ import annotations
 
 import threading
-from datetime import datetime
 from collections import OrderedDict
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -43,7 +43,8 @@ _cache_lock = threading.Lock()
 class LiveReader(Protocol):
     """What the live view reads: committed snapshots and the pending log (a ``StoragePort``)."""
 
-    fast_writes: bool
+    @property
+    def fast_writes(self) -> bool: ...
 
     def snapshot(self, namespace: str) -> NamespaceSnapshot: ...
 
@@ -126,7 +127,7 @@ def pending_turns(entry: PendingWrite, namespace: str, offset: int) -> list[Turn
         Turn(namespace=namespace, session_id=session.session_id, dia_id=raw.dia_id, speaker=raw.speaker,
              text=raw.text, image_caption=raw.image_caption, item=raw.item, session_time=session.timestamp,
              session_time_text=session.timestamp_text, position=offset + i, role=raw.role,
-             model_written=raw.model_written, evidence=raw.evidence, said_at=raw.said_at)
+             model_written=raw.model_written, evidence=raw.evidence, said_at=raw.said_at, source_dia_id=None)
         for i, raw in enumerate(session.turns)
     ]
 
@@ -164,7 +165,8 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
             mean = np.mean(np.asarray(entry.vectors[: len(shown)], dtype=np.float32), axis=0)
             event_vectors.append(list(map(float, mean / (float(np.linalg.norm(mean)) or 1.0))))
         manifest.sessions[sid] = SessionInfo(session_id=sid, content_hash=f"pending-{entry.seq}",
-                                             generation=snap.generation, policy=entry.policy, pending=True)
+                                             generation=snap.generation, policy=entry.policy, memory_manager=None,
+                                             redone_with=None, pending=True)
     change = ChangeSet(namespace=snap.namespace, base_generation=snap.generation, turns=turns,
                        turn_vectors=vectors_out if len(vectors_out) == len(turns) else [], events=events,
                        event_vectors=event_vectors)
@@ -178,7 +180,7 @@ def provisional_event(session_id: str, turns: Sequence[Turn], order: int) -> Eve
     summary = " ".join(f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
                        for t in turns)
     return Event(id=f"{session_id}-pending", namespace=turns[0].namespace, session_id=session_id, summary=summary,
-                 session_time=turns[0].session_time, order=order, participants=[t.speaker for t in turns],
+                 time=None, time_phrase=None, session_time=turns[0].session_time, order=order, participants=[t.speaker for t in turns],
                  turn_ids=[t.dia_id for t in turns], sessions=[session_id], source="pending")
 
 

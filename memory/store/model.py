@@ -49,7 +49,7 @@ class ForgetAudit(BaseModel):
     generation: int = Field(description="the generation the forget committed")
     removed: dict[str, int] = Field(default_factory=dict, description="kind -> records retired (or rewritten)")
     sessions_emptied: int = 0
-    purged: bool = Field(False, description="whether the retired versions were physically removed")
+    purged: bool = Field(default=False, description="whether the retired versions were physically removed")
     notes: list[str] = Field(default_factory=list, description="what the forget had to adapt (rebuilt events)")
 
 
@@ -125,14 +125,14 @@ class PendingWrite(BaseModel):
     store's pending log and shown by the live view until the consolidator commits them into the event graph
     (``memory.store.live``)."""
 
-    seq: int = Field(0, description="the log's sequence number (set by ``append_pending``): the order of writes")
+    seq: int = Field(default=0, description="the log's sequence number (set by ``append_pending``): the order of writes")
     namespace: str
     session: dict[str, Any] = Field(description="the session as ``memory.loaders.Session`` dumps it (JSON)")
     vectors: list[list[float]] = Field(default_factory=list, description="one per turn, of the turn's render")
-    key: str | None = Field(None, description="the store key the session holds (None: a chat's turns)")
+    key: str | None = Field(default=None, description="the store key the session holds (None: a chat's turns)")
     policy: str = "heuristic"
     source: str | None = None
-    purge: bool = Field(False, description="what this write replaces is purged when it is consolidated")
+    purge: bool = Field(default=False, description="what this write replaces is purged when it is consolidated")
     at: datetime
 
 

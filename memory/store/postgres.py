@@ -37,7 +37,6 @@ from pydantic import BaseModel
 from logicmap.memory.kinds import BY_FIELD, RECORD_KINDS
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.snapshot_file import VectorTable
-from logicmap.memory.store.pending_log import PendingWrites
 from logicmap.memory.store.errors import (
     GenerationConflict,
     StoreError,
@@ -48,6 +47,7 @@ from logicmap.memory.store.errors import (
 )
 from logicmap.memory.store.generations import SENTINEL
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity, ordered
+from logicmap.memory.store.pending_log import PendingWrites
 from logicmap.memory.store.port import check_commit, check_restore, committed_nearest, next_manifest
 from logicmap.memory.store.purge import PurgeReport
 from logicmap.settings import LogicMapSettings

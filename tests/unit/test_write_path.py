@@ -210,3 +210,26 @@ def test_a_deleted_write_leaves_no_text_in_the_pending_log_files(tmp_path: Path)
         assert not any(b"zebra-quartz-9931" in p.read_bytes() for p in (tmp_path / "memory").rglob("*") if p.is_file())
     finally:
         res.store.close()
+
+
+def test_logicmap_consolidate_builds_what_a_manual_store_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.__main__ import main
+
+    res = make_resources(tmp_path / "memory")
+    try:
+        store = _store(res)
+        store.put(ALICE, "a", {"content": "I play the cello."})
+        store.put(ALICE, "b", {"content": "I play chess on Sundays."})
+    finally:
+        res.store.close()
+    base = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing"]
+    assert main([*base, "consolidate"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("memories.alice: consolidated 2 sessions (0 superseded writes) in "), out
+    assert main([*base, "consolidate", "-n", NS]) == 0
+    assert capsys.readouterr().out.strip() == "memories.alice: nothing pending"
+    res = make_resources(tmp_path / "memory")
+    try:
+        assert len(res.store.snapshot(NS).turns) == 2 and not res.store.pending_writes(NS)
+    finally:
+        res.store.close()
