@@ -317,6 +317,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     path = output_path(args.file, "export file")
     resources = resources_from_args(args)
+    if resources.store.fast_writes and resources.store.pending_writes(args.namespace):
+        from logicmap.graphs.consolidate import flush
+
+        flush(args.namespace, resources=resources)  # pending writes are exported consolidated, not left out
     bars = None if args.quiet else _ProgressBars(args.namespace)
     try:
         report = export_namespace(resources.store, args.namespace, path, progress=bars)

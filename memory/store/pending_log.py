@@ -195,6 +195,14 @@ class PendingWrites:
     def manifest(self, namespace: str) -> Manifest:
         raise NotImplementedError
 
+    def _log(self) -> PendingLog | None:
+        """The log, after the backend's own checks (a Chroma store refuses a forked child: its SQLite connection
+        belongs to the parent)."""
+        check = getattr(self, "_check_process", None)
+        if callable(check):
+            check()
+        return self._pending_log
+
     @property
     def fast_writes(self) -> bool:
         """Whether a write can be a pending write here (else it is ingested and committed at once)."""
@@ -202,30 +210,34 @@ class PendingWrites:
 
     def append_pending(self, writes: Sequence[PendingWrite]) -> list[int]:
         """Record fast writes durably, in order, all or none; their sequence numbers."""
-        if self._pending_log is None:
+        log = self._log()
+        if log is None:
             raise StoreError(f"{type(self).__name__} keeps no pending log: write through an ingest instead")
         for write in writes:
             validate_namespace(write.namespace)
-        return self._pending_log.append(writes)
+        return log.append(writes)
 
     def pending_writes(self, namespace: str, after: int | None = None) -> list[PendingWrite]:
         """The pending writes of ``namespace`` not consolidated yet (above the committed ``consolidated_through``,
         or above ``after``), in order."""
-        if self._pending_log is None:
+        log = self._log()
+        if log is None:
             return []
         mark = self.manifest(namespace).consolidated_through if after is None else after
-        return self._pending_log.entries(validate_namespace(namespace), mark)
+        return log.entries(validate_namespace(namespace), mark)
 
     def drop_pending(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
         """Delete pending writes of ``namespace`` (consolidated ones, ``through``; or those ``seqs``: a deleted key's);
         the log is compacted after, so their text is in none of its files."""
-        if self._pending_log is None:
+        log = self._log()
+        if log is None:
             return 0
-        gone = self._pending_log.delete(validate_namespace(namespace), through=through, seqs=seqs)
+        gone = log.delete(validate_namespace(namespace), through=through, seqs=seqs)
         if gone:  # no text of a deleted write left in the log's files (``compact``)
-            self._pending_log.compact()
+            log.compact()
         return gone
 
     def pending_namespaces(self) -> list[str]:
         """The namespaces with a pending write (consolidated or not yet deleted)."""
-        return [] if self._pending_log is None else self._pending_log.namespaces()
+        log = self._log()
+        return [] if log is None else log.namespaces()

@@ -233,3 +233,16 @@ def test_logicmap_consolidate_builds_what_a_manual_store_left(tmp_path: Path, ca
         assert len(res.store.snapshot(NS).turns) == 2 and not res.store.pending_writes(NS)
     finally:
         res.store.close()
+
+
+def test_logicmap_export_consolidates_pending_writes_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.__main__ import main
+
+    res = make_resources(tmp_path / "memory")
+    try:
+        _store(res).put(ALICE, "bike", {"content": "I ride a blue bike to work."})
+    finally:
+        res.store.close()
+    base = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing"]
+    assert main([*base, "export", "-n", NS, str(tmp_path / "out.jsonl"), "--quiet"]) == 0
+    assert "I ride a blue bike to work." in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
