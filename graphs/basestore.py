@@ -118,7 +118,8 @@ class LogicMapStore(BaseStore):
     ``trust_assistant``: the assistant's messages of a ``messages`` value are evidence (as
     ``add_messages(..., trust_assistant=True)``). ``consolidation``: how a write's event graph is built behind it
     (``graphs.consolidate``): ``background`` (a thread of this process), ``sync`` (before the write returns, as a
-    whole ingest), ``manual`` (by ``flush()``, ``logicmap consolidate`` or a worker). ``max_pending``: the most
+    whole ingest), ``manual`` (by ``flush()``, ``logicmap consolidate`` or a worker); default
+    ``LOGICMAP_CONSOLIDATION`` (``background``). ``max_pending``: the most
     writes a namespace may have waiting before a write consolidates in its own thread first (default:
     ``LOGICMAP_MAX_PENDING``)."""
 
@@ -128,7 +129,7 @@ class LogicMapStore(BaseStore):
     def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
                  strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False,
                  trust_assistant: bool = False,
-                 consolidation: Literal["background", "sync", "manual"] = "background",
+                 consolidation: Literal["background", "sync", "manual"] | None = None,
                  max_pending: int | None = None) -> None:
         from logicmap.graphs.resources import check_policy
         from logicmap.graphs.strategy_names import STRATEGY_NAMES
@@ -142,9 +143,9 @@ class LogicMapStore(BaseStore):
         self.fields: list[str] | None = list((index or {}).get("fields") or []) or None
         self.purge_removals = purge
         self.trust_assistant = trust_assistant
-        if consolidation not in ("background", "sync", "manual"):
+        if consolidation not in (None, "background", "sync", "manual"):
             raise ValueError(f"consolidation must be background, sync or manual, not {consolidation!r}")
-        self.consolidation = consolidation
+        self._consolidation = consolidation
         self.max_pending = max_pending
         self._consolidator: Consolidator | None = None
         self._locks: dict[str, threading.Lock] = {}
@@ -427,6 +428,11 @@ class LogicMapStore(BaseStore):
             waiting = consolidate(name, resources=res).remaining
         if self.consolidation == "background":
             self.consolidator.notify(name)
+
+    @property
+    def consolidation(self) -> str:
+        """When a write is consolidated: the constructor's ``consolidation``, else ``LOGICMAP_CONSOLIDATION``."""
+        return self._consolidation or self.resources.settings.consolidation
 
     @property
     def consolidator(self) -> Consolidator:

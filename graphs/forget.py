@@ -37,6 +37,7 @@ from logicmap.memory.forgetting import (
 from logicmap.memory.items import StoredItem, items_of, validate_key
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot, PurgeReport
+from logicmap.memory.store.live import live_snapshot
 from logicmap.memory.tombstones import tombstones_for
 
 __all__ = [
@@ -279,7 +280,7 @@ def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50
         raise ValueError("cursor: pass back the next_cursor of the page before") from None
     store = _resources(resources).store
     store.require_namespace(namespace)
-    records = _listed(store.snapshot(namespace), kind)
+    records = _listed(live_snapshot(store, namespace), kind)  # what readers see: pending writes included
     more = start + limit < len(records)
     return MemoryPage(namespace=namespace, kind=kind, items=records[start:start + limit],
                       next_cursor=str(start + limit) if more else None)
@@ -293,7 +294,7 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
     namespace = validate_namespace(namespace)
     store = _resources(resources).store
     store.require_namespace(namespace)
-    snap = store.snapshot(namespace)
+    snap = live_snapshot(store, namespace)  # what readers see: pending writes included
     for kind, field in _KIND_FIELDS.items():
         record = getattr(snap, field).get(memory_id)
         if record is not None:

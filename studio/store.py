@@ -7,7 +7,7 @@ The LangGraph API server then serves its store (``get_store()``, ``runtime.store
 write policy and search strategy come from ``LOGICMAP_STORE_POLICY`` (default ``auto``) and
 ``LOGICMAP_STORE_STRATEGY`` (default ``rerank``, no LLM); ``LOGICMAP_STORE_PURGE=true`` makes every delete
 (``DELETE /store/items``) and replacing put purge what it retired (``LogicMapStore(purge=True)``);
-``LOGICMAP_STORE_CONSOLIDATION`` (``background``, the default; ``sync``; ``manual`` when a worker runs
+``LOGICMAP_CONSOLIDATION`` (``background``, the default; ``sync``; ``manual`` when a worker runs
 ``logicmap consolidate --watch``) is when a put's event graph is built (``graphs.consolidate``). The server's ``/store`` routes take a namespace from the
 client; ``studio/tenant_guard.py`` applies the tenant authority to them (``studio/store_guard.py``): with LangGraph
 auth on or ``LOGICMAP_SERVER_NAMESPACE`` set, a request for another tenant's namespace gets 403.
@@ -31,11 +31,8 @@ async def generate_store() -> AsyncIterator[LogicMapStore]:
     """Yield the server's ``LogicMapStore`` (on the process-wide resources, loaded once)."""
     policy = cast(Any, os.environ.get("LOGICMAP_STORE_POLICY", "auto"))
     strategy = os.environ.get("LOGICMAP_STORE_STRATEGY", "rerank")
-    consolidation = os.environ.get("LOGICMAP_STORE_CONSOLIDATION", "background")
-    if consolidation not in ("background", "sync", "manual"):
-        raise ValueError(f"LOGICMAP_STORE_CONSOLIDATION={consolidation!r}: expected background, sync or manual")
     yield LogicMapStore(resources=default_resources(), policy=policy, strategy=strategy,
-                        purge=_flag("LOGICMAP_STORE_PURGE"), consolidation=cast(Any, consolidation))
+                        purge=_flag("LOGICMAP_STORE_PURGE"))
 
 
 def _flag(name: str) -> bool:

@@ -141,7 +141,7 @@ def test_a_run_reads_the_writes_it_was_pinned_with(resources: Resources) -> None
 
 
 def test_the_background_consolidator_builds_the_graph_behind_the_writes(resources: Resources) -> None:
-    store = LogicMapStore(resources=resources, policy="heuristic")  # the default: background
+    store = LogicMapStore(resources=resources, policy="heuristic", consolidation="background")  # the default
     store.put(ALICE, "dog", {"content": "My dog is called Biscuit."})
     assert store.get(ALICE, "dog") is not None
     thread = store.consolidator._thread
