@@ -13,7 +13,7 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
   indexed fields (``index`` paths, like LangGraph's ``index.fields``). Items share a namespace with the chat's and
   files' sessions, whichever created it (``graphs.ingest_nodes.foreign_sessions`` keeps the item's id). A put on
   a key that exists ingests the new value with the old item and everything derived only from it retired in the same
-  commit (``graphs.forget.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
+  commit (``graphs.replacement.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
   ``delete`` only forget; what they retire stays on disk until a purge: ``LogicMapStore(purge=True)`` purges after
   every delete and replace (the commit records the purge as owed, so a kill before it ends leaves it to the next
   open or write), ``purge(namespace)`` purges one namespace whenever asked (``logicmap purge -n NS``);

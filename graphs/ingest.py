@@ -242,7 +242,6 @@ def ingest_conversation(
     ``IngestContext.replace_sessions`` (committed sessions ingested again, the old retired in the same commit);
     ``purge_replaced``: ``IngestContext.purge_replaced`` (that commit records a purge of what it retired as owed).
     Turns a forget left a tombstone for are left out (``memory.tombstones``) unless ``allow_forgotten``.
-    ``consumes``: ``IngestContext.consumes`` (the pending writes these sessions consolidate: ``graphs.consolidate``).
     ``config``: a LangChain ``RunnableConfig`` merged into the ingest graph's run (its callbacks see the run, its
     tags and metadata join the run's, its ``run_name`` names it).
     """
@@ -254,8 +253,7 @@ def ingest_conversation(
         context or _default_context(resources, policy), source=source or conversation_source(conversation),
         exclusive=exclusive, **_overrides(append=append, replace_sessions=tuple(replace_sessions),
                                           purge_replaced=purge_replaced, allow_forgotten=allow_forgotten,
-                                          memory_manager=memory_manager,
-                                          consumes=tuple((consumes or {}).items())))
+                                          memory_manager=memory_manager, consumes=tuple((consumes or {}).items())))
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = with_caller_config(run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
@@ -270,10 +268,8 @@ def ingest_conversation(
                                              on_report)
     if bar is not None:
         bar.close()
-    total = sum((report.cost for report in reports), Cost())
-    return IngestReport(
-        namespace=namespace, sessions=reports, fallbacks=fallbacks, cost=total, wall_time_s=time.perf_counter() - started
-    )
+    return IngestReport(namespace=namespace, sessions=reports, fallbacks=fallbacks,
+                        cost=sum((report.cost for report in reports), Cost()), wall_time_s=time.perf_counter() - started)
 
 
 def _overrides(**given: Any) -> dict[str, Any]:

@@ -890,7 +890,7 @@ def _replaced_event(snapshot: NamespaceSnapshot, event_id: str, session_id: str)
 
 def _with_replaced(change: ChangeSet, res: Resources, session_id: str, purge: bool = False) -> ChangeSet:
     """The change also retiring the stored session it replaces, computed on the snapshot it commits on."""
-    from logicmap.graphs.forget import replacement_forget
+    from logicmap.graphs.replacement import replacement_forget
 
     snap = res.store.snapshot(change.namespace)
     if snap.generation != change.base_generation:
