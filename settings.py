@@ -136,6 +136,16 @@ class LogicMapSettings(BaseSettings):
 
     # Topic layer and fusion (CompassMem paper defaults).
     topic_delta: float = 0.9
+    consolidation: Literal["background", "sync", "manual"] = Field(
+        default="background",
+        description="when a LogicMapStore write is built into the event graph (graphs.consolidate): background (a "
+        "thread of the process), sync (before the write returns), manual (flush() or `logicmap consolidate`)",
+    )
+    max_pending: int = Field(
+        default=1000, ge=0,
+        description="the most fast writes a namespace may have waiting for consolidation before a write consolidates "
+        "in its own thread first (LogicMapStore, add_messages; graphs.consolidate)",
+    )
     recluster_every: int = 4
     merge_threshold: float = 0.9
 

@@ -27,7 +27,8 @@ node, and the pinned snapshot every later node reads), ``strategies`` (the regis
 strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
 metadata), ``strategy_docs`` (``docs/strategies.md`` generated from the registry), ``visualize`` (``logicmap graph``),
 ``cli`` (the core commands), ``forget`` (forget, update, list and get memories, delete a namespace: ``logicmap.forget``
-and its async twins), ``lifecycle`` (forget, list and delete as graphs, for the API server), ``mcp_server``
+and its async twins), ``replacement`` (the forget a replacing commit carries), ``consolidate`` (the write path: fast
+writes to the pending log and the consolidator that builds them into memory), ``lifecycle`` (forget, list and delete as graphs, for the API server), ``mcp_server``
 (``logicmap mcp``: the toolkit over the Model Context Protocol), ``basestore`` (``LogicMapStore``: the memory as a
 LangGraph ``BaseStore``, writing through the ingest graph and ``forget``, searching with the reranker).
 """

@@ -17,6 +17,7 @@ from logicmap.graphs.strategy import Strategy
 from logicmap.graphs.tracing import traced_strategy
 from logicmap.memory.input_limits import check_question
 from logicmap.memory.retrieval import MemoryRetriever
+from logicmap.memory.store.live import LiveView
 
 __all__ = ["BM25", "DENSE", "answer_bm25", "answer_dense", "answer_top_k"]
 
@@ -37,7 +38,9 @@ def answer_top_k(
     res.store.require_namespace(namespace)
     policy = resolve_policy(policy, res)
     with run_scope(res.settings):
-        retriever = MemoryRetriever(res.store, namespace, method=method, unit="turns", embeddings=res.embeddings)
+        # The latest memory with its pending writes (``memory.store.live``): a fresh write is retrieved at once.
+        retriever = MemoryRetriever(LiveView(res.store), namespace, method=method, unit="turns",
+                                    embeddings=res.embeddings)
         hits = retriever.search(question, k)
         evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]
         answering = responder_policy(policy, res.llm)

@@ -13,7 +13,7 @@ memory-template run on any ``BaseStore``. This store answers every operation (``
   indexed fields (``index`` paths, like LangGraph's ``index.fields``). Items share a namespace with the chat's and
   files' sessions, whichever created it (``graphs.ingest_nodes.foreign_sessions`` keeps the item's id). A put on
   a key that exists ingests the new value with the old item and everything derived only from it retired in the same
-  commit (``graphs.forget.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
+  commit (``graphs.replacement.replacement_forget``, ``memory.forgetting.with_replacement``); ``put(..., None)`` and
   ``delete`` only forget; what they retire stays on disk until a purge: ``LogicMapStore(purge=True)`` purges after
   every delete and replace (the commit records the purge as owed, so a kill before it ends leaves it to the next
   open or write), ``purge(namespace)`` purges one namespace whenever asked (``logicmap purge -n NS``);
@@ -71,6 +71,7 @@ from logicmap.memory.items import (
 if TYPE_CHECKING:
     # Imported when first used (a put, a search, the default resources), not with the class: importing
     # ``LogicMapStore`` stays as light as LangGraph's own store (docs/performance.md, "Footprint").
+    from logicmap.graphs.consolidate import ConsolidationReport, Consolidator, PendingReport
     from logicmap.graphs.resources import Resources
     from logicmap.memory.loaders import RawTurn, Session
     from logicmap.memory.store import NamespaceSnapshot, PurgeReport
@@ -115,14 +116,21 @@ class LogicMapStore(BaseStore):
     only its ``fields`` are used (what a value without ``content``/``text`` is searched by). ``purge``: a delete or a
     replacing put also removes what it retired from disk (``logicmap.purge``), as ``forget(..., purge=True)``.
     ``trust_assistant``: the assistant's messages of a ``messages`` value are evidence (as
-    ``add_messages(..., trust_assistant=True)``)."""
+    ``add_messages(..., trust_assistant=True)``). ``consolidation``: how a write's event graph is built behind it
+    (``graphs.consolidate``): ``background`` (a thread of this process), ``sync`` (before the write returns, as a
+    whole ingest), ``manual`` (by ``flush()``, ``logicmap consolidate`` or a worker); default
+    ``LOGICMAP_CONSOLIDATION`` (``background``). ``max_pending``: the most
+    writes a namespace may have waiting before a write consolidates in its own thread first (default:
+    ``LOGICMAP_MAX_PENDING``)."""
 
     supports_ttl = False
 
     @checked_keywords
     def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
                  strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False,
-                 trust_assistant: bool = False) -> None:
+                 trust_assistant: bool = False,
+                 consolidation: Literal["background", "sync", "manual"] | None = None,
+                 max_pending: int | None = None) -> None:
         from logicmap.graphs.resources import check_policy
         from logicmap.graphs.strategy_names import STRATEGY_NAMES
 
@@ -135,6 +143,11 @@ class LogicMapStore(BaseStore):
         self.fields: list[str] | None = list((index or {}).get("fields") or []) or None
         self.purge_removals = purge
         self.trust_assistant = trust_assistant
+        if consolidation not in (None, "background", "sync", "manual"):
+            raise ValueError(f"consolidation must be background, sync or manual, not {consolidation!r}")
+        self._consolidation = consolidation
+        self.max_pending = max_pending
+        self._consolidator: Consolidator | None = None
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
 
@@ -225,17 +238,41 @@ class LogicMapStore(BaseStore):
     # -- reads ------------------------------------------------------------------------------------------------
 
     def _snapshot(self, name: str) -> NamespaceSnapshot | None:
+        """The namespace as readers see it: committed, with its pending writes (``memory.store.live``)."""
+        from logicmap.memory.store.live import live_snapshot
+
         store = self.resources.store
         if not store.has_namespace(name):
             return None
-        return store.snapshot(name)
+        return live_snapshot(store, name)
 
     def _get(self, op: GetOp) -> Item | None:
         name = namespace_of(op.namespace)
         key = validate_key(op.key)
-        snap = self._snapshot(name)
-        found = items_of(snap).get(key) if snap is not None else None
+        found = self._held(name)[1].get(key)
         return None if found is None else self._item(name, found)
+
+    def _held(self, name: str) -> tuple[NamespaceSnapshot | None, dict[str, StoredItem], int]:
+        """The committed snapshot, the items readers see by key (committed ones, then the pending writes' on top:
+        the live view's items without building the view), and how many writes are pending."""
+        from logicmap.memory.store.live import latest_entries, pending_item
+
+        store = self.resources.store
+        committed = store.snapshot(name)
+        if committed.generation == 0:
+            return None, {}, 0
+        items = items_of(committed)
+        if not store.fast_writes:
+            return committed, items, 0
+        entries = latest_entries(store.pending_writes(name, after=committed.manifest.consolidated_through))
+        if not entries:
+            return committed, items, 0
+        held = dict(items)
+        for entry in entries:
+            pending = pending_item(entry, name)
+            if pending is not None:
+                held[pending.key] = pending
+        return committed, held, len(entries)
 
     @staticmethod
     def _item(name: str, stored: StoredItem) -> Item:
@@ -251,7 +288,9 @@ class LogicMapStore(BaseStore):
         parts: list[tuple[str, ItemIndex, np.ndarray]] = []  # per namespace: its index and the rows kept
         scores, updated = [], []
         for name in self._namespaces_under(op.namespace_prefix):
-            snap = self.resources.store.snapshot(name)
+            snap = self._snapshot(name)
+            if snap is None:
+                continue
             index = item_index(snap)
             rows = np.flatnonzero(index.mask(op.filter))
             if not len(rows):
@@ -302,7 +341,8 @@ class LogicMapStore(BaseStore):
         found: set[tuple[str, ...]] = set()
         store = self.resources.store
         for name in store.namespaces():
-            if not items_of(store.snapshot(name)):
+            snap = self._snapshot(name)
+            if snap is None or not items_of(snap):
                 continue  # memory ingested from a file or a chat holds no store item: not a store namespace
             ns = namespace_tuple(name)
             if all(_matches_condition(ns, c) for c in op.match_conditions or ()):
@@ -316,8 +356,116 @@ class LogicMapStore(BaseStore):
             return self._locks.setdefault(name, threading.Lock())
 
     def _put(self, name: str, group: dict[str, PutOp]) -> None:
-        """Forget the deleted items; ingest the new values as one session each, a replaced item's old records
-        retired in the same commit as its new ones (``IngestContext.replace_sessions``)."""
+        """Forget the deleted items; write the new values as one session each: a fast write to the pending log
+        (``graphs.consolidate``) where the backend keeps one, else an ingest and commit at once."""
+        if self.resources.store.fast_writes:
+            self._fast_put(name, group)
+        else:
+            self._ingest_put(name, group)
+
+    def _fast_put(self, name: str, group: dict[str, PutOp]) -> None:
+        """The fast write: the values' sessions appended to the pending log; a replaced item is hidden by its new
+        value in the live view until the consolidator commits the new one in its place; a deleted key's pending
+        writes leave the log and its committed item is forgotten."""
+        from logicmap.graphs.consolidate import write_sessions
+        from logicmap.memory.loaders import check_sessions
+
+        res = self.resources
+        with self._lock(name):
+            snap, held, waiting = self._held(name)
+            now = datetime.now(UTC)
+            sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
+            check_sessions(sessions, where="store put")
+            if snap is not None:
+                _check_ids_free(name, snap, sessions, held)
+            deleted = sorted(k for k, op in group.items() if k in held and op.value is None)
+            if deleted:
+                self._delete_keys(name, deleted, held)
+            if sessions:
+                write_sessions(name, sessions, resources=res, policy=self.policy, source=SOURCE,
+                               keys=[k for k, op in group.items() if op.value is not None], purge=self.purge_removals,
+                               known=snap is not None)
+        if sessions:
+            self._after_write(name, waiting + len(sessions))
+
+    def _delete_keys(self, name: str, keys: list[str], held: dict[str, StoredItem]) -> None:
+        """Delete store keys: their pending writes leave the log, their committed items are forgotten (one commit,
+        made even when nothing committed held them, so a consolidation that read a removed write loses its commit)."""
+        from logicmap.graphs.consolidate import consolidation_lock
+        from logicmap.graphs.forget import forget
+        from logicmap.memory.store import ChangeSet, GenerationConflict
+
+        store = self.resources.store
+        sessions = {held[k].session_id for k in keys}
+        with consolidation_lock(store, name):
+            seqs = [e.seq for e in store.pending_writes(name) if e.session.get("session_id") in sessions]
+            store.drop_pending(name, seqs=seqs)
+            committed = items_of(store.snapshot(name))
+            gone = [k for k in keys if k in committed]
+            if gone:
+                forget(name, keys=gone, purge=self.purge_removals, surface="store", resources=self.resources)
+            else:
+                for _ in range(5):
+                    try:
+                        store.commit(ChangeSet(namespace=name, base_generation=store.manifest(name).generation))
+                        break
+                    except GenerationConflict:
+                        continue
+                if self.purge_removals:
+                    store.purge(name)
+
+    def _after_write(self, name: str, waiting: int) -> None:
+        """Consolidation after a write (``waiting``: about how many writes are pending now): inline (``sync``, or
+        past ``max_pending``), else the background thread."""
+        from logicmap.graphs.consolidate import consolidate, flush
+
+        res = self.resources
+        if self.consolidation == "sync":
+            flush(name, resources=res)
+            return
+        limit = self.max_pending if self.max_pending is not None else res.settings.max_pending
+        while waiting > limit:  # the lag stays bounded: this write waits for a run
+            waiting = consolidate(name, resources=res).remaining
+        if self.consolidation == "background":
+            self.consolidator.notify(name)
+
+    @property
+    def consolidation(self) -> str:
+        """When a write is consolidated: the constructor's ``consolidation``, else ``LOGICMAP_CONSOLIDATION``."""
+        return self._consolidation or self.resources.settings.consolidation
+
+    @property
+    def consolidator(self) -> Consolidator:
+        """The background consolidator of this store (started by the first write)."""
+        from logicmap.graphs.consolidate import Consolidator
+
+        if self._consolidator is None:
+            self._consolidator = Consolidator(lambda: self.resources)
+        return self._consolidator
+
+    def flush(self, namespace: tuple[str, ...] | None = None) -> list[ConsolidationReport]:
+        """Consolidate every pending write now (of ``namespace``, or of every namespace) and return when done:
+        the event graph, facts and cues then include every write made before the call."""
+        from logicmap.graphs.consolidate import flush
+
+        store = self.resources.store
+        names = [namespace_of(tuple(namespace))] if namespace is not None else store.pending_namespaces()
+        return [flush(name, resources=self.resources) for name in names]
+
+    async def aflush(self, namespace: tuple[str, ...] | None = None) -> list[ConsolidationReport]:
+        """``flush`` on the shared executor."""
+        return await run_blocking(self.flush, namespace)
+
+    def pending(self, namespace: tuple[str, ...]) -> PendingReport:
+        """How far behind consolidation is on ``namespace``: writes waiting, the age of the oldest."""
+        from logicmap.graphs.consolidate import pending
+
+        return pending(namespace_of(tuple(namespace)), resources=self.resources)
+
+    def _ingest_put(self, name: str, group: dict[str, PutOp]) -> None:
+        """A backend without a pending log: the deleted items forgotten, the new values ingested as one session
+        each, a replaced item's old records retired in the same commit as its new ones
+        (``IngestContext.replace_sessions``)."""
         from logicmap.graphs.forget import forget
         from logicmap.graphs.ingest import ingest_conversation
         from logicmap.memory.loaders import Conversation, check_sessions

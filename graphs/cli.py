@@ -317,6 +317,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     path = output_path(args.file, "export file")
     resources = resources_from_args(args)
+    if resources.store.fast_writes and resources.store.pending_writes(args.namespace):
+        from logicmap.graphs.consolidate import flush
+
+        flush(args.namespace, resources=resources)  # pending writes are exported consolidated, not left out
     bars = None if args.quiet else _ProgressBars(args.namespace)
     try:
         report = export_namespace(resources.store, args.namespace, path, progress=bars)
@@ -413,6 +417,30 @@ def cmd_purge(args: argparse.Namespace) -> int:
 
     _print_purge(purge(args.namespace, resources=resources_from_args(args)))
     return 0
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    """`logicmap consolidate [-n NS] [--watch]`: build the pending fast writes into memory (graphs.consolidate); with
+    --watch, keep doing it as writes arrive (a deployment's worker, beside stores run with consolidation="manual")."""
+    from logicmap.graphs.consolidate import flush, pending
+
+    resources = resources_from_args(args)
+    store = resources.store
+    while True:
+        names = [args.namespace] if args.namespace else store.pending_namespaces()
+        for name in names:
+            waiting = pending(name, resources=resources).writes
+            if not waiting and not args.watch:
+                print(f"{name}: nothing pending")
+                continue
+            if waiting:
+                report = flush(name, resources=resources)
+                print(f"{name}: consolidated {report.sessions} sessions ({report.superseded} superseded writes) in "
+                      f"{report.wall_time_s:.1f}s; {report.cost.llm_calls} LLM calls, "
+                      f"{report.cost.prompt_tokens + report.cost.completion_tokens} tokens", flush=True)
+        if not args.watch:
+            return 0
+        time.sleep(args.interval)
 
 
 def cmd_delete_namespace(args: argparse.Namespace) -> int:
@@ -568,6 +596,13 @@ def _add_lifecycle_commands(sub: Any) -> None:
                        "deletes, replaced values and updates retired; a purge a stopped process left unfinished)")
     p.add_argument("--namespace", "-n", required=True)
     p.set_defaults(func=cmd_purge)
+
+    p = sub.add_parser("consolidate", help="build pending fast writes (store puts, chat turns) into the event graph "
+                       "now; --watch keeps doing it, as a deployment's worker")
+    p.add_argument("--namespace", "-n", help="only this namespace (default: every namespace with pending writes)")
+    p.add_argument("--watch", action="store_true", help="keep consolidating new writes until stopped")
+    p.add_argument("--interval", type=float, default=2.0, help="seconds between looks for new writes (--watch)")
+    p.set_defaults(func=cmd_consolidate)
 
     p = sub.add_parser("delete-namespace", help="delete one namespace and purge it (its children are kept)")
     p.add_argument("--namespace", "-n", required=True)

@@ -55,7 +55,7 @@ from logicmap.agents.compass_policy import (
     render_with_turns,
 )
 from logicmap.agents.responder import EvidenceText
-from logicmap.graphs.pin import pin_run, pinned_snapshot
+from logicmap.graphs.pin import pin_run, pinned_snapshot, snapshot_of
 from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import CONTEXT_WEIGHT, AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.strategy import (
@@ -258,6 +258,7 @@ class ExploreTask(TypedDict):
     namespace: str
     policy: NotRequired[str | None]
     generation: int | None
+    pending: NotRequired[int]
     question: str
     subgoals: list[str]
     satisfied: list[bool]
@@ -650,6 +651,7 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
             "namespace": state["namespace"],
             "policy": state.get("policy"),
             "generation": state.get("generation"),
+            "pending": state.get("pending", 0),
             "question": state["question"],
             "subgoals": state["subgoals"],
             "satisfied": state["satisfied"],
@@ -704,7 +706,7 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
             elapsed: float) -> AnswerResult:
     if ctx.faithful:  # the result orders evidence as the run searched: ``faithful``'s overrides apply here too
         ctx = replace(ctx, **FAITHFUL_OVERRIDES)
-    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
+    snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     graph = EventGraph.of(snapshot)
     encoder = _encoder(ctx, res)
     q_vectors = encoder.embed(encoder.readings(question))

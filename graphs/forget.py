@@ -22,21 +22,20 @@ from typing import Any, Literal
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
-from logicmap.agents.segmenter import turns_summary
 from logicmap.graphs.entry import run_entry
+from logicmap.graphs.replacement import rebuilt_events, replacement_forget
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.forgetting import (
-    ForgetPlan,
     UnknownMemoryError,
     forget_change,
     plan_forget,
-    rebuilt_event,
     turns_to_forget,
 )
 from logicmap.memory.items import StoredItem, items_of, validate_key
-from logicmap.memory.records import Event, Turn, validate_namespace
-from logicmap.memory.store import ChangeSet, GenerationConflict, NamespaceSnapshot, PurgeReport
+from logicmap.memory.records import validate_namespace
+from logicmap.memory.store import GenerationConflict, NamespaceSnapshot, PurgeReport
+from logicmap.memory.store.live import live_snapshot
 from logicmap.memory.tombstones import tombstones_for
 
 __all__ = [
@@ -94,23 +93,16 @@ def _resources(resources: Resources | None) -> Resources:
     return resources if resources is not None else default_resources()
 
 
-def _rebuilt(snap: NamespaceSnapshot, plan: ForgetPlan, turns: dict[str, Turn]) -> tuple[list[Event], list[str]]:
-    events, notes = [], []
-    for eid, kept in plan.rebuild_events.items():
-        old = snap.events[eid]
-        session = snap.manifest.sessions.get(old.session_id)
-        heuristic = old.source == "heuristic" or (session is not None and session.policy == "heuristic")
-        if not heuristic:
-            notes.append(f"event {eid}: rebuilt from its kept turns without a model (fallback)")
-        events.append(rebuilt_event(old, [turns[t] for t in kept], turns_summary,
-                                    "heuristic" if heuristic else "fallback"))
-    return events, notes
-
-
 def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
                    replace: dict[str, str] | None = None, purge: bool = False) -> ForgetReport:
     started = time.perf_counter()
     store = res.store
+    if store.fast_writes and surface != "store" and store.pending_writes(namespace):
+        # What is forgotten may still be a pending write: consolidated first, so the forget reaches it
+        # (``LogicMapStore``'s delete removes its own key's pending writes from the log instead).
+        from logicmap.graphs.consolidate import flush
+
+        flush(namespace, resources=res)
     for attempt in range(MAX_TRIES):
         store.require_namespace(namespace)
         snap = store.snapshot(namespace)
@@ -122,7 +114,7 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         plan = plan_forget(snap, chosen, replaced=list(replaced))
         new_turns = [snap.turns[t].model_copy(update={"text": text}) for t, text in replaced.items()]
         turns = {**snap.turns, **{t.dia_id: t for t in new_turns}}
-        events, notes = _rebuilt(snap, plan, turns)
+        events, notes = rebuilt_events(snap, plan, turns)
         texts = [t.text for t in new_turns] + [e.summary for e in events]
         vectors = res.embeddings.embed_documents(texts) if texts else []
         change = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors[len(new_turns):],
@@ -139,22 +131,6 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         return ForgetReport(namespace=namespace, generation=manifest.generation, removed=plan.counts(), notes=notes,
                             wall_time_s=time.perf_counter() - started)
     raise AssertionError("unreachable")
-
-
-def replacement_forget(res: Resources, snap: NamespaceSnapshot, session_ids: list[str], *,
-                       surface: str = "store", purge: bool = False) -> ChangeSet | None:
-    """The forget of the sessions a commit replaces, on the snapshot it commits on (``None``: none held here).
-    The ingest merges it into its own commit (``memory.forgetting.with_replacement``): one generation retires the
-    old records and writes the new ones."""
-    known = {t.session_id for t in snap.turns.values()}
-    chosen = turns_to_forget(snap, session_ids=[s for s in session_ids if s in known]) if set(session_ids) & known else set()
-    if not chosen:
-        return None
-    plan = plan_forget(snap, chosen)
-    events, notes = _rebuilt(snap, plan, dict(snap.turns))
-    vectors = res.embeddings.embed_documents([e.summary for e in events]) if events else []
-    return forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface=surface, extra_notes=notes,
-                         purged=purge)
 
 
 def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str], keys: list[str],
@@ -273,7 +249,7 @@ def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50
         raise ValueError("cursor: pass back the next_cursor of the page before") from None
     store = _resources(resources).store
     store.require_namespace(namespace)
-    records = _listed(store.snapshot(namespace), kind)
+    records = _listed(live_snapshot(store, namespace), kind)  # what readers see: pending writes included
     more = start + limit < len(records)
     return MemoryPage(namespace=namespace, kind=kind, items=records[start:start + limit],
                       next_cursor=str(start + limit) if more else None)
@@ -287,7 +263,7 @@ def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = 
     namespace = validate_namespace(namespace)
     store = _resources(resources).store
     store.require_namespace(namespace)
-    snap = store.snapshot(namespace)
+    snap = live_snapshot(store, namespace)  # what readers see: pending writes included
     for kind, field in _KIND_FIELDS.items():
         record = getattr(snap, field).get(memory_id)
         if record is not None:

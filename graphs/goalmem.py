@@ -11,7 +11,7 @@ import dataclasses
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, NotRequired, cast
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
@@ -24,7 +24,7 @@ from typing_extensions import TypedDict
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
 from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.agents.goalmem_policy import RULES, GoalMemPolicy, goalmem_policy
-from logicmap.graphs.pin import pin_run, pinned_store
+from logicmap.graphs.pin import pin_run, pinned_store, snapshot_of
 from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy
@@ -166,6 +166,7 @@ class RetrieveTask(TypedDict):
 
     namespace: str
     generation: int | None
+    pending: NotRequired[int]
     subgoal: str
     query: str
     k: int
@@ -519,7 +520,8 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
 def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
     """One retrieve branch (``Send``) per subgoal whose query is new."""
     return [
-        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"), subgoal=sid,
+        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"),
+                                      pending=state.get("pending", 0), subgoal=sid,
                                       query=query, k=k, step=state.get("step", 0)))
         for sid, query, k in _searches(state, ctx, sids)
     ]
@@ -649,9 +651,10 @@ def _answer_context(context: GoalMemContext | None, policy: str, options: dict[s
     return GoalMemContext(**updates)
 
 
-def _turn_texts(resources: Resources, namespace: str, generation: int, evidence: list[EvidenceItem]) -> dict[str, str]:
+def _turn_texts(resources: Resources, namespace: str, final: dict[str, Any],
+                evidence: list[EvidenceItem]) -> dict[str, str]:
     """The turns behind non-turn evidence (events, facts), so a reader sees what they cite (the run's pinned memory)."""
-    snapshot = resources.store.snapshot_at(namespace, generation)
+    snapshot = snapshot_of(resources.store, {**final, "namespace": namespace})
     return {
         tid: snapshot.turns[tid].render()
         for item in evidence
@@ -703,7 +706,7 @@ def _result(
     pool = _pool(final)
     supporting = list(dict.fromkeys(mid for ids in resolved.values() for mid in ids if mid in pool))
     evidence = [pool[mid] for mid in supporting]
-    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, final["generation"], evidence)}
+    details = {**_details(final, ctx, pool), "turn_texts": _turn_texts(resources, namespace, final, evidence)}
     return AnswerResult(
         strategy="goalmem",
         namespace=namespace,

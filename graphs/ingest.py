@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import cache, partial
 from pathlib import Path
 from typing import Any, Literal
@@ -227,6 +227,7 @@ def ingest_conversation(
     replace_sessions: Sequence[str] = (),
     purge_replaced: bool = False,
     allow_forgotten: bool = False,
+    consumes: Mapping[str, int] | None = None,
     config: RunnableConfig | None = None,
 ) -> IngestReport:
     """Ingest every session of a conversation into ``namespace``; committed sessions are skipped.
@@ -252,7 +253,7 @@ def ingest_conversation(
         context or _default_context(resources, policy), source=source or conversation_source(conversation),
         exclusive=exclusive, **_overrides(append=append, replace_sessions=tuple(replace_sessions),
                                           purge_replaced=purge_replaced, allow_forgotten=allow_forgotten,
-                                          memory_manager=memory_manager))
+                                          memory_manager=memory_manager, consumes=tuple((consumes or {}).items())))
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
     config = with_caller_config(run_config(
         "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
@@ -267,10 +268,8 @@ def ingest_conversation(
                                              on_report)
     if bar is not None:
         bar.close()
-    total = sum((report.cost for report in reports), Cost())
-    return IngestReport(
-        namespace=namespace, sessions=reports, fallbacks=fallbacks, cost=total, wall_time_s=time.perf_counter() - started
-    )
+    return IngestReport(namespace=namespace, sessions=reports, fallbacks=fallbacks,
+                        cost=sum((report.cost for report in reports), Cost()), wall_time_s=time.perf_counter() - started)
 
 
 def _overrides(**given: Any) -> dict[str, Any]:

@@ -172,6 +172,10 @@ class IngestContext(StrategyContext):
     allow_forgotten: SkipJsonSchema[bool] = False
     """Store turns a forget left a tombstone for (Python callers and the CLI's --allow-forgotten; default: they are
     left out, ``memory.tombstones``); the commit that stores one lifts the tombstones it matches."""
+    consumes: SkipJsonSchema[tuple[tuple[str, int], ...]] = ()
+    """Pending writes this run consolidates (Python callers only; ``graphs.consolidate``): session id -> the
+    sequence number of its write; the session's commit records it (``ChangeSet.consumes_through``), so the
+    namespace's consolidated mark moves in the same generation as the records built from the write."""
 
 
 class SessionReport(BaseModel):
@@ -886,7 +890,7 @@ def _replaced_event(snapshot: NamespaceSnapshot, event_id: str, session_id: str)
 
 def _with_replaced(change: ChangeSet, res: Resources, session_id: str, purge: bool = False) -> ChangeSet:
     """The change also retiring the stored session it replaces, computed on the snapshot it commits on."""
-    from logicmap.graphs.forget import replacement_forget
+    from logicmap.graphs.replacement import replacement_forget
 
     snap = res.store.snapshot(change.namespace)
     if snap.generation != change.base_generation:
@@ -1001,6 +1005,9 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         change = _with_replaced(change, res, session.session_id, ingest_context(runtime).purge_replaced)
     if ingest_context(runtime).allow_forgotten:
         change = _lifting_tombstones(change, res)
+    consumed = dict(ingest_context(runtime).consumes).get(session.session_id)
+    if consumed is not None:
+        change = change.model_copy(update={"consumes_through": consumed})
     tried = time.monotonic()
     try:
         manifest = res.store.commit(change)

@@ -1,7 +1,7 @@
 """Resolve once, pin once: a run's namespace, policy and snapshot generation, resolved by its first node.
 
 ``pin_run`` is what the first node of every strategy graph returns into the state (``namespace``, ``policy``,
-``generation``); every later node reads memory through ``pinned_snapshot``/``pinned_store`` at that generation, so
+``generation``, and ``pending``: the last fast write it reads, ``memory.store.live``); every later node reads memory through ``pinned_snapshot``/``pinned_store`` at that generation, so
 a commit landing mid-run (a chat turn stored, a session ingested) never changes what the rest of the run sees.
 """
 
@@ -14,6 +14,7 @@ from typing_extensions import TypedDict
 
 from logicmap.graphs.resources import resolve_policy, resources_of, run_namespace
 from logicmap.memory.store import NamespaceSnapshot, PinnedStore, StoragePort
+from logicmap.memory.store.live import live_snapshot
 
 __all__ = ["RunPin", "pin_run", "pinned_snapshot", "pinned_store", "snapshot_of"]
 
@@ -24,6 +25,8 @@ class RunPin(TypedDict):
     namespace: str
     policy: str
     generation: int
+    pending: int
+    """The last pending write the run reads (``memory.store.live``; 0: none): writes after it are not its memory."""
 
 
 def pin_run(runtime: Any, template: str | None, policy: str) -> RunPin:
@@ -33,7 +36,9 @@ def pin_run(runtime: Any, template: str | None, policy: str) -> RunPin:
     namespace = run_namespace(template)
     res.store.require_namespace(namespace)
     generation = res.store.snapshot(namespace).generation
-    return RunPin(namespace=namespace, policy=resolve_policy(policy, res), generation=generation)
+    writes = res.store.pending_writes(namespace)
+    return RunPin(namespace=namespace, policy=resolve_policy(policy, res), generation=generation,
+                  pending=writes[-1].seq if writes else 0)
 
 
 def snapshot_of(store: StoragePort, pin: Mapping[str, Any]) -> NamespaceSnapshot:
@@ -43,6 +48,8 @@ def snapshot_of(store: StoragePort, pin: Mapping[str, Any]) -> NamespaceSnapshot
     generation = pin.get("generation")
     if generation is None:
         return store.snapshot(pin["namespace"])
+    if pin.get("pending"):
+        return live_snapshot(store, pin["namespace"], generation=generation, through=pin["pending"])
     return store.snapshot_at(pin["namespace"], generation)
 
 
@@ -58,4 +65,4 @@ def pinned_store(pin: Mapping[str, Any], runtime: Any) -> Any:
     generation = pin.get("generation")
     if generation is None:
         return store
-    return PinnedStore(store, pin["namespace"], generation)
+    return PinnedStore(store, pin["namespace"], generation, through=pin.get("pending") or None)

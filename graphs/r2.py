@@ -18,7 +18,7 @@ from pydantic import ConfigDict, with_config
 from logicmap.agents.base import Cost
 from logicmap.agents.r2_policy import R2Policy, r2_policy
 from logicmap.agents.responder import EvidenceText
-from logicmap.graphs.pin import pin_run, pinned_snapshot
+from logicmap.graphs.pin import pin_run, pinned_snapshot, snapshot_of
 from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import (
@@ -222,7 +222,7 @@ def build_r2_graph() -> StateGraph[R2State, R2Context, R2Input, R2Output]:
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
+    snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     evidence: list[EvidenceItem] = final.get("evidence", [])
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(

@@ -644,7 +644,7 @@ def build_real_graph() -> StateGraph[RealState, RealContext, RealInput, RealOutp
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: RealContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
+    snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     index = fact_index(snapshot)
     evidence: list[EvidenceItem] = final.get("evidence", [])
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})

@@ -29,7 +29,7 @@ from pydantic import ConfigDict, ValidationError, with_config
 from logicmap.agents.answerers import answer_from_active_set
 from logicmap.agents.base import Cost, FallbackRecord, parse_json_reply
 from logicmap.agents.reconstruct_policy import NavigatorTurn, ReconstructPolicy, rank_events, reconstruct_policy
-from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store
+from logicmap.graphs.pin import pin_run, pinned_snapshot, pinned_store, snapshot_of
 from logicmap.graphs.resources import Resources, resources_of, run_context
 from logicmap.graphs.result import AnswerResult, EvidenceItem, rank_turns
 from logicmap.graphs.strategy import (
@@ -543,7 +543,7 @@ def build_reconstruct_graph() -> StateGraph[ReconstructState, ReconstructContext
 
 def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
             elapsed: float) -> AnswerResult:
-    snapshot = res.store.snapshot_at(namespace, final["generation"])  # the run's pinned memory
+    snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     cited: list[EvidenceItem] = []
     for eid in result.cited_event_ids:

@@ -90,6 +90,7 @@ class StrategyState(TypedDict, total=False):
     namespace: str
     policy: str
     generation: int
+    pending: int
     question: str
     question_date: str | None
     answer: str

@@ -290,6 +290,11 @@ class SessionInfo(BaseModel):
         None, description="the chat model whose --redo-fallbacks pass rebuilt this session (None: never rebuilt); a "
         "pass with that model does not rebuild it again, so an interrupted pass resumes where it stopped",
     )
+    pending: bool = Field(
+        default=False, exclude_if=lambda v: not v,
+        description="written by a fast write and not consolidated yet (only in a live view, ``memory.store.live``: "
+        "a committed manifest never holds one)",
+    )
 
     @field_validator("fallbacks", mode="before")
     @classmethod

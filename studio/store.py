@@ -6,7 +6,9 @@ The LangGraph API server then serves its store (``get_store()``, ``runtime.store
 ``/store`` routes) from LogicMap memory, with the process-wide resources (``LOGICMAP_*`` settings). The store's
 write policy and search strategy come from ``LOGICMAP_STORE_POLICY`` (default ``auto``) and
 ``LOGICMAP_STORE_STRATEGY`` (default ``rerank``, no LLM); ``LOGICMAP_STORE_PURGE=true`` makes every delete
-(``DELETE /store/items``) and replacing put purge what it retired (``LogicMapStore(purge=True)``). The server's ``/store`` routes take a namespace from the
+(``DELETE /store/items``) and replacing put purge what it retired (``LogicMapStore(purge=True)``);
+``LOGICMAP_CONSOLIDATION`` (``background``, the default; ``sync``; ``manual`` when a worker runs
+``logicmap consolidate --watch``) is when a put's event graph is built (``graphs.consolidate``). The server's ``/store`` routes take a namespace from the
 client; ``studio/tenant_guard.py`` applies the tenant authority to them (``studio/store_guard.py``): with LangGraph
 auth on or ``LOGICMAP_SERVER_NAMESPACE`` set, a request for another tenant's namespace gets 403.
 """

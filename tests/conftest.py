@@ -10,6 +10,9 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
+# The suite's stores consolidate a write before it returns (no background thread outliving a test's store); the
+# write path's own tests (tests/unit/test_write_path.py) ask for background and manual consolidation by name.
+os.environ.setdefault("LOGICMAP_CONSOLIDATION", "sync")
 os.environ.pop("LANGSMITH_TRACING", None)
 os.environ.pop("LANGCHAIN_TRACING_V2", None)
 

@@ -29,6 +29,7 @@ from logicmap.memory.store.health import (
     unreachable,
 )
 from logicmap.memory.store.model import Manifest, NamespaceSnapshot, embedder_identity
+from logicmap.memory.store.pending_log import PendingWrites, SqlitePendingLog
 from logicmap.memory.store.process import acquire_process_lock, check_same_process, release_process_lock
 from logicmap.settings import LogicMapSettings
 
@@ -69,8 +70,9 @@ def store_call(method: Callable[..., T]) -> Callable[..., T]:
     return call
 
 
-class StoreCore:
-    """The store's connection: its Chroma client, its collections and locks, and the committed manifests."""
+class StoreCore(PendingWrites):
+    """The store's connection: its Chroma client, its collections and locks, and the committed manifests; an
+    embedded store's pending log (``pending_log``)."""
 
     _read_page: ClassVar[int] = 10_000  # records per read: one unbounded get() of >32k exceeds SQLite's limit
 
@@ -107,6 +109,7 @@ class StoreCore:
         else:
             self.client = self._open_embedded(Path(self.settings.data_dir))
             self._location = f"dir:{self._lock_path}"
+            self._pending_log = SqlitePendingLog(Path(self.settings.data_dir))
         self._collections: dict[str, Any] = {}
         self._guard = threading.Lock()
         # The snapshot cache's state (``snapshots.SnapshotCache``):
@@ -178,6 +181,9 @@ class StoreCore:
                     client.close()  # Chroma stops the shared system when its last client closes
             except Exception:  # closing is best effort; the lock below must still be released
                 pass
+        if self._pending_log is not None and os.getpid() == self._pid:
+            self._pending_log.close()
+            self._pending_log = None
         if self._lock_path and os.getpid() == self._pid:
             release_process_lock(self._lock_path)
         self._lock_path = None

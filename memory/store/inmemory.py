@@ -33,6 +33,7 @@ from logicmap.memory.store.model import (
     embedder_identity,
     ordered,
 )
+from logicmap.memory.store.pending_log import MemoryPendingLog, PendingWrites
 from logicmap.memory.store.port import check_commit, check_restore, committed_nearest, next_manifest
 from logicmap.settings import LogicMapSettings
 
@@ -67,13 +68,14 @@ class _Memory:
 
     lock: threading.RLock = field(default_factory=threading.RLock)
     spaces: dict[str, _Space] = field(default_factory=dict)
+    pending: MemoryPendingLog = field(default_factory=MemoryPendingLog)
 
 
 _MEMORIES: dict[str, _Memory] = {}
 _MEMORIES_GUARD = threading.Lock()
 
 
-class InProcessStore:
+class InProcessStore(PendingWrites):
     """The storage port in process memory (see the module docstring)."""
 
     def __init__(self, settings: LogicMapSettings | None = None, *, name: str = "") -> None:
@@ -81,6 +83,7 @@ class InProcessStore:
         self.embedder = embedder_identity(self.settings)
         with _MEMORIES_GUARD:
             self._memory = _MEMORIES.setdefault(name, _Memory())
+        self._pending_log = self._memory.pending
 
     # -- reading ---------------------------------------------------------------------------------------------
 
@@ -248,6 +251,7 @@ class InProcessStore:
     def drop_namespace(self, namespace: str) -> dict[str, Any]:
         namespace = validate_namespace(namespace)
         with self._memory.lock:
+            self._memory.pending.delete(namespace, through=2**62)
             space = self._memory.spaces.pop(namespace, None)
         if space is None or space.manifest.generation == 0:
             raise UnknownNamespaceError(namespace)

@@ -22,7 +22,10 @@ from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.tombstones import Tombstone
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PurgeReport", "embedder_identity", "ordered"]
+__all__ = [
+    "ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PendingWrite", "PurgeReport", "embedder_identity",
+    "ordered",
+]
 
 T = TypeVar("T")
 
@@ -46,7 +49,7 @@ class ForgetAudit(BaseModel):
     generation: int = Field(description="the generation the forget committed")
     removed: dict[str, int] = Field(default_factory=dict, description="kind -> records retired (or rewritten)")
     sessions_emptied: int = 0
-    purged: bool = Field(False, description="whether the retired versions were physically removed")
+    purged: bool = Field(default=False, description="whether the retired versions were physically removed")
     notes: list[str] = Field(default_factory=list, description="what the forget had to adapt (rebuilt events)")
 
 
@@ -73,6 +76,12 @@ class Manifest(BaseModel):
         default=0,
         description="the generation of the last commit that asked for a purge (a forget, delete, replace or update "
         "with purge): a purge that completes at this generation or later finishes it (``memory.store.purge``)",
+    )
+    consolidated_through: int = Field(
+        default=0, exclude_if=lambda v: not v,
+        description="the pending-write sequence number this namespace has consolidated through "
+        "(``memory.store.live``): a pending write at or below it is in the committed records, and is never "
+        "shown or consolidated again",
     )
 
 
@@ -106,6 +115,25 @@ class ChangeSet(BaseModel):
     )
     forget: ForgetAudit | None = Field(default=None, description="a forget's audit record (memory.forgetting)")
     drop_sessions: list[str] = Field(default_factory=list, description="sessions a forget emptied of turns")
+    consumes_through: int | None = Field(
+        default=None, description="the pending write this commit consolidates (``Manifest.consolidated_through``)"
+    )
+
+
+class PendingWrite(BaseModel):
+    """A fast write (``LogicMapStore.put``, ``add_messages``): one session's turns and their vectors, durable in the
+    store's pending log and shown by the live view until the consolidator commits them into the event graph
+    (``memory.store.live``)."""
+
+    seq: int = Field(default=0, description="the log's sequence number (set by ``append_pending``): the order of writes")
+    namespace: str
+    session: dict[str, Any] = Field(description="the session as ``memory.loaders.Session`` dumps it (JSON)")
+    vectors: list[list[float]] = Field(default_factory=list, description="one per turn, of the turn's render")
+    key: str | None = Field(default=None, description="the store key the session holds (None: a chat's turns)")
+    policy: str = "heuristic"
+    source: str | None = None
+    purge: bool = Field(default=False, description="what this write replaces is purged when it is consolidated")
+    at: datetime
 
 
 class PurgeReport(BaseModel):

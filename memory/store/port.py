@@ -29,7 +29,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from logicmap.memory.store.errors import EmbedderMismatchError, GenerationConflict, StoreError
 from logicmap.memory.store.generations import MAX_GENERATION
-from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PurgeReport
+from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingWrite, PurgeReport
 from logicmap.memory.store.queries import check_queryable, nearest
 from logicmap.settings import LogicMapSettings
 
@@ -88,6 +88,28 @@ class StoragePort(Protocol):
 
     def close(self) -> None: ...
 
+    # The pending log (``memory.store.pending_log``): fast writes until the consolidator commits them.
+    @property
+    def fast_writes(self) -> bool:
+        """Whether this store keeps a pending log (else every write is ingested and committed at once)."""
+        ...
+
+    def append_pending(self, writes: Sequence[PendingWrite]) -> list[int]:
+        """Record fast writes durably, in order, all or none; their sequence numbers."""
+        ...
+
+    def pending_writes(self, namespace: str, after: int | None = None) -> list[PendingWrite]:
+        """The writes of ``namespace`` not consolidated yet (above ``Manifest.consolidated_through``), in order."""
+        ...
+
+    def drop_pending(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
+        """Delete pending writes (consolidated ones up to ``through``, or the numbered ``seqs``)."""
+        ...
+
+    def pending_namespaces(self) -> list[str]:
+        """The namespaces holding a pending write."""
+        ...
+
 
 def check_commit(change: ChangeSet, manifest: Manifest, embedder: str, *, restored: Manifest | None = None) -> int:
     """The generation ``change`` commits as, or why it may not: ``GenerationConflict`` (the namespace moved),
@@ -132,6 +154,8 @@ def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedd
         new_manifest.sessions.pop(session_id, None)
     if change.forget is not None:
         new_manifest.forgets.append(change.forget.model_copy(update={"generation": generation}))
+    if change.consumes_through is not None:
+        new_manifest.consolidated_through = max(manifest.consolidated_through, change.consumes_through)
     if purge_requested(change):  # recorded with the forget: a purge killed before it finished is owed
         new_manifest.purge_requested = generation
     return new_manifest

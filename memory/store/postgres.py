@@ -51,6 +51,7 @@ from logicmap.memory.store.errors import (
 )
 from logicmap.memory.store.generations import SENTINEL
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, embedder_identity, ordered
+from logicmap.memory.store.pending_log import PendingWrites
 from logicmap.memory.store.port import check_commit, check_restore, committed_nearest, next_manifest
 from logicmap.memory.store.purge import PurgeReport
 from logicmap.memory.store.queries import check_queryable
@@ -132,7 +133,7 @@ class _Row:
     width: int  # the vector's dimensions (0: none)
 
 
-class PostgresStore:
+class PostgresStore(PendingWrites):
     """The storage port on PostgreSQL + pgvector (see the module docstring)."""
 
     def __init__(self, settings: LogicMapSettings | None = None, *, url: str | None = None) -> None:

@@ -73,6 +73,8 @@ class StorePurge(CommitProtocol, SnapshotCache):
         namespace = validate_namespace(namespace)
         with self.namespace_lock(namespace), self._server_commit_lock(namespace):
             report = self._purge_locked(namespace, self.require_namespace(namespace))
+            if self._pending_log is not None:  # deleted pending writes: gone from the log's files too
+                self._pending_log.compact()
         self.snapshot(namespace)  # read again from the purged records, and saved to a new snapshot file
         return report
 
@@ -197,6 +199,9 @@ class StorePurge(CommitProtocol, SnapshotCache):
                 if not (self.settings.chroma_host and name.endswith("-meta")):
                     self._forget_collection(name)
             self._registry().delete(ids=[namespace])
+            if self._pending_log is not None:  # its fast writes too, and no text of theirs left in the log's files
+                self._pending_log.delete(namespace, through=2**62)
+                self._pending_log.compact()
             if self._directory is not None:
                 self._pending_path(namespace).unlink(missing_ok=True)
                 self._owed_path(namespace).unlink(missing_ok=True)

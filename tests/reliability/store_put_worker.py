@@ -17,6 +17,7 @@ import sklearn.cluster  # noqa: F401
 import logicmap.graphs.basestore  # noqa: F401
 from logicmap.graphs.resources import Resources
 from logicmap.memory.kinds import RECORD_KINDS
+from logicmap.memory.store.live import live_snapshot
 from logicmap.settings import LogicMapSettings
 from tests.reliability.fork_server import serve
 
@@ -24,6 +25,7 @@ NS = ("memories", "alice")
 OLD = {"content": "I keep a zebra called Quillon in the barn."}
 NEW = {"content": "I moved to Porto with my walrus Brindlewick."}
 OLD_WORD, NEW_WORD = "Quillon", "Brindlewick"
+
 
 
 def _resources(directory: str) -> Resources:
@@ -40,7 +42,7 @@ def seen(store, res: Resources) -> dict:
     for word in (OLD_WORD, NEW_WORD):
         hits = store.search(NS, query=f"where is {word}", limit=10)
         found[f"search_{word}"] = [h.value for h in hits if h.key == "home"]
-        snap = res.store.snapshot("memories.alice")
+        snap = live_snapshot(res.store, "memories.alice")  # what readers see: committed, with pending writes
         found[f"records_{word}"] = sorted(
             kind.field for kind in RECORD_KINDS
             if any(word in r.model_dump_json() for r in getattr(snap, kind.field).values()))
@@ -51,7 +53,7 @@ def child(cmd: dict) -> dict:
     from logicmap.graphs.basestore import LogicMapStore
 
     res = _resources(cmd["dir"])
-    store = LogicMapStore(resources=res, policy="heuristic")
+    store = LogicMapStore(resources=res, policy="heuristic", consolidation="sync")
     op = cmd["op"]
     if op == "seed":
         store.put(NS, "job", {"content": "I work night shifts at the city hospital."})

@@ -54,7 +54,7 @@ def _chat(res: Resources, namespace: str = "maya") -> str:
 
 
 def test_a_store_delete_is_purged_by_logicmap_purge(resources: Resources, capsys: pytest.CaptureFixture[str]) -> None:
-    store = LogicMapStore(resources=resources, policy="heuristic")
+    store = LogicMapStore(resources=resources, policy="heuristic", consolidation="sync")
     store.put(ALICE, "home", {"content": "I live in Porto, near the river."})
     store.put(ALICE, "locker", SECRET)
     _, vector = _vector(resources, NS)
@@ -73,7 +73,7 @@ def test_a_store_delete_is_purged_by_logicmap_purge(resources: Resources, capsys
 
 
 def test_a_purging_store_purges_its_replaced_values_and_its_deletes(resources: Resources) -> None:
-    store = LogicMapStore(resources=resources, policy="heuristic", purge=True)
+    store = LogicMapStore(resources=resources, policy="heuristic", consolidation="sync", purge=True)
     store.put(ALICE, "home", {"content": "I live in Porto, near the river."})
     store.put(ALICE, "locker", SECRET)
     _, vector = _vector(resources, NS)
@@ -89,7 +89,7 @@ def test_a_purging_store_purges_its_replaced_values_and_its_deletes(resources: R
 
 
 def test_store_purge_and_logicmap_purge_purge_what_forgets_and_updates_left(resources: Resources) -> None:
-    store = LogicMapStore(resources=resources, policy="heuristic")
+    store = LogicMapStore(resources=resources, policy="heuristic", consolidation="sync")
     store.put(ALICE, "locker", SECRET)
     _, vector = _vector(resources, NS)
     store.put(ALICE, "locker", {"content": "I moved my things to a new locker."})
@@ -152,7 +152,7 @@ def test_the_mcp_server_forgets_with_a_purge_and_purges(resources: Resources) ->
 
 
 def test_the_forget_graphs_purge_alone_purges_the_runs_namespace(resources: Resources) -> None:
-    store = LogicMapStore(resources=resources, policy="heuristic")
+    store = LogicMapStore(resources=resources, policy="heuristic", consolidation="sync")
     store.put(ALICE, "locker", SECRET)
     _, vector = _vector(resources, NS)
     store.delete(ALICE, "locker")
@@ -214,6 +214,7 @@ def test_the_servers_store_purges_its_deletes_when_configured(resources: Resourc
         store = asyncio.run(served())
         assert store.purge_removals
         store.put(ALICE, "locker", SECRET)
+        store.flush()  # consolidated, so its vector is in the records too
         _, vector = _vector(resources, NS)
         store.delete(ALICE, "locker")  # what DELETE /store/items runs
         assert _traces(resources, vector) == []

@@ -66,7 +66,7 @@ def test_replacing_put_killed_anywhere_leaves_old_or_new(tmp_path: Path) -> None
 @pytest.fixture
 def store(tmp_path: Path) -> LogicMapStore:
     res: Resources = make_resources(tmp_path / "memory")
-    yield LogicMapStore(resources=res, policy="heuristic")
+    yield LogicMapStore(resources=res, policy="heuristic", consolidation="sync")
     if res.store_ is not None:
         res.store_.close()
 
@@ -105,7 +105,7 @@ def test_two_writers_on_one_key_leave_one_value_and_nothing_stale(store: LogicMa
     """One store serializes its puts per namespace; two stores on one memory race to commit (the loser is
     recomputed on the winner's state)."""
     store.put(w.NS, "home", w.OLD)
-    other = store if instances == "one store" else LogicMapStore(resources=store.resources, policy="heuristic")
+    other = store if instances == "one store" else LogicMapStore(resources=store.resources, policy="heuristic", consolidation="sync")
     a, b = {"content": "I live in a lighthouse with Anselmora."}, {"content": "I live on a houseboat with Bexwright."}
     errors: list[BaseException] = []
 

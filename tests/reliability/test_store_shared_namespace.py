@@ -69,7 +69,7 @@ class Run:
 
     def __init__(self, res: Resources, tmp: Path) -> None:
         self.res, self.tmp = res, tmp
-        self.store = LogicMapStore(resources=res, policy="heuristic")
+        self.store = LogicMapStore(resources=res, policy="heuristic", consolidation="sync")
         self.ns = ("mix", f"u{next(_namespaces)}")
         self.name = ".".join(self.ns)
         self.model = Model()
@@ -212,7 +212,7 @@ def test_a_write_after_a_forget_takes_a_position_after_every_kept_turn(resources
     snap = resources.store.snapshot("mix.pos")
     [first] = [tid for tid, t in snap.turns.items() if t.text == "I like tea."]
     forget("mix.pos", turn_ids=[first], resources=resources)
-    LogicMapStore(resources=resources, policy="heuristic").put(("mix", "pos"), "k", {"content": "I like go."})
+    LogicMapStore(resources=resources, policy="heuristic", consolidation="sync").put(("mix", "pos"), "k", {"content": "I like go."})
     turns = resources.store.snapshot("mix.pos").turns.values()
     positions = sorted((t.position, t.text) for t in turns)
     assert len({p for p, _ in positions}) == len(positions), positions

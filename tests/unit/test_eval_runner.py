@@ -227,6 +227,6 @@ def test_the_logicmap_program_offers_the_core_and_the_eval_commands() -> None:
         return {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
 
     core = {"ingest", "ask", "graph", "stats", "namespaces", "local-llm", "chat", "facts", "export", "import",
-            "forget", "purge", "delete-namespace", "list", "get", "mcp"}
+            "forget", "purge", "consolidate", "delete-namespace", "list", "get", "mcp"}
     assert commands(build_parser()) == core  # graphs.cli alone: no eval command, no import of evals
     assert commands(build_parser(add_eval_commands)) == core | {"demo", "train-data", "train-r2", "eval"}

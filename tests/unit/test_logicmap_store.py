@@ -31,7 +31,7 @@ ALICE, BOB = ("memories", "alice"), ("memories", "bob")
 
 @pytest.fixture
 def store(resources: Resources) -> LogicMapStore:
-    return LogicMapStore(resources=resources, policy="heuristic")
+    return LogicMapStore(resources=resources, policy="heuristic", consolidation="sync")
 
 
 def test_the_store_is_exported_lazily_from_the_package() -> None:
@@ -196,6 +196,7 @@ def test_indexed_fields_are_what_a_value_is_searched_by(resources: Resources) ->
     store.put(ALICE, "c", {"title": "Tax forms", "body": "x"}, index=["body"])  # per put, like LangGraph
     assert store.search(ALICE, query="volcano hiking")[0].key == "b"
     assert store.search(ALICE, query="sourdough starter")[0].key == "a"
+    store.flush()  # the committed turns (the background consolidator may not have reached them yet)
     texts = {t.text for t in resources.store.snapshot("memories.alice").turns.values()}
     assert texts == {"Sourdough starter feeding schedule", "Volcano hiking gear list", "x"}
 

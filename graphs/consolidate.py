@@ -1,0 +1,280 @@
+"""The write path: a fast, durable write, and the consolidator that builds the event graph behind it.
+
+``write_sessions`` is what an agent's write costs in its turn: the sessions' turns embedded (one call) and appended
+to the store's pending log (``memory.store.pending_log``: one small durable write), visible at once to ``get``,
+``search`` and every strategy through the live view (``memory.store.live``), ranked as plain turns. The consolidator
+builds them into memory behind it: ``consolidate`` runs the ingest graph (segmentation, relations, fusion, the topic
+layer's online rule per event with its re-clustering every T steps, facts, cues; the LLM roles when a model is
+configured) on the pending sessions, oldest first, many in one run; each session's commit carries its write's
+sequence number, so the namespace's consolidated mark moves in the same generation as the records built from it.
+A kill loses nothing (the write is in the log until that commit) and repeats nothing (a write at or below the mark is
+never consolidated again); a reader sees a write as a plain turn or consolidated, never half of it.
+
+``Consolidator`` runs ``consolidate`` in a background thread of this process (``LogicMapStore`` starts one);
+``logicmap consolidate`` is the same loop as a command (``--watch`` for a deployment's worker). ``flush`` waits for
+a namespace to be consolidated; ``pending`` says how far behind it is. A store whose backend keeps no pending log
+(``StoragePort.fast_writes`` false: the Chroma server, PostgreSQL) ingests and commits each write at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from logicmap.agents.base import Cost
+from logicmap.graphs.resources import Resources, default_resources
+from logicmap.memory.items import STORE_SOURCE
+from logicmap.memory.loaders import Conversation, Session
+from logicmap.memory.records import validate_namespace
+from logicmap.memory.store import ChangeSet, GenerationConflict, StoragePort
+from logicmap.memory.store.live import latest_entries, pending_turns
+from logicmap.memory.store.model import PendingWrite
+
+__all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "consolidate", "consolidation_lock", "flush",
+           "pending", "write_sessions"]
+
+_log = logging.getLogger(__name__)
+_LOCKS: dict[tuple[int, str], threading.RLock] = {}
+_LOCKS_GUARD = threading.Lock()
+DEFAULT_BATCH = 64  # pending sessions one consolidation run ingests
+
+
+class ConsolidationReport(BaseModel):
+    """What one ``consolidate`` run did."""
+
+    namespace: str
+    sessions: int = Field(default=0, description="pending sessions ingested and committed")
+    superseded: int = Field(default=0, description="pending writes a later write of the same session replaced")
+    consolidated_through: int = Field(default=0, description="the namespace's consolidated mark after the run")
+    remaining: int = Field(default=0, description="pending writes still waiting")
+    cost: Cost = Field(default_factory=Cost)
+    wall_time_s: float = 0.0
+
+
+class PendingReport(BaseModel):
+    """How far behind the consolidator is on one namespace."""
+
+    namespace: str
+    writes: int = Field(description="pending writes not consolidated yet")
+    oldest_s: float | None = Field(description="the age of the oldest, in seconds (None: nothing pending)")
+    consolidated_through: int
+
+
+def consolidation_lock(store: StoragePort, namespace: str) -> threading.RLock:
+    """The lock a consolidation run of ``namespace`` holds in this process (a delete of a store key takes it too, so
+    a write it removes from the log cannot be committed by a run that read it before)."""
+    with _LOCKS_GUARD:
+        return _LOCKS.setdefault((id(store), namespace), threading.RLock())
+
+
+def _ensure_namespace(store: StoragePort, namespace: str, source: str | None) -> None:
+    """A namespace with no commit gets an empty one first (it is known to every reader from then on)."""
+    for _ in range(3):
+        manifest = store.manifest(namespace)
+        if manifest.generation > 0:
+            return
+        try:
+            store.commit(ChangeSet(namespace=namespace, base_generation=0, source=source))
+            return
+        except GenerationConflict:
+            continue
+
+
+def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
+                   source: str | None = STORE_SOURCE, keys: Sequence[str | None] | None = None,
+                   purge: bool = False, known: bool = False) -> list[int]:
+    """The fast write: ``sessions`` embedded and appended to the pending log in one durable step (all or none);
+    their sequence numbers. The store must keep a log (``StoragePort.fast_writes``). ``purge``: what a session
+    replaces is purged from disk when it is consolidated (``LogicMapStore(purge=True)``). ``known``: the caller
+    saw the namespace committed (else it gets its first, empty, commit)."""
+    validate_namespace(namespace)
+    store = resources.store
+    if not known:
+        _ensure_namespace(store, namespace, source)
+    now = datetime.now(UTC)
+    entries = [PendingWrite(namespace=namespace, session=s.model_dump(mode="json"), key=k, policy=policy,
+                            source=source, purge=purge, at=now)
+               for s, k in zip(sessions, keys if keys is not None else [None] * len(sessions))]
+    texts = [t.render() for e in entries for t in pending_turns(e, namespace, 0)]
+    vectors = resources.embeddings.embed_documents(texts) if texts else []
+    at = 0
+    for entry in entries:
+        n = len(entry.session["turns"])
+        entry.vectors = [list(map(float, v)) for v in vectors[at: at + n]]
+        at += n
+    return store.append_pending(entries)
+
+
+def consolidate(namespace: str, *, resources: Resources | None = None, policy: str | None = None,
+                limit: int | None = DEFAULT_BATCH) -> ConsolidationReport:
+    """Ingest the oldest pending sessions of ``namespace`` (at most ``limit``; ``None``: all) into its memory."""
+    from logicmap.graphs.ingest import ingest_conversation
+
+    started = time.perf_counter()
+    res = resources or default_resources()
+    store = res.store
+    report = ConsolidationReport(namespace=namespace)
+    with consolidation_lock(store, namespace):
+        entries = store.pending_writes(namespace)
+        if not entries:
+            mark = store.manifest(namespace).consolidated_through
+            store.drop_pending(namespace, through=mark)
+            report.consolidated_through = mark
+            return report
+        latest = latest_entries(entries)
+        chosen = latest[:limit] if limit is not None else latest
+        last = chosen[-1].seq
+        report.superseded = sum(1 for e in entries if e.seq <= last) - len(chosen)
+        committed = set(store.manifest(namespace).sessions)
+        groups = _by_run(chosen)
+        for group in groups:
+            sessions = [Session.model_validate(e.session) for e in group]
+            first = group[0]
+            replaced = [s.session_id for s in sessions if s.session_id in committed]
+            ingest = ingest_conversation(
+                Conversation(conversation_id=first.source or STORE_SOURCE, sessions=sessions, source_format="jsonl"),
+                namespace, resources=res, policy=_policy(policy or first.policy), source=first.source, append=True,
+                replace_sessions=replaced, purge_replaced=first.purge, allow_forgotten=first.key is not None,
+                consumes={str(e.session["session_id"]): e.seq for e in group})
+            if replaced and first.purge:
+                store.purge(namespace)
+            report.sessions += sum(1 for r in ingest.sessions if not r.skipped)
+            report.cost = report.cost + ingest.cost
+        _mark_done(store, namespace, last)
+        mark = store.manifest(namespace).consolidated_through
+        store.drop_pending(namespace, through=mark)
+        report.consolidated_through = mark
+        report.remaining = len(latest_entries(store.pending_writes(namespace)))
+    report.wall_time_s = time.perf_counter() - started
+    return report
+
+
+def _by_run(entries: Sequence[PendingWrite]) -> list[list[PendingWrite]]:
+    """Consecutive writes with one policy, source and kind (store item or chat turns) ingest in one run."""
+    groups: list[list[PendingWrite]] = []
+    for entry in entries:
+        if groups and (groups[-1][0].policy, groups[-1][0].source, groups[-1][0].key is None, groups[-1][0].purge) == (
+                entry.policy, entry.source, entry.key is None, entry.purge):
+            groups[-1].append(entry)
+        else:
+            groups.append([entry])
+    return groups
+
+
+def _policy(name: str) -> Literal["auto", "llm", "heuristic"]:
+    return "llm" if name == "llm" else "heuristic" if name == "heuristic" else "auto"
+
+
+def _mark_done(store: StoragePort, namespace: str, seq: int) -> None:
+    """A write the ingest skipped (its session was committed already, word for word) is done too: the mark moves
+    past it in an otherwise empty commit."""
+    for _ in range(5):
+        manifest = store.manifest(namespace)
+        if manifest.consolidated_through >= seq:
+            return
+        try:
+            store.commit(ChangeSet(namespace=namespace, base_generation=manifest.generation, consumes_through=seq))
+            return
+        except GenerationConflict:
+            continue
+
+
+def pending(namespace: str, *, resources: Resources | None = None) -> PendingReport:
+    """How far behind the consolidation of ``namespace`` is."""
+    store = (resources or default_resources()).store
+    entries = latest_entries(store.pending_writes(namespace))
+    oldest = min((e.at for e in entries), default=None)
+    return PendingReport(namespace=namespace, writes=len(entries),
+                         oldest_s=None if oldest is None else (datetime.now(UTC) - oldest).total_seconds(),
+                         consolidated_through=store.manifest(namespace).consolidated_through)
+
+
+def flush(namespace: str, *, resources: Resources | None = None, policy: str | None = None) -> ConsolidationReport:
+    """Consolidate every pending write of ``namespace`` now, in this thread (waits for a run in progress)."""
+    res = resources or default_resources()
+    total = ConsolidationReport(namespace=namespace)
+    started = time.perf_counter()
+    while True:
+        step = consolidate(namespace, resources=res, policy=policy, limit=DEFAULT_BATCH)
+        total.sessions += step.sessions
+        total.superseded += step.superseded
+        total.cost = total.cost + step.cost
+        total.consolidated_through, total.remaining = step.consolidated_through, step.remaining
+        if step.remaining == 0 or (step.sessions == 0 and step.superseded == 0):
+            break
+    total.wall_time_s = time.perf_counter() - started
+    return total
+
+
+class Consolidator:
+    """``consolidate`` in a background thread of this process: woken by each write, it consolidates the namespaces
+    written to, ``batch`` sessions per run, until nothing is pending. A failed run is logged and kept in ``error``; its
+    writes stay in the log, for the next write, ``flush`` or ``logicmap consolidate``."""
+
+    def __init__(self, resources: Callable[[], Resources], *, policy: str | None = None,
+                 batch: int = DEFAULT_BATCH) -> None:
+        self._resources, self.policy, self.batch = resources, policy, batch
+        self._wake = threading.Condition()
+        self._todo: set[str] = set()
+        self._busy = 0
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+        self.error: str | None = None
+
+    def notify(self, namespace: str) -> None:
+        """``namespace`` has new pending writes."""
+        with self._wake:
+            self._todo.add(namespace)
+            if self._thread is None and not self._stopped:  # first start: what earlier processes left waiting too
+                self._todo.update(self._resources().store.pending_namespaces())
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="logicmap-consolidator", daemon=True)
+                self._thread.start()
+            self._wake.notify_all()
+
+    def _run(self) -> None:
+        while True:
+            with self._wake:
+                while not self._todo and not self._stopped:
+                    self._wake.wait(timeout=30.0)
+                if self._stopped:
+                    return
+                namespace = sorted(self._todo)[0]
+                self._todo.discard(namespace)
+                self._busy += 1
+            try:
+                step = consolidate(namespace, resources=self._resources(), policy=self.policy, limit=self.batch)
+                again = step.remaining > 0
+                self.error = None
+            except Exception as exc:  # kept and logged; the writes stay in the log for the next write or flush
+                self.error = f"{type(exc).__name__}: {exc}"
+                _log.warning("consolidation of %s failed (%s); its writes wait in the pending log for the next "
+                             "write, flush() or `logicmap consolidate`", namespace, self.error)
+                again = False
+            with self._wake:
+                self._busy -= 1
+                if again:
+                    self._todo.add(namespace)
+                self._wake.notify_all()
+
+    def flush(self, namespace: str, timeout: float | None = None) -> ConsolidationReport:
+        """Consolidate ``namespace`` now (in the caller's thread; a background run in progress is waited for)."""
+        del timeout  # the caller's thread does the work: it ends when the namespace is consolidated
+        return flush(namespace, resources=self._resources(), policy=self.policy)
+
+    def stop(self) -> None:
+        """Stop the thread after its current run (pending writes stay in the log for the next consolidator)."""
+        with self._wake:
+            self._stopped = True
+            self._wake.notify_all()
+
+    def status(self) -> dict[str, Any]:
+        with self._wake:
+            return {"running": self._thread is not None and self._thread.is_alive(), "queued": sorted(self._todo),
+                    "busy": self._busy, "error": self.error}

@@ -1,0 +1,248 @@
+"""The write path (``graphs.consolidate``, ``memory.store.pending_log``, ``memory.store.live``): a put is a fast,
+durable write visible at once, and the consolidator builds the event graph behind it, never losing, repeating or
+half-showing a write. Run on the embedded Chroma store and on the in-process one (``memory://``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from logicmap.graphs.basestore import LogicMapStore
+from logicmap.graphs.consolidate import consolidate, write_sessions
+from logicmap.graphs.resources import Resources
+from logicmap.graphs.strategies import answer
+from logicmap.memory.loaders import RawTurn, Session
+from logicmap.memory.store.inmemory import clear_in_process_memory
+from logicmap.memory.store.live import live_snapshot
+from logicmap.memory.store.pending_log import PENDING_FILE
+from logicmap.settings import LogicMapSettings
+from tests.conftest import make_resources
+
+ALICE = ("memories", "alice")
+NS = "memories.alice"
+
+
+@pytest.fixture(params=["chroma", "memory"])
+def resources(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Resources]:
+    if request.param == "chroma":
+        res = make_resources(tmp_path / "memory")
+    else:
+        name = f"write-path-{os.getpid()}-{id(tmp_path)}"
+        res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
+                                                  store_url=f"memory://{name}"))
+    yield res
+    if res.store_ is not None:
+        res.store_.close()
+    clear_in_process_memory()
+
+
+def _store(res: Resources, **kwargs: object) -> LogicMapStore:
+    return LogicMapStore(resources=res, policy="heuristic", consolidation="manual", **kwargs)  # type: ignore[arg-type]
+
+
+def test_a_put_is_visible_before_consolidation_and_consolidated_after_flush(resources: Resources) -> None:
+    store = _store(resources)
+    store.put(ALICE, "dog", {"content": "My dog is called Biscuit."})
+    store.put(ALICE, "home", {"content": "I live in Lisbon."})
+    committed = resources.store.snapshot(NS)
+    assert not committed.turns and not committed.events  # nothing built yet: both writes wait in the log
+    assert store.pending(ALICE).writes == 2
+    assert store.get(ALICE, "dog").value == {"content": "My dog is called Biscuit."}  # type: ignore[union-attr]
+    assert store.search(ALICE, query="what is the dog called")[0].key == "dog"
+    for strategy in ("compass", "rerank", "bm25", "reconstruct"):  # the no-LLM strategies see the fresh write
+        result = answer(strategy, "What is my dog called?", NS, resources=resources, policy="heuristic")
+        assert "Biscuit" in result.answer, (strategy, result.answer)
+    reports = store.flush()
+    assert [r.sessions for r in reports] == [2] and store.pending(ALICE).writes == 0
+    snap = resources.store.snapshot(NS)
+    dog = next(t for t in snap.turns.values() if "Biscuit" in t.text)
+    assert any(dog.dia_id in e.turn_ids and e.source == "heuristic" for e in snap.events.values())  # consolidated
+    assert snap.manifest.consolidated_through > 0
+    assert not any(s.pending for s in snap.manifest.sessions.values())
+    assert store.get(ALICE, "dog").value == {"content": "My dog is called Biscuit."}  # type: ignore[union-attr]
+    assert live_snapshot(resources.store, NS) is snap  # nothing pending: readers read the committed snapshot
+    assert all(r.sessions == 0 for r in store.flush())  # a second flush has nothing to do
+
+
+def test_a_replacing_put_shows_the_new_value_only_before_and_after_consolidation(resources: Resources) -> None:
+    store = _store(resources)
+    store.put(ALICE, "home", {"content": "I live in Lisbon, by the river."})
+    store.flush()
+    store.put(ALICE, "home", {"content": "I moved to Porto last spring."})
+    view = live_snapshot(resources.store, NS)
+    texts = [t.text for t in view.turns.values()]
+    assert texts == ["I moved to Porto last spring."]  # the old value is hidden, with what derives from it
+    assert not any("Lisbon" in e.summary for e in view.events.values())
+    assert [h.value["content"] for h in store.search(ALICE, query="where do I live")] == ["I moved to Porto last spring."]
+    result = answer("compass", "Where did I move last spring?", NS, resources=resources, policy="heuristic")
+    assert "Porto" in result.answer and "Lisbon" not in result.answer
+    store.flush()
+    snap = resources.store.snapshot(NS)
+    assert [t.text for t in snap.turns.values()] == ["I moved to Porto last spring."]
+    assert not any("Lisbon" in e.summary for e in snap.events.values())
+
+
+def test_a_deleted_pending_write_is_never_consolidated(resources: Resources) -> None:
+    store = _store(resources)
+    store.put(ALICE, "keep", {"content": "I like green tea."})
+    store.put(ALICE, "secret", {"content": "My locker code is 4471."})
+    store.delete(ALICE, "secret")
+    assert store.get(ALICE, "secret") is None
+    assert [h.key for h in store.search(ALICE, query="locker code")] == ["keep"]
+    store.flush()
+    snap = resources.store.snapshot(NS)
+    assert not any("4471" in t.text for t in snap.turns.values())
+    assert not any("4471" in e.summary for e in snap.events.values())
+    assert store.get(ALICE, "secret") is None and store.get(ALICE, "keep") is not None
+
+
+def test_two_writes_of_one_key_consolidate_as_the_last(resources: Resources) -> None:
+    store = _store(resources)
+    store.put(ALICE, "job", {"content": "I am a nurse."})
+    store.put(ALICE, "car", {"content": "I drive a red Fiat."})
+    store.put(ALICE, "job", {"content": "I became a paramedic."})
+    assert store.get(ALICE, "job").value == {"content": "I became a paramedic."}  # type: ignore[union-attr]
+    report = store.flush()[0]
+    assert (report.sessions, report.superseded) == (2, 1)
+    texts = sorted(t.text for t in resources.store.snapshot(NS).turns.values())
+    assert texts == ["I became a paramedic.", "I drive a red Fiat."]
+
+
+def test_consolidation_is_batched_in_order_and_resumes_where_it_stopped(resources: Resources) -> None:
+    store = _store(resources)
+    for i in range(5):
+        store.put(ALICE, f"k{i}", {"content": f"Note number {i} about tennis."})
+    first = consolidate(NS, resources=resources, limit=2)  # the two oldest writes
+    assert (first.sessions, first.remaining) == (2, 3)
+    snap = resources.store.snapshot(NS)
+    assert sorted(t.text for t in snap.turns.values()) == ["Note number 0 about tennis.", "Note number 1 about tennis."]
+    assert len(live_snapshot(resources.store, NS).turns) == 5  # the rest still shown from the log
+    rest = consolidate(NS, resources=resources, limit=None)
+    assert (rest.sessions, rest.remaining) == (3, 0)
+    assert len(resources.store.snapshot(NS).turns) == 5
+
+
+def test_a_run_reads_the_writes_it_was_pinned_with(resources: Resources) -> None:
+    from logicmap.graphs.pin import RunPin, snapshot_of
+
+    store = _store(resources)
+    store.put(ALICE, "a", {"content": "I collect stamps."})
+    seq = resources.store.pending_writes(NS)[-1].seq
+    pin = RunPin(namespace=NS, policy="heuristic", generation=resources.store.snapshot(NS).generation, pending=seq)
+    store.put(ALICE, "b", {"content": "I collect coins."})  # after the pin: not the run's memory
+    assert [t.text for t in snapshot_of(resources.store, pin).turns.values()] == ["I collect stamps."]
+    assert len(live_snapshot(resources.store, NS).turns) == 2
+
+
+def test_the_background_consolidator_builds_the_graph_behind_the_writes(resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic", consolidation="background")  # the default
+    store.put(ALICE, "dog", {"content": "My dog is called Biscuit."})
+    assert store.get(ALICE, "dog") is not None
+    thread = store.consolidator._thread
+    assert thread is not None
+    for _ in range(600):  # the thread works the log off on its own
+        if store.pending(ALICE).writes == 0:
+            break
+        thread.join(timeout=0.1)
+    assert store.pending(ALICE).writes == 0 and resources.store.snapshot(NS).events
+    store.consolidator.stop()
+
+
+def test_past_max_pending_a_write_consolidates_first(resources: Resources) -> None:
+    store = _store(resources, max_pending=2)
+    for i in range(4):
+        store.put(ALICE, f"k{i}", {"content": f"Fact {i}."})
+        assert store.pending(ALICE).writes <= 2  # the lag stays bounded
+
+
+def test_a_chat_session_written_fast_is_consolidated_without_a_key(resources: Resources) -> None:
+    turns = [RawTurn(dia_id="chat-1:1", speaker="user", text="I ran the Lisbon marathon in May.", role="user")]
+    write_sessions(NS, [Session(session_id="chat-1", turns=turns)], resources=resources, policy="heuristic",
+                   source="chat", keys=None)
+    assert [t.text for t in live_snapshot(resources.store, NS).turns.values()] == ["I ran the Lisbon marathon in May."]
+    assert consolidate(NS, resources=resources).sessions == 1
+    assert [t.text for t in resources.store.snapshot(NS).turns.values()] == ["I ran the Lisbon marathon in May."]
+
+
+def test_a_written_put_survives_a_killed_process(tmp_path: Path) -> None:
+    """The write is durable when put returns: a process killed right after (no consolidation, no close) loses it
+    not; the next process shows it and consolidates it."""
+    data = tmp_path / "memory"
+    script = textwrap.dedent(f"""
+        import os, signal
+        from pathlib import Path
+        from tests.conftest import make_resources
+        from logicmap.graphs.basestore import LogicMapStore
+        res = make_resources(Path({str(data)!r}))
+        store = LogicMapStore(resources=res, policy="heuristic", consolidation="manual")
+        store.put(("memories", "alice"), "home", {{"content": "I live in Braga."}})
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == -9, done.stderr[-2000:]
+    res = make_resources(data)
+    try:
+        store = _store(res)
+        assert store.get(ALICE, "home").value == {"content": "I live in Braga."}  # type: ignore[union-attr]
+        assert store.flush()[0].sessions == 1
+        assert [t.text for t in res.store.snapshot(NS).turns.values()] == ["I live in Braga."]
+    finally:
+        res.store.close()
+
+
+def test_a_deleted_write_leaves_no_text_in_the_pending_log_files(tmp_path: Path) -> None:
+    res = make_resources(tmp_path / "memory")
+    try:
+        store = _store(res)
+        store.put(ALICE, "keep", {"content": "I like tea."})
+        store.put(ALICE, "secret", {"content": "Canary zebra-quartz-9931."})
+        store.delete(ALICE, "secret")
+        files = [p for p in (tmp_path / "memory").iterdir() if p.name.startswith(PENDING_FILE)]
+        assert files and not any(b"zebra-quartz-9931" in p.read_bytes() for p in files)
+        store.flush()
+        assert not any(b"zebra-quartz-9931" in p.read_bytes() for p in (tmp_path / "memory").rglob("*") if p.is_file())
+    finally:
+        res.store.close()
+
+
+def test_logicmap_consolidate_builds_what_a_manual_store_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.__main__ import main
+
+    res = make_resources(tmp_path / "memory")
+    try:
+        store = _store(res)
+        store.put(ALICE, "a", {"content": "I play the cello."})
+        store.put(ALICE, "b", {"content": "I play chess on Sundays."})
+    finally:
+        res.store.close()
+    base = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing"]
+    assert main([*base, "consolidate"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("memories.alice: consolidated 2 sessions (0 superseded writes) in "), out
+    assert main([*base, "consolidate", "-n", NS]) == 0
+    assert capsys.readouterr().out.strip() == "memories.alice: nothing pending"
+    res = make_resources(tmp_path / "memory")
+    try:
+        assert len(res.store.snapshot(NS).turns) == 2 and not res.store.pending_writes(NS)
+    finally:
+        res.store.close()
+
+
+def test_logicmap_export_consolidates_pending_writes_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from logicmap.__main__ import main
+
+    res = make_resources(tmp_path / "memory")
+    try:
+        _store(res).put(ALICE, "bike", {"content": "I ride a blue bike to work."})
+    finally:
+        res.store.close()
+    base = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing"]
+    assert main([*base, "export", "-n", NS, str(tmp_path / "out.jsonl"), "--quiet"]) == 0
+    assert "I ride a blue bike to work." in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
