@@ -25,6 +25,7 @@ snapshot (the event graph, BM25 and cue indexes, the ranker's arrays) is cached 
 | ``fact_paths`` | REAL's fact paths and their scores |
 | ``cue_extraction``, ``cue_index`` | the no-LLM cue builder and the cue index |
 | ``lexicon`` | the general word lists the no-LLM policies use (no fitted vocabulary) |
+| ``answer_slots`` | the no-LLM answer's sentence: what the question asks for, and the evidence sentence that holds it |
 | ``tenancy`` | which tenant a run belongs to: namespace templates, the authority, thread fingerprints |
 | ``contention``, ``deadline``, ``input_limits`` | writers waiting for a namespace, the run's deadline, question and message size limits |
 | ``chat_turns`` | what a chat turn is to memory: a user's statement is evidence, a question or an untrusted reply only context |

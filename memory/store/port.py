@@ -17,6 +17,10 @@ backend, which has none, with its lease-and-fence protocol (``commits``); the Po
 generation sees (retired versions); ``drop_namespace`` removes a namespace. Record kinds come from
 ``memory.kinds.RECORD_KINDS`` only: a backend loops over them and never names one.
 
+A backend may keep a pending log (``pending_log``: fast writes until the consolidator commits them; ``fast_writes``
+says whether it does): the embedded Chroma store and the in-process one do, the Chroma server and PostgreSQL not yet.
+Readers see committed records plus pending writes through ``live.live_snapshot``.
+
 ``tests/unit/test_storage_port.py`` is the one conformance suite every backend passes (atomicity, generation
 conflicts, snapshot isolation, purge, drop, every kind round-tripped, concurrent writers).
 """
