@@ -18,12 +18,13 @@ a namespace to be consolidated; ``pending`` says how far behind it is. A store w
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
@@ -35,6 +36,7 @@ from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, StoragePort
 from logicmap.memory.store.live import latest_entries, pending_turns
 from logicmap.memory.store.model import PendingWrite
+from logicmap.memory.store.staged import StagedStore
 
 __all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "consolidate", "consolidation_lock", "flush",
            "pending", "write_sessions"]
@@ -43,6 +45,7 @@ _log = logging.getLogger(__name__)
 _LOCKS: dict[tuple[int, str], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
 DEFAULT_BATCH = 64  # pending sessions one consolidation run ingests
+MAX_BATCH_CONFLICTS = 5  # times a batch is computed again when another writer committed first
 
 
 class ConsolidationReport(BaseModel):
@@ -113,9 +116,8 @@ def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Re
 
 def consolidate(namespace: str, *, resources: Resources | None = None, policy: str | None = None,
                 limit: int | None = DEFAULT_BATCH) -> ConsolidationReport:
-    """Ingest the oldest pending sessions of ``namespace`` (at most ``limit``; ``None``: all) into its memory."""
-    from logicmap.graphs.ingest import ingest_conversation
-
+    """Ingest the oldest pending sessions of ``namespace`` (at most ``limit``; ``None``: all) into its memory: each run
+    of them (one policy, source and kind) in one ingest and ONE commit (``_ingest_batch``)."""
     started = time.perf_counter()
     res = resources or default_resources()
     store = res.store
@@ -131,21 +133,8 @@ def consolidate(namespace: str, *, resources: Resources | None = None, policy: s
         chosen = latest[:limit] if limit is not None else latest
         last = chosen[-1].seq
         report.superseded = sum(1 for e in entries if e.seq <= last) - len(chosen)
-        committed = set(store.manifest(namespace).sessions)
-        groups = _by_run(chosen)
-        for group in groups:
-            sessions = [Session.model_validate(e.session) for e in group]
-            first = group[0]
-            replaced = [s.session_id for s in sessions if s.session_id in committed]
-            ingest = ingest_conversation(
-                Conversation(conversation_id=first.source or STORE_SOURCE, sessions=sessions, source_format="jsonl"),
-                namespace, resources=res, policy=_policy(policy or first.policy), source=first.source, append=True,
-                replace_sessions=replaced, purge_replaced=first.purge, allow_forgotten=first.key is not None,
-                consumes={str(e.session["session_id"]): e.seq for e in group})
-            if replaced and first.purge:
-                store.purge(namespace)
-            report.sessions += sum(1 for r in ingest.sessions if not r.skipped)
-            report.cost = report.cost + ingest.cost
+        for group in _by_run(chosen):
+            report.sessions, report.cost = _ingest_batch(namespace, group, res, policy, report.sessions, report.cost)
         _mark_done(store, namespace, last)
         mark = store.manifest(namespace).consolidated_through
         store.drop_pending(namespace, through=mark)
@@ -153,6 +142,39 @@ def consolidate(namespace: str, *, resources: Resources | None = None, policy: s
         report.remaining = len(latest_entries(store.pending_writes(namespace)))
     report.wall_time_s = time.perf_counter() - started
     return report
+
+
+def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources, policy: str | None, done: int,
+                  cost: Cost) -> tuple[int, Cost]:
+    """Ingest one run of pending sessions on a staged store (``memory.store.staged``: each session's commit applied
+    in memory, seen by the next) and write them to the real store as ONE commit; a batch another writer overtook is
+    computed again on the new generation."""
+    from logicmap.graphs.ingest import ingest_conversation
+
+    store = res.store
+    _ = res.embeddings, res.llm  # built once here: the staged copy of the resources shares them
+    for attempt in range(MAX_BATCH_CONFLICTS):
+        staged = StagedStore(store, namespace)
+        scoped = dataclasses.replace(res, store_=cast(StoragePort, staged))
+        committed = set(staged.base.manifest.sessions)
+        sessions = [Session.model_validate(e.session) for e in group]
+        first = group[0]
+        replaced = [s.session_id for s in sessions if s.session_id in committed]
+        ingest = ingest_conversation(
+            Conversation(conversation_id=first.source or STORE_SOURCE, sessions=sessions, source_format="jsonl"),
+            namespace, resources=scoped, policy=_policy(policy or first.policy), source=first.source, append=True,
+            replace_sessions=replaced, purge_replaced=first.purge, allow_forgotten=first.key is not None,
+            consumes={str(e.session["session_id"]): e.seq for e in group})
+        try:
+            staged.write()
+        except GenerationConflict:
+            if attempt == MAX_BATCH_CONFLICTS - 1:
+                raise
+            continue
+        if replaced and first.purge:
+            store.purge(namespace)
+        return done + sum(1 for r in ingest.sessions if not r.skipped), cost + ingest.cost
+    raise AssertionError("unreachable")
 
 
 def _by_run(entries: Sequence[PendingWrite]) -> list[list[PendingWrite]]:

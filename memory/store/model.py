@@ -118,6 +118,10 @@ class ChangeSet(BaseModel):
     consumes_through: int | None = Field(
         default=None, description="the pending write this commit consolidates (``Manifest.consolidated_through``)"
     )
+    sessions: list[SessionInfo] = Field(
+        default_factory=list, description="more sessions this commit writes (a staged batch: ``memory.store.staged``)"
+    )
+    forgets: list[ForgetAudit] = Field(default_factory=list, description="more forgets' audit records (a staged batch)")
 
 
 class PendingWrite(BaseModel):

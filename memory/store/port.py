@@ -149,15 +149,15 @@ def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedd
     new_manifest.embedder = embedder
     new_manifest.source = manifest.source or change.source
     new_manifest.updated_at = datetime.now(UTC)
-    if change.session is not None:
-        session = change.session.model_copy(update={"generation": generation})
+    for info in ([change.session] if change.session is not None else []) + list(change.sessions):
+        session = info.model_copy(update={"generation": generation})
         new_manifest.sessions[session.session_id] = session
     if change.topic_steps is not None:
         new_manifest.topic_steps = change.topic_steps
     for session_id in change.drop_sessions:
         new_manifest.sessions.pop(session_id, None)
-    if change.forget is not None:
-        new_manifest.forgets.append(change.forget.model_copy(update={"generation": generation}))
+    for forget in ([change.forget] if change.forget is not None else []) + list(change.forgets):
+        new_manifest.forgets.append(forget.model_copy(update={"generation": generation}))
     if change.consumes_through is not None:
         new_manifest.consolidated_through = max(manifest.consolidated_through, change.consumes_through)
     if purge_requested(change):  # recorded with the forget: a purge killed before it finished is owed
@@ -167,7 +167,7 @@ def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedd
 
 def purge_requested(change: ChangeSet) -> bool:
     """Whether a change asks for its retired versions to be purged (its forget's audit record says so)."""
-    return change.forget is not None and change.forget.purged
+    return any(f.purged for f in ([change.forget] if change.forget is not None else []) + list(change.forgets))
 
 
 def check_restore(change: ChangeSet, manifest: Manifest) -> None:
