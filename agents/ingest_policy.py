@@ -24,7 +24,7 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
-from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
+from logicmap.agents.coref import CandidatePair, judge_pairs, judge_pairs_paper, similarity_verdicts
 from logicmap.agents.cue_extractor import session_cue_links, window_links
 from logicmap.agents.fact_extractor import extract_session_facts, pattern_extraction
 from logicmap.agents.r2 import candidates_from, extract_facts, fallback_extraction, heuristic_edits, manage_memory
@@ -108,6 +108,11 @@ class IngestPolicy(Protocol):
 
     def judge(self, pairs: Sequence[CandidatePair]) -> RoleOutcome[CorefVerdicts]:
         """Whether each new event is a stored one (merge), overlaps it (link) or neither."""
+        ...
+
+    def judge_paper(self, pairs: Sequence[CandidatePair], threshold: float) -> RoleOutcome[CorefVerdicts]:
+        """The paper's judge (``IngestContext.faithful``): each pair in its own call with the Coreference & Overlap
+        Prompt; ``threshold``: the merge threshold, below which the fallback judges "neither"."""
         ...
 
     def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
@@ -194,6 +199,12 @@ class RuleIngestPolicy:
         """Similarity verdicts."""
         return RoleOutcome(output=similarity_verdicts(pairs), cost=Cost())
 
+    def judge_paper(self, pairs: Sequence[CandidatePair], threshold: float) -> RoleOutcome[CorefVerdicts]:
+        """The paper judge's rule (no model asked, nothing recorded): the similarity verdicts at the threshold or
+        above, "neither" below it."""
+        outcome = judge_pairs_paper(None, pairs, threshold=threshold)
+        return RoleOutcome(output=outcome.output, cost=Cost())
+
     def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
                           namespace: str, session_id: str) -> list[Relation]:
         return shared_participant_links(kept, vectors, graph, namespace, session_id)
@@ -278,6 +289,10 @@ class LLMIngestPolicy:
     def judge(self, pairs: Sequence[CandidatePair]) -> RoleOutcome[CorefVerdicts]:
         """The coreference judge."""
         return judge_pairs(self.chat_model, pairs, method=self.method, **self._trace())
+
+    def judge_paper(self, pairs: Sequence[CandidatePair], threshold: float) -> RoleOutcome[CorefVerdicts]:
+        """The paper's coreference judge, one call per pair."""
+        return judge_pairs_paper(self.chat_model, pairs, threshold=threshold, method=self.method, **self._trace())
 
     def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
                           namespace: str, session_id: str) -> list[Relation]:
