@@ -295,3 +295,40 @@ def test_a_session_longer_than_the_context_is_extracted_in_windows(res: Any) -> 
     assert len(extractor_calls) >= 2 and all(len(str(c[-1].content)) < 2500 for c in extractor_calls)
     texts = [f.text for f in res.store.snapshot(NS).r2_facts.values()]
     assert texts == [f"Maya said something in {d}" for d in sorted(firsts)]  # every window's facts, in window order
+
+
+# -- the faithful configuration: the paper's answer prompt (Fig. 8) -----------------------------------------
+
+
+def test_faithful_answers_with_the_papers_prompt_and_its_answer_span(res: Any) -> None:
+    """``faithful``: the answer agent asks with Fig. 8 (the most recent memory on a contradiction, step by step,
+    memories per speaker) and takes the ``<answer>`` span; a reply without one is sent back once. The default keeps
+    the project's responder (``test_the_r2_strategy_retrieves_then_distills_...``)."""
+    from logicmap.prompts import r2_answer
+
+    res.llm_ = scripted([EXTRACTED[s] for s in ("S1", "S2", "S3")], [MANAGED[s] for s in ("S1", "S2", "S3")])
+    ingest(res, 3)
+    res.llm_ = ScriptedChatModel(routes={
+        r2_distill.ROLE_MARKER: [{"selected": ["F1", "F3"]}],
+        r2_answer.ROLE_MARKER: [{"response": "Maya lives in Lisbon."},
+                                {"response": "F1 is the most recent. <answer>Lisbon</answer>"}],
+    })
+    result = answer("Where does Maya live now?", NS, resources=res, policy="llm", faithful=True)
+    assert result.answer == "Lisbon" and not result.fallbacks
+    first, retry = [c for c in res.llm_.calls if r2_answer.ROLE_MARKER in str(c[0].content)]
+    system, shown = str(first[0].content), str(first[-1].content)
+    for rule in ("If the memories contain contradictory information, prioritize the most recent memory",
+                 "If memories are insufficient and the question is about a general world fact, you may use reliable "
+                 "general world knowledge", "# APPROACH (Think step by step):",
+                 "<answer>YOUR_FINAL_ANSWER</answer>"):
+        assert rule in system, rule
+    assert shown.startswith("Memories for user Maya:\n") and "Maya lives in Lisbon" in shown
+    assert "Not mentioned" not in system
+    assert "no <answer>...</answer> span" in str(retry[-1].content)
+
+
+def test_faithful_without_a_model_answers_as_the_default(res: Any) -> None:
+    ingest_conversation(conversation(3), NS, resources=res, policy="heuristic", memory_manager="r2")
+    default = answer("Where does Maya live?", NS, resources=res, policy="heuristic")
+    paper = answer("Where does Maya live?", NS, resources=res, policy="heuristic", faithful=True)
+    assert paper.answer == default.answer and paper.cost.llm_calls == 0
