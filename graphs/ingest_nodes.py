@@ -130,11 +130,13 @@ class IngestContext(StrategyContext):
     merge_threshold: float = 0.9
     """A new event at least this similar to a stored one goes to the coreference judge (merge, link or add)."""
     faithful: bool = False
-    """CompassMem's node fusion as the paper has it: EVERY new event goes to the judge with its most similar stored
-    event e* (the Event Coreference & Overlap Prompt, one call per pair), which merges it only when the judge says
-    "same event" and the similarity exceeds (>) ``merge_threshold``, links it to e* on an overlap (or a same-event
-    verdict below the threshold), else adds it. Off: only pairs at ``merge_threshold`` or above are judged, in one
-    batched call with the project's prompt."""
+    """The papers' construction. CompassMem's node fusion as the paper has it: EVERY new event goes to the judge
+    with its most similar stored event e* (the Event Coreference & Overlap Prompt, one call per pair), which merges
+    it only when the judge says "same event" and the similarity exceeds (>) ``merge_threshold``, links it to e* on
+    an overlap (or a same-event verdict below the threshold), else adds it (off: only pairs at ``merge_threshold``
+    or above are judged, in one batched call with the project's prompt). MRAgent's Dialogue Processing Prompt for
+    the cue extractor and Memory-R2's extraction prompt (Fig. 6); each role its own call unless
+    ``combined_extraction`` is set. The no-LLM construction is the same either way."""
     topic_delta: float = 0.9
     """A new event joins its most similar topic above this similarity, else opens a topic."""
     recluster_every: int = 4
@@ -296,7 +298,7 @@ def ingest_policy_of(state: Mapping[str, Any], runtime: Runtime[IngestContext] |
     name = state.get("policy") or ctx.policy
     trace = _trace(state, ctx) if state.get("current") is not None else {}
     return ingest_policy(name, model=partial(_chat_model, res), method=res.method,
-                         budget=ContextBudget(ctx.context_tokens), **trace)
+                         budget=ContextBudget(ctx.context_tokens), paper_prompts=ctx.faithful, **trace)
 
 
 def _chat_model(res: Resources) -> BaseChatModel | None:
@@ -696,7 +698,7 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
         namespace=state["namespace"], session=session, turns=_memory_turns(state["turns"]), events=list(change.events),
         snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy.name, llm=policy.llm,
         embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens),
-        layers=state.get("layers"), **_trace(state, ctx),
+        layers=state.get("layers"), paper_prompts=ctx.faithful, **_trace(state, ctx),
     )
     return {"enrichments": [enrich(request).model_copy(update={"kind": kind})]}
 
@@ -764,7 +766,9 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
 
 def _combined(ctx: IngestContext, res: Resources) -> bool:
     """Whether the session analyst's combined call replaces the segmenter's, facts' and cues' own calls."""
-    wanted = ctx.combined_extraction if ctx.combined_extraction is not None else res.settings.combined_extraction
+    # faithful: each role's own call (the papers' prompts), unless the run asks for the combined one
+    default = False if ctx.faithful else res.settings.combined_extraction
+    wanted = ctx.combined_extraction if ctx.combined_extraction is not None else default
     return bool(wanted) and (ctx.extract_facts or ctx.extract_cues)
 
 

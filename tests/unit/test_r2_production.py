@@ -332,3 +332,41 @@ def test_faithful_without_a_model_answers_as_the_default(res: Any) -> None:
     default = answer("Where does Maya live?", NS, resources=res, policy="heuristic")
     paper = answer("Where does Maya live?", NS, resources=res, policy="heuristic", faithful=True)
     assert paper.answer == default.answer and paper.cost.llm_calls == 0
+
+
+def test_a_faithful_ingest_asks_with_the_papers_construction_prompts(res: Any) -> None:
+    """``IngestContext.faithful``: Memory-R2's extractor gets Fig. 6's categories and rules, MRAgent's cue extractor
+    the Dialogue Processing Prompt (every sentence kept, one tag of at most two words, dates normalised), each in a
+    call of its own; the default's extractor prompt has neither."""
+    from logicmap.agents.cue_extractor import validate_paper_extraction
+    from logicmap.memory.records import Turn
+    from logicmap.prompts import cues
+
+    units = {"units": [
+        {"turn_id": "D1:1", "content": "Maya lives in Porto and Maya works as a nurse.", "tags": ["home"],
+         "cues": [{"cue": "Porto", "kind": "place"}]},
+        {"turn_id": "D1:2", "content": "Porto is lovely.", "tags": ["city"], "cues": [{"cue": "Porto", "kind": "place"}]},
+    ], "person_facts": []}
+    res.llm_ = ScriptedChatModel(routes={r2_extract.ROLE_MARKER: [EXTRACTED["S1"]], r2_manage.ROLE_MARKER: [MANAGED["S1"]],
+                                         "You are a dialogue processor": [units]})
+    ctx = IngestContext(policy="llm", memory_manager="r2", extract_cues=True, faithful=True)
+    report = ingest_conversation(conversation(1), NS, resources=res, context=ctx)
+    calls = res.llm_.calls
+    (extract,) = [c for c in calls if r2_extract.ROLE_MARKER in str(c[0].content)]
+    for rule in ("5. Health and Wellness (NON-DIAGNOSTIC)", "Extract facts from the provided dialogue turns for BOTH "
+                 "speakers.", "Ignore small talk, greetings, generic statements, opinions without substance"):
+        assert rule in str(extract[0].content), rule
+    (processed,) = [c for c in calls if "You are a dialogue processor" in str(c[0].content)]
+    for rule in ("- Preserve every original sentence.", "Assign a short concrete `tag` (at most two words).",
+                 "Normalize time to `YYYY-MM-DD` using `conversation_time`.",
+                 "If a question is answered by the next sentence, merge them.", "Do not invent, paraphrase, or generalize"):
+        assert rule in str(processed[0].content), rule
+    assert not [f for f in report.fallbacks if f.role in ("cue_extractor", "r2_extractor")]
+    assert "Types of Information to Remember" not in str(r2_extract.build_messages("", None, ["Maya"])[0].content)
+    turns = [Turn(namespace=NS, session_id="S1", dia_id=d, speaker=s, text=t, position=i)
+             for i, (d, s, t) in enumerate(SESSIONS[0][2])]
+    two_tags = cues.CueExtraction.model_validate({**units, "units": [{**units["units"][0], "tags": ["home", "job"]},
+                                                                     units["units"][1]]})
+    assert any("one short concrete tag" in p for p in validate_paper_extraction(two_tags, turns))
+    one_turn = cues.CueExtraction.model_validate({**units, "units": units["units"][:1]})
+    assert any("preserve every original sentence" in p for p in validate_paper_extraction(one_turn, turns))
