@@ -83,7 +83,8 @@ def _paper_fallback(pair: CandidatePair, threshold: float) -> PaperCorefVerdict:
         rule = similarity_verdicts([pair]).verdicts[0]
         return PaperCorefVerdict(same_event=rule.same_event, has_overlap=rule.has_overlap,
                                  relation_type=rule.relation_type, reasoning="similarity rule")
-    return PaperCorefVerdict(same_event=False, has_overlap=False, reasoning="similarity rule: below the threshold")
+    return PaperCorefVerdict(same_event=False, has_overlap=False, relation_type=None,
+                             reasoning="similarity rule: below the threshold")
 
 
 def judge_pairs_paper(

@@ -530,3 +530,28 @@ def test_faithful_runs_without_a_model_and_its_forced_answer_keeps_the_papers_an
     (messages,) = [c for c in model.calls if PAPER_FINAL in str(c[0].content)]
     assert "Counting questions: answer with the number of relevant items." in str(messages[0].content)
     assert "not in memory" not in str(messages[0].content).lower() and forced.answer == "Biscuit"
+
+
+def test_faithful_cue_extractor_asks_with_the_dialogue_processing_prompt(resources) -> None:
+    """``IngestContext.faithful`` (the request's ``paper_prompts``): the Dialogue Processing Prompt (Appendix E), its
+    rules checked: every sentence kept (a unit per turn) and one tag of at most two words, else sent back once."""
+    import dataclasses
+
+    processor = "You are a dialogue processor"
+    asked = {"turn_id": "D1:1", "content": "Leo asks how Maya's sister Ana is.", "tags": ["family"],
+             "cues": [{"cue": "Ana", "kind": "person"}]}
+    model = ScriptedChatModel(routes={processor: [unit("Ana adopted Biscuit in May."),
+                                                  {"units": [asked, {**unit("Ana adopted Biscuit in May.")["units"][0],
+                                                                     "tags": ["pet"]}]}]})
+    request, _, _ = adoption_session(resources, model)
+    enrichment = enrich(dataclasses.replace(request, paper_prompts=True))
+    assert enrichment.cost.llm_calls == 2 and not enrichment.fallbacks
+    system = str(model.calls[0][0].content)
+    for rule in ("- Preserve every original sentence.", "- Replace all pronouns with explicit entities or noun phrases",
+                 "Assign a short concrete `tag` (at most two words).", "Normalize time to `YYYY-MM-DD`",
+                 "If a question is answered by the next sentence, merge them.",
+                 "Do not invent, paraphrase, or generalize keywords."):
+        assert rule in system, rule
+    retry = str(model.calls[1][-1].content)
+    assert "no unit for turns ['D1:1']" in retry and "one short concrete tag (at most two words)" in retry
+    assert {t.tag for t in enrichment.tags} == {"family", "pet"}
