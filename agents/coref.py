@@ -87,6 +87,13 @@ def _paper_fallback(pair: CandidatePair, threshold: float) -> PaperCorefVerdict:
                              reasoning="similarity rule: below the threshold")
 
 
+def _validate_paper(verdict: PaperCorefVerdict) -> list[str]:
+    """The prompt's keys read together: an overlap that is not the same event suggests its relation type."""
+    if verdict.has_overlap and not verdict.same_event and not (verdict.relation_type or "").strip():
+        return ["has_overlap is true: suggest the relation_type"]
+    return []
+
+
 def judge_pairs_paper(
     llm: BaseChatModel | None,
     pairs: Sequence[CandidatePair],
@@ -108,7 +115,7 @@ def judge_pairs_paper(
             role="coref_judge",
             messages=prompt.build_paper_messages(pair.new_text, pair.stored_text),
             schema=PaperCorefVerdict,
-            validate=lambda v: [],
+            validate=_validate_paper,
             fallback=partial(_paper_fallback, pair, threshold),
             method=method,
             tags=tags,

@@ -320,3 +320,14 @@ def test_faithful_fusion_without_a_model_builds_the_defaults_memory(tmp_path, sa
         built.append(res.store.snapshot("ns").fingerprint())
         res.store.close()
     assert built[0] == built[1]
+
+
+def test_the_papers_judge_sends_back_an_overlap_without_its_relation_type() -> None:
+    from logicmap.agents.coref import CandidatePair, judge_pairs_paper
+
+    model = ScriptedChatModel(routes={PAPER_JUDGE: [
+        {"same_event": False, "has_overlap": True, "relation_type": None, "reasoning": "same trip"},
+        {"same_event": False, "has_overlap": True, "relation_type": "follow_up", "reasoning": "same trip"}]})
+    outcome = judge_pairs_paper(model, [CandidatePair("S2-E1", "a", "S1-E1", "b", 0.4)], threshold=0.9)
+    assert outcome.output.verdicts[0].relation_type == "follow_up" and outcome.fallback is None
+    assert "suggest the relation_type" in str(model.calls[1][-1].content)
