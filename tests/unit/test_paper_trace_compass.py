@@ -413,3 +413,20 @@ def test_the_planner_gives_two_to_five_subgoals(resources) -> None:
     plans = [c for c in llm.calls if PLANNER in str(c[0].content)]
     assert len(plans) == 2 and "give 2 to 5 non-empty subgoals, got 1" in str(plans[1][-1].content)
     assert final["subgoals"] == SUBGOALS and [f.role for f in final["fallbacks"]] == ["responder"]  # not the planner
+
+
+def test_the_batched_explorer_asks_with_the_action_decision_prompt_in_faithful() -> None:
+    from logicmap.agents.explorer import ExplorerView, explore_batch
+
+    views = [ExplorerView("E1", "(E1) moved to Chicago", [("E2", "follow_up", "(E2) the new job")]),
+             ExplorerView("E2", "(E2) the new job", [])]
+    model = ScriptedChatModel(routes={PAPER_EXPLORER: [{"decisions": [
+        {"event_id": "E1", "action": "EXPAND", "next_events": ["E2"], "satisfied_subgoals": [0], "reasoning": "move"},
+        {"event_id": "E2", "action": "SKIP", "next_events": [], "satisfied_subgoals": [], "reasoning": "job"}]}]})
+    outcome = explore_batch(model, "Question: q\nSubgoals:\n  0. [ ] the move\nKept evidence: (none yet)", views, 1,
+                            paper=True)
+    assert [(d.event_id, d.action, d.next_events) for d in outcome.output.decisions] == [
+        ("E1", "EXPAND", ["E2"]), ("E2", "SKIP", [])]
+    system, shown = str(model.calls[0][0].content), str(model.calls[0][1].content)
+    assert "Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead." in system
+    assert "one decision per event id" in system and "PREVIOUSLY KEPT INFORMATION: (none yet)" in shown
