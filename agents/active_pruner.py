@@ -15,9 +15,9 @@ from langchain_core.language_models import BaseChatModel
 from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.memory.embeddings import cosine_matrix
 from logicmap.prompts import reconstruct_prune as prompt
-from logicmap.prompts.reconstruct_prune import PruneDecision
+from logicmap.prompts.reconstruct_prune import CandidateSelection, PruneDecision
 
-__all__ = ["keep_most_similar", "prune_active"]
+__all__ = ["keep_most_similar", "prune_active", "select_candidates"]
 
 
 def keep_most_similar(
@@ -68,3 +68,43 @@ def prune_active(
         tags=tags,
         metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
     )
+
+
+def select_candidates(
+    llm: BaseChatModel | None,
+    question: str,
+    context_text: str,
+    candidates: Sequence[tuple[str, str]],
+    *,
+    embeddings: Embeddings,
+    floor: float,
+    limit: int,
+    question_date: str | None = None,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
+) -> RoleOutcome[PruneDecision]:
+    """The paper's routing step (MRAgent Eq. 9, ``faithful``): only the new ``candidates`` (``(key, text)``) are
+    judged, with the reconstructed context shown; the decision keeps some of their keys and never routes to the
+    answer (C_LLM decides that). The same rule (the candidates most similar to the question) is the fallback."""
+    keys = [key for key, _ in candidates]
+    lines = "\n".join(f"{key}: {text}" for key, text in candidates)
+
+    def validate(selection: CandidateSelection) -> list[str]:
+        unknown = [k for k in selection.keep if k not in keys]
+        return [f"unknown candidate keys {unknown}; keep keys from {keys}"] if unknown else []
+
+    outcome = run_role(
+        llm,
+        role="active_router",
+        messages=prompt.build_candidate_messages(question, context_text, lines, question_date),
+        schema=CandidateSelection,
+        validate=validate,
+        fallback=lambda: CandidateSelection(
+            keep=keep_most_similar(question, candidates, embeddings, floor=floor, limit=limit).keep),
+        method=method,
+        tags=tags,
+        metadata={**(metadata or {}), "prompt_version": prompt.CANDIDATE_VERSION},
+    )
+    return RoleOutcome(output=PruneDecision(keep=outcome.output.keep), cost=outcome.cost, fallback=outcome.fallback,
+                       attempts=outcome.attempts)

@@ -311,8 +311,8 @@ class CompassPolicy(Protocol):
         ...
 
     def refine(self, question: str, missing: Sequence[str], found: str, previous_query: str,
-               ) -> Decided[RefinedSearch]:
-        """A new search query for the ``missing`` subgoals."""
+               satisfied: Sequence[str] = ()) -> Decided[RefinedSearch]:
+        """A new search query for the ``missing`` subgoals (``satisfied``: the others, which the paper's prompt lists)."""
         ...
 
     def evidence(self, graph: EventGraph, question: str, kept: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -378,7 +378,7 @@ class RuleCompassPolicy:
         )
 
     def refine(self, question: str, missing: Sequence[str], found: str, previous_query: str,
-               ) -> Decided[RefinedSearch]:
+               satisfied: Sequence[str] = ()) -> Decided[RefinedSearch]:
         """The missing subgoals' text (never marked repeated)."""
         return Decided(RefinedSearch(" ".join(missing) or question))
 
@@ -415,6 +415,8 @@ class LLMCompassPolicy:
     method: str = "function_calling"
     tags: Sequence[str] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    paper_prompts: bool = False
+    """The paper's Action Decision and Refinement Query prompts (Appendix F.2; ``CompassContext.faithful``)."""
 
     @property
     def ranking_recipe(self) -> Literal["dense", "turns"]:
@@ -449,14 +451,14 @@ class LLMCompassPolicy:
     def explore(self, graph: EventGraph, progress: SearchProgress, event_id: str,
                 came_from: str | None) -> Decided[Explored]:
         outcome = explore_event(self.llm, evidence_context(progress, graph), event_view(graph, event_id, came_from),
-                                len(progress.subgoals), **self._trace)
+                                len(progress.subgoals), paper=self.paper_prompts, **self._trace)
         return Decided([(event_id, outcome.output)], outcome.cost, _fallbacks(outcome))
 
     def explore_batch(self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str],
                       arrived_from: Mapping[str, str]) -> Decided[Explored]:
         outcome = explore_batch(self.llm, evidence_context(progress, graph),
                                 [event_view(graph, e, arrived_from.get(e)) for e in event_ids],
-                                len(progress.subgoals), **self._trace)
+                                len(progress.subgoals), paper=self.paper_prompts, **self._trace)
         return Decided([(d.event_id, d) for d in outcome.output.decisions], outcome.cost, _fallbacks(outcome))
 
     def evidence_filled(self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str],
@@ -465,9 +467,10 @@ class LLMCompassPolicy:
         return True
 
     def refine(self, question: str, missing: Sequence[str], found: str, previous_query: str,
-               ) -> Decided[RefinedSearch]:
+               satisfied: Sequence[str] = ()) -> Decided[RefinedSearch]:
         """The refiner's query; repeated when it only repeats the question or ``previous_query``."""
-        outcome = refine_query(self.llm, question, list(missing), found, **self._trace)
+        outcome = refine_query(self.llm, question, list(missing), found,
+                               satisfied=list(satisfied) if self.paper_prompts else None, **self._trace)
         query = outcome.output.query
         repeated = any(query_key(query) == query_key(q) for q in (question, previous_query))
         return Decided(RefinedSearch(query, repeated), outcome.cost, _fallbacks(outcome))
@@ -502,9 +505,11 @@ def compass_policy(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: Mapping[str, Any] | None = None,
+    paper_prompts: bool = False,
 ) -> CompassPolicy:
     """The run's policy from its pinned (resolved) policy name: the rules for ``"heuristic"``, the LLM roles
-    otherwise. The rule settings configure ``RuleCompassPolicy``; ``method``/``tags``/``metadata`` the LLM calls."""
+    otherwise. The rule settings configure ``RuleCompassPolicy``; ``method``/``tags``/``metadata`` the LLM calls,
+    ``paper_prompts`` the LLM roles' prompts (the paper's, ``faithful``)."""
     if name == "heuristic":
         return RuleCompassPolicy(
             encoder, keep_threshold=keep_threshold, satisfy_threshold=satisfy_threshold,
@@ -512,4 +517,5 @@ def compass_policy(
             learned_ranking=learned_ranking, traversal=traversal,
         )
     model = llm if llm is None or isinstance(llm, BaseChatModel) else llm()
-    return LLMCompassPolicy(model, method=method, tags=tuple(tags), metadata=dict(metadata or {}))
+    return LLMCompassPolicy(model, method=method, tags=tuple(tags), metadata=dict(metadata or {}),
+                            paper_prompts=paper_prompts)

@@ -31,7 +31,8 @@ from logicmap.memory.records import Event, Turn
 from logicmap.prompts import cues as prompt
 from logicmap.prompts.cues import CueExtraction
 
-__all__ = ["extract_session_cues", "links_from_extraction", "session_cue_links", "validate_extraction", "window_links"]
+__all__ = ["extract_session_cues", "links_from_extraction", "session_cue_links", "validate_extraction",
+           "validate_paper_extraction", "window_links"]
 
 # A rewritten statement that still opens with one of these has not resolved who it is about.
 _PRONOUNS = frozenset("i me my you your he him his she her hers it its we us our they them their".split())
@@ -61,6 +62,19 @@ def validate_extraction(result: CueExtraction, turns: Sequence[Turn]) -> list[st
             problems.append(f"the unit of {unit.turn_id} starts with '{pronoun}': write the name it refers to")
         if not unit.cues or not [t for t in unit.tags if t.strip()]:
             problems.append(f"the unit of {unit.turn_id} needs 1-3 tags and at least one cue")
+    return problems
+
+
+def validate_paper_extraction(result: CueExtraction, turns: Sequence[Turn]) -> list[str]:
+    """``validate_extraction`` and the Dialogue Processing Prompt's own rules: every turn kept (a unit for each),
+    one tag of at most two words per unit."""
+    problems = validate_extraction(result, turns)
+    missing = sorted({t.dia_id for t in turns} - {u.turn_id for u in result.units})
+    if missing:
+        problems.append(f"preserve every original sentence: no unit for turns {missing}")
+    for unit in result.units:
+        if len(unit.tags) != 1 or len(unit.tags[0].split()) > 2:
+            problems.append(f"the unit of {unit.turn_id} needs one short concrete tag (at most two words)")
     return problems
 
 
@@ -98,32 +112,36 @@ def links_from_extraction(result: CueExtraction, events: Sequence[Event], turns:
 
 
 def _window_task(llm: BaseChatModel | None, turns: Sequence[Turn], session_date: str | None, budget: ContextBudget,
-                 notes: list[str], options: dict[str, Any]) -> partial[RoleOutcome[CueExtraction]]:
+                 notes: list[str], options: dict[str, Any], paper: bool = False) -> partial[RoleOutcome[CueExtraction]]:
+    build = prompt.build_paper_messages if paper else prompt.build_messages
     lines, clipped = fit_lines(
         [t.render() for t in turns],
-        lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date)),
+        lambda shown: prompt_chars(build("\n".join(shown), session_date)),
         budget.prompt_chars, labels=[f"turn {t.dia_id}" for t in turns], role="cue_extractor",
     )
     notes.extend(clipped)
+    validate = validate_paper_extraction if paper else validate_extraction
     return partial(
-        run_role, llm, role="cue_extractor", messages=prompt.build_messages("\n".join(lines), session_date),
-        schema=CueExtraction, validate=partial(validate_extraction, turns=turns), fallback=CueExtraction, **options,
+        run_role, llm, role="cue_extractor", messages=build("\n".join(lines), session_date),
+        schema=CueExtraction, validate=partial(validate, turns=turns), fallback=CueExtraction, **options,
     )
 
 
 def _run(llm: BaseChatModel | None, turns: Sequence[Turn], session_time: datetime | None, method: str,
-         tags: Sequence[str], metadata: dict[str, Any] | None, budget: ContextBudget | None
+         tags: Sequence[str], metadata: dict[str, Any] | None, budget: ContextBudget | None, paper: bool = False
          ) -> tuple[list[tuple[int, int]], list[RoleOutcome[CueExtraction]], list[str]]:
-    """The windows of the session (turn ranges), each window's outcome, and notes on clipped turns."""
+    """The windows of the session (turn ranges), each window's outcome, and notes on clipped turns (``paper``: the
+    Dialogue Processing Prompt, ``IngestContext.faithful``)."""
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
-    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
-    overhead = prompt_chars(prompt.build_messages("", session_date))
+    version = prompt.PAPER_VERSION if paper else prompt.VERSION
+    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": version}}
+    overhead = prompt_chars((prompt.build_paper_messages if paper else prompt.build_messages)("", session_date))
     windows = plan_windows(
         len(turns), lambda start, end: overhead + len("\n".join(t.render() for t in turns[start:end])), budget.prompt_chars,
     ) or [(0, len(turns))]
     notes: list[str] = []
-    tasks = [_window_task(llm, turns[start:end], session_date, budget, notes, options) for start, end in windows]
+    tasks = [_window_task(llm, turns[start:end], session_date, budget, notes, options, paper) for start, end in windows]
     return windows, run_windows(tasks), notes
 
 
@@ -158,11 +176,12 @@ def session_cue_links(
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
     budget: ContextBudget | None = None,
+    paper: bool = False,
 ) -> tuple[list[CueLink], WindowedOutcome[CueExtraction]]:
     """The session's cue links from the model; a window that fell back gets the lexical builder's links.
 
     Returns the links and the merged outcome (cost, each window's ``FallbackRecord``, notes)."""
-    windows, outcomes, notes = _run(llm, turns, session_time, method, tags, metadata, budget)
+    windows, outcomes, notes = _run(llm, turns, session_time, method, tags, metadata, budget, paper)
     extractions = [None if o.fallback is not None else o.output for o in outcomes]
     merged = CueExtraction()
     for extraction in extractions:

@@ -15,7 +15,14 @@ from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.prompts import explore as prompt
-from logicmap.prompts.explore import BatchDecision, EventDecision, ExplorerDecision
+from logicmap.prompts.explore import (
+    BatchDecision,
+    EventDecision,
+    ExplorerDecision,
+    PaperBatchDecision,
+    PaperEventDecision,
+    PaperExplorerDecision,
+)
 
 __all__ = ["ExplorerView", "explore_batch", "explore_event", "similarity_decision", "validate_decision"]
 
@@ -59,7 +66,23 @@ def explore_event(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
+    paper: bool = False,
 ) -> RoleOutcome[ExplorerDecision]:
+    """``paper``: the paper's Action Decision Prompt and its typed reply with a REASONING field (``faithful``)."""
+    if paper:
+        outcome = run_role(
+            llm,
+            role="explorer",
+            messages=prompt.build_paper_messages(context, view.event_text, view.neighbors_text()),
+            schema=PaperExplorerDecision,
+            validate=lambda d: validate_decision(d, view, n_subgoals),
+            fallback=lambda: PaperExplorerDecision(action="SKIP"),
+            method=method,
+            tags=tags,
+            metadata={**(metadata or {}), "event_id": view.event_id, "prompt_version": prompt.PAPER_VERSION},
+        )
+        decision = ExplorerDecision.model_validate(outcome.output.model_dump(exclude={"reasoning"}))
+        return RoleOutcome(output=decision, cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts)
     return run_role(
         llm,
         role="explorer",
@@ -82,11 +105,13 @@ def explore_batch(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
+    paper: bool = False,
 ) -> RoleOutcome[BatchDecision]:
-    """One call decides for every event of the superstep; each event must get exactly one decision."""
+    """One call decides for every event of the superstep; each event must get exactly one decision. ``paper``: the
+    paper's Action Decision Prompt for each event (``faithful``)."""
     by_id = {v.event_id: v for v in views}
 
-    def validate(batch: BatchDecision) -> list[str]:
+    def validate(batch: BatchDecision | PaperBatchDecision) -> list[str]:
         got = [d.event_id for d in batch.decisions]
         problems = []
         if sorted(got) != sorted(by_id):
@@ -97,6 +122,22 @@ def explore_batch(
         return problems
 
     text = "\n\n".join(f"Event {v.event_id}:\n{v.event_text}\nNeighbours:\n{v.neighbors_text() or '(none)'}" for v in views)
+    if paper:
+        outcome = run_role(
+            llm,
+            role="explorer_batch",
+            messages=prompt.build_paper_batch_messages(context, text),
+            schema=PaperBatchDecision,
+            validate=validate,
+            fallback=lambda: PaperBatchDecision(
+                decisions=[PaperEventDecision(event_id=v.event_id, action="SKIP") for v in views]),
+            method=method,
+            tags=tags,
+            metadata={**(metadata or {}), "prompt_version": prompt.PAPER_VERSION},
+        )
+        batch = BatchDecision(decisions=[EventDecision.model_validate(d.model_dump(exclude={"reasoning"}))
+                                         for d in outcome.output.decisions])
+        return RoleOutcome(output=batch, cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts)
     return run_role(
         llm,
         role="explorer_batch",

@@ -34,7 +34,14 @@ from logicmap.memory.nl_logic import (
     parse_atom,
     parse_goal,
 )
-from logicmap.prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
+from logicmap.prompts import (
+    goalmem_decompose,
+    goalmem_generate,
+    goalmem_paper,
+    goalmem_parse,
+    goalmem_refine,
+    goalmem_unify,
+)
 from logicmap.prompts.goalmem_decompose import Decomposition
 from logicmap.prompts.goalmem_generate import GoalAnswer
 from logicmap.prompts.goalmem_parse import ParsedGoal
@@ -225,21 +232,23 @@ def decompose_goal(
     *,
     method: str = "function_calling",
     max_attempts: int = 2,
+    paper: bool = False,
 ) -> RoleOutcome[Rule]:
-    """A rule ``subgoals => goal`` that differs from the failed ones. Fallback: ``next_decomposition``."""
+    """A rule ``subgoals => goal`` that differs from the failed ones. Fallback: ``next_decomposition``. ``paper``:
+    the paper's prompt (Appendix I.1, ``faithful``)."""
     failed_rules = [rule for rule, _ in failed]
     outcome = _run(
         llm,
         role="goalmem_decompose",
         messages=lambda: goalmem_decompose.build_messages(
-            utterance, goal.render(), [(rule.render(), why) for rule, why in failed]
+            utterance, goal.render(), [(rule.render(), why) for rule, why in failed], paper=paper
         ),
         schema=Decomposition,
         fallback=lambda: next_decomposition(goal, failed),
         validate=lambda o: validate_decomposition(o, goal, failed_rules),
         method=method,
         max_attempts=max_attempts,
-        version=goalmem_decompose.VERSION,
+        version=goalmem_paper.VERSION if paper else goalmem_decompose.VERSION,
     )
     return rule_of(goal, outcome)
 
@@ -396,6 +405,7 @@ def unify_subgoals(
     *,
     method: str = "function_calling",
     max_attempts: int = 2,
+    paper: bool = False,
 ) -> tuple[UnifyStep, RoleOutcome[Unification]]:
     """ONE call for all active subgoals and all retrieved memories, then deterministic checking: the model's
     type and equality judgments stand, only mechanical checks apply (``apply_unification``).
@@ -410,13 +420,14 @@ def unify_subgoals(
             substitution.render(),
             [(sid, atom.render()) for sid, atom in grounded.items()],
             [(mid, f"({when or 'undated'}) {text}") for mid, text, when in memories],
+            paper=paper,
         ),
         schema=Unification,
         fallback=lambda: lexical_unification(list(grounded.items()), memories, substitution),
         validate=lambda o: validate_unification(o, subgoals, memory_ids, substitution),
         method=method,
         max_attempts=max_attempts,
-        version=goalmem_unify.VERSION,
+        version=goalmem_paper.VERSION if paper else goalmem_unify.VERSION,
     )
     return checked_unification(outcome, subgoals, memories, substitution, judged_by_model=outcome.fallback is None)
 
@@ -471,6 +482,7 @@ def refine_subgoals(
     *,
     method: str = "function_calling",
     max_attempts: int = 2,
+    paper: bool = False,
 ) -> tuple[list[tuple[str, Atom]], RoleOutcome[Refinement]]:
     """For each unresolved frontier subgoal, the one antecedent whose grounding it needs (new ones only).
     Fallback: no refinement, which ends the depth loop."""
@@ -484,13 +496,14 @@ def refine_subgoals(
             substitution.render(),
             [(sid, grounded[sid].render(), why) for sid, (_, why) in unresolved.items()],
             [(mid, f"({when or 'undated'}) {text}") for mid, text, when in memories],
+            paper=paper,
         ),
         schema=Refinement,
         fallback=lambda: Refinement(antecedents=[]),
         validate=lambda o: validate_refinement(o, grounded, known_types, existing),
         method=method,
         max_attempts=max_attempts,
-        version=goalmem_refine.VERSION,
+        version=goalmem_paper.VERSION if paper else goalmem_refine.VERSION,
     )
     return picked_antecedents(outcome.output, grounded, known_types, existing), outcome
 
@@ -531,6 +544,7 @@ def generate_answer(
     *,
     method: str = "function_calling",
     max_attempts: int = 2,
+    paper: bool = False,
 ) -> RoleOutcome[GoalAnswer]:
     """The answer from the utterance, the grounded goal and only the supporting memories.
     Fallback: the answer variables' values."""
@@ -542,11 +556,12 @@ def generate_answer(
             goal.apply(substitution).render(),
             substitution.render(),
             [(mid, f"({when or 'undated'}) {text}") for mid, text, when in supporting],
+            paper=paper,
         ),
         schema=GoalAnswer,
         fallback=lambda: GoalAnswer(answer=heuristic_answer(goal, substitution)),
         validate=lambda o: [] if o.answer.strip() else ["the answer is empty"],
         method=method,
         max_attempts=max_attempts,
-        version=goalmem_generate.VERSION,
+        version=goalmem_paper.VERSION if paper else goalmem_generate.VERSION,
     )

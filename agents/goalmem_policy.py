@@ -101,6 +101,8 @@ class LLMGoalMemPolicy:
 
     llm: BaseChatModel | None
     method: str = "function_calling"
+    paper_prompts: bool = False
+    """The paper's prompts (Appendix I) for decompose, unify, refine and generate (``GoalMemContext.faithful``)."""
 
     def parse(self, utterance: str, *, max_attempts: int = 2) -> RoleOutcome[Goal]:
         return parse_utterance(self.llm, utterance, method=self.method, max_attempts=max_attempts)
@@ -108,7 +110,8 @@ class LLMGoalMemPolicy:
     def decompose(
         self, utterance: str, goal: Goal, failed: Sequence[tuple[Rule, str]], *, max_attempts: int = 2
     ) -> RoleOutcome[Rule]:
-        return decompose_goal(self.llm, utterance, goal, failed, method=self.method, max_attempts=max_attempts)
+        return decompose_goal(self.llm, utterance, goal, failed, method=self.method, max_attempts=max_attempts,
+                              paper=self.paper_prompts)
 
     def unify(
         self,
@@ -120,7 +123,8 @@ class LLMGoalMemPolicy:
         max_attempts: int = 2,
     ) -> tuple[UnifyStep, RoleOutcome[Unification]]:
         return unify_subgoals(
-            self.llm, utterance, subgoals, memories, substitution, method=self.method, max_attempts=max_attempts
+            self.llm, utterance, subgoals, memories, substitution, method=self.method, max_attempts=max_attempts,
+            paper=self.paper_prompts,
         )
 
     def refine(
@@ -137,7 +141,7 @@ class LLMGoalMemPolicy:
     ) -> Antecedents:
         return refine_subgoals(
             self.llm, utterance, goal, substitution, unresolved, memories, known_types, existing,
-            method=self.method, max_attempts=max_attempts,
+            method=self.method, max_attempts=max_attempts, paper=self.paper_prompts,
         )
 
     def generate(
@@ -150,7 +154,8 @@ class LLMGoalMemPolicy:
         max_attempts: int = 2,
     ) -> RoleOutcome[GoalAnswer]:
         return generate_answer(
-            self.llm, utterance, goal, substitution, supporting, method=self.method, max_attempts=max_attempts
+            self.llm, utterance, goal, substitution, supporting, method=self.method, max_attempts=max_attempts,
+            paper=self.paper_prompts,
         )
 
 
@@ -209,9 +214,10 @@ RULES = RuleGoalMemPolicy()
 """The rules, also what a role uses when the run's call budget is spent (``graphs.goalmem.generate``)."""
 
 
-def goalmem_policy(name: str, llm: BaseChatModel | None, *, method: str = "function_calling") -> GoalMemPolicy:
+def goalmem_policy(name: str, llm: BaseChatModel | None, *, method: str = "function_calling",
+                   paper_prompts: bool = False) -> GoalMemPolicy:
     """The run's policy from its pinned name (``auto`` already resolved): the rules for ``heuristic``, the LLM
-    roles otherwise."""
+    roles otherwise (``paper_prompts``: with the paper's prompts)."""
     if name == "heuristic":
         return RULES
-    return LLMGoalMemPolicy(llm, method)
+    return LLMGoalMemPolicy(llm, method, paper_prompts)

@@ -24,7 +24,7 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome
-from logicmap.agents.coref import CandidatePair, judge_pairs, similarity_verdicts
+from logicmap.agents.coref import CandidatePair, judge_pairs, judge_pairs_paper, similarity_verdicts
 from logicmap.agents.cue_extractor import session_cue_links, window_links
 from logicmap.agents.fact_extractor import extract_session_facts, pattern_extraction
 from logicmap.agents.r2 import candidates_from, extract_facts, fallback_extraction, heuristic_edits, manage_memory
@@ -108,6 +108,11 @@ class IngestPolicy(Protocol):
 
     def judge(self, pairs: Sequence[CandidatePair]) -> RoleOutcome[CorefVerdicts]:
         """Whether each new event is a stored one (merge), overlaps it (link) or neither."""
+        ...
+
+    def judge_paper(self, pairs: Sequence[CandidatePair], threshold: float) -> RoleOutcome[CorefVerdicts]:
+        """The paper's judge (``IngestContext.faithful``): each pair in its own call with the Coreference & Overlap
+        Prompt; ``threshold``: the merge threshold, below which the fallback judges "neither"."""
         ...
 
     def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
@@ -194,6 +199,12 @@ class RuleIngestPolicy:
         """Similarity verdicts."""
         return RoleOutcome(output=similarity_verdicts(pairs), cost=Cost())
 
+    def judge_paper(self, pairs: Sequence[CandidatePair], threshold: float) -> RoleOutcome[CorefVerdicts]:
+        """The paper judge's rule (no model asked, nothing recorded): the similarity verdicts at the threshold or
+        above, "neither" below it."""
+        outcome = judge_pairs_paper(None, pairs, threshold=threshold)
+        return RoleOutcome(output=outcome.output, cost=Cost())
+
     def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
                           namespace: str, session_id: str) -> list[Relation]:
         return shared_participant_links(kept, vectors, graph, namespace, session_id)
@@ -234,6 +245,9 @@ class LLMIngestPolicy:
     budget: ContextBudget = field(default_factory=ContextBudget)
     tags: tuple[str, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    paper_prompts: bool = False
+    """The papers' construction prompts where a paper gives one (``IngestContext.faithful``): MRAgent's Dialogue
+    Processing Prompt for the cue extractor, Memory-R2's extraction prompt (Fig. 6)."""
 
     @property
     def name(self) -> Literal["llm", "heuristic"]:
@@ -279,6 +293,10 @@ class LLMIngestPolicy:
         """The coreference judge."""
         return judge_pairs(self.chat_model, pairs, method=self.method, **self._trace())
 
+    def judge_paper(self, pairs: Sequence[CandidatePair], threshold: float) -> RoleOutcome[CorefVerdicts]:
+        """The paper's coreference judge, one call per pair."""
+        return judge_pairs_paper(self.chat_model, pairs, threshold=threshold, method=self.method, **self._trace())
+
     def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
                           namespace: str, session_id: str) -> list[Relation]:
         """None: the model's relations and the coreference judge's links stand for them."""
@@ -309,17 +327,19 @@ class LLMIngestPolicy:
             links = window_links(turns, events, windows, [w.extraction for w in layers.cue_windows])
             return Decided(links, fallbacks=list(layers.cue_fallbacks))
         links, outcome = session_cue_links(self.chat_model, turns, events, session_time=session_time,
-                                           method=self.method, budget=self.budget, **self._trace())
+                                           method=self.method, budget=self.budget, paper=self.paper_prompts,
+                                           **self._trace())
         return Decided(links, outcome.cost, list(outcome.fallbacks), list(outcome.notes))
 
     def _r2_extract(self, turns: Sequence[Turn], speakers: Sequence[str],
                     date: str | None) -> tuple[list[CandidateFact], Cost, list[FallbackRecord]]:
         """The session's candidate facts: one extractor call per window of turns that fits the model's context."""
-        room = self.budget.prompt_chars - prompt_chars(r2_extract.build_messages("", date, list(speakers)))
+        room = self.budget.prompt_chars - prompt_chars(r2_extract.build_messages("", date, list(speakers),
+                                                                                 paper=self.paper_prompts))
         sizes = [_turn_chars(t) for t in turns]
         windows = plan_windows(len(turns), lambda start, end: sum(sizes[start:end]), room)
         tasks = [partial(extract_facts, self.chat_model, turns[start:end], session_date=date, speakers=speakers,
-                         method=self.method, **self._trace())
+                         method=self.method, paper=self.paper_prompts, **self._trace())
                  for start, end in windows]
         outcomes: list[RoleOutcome[R2Extraction]] = run_windows(tasks)
         candidates = [c for outcome in outcomes for c in candidates_from(outcome.output)]
@@ -346,6 +366,7 @@ def ingest_policy(
     budget: ContextBudget | None = None,
     tags: Sequence[str] = (),
     metadata: Mapping[str, Any] | None = None,
+    paper_prompts: bool = False,
 ) -> IngestPolicy:
     """The run's ingest policy from its policy name (``auto`` already resolved: ``graphs.resources.resolve_policy``):
     the rules for ``heuristic``; the model's roles for ``llm``, or the rules recording the missing model when there
@@ -358,4 +379,4 @@ def ingest_policy(
     if chat_model is None:
         return RuleIngestPolicy(missing_model=True)
     return LLMIngestPolicy(chat_model, method=method, budget=budget or ContextBudget(), tags=tuple(tags),
-                           metadata=dict(metadata or {}))
+                           metadata=dict(metadata or {}), paper_prompts=paper_prompts)

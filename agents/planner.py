@@ -17,7 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from logicmap.agents.base import RoleOutcome, run_role
 from logicmap.memory.retrieval import tokenize
 from logicmap.prompts import plan as prompt
-from logicmap.prompts.plan import Plan, PlanAndStarts, RefinedQuery
+from logicmap.prompts.plan import PaperRefinedQuery, Plan, PlanAndStarts, RefinedQuery
 
 __all__ = ["clause_subgoals", "plan_subgoals", "plan_with_starts", "refine_query"]
 
@@ -110,7 +110,22 @@ def refine_query(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
+    satisfied: list[str] | None = None,
 ) -> RoleOutcome[RefinedQuery]:
+    """``satisfied`` given: the paper's Refinement Query Prompt, which lists the satisfied sub-goals too
+    (``faithful``); the reply keeps its Target Sub-goals (``PaperRefinedQuery``)."""
+    if satisfied is not None:
+        return run_role(
+            llm,
+            role="refiner",
+            messages=prompt.build_paper_refine_messages(question, satisfied, missing, found),
+            schema=PaperRefinedQuery,
+            validate=lambda r: [] if r.query.strip() else ["empty query"],
+            fallback=lambda: PaperRefinedQuery(query=" ".join(missing) or question),
+            method=method,
+            tags=tags,
+            metadata={**(metadata or {}), "prompt_version": prompt.PAPER_REFINE_VERSION},
+        )
     return run_role(
         llm,
         role="refiner",

@@ -166,19 +166,22 @@ def extract_facts(
     method: str = "function_calling",
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
+    paper: bool = False,
 ) -> RoleOutcome[FactExtraction]:
-    """The facts of a batch of turns. Fallback: one third-person fact per turn."""
+    """The facts of a batch of turns. Fallback: one third-person fact per turn. ``paper``: the extraction prompt
+    of Fig. 6 (its categories; ``IngestContext.faithful``)."""
     names = list(dict.fromkeys([*speakers, *(t.speaker for t in turns)]))
     return run_role(
         llm,
         role="r2_extractor",
-        messages=r2_extract.build_messages("\n".join(_render_turn(t) for t in turns), session_date, names),
+        messages=r2_extract.build_messages("\n".join(_render_turn(t) for t in turns), session_date, names,
+                                           paper=paper),
         schema=FactExtraction,
         validate=lambda r: validate_extraction(r, turns),
         fallback=lambda: fallback_extraction(turns, names),
         method=method,
         tags=tags,
-        metadata={**(metadata or {}), "prompt_version": r2_extract.VERSION},
+        metadata={**(metadata or {}), "prompt_version": r2_extract.PAPER_VERSION if paper else r2_extract.VERSION},
     )
 
 

@@ -21,7 +21,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import BaseTool
 
-from logicmap.agents.active_pruner import prune_active
+from logicmap.agents.active_pruner import prune_active, select_candidates
 from logicmap.agents.answerers import ActiveItem, answer_from_active_set, asks_when
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
@@ -64,6 +64,8 @@ class NavigatorTurn:
     k: int
     max_turns: int
     max_tool_calls: int
+    paper_prompts: bool = False
+    """The paper's QA and Tool-Use Prompt (``ReconstructContext.faithful``): its ``submit_answer`` schema."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,12 @@ class ReconstructPolicy(Protocol):
     def prune(self, question: str, memories: Sequence[tuple[str, str]], *, embeddings: Embeddings, floor: float,
               limit: int, question_date: str | None, method: str, tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
         """Which active-set items stay after a tool round, and whether they are enough to answer."""
+        ...
+
+    def select(self, question: str, context_text: str, candidates: Sequence[tuple[str, str]], *,
+               embeddings: Embeddings, floor: float, limit: int, question_date: str | None, method: str,
+               tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
+        """The paper's routing step (``faithful``): which of a tool round's new candidates join the context."""
         ...
 
     def pruned_by(self, outcome: RoleOutcome[PruneDecision]) -> str:
@@ -210,6 +218,12 @@ class RuleReconstructPolicy:
         return prune_active(None, question, memories, embeddings=embeddings, floor=floor, limit=limit,
                             question_date=question_date, method=method, tags=tags)
 
+    def select(self, question: str, context_text: str, candidates: Sequence[tuple[str, str]], *,
+               embeddings: Embeddings, floor: float, limit: int, question_date: str | None, method: str,
+               tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
+        return select_candidates(None, question, context_text, candidates, embeddings=embeddings, floor=floor,
+                                 limit=limit, question_date=question_date, method=method, tags=tags)
+
     def pruned_by(self, outcome: RoleOutcome[PruneDecision]) -> str:
         return "rule"
 
@@ -274,7 +288,7 @@ class LLMReconstructPolicy:
                  config: Mapping[str, Any]) -> NavigatorStep:
         """The model bound to the memory tools (and the answer tool) replies; a provider failure stops the run,
         any other failed call forces the final answer."""
-        bound = self.llm.bind_tools([*tools(), prompt.answer_tool_spec()])
+        bound = self.llm.bind_tools([*tools(), prompt.answer_tool_spec(paper=turn.paper_prompts)])
         messages = list(turn.messages)
         call_config = {
             **config, "run_name": "navigator",
@@ -305,6 +319,12 @@ class LLMReconstructPolicy:
               limit: int, question_date: str | None, method: str, tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
         return prune_active(self.llm, question, memories, embeddings=embeddings, floor=floor, limit=limit,
                             question_date=question_date, method=method, tags=tags)
+
+    def select(self, question: str, context_text: str, candidates: Sequence[tuple[str, str]], *,
+               embeddings: Embeddings, floor: float, limit: int, question_date: str | None, method: str,
+               tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
+        return select_candidates(self.llm, question, context_text, candidates, embeddings=embeddings, floor=floor,
+                                 limit=limit, question_date=question_date, method=method, tags=tags)
 
     def pruned_by(self, outcome: RoleOutcome[PruneDecision]) -> str:
         return "model" if outcome.fallback is None else "rule"

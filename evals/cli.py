@@ -181,7 +181,8 @@ def add_eval_commands(sub: Any) -> None:
     p.add_argument("file")
     p.add_argument("--strategy", "-s", action="append", required=True,
                    help="strategy to run (repeatable): compass, compass:similarity, rerank, goalmem:bm25|dense|events, real, "
-                        "reconstruct, dense, bm25, r2 (its conversations are ingested with the Memory-R2 manager)")
+                        "reconstruct, dense, bm25, r2 (its conversations are ingested with the Memory-R2 manager); "
+                        "NAME:faithful is a method's paper configuration")
     p.add_argument("--limit", type=int, help="at most N questions (in file order)")
     p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
                    "default: all but LoCoMo 5 (adversarial)")

@@ -48,7 +48,7 @@ START, END = "<!-- mutation-table:start -->", "<!-- mutation-table:end -->"
 # Each method's test files, its paper trace first (pytest -x stops at the first failure).
 TEST_FILES: dict[str, tuple[str, ...]] = {
     "CompassMem": ("tests/unit/test_paper_trace_compass.py", "tests/unit/test_topics.py", "tests/unit/test_compass.py",
-                   "tests/unit/test_compass_policy.py", "tests/unit/test_compass_calls.py"),
+                   "tests/unit/test_compass_policy.py", "tests/unit/test_compass_calls.py", "tests/unit/test_ingest.py"),
     "Goal-Mem": ("tests/unit/test_paper_trace_goalmem.py", "tests/unit/test_goalmem.py",
                  "tests/unit/test_goalmem_policy.py"),
     "REAL": ("tests/unit/test_paper_trace_real.py", "tests/unit/test_real.py", "tests/unit/test_real_policy.py"),
@@ -109,6 +109,17 @@ SUCCESS = ("Success: U(b,d) = {} over the accumulated Psi(b,<=d), answer variabl
 DEFAULTS = "Defaults k=5, D_max=3, m=5, theta_stable=0.8, delta_QR=delta_LC=0.5"
 RELATED = "Related memories of a new fact (how `related_memory_ids` are found)"
 BUDGET = "Action selection C_LLM, navigate mode (Eq. 7-8)"
+# The rows of the ``faithful`` configurations (issue 42, items 2-3): the papers' prompts and rules.
+FUSION = "Node fusion: coreference / overlap judge, merge at similarity 0.9 (F.1, App. B)"
+ACTION = "Explorer's Action Decision prompt (F.2)"
+REFINE_PROMPT = "Refinement Query prompt (F.2)"
+GOAL_PROMPTS = "Prompts (Appendix I)"
+CAUSAL = "A CAUSAL beam follows CAUSAL edges only (III-B2)"
+R2_ANSWER = "Answer prompt (Fig. 8)"
+R2_EXTRACT = "Extraction prompt (Fig. 6)"
+ROUTING = "Routing and pruning R_LLM (Eq. 9)"
+QA = "QA and tool-use prompt (Appendix E)"
+DIALOGUE = "Dialogue Processing prompt (Appendix E)"
 
 MUTATIONS: list[Mutation] = [
     # -- CompassMem ----------------------------------------------------------------------------------------
@@ -156,6 +167,23 @@ MUTATIONS: list[Mutation] = [
     _m(C, "Responder (F.2): a short phrase, original wording, dates resolved, never \"insufficient\"", "prompts/respond.py",
        "lack sufficient information, do not state that the \"\n", "lack sufficient information, state that the \"\n",
        "the responder is told to say the information is insufficient"),
+    # The faithful configuration's prompts and node fusion (``CompassContext.faithful``, ``IngestContext.faithful``).
+    _m(C, ACTION, "graphs/compass.py", "paper_prompts=ctx.faithful,", "paper_prompts=False,",
+       "`faithful` asks with the project's explorer and refiner prompts"),
+    _m(C, ACTION, "prompts/explore.py", " - Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead.\n",
+       "", "the Action Decision Prompt without its \"be conservative\" rule"),
+    _m(C, REFINE_PROMPT, "graphs/compass.py",
+       'satisfied = [g for g, done in zip(state["subgoals"], state["satisfied"]) if done]', "satisfied = []",
+       "the refiner is not shown the satisfied sub-goals"),
+    _m(C, REFINE_PROMPT, "prompts/plan.py", '"5. NOT repeat the original question.\\n\\n"', '"\\n"',
+       "the Refinement Query Prompt without its \"NOT repeat the original question\""),
+    _m(C, FUSION, "graphs/ingest_nodes.py", "-np.inf if ctx.faithful else ctx.merge_threshold", "ctx.merge_threshold",
+       "`faithful` judges only pairs at the merge threshold or above (the default's candidates)"),
+    _m(C, FUSION, "graphs/ingest_nodes.py", "similarity > threshold)", "similarity >= threshold)",
+       "`faithful` merges at a similarity equal to the threshold (the default's `>=`)"),
+    _m(C, FUSION, "graphs/ingest_nodes.py",
+       "policy.judge_paper(pairs, ctx.merge_threshold) if ctx.faithful else policy.judge(pairs)", "policy.judge(pairs)",
+       "`faithful` asks the project's batched judge instead of the Coreference & Overlap Prompt"),
     # -- Goal-Mem ------------------------------------------------------------------------------------------
     _m(G, "Targeted retrieval per subgoal (Eq. 3, Alg. 1 lines 9-11, 26-28)", "graphs/goalmem.py",
        "    max_memories: int = 60\n", "    max_memories: int = 50\n", "a cap of 50"),
@@ -194,6 +222,12 @@ MUTATIONS: list[Mutation] = [
     _m(G, "Grounded subgoals are skipped, kept in Psi (Appendix A)", "graphs/goalmem.py",
        'active = {sid: subgoals[sid] for sid in subgoals if sid not in (state.get("resolved") or {})}',
        "active = dict(subgoals)", "grounded subgoals are unified again"),
+    _m(G, GOAL_PROMPTS, "graphs/goalmem.py", "paper_prompts=ctx.faithful)", "paper_prompts=False)",
+       "`faithful` asks with the project's prompts"),
+    _m(G, GOAL_PROMPTS, "prompts/goalmem_paper.py", "5. Do not invent constants.", "5. Prefer known constants.",
+       "the refiner may invent constants"),
+    _m(G, GOAL_PROMPTS, "prompts/goalmem_paper.py", "ENTITY-ANCHOR CHECK (do this BEFORE selecting facts):",
+       "CHECK:", "the unifier without its entity-anchor check heading"),
     # -- REAL ----------------------------------------------------------------------------------------------
     _m(R, DEFAULTS, "graphs/real.py", "    relevance_threshold: float = 0.5\n",
        "    relevance_threshold: float = 0.4\n", "delta_QR = 0.4"),
@@ -228,6 +262,11 @@ MUTATIONS: list[Mutation] = [
        "the root's intent held for the whole path"),
     _m(R, "AggregateEvidence(P_final)", "graphs/real.py", "    top_k: int | None = None\n",
        "    top_k: int | None = 5\n", "the final set cut to the top five (the older reading)"),
+    _m(R, CAUSAL, "memory/fact_paths.py", '"CAUSAL": frozenset({"CAUSAL"})}',
+       '"CAUSAL": frozenset({"CAUSAL", "TEMPORAL", "EVOLUTION"})}',
+       "`faithful`'s causal beam also admits TEMPORAL and EVOLUTION facts (the default's table)"),
+    _m(R, CAUSAL, "graphs/real.py", "PAPER_INTENT_COMPATIBILITY if ctx.faithful else INTENT_COMPATIBILITY",
+       "INTENT_COMPATIBILITY", "`faithful` searches with the default's table"),
     # -- Memory-R2 -----------------------------------------------------------------------------------------
     _m(M2, RELATED, "agents/r2.py",
        "related[index] = list(dict.fromkeys([*similar, *same]))",
@@ -242,12 +281,41 @@ MUTATIONS: list[Mutation] = [
        "DEFAULT_STAGES = (8, 16)", "a curriculum of 8 -> 16 sessions"),
     _m(M2, "Monotonic memory, non-destructive UPDATE", "memory/r2.py", '"history": (*old.history, revision),',
        '"history": old.history,', "an UPDATE forgets the old text"),
+    _m(M2, R2_ANSWER, "graphs/r2.py", "    if ctx.faithful:\n        outcome = policy.respond_paper(",
+       "    if False:\n        outcome = policy.respond_paper(", "`faithful` answers with the project's responder"),
+    _m(M2, R2_ANSWER, "prompts/r2_answer.py",
+       "4. If the memories contain contradictory information, prioritize the most recent memory\n", "",
+       "the answer prompt without \"prioritize the most recent memory\""),
+    _m(M2, R2_ANSWER, "agents/r2_policy.py",
+       'return [] if r2_answer.answer_span(reply.response) else ["no <answer>...</answer> span with the final answer"]',
+       "return []", "a reply without an `<answer>` span is not sent back"),
+    _m(M2, R2_EXTRACT, "agents/ingest_policy.py", "method=self.method, paper=self.paper_prompts, **self._trace())",
+       "method=self.method, **self._trace())", "`faithful` extracts with the project's prompt"),
     # -- MRAgent -------------------------------------------------------------------------------------------
     _m(MR, BUDGET, "graphs/reconstruct.py", "    max_turns: int = 8\n", "    max_turns: int = 7\n", "7 turns"),
     _m(MR, BUDGET, "graphs/reconstruct.py", "    max_tool_calls_per_turn: int = 10\n",
        "    max_tool_calls_per_turn: int = 11\n", "11 tool calls per turn"),
     _m(MR, "The seven typed tools under the paper's names (Table 4)", "tools/__init__.py",
        '    "query_conversation_time",\n', "", "six tools (no query_conversation_time)"),
+    _m(MR, ROUTING, "graphs/reconstruct.py", "new = [item for item in active if _item_key(item) not in held]",
+       "new = list(active)", "`faithful`'s router re-judges everything gathered (the default's pruner)"),
+    _m(MR, ROUTING, "graphs/reconstruct.py", '"active": Overwrite([*context, *kept])', '"active": Overwrite(kept)',
+       "`faithful` drops the reconstructed context H(t) after a round"),
+    _m(MR, ROUTING, "graphs/reconstruct.py", '"cost": outcome.cost, "route": "navigate",',
+       '"cost": outcome.cost, "route": "answer" if outcome.output.answer_now and kept else "navigate",',
+       "`faithful`'s routing step may end navigation (the default's `answer_now`)",
+       equivalent="the router's typed reply (`CandidateSelection`) has no `answer_now`: the step's `PruneDecision` "
+                  "always carries False, so the route is navigate either way"),
+    _m(MR, QA, "graphs/reconstruct.py",
+       "build = prompt.build_paper_navigator_messages if ctx.faithful else prompt.build_navigator_messages",
+       "build = prompt.build_navigator_messages", "`faithful` navigates with the project's prompt"),
+    _m(MR, QA, "prompts/reconstruct.py", '"- Counting questions: answer with the number of relevant items.\\n"', "",
+       "the QA prompt without its counting rule"),
+    _m(MR, DIALOGUE, "agents/cue_extractor.py",
+       "build = prompt.build_paper_messages if paper else prompt.build_messages", "build = prompt.build_messages",
+       "`faithful` extracts cues with the project's prompt"),
+    _m(MR, DIALOGUE, "agents/cue_extractor.py", "if len(unit.tags) != 1 or len(unit.tags[0].split()) > 2:",
+       "if not unit.tags:", "a unit may have several tags or a longer one"),
 ]
 
 

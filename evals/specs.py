@@ -23,17 +23,26 @@ class StrategySpec:
 
 # What the part after ":" picks, per strategy: the option it sets and the values it takes.
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "goalmem": ("backbone", ("bm25", "dense", "events")),
+    "goalmem": ("backbone", ("bm25", "dense", "events", "faithful")),
     # the no-LLM evidence ranking (learned = the graph-feature reranker), the paper's configuration, and one
     # project extension off each (the ablations of docs/fidelity.md, "CompassMem")
     "compass": ("ranker", ("learned", "similarity", "traversal", "faithful", "no-readings", "no-step-cap",
                            "no-plan-starts", "dense")),
+    # the paper's configuration of each other method (docs/fidelity.md)
+    "real": ("faithful", ("faithful",)),
+    "reconstruct": ("faithful", ("faithful",)),
+    "r2": ("faithful", ("faithful",)),
 }
 # Variants that set more than the one option, or another option: ``compass:traversal`` is the graph-feature
-# reranker plus the second hop; ``compass:faithful`` the paper's configuration (every extension off).
+# reranker plus the second hop; ``compass:faithful`` the paper's configuration (every extension off), and each
+# other method's ``faithful`` its paper's prompts and rules.
 VARIANT_OPTIONS: dict[str, dict[str, Any]] = {
     "compass:traversal": {"ranker": "learned", "traversal": True},
     "compass:faithful": {"faithful": True},
+    "goalmem:faithful": {"faithful": True},
+    "real:faithful": {"faithful": True},
+    "reconstruct:faithful": {"faithful": True},
+    "r2:faithful": {"faithful": True},
     "compass:no-readings": {"name_free_readings": False},
     "compass:no-step-cap": {"max_steps": None},
     "compass:no-plan-starts": {"plan_starts": False},

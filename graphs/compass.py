@@ -166,8 +166,9 @@ class CompassContext(StrategyContext):
     faithful: bool = False
     """The paper's configuration: every project extension of the search off (name-free query readings, the
     per-round step cap, the planner picking the starts in its call, the turn-level and learned no-LLM
-    rankings). The paper's budget then holds: three explorers, one refinement round, each round until the
-    queue is empty or every subgoal is satisfied. ``compass:faithful`` in the registry's variants."""
+    rankings), and the paper's Action Decision and Refinement Query prompts (Appendix F.2) for the LLM roles. The
+    paper's budget then holds: three explorers, one refinement round, each round until the queue is empty or
+    every subgoal is satisfied. ``compass:faithful`` in the registry's variants."""
 
 
 # The project's extensions of the search, each off in the paper's configuration (``faithful``); the
@@ -305,7 +306,8 @@ def _setup(pin: Mapping[str, Any], runtime: Runtime[CompassContext] | None,
         name, lambda: res.llm, encoder=_encoder(ctx, res), keep_threshold=ctx.keep_threshold,
         satisfy_threshold=ctx.satisfy_threshold, expand_threshold=ctx.expand_threshold,
         context_turns=ctx.context_turns, context_weight=ctx.context_weight, learned_ranking=ctx.ranker == "learned",
-        traversal=ctx.traversal, method=res.method, **_trace(pin.get("namespace") or "", name, ctx),
+        traversal=ctx.traversal, method=res.method, paper_prompts=ctx.faithful,
+        **_trace(pin.get("namespace") or "", name, ctx),
     )
     if ctx.recipe == "auto":
         ctx = replace(ctx, recipe=policy.ranking_recipe)
@@ -589,7 +591,8 @@ def refine(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, A
     graph = _event_graph(state, runtime)
     missing = [g for g, done in zip(state["subgoals"], state["satisfied"]) if not done]
     found = "\n".join(graph.events[e].render() for e in state.get("kept", []))
-    refined = policy.refine(state["question"], missing, found, state.get("query") or "")
+    satisfied = [g for g, done in zip(state["subgoals"], state["satisfied"]) if done]
+    refined = policy.refine(state["question"], missing, found, state.get("query") or "", satisfied)
     query, repeated = refined.value.query, refined.value.repeated
     return {
         "query": query,

@@ -57,13 +57,14 @@ class EnrichRequest:
     tags: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     layers: SessionLayers | None = None  # the session analyst's facts and cue parts: no call of the enricher's own
+    paper_prompts: bool = False  # the papers' construction prompts (``IngestContext.faithful``)
 
 
 def request_policy(request: EnrichRequest) -> IngestPolicy:
     """The ``IngestPolicy`` (``agents.ingest_policy``) an enricher decides with: the request's policy name and
     chat model, with its model settings and trace."""
     return ingest_policy(request.policy, request.llm, method=request.method, budget=request.budget, tags=request.tags,
-                         metadata=request.metadata)
+                         metadata=request.metadata, paper_prompts=request.paper_prompts)
 
 
 class Enrichment(BaseModel):

@@ -82,6 +82,11 @@ class GoalMemContext(StrategyContext):
     keep_pool_across_breadth: bool = False
     """An extension, off in the paper's configuration: unify each new decomposition against the memories the failed
     ones retrieved too (the paper starts every breadth step from an empty pool, Algorithm 1 line 8)."""
+    faithful: bool = False
+    """The paper's configuration: its prompts (Appendix I: the commonsense-only decomposition with its few-shot
+    examples, the unifier's entity-anchor check and conflict rule, the refiner's principles with "Do not invent
+    constants", the answer rules with "I dont know") for the LLM roles; the search is the same (already the
+    paper's). ``goalmem:faithful`` in the registry's variants."""
     # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
     retriever: SkipJsonSchema[Any] = field(
         default=None,
@@ -192,7 +197,8 @@ def _policy(state: GoalMemState, runtime: Runtime[GoalMemContext] | None) -> Goa
     """The run's policy (``agents.goalmem_policy``) from its pinned name (``parse_goal`` pins it; a node called
     alone on a hand-made state uses the context's)."""
     res = resources_of(runtime)
-    return goalmem_policy(state.get("policy") or _ctx(runtime).policy, res.llm, method=res.method)
+    ctx = _ctx(runtime)
+    return goalmem_policy(state.get("policy") or ctx.policy, res.llm, method=res.method, paper_prompts=ctx.faithful)
 
 
 def _backbone(runtime: Runtime[GoalMemContext] | None, task: RetrieveTask) -> Backbone:
@@ -738,8 +744,9 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 
 
 STRATEGY = graph_strategy(
-    "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events"),
-    make_context=_answer_context, check=_check_backbone, tags=lambda ctx: [f"backbone:{ctx.backbone}"],
+    "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events", "faithful"),
+    make_context=_answer_context, check=_check_backbone,
+    tags=lambda ctx: [f"backbone:{ctx.backbone}", *(["faithful"] if ctx.faithful else [])],
     extra_options=("k",), recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )
 answer = STRATEGY.run

@@ -87,6 +87,7 @@ __all__ = [
     "file_namespaces",
     "foreign_sessions",
     "fuse",
+    "fusion_case",
     "ingest_context",
     "ingest_policy_of",
     "prepare",
@@ -128,6 +129,14 @@ class IngestContext(StrategyContext):
 
     merge_threshold: float = 0.9
     """A new event at least this similar to a stored one goes to the coreference judge (merge, link or add)."""
+    faithful: bool = False
+    """The papers' construction. CompassMem's node fusion as the paper has it: EVERY new event goes to the judge
+    with its most similar stored event e* (the Event Coreference & Overlap Prompt, one call per pair), which merges
+    it only when the judge says "same event" and the similarity exceeds (>) ``merge_threshold``, links it to e* on
+    an overlap (or a same-event verdict below the threshold), else adds it (off: only pairs at ``merge_threshold``
+    or above are judged, in one batched call with the project's prompt). MRAgent's Dialogue Processing Prompt for
+    the cue extractor and Memory-R2's extraction prompt (Fig. 6); each role its own call unless
+    ``combined_extraction`` is set. The no-LLM construction is the same either way."""
     topic_delta: float = 0.9
     """A new event joins its most similar topic above this similarity, else opens a topic."""
     recluster_every: int = 4
@@ -293,7 +302,7 @@ def ingest_policy_of(state: Mapping[str, Any], runtime: Runtime[IngestContext] |
     name = state.get("policy") or ctx.policy
     trace = _trace(state, ctx) if state.get("current") is not None else {}
     return ingest_policy(name, model=partial(_chat_model, res), method=res.method,
-                         budget=ContextBudget(ctx.context_tokens), **trace)
+                         budget=ContextBudget(ctx.context_tokens), paper_prompts=ctx.faithful, **trace)
 
 
 def _chat_model(res: Resources) -> BaseChatModel | None:
@@ -581,18 +590,31 @@ def _merge_into(stored: Event, new: Event, session_id: str) -> None:
     stored.time_phrase = stored.time_phrase or new.time_phrase
 
 
+def fusion_case(verdict: Any, similarity: float, threshold: float | None) -> Literal["merge", "link", "new"]:
+    """The paper's three cases for a new event and e*: merge, an edge, or a new node. ``threshold`` None: the
+    default's (every judged pair is at the threshold or above; the verdict decides). Else ``faithful``'s: a merge
+    also needs the similarity to exceed the threshold (App. B), a same-event verdict below it becomes an edge."""
+    if verdict.same_event and (threshold is None or similarity > threshold):
+        return "merge"
+    if verdict.has_overlap or verdict.same_event:
+        return "link"
+    return "new"
+
+
 def _apply_verdicts(fusion: _Fusion, verdicts: list[Any], pairs: list[CandidatePair], event_graph: EventGraph,
-                    namespace: str, session_id: str) -> None:
-    """Same event -> merge into the stored one; overlap -> an edge to it; else the new event stays."""
+                    namespace: str, session_id: str, threshold: float | None = None) -> None:
+    """Same event -> merge into the stored one; overlap -> an edge to it; else the new event stays
+    (``fusion_case``; ``threshold``: ``faithful``'s merge threshold)."""
     for verdict, pair in zip(verdicts, pairs):
         new = fusion.new_events[pair.new_id]
-        if verdict.same_event:
+        case = fusion_case(verdict, pair.similarity, threshold)
+        if case == "merge":
             stored = fusion.updated.get(pair.stored_id) or event_graph.events[pair.stored_id].model_copy(deep=True)
             _merge_into(stored, new, session_id)
             fusion.updated[stored.id] = stored
             fusion.redirect[new.id] = stored.id
             del fusion.new_events[new.id]
-        elif verdict.has_overlap:
+        elif case == "link":
             label = (verdict.relation_type or "elaboration").strip().lower().replace(" ", "_") or "elaboration"
             fusion.extra.append(Relation(id=relation_id(new.id, label, pair.stored_id), namespace=namespace,
                                          source=new.id, target=pair.stored_id, label=label,
@@ -680,7 +702,7 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
         namespace=state["namespace"], session=session, turns=_memory_turns(state["turns"]), events=list(change.events),
         snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy.name, llm=policy.llm,
         embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens),
-        layers=state.get("layers"), **_trace(state, ctx),
+        layers=state.get("layers"), paper_prompts=ctx.faithful, **_trace(state, ctx),
     )
     return {"enrichments": [enrich(request).model_copy(update={"kind": kind})]}
 
@@ -748,7 +770,9 @@ def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], 
 
 def _combined(ctx: IngestContext, res: Resources) -> bool:
     """Whether the session analyst's combined call replaces the segmenter's, facts' and cues' own calls."""
-    wanted = ctx.combined_extraction if ctx.combined_extraction is not None else res.settings.combined_extraction
+    # faithful: each role's own call (the papers' prompts), unless the run asks for the combined one
+    default = False if ctx.faithful else res.settings.combined_extraction
+    wanted = ctx.combined_extraction if ctx.combined_extraction is not None else default
     return bool(wanted) and (ctx.extract_facts or ctx.extract_cues)
 
 
@@ -855,7 +879,8 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     event_graph = EventGraph.of(snapshot)
     events = [e.model_copy(deep=True) for e in state["events"]]
     vectors = np.asarray(res.embeddings.embed_documents([e.summary for e in events]), dtype=np.float32)
-    pairs = _merge_candidates(events, vectors, event_graph, ctx.merge_threshold)
+    # faithful: every new event with its e* (the paper compares each with its most similar stored event)
+    pairs = _merge_candidates(events, vectors, event_graph, -np.inf if ctx.faithful else ctx.merge_threshold)
     if session.session_id in ctx.replace_sessions:  # never fuse into the events the session replaces
         pairs = [p for p in pairs if not _replaced_event(snapshot, p.stored_id, session.session_id)]
     policy = ingest_policy_of(state, runtime)
@@ -863,12 +888,13 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
     cost = state.get("session_cost") or Cost()
     verdicts: list[CorefVerdict] = []
     if pairs:
-        outcome = policy.judge(pairs)
+        outcome = policy.judge_paper(pairs, ctx.merge_threshold) if ctx.faithful else policy.judge(pairs)
         verdicts, cost = outcome.output.verdicts, cost + outcome.cost
         if outcome.fallback:
             fallbacks.append(outcome.fallback)
     fusion = _Fusion(new_events={e.id: e for e in events}, new_vectors={e.id: v for e, v in zip(events, vectors)})
-    _apply_verdicts(fusion, verdicts, pairs, event_graph, namespace, session.session_id)
+    _apply_verdicts(fusion, verdicts, pairs, event_graph, namespace, session.session_id,
+                    ctx.merge_threshold if ctx.faithful else None)
     relations = _redirected_relations([*state.get("relations", []), *fusion.extra], fusion.redirect)
     kept = [e for e in events if e.id in fusion.new_events]
     links = ctx.cross_session_links if ctx.cross_session_links is not None else res.settings.cross_session_links

@@ -67,6 +67,10 @@ class R2Context(StrategyContext):
     number; Goal-Mem's experiments cap retrieved memories at k = 60, and we follow that."""
     keep: int = 10
     """Memories the no-LLM distillation (and the distiller's fallback) keeps: the most similar ones."""
+    faithful: bool = False
+    """The paper's configuration: the answer prompt of Fig. 8 (the most recent memory on a contradiction, step by
+    step, general world knowledge when memories are insufficient, memories grouped per speaker, the answer parsed
+    from its ``<answer>`` span) instead of the project's responder. ``r2:faithful`` in the registry's variants."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -173,6 +177,17 @@ def distill(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     return {"distilled": outcome.output.selected, "cost": outcome.cost, "fallbacks": policy.recorded(outcome.fallback)}
 
 
+def _by_speaker(kept: list[FactRecord], snapshot: NamespaceSnapshot) -> list[tuple[str, list[str]]]:
+    """Each user with the ids of the memories that came from their turns (the first cited turn's speaker), users in
+    the order they first speak; the paper's answer prompt shows "Memories for user <speaker>" blocks."""
+    order = [t.speaker for t in sorted(snapshot.turns.values(), key=lambda t: t.position)]
+    groups: dict[str, list[str]] = {who: [] for who in dict.fromkeys(order)}
+    for record in kept:
+        turn = next((snapshot.turns[t] for t in record.turn_ids if t in snapshot.turns), None)
+        groups.setdefault(turn.speaker if turn else "unknown", []).append(record.id)
+    return [(who, ids) for who, ids in groups.items() if ids]
+
+
 def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     """The answer from the distilled memories only (the responder role), with them as the evidence."""
     ctx, res = _ctx(runtime), resources_of(runtime)
@@ -181,13 +196,17 @@ def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     kept = [live[rid] for rid in state.get("distilled", []) if rid in live]
     shown = [EvidenceText(r.id, r.text, _session_date(r, snapshot)) for r in kept]
     policy = _policy(state, runtime)
-    outcome = policy.respond(
-        state["question"],
-        shown,
-        question_date=state.get("question_date"),
-        method=res.method,
-        **_trace(state, ctx),
-    )
+    if ctx.faithful:
+        outcome = policy.respond_paper(state["question"], shown, _by_speaker(kept, snapshot), method=res.method,
+                                       **_trace(state, ctx))
+    else:
+        outcome = policy.respond(
+            state["question"],
+            shown,
+            question_date=state.get("question_date"),
+            method=res.method,
+            **_trace(state, ctx),
+        )
     sims = state.get("similarities", {})
     evidence = [
         EvidenceItem(kind="fact", id=r.id, text=r.text, turn_ids=list(r.turn_ids), time=e.time, score=sims.get(r.id))
@@ -255,7 +274,8 @@ def finish(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
 builder = build_r2_graph()
 graph = traced_graph(builder.compile(name="r2"))
 STRATEGY = graph_strategy(
-    "r2", graph, R2Context, recursion_limit=lambda ctx: 10,
+    "r2", graph, R2Context, recursion_limit=lambda ctx: 10, variants=("faithful",),
+    tags=lambda ctx: ["faithful"] if ctx.faithful else [],
     check=lambda ctx, res, namespace: require_r2_memory(res.store.snapshot(namespace)),
 )
 answer = STRATEGY.run

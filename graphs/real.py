@@ -62,7 +62,15 @@ from logicmap.graphs.strategy import (
 )
 from logicmap.graphs.tracing import traced_graph
 from logicmap.memory.deadline import check_deadline
-from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, path_text, reference_window
+from logicmap.memory.fact_paths import (
+    INTENT_COMPATIBILITY,
+    PAPER_INTENT_COMPATIBILITY,
+    FactIndex,
+    FactPath,
+    SearchFilter,
+    path_text,
+    reference_window,
+)
 from logicmap.memory.facts import entity_key, interval_text, parse_when, when_text
 from logicmap.memory.records import Fact
 from logicmap.memory.store import NamespaceSnapshot
@@ -119,6 +127,11 @@ class RealContext(StrategyContext):
     top_k: int | None = None
     """An optional cut of the final set (None: every final path is evidence, as the paper's
     AggregateEvidence(P_final)); also how many similar facts stand in when no path was found (None: m)."""
+    faithful: bool = False
+    """The paper's configuration: a CAUSAL beam follows CAUSAL facts only (III-B2, "for a causal intent, only
+    edges labeled CAUSAL are allowed"; ``memory.fact_paths.PAPER_INTENT_COMPATIBILITY``), where the project's
+    table also admits TEMPORAL and EVOLUTION facts. The paper gives no prompts, so the roles' prompts are the
+    same. ``real:faithful`` in the registry's variants."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -273,6 +286,7 @@ def _search_filter(state: RealState, ctx: RealContext) -> SearchFilter:
         window=reference_window(state.get("reference") or "now", now),
         min_confidence=ctx.min_confidence,
         include_uncertain=bool(state.get("include_uncertain")),
+        compatibility=PAPER_INTENT_COMPATIBILITY if ctx.faithful else INTENT_COMPATIBILITY,
     )
 
 
@@ -704,6 +718,7 @@ builder = build_real_graph()
 # Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
 _compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="real")
 graph = traced_graph(_compiled)
-STRATEGY = graph_strategy("real", graph, RealContext,
+STRATEGY = graph_strategy("real", graph, RealContext, variants=("faithful",),
+                          tags=lambda ctx: ["faithful"] if ctx.faithful else [],
                           recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
 answer = STRATEGY.run

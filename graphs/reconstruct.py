@@ -95,6 +95,11 @@ class ReconstructContext(StrategyContext):
     extra_tools: bool = False
     """Also give the model the project's extra tools (search_events, get_event, get_neighbors,
     events_in_time_range, topic_events), which the MRAgent paper does not have. Off: exactly the paper's seven."""
+    faithful: bool = False
+    """The paper's configuration: its QA and Tool-Use Prompt (Appendix E: the answer rules, no abstention) for the
+    navigator and the forced answer, and its routing step (Eq. 9): after a tool round only the NEW candidates are
+    judged and the reconstructed context stays, H(t+1) = H(t) u Z(t+1), with the answer left to the navigator.
+    ``reconstruct:faithful`` in the registry's variants."""
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -147,6 +152,8 @@ class ReconstructState(StrategyState, total=False):
     route: str
     final: ReconstructedAnswer | None
     mode: str
+    held: list[str]
+    """``faithful``: the reconstructed context H(t), as ``kind id`` keys of the active set (never pruned)."""
 
 
 def _ctx(runtime: Runtime[ReconstructContext] | None) -> ReconstructContext:
@@ -339,6 +346,7 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     active = _seed_active(snapshot, cues, ctx.seed_events)
     cues_text = ", ".join(f"{c.text} ({c.kind})" for c in cues)
     active_text = "\n".join(f"{_seed_line(item.kind, item.id)} {item.text[:240]}" for item in active)
+    build = prompt.build_paper_navigator_messages if ctx.faithful else prompt.build_navigator_messages
     update: dict[str, Any] = {
         **pin,
         "seed_cues": [c.text for c in cues],
@@ -348,7 +356,7 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
         "dropped_calls": 0,
         "route": "navigate",
         "final": None,
-        "messages": prompt.build_navigator_messages(
+        "messages": build(
             question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
             max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
             topics_text=_topics_text(snapshot, active),
@@ -359,6 +367,8 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
     if found.fallback is not None:
         update["fallbacks"] = [found.fallback]
     update["query_keywords"] = found.keywords
+    if ctx.faithful:  # H(0): the initial active set Z(0) (ACTIVESETINIT)
+        update["held"] = [_item_key(item) for item in active]
     missing = policy.missing_model()
     if missing is not None:
         update["fallbacks"] = [missing]
@@ -372,7 +382,7 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
     turn = NavigatorTurn(
         question=state["question"], turn=turns, messages=state.get("messages", []), active=state.get("active", []),
         seed_cues=state.get("seed_cues", []), snapshot=pinned_snapshot(state, runtime), k=ctx.k,
-        max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+        max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn, paper_prompts=ctx.faithful,
     )
     tools = partial(memory_tools, state["namespace"], res, pinned_store(state, runtime), extras=ctx.extra_tools)
     step = _policy(state, runtime).navigate(turn, tools, config)
@@ -408,6 +418,8 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
     active = list(state.get("active", []))
     if not active:
         return {"route": "navigate"}
+    if ctx.faithful:
+        return _route_candidates(state, runtime, active)
     snapshot = pinned_snapshot(state, runtime)
     keys = [f"M{i + 1}" for i in range(len(active))]
     policy = _policy(state, runtime)
@@ -424,6 +436,47 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
     update: dict[str, Any] = {
         "active": Overwrite(kept), "messages": rewritten, "cost": outcome.cost,
         "route": "answer" if outcome.output.answer_now and kept else "navigate",
+        "pruned": [_prune_record(state, kept, dropped, policy.pruned_by(outcome))],
+    }
+    recorded = policy.recorded(outcome.fallback)
+    if recorded:
+        update["fallbacks"] = recorded
+    return update
+
+
+def _item_key(item: EvidenceItem) -> str:
+    return f"{item.kind} {item.id}"
+
+
+def _route_candidates(state: ReconstructState, runtime: Runtime[ReconstructContext],
+                      active: list[EvidenceItem]) -> dict[str, Any]:
+    """``faithful``'s prune step, the paper's routing (Eq. 9): Z(t+1) = R_LLM(x, H(t), Z~(t+1)) and
+    H(t+1) = H(t) u Z(t+1). Only the tool round's new candidates (active items not yet held) are judged, with the
+    held context shown; a dropped candidate leaves the active set and the navigator's messages, a held item never
+    does; the step never routes to the answer (the navigator's C_LLM decides when the evidence suffices)."""
+    ctx, res = _ctx(runtime), resources_of(runtime)
+    snapshot = pinned_snapshot(state, runtime)
+    held = set(state.get("held") or [])
+    context = [item for item in active if _item_key(item) in held]
+    new = [item for item in active if _item_key(item) not in held]
+    if not new:
+        return {"route": "navigate"}
+    keys = [f"M{i + 1}" for i in range(len(new))]
+    policy = _policy(state, runtime)
+    outcome = policy.select(
+        state["question"], _evidence_text(context, snapshot, len(context)),
+        [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, new)],
+        embeddings=res.embeddings, floor=ctx.prune_floor, limit=ctx.max_active,
+        question_date=state.get("question_date"), method=res.method, tags=["strategy:reconstruct"],
+    )
+    chosen = set(outcome.output.keep)
+    kept = [item for key, item in zip(keys, new) if key in chosen]
+    dropped = [item for key, item in zip(keys, new) if key not in chosen]
+    gone: set[tuple[str, str]] = {(i.kind, i.id) for i in dropped}
+    rewritten = [m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None]
+    update: dict[str, Any] = {
+        "active": Overwrite([*context, *kept]), "messages": rewritten, "cost": outcome.cost, "route": "navigate",
+        "held": [*(state.get("held") or []), *(_item_key(item) for item in kept)],
         "pruned": [_prune_record(state, kept, dropped, policy.pruned_by(outcome))],
     }
     recorded = policy.recorded(outcome.fallback)
@@ -465,15 +518,15 @@ def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) 
     position = {eid: i for i, eid in enumerate(ranked)}
     ordered = sorted(active, key=lambda i: position.get(i.id, len(position)) if i.kind == "event" else -1)
     policy = _policy(state, runtime)
+    build = prompt.build_paper_final_messages if ctx.faithful else prompt.build_final_messages
     outcome = policy.final_answer(
-        prompt.build_final_messages(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence),
-                                    state.get("question_date")),
+        build(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence), state.get("question_date")),
         validate=lambda r: _validate_answer(r, snapshot),
         fallback=lambda: answer_from_active_set(state["question"], active, snapshot, ranked_events=ranked,
                                                 cues=state.get("seed_cues", [])),
         method=res.method,
         tags=["strategy:reconstruct"],
-        metadata={"prompt_version": prompt.VERSION},
+        metadata={"prompt_version": prompt.PAPER_VERSION if ctx.faithful else prompt.VERSION},
     )
     fallbacks = policy.recorded(outcome.fallback)
     # The pruner found the kept set enough (and the budgets were not spent): answering is its decision.
@@ -596,6 +649,7 @@ def finish(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dic
 
 builder = build_reconstruct_graph()
 graph = traced_graph(builder.compile(name="reconstruct"))
-STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext,
+STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext, variants=("faithful",),
+                          tags=lambda ctx: ["faithful"] if ctx.faithful else [],
                           recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns)
 answer = STRATEGY.run

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
@@ -22,6 +22,7 @@ from logicmap.memory.timeparse import parse_date
 
 __all__ = [
     "INTENT_COMPATIBILITY",
+    "PAPER_INTENT_COMPATIBILITY",
     "FactIndex",
     "FactPath",
     "SearchFilter",
@@ -41,6 +42,12 @@ INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {
     "CONTRAST": frozenset({"CONTRAST", "FACT", "EVOLUTION"}),
     "EVOLUTION": frozenset({"EVOLUTION", "TEMPORAL", "FACT"}),
 }
+
+# REAL's ``faithful`` configuration: the paper's own example of the rule (III-B2, "for a causal intent, only
+# edges labeled CAUSAL are allowed") read literally, so a causal beam follows CAUSAL facts only; the other
+# intents keep the project's table (the paper gives no further entry; its temporal example, "edges labeled
+# TEMPORAL are retained", does not say "only").
+PAPER_INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {**INTENT_COMPATIBILITY, "CAUSAL": frozenset({"CAUSAL"})}
 
 class FactIndex:
     """Facts of a namespace indexed by head, tail and cited turn: the graph the beam search walks."""
@@ -197,11 +204,14 @@ class SearchFilter:
     window: tuple[datetime | None, datetime | None] | None = None
     min_confidence: float = STABLE_CONFIDENCE
     include_uncertain: bool = False
+    compatibility: Mapping[str, frozenset[str]] = field(default_factory=lambda: INTENT_COMPATIBILITY)
+    """Which fact intents each beam intent may traverse: the project's table, or the paper's
+    (``PAPER_INTENT_COMPATIBILITY``, REAL's ``faithful``)."""
 
     def admits(self, fact: Fact, intent: str, *, relax_time: bool = False, relax_intent: bool = False) -> bool:
         if not self.include_uncertain and fact.confidence < self.min_confidence:
             return False
-        if not relax_intent and fact.intent not in INTENT_COMPATIBILITY.get(intent, INTENT_COMPATIBILITY["FACT"]):
+        if not relax_intent and fact.intent not in self.compatibility.get(intent, self.compatibility["FACT"]):
             return False
         if not relax_time and self.window is not None and not valid_during(fact, *self.window):
             return False

@@ -2,6 +2,11 @@
 
 Each unit is one statement of a turn rewritten to stand alone (pronouns replaced by names, "I" by the
 speaker), with short tags and its cues; the reply feeds the Cue-Tag-Content layer (memory/cues.py).
+``build_paper_messages`` is MRAgent's Dialogue Processing Prompt (Appendix E: every sentence preserved, pronouns
+replaced, one concrete tag of at most two words, times normalised to YYYY-MM-DD, a question merged with its answer,
+personal information) with its Keyword Extraction Prompt's rules for the cues (``IngestContext.faithful``); the
+reply is the same typed ``CueExtraction``. Its "at least ten concrete topics" are not asked: the topic layer is the
+clustered one, labelled by the topic abstractor (docs/fidelity.md).
 """
 
 from __future__ import annotations
@@ -13,9 +18,29 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["VERSION", "CueExtraction", "CueWord", "MemoryUnit", "PersonFact", "build_messages"]
+__all__ = ["PAPER_DIALOGUE_PROCESSING", "PAPER_VERSION", "VERSION", "CueExtraction", "CueWord", "MemoryUnit",
+           "PersonFact", "build_messages", "build_paper_messages"]
 
 VERSION = "cues-v2"
+PAPER_VERSION = "cues-paper-v1"
+
+# MRAgent, Appendix E: the Dialogue Processing Prompt's task and rules, then the Keyword Extraction Prompt's, word
+# for word (the reply format is the typed schema; a sentence is a unit, its keywords its cues).
+PAPER_DIALOGUE_PROCESSING = """You are a dialogue processor. Only output valid JSON.
+Task: For each sentence in the dialogue:
+- Preserve every original sentence.
+- Replace all pronouns with explicit entities or noun phrases from context.
+- Do not modify verbs, adjectives, or other words.
+- Assign a short concrete `tag` (at most two words).
+- Normalize time to `YYYY-MM-DD` using `conversation_time`.
+- If a question is answered by the next sentence, merge them.
+Personal Information: Extract person-related facts into `personal_sentences`. If a fact appears in a sentence, also add a concise normalized version.
+ID Rules: `id` must be `origin:number`, where `origin` exactly matches `dia_id`. Do not invent new IDs.
+Keywords (the cues of each sentence): extract 2-30 keywords directly from the original text.
+- Do not invent, paraphrase, or generalize keywords.
+- Only include words or phrases that explicitly appear in the text.
+- Do not include inferred or implicit concepts.
+- Extract all explicit keywords of the following types if present: entity, topic, verb, time, location, task, event, people."""
 
 
 class CueWord(BaseModel):
@@ -57,4 +82,13 @@ def build_messages(session_text: str, session_date: str | None) -> list[BaseMess
         "pets, hobbies, each with the turn that states it. Skip small talk.\n" + schema_instructions(CueExtraction)
     )
     human = f"Session date: {session_date or 'unknown'}\nTurns:\n{session_text}"
+    return [SystemMessage(content=system), HumanMessage(content=human)]
+
+
+def build_paper_messages(session_text: str, session_date: str | None) -> list[BaseMessage]:
+    """The Dialogue Processing Prompt; each sentence is a unit (``turn_id``: its origin dia id, ``content``: the
+    sentence with pronouns replaced, ``tags``: its one tag, ``cues``: its keywords), ``person_facts`` the
+    ``personal_sentences``."""
+    system = PAPER_DIALOGUE_PROCESSING + "\n" + schema_instructions(CueExtraction)
+    human = f"conversation_time: {session_date or 'unknown'}\nDialogue:\n{session_text}"
     return [SystemMessage(content=system), HumanMessage(content=human)]

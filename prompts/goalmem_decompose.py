@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from logicmap.prompts import goalmem_paper
 from logicmap.prompts.common import schema_instructions
 from logicmap.prompts.goalmem_parse import NL_LOGIC_PRIMER
 
@@ -27,8 +28,12 @@ class Decomposition(BaseModel):
     rationale: str = Field("", description="One sentence: why proving these subgoals proves the goal.")
 
 
-def build_messages(utterance: str, goal: str, failed: Sequence[tuple[str, str]] = ()) -> list[BaseMessage]:
-    """``failed``: earlier decompositions (rendered rules) with why each failed."""
+def build_messages(utterance: str, goal: str, failed: Sequence[tuple[str, str]] = (), *,
+                   paper: bool = False) -> list[BaseMessage]:
+    """``failed``: earlier decompositions (rendered rules) with why each failed. ``paper``: the paper's Goal
+    Decomposition prompts (Appendix I.1.1, and I.1.2 after a failure) with their few-shot examples."""
+    if paper:
+        return _paper_messages(utterance, goal, failed)
     system = (
         f"{SYSTEM_MARKER} Backward chaining: split the goal into atomic subgoals, each a single fact that a "
         "memory (one utterance or event of the conversation) could state, such that the subgoals together "
@@ -40,4 +45,18 @@ def build_messages(utterance: str, goal: str, failed: Sequence[tuple[str, str]] 
     if failed:
         lines.append("These decompositions were tried and failed; give a DIFFERENT one (other subgoals, other wording or split):")
         lines.extend(f"- {rule}  (failed: {why})" for rule, why in failed)
+    return [SystemMessage(content=system), HumanMessage(content="\n".join(lines))]
+
+
+def _paper_messages(utterance: str, goal: str, failed: Sequence[tuple[str, str]]) -> list[BaseMessage]:
+    rules = goalmem_paper.DECOMPOSE_RULES + ("\n" + goalmem_paper.NEXT_HOP_RULES if failed else "")
+    system = (
+        f"{SYSTEM_MARKER}\n{rules}\nThe subgoals prove the goal below (reuse its variable names and types).\n"
+        f"{NL_LOGIC_PRIMER}\nExamples:\n{goalmem_paper.DECOMPOSE_EXAMPLES}\n" + schema_instructions(Decomposition)
+    )
+    lines = [f"Question: {utterance}", f"Goal: {goal}"]
+    if failed:
+        lines.append("Existing rules/decompositions that should NOT be repeated:")
+        lines.extend(f"- {rule}  (failed: {why})" for rule, why in failed)
+        lines.append("New goal decomposition:")
     return [SystemMessage(content=system), HumanMessage(content="\n".join(lines))]

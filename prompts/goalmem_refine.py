@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from logicmap.prompts import goalmem_paper
 from logicmap.prompts.common import schema_instructions
 from logicmap.prompts.goalmem_parse import NL_LOGIC_PRIMER
 
@@ -37,9 +38,15 @@ def build_messages(
     substitution: str,
     unresolved: Sequence[tuple[str, str, str]],
     memories: Sequence[tuple[str, str]],
+    *,
+    paper: bool = False,
 ) -> list[BaseMessage]:
-    """``unresolved``: (id, rendered subgoal, what was missing); ``memories``: (id, line) already seen."""
+    """``unresolved``: (id, rendered subgoal, what was missing); ``memories``: (id, line) already seen. ``paper``: the
+    paper's Refinement prompt (Appendix I.3: its objective, its seven principles, its examples)."""
     system = (
+        f"{SYSTEM_MARKER}\n{goalmem_paper.REFINE_RULES}\nOne antecedent per unresolved subgoal.\n"
+        f"{NL_LOGIC_PRIMER}\nExamples:\n{goalmem_paper.REFINE_EXAMPLES}\n" + schema_instructions(Refinement)
+    ) if paper else (
         f"{SYSTEM_MARKER} Some subgoals could not be proved from the memories retrieved for them. For each, "
         "name exactly one antecedent: the intermediate fact that, once found in memory, would ground the subgoal's "
         "variables (which cafe, which person, which date). Ask for something the seen memories do not already "

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, Field
 
+from logicmap.prompts import goalmem_paper
 from logicmap.prompts.common import schema_instructions
 from logicmap.prompts.goalmem_parse import NL_LOGIC_PRIMER
 
@@ -42,9 +43,16 @@ def build_messages(
     substitution: str,
     subgoals: Sequence[tuple[str, str]],
     memories: Sequence[tuple[str, str]],
+    *,
+    paper: bool = False,
 ) -> list[BaseMessage]:
-    """``subgoals``: (id, rendered subgoal with the substitution applied); ``memories``: (id, line)."""
+    """``subgoals``: (id, rendered subgoal with the substitution applied); ``memories``: (id, line). ``paper``: the
+    paper's Unification prompt (Appendix I.2: the entity-anchor check, the unification process, its example)."""
     system = (
+        f"{SYSTEM_MARKER}\n{goalmem_paper.UNIFY_RULES}\nCite only ids from the Memories list and bind every variable of "
+        "a resolved subgoal: these are checked.\n"
+        f"{NL_LOGIC_PRIMER}\nExample:\n{goalmem_paper.UNIFY_EXAMPLES}\n" + schema_instructions(Unification)
+    ) if paper else (
         f"{SYSTEM_MARKER} For every subgoal decide whether the memories prove it. A subgoal is resolved when "
         "cited memories entail it (paraphrase is fine, guessing is not) and each of its variables is bound to a "
         "value that fits the variable's type. You judge the fit and the entailment: a value of another kind "

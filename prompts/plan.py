@@ -1,5 +1,10 @@
 """Planner prompts: subgoals for a question (with the first round's starting events, when candidates are known),
-and a refined query aimed at unsatisfied subgoals."""
+and a refined query aimed at unsatisfied subgoals.
+
+``build_paper_refine_messages`` is CompassMem's Refinement Query Prompt (Appendix F.2) word for word: the
+satisfied and the unsatisfied sub-goals listed, a NEW query with different keywords that does NOT repeat the
+original question, and its Target Sub-goals (``CompassContext.faithful``; the reply is the typed
+``PaperRefinedQuery``)."""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["VERSION", "Plan", "PlanAndStarts", "RefinedQuery", "build_messages", "build_plan_and_starts_messages",
-           "build_refine_messages"]
+__all__ = ["PAPER_REFINE_VERSION", "VERSION", "PaperRefinedQuery", "Plan", "PlanAndStarts", "RefinedQuery",
+           "build_messages", "build_paper_refine_messages", "build_plan_and_starts_messages", "build_refine_messages"]
 
 VERSION = "plan-v2"
+PAPER_REFINE_VERSION = "refine-paper-v1"
 
 
 class Plan(BaseModel):
@@ -32,6 +38,15 @@ class PlanAndStarts(BaseModel):
 
 class RefinedQuery(BaseModel):
     query: str = Field(description="A new search query aimed at the missing information.")
+
+
+class PaperRefinedQuery(RefinedQuery):
+    """The Refinement Query Prompt's reply: New Query and Target Sub-goals."""
+
+    query: str = Field(description="New Query: your refined search query - single clear question or search phrase "
+                                   "targeting unsatisfied sub-goals.")
+    target_subgoals: list[int] = Field(default_factory=list, description="Target Sub-goals: which sub-goal numbers "
+                                                                         "this query aims to satisfy.")
 
 
 def build_messages(question: str) -> list[BaseMessage]:
@@ -63,4 +78,26 @@ def build_refine_messages(question: str, missing: list[str], found: str) -> list
         "new search query aimed at the missing information.\n" + schema_instructions(RefinedQuery)
     )
     human = f"Question: {question}\nStill missing:\n- " + "\n- ".join(missing) + f"\nFound so far:\n{found or '(nothing)'}"
+    return [SystemMessage(content=system), HumanMessage(content=human)]
+
+
+def build_paper_refine_messages(question: str, satisfied: list[str], missing: list[str], found: str) -> list[BaseMessage]:
+    """The Refinement Query Prompt (Appendix F.2); sub-goals are numbered as the planner listed them, satisfied first."""
+    def listed(goals: list[str], start: int) -> str:
+        return "\n".join(f"{start + i}. {g}" for i, g in enumerate(goals)) or "(none)"
+
+    system = "You are an assistant whose role is to generate a refined search query to find missing information."
+    human = (
+        f"ORIGINAL QUESTION:\n{question}\n\nSUB-GOALS STATUS:\n\nSatisfied sub-goals:\n{listed(satisfied, 1)}\n\n"
+        f"Unsatisfied sub-goals:\n{listed(missing, len(satisfied) + 1)}\n\n"
+        f"INFORMATION COLLECTED SO FAR:\n{found or '(nothing)'}\n\n"
+        "TASK:\nGenerate a NEW search query that specifically targets the UNSATISFIED sub-goals.\n\n"
+        "Your new query should:\n"
+        "1. Focus on the specific unsatisfied sub-goals.\n"
+        "2. Be clear and specific.\n"
+        "3. Use different keywords or phrases than the original question.\n"
+        "4. Target information that would help satisfy the remaining sub-goals.\n"
+        "5. NOT repeat the original question.\n\n"
+        + schema_instructions(PaperRefinedQuery) + "\n\nGenerate your response:"
+    )
     return [SystemMessage(content=system), HumanMessage(content=human)]

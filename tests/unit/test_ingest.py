@@ -252,3 +252,82 @@ def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -
     state["enrichments"] = [*facts(state, on)["enrichments"], *state["enrichments"]]
     both = _with_enrichments(state)[0]
     assert both.facts and both.cues == change.cues and not state["change"].facts  # the change itself is unchanged
+
+
+PAPER_JUDGE = "determining if they refer to the same real-world occurrence"  # Appendix F.1's coreference prompt
+
+
+def test_faithful_fusion_judges_every_new_event_with_its_most_similar_stored_one(resources, sample) -> None:
+    """``IngestContext.faithful``: each new event goes to the paper's Coreference & Overlap Prompt with its e*, one
+    call per pair, so the "add an edge to e*" case happens below the merge threshold too (Ana's visit, far below
+    0.9, is linked). The default judges only pairs at 0.9 or above (``test_fusion_merges_links_and_...``)."""
+    s1 = _s1_segments()
+    resources.llm_ = ScriptedChatModel(routes={SEGMENT: [s1], RELATE: [{"relations": []}]})
+    ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
+    second = _first_sessions(sample, 2)
+    second.sessions = second.sessions[1:]
+    s2 = {"events": [
+        {"summary": s1["events"][0]["summary"], "turn_ids": ["D2:1", "D2:2"], "participants": ["Maya"]},
+        {"summary": s1["events"][1]["summary"], "turn_ids": ["D2:3", "D2:4"], "participants": ["Maya"]},
+        {"summary": "Ana, Maya's sister, visits next month with her kids.", "turn_ids": ["D2:5", "D2:6", "D2:7"],
+         "participants": ["Maya", "Ana"]},
+    ]}
+    verdicts = [
+        {"same_event": True, "has_overlap": True, "relation_type": None, "reasoning": "same move"},
+        {"same_event": False, "has_overlap": True, "relation_type": "elaboration", "reasoning": "same job"},
+        {"same_event": False, "has_overlap": True, "relation_type": "follow_up", "reasoning": "family plans"},
+    ]
+    llm = ScriptedChatModel(routes={SEGMENT: [s2], RELATE: [{"relations": []}], PAPER_JUDGE: verdicts})
+    resources.llm_ = llm
+    context = IngestContext(policy="llm", extract_facts=False, extract_cues=False, faithful=True)
+    report = ingest_conversation(second, "ns", resources=resources, context=context, append=True)
+    snap = resources.store.snapshot("ns")
+    judge_calls = [c for c in llm.calls if PAPER_JUDGE in str(c[0].content)]
+    assert len(judge_calls) == 3 and not [c for c in llm.calls if JUDGE in str(c[0].content)]
+    system = str(judge_calls[0][0].content)
+    for criterion in ("Do they involve the same people/participants?",
+                      "Do they describe the same actions, situations, or topics?",
+                      "Do they have compatible time references?",
+                      "Would merging their information create a more complete picture of ONE event?", '"reasoning"'):
+        assert criterion in system, criterion
+    assert "S2-E1" not in snap.events and snap.events["S1-E1"].sessions == ["S1", "S2"]
+    assert "S2-E2|elaboration|S1-E2" in snap.relations
+    linked = [r for r in snap.relations.values() if r.source == "S2-E3" and r.label == "follow_up"]
+    assert len(linked) == 1 and linked[0].target.startswith("S1-")
+    assert report.sessions[0].merged == 1 and report.sessions[0].linked == 2 and not report.fallbacks
+
+
+def test_faithful_fusion_merges_only_above_the_threshold() -> None:
+    """App. B: events are merged "when their semantic similarity exceeds a threshold of 0.9"; ``faithful`` tests
+    ``>`` (the default judges, and merges, at ``>=``), and a same-event verdict at or below it links instead."""
+    from logicmap.graphs.ingest_nodes import fusion_case
+    from logicmap.prompts.coref import CorefVerdict
+
+    same = CorefVerdict(pair=0, same_event=True, has_overlap=False)
+    assert fusion_case(same, 0.9, None) == "merge"  # the default: the pair was judged at >= 0.9
+    assert fusion_case(same, 0.9, 0.9) == "link" and fusion_case(same, 0.95, 0.9) == "merge"
+    neither = CorefVerdict(pair=0, same_event=False, has_overlap=False)
+    assert fusion_case(neither, 0.95, 0.9) == "new" == fusion_case(neither, 0.95, None)
+
+
+def test_faithful_fusion_without_a_model_builds_the_defaults_memory(tmp_path, sample) -> None:
+    """The paper judge's rule (no model): the similarity verdicts at the threshold or above, "neither" below, so a
+    no-LLM faithful ingest writes what the default writes (its pairs below 0.9 add nothing)."""
+    built = []
+    for name, faithful in (("default", False), ("faithful", True)):
+        res = make_resources(tmp_path / name)
+        ingest_conversation(sample, "ns", resources=res, context=IngestContext(policy="heuristic", faithful=faithful))
+        built.append(res.store.snapshot("ns").fingerprint())
+        res.store.close()
+    assert built[0] == built[1]
+
+
+def test_the_papers_judge_sends_back_an_overlap_without_its_relation_type() -> None:
+    from logicmap.agents.coref import CandidatePair, judge_pairs_paper
+
+    model = ScriptedChatModel(routes={PAPER_JUDGE: [
+        {"same_event": False, "has_overlap": True, "relation_type": None, "reasoning": "same trip"},
+        {"same_event": False, "has_overlap": True, "relation_type": "follow_up", "reasoning": "same trip"}]})
+    outcome = judge_pairs_paper(model, [CandidatePair("S2-E1", "a", "S1-E1", "b", 0.4)], threshold=0.9)
+    assert outcome.output.verdicts[0].relation_type == "follow_up" and outcome.fallback is None
+    assert "suggest the relation_type" in str(model.calls[1][-1].content)

@@ -40,6 +40,8 @@ SUBGOALS = [
     "extract the specific types of artworks mentioned",
 ]
 REFINED = "What specific forms of art did the speaker create after moving to the new city?"
+PAPER_EXPLORER = "You are an expert information evaluator"  # Appendix F.2, Action Decision Prompt
+PAPER_REFINER = "generate a refined search query to find missing information"  # Appendix F.2, Refinement Query
 
 
 class Explorers:
@@ -50,8 +52,8 @@ class Explorers:
         self.seen: list[str] = []
 
     def __call__(self, messages) -> dict:
-        assert EXPLORER in str(messages[0].content)
-        eid = re.search(r"Current event:\n\((\S+?),", messages[-1].content).group(1)
+        assert EXPLORER in str(messages[0].content) or PAPER_EXPLORER in str(messages[0].content)
+        eid = re.search(r"(?:Current event|CURRENT NODE INFORMATION):\n\((\S+?),", messages[-1].content).group(1)
         self.seen.append(eid)
         return self.decisions.get(eid, SKIP)
 
@@ -145,6 +147,52 @@ def test_case_study_global_queue_refinement_and_responder(resources) -> None:
     # The responder is the paper's (Appendix F.2): it never answers that the information is insufficient.
     system = next(str(c[0].content) for c in llm.calls if RESPONDER in str(c[0].content))
     assert "do not state that the information is insufficient" in system and "Not mentioned" not in system
+
+
+def test_faithful_search_asks_with_the_papers_action_decision_and_refinement_prompts(resources) -> None:
+    """``faithful``: the explorers get the Action Decision Prompt and the refiner the Refinement Query Prompt
+    (Appendix F.2), each with a typed reply; the case study runs to the same evidence. The default keeps the
+    project's prompts (``test_case_study_global_queue_refinement_and_responder``)."""
+    build_namespace(resources, "case-paper", CASE_EVENTS, CASE_EDGES,
+                    {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"], "T2": ["S"]})
+    reason = {"reasoning": "(1) info (2) satisfied (3) remaining (4) next"}
+    explorers = Explorers({
+        "M": {"action": "EXPAND", "next_events": ["J"], "satisfied_subgoals": [0], **reason},
+        "U": {"action": "SKIP", "next_events": ["P", "V"], "satisfied_subgoals": [], **reason},
+        "Q": {"action": "SKIP", "next_events": ["X"], "satisfied_subgoals": [], **reason},
+        "P": {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [1], **reason},
+        "S": {"action": "ANSWER", "next_events": [], "satisfied_subgoals": [2], **reason},
+    })
+    llm = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": SUBGOALS}],
+            LOCALIZER: [{"event_ids": ["M", "U", "Q"]}, {"event_ids": ["S"]}],
+            PAPER_REFINER: [{"query": REFINED, "target_subgoals": [3]}],
+            RESPONDER: [{"answer": "paintings and stained glass artworks", "cited_ids": ["M", "P", "S"]}],
+        },
+        respond=explorers,
+    )
+    _, _, final = _run(resources, "case-paper", llm, faithful=True)
+    assert final["kept"] == ["M", "P", "S"] and final["support"] == {"M": [0], "P": [1], "S": [2]}
+    explore_calls = [c for c in llm.calls if PAPER_EXPLORER in str(c[0].content)]
+    assert explore_calls and not [c for c in llm.calls if EXPLORER in str(c[0].content)]
+    system = str(explore_calls[0][0].content)
+    for rule in ("3. ANSWER: Use ONLY when ALL sub-goals are SATISFIED (or nearly all).",
+                 "Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead.",
+                 "Only mark a sub-goal as satisfied if you have DIRECT evidence.",
+                 "(3) Only include sub-goals with DIRECT evidence; (4) Do NOT speculate.",
+                 "Multi-node selection rules: Maximum 3 nodes, only select HIGHLY relevant ones.", '"reasoning"'):
+        assert rule in system, rule
+    shown = str(explore_calls[0][1].content)
+    assert "QUESTION: " in shown and "PREVIOUSLY KEPT INFORMATION:" in shown and "NEIGHBOR NODES" in shown
+    (refine_call,) = [c for c in llm.calls if PAPER_REFINER in str(c[0].content)]
+    asked = str(refine_call[1].content)
+    assert f"Satisfied sub-goals:\n1. {SUBGOALS[0]}\n2. {SUBGOALS[1]}\n" in asked
+    assert f"Unsatisfied sub-goals:\n3. {SUBGOALS[2]}\n" in asked
+    for rule in ("3. Use different keywords or phrases than the original question.", "5. NOT repeat the original question.",
+                 '"target_subgoals"'):
+        assert rule in asked, rule
+    assert not [c for c in llm.calls if REFINER in str(c[0].content)]
 
 
 def test_faithful_budget_runs_a_round_until_the_queue_is_empty(resources) -> None:
@@ -365,3 +413,20 @@ def test_the_planner_gives_two_to_five_subgoals(resources) -> None:
     plans = [c for c in llm.calls if PLANNER in str(c[0].content)]
     assert len(plans) == 2 and "give 2 to 5 non-empty subgoals, got 1" in str(plans[1][-1].content)
     assert final["subgoals"] == SUBGOALS and [f.role for f in final["fallbacks"]] == ["responder"]  # not the planner
+
+
+def test_the_batched_explorer_asks_with_the_action_decision_prompt_in_faithful() -> None:
+    from logicmap.agents.explorer import ExplorerView, explore_batch
+
+    views = [ExplorerView("E1", "(E1) moved to Chicago", [("E2", "follow_up", "(E2) the new job")]),
+             ExplorerView("E2", "(E2) the new job", [])]
+    model = ScriptedChatModel(routes={PAPER_EXPLORER: [{"decisions": [
+        {"event_id": "E1", "action": "EXPAND", "next_events": ["E2"], "satisfied_subgoals": [0], "reasoning": "move"},
+        {"event_id": "E2", "action": "SKIP", "next_events": [], "satisfied_subgoals": [], "reasoning": "job"}]}]})
+    outcome = explore_batch(model, "Question: q\nSubgoals:\n  0. [ ] the move\nKept evidence: (none yet)", views, 1,
+                            paper=True)
+    assert [(d.event_id, d.action, d.next_events) for d in outcome.output.decisions] == [
+        ("E1", "EXPAND", ["E2"]), ("E2", "SKIP", [])]
+    system, shown = str(model.calls[0][0].content), str(model.calls[0][1].content)
+    assert "Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead." in system
+    assert "one decision per event id" in system and "PREVIOUSLY KEPT INFORMATION: (none yet)" in shown

@@ -454,3 +454,44 @@ def test_at_most_sixty_memories_per_question_by_default(memory: Resources) -> No
     # Each later step's searches share what is left of the 60 (the memories retrieved so far, on every breadth
     # step, count against it).
     assert backbone.asked == [20, 20, 20, 29, 29, 29, 28, 29, 28, 28, 28, 30] and final["answer"] == "The Kyoto Latte"
+
+
+# -- the faithful configuration: the paper's prompts (Appendix I) -------------------------------------------
+
+PAPER_RULES = {
+    "decompose": ["Use general human commonsense only.", "Do NOT use any specific retrieved facts or invented details.",
+                  "DO NOT phrase premises as META-CLAIMS about the conversation itself.",
+                  "Closely related but distinct entities are not substitutes",
+                  "What career field is Caroline likely to pursue in her education?"],
+    "unify": ["ENTITY-ANCHOR CHECK (do this BEFORE selecting facts):",
+              "Do not pick a thematically similar fact as a fallback.",
+              "if facts ground the same required variable with incompatible values and the conflict cannot be "
+              'resolved from the facts alone, answer "I dont know"', "Topical similarity is not enough."],
+    "refine": ["5. Do not invent constants.", "6. Avoid repeated refinement.",
+               "Alice visited (z:cafe) last week"],
+    "generate": ['the value is not grounded by a successful substitution or an explicit fact, answer "I dont know"',
+                 "Partial or hedged answers", "are FORBIDDEN"],
+}
+
+
+def test_faithful_asks_every_role_with_the_papers_prompt_and_proves_the_same_goal(memory: Resources, trace) -> None:
+    """``faithful``: decompose, unify, refine and generate get Appendix I's rules and examples (the second
+    decomposition I.1.2's "NEW ... not redundant"); the running example is proved as by the default, whose prompts
+    carry none of them."""
+    model, _, _, final = _run(memory, faithful=True)
+    assert final["status"] == "answered" and final["answer"] == "The Kyoto Latte"
+    for role, rules in PAPER_RULES.items():
+        system = str(model.calls[role][0][0].content)
+        for rule in rules:
+            assert rule in system, (role, rule)
+        default = str(trace[0].calls[role][0][0].content)
+        assert not any(rule in default for rule in rules), role
+    second = str(model.calls["decompose"][1][0].content)
+    assert "Generate one NEW commonsense goal decomposition that is complementary, not redundant" in second
+    assert "Existing rules/decompositions that should NOT be repeated:" in str(model.calls["decompose"][1][1].content)
+
+
+def test_faithful_runs_without_a_model(memory: Resources) -> None:
+    result = answer(QUESTION, NAMESPACE, resources=memory, policy="heuristic", faithful=True)
+    default = answer(QUESTION, NAMESPACE, resources=memory, policy="heuristic")
+    assert result.answer == default.answer and result.cost.llm_calls == 0

@@ -438,3 +438,120 @@ def test_the_papers_budgets_by_default_eight_turns_of_at_most_ten_tool_calls(ing
     result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model))
     assert result.steps == 8 and result.details["mode"] == "forced"
     assert result.details["tool_calls"] == 80 and result.details["dropped_tool_calls"] == 16
+
+
+# -- the faithful configuration: the paper's routing step and QA prompt ------------------------------------
+
+WALK_EVENT = "S2-E2"  # a Biscuit event the router keeps in round 1 and would drop if it were shown it again
+
+
+class Router(Pruner):
+    """Keeps the supporting items and, on its first call only, the walk event; always says "answer now"."""
+
+    def __call__(self, messages: list[BaseMessage]) -> dict[str, Any]:
+        text = str(messages[-1].content)
+        shown = [(m.group(2), m.group(3)) for m in _MEMORY_LINE.finditer(text)]
+        self.shown.append(shown)
+        wanted = SUPPORTING | ({("event", WALK_EVENT)} if len(self.shown) == 1 else set())
+        keys = [m.group(1) for m in _MEMORY_LINE.finditer(text)]
+        return {"keep": [k for k, item in zip(keys, shown) if item in wanted], "answer_now": True}
+
+
+PAPER_NAVIGATOR = "Choose ONE mode"  # the paper's QA and Tool-Use Prompt (prompts/reconstruct.py)
+PAPER_FINAL = "The memory tools are no longer available"
+ROUTER = "You route the memory reconstruction"  # R_LLM over the new candidates (prompts/reconstruct_prune.py)
+
+
+def faithful_trace(resources: Resources, model: ScriptedChatModel) -> tuple[list[str], dict[str, Any], dict[str, Any]]:
+    graph = build_reconstruct_graph().compile()
+    nodes: list[str] = []
+    after: dict[str, list[set[tuple[str, str]]]] = {}
+    state: dict[str, Any] = {}
+    context = ReconstructContext(policy="llm", namespace=NS, resources=with_model(resources, model), faithful=True)
+    for mode, chunk in graph.stream({"question": DOG}, context=context, stream_mode=["updates", "values"]):
+        if mode == "updates":
+            nodes.extend(chunk)
+        else:
+            state = chunk
+            if nodes:
+                after.setdefault(nodes[-1], []).append({(i.kind, i.id) for i in chunk.get("active", [])})
+    return nodes, after, state
+
+
+def test_faithful_routing_judges_only_the_new_candidates_and_keeps_the_reconstructed_context(ingested_sample) -> None:
+    """Eq. 9: Z(t+1) = R_LLM(x, H(t), Z~(t+1)), H(t+1) = H(t) u Z(t+1). The router is shown the held context
+    without keys and keys only the tool round's new items; what it once kept is never judged or dropped again,
+    and its ``answer_now`` does not end the navigation (the navigator decides). The default re-judges the whole
+    active set each round (the tests above)."""
+    navigator = [
+        AIMessage(content="", tool_calls=[call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
+                                          call("query_event_context", {"event_id": RACE_EVENT, "window": 0}, "r1b")]),
+        AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r2a")]),
+        AIMessage(content="", tool_calls=[call("submit_answer", {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT],
+                                                                 "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "r3")]),
+    ]
+    router = Router()  # says "answer now" on every call: the faithful step ignores it
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], PAPER_NAVIGATOR: navigator},
+                              respond=router)
+    nodes, after, state = faithful_trace(ingested_sample, model)
+
+    assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer", "finish"]
+    assert after["seed"][0] == {("event", DOG_EVENT)}  # H(0), the cue's event
+    assert len([c for c in model.calls if ROUTER in str(c[0].content)]) == 2
+    assert not [c for c in model.calls if "You prune" in str(c[0].content)]
+    # Round 1: the router is keyed the new items only (not the seed) and keeps the walk event S2-E2.
+    assert ("event", DOG_EVENT) not in router.shown[0] and ("event", WALK_EVENT) in router.shown[0]
+    assert after["prune"][0] == {("event", DOG_EVENT), ("event", WALK_EVENT)}
+    # Round 2: the held items are not judged again (the default would show both and, here, drop them).
+    assert router.shown[1] == [("turn", "D1:1"), ("turn", "D1:2"), ("turn", "D1:3"), ("turn", "D1:4")]
+    assert after["prune"][1] == {("event", DOG_EVENT), ("event", WALK_EVENT), ("turn", "D1:1"), ("turn", "D1:2")}
+    assert ("event", RACE_EVENT) in after["tools"][0] and ("event", RACE_EVENT) not in after["prune"][0]
+    assert state["final"].answer == "Biscuit" and state["mode"] == "answered"
+    # The navigator was asked with the paper's QA and Tool-Use Prompt: its answer rules, no abstention.
+    system = str([c for c in model.calls if PAPER_NAVIGATOR in str(c[0].content)][0][0].content)
+    for rule in ("Yes/No questions: output `Yes`, `No`, `Likely yes`, or `Likely no`.",
+                 "Location questions: answer with a specific place name.",
+                 "Counting questions: answer with the number of relevant items.",
+                 "Other questions: output the minimal concrete entity or phrase."):
+        assert rule in system
+    assert "not in memory" not in system.lower()
+
+
+def test_faithful_runs_without_a_model_and_its_forced_answer_keeps_the_papers_answer_rules(ingested_sample) -> None:
+    result = answer(DOG, NS, resources=ingested_sample, policy="heuristic", faithful=True)
+    steps = result.details["prune_trace"]
+    assert steps and all(s["by"] == "rule" for s in steps) and "Biscuit" in result.answer
+    final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.5}
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], PAPER_FINAL: [final],
+                                      PAPER_NAVIGATOR: [AIMessage(content="", tool_calls=[
+                                          call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")])]},
+                              default={"keep": []})
+    forced = answer(DOG, NS, resources=with_model(ingested_sample, model), max_turns=1, faithful=True)
+    (messages,) = [c for c in model.calls if PAPER_FINAL in str(c[0].content)]
+    assert "Counting questions: answer with the number of relevant items." in str(messages[0].content)
+    assert "not in memory" not in str(messages[0].content).lower() and forced.answer == "Biscuit"
+
+
+def test_faithful_cue_extractor_asks_with_the_dialogue_processing_prompt(resources) -> None:
+    """``IngestContext.faithful`` (the request's ``paper_prompts``): the Dialogue Processing Prompt (Appendix E), its
+    rules checked: every sentence kept (a unit per turn) and one tag of at most two words, else sent back once."""
+    import dataclasses
+
+    processor = "You are a dialogue processor"
+    asked = {"turn_id": "D1:1", "content": "Leo asks how Maya's sister Ana is.", "tags": ["family"],
+             "cues": [{"cue": "Ana", "kind": "person"}]}
+    model = ScriptedChatModel(routes={processor: [unit("Ana adopted Biscuit in May."),
+                                                  {"units": [asked, {**unit("Ana adopted Biscuit in May.")["units"][0],
+                                                                     "tags": ["pet"]}]}]})
+    request, _, _ = adoption_session(resources, model)
+    enrichment = enrich(dataclasses.replace(request, paper_prompts=True))
+    assert enrichment.cost.llm_calls == 2 and not enrichment.fallbacks
+    system = str(model.calls[0][0].content)
+    for rule in ("- Preserve every original sentence.", "- Replace all pronouns with explicit entities or noun phrases",
+                 "Assign a short concrete `tag` (at most two words).", "Normalize time to `YYYY-MM-DD`",
+                 "If a question is answered by the next sentence, merge them.",
+                 "Do not invent, paraphrase, or generalize keywords."):
+        assert rule in system, rule
+    retry = str(model.calls[1][-1].content)
+    assert "no unit for turns ['D1:1']" in retry and "one short concrete tag (at most two words)" in retry
+    assert {t.tag for t in enrichment.tags} == {"family", "pet"}

@@ -223,6 +223,30 @@ def test_intent_is_carried_per_hop(memory):
     assert [f["relation"] for f in best["facts"]] == ["signed_up_for", "taught_by"] and best["intent"] == "FACT"
 
 
+def test_faithful_causal_beam_follows_causal_facts_only(resources):
+    """``faithful`` (III-B2: "for a causal intent, only edges labeled CAUSAL are allowed"): a causal beam's
+    candidates are its CAUSAL facts; the default's table also admits TEMPORAL and EVOLUTION facts."""
+    ns = "real-causal"
+
+    def f(relation: str, tail: str, intent: str, turn: str) -> Fact:
+        return make_fact(ns, "Nora", relation, tail, valid_from="2023-02-01", confidence=0.9, intent=intent,
+                         turn_ids=[turn])
+
+    commit_facts(resources, ns, apply_fact_updates({}, [
+        f("quit_because_of", "the noisy gym", "CAUSAL", "D1:1"),
+        f("signed_up_for", "a yoga class", "TEMPORAL", "D1:2"),
+        f("switched_to", "morning runs", "EVOLUTION", "D1:3"),
+        f("likes", "green tea", "FACT", "D1:4"),
+    ]).facts)
+    followed = {}
+    for faithful in (False, True):
+        resources.llm_ = llm = scripted(lambda text: (0.9, 0.9, 0.5), [("Nora", "CAUSAL")])
+        answer("Why did Nora stop going to the gym?", ns, resources=resources, repair=False, faithful=faithful)
+        lines = " ".join(line for call in shown(llm) for line in call)
+        followed[faithful] = [r for r in ("quit_because_of", "signed_up_for", "switched_to", "likes") if r in lines]
+    assert followed == {False: ["quit_because_of", "signed_up_for", "switched_to"], True: ["quit_because_of"]}
+
+
 # -- the defaults of Section IV-A, each through the behaviour it controls ------------------------------------
 
 

@@ -295,3 +295,78 @@ def test_a_session_longer_than_the_context_is_extracted_in_windows(res: Any) -> 
     assert len(extractor_calls) >= 2 and all(len(str(c[-1].content)) < 2500 for c in extractor_calls)
     texts = [f.text for f in res.store.snapshot(NS).r2_facts.values()]
     assert texts == [f"Maya said something in {d}" for d in sorted(firsts)]  # every window's facts, in window order
+
+
+# -- the faithful configuration: the paper's answer prompt (Fig. 8) -----------------------------------------
+
+
+def test_faithful_answers_with_the_papers_prompt_and_its_answer_span(res: Any) -> None:
+    """``faithful``: the answer agent asks with Fig. 8 (the most recent memory on a contradiction, step by step,
+    memories per speaker) and takes the ``<answer>`` span; a reply without one is sent back once. The default keeps
+    the project's responder (``test_the_r2_strategy_retrieves_then_distills_...``)."""
+    from logicmap.prompts import r2_answer
+
+    res.llm_ = scripted([EXTRACTED[s] for s in ("S1", "S2", "S3")], [MANAGED[s] for s in ("S1", "S2", "S3")])
+    ingest(res, 3)
+    res.llm_ = ScriptedChatModel(routes={
+        r2_distill.ROLE_MARKER: [{"selected": ["F1", "F3"]}],
+        r2_answer.ROLE_MARKER: [{"response": "Maya lives in Lisbon."},
+                                {"response": "F1 is the most recent. <answer>Lisbon</answer>"}],
+    })
+    result = answer("Where does Maya live now?", NS, resources=res, policy="llm", faithful=True)
+    assert result.answer == "Lisbon" and not result.fallbacks
+    first, retry = [c for c in res.llm_.calls if r2_answer.ROLE_MARKER in str(c[0].content)]
+    system, shown = str(first[0].content), str(first[-1].content)
+    for rule in ("If the memories contain contradictory information, prioritize the most recent memory",
+                 "If memories are insufficient and the question is about a general world fact, you may use reliable "
+                 "general world knowledge", "# APPROACH (Think step by step):",
+                 "<answer>YOUR_FINAL_ANSWER</answer>"):
+        assert rule in system, rule
+    assert shown.startswith("Memories for user Maya:\n") and "Maya lives in Lisbon" in shown
+    assert "Not mentioned" not in system
+    assert "no <answer>...</answer> span" in str(retry[-1].content)
+
+
+def test_faithful_without_a_model_answers_as_the_default(res: Any) -> None:
+    ingest_conversation(conversation(3), NS, resources=res, policy="heuristic", memory_manager="r2")
+    default = answer("Where does Maya live?", NS, resources=res, policy="heuristic")
+    paper = answer("Where does Maya live?", NS, resources=res, policy="heuristic", faithful=True)
+    assert paper.answer == default.answer and paper.cost.llm_calls == 0
+
+
+def test_a_faithful_ingest_asks_with_the_papers_construction_prompts(res: Any) -> None:
+    """``IngestContext.faithful``: Memory-R2's extractor gets Fig. 6's categories and rules, MRAgent's cue extractor
+    the Dialogue Processing Prompt (every sentence kept, one tag of at most two words, dates normalised), each in a
+    call of its own; the default's extractor prompt has neither."""
+    from logicmap.agents.cue_extractor import validate_paper_extraction
+    from logicmap.memory.records import Turn
+    from logicmap.prompts import cues
+
+    units = {"units": [
+        {"turn_id": "D1:1", "content": "Maya lives in Porto and Maya works as a nurse.", "tags": ["home"],
+         "cues": [{"cue": "Porto", "kind": "place"}]},
+        {"turn_id": "D1:2", "content": "Porto is lovely.", "tags": ["city"], "cues": [{"cue": "Porto", "kind": "place"}]},
+    ], "person_facts": []}
+    res.llm_ = ScriptedChatModel(routes={r2_extract.ROLE_MARKER: [EXTRACTED["S1"]], r2_manage.ROLE_MARKER: [MANAGED["S1"]],
+                                         "You are a dialogue processor": [units]})
+    ctx = IngestContext(policy="llm", memory_manager="r2", extract_cues=True, faithful=True)
+    report = ingest_conversation(conversation(1), NS, resources=res, context=ctx)
+    calls = res.llm_.calls
+    (extract,) = [c for c in calls if r2_extract.ROLE_MARKER in str(c[0].content)]
+    for rule in ("5. Health and Wellness (NON-DIAGNOSTIC)", "Extract facts from the provided dialogue turns for BOTH "
+                 "speakers.", "Ignore small talk, greetings, generic statements, opinions without substance"):
+        assert rule in str(extract[0].content), rule
+    (processed,) = [c for c in calls if "You are a dialogue processor" in str(c[0].content)]
+    for rule in ("- Preserve every original sentence.", "Assign a short concrete `tag` (at most two words).",
+                 "Normalize time to `YYYY-MM-DD` using `conversation_time`.",
+                 "If a question is answered by the next sentence, merge them.", "Do not invent, paraphrase, or generalize"):
+        assert rule in str(processed[0].content), rule
+    assert not [f for f in report.fallbacks if f.role in ("cue_extractor", "r2_extractor")]
+    assert "Types of Information to Remember" not in str(r2_extract.build_messages("", None, ["Maya"])[0].content)
+    turns = [Turn(namespace=NS, session_id="S1", dia_id=d, speaker=s, text=t, position=i)
+             for i, (d, s, t) in enumerate(SESSIONS[0][2])]
+    two_tags = cues.CueExtraction.model_validate({**units, "units": [{**units["units"][0], "tags": ["home", "job"]},
+                                                                     units["units"][1]]})
+    assert any("one short concrete tag" in p for p in validate_paper_extraction(two_tags, turns))
+    one_turn = cues.CueExtraction.model_validate({**units, "units": units["units"][:1]})
+    assert any("preserve every original sentence" in p for p in validate_paper_extraction(one_turn, turns))

@@ -57,7 +57,9 @@ def test_graph_strategies_share_the_base_schemas() -> None:
     assert set(get_type_hints(QuestionInput)) == {"question", "question_date"}
     assert STRATEGIES["compass"].variants == (
         "traversal", "similarity", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense")
-    assert STRATEGIES["goalmem"].variants == ("bm25", "dense", "events")
+    assert STRATEGIES["goalmem"].variants == ("bm25", "dense", "events", "faithful")
+    # every method of the papers has its paper's configuration (docs/fidelity.md)
+    assert all("faithful" in STRATEGIES[name].variants for name in ("compass", "goalmem", "real", "reconstruct", "r2"))
 
 
 def test_the_cli_names_are_the_registry() -> None:
