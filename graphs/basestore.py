@@ -381,12 +381,13 @@ class LogicMapStore(BaseStore):
             deleted = sorted(k for k, op in group.items() if k in held and op.value is None)
             if deleted:
                 self._delete_keys(name, deleted, held)
+            seqs: list[int] = []
             if sessions:
-                write_sessions(name, sessions, resources=res, policy=self.policy, source=SOURCE,
+                seqs = write_sessions(name, sessions, resources=res, policy=self.policy, source=SOURCE,
                                keys=[k for k, op in group.items() if op.value is not None], purge=self.purge_removals,
-                               known=snap is not None)
+                               known=snap is not None or self.consolidation == "sync")
         if sessions:
-            self._after_write(name, waiting + len(sessions))
+            self._after_write(name, waiting + len(sessions), seqs)
 
     def _delete_keys(self, name: str, keys: list[str], held: dict[str, StoredItem]) -> None:
         """Delete store keys: their pending writes leave the log, their committed items are forgotten (one commit,
@@ -414,14 +415,14 @@ class LogicMapStore(BaseStore):
                 if self.purge_removals:
                     store.purge(name)
 
-    def _after_write(self, name: str, waiting: int) -> None:
-        """Consolidation after a write (``waiting``: about how many writes are pending now): inline (``sync``, or
-        past ``max_pending``), else the background thread."""
-        from logicmap.graphs.consolidate import consolidate, flush
+    def _after_write(self, name: str, waiting: int, seqs: list[int]) -> None:
+        """Consolidation after a write (``waiting``: about how many writes are pending now; ``seqs``: the write's):
+        inline (``sync``, or past ``max_pending``), else the background thread."""
+        from logicmap.graphs.consolidate import consolidate, flush_or_withdraw
 
         res = self.resources
-        if self.consolidation == "sync":
-            flush(name, resources=res)
+        if self.consolidation == "sync":  # a failed consolidation withdraws the writes: the put failed whole
+            flush_or_withdraw(name, seqs, resources=res)
             return
         limit = self.max_pending if self.max_pending is not None else res.settings.max_pending
         while waiting > limit:  # the lag stays bounded: this write waits for a run

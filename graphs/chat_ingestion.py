@@ -179,11 +179,16 @@ def ingest_session(session: Session, namespace: str, *, resources: Resources | N
                    policy: str = "llm", memory_manager: Literal["none", "r2"] | None = None) -> Any:
     """Store one session in a namespace through the ingest graph (its report); ``memory_manager="r2"`` also
     lets the Memory-R2 manager maintain the namespace's R2 fact memory (what the ``r2`` strategy reads)."""
+    from logicmap.graphs.consolidate import store_sessions
     from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.resources import default_resources
 
+    res = resources or default_resources()
+    if res.store.fast_writes and memory_manager in (None, "none"):  # the write path (graphs.consolidate)
+        return store_sessions(namespace, [session], resources=res, policy=policy, source="chat")
     conversation = Conversation(conversation_id=namespace, sessions=[session],
                                 speakers=sorted({t.speaker for t in session.turns}))
-    return ingest_conversation(conversation, namespace, resources=resources,
+    return ingest_conversation(conversation, namespace, resources=res,
                                policy=policy,  # type: ignore[arg-type]  # a caller's name: the ingest refuses a bad one
                                source="chat", append=True, memory_manager=memory_manager)
 

@@ -39,6 +39,7 @@ from langchain_core.messages import AIMessage, BaseMessage, ChatMessage, HumanMe
 from langchain_core.runnables import RunnableConfig
 from pydantic import BaseModel, Field
 
+from logicmap.graphs.consolidate import store_sessions
 from logicmap.graphs.entry import run_entry
 from logicmap.graphs.forget import update_memory
 from logicmap.graphs.ingest import IngestReport, ingest_conversation
@@ -48,6 +49,7 @@ from logicmap.memory.chat_turns import is_question
 from logicmap.memory.input_limits import check_message, value_problem
 from logicmap.memory.loaders import MAX_SESSION_ID, Conversation, RawTurn, Session
 from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.store.live import live_snapshot
 from logicmap.memory.timeparse import parse_timestamp
 from logicmap.memory.tombstones import Forgotten
 
@@ -332,7 +334,8 @@ def add_messages(
     named = _session_name(session)
     res = resources or default_resources()
     turns, left_out = normalize_messages(messages, res.settings)
-    snapshot = res.store.snapshot(namespace) if res.store.has_namespace(namespace) else None
+    # What readers see (pending writes included): a message already written and waiting is not written again.
+    snapshot = live_snapshot(res.store, namespace) if res.store.has_namespace(namespace) else None
     fresh, edits = _sort_out(turns, _held(snapshot))
     tombstones = Forgotten.of(snapshot.tombstones) if snapshot is not None and not allow_forgotten else Forgotten()
     admitted = [turn for turn in fresh if not tombstones.matches(turn.text, message=turn.dia_id)]
@@ -354,11 +357,15 @@ def add_messages(
         batch = flat[start:start + MESSAGE_BATCH]
         parts = [_part(name, [m for _, m in run], user_name=user_name, assistant_name=assistant_name,
                        trust_assistant=trust_assistant) for name, run in groupby(batch, key=lambda pair: pair[0])]
-        conversation = Conversation(conversation_id=namespace, sessions=parts,
-                                    speakers=sorted({t.speaker for p in parts for t in p.turns}))
-        ingests.append(ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat",
-                                           append=True, memory_manager=memory_manager,
-                                           allow_forgotten=allow_forgotten))
+        if res.store.fast_writes and memory_manager in (None, "none") and not allow_forgotten:
+            # The write path (graphs.consolidate): a fast write, consolidated as LOGICMAP_CONSOLIDATION says.
+            ingests.append(store_sessions(namespace, parts, resources=res, policy=policy, source="chat"))
+        else:
+            conversation = Conversation(conversation_id=namespace, sessions=parts,
+                                        speakers=sorted({t.speaker for p in parts for t in p.turns}))
+            ingests.append(ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat",
+                                               append=True, memory_manager=memory_manager,
+                                               allow_forgotten=allow_forgotten))
         part_ids.extend(p.session_id for p in parts)
     return report.model_copy(update={"added": len(fresh), "sessions": list(dict.fromkeys(n for n, _ in groups)),
                                      "parts": part_ids, "ingest": _joined(namespace, ingests)})

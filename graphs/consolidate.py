@@ -18,6 +18,7 @@ a namespace to be consolidated; ``pending`` says how far behind it is. A store w
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import threading
@@ -28,7 +29,8 @@ from typing import Any, Literal, cast
 
 from pydantic import BaseModel, Field
 
-from logicmap.agents.base import Cost
+from logicmap.agents.base import Cost, FallbackRecord
+from logicmap.graphs.ingest_nodes import IngestReport, SessionReport
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.memory.items import STORE_SOURCE
 from logicmap.memory.loaders import Conversation, Session
@@ -38,12 +40,13 @@ from logicmap.memory.store.live import latest_entries, pending_turns
 from logicmap.memory.store.model import PendingWrite
 from logicmap.memory.store.staged import StagedStore
 
-__all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "consolidate", "consolidation_lock", "flush",
-           "pending", "write_sessions"]
+__all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "background", "consolidate", "consolidation_lock",
+           "flush", "pending", "store_sessions", "write_sessions"]
 
 _log = logging.getLogger(__name__)
 _LOCKS: dict[tuple[int, str], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
+_BACKGROUND: dict[int, tuple[StoragePort, Consolidator]] = {}  # the store is held: its id is not reused
 DEFAULT_BATCH = 64  # pending sessions one consolidation run ingests
 MAX_BATCH_CONFLICTS = 5  # times a batch is computed again when another writer committed first
 
@@ -56,6 +59,8 @@ class ConsolidationReport(BaseModel):
     superseded: int = Field(default=0, description="pending writes a later write of the same session replaced")
     consolidated_through: int = Field(default=0, description="the namespace's consolidated mark after the run")
     remaining: int = Field(default=0, description="pending writes still waiting")
+    session_reports: list[SessionReport] = Field(default_factory=list, description="the ingest's, per session")
+    fallbacks: list[FallbackRecord] = Field(default_factory=list)
     cost: Cost = Field(default_factory=Cost)
     wall_time_s: float = 0.0
 
@@ -114,6 +119,45 @@ def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Re
     return store.append_pending(entries)
 
 
+def store_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
+                   source: str, mode: str | None = None) -> IngestReport:
+    """Store sessions that hold no store item (chat turns, ``remember``'s statements) on the write path: a fast write,
+    then consolidation as ``mode`` says (default ``LOGICMAP_CONSOLIDATION``): ``sync`` before returning (the report is
+    the ingest's, as before the write path), ``background`` by this process's consolidator (``background``),
+    ``manual`` by ``flush``/``logicmap consolidate`` (the report then lists no session: nothing is built yet)."""
+    started = time.perf_counter()
+    mode = mode or resources.settings.consolidation
+    # sync: the namespace is made by the consolidation that follows (generations as an ingest numbers them)
+    seqs = write_sessions(namespace, sessions, resources=resources, policy=policy, source=source, keys=None,
+                          known=mode == "sync")
+    if mode == "sync":
+        done = flush_or_withdraw(namespace, seqs, resources=resources)
+        return IngestReport(namespace=namespace, sessions=done.session_reports, fallbacks=done.fallbacks,
+                            cost=done.cost, wall_time_s=time.perf_counter() - started)
+    if mode == "background":
+        background(resources).notify(namespace)
+    return IngestReport(namespace=namespace, sessions=[], wall_time_s=time.perf_counter() - started)
+
+
+def flush_or_withdraw(namespace: str, seqs: Sequence[int], *, resources: Resources) -> ConsolidationReport:
+    """``flush`` after a write that waits for its consolidation (``sync``): if the consolidation fails, the writes
+    ``seqs`` leave the log before the error goes on, so a write the caller saw fail is not stored later."""
+    try:
+        return flush(namespace, resources=resources)
+    except BaseException:
+        resources.store.drop_pending(namespace, seqs=seqs)
+        raise
+
+
+def background(resources: Resources) -> Consolidator:
+    """This process's background consolidator of ``resources``' store (one per store, started by its first write)."""
+    with _LOCKS_GUARD:
+        found = _BACKGROUND.get(id(resources.store))
+        if found is None or found[0] is not resources.store:
+            found = _BACKGROUND[id(resources.store)] = (resources.store, Consolidator(lambda: resources))
+        return found[1]
+
+
 def consolidate(namespace: str, *, resources: Resources | None = None, policy: str | None = None,
                 limit: int | None = DEFAULT_BATCH) -> ConsolidationReport:
     """Ingest the oldest pending sessions of ``namespace`` (at most ``limit``; ``None``: all) into its memory: each run
@@ -134,7 +178,11 @@ def consolidate(namespace: str, *, resources: Resources | None = None, policy: s
         last = chosen[-1].seq
         report.superseded = sum(1 for e in entries if e.seq <= last) - len(chosen)
         for group in _by_run(chosen):
-            report.sessions, report.cost = _ingest_batch(namespace, group, res, policy, report.sessions, report.cost)
+            ingest = _ingest_batch(namespace, group, res, policy)
+            report.sessions += sum(1 for r in ingest.sessions if not r.skipped)
+            report.session_reports += ingest.sessions
+            report.fallbacks += ingest.fallbacks
+            report.cost = report.cost + ingest.cost
         _mark_done(store, namespace, last)
         mark = store.manifest(namespace).consolidated_through
         store.drop_pending(namespace, through=mark)
@@ -144,8 +192,7 @@ def consolidate(namespace: str, *, resources: Resources | None = None, policy: s
     return report
 
 
-def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources, policy: str | None, done: int,
-                  cost: Cost) -> tuple[int, Cost]:
+def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources, policy: str | None) -> IngestReport:
     """Ingest one run of pending sessions on a staged store (``memory.store.staged``: each session's commit applied
     in memory, seen by the next) and write them to the real store as ONE commit; a batch another writer overtook is
     computed again on the new generation."""
@@ -173,7 +220,7 @@ def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources,
             continue
         if replaced and first.purge:
             store.purge(namespace)
-        return done + sum(1 for r in ingest.sessions if not r.skipped), cost + ingest.cost
+        return ingest
     raise AssertionError("unreachable")
 
 
@@ -225,6 +272,8 @@ def flush(namespace: str, *, resources: Resources | None = None, policy: str | N
     while True:
         step = consolidate(namespace, resources=res, policy=policy, limit=DEFAULT_BATCH)
         total.sessions += step.sessions
+        total.session_reports += step.session_reports
+        total.fallbacks += step.fallbacks
         total.superseded += step.superseded
         total.cost = total.cost + step.cost
         total.consolidated_through, total.remaining = step.consolidated_through, step.remaining
@@ -255,9 +304,10 @@ class Consolidator:
             self._todo.add(namespace)
             if self._thread is None and not self._stopped:  # first start: what earlier processes left waiting too
                 self._todo.update(self._resources().store.pending_namespaces())
-            if self._thread is None or not self._thread.is_alive():
+            if not self._stopped and (self._thread is None or not self._thread.is_alive()):
                 self._thread = threading.Thread(target=self._run, name="logicmap-consolidator", daemon=True)
                 self._thread.start()
+                _stop_at_exit(self)
             self._wake.notify_all()
 
     def _run(self) -> None:
@@ -290,13 +340,32 @@ class Consolidator:
         del timeout  # the caller's thread does the work: it ends when the namespace is consolidated
         return flush(namespace, resources=self._resources(), policy=self.policy)
 
-    def stop(self) -> None:
-        """Stop the thread after its current run (pending writes stay in the log for the next consolidator)."""
+    def stop(self, *, wait: bool = False) -> None:
+        """Stop the thread after its current run (pending writes stay in the log for the next consolidator);
+        ``wait``: return when that run has ended."""
         with self._wake:
             self._stopped = True
             self._wake.notify_all()
+            thread = self._thread
+        if wait and thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def status(self) -> dict[str, Any]:
         with self._wake:
             return {"running": self._thread is not None and self._thread.is_alive(), "queued": sorted(self._todo),
                     "busy": self._busy, "error": self.error}
+
+
+def _stop_at_exit(consolidator: Consolidator) -> None:
+    """At interpreter exit, let the consolidator's current run end and stop it, before the thread pools and the
+    store's native client go away under it (a run cut there could crash the process). What is still pending
+    stays in the log: the next process shows it and consolidates it. Registered with ``threading._register_atexit``
+    (as ``graphs.chat_ingestion``'s drain), which runs before ``concurrent.futures`` refuses new work."""
+    register = getattr(threading, "_register_atexit", None)
+    try:
+        if register is None:  # not CPython's threading: the best left is atexit
+            atexit.register(consolidator.stop, wait=True)
+        else:
+            register(consolidator.stop, wait=True)
+    except RuntimeError:  # the interpreter is already shutting down
+        consolidator.stop()

@@ -68,6 +68,7 @@ def subprocess_env(data_dir: Path | str, **extra: str) -> dict[str, str]:
         ANONYMIZED_TELEMETRY="False",
         PYTHONPATH=str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else ""),
         PYTHONUNBUFFERED="1",
+        LOGICMAP_CONSOLIDATION="sync",  # as the suite's own stores (tests/conftest.py); extra may say otherwise
     )
     env.pop("LANGSMITH_TRACING", None)
     env.pop("LANGCHAIN_TRACING_V2", None)
