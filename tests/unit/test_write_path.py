@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -246,3 +247,30 @@ def test_logicmap_export_consolidates_pending_writes_first(tmp_path: Path, capsy
     base = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing"]
     assert main([*base, "export", "-n", NS, str(tmp_path / "out.jsonl"), "--quiet"]) == 0
     assert "I ride a blue bike to work." in (tmp_path / "out.jsonl").read_text(encoding="utf-8")
+
+
+def test_add_messages_and_remember_are_fast_writes_recalled_before_consolidation(tmp_path: Path) -> None:
+    from logicmap.graphs.chat_ingestion import ingest_session
+    from logicmap.graphs.chat_messages import add_messages
+    from logicmap.graphs.consolidate import flush
+    from logicmap.tools.remember import statement_session
+
+    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
+                                              consolidation="manual"))
+    try:
+        report = add_messages("bob", [{"role": "user", "content": "My cat is called Mochi.", "id": "m1"}],
+                              resources=res, policy="heuristic")
+        assert report.added == 1 and report.ingest is not None and report.ingest.sessions == []  # nothing built yet
+        assert not res.store.snapshot("bob").turns and len(res.store.pending_writes("bob")) == 1
+        again = add_messages("bob", [{"role": "user", "content": "My cat is called Mochi.", "id": "m1"}],
+                             resources=res, policy="heuristic")
+        assert again.added == 0 and again.already_stored == 1  # a pending message is not written twice
+        ingest_session(statement_session("bob", "I bake bread on Sundays.", "user", datetime(2026, 1, 4)), "bob",
+                       resources=res, policy="heuristic")
+        for question, word in (("What is my cat called?", "Mochi"), ("When do I bake bread?", "Sundays")):
+            assert word in answer("rerank", question, "bob", resources=res, policy="heuristic").answer
+        assert flush("bob", resources=res).sessions == 2
+        assert sorted(t.text for t in res.store.snapshot("bob").turns.values()) == [
+            "I bake bread on Sundays.", "My cat is called Mochi."]
+    finally:
+        res.store.close()
