@@ -141,6 +141,12 @@ class LogicMapSettings(BaseSettings):
         description="when a LogicMapStore write is built into the event graph (graphs.consolidate): background (a "
         "thread of the process), sync (before the write returns), manual (flush() or `logicmap consolidate`)",
     )
+    compact_every: int = Field(
+        default=20, ge=0,
+        description="the consolidator purges a namespace's retired versions after this many replaced values "
+        "(LogicMapStore puts on existing keys) were consolidated in this process, so disk grows with live memory, "
+        "not with history (0: only explicit purges)",
+    )
     max_pending: int = Field(
         default=1000, ge=0,
         description="the most fast writes a namespace may have waiting for consolidation before a write consolidates "

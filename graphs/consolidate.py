@@ -46,7 +46,8 @@ __all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "background",
 _log = logging.getLogger(__name__)
 _LOCKS: dict[tuple[int, str], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
-_BACKGROUND: dict[int, tuple[StoragePort, Consolidator]] = {}  # the store is held: its id is not reused
+_BACKGROUND: dict[int, tuple[StoragePort, Consolidator]] = {}
+_REPLACED: dict[tuple[int, str], int] = {}  # (store, namespace) -> replaced values consolidated since its last purge  # the store is held: its id is not reused
 DEFAULT_BATCH = 64  # pending sessions one consolidation run ingests
 MAX_BATCH_CONFLICTS = 5  # times a batch is computed again when another writer committed first
 
@@ -220,8 +221,26 @@ def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources,
             continue
         if replaced and first.purge:
             store.purge(namespace)
+        elif replaced:
+            _compact(store, namespace, len(replaced), res.settings.compact_every)
         return ingest
     raise AssertionError("unreachable")
+
+
+def _compact(store: StoragePort, namespace: str, replaced: int, every: int) -> None:
+    """Purge ``namespace``'s retired versions once ``every`` replaced values were consolidated since the last purge
+    in this process (``LOGICMAP_COMPACT_EVERY``): a key replaced again and again leaves its live version plus at
+    most that many retired ones, not its whole history."""
+    if every <= 0:
+        return
+    key = (id(store), namespace)
+    with _LOCKS_GUARD:
+        _REPLACED[key] = _REPLACED.get(key, 0) + replaced
+        due = _REPLACED[key] >= every
+        if due:
+            _REPLACED[key] = 0
+    if due:
+        store.purge(namespace)
 
 
 def _by_run(entries: Sequence[PendingWrite]) -> list[list[PendingWrite]]:

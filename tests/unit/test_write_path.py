@@ -274,3 +274,18 @@ def test_add_messages_and_remember_are_fast_writes_recalled_before_consolidation
             "I bake bread on Sundays.", "My cat is called Mochi."]
     finally:
         res.store.close()
+
+
+@pytest.mark.parametrize("every", [0, 4])
+def test_replaced_values_are_compacted_every_few_replaces(tmp_path: Path, every: int) -> None:
+    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
+                                              compact_every=every))
+    try:
+        store = LogicMapStore(resources=res, policy="heuristic", consolidation="sync")
+        for i in range(11):  # one value, then ten replaces of it
+            store.put(ALICE, "home", {"content": f"I live at number {i} of the same street."})
+        left = res.store.purge(NS).versions_removed.get("turns", 0)  # what automatic compaction left behind
+        assert left == 10 if every == 0 else left < every  # without it, the whole history; with it, bounded
+        assert [t.text for t in res.store.snapshot(NS).turns.values()] == ["I live at number 10 of the same street."]
+    finally:
+        res.store.close()
