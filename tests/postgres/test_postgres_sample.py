@@ -47,7 +47,10 @@ def _same_but_score_digits(got: list[str], want: list[str]) -> None:
         assert a.keys() == b.keys()
         for key in a:
             if key.endswith("/score"):
-                assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-9), key
+                # float32 sums over the snapshot's matrices, whose rows each backend orders its own way: the
+                # ranker's per-question context term (issue 41) makes the logits larger, so the last digits differ
+                # at a few parts in a million; every id, text and order must still be equal
+                assert a[key] == pytest.approx(b[key], rel=2e-5, abs=1e-9), key
             else:
                 assert a[key] == b[key], key
 
