@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import date
-from typing import Any
+from typing import Any, cast
 
 from langchain_core.embeddings import Embeddings
 from langchain_core.runnables import RunnableConfig
@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from logicmap.memory.blocking import run_blocking
 from logicmap.memory.records import Event, Turn, validate_namespace
 from logicmap.memory.store import NamespaceSnapshot, StoragePort, UnknownNamespaceError
+from logicmap.memory.store.live import LiveReader, live_snapshot
 from logicmap.memory.tenancy import NamespaceRequiredError, resolve_namespace
 from logicmap.memory.timeparse import parse_date
 
@@ -136,7 +137,12 @@ class MemoryAccess:
         return namespace
 
     def snapshot(self) -> NamespaceSnapshot:
-        return self.store.snapshot(self.resolved())
+        """The running call's memory as readers see it: a run's pinned view, or the store's live view (committed
+        records and the pending writes on top: ``memory.store.live``), so a fresh ``remember`` is found at once."""
+        namespace = self.resolved()
+        if hasattr(self.store, "pending_writes"):
+            return live_snapshot(cast(LiveReader, self.store), namespace)
+        return self.store.snapshot(namespace)
 
     def event(self, snapshot: NamespaceSnapshot, event_id: str) -> Event:
         """The event, or a ``ToolArgumentError`` that names the closest ids and how to find real ones."""
