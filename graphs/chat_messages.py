@@ -357,18 +357,23 @@ def add_messages(
         batch = flat[start:start + MESSAGE_BATCH]
         parts = [_part(name, [m for _, m in run], user_name=user_name, assistant_name=assistant_name,
                        trust_assistant=trust_assistant) for name, run in groupby(batch, key=lambda pair: pair[0])]
-        if res.store.fast_writes and memory_manager in (None, "none") and not allow_forgotten:
-            # The write path (graphs.consolidate): a fast write, consolidated as LOGICMAP_CONSOLIDATION says.
-            ingests.append(store_sessions(namespace, parts, resources=res, policy=policy, source="chat"))
-        else:
-            conversation = Conversation(conversation_id=namespace, sessions=parts,
-                                        speakers=sorted({t.speaker for p in parts for t in p.turns}))
-            ingests.append(ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat",
-                                               append=True, memory_manager=memory_manager,
-                                               allow_forgotten=allow_forgotten))
+        ingests.append(_store_parts(namespace, parts, res, policy, memory_manager, allow_forgotten))
         part_ids.extend(p.session_id for p in parts)
     return report.model_copy(update={"added": len(fresh), "sessions": list(dict.fromkeys(n for n, _ in groups)),
                                      "parts": part_ids, "ingest": _joined(namespace, ingests)})
+
+
+def _store_parts(namespace: str, parts: list[Session], res: Resources, policy: Literal["auto", "llm", "heuristic"],
+                 memory_manager: Literal["none", "r2"] | None, allow_forgotten: bool) -> IngestReport:
+    """One batch of a call's parts stored: on the write path (``graphs.consolidate``: a fast write, consolidated as
+    ``LOGICMAP_CONSOLIDATION`` says), or through the ingest graph at once (the Memory-R2 manager, lifted
+    tombstones, a backend without a pending log)."""
+    if res.store.fast_writes and memory_manager in (None, "none") and not allow_forgotten:
+        return store_sessions(namespace, parts, resources=res, policy=policy, source="chat")
+    conversation = Conversation(conversation_id=namespace, sessions=parts,
+                                speakers=sorted({t.speaker for p in parts for t in p.turns}))
+    return ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat", append=True,
+                               memory_manager=memory_manager, allow_forgotten=allow_forgotten)
 
 
 def _held(snapshot: Any) -> dict[str, Any]:
