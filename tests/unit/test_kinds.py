@@ -9,7 +9,7 @@ from logicmap.memory.kinds import BY_FIELD, BY_NAME, RECORD_KINDS, derived_from
 from logicmap.memory.records import Event, Relation, Tag, Topic
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 
-NOT_RECORDS = {"retire", "drop_sessions"}  # list/dict fields of a change set that hold no records
+NOT_RECORDS = {"retire", "drop_sessions", "sessions", "forgets"}  # list/dict fields of a change set: no records
 
 
 def _record_fields(model: type) -> set[str]:
