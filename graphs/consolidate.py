@@ -354,9 +354,8 @@ class Consolidator:
                     self._todo.add(namespace)
                 self._wake.notify_all()
 
-    def flush(self, namespace: str, timeout: float | None = None) -> ConsolidationReport:
+    def flush(self, namespace: str) -> ConsolidationReport:
         """Consolidate ``namespace`` now (in the caller's thread; a background run in progress is waited for)."""
-        del timeout  # the caller's thread does the work: it ends when the namespace is consolidated
         return flush(namespace, resources=self._resources(), policy=self.policy)
 
     def stop(self, *, wait: bool = False) -> None:

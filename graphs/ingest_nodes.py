@@ -46,6 +46,7 @@ from logicmap.memory.loaders import (
     check_sessions,
     conversation_namespace,
     load_conversations,
+    session_turns,
 )
 from logicmap.memory.records import (
     Event,
@@ -498,29 +499,6 @@ def _turn_ids(session: Session, stored: dict[str, Turn]) -> list[str]:
     return ids
 
 
-def _session_turns(namespace: str, session: Session, offset: int, ids: list[str]) -> list[Turn]:
-    return [
-        Turn(
-            namespace=namespace,
-            session_id=session.session_id,
-            dia_id=tid,
-            speaker=raw.speaker,
-            text=raw.text,
-            image_caption=raw.image_caption,
-            item=raw.item,
-            session_time=session.timestamp,
-            session_time_text=session.timestamp_text,
-            position=offset + i,
-            source_dia_id=raw.dia_id if tid != raw.dia_id else None,
-            role=raw.role,
-            model_written=raw.model_written,
-            evidence=raw.evidence,
-            said_at=raw.said_at,
-        )
-        for i, (raw, tid) in enumerate(zip(session.turns, ids))
-    ]
-
-
 def _session_events(segmentation: Any, namespace: str, session: Session, turns: list[Turn], order_base: int,
                     source: str) -> list[Event]:
     return [
@@ -817,7 +795,7 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     snapshot = res.store.snapshot(namespace)
     _check_still_continues(state, snapshot.manifest, ctx)
     admitted = session if ctx.allow_forgotten else Forgotten.of(snapshot.tombstones).admitted(session)
-    turns = _session_turns(namespace, admitted, _next_position(snapshot), _turn_ids(admitted, snapshot.turns))
+    turns = session_turns(namespace, admitted, _next_position(snapshot), _turn_ids(admitted, snapshot.turns))
     # Events, relations, facts and cues are made from the turns recall may return (``Turn.evidence``): a user's
     # question and an untrusted model reply are stored as turns, never as memory derived from them.
     memory = _memory_turns(turns)
@@ -1104,7 +1082,7 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     # The other writer may have stored turns under ids this session took: choose its ids again.
     said = {t.source_dia_id or t.dia_id for t in state["turns"]}  # the turns segment admitted (tombstones)
     session = session.model_copy(update={"turns": [raw for raw in session.turns if raw.dia_id in said]})
-    turns = _session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
+    turns = session_turns(namespace, session, offset, _turn_ids(session, snapshot.turns))
     moved = {old.dia_id: new.dia_id for old, new in zip(state["turns"], turns) if old.dia_id != new.dia_id}
     return {
         "turns": turns,

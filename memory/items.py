@@ -39,6 +39,7 @@ __all__ = [
     "namespace_of",
     "namespace_tuple",
     "refuse_period_labels",
+    "stored_item",
     "validate_key",
 ]
 
@@ -172,17 +173,22 @@ class StoredItem:
     indexed: bool = True
 
 
-def _stored(turn: Turn, turn_ids: tuple[str, ...]) -> StoredItem | None:
-    item = turn.item or {}
+def stored_item(item: dict[str, Any], namespace: str, session_id: str, turn_ids: tuple[str, ...]) -> StoredItem | None:
+    """The item a turn's ``item`` record holds (a committed turn's, or a pending write's: ``memory.store.live``);
+    None for a record that is not one."""
     try:
         return StoredItem(
-            namespace=turn.namespace, key=str(item["key"]), value=dict(item["value"]),
+            namespace=namespace, key=str(item["key"]), value=dict(item["value"]),
             created_at=datetime.fromisoformat(str(item["created_at"])),
             updated_at=datetime.fromisoformat(str(item["updated_at"])),
-            session_id=turn.session_id, turn_ids=turn_ids, indexed=bool(item.get("indexed", True)),
+            session_id=session_id, turn_ids=turn_ids, indexed=bool(item.get("indexed", True)),
         )
     except (KeyError, TypeError, ValueError):
         return None
+
+
+def _stored(turn: Turn, turn_ids: tuple[str, ...]) -> StoredItem | None:
+    return stored_item(turn.item or {}, turn.namespace, turn.session_id, turn_ids)
 
 
 def items_of(snapshot: NamespaceSnapshot) -> dict[str, StoredItem]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import Any, Literal, cast, overload
 from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_serializer
 
 from logicmap.memory.input_limits import MAX_VALUE_DEPTH
-from logicmap.memory.records import drop_empty_item, stable_hash, validate_namespace
+from logicmap.memory.records import Turn, drop_empty_item, stable_hash, validate_namespace
 from logicmap.memory.timeparse import parse_timestamp
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "load_jsonl",
     "load_locomo",
     "load_longmemeval",
+    "session_turns",
 ]
 
 MAX_CONVERSATION_ID = 80
@@ -754,3 +756,28 @@ def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmem
         fmt = "longmemeval" if isinstance(first, dict) and "haystack_sessions" in first else "locomo"
         return _longmemeval(data, path) if fmt == "longmemeval" else _locomo(data, path)
     return load_longmemeval(path) if fmt == "longmemeval" else load_locomo(path)
+
+
+def session_turns(namespace: str, session: Session, offset: int, ids: Sequence[str]) -> list[Turn]:
+    """The records the session's turns are stored as: positions from ``offset``, dia ids ``ids`` (a turn whose id
+    another session held is stored under a distinct one, the source's kept in ``source_dia_id``)."""
+    return [
+        Turn(
+            namespace=namespace,
+            session_id=session.session_id,
+            dia_id=tid,
+            speaker=raw.speaker,
+            text=raw.text,
+            image_caption=raw.image_caption,
+            item=raw.item,
+            session_time=session.timestamp,
+            session_time_text=session.timestamp_text,
+            position=offset + i,
+            source_dia_id=raw.dia_id if tid != raw.dia_id else None,
+            role=raw.role,
+            model_written=raw.model_written,
+            evidence=raw.evidence,
+            said_at=raw.said_at,
+        )
+        for i, (raw, tid) in enumerate(zip(session.turns, ids))
+    ]

@@ -19,17 +19,17 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any, Protocol
 
 import numpy as np
 
 from logicmap.memory.forgetting import forget_change, plan_forget, turns_to_forget
-from logicmap.memory.items import StoredItem
+from logicmap.memory.items import StoredItem, stored_item
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.records import Event, SessionInfo, Turn
 from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingWrite, ordered
+from logicmap.memory.tombstones import said_summary
 
 __all__ = [
     "LiveReader", "LiveView", "applied", "latest_entries", "live_snapshot", "overlay", "pending_item", "pending_turns", "provisional_event",
@@ -108,28 +108,15 @@ def pending_item(entry: PendingWrite, namespace: str) -> StoredItem | None:
     item = next((t.get("item") for t in turns if t.get("item")), None)
     if not isinstance(item, dict):
         return None
-    try:
-        return StoredItem(namespace=namespace, key=str(item["key"]), value=dict(item["value"]),
-                          created_at=datetime.fromisoformat(str(item["created_at"])),
-                          updated_at=datetime.fromisoformat(str(item["updated_at"])),
-                          session_id=str(entry.session["session_id"]),
-                          turn_ids=tuple(str(t["dia_id"]) for t in turns), indexed=bool(item.get("indexed", True)))
-    except (KeyError, TypeError, ValueError):
-        return None
+    return stored_item(item, namespace, str(entry.session["session_id"]), tuple(str(t["dia_id"]) for t in turns))
 
 
 def pending_turns(entry: PendingWrite, namespace: str, offset: int) -> list[Turn]:
     """The turns a pending session shows as (what the ingest would store, numbered from ``offset``)."""
-    from logicmap.memory.loaders import Session
+    from logicmap.memory.loaders import Session, session_turns
 
     session = Session.model_validate(entry.session)
-    return [
-        Turn(namespace=namespace, session_id=session.session_id, dia_id=raw.dia_id, speaker=raw.speaker,
-             text=raw.text, image_caption=raw.image_caption, item=raw.item, session_time=session.timestamp,
-             session_time_text=session.timestamp_text, position=offset + i, role=raw.role,
-             model_written=raw.model_written, evidence=raw.evidence, said_at=raw.said_at, source_dia_id=None)
-        for i, raw in enumerate(session.turns)
-    ]
+    return session_turns(namespace, session, offset, [raw.dia_id for raw in session.turns])
 
 
 def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> NamespaceSnapshot:
@@ -175,11 +162,10 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
 
 def provisional_event(session_id: str, turns: Sequence[Turn], order: int) -> Event:
     """The one event a pending session shows as until it is consolidated: its turns as said (the no-LLM summary,
-    ``agents.segmenter.turns_summary``), so strategies that navigate events reach a fresh write; its vector is the
+    ``memory.tombstones.said_summary``), so strategies that navigate events reach a fresh write; its vector is the
     mean of its turns'."""
-    summary = " ".join(f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
-                       for t in turns)
-    return Event(id=f"{session_id}-pending", namespace=turns[0].namespace, session_id=session_id, summary=summary,
+    return Event(id=f"{session_id}-pending", namespace=turns[0].namespace, session_id=session_id,
+                 summary=said_summary(turns),
                  time=None, time_phrase=None, session_time=turns[0].session_time, order=order, participants=[t.speaker for t in turns],
                  turn_ids=[t.dia_id for t in turns], sessions=[session_id], source="pending")
 
