@@ -25,7 +25,6 @@ import random
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -71,40 +70,12 @@ def measure(settings: Any, sample: Any, questions: int) -> list[str]:
     return [f"{ingest:.2f}", f"{per_answer * 1000:.1f}", f"{first * 1000:.1f}", f"{cached * 1000:.2f}"]
 
 
-def _bulk_items(res: Any, namespace: tuple[str, ...], start: int, stop: int, rng: np.random.Generator) -> None:
-    """Commit items ``start..stop`` of ``namespace`` as the records a heuristic put of a one-turn value makes
-    (``bench_store``'s bulk load, in a namespace of the caller's)."""
-    from logicmap.evals.bench.bench_store import _text
-    from logicmap.memory.items import item_session_id, namespace_of
-    from logicmap.memory.records import Event, Turn, event_id
-    from logicmap.memory.store import ChangeSet
-
-    name, store = namespace_of(namespace), res.store
-    for lo in range(start, stop, 500):
-        hi = min(lo + 500, stop)
-        now = datetime.now(UTC)
-        turns, events = [], []
-        for i in range(lo, hi):
-            key, text = f"item-{i}", _text(rng, i)
-            sid = item_session_id(key)
-            item = {"key": key, "value": {"content": text, "n": i}, "created_at": now.isoformat(),
-                    "updated_at": now.isoformat(), "indexed": True}
-            turns.append(Turn(namespace=name, session_id=sid, dia_id=f"{sid}:1", speaker="user", text=text, item=item,
-                              session_time=now, position=i, source_dia_id=None))
-            events.append(Event(id=event_id(sid, 1), namespace=name, session_id=sid, summary=text, session_time=now,
-                                order=i, participants=["user"], turn_ids=[f"{sid}:1"], sessions=[sid],
-                                source="heuristic", time=None, time_phrase=None))
-        vectors = res.embeddings.embed_documents([t.text for t in turns])
-        store.commit(ChangeSet(namespace=name, base_generation=store.manifest(name).generation, turns=turns,
-                               turn_vectors=vectors, events=events, event_vectors=vectors))
-
-
 def measure_store(settings: Any, size: int, *, queries: int, puts: int, real: int) -> list[list[Any]]:
     """``[operation, calls, p50 ms, p95 ms]`` of ``LogicMapStore`` search and put and the port's ``query`` on a new
     namespace of ``size`` items."""
     from langgraph.store.base import PutOp
 
-    from logicmap.evals.bench.bench_store import _percentiles, _text, _timed
+    from logicmap.evals.bench.bench_store import _bulk_items, _percentiles, _text, _timed
     from logicmap.graphs.basestore import LogicMapStore
     from logicmap.graphs.resources import Resources
     from logicmap.memory.items import namespace_of
@@ -117,7 +88,7 @@ def measure_store(settings: Any, size: int, *, queries: int, puts: int, real: in
     real = min(real, size)
     try:
         store.batch([PutOp(namespace, f"item-{i}", {"content": _text(rng, i), "n": i}) for i in range(real)])
-        _bulk_items(res, namespace, real, size, rng)
+        _bulk_items(res, real, size, rng, namespace)
         store.put(namespace, "first", {"content": "The first note after the bulk load."})  # clusters every event
         store.search(namespace, query="warm up", limit=10)
         texts = [_text(np.random.default_rng(10_000 + i), (i * 7) % size) for i in range(queries)]

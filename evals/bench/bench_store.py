@@ -37,13 +37,14 @@ def _text(rng: np.random.Generator, i: int) -> str:
     return f"Memory {i}: I talked about {words} with token{i}."
 
 
-def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator) -> None:
-    """Commit items ``start..stop`` as the records a heuristic put of a one-turn value makes."""
+def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator,
+                namespace: tuple[str, ...] = NAMESPACE) -> None:
+    """Commit items ``start..stop`` of ``namespace`` as the records a heuristic put of a one-turn value makes."""
     from logicmap.memory.items import item_session_id, namespace_of
     from logicmap.memory.records import Event, Turn, event_id
     from logicmap.memory.store import ChangeSet
 
-    name, store = namespace_of(NAMESPACE), res.store
+    name, store = namespace_of(namespace), res.store
     for lo in range(start, stop, 500):
         hi = min(lo + 500, stop)
         now = datetime.now(UTC)
