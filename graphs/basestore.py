@@ -392,9 +392,8 @@ class LogicMapStore(BaseStore):
     def _delete_keys(self, name: str, keys: list[str], held: dict[str, StoredItem]) -> None:
         """Delete store keys: their pending writes leave the log, their committed items are forgotten (one commit,
         made even when nothing committed held them, so a consolidation that read a removed write loses its commit)."""
-        from logicmap.graphs.consolidate import consolidation_lock
+        from logicmap.graphs.consolidate import consolidation_lock, marker_commit
         from logicmap.graphs.forget import forget
-        from logicmap.memory.store import ChangeSet, GenerationConflict
 
         store = self.resources.store
         sessions = {held[k].session_id for k in keys}
@@ -406,12 +405,7 @@ class LogicMapStore(BaseStore):
             if gone:
                 forget(name, keys=gone, purge=self.purge_removals, surface="store", resources=self.resources)
             else:
-                for _ in range(5):
-                    try:
-                        store.commit(ChangeSet(namespace=name, base_generation=store.manifest(name).generation))
-                        break
-                    except GenerationConflict:
-                        continue
+                marker_commit(store, name)
                 if self.purge_removals:
                     store.purge(name)
 

@@ -37,11 +37,11 @@ from logicmap.memory.loaders import Conversation, Session
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, StoragePort
 from logicmap.memory.store.live import latest_entries, pending_turns
-from logicmap.memory.store.model import PendingWrite
+from logicmap.memory.store.model import Manifest, PendingWrite
 from logicmap.memory.store.staged import StagedStore
 
 __all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "background", "consolidate", "consolidation_lock",
-           "flush", "pending", "store_sessions", "write_sessions"]
+           "flush", "marker_commit", "pending", "store_sessions", "write_sessions"]
 
 _log = logging.getLogger(__name__)
 _LOCKS: dict[tuple[int, str], threading.RLock] = {}
@@ -82,17 +82,25 @@ def consolidation_lock(store: StoragePort, namespace: str) -> threading.RLock:
         return _LOCKS.setdefault((id(store), namespace), threading.RLock())
 
 
-def _ensure_namespace(store: StoragePort, namespace: str, source: str | None) -> None:
-    """A namespace with no commit gets an empty one first (it is known to every reader from then on)."""
-    for _ in range(3):
+def marker_commit(store: StoragePort, namespace: str, *, needed: Callable[[Manifest], bool] = lambda _: True,
+                  tries: int = 5, **fields: Any) -> None:
+    """An otherwise empty commit of ``fields`` on the namespace's latest generation, made while ``needed`` says the
+    committed manifest still wants it; a writer that moved the namespace first makes it try again on the new one.
+    The namespace's first commit, a consolidated mark moved past skipped writes, a store delete's generation."""
+    for _ in range(tries):
         manifest = store.manifest(namespace)
-        if manifest.generation > 0:
+        if not needed(manifest):
             return
         try:
-            store.commit(ChangeSet(namespace=namespace, base_generation=0, source=source))
+            store.commit(ChangeSet(namespace=namespace, base_generation=manifest.generation, **fields))
             return
         except GenerationConflict:
             continue
+
+
+def _ensure_namespace(store: StoragePort, namespace: str, source: str | None) -> None:
+    """A namespace with no commit gets an empty one first (it is known to every reader from then on)."""
+    marker_commit(store, namespace, needed=lambda m: m.generation == 0, tries=3, source=source)
 
 
 def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
@@ -262,15 +270,7 @@ def _policy(name: str) -> Literal["auto", "llm", "heuristic"]:
 def _mark_done(store: StoragePort, namespace: str, seq: int) -> None:
     """A write the ingest skipped (its session was committed already, word for word) is done too: the mark moves
     past it in an otherwise empty commit."""
-    for _ in range(5):
-        manifest = store.manifest(namespace)
-        if manifest.consolidated_through >= seq:
-            return
-        try:
-            store.commit(ChangeSet(namespace=namespace, base_generation=manifest.generation, consumes_through=seq))
-            return
-        except GenerationConflict:
-            continue
+    marker_commit(store, namespace, needed=lambda m: m.consolidated_through < seq, consumes_through=seq)
 
 
 def pending(namespace: str, *, resources: Resources | None = None) -> PendingReport:
