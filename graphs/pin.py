@@ -35,9 +35,9 @@ def pin_run(runtime: Any, template: str | None, policy: str) -> RunPin:
     res = resources_of(runtime)
     namespace = run_namespace(template)
     res.store.require_namespace(namespace)
-    generation = res.store.snapshot(namespace).generation
-    writes = res.store.pending_writes(namespace)
-    return RunPin(namespace=namespace, policy=resolve_policy(policy, res), generation=generation,
+    snapshot = res.store.snapshot(namespace)
+    writes = res.store.pending_writes(namespace, after=snapshot.manifest.consolidated_through)
+    return RunPin(namespace=namespace, policy=resolve_policy(policy, res), generation=snapshot.generation,
                   pending=writes[-1].seq if writes else 0)
 
 
