@@ -37,7 +37,7 @@ from logicmap.memory.loaders import Conversation, Session
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, StoragePort
 from logicmap.memory.store.live import latest_entries, pending_turns
-from logicmap.memory.store.model import Manifest, PendingWrite
+from logicmap.memory.store.model import Manifest, PendingHead, PendingWrite, vector_matrix
 from logicmap.memory.store.staged import StagedStore
 
 __all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "background", "consolidate", "consolidation_lock",
@@ -49,6 +49,7 @@ _LOCKS_GUARD = threading.Lock()
 _BACKGROUND: dict[int, tuple[StoragePort, Consolidator]] = {}
 _REPLACED: dict[tuple[int, str], int] = {}  # (store, namespace) -> replaced values consolidated since its last purge  # the store is held: its id is not reused
 DEFAULT_BATCH = 64  # pending sessions one consolidation run ingests
+BATCH_TURNS = 2000  # and at most this many turns (one session more if the first alone is larger): a run's memory
 MAX_BATCH_CONFLICTS = 5  # times a batch is computed again when another writer committed first
 
 
@@ -119,11 +120,11 @@ def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Re
                             source=source, purge=purge, at=now)
                for s, k in zip(sessions, keys if keys is not None else [None] * len(sessions))]
     texts = [t.render() for e in entries for t in pending_turns(e, namespace, 0)]
-    vectors = resources.embeddings.embed_documents(texts) if texts else []
+    vectors = vector_matrix(resources.embeddings.embed_documents(texts) if texts else [])
     at = 0
     for entry in entries:
         n = len(entry.session["turns"])
-        entry.vectors = [list(map(float, v)) for v in vectors[at: at + n]]
+        entry.vectors = vectors[at: at + n].copy() if n else vector_matrix([])
         at += n
     return store.append_pending(entries)
 
@@ -169,24 +170,26 @@ def background(resources: Resources) -> Consolidator:
 
 def consolidate(namespace: str, *, resources: Resources | None = None, policy: str | None = None,
                 limit: int | None = DEFAULT_BATCH) -> ConsolidationReport:
-    """Ingest the oldest pending sessions of ``namespace`` (at most ``limit``; ``None``: all) into its memory: each run
+    """Ingest the oldest pending sessions of ``namespace`` (at most ``limit`` sessions and ``BATCH_TURNS`` turns;
+    ``None``: all) into its memory: each run
     of them (one policy, source and kind) in one ingest and ONE commit (``_ingest_batch``)."""
     started = time.perf_counter()
     res = resources or default_resources()
     store = res.store
     report = ConsolidationReport(namespace=namespace)
     with consolidation_lock(store, namespace):
-        entries = store.pending_writes(namespace)
-        if not entries:
+        heads = store.pending_heads(namespace)
+        if not heads:
             mark = store.manifest(namespace).consolidated_through
             store.drop_pending(namespace, through=mark)
             report.consolidated_through = mark
             return report
-        latest = latest_entries(entries)
-        chosen = latest[:limit] if limit is not None else latest
+        latest = latest_entries(heads)
+        chosen = _within_turns(latest[:limit], BATCH_TURNS) if limit is not None else latest
         last = chosen[-1].seq
-        report.superseded = sum(1 for e in entries if e.seq <= last) - len(chosen)
-        for group in _by_run(chosen):
+        report.superseded = sum(1 for h in heads if h.seq <= last) - len(chosen)
+        # only the chosen writes are read whole: a backlog of 100,000 messages is not all in memory at once
+        for group in _by_run(store.pending_writes(namespace, seqs=[h.seq for h in chosen])):
             ingest = _ingest_batch(namespace, group, res, policy)
             report.sessions += sum(1 for r in ingest.sessions if not r.skipped)
             report.session_reports += ingest.sessions
@@ -196,9 +199,23 @@ def consolidate(namespace: str, *, resources: Resources | None = None, policy: s
         mark = store.manifest(namespace).consolidated_through
         store.drop_pending(namespace, through=mark)
         report.consolidated_through = mark
-        report.remaining = len(latest_entries(store.pending_writes(namespace)))
+        report.remaining = len(latest_entries(store.pending_heads(namespace)))
     report.wall_time_s = time.perf_counter() - started
     return report
+
+
+def _within_turns(heads: Sequence[PendingHead], budget: int) -> list[PendingHead]:
+    """The first ``heads`` whose turns fit ``budget`` (at least the first): a consolidation run's working memory is
+    bounded by its turns, not only by its sessions (one ``add_messages`` of 100,000 messages is 50 sessions of 2,000:
+    one run of all of them held 600 MB more, issue 37 item 11)."""
+    chosen: list[PendingHead] = []
+    turns = 0
+    for head in heads:
+        turns += head.turns
+        if chosen and turns > budget:
+            break
+        chosen.append(head)
+    return chosen
 
 
 def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources, policy: str | None) -> IngestReport:

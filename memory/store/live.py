@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from logicmap.memory.items import StoredItem, stored_item
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.records import Event, SessionInfo, Turn
 from logicmap.memory.snapshot_file import VectorTable
-from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingWrite, ordered
+from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingHead, PendingWrite, ordered
 from logicmap.memory.tombstones import said_summary
 
 __all__ = [
@@ -38,6 +38,8 @@ __all__ = [
 _CACHE_SIZE = 32
 _cache: OrderedDict[tuple[int, int, int], tuple[NamespaceSnapshot, NamespaceSnapshot]] = OrderedDict()
 _cache_lock = threading.Lock()
+
+W = TypeVar("W", PendingWrite, PendingHead)
 
 
 class LiveReader(Protocol):
@@ -89,12 +91,12 @@ class LiveView:
         return live_snapshot(self.store, namespace)
 
 
-def latest_entries(entries: Sequence[PendingWrite]) -> list[PendingWrite]:
+def latest_entries(entries: Sequence[W]) -> list[W]:
     """The last write of each session, in the order of those last writes (an earlier write of a session is
-    superseded by its later one: the later value is the item)."""
-    last: dict[str, PendingWrite] = {}
+    superseded by its later one: the later value is the item). Of pending writes or of their heads."""
+    last: dict[str, W] = {}
     for entry in entries:
-        sid = str(entry.session["session_id"])
+        sid = entry.session_id if isinstance(entry, PendingHead) else str(entry.session["session_id"])
         last.pop(sid, None)
         last[sid] = entry
     return list(last.values())
@@ -145,11 +147,11 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
     for entry in entries:
         shown = pending_turns(entry, snap.namespace, offset + len(turns))
         turns += shown
-        vectors_out += entry.vectors[: len(shown)]
+        vectors_out += entry.vectors[: len(shown)].tolist()
         sid = str(entry.session["session_id"])
         if shown and len(entry.vectors) >= len(shown):
             events.append(provisional_event(sid, shown, order + len(events)))
-            mean = np.mean(np.asarray(entry.vectors[: len(shown)], dtype=np.float32), axis=0)
+            mean = np.mean(entry.vectors[: len(shown)], axis=0)
             event_vectors.append(list(map(float, mean / (float(np.linalg.norm(mean)) or 1.0))))
         manifest.sessions[sid] = SessionInfo(session_id=sid, content_hash=f"pending-{entry.seq}",
                                              generation=snap.generation, policy=entry.policy, memory_manager=None,

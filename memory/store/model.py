@@ -10,10 +10,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Annotated, Any, NamedTuple, TypeVar, cast
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PlainSerializer, PlainValidator
 
 from logicmap.memory.kinds import RECORD_KINDS
 from logicmap.memory.r2 import FactRecord
@@ -23,8 +23,8 @@ from logicmap.memory.tombstones import Tombstone
 from logicmap.settings import LogicMapSettings
 
 __all__ = [
-    "ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PendingWrite", "PurgeReport", "embedder_identity",
-    "ordered",
+    "ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PendingHead", "PendingWrite", "PurgeReport",
+    "VectorMatrix", "embedder_identity", "ordered", "vector_matrix",
 ]
 
 T = TypeVar("T")
@@ -124,6 +124,22 @@ class ChangeSet(BaseModel):
     forgets: list[ForgetAudit] = Field(default_factory=list, description="more forgets' audit records (a staged batch)")
 
 
+def vector_matrix(value: Any) -> np.ndarray:
+    """Vectors as one float32 matrix, a row per vector (an empty list: a 0 x 0 matrix). A list of 384 Python floats
+    takes 12 kB, its float32 row 1.5 kB: 100,000 pending chat messages held 1.2 GB as lists (issue 37, item 11).
+    Every local embedder's floats are float32 values, so the row holds them exactly."""
+    matrix = np.asarray(value, dtype=np.float32)
+    if matrix.size == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    if matrix.ndim != 2:
+        raise ValueError(f"vectors must be a matrix (one row per turn), not an array of {matrix.ndim} dimensions")
+    return matrix
+
+
+VectorMatrix = Annotated[np.ndarray, PlainValidator(vector_matrix),
+                         PlainSerializer(lambda m: m.tolist(), return_type=list[list[float]])]
+
+
 class PendingWrite(BaseModel):
     """A fast write (``LogicMapStore.put``, ``add_messages``): one session's turns and their vectors, durable in the
     store's pending log and shown by the live view until the consolidator commits them into the event graph
@@ -132,12 +148,27 @@ class PendingWrite(BaseModel):
     seq: int = Field(default=0, description="the log's sequence number (set by ``append_pending``): the order of writes")
     namespace: str
     session: dict[str, Any] = Field(description="the session as ``memory.loaders.Session`` dumps it (JSON)")
-    vectors: list[list[float]] = Field(default_factory=list, description="one per turn, of the turn's render")
+    vectors: VectorMatrix = Field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32),
+                                  description="one float32 row per turn, of the turn's render")
     key: str | None = Field(default=None, description="the store key the session holds (None: a chat's turns)")
     policy: str = "heuristic"
     source: str | None = None
     purge: bool = Field(default=False, description="what this write replaces is purged when it is consolidated")
     at: datetime
+
+    @property
+    def head(self) -> PendingHead:
+        """Its sequence number, session and number of turns."""
+        return PendingHead(self.seq, str(self.session.get("session_id")), len(self.session.get("turns", ())))
+
+
+class PendingHead(NamedTuple):
+    """What the consolidator needs to choose its batch, without a pending write's turns and vectors: its sequence
+    number, session and number of turns (``StoragePort.pending_heads``)."""
+
+    seq: int
+    session_id: str
+    turns: int
 
 
 class PurgeReport(BaseModel):

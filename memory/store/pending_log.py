@@ -30,7 +30,7 @@ import numpy as np
 
 from logicmap.memory.records import validate_namespace
 from logicmap.memory.store.errors import StoreError
-from logicmap.memory.store.model import Manifest, PendingWrite
+from logicmap.memory.store.model import Manifest, PendingHead, PendingWrite, vector_matrix
 
 __all__ = ["PENDING_FILE", "MemoryPendingLog", "PendingLog", "PendingWrites", "SqlitePendingLog"]
 
@@ -44,9 +44,14 @@ class PendingLog:
         """Record ``writes`` durably, in order, in one step (all or none); their sequence numbers."""
         raise NotImplementedError
 
-    def entries(self, namespace: str, after: int = 0) -> list[PendingWrite]:
-        """The entries of ``namespace`` with a sequence number above ``after``, in order."""
+    def entries(self, namespace: str, after: int = 0, seqs: Sequence[int] | None = None) -> list[PendingWrite]:
+        """The entries of ``namespace`` with a sequence number above ``after`` (and in ``seqs``, when given), in
+        order."""
         raise NotImplementedError
+
+    def heads(self, namespace: str, after: int = 0) -> list[PendingHead]:
+        """The heads (sequence number, session, turns) of the entries ``entries`` gives, without their bodies."""
+        return [e.head for e in self.entries(namespace, after)]
 
     def delete(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
         """Delete the entries of ``namespace`` at or below ``through`` and those numbered ``seqs``; how many went."""
@@ -80,10 +85,11 @@ class MemoryPendingLog(PendingLog):
                 seqs.append(self._seq)
             return seqs
 
-    def entries(self, namespace: str, after: int = 0) -> list[PendingWrite]:
+    def entries(self, namespace: str, after: int = 0, seqs: Sequence[int] | None = None) -> list[PendingWrite]:
         with self._lock:
             rows = self._rows.get(namespace, {})
-            return [rows[s] for s in sorted(rows) if s > after]
+            wanted = set(seqs) if seqs is not None else None
+            return [rows[s] for s in sorted(rows) if s > after and (wanted is None or s in wanted)]
 
     def delete(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
         with self._lock:
@@ -112,23 +118,45 @@ class SqlitePendingLog(PendingLog):
         for pragma in ("journal_mode=WAL", "synchronous=FULL", "secure_delete=ON"):
             self._db.execute(f"PRAGMA {pragma}")
         self._db.execute("CREATE TABLE IF NOT EXISTS pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                         "namespace TEXT NOT NULL, body TEXT NOT NULL, vectors BLOB NOT NULL)")
+                         "namespace TEXT NOT NULL, body TEXT NOT NULL, vectors BLOB NOT NULL, session_id TEXT, "
+                         "turns INTEGER)")
         self._db.execute("CREATE INDEX IF NOT EXISTS pending_namespace ON pending (namespace, seq)")
+        self._heads_columns()
         # The entries of each namespace read so far, kept in step with every append and delete (the process that
         # holds the directory is the log's only writer): a reader after each write parses nothing again.
         self._mirror: dict[str, dict[int, PendingWrite]] = {}
+
+    def _heads_columns(self) -> None:
+        """A log written before the heads had their columns gets them (filled from the bodies, once)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(pending)")}
+        if {"session_id", "turns"} <= columns:
+            return
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for column, kind in (("session_id", "TEXT"), ("turns", "INTEGER")):
+                    if column not in columns:
+                        self._db.execute(f"ALTER TABLE pending ADD COLUMN {column} {kind}")
+                self._db.execute("UPDATE pending SET session_id = json_extract(body, '$.session.session_id'), "
+                                 "turns = json_array_length(body, '$.session.turns')")
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def append(self, writes: Sequence[PendingWrite]) -> list[int]:
         rows = []
         for write in writes:
             body = write.model_dump_json(exclude={"vectors", "seq"})
-            vectors = np.asarray(write.vectors, dtype=np.float32)
-            rows.append((write.namespace, body, json.dumps(list(vectors.shape)).encode() + b"\n" + vectors.tobytes()))
+            vectors = vector_matrix(write.vectors)
+            head = write.head
+            rows.append((write.namespace, body, json.dumps(list(vectors.shape)).encode() + b"\n" + vectors.tobytes(),
+                         head.session_id, head.turns))
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                seqs = [int(self._db.execute("INSERT INTO pending (namespace, body, vectors) VALUES (?, ?, ?)",
-                                             row).lastrowid or 0) for row in rows]
+                seqs = [int(self._db.execute("INSERT INTO pending (namespace, body, vectors, session_id, turns) "
+                                             "VALUES (?, ?, ?, ?, ?)", row).lastrowid or 0) for row in rows]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -138,24 +166,44 @@ class SqlitePendingLog(PendingLog):
                     self._mirror[write.namespace][seq] = write.model_copy(update={"seq": seq})
         return seqs
 
-    def entries(self, namespace: str, after: int = 0) -> list[PendingWrite]:
+    def entries(self, namespace: str, after: int = 0, seqs: Sequence[int] | None = None) -> list[PendingWrite]:
         with self._lock:
             mirror = self._mirror.get(namespace)
+            if mirror is None and seqs is not None:  # a few entries (a consolidation batch): read, not mirrored
+                return [w for w in self._read(namespace, seqs) if w.seq > after]
             if mirror is None:
                 mirror = self._mirror[namespace] = {w.seq: w for w in self._read(namespace)}
-            return [mirror[s] for s in sorted(mirror) if s > after]
+            wanted = set(seqs) if seqs is not None else None
+            return [mirror[s] for s in sorted(mirror) if s > after and (wanted is None or s in wanted)]
 
-    def _read(self, namespace: str) -> list[PendingWrite]:
-        """Every entry of ``namespace`` in the file (under the lock)."""
-        rows = self._db.execute("SELECT seq, body, vectors FROM pending WHERE namespace = ? ORDER BY seq",
-                                (namespace,)).fetchall()
+    def heads(self, namespace: str, after: int = 0) -> list[PendingHead]:
+        with self._lock:
+            mirror = self._mirror.get(namespace)
+            if mirror is not None:
+                return [mirror[s].head for s in sorted(mirror) if s > after]
+            rows = self._db.execute("SELECT seq, session_id, turns FROM pending WHERE namespace = ? AND seq > ? "
+                                    "ORDER BY seq", (namespace, after)).fetchall()
+            return [PendingHead(int(seq), str(session), int(turns or 0)) for seq, session, turns in rows]
+
+    def _read(self, namespace: str, seqs: Sequence[int] | None = None) -> list[PendingWrite]:
+        """Every entry of ``namespace`` in the file, or those numbered ``seqs`` (under the lock)."""
+        query = "SELECT seq, body, vectors FROM pending WHERE namespace = ?"
+        if seqs is None:
+            rows = self._db.execute(query + " ORDER BY seq", (namespace,)).fetchall()
+        else:
+            rows = []
+            wanted = sorted({int(s) for s in seqs})
+            for start in range(0, len(wanted), 500):  # within SQLite's bound on parameters
+                chunk = wanted[start:start + 500]
+                rows += self._db.execute(query + f" AND seq IN ({', '.join('?' * len(chunk))}) ORDER BY seq",
+                                         (namespace, *chunk)).fetchall()
         out = []
         for seq, body, blob in rows:
             shape_line, _, raw = bytes(blob).partition(b"\n")
             shape = json.loads(shape_line)
-            vectors = np.frombuffer(raw, dtype=np.float32).reshape(shape) if shape[0] else np.zeros((0, 0))
+            vectors = vector_matrix(np.frombuffer(raw, dtype=np.float32).reshape(shape) if shape[0] else [])
             write = PendingWrite.model_validate_json(body)
-            out.append(write.model_copy(update={"seq": int(seq), "vectors": vectors.tolist()}))
+            out.append(write.model_copy(update={"seq": int(seq), "vectors": vectors}))
         return out
 
     def delete(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
@@ -217,14 +265,24 @@ class PendingWrites:
             validate_namespace(write.namespace)
         return log.append(writes)
 
-    def pending_writes(self, namespace: str, after: int | None = None) -> list[PendingWrite]:
+    def pending_writes(self, namespace: str, after: int | None = None,
+                       seqs: Sequence[int] | None = None) -> list[PendingWrite]:
         """The pending writes of ``namespace`` not consolidated yet (above the committed ``consolidated_through``,
-        or above ``after``), in order."""
+        or above ``after``; only those numbered ``seqs``, when given), in order."""
         log = self._log()
         if log is None:
             return []
         mark = self.manifest(namespace).consolidated_through if after is None else after
-        return log.entries(validate_namespace(namespace), mark)
+        return log.entries(validate_namespace(namespace), mark, seqs)
+
+    def pending_heads(self, namespace: str, after: int | None = None) -> list[PendingHead]:
+        """The heads of ``pending_writes`` (sequence number, session, turns): what a consolidator chooses its batch
+        from without reading every pending write's turns and vectors."""
+        log = self._log()
+        if log is None:
+            return []
+        mark = self.manifest(namespace).consolidated_through if after is None else after
+        return log.heads(validate_namespace(namespace), mark)
 
     def drop_pending(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
         """Delete pending writes of ``namespace`` (consolidated ones, ``through``; or those ``seqs``: a deleted key's);

@@ -33,7 +33,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from logicmap.memory.store.errors import EmbedderMismatchError, GenerationConflict, StoreError
 from logicmap.memory.store.generations import MAX_GENERATION
-from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingWrite, PurgeReport
+from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingHead, PendingWrite, PurgeReport
 from logicmap.memory.store.queries import check_queryable, nearest
 from logicmap.settings import LogicMapSettings
 
@@ -102,8 +102,14 @@ class StoragePort(Protocol):
         """Record fast writes durably, in order, all or none; their sequence numbers."""
         ...
 
-    def pending_writes(self, namespace: str, after: int | None = None) -> list[PendingWrite]:
-        """The writes of ``namespace`` not consolidated yet (above ``Manifest.consolidated_through``), in order."""
+    def pending_writes(self, namespace: str, after: int | None = None,
+                       seqs: Sequence[int] | None = None) -> list[PendingWrite]:
+        """The writes of ``namespace`` not consolidated yet (above ``Manifest.consolidated_through``; those numbered
+        ``seqs``, when given), in order."""
+        ...
+
+    def pending_heads(self, namespace: str, after: int | None = None) -> list[PendingHead]:
+        """The heads (sequence number, session, turns) of ``pending_writes``, without their turns and vectors."""
         ...
 
     def drop_pending(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:

@@ -129,6 +129,61 @@ def test_consolidation_is_batched_in_order_and_resumes_where_it_stopped(resource
     assert len(resources.store.snapshot(NS).turns) == 5
 
 
+def test_a_consolidation_run_takes_at_most_its_turn_budget_and_reads_only_what_it_takes(resources: Resources,
+                                                                                        monkeypatch: pytest.MonkeyPatch,
+                                                                                        ) -> None:
+    """Issue 37, item 11: a backlog of large writes (one ``add_messages`` of 100,000 messages is 50 sessions of
+    2,000) is consolidated a turn budget at a time, and a run reads whole only the writes it takes."""
+    from logicmap.graphs import consolidate as module
+
+    monkeypatch.setattr(module, "BATCH_TURNS", 5)
+    write_sessions(NS, [Session(session_id=f"s{i}", turns=[RawTurn(dia_id=f"s{i}:{j}", speaker="user",
+                                                                   text=f"Fact {i}.{j} on tennis.")
+                                                            for j in range(3)]) for i in range(4)],
+                   resources=resources, policy="heuristic")
+    read: list[object] = []
+    original = type(resources.store).pending_writes
+
+    def counted(store: object, namespace: str, after: int | None = None, seqs: object = None) -> object:
+        found = original(store, namespace, after, seqs)  # type: ignore[arg-type]
+        read.extend(found)
+        return found
+
+    monkeypatch.setattr(type(resources.store), "pending_writes", counted)
+    first = consolidate(NS, resources=resources)  # 3 turns fit, 6 do not: one session (at least one always)
+    assert (first.sessions, first.remaining) == (1, 3)
+    assert len(read) == 1  # the run read one write whole, not the backlog
+    assert {t.session_id for t in resources.store.snapshot(NS).turns.values()} == {"s0"}
+    while consolidate(NS, resources=resources).remaining:
+        pass
+    assert len(resources.store.snapshot(NS).turns) == 12
+
+
+def test_a_pending_log_written_before_heads_had_columns_is_read_and_consolidated(tmp_path: Path) -> None:
+    """A ``pending.sqlite3`` of the first write-path release (no ``session_id``/``turns`` columns) gets them on open,
+    filled from its bodies, and its writes are consolidated."""
+    import sqlite3
+
+    res = make_resources(tmp_path / "memory")
+    write_sessions(NS, [Session(session_id="old", turns=[RawTurn(dia_id="old:1", speaker="user",
+                                                                   text="I keep bees in Sintra.")])],
+                   resources=res, policy="heuristic")
+    res.store.close()
+    db = sqlite3.connect(tmp_path / "memory" / PENDING_FILE)
+    db.execute("CREATE TABLE old AS SELECT seq, namespace, body, vectors FROM pending")
+    db.execute("DROP TABLE pending")
+    db.execute("ALTER TABLE old RENAME TO pending")
+    db.commit()
+    db.close()
+    again = make_resources(tmp_path / "memory")
+    try:
+        assert [(h.session_id, h.turns) for h in again.store.pending_heads(NS)] == [("old", 1)]
+        consolidate(NS, resources=again)
+        assert [t.text for t in again.store.snapshot(NS).turns.values()] == ["I keep bees in Sintra."]
+    finally:
+        again.store.close()
+
+
 def test_a_run_reads_the_writes_it_was_pinned_with(resources: Resources) -> None:
     from logicmap.graphs.pin import RunPin, snapshot_of
 
@@ -289,3 +344,37 @@ def test_replaced_values_are_compacted_every_few_replaces(tmp_path: Path, every:
         assert [t.text for t in res.store.snapshot(NS).turns.values()] == ["I live at number 10 of the same street."]
     finally:
         res.store.close()
+
+
+def test_a_large_add_messages_keeps_each_pending_vector_as_one_float32_row(resources: Resources) -> None:
+    """Issue 37, item 11: what a pending chat message costs in memory is bounded (its vector a float32 row of 1.5 kB,
+    not 384 Python floats of 12 kB), in the log and in what a reader gets back, before and after the log is
+    reopened. Measured: the memory the call leaves allocated, per message (embedder cache and turns included)."""
+    import gc
+    import tracemalloc
+
+    import numpy as np
+
+    from logicmap.graphs.chat_messages import add_messages
+
+    resources.settings.consolidation = "manual"  # the writes stay pending: what is measured is theirs
+    n = 1200
+    batch = [{"role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}",
+              "content": f"In Lisbon I worked on project number {i}, then went for a run."} for i in range(n)]
+    add_messages("warm", batch[:2], resources=resources, policy="heuristic")
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        report = add_messages("bench", batch, resources=resources, policy="heuristic")
+        gc.collect()
+        kept_per_message = (tracemalloc.get_traced_memory()[0] - before) / n
+    finally:
+        tracemalloc.stop()
+    assert report.added == n
+    assert kept_per_message < 6_000, f"{kept_per_message:.0f} bytes kept per pending message"
+    writes = resources.store.pending_writes("bench")
+    assert sum(len(w.session["turns"]) for w in writes) == n
+    for write in writes:
+        assert isinstance(write.vectors, np.ndarray) and write.vectors.dtype == np.float32
+        assert write.vectors.shape == (len(write.session["turns"]), 384)
