@@ -167,7 +167,8 @@ def answer(
     before any work."""
     run = strategy_function(strategy)
     _check_options(strategy, options)
-    settings = (resources or default_resources()).settings
+    carried = getattr(options.get("context"), "resources", None)  # the run's resources, as ``with_resources`` picks them
+    settings = (resources or (carried if isinstance(carried, Resources) else default_resources())).settings
     if config is not None:
         options["config"] = config
     # The question's run is entered here, once: the strategy's run and its graph check nothing again.
