@@ -306,6 +306,9 @@ class RunScope(RunDeadline):
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     request_timeout: float | None = None
     rng: random.Random = field(default_factory=random.Random)
+    question: str | None = None
+    """The question this run answers, checked against its limit when the run was entered
+    (``graphs.tracing.question_run``): the run's later hops neither check it again nor open a scope of their own."""
 
     def expired_error(self, where: str) -> RuntimeError:
         return DeadlineExceeded(f"the run's deadline ({self.deadline_s or 0:g} s) passed {where}")

@@ -6,14 +6,15 @@ Benchmarks print numbers; nothing here is timed against a limit.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import resource
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fresh_resources", "machine_line", "print_table", "rss_mb", "peak_rss_mb"]
+__all__ = ["fresh_resources", "machine_line", "open_resources", "print_table", "rss_mb", "peak_rss_mb"]
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -58,6 +59,19 @@ def fresh_resources(data_dir: Path, *, embeddings: str = "hashing", llm: Any = N
     res = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=embeddings))  # type: ignore[arg-type]  # a name from argparse choices
     res.llm_ = llm
     return res
+
+
+@contextlib.contextmanager
+def open_resources(data_dir: Path, *, embeddings: str = "hashing", llm: Any = None) -> Iterator[Any]:
+    """``fresh_resources`` for a ``with`` block: their store, once opened, is closed when the block ends, however
+    it ends (its files, its directory's lock and its pending writes are released before the caller goes on, or
+    removes a temporary directory)."""
+    res = fresh_resources(data_dir, embeddings=embeddings, llm=llm)
+    try:
+        yield res
+    finally:
+        if res.store_ is not None:
+            res.store_.close()
 
 
 def print_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:

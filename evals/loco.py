@@ -34,7 +34,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from logicmap.evals.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import machine_line, open_resources, print_table
 
 __all__ = ["BASE", "CHOSEN", "COMPONENTS", "Question", "design", "loco", "main"]
 
@@ -288,9 +288,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="logicmap-loco-") as tmp:
         data_dir = Path(args.data_dir or tmp)
-        resources = fresh_resources(data_dir, embeddings=args.embeddings)
         started = time.perf_counter()
-        questions = questions_of(path, resources, data_dir)
+        with open_resources(data_dir, embeddings=args.embeddings) as resources:
+            questions = questions_of(path, resources, data_dir)
         convs = list(dict.fromkeys(q.conversation for q in questions))
         print(f"{len(questions)} questions with gold evidence (categories 1-4) in {len(convs)} conversations "
               f"({', '.join(convs)}), featurised in {time.perf_counter() - started:.1f}s")

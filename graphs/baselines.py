@@ -8,14 +8,12 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from logicmap.agents.provider import run_scope
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder_policy import responder_policy
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import Strategy
-from logicmap.graphs.tracing import traced_strategy
-from logicmap.memory.input_limits import check_question
+from logicmap.graphs.tracing import question_run, traced_strategy
 from logicmap.memory.retrieval import MemoryRetriever
 from logicmap.memory.store.live import LiveView
 
@@ -34,10 +32,9 @@ def answer_top_k(
     """Retrieve the top ``k`` turns with ``method`` and answer from them (within the run's deadline)."""
     started = time.perf_counter()
     res = resources or default_resources()
-    check_question(question, res.settings, where=f"the {method} strategy")
-    res.store.require_namespace(namespace)
-    policy = resolve_policy(policy, res)
-    with run_scope(res.settings):
+    with question_run(question, res.settings, where=f"the {method} strategy"):
+        res.store.require_namespace(namespace)
+        policy = resolve_policy(policy, res)
         # The latest memory with its pending writes (``memory.store.live``): a fresh write is retrieved at once.
         retriever = MemoryRetriever(LiveView(res.store), namespace, method=method, unit="turns",
                                     embeddings=res.embeddings)

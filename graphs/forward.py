@@ -16,10 +16,8 @@ from logicmap.agents.goalmem_heuristics import MemoryLine
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy
 from logicmap.graphs.result import AnswerResult, EvidenceItem
 from logicmap.graphs.strategy import Strategy
-from logicmap.graphs.tracing import traced_strategy
+from logicmap.graphs.tracing import check_question_once, traced_strategy
 from logicmap.memory.backbones import make_backbone
-from logicmap.memory.input_limits import check_question
-from logicmap.memory.records import validate_namespace
 from logicmap.memory.retrieval import Backbone, reciprocal_rank_fusion
 from logicmap.memory.store import PinnedStore
 
@@ -34,10 +32,9 @@ class _Run:
     def __init__(
         self, question: str, namespace: str, resources: Resources | None, policy: str, backbone: Any, max_memories: int
     ) -> None:
-        validate_namespace(namespace)
         self.resources = resources or default_resources()
-        check_question(question, self.resources.settings, where="a forward-reasoning baseline")
-        self.resources.store.require_namespace(namespace)
+        check_question_once(question, self.resources.settings, where="a forward-reasoning baseline")
+        self.resources.store.require_namespace(namespace)  # the store refuses an invalid name before any read
         self.namespace = namespace
         # Chosen once per run from the resolved policy name (``agents.forward_policy``).
         self.policy_name = resolve_policy(policy, self.resources)

@@ -280,8 +280,8 @@ def _overrides(**given: Any) -> dict[str, Any]:
 
 async def aingest_conversation(conversation: Conversation | str | Path, namespace: str, **kwargs: Any) -> IngestReport:
     """``ingest_conversation`` awaited: the ingest (file reads, embeddings, Chroma commits, sync model calls) goes to
-    the shared bounded executor (``memory.blocking``); the event loop keeps running and no call adds a thread."""
-    validate_namespace(namespace)
+    the shared bounded executor (``memory.blocking``); the event loop keeps running and no call adds a thread.
+    ``ingest_conversation`` checks the namespace (a bad one raises from the await, as the sync call raises)."""
     return await run_blocking(ingest_conversation, conversation, namespace, **kwargs)
 
 

@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from langchain_core.runnables import RunnableConfig
 
-from logicmap.agents.provider import run_scope
 from logicmap.graphs.entry import check_keywords
 from logicmap.graphs.resources import Resources, default_resources
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.strategy import Strategy
 from logicmap.graphs.strategy_names import STRATEGY_PATHS
+from logicmap.graphs.tracing import question_run
 from logicmap.memory.blocking import run_blocking
-from logicmap.memory.input_limits import check_question
 
 __all__ = [
     "GRAPH_STRATEGIES",
@@ -168,11 +167,12 @@ def answer(
     before any work."""
     run = strategy_function(strategy)
     _check_options(strategy, options)
-    settings = (resources or default_resources()).settings
-    check_question(question, settings, where=f"answer(strategy={strategy!r})")
+    carried = getattr(options.get("context"), "resources", None)  # the run's resources, as ``with_resources`` picks them
+    settings = (resources or (carried if isinstance(carried, Resources) else default_resources())).settings
     if config is not None:
         options["config"] = config
-    with run_scope(settings):
+    # The question's run is entered here, once: the strategy's run and its graph check nothing again.
+    with question_run(question, settings, where=f"answer(strategy={strategy!r})"):
         result: AnswerResult = run(question, namespace, resources=resources, **options)
     return result
 

@@ -32,7 +32,6 @@ from logicmap.graphs.resources import (
 )
 from logicmap.graphs.result import AnswerResult
 from logicmap.graphs.tracing import invoke_strategy
-from logicmap.memory.records import validate_namespace
 from logicmap.memory.tenancy import python_caller
 
 __all__ = [
@@ -184,7 +183,6 @@ def run_graph(
     graph's run: its callbacks see it, its tags and metadata join the run's."""
     check_keywords("answer", options, spec.options | {"resources", "policy", "config"},
                    of=f" for strategy {spec.name!r}")
-    validate_namespace(namespace)
     inputs: dict[str, Any] = {"question": question}
     for key in ("question_date", *sorted(spec.input_keys - {"question", "question_date"})):
         if key in spec.input_keys:
@@ -194,7 +192,7 @@ def run_graph(
     else:
         ctx = context_for_run(spec.context, context, policy, options)
     ctx, res = with_resources(ctx, resources, namespace=namespace)
-    res.store.require_namespace(namespace)
+    res.store.require_namespace(namespace)  # the store refuses an invalid name (its boundary) before any read
     if spec.check is not None:
         spec.check(ctx, res, namespace)
     with python_caller(namespace):  # the caller named it: the graph takes it as it is (memory.tenancy)

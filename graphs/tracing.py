@@ -31,7 +31,7 @@ from langgraph.typing import ContextT, InputT, OutputT, StateT
 from pydantic import BaseModel
 
 from logicmap.agents.base import Cost
-from logicmap.agents.provider import run_scope
+from logicmap.agents.provider import RunScope, run_scope
 from logicmap.graphs.entry import with_caller_config
 from logicmap.graphs.resources import Resources, default_resources, resolve_policy, server_mode
 from logicmap.memory.deadline import check_deadline, current_deadline
@@ -43,6 +43,8 @@ __all__ = [
     "TracedStateGraph",
     "traced_strategy",
     "invoke_strategy",
+    "check_question_once",
+    "question_run",
     "TracedRun",
     "cost_metadata",
     "role_trace",
@@ -204,9 +206,10 @@ def invoke_strategy(
     """Run a strategy's compiled graph: ``make_result(final state, elapsed seconds)`` builds the answer.
 
     The graph's own root run is the trace's root (a ``TracedGraph`` names and tags it and puts the cost on it),
-    the same shape as a run through the API server. The run's retry policy and deadline come from the
-    context's settings (``agents.provider.run_scope``). The caller's ``config`` is merged in
-    (``with_caller_config``): its callbacks see the run, its tags and metadata are the run's.
+    the same shape as a run through the API server. The question's run (its check, retry policy and deadline:
+    ``question_run``) is the one ``answer()`` entered, else one entered here with the context's settings. The
+    caller's ``config`` is merged in (``with_caller_config``): its callbacks see the run, its tags and metadata are
+    the run's.
     """
     carried = getattr(context, "resources", None)
     settings = (carried if isinstance(carried, Resources) else default_resources()).settings
@@ -219,9 +222,40 @@ def invoke_strategy(
     config = with_caller_config(config, caller)
     # The whole final state, not only the output schema Studio shows: the result is built from it.
     state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
-    with run_scope(settings):
+    with question_run(inputs.get("question"), settings, where=f"the {strategy} graph's input"):
         final = compiled.invoke(dict(inputs), config=config, context=context, output_keys=state_keys)
     return make_result(final, time.perf_counter() - started)
+
+
+# -- a question's run, entered once -------------------------------------------------------------------
+
+
+def _entered_for(question: Any) -> bool:
+    """Whether the enclosing run was entered for ``question`` (``question_run``), which was checked then."""
+    scope = current_deadline()
+    return isinstance(scope, RunScope) and isinstance(question, str) and scope.question == question
+
+
+@contextlib.contextmanager
+def question_run(question: Any, settings: Any, *, where: str) -> Iterator[None]:
+    """The run of one question, entered once: ``question`` checked against the settings' limit (``check_question``:
+    ``InputTooLargeError`` before the run's work) and a run scope opened with their retry policy and deadline
+    (``agents.provider.run_scope``). Each entry of a question run enters it (``answer()``, a strategy's own run, a
+    strategy graph invoked directly); inside a run already entered for this question (``answer()``, then the
+    strategy's run, then its graph) it checks nothing and opens nothing again: the run keeps its scope."""
+    if _entered_for(question):
+        yield
+        return
+    check_question(question, settings, where=where)
+    with run_scope(settings) as scope:
+        scope.question = question
+        yield
+
+
+def check_question_once(question: Any, settings: Any, *, where: str) -> None:
+    """``check_question``, unless the enclosing run was entered for this question (``question_run``: checked then)."""
+    if not _entered_for(question):
+        check_question(question, settings, where=where)
 
 
 # -- graphs that trace themselves ---------------------------------------------------------------------
@@ -428,8 +462,9 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
 
     def _check_input(self, input: Any, context: Any) -> Any:
         """A question longer than ``LOGICMAP_MAX_QUESTION_CHARS`` is refused before the run starts (every path:
-        ``answer()``, Studio, the API server). Returns the run's settings for a question run, else None."""
-        if not isinstance(input, dict) or "question" not in input:
+        ``answer()``, Studio, the API server). Returns the run's settings for a question run not yet entered
+        (``question_run``: ``answer()`` and a strategy's run enter it before invoking the graph), else None."""
+        if not isinstance(input, dict) or "question" not in input or _entered_for(input["question"]):
             return None
         try:
             carried = getattr(_context_object(self.context_schema, context), "resources", None)

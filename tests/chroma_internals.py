@@ -16,29 +16,56 @@ of the commit protocol (``memory/store/commits.py``), which a backend with real 
 | ``wrap_collections`` | fault injection: a namespace's collections replaced by wrappers, until undone |
 | ``lease_held``, ``hold_lease``, ``claims`` | the commit protocol's lease record and generation claims |
 | ``visible_duplicates``, ``uncommitted_versions``, ``pending_retirements`` | versions the snapshot's dicts would hide |
+| ``write_versions``, ``retire_versions`` | a writer's collection writes before its manifest moves (what a crash leaves) |
+| ``version_writer``, ``replace_version_writer`` | fault injection: every Chroma store's version writes replaced |
+| ``read_in_pages_of`` | the Chroma store's page size for its reads (records per ``get``) |
+| ``whole_reads`` | the namespaces the Chroma store reads whole (not from a snapshot file, not as a delta) |
+| ``forget_snapshots``, ``snapshot_file`` | the snapshot cache emptied (the next read opens the namespace again); its file |
+| ``kept_generations``, ``forget_kept``, ``keep`` | the superseded snapshots kept for pinned runs |
+| ``server_commit_lock``, ``mark_memory`` | a Chroma server's commit lease; the embedded store's "holds memory" marker |
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel
 
 from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.store import _PLACEHOLDER, COMMIT_LOCK_ID, SENTINEL, _visible
+from logicmap.memory.store import _PLACEHOLDER, COMMIT_LOCK_ID, SENTINEL, MemoryStore, NamespaceSnapshot, _visible
+
+if TYPE_CHECKING:
+    import pytest
 
 __all__ = [
     "collection",
     "claims",
+    "forget_kept",
+    "forget_snapshots",
     "hold_lease",
+    "keep",
+    "kept_generations",
     "lease_held",
+    "mark_memory",
     "pending_retirements",
+    "read_in_pages_of",
     "register_raw",
     "registered",
     "registry",
+    "replace_version_writer",
+    "retire_versions",
+    "server_commit_lock",
+    "snapshot_file",
     "uncommitted_versions",
+    "version_writer",
     "visible_duplicates",
+    "whole_reads",
     "wrap_collections",
+    "write_versions",
 ]
 
 REGISTRY = "lm-namespaces"
@@ -121,3 +148,86 @@ def pending_retirements(store: Any, namespace: str, kinds: Iterable[str] = KINDS
     generation = store.manifest(namespace).generation if generation is None else generation
     pending = {"$and": [{"died": {"$gt": generation}}, {"died": {"$lt": SENTINEL}}]}
     return sum(len(collection(store, namespace, kind).get(where=pending, include=[])["ids"]) for kind in kinds)
+
+
+def write_versions(store: Any, namespace: str, kind: str, records: Sequence[BaseModel],
+                   vectors: Sequence[Sequence[float]] | None, generation: int) -> None:
+    """Write ``records`` as versions of ``generation`` the way a commit does before its manifest moves (a writer
+    that dies there leaves them: invisible, cleared by the next commit)."""
+    store._write(namespace, kind, records, vectors, generation)
+
+
+def retire_versions(store: Any, namespace: str, kind: str, rids: Sequence[str], generation: int,
+                    previous: int) -> None:
+    """Mark the versions of ``rids`` visible at ``previous`` as retired at ``generation``, as a commit does before its
+    manifest moves."""
+    store._retire(namespace, kind, rids, generation, previous)
+
+
+def version_writer() -> Callable[..., None]:
+    """The Chroma store's version write (``write_versions``'s method), for a test that wraps it."""
+    writer: Callable[..., None] = MemoryStore._write
+    return writer
+
+
+def replace_version_writer(monkeypatch: pytest.MonkeyPatch, writer: Callable[..., None]) -> None:
+    """Fault injection: every Chroma store writes its versions with ``writer`` (``writer(store, namespace, kind,
+    records, vectors, generation, **fence)``) until the test ends or puts ``version_writer()``'s back."""
+    monkeypatch.setattr(MemoryStore, "_write", writer)
+
+
+def forget_snapshots(store: Any) -> None:
+    """Empty ``store``'s snapshot cache: its next read of a namespace opens it again (from the namespace's snapshot
+    file when it has one, else read whole from the collections)."""
+    store._snapshots.clear()
+
+
+def snapshot_file(store: Any, namespace: str) -> Path | None:
+    """Where an embedded store persists ``namespace``'s snapshot (None for a store on a Chroma server)."""
+    path: Path | None = store._snapshot_file(namespace)
+    return path
+
+
+def kept_generations(store: Any) -> list[tuple[str, int]]:
+    """The superseded snapshots ``store`` keeps for pinned runs, as (namespace, generation), oldest read first."""
+    return list(store._kept)
+
+
+def forget_kept(store: Any) -> None:
+    """Drop the superseded snapshots ``store`` keeps (as after many commits): a pinned read reads its versions."""
+    store._kept.clear()
+
+
+def keep(store: Any, snap: NamespaceSnapshot) -> None:
+    """Keep ``snap`` as a superseded snapshot for pinned runs, within the store's count and vector budget."""
+    store._keep(snap)
+
+
+def server_commit_lock(store: Any, namespace: str) -> contextlib.AbstractContextManager[str]:
+    """A store on a Chroma server: its commit lease on ``namespace`` (held while the context is open)."""
+    lease: contextlib.AbstractContextManager[str] = store._server_commit_lock(namespace)
+    return lease
+
+
+def mark_memory(store: Any) -> None:
+    """The embedded store's marker that its directory holds memory, written (if it is not there yet)."""
+    store._mark_memory()
+
+
+def whole_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The list every Chroma store appends a namespace to when it reads it whole (no snapshot file to open, no cached
+    snapshot to advance), until the test ends."""
+    calls: list[str] = []
+    original = MemoryStore._read_whole
+
+    def counted(self: MemoryStore, manifest: Any) -> NamespaceSnapshot:
+        calls.append(manifest.namespace)
+        return original(self, manifest)
+
+    monkeypatch.setattr(MemoryStore, "_read_whole", counted)
+    return calls
+
+
+def read_in_pages_of(monkeypatch: pytest.MonkeyPatch, records: int) -> None:
+    """Every Chroma store reads its collections ``records`` at a time until the test ends (its page is 10,000)."""
+    monkeypatch.setattr(MemoryStore, "_read_page", records)

@@ -11,6 +11,8 @@ One module, imported by one name: ``tests/conftest.py`` is loaded twice (by pyte
 
 from __future__ import annotations
 
+import fcntl
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,7 @@ from logicmap.graphs.resources import Resources
 from logicmap.memory.store import StoragePort
 from logicmap.settings import LogicMapSettings
 
-__all__ = ["close_stores_under", "make_resources", "resources_for"]
+__all__ = ["close_stores_under", "held_by_a_store", "make_resources", "resources_for"]
 
 _MADE: list[Resources] = []  # since the last test ended (a Resources is a dataclass, so unhashable: a list)
 
@@ -47,3 +49,16 @@ def close_stores_under(root: Path | None) -> list[StoragePort]:
     for store in closed:
         store.close()
     return closed
+
+
+def held_by_a_store(directory: Path) -> bool:
+    """Whether an open store holds ``directory``'s process lock (an OS lock on the directory, as another opener
+    meets it): a store left open keeps it until it is closed."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -39,6 +39,7 @@ __all__ = [
     "ToolNamespaceRequiredError",
     "ToolResult",
     "call_namespace",
+    "check_configured_namespace",
     "event_interval",
     "event_line",
     "event_record",
@@ -82,6 +83,17 @@ def _is_template(namespace: str | None) -> bool:
     return namespace is None or "{" in namespace
 
 
+def check_configured_namespace(namespace: str | None) -> None:
+    """A tool's configured namespace checked once, when the tool is made: ``MemoryToolConfigError`` for a name that
+    is no valid namespace. A template (or None) is resolved, and checked, on each call (``call_namespace``)."""
+    if _is_template(namespace):
+        return
+    try:
+        validate_namespace(namespace)
+    except ValueError as exc:
+        raise MemoryToolConfigError(str(exc)) from exc
+
+
 def call_namespace(namespace: str | None) -> str:
     """The namespace of the running tool call: ``namespace`` itself, or the template filled from the call's
     ``configurable`` (``None``: ``configurable["namespace"]``). Errors are configuration errors: they raise."""
@@ -117,12 +129,9 @@ class MemoryAccess:
         if store is None:
             raise MemoryToolConfigError("a memory tool needs a store (a StoragePort: Resources().store)")
         access = cls(namespace, store, embeddings, require)
+        check_configured_namespace(namespace)
         if _is_template(namespace):
             return access  # resolved, and checked, on each call
-        try:
-            validate_namespace(namespace)
-        except ValueError as exc:
-            raise MemoryToolConfigError(str(exc)) from exc
         access.resolved()
         return access
 

@@ -18,7 +18,6 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from logicmap.memory.records import validate_namespace
 from logicmap.memory.store import StoragePort
 from logicmap.memory.store.errors import UnknownMemoryError
 from logicmap.tools.common import (
@@ -28,6 +27,7 @@ from logicmap.tools.common import (
     ToolArgumentError,
     ToolResult,
     call_namespace,
+    check_configured_namespace,
     make_memory_tool,
     turn_record,
 )
@@ -103,11 +103,7 @@ def create_manage_memory_tool(
         raise MemoryToolConfigError("manage_memory needs an ingest callable: ingest(session, namespace)")
     if editor is not None and not (callable(getattr(editor, "forget", None)) and callable(getattr(editor, "update", None))):
         raise MemoryToolConfigError("manage_memory's editor needs forget and update (graphs.forget.memory_editor)")
-    if namespace is not None and "{" not in namespace:
-        try:
-            validate_namespace(namespace)
-        except ValueError as exc:
-            raise MemoryToolConfigError(str(exc)) from exc
+    check_configured_namespace(namespace)
 
     def manage_memory(content: str | None = None, action: str = "create", id: str | None = None) -> ToolResult:  # LangMem's argument name
         """Create, update or delete a memory in long-term memory. Create stores something worth remembering (a

@@ -13,7 +13,6 @@ from typing import Any, Protocol
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from logicmap.memory.records import validate_namespace
 from logicmap.memory.store.errors import UnknownMemoryError
 from logicmap.tools.common import (
     MemoryToolConfigError,
@@ -21,6 +20,7 @@ from logicmap.tools.common import (
     ToolArgumentError,
     ToolResult,
     call_namespace,
+    check_configured_namespace,
     make_memory_tool,
 )
 
@@ -52,11 +52,7 @@ class UpdateArgs(ToolArgs):
 def _checked(namespace: str | None, editor: Any, what: str) -> None:
     if editor is None or not callable(getattr(editor, what, None)):
         raise MemoryToolConfigError(f"the {what} tool needs a memory editor (graphs.forget.memory_editor)")
-    if namespace is not None and "{" not in namespace:
-        try:
-            validate_namespace(namespace)
-        except ValueError as exc:
-            raise MemoryToolConfigError(str(exc)) from exc
+    check_configured_namespace(namespace)
 
 
 def _counts(report: Any) -> str:

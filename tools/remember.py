@@ -14,7 +14,7 @@ from langchain_core.tools import StructuredTool
 from pydantic import Field
 
 from logicmap.memory.loaders import RawTurn, Session
-from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.records import stable_hash
 from logicmap.memory.timeparse import parse_timestamp
 from logicmap.tools.common import (
     MemoryToolConfigError,
@@ -22,6 +22,7 @@ from logicmap.tools.common import (
     ToolArgumentError,
     ToolResult,
     call_namespace,
+    check_configured_namespace,
     make_memory_tool,
 )
 
@@ -96,11 +97,7 @@ def create_remember_tool(
     """
     if not callable(ingest):
         raise MemoryToolConfigError("create_remember_tool needs an ingest callable: ingest(session, namespace)")
-    if namespace is not None and "{" not in namespace:
-        try:
-            validate_namespace(namespace)
-        except ValueError as exc:
-            raise MemoryToolConfigError(str(exc)) from exc
+    check_configured_namespace(namespace)
 
     def remember(text: str, speaker: str = "user", when: str | None = None) -> ToolResult:
         """Store something worth remembering (a fact, plan, preference or event someone stated) in long-term

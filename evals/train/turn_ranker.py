@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from logicmap.evals.common import fresh_resources, machine_line, print_table
+from logicmap.evals.common import machine_line, open_resources, print_table
 
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
@@ -159,12 +159,13 @@ def main(argv: list[str] | None = None) -> int:
     files = [Path(f) for f in args.files]
     print(machine_line())
     with tempfile.TemporaryDirectory(prefix="logicmap-ranker-") as tmp:
-        resources = fresh_resources(Path(args.data_dir or tmp), embeddings=args.embeddings)
         data = {}
-        for i, path in enumerate(files, 1):
-            started = time.perf_counter()
-            data[path] = examples(path, resources)
-            print(f"[{i}/{len(files)}] {path.name}: {len(data[path])} questions, {time.perf_counter() - started:.1f}s", flush=True)
+        with open_resources(Path(args.data_dir or tmp), embeddings=args.embeddings) as resources:
+            for i, path in enumerate(files, 1):
+                started = time.perf_counter()
+                data[path] = examples(path, resources)
+                print(f"[{i}/{len(files)}] {path.name}: {len(data[path])} questions, "
+                      f"{time.perf_counter() - started:.1f}s", flush=True)
         rows, report, results = [], [], {}
         for path in files:
             dense, flat, learned = results[path] = leave_one_out(data, path)

@@ -17,7 +17,6 @@ from typing import Any
 import numpy as np
 
 from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.records import validate_namespace
 from logicmap.memory.snapshot_file import VectorTable
 from logicmap.memory.store.errors import GenerationConflict
 from logicmap.memory.store.live import applied
@@ -31,8 +30,8 @@ class StagedStore:
     """``store`` with the commits of ``namespace`` staged in memory until ``write()`` (see the module docstring)."""
 
     def __init__(self, store: StoragePort, namespace: str) -> None:
-        self.store, self.namespace = store, validate_namespace(namespace)
-        self.base = store.snapshot(namespace)
+        self.store, self.namespace = store, namespace
+        self.base = store.snapshot(namespace)  # the real store refuses an invalid name
         self.view = self.base
         self.staged = 0
         self._forgets: list[ForgetAudit] = []

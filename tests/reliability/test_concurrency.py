@@ -23,6 +23,7 @@ from logicmap.graphs.resources import Resources
 from logicmap.memory.loaders import Conversation
 from logicmap.memory.store import MemoryStore, StoreLockedError
 from logicmap.settings import LogicMapSettings
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 from tests.reliability.support import (
     ROOT,
@@ -332,4 +333,4 @@ def test_threads_committing_first_to_a_new_store_all_mark_it(tmp_path: Path) -> 
 
 def _mark_after(barrier: threading.Barrier, store: object) -> None:
     barrier.wait()
-    store._mark_memory()  # type: ignore[attr-defined]  # the store's private hook, the race under test
+    chroma.mark_memory(store)  # the store's private hook, the race under test

@@ -187,3 +187,30 @@ def test_the_async_path_of_a_strategy_graph_honours_the_deadline_too(bounded: Re
     with pytest.raises(InputTooLargeError):
         asyncio.run(graph.ainvoke({"question": "x" * 9000}, context=context))
     assert current_deadline() is None
+
+
+@pytest.mark.parametrize("strategy", ["compass", "dense", "forward_reflect"])
+def test_answer_checks_the_question_and_opens_the_run_scope_once(
+    bounded: Resources, strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One question, one run: ``answer()`` checks the question and opens the run's scope (retry policy, deadline);
+    the strategy's run and its graph, inside that run, neither check it again nor open a scope of their own."""
+    from logicmap.memory import input_limits
+
+    checks: list[str] = []
+    scopes: list[RunScope] = []
+    limit, restart = input_limits._limit, RunScope.restart
+
+    def counted_limit(settings: object, name: str) -> int:
+        checks.append(name)
+        return limit(settings, name)
+
+    def counted_restart(scope: RunScope) -> None:
+        scopes.append(scope)
+        restart(scope)
+
+    monkeypatch.setattr(input_limits, "_limit", counted_limit)
+    monkeypatch.setattr(RunScope, "restart", counted_restart)
+    result = answer(strategy, "what did Melanie paint?", "sample", resources=bounded, policy="heuristic")
+    assert result.answer
+    assert (checks.count("max_question_chars"), len(scopes)) == (1, 1)

@@ -86,8 +86,9 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
 HOLD_LEASE = """
 import sys, time
 from logicmap.memory.store import MemoryStore
+from tests import chroma_internals as chroma  # the test's environment puts the repository first on the path
 store = MemoryStore()
-lease = store._server_commit_lock(sys.argv[1])
+lease = chroma.server_commit_lock(store, sys.argv[1])
 lease.__enter__()
 print("held", flush=True)
 time.sleep(600)

@@ -17,13 +17,14 @@ from logicmap.memory.loaders import Conversation
 from logicmap.memory.records import Turn
 from logicmap.memory.snapshot_file import SNAPSHOT_DIR, read_snapshot_file
 from logicmap.memory.store import _MODELS, ChangeSet, MemoryStore, NamespaceSnapshot
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 QUESTIONS = ("What did Maya adopt?", "When did Leo run the marathon?", "Where did they move?")
 
 
 def _file(store: MemoryStore, namespace: str) -> Path:
-    path = store._snapshot_file(namespace)
+    path = chroma.snapshot_file(store, namespace)
     assert path is not None
     return path
 
@@ -42,18 +43,6 @@ def _state(res, namespace: str) -> tuple:
         result = answer("compass", question, namespace, resources=res, policy="heuristic")
         answers.append((result.answer, [(e.id, e.turn_ids, e.score) for e in result.evidence], result.turn_ranking))
     return snap.fingerprint(), list(snap.events), list(snap.turns), vectors, edges, answers
-
-
-def _reads_whole(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    calls: list[str] = []
-    original = MemoryStore._read_whole
-
-    def spy(self: MemoryStore, manifest):
-        calls.append(manifest.namespace)
-        return original(self, manifest)
-
-    monkeypatch.setattr(MemoryStore, "_read_whole", spy)
-    return calls
 
 
 def _turns_change(namespace: str, base: int, texts: list[str], session: str = "S1") -> ChangeSet:
@@ -90,7 +79,7 @@ def test_reopening_from_the_file_and_its_delta_equals_a_rebuild_from_records(
     res.store.close()
 
     reopened = make_resources(data)
-    whole = _reads_whole(reopened.store, monkeypatch)
+    whole = chroma.whole_reads(monkeypatch)
     assert _state(reopened, "alice") == state  # the file plus the delta since its generation
     assert whole == []
     reopened.store.close()
@@ -147,7 +136,7 @@ def test_a_file_of_another_history_or_a_later_generation_is_ignored(
         snap = reader.store.snapshot("ns")
     assert [t.text for t in snap.turns.values()] == ["y only"] and snap.generation == 1
     assert "ignoring the persisted snapshot" in caplog.text
-    reader.store._snapshots.clear()
+    chroma.forget_snapshots(reader.store)
     assert [t.text for t in reader.store.snapshot("ns").turns.values()] == ["y only"]  # the file was replaced
     reader.store.close()
 
@@ -181,10 +170,10 @@ def test_a_damaged_file_is_ignored_and_the_store_still_answers(
     res.store.close()
     _damage(_file(res.store, "alice"), how)
     reopened = make_resources(data)
-    whole = _reads_whole(reopened.store, monkeypatch)
+    whole = chroma.whole_reads(monkeypatch)
     assert _state(reopened, "alice") == state
     assert whole == ["alice"]
-    reopened.store._snapshots.clear()
+    chroma.forget_snapshots(reopened.store)
     assert reopened.store.snapshot("alice").fingerprint() == state[0] and whole == ["alice"]  # a sound file again
     reopened.store.close()
 
@@ -198,8 +187,8 @@ def test_a_snapshot_file_is_never_read_for_another_namespace(tmp_path: Path, mon
     left, right = _file(store, "left"), _file(store, "right")
     assert left.parent != right.parent and left.parent.parent == right.parent.parent
     shutil.copyfile(left, right)  # left's file where right's belongs (same generation number)
-    store._snapshots.clear()
-    whole = _reads_whole(store, monkeypatch)
+    chroma.forget_snapshots(store)
+    whole = chroma.whole_reads(monkeypatch)
     snap: NamespaceSnapshot = store.snapshot("right")
     assert [t.text for t in snap.turns.values()] == ["right text"]
     assert all(t.namespace == "right" for t in snap.turns.values()) and whole == ["right"]

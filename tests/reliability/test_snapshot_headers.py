@@ -27,6 +27,7 @@ from logicmap.graphs.cli import main
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.memory.snapshot_file import read_snapshot_file
 from logicmap.memory.store import _MODELS, MemoryStore
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
@@ -155,10 +156,10 @@ def memory(tmp_path_factory: pytest.TempPathFactory, sample) -> Any:
     short.sessions = short.sessions[:2]
     ingest_conversation(short, "alice", resources=res, policy="heuristic")
     store = res.store
-    path = store._snapshot_file("alice")
+    path = chroma.snapshot_file(store, "alice")
     assert path is not None and path.exists()
     path.unlink()  # saved again at the namespace's generation, so a rebuilt file is recognisable
-    store._snapshots.clear()
+    chroma.forget_snapshots(store)
     store.snapshot("alice")
     assert read_snapshot_file(path, "alice", _MODELS).generation == store.manifest("alice").generation
     original = path.read_bytes()
@@ -173,7 +174,7 @@ def reads_through(memory: Any, name: str, data: bytes) -> None:
     COUNTS["tried"] += 1
     event(name.split("=")[0])
     path.write_bytes(data)
-    store._snapshots.clear()  # the next read opens the namespace from its file again
+    chroma.forget_snapshots(store)  # the next read opens the namespace from its file again
     assert store.snapshot("alice").fingerprint() == fingerprint, name
     saved = read_snapshot_file(path, "alice", _MODELS)  # rebuilt, and sound
     assert saved.generation == store.manifest("alice").generation, name

@@ -671,7 +671,7 @@ def test_a_manifest_written_before_embedders_were_recorded_stays_readable_and_ad
         meta.delete(where={"kind": {"$in": ["manifest", "next"]}})
         meta.upsert(ids=["manifest"], embeddings=[[1.0]], documents=[json.dumps(legacy)],
                     metadatas=[{"generation": legacy["generation"]}])
-        store._snapshots.clear()
+        chroma.forget_snapshots(store)
         assert store.manifest("old").embedder is None and store.snapshot("old").generation == 1
         _commit_on_head(store, _session("old", "S2", 1, random.Random(2)))
         assert store.manifest("old").embedder == "hashing"

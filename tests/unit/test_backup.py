@@ -168,7 +168,7 @@ def test_restore_on_a_server_claims_every_generation_below_it(backup_file: Path)
         documents=['{"namespace":"served","session_id":"S1","dia_id":"D9:9","speaker":"x","text":"late"}'],
         metadatas=[{"rid": "D9:9", "born": 2, "died": 2**31}],
     )
-    store._snapshots.clear()
+    chroma.forget_snapshots(store)
     assert "D9:9" not in store.snapshot("served").turns
     assert len(store.snapshot("served").turns) == read_backup(backup_file).header["counts"]["turn"]
 
@@ -201,19 +201,19 @@ def test_a_crashed_import_leaves_nothing_and_a_re_run_restores_it(
     from tests.reliability.support import uncommitted_versions, visible_duplicates
 
     store = resources.store
-    real_write = MemoryStore._write
+    real_write = chroma.version_writer()
 
     def crash_at_facts(self: MemoryStore, namespace: str, kind: str, *args: object, **kwargs: object) -> None:
         if kind == "facts":  # turns, events, relations and topics are written by then
             raise RuntimeError("simulated crash in the middle of the restore")
         real_write(self, namespace, kind, *args, **kwargs)
 
-    monkeypatch.setattr(MemoryStore, "_write", crash_at_facts)
+    chroma.replace_version_writer(monkeypatch, crash_at_facts)
     with pytest.raises(RuntimeError, match="simulated crash"):
         import_namespace(store, backup_file)
     assert store.namespaces() == [] and not store.has_namespace("sample")
     assert uncommitted_versions(store, "sample") > 0  # written, but invisible
-    monkeypatch.setattr(MemoryStore, "_write", real_write)
+    chroma.replace_version_writer(monkeypatch, real_write)
     import_namespace(store, backup_file)
     assert store.snapshot("sample").fingerprint() == ingested_sample.store.snapshot("sample").fingerprint()
     assert visible_duplicates(store, "sample") == [] and uncommitted_versions(store, "sample") == 0

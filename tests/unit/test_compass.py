@@ -15,6 +15,7 @@ from logicmap.graphs.compass import CompassContext, CompassState, answer, build_
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.records import Event, Relation, Topic, relation_id
 from logicmap.memory.store import ChangeSet
+from tests.store_seam import held_by_a_store
 
 PLANNER = "You plan how to answer"
 LOCALIZER = "You are selecting the most promising memory nodes"
@@ -460,6 +461,7 @@ def test_turn_ranker_training_writes_weights_and_a_leave_one_out_table(tmp_path,
     assert set(weights["COEFFICIENTS"]) == set(FEATURES) and isinstance(weights["INTERCEPT"], float)
     printed = capsys.readouterr().out
     assert "| a.json | 15 |" in printed and "fitted on the other files" in printed
+    assert not held_by_a_store(tmp_path / "m")  # the command closed the store it opened
 
 
 # -- nodes and the no-LLM policy, each called alone on the ingested sample ------------------------

@@ -7,7 +7,7 @@ import pytest
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.graphs.ingest import IngestContext, SessionConflictError, ingest_conversation
 from logicmap.memory.loaders import Conversation
-from logicmap.memory.store import MemoryStore
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 SEGMENT = "split one session"
@@ -143,7 +143,7 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
     clean.store.close()
 
     crashed = make_resources(tmp_path / "crashed")
-    original = MemoryStore._write
+    original = chroma.version_writer()
     calls = {"n": 0}
 
     def dying_write(self, namespace, kind, records, vectors, generation, **fence):
@@ -152,17 +152,17 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
             calls["n"] += 1
             raise RuntimeError("simulated crash after the events of session 3 were written")
 
-    monkeypatch.setattr(MemoryStore, "_write", dying_write)
+    chroma.replace_version_writer(monkeypatch, dying_write)
     with pytest.raises(RuntimeError, match="simulated crash"):
         ingest_conversation(sample, "ns", resources=crashed, policy="heuristic")
     assert calls["n"] == 1
-    crashed.store._snapshots.clear()
+    chroma.forget_snapshots(crashed.store)
     visible = crashed.store.snapshot("ns")
     assert sorted(visible.manifest.sessions) == ["S1", "S2"]
     assert not any(e.session_id == "S3" for e in visible.events.values())
     assert not any(t.session_id == "S3" for t in visible.turns.values())
 
-    monkeypatch.setattr(MemoryStore, "_write", original)
+    chroma.replace_version_writer(monkeypatch, original)
     report = ingest_conversation(sample, "ns", resources=crashed, policy="heuristic")
     assert [s.skipped for s in report.sessions] == [True, True, False, False, False]
     assert crashed.store.snapshot("ns").fingerprint() == expected

@@ -9,6 +9,7 @@ import numpy as np
 
 from logicmap.evals.loco import Question, design, diversified, loco, main
 from logicmap.memory.ranking import FEATURES
+from tests.store_seam import held_by_a_store
 
 
 def _question(conversation: str, gold_row: int, signal: float, turns: int = 30) -> Question:
@@ -75,3 +76,4 @@ def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_pat
     weights = runpy.run_path(str(out))
     assert set(weights["COEFFICIENTS"]) == set(FEATURES) and weights["SESSION_DIVERSITY"] == 0.0
     assert set(weights["CONTEXT"]) == set(FEATURES) and "| chosen, fitted without question context" in printed
+    assert not held_by_a_store(tmp_path / "m")  # the command closed the store it opened

@@ -18,6 +18,7 @@ import pytest
 from logicmap.graphs.chat_ingestion import chat_turn_session, ingest_session
 from logicmap.graphs.ingest import ingest_conversation
 from logicmap.graphs.resources import Resources
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 STRATEGIES = ("compass", "goalmem", "real", "reconstruct")
@@ -111,7 +112,7 @@ def test_snapshot_at_serves_a_superseded_generation_kept_or_read_again(memory: R
     new_generation = _commit_new_session(memory, "gens")
     assert new_generation > old.generation
     assert store.snapshot_at("gens", old.generation) is old  # kept after the cache moved on
-    store._kept.clear()  # as after many commits: read again from the versions
+    chroma.forget_kept(store)  # as after many commits: read again from the versions
     again = store.snapshot_at("gens", old.generation)
     assert again is not old and again.fingerprint() == old.fingerprint()
     assert set(store.snapshot("gens").turns) > set(again.turns)
@@ -145,7 +146,9 @@ def test_superseded_snapshots_are_kept_within_a_vector_budget(memory: Resources)
 
     store = memory.store
     for generation in (1, 2, 3):
-        store._keep(superseded(generation, 60))
-    assert sorted(g for _, g in store._kept) == [2, 3]  # 3 x 60 MB is past the 128 MB budget: the oldest goes
-    store._keep(superseded(4, 200))
-    assert sorted(g for _, g in store._kept) == [4]  # one past the budget alone is still kept, the newest
+        chroma.keep(store, superseded(generation, 60))
+    kept = chroma.kept_generations(store)
+    assert sorted(g for _, g in kept) == [2, 3]  # 3 x 60 MB is past the 128 MB budget: the oldest goes
+    chroma.keep(store, superseded(4, 200))
+    kept = chroma.kept_generations(store)
+    assert sorted(g for _, g in kept) == [4]  # one past the budget alone is still kept, the newest

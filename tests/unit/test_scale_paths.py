@@ -51,7 +51,7 @@ def test_records_live_in_metadata_and_older_document_records_still_read(tmp_path
     old = _turns("ns", "S0", ["older"])[0]
     col.add(ids=["D0:1@1"], embeddings=[[0.6, 0.8]], documents=[old.model_dump_json()],
             metadatas=[{"rid": "D0:1", "born": 1, "died": 2**31, "session_id": "S0"}])
-    store._snapshots.clear()
+    chroma.forget_snapshots(store)
     snap = store.snapshot("ns")
     assert snap.turns["D0:1"].text == "older" and snap.turns["D1:1"].text == "one"
     assert np.allclose(snap.turn_vectors["D0:1"], [0.6, 0.8])
@@ -73,7 +73,7 @@ def test_a_delta_read_drops_what_was_retired_and_adds_what_was_born(tmp_path: Pa
     assert cached.generation == 1 and after.generation == 3
     assert {k: t.text for k, t in after.turns.items()} == {"D1:1": "a", "D1:2": "b2", "D2:1": "d"}
     assert np.allclose(after.turn_vectors["D1:2"], [0.0, 1.0]) and "D1:3" not in after.turn_vectors
-    store._snapshots.clear()  # the same state read whole
+    chroma.forget_snapshots(store)  # the same state read whole
     assert store.snapshot("ns").fingerprint() == after.fingerprint()
     store.close()
 

@@ -215,8 +215,27 @@ def check_concurrent_writers(open_store_: Opener) -> None:
     assert sorted(_texts(stores[0], "conf.g")) == sorted(f"w{w} n{n}" for w in range(4) for n in range(3))
 
 
+def check_invalid_namespaces_are_refused(open_store_: Opener) -> None:
+    """Every operation that takes a namespace refuses one that is no valid name before it reads or writes: callers
+    (``answer()``'s strategies, the lifecycle functions) hand a caller's namespace to the store as it came."""
+    store = open_store_()
+    for bad in ("bad name!", "acme\n", "", "-lead", ("memories", "alice"), None):
+        operations: dict[str, Callable[[], object]] = {
+            "manifest": lambda: store.manifest(bad), "has_namespace": lambda: store.has_namespace(bad),
+            "require_namespace": lambda: store.require_namespace(bad), "snapshot": lambda: store.snapshot(bad),
+            "snapshot_at": lambda: store.snapshot_at(bad, 1), "query": lambda: store.query(bad, "turns", [1.0] * 8, 1),
+            "commit": lambda: store.commit(ChangeSet.model_construct(namespace=bad, base_generation=0)),
+            "purge": lambda: store.purge(bad), "drop_namespace": lambda: store.drop_namespace(bad),
+        }
+        for name, operation in operations.items():
+            with pytest.raises(ValueError, match="invalid namespace"):
+                operation()
+                pytest.fail(f"{name} took the namespace {bad!r}")
+    assert store.namespaces() == []
+
+
 SUITE = [check_commit_and_read, check_generation_conflicts, check_atomicity, check_snapshot_isolation,
-         check_retire_and_purge, check_drop, check_concurrent_writers]
+         check_retire_and_purge, check_drop, check_concurrent_writers, check_invalid_namespaces_are_refused]
 
 
 @pytest.mark.parametrize("check", SUITE, ids=lambda c: c.__name__)

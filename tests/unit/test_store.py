@@ -13,6 +13,7 @@ from logicmap.memory.graph import EventGraph
 from logicmap.memory.loaders import Conversation
 from logicmap.memory.records import Relation, Turn
 from logicmap.memory.store import ChangeSet, GenerationConflict, MemoryStore, StoreLockedError, UnknownNamespaceError
+from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 
@@ -83,10 +84,10 @@ def test_partial_write_is_invisible_and_cleared_by_the_next_commit(resources) ->
     store = resources.store
     store.commit(_turn_change("ns", 0, "D1:1", "committed"))
     # A writer that dies after writing records of generation 2 but before the manifest moves.
-    store._write("ns", "turns", [Turn(namespace="ns", session_id="S9", dia_id="D9:9", speaker="A", text="orphan")],
-                 [[0.0, 1.0, 0.0]], 2)
-    store._retire("ns", "turns", ["D1:1"], 2, 1)
-    store._snapshots.clear()
+    orphan = Turn(namespace="ns", session_id="S9", dia_id="D9:9", speaker="A", text="orphan")
+    chroma.write_versions(store, "ns", "turns", [orphan], [[0.0, 1.0, 0.0]], 2)
+    chroma.retire_versions(store, "ns", "turns", ["D1:1"], 2, 1)
+    chroma.forget_snapshots(store)
     snap = store.snapshot("ns")
     assert set(snap.turns) == {"D1:1"} and snap.turns["D1:1"].text == "committed"
     # The next commit clears the orphan and the stray retirement.
@@ -131,16 +132,16 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
 
 
 def test_reads_are_paged_so_large_namespaces_load_whole(resources, monkeypatch) -> None:
-    monkeypatch.setattr(MemoryStore, "_read_page", 7)
+    chroma.read_in_pages_of(monkeypatch, 7)
     turns = [Turn(namespace="big", session_id="S1", dia_id=f"D1:{i}", speaker="A", text=f"turn {i}") for i in range(30)]
     resources.store.commit(ChangeSet(namespace="big", base_generation=0, turns=turns, turn_vectors=[[1.0, float(i), 0.0] for i in range(30)]))
-    resources.store._snapshots.clear()
+    chroma.forget_snapshots(resources.store)
     assert len(resources.store.snapshot("big").turns) == 30
     # Recovery scans are paged too: 30 orphans of a crashed generation are all cleared.
     orphans = [t.model_copy(update={"dia_id": f"D2:{t.dia_id[3:]}"}) for t in turns]
-    resources.store._write("big", "turns", orphans, [[0.0, 1.0, 0.0]] * 30, 2)
+    chroma.write_versions(resources.store, "big", "turns", orphans, [[0.0, 1.0, 0.0]] * 30, 2)
     resources.store.commit(ChangeSet(namespace="big", base_generation=1))
-    resources.store._snapshots.clear()
+    chroma.forget_snapshots(resources.store)
     assert len(resources.store.snapshot("big").turns) == 30
 
 
@@ -156,7 +157,7 @@ def test_a_newer_generation_is_read_as_a_delta_that_equals_a_full_read(resources
     store.commit(ChangeSet(namespace="delta", base_generation=store.manifest("delta").generation,
                            retire={"events": [next(iter(snapshots[-1].events))], "turns": ["D1:1"]}))
     delta = store.snapshot("delta")
-    store._snapshots.clear()
+    chroma.forget_snapshots(store)
     full = store.snapshot("delta")
     assert delta is not full and delta.fingerprint() == full.fingerprint()
     assert list(delta.events) == list(full.events) and list(delta.turns) == list(full.turns)  # same order

@@ -3,8 +3,9 @@
 A test reads and writes memory through ``StoragePort`` (snapshot, manifest, commit, purge, drop, query), so it runs
 on any backend. The Chroma backend's own tests that must look at its collections or inject a fault between two of
 its collection writes go through ``tests/chroma_internals.py``, the one module that names them. Here every other
-test file is read (code, and Python scripts a test runs from a string) for what would reach past that module: the
-store's ``_collection``, ``_collections``, ``_registry`` or Chroma ``client``, and the backend's base ``StoreCore``.
+test file is read (code, and Python scripts a test runs from a string) for what would reach past that module: a
+private name of the Chroma store (``_collection``, ``_registry``, ``_snapshots``, ``_write``...: every one its class and
+an opened store have), its Chroma ``client``, and the backend's base ``StoreCore``.
 Tests open their stores through ``tests/store_seam.py`` (not by patching ``StoreCore``), which closes those a test
 opened under its ``tmp_path`` when it ends.
 """
@@ -12,11 +13,9 @@ opened under its ``tmp_path`` when it ends.
 from __future__ import annotations
 
 import ast
-import fcntl
-import os
 from pathlib import Path
 
-from tests.store_seam import close_stores_under, make_resources
+from tests.store_seam import close_stores_under, held_by_a_store, make_resources
 
 TESTS = Path(__file__).resolve().parents[1]
 HELPER = TESTS / "chroma_internals.py"
@@ -24,21 +23,34 @@ PRIVATE = {"_collection", "_collections", "_registry"}  # the Chroma backend's c
 OWN = {"self", "cls"}  # a test's own object may have a ``client`` (a LangSmith client, say)
 
 
-def reaches(source: str, where: str = "<test>") -> list[str]:
-    """Where ``source`` reaches into the Chroma backend's internals: ``where:line: what``."""
+def chroma_private(directory: Path) -> frozenset[str]:
+    """The Chroma store's private names: its methods' and those of the attributes of a store opened in
+    ``directory`` (``_snapshots``, ``_write``, ``_kept``...), with ``PRIVATE``."""
+    store = make_resources(directory).store
+    try:
+        names = set(dir(type(store))) | set(vars(store))
+    finally:
+        store.close()
+    return frozenset(PRIVATE | {n for n in names if n.startswith("_") and not n.startswith("__")})
+
+
+def reaches(source: str, where: str = "<test>", private: frozenset[str] = frozenset(PRIVATE)) -> list[str]:
+    """Where ``source`` reaches into the Chroma backend's internals (``private``: the names that are):
+    ``where:line: what``."""
     found: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            found += [f"{where}:{node.lineno}: in a script: {hit}" for hit in _in_script(node.value)]
-        elif (what := _private(node)) is not None:
+            found += [f"{where}:{node.lineno}: in a script: {hit}" for hit in _in_script(node.value, private)]
+        elif (what := _private(node, private)) is not None:
             found.append(f"{where}:{getattr(node, 'lineno', '?')}: {what}")
     return found
 
 
-def _private(node: ast.AST) -> str | None:
+def _private(node: ast.AST, private: frozenset[str]) -> str | None:
     """What of the Chroma backend's internals ``node`` names, if any."""
-    if isinstance(node, ast.Attribute) and node.attr in PRIVATE:
-        return f"the store's {node.attr}"
+    if isinstance(node, ast.Attribute) and node.attr in private:
+        own = isinstance(node.value, ast.Name) and node.value.id in OWN and node.attr not in PRIVATE
+        return None if own else f"the store's {node.attr}"
     if isinstance(node, ast.Attribute) and node.attr == "client":
         own = isinstance(node.value, ast.Name) and node.value.id in OWN
         return None if own else "the store's Chroma client (.client)"
@@ -51,20 +63,22 @@ def _private(node: ast.AST) -> str | None:
     return None
 
 
-def _in_script(text: str) -> list[str]:
+def _in_script(text: str, private: frozenset[str]) -> list[str]:
     """What a Python script held in a string (run by a test with ``python -c``) reaches into; prose is skipped."""
     if "\n" not in text.strip():
         return []
     try:
-        return reaches(text, "script")
+        return reaches(text, "script", private)
     except SyntaxError:
         return []
 
 
-def test_no_test_file_but_the_helper_reaches_into_the_chroma_backend() -> None:
+def test_no_test_file_but_the_helper_reaches_into_the_chroma_backend(tmp_path: Path) -> None:
+    private = chroma_private(tmp_path / "memory")
+    assert {"_snapshots", "_write", "_kept", "_collection"} <= private  # the store's own names were read
     files = sorted(p for p in TESTS.rglob("*.py") if p not in (HELPER, Path(__file__).resolve()))
     assert len(files) > 100  # the walk found the suite
-    found = [hit for p in files for hit in reaches(p.read_text(encoding="utf-8"), str(p.relative_to(TESTS)))]
+    found = [hit for p in files for hit in reaches(p.read_text(encoding="utf-8"), str(p.relative_to(TESTS)), private)]
     assert not found, "tests reach into the Chroma backend; use the storage port, or tests/chroma_internals.py " \
                       "for a Chroma-specific test:\n" + "\n".join(found)
 
@@ -94,26 +108,14 @@ def test_the_check_sees_each_way_in_and_spares_what_is_not_the_store() -> None:
         assert reaches(source) == [], source
 
 
-def _held(directory: Path) -> bool:
-    """Whether a store holds ``directory``'s process lock (an OS lock on the directory, as another opener meets it)."""
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def test_the_seam_closes_the_stores_opened_under_a_directory_and_only_those(tmp_path: Path) -> None:
     inside, outside = make_resources(tmp_path / "test" / "memory"), make_resources(tmp_path / "other")
     lazy = make_resources(tmp_path / "test" / "lazy")  # its store is never opened: nothing to close
     assert inside.store.namespaces() == [] and outside.store.namespaces() == []
-    assert _held(tmp_path / "test" / "memory") and _held(tmp_path / "other")
+    assert held_by_a_store(tmp_path / "test" / "memory") and held_by_a_store(tmp_path / "other")
     closed = close_stores_under((tmp_path / "test").resolve())
     assert closed == [inside.store_] and lazy.store_ is None
-    assert not _held(tmp_path / "test" / "memory")  # closed: its files and lock are released
-    assert _held(tmp_path / "other")
+    assert not held_by_a_store(tmp_path / "test" / "memory")  # closed: its files and lock are released
+    assert held_by_a_store(tmp_path / "other")
     assert close_stores_under(tmp_path.resolve()) == []  # what the seam remembers ends with the test
     outside.store.close()
