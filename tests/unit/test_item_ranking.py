@@ -1,5 +1,7 @@
-"""Store items ranked like facts (``agents.item_ranking``): a correction wins, scores lie in [0, 1], and the store's
-search, the rerank strategy, the chatbot's recall and the MCP ``answer`` tool rank one memory the same way."""
+"""Store items ranked like facts (``agents.item_ranking``): a correction wins (by key, by a single-valued fact, by
+time among rivals or counterparts), another person's fact answers a question about the owner less, scores lie in
+[0, 1] and follow relevance, and the store's search, the rerank strategy, the chatbot's recall and the MCP
+``answer`` tool rank one memory the same way."""
 
 from __future__ import annotations
 
