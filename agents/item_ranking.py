@@ -5,6 +5,10 @@ the graph-feature reranker (session, event, window) say nothing about it. An ite
 
 - its relevance: the cosine of the query's embedding with its turns' ``speaker: text`` embeddings (the best turn), clipped to
   ``[0, 1]`` (a score below 0 is no relevance at all), as dense stores score (``InMemoryStore``: the raw cosine);
+- whose fact it is: an item whose statement is about ANOTHER person, its subject a relative or friend of the
+  speaker's ("My brother works as a teacher.", "My friend's dog is called Max.": ``third_party_items``), is a fact
+  about that person; for a question about the memory's owner (one that does not itself ask about a relative or
+  friend: ``asks_about_third_party``) its relevance is weighted by ``THIRD_PARTY_WEIGHT``;
 - when the item is SUPERSEDED (a newer item of its namespace states the same attribute), the lower of its
   relevance and its superseder's, divided by ``STALE_DIVISOR``: it ranks below the item that supersedes it, and
   stays findable (a stale memory is history, not garbage). Two rules decide "the same attribute" (``superseded_items``):
@@ -12,19 +16,25 @@ the graph-feature reranker (session, event, window) say nothing about it. An ite
   1. REAL's cardinality rule on the facts the items carry (``agents.fact_extractor.pattern_extraction`` on each
      item's text, ``memory.facts.relation_cardinality``): both carry a fact with the same head and the same
      SINGLE-valued relation (``lives_in``, ``works_at``, ``occupation``, ``married_to``...) and different values.
-  2. Time among rivals, at query time (``rival_supersession``): of two items both scoring at least
-     ``RIVAL_FLOOR`` for the query (among its ``RIVALS`` most relevant) and within ``RIVAL_MARGIN`` of each
-     other, whose own embeddings are at least ``RIVAL_SIMILARITY`` alike, the newer one wins (the older is
-     superseded for this query).
+  2. Time among rivals, at query time (``rival_supersession``): of two items about the same person (both the
+     owner's, or both another's), both scoring at least ``RIVAL_FLOOR`` for the query (among its ``RIVALS`` most
+     relevant), the newer one wins (the older is superseded for this query) when they are within ``RIVAL_MARGIN``
+     of each other and their own embeddings at least ``RIVAL_SIMILARITY`` alike, or when they are COUNTERPARTS:
+     each is the other's most alike item on the other side of time among those relevant items (the older's most
+     alike newer one, the newer's most alike older one), at least ``COUNTERPART_SIMILARITY`` alike, within
+     ``COUNTERPART_MARGIN``: a restatement of the same attribute, phrased further from the question than the
+     statement it replaces ("I took up surfing instead." after "In my free time I do photography.").
 
   A put on an existing key has already replaced the item (``LogicMapStore.put``): one key, one value.
 
-Scores are in ``[0, 1]`` and monotonic in relevance among items of the same standing; a caller can threshold them
-(docs/store.md). Nothing here ranks conversation turns: the strategies keep their own rankers.
+Scores are in ``[0, 1]`` and monotonic in relevance among items of the same standing (current or superseded, the
+owner's or another's); a caller can threshold them (docs/store.md). Nothing here ranks conversation turns: the
+strategies keep their own rankers.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import weakref
 from collections.abc import Callable, Mapping
@@ -36,20 +46,26 @@ from langchain_core.embeddings import Embeddings
 
 from logicmap.memory.embeddings import normalize
 from logicmap.memory.items import ItemIndex, item_index
+from logicmap.memory.lexicon import KINSHIP_TERMS
 from logicmap.memory.store.model import NamespaceSnapshot
 
 __all__ = [
+    "COUNTERPART_MARGIN",
+    "COUNTERPART_SIMILARITY",
     "RIVAL_FLOOR",
     "RIVAL_MARGIN",
     "RIVAL_SIMILARITY",
     "RIVALS",
     "STALE_DIVISOR",
+    "THIRD_PARTY_WEIGHT",
     "ItemVectors",
+    "asks_about_third_party",
     "item_relevance",
     "item_scores",
     "item_vectors",
     "rival_supersession",
     "superseded_items",
+    "third_party_items",
     "turn_scores_of",
 ]
 
@@ -58,6 +74,24 @@ RIVAL_FLOOR = 0.2  # the three chosen on the development users of evals/bench/be
 RIVAL_MARGIN = 0.15
 RIVAL_SIMILARITY = 0.2
 RIVALS = 64  # the rival rule compares the 64 most relevant items (pairs: 64 x 64), whatever the namespace's size
+COUNTERPART_MARGIN = 0.3  # these three chosen on the development users of bench_items (MiniLM, seeds 41-43)
+COUNTERPART_SIMILARITY = 0.4
+THIRD_PARTY_WEIGHT = 0.5
+
+# Whose fact a statement is: a relative's or friend's (``KINSHIP_TERMS``, a closed class, without the family as a
+# whole and the naming verbs) when that person is the subject: possessed by the speaker ("my", "our", an adjective
+# between: "My best friend ..."), then a possessive ("My friend's dog ..."), a verb ("My brother works ..."), or a
+# copula and an article ("My mother was a nurse."). "My partner is Ana." names the speaker's partner: the speaker's.
+_KIN = "|".join(sorted(KINSHIP_TERMS - {"family", "named", "called"}, key=len, reverse=True))
+_COPULA = r"(?:is|was|are|were)"
+_OTHER = rf"(?:{_KIN})(?:['’]s\b|\s+{_COPULA}\s+(?:an?|the)\b|\s+(?!{_COPULA}\b)[a-z]+)"
+_THIRD_PARTY_STATEMENT = re.compile(rf"^\W*(?:my|our)\s+(?:[a-z]+\s+)?{_OTHER}", re.IGNORECASE)
+# A question about another person: a relative or friend as the subject of its verb or the possessor of what it
+# asks ("What does my brother do?", "the user's sister's city", "the city of my sister"); "Who is the user's
+# partner?" asks the owner's.
+_THIRD_PARTY_QUESTION = re.compile(
+    rf"\b(?:(?:my|our|your|his|her|their|[a-z]+['’]s)\s+(?:[a-z]+\s+)?{_OTHER}"
+    rf"|of\s+(?:my|our|your|his|her|their|the)\s+(?:[a-z]+\s+)?(?:{_KIN})\b)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -109,6 +143,26 @@ def item_relevance(index: ItemIndex, vectors: ItemVectors, query: np.ndarray) ->
     return np.where(np.isneginf(best), np.nan, best)
 
 
+def asks_about_third_party(query: str) -> bool:
+    """Whether ``query`` asks about a relative or friend of the memory's owner, not about the owner."""
+    return bool(_THIRD_PARTY_QUESTION.search(query))
+
+
+def third_party_items(snapshot: NamespaceSnapshot) -> np.ndarray:
+    """For each item of the snapshot's ``item_index``, whether it states another person's fact: every one of its
+    evidence turns has a relative or friend of the speaker's as its subject (computed once per snapshot)."""
+    return snapshot.derived(_third_party)
+
+
+def _third_party(snapshot: NamespaceSnapshot) -> np.ndarray:
+    index = item_index(snapshot)
+    found = np.zeros(len(index.items), dtype=bool)
+    for row, item in enumerate(index.items):
+        turns = [snapshot.turns[t] for t in item.turn_ids if t in snapshot.turns and snapshot.turns[t].evidence]
+        found[row] = bool(turns) and all(_THIRD_PARTY_STATEMENT.search(turn.text) for turn in turns)
+    return found
+
+
 def superseded_items(snapshot: NamespaceSnapshot) -> np.ndarray:
     """For each item of the snapshot's ``item_index``, the row of the newer item that supersedes it by REAL's
     cardinality rule (the newest statement of the same single-valued fact), or -1 (computed once per snapshot)."""
@@ -153,9 +207,12 @@ def _cardinality_superseded(snapshot: NamespaceSnapshot) -> np.ndarray:
     return by
 
 
-def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.ndarray) -> np.ndarray:
+def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.ndarray,
+                       third_party: np.ndarray | None = None) -> np.ndarray:
     """For each item, the row of the newest rival that supersedes it for this query, or -1: both relevant
-    (``RIVAL_FLOOR``), close in relevance (``RIVAL_MARGIN``) and alike (``RIVAL_SIMILARITY``)."""
+    (``RIVAL_FLOOR``), about the same person (given ``third_party``: ``third_party_items``), and either close in
+    relevance (``RIVAL_MARGIN``) and alike (``RIVAL_SIMILARITY``), or counterparts (``COUNTERPART_MARGIN``,
+    ``COUNTERPART_SIMILARITY``: the module docstring)."""
     by = np.full(len(index.items), -1, dtype=np.int64)
     rows = np.flatnonzero(relevance >= RIVAL_FLOOR)
     if len(rows) > RIVALS:  # only the most relevant compete: what a page of results shows, at a bounded cost
@@ -163,12 +220,28 @@ def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.nda
     if len(rows) < 2:
         return by
     alike = vectors.own[rows] @ vectors.own[rows].T
-    close = np.abs(relevance[rows][:, None] - relevance[rows][None, :]) <= RIVAL_MARGIN
+    gap = np.abs(relevance[rows][:, None] - relevance[rows][None, :])
     newer = index.updated[rows][None, :] > index.updated[rows][:, None]  # [i, j]: j is newer than i
-    rival = close & newer & (alike >= RIVAL_SIMILARITY)
+    if third_party is not None:
+        newer &= third_party[rows][:, None] == third_party[rows][None, :]
+    rival = newer & (gap <= RIVAL_MARGIN) & (alike >= RIVAL_SIMILARITY)
+    rival |= _counterparts(newer, alike) & (gap <= COUNTERPART_MARGIN) & (alike >= COUNTERPART_SIMILARITY)
     when = np.where(rival, index.updated[rows][None, :], -np.inf)
     by[rows] = np.where(rival.any(axis=1), rows[np.argmax(when, axis=1)], -1)
     return by
+
+
+def _counterparts(newer: np.ndarray, alike: np.ndarray) -> np.ndarray:
+    """``[i, j]``: j is the most alike of the items newer than i, and i the most alike of the items older than j."""
+    pairs = np.zeros_like(newer)
+    if not newer.any():
+        return pairs
+    similarity = np.where(newer, alike, -np.inf)
+    older = np.flatnonzero(newer.any(axis=1))
+    best_newer = np.argmax(similarity[older], axis=1)
+    mutual = np.argmax(similarity[:, best_newer], axis=0) == older
+    pairs[older[mutual], best_newer[mutual]] = True
+    return pairs
 
 
 def item_scores(snapshot: NamespaceSnapshot, query: str, embeddings: Embeddings) -> np.ndarray:
@@ -181,8 +254,11 @@ def item_scores(snapshot: NamespaceSnapshot, query: str, embeddings: Embeddings)
     found = item_relevance(index, vectors, vector)
     unscored = ~index.indexed | np.isnan(found)  # put(..., index=False), or no evidence turn
     relevance = np.where(unscored, 0.0, found)
+    third = third_party_items(snapshot)
+    if not asks_about_third_party(query):  # a question about the owner: another person's fact answers it less
+        relevance = np.where(third, relevance * THIRD_PARTY_WEIGHT, relevance)
     by = superseded_items(snapshot)
-    by = np.where(by >= 0, by, rival_supersession(index, vectors, relevance))
+    by = np.where(by >= 0, by, rival_supersession(index, vectors, relevance, third))
     stale = by >= 0  # below its superseder: at most half the lower of their two relevances
     scores = relevance.copy()
     scores[stale] = np.minimum(relevance[stale], relevance[by[stale]]) / STALE_DIVISOR

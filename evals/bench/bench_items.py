@@ -12,8 +12,8 @@ The same operations, in the same order, go to ``LogicMapStore`` (``policy="heuri
 phase) and to ``InMemoryStore(index={"embed": <the same embedder>, "dims": ...})``. Reported per half of the
 users: top-1 accuracy over every question; over the correction questions, the share whose corrected item ranks
 first, and the share whose corrected item ranks above the stale one (the correction wins; an update by key leaves no
-stale item). Users u00-u05 are the DEVELOPMENT half (where the item scoring was chosen); u06-u11 the HELD-OUT half
-(reported, never tuned on).
+stale item). Users u00-u05 are the DEVELOPMENT half (where the item scoring was chosen, over seeds 41-43); u06-u11
+the HELD-OUT half (reported, never tuned on).
 
 Usage: ``python -m logicmap.evals.bench.bench_items [--embeddings hashing,minilm] [--seed 41]``.
 """

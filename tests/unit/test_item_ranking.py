@@ -1,5 +1,7 @@
-"""Store items ranked like facts (``agents.item_ranking``): a correction wins, scores lie in [0, 1], and the store's
-search, the rerank strategy, the chatbot's recall and the MCP ``answer`` tool rank one memory the same way."""
+"""Store items ranked like facts (``agents.item_ranking``): a correction wins (by key, by a single-valued fact, by
+time among rivals or counterparts), another person's fact answers a question about the owner less, scores lie in
+[0, 1] and follow relevance, and the store's search, the rerank strategy, the chatbot's recall and the MCP
+``answer`` tool rank one memory the same way."""
 
 from __future__ import annotations
 
@@ -9,9 +11,13 @@ import random
 import time
 from dataclasses import replace
 
+import numpy as np
+import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.store.base import PutOp
 
+from logicmap.agents.item_ranking import _THIRD_PARTY_STATEMENT, THIRD_PARTY_WEIGHT, asks_about_third_party
 from logicmap.graphs.basestore import LogicMapStore
 from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
 from logicmap.graphs.mcp_server import build_mcp_server
@@ -112,3 +118,72 @@ def test_one_ranking_for_the_store_the_rerank_strategy_the_chatbot_and_mcp(resou
         assert by_strategy == by_store
         assert by_chatbot == by_store[: len(by_chatbot)] and by_chatbot
         assert by_mcp[0] == by_store[0]
+
+
+def test_a_new_memory_that_restates_an_attribute_further_from_the_question_still_supersedes_it(
+        resources: Resources) -> None:
+    # LangMem's manage tool wrote the change as a new memory, phrased further from the question than the statement
+    # it replaces (0.544 against 0.248 here: beyond RIVAL_MARGIN); the two are each other's counterpart.
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    ns = ("memories", "bob")
+    store.batch([PutOp(ns, "employer", {"content": "I work for Google, a big company."}),
+                 PutOp(ns, "car", {"content": "I drive a red Toyota."}),
+                 PutOp(ns, "dog", {"content": "My dog is called Rex."})])
+    time.sleep(0.01)
+    store.put(ns, "employer-2", {"content": "I left Google and work at Unilever now."})
+    found = store.search(ns, query="Which company do I work for?", limit=4)
+    assert [i.key for i in found[:2]] == ["employer-2", "employer"], [(i.key, i.score) for i in found]
+    assert found[1].score is not None and found[0].score is not None and found[1].score <= found[0].score / 2
+
+
+def test_another_persons_fact_answers_a_question_about_the_owner_less_and_supersedes_nothing(
+        resources: Resources) -> None:
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    ns = ("memories", "carol")
+    store.batch([PutOp(ns, "partner", {"content": "My partner is Clara."}),
+                 PutOp(ns, "car", {"content": "I drive a red Toyota."})])
+    time.sleep(0.01)
+    store.put(ns, "note", {"content": "My brother's partner is Ines."})  # newer, about someone else
+    assert [i.key for i in store.search(ns, query="Who is my partner?", limit=3)][0] == "partner"
+    for question in ["Who is my brother's partner?", "Who is the partner of my brother?"]:
+        assert [i.key for i in store.search(ns, query=question, limit=3)][0] == "note", question
+
+
+def test_whose_fact_a_statement_or_a_question_is() -> None:
+    others = ["My brother works as a teacher.", "My friend's dog is called Max.", "My best friend moved to Oslo.",
+              "My mother was a nurse for years.", "My friend Tom got engaged."]
+    owners = ["My partner is Ana.", "My new partner is Tom.", "I live with my partner Ana.", "My dog is called Rex.",
+              "I met a teacher at the party."]
+    assert all(_THIRD_PARTY_STATEMENT.search(t) for t in others)
+    assert not any(_THIRD_PARTY_STATEMENT.search(t) for t in owners)
+    assert all(asks_about_third_party(q) for q in ["Where does my sister live?", "What does the user's brother do?",
+                                                   "Who is the partner of my brother?"])
+    assert not any(asks_about_third_party(q) for q in ["Who is my partner?", "What is the name of the user's partner?",
+                                                        "Where do I live?"])
+
+
+def test_a_score_is_the_clipped_cosine_of_a_current_item_and_at_most_half_of_its_superseders(
+        resources: Resources) -> None:
+    # Monotonic in relevance, so a caller can threshold: a current item of the owner's scores its relevance (the
+    # clipped cosine of the query with "speaker: text"), another person's half of it, a superseded item at most
+    # half of what replaced it.
+    store = LogicMapStore(resources=resources, policy="heuristic")
+    ns = ("memories", "dan")
+    texts = {"dog": "My dog is called Rex and loves the beach.", "car": "I drive a red Toyota Corolla.",
+             "food": "My favourite food is sushi.", "sister": "My sister lives in Lyon."}
+    store.batch([PutOp(ns, key, {"content": text}) for key, text in texts.items()])
+    embeddings = resources.embeddings
+
+    def relevance(query: str, text: str) -> float:
+        q, t = np.asarray(embeddings.embed_query(query)), np.asarray(embeddings.embed_query(f"user: {text}"))
+        return float(np.clip(q @ t / np.linalg.norm(q) / np.linalg.norm(t), 0.0, 1.0))
+
+    for query in ["What car do I drive?", "Where does the dog go?", "Who lives in Lyon?", "sushi", "xylophone quantum"]:
+        for item in store.search(ns, query=query, limit=10):
+            weight = THIRD_PARTY_WEIGHT if item.key == "sister" else 1.0
+            assert item.score == pytest.approx(weight * relevance(query, texts[item.key]), abs=1e-5), (query, item.key)
+            assert 0.0 <= item.score <= 1.0
+    time.sleep(0.01)
+    store.put(ns, "food-2", {"content": "My favourite food is ramen now."})
+    ranked = {i.key: i.score for i in store.search(ns, query="What is my favourite food?", limit=10)}
+    assert ranked["food"] is not None and ranked["food-2"] is not None and ranked["food"] <= ranked["food-2"] / 2

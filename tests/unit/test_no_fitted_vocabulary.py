@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[2]
 NO_LLM_MODULES = [
     "agents/compass_policy.py",
     "agents/fact_extractor.py",
+    "agents/item_ranking.py",
     "agents/goalmem_forward.py",
     "agents/goalmem_heuristics.py",
     "agents/r2.py",
