@@ -269,20 +269,22 @@ class PendingWrites:
                        seqs: Sequence[int] | None = None) -> list[PendingWrite]:
         """The pending writes of ``namespace`` not consolidated yet (above the committed ``consolidated_through``,
         or above ``after``; only those numbered ``seqs``, when given), in order."""
+        validate_namespace(namespace)
         log = self._log()
         if log is None:
             return []
         mark = self.manifest(namespace).consolidated_through if after is None else after
-        return log.entries(validate_namespace(namespace), mark, seqs)
+        return log.entries(namespace, mark, seqs)
 
     def pending_heads(self, namespace: str, after: int | None = None) -> list[PendingHead]:
         """The heads of ``pending_writes`` (sequence number, session, turns): what a consolidator chooses its batch
         from without reading every pending write's turns and vectors."""
+        validate_namespace(namespace)
         log = self._log()
         if log is None:
             return []
         mark = self.manifest(namespace).consolidated_through if after is None else after
-        return log.heads(validate_namespace(namespace), mark)
+        return log.heads(namespace, mark)
 
     def drop_pending(self, namespace: str, *, through: int | None = None, seqs: Sequence[int] = ()) -> int:
         """Delete pending writes of ``namespace`` (consolidated ones, ``through``; or those ``seqs``: a deleted key's);

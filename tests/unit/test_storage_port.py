@@ -215,19 +215,25 @@ def check_concurrent_writers(open_store_: Opener) -> None:
     assert sorted(_texts(stores[0], "conf.g")) == sorted(f"w{w} n{n}" for w in range(4) for n in range(3))
 
 
+def _namespace_operations(store: Any, bad: Any) -> dict[str, Callable[[], object]]:
+    """Each port operation that takes a namespace, called with ``bad``."""
+    return {
+        "manifest": lambda: store.manifest(bad), "has_namespace": lambda: store.has_namespace(bad),
+        "require_namespace": lambda: store.require_namespace(bad), "snapshot": lambda: store.snapshot(bad),
+        "snapshot_at": lambda: store.snapshot_at(bad, 1), "query": lambda: store.query(bad, "turns", [1.0] * 8, 1),
+        "commit": lambda: store.commit(ChangeSet.model_construct(namespace=bad, base_generation=0)),
+        "purge": lambda: store.purge(bad), "drop_namespace": lambda: store.drop_namespace(bad),
+        "pending_writes": lambda: store.pending_writes(bad, after=0),
+        "pending_heads": lambda: store.pending_heads(bad, after=0),
+    }
+
+
 def check_invalid_namespaces_are_refused(open_store_: Opener) -> None:
     """Every operation that takes a namespace refuses one that is no valid name before it reads or writes: callers
     (``answer()``'s strategies, the lifecycle functions) hand a caller's namespace to the store as it came."""
     store = open_store_()
     for bad in ("bad name!", "acme\n", "", "-lead", ("memories", "alice"), None):
-        operations: dict[str, Callable[[], object]] = {
-            "manifest": lambda: store.manifest(bad), "has_namespace": lambda: store.has_namespace(bad),
-            "require_namespace": lambda: store.require_namespace(bad), "snapshot": lambda: store.snapshot(bad),
-            "snapshot_at": lambda: store.snapshot_at(bad, 1), "query": lambda: store.query(bad, "turns", [1.0] * 8, 1),
-            "commit": lambda: store.commit(ChangeSet.model_construct(namespace=bad, base_generation=0)),
-            "purge": lambda: store.purge(bad), "drop_namespace": lambda: store.drop_namespace(bad),
-        }
-        for name, operation in operations.items():
+        for name, operation in _namespace_operations(store, bad).items():
             with pytest.raises(ValueError, match="invalid namespace"):
                 operation()
                 pytest.fail(f"{name} took the namespace {bad!r}")
