@@ -7,13 +7,15 @@ chat session. ``--resend`` then sends the same messages again in the same proces
 Then another fresh subprocess opens the namespace the run wrote and reports what reading its snapshot added to its
 RSS (what any process that reads or writes that namespace holds).
 
-    nice -n 10 env PYTHONPATH=<parent of the package> python -m logicmap.evals.bench.bench_add_messages --n 100000
+    nice -n 10 env PYTHONPATH=<parent of the package> python -m logicmap.evals.bench.bench_add_messages --n 100000 \\
+        --consolidation manual background
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -68,19 +70,21 @@ def open_once(data_dir: Path) -> dict[str, Any]:
     return {"turns": turns, "snapshot_mb": round(rss_mb() - before)}
 
 
-def _child(*args: str) -> dict[str, Any]:
+def _child(*args: str, consolidation: str | None = None) -> dict[str, Any]:
+    env = dict(os.environ, **({"LOGICMAP_CONSOLIDATION": consolidation} if consolidation else {}))
     done = subprocess.run([sys.executable, "-m", "logicmap.evals.bench.bench_add_messages", *args],
-                          capture_output=True, text=True, check=False)
+                          capture_output=True, text=True, check=False, env=env)
     if done.returncode != 0:
         raise SystemExit(f"the run {args} failed: {done.stderr.strip().splitlines()[-1:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
 
 
-def measure(n: int, resend: bool = False) -> dict[str, Any]:
-    """``run_once`` in a fresh interpreter (its peak RSS is the call's own), then ``open_once`` in another."""
+def measure(n: int, resend: bool = False, consolidation: str | None = None) -> dict[str, Any]:
+    """``run_once`` in a fresh interpreter (its peak RSS is the call's own, with what the background consolidator
+    built meanwhile), then ``open_once`` in another."""
     with tempfile.TemporaryDirectory(prefix="bench-add-messages-") as tmp:
-        result = _child("--child", str(n), tmp, *(["--resend"] if resend else []))
+        result = _child("--child", str(n), tmp, *(["--resend"] if resend else []), consolidation=consolidation)
         result["open_snapshot_mb"] = _child("--open", tmp)["snapshot_mb"]
     return result
 
@@ -89,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[10_000], help="message counts, one run each")
     parser.add_argument("--resend", action="store_true", help="then send the same messages again (a no-op)")
+    parser.add_argument("--consolidation", nargs="+", choices=["background", "manual", "sync"], default=[None],
+                        help="LOGICMAP_CONSOLIDATION for the runs (default: as set), one run per mode and count")
     parser.add_argument("--child", nargs=2, metavar=("N", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--open", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -99,14 +105,18 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_once(int(args.child[0]), Path(args.child[1]), resend=args.resend)))
         return 0
     print(machine_line())
-    print("add_messages, hashing embedder, heuristic policy, one call per run (each run its own subprocess)")
+    print("add_messages, hashing embedder, heuristic policy, one call per run (each run its own subprocess); "
+          "committed turns: what the consolidator built during the call")
     rows = []
-    for n in args.n:
-        r = measure(n, resend=args.resend)
-        rows.append([f"{n:,}", f"{r['added']:,}", r["wall_s"], r["cpu_s"], r["peak_rss_mb"], r["open_snapshot_mb"],
-                     *([r["resend_s"], f"{r['resend_stored']:,}"] if args.resend else [])])
-    print_table(["messages", "added", "wall s", "process CPU s", "peak RSS MB", "snapshot in a fresh process MB",
-                 *(["re-send s", "re-send already stored"] if args.resend else [])], rows)
+    for mode in args.consolidation:
+        for n in args.n:
+            r = measure(n, resend=args.resend, consolidation=mode)
+            rows.append([mode or os.environ.get("LOGICMAP_CONSOLIDATION", "background"), f"{n:,}", f"{r['added']:,}",
+                         r["wall_s"], r["cpu_s"], r["peak_rss_mb"], f"{r['turns']:,}", r["open_snapshot_mb"],
+                         *([r["resend_s"], f"{r['resend_stored']:,}"] if args.resend else [])])
+    print_table(["consolidation", "messages", "added", "wall s", "process CPU s", "peak RSS MB", "committed turns",
+                 "snapshot in a fresh process MB", *(["re-send s", "re-send already stored"] if args.resend else [])],
+                rows)
     return 0
 
 
