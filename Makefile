@@ -66,7 +66,7 @@ lint: install
 	$(BIN)/mypy
 
 strategy-docs: install  # docs/strategies.md from the registry (tests/unit/test_strategy_docs.py checks it)
-	$(BIN)/python -m logicmap.graphs.strategy_docs docs/strategies.md
+	$(BIN)/python -m logicmap.graphs.strategies.docs docs/strategies.md
 
 local-llm: install llm-venv
 	$(BIN)/logicmap local-llm

@@ -20,10 +20,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from logicmap.data import sample_path
-    from logicmap.graphs.basestore import LogicMapStore
-    from logicmap.graphs.chat_messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
-    from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-    from logicmap.graphs.forget import (
+    from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
+    from logicmap.graphs.chat.messages import MessageFormatError, MessagesReport, aadd_messages, add_messages
+    from logicmap.graphs.ingest.ingest import IngestReport, aingest_conversation, ingest_conversation
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
+    from logicmap.graphs.strategies.registry import STRATEGIES, aanswer, answer
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
+    from logicmap.graphs.writes.forget import (
         ForgetReport,
         MemoryPage,
         UnknownMemoryError,
@@ -40,10 +44,6 @@ if TYPE_CHECKING:
         purge,
         update_memory,
     )
-    from logicmap.graphs.ingest import IngestReport, aingest_conversation, ingest_conversation
-    from logicmap.graphs.resources import Resources
-    from logicmap.graphs.result import AnswerResult, EvidenceItem
-    from logicmap.graphs.strategies import STRATEGIES, aanswer, answer
     from logicmap.settings import LogicMapSettings
     from logicmap.tools import create_memory_toolkit
 
@@ -87,39 +87,39 @@ __all__ = [
 
 # Public name -> the module that defines it (tests/unit/test_package.py checks it names every name of __all__).
 _EXPORTS = {
-    "STRATEGIES": "logicmap.graphs.strategies",
-    "AnswerResult": "logicmap.graphs.result",
-    "ChatContext": "logicmap.graphs.chatbot",
-    "EvidenceItem": "logicmap.graphs.result",
-    "IngestReport": "logicmap.graphs.ingest",
+    "STRATEGIES": "logicmap.graphs.strategies.registry",
+    "AnswerResult": "logicmap.graphs.runtime.result",
+    "ChatContext": "logicmap.graphs.chat.chatbot",
+    "EvidenceItem": "logicmap.graphs.runtime.result",
+    "IngestReport": "logicmap.graphs.ingest.ingest",
     "LogicMapSettings": "logicmap.settings",
-    "LogicMapStore": "logicmap.graphs.basestore",
-    "Resources": "logicmap.graphs.resources",
-    "answer": "logicmap.graphs.strategies",
-    "aanswer": "logicmap.graphs.strategies",
-    "aingest_conversation": "logicmap.graphs.ingest",
-    "build_chatbot_graph": "logicmap.graphs.chatbot",
+    "LogicMapStore": "logicmap.graphs.surfaces.basestore",
+    "Resources": "logicmap.graphs.runtime.resources",
+    "answer": "logicmap.graphs.strategies.registry",
+    "aanswer": "logicmap.graphs.strategies.registry",
+    "aingest_conversation": "logicmap.graphs.ingest.ingest",
+    "build_chatbot_graph": "logicmap.graphs.chat.chatbot",
     "create_memory_toolkit": "logicmap.tools",
-    "ingest_conversation": "logicmap.graphs.ingest",
-    "forget": "logicmap.graphs.forget",
-    "aforget": "logicmap.graphs.forget",
-    "delete_namespace": "logicmap.graphs.forget",
-    "adelete_namespace": "logicmap.graphs.forget",
-    "list_memories": "logicmap.graphs.forget",
-    "alist_memories": "logicmap.graphs.forget",
-    "get_memory": "logicmap.graphs.forget",
-    "aget_memory": "logicmap.graphs.forget",
-    "update_memory": "logicmap.graphs.forget",
-    "aupdate_memory": "logicmap.graphs.forget",
-    "purge": "logicmap.graphs.forget",
-    "apurge": "logicmap.graphs.forget",
-    "ForgetReport": "logicmap.graphs.forget",
-    "MemoryPage": "logicmap.graphs.forget",
-    "UnknownMemoryError": "logicmap.graphs.forget",
-    "add_messages": "logicmap.graphs.chat_messages",
-    "aadd_messages": "logicmap.graphs.chat_messages",
-    "MessageFormatError": "logicmap.graphs.chat_messages",
-    "MessagesReport": "logicmap.graphs.chat_messages",
+    "ingest_conversation": "logicmap.graphs.ingest.ingest",
+    "forget": "logicmap.graphs.writes.forget",
+    "aforget": "logicmap.graphs.writes.forget",
+    "delete_namespace": "logicmap.graphs.writes.forget",
+    "adelete_namespace": "logicmap.graphs.writes.forget",
+    "list_memories": "logicmap.graphs.writes.forget",
+    "alist_memories": "logicmap.graphs.writes.forget",
+    "get_memory": "logicmap.graphs.writes.forget",
+    "aget_memory": "logicmap.graphs.writes.forget",
+    "update_memory": "logicmap.graphs.writes.forget",
+    "aupdate_memory": "logicmap.graphs.writes.forget",
+    "purge": "logicmap.graphs.writes.forget",
+    "apurge": "logicmap.graphs.writes.forget",
+    "ForgetReport": "logicmap.graphs.writes.forget",
+    "MemoryPage": "logicmap.graphs.writes.forget",
+    "UnknownMemoryError": "logicmap.graphs.writes.forget",
+    "add_messages": "logicmap.graphs.chat.messages",
+    "aadd_messages": "logicmap.graphs.chat.messages",
+    "MessageFormatError": "logicmap.graphs.chat.messages",
+    "MessagesReport": "logicmap.graphs.chat.messages",
     "sample_path": "logicmap.data",
 }
 

@@ -1,6 +1,6 @@
 """The ``logicmap`` program (``python -m logicmap``, the ``logicmap`` console script): every command in one parser.
 
-The memory commands come from ``graphs.cli``; the eval commands (demo, eval, train-data) from ``evals.cli``, which
+The memory commands come from ``graphs.surfaces.cli``; the eval commands (demo, eval, train-data) from ``evals.cli``, which
 sits above graphs and joins them in ``evals.cli.main``: code of the package that runs the program (a benchmark)
 imports that, never this top-level module.
 """

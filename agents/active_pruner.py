@@ -13,7 +13,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
-from logicmap.memory.embeddings import cosine_matrix
+from logicmap.memory.indexes.embeddings import cosine_matrix
 from logicmap.prompts import reconstruct_prune as prompt
 from logicmap.prompts.reconstruct_prune import CandidateSelection, PruneDecision
 

@@ -3,11 +3,11 @@ answering role, and that role's recorded fallback), one function each, named for
 
 | answerer | answers from | used by |
 | --- | --- | --- |
-| ``answer_from_evidence`` | the evidence handed to the responder: the sentence that fills the question's slot (``memory.answer_slots``), a "when" question's date | ``responder`` (CompassMem, rerank, dense, bm25, Memory-R2's answer agent) |
+| ``answer_from_evidence`` | the evidence handed to the responder: the sentence that fills the question's slot (``memory.retrieval.answer_slots``), a "when" question's date | ``responder`` (CompassMem, rerank, dense, bm25, Memory-R2's answer agent) |
 | ``answer_from_memory_lines`` | retrieved memory lines: their best sentence | ``goalmem_forward`` (the forward baselines) |
 | ``answer_from_best_fact`` | R2 facts: the best fact's best sentence without the question's words | ``r2`` (fact answerer), ``evals.train`` |
-| ``answer_from_active_set`` | MRAgent's active set: the best-matching turn, its event's date for "when" | ``reconstruct_policy``, ``graphs.reconstruct`` |
-| ``reply_from_recall`` | what recall found: memory's answer to a question, an acknowledgement otherwise | ``graphs.chat_graph`` |
+| ``answer_from_active_set`` | MRAgent's active set: the best-matching turn, its event's date for "when" | ``reconstruct_policy``, ``graphs.strategies.reconstruct`` |
+| ``reply_from_recall`` | what recall found: memory's answer to a question, an acknowledgement otherwise | ``graphs.chat.graph`` |
 
 They read memory (``logicmap.memory``) and answer with the roles' typed outputs (``logicmap.prompts``); they import
 no role module, so every role can import them.
@@ -20,14 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from logicmap.memory.answer_slots import SlotCandidate, answer_clause, choose_answer, question_focus
-from logicmap.memory.cue_extraction import ASPECTS, resolve_aspects
-from logicmap.memory.cue_index import CueIndex
-from logicmap.memory.deadline import check_deadline
-from logicmap.memory.r2 import FactRecord
-from logicmap.memory.retrieval import BM25Index
-from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import (
+from logicmap.memory.indexes.cue_extraction import ASPECTS, resolve_aspects
+from logicmap.memory.indexes.cue_index import CueIndex
+from logicmap.memory.language.text import (
     NO_ANSWER,
     best_sentence,
     content_stems,
@@ -36,7 +31,12 @@ from logicmap.memory.text import (
     split_sentences,
     tokenize,
 )
-from logicmap.memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.language.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.records.r2 import FactRecord
+from logicmap.memory.retrieval.answer_slots import SlotCandidate, answer_clause, choose_answer, question_focus
+from logicmap.memory.retrieval.retrieval import BM25Index
+from logicmap.memory.runtime.deadline import check_deadline
+from logicmap.memory.store import NamespaceSnapshot
 from logicmap.prompts.chat import ChatReply
 from logicmap.prompts.forward_answer import ForwardAnswer
 from logicmap.prompts.reconstruct import ReconstructedAnswer
@@ -70,7 +70,7 @@ class EvidenceLike(Protocol):
 
 
 class ActiveItem(Protocol):
-    """An item of MRAgent's active set (``graphs.result.EvidenceItem``): what the answerer reads of it."""
+    """An item of MRAgent's active set (``graphs.runtime.result.EvidenceItem``): what the answerer reads of it."""
 
     @property
     def kind(self) -> str: ...

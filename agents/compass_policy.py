@@ -3,7 +3,7 @@
 ``compass_policy(name, llm, ...)`` is the one place the name is compared: ``"heuristic"`` gives the
 ``RuleCompassPolicy`` (the no-LLM rules: queue priorities, the similarity explorer's decision, its stopping test,
 the learned evidence ranking, the extractive answer), any other name the ``LLMCompassPolicy`` (the planner,
-localizer, explorer, refiner and responder roles, each with its recorded fallback). ``graphs.compass`` asks the
+localizer, explorer, refiner and responder roles, each with its recorded fallback). ``graphs.strategies.compass`` asks the
 policy at each decision point and never tests the name. Reads the event graph (``memory``); knows nothing of
 ``graphs``.
 """
@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeVar
 
 import numpy as np
-from langchain_core.embeddings import Embeddings
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.answerers import answer_from_evidence
@@ -24,13 +23,10 @@ from logicmap.agents.explorer import ExplorerView, explore_batch, explore_event,
 from logicmap.agents.localizer import pick_starts
 from logicmap.agents.planner import clause_subgoals, plan_subgoals, plan_with_starts, refine_query
 from logicmap.agents.responder import EvidenceText, respond
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.ranking import default_ranker
-from logicmap.memory.store import NamespaceSnapshot
-from logicmap.memory.text import query_readings
-from logicmap.memory.traversal import default_traversal_ranker
-from logicmap.memory.turn_scoring import CONTEXT_WEIGHT, context_turn_scores
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.retrieval.query import QueryEncoder, learned_turn_scores
+from logicmap.memory.retrieval.turn_scoring import CONTEXT_WEIGHT, context_turn_scores
 from logicmap.prompts.explore import ExplorerDecision
 from logicmap.prompts.respond import Answer
 
@@ -39,7 +35,6 @@ __all__ = [
     "Decided",
     "LLMCompassPolicy",
     "PlannedSearch",
-    "QueryEncoder",
     "RefinedSearch",
     "RuleCompassPolicy",
     "SearchProgress",
@@ -49,39 +44,12 @@ __all__ = [
     "evidence_context",
     "evidence_filled",
     "heuristic_decision",
-    "learned_turn_scores",
     "open_subgoals",
     "query_key",
     "render_with_turns",
 ]
 
 T = TypeVar("T")
-
-@dataclass(frozen=True)
-class QueryEncoder:
-    """Search texts as unit query vectors, one row per reading: the text and, unless turned off, the text
-    without its names (``memory.text.query_readings``): names dominate a sentence embedding."""
-
-    embeddings: Embeddings
-    name_free_readings: bool = True
-
-    def readings(self, text: str) -> list[str]:
-        """What a search text is matched as."""
-        return query_readings(text) if self.name_free_readings else [text]
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """Unit vectors of ``texts``, one row each."""
-        if not texts:
-            return np.zeros((0, 1), dtype=np.float32)
-        return normalize(np.asarray(self.embeddings.embed_documents(texts), dtype=np.float32))
-
-    def vectors(self, texts: list[str]) -> list[np.ndarray]:
-        """Each text's reading vectors (one matrix per text), in one embedding call."""
-        readings = [self.readings(t) for t in texts]
-        flat = self.embed([r for rs in readings for r in rs])
-        bounds = np.cumsum([0, *(len(rs) for rs in readings)])
-        return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-
 
 def open_subgoals(subgoals: Sequence[str], satisfied: Sequence[bool]) -> list[str]:
     """The subgoals still to satisfy; all of them once every one is."""
@@ -174,14 +142,6 @@ def heuristic_decision(
         satisfy_threshold=satisfy_threshold,
         expand_threshold=expand_threshold,
     )
-
-
-def learned_turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder, *,
-                        traversal: bool = False) -> dict[str, float]:
-    """Every turn's score for ``question`` by the shipped graph-feature reranker (``memory.ranking``); with
-    ``traversal``, after the second hop from its best turns along the event graph (``memory.traversal``)."""
-    ranker = default_traversal_ranker() if traversal else default_ranker()
-    return ranker.scores(snapshot, question, encoder.embed(encoder.readings(question)))
 
 
 # -- what an LLM role is shown ------------------------------------------------------------------

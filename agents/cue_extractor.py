@@ -2,7 +2,7 @@
 
 The model rewrites each statement to stand alone (pronouns resolved to names) and gives its tags and
 cues; cues not said in the session are dropped. A window whose reply stays invalid after one retry gets
-the lexical builder's links instead (``memory.cue_extraction.heuristic_links``), with a recorded fallback.
+the lexical builder's links instead (``memory.indexes.cue_extraction.heuristic_links``), with a recorded fallback.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ from logicmap.agents.windowing import (
     prompt_chars,
     run_windows,
 )
-from logicmap.memory.cue_extraction import heuristic_links
-from logicmap.memory.cues import CueLink, normalize_cue, personal_fact_id
-from logicmap.memory.records import Event, Turn
+from logicmap.memory.indexes.cue_extraction import heuristic_links
+from logicmap.memory.records.cues import CueLink, normalize_cue, personal_fact_id
+from logicmap.memory.records.records import Event, Turn
 from logicmap.prompts import cues as prompt
 from logicmap.prompts.cues import CueExtraction
 

@@ -24,7 +24,16 @@ from logicmap.agents.windowing import (
     prompt_chars,
     run_windows,
 )
-from logicmap.memory.facts import (
+from logicmap.memory.language.lexicon import (
+    ADVERBS,
+    COGNITION_VERBS,
+    IRREGULAR_VERBS,
+    REPORTING_VERBS,
+    SKLEARN_STOP_WORDS,
+)
+from logicmap.memory.language.text import pattern_sentences, pattern_text
+from logicmap.memory.language.timeparse import find_time_phrases, resolve_relative
+from logicmap.memory.records.facts import (
     ASSERTED_CONFIDENCE,
     HEDGED_CONFIDENCE,
     INFERRED_CONFIDENCE,
@@ -35,10 +44,7 @@ from logicmap.memory.facts import (
     parse_when,
     relation_cardinality,
 )
-from logicmap.memory.lexicon import ADVERBS, COGNITION_VERBS, IRREGULAR_VERBS, REPORTING_VERBS, SKLEARN_STOP_WORDS
-from logicmap.memory.records import Fact, FactIntent, Turn
-from logicmap.memory.text import pattern_sentences, pattern_text
-from logicmap.memory.timeparse import find_time_phrases, resolve_relative
+from logicmap.memory.records.records import Fact, FactIntent, Turn
 from logicmap.prompts import real_extract as prompt
 from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
 
@@ -52,7 +58,7 @@ __all__ = [
     "validate_extraction",
 ]
 
-# Word lists and patterns here: general English grammar and memory/lexicon.py classes, none read off data/.
+# Word lists and patterns here: general English grammar and memory/language/lexicon.py classes, none read off data/.
 HEDGE_WORDS = re.compile(
     r"\b(maybe|perhaps|probably|possibly|might|i think|i guess|i suppose|not sure|i hope|hopefully|kind of)\b",
     re.IGNORECASE,
@@ -110,7 +116,7 @@ class _Pattern:
 
 
 # The statement shapes that need more than the general clause below: a possessive with a location, a
-# favourite, a comparison idiom, a stay somewhere. Their words are memory/lexicon.py's general classes.
+# favourite, a comparison idiom, a stay somewhere. Their words are memory/language/lexicon.py's general classes.
 _PATTERNS: list[_Pattern] = [
     _Pattern(rf"\b[Mm]y (?:\w+ )?(?P<kind>[a-z]+) is in (?P<x>{_NAME})", "in", flags=0),
     # The name comes before its anchor: the anchor is found first and the name read back from it
@@ -121,7 +127,7 @@ _PATTERNS: list[_Pattern] = [
     _Pattern(rf"\bI(?:'m| am) in (?P<x>{_NAME}) (?=this|for|today|now)", "visiting", intent="TEMPORAL", flags=0),
 ]
 # The general first-person clause: "I [aux] [adverbs] VERB [particles] OBJECT". The relation is the verb and
-# its particles ("moved_to", "signed_up_for"; memory/facts.py's aliases give canonical names), so no list of
+# its particles ("moved_to", "signed_up_for"; memory/records/facts.py's aliases give canonical names), so no list of
 # verbs decides what is a fact.
 _CLAUSE_ADVERBS = "|".join(sorted(ADVERBS | {"never", "not", "also", "now", "still", "recently", "usually", "often",
                                              "always", "currently", "sometimes", "finally", "mostly"}))

@@ -1,4 +1,4 @@
-"""The forward-reasoning baselines' policy (``graphs.forward``), chosen once per run: the LLM roles of
+"""The forward-reasoning baselines' policy (``graphs.strategies.forward``), chosen once per run: the LLM roles of
 ``agents.goalmem_forward`` or the no-LLM rules.
 
 One method per decision a baseline makes: ``reformulate`` the question into queries, ``answer`` from memories,

@@ -21,7 +21,7 @@ from logicmap.agents.goalmem_heuristics import (
     heuristic_goal,
     lexical_unification,
 )
-from logicmap.memory.nl_logic import (
+from logicmap.memory.records.nl_logic import (
     Atom,
     Goal,
     NLLogicSyntaxError,

@@ -9,11 +9,11 @@ import re
 from collections.abc import Sequence
 from datetime import date
 
-from logicmap.memory.deadline import check_deadline
-from logicmap.memory.nl_logic import Atom, Goal, Substitution, Term, normalize_type, normalize_value
-from logicmap.memory.text import FUNCTION_WORDS, NO_ANSWER, pattern_text, stem
-from logicmap.memory.text import content_stems as text_content_stems
-from logicmap.memory.timeparse import MONTHS, date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.language.text import FUNCTION_WORDS, NO_ANSWER, pattern_text, stem
+from logicmap.memory.language.text import content_stems as text_content_stems
+from logicmap.memory.language.timeparse import MONTHS, date_text, find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.records.nl_logic import Atom, Goal, Substitution, Term, normalize_type, normalize_value
+from logicmap.memory.runtime.deadline import check_deadline
 from logicmap.prompts.goalmem_unify import Binding, SubgoalResult, Unification
 
 __all__ = [
@@ -59,7 +59,7 @@ _SENTENCE_REACH = 200  # tokens; conversational sentences are far shorter
 
 
 def content_stems(text: str) -> list[str]:
-    """Stems of a text's content words, in order (``memory.text.content_stems`` without function words)."""
+    """Stems of a text's content words, in order (``memory.language.text.content_stems`` without function words)."""
     return text_content_stems(text, stop=FUNCTION_WORDS)
 
 

@@ -1,6 +1,6 @@
 """Goal-Mem's policy, chosen once per run: the LLM roles (``agents.goalmem``) or the no-LLM rules.
 
-One method per decision the graph (``graphs.goalmem``) makes with a model or without one: ``parse`` the question
+One method per decision the graph (``graphs.strategies.goalmem``) makes with a model or without one: ``parse`` the question
 into a goal, ``decompose`` it (the breadth loop), ``unify`` the open subgoals with the retrieved memories,
 ``refine`` unresolved subgoals into antecedents (the depth loop) and ``generate`` the answer. ``goalmem_policy``
 is the one place that reads the policy name. The rules are the roles' fallbacks used without a request and
@@ -30,7 +30,7 @@ from logicmap.agents.goalmem import (
     wh_goal,
 )
 from logicmap.agents.goalmem_heuristics import MemoryLine, heuristic_answer, lexical_unification
-from logicmap.memory.nl_logic import Atom, Goal, Rule, Substitution, Term
+from logicmap.memory.records.nl_logic import Atom, Goal, Rule, Substitution, Term
 from logicmap.prompts.goalmem_generate import GoalAnswer
 from logicmap.prompts.goalmem_refine import Refinement
 from logicmap.prompts.goalmem_unify import Unification
@@ -211,7 +211,7 @@ class RuleGoalMemPolicy:
 
 
 RULES = RuleGoalMemPolicy()
-"""The rules, also what a role uses when the run's call budget is spent (``graphs.goalmem.generate``)."""
+"""The rules, also what a role uses when the run's call budget is spent (``graphs.strategies.goalmem.generate``)."""
 
 
 def goalmem_policy(name: str, llm: BaseChatModel | None, *, method: str = "function_calling",

@@ -8,8 +8,8 @@ construction (embedding change points, a temporal chain, similarity verdicts, sh
 unlabelled topics, fact patterns, the lexical cue builder, one fact per turn and the deterministic manager).
 A run that asked for the LLM policy without a chat model gets the rules, with the missing model recorded.
 
-The graphs (``graphs.ingest_nodes``, ``graphs.ingest_redo`` and the enrichers ``graphs.ingest_facts``,
-``graphs.ingest_cues``, ``graphs.ingest_r2``) ask the object and never test the policy name.
+The graphs (``graphs.ingest.nodes``, ``graphs.ingest.redo`` and the enrichers ``graphs.ingest.facts``,
+``graphs.ingest.cues``, ``graphs.ingest.r2``) ask the object and never test the policy name.
 """
 
 from __future__ import annotations
@@ -33,10 +33,10 @@ from logicmap.agents.segmenter import changepoint_segments, finalize_times, segm
 from logicmap.agents.session_analyst import SessionLayers, analyze_session, combined_pays
 from logicmap.agents.topic_abstractor import TopicCluster, abstract_topics
 from logicmap.agents.windowing import ContextBudget, WindowedOutcome, plan_windows, prompt_chars, run_windows
-from logicmap.memory.cues import CueLink
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory
-from logicmap.memory.records import Event, Relation, Topic, Turn, relation_id
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.records.cues import CueLink
+from logicmap.memory.records.r2 import CandidateFact, FactEdit, FactMemory
+from logicmap.memory.records.records import Event, Relation, Topic, Turn, relation_id
 from logicmap.prompts import r2_extract
 from logicmap.prompts.abstract_topics import TopicAbstractSet
 from logicmap.prompts.coref import CorefVerdicts
@@ -368,7 +368,7 @@ def ingest_policy(
     metadata: Mapping[str, Any] | None = None,
     paper_prompts: bool = False,
 ) -> IngestPolicy:
-    """The run's ingest policy from its policy name (``auto`` already resolved: ``graphs.resources.resolve_policy``):
+    """The run's ingest policy from its policy name (``auto`` already resolved: ``graphs.runtime.resources.resolve_policy``):
     the rules for ``heuristic``; the model's roles for ``llm``, or the rules recording the missing model when there
     is none. ``model`` supplies the chat model lazily (asked only for ``llm``, so a no-LLM run builds no model)."""
     if name not in ("llm", "heuristic"):

@@ -1,6 +1,6 @@
 """How store items rank for a query: independent facts, scored by dense similarity, the newer statement first.
 
-A store item (``memory.items``) is one memory, a fact, not a turn of a conversation: the conversation features of
+A store item (``memory.records.items``) is one memory, a fact, not a turn of a conversation: the conversation features of
 the graph-feature reranker (session, event, window) say nothing about it. An item's score for a query is:
 
 - its relevance: the cosine of the query's embedding with its turns' ``speaker: text`` embeddings (the best turn), clipped to
@@ -14,7 +14,7 @@ the graph-feature reranker (session, event, window) say nothing about it. An ite
   stays findable (a stale memory is history, not garbage). Two rules decide "the same attribute" (``superseded_items``):
 
   1. REAL's cardinality rule on the facts the items carry (``agents.fact_extractor.pattern_extraction`` on each
-     item's text, ``memory.facts.relation_cardinality``): both carry a fact with the same head and the same
+     item's text, ``memory.records.facts.relation_cardinality``): both carry a fact with the same head and the same
      SINGLE-valued relation (``lives_in``, ``works_at``, ``occupation``, ``married_to``...) and different values.
   2. Time among rivals, at query time (``rival_supersession``): of two items about the same person (both the
      owner's, or both another's), both scoring at least ``RIVAL_FLOOR`` for the query (among its ``RIVALS`` most
@@ -44,9 +44,9 @@ from functools import lru_cache, partial
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.items import ItemIndex, item_index
-from logicmap.memory.lexicon import KINSHIP_TERMS
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.language.lexicon import KINSHIP_TERMS
+from logicmap.memory.records.items import ItemIndex, item_index
 from logicmap.memory.store.model import NamespaceSnapshot
 
 __all__ = [
@@ -174,8 +174,8 @@ def _single_valued_facts(speaker: str, text: str) -> tuple[tuple[tuple[str, str]
     """``((head, relation), value)`` of each single-valued fact an item's turn states (cached per text: the
     snapshots after each put read the same items again)."""
     from logicmap.agents.fact_extractor import pattern_extraction
-    from logicmap.memory.facts import entity_key, normalize_relation, relation_cardinality
-    from logicmap.memory.records import Turn
+    from logicmap.memory.records.facts import entity_key, normalize_relation, relation_cardinality
+    from logicmap.memory.records.records import Turn
 
     turn = Turn(namespace="items", session_id="item", dia_id="item:1", speaker=speaker, text=text, position=0,
                 source_dia_id=None, item=None)

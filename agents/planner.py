@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
-from logicmap.memory.retrieval import tokenize
+from logicmap.memory.retrieval.retrieval import tokenize
 from logicmap.prompts import plan as prompt
 from logicmap.prompts.plan import PaperRefinedQuery, Plan, PlanAndStarts, RefinedQuery
 

@@ -17,7 +17,13 @@ from typing import Any, Literal, NoReturn, TypeVar, cast
 from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_before_delay
 from tenacity.stop import stop_base
 
-from logicmap.memory.deadline import DEADLINE_HINT, RunDeadline, RunDeadlineExceeded, current_deadline, deadline_scope
+from logicmap.memory.runtime.deadline import (
+    DEADLINE_HINT,
+    RunDeadline,
+    RunDeadlineExceeded,
+    current_deadline,
+    deadline_scope,
+)
 
 __all__ = [
     "CONTEXT_WINDOW_SETTING",
@@ -91,7 +97,7 @@ class ProviderError(RuntimeError):
 
 class DeadlineExceeded(ProviderError, RunDeadlineExceeded):
     """The run's deadline (``LOGICMAP_RUN_DEADLINE_S``) passed: before the model answered, or in a no-LLM loop
-    (``memory.deadline.check_deadline``); ``endpoint`` is empty then."""
+    (``memory.runtime.deadline.check_deadline``); ``endpoint`` is empty then."""
 
     def __init__(self, message: str, *, endpoint: str = "") -> None:
         super().__init__("deadline", message, endpoint=endpoint)
@@ -301,14 +307,14 @@ rate_gate = RateGate()
 
 @dataclass
 class RunScope(RunDeadline):
-    """A run's limits: its deadline (``memory.deadline.RunDeadline``) and the retry policy of its calls."""
+    """A run's limits: its deadline (``memory.runtime.deadline.RunDeadline``) and the retry policy of its calls."""
 
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     request_timeout: float | None = None
     rng: random.Random = field(default_factory=random.Random)
     question: str | None = None
     """The question this run answers, checked against its limit when the run was entered
-    (``graphs.tracing.question_run``): the run's later hops neither check it again nor open a scope of their own."""
+    (``graphs.runtime.tracing.question_run``): the run's later hops neither check it again nor open a scope of their own."""
 
     def expired_error(self, where: str) -> RuntimeError:
         return DeadlineExceeded(f"the run's deadline ({self.deadline_s or 0:g} s) passed {where}")
@@ -320,7 +326,7 @@ _default_scope: RunScope | None = None
 def current_scope() -> RunScope:
     """The enclosing run's scope (LangGraph copies context into its node threads); outside one (a graph invoked
     directly that takes no question, such as ingest from Studio) the retry policy of the ``LOGICMAP_*`` settings
-    and no run deadline; a question run invoked directly gets its own (``graphs.tracing.TracedGraph``)."""
+    and no run deadline; a question run invoked directly gets its own (``graphs.runtime.tracing.TracedGraph``)."""
     global _default_scope
     found = current_deadline()
     if isinstance(found, RunScope):

@@ -14,9 +14,9 @@ from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, ConfigDict, Field
 
 from logicmap.agents.base import Cost, FallbackRecord, run_role
-from logicmap.memory.cue_index import CueIndex
-from logicmap.memory.cues import cue_key
-from logicmap.memory.records import Cue
+from logicmap.memory.indexes.cue_index import CueIndex
+from logicmap.memory.records.cues import cue_key
+from logicmap.memory.records.records import Cue
 from logicmap.prompts import query_cues as prompt
 from logicmap.prompts.query_cues import MAX_KEYWORDS, QueryCues
 

@@ -3,7 +3,7 @@
 Each role runs through ``run_role``. Without a model the extractor writes one third-person fact per
 turn and the manager decides by lexical similarity; that manager can also sample among valid edit
 alternatives (seeded, with a temperature) so rollouts from one snapshot differ. The sampling is for
-training-data generation only (``evals.train``): ingest (``graphs.ingest_r2``) passes no rng and no
+training-data generation only (``evals.train``): ingest (``graphs.ingest.r2``) passes no rng and no
 temperature, so its manager and the fallback of the LLM manager are deterministic.
 """
 
@@ -22,8 +22,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from logicmap.agents.answerers import answer_from_best_fact, retrieve_facts
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, parse_json_reply, run_role
-from logicmap.memory.lexicon import ADVERBS, CONTRACTIONS, HEDGES, INTERJECTIONS, SKLEARN_STOP_WORDS, TEMPORAL_WORDS
-from logicmap.memory.r2 import (
+from logicmap.memory.language.lexicon import (
+    ADVERBS,
+    CONTRACTIONS,
+    HEDGES,
+    INTERJECTIONS,
+    SKLEARN_STOP_WORDS,
+    TEMPORAL_WORDS,
+)
+from logicmap.memory.language.text import content_stems, stem, tokenize
+from logicmap.memory.records.r2 import (
     CandidateFact,
     EditReport,
     FactEdit,
@@ -33,7 +41,6 @@ from logicmap.memory.r2 import (
     canonical_order,
     normalize_fact_text,
 )
-from logicmap.memory.text import content_stems, stem, tokenize
 from logicmap.prompts import r2_extract, r2_manage
 from logicmap.prompts.r2_extract import ExtractedFact, FactExtraction
 from logicmap.prompts.r2_manage import FactAnswer, ManagerEdit, MemoryEdits
@@ -199,7 +206,7 @@ def render_candidates(candidates: Sequence[CandidateFact]) -> str:
 _SAID = re.compile(r"^\s*[A-Z][\w'-]*\s+said:\s*")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _CLAUSE = re.compile(r"[.!?;:()]+\s*")
-# Capitalised words that open a sentence without being its subject: memory/lexicon.py closed classes.
+# Capitalised words that open a sentence without being its subject: memory/language/lexicon.py closed classes.
 _NOT_SUBJECT = (
     SKLEARN_STOP_WORDS | INTERJECTIONS | CONTRACTIONS | TEMPORAL_WORDS | ADVERBS | HEDGES | frozenset({"mostly"})
 )

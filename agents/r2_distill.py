@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
-from logicmap.memory.r2 import FactRecord
+from logicmap.memory.records.r2 import FactRecord
 from logicmap.prompts import r2_distill
 from logicmap.prompts.r2_distill import MemorySelection
 

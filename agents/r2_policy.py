@@ -1,4 +1,4 @@
-"""Memory-R2's answer agent policy (``graphs.r2``): the decisions that differ between a run with a chat model and
+"""Memory-R2's answer agent policy (``graphs.strategies.r2``): the decisions that differ between a run with a chat model and
 one without (the memory distillation and the answer), as one object per run.
 
 ``r2_policy(name, llm)`` is the one place that reads the run's pinned policy name: ``RuleR2Policy`` (``heuristic``)
@@ -19,7 +19,7 @@ from logicmap.agents.base import Cost, RoleOutcome, run_role
 from logicmap.agents.r2_distill import distill_memories
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder_policy import LLMResponderPolicy, ResponderPolicy, RuleResponderPolicy
-from logicmap.memory.r2 import FactRecord
+from logicmap.memory.records.r2 import FactRecord
 from logicmap.prompts import r2_answer
 from logicmap.prompts.r2_distill import MemorySelection
 from logicmap.prompts.respond import Answer

@@ -1,7 +1,7 @@
 """REAL's search roles: root planner, one-call-per-step path evaluator, answerer, and the repair rule table.
 
 Each LLM role runs through ``run_role`` with a deterministic, similarity-based fallback that is also the
-no-LLM policy. The fact index, the paths and the neighbour filter they use live in ``memory/fact_paths.py``.
+no-LLM policy. The fact index, the paths and the neighbour filter they use live in ``memory/retrieval/fact_paths.py``.
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import RoleOutcome, run_role
-from logicmap.memory.cue_extraction import ASPECTS
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, render_paths
-from logicmap.memory.facts import entity_key, interval_text, valid_during
-from logicmap.memory.lexicon import PREFERENCE_WORDS
-from logicmap.memory.records import Fact, FactIntent
-from logicmap.memory.text import NO_ANSWER, STOP_WORDS, content_stems, stem
-from logicmap.memory.timeparse import MONTHS, date_text, parse_date
+from logicmap.memory.indexes.cue_extraction import ASPECTS
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.language.lexicon import PREFERENCE_WORDS
+from logicmap.memory.language.text import NO_ANSWER, STOP_WORDS, content_stems, stem
+from logicmap.memory.language.timeparse import MONTHS, date_text, parse_date
+from logicmap.memory.records.facts import entity_key, interval_text, valid_during
+from logicmap.memory.records.records import Fact, FactIntent
+from logicmap.memory.retrieval.fact_paths import FactIndex, FactPath, SearchFilter, render_paths
 from logicmap.prompts import real_answer, real_evaluate, real_roots
 from logicmap.prompts.real_answer import PathAnswer
 from logicmap.prompts.real_evaluate import PathScore, PathScores
@@ -56,7 +56,7 @@ CAUSAL_RELATIONS = frozenset(
 _TIME_BOUND_INTENTS = frozenset({"FACT", "CAUSAL", "CONTRAST"})
 HYPONYM_RELATIONS = frozenset({"is_a", "type_of", "kind_of", "instance_of", "subclass_of"})
 
-# Word lists here are memory/lexicon.py classes or closed-class words; none was read off data/.
+# Word lists here are memory/language/lexicon.py classes or closed-class words; none was read off data/.
 # Words of a question that name no entity and no relation (on top of the stop words).
 _EXTRA_STOP = STOP_WORDS | frozenset(
     "now currently still ever say said says tell much many would could should has have had also really before "
@@ -89,7 +89,7 @@ def _stems(text: str) -> set[str]:
 def relation_gloss(relation: str) -> str:
     """The relation's words plus the general words of its class: ``likes`` -> ``likes`` and the preference words.
 
-    The classes are memory/lexicon.py's (preference words, the aspect taxonomy): a relation word that is a
+    The classes are memory/language/lexicon.py's (preference words, the aspect taxonomy): a relation word that is a
     preference word brings the others, one that names an aspect brings the aspect's words. There is no
     table of the words questions use for each relation (such a table was read off the bundled questions).
     """
@@ -410,7 +410,7 @@ def _co_occurrence(index: FactIndex, parent: FactPath, failed: Sequence[Fact], f
 # implicit logical relations REAL's counterfactual repair reasons with: relation inversion (symmetry),
 # entity substitution by kind or instance (hyponymy), a shift to another version in time (temporal
 # succession), a cause behind the state (causality), and facts stated together (co-occurrence). A path
-# gets at most max(0, m - |relevant expansions|) of them (``graphs/real.py``), marked as repairs.
+# gets at most max(0, m - |relevant expansions|) of them (``graphs/strategies/real.py``), marked as repairs.
 REPAIR_RULES: dict[str, RepairRule] = {
     "symmetry": _symmetry,
     "hyponymy": _hyponymy,

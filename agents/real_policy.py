@@ -1,6 +1,6 @@
 """REAL's policy, chosen once per run: the LLM roles of ``agents.real`` or the no-LLM rules.
 
-One method per decision the graph (``graphs.real``) makes with a model or without one: plan the ``roots``, score
+One method per decision the graph (``graphs.strategies.real``) makes with a model or without one: plan the ``roots``, score
 (``evaluate``) the listed paths in one call, and ``answer`` from the kept paths. ``real_policy`` is the one place
 that reads the policy name. The rules are the roles' similarity-and-overlap fallbacks, used without a request and
 without a ``FallbackRecord``. The LLM policy on a run without a chat model uses the rules too, and records that
@@ -25,7 +25,7 @@ from logicmap.agents.real import (
     heuristic_scores,
     plan_roots,
 )
-from logicmap.memory.fact_paths import FactIndex, FactPath
+from logicmap.memory.retrieval.fact_paths import FactIndex, FactPath
 from logicmap.prompts.real_answer import PathAnswer
 from logicmap.prompts.real_evaluate import PathScores
 from logicmap.prompts.real_roots import RootPlan

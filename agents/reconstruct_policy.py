@@ -1,4 +1,4 @@
-"""MRAgent's policy: the decisions of the reconstruction graph (``graphs.reconstruct``) that differ between a run
+"""MRAgent's policy: the decisions of the reconstruction graph (``graphs.strategies.reconstruct``) that differ between a run
 with a chat model and a run without one, as one object per run.
 
 ``reconstruct_policy(name, llm)`` is the one place that reads the run's pinned policy name: ``LLMReconstructPolicy``
@@ -26,8 +26,8 @@ from logicmap.agents.answerers import ActiveItem, answer_from_active_set, asks_w
 from logicmap.agents.base import Cost, FallbackRecord, RoleOutcome, run_role
 from logicmap.agents.provider import ProviderError, call_with_retries, endpoint_of
 from logicmap.agents.query_cues import QueryCueOutcome, extract_query_cues
-from logicmap.memory.cue_extraction import resolve_aspects
-from logicmap.memory.cue_index import CueIndex
+from logicmap.memory.indexes.cue_extraction import resolve_aspects
+from logicmap.memory.indexes.cue_index import CueIndex
 from logicmap.memory.store import NamespaceSnapshot
 from logicmap.prompts import reconstruct as prompt
 from logicmap.prompts.reconstruct import ANSWER_TOOL, ReconstructedAnswer

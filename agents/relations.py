@@ -21,7 +21,7 @@ from logicmap.agents.windowing import (
     prompt_chars,
     run_windows,
 )
-from logicmap.memory.records import Turn
+from logicmap.memory.records.records import Turn
 from logicmap.prompts import relate as prompt
 from logicmap.prompts.relate import ExtractedRelation, RelationSet
 

@@ -1,4 +1,4 @@
-"""The policy of the strategies whose one LLM role is the responder (``graphs.rerank``, ``graphs.baselines``' dense
+"""The policy of the strategies whose one LLM role is the responder (``graphs.strategies.rerank``, ``graphs.strategies.baselines``' dense
 and bm25): whether the responder asks the chat model, and whether its fallback is recorded, as one object per run.
 
 ``responder_policy(name, llm)`` is the one place that reads the run's policy name: ``RuleResponderPolicy`` (the

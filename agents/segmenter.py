@@ -25,9 +25,9 @@ from logicmap.agents.windowing import (
     prompt_chars,
     run_windows,
 )
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.records import Turn
-from logicmap.memory.timeparse import find_time_phrases, out_of_range_phrases, resolve_relative
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.language.timeparse import find_time_phrases, out_of_range_phrases, resolve_relative
+from logicmap.memory.records.records import Turn
 from logicmap.prompts import segment as prompt
 from logicmap.prompts.segment import Segmentation, SegmentedEvent
 

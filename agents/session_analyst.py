@@ -37,7 +37,7 @@ from logicmap.agents.windowing import (
     prompt_chars,
     run_windows,
 )
-from logicmap.memory.records import Turn
+from logicmap.memory.records.records import Turn
 from logicmap.prompts import analyze as prompt
 from logicmap.prompts.cues import CueExtraction, MemoryUnit, PersonFact
 from logicmap.prompts.real_extract import FactExtraction

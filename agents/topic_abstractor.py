@@ -1,6 +1,6 @@
 """Topic abstractor role (MRAgent, Eq. 18): the LLM abstracts a label and a description from clustered events.
 
-The topic layer (``memory.topics``) clusters events by embedding; this role names each cluster whose membership
+The topic layer (``memory.indexes.topics``) clusters events by embedding; this role names each cluster whose membership
 changed in a session, all of them in one call. Validation: every listed topic exactly once, no other, a short
 non-empty label, a non-empty description of bounded length. Fallback (recorded): the key terms of the topic's
 most central events as its label and its most central event as its description. The no-LLM policy never calls
@@ -19,7 +19,7 @@ from langchain_core.language_models import BaseChatModel
 
 from logicmap.agents.base import Cost, RoleOutcome, run_role
 from logicmap.agents.windowing import ContextBudget, prompt_chars
-from logicmap.memory.text import FUNCTION_WORDS
+from logicmap.memory.language.text import FUNCTION_WORDS
 from logicmap.prompts import abstract_topics as prompt
 from logicmap.prompts.abstract_topics import TopicAbstract, TopicAbstractSet
 

@@ -1,7 +1,7 @@
 """The eval commands of the ``logicmap`` program: ``demo`` (the main job), ``eval``, ``train-data`` and ``train-r2``.
 
 They sit with evals because they score answers (evals.metrics, evals.runner); ``main`` (the whole program, run by
-``logicmap.__main__`` and the ``logicmap`` script) adds them to the core parser of ``graphs.cli``, which itself
+``logicmap.__main__`` and the ``logicmap`` script) adds them to the core parser of ``graphs.surfaces.cli``, which itself
 imports nothing from evals.
 """
 
@@ -18,11 +18,18 @@ from typing import TYPE_CHECKING, Any
 from logicmap.data import sample_path
 from logicmap.evals.train.logo_cli import register_train_r2
 from logicmap.evals.train.smoke import register_train_data
-from logicmap.graphs.cli import PolicyName, build_parser, output_path, policy_from_args, resources_from_args, run
-from logicmap.memory.text import printable
+from logicmap.graphs.surfaces.cli import (
+    PolicyName,
+    build_parser,
+    output_path,
+    policy_from_args,
+    resources_from_args,
+    run,
+)
+from logicmap.memory.language.text import printable
 
 if TYPE_CHECKING:
-    from logicmap.graphs.resources import Resources
+    from logicmap.graphs.runtime.resources import Resources
 # Scoring, the memory and the graphs are imported by the commands that use them: `logicmap --help` stays fast.
 
 __all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "main", "recall_budgets"]
@@ -34,10 +41,10 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
                strategy: str, out_dir: Path) -> None:
     """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
     from logicmap.evals.metrics import evidence_recall, token_f1
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.strategies import answer
-    from logicmap.graphs.visualize import write_event_graph_html
-    from logicmap.memory.graph import EventGraph
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.strategies.registry import answer
+    from logicmap.graphs.surfaces.visualize import write_event_graph_html
+    from logicmap.memory.indexes.graph import EventGraph
 
     print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
     report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True,
@@ -88,7 +95,7 @@ def _cmd_train_r2(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """The main job: the sample conversation through the no-LLM policies, then through the chat model if any."""
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
 
     resources = resources_from_args(args)
     conversation = load_conversations(SAMPLE)[0]

@@ -53,7 +53,7 @@ def peak_rss_mb() -> float:
 
 def fresh_resources(data_dir: Path, *, embeddings: str = "hashing", llm: Any = None) -> Any:
     """Resources on their own directory with the given embedder and chat model (None: no LLM)."""
-    from logicmap.graphs.resources import Resources
+    from logicmap.graphs.runtime.resources import Resources
     from logicmap.settings import LogicMapSettings
 
     res = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider=embeddings))  # type: ignore[arg-type]  # a name from argparse choices

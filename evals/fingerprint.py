@@ -32,10 +32,10 @@ NO_LLM = ("compass", "rerank", "goalmem", "real", "reconstruct", "dense", "bm25"
 
 def fingerprint(path: Path, *, embedder: str = "hashing", strategies: tuple[str, ...] = NO_LLM) -> dict[str, Any]:
     """The fingerprint of ``path``'s memory and of every strategy's no-LLM answers to its questions."""
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.resources import Resources
-    from logicmap.graphs.strategies import answer
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.graphs.strategies.registry import answer
+    from logicmap.memory.files.loaders import load_conversations
     from logicmap.settings import LogicMapSettings
 
     out: dict[str, Any] = {}

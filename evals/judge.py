@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
 
 __all__ = ["JudgeSettings", "make_judge_model"]
 

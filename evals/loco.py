@@ -1,12 +1,12 @@
 """Leave-one-conversation-out (LOCO) evidence recall of the no-LLM turn ranker on public conversations.
 
-Usage: ``python -m logicmap.evals.loco FILE [--data-dir DIR] [--write-weights memory/turn_ranker_weights.py]``
+Usage: ``python -m logicmap.evals.loco FILE [--data-dir DIR] [--write-weights memory/retrieval/turn_ranker_weights.py]``
 (FILE: LoCoMo-format conversations, e.g. ``../shared/data/locomo-dev5.json``).
 
 Each conversation is ingested once with the no-LLM policy and MiniLM into the namespace ``logicmap eval`` uses
 (``--data-dir`` keeps it: a second run, or ``logicmap eval`` on the same directory, does not ingest again).
 Every question of categories 1-4 with gold evidence gives each turn of its conversation a feature row (the
-ranker's ``memory.ranking`` features and the candidate keys of ``memory.ranking_keys``) and a label (gold or
+ranker's ``memory.retrieval.ranking`` features and the candidate keys of ``memory.retrieval.ranking_keys``) and a label (gold or
 not). For each held-out conversation, every configuration is fitted on the *other* conversations only (a
 logistic regression, balanced classes, C=1, as ``evals/train/turn_ranker.py``; the session-diversity weight
 of the ``diverse`` component is chosen on the other conversations too) and scored on the held-out one: recall
@@ -14,7 +14,7 @@ at 10 turns, averaged over questions, per LoCoMo category. The table has the shi
 ranker refitted on its own features, each component alone on top of that, all of them, the chosen ones, the
 chosen ones without each of them, and with each other component added. Every fit has the question's context
 beside each turn's features (``design``: each feature's best value over the question's turns, the same in all
-its rows; ``memory.ranking.TurnRanker.context``); the row "chosen, fitted without question context" is the
+its rows; ``memory.retrieval.ranking.TurnRanker.context``); the row "chosen, fitted without question context" is the
 fit before that (issue 41), ``--quick`` prints only it, the shipped ranker before this work and the chosen row.
 ``--write-weights`` fits the chosen configuration (``CHOSEN``) on every conversation of FILE and writes the
 weights module: its LOCO figures are the ones reported, since no figure is measured on a conversation it saw.
@@ -42,7 +42,7 @@ BUDGET = 10
 #: The ranker's features before this work (the shipped weights cover these).
 BASE = ("own", "z_own", "own_question", "event", "z_event", "topic", "previous", "next", "reply", "bm25",
         "speaker_named", "dated_for_when", "length")  # memory.ranking.BASE_FEATURES
-#: Candidate components: feature columns of ``memory.ranking_keys`` (``diverse`` is a re-ranking step).
+#: Candidate components: feature columns of ``memory.retrieval.ranking_keys`` (``diverse`` is a re-ranking step).
 COMPONENTS: dict[str, tuple[str, ...]] = {
     "facts": ("fact_key",),
     "session": ("session_own", "session_bm25"),
@@ -84,12 +84,12 @@ class Question:
 
 def _code_digest() -> str:
     root = Path(__file__).resolve().parents[1]
-    parts = [(root / p).read_bytes() for p in ("memory/ranking.py", "memory/ranking_keys.py")]
+    parts = [(root / p).read_bytes() for p in ("memory/retrieval/ranking.py", "memory/retrieval/ranking_keys.py")]
     return hashlib.sha256(b"".join(parts)).hexdigest()[:12]
 
 
 def feature_names() -> tuple[str, ...]:
-    from logicmap.memory.ranking import ALL_FEATURES
+    from logicmap.memory.retrieval.ranking import ALL_FEATURES
 
     return tuple(ALL_FEATURES)
 
@@ -98,11 +98,11 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
     """Every question with gold evidence of categories 1-4, ingested (once) and featurised (cached)."""
     from logicmap.evals.metrics import normalize_evidence_ids
     from logicmap.evals.runner import _embedder_label, eval_namespace, select_questions
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.embeddings import normalize
-    from logicmap.memory.loaders import load_conversations
-    from logicmap.memory.ranking import turn_features
-    from logicmap.memory.text import query_readings
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
+    from logicmap.memory.indexes.embeddings import normalize
+    from logicmap.memory.language.text import query_readings
+    from logicmap.memory.retrieval.ranking import turn_features
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     cache = cache_dir / f"loco-{digest[:12]}-{_code_digest()}.pkl"
@@ -141,7 +141,7 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
 
 
 def diversified(scores: np.ndarray, session_of: np.ndarray, weight: float, budget: int = BUDGET) -> list[int]:
-    from logicmap.memory.ranking_keys import diversified_rows
+    from logicmap.memory.retrieval.ranking_keys import diversified_rows
 
     return diversified_rows(scores, session_of, weight, budget)
 
@@ -248,7 +248,7 @@ def write_weights(questions: Sequence[Question], components: Sequence[str], out:
         weight = _best_weight(questions, lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns]))))
     files = sorted({q.conversation for q in questions})
     lines = [
-        '"""Weights of the graph-feature reranker (``memory.ranking``), written by ``python -m logicmap.evals.loco``.',
+        '"""Weights of the graph-feature reranker (``memory.retrieval.ranking``), written by ``python -m logicmap.evals.loco``.',
         "",
         f"Fitted on {date.today().isoformat()} (logistic regression, balanced classes, C=1, with the question's context:",
         "CONTEXT weighs each feature's best value over the question's turns; evals.loco.design) on the public LoCoMo",

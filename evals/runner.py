@@ -32,8 +32,8 @@ from logicmap.evals.metrics import (
 from logicmap.evals.records import DEFAULT_BUDGETS, EvalRun, IngestSummary, QuestionResult, SessionCost, aggregate
 from logicmap.evals.report import langsmith_configured, push_langsmith_experiment, write_report
 from logicmap.evals.specs import StrategySpec, resolve_strategies
-from logicmap.graphs.resources import Resources, default_resources
-from logicmap.memory.loaders import Conversation, QAItem, conversation_namespace, load_conversations
+from logicmap.graphs.runtime.resources import Resources, default_resources
+from logicmap.memory.files.loaders import Conversation, QAItem, conversation_namespace, load_conversations
 
 __all__ = [
     "category_mapping",
@@ -117,7 +117,7 @@ def _cache_file(resources: Resources, namespace: str) -> Path:
 def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resources, progress: bool,
             memory_manager: str | None = None) -> IngestSummary:
     """Ingest (idempotent: committed sessions are skipped) and keep the first run's per-session cost beside memory."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     cache = _cache_file(resources, namespace)
     known: dict[str, SessionCost] = {}

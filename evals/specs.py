@@ -69,7 +69,7 @@ def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, C
 
     An unknown strategy name is a user error and raises ``ValueError``.
     """
-    from logicmap.graphs.strategies import STRATEGIES, strategy_function
+    from logicmap.graphs.strategies.registry import STRATEGIES, strategy_function
 
     available: list[tuple[StrategySpec, Callable[..., Any]]] = []
     unavailable: dict[str, str] = {}

@@ -7,30 +7,17 @@ and the API server supply persistence). A node finds its store, embedder and cha
 ``resources.resources_of(runtime)`` (the run's context, else the process-wide defaults), so it can be imported
 and tested alone. Graphs use ``memory``, ``agents`` and ``tools``; nothing here imports ``logicmap.evals``.
 
-| method | graph module | control flow |
-| --- | --- | --- |
-| ingest | ``ingest`` (+ ``ingest_nodes``, ``ingest_facts``, ``ingest_cues``, ``enrich``, ``ingest_redo``) | prepare -> segment -> relate -> fuse -> topics -> facts and cues (parallel) -> commit, per session |
-| CompassMem | ``compass`` | planner -> localize -> explorers (parallel ``Send``) -> merge (loop) -> refine -> respond |
-| graph-feature reranker | ``rerank`` | rank (every turn scored on event-graph features) -> respond from the best ``context_turns`` |
-| Goal-Mem | ``goalmem``; baselines in ``forward`` | goal -> decompose (breadth) -> retrieve per subgoal -> unify -> refine antecedents (depth) -> answer |
-| REAL | ``real`` | roots -> beam steps with one evaluator call -> stop / expand / counterfactual repair -> prune -> answer |
-| MRAgent | ``reconstruct``, ``chatbot`` (re-exports ``chat_graph``, ``chat_ingestion``, ``chat_messages``, ``chat_remote``, ``chat_terminal``) | a chat model bound to the memory tools; a chatbot that recalls, answers (streamed) and remembers each turn; ``add_messages`` (chat messages into memory) |
-| Memory-R2 | ``ingest_r2`` (ingest with ``memory_manager="r2"``), ``r2`` | extract -> manage (ADD / UPDATE / DELETE / NOOP) per session; retrieve -> distill -> answer |
-| baselines | ``baselines`` | dense and BM25 top-k over turns |
+The modules live in rooms (sub-packages), each with its own module table; which room may import which is
+``tests/unit/test_layering.py``'s ``ROOM_RULES``.
 
-Shared: ``resources`` (settings, store, embedder, chat model), ``entry`` (every public entry point's keywords: an
-unknown one a ``TypeError`` naming the close valid ones, ``config=`` a LangChain ``RunnableConfig``), ``result``
-(``AnswerResult``), ``strategy`` (the
-``Strategy`` record, the shared ``QuestionInput``/``AnswerOutput``/``StrategyContext``/``StrategyState`` schemas and
-the one runner of a strategy graph), ``pin`` (a run's namespace, policy and snapshot generation, resolved once by its first
-node, and the pinned snapshot every later node reads), ``strategies`` (the registry ``STRATEGIES`` and one ``answer()`` over every
-strategy), ``strategy_names`` (the registry's names, for the CLI's parser), ``tracing`` (LangSmith run names, tags,
-metadata), ``strategy_docs`` (``docs/strategies.md`` generated from the registry), ``visualize`` (``logicmap graph``),
-``cli`` (the core commands), ``forget`` (forget, update, list and get memories, delete a namespace: ``logicmap.forget``
-and its async twins), ``replacement`` (the forget a replacing commit carries), ``consolidate`` (the write path: fast
-writes to the pending log and the consolidator that builds them into memory), ``lifecycle`` (forget, list and delete as graphs, for the API server), ``mcp_server``
-(``logicmap mcp``: the toolkit over the Model Context Protocol), ``basestore`` (``LogicMapStore``: the memory as a
-LangGraph ``BaseStore``, writing through the ingest graph and ``forget``, searching with the reranker).
+| room | holds |
+| --- | --- |
+| ``strategies`` | the answering strategies (``compass``, ``rerank``, ``goalmem``, ``forward``, ``real``, ``reconstruct``, ``r2``, ``baselines``), the ``Strategy`` record and runner (``strategy``), the lazy ``registry`` and its index ``names``, ``docs`` |
+| ``ingest`` | the ingest graph (``ingest``), its ``nodes``, the enrichers (``enrich``, ``facts``, ``cues``, ``r2``) and the ``redo`` graph |
+| ``writes`` | the write path after ingest (``consolidate``), forgetting (``forget``, ``replacement``) |
+| ``chat`` | the chatbot (``chatbot``, ``graph``, ``ingestion``, ``messages``, ``remote``, ``terminal``) |
+| ``surfaces`` | ``cli``, ``mcp_server``, ``basestore`` (``LogicMapStore``), ``lifecycle`` (the API server's forget/list/delete graphs), ``visualize`` |
+| ``runtime`` | what every run shares: ``resources``, ``context``, ``entry``, ``pin``, ``result``, ``tracing`` |
 """
 
 __all__: list[str] = []

@@ -1,7 +1,7 @@
 """Cue extractor prompt (MRAgent): a session's turns -> Cue-Tag-Content units and facts about people.
 
 Each unit is one statement of a turn rewritten to stand alone (pronouns replaced by names, "I" by the
-speaker), with short tags and its cues; the reply feeds the Cue-Tag-Content layer (memory/cues.py).
+speaker), with short tags and its cues; the reply feeds the Cue-Tag-Content layer (memory/records/cues.py).
 ``build_paper_messages`` is MRAgent's Dialogue Processing Prompt (Appendix E: every sentence preserved, pronouns
 replaced, one concrete tag of at most two words, times normalised to YYYY-MM-DD, a question merged with its answer,
 personal information) with its Keyword Extraction Prompt's rules for the cues (``IngestContext.faithful``); the

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from logicmap.graphs.resources import Resources, default_resources, set_server_mode
+from logicmap.graphs.runtime.resources import Resources, default_resources, set_server_mode
 from logicmap.memory.store import embedder_identity
 from logicmap.studio.tenant_guard import TenantGuard
 

@@ -8,7 +8,7 @@ write policy and search strategy come from ``LOGICMAP_STORE_POLICY`` (default ``
 ``LOGICMAP_STORE_STRATEGY`` (default ``rerank``, no LLM); ``LOGICMAP_STORE_PURGE=true`` makes every delete
 (``DELETE /store/items``) and replacing put purge what it retired (``LogicMapStore(purge=True)``);
 ``LOGICMAP_CONSOLIDATION`` (``background``, the default; ``sync``; ``manual`` when a worker runs
-``logicmap consolidate --watch``) is when a put's event graph is built (``graphs.consolidate``). The server's ``/store`` routes take a namespace from the
+``logicmap consolidate --watch``) is when a put's event graph is built (``graphs.writes.consolidate``). The server's ``/store`` routes take a namespace from the
 client; ``studio/tenant_guard.py`` applies the tenant authority to them (``studio/store_guard.py``): with LangGraph
 auth on or ``LOGICMAP_SERVER_NAMESPACE`` set, a request for another tenant's namespace gets 403.
 """
@@ -20,8 +20,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, cast
 
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.resources import default_resources
+from logicmap.graphs.runtime.resources import default_resources
+from logicmap.graphs.surfaces.basestore import LogicMapStore
 
 __all__ = ["generate_store"]
 

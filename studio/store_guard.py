@@ -2,7 +2,7 @@
 
 The server's store routes take a namespace from the client: ``PUT``/``GET``/``DELETE /store/items``, ``POST
 /store/items/search`` (a prefix) and ``POST /store/namespaces`` (a prefix). ``store_problem`` applies the same
-authority as runs (``memory.tenancy``, docs/studio-and-server.md):
+authority as runs (``memory.runtime.tenancy``, docs/studio-and-server.md):
 
 - the deployment (``LOGICMAP_SERVER_NAMESPACE``, e.g. ``{user_id}`` or ``acme-{user_id}``), when set: the template
   is filled from the authenticated user and the namespace (or prefix) must start with that tenant's labels
@@ -12,7 +12,7 @@ authority as runs (``memory.tenancy``, docs/studio-and-server.md):
   ``("memories", user_id, ...)``) must be the user's id;
 - else (no auth, no template) nothing is checked: the server cannot tell clients apart.
 
-The rule itself is ``memory.tenancy.tenant_problem``, the one runs and assistants obey too: a put, get or delete names
+The rule itself is ``memory.runtime.tenancy.tenant_problem``, the one runs and assistants obey too: a put, get or delete names
 one namespace (its owner must be the user: ``("memories", "alice")``, or ``("alice",)`` alone); a search or a listing
 names a prefix, which must reach the owner label. The guard reads each request once, strictly
 (``studio/requests.py``): a repeated query parameter or JSON key, an unknown parameter, a route or method the store
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from logicmap.memory.tenancy import tenant_problem
+from logicmap.memory.runtime.tenancy import tenant_problem
 from logicmap.studio.requests import BadRequest, canonical_json, canonical_query, strict_json, strict_query
 
 __all__ = ["StoreRequest", "authorize_store", "read_store_request", "store_problem"]
@@ -103,7 +103,7 @@ async def authorize_store(ctx: Any, value: dict[str, Any]) -> None:
     sees the namespace the server acts on."""
     from langgraph_sdk import Auth
 
-    from logicmap.graphs.resources import default_resources
+    from logicmap.graphs.runtime.resources import default_resources
 
     settings = default_resources().settings
     user = getattr(ctx, "user", None)

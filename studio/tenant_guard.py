@@ -13,7 +13,7 @@ route) reads each request that creates runs (``/runs``, ``/runs/stream``, ``/run
 - a run on a thread whose recorded tenant (the chatbot's ``tenant_key``) is not the run's: checked here,
   before the server streams the thread's state back, and again inside the graph.
 
-With LangGraph auth on, a run's namespace must also belong to its user (``memory.tenancy.tenant_problem``: the
+With LangGraph auth on, a run's namespace must also belong to its user (``memory.runtime.tenancy.tenant_problem``: the
 owner label is the user's id), checked here before the run starts (403) and again by the graph itself
 (``resolve_namespace``), so runs the server starts by other routes (crons, its MCP and A2A endpoints) obey it too.
 Assistants are checked when created or updated (``POST /assistants``, ``PATCH /assistants/{id}``): a fixed
@@ -28,8 +28,8 @@ parameter is refused with 400), and hands the server the request as it read it: 
 was checked.
 
 Every graph's runs pass here, the memory lifecycle's (``forget``, ``list_memories``, ``delete_namespace``:
-``graphs/lifecycle.py``) included: a per-user assistant of ``forget`` cannot be pointed at another tenant either.
-The graphs enforce the rest themselves (``memory.tenancy``): with auth on, the authenticated user fills
+``graphs/surfaces/lifecycle.py``) included: a per-user assistant of ``forget`` cannot be pointed at another tenant either.
+The graphs enforce the rest themselves (``memory.runtime.tenancy``): with auth on, the authenticated user fills
 ``{user_id}`` and a run claiming another ``user_id`` is refused.
 """
 
@@ -42,8 +42,8 @@ import string
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from logicmap.graphs.resources import default_resources
-from logicmap.memory.tenancy import AUTH_USER_KEY, resolve_namespace, tenant_key, tenant_problem
+from logicmap.graphs.runtime.resources import default_resources
+from logicmap.memory.runtime.tenancy import AUTH_USER_KEY, resolve_namespace, tenant_key, tenant_problem
 from logicmap.studio.requests import BadRequest, canonical_json, strict_json
 
 __all__ = ["TenantGuard", "assistant_problem", "run_problem"]

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
-from logicmap.memory.kinds import RECORD_KINDS
+from logicmap.memory.records.kinds import RECORD_KINDS
 from logicmap.memory.store import _PLACEHOLDER, COMMIT_LOCK_ID, SENTINEL, MemoryStore, NamespaceSnapshot, _visible
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ os.environ.setdefault("LOGICMAP_CONSOLIDATION", "sync")
 os.environ.pop("LANGSMITH_TRACING", None)
 os.environ.pop("LANGCHAIN_TRACING_V2", None)
 
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, load_conversations
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.files.loaders import Conversation, load_conversations
 from tests.store_seam import close_stores_under, make_resources  # make_resources: tests import it from here too
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
@@ -54,7 +54,7 @@ def sample_path() -> Path:
 @pytest.fixture(scope="session")
 def ingested_sample(tmp_path_factory: pytest.TempPathFactory, sample: Conversation) -> Resources:
     """The sample conversation ingested once with the no-LLM policy (read-only for tests)."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     res = make_resources(tmp_path_factory.mktemp("sample-memory"))
     ingest_conversation(sample, "sample", resources=res, policy="heuristic")

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
 from logicmap.memory.store import StoragePort
 from logicmap.settings import LogicMapSettings
 

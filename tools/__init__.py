@@ -110,7 +110,7 @@ def create_memory_toolkit(
     ``ToolNamespaceRequiredError``. With ``ingest`` (writes allowed) a brand-new namespace works: reads find
     nothing until ``remember`` stores something. Without it an unknown namespace raises ``ToolNamespaceError``
     (a ``MemoryToolConfigError``), when the toolkit is built for a fixed name, else on the call. With ``editor``
-    (``graphs.forget.memory_editor``) as well, ``forget_memory`` and ``update_memory`` write to the same namespace.
+    (``graphs.writes.forget.memory_editor``) as well, ``forget_memory`` and ``update_memory`` write to the same namespace.
 
     ``profile="compact"``: two tools instead, as LangMem's: ``search_memory``, and ``manage_memory`` (create with
     ``ingest``; update and delete by id with ``editor`` too), on the same retrieval and writes (``tools.compact``).

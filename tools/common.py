@@ -23,12 +23,12 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import StructuredTool, ToolException
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from logicmap.memory.blocking import run_blocking
-from logicmap.memory.records import Event, Turn, validate_namespace
+from logicmap.memory.language.timeparse import parse_date
+from logicmap.memory.records.records import Event, Turn, validate_namespace
+from logicmap.memory.runtime.blocking import run_blocking
+from logicmap.memory.runtime.tenancy import NamespaceRequiredError, resolve_namespace
 from logicmap.memory.store import NamespaceSnapshot, StoragePort, UnknownNamespaceError
 from logicmap.memory.store.live import LiveReader, live_snapshot
-from logicmap.memory.tenancy import NamespaceRequiredError, resolve_namespace
-from logicmap.memory.timeparse import parse_date
 
 __all__ = [
     "MemoryAccess",

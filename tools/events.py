@@ -12,10 +12,10 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.retrieval import event_index, reciprocal_rank_fusion
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.language.text import printable
+from logicmap.memory.retrieval.retrieval import event_index, reciprocal_rank_fusion
 from logicmap.memory.store import NamespaceSnapshot, StoragePort
-from logicmap.memory.text import printable
 from logicmap.tools.common import (
     MemoryAccess,
     ToolArgs,

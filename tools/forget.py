@@ -1,6 +1,6 @@
 """The forgetting tools: ``forget_memory(turn_ids)`` and ``update_memory(turn_id, text)``, for the run's namespace.
 
-Like ``remember``, they write through an object the caller injects (``graphs.forget.memory_editor`` gives one over
+Like ``remember``, they write through an object the caller injects (``graphs.writes.forget.memory_editor`` gives one over
 ``logicmap.forget``), so this package depends on ``memory`` only; the toolkit adds them only when it is given
 one (writes allowed). The namespace is the run's, never a tool argument: a model cannot forget another tenant's
 memory, and an id of another tenant reads exactly like an unknown id.
@@ -28,7 +28,7 @@ __all__ = ["ForgetArgs", "MemoryEditor", "UpdateArgs", "create_forget_memory_too
 
 
 class MemoryEditor(Protocol):
-    """What the forgetting tools write through (``graphs.forget.memory_editor``)."""
+    """What the forgetting tools write through (``graphs.writes.forget.memory_editor``)."""
 
     def forget(self, namespace: str, turn_ids: list[str], purge: bool = False) -> Any: ...
 

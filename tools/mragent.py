@@ -3,7 +3,7 @@
 cue-tag -> events, event -> time, event -> keywords, event -> context, person -> aspects, (person, aspect) ->
 facts, topic -> events.
 
-They read the Cue-Tag-Content layer (memory/cues.py) and the turns of a committed snapshot.
+They read the Cue-Tag-Content layer (memory/records/cues.py) and the turns of a committed snapshot.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from logicmap.memory.cue_index import CueIndex, PersonalFact
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.records import Turn
+from logicmap.memory.indexes.cue_index import CueIndex, PersonalFact
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.records.records import Turn
 from logicmap.memory.store import StoragePort
 from logicmap.tools.common import (
     MemoryAccess,

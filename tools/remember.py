@@ -13,9 +13,9 @@ from typing import Any
 from langchain_core.tools import StructuredTool
 from pydantic import Field
 
-from logicmap.memory.loaders import RawTurn, Session
-from logicmap.memory.records import stable_hash
-from logicmap.memory.timeparse import parse_timestamp
+from logicmap.memory.files.loaders import RawTurn, Session
+from logicmap.memory.language.timeparse import parse_timestamp
+from logicmap.memory.records.records import stable_hash
 from logicmap.tools.common import (
     MemoryToolConfigError,
     ToolArgs,

@@ -41,7 +41,7 @@ def messages(n: int) -> list[dict[str, Any]]:
 
 def run_once(n: int, data_dir: Path, resend: bool = False) -> dict[str, Any]:
     """Store ``n`` messages into a fresh namespace in this process: seconds, messages added, peak RSS (MB)."""
-    from logicmap.graphs.chat_messages import add_messages
+    from logicmap.graphs.chat.messages import add_messages
 
     res = fresh_resources(data_dir)
     batch = messages(n)

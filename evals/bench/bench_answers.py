@@ -1,6 +1,6 @@
 """Do the no-LLM answers quote the answer? The share of questions whose returned text contains the gold answer,
 against the ceiling (the share whose cited turns contain it), and LoCoMo token F1, per category, before and after
-the answer-slot extractor (``memory.answer_slots``), in one run.
+the answer-slot extractor (``memory.retrieval.answer_slots``), in one run.
 
 One memory per conversation (heuristic ingest), each strategy answers every question of categories 1-4 with the
 no-LLM policy. The evidence each strategy hands its responder is recorded (``agents.responder``'s extractive
@@ -59,7 +59,7 @@ def contains_answer(text: str, gold: str) -> bool:
 
 def turn_answer_text(text: str, session_time: Any) -> str:
     """A turn's text with the dates it states or implies: its session's date and each time phrase's date."""
-    from logicmap.memory.timeparse import date_text, find_time_phrases, resolve_relative
+    from logicmap.memory.language.timeparse import date_text, find_time_phrases, resolve_relative
 
     if session_time is None:
         return text
@@ -73,8 +73,8 @@ def previous_rule_answer(question: str, evidence: Sequence[Any]) -> str:
     verbatim): ``best_sentence`` over the evidence sentences (speaker prefixes and dates stripped, a summary's
     repeat of its turns kept once), a "when" question's time phrase resolved on the day the sentence was said."""
     from logicmap.agents import answerers as a
-    from logicmap.memory.text import NO_ANSWER, best_sentence, content_stems, split_sentences
-    from logicmap.memory.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
+    from logicmap.memory.language.text import NO_ANSWER, best_sentence, content_stems, split_sentences
+    from logicmap.memory.language.timeparse import date_text, find_time_phrases, parse_timestamp, resolve_relative
 
     lines = [a._LEAD.sub("", line.strip()) for item in evidence for line in item.text.splitlines()]
     speakers = [m.group(0) for line in lines if (m := a._SPEAKER.match(line))]
@@ -142,9 +142,9 @@ def record_answers(path: Path, resources: Any, strategy: str, *, turns: int = 10
     question (the question, gold answer, category, the evidence the responder got, the cited turns with their
     session times, the strategy's answer), written as a JSON line to ``out`` when given."""
     from logicmap.evals.runner import eval_namespace, select_questions
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.strategies import answer
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.strategies.registry import answer
+    from logicmap.memory.files.loaders import load_conversations
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -177,7 +177,7 @@ def score(records: Iterable[dict[str, Any]], *, replay: bool = False) -> Table:
     from logicmap.agents.answerers import answer_from_evidence
     from logicmap.agents.responder import EvidenceText
     from logicmap.evals.metrics import category_label, token_f1
-    from logicmap.memory.timeparse import parse_timestamp
+    from logicmap.memory.language.timeparse import parse_timestamp
 
     table: Table = {}
     for r in records:

@@ -28,8 +28,8 @@ TICK_S = 0.005
 
 async def measure(res: Any, strategy: str, calls: int) -> dict[str, Any]:
     """``calls`` concurrent ``aanswer`` calls: wall time, loop ticks against a free loop's, peak extra threads."""
-    from logicmap.graphs.strategies import aanswer
-    from logicmap.memory.blocking import THREAD_PREFIX
+    from logicmap.graphs.strategies.registry import aanswer
+    from logicmap.memory.runtime.blocking import THREAD_PREFIX
 
     baseline = threading.active_count()
     ticks, peak, workers, stop = 0, baseline, 0, asyncio.Event()
@@ -60,9 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--calls", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument("--embeddings", default="hashing")
     args = parser.parse_args(argv)
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.strategies import aanswer
-    from logicmap.memory.blocking import blocking_executor
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.strategies.registry import aanswer
+    from logicmap.memory.runtime.blocking import blocking_executor
 
     print(machine_line())
     print(f"shared executor: {blocking_executor()._max_workers} workers (LOGICMAP_ASYNC_WORKERS)")

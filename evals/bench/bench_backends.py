@@ -39,9 +39,9 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.jso
 
 def measure(settings: Any, sample: Any, questions: int) -> list[str]:
     """Ingest seconds, ms per ``rerank`` answer, a new store's first snapshot ms, a cached snapshot ms."""
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.resources import Resources
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.graphs.strategies.registry import answer
 
     namespace = f"bench-{random.randrange(16**8):08x}"
     res = Resources(settings=settings)
@@ -76,9 +76,9 @@ def measure_store(settings: Any, size: int, *, queries: int, puts: int, real: in
     from langgraph.store.base import PutOp
 
     from logicmap.evals.bench.bench_store import _bulk_items, _percentiles, _text, _timed
-    from logicmap.graphs.basestore import LogicMapStore
-    from logicmap.graphs.resources import Resources
-    from logicmap.memory.items import namespace_of
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
+    from logicmap.memory.records.items import namespace_of
 
     namespace = ("bench", f"s{size}-{random.randrange(16**8):08x}")
     res = Resources(settings=settings)
@@ -170,9 +170,9 @@ def _writer(file: str, namespace: str, go: str, out: str) -> int:
     import os
 
     from logicmap.evals.bench.bench_writers import writer_conversation
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.resources import Resources
-    from logicmap.memory.loaders import Conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.memory.files.loaders import Conversation
 
     res = Resources()
     res.llm_ = None
@@ -215,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         return _writer(*args.writer)
     sizes = [int(n) for n in args.store_sizes.split(",") if n.strip()]
     counts = [int(n) for n in args.writers.split(",") if n.strip()]
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
 
     conversations = load_conversations(args.file)
     chosen = [c for c in conversations if args.conversation in (None, c.conversation_id)]

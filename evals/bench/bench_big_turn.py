@@ -62,7 +62,7 @@ def capitalised_run(words: int, seed: int = 1) -> str:
 
 def big_turn_session(mb: float, run_words: int) -> Any:
     """One conversation, one session: ordinary turns around the huge turn and the capitalised run."""
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     texts = [
         ("Maya", "I moved to Lisbon last month and I love it."),
@@ -80,9 +80,9 @@ def big_turn_session(mb: float, run_words: int) -> Any:
 
 def timed_ingest(conversation: Any, namespace: str, resources: Any) -> list[tuple[str, float]]:
     """Stream the ingest graph (heuristic policy) and time each node: the seconds between its updates."""
-    from logicmap.graphs.ingest import IngestContext, graph
-    from logicmap.graphs.resources import with_resources
-    from logicmap.graphs.tracing import run_config
+    from logicmap.graphs.ingest.ingest import IngestContext, graph
+    from logicmap.graphs.runtime.resources import with_resources
+    from logicmap.graphs.runtime.tracing import run_config
 
     ctx, resources = with_resources(IngestContext(policy="heuristic", namespace=namespace), resources)
     config = run_config("ingest", namespace=namespace, policy="heuristic", budgets=ctx, recursion_limit=40)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         )
         rows = [(name, f"{seconds:.2f}") for name, seconds in stages]
         rows.append(("ingest total", f"{total:.2f}"))
-        from logicmap.graphs.strategies import answer
+        from logicmap.graphs.strategies.registry import answer
 
         for name in filter(None, args.strategies.split(",")):
             began = time.perf_counter()

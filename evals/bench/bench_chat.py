@@ -32,7 +32,7 @@ THINGS = ["violin", "bicycle", "garden", "sourdough", "kayak", "telescope", "pot
 
 
 def _conversation(turns: int) -> Any:
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     sessions, start = [], datetime(2024, 1, 1, 9, 0)
     for s in range(max(1, turns // 20)):
@@ -48,7 +48,7 @@ class _RecordingQueue:
     """The chatbot's ingestion queue, keeping each job's report (the storing cost, reported apart)."""
 
     def __init__(self) -> None:
-        from logicmap.graphs.chat_ingestion import IngestionQueue
+        from logicmap.graphs.chat.ingestion import IngestionQueue
 
         self.queue = IngestionQueue()
         self.reports: list[Any] = []
@@ -72,7 +72,7 @@ def _run(res: Any, namespace: str, strategy: str, policy: str, turns: int) -> di
     from langchain_core.messages import HumanMessage
     from langgraph.checkpoint.memory import InMemorySaver
 
-    from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
+    from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
 
     work = _RecordingQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
@@ -106,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from logicmap.evals.bench.scripted import make_scripted_model
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.strategies import STRATEGIES
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.strategies.registry import STRATEGIES
 
     print(machine_line())
     data = Path(tempfile.mkdtemp(prefix="bench-chat-"))

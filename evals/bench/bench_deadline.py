@@ -37,8 +37,8 @@ def question_of(length: int, seed: int = 0) -> str:
 
 
 def _timed(strategy: str, question: str, res: Any) -> tuple[float, str]:
-    from logicmap.graphs.strategies import answer
-    from logicmap.memory.deadline import RunDeadlineExceeded
+    from logicmap.graphs.strategies.registry import answer
+    from logicmap.memory.runtime.deadline import RunDeadlineExceeded
 
     started = time.perf_counter()
     try:
@@ -55,8 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, default=5.0)
     parser.add_argument("--long", default="", help="extra Goal-Mem question lengths (limit raised), e.g. 250000,1000000")
     args = parser.parse_args(argv)
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
 
     sample = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
     with tempfile.TemporaryDirectory(prefix="bench-deadline-") as tmp:

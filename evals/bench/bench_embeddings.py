@@ -10,9 +10,9 @@ import os
 import platform
 import time
 
-from logicmap.memory.embeddings import CachedEmbeddings, MiniLMEmbeddings, limit_threads
-from logicmap.memory.loaders import load_conversations
-from logicmap.memory.records import Turn
+from logicmap.memory.files.loaders import load_conversations
+from logicmap.memory.indexes.embeddings import CachedEmbeddings, MiniLMEmbeddings, limit_threads
+from logicmap.memory.records.records import Turn
 
 __all__ = ["main"]
 

@@ -30,8 +30,8 @@ def _disk_mb(directory: Path) -> float:
 
 def time_forget(conversation: Any, data_dir: Path, embeddings: str) -> dict[str, Any]:
     """Ingest ``conversation``, then forget one turn and purge it: the times and sizes, as a row."""
-    from logicmap.graphs.forget import forget
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.writes.forget import forget
 
     res = fresh_resources(data_dir, embeddings=embeddings)
     started = time.perf_counter()
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=50, help="turns per session of the big namespace")
     parser.add_argument("--embeddings", default="hashing", help="the sample's embedder (the big one uses hashing)")
     args = parser.parse_args(argv)
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
 
     print(machine_line())
     rows = []

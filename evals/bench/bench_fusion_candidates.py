@@ -26,9 +26,9 @@ __all__ = ["fusion_candidates", "main"]
 
 def fusion_candidates(path: Path, *, embedder: str, threshold: float) -> list[float]:
     """The e* similarity of every new event after the first session of ``path``'s first conversation."""
-    from logicmap.graphs.ingest import IngestContext, ingest_conversation
-    from logicmap.memory.graph import EventGraph
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
+    from logicmap.memory.indexes.graph import EventGraph
 
     conversation = load_conversations(path)[0]
     sims: list[float] = []

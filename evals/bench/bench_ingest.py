@@ -97,8 +97,8 @@ def _install_probes(probes: _Probes) -> None:
     """Wrap the ingest nodes (before the ingest graph is built from them), the encoder and Chroma's upsert."""
     from chromadb.api.models.Collection import Collection
 
-    from logicmap.graphs import ingest_nodes
-    from logicmap.memory import embeddings
+    from logicmap.graphs.ingest import nodes as ingest_nodes
+    from logicmap.memory.indexes import embeddings
 
     for name in STAGES:
         setattr(ingest_nodes, name, _timed_node(probes, name, getattr(ingest_nodes, name)))
@@ -156,7 +156,7 @@ def _install_probes(probes: _Probes) -> None:
 
     Collection.upsert = counted_upsert  # type: ignore[method-assign]  # a counting probe
 
-    from logicmap.graphs import ingest
+    from logicmap.graphs.ingest import ingest
 
     ingest_conversation = ingest.ingest_conversation
 

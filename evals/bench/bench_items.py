@@ -228,7 +228,7 @@ def run(embedder: str, seed: int) -> dict[str, dict[str, tuple[int, ...]]]:
     """Both stores, the same operations, the same embedder: each store's counts per half."""
     from langgraph.store.memory import InMemoryStore
 
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     rng = random.Random(seed)
     plans = [plan_user(f"u{i:02d}", rng) for i in range(USERS)]

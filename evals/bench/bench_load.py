@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from logicmap.evals.common import machine_line, print_table
 
 if TYPE_CHECKING:
-    from logicmap.memory.embeddings import CachedEmbeddings
+    from logicmap.memory.indexes.embeddings import CachedEmbeddings
 
 __all__ = ["main", "run_client"]
 
@@ -58,7 +58,7 @@ def _unique_mb() -> float | None:
 
 
 def _questions(path: Path) -> list[str]:
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
 
     questions = [qa.question for conv in load_conversations(path) for qa in conv.qa]
     if not questions:
@@ -69,8 +69,8 @@ def _questions(path: Path) -> list[str]:
 def run_client(args: argparse.Namespace) -> int:
     """One client process: load, report, wait for ``go`` on stdin, answer for ``args.seconds``, report."""
     started = time.perf_counter()
-    from logicmap.graphs.resources import Resources
-    from logicmap.graphs.strategies import strategy_function
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.graphs.strategies.registry import strategy_function
     from logicmap.settings import LogicMapSettings
 
     settings = LogicMapSettings()  # LOGICMAP_* from the parent: the Chroma server, the embedder, the threads
@@ -155,8 +155,8 @@ def _start_chroma(directory: Path, port: int, log: Path) -> subprocess.Popen[byt
 def _ingest(path: Path, env: dict[str, str]) -> float:
     """Ingest once, in a process of its own, so the parent never loads a model."""
     code = (
-        "import sys, time; from logicmap.graphs.ingest import ingest_conversation; "
-        "from logicmap.memory.loaders import load_conversations; t = time.perf_counter(); "
+        "import sys, time; from logicmap.graphs.ingest.ingest import ingest_conversation; "
+        "from logicmap.memory.files.loaders import load_conversations; t = time.perf_counter(); "
         "[ingest_conversation(c, sys.argv[2], policy='heuristic') for c in load_conversations(sys.argv[1])]; "
         "print(time.perf_counter() - t)"
     )

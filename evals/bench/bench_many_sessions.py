@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from logicmap.evals.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
 
 if TYPE_CHECKING:
-    from logicmap.graphs.ingest_nodes import SessionReport
-    from logicmap.memory.loaders import Conversation
+    from logicmap.graphs.ingest.nodes import SessionReport
+    from logicmap.memory.files.loaders import Conversation
 
 __all__ = ["main", "synthetic_conversation"]
 
@@ -32,7 +32,7 @@ WINDOW = 10  # sessions averaged around each reported position
 
 def synthetic_conversation(sessions: int, turns: int, seed: int = 7) -> Conversation:
     """``sessions`` sessions of ``turns`` turns of made-up small talk between two people, a week apart."""
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     rng = random.Random(seed)
     start = datetime(2020, 1, 6, 10, 0)
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=50, help="turns per session")
     parser.add_argument("--at", default="100,700", help="session positions to report (comma-separated)")
     args = parser.parse_args(argv)
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     conversation = synthetic_conversation(args.sessions, args.turns)
     times: list[float] = []

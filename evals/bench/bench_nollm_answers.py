@@ -35,8 +35,8 @@ def answer_f1_table(path: Path, resources: Any, strategies: list[str], *, catego
     from logicmap.evals.metrics import category_label, token_f1
     from logicmap.evals.runner import eval_namespace, select_questions
     from logicmap.evals.specs import resolve_strategies
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()

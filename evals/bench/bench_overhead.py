@@ -63,8 +63,8 @@ PAPER_FIGURES: dict[str, str] = {
 
 def bench_ingest(resources: Any, model: Any, namespace: str, *, combined: bool = True) -> dict[str, float]:
     """Ingest the sample conversation with the LLM policy against ``model``; wall, calls, tokens, model wait."""
-    from logicmap.graphs.ingest import IngestContext, ingest_conversation
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
 
     conversation = load_conversations(SAMPLE)[0]
     calls_before = len(model.calls)
@@ -107,7 +107,7 @@ def same_layers(resources: Any, first: str, second: str) -> bool:
 def bench_queries(resources: Any, model: Any, namespace: str, questions: list[str]) -> dict[str, dict[str, Any] | str]:
     """Every available strategy on every question with the LLM policy: mean wall, calls (with the calls per role),
     tokens and steps per question."""
-    from logicmap.graphs.strategies import strategy_function
+    from logicmap.graphs.strategies.registry import strategy_function
 
     out: dict[str, dict[str, Any] | str] = {}
     for label, name, options in QUERY_STRATEGIES:
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="embedder (hashing: LogicMap's overhead without the embedding model)")
     parser.add_argument("--questions", type=int, default=15, help="sample questions per strategy")
     args = parser.parse_args(argv)
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
 
     print(machine_line())
     print(f"embedder: {args.embeddings}; scripted model replies with valid JSON for every known role\n")

@@ -42,9 +42,9 @@ SCENARIOS: list[tuple[str, Scenario]] = [
 
 def run_scenario(server: FakeOpenAIServer, scenario: Scenario, args: argparse.Namespace) -> list[Any]:
     """One row: ingest the sample into a fresh directory with ``scenario`` on the server."""
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.resources import Resources
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.memory.files.loaders import load_conversations
     from logicmap.settings import LogicMapSettings
 
     server.reset(scenario)

@@ -1,4 +1,4 @@
-"""Cost of the graph-feature reranker (``memory.ranking``) at 10k and 100k synthetic turns in one namespace.
+"""Cost of the graph-feature reranker (``memory.retrieval.ranking``) at 10k and 100k synthetic turns in one namespace.
 
 Turns (ten per event, each event in a topic) get clustered synthetic vectors (no embedder) and are written
 through ``store.commit``. Printed: the per-snapshot arrays the reranker builds once (a new generation pays
@@ -36,7 +36,7 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 def write_namespace(resources: Any, namespace: str, n_turns: int, batch: int = 5000, seed: int = 0) -> None:
     """``n_turns`` synthetic turns in events of ten, events in ``TOPICS`` topics, committed in batches."""
-    from logicmap.memory.records import Event, Topic, Turn
+    from logicmap.memory.records.records import Event, Topic, Turn
     from logicmap.memory.store import ChangeSet
 
     rng = np.random.default_rng(seed)
@@ -70,7 +70,7 @@ def write_namespace(resources: Any, namespace: str, n_turns: int, batch: int = 5
 
 def measure(resources: Any, namespace: str, repeats: int) -> dict[str, float]:
     """Seconds to build the reranker's per-snapshot arrays, and the median ms to score every turn for a question."""
-    from logicmap.memory.ranking import default_ranker
+    from logicmap.memory.retrieval.ranking import default_ranker
 
     resources.store._snapshots.clear()  # a fresh snapshot: nothing derived from it yet
     snapshot = resources.store.snapshot(namespace)

@@ -35,7 +35,7 @@ def _category_order(label: str) -> tuple[int, str]:
 
 def _cited(label: str, fn: Any, question: str, namespace: str, resources: Any, k: int, options: dict[str, Any]) -> list[str]:
     if label in ("dense", "bm25"):
-        from logicmap.graphs.baselines import answer_top_k
+        from logicmap.graphs.strategies.baselines import answer_top_k
 
         result = answer_top_k(question, namespace, method=cast(Literal["dense", "bm25"], label), resources=resources, policy="heuristic", k=k)
     else:
@@ -48,8 +48,8 @@ def recall_table(path: Path, resources: Any, strategies: list[str], budgets: lis
     from logicmap.evals.metrics import category_label, evidence_recall, normalize_evidence_ids
     from logicmap.evals.runner import eval_namespace, select_questions
     from logicmap.evals.specs import resolve_strategies
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()

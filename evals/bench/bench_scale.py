@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from logicmap.evals.common import fresh_resources, machine_line, peak_rss_mb, print_table, rss_mb
-from logicmap.memory.graph import EventGraph
+from logicmap.memory.indexes.graph import EventGraph
 
 __all__ = ["SyntheticMemory", "localize", "main"]
 
@@ -48,7 +48,7 @@ class SyntheticMemory:
 
     def session_records(self, n_events: int) -> tuple[list[Any], np.ndarray, list[Any]]:
         """``n_events`` new events (whole sessions), their vectors and the relations that chain them."""
-        from logicmap.memory.records import Event, Relation, event_id, relation_id
+        from logicmap.memory.records.records import Event, Relation, event_id, relation_id
 
         vectors, labels = self.vectors(n_events)
         events, relations = [], []
@@ -96,8 +96,8 @@ def localize(graph: Any, query: np.ndarray, top_k: int = 5, top_p: int = 5) -> l
 
 def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: bool) -> dict[str, Any]:
     """Latencies at the namespace's current size."""
+    from logicmap.memory.indexes.topics import TopicLayer
     from logicmap.memory.store import ChangeSet
-    from logicmap.memory.topics import TopicLayer
 
     store, ns = memory.resources.store, memory.namespace
     row: dict[str, Any] = {"events": memory.count}
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"synthetic events: {DIMENSIONS}-d vectors around {CENTERS} centres, sessions of {EVENTS_PER_SESSION}, "
           "one temporal_before chain; localization = compass's no-LLM localize step\n", flush=True)
     try:
-        from logicmap.graphs.strategies import strategy_function
+        from logicmap.graphs.strategies.registry import strategy_function
 
         compass = strategy_function("compass")
     except (ImportError, AttributeError) as exc:

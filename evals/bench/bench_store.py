@@ -40,8 +40,8 @@ def _text(rng: np.random.Generator, i: int) -> str:
 def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator,
                 namespace: tuple[str, ...] = NAMESPACE) -> None:
     """Commit items ``start..stop`` of ``namespace`` as the records a heuristic put of a one-turn value makes."""
-    from logicmap.memory.items import item_session_id, namespace_of
-    from logicmap.memory.records import Event, Turn, event_id
+    from logicmap.memory.records.items import item_session_id, namespace_of
+    from logicmap.memory.records.records import Event, Turn, event_id
     from logicmap.memory.store import ChangeSet
 
     name, store = namespace_of(namespace), res.store
@@ -82,7 +82,7 @@ def _timed(call: Any, n: int) -> list[float]:
 def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Path) -> list[list[Any]]:
     from langgraph.store.base import PutOp
 
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     res = fresh_resources(workdir / f"n{size}", embeddings=embeddings)
     store = LogicMapStore(resources=res, policy="heuristic")

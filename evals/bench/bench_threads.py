@@ -40,7 +40,7 @@ SETTINGS = (CORES, "1")
 
 def _worker(data_dir: Path, embeddings: str, queries: int) -> None:
     """In a fresh process: the store on ``data_dir``, one warm-up search, then the timed searches (JSON on stdout)."""
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     res = fresh_resources(data_dir, embeddings=embeddings)
     store = LogicMapStore(resources=res, policy="heuristic")
@@ -55,7 +55,7 @@ def _worker(data_dir: Path, embeddings: str, queries: int) -> None:
 
 
 def _build(data_dir: Path, embeddings: str, items: int) -> None:
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     res = fresh_resources(data_dir, embeddings=embeddings)
     store = LogicMapStore(resources=res, policy="heuristic")

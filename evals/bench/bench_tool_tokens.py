@@ -51,8 +51,8 @@ def token_counter() -> tuple[str, Callable[[str], int]]:
 def tool_sets(resources: Any) -> dict[str, list[Any]]:
     from langmem import create_manage_memory_tool, create_search_memory_tool
 
-    from logicmap.graphs.chat_ingestion import session_ingester
-    from logicmap.graphs.forget import memory_editor
+    from logicmap.graphs.chat.ingestion import session_ingester
+    from logicmap.graphs.writes.forget import memory_editor
     from logicmap.tools import create_memory_toolkit
 
     ingest, editor = session_ingester(resources, policy="heuristic"), memory_editor(resources)

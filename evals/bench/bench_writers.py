@@ -32,7 +32,7 @@ _TOPICS = ("adopted a puppy", "started a pottery class", "moved to a flat by the
 
 def writer_conversation(writer: int, sessions: int, first_session: int, turns: int = 4) -> Any:
     """Writer ``writer``'s sessions ``S<first>..``, every turn marked with the writer."""
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     rng = random.Random(writer)
     people = [f"Ana{writer}", f"Rui{writer}"]
@@ -63,7 +63,7 @@ def _summary(reports: list[dict[str, Any]], expected: int, stored: int, wall: fl
 
 # -- embedded: threads ------------------------------------------------------------------------------
 def _embedded(writers: int, sessions: int, root: Path) -> dict[str, Any]:
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     res = fresh_resources(root / f"embedded-{writers}")
     res.store  # noqa: B018 - opened before the threads race for it
@@ -87,7 +87,7 @@ def _embedded(writers: int, sessions: int, root: Path) -> dict[str, Any]:
 
 def _warm(root: Path) -> None:
     """One ingest before the figures, so imports and first-use caches are not in the first row's time."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     res = fresh_resources(root / "warm")
     ingest_conversation(writer_conversation(99, 1, 1), "warm", resources=res, policy="heuristic")
@@ -124,9 +124,9 @@ def _start_chroma(root: Path) -> tuple[subprocess.Popen[bytes], int]:
 
 def _worker(file: str, namespace: str, go: str, out: str) -> int:
     """One writer process: wait for the start signal, ingest the file's conversation, write its report."""
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.graphs.resources import Resources
-    from logicmap.memory.loaders import Conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.memory.files.loaders import Conversation
 
     res = Resources()
     res.llm_ = None

@@ -52,7 +52,7 @@ def measure(size: int, *, puts: int, embeddings: str, workdir: Path) -> list[lis
     from langgraph.store.base import PutOp
     from langgraph.store.memory import InMemoryStore
 
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     res = fresh_resources(workdir / f"n{size}", embeddings=embeddings)
     ours = LogicMapStore(resources=res, policy="heuristic", consolidation="manual", max_pending=10 * (puts + 200))

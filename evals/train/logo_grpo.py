@@ -40,9 +40,9 @@ from logicmap.agents.r2 import (
     parse_completion,
 )
 from logicmap.evals.metrics import token_f1
-from logicmap.memory.loaders import Conversation, QAItem
-from logicmap.memory.r2 import CandidateFact, EditReport, FactMemory, FactRecord, InvalidEditBatch
-from logicmap.memory.records import stable_hash
+from logicmap.memory.files.loaders import Conversation, QAItem
+from logicmap.memory.records.r2 import CandidateFact, EditReport, FactMemory, FactRecord, InvalidEditBatch
+from logicmap.memory.records.records import stable_hash
 
 __all__ = [
     "ADVANTAGE_EPS",

@@ -83,8 +83,8 @@ from logicmap.evals.train.logo_grpo import (
     qa_within,
     score_memory,
 )
-from logicmap.memory.loaders import Conversation
-from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory, FactRecord, normalize_fact_text
+from logicmap.memory.files.loaders import Conversation
+from logicmap.memory.records.r2 import CandidateFact, FactEdit, FactMemory, FactRecord, normalize_fact_text
 from logicmap.prompts import r2_extract, r2_manage
 from logicmap.prompts.r2_extract import FactExtraction
 
@@ -1238,7 +1238,7 @@ def cmd_train_r2(args: argparse.Namespace) -> int:
     """Train on free generation, evaluate before/after on held-out conversations (greedy free generation) beside
     the baselines that never train (``BASELINES``), export the adapter trained on free generation."""
     from logicmap.evals.train.r2_synthetic import make_update_task
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
 
     try:
         import peft  # noqa: F401

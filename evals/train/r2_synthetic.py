@@ -13,7 +13,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
-from logicmap.memory.loaders import Conversation, QAItem, RawTurn, Session
+from logicmap.memory.files.loaders import Conversation, QAItem, RawTurn, Session
 
 __all__ = ["OPTIMAL_OPS", "LabelledConversation", "make_update_task"]
 

@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, file_required: bool = True
 def cmd_train_data(args: argparse.Namespace) -> int:
     from logicmap.agents.models import make_chat_model
     from logicmap.evals.train.logo_grpo import LoGoConfig, build_logo_grpo_dataset, write_dataset
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.memory.files.loaders import load_conversations
     from logicmap.settings import LogicMapSettings
 
     settings = LogicMapSettings()

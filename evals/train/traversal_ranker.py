@@ -1,6 +1,6 @@
-"""Fit the second hop's ranker (``memory.traversal``) and report what the traversal adds over the ranker alone.
+"""Fit the second hop's ranker (``memory.retrieval.traversal``) and report what the traversal adds over the ranker alone.
 
-Usage: ``python -m evals.train.traversal_ranker [FILE ...] [--out memory/traversal_weights.py]``
+Usage: ``python -m evals.train.traversal_ranker [FILE ...] [--out memory/retrieval/traversal_weights.py]``
 (default: the five development conversations the first-hop ranker was fitted on; never a reserved held-out
 file, see ``data/README.md``). Each file is ingested with the no-LLM policy and the MiniLM embedder. Leave one
 conversation out: the first-hop ranker and the second-hop ranker are both fitted on the other files (the
@@ -26,7 +26,7 @@ from logicmap.evals.train.turn_ranker import BUDGET
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
 
-    from logicmap.graphs.resources import Resources
+    from logicmap.graphs.runtime.resources import Resources
     from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = ["DEVELOPMENT_FILES", "main"]
@@ -36,7 +36,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 DEVELOPMENT_FILES = [
     DATA / f"{name}_conversation.json" for name in ("sample", "long", "holdout", "holdout2", "holdout3")
 ]
-WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "traversal_weights.py"
+WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "retrieval" / "traversal_weights.py"
 
 
 class LabelledQuestion(TypedDict):
@@ -58,11 +58,11 @@ def questions(path: Path, resources: Resources) -> list[LabelledQuestion]:
 
     from logicmap.evals.metrics import normalize_evidence_ids
     from logicmap.evals.runner import eval_namespace, select_questions
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.embeddings import normalize
-    from logicmap.memory.loaders import load_conversations
-    from logicmap.memory.ranking import BASE_FEATURES, default_ranker, turn_features
-    from logicmap.memory.text import query_readings
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
+    from logicmap.memory.indexes.embeddings import normalize
+    from logicmap.memory.language.text import query_readings
+    from logicmap.memory.retrieval.ranking import BASE_FEATURES, default_ranker, turn_features
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     out: list[LabelledQuestion] = []
@@ -105,7 +105,7 @@ def _fit(x: np.ndarray, y: np.ndarray) -> LogisticRegression:
 
 def _with_hops(rows: list[LabelledQuestion], coefficients: np.ndarray, intercept: float) -> list[np.ndarray]:
     """Each question's first-hop features next to its hop features, the seeds taken from the given first hop."""
-    from logicmap.memory.traversal import hop_features
+    from logicmap.memory.retrieval.traversal import hop_features
 
     return [
         np.column_stack([r["x"], hop_features(r["snapshot"], r["question"], r["x"] @ coefficients + intercept)])
@@ -123,11 +123,11 @@ def _recalls(rows: list[LabelledQuestion], scores: list[np.ndarray]) -> list[flo
 
 
 def _write(model: LogisticRegression, files: list[Path], out: Path, report: list[str]) -> None:
-    from logicmap.memory.ranking import BASE_FEATURES
-    from logicmap.memory.traversal import HOP_FEATURES
+    from logicmap.memory.retrieval.ranking import BASE_FEATURES
+    from logicmap.memory.retrieval.traversal import HOP_FEATURES
 
     lines = [
-        '"""Weights of the second hop of the no-LLM search (``memory.traversal``), written by',
+        '"""Weights of the second hop of the no-LLM search (``memory.retrieval.traversal``), written by',
         "``python -m logicmap.evals.train.traversal_ranker``.",
         "",
         f"Fitted on {date.today().isoformat()} (logistic regression, balanced classes, C=1) on: "
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             ],
         )
         if args.out != "-":
-            from logicmap.memory.traversal import hop_features
+            from logicmap.memory.retrieval.traversal import hop_features
 
             rows = [r for p in files for r in data[p]]
             model = _fit(

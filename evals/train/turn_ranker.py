@@ -1,11 +1,11 @@
-"""Fit the graph-feature reranker (``memory.ranking``) on LoCoMo-format conversations and report how it carries over.
+"""Fit the graph-feature reranker (``memory.retrieval.ranking``) on LoCoMo-format conversations and report how it carries over.
 
-Usage: ``python -m logicmap.evals.train.turn_ranker [FILE ...] [--out memory/turn_ranker_weights.py]``
+Usage: ``python -m logicmap.evals.train.turn_ranker [FILE ...] [--out memory/retrieval/turn_ranker_weights.py]``
 (default: every conversation in ``data/`` except the ones reserved for
 measurement, ``RESERVED``). Each file is ingested with the no-LLM policy and the MiniLM
 embedder; every turn of a question with gold evidence is one example (gold turn or not). The script prints,
 for each file, evidence recall at 10 turns of plain dense retrieval, of the same model fitted without the graph
-features (``memory.ranking.GRAPH_FEATURES``) and of the reranker, both fitted on the *other* files
+features (``memory.retrieval.ranking.GRAPH_FEATURES``) and of the reranker, both fitted on the *other* files
 (leave-one-conversation-out), their means, then fits on all files and writes the weights module.
 """
 
@@ -27,7 +27,7 @@ from logicmap.evals.common import machine_line, open_resources, print_table
 if TYPE_CHECKING:
     from sklearn.linear_model import LogisticRegression
 
-    from logicmap.graphs.resources import Resources
+    from logicmap.graphs.runtime.resources import Resources
 
 #: One question: turn ids, features, labels, gold ids, and dense similarities.
 Example = tuple[list[str], np.ndarray, np.ndarray, list[str], np.ndarray]
@@ -40,7 +40,7 @@ DATASETS = sorted(
     (p for p in (Path(__file__).resolve().parents[2] / "data").glob("*.json") if p.name not in RESERVED),
     key=lambda p: p.stat().st_size,
 )
-WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "turn_ranker_weights.py"
+WEIGHTS = Path(__file__).resolve().parents[2] / "memory" / "retrieval" / "turn_ranker_weights.py"
 BUDGET = 10
 
 
@@ -48,11 +48,11 @@ def examples(path: Path, resources: Resources) -> list[Example]:
     """Per question with gold evidence: turn ids, features, labels, gold ids, and dense similarities."""
     from logicmap.evals.metrics import normalize_evidence_ids
     from logicmap.evals.runner import eval_namespace, select_questions
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.embeddings import normalize
-    from logicmap.memory.loaders import load_conversations
-    from logicmap.memory.ranking import turn_features
-    from logicmap.memory.text import query_readings
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
+    from logicmap.memory.indexes.embeddings import normalize
+    from logicmap.memory.language.text import query_readings
+    from logicmap.memory.retrieval.ranking import turn_features
 
     conversations = load_conversations(path)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -94,7 +94,7 @@ def fit(rows: list[Example], columns: list[int] | None = None) -> LogisticRegres
 
 def plain_columns() -> list[int]:
     """The feature columns a plain turn index has too: every feature but ``GRAPH_FEATURES``."""
-    from logicmap.memory.ranking import FEATURES, GRAPH_FEATURES
+    from logicmap.memory.retrieval.ranking import FEATURES, GRAPH_FEATURES
 
     return [i for i, name in enumerate(FEATURES) if name not in GRAPH_FEATURES]
 
@@ -127,10 +127,10 @@ def mean_rows(results: dict[Path, tuple[float, float, float]]) -> list[list[obje
 
 
 def write_weights(model: LogisticRegression, files: list[Path], out: Path, report: list[str]) -> None:
-    from logicmap.memory.ranking import FEATURES
+    from logicmap.memory.retrieval.ranking import FEATURES
 
     lines = [
-        '"""Weights of the graph-feature reranker (``memory.ranking``), written by ``python -m evals.train.turn_ranker``.',
+        '"""Weights of the graph-feature reranker (``memory.retrieval.ranking``), written by ``python -m evals.train.turn_ranker``.',
         "",
         f"Fitted on {date.today().isoformat()} (logistic regression, balanced classes, C=1) on: "
         + ", ".join(p.name for p in files) + ".",

@@ -33,7 +33,7 @@ directory that held memory is reported in one line and never written over.
 | ``model`` | ``Manifest``, ``ChangeSet``, ``NamespaceSnapshot``, ``ForgetAudit`` |
 | ``errors`` | the store's exceptions |
 
-The record kinds every room loops over are declared once in ``memory.kinds``.
+The record kinds every room loops over are declared once in ``memory.records.kinds``.
 """
 
 from __future__ import annotations

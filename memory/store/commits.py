@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from logicmap.memory.deadline import remaining_time
-from logicmap.memory.kinds import BY_FIELD, RECORD_KINDS
-from logicmap.memory.records import Turn, validate_namespace
+from logicmap.memory.records.kinds import BY_FIELD, RECORD_KINDS
+from logicmap.memory.records.records import Turn, validate_namespace
+from logicmap.memory.runtime.deadline import remaining_time
 from logicmap.memory.store.core import StoreCore, store_call
 from logicmap.memory.store.errors import (
     CommitLeaseLost,
@@ -64,7 +64,7 @@ class CommitProtocol(StoreCore):
 
     @store_call
     def restore(self, change: ChangeSet, manifest: Manifest) -> Manifest:
-        """Write a whole exported namespace into an empty one in one commit (``memory.backup``).
+        """Write a whole exported namespace into an empty one in one commit (``memory.files.backup``).
 
         The change set holds every record with its vectors and ``base_generation`` 0; the namespace
         gets ``manifest`` (its sessions, topic steps, generation number) so it reads exactly as it did

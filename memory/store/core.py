@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.records.records import stable_hash, validate_namespace
 from logicmap.memory.store.errors import GenerationConflict, StoreError, UnknownNamespaceError
 from logicmap.memory.store.generations import MANIFEST_ID, _manifest_id, _next_id
 from logicmap.memory.store.health import (

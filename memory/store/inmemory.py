@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.records import validate_namespace
-from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.indexes.snapshot_file import VectorTable
+from logicmap.memory.records.kinds import RECORD_KINDS
+from logicmap.memory.records.records import validate_namespace
 from logicmap.memory.store.errors import TurnIdConflictError, UnknownNamespaceError
 from logicmap.memory.store.generations import SENTINEL
 from logicmap.memory.store.model import (

@@ -5,12 +5,12 @@ pending session's turns (with the vectors the write embedded) and one provisiona
 ``provisional_event``, so strategies that navigate events reach it; no relation, topic, fact or cue until the
 consolidator builds those), its manifest listing the session with ``SessionInfo.pending``. A pending
 session that replaces a committed one (a put on a key that exists) hides the old one in the same view: its turns,
-and what derives only from them (the forget plan a replacing commit applies, ``memory.forgetting``); an event that
+and what derives only from them (the forget plan a replacing commit applies, ``memory.records.forgetting``); an event that
 also held other sessions' turns keeps those, with its summary as it was until the consolidator rebuilds it. So a
 reader sees the old item or the new one, never both, never neither.
 
 Nothing here writes: the view is computed from the snapshot and the log, and cached per (snapshot, last pending
-sequence number), so readers between two writes share it. ``through`` (a run's pin, ``graphs.pin``) shows the
+sequence number), so readers between two writes share it. ``through`` (a run's pin, ``graphs.runtime.pin``) shows the
 writes up to that sequence number only, so a run reads one memory however many writes land while it goes on.
 """
 
@@ -23,13 +23,13 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from logicmap.memory.forgetting import forget_change, plan_forget, turns_to_forget
-from logicmap.memory.items import StoredItem, stored_item
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.records import Event, SessionInfo, Turn
-from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.indexes.snapshot_file import VectorTable
+from logicmap.memory.records.forgetting import forget_change, plan_forget, turns_to_forget
+from logicmap.memory.records.items import StoredItem, stored_item
+from logicmap.memory.records.kinds import RECORD_KINDS
+from logicmap.memory.records.records import Event, SessionInfo, Turn
+from logicmap.memory.records.tombstones import said_summary
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingHead, PendingWrite, ordered
-from logicmap.memory.tombstones import said_summary
 
 __all__ = [
     "LiveReader", "LiveView", "applied", "latest_entries", "live_snapshot", "overlay", "pending_item", "pending_turns", "provisional_event",
@@ -115,7 +115,7 @@ def pending_item(entry: PendingWrite, namespace: str) -> StoredItem | None:
 
 def pending_turns(entry: PendingWrite, namespace: str, offset: int) -> list[Turn]:
     """The turns a pending session shows as (what the ingest would store, numbered from ``offset``)."""
-    from logicmap.memory.loaders import Session, session_turns
+    from logicmap.memory.files.loaders import Session, session_turns
 
     session = Session.model_validate(entry.session)
     return session_turns(namespace, session, offset, [raw.dia_id for raw in session.turns])
@@ -164,7 +164,7 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
 
 def provisional_event(session_id: str, turns: Sequence[Turn], order: int) -> Event:
     """The one event a pending session shows as until it is consolidated: its turns as said (the no-LLM summary,
-    ``memory.tombstones.said_summary``), so strategies that navigate events reach a fresh write; its vector is the
+    ``memory.records.tombstones.said_summary``), so strategies that navigate events reach a fresh write; its vector is the
     mean of its turns'."""
     return Event(id=f"{session_id}-pending", namespace=turns[0].namespace, session_id=session_id,
                  summary=said_summary(turns),

@@ -1,6 +1,6 @@
 """What the store reads and writes: a namespace's ``Manifest``, a commit's ``ChangeSet``, a ``NamespaceSnapshot``.
 
-The record fields of ``ChangeSet`` and ``NamespaceSnapshot`` are those of ``memory.kinds.RECORD_KINDS`` (a test
+The record fields of ``ChangeSet`` and ``NamespaceSnapshot`` are those of ``memory.records.kinds.RECORD_KINDS`` (a test
 checks that every one is registered).
 """
 
@@ -15,11 +15,11 @@ from typing import Annotated, Any, NamedTuple, TypeVar, cast
 import numpy as np
 from pydantic import BaseModel, Field, PlainSerializer, PlainValidator
 
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.r2 import FactRecord
-from logicmap.memory.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
-from logicmap.memory.snapshot_file import VectorTable
-from logicmap.memory.tombstones import Tombstone
+from logicmap.memory.indexes.snapshot_file import VectorTable
+from logicmap.memory.records.kinds import RECORD_KINDS
+from logicmap.memory.records.r2 import FactRecord
+from logicmap.memory.records.records import Cue, Event, Fact, Relation, SessionInfo, Tag, Topic, Turn
+from logicmap.memory.records.tombstones import Tombstone
 from logicmap.settings import LogicMapSettings
 
 __all__ = [
@@ -147,7 +147,7 @@ class PendingWrite(BaseModel):
 
     seq: int = Field(default=0, description="the log's sequence number (set by ``append_pending``): the order of writes")
     namespace: str
-    session: dict[str, Any] = Field(description="the session as ``memory.loaders.Session`` dumps it (JSON)")
+    session: dict[str, Any] = Field(description="the session as ``memory.files.loaders.Session`` dumps it (JSON)")
     vectors: VectorMatrix = Field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32),
                                   description="one float32 row per turn, of the turn's render")
     key: str | None = Field(default=None, description="the store key the session holds (None: a chat's turns)")

@@ -2,7 +2,7 @@
 
 A fast write (``LogicMapStore.put``, ``add_messages``, the ``remember`` tools) appends one ``PendingWrite`` (a
 session's turns and their vectors) and returns: one small durable write instead of a whole ingest and commit. The
-live view (``memory.store.live``) shows it to every reader at once; the consolidator (``graphs.consolidate``) ingests
+live view (``memory.store.live``) shows it to every reader at once; the consolidator (``graphs.writes.consolidate``) ingests
 it and commits the result with ``ChangeSet.consumes_through`` = its sequence number, which moves the namespace's
 ``Manifest.consolidated_through`` in the same generation as the records it built. So a write is never lost (it is in
 the log or in the records, or in both) and never consolidated twice (an entry at or below the mark is done, whether
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from logicmap.memory.records import validate_namespace
+from logicmap.memory.records.records import validate_namespace
 from logicmap.memory.store.errors import StoreError
 from logicmap.memory.store.model import Manifest, PendingHead, PendingWrite, vector_matrix
 

@@ -15,7 +15,7 @@ backend with real transactions does that with a transaction and a compare-and-sw
 backend, which has none, with its lease-and-fence protocol (``commits``); the PostgreSQL backend does the former. Readers see committed generations only:
 ``snapshot`` the latest, ``snapshot_at`` one a run pinned. ``purge`` removes what no reader of the committed
 generation sees (retired versions); ``drop_namespace`` removes a namespace. Record kinds come from
-``memory.kinds.RECORD_KINDS`` only: a backend loops over them and never names one. Every operation that takes a
+``memory.records.kinds.RECORD_KINDS`` only: a backend loops over them and never names one. Every operation that takes a
 namespace refuses one that is no valid name (``records.validate_namespace``) before it reads or writes: the store is
 a boundary, and callers hand it a caller's namespace as it came.
 

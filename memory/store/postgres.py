@@ -1,6 +1,6 @@
 """``PostgresStore``: the storage port on PostgreSQL + pgvector (``LOGICMAP_STORE_URL=postgresql://...``).
 
-The database is the authority: no leases, no fences. Every record kind (``memory.kinds.RECORD_KINDS``) is kept in
+The database is the authority: no leases, no fences. Every record kind (``memory.records.kinds.RECORD_KINDS``) is kept in
 one table as versions with the generations they were born and retired at, as the in-process backend keeps them, its
 vector in a pgvector column; the namespace is the first column of every primary key (so a table can later be
 distributed by it, as Citus does).
@@ -38,9 +38,9 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from logicmap.memory.kinds import BY_FIELD, RECORD_KINDS
-from logicmap.memory.records import validate_namespace
-from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.indexes.snapshot_file import VectorTable
+from logicmap.memory.records.kinds import BY_FIELD, RECORD_KINDS
+from logicmap.memory.records.records import validate_namespace
 from logicmap.memory.store.errors import (
     GenerationConflict,
     StoreError,

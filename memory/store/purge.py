@@ -36,8 +36,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.records import stable_hash, validate_namespace
+from logicmap.memory.records.kinds import RECORD_KINDS
+from logicmap.memory.records.records import stable_hash, validate_namespace
 from logicmap.memory.store.commits import CommitProtocol, purge_requested
 from logicmap.memory.store.core import _HNSW, PURGE_SUFFIX, store_call
 from logicmap.memory.store.errors import UnknownNamespaceError

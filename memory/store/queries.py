@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from logicmap.memory.kinds import BY_FIELD, RECORD_KINDS
-from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.indexes.snapshot_file import VectorTable
+from logicmap.memory.records.kinds import BY_FIELD, RECORD_KINDS
 from logicmap.memory.store.model import NamespaceSnapshot
 
 __all__ = ["QUERYABLE", "check_queryable", "nearest"]

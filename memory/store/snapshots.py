@@ -1,7 +1,7 @@
 """The snapshot cache: a namespace's committed records read whole, from its snapshot file, or as a delta.
 
 A newer generation is read as a delta on the cached snapshot (the versions born and retired since); an embedded
-store saves each namespace's snapshot to a file (``memory.snapshot_file``) and opens it from there next time.
+store saves each namespace's snapshot to a file (``memory.indexes.snapshot_file``) and opens it from there next time.
 """
 
 from __future__ import annotations
@@ -13,9 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from logicmap.memory.kinds import RECORD_KINDS, RecordKind
-from logicmap.memory.records import stable_hash
-from logicmap.memory.snapshot_file import (
+from logicmap.memory.indexes.snapshot_file import (
     SnapshotFile,
     SnapshotFileError,
     VectorTable,
@@ -24,6 +22,8 @@ from logicmap.memory.snapshot_file import (
     snapshot_path,
     write_snapshot_file,
 )
+from logicmap.memory.records.kinds import RECORD_KINDS, RecordKind
+from logicmap.memory.records.records import stable_hash
 from logicmap.memory.store.core import StoreCore, store_call
 from logicmap.memory.store.generations import _RECORD, PURGED_ID, _shown, _visible
 from logicmap.memory.store.model import Manifest, NamespaceSnapshot
@@ -63,7 +63,7 @@ class SnapshotCache(StoreCore):
         since), so a commit costs a reader what the commit wrote, not the whole namespace again. The
         cached snapshot is never changed: readers holding it keep their consistent view. An embedded
         store opens a namespace from its persisted snapshot file plus the delta since the file's
-        generation (``memory.snapshot_file``); a file it cannot trust is ignored and the namespace read whole.
+        generation (``memory.indexes.snapshot_file``); a file it cannot trust is ignored and the namespace read whole.
         """
         cached = self._snapshots.get(namespace)
         if cached is not None and self._unchanged_since(namespace, cached):
@@ -94,7 +94,7 @@ class SnapshotCache(StoreCore):
     @store_call
     def snapshot_at(self, namespace: str, generation: int) -> NamespaceSnapshot:
         """The committed records of a namespace at ``generation``: what a run pinned to that generation reads
-        (``graphs.pin``), however many commits land while it runs.
+        (``graphs.runtime.pin``), however many commits land while it runs.
 
         The cached snapshot when it is that generation, else one of the few superseded snapshots kept, else the
         namespace read at that generation from its versions (a version retired later is still stored, unless a

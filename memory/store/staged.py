@@ -1,6 +1,6 @@
 """A staged store: many commits of one namespace gathered in memory and written to the real store as one.
 
-The consolidator (``graphs.consolidate``) ingests a batch of pending sessions through the ingest graph, which commits
+The consolidator (``graphs.writes.consolidate``) ingests a batch of pending sessions through the ingest graph, which commits
 once per session and reads each commit back (positions, fusion, topics). On ``StagedStore`` those commits apply to an
 in-memory snapshot (``live.applied``), so each session sees the ones before it exactly as if they were committed;
 ``write()`` then commits the difference between the base snapshot and the staged one as ONE change set on the real
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.snapshot_file import VectorTable
+from logicmap.memory.indexes.snapshot_file import VectorTable
+from logicmap.memory.records.kinds import RECORD_KINDS
 from logicmap.memory.store.errors import GenerationConflict
 from logicmap.memory.store.live import applied
 from logicmap.memory.store.model import ChangeSet, ForgetAudit, Manifest, NamespaceSnapshot

@@ -25,11 +25,11 @@ CHILD = r"""
 import dataclasses, json, sys
 from pathlib import Path
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.ingest import IngestContext, build_ingest_graph, ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.tracing import traced_run
+from logicmap.graphs.ingest.ingest import IngestContext, build_ingest_graph, ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.runtime.tracing import traced_run
 from logicmap.settings import LogicMapSettings
-from logicmap.memory.loaders import load_conversations
+from logicmap.memory.files.loaders import load_conversations
 
 data_dir = Path(sys.argv[1])
 conversation = load_conversations(Path("data/sample_conversation.json"))[0]
@@ -42,9 +42,9 @@ report = ingest_conversation(conversation.model_copy(update={"sessions": session
 out["ingest_llm_calls"] = report.cost.llm_calls
 
 import importlib.util
-from logicmap.graphs.strategies import answer
+from logicmap.graphs.strategies.registry import answer
 for strategy in ("compass", "goalmem", "real", "reconstruct"):
-    if importlib.util.find_spec(f"logicmap.graphs.{strategy}") is not None:
+    if importlib.util.find_spec(f"logicmap.graphs.strategies.{strategy}") is not None:
         result = answer(strategy, "What is the name of Maya's dog?", "traced", resources=resources, policy="llm")
         out[f"{strategy}_llm_calls"] = result.cost.llm_calls
 
@@ -56,7 +56,7 @@ with traced_run("ingest", namespace="traced-root", policy="heuristic", inputs={"
     run.finish({"sessions": len(final["reports"])}, cost=final["cost"])
 out["traced_run_id"] = run.run_id
 
-from logicmap.graphs.tracing import tracing_enabled
+from logicmap.graphs.runtime.tracing import tracing_enabled
 if tracing_enabled():  # flush what is queued; with tracing off there is no client to flush
     from langchain_core.tracers.langchain import wait_for_all_tracers
     from langsmith.run_trees import get_cached_client
@@ -152,7 +152,7 @@ def test_traced_runs_arrive_with_names_tags_metadata_and_cost(
     _check_ingest(runs, reported)
     _check_traced_run(runs, reported)
     present = [s for s in STRATEGY_GRAPHS if f"{s}_llm_calls" in reported]
-    assert present == [s for s in STRATEGY_GRAPHS if (PROJECT_ROOT / "graphs" / f"{s}.py").exists()]
+    assert present == [s for s in STRATEGY_GRAPHS if (PROJECT_ROOT / "graphs" / "strategies" / f"{s}.py").exists()]
     for strategy in present:
         _check_strategy(runs, reported, strategy)
 

@@ -10,8 +10,8 @@ from pydantic import BaseModel
 from logicmap.agents.base import FallbackRecord, run_role
 from logicmap.agents.local_llm import MODEL_ALIAS, LocalLLMServer
 from logicmap.agents.segmenter import changepoint_segments, render_turns, validate_segmentation
-from logicmap.memory.loaders import Conversation
-from logicmap.memory.records import Turn
+from logicmap.memory.files.loaders import Conversation
+from logicmap.memory.records.records import Turn
 from logicmap.prompts import segment as segment_prompt
 from logicmap.prompts.segment import Segmentation
 

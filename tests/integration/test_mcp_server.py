@@ -22,10 +22,10 @@ import httpx
 import pytest
 
 from logicmap.agents.local_llm import free_port, stop_process_group
-from logicmap.graphs.forget import list_memories
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.writes.forget import list_memories
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 from logicmap.settings import LogicMapSettings
 
 pytestmark = pytest.mark.integration

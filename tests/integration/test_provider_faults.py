@@ -17,9 +17,9 @@ import pytest
 from logicmap.__main__ import main
 from logicmap.agents.provider import CONTEXT_WINDOW_SETTING, rate_gate
 from logicmap.evals.fake_openai import FakeOpenAIServer, Scenario
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import load_conversations
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.files.loaders import load_conversations
 from logicmap.memory.store import MemoryStore
 from logicmap.settings import LogicMapSettings
 

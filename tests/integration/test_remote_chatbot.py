@@ -20,7 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.pregel.remote import RemoteException, RemoteGraph
 
-from logicmap.graphs.chatbot import RemoteChatbot
+from logicmap.graphs.chat.chatbot import RemoteChatbot
 from logicmap.memory.store import MemoryStore
 from logicmap.settings import LogicMapSettings
 from tests.reliability.test_concurrency import chroma_server  # noqa: F401 - the fixture, reused

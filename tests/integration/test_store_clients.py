@@ -31,7 +31,7 @@ from langgraph.graph import StateGraph, add_messages
 from langmem import create_manage_memory_tool, create_memory_store_manager, create_search_memory_tool
 from typing_extensions import TypedDict
 
-from logicmap.graphs.basestore import LogicMapStore
+from logicmap.graphs.surfaces.basestore import LogicMapStore
 from tests.conftest import make_resources
 
 pytestmark = pytest.mark.integration

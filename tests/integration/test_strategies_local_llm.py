@@ -15,10 +15,10 @@ import pytest
 
 from logicmap.agents.base import FallbackRecord
 from logicmap.agents.local_llm import LocalLLMServer
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.result import AnswerResult, EvidenceItem
-from logicmap.graphs.strategies import STRATEGIES, strategy_function
-from logicmap.memory.loaders import Conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
+from logicmap.graphs.strategies.registry import STRATEGIES, strategy_function
+from logicmap.memory.files.loaders import Conversation
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,7 +63,7 @@ def llm_memory(
     local_llm: LocalLLMServer, sample: Conversation, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[Resources, object]]:
     """The first two sample sessions ingested with the ``llm`` policy through the local server, MiniLM embeddings."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     settings = local_llm.settings(data_dir=Path(tmp_path_factory.mktemp("llm-memory")), embedding_provider="minilm")
     resources = Resources(settings=settings)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from logicmap.data import sample_path
-from logicmap.graphs.cli import main
+from logicmap.graphs.surfaces.cli import main
 
 pytestmark = pytest.mark.postgres
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logicmap.graphs.forget import delete_namespace, forget
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import load_conversations
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.writes.forget import delete_namespace, forget
+from logicmap.memory.files.loaders import load_conversations
 from logicmap.settings import LogicMapSettings
 from tests.postgres_support import EmbeddedPostgres, PostgresUnavailable
 from tests.reliability.support import SAMPLE, memory_problems

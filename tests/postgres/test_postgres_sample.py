@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.backup import export_namespace, import_namespace
-from logicmap.memory.loaders import Conversation
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.memory.files.backup import export_namespace, import_namespace
+from logicmap.memory.files.loaders import Conversation
 from logicmap.memory.store.inmemory import clear_in_process_memory
 from logicmap.settings import LogicMapSettings
 from tests.conftest import make_resources

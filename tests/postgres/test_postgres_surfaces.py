@@ -11,8 +11,8 @@ import pytest
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
-from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
+from logicmap.graphs.runtime.resources import Resources
 from logicmap.settings import LogicMapSettings
 
 pytestmark = pytest.mark.postgres
@@ -48,7 +48,7 @@ def test_the_mcp_server_remembers_and_searches_through_postgres(resources: Resou
     pytest.importorskip("mcp")
     from mcp import Client
 
-    from logicmap.graphs.mcp_server import build_mcp_server
+    from logicmap.graphs.surfaces.mcp_server import build_mcp_server
 
     async def scenario() -> str:
         async with Client(build_mcp_server(resources, namespace="bob")) as client:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
 from logicmap.settings import LogicMapSettings
 from tests.postgres_support import EmbeddedPostgres
 from tests.reliability.test_tenant_isolation import (  # noqa: F401 - collected here, on this module's workload

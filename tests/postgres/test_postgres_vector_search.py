@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
-from logicmap.memory.records import SessionInfo
+from logicmap.memory.records.records import SessionInfo
 from logicmap.memory.store import ChangeSet, open_store
 from logicmap.memory.store.generations import SENTINEL
 from logicmap.memory.store.port import committed_nearest

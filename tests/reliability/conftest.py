@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
 from tests.conftest import make_resources
 from tests.reliability.support import ChromaServer
 
@@ -25,8 +25,8 @@ def module_resources(tmp_path_factory: pytest.TempPathFactory) -> Resources:
 def sample_memory(module_resources: Resources) -> Resources:
     """The sample conversation ingested by the heuristic policy into namespace "sample" (read-only), with the
     Memory-R2 manager too, so every strategy (``r2`` included) has its memory."""
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
     from tests.reliability.support import SAMPLE
 
     ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic",

@@ -28,12 +28,12 @@ SAMPLE = ROOT / "data" / "sample_conversation.json"
 import chromadb  # noqa: E402,F401
 import sklearn.cluster  # noqa: E402,F401
 
-import logicmap.graphs.ingest  # noqa: E402
-import logicmap.graphs.ingest_cues  # noqa: E402
-import logicmap.graphs.ingest_facts  # noqa: E402
-import logicmap.memory.graph  # noqa: E402,F401
-from logicmap.graphs.resources import Resources  # noqa: E402
-from logicmap.memory.loaders import load_conversations  # noqa: E402
+import logicmap.graphs.ingest.cues  # noqa: E402
+import logicmap.graphs.ingest.facts  # noqa: E402
+import logicmap.graphs.ingest.ingest  # noqa: E402
+import logicmap.memory.indexes.graph  # noqa: E402,F401
+from logicmap.graphs.runtime.resources import Resources  # noqa: E402
+from logicmap.memory.files.loaders import load_conversations  # noqa: E402
 from logicmap.settings import LogicMapSettings  # noqa: E402
 from tests import chroma_internals as chroma  # noqa: E402
 from tests.reliability import fork_server  # noqa: E402
@@ -49,7 +49,7 @@ def _resources(directory: str) -> Resources:
 
 
 def child_ingest(cmd: dict) -> dict:
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     resources = _resources(cmd["dir"])
     namespace = cmd["namespace"]

@@ -29,11 +29,11 @@ from pathlib import Path
 import chromadb  # noqa: F401
 import sklearn.cluster  # noqa: F401
 
-import logicmap.graphs.forget
-import logicmap.graphs.ingest  # noqa: F401
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import load_conversations
-from logicmap.memory.records import stable_hash
+import logicmap.graphs.ingest.ingest
+import logicmap.graphs.writes.forget  # noqa: F401
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.files.loaders import load_conversations
+from logicmap.memory.records.records import stable_hash
 from logicmap.settings import LogicMapSettings
 from tests.reliability import fork_server
 from tests.reliability.fork_server import serve
@@ -61,8 +61,8 @@ def _watch_purge(directory: str, delay: float | None, seen: list[float]) -> None
 
 
 def child(cmd: dict) -> dict:
-    from logicmap.graphs.forget import forget
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.graphs.writes.forget import forget
 
     res = _resources(cmd["dir"])
     op = cmd["op"]

@@ -23,12 +23,12 @@ from typing import Any
 import chromadb  # noqa: F401
 import sklearn.cluster  # noqa: F401
 
-import logicmap.graphs.ingest
-import logicmap.graphs.ingest_cues
-import logicmap.graphs.ingest_facts
-import logicmap.graphs.ingest_redo  # noqa: F401
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.graphs.resources import Resources
+import logicmap.graphs.ingest.cues
+import logicmap.graphs.ingest.facts
+import logicmap.graphs.ingest.ingest
+import logicmap.graphs.ingest.redo  # noqa: F401
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
 from logicmap.settings import LogicMapSettings
 from tests.reliability.fork_server import serve
 from tests.unit.session_models import SEGMENT, SessionModel, long_conversation

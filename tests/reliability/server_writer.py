@@ -19,9 +19,9 @@ def main(argv: list[str]) -> int:
     file, namespace, ready, go, out = argv
     result: dict = {"namespace": namespace}
     try:
-        from logicmap.graphs.ingest import ingest_conversation
-        from logicmap.graphs.resources import Resources
-        from logicmap.memory.loaders import load_conversations
+        from logicmap.graphs.ingest.ingest import ingest_conversation
+        from logicmap.graphs.runtime.resources import Resources
+        from logicmap.memory.files.loaders import load_conversations
 
         resources = Resources()
         resources.llm_ = None

@@ -14,9 +14,9 @@ from pathlib import Path
 import chromadb  # noqa: F401
 import sklearn.cluster  # noqa: F401
 
-import logicmap.graphs.basestore  # noqa: F401
-from logicmap.graphs.resources import Resources
-from logicmap.memory.kinds import RECORD_KINDS
+import logicmap.graphs.surfaces.basestore  # noqa: F401
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.records.kinds import RECORD_KINDS
 from logicmap.memory.store.live import live_snapshot
 from logicmap.settings import LogicMapSettings
 from tests.reliability.fork_server import serve
@@ -50,7 +50,7 @@ def seen(store, res: Resources) -> dict:
 
 
 def child(cmd: dict) -> dict:
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     res = _resources(cmd["dir"])
     store = LogicMapStore(resources=res, policy="heuristic", consolidation="sync")

@@ -29,8 +29,8 @@ from langchain_core.messages import AIMessage, BaseMessage
 from pydantic import BaseModel, PrivateAttr
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
+from logicmap.memory.records.kinds import RECORD_KINDS
 from tests.chroma_internals import uncommitted_versions, visible_duplicates  # Chroma's versions, for these tests
 
 __all__ = [
@@ -85,14 +85,14 @@ def require_module(name: str) -> types.ModuleType:
 
 
 def strategy_names() -> list[str]:
-    from logicmap.graphs.strategies import STRATEGIES
+    from logicmap.graphs.strategies.registry import STRATEGIES
 
     return sorted(STRATEGIES)
 
 
 def available_strategy(name: str) -> Callable[..., Any]:
     """The strategy's answer function, or a skip when its module is not there yet."""
-    from logicmap.graphs.strategies import strategy_function
+    from logicmap.graphs.strategies.registry import strategy_function
 
     return strategy_function(name)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from logicmap.evals.bench.bench_add_messages import messages
-from logicmap.graphs.chat_messages import MESSAGE_BATCH, add_messages
+from logicmap.graphs.chat.messages import MESSAGE_BATCH, add_messages
 from tests.conftest import make_resources
 from tests.reliability.support import subprocess_env
 
@@ -22,7 +22,7 @@ import os, signal, sys, threading, time
 from pathlib import Path
 from logicmap.evals.bench.bench_add_messages import messages
 from logicmap.evals.common import fresh_resources
-from logicmap.graphs.chat_messages import add_messages
+from logicmap.graphs.chat.messages import add_messages
 res = fresh_resources(Path(sys.argv[1]))
 n = int(sys.argv[2])
 threading.Thread(target=add_messages, args=("big", messages(n)), kwargs={"resources": res, "policy": "heuristic"},

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.resources import Resources
-from logicmap.memory.backup import BackupFormatError, export_namespace, import_namespace
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.backup import BackupFormatError, export_namespace, import_namespace
 from logicmap.memory.store import EmbedderMismatchError
 from tests.reliability.support import uncommitted_versions
 

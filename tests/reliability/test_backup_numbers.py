@@ -26,18 +26,18 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.backup import (
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.backup import (
     MAX_RESTORED_GENERATION,
     BackupError,
     BackupFormatError,
     export_namespace,
     import_namespace,
 )
-from logicmap.memory.loaders import RawTurn, Session, load_conversations
+from logicmap.memory.files.loaders import RawTurn, Session, load_conversations
 from tests import chroma_internals as chroma
 from tests.reliability.support import SAMPLE, uncommitted_versions
 

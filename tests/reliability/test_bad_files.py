@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logicmap.graphs.cli import main
+from logicmap.graphs.surfaces.cli import main
 from logicmap.memory.store import MemoryStore, UnknownNamespaceError
 from logicmap.settings import LogicMapSettings
 from tests.reliability.support import ROOT, SAMPLE, json_paths, memory_problems, subprocess_env
@@ -293,7 +293,7 @@ def test_sessions_out_of_time_order_are_reordered_and_the_repair_is_reported(tmp
 def test_the_cli_process_exits_2_with_one_line_and_no_traceback(tmp_path) -> None:
     path = write_json(tmp_path / "bad.json", _bad_locomo("missing_text")[0])
     proc = subprocess.run(
-        [sys.executable, "-m", "logicmap.graphs.cli", "ingest", str(path), "-n", "fresh", "--policy", "heuristic", "--quiet"],
+        [sys.executable, "-m", "logicmap.graphs.surfaces.cli", "ingest", str(path), "-n", "fresh", "--policy", "heuristic", "--quiet"],
         cwd=ROOT, env=subprocess_env(tmp_path / "memory"), capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 2, proc.stderr

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.files.loaders import Conversation
 from logicmap.memory.store import MemoryStore, StoreLockedError
 from logicmap.settings import LogicMapSettings
 from tests import chroma_internals as chroma
@@ -75,7 +75,7 @@ class Readers:
                               for p in memory_problems(snap, self.expected[namespace])]
 
     def query_loop(self, namespace: str, strategies: tuple[str, ...]) -> None:
-        from logicmap.graphs.strategies import answer
+        from logicmap.graphs.strategies.registry import answer
 
         i = 0
         while not self.stop.is_set():
@@ -162,7 +162,7 @@ def test_the_same_conversation_ingested_twice_at_once_is_stored_once(tmp_path: P
 # -- a second process on one embedded store ---------------------------------------------------------
 LOCK_PROBE = """
 import sys
-from logicmap.graphs.cli import main
+from logicmap.graphs.surfaces.cli import main
 first = main(["namespaces"])
 print("first", first, flush=True)
 sys.stdin.readline()

@@ -15,8 +15,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.memory.items import items_of
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.memory.records.items import items_of
 from logicmap.memory.store.live import live_snapshot
 from tests.conftest import make_resources
 
@@ -72,7 +72,7 @@ def test_killed_consolidations_lose_and_repeat_nothing(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         from pathlib import Path
         from tests.conftest import make_resources
-        from logicmap.graphs.consolidate import consolidate
+        from logicmap.graphs.writes.consolidate import consolidate
         res = make_resources(Path({str(data)!r}))
         print("ready", flush=True)
         consolidate("memories.alice", resources=res, limit=2)

@@ -25,9 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.chatbot import ingest_session
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import (
+from logicmap.graphs.chat.chatbot import ingest_session
+from logicmap.graphs.ingest.ingest import (
     ContinuationError,
     IngestContext,
     NamespaceSourceError,
@@ -38,8 +37,9 @@ from logicmap.graphs.ingest import (
     graph,
     ingest_conversation,
 )
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session, conversation_namespace
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session, conversation_namespace
 from tests.reliability.support import locomo_document, marked_conversation, memory_problems
 
 CASES = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0")) or 40

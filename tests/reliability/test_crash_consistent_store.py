@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from logicmap.memory.records import SessionInfo, Turn
+from logicmap.memory.records.records import SessionInfo, Turn
 from logicmap.memory.store import ChangeSet, MemoryStore
 from logicmap.settings import LogicMapSettings
 

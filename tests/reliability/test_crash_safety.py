@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.memory.loaders import load_conversations
+from logicmap.memory.files.loaders import load_conversations
 from tests import chroma_internals as chroma
 from tests.reliability.support import ROOT, SAMPLE, subprocess_env
 
@@ -196,7 +196,7 @@ class _DieAfterUpsert:
 
 def test_a_crash_right_after_the_manifest_write_still_lists_the_namespace(tmp_path: Path) -> None:
     """Deterministic form of what the random kills found: the first commit visible but its namespace unlisted."""
-    from logicmap.memory.records import Turn
+    from logicmap.memory.records.records import Turn
     from logicmap.memory.store import ChangeSet, MemoryStore
     from logicmap.settings import LogicMapSettings
 

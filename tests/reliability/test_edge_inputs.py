@@ -25,17 +25,17 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, DataFormatError, RawTurn, Session, load_conversations
-from logicmap.memory.records import Turn
-from logicmap.memory.text import PATTERN_SENTENCE_LIMIT, PATTERN_TEXT_LIMIT, pattern_sentences, pattern_text
-from logicmap.memory.timeparse import (
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.files.loaders import Conversation, DataFormatError, RawTurn, Session, load_conversations
+from logicmap.memory.language.text import PATTERN_SENTENCE_LIMIT, PATTERN_TEXT_LIMIT, pattern_sentences, pattern_text
+from logicmap.memory.language.timeparse import (
     date_text,
     out_of_range_phrases,
     parse_date,
     parse_timestamp,
     resolve_relative,
 )
+from logicmap.memory.records.records import Turn
 from tests.reliability.support import ROOT, available_strategy, memory_problems
 
 SEED = 20240517
@@ -308,7 +308,7 @@ def _conversation(anchor: datetime | None, phrases: list[tuple[str, Any]]) -> Co
 @pytest.fixture(scope="module")
 def edge_memory(module_resources: Resources) -> dict[str, Any]:
     """Every sampled session ingested by the heuristic policy; the reports by namespace."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     reports = {}
     for ns, (anchor, phrases) in SESSIONS.items():
@@ -436,7 +436,7 @@ def _write(tmp: Path, kind: str, stamp: Any) -> Path:
 def test_session_dates_at_the_edges_from_files(
     kind: str, stamp: Any, tmp_path: Path, module_resources: Resources
 ) -> None:
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     try:
         conversations = load_conversations(_write(tmp_path, kind, stamp))
@@ -459,7 +459,7 @@ def test_the_chatbot_keeps_a_turn_with_an_edge_phrase(module_resources: Resource
     """The chatbot said it remembered; its background ingest must not lose the turn on a date overflow."""
     from tests.reliability.support import require_module
 
-    chatbot = require_module("logicmap.graphs.chatbot")
+    chatbot = require_module("logicmap.graphs.chat.chatbot")
     from langgraph.checkpoint.memory import InMemorySaver
 
     work = chatbot.IngestionQueue()
@@ -542,7 +542,7 @@ BIG = 1_000_000
 def _pattern_functions() -> dict[str, Callable[[str], Any]]:
     from logicmap.agents.fact_extractor import is_hedged, pattern_extraction
     from logicmap.agents.segmenter import time_phrase_notes
-    from logicmap.memory.cue_extraction import extract_cues, extract_personal_facts, heuristic_links
+    from logicmap.memory.indexes.cue_extraction import extract_cues, extract_personal_facts, heuristic_links
 
     return {
         "fact patterns": lambda text: pattern_extraction(_turns(text)).facts,
@@ -619,7 +619,7 @@ def test_a_long_capitalised_run_still_gives_the_favourite() -> None:
 def test_ask_time_patterns_over_a_huge_memory() -> None:
     """Goal-Mem's value reader and the extractive responder read a 1 MB memory line in bounded work."""
     from logicmap.agents.goalmem_heuristics import extract_value
-    from logicmap.memory.nl_logic import parse_atom
+    from logicmap.memory.records.nl_logic import parse_atom
 
     atom = parse_atom("Maya had (x:drink)")
     variable = next(t for t in atom.args if t.variable)

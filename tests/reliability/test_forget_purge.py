@@ -12,7 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logicmap.graphs.forget import (
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import STRATEGIES, answer
+from logicmap.graphs.surfaces.visualize import render_event_graph_html
+from logicmap.graphs.writes.forget import (
     UnknownMemoryError,
     aget_memory,
     alist_memories,
@@ -22,13 +26,9 @@ from logicmap.graphs.forget import (
     list_memories,
     update_memory,
 )
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import STRATEGIES, answer
-from logicmap.graphs.visualize import render_event_graph_html
-from logicmap.memory.backup import export_namespace
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation, load_conversations
+from logicmap.memory.files.backup import export_namespace
+from logicmap.memory.files.loaders import Conversation, load_conversations
+from logicmap.memory.indexes.graph import EventGraph
 from logicmap.memory.store import UnknownNamespaceError
 from tests.conftest import make_resources
 from tests.reliability.support import SAMPLE, memory_problems, with_session
@@ -177,8 +177,8 @@ def test_the_command_line_lifecycle(memory: Resources, capsys: pytest.CaptureFix
 
 
 def test_the_forgetting_tools_write_only_to_the_runs_namespace(memory: Resources) -> None:
-    from logicmap.graphs.chatbot import session_ingester
-    from logicmap.graphs.forget import memory_editor
+    from logicmap.graphs.chat.chatbot import session_ingester
+    from logicmap.graphs.writes.forget import memory_editor
     from logicmap.tools import MemoryToolConfigError, create_memory_toolkit
 
     store, ingest, editor = memory.store, session_ingester(memory, policy="heuristic"), memory_editor(memory)

@@ -17,12 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from logicmap.graphs.forget import delete_namespace, forget, list_memories
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import STRATEGIES, answer
-from logicmap.memory.backup import export_namespace
-from logicmap.memory.loaders import Conversation, load_conversations
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import STRATEGIES, answer
+from logicmap.graphs.writes.forget import delete_namespace, forget, list_memories
+from logicmap.memory.files.backup import export_namespace
+from logicmap.memory.files.loaders import Conversation, load_conversations
 from tests.reliability.support import SAMPLE, ChromaServer, memory_problems, with_session
 
 CANARY = "QWJX-server-canary-5521-vault"
@@ -138,10 +138,10 @@ def test_server_mode_a_purge_its_forget_asked_for_is_finished_by_the_next_commit
     another process's next commit to the namespace finishes the purge the manifest records as owed."""
     from functools import partial
 
-    from logicmap.graphs.forget import _commit_forget, _one_turn
+    from logicmap.graphs.writes.forget import _commit_forget, _one_turn
 
     res = _resources(server, tmp_path / "local")
-    from logicmap.memory.loaders import RawTurn, Session
+    from logicmap.memory.files.loaders import RawTurn, Session
 
     turns = [RawTurn(dia_id=f"D1:{i}", speaker="Ana", text=text) for i, text in enumerate(
         ["I rented a small vault at the bank downtown.", f"The vault code is {CANARY}, keep it quiet.",

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.result import AnswerResult
-from logicmap.memory.loaders import load_conversations
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.result import AnswerResult
+from logicmap.memory.files.loaders import load_conversations
 from tests.reliability.support import (
     GUARANTEED_INVALID_KINDS,
     REPLY_KINDS,
@@ -193,7 +193,7 @@ def test_degenerate_questions_get_an_answer_not_an_exception(sample_memory, samp
 @given(specs=ANY_REPLIES, strategy=st.sampled_from(["compass", "dense", "reconstruct", "goalmem", "real"]))
 def test_the_chatbot_survives_any_reply_and_stores_consistent_turns(module_resources, specs, strategy) -> None:
     """The chatbot graph end to end: recall with a strategy, reply, queue the turn; garbage in every role."""
-    chatbot = require_module("logicmap.graphs.chatbot")
+    chatbot = require_module("logicmap.graphs.chat.chatbot")
     available_strategy(strategy)
     from langgraph.checkpoint.memory import InMemorySaver
 

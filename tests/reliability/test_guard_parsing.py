@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from starlette.datastructures import QueryParams
 
-from logicmap.memory.tenancy import tenant_problem
+from logicmap.memory.runtime.tenancy import tenant_problem
 from logicmap.studio.requests import BadRequest, strict_json, strict_query
 from logicmap.studio.tenant_guard import TenantGuard
 
@@ -35,14 +35,14 @@ LABELS = [["memories", "alice"], ["memories", "bob"], ["memories"], [], ["alice"
 @pytest.fixture(autouse=True, scope="module")
 def _no_server_left_behind() -> Iterator[None]:
     """The guard asks the server's own API in process (``langgraph_sdk.get_client(url=None)``), which imports
-    ``langgraph_api``; a process that has it loaded counts as the API server (``graphs.resources.server_mode``), so
+    ``langgraph_api``; a process that has it loaded counts as the API server (``graphs.runtime.resources.server_mode``), so
     it is unloaded after this module, as it was before, for the tests that follow."""
     before = set(sys.modules)
     yield
     for name in set(sys.modules) - before:
         if name == "langgraph_api" or name.startswith("langgraph_api."):
             del sys.modules[name]
-    from logicmap.graphs.resources import server_mode
+    from logicmap.graphs.runtime.resources import server_mode
 
     assert not server_mode()
 

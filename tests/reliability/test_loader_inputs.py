@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from logicmap.graphs.cli import main
-from logicmap.memory.loaders import DataFormatError, conversation_namespace, conversation_slug, load_conversations
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.loaders import DataFormatError, conversation_namespace, conversation_slug, load_conversations
 from logicmap.memory.store import MemoryStore
 from logicmap.settings import LogicMapSettings
 from tests.reliability.support import json_paths

@@ -19,10 +19,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import START, StateGraph, add_messages
 from typing_extensions import TypedDict
 
-from logicmap.graphs.chatbot import ChatContext, IngestionQueue, build_chatbot_graph
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.records import validate_namespace
+from logicmap.graphs.chat.chatbot import ChatContext, IngestionQueue, build_chatbot_graph
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.records.records import validate_namespace
 from logicmap.memory.store import UnknownNamespaceError
 from logicmap.tools import MemoryToolConfigError, create_memory_toolkit
 from tests.conftest import make_resources
@@ -225,7 +225,7 @@ def _names_in(text: str) -> list[str]:
 
 
 def test_unknown_namespace_errors_through_the_api_and_tools_name_no_other_tenant(tenants: Resources) -> None:
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.strategies.registry import answer
 
     names = _unknown_names(24)
     strategies = strategy_names()

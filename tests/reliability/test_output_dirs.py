@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from logicmap.__main__ import main
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
 from tests.reliability.support import SAMPLE
 
 CASES = 24

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import main
 
 SEED = 3209
 CASES = 24

@@ -18,12 +18,12 @@ import pytest
 
 import logicmap
 from logicmap.__main__ import main
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.forget import _commit_forget, _one_turn, forget, memory_editor, update_memory
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.lifecycle import LifecycleContext, forget_graph
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.graphs.surfaces.lifecycle import LifecycleContext, forget_graph
+from logicmap.graphs.writes.forget import _commit_forget, _one_turn, forget, memory_editor, update_memory
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 from tests.conftest import make_resources
 from tests.reliability.test_forget_purge import CANARY, _files_holding
 
@@ -115,7 +115,7 @@ def test_update_memory_can_purge_the_old_text(resources: Resources) -> None:
 
 
 def test_the_toolkits_forget_memory_can_purge(resources: Resources) -> None:
-    from logicmap.graphs.chatbot import session_ingester
+    from logicmap.graphs.chat.chatbot import session_ingester
     from logicmap.tools import create_memory_toolkit
 
     namespace = _chat(resources)
@@ -130,7 +130,7 @@ def test_the_mcp_server_forgets_with_a_purge_and_purges(resources: Resources) ->
     pytest.importorskip("mcp")
     from mcp import Client
 
-    from logicmap.graphs.mcp_server import build_mcp_server
+    from logicmap.graphs.surfaces.mcp_server import build_mcp_server
 
     first = _chat(resources, "maya")
     second = _chat(resources, "sam")
@@ -201,7 +201,7 @@ def test_an_owed_purge_is_finished_by_the_next_commit(resources: Resources) -> N
 
 def test_the_servers_store_purges_its_deletes_when_configured(resources: Resources,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    from logicmap.graphs.resources import set_default_resources
+    from logicmap.graphs.runtime.resources import set_default_resources
     from logicmap.studio.store import generate_store
 
     async def served() -> LogicMapStore:

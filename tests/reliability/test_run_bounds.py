@@ -14,18 +14,18 @@ from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from logicmap.agents.provider import DeadlineExceeded, RunScope
-from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-from logicmap.graphs.cli import main as cli_main
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.result import AnswerResult
-from logicmap.graphs.strategies import STRATEGIES, answer, strategy_function
-from logicmap.memory.deadline import RunDeadlineExceeded, check_deadline, deadline_scope
-from logicmap.memory.input_limits import InputTooLargeError
-from logicmap.memory.retrieval import BM25Index
+from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.runtime.result import AnswerResult
+from logicmap.graphs.strategies.registry import STRATEGIES, answer, strategy_function
+from logicmap.graphs.surfaces.cli import main as cli_main
+from logicmap.memory.retrieval.retrieval import BM25Index
+from logicmap.memory.runtime.deadline import RunDeadlineExceeded, check_deadline, deadline_scope
+from logicmap.memory.runtime.input_limits import InputTooLargeError
 
 STRATEGY_NAMES = ("compass", "rerank", "goalmem", "real", "reconstruct", "r2", "dense", "bm25")
-GRAPHS = {"compass": "logicmap.graphs.compass", "rerank": "logicmap.graphs.rerank", "goalmem": "logicmap.graphs.goalmem",
-          "real": "logicmap.graphs.real", "reconstruct": "logicmap.graphs.reconstruct", "r2": "logicmap.graphs.r2"}
+GRAPHS = {"compass": "logicmap.graphs.strategies.compass", "rerank": "logicmap.graphs.strategies.rerank", "goalmem": "logicmap.graphs.strategies.goalmem",
+          "real": "logicmap.graphs.strategies.real", "reconstruct": "logicmap.graphs.strategies.reconstruct", "r2": "logicmap.graphs.strategies.r2"}
 WORDS = ("when did Caroline go to the support group and what did Melanie paint last summer near the lake "
          "Sweden adoption pottery camping 2023 May 7 friends kids? & => ( ) \" : \\").split()
 QUESTIONS_PER_STRATEGY = 4
@@ -161,7 +161,7 @@ def test_a_strategy_graph_invoked_directly_runs_within_the_deadline_and_leaves_n
     """Studio and the API server invoke the graph without ``answer()``: it takes the settings' deadline itself."""
     import importlib
 
-    from logicmap.memory.deadline import current_deadline
+    from logicmap.memory.runtime.deadline import current_deadline
 
     module = importlib.import_module(GRAPHS[strategy])
     context = {"resources": bounded, "policy": "heuristic", "namespace": "sample"}
@@ -177,8 +177,8 @@ def test_a_strategy_graph_invoked_directly_runs_within_the_deadline_and_leaves_n
 def test_the_async_path_of_a_strategy_graph_honours_the_deadline_too(bounded: Resources) -> None:
     import asyncio
 
-    from logicmap.graphs.compass import graph
-    from logicmap.memory.deadline import current_deadline
+    from logicmap.graphs.strategies.compass import graph
+    from logicmap.memory.runtime.deadline import current_deadline
 
     context = {"resources": bounded, "policy": "heuristic", "namespace": "sample"}
     bounded.settings.run_deadline_s = 1e-6
@@ -195,7 +195,7 @@ def test_answer_checks_the_question_and_opens_the_run_scope_once(
 ) -> None:
     """One question, one run: ``answer()`` checks the question and opens the run's scope (retry policy, deadline);
     the strategy's run and its graph, inside that run, neither check it again nor open a scope of their own."""
-    from logicmap.memory import input_limits
+    from logicmap.memory.runtime import input_limits
 
     checks: list[str] = []
     scopes: list[RunScope] = []

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 from langchain_core.messages import ToolMessage
 
-from logicmap.graphs import compass, goalmem, ingest, real, reconstruct
-from logicmap.graphs.cli import main as cli_main
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.memory.loaders import DataFormatError
-from logicmap.memory.tenancy import NamespaceRequiredError
+from logicmap.graphs.ingest import ingest
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.strategies import compass, goalmem, real, reconstruct
+from logicmap.graphs.surfaces.cli import main as cli_main
+from logicmap.memory.files.loaders import DataFormatError
+from logicmap.memory.runtime.tenancy import NamespaceRequiredError
 from logicmap.tools import ToolNamespaceError, ToolNamespaceRequiredError, create_memory_toolkit
 from tests.conftest import make_resources
 from tests.reliability.support import marked_conversation

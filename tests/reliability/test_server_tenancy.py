@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from logicmap.graphs import ingest
-from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-from logicmap.graphs.resources import IngestPathRefused, Resources, server_readable_path, set_server_mode
-from logicmap.memory.tenancy import (
+from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
+from logicmap.graphs.ingest import ingest
+from logicmap.graphs.runtime.resources import IngestPathRefused, Resources, server_readable_path, set_server_mode
+from logicmap.memory.runtime.tenancy import (
     NamespaceRequiredError,
     TenantOverrideError,
     ThreadTenantError,
@@ -232,15 +232,15 @@ def _memory_graph(name: str) -> tuple[Any, dict[str, Any]]:
 
 
 def _memory_graphs() -> list[tuple[str, Any, dict[str, Any]]]:
-    from logicmap.graphs.lifecycle import delete_graph, forget_graph, list_graph
-    from logicmap.graphs.strategies import STRATEGIES
+    from logicmap.graphs.strategies.registry import STRATEGIES
+    from logicmap.graphs.surfaces.lifecycle import delete_graph, forget_graph, list_graph
 
     graphs = [("forget", forget_graph, {"session_ids": ["S1"], "purge": True}), ("list", list_graph, {}),
               ("delete", delete_graph, {"confirm": True}),
               ("ingest", ingest.graph, {"sessions": marked_conversation("fig", sessions=1).sessions})]
     for name in ("rerank", "compass", "goalmem", "real", "reconstruct", "r2"):
         graphs.append((name, STRATEGIES[name].graph, {"question": "What did I say about kiwi?"}))
-    from logicmap.graphs.chatbot import graph as chatbot
+    from logicmap.graphs.chat.chatbot import graph as chatbot
 
     graphs.append(("chatbot", chatbot, {"messages": [("user", "What did I say about kiwi?")]}))
     return graphs
@@ -271,7 +271,7 @@ def test_a_store_put_under_a_deployment_template_writes_the_users_own_tenant(tmp
     """Issue 37 item 3: under LOGICMAP_SERVER_NAMESPACE every store put was a TenantOverrideError inside the ingest
     graph (a 500 on the server). The store's own graph runs take the namespace its caller named."""
 
-    from logicmap.graphs.resources import default_resources, set_default_resources
+    from logicmap.graphs.runtime.resources import default_resources, set_default_resources
 
     res = resources_for(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
                                          server_namespace="{user_id}"))
@@ -287,7 +287,7 @@ def test_a_store_put_under_a_deployment_template_writes_the_users_own_tenant(tmp
 
 
 def _store_round_trip(res: Resources) -> None:
-    from logicmap.graphs.basestore import LogicMapStore
+    from logicmap.graphs.surfaces.basestore import LogicMapStore
 
     store = LogicMapStore(resources=res, policy="heuristic", strategy="dense")
     store.put(("alice", "notes"), "home", {"content": "Alice keeps her spare key under the blue flowerpot."})

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import IngestContext, graph, ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, DataFormatError, Session, load_conversations
+from logicmap.graphs.ingest.ingest import IngestContext, graph, ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.loaders import Conversation, DataFormatError, Session, load_conversations
 from tests.reliability.support import marked_conversation
 
 CASES = 36

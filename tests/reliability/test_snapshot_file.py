@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.strategies import answer
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation
-from logicmap.memory.records import Turn
-from logicmap.memory.snapshot_file import SNAPSHOT_DIR, read_snapshot_file
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.strategies.registry import answer
+from logicmap.memory.files.loaders import Conversation
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.indexes.snapshot_file import SNAPSHOT_DIR, read_snapshot_file
+from logicmap.memory.records.records import Turn
 from logicmap.memory.store import _MODELS, ChangeSet, MemoryStore, NamespaceSnapshot
 from tests import chroma_internals as chroma
 from tests.conftest import make_resources

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.memory.snapshot_file import read_snapshot_file
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.indexes.snapshot_file import read_snapshot_file
 from logicmap.memory.store import _MODELS, MemoryStore
 from tests import chroma_internals as chroma
 from tests.conftest import make_resources

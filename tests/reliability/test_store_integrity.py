@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from logicmap.memory.records import Relation, SessionInfo, Turn
+from logicmap.memory.records.records import Relation, SessionInfo, Turn
 from logicmap.memory.store import (
     MEMORY_MARKER,
     ChangeSet,
@@ -345,7 +345,7 @@ def test_a_damaged_or_missing_store_is_reported_in_one_line_and_never_written_ov
 CLI_PROBE = """
 import io, json, sys
 from contextlib import redirect_stderr
-from logicmap.graphs.cli import main
+from logicmap.graphs.surfaces.cli import main
 out = []
 for data_dir in sys.argv[1:]:
     err = io.StringIO()
@@ -681,7 +681,7 @@ def test_a_manifest_written_before_embedders_were_recorded_stays_readable_and_ad
 
 
 def test_store_errors_are_typed_one_line_and_caught_by_the_cli(monkeypatch: pytest.MonkeyPatch) -> None:
-    from logicmap.graphs import cli
+    from logicmap.graphs.surfaces import cli
 
     for error in (StoreDamagedError, StoreAccessError, StoreForkedError, StoreLockedError, EmbedderMismatchError):
         assert issubclass(error, StoreError)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.basestore import LogicMapStore
 from tests.conftest import make_resources
 from tests.reliability import store_put_worker as w
 from tests.reliability.support import ForkWorker

@@ -26,13 +26,13 @@ import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.chat_messages import add_messages
-from logicmap.graphs.forget import UnknownMemoryError, forget
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.chat_turns import recall_turn_ids
+from logicmap.graphs.chat.messages import add_messages
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.graphs.writes.forget import UnknownMemoryError, forget
+from logicmap.memory.records.chat_turns import recall_turn_ids
 from tests.reliability.support import memory_problems
 
 CASES = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0")) or 10

@@ -15,8 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
 from tests.conftest import make_resources
 from tests.reliability.support import (
     GarbageChatModel,
@@ -274,8 +274,8 @@ def test_a_tool_agent_driven_by_a_model_stays_in_its_namespace(workload: Workloa
 
 
 def test_remember_writes_only_its_own_namespace(workload: Workload, tmp_path: Path) -> None:
-    from logicmap.graphs.ingest import ingest_conversation as ingest
-    from logicmap.memory.loaders import Conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation as ingest
+    from logicmap.memory.files.loaders import Conversation
     from logicmap.tools import create_remember_tool
 
     res = workload.res
@@ -302,7 +302,7 @@ def test_two_tenants_chatting_at_once_stay_apart(workload: Workload) -> None:
     """Two chatbot conversations in parallel threads, one per tenant, sharing one ingestion queue."""
     import threading
 
-    chatbot = require_module("logicmap.graphs.chatbot")
+    chatbot = require_module("logicmap.graphs.chat.chatbot")
     from langgraph.checkpoint.memory import InMemorySaver
 
     res = workload.res

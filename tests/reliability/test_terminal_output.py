@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from logicmap.__main__ import main
-from logicmap.memory.text import printable, printable_json
+from logicmap.memory.language.text import printable, printable_json
 from tests.conftest import make_resources
 from tests.reliability.support import strategy_names
 
@@ -176,7 +176,7 @@ def test_bad_recall_budgets_are_refused_with_one_line_and_exit_2(budgets: str, t
 
 def test_good_recall_budgets_parse_sorted_without_repeats() -> None:
     from logicmap.evals.cli import add_eval_commands, recall_budgets
-    from logicmap.graphs.cli import build_parser
+    from logicmap.graphs.surfaces.cli import build_parser
 
     parser = build_parser(add_eval_commands)
     for text, expected in GOOD_BUDGETS.items():

@@ -31,8 +31,8 @@ VALUES = st.one_of(
 
 
 def toolkit(resources) -> list[Any]:
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import Conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import Conversation
 
     def ingest(session, namespace):
         return ingest_conversation(Conversation(conversation_id="remember", sessions=[session]), namespace,
@@ -157,7 +157,7 @@ def test_a_tool_node_turns_every_bad_call_into_an_error_message(tools) -> None:
 
 
 def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample_memory) -> None:
-    reconstruct = require_module("logicmap.graphs.reconstruct")
+    reconstruct = require_module("logicmap.graphs.strategies.reconstruct")
     available_strategy("reconstruct")
     calls = _bad_calls(["search_events"])
     replies = [AIMessage(content="", tool_calls=calls),

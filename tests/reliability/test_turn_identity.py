@@ -25,9 +25,8 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.chatbot import ingest_session, session_ingester
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import (
+from logicmap.graphs.chat.chatbot import ingest_session, session_ingester
+from logicmap.graphs.ingest.ingest import (
     IngestContext,
     NamespaceSourceError,
     commit,
@@ -43,9 +42,10 @@ from logicmap.graphs.ingest import (
     segment,
     topics,
 )
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session, conversation_namespace, load_conversations
-from logicmap.memory.records import SessionInfo, Turn
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session, conversation_namespace, load_conversations
+from logicmap.memory.records.records import SessionInfo, Turn
 from logicmap.memory.store import ChangeSet, TurnIdConflictError
 from logicmap.tools import create_remember_tool
 from logicmap.tools.remember import statement_session

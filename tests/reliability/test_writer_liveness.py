@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.chatbot import ingest_session
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.memory.backup import export_namespace, import_namespace
-from logicmap.memory.contention import NamespaceBusyError, commit_with_backoff, wait_for_namespace
-from logicmap.memory.deadline import RunDeadline, deadline_scope
-from logicmap.memory.loaders import Conversation
+from logicmap.graphs.chat.chatbot import ingest_session
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.memory.files.backup import export_namespace, import_namespace
+from logicmap.memory.files.loaders import Conversation
+from logicmap.memory.runtime.contention import NamespaceBusyError, commit_with_backoff, wait_for_namespace
+from logicmap.memory.runtime.deadline import RunDeadline, deadline_scope
 from logicmap.memory.store import GenerationConflict, MemoryStore
 from logicmap.settings import LogicMapSettings
 from logicmap.tools.remember import create_remember_tool
@@ -254,7 +254,7 @@ def test_an_import_waits_for_a_busy_namespace_then_restores_it(tmp_path, chroma_
 @pytest.mark.slow
 def test_redo_fallbacks_racing_with_writers_on_its_namespace_finishes(tmp_path: Path) -> None:
     """``--redo-fallbacks`` shares the wait: it rebuilds its session once while three writers append theirs."""
-    from logicmap.graphs.ingest import IngestContext
+    from logicmap.graphs.ingest.ingest import IngestContext
     from tests.unit.session_models import SessionModel, long_conversation
 
     resources = make_resources(tmp_path / "memory")

@@ -17,7 +17,7 @@ from langchain_core.messages import BaseMessage
 from pydantic import Field, PrivateAttr
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
 __all__ = ["ANALYZE", "SEGMENT", "RELATE", "FACTS", "CUES", "TOPICS", "SessionModel", "long_conversation"]
 

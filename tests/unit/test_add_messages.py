@@ -13,8 +13,8 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from logicmap import MessageFormatError, aadd_messages, add_messages
-from logicmap.graphs.cli import main
-from logicmap.memory.input_limits import InputTooLargeError
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.runtime.input_limits import InputTooLargeError
 
 T0 = datetime(2025, 5, 1, 9, 0)
 

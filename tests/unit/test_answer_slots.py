@@ -1,4 +1,4 @@
-"""The answer slot (``memory.answer_slots``): the no-LLM answerers quote the sentence that fills what the question
+"""The answer slot (``memory.retrieval.answer_slots``): the no-LLM answerers quote the sentence that fills what the question
 asks for (a place, a name, a time, a count), not the sentence that merely shares the most words with it (issue 41)."""
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from logicmap.agents.responder import EvidenceText
     ("Did Maya like the cafe?", "other"),
 ])
 def test_question_focus_reads_the_asked_slot(question: str, focus: str) -> None:
-    from logicmap.memory.answer_slots import question_focus
+    from logicmap.memory.retrieval.answer_slots import question_focus
 
     assert question_focus(question) == focus
 
 
 def test_focus_spans_are_typed_and_new_to_the_question() -> None:
-    from logicmap.memory.answer_slots import focus_spans
+    from logicmap.memory.retrieval.answer_slots import focus_spans
 
     sentence = "My sister Ana moved to Lisbon in May 2023 with 2 dogs."
     assert "Lisbon" in focus_spans("place", sentence)
@@ -86,7 +86,7 @@ def test_the_answer_is_read_turn_by_turn_without_speaker_prefixes() -> None:
 
 
 def test_answer_clause_keeps_the_clause_that_holds_the_slot() -> None:
-    from logicmap.memory.answer_slots import answer_clause
+    from logicmap.memory.retrieval.answer_slots import answer_clause
 
     sentence = "It was a long day, but I finished in 1 hour 52 minutes."
     assert answer_clause("How long did the race take?", sentence) == "I finished in 1 hour 52 minutes."
@@ -97,7 +97,7 @@ def test_answer_clause_keeps_the_clause_that_holds_the_slot() -> None:
 def test_the_sample_questions_are_answered_with_the_sentence_that_answers(ingested_sample, strategy: str) -> None:
     # Old answers (issue 41): "He loves running on the beach at Carcavelos now." and "Guess what, I adopted a dog
     # last month."
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.strategies.registry import answer
 
     where = answer(strategy, "Where does Maya live now?", "sample", resources=ingested_sample, policy="heuristic")
     assert where.answer in ("I moved to Lisbon two weeks ago.", "My new flat is in Alfama and I can see the river from "

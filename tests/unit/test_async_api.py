@@ -2,7 +2,7 @@
 
 An asyncio ticker counts 5 ms ticks while ``aanswer``, ``aingest_conversation``, ``aforget`` and the toolkit's async
 tool bodies run concurrently on the real store: a blocked loop would count almost none. The threads alive during
-many concurrent calls are the shared executor's few workers (``memory.blocking``), however many calls there are.
+many concurrent calls are the shared executor's few workers (``memory.runtime.blocking``), however many calls there are.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.forget import aforget, alist_memories
-from logicmap.graphs.ingest import aingest_conversation, build_ingest_graph, ingest_conversation
-from logicmap.graphs.strategies import aanswer
-from logicmap.memory.blocking import THREAD_PREFIX, blocking_executor
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.ingest.ingest import aingest_conversation, build_ingest_graph, ingest_conversation
+from logicmap.graphs.strategies.registry import aanswer
+from logicmap.graphs.writes.forget import aforget, alist_memories
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
+from logicmap.memory.runtime.blocking import THREAD_PREFIX, blocking_executor
 from logicmap.tools import create_memory_toolkit
 
 TICK_S = 0.005

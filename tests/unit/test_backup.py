@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.backup import (
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.backup import (
     FORMAT,
     BackupError,
     NamespaceNotEmptyError,
@@ -22,7 +22,7 @@ from logicmap.memory.backup import (
     import_namespace,
     read_backup,
 )
-from logicmap.memory.loaders import Conversation
+from logicmap.memory.files.loaders import Conversation
 from logicmap.memory.store import MemoryStore, NamespaceSnapshot, UnknownNamespaceError
 from logicmap.settings import LogicMapSettings
 from tests import chroma_internals as chroma
@@ -223,7 +223,7 @@ LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "backup-v1-all-ki
 
 
 def test_a_backup_written_before_the_kind_registry_imports_and_exports_the_same(resources: Resources, tmp_path: Path) -> None:
-    """``backup-v1-all-kinds.jsonl`` was exported by the code before ``memory.kinds`` existed (two sessions of the sample,
+    """``backup-v1-all-kinds.jsonl`` was exported by the code before ``memory.records.kinds`` existed (two sessions of the sample,
     two turns each, no-LLM ingest with the r2 memory manager, hashing embedder): every kind, r2 facts included.
     Its ``.fingerprint.json`` is that namespace's ``NamespaceSnapshot.fingerprint()`` as the old code read it."""
     header = json.loads(LEGACY.read_bytes().split(b"\n", 1)[0])

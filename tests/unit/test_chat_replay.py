@@ -12,8 +12,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from logicmap import add_messages
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-from logicmap.graphs.strategies import STRATEGIES, answer
+from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
+from logicmap.graphs.strategies.registry import STRATEGIES, answer
 
 START = datetime(2025, 3, 1, 10, 0)
 # The user asks before telling; the assistant guesses, wrongly; then the user tells.

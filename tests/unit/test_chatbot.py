@@ -16,14 +16,14 @@ from langgraph.graph import START, MessagesState, StateGraph
 
 from logicmap.agents.answerers import reply_from_recall
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.chatbot import (
+from logicmap.graphs.chat.chatbot import (
     ChatContext,
     IngestionQueue,
     build_chatbot_graph,
     chat_turn_session,
     ingest_session,
 )
-from logicmap.memory.tenancy import NamespaceRequiredError
+from logicmap.memory.runtime.tenancy import NamespaceRequiredError
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice",
@@ -163,7 +163,7 @@ def test_extractive_replies_and_configuration_errors(resources) -> None:
 
 
 def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_path) -> None:
-    from logicmap.graphs.cli import main
+    from logicmap.graphs.surfaces.cli import main
 
     data_dir = tmp_path / "cli-memory"
     lines = iter(["I keep my spare key under the blue pot.", "/quit"])
@@ -179,7 +179,7 @@ def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_
 
 
 def test_studio_graph_is_compiled_without_a_checkpointer() -> None:
-    from logicmap.graphs import chatbot
+    from logicmap.graphs.chat import chatbot
 
     assert chatbot.graph.checkpointer is None
     diagram = chatbot.builder.compile().get_graph().draw_mermaid()
@@ -194,7 +194,7 @@ def _runtime(context: ChatContext):
 
 def test_chatbot_nodes_run_alone(resources) -> None:
     """Each node is a module-level function of (state, runtime): it runs without compiling the graph."""
-    from logicmap.graphs.chatbot import recall, remember, respond
+    from logicmap.graphs.chat.chatbot import recall, remember, respond
 
     stored: list[tuple[str, str, str]] = []
     ctx = replace(HEURISTIC, resources=resources,
@@ -255,7 +255,7 @@ def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resource
 
 def test_remote_chatbot_resolves_the_tenant_before_any_request() -> None:
     from logicmap.agents.local_llm import free_port
-    from logicmap.graphs.chatbot import RemoteChatbot
+    from logicmap.graphs.chat.chatbot import RemoteChatbot
 
     remote = RemoteChatbot(url=f"http://127.0.0.1:{free_port()}", namespace="{user_id}",
                            settings={"strategy": "dense", "policy": "heuristic"})
@@ -345,8 +345,8 @@ def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(res
 def test_the_studio_schemas_describe_what_a_user_supplies_and_gets() -> None:
     from typing import get_args
 
-    from logicmap.graphs import chatbot
-    from logicmap.graphs.strategies import STRATEGIES
+    from logicmap.graphs.chat import chatbot
+    from logicmap.graphs.strategies.registry import STRATEGIES
 
     inputs = chatbot.graph.get_input_jsonschema()
     assert list(inputs["properties"]) == ["messages"] and inputs["required"] == ["messages"]
@@ -364,8 +364,8 @@ def test_the_studio_schemas_describe_what_a_user_supplies_and_gets() -> None:
 _ONE_TURN_AND_EXIT = """
 import os, sys
 from pathlib import Path
-from logicmap.graphs.chatbot import ChatContext, graph
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.chat.chatbot import ChatContext, graph
+from logicmap.graphs.runtime.resources import Resources
 from logicmap.settings import LogicMapSettings
 
 res = Resources(settings=LogicMapSettings(data_dir=Path(sys.argv[1]), embedding_provider="hashing"))

@@ -19,14 +19,14 @@ from pathlib import Path
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from logicmap.graphs.chatbot import (
+from logicmap.graphs.chat.chatbot import (
     ChatContext,
     IngestionQueue,
     build_chatbot_graph,
     default_ingestion_queue,
     ingest_session,
 )
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.runtime.resources import Resources
 
 ROOT = Path(__file__).resolve().parents[2]
 README_CHATBOT = re.compile(r"^### The chatbot as a subgraph.*?^```python\n(.*?)^```", re.DOTALL | re.MULTILINE)

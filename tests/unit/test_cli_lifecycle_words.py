@@ -2,7 +2,7 @@
 ``LogicMapStore`` put, by key; Memory-R2's facts are ``--kind r2_facts``; the destructive commands (``forget``,
 ``delete-namespace``) ask first, take ``--yes``, and without a terminal and without ``--yes`` refuse in one line.
 
-Real store, real CLI (``logicmap.graphs.cli.main``); the terminal is the only thing stood in for (a stdin that says
+Real store, real CLI (``logicmap.graphs.surfaces.cli.main``); the terminal is the only thing stood in for (a stdin that says
 it is one and answers the prompt).
 """
 
@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from logicmap import LogicMapStore, ingest_conversation
-from logicmap.graphs.cli import LIST_KINDS, main
-from logicmap.graphs.forget import KINDS
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import LIST_KINDS, main
+from logicmap.graphs.writes.forget import KINDS
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
 
 class Terminal(io.StringIO):

@@ -28,9 +28,9 @@ from logicmap.agents.session_analyst import (
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.agents.windowing import ContextBudget
 from logicmap.evals.bench.scripted import make_scripted_model
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.memory.facts import apply_fact_updates
-from logicmap.memory.records import Turn
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.memory.records.facts import apply_fact_updates
+from logicmap.memory.records.records import Turn
 from logicmap.prompts import analyze as analyze_prompt
 from logicmap.prompts.cues import CueExtraction, MemoryUnit
 from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
@@ -345,9 +345,19 @@ def test_a_rebase_after_a_racing_writer_moves_the_layers_with_the_turns(resource
     combined call extracted for the session's D1:1 follow the turn to its distinct id."""
     from langgraph.runtime import Runtime
 
-    from logicmap.graphs.ingest import commit, cues, facts, fuse, prepare, rebase, relate, route_after_commit, segment
-    from logicmap.graphs.ingest import topics as topic_step
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.graphs.ingest.ingest import (
+        commit,
+        cues,
+        facts,
+        fuse,
+        prepare,
+        rebase,
+        relate,
+        route_after_commit,
+        segment,
+    )
+    from logicmap.graphs.ingest.ingest import topics as topic_step
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     resources.llm_ = SessionModel()
     context = IngestContext(policy="llm", combined_extraction=True, namespace="race", append=True, resources=resources)

@@ -16,8 +16,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.chat_ingestion import session_ingester
-from logicmap.graphs.forget import memory_editor
+from logicmap.graphs.chat.ingestion import session_ingester
+from logicmap.graphs.writes.forget import memory_editor
 from logicmap.tools import COMPACT_TOOLS, MemoryToolConfigError, create_memory_toolkit
 
 _ID = re.compile(r"\[([^\]]+)\]")
@@ -109,7 +109,7 @@ def test_the_mcp_server_offers_the_compact_profile_on_the_connection_tenant(reso
 
     from mcp import Client
 
-    from logicmap.graphs.mcp_server import build_mcp_server
+    from logicmap.graphs.surfaces.mcp_server import build_mcp_server
 
     async def scenario() -> tuple[list[str], list[str], str]:
         async with Client(build_mcp_server(resources, namespace="alice", profile="compact")) as client:

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.compass import CompassContext, CompassState, answer, build_compass_graph, graph
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.records import Event, Relation, Topic, relation_id
+from logicmap.graphs.strategies.compass import CompassContext, CompassState, answer, build_compass_graph, graph
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.records.records import Event, Relation, Topic, relation_id
 from logicmap.memory.store import ChangeSet
 from tests.store_seam import held_by_a_store
 
@@ -252,7 +252,7 @@ def test_compiled_graph_diagram_matches_the_snapshot() -> None:
 
 
 def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
-    from logicmap.graphs.result import AnswerResult, EvidenceItem
+    from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
 
     result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", evidence=[
         EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2", "D1:3"]),
@@ -265,7 +265,7 @@ def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
 
 def _commit_turn_events(resources, namespace: str, events: dict[str, list[tuple[str, str]]]) -> None:
     """Events made of raw turns (summary = the joined turns, as the no-LLM segmenter writes them)."""
-    from logicmap.memory.records import Turn
+    from logicmap.memory.records.records import Turn
 
     turns, records = [], []
     for i, (eid, lines) in enumerate(events.items()):
@@ -322,7 +322,7 @@ def test_no_llm_search_fills_the_context_budget_then_stops_at_the_bound(resource
 
 
 def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
-    from logicmap.graphs.result import AnswerResult, EvidenceItem
+    from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
 
     result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", turn_ranking=["D2:1", "D9:9", "D1:2", "D1:1"],
                           evidence=[EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2"]),
@@ -332,7 +332,7 @@ def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
 
 
 def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(resources) -> None:
-    from logicmap.graphs.result import EvidenceItem, rank_turns
+    from logicmap.graphs.runtime.result import EvidenceItem, rank_turns
 
     _commit_turn_events(resources, "rank", GIFT_EVENTS)
     snapshot = resources.store.snapshot("rank")
@@ -372,7 +372,7 @@ def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> Non
 
 
 def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) -> None:
-    from logicmap.graphs.result import EvidenceItem, turn_scores
+    from logicmap.graphs.runtime.result import EvidenceItem, turn_scores
 
     _commit_turn_events(resources, "pair", {
         "chat": [("Sam", "It rained all week."), ("Priya", "Which gift did Sam give Nadia?"), ("Sam", "A film camera."),
@@ -388,7 +388,7 @@ def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) ->
 
 
 def test_without_names_keeps_the_predicate_of_a_question() -> None:
-    from logicmap.memory.text import query_readings, without_names
+    from logicmap.memory.language.text import query_readings, without_names
 
     assert without_names("Where exactly did Sam propose to Nadia?") == "Where exactly did propose to"
     assert without_names("What did I cook last week?") == ""  # nothing named: no second reading
@@ -412,8 +412,8 @@ def test_a_search_also_matches_the_question_without_its_names(resources) -> None
 
 
 def test_learned_ranker_reads_the_graph_around_each_turn(resources) -> None:
-    from logicmap.memory.embeddings import normalize
-    from logicmap.memory.ranking import FEATURES, TurnRanker, turn_features
+    from logicmap.memory.indexes.embeddings import normalize
+    from logicmap.memory.retrieval.ranking import FEATURES, TurnRanker, turn_features
 
     _commit_turn_events(resources, "feat", GIFT_EVENTS)
     snapshot = resources.store.snapshot("feat")
@@ -450,7 +450,7 @@ def test_turn_ranker_training_writes_weights_and_a_leave_one_out_table(tmp_path,
     import shutil
 
     from logicmap.evals.train.turn_ranker import main
-    from logicmap.memory.ranking import FEATURES
+    from logicmap.memory.retrieval.ranking import FEATURES
 
     files = [tmp_path / "a.json", tmp_path / "b.json"]
     for f in files:
@@ -476,14 +476,14 @@ def _runtime(resources, **settings):
 
 
 def _sample_graph(resources):
-    from logicmap.memory.graph import EventGraph
+    from logicmap.memory.indexes.graph import EventGraph
 
     return EventGraph.of(resources.store.snapshot("sample"))
 
 
 def test_planner_node_alone_splits_the_question_and_resets_the_search(ingested_sample) -> None:
     from logicmap.agents.planner import clause_subgoals
-    from logicmap.graphs.compass import planner
+    from logicmap.graphs.strategies.compass import planner
 
     question = f"{DRINK}?"
     update = planner({"question": question}, _runtime(ingested_sample, policy="heuristic", namespace="sample"))
@@ -493,8 +493,9 @@ def test_planner_node_alone_splits_the_question_and_resets_the_search(ingested_s
 
 
 def test_localize_node_alone_queues_starts_best_priority_first(ingested_sample) -> None:
-    from logicmap.agents.compass_policy import QueryEncoder, event_priorities
-    from logicmap.graphs.compass import localize
+    from logicmap.agents.compass_policy import event_priorities
+    from logicmap.graphs.strategies.compass import localize
+    from logicmap.memory.retrieval.query import QueryEncoder
 
     state = {"namespace": "sample", "question": f"{DRINK}?", "subgoals": [DRINK], "satisfied": [False]}
     update = localize(state, _runtime(ingested_sample, policy="heuristic", explorers=2, top_k=3, top_p=3))
@@ -511,8 +512,9 @@ def test_localize_node_alone_queues_starts_best_priority_first(ingested_sample) 
 
 
 def test_merge_node_alone_applies_the_superstep_decisions(ingested_sample) -> None:
-    from logicmap.agents.compass_policy import QueryEncoder, event_priorities
-    from logicmap.graphs.compass import Decision, merge
+    from logicmap.agents.compass_policy import event_priorities
+    from logicmap.graphs.strategies.compass import Decision, merge
+    from logicmap.memory.retrieval.query import QueryEncoder
 
     def decision(step, eid, action, nxt=(), sat=()):
         return Decision(step=step, event_id=eid, action=action, next_events=list(nxt), satisfied_subgoals=list(sat))
@@ -544,7 +546,7 @@ def test_merge_node_alone_applies_the_superstep_decisions(ingested_sample) -> No
 
 
 def test_route_search_alone_sends_the_frontier_to_explorers(ingested_sample) -> None:
-    from logicmap.graphs.compass import route_search
+    from logicmap.graphs.strategies.compass import route_search
 
     state = {"namespace": "sample", "question": "q", "subgoals": [DRINK], "satisfied": [False], "kept": [],
              "frontier": ["S2-E2", "S2-E1"], "step": 0}
@@ -566,7 +568,8 @@ def test_open_subgoals_are_all_subgoals_once_every_one_is_satisfied() -> None:
 
 
 def test_priorities_are_the_best_similarity_to_an_open_subgoal(ingested_sample) -> None:
-    from logicmap.agents.compass_policy import QueryEncoder, event_priorities
+    from logicmap.agents.compass_policy import event_priorities
+    from logicmap.memory.retrieval.query import QueryEncoder
 
     graph = _sample_graph(ingested_sample)
     encoder = QueryEncoder(ingested_sample.embeddings)
@@ -586,8 +589,9 @@ def test_priorities_are_the_best_similarity_to_an_open_subgoal(ingested_sample) 
 
 
 def test_heuristic_decision_keeps_the_cafe_event_and_expands_to_real_neighbours(ingested_sample) -> None:
-    from logicmap.agents.compass_policy import QueryEncoder, heuristic_decision
-    from logicmap.graphs.compass import explore
+    from logicmap.agents.compass_policy import heuristic_decision
+    from logicmap.graphs.strategies.compass import explore
+    from logicmap.memory.retrieval.query import QueryEncoder
 
     graph = _sample_graph(ingested_sample)
     encoder = QueryEncoder(ingested_sample.embeddings)
@@ -607,7 +611,8 @@ def test_heuristic_decision_keeps_the_cafe_event_and_expands_to_real_neighbours(
 
 
 def test_evidence_is_filled_when_the_budget_is_full_and_nothing_left_can_beat_it(ingested_sample) -> None:
-    from logicmap.agents.compass_policy import QueryEncoder, evidence_filled
+    from logicmap.agents.compass_policy import evidence_filled
+    from logicmap.memory.retrieval.query import QueryEncoder
 
     graph = _sample_graph(ingested_sample)
     encoder = QueryEncoder(ingested_sample.embeddings)
@@ -623,7 +628,7 @@ def test_evidence_is_filled_when_the_budget_is_full_and_nothing_left_can_beat_it
 
 
 def test_learned_turn_scores_rank_every_turn_and_find_the_drink(ingested_sample) -> None:
-    from logicmap.agents.compass_policy import QueryEncoder, learned_turn_scores
+    from logicmap.memory.retrieval.query import QueryEncoder, learned_turn_scores
 
     snapshot = ingested_sample.store.snapshot("sample")
     encoder = QueryEncoder(ingested_sample.embeddings)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.compass import CompassContext, build_compass_graph
+from logicmap.graphs.strategies.compass import CompassContext, build_compass_graph
 from tests.unit.test_compass import EXPLORER, LOCALIZER, PLANNER, REFINER, RESPONDER, build_namespace
 
 EVENTS = {

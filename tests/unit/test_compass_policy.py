@@ -13,19 +13,21 @@ from langgraph.runtime import Runtime
 from logicmap.agents.answerers import answer_from_evidence
 from logicmap.agents.compass_policy import (
     LLMCompassPolicy,
-    QueryEncoder,
     RuleCompassPolicy,
     SearchProgress,
     compass_policy,
     evidence_filled,
     heuristic_decision,
-    learned_turn_scores,
 )
 from logicmap.agents.planner import clause_subgoals
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.compass import CompassContext, localize
-from logicmap.memory.graph import EventGraph
+from logicmap.graphs.strategies.compass import CompassContext, localize
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.retrieval.query import (
+    QueryEncoder,
+    learned_turn_scores,
+)
 from tests.unit.test_compass import EXPLORER, PLANNER, REFINER, RESPONDER, build_namespace
 
 DRINK = "What drink did Maya have at the Blue Finch cafe"
@@ -57,7 +59,7 @@ def test_the_factory_compares_the_name_once_and_builds_the_model_only_for_the_ll
 
 
 def test_the_compass_graph_never_tests_the_policy_name() -> None:
-    source = (Path(__file__).resolve().parents[2] / "graphs" / "compass.py").read_text(encoding="utf-8")
+    source = (Path(__file__).resolve().parents[2] / "graphs" / "strategies" / "compass.py").read_text(encoding="utf-8")
     assert not re.search(r"policy\s*[!=]=|[!=]=\s*\"heuristic\"|\"heuristic\"", source)
 
 
@@ -211,7 +213,7 @@ def test_the_localizer_is_asked_with_the_papers_node_selection_prompt_and_the_sc
 def test_a_faithful_runs_result_scores_evidence_without_the_name_free_readings(resources) -> None:
     """``faithful`` turns the name-free readings off for the search; the result (the ``finish`` node) scores the
     kept events with the same plain question vector, not with the readings the default adds."""
-    from logicmap.graphs.compass import answer as compass_answer
+    from logicmap.graphs.strategies.compass import answer as compass_answer
 
     build_namespace(resources, "faith", {"A": "drank an iced matcha latte at the cafe", "B": "the bus was late"}, [],
                     {"T0": ["A"], "T1": ["B"]})

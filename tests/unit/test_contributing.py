@@ -33,15 +33,15 @@ def test_the_toy_strategy_of_the_recipe_runs_through_answer_the_cli_and_studios_
     program = f"""
 import json
 from logicmap import answer, ingest_conversation
-from logicmap.graphs.strategies import STRATEGIES, studio_config_problems
-from logicmap.graphs.chatbot import StrategyName
+from logicmap.graphs.strategies.registry import STRATEGIES, studio_config_problems
+from logicmap.graphs.chat.chatbot import StrategyName
 from typing import get_args
 ingest_conversation({str(SAMPLE)!r}, "maya", policy="heuristic")
 result = answer("latest", "What did Maya say last?", "maya", policy="heuristic")
 config = json.loads({json.dumps(json.dumps(studio))})
 missing = studio_config_problems(config)
 config["graphs"]["latest"] = {{"path": "toystrat.latest:graph"}}
-from logicmap.memory.loaders import load_conversations
+from logicmap.memory.files.loaders import load_conversations
 last = load_conversations({str(SAMPLE)!r})[0].sessions[-1].turns[-1]
 print(json.dumps({{"last": [last.text, last.dia_id], "answer": result.answer, "cited": result.cited_turns(), "chatbot": "latest" in get_args(StrategyName),
                   "missing": missing, "served": studio_config_problems(config)}}))

@@ -7,9 +7,10 @@ from datetime import datetime
 import pytest
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.enrich import EnrichRequest
-from logicmap.graphs.ingest_cues import enrich
-from logicmap.memory.cue_extraction import (
+from logicmap.graphs.ingest.cues import enrich
+from logicmap.graphs.ingest.enrich import EnrichRequest
+from logicmap.memory.files.loaders import RawTurn, Session
+from logicmap.memory.indexes.cue_extraction import (
     AspectPrototypes,
     aspect_prototypes,
     build_cue_layer,
@@ -18,10 +19,9 @@ from logicmap.memory.cue_extraction import (
     extract_personal_facts,
     resolve_aspects,
 )
-from logicmap.memory.cue_index import CueIndex
-from logicmap.memory.cues import cue_id, fact_source_turn, normalize_cue, personal_fact_id
-from logicmap.memory.loaders import RawTurn, Session
-from logicmap.memory.records import Event, Turn
+from logicmap.memory.indexes.cue_index import CueIndex
+from logicmap.memory.records.cues import cue_id, fact_source_turn, normalize_cue, personal_fact_id
+from logicmap.memory.records.records import Event, Turn
 
 NS = "cue-test"
 
@@ -85,7 +85,7 @@ def test_aspects_of_sentences_and_of_free_text() -> None:
 
 
 def test_aspect_prototypes_file_sentences_by_similarity_to_the_taxonomy() -> None:
-    from logicmap.memory.embeddings import HashingEmbeddings
+    from logicmap.memory.indexes.embeddings import HashingEmbeddings
 
     prototypes = AspectPrototypes(HashingEmbeddings())
     near = prototypes.nearest(["We talked about pets and animals all evening.", "Thanks, see you!"])

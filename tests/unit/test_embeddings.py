@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from logicmap.memory.embeddings import CachedEmbeddings, HashingEmbeddings, cosine_matrix
+from logicmap.memory.indexes.embeddings import CachedEmbeddings, HashingEmbeddings, cosine_matrix
 
 
 class CountingEmbeddings(Embeddings):

@@ -28,8 +28,8 @@ from logicmap import (
     list_memories,
     update_memory,
 )
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
 QUESTION = "Why did Maya move to Lisbon?"
 
@@ -156,7 +156,7 @@ def test_the_lifecycle_refuses_an_unknown_keyword_before_any_work(resources: Res
 
 
 def test_ask_refuses_a_backbone_the_strategy_has_not(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from logicmap.graphs.cli import main
+    from logicmap.graphs.surfaces.cli import main
 
     args = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "ask", "Where?", "-n", "sample"]
     assert main([*args, "-s", "compass", "--backbone", "dense"]) == 2  # before: run without it, silently

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from logicmap import LogicMapStore, answer
-from logicmap.graphs.cli import main
-from logicmap.graphs.resources import Resources
-from logicmap.memory.items import InvalidItemError
-from logicmap.memory.loaders import DataFormatError, load_conversations
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.files.loaders import DataFormatError, load_conversations
+from logicmap.memory.records.items import InvalidItemError
 
 EMAIL_HINT = ("store namespace label 'alice@example.com' holds '.', which a LangGraph store refuses in a label: for a "
               "user id such as an email, replace its periods, e.g. 'alice@example:com' (user_id.replace('.', ':'))")

@@ -10,9 +10,9 @@ import pytest
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.evals.metrics import evidence_recall
 from logicmap.evals.runner import eval_namespace, run_eval, select_questions
-from logicmap.graphs.baselines import answer_bm25
-from logicmap.graphs.strategies import STRATEGIES
-from logicmap.memory.loaders import load_conversations
+from logicmap.graphs.strategies.baselines import answer_bm25
+from logicmap.graphs.strategies.registry import STRATEGIES
+from logicmap.memory.files.loaders import load_conversations
 
 GRAPH_STRATEGIES = ["compass", "goalmem:bm25", "real", "reconstruct"]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -146,7 +146,7 @@ def test_judge_scores_when_a_judge_model_is_given(shared_memory, sample_path: Pa
 def test_failing_and_missing_strategies_are_reported_not_fatal(
     shared_memory, sample_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from logicmap.graphs.strategy import Strategy
+    from logicmap.graphs.strategies.strategy import Strategy
 
     def answer(question: str, namespace: str, **_: object):
         raise RuntimeError("exploded")
@@ -221,7 +221,7 @@ def test_the_logicmap_program_offers_the_core_and_the_eval_commands() -> None:
     import argparse
 
     from logicmap.evals.cli import add_eval_commands
-    from logicmap.graphs.cli import build_parser
+    from logicmap.graphs.surfaces.cli import build_parser
 
     def commands(parser: argparse.ArgumentParser) -> set[str]:
         return {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}

@@ -8,9 +8,10 @@ import pytest
 
 from logicmap.agents.fact_extractor import facts_from_extraction, is_hedged, pattern_extraction
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.enrich import EnrichRequest
-from logicmap.graphs.ingest_facts import enrich
-from logicmap.memory.facts import (
+from logicmap.graphs.ingest.enrich import EnrichRequest
+from logicmap.graphs.ingest.facts import enrich
+from logicmap.memory.files.loaders import Session
+from logicmap.memory.records.facts import (
     HEDGED_CONFIDENCE,
     STABLE_CONFIDENCE,
     apply_fact_updates,
@@ -24,8 +25,7 @@ from logicmap.memory.facts import (
     relation_cardinality,
     valid_at,
 )
-from logicmap.memory.loaders import Session
-from logicmap.memory.records import Fact, Turn
+from logicmap.memory.records.records import Fact, Turn
 from logicmap.memory.store import Manifest, NamespaceSnapshot
 
 NS = "facts-test"
@@ -284,7 +284,7 @@ def test_ingested_sample_keeps_the_move_and_both_foods(ingested_sample):
 
 
 def test_cli_facts_subcommand(ingested_sample, capsys):
-    from logicmap.graphs.cli import main
+    from logicmap.graphs.surfaces.cli import main
 
     args = ["--data-dir", str(ingested_sample.settings.data_dir), "--embeddings", "hashing", "facts", "-n", "sample"]
     assert main([*args, "--history", "Maya", "lives_in"]) == 0
@@ -297,8 +297,8 @@ def test_cli_facts_subcommand(ingested_sample, capsys):
 
 
 def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
-    from logicmap.memory.facts import interval_text, when_text
-    from logicmap.memory.timeparse import date_text
+    from logicmap.memory.language.timeparse import date_text
+    from logicmap.memory.records.facts import interval_text, when_text
 
     facts, _ = apply({}, fact("Maya", "lives_in", "Porto", "2021"))
     facts, actions = apply(facts, fact("Maya", "lives_in", "Lisbon", "2023-04", turns=["D4:1"]))

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from logicmap.memory.forgetting import UnknownMemoryError, forget_change, plan_forget, turns_to_forget
-from logicmap.memory.r2 import FactRecord, FactRevision
-from logicmap.memory.records import Cue, Event, Fact, Relation, Tag, Topic, Turn
+from logicmap.memory.records.forgetting import UnknownMemoryError, forget_change, plan_forget, turns_to_forget
+from logicmap.memory.records.r2 import FactRecord, FactRevision
+from logicmap.memory.records.records import Cue, Event, Fact, Relation, Tag, Topic, Turn
 from logicmap.memory.store import Manifest, NamespaceSnapshot
 
 NS = "n"

@@ -10,9 +10,9 @@ from langchain_core.messages import BaseMessage
 
 from logicmap.agents.answerers import answer_from_memory_lines
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.forward import FORWARD_STRATEGIES, answer_react, answer_reflect, answer_reformulate
-from logicmap.graphs.resources import Resources
-from logicmap.memory.text import NO_ANSWER
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.forward import FORWARD_STRATEGIES, answer_react, answer_reflect, answer_reformulate
+from logicmap.memory.language.text import NO_ANSWER
 from logicmap.prompts import forward_answer, forward_react, forward_reflect, forward_reformulate
 
 QUESTION = "What drink did Maya have at the cafe she visited?"

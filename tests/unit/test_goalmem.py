@@ -24,7 +24,9 @@ from logicmap.agents.goalmem import (
 )
 from logicmap.agents.goalmem_heuristics import heuristic_decompositions, heuristic_goal, lexical_unification
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.goalmem import (
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.runtime.result import EvidenceItem
+from logicmap.graphs.strategies.goalmem import (
     FAILURE_ANSWER,
     GoalMemContext,
     Retrieval,
@@ -40,12 +42,10 @@ from logicmap.graphs.goalmem import (
     route_after_unify,
     unify,
 )
-from logicmap.graphs.goalmem import parse_goal as parse_goal_node
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.result import EvidenceItem
-from logicmap.memory.backbones import BackboneRetriever, LangChainBackbone, make_backbone
-from logicmap.memory.nl_logic import Rule, Substitution, Term, parse_atom, parse_goal
-from logicmap.memory.retrieval import Hit
+from logicmap.graphs.strategies.goalmem import parse_goal as parse_goal_node
+from logicmap.memory.records.nl_logic import Rule, Substitution, Term, parse_atom, parse_goal
+from logicmap.memory.retrieval.backbones import BackboneRetriever, LangChainBackbone, make_backbone
+from logicmap.memory.retrieval.retrieval import Hit
 from logicmap.prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
 from logicmap.prompts.goalmem_unify import Binding, SubgoalResult, Unification
 
@@ -503,7 +503,7 @@ def test_context_hides_resources_and_retriever_from_the_schema() -> None:
     assert "resources" not in schema["properties"] and "retriever" not in schema["properties"]
     assert {"max_breadth", "max_depth", "backbone", "policy"} <= set(schema["properties"])
     # Nor do a run's resources reach its trace metadata, where the budgets are.
-    from logicmap.graphs.tracing import run_metadata
+    from logicmap.graphs.runtime.tracing import run_metadata
 
     metadata = run_metadata("goalmem", namespace="n", policy="llm", budgets=GoalMemContext(resources=Resources()))
     assert "resources" not in metadata and metadata["max_depth"] == 5
@@ -577,7 +577,7 @@ def test_retrieve_node_and_routers_alone(resources: Resources) -> None:
 
 
 def test_strategy_registry_and_context_options(ingested_sample: Resources) -> None:
-    from logicmap.graphs.strategies import answer as strategy_answer
+    from logicmap.graphs.strategies.registry import answer as strategy_answer
 
     result = strategy_answer("goalmem", "What drink did Maya have at the cafe she visited?", "sample",
                              resources=ingested_sample, policy="heuristic", backbone="bm25")

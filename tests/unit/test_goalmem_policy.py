@@ -17,7 +17,7 @@ from logicmap.agents.goalmem_heuristics import (
 )
 from logicmap.agents.goalmem_policy import RULES, LLMGoalMemPolicy, RuleGoalMemPolicy, goalmem_policy
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.nl_logic import Substitution, Term, parse_atom, parse_goal
+from logicmap.memory.records.nl_logic import Substitution, Term, parse_atom, parse_goal
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "What drink did Maya have at the cafe she visited last week?"
@@ -84,7 +84,7 @@ def test_the_llm_policy_asks_the_model_and_falls_back_on_garbage_recorded() -> N
     assert unified.output == RULES.unify(QUESTION, subgoals, MEMORIES, Substitution())[1].output
 
 
-@pytest.mark.parametrize("module", ["graphs/goalmem.py", "graphs/real.py", "graphs/forward.py",
+@pytest.mark.parametrize("module", ["graphs/strategies/goalmem.py", "graphs/strategies/real.py", "graphs/strategies/forward.py",
                                     "agents/goalmem.py", "agents/goalmem_forward.py"])
 def test_no_node_or_role_compares_the_policy_name(module: str) -> None:
     source = (ROOT / module).read_text(encoding="utf-8")

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs import compass, goalmem, ingest, r2, real, reconstruct
+from logicmap.graphs.ingest import ingest
+from logicmap.graphs.strategies import compass, goalmem, r2, real, reconstruct
 
 # graph module -> (input fields, required input fields, output fields that must be there)
 GRAPHS: dict[str, tuple[Any, set[str], set[str], set[str]]] = {

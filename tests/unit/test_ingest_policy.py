@@ -31,9 +31,9 @@ from logicmap.agents.segmenter import changepoint_segments, finalize_times
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.agents.topic_abstractor import TopicCluster, fallback_abstracts
 from logicmap.agents.windowing import ContextBudget
-from logicmap.memory.embeddings import HashingEmbeddings
-from logicmap.memory.r2 import FactMemory
-from logicmap.memory.records import Topic, Turn
+from logicmap.memory.indexes.embeddings import HashingEmbeddings
+from logicmap.memory.records.r2 import FactMemory
+from logicmap.memory.records.records import Topic, Turn
 from logicmap.prompts.abstract_topics import SYSTEM_MARKER
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -133,7 +133,7 @@ def test_the_rules_decide_as_the_no_llm_code_did() -> None:
 
 
 def test_shared_participant_links_are_rule_only(ingested_sample) -> None:
-    from logicmap.memory.graph import EventGraph
+    from logicmap.memory.indexes.graph import EventGraph
 
     snapshot = ingested_sample.store.snapshot("sample")
     graph = EventGraph.of(snapshot)
@@ -194,8 +194,8 @@ def test_the_llm_policy_labels_topics_in_place_or_records_the_fallback() -> None
 # -- no ingest module tests the policy name ------------------------------------------------------------
 
 
-INGEST_MODULES = ["graphs/ingest.py", "graphs/ingest_nodes.py", "graphs/ingest_redo.py", "graphs/ingest_facts.py",
-                  "graphs/ingest_cues.py", "graphs/ingest_r2.py", "graphs/enrich.py"]
+INGEST_MODULES = ["graphs/ingest/ingest.py", "graphs/ingest/nodes.py", "graphs/ingest/redo.py", "graphs/ingest/facts.py",
+                  "graphs/ingest/cues.py", "graphs/ingest/r2.py", "graphs/ingest/enrich.py"]
 
 
 def _policy_comparisons(path: Path) -> list[str]:

@@ -18,12 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.store.base import PutOp
 
 from logicmap.agents.item_ranking import _THIRD_PARTY_STATEMENT, THIRD_PARTY_WEIGHT, asks_about_third_party
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph
-from logicmap.graphs.mcp_server import build_mcp_server
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.items import item_session_id, namespace_of
+from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.graphs.surfaces.mcp_server import build_mcp_server
+from logicmap.memory.records.items import item_session_id, namespace_of
 
 CITIES = ["Lisbon", "Porto", "Berlin", "Madrid", "Oslo", "Dublin", "Vienna", "Prague"]
 EMPLOYERS = ["Siemens", "Google", "Unilever", "Deloitte", "Airbus", "Spotify", "Philips", "Bosch"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typing
 
-from logicmap.graphs.enrich import Enrichment
-from logicmap.memory.kinds import BY_FIELD, BY_NAME, RECORD_KINDS, derived_from
-from logicmap.memory.records import Event, Relation, Tag, Topic
+from logicmap.graphs.ingest.enrich import Enrichment
+from logicmap.memory.records.kinds import BY_FIELD, BY_NAME, RECORD_KINDS, derived_from
+from logicmap.memory.records.records import Event, Relation, Tag, Topic
 from logicmap.memory.store import ChangeSet, NamespaceSnapshot
 
 NOT_RECORDS = {"retire", "drop_sessions", "sessions", "forgets"}  # list/dict fields of a change set: no records

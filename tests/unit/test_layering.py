@@ -129,7 +129,7 @@ def _cycles(graph: nx.DiGraph) -> list[list[str]]:
 
 
 def test_the_package_was_found() -> None:
-    assert {"logicmap", PROGRAM, "logicmap.memory.store", "logicmap.graphs.cli", "logicmap.evals.runner"} <= set(MODULES)
+    assert {"logicmap", PROGRAM, "logicmap.memory.store", "logicmap.graphs.surfaces.cli", "logicmap.evals.runner"} <= set(MODULES)
     assert set(FORBIDDEN) <= ROOT_LAYERS
 
 
@@ -241,45 +241,45 @@ def test_no_import_cycles_even_through_lazy_imports() -> None:
 
 
 def test_the_lazy_cycle_check_sees_imports_inside_functions() -> None:
-    tree = ast.parse("def f():\n    from logicmap.graphs.ingest_redo import graph\n")
+    tree = ast.parse("def f():\n    from logicmap.graphs.ingest.redo import graph\n")
     names = [t for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
-             for t in _targets(node, "logicmap.graphs.ingest")]
-    assert names == ["logicmap.graphs.ingest_redo"]
+             for t in _targets(node, "logicmap.graphs.ingest.ingest")]
+    assert names == ["logicmap.graphs.ingest.redo"]
 
 
 @pytest.mark.parametrize("lazy", [
-    "def _back():\n    from logicmap.graphs import ingest\n",
-    "def _back():\n    from logicmap.graphs.ingest import ingest_conversation\n",
-    "def _back():\n    import importlib\n    return importlib.import_module('logicmap.graphs.ingest')\n",
+    "def _back():\n    from logicmap.graphs.ingest import ingest\n",
+    "def _back():\n    from logicmap.graphs.ingest.ingest import ingest_conversation\n",
+    "def _back():\n    import importlib\n    return importlib.import_module('logicmap.graphs.ingest.ingest')\n",
 ], ids=["from-package", "from-module", "import_module"])
 def test_a_lazy_import_back_from_ingest_redo_to_ingest_is_caught(monkeypatch: pytest.MonkeyPatch, lazy: str) -> None:
-    """Issue 30 item 3: the ingest graph runs the redo graph (``graphs.ingest`` imports ``graphs.ingest_redo``); a
+    """Issue 30 item 3: the ingest graph runs the redo graph (``graphs.ingest.ingest`` imports ``graphs.ingest.redo``); a
     lazy import back, which once took ingest's private names, closes a cycle only the lazy check sees."""
-    redo = "logicmap.graphs.ingest_redo"
+    redo = "logicmap.graphs.ingest.redo"
     patched = ast.parse(MODULES[redo].read_text(encoding="utf-8") + "\n\n" + lazy)
     monkeypatch.setitem(TREES, redo, patched)
-    assert "logicmap.graphs.ingest" not in set(_module_level_imports(patched.body, redo))  # invisible at module level
+    assert "logicmap.graphs.ingest.ingest" not in set(_module_level_imports(patched.body, redo))  # invisible at module level
     cycles = _cycles(_lazy_cycle_graph())
-    assert any({"logicmap.graphs.ingest", redo} <= set(c) for c in cycles), cycles
+    assert any({"logicmap.graphs.ingest.ingest", redo} <= set(c) for c in cycles), cycles
 
 
 def test_ingest_and_its_redo_do_not_import_each_other() -> None:
-    """The shared pieces live in ``graphs.ingest_nodes``: neither it nor the redo graph imports ``graphs.ingest``,
-    lazily or not, and ``graphs.ingest`` is the one that runs the redo graph."""
-    for module in ("logicmap.graphs.ingest_redo", "logicmap.graphs.ingest_nodes"):
-        assert "logicmap.graphs.ingest" not in set(_runtime_imports(module)), module
-    assert "logicmap.graphs.ingest_redo" in set(_runtime_imports("logicmap.graphs.ingest"))
+    """The shared pieces live in ``graphs.ingest.nodes``: neither it nor the redo graph imports ``graphs.ingest.ingest``,
+    lazily or not, and ``graphs.ingest.ingest`` is the one that runs the redo graph."""
+    for module in ("logicmap.graphs.ingest.redo", "logicmap.graphs.ingest.nodes"):
+        assert "logicmap.graphs.ingest.ingest" not in set(_runtime_imports(module)), module
+    assert "logicmap.graphs.ingest.redo" in set(_runtime_imports("logicmap.graphs.ingest.ingest"))
 
 
 @pytest.mark.parametrize(
     ("source", "importer", "expected"),
     [
-        ("from logicmap.evals.runner import run_eval\n", "logicmap.graphs.cli", {"logicmap.evals.runner"}),
-        ("from logicmap.evals import runner\n", "logicmap.graphs.cli", {"logicmap.evals.runner"}),
-        ("from ..memory.store import MemoryStore\n", "logicmap.graphs.cli", {"logicmap.memory.store"}),
-        ("import logicmap.memory.store as s\n", "logicmap.graphs.cli", {"logicmap.memory.store"}),
-        ("if TYPE_CHECKING:\n    import logicmap.evals.runner\n", "logicmap.graphs.cli", set()),
-        ("def f():\n    import logicmap.evals.runner\n", "logicmap.graphs.cli", set()),
+        ("from logicmap.evals.runner import run_eval\n", "logicmap.graphs.surfaces.cli", {"logicmap.evals.runner"}),
+        ("from logicmap.evals import runner\n", "logicmap.graphs.surfaces.cli", {"logicmap.evals.runner"}),
+        ("from ...memory.store import MemoryStore\n", "logicmap.graphs.surfaces.cli", {"logicmap.memory.store"}),
+        ("import logicmap.memory.store as s\n", "logicmap.graphs.surfaces.cli", {"logicmap.memory.store"}),
+        ("if TYPE_CHECKING:\n    import logicmap.evals.runner\n", "logicmap.graphs.surfaces.cli", set()),
+        ("def f():\n    import logicmap.evals.runner\n", "logicmap.graphs.surfaces.cli", set()),
     ],
 )
 def test_module_level_imports_are_read_as_python_runs_them(source: str, importer: str, expected: set[str]) -> None:
@@ -296,7 +296,7 @@ def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef
             yield node
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "graphs").glob("*.py")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "graphs").rglob("*.py")), ids=lambda p: p.name)
 def test_graph_modules_have_short_module_level_functions(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     too_long = [f"{f.name} ({f.end_lineno - f.lineno + 1} lines)" for f in _functions(tree)
@@ -305,3 +305,40 @@ def test_graph_modules_have_short_module_level_functions(path: Path) -> None:
               if inner is not outer]
     assert not too_long, f"{path.name}: functions longer than {MAX_GRAPH_FUNCTION_LINES} lines: {too_long}"
     assert not nested, f"{path.name}: nested functions (a node or helper must be module-level): {nested}"
+
+
+# Rooms (sub-packages) of ``graphs`` and ``memory``: which room may not import which. In ``graphs``, ``runtime`` is
+# the bottom (every run's plumbing), ingest needs nothing of the strategies, no strategy reaches for ingest, the write
+# path, the chatbot or a surface, and only the surfaces sit above the chatbot. In ``memory``, ``retrieval`` is the top.
+_GRAPH_ROOMS = ("graphs/strategies", "graphs/ingest", "graphs/writes", "graphs/chat", "graphs/surfaces")
+_MEMORY_ROOMS = ("memory/store", "memory/records", "memory/indexes", "memory/language", "memory/files", "memory/runtime")
+ROOM_RULES: dict[str, frozenset[str]] = {
+    "graphs/runtime": frozenset(_GRAPH_ROOMS),
+    "graphs/ingest": frozenset({"graphs/strategies", "graphs/chat", "graphs/surfaces"}),
+    "graphs/strategies": frozenset({"graphs/ingest", "graphs/writes", "graphs/chat", "graphs/surfaces"}),
+    "graphs/writes": frozenset({"graphs/strategies", "graphs/chat", "graphs/surfaces"}),
+    "graphs/chat": frozenset({"graphs/surfaces"}),
+    **{room: frozenset({"memory/retrieval"}) for room in _MEMORY_ROOMS},
+}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return f"{parts[1]}/{parts[2]}" if len(parts) > 3 and parts[1] in {"graphs", "memory"} else None
+
+
+def test_rooms_import_only_the_rooms_they_may() -> None:
+    """Issue 38 item 2: ``graphs`` and ``memory`` are grouped in rooms; ingest stops importing the strategies'
+    plumbing (its context extends ``graphs.runtime.context.RunContext``)."""
+    assert {"logicmap.graphs.ingest.nodes", "logicmap.graphs.runtime.context", "logicmap.memory.retrieval.query"} <= set(MODULES)
+    assert {_room(m) for m in MODULES} - {None} == {*_GRAPH_ROOMS, "graphs/runtime", *_MEMORY_ROOMS, "memory/retrieval"}
+    found = sorted(f"{m}:{n} imports {t}" for m in MODULES for n, t in _all_imports(m)
+                   if _room(t) in ROOM_RULES.get(_room(m) or "", frozenset()))
+    assert not found, "room rule broken:\n" + "\n".join(found)
+
+
+def test_graphs_and_memory_hold_rooms_not_modules() -> None:
+    """Every module of ``graphs`` and ``memory`` sits in a room; the layer's folder holds only its ``__init__``."""
+    flat = sorted(str(p.relative_to(ROOT)) for layer in ("graphs", "memory") for p in (ROOT / layer).glob("*.py")
+                  if p.name != "__init__.py")
+    assert not flat, f"modules outside a room: {flat}"

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.lifecycle import LifecycleContext, delete_graph, forget_graph, list_graph
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.surfaces.lifecycle import LifecycleContext, delete_graph, forget_graph, list_graph
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 from logicmap.memory.store import UnknownMemoryError, UnknownNamespaceError
 
 
@@ -57,8 +57,8 @@ def test_forget_list_and_delete_act_on_the_runs_namespace_only(resources: Any) -
 
 
 def test_on_the_server_the_deployments_template_names_the_tenant(tmp_path: Any) -> None:
-    from logicmap.graphs.resources import Resources, set_default_resources, set_server_mode
-    from logicmap.memory.tenancy import TenantOverrideError
+    from logicmap.graphs.runtime.resources import Resources, set_default_resources, set_server_mode
+    from logicmap.memory.runtime.tenancy import TenantOverrideError
     from logicmap.settings import LogicMapSettings
 
     res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "m", embedding_provider="hashing",

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.memory.loaders import DataFormatError, load_conversations
+from logicmap.memory.files.loaders import DataFormatError, load_conversations
 
 
 def _locomo(sessions: dict, qa: list | None = None) -> list:
@@ -191,7 +191,7 @@ def test_duplicate_longmemeval_question_ids_are_rejected_up_front(tmp_path) -> N
 
 @pytest.mark.parametrize(("first", "second"), [("x y", "x/y"), ("conv 1", "conv-1"), ("!!", "??"), ("a", "-a-")])
 def test_ids_that_clean_to_one_namespace_are_rejected(tmp_path, first, second) -> None:
-    from logicmap.memory.loaders import conversation_namespace
+    from logicmap.memory.files.loaders import conversation_namespace
 
     assert conversation_namespace("base", first) == conversation_namespace("base", second)
     path = _write(tmp_path, [_locomo_sample(first), _locomo_sample(second)])
@@ -265,7 +265,7 @@ def test_huge_integers_are_named(tmp_path) -> None:
 
 
 def test_conversation_namespace_is_validated_distinct_and_bounded() -> None:
-    from logicmap.memory.loaders import conversation_namespace
+    from logicmap.memory.files.loaders import conversation_namespace
 
     assert conversation_namespace("base", "conv-26") == "base.conv-26"
     assert conversation_namespace("base", "x y/z") == "base.x-y-z"

@@ -8,7 +8,7 @@ import runpy
 import numpy as np
 
 from logicmap.evals.loco import Question, design, diversified, loco, main
-from logicmap.memory.ranking import FEATURES
+from logicmap.memory.retrieval.ranking import FEATURES
 from tests.store_seam import held_by_a_store
 
 

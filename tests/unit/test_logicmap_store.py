@@ -19,11 +19,11 @@ from langgraph.store.base import PutOp
 from typing_extensions import TypedDict
 
 import logicmap
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.forget import UnknownMemoryError, forget
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.items import InvalidItemError, item_session_id
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.graphs.writes.forget import UnknownMemoryError, forget
+from logicmap.memory.records.items import InvalidItemError, item_session_id
 from tests.conftest import SAMPLE
 
 ALICE, BOB = ("memories", "alice"), ("memories", "bob")
@@ -81,7 +81,7 @@ def test_a_value_too_deep_or_too_large_is_one_line_naming_the_limit(store: Logic
     value = make()
     with pytest.raises(InvalidItemError, match=problem) as err:
         store.put(ALICE, "k", value)
-    assert "\n" not in str(err.value) and "logicmap.memory.input_limits" in str(err.value)
+    assert "\n" not in str(err.value) and "logicmap.memory.runtime.input_limits" in str(err.value)
     assert store.list_namespaces() == []
     with pytest.raises(InvalidItemError, match=problem):  # a batch refuses it before any write as well
         store.batch([PutOp(ALICE, "k", value)])
@@ -258,7 +258,7 @@ def test_the_array_filter_agrees_with_matches_on_every_item() -> None:
 
     import numpy as np
 
-    from logicmap.memory.items import ItemIndex, StoredItem, matches
+    from logicmap.memory.records.items import ItemIndex, StoredItem, matches
 
     values = [{"n": 3}, {"n": 3.5}, {"n": "4"}, {"n": True}, {"n": None}, {}, {"n": "x"}, {"n": [1, 2]},
               {"n": {"a": 1}}, {"n": -2, "t": "red"}, {"n": 10, "t": "blue", "m": {"a": 1, "b": 2}}]
@@ -340,9 +340,9 @@ def test_a_messages_value_is_checked_like_add_messages(store: LogicMapStore, res
 
 def test_an_item_an_older_put_left_under_a_tagged_id_is_read_replaced_and_deleted(store: LogicMapStore,
                                                                                   resources: Resources) -> None:
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
-    from logicmap.memory.records import stable_hash
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
+    from logicmap.memory.records.records import stable_hash
 
     logicmap.add_messages("memories.alice", [{"role": "user", "content": "I live in Lisbon."}], resources=resources,
                           policy="heuristic")
@@ -392,7 +392,7 @@ def test_a_replacing_put_keeps_the_cues_the_new_value_tags_again(store: LogicMap
 def test_list_namespaces_shows_the_namespaces_that_hold_items_only(resources: Resources) -> None:
     """Issue 43 item 2: a conversation ingested from a file is not a store namespace (InMemoryStore lists only the
     namespaces its puts created); once an item is put there, it is."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     ingest_conversation(SAMPLE, "maya", resources=resources, policy="heuristic")
     store = LogicMapStore(resources=resources, policy="heuristic")

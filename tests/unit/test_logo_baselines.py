@@ -27,7 +27,7 @@ from logicmap.evals.train.logo_train import (  # noqa: E402
     train_logo,
 )
 from logicmap.evals.train.r2_synthetic import make_update_task  # noqa: E402
-from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory  # noqa: E402
+from logicmap.memory.records.r2 import CandidateFact, FactEdit, FactMemory  # noqa: E402
 
 # The benchmark's held-out split: other names and values than training, seed + 1.
 HELD_OUT = make_update_task(16, max(PRESETS["tiny"].stages), seed=1, held_out=True)

@@ -33,7 +33,7 @@ from logicmap.evals.train.logo_train import (  # noqa: E402
     train_logo,
 )
 from logicmap.evals.train.r2_synthetic import make_update_task  # noqa: E402
-from logicmap.memory.r2 import CandidateFact, FactMemory  # noqa: E402
+from logicmap.memory.records.r2 import CandidateFact, FactMemory  # noqa: E402
 
 TINY = replace(PRESETS["tiny"], stages=(2,), group_size=4, local_points=1, conversations_per_step=1, seed=3)
 

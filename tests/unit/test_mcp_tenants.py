@@ -12,7 +12,7 @@ import pytest
 pytest.importorskip("mcp")
 
 from logicmap.__main__ import main
-from logicmap.graphs.mcp_server import TenantTokens, build_mcp_server, load_tenants
+from logicmap.graphs.surfaces.mcp_server import TenantTokens, build_mcp_server, load_tenants
 
 TOKEN_A, TOKEN_B = "a" * 16 + "-alice", "b" * 16 + "-bob"
 
@@ -46,7 +46,7 @@ def test_a_bad_tenants_file_is_one_clear_error(tmp_path: Path, capsys: pytest.Ca
 @pytest.mark.parametrize("port", ["99999", "-1", "65536"])
 def test_a_port_out_of_range_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], resources: Any,
                                                 port: str) -> None:
-    from logicmap.graphs.mcp_server import serve_http
+    from logicmap.graphs.surfaces.mcp_server import serve_http
 
     argv = ["--data-dir", str(tmp_path / "m"), "--embeddings", "hashing"]
     assert main([*argv, "mcp", "--http", "--port", port, "-n", "alice"]) == 2

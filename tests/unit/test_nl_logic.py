@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from logicmap.memory.nl_logic import (
+from logicmap.memory.records.nl_logic import (
     Atom,
     BindingConflict,
     Goal,

@@ -3,7 +3,7 @@ the public development conversations (``../shared/data/locomo-dev5.json``, issue
 
 The word lists (sets, lists, dicts, ``"...".split()`` strings) and regular expressions of the no-LLM
 modules may use a word that occurs in ``data/*.json`` only when it belongs to a general class of
-``memory/lexicon.py`` (function words, interjections, time words, units, kinship terms, ...). Relation-name
+``memory/language/lexicon.py`` (function words, interjections, time words, units, kinship terms, ...). Relation-name
 tables are the schema the LLM extractor shares; they are checked for names and sample-only words.
 """
 
@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.memory.lexicon import GENERAL_WORDS, IRREGULAR_VERBS, NUMBER_WORDS, SKLEARN_STOP_WORDS, TEMPORAL_WORDS
+from logicmap.memory.language.lexicon import (
+    GENERAL_WORDS,
+    IRREGULAR_VERBS,
+    NUMBER_WORDS,
+    SKLEARN_STOP_WORDS,
+    TEMPORAL_WORDS,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 # Every module whose code answers or builds memory without a model (the no-LLM policy and the fallbacks).
@@ -30,20 +36,20 @@ NO_LLM_MODULES = [
     "agents/real.py",
     "agents/relations.py",
     "agents/segmenter.py",
-    "graphs/reconstruct.py",
-    "memory/cue_extraction.py",
-    "memory/cue_index.py",
-    "memory/cues.py",
-    "memory/fact_paths.py",
-    "memory/facts.py",
-    "memory/nl_logic.py",
-    "memory/r2.py",
-    "memory/ranking.py",
-    "memory/ranking_keys.py",
+    "graphs/strategies/reconstruct.py",
+    "memory/indexes/cue_extraction.py",
+    "memory/indexes/cue_index.py",
+    "memory/records/cues.py",
+    "memory/retrieval/fact_paths.py",
+    "memory/records/facts.py",
+    "memory/records/nl_logic.py",
+    "memory/records/r2.py",
+    "memory/retrieval/ranking.py",
+    "memory/retrieval/ranking_keys.py",
     "evals/loco.py",
-    "memory/text.py",
-    "memory/timeparse.py",
-    "memory/turn_scoring.py",
+    "memory/language/text.py",
+    "memory/language/timeparse.py",
+    "memory/retrieval/turn_scoring.py",
 ]
 # Relation-name tables: identifiers such as ``lives_in`` that the LLM extractor's prompt shares.
 SCHEMA_TABLES = {"DEFAULT_CARDINALITY", "RELATION_ALIASES", "CAUSAL_RELATIONS", "HYPONYM_RELATIONS"}
@@ -190,7 +196,7 @@ def test_the_check_finds_a_fitted_word_and_spares_general_ones(vocabulary) -> No
 def test_no_llm_word_lists_hold_only_general_words(module: str, vocabulary) -> None:
     words, _ = vocabulary
     hits = fitted_words((ROOT / module).read_text(), words)
-    assert not hits, f"{module}: words of data/ outside memory/lexicon.py's general classes: {hits}"
+    assert not hits, f"{module}: words of data/ outside memory/language/lexicon.py's general classes: {hits}"
 
 
 @pytest.mark.parametrize("module", NO_LLM_MODULES)
@@ -256,7 +262,7 @@ def test_no_llm_word_lists_hold_no_word_of_the_development_conversations(module:
     words, _ = dev_vocabulary
     hits = {where: bad - DEV_FRAGMENTS for where, bad in fitted_words((ROOT / module).read_text(), words).items()}
     hits = {where: bad for where, bad in hits.items() if bad}
-    assert not hits, f"{module}: words of {DEV_DATA} outside memory/lexicon.py's general classes: {hits}"
+    assert not hits, f"{module}: words of {DEV_DATA} outside memory/language/lexicon.py's general classes: {hits}"
 
 
 @pytest.mark.parametrize("module", NO_LLM_MODULES)

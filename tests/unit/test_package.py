@@ -27,7 +27,7 @@ APP = textwrap.dedent(
 
     import logicmap
     from logicmap import LogicMapSettings, Resources, answer, create_memory_toolkit, ingest_conversation
-    from logicmap.graphs.compass import graph as compass_graph
+    from logicmap.graphs.strategies.compass import graph as compass_graph
 
     assert tools.WHOSE == "app", "importing logicmap replaced the application's tools module"
     resources = Resources(settings=LogicMapSettings(data_dir=sys.argv[2], embedding_provider="hashing"))
@@ -91,7 +91,7 @@ def test_nothing_generic_is_importable_at_top_level(tmp_path: Path, generic: str
 def test_the_public_api_is_short_and_lazy() -> None:
     done = subprocess.run(
         [sys.executable, "-c", "import sys, logicmap; print(sorted(logicmap.__all__)); "
-                               "print('logicmap.graphs.compass' in sys.modules, 'torch' in sys.modules)"],
+                               "print('logicmap.graphs.strategies.compass' in sys.modules, 'torch' in sys.modules)"],
         capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 0, done.stderr

@@ -24,10 +24,10 @@ import numpy as np
 from pydantic import PrivateAttr
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.compass import CompassContext, build_compass_graph
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.strategies.compass import CompassContext, build_compass_graph
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
+from logicmap.memory.indexes.embeddings import normalize
 from tests.unit.session_models import SessionModel
 from tests.unit.test_compass import EXPLORER, LOCALIZER, PLANNER, REFINER, RESPONDER, build_namespace
 
@@ -223,7 +223,7 @@ def test_faithful_budget_runs_a_round_until_the_queue_is_empty(resources) -> Non
     last = [u for n, u in capped if n == "merge"][-1]
     assert len(_supersteps(capped)) == 6 and last["log"][0]["stop"] == "budget" and "C7" in last["queue"]
     # Every extension is off in the faithful configuration.
-    from logicmap.graphs.compass import FAITHFUL_OVERRIDES
+    from logicmap.graphs.strategies.compass import FAITHFUL_OVERRIDES
 
     assert FAITHFUL_OVERRIDES["name_free_readings"] is False and FAITHFUL_OVERRIDES["max_steps"] is None
     assert FAITHFUL_OVERRIDES["plan_starts"] is False and FAITHFUL_OVERRIDES["recipe"] == "dense"

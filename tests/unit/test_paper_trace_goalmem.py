@@ -30,12 +30,12 @@ from langchain_core.messages import BaseMessage
 
 from logicmap.agents.goalmem import apply_unification, unify_subgoals
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.goalmem import GoalMemContext, answer, call_bound, graph
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.loaders import Conversation, RawTurn, Session
-from logicmap.memory.nl_logic import Substitution, Term, binding_problem, parse_atom
-from logicmap.memory.retrieval import Hit
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.goalmem import GoalMemContext, answer, call_bound, graph
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
+from logicmap.memory.records.nl_logic import Substitution, Term, binding_problem, parse_atom
+from logicmap.memory.retrieval.retrieval import Hit
 from logicmap.prompts import goalmem_decompose, goalmem_generate, goalmem_parse, goalmem_refine, goalmem_unify
 from logicmap.prompts.goalmem_unify import Unification
 

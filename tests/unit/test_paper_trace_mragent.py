@@ -19,14 +19,14 @@ from pydantic import Field
 
 from logicmap import tools as toolkit
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.enrich import EnrichRequest
-from logicmap.graphs.ingest_cues import enrich
-from logicmap.graphs.reconstruct import ReconstructContext, answer, build_reconstruct_graph
-from logicmap.graphs.resources import Resources
-from logicmap.memory.cue_extraction import build_cue_layer
-from logicmap.memory.cue_index import CueIndex
-from logicmap.memory.loaders import RawTurn, Session
-from logicmap.memory.records import Event, Turn
+from logicmap.graphs.ingest.cues import enrich
+from logicmap.graphs.ingest.enrich import EnrichRequest
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.reconstruct import ReconstructContext, answer, build_reconstruct_graph
+from logicmap.memory.files.loaders import RawTurn, Session
+from logicmap.memory.indexes.cue_extraction import build_cue_layer
+from logicmap.memory.indexes.cue_index import CueIndex
+from logicmap.memory.records.records import Event, Turn
 
 NS = "sample"
 NAVIGATOR = "reconstructing the memory"  # in the navigator's system prompt
@@ -368,8 +368,8 @@ _TOPIC_BLOCK = re.compile(r"^(T\d+) \(\d+ events\):\n((?:- .*\n?)*)", re.MULTILI
 def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, list[str]]:
     """Ingest the sample's first session, every role answered validly except the topic abstractor's."""
     from logicmap.evals.bench.scripted import scripted_reply
-    from logicmap.graphs.ingest import ingest_conversation
-    from logicmap.memory.loaders import load_conversations
+    from logicmap.graphs.ingest.ingest import ingest_conversation
+    from logicmap.memory.files.loaders import load_conversations
     from tests.reliability.support import SAMPLE
 
     shown: list[str] = []

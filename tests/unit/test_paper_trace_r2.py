@@ -21,7 +21,7 @@ from langchain_core.messages import BaseMessage
 from logicmap.agents import r2 as r2_roles
 from logicmap.agents.r2 import manage_memory
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.r2 import CandidateFact, FactEdit, FactMemory
+from logicmap.memory.records.r2 import CandidateFact, FactEdit, FactMemory
 from logicmap.prompts import r2_manage
 
 STORED = ["Maya lives in Porto", "Maya works as a nurse", "Maya has a dog named Biscuit", "Leo plays the guitar"]

@@ -25,9 +25,9 @@ import pytest
 from langchain_core.messages import BaseMessage
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.real import answer
-from logicmap.memory.facts import apply_fact_updates, fact_text, make_fact
-from logicmap.memory.records import Fact, Turn
+from logicmap.graphs.strategies.real import answer
+from logicmap.memory.records.facts import apply_fact_updates, fact_text, make_fact
+from logicmap.memory.records.records import Fact, Turn
 from logicmap.memory.store import ChangeSet
 
 NS = "real-trace"

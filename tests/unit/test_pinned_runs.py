@@ -1,4 +1,4 @@
-"""Resolve once, pin once (graphs/pin.py): a run reads the snapshot generation its first node pinned, so a writer
+"""Resolve once, pin once (graphs/runtime/pin.py): a run reads the snapshot generation its first node pinned, so a writer
 committing a new session between two nodes of a running compass, goalmem, real or reconstruct run changes neither
 its evidence nor its answer; ``MemoryStore.snapshot_at`` serves a superseded generation, kept or read again.
 
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.chat_ingestion import chat_turn_session, ingest_session
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
+from logicmap.graphs.chat.ingestion import chat_turn_session, ingest_session
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
 from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
@@ -58,7 +58,7 @@ def _seen(final: dict[str, Any]) -> dict[str, Any]:
 def _run(strategy: str, res: Resources, namespace: str, commit_after: str | None = None) -> dict[str, Any]:
     """The graph run through ``stream``; with ``commit_after``, a writer commits a new session to the namespace
     right after that node's step (the run is suspended between two supersteps meanwhile)."""
-    module = importlib.import_module(f"logicmap.graphs.{strategy}")
+    module = importlib.import_module(f"logicmap.graphs.strategies.{strategy}")
     context = module.graph.builder.context_schema(policy="heuristic", namespace=namespace, resources=res)
     state_keys = list(module.graph.builder.schemas[module.graph.builder.state_schema])
     final: dict[str, Any] = {}
@@ -91,7 +91,7 @@ def test_a_commit_between_two_nodes_changes_nothing_the_run_sees(memory: Resourc
 
 
 def test_the_pin_is_the_run_s_resolved_namespace_policy_and_generation(memory: Resources, sample: Any) -> None:
-    from logicmap.graphs.compass import CompassContext, graph
+    from logicmap.graphs.strategies.compass import CompassContext, graph
 
     _ingest(memory, sample, "alice")
     final = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
@@ -135,7 +135,7 @@ def test_superseded_snapshots_are_kept_within_a_vector_budget(memory: Resources)
     gigabytes on a long write. The budget keeps the newest ones that fit (the newest always)."""
     import numpy as np
 
-    from logicmap.memory.snapshot_file import VectorTable
+    from logicmap.memory.indexes.snapshot_file import VectorTable
     from logicmap.memory.store.model import Manifest, NamespaceSnapshot
 
     def superseded(generation: int, mb: int) -> NamespaceSnapshot:

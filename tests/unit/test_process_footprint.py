@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from logicmap.memory.embeddings import CachedEmbeddings, HashingEmbeddings, MiniLMEmbeddings
-from logicmap.memory.text import stem
+from logicmap.memory.indexes.embeddings import CachedEmbeddings, HashingEmbeddings, MiniLMEmbeddings
+from logicmap.memory.language.text import stem
 from logicmap.settings import LogicMapSettings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ import json, os
 import numpy as np  # BLAS loaded before the embedder is made, as in any process that imported numpy first
 from threadpoolctl import threadpool_info
 from logicmap.settings import LogicMapSettings
-from logicmap.memory.embeddings import make_embeddings
+from logicmap.memory.indexes.embeddings import make_embeddings
 make_embeddings(LogicMapSettings(embedding_provider="hashing"))
 print(json.dumps({"pools": [p["num_threads"] for p in threadpool_info()],
                   "env": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}}))
@@ -90,10 +90,10 @@ def test_making_the_embedder_caps_every_thread_pool_at_the_setting() -> None:
 def test_an_answering_process_imports_neither_torch_nor_all_of_nltk() -> None:
     code = """
 import json, sys
-from logicmap.graphs.strategies import strategy_function
-from logicmap.memory.embeddings import MiniLMEmbeddings
+from logicmap.graphs.strategies.registry import strategy_function
+from logicmap.memory.indexes.embeddings import MiniLMEmbeddings
 strategy_function("compass"); strategy_function("goalmem")
-from logicmap.memory.text import stem
+from logicmap.memory.language.text import stem
 words = [stem(w) for w in ("running", "generously", "went", "studies")]
 heavy = sorted(m for m in ("torch", "sklearn", "pandas", "nltk", "sentence_transformers", "matplotlib") if m in sys.modules)
 import nltk  # still importable as a whole afterwards
@@ -158,7 +158,7 @@ def test_numpy_minilm_gives_sentence_transformers_vectors() -> None:
 def test_the_copied_stop_words_are_scikit_learns() -> None:
     from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
 
-    from logicmap.memory.lexicon import SKLEARN_STOP_WORDS
+    from logicmap.memory.language.lexicon import SKLEARN_STOP_WORDS
 
     assert frozenset(ENGLISH_STOP_WORDS) == SKLEARN_STOP_WORDS
 
@@ -197,8 +197,8 @@ def test_importing_the_store_loads_what_langgraphs_own_store_does_and_not_the_pi
         "import langmem\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
-    deferred = ("networkx", "langsmith.run_trees", "logicmap.graphs.ingest", "logicmap.graphs.forget",
-                "logicmap.agents.compass_policy", "logicmap.graphs.resources", "logicmap.graphs.chat_messages")
+    deferred = ("networkx", "langsmith.run_trees", "logicmap.graphs.ingest.ingest", "logicmap.graphs.writes.forget",
+                "logicmap.agents.compass_policy", "logicmap.graphs.runtime.resources", "logicmap.graphs.chat.messages")
     assert not set(found) & set(deferred), sorted(set(found) & set(deferred))
     assert len(found) < len(reference), (len(found), len(reference))
 

@@ -248,7 +248,7 @@ def test_cost_adds_the_new_counters() -> None:
 
 
 def test_the_chat_reports_a_provider_failure_in_one_line_and_goes_on(resources: Any) -> None:
-    from logicmap.graphs.chatbot import run_chat
+    from logicmap.graphs.chat.chatbot import run_chat
 
     def unauthorized(messages: Any) -> Any:
         raise status_error(401, "Incorrect API key")
@@ -262,7 +262,7 @@ def test_the_chat_reports_a_provider_failure_in_one_line_and_goes_on(resources: 
 
 
 def test_failed_ingestion_jobs_are_kept_and_can_be_retried() -> None:
-    from logicmap.graphs.chatbot import IngestionQueue
+    from logicmap.graphs.chat.chatbot import IngestionQueue
 
     outcomes = [ProviderError("auth", "bad key"), None]
     done: list[int] = []

@@ -35,8 +35,8 @@ from logicmap.evals.train.logo_grpo import (
     score_memory,
     write_dataset,
 )
-from logicmap.memory.loaders import QAItem, RawTurn
-from logicmap.memory.r2 import (
+from logicmap.memory.files.loaders import QAItem, RawTurn
+from logicmap.memory.records.r2 import (
     CandidateFact,
     FactEdit,
     FactMemory,

@@ -10,7 +10,7 @@ from logicmap.agents.r2_policy import LLMR2Policy, RuleR2Policy, r2_policy
 from logicmap.agents.responder import EvidenceText
 from logicmap.agents.responder_policy import LLMResponderPolicy, RuleResponderPolicy, responder_policy
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.r2 import FactRecord
+from logicmap.memory.records.r2 import FactRecord
 from logicmap.prompts import r2_distill
 
 QUESTION = "What is the name of Maya's dog?"

@@ -18,9 +18,9 @@ from langchain_core.messages import BaseMessage
 
 from logicmap.agents.provider import ProviderError
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.graphs.r2 import NoR2MemoryError, R2Context, answer, graph
-from logicmap.memory.loaders import Conversation, RawTurn, Session
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.strategies.r2 import NoR2MemoryError, R2Context, answer, graph
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 from logicmap.prompts import r2_distill, r2_extract, r2_manage
 from logicmap.prompts.respond import Answer
 from tests.conftest import make_resources
@@ -253,7 +253,7 @@ def test_a_studio_run_without_a_model_takes_the_no_llm_path(res: Any) -> None:
 
 
 def test_a_backup_keeps_the_r2_memory_and_its_history(res: Any, tmp_path: Path) -> None:
-    from logicmap.memory.backup import export_namespace, import_namespace
+    from logicmap.memory.files.backup import export_namespace, import_namespace
 
     res.llm_ = scripted([EXTRACTED[s] for s in ("S1", "S2", "S3")], [MANAGED[s] for s in ("S1", "S2", "S3")])
     ingest(res, 3)
@@ -339,7 +339,7 @@ def test_a_faithful_ingest_asks_with_the_papers_construction_prompts(res: Any) -
     the Dialogue Processing Prompt (every sentence kept, one tag of at most two words, dates normalised), each in a
     call of its own; the default's extractor prompt has neither."""
     from logicmap.agents.cue_extractor import validate_paper_extraction
-    from logicmap.memory.records import Turn
+    from logicmap.memory.records.records import Turn
     from logicmap.prompts import cues
 
     units = {"units": [

@@ -7,12 +7,12 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.ranking import ALL_FEATURES, FEATURES, TurnRanker, default_ranker, turn_features
-from logicmap.memory.ranking_keys import CANDIDATE_FEATURES, diversified_rows, diversify
-from logicmap.memory.records import Event, Fact, Turn
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.language.text import query_readings
+from logicmap.memory.records.records import Event, Fact, Turn
+from logicmap.memory.retrieval.ranking import ALL_FEATURES, FEATURES, TurnRanker, default_ranker, turn_features
+from logicmap.memory.retrieval.ranking_keys import CANDIDATE_FEATURES, diversified_rows, diversify
 from logicmap.memory.store import ChangeSet
-from logicmap.memory.text import query_readings
 
 SESSIONS = {
     "S1": (datetime(2023, 5, 8), [("Ada", "I started pottery classes with Bruno last week."),
@@ -85,7 +85,7 @@ def test_session_diversity_takes_turns_of_more_sessions_first() -> None:
 
 
 def test_a_ranker_names_its_features_and_the_shipped_one_covers_them(resources) -> None:
-    from logicmap.memory import turn_ranker_weights
+    from logicmap.memory.retrieval import turn_ranker_weights
 
     _commit(resources)
     assert set(turn_ranker_weights.COEFFICIENTS) == set(FEATURES) and set(FEATURES) <= set(ALL_FEATURES)

@@ -119,7 +119,7 @@ def _strategy_problems(args: argparse.Namespace) -> list[str]:
 def command_problems(text: str, monkeypatch: pytest.MonkeyPatch, whole: bool = True) -> list[str]:
     """What is wrong with one README command (empty: it parses as written, or names what exists)."""
     from logicmap.evals.cli import add_eval_commands
-    from logicmap.graphs.cli import build_parser
+    from logicmap.graphs.surfaces.cli import build_parser
 
     target, args = _invocation(text)  # type: ignore[misc]  # the README command was checked to be one
     if target != "cli":

@@ -11,10 +11,10 @@ from langchain_core.messages import BaseMessage
 
 from logicmap.agents.real import heuristic_roots
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.real import RealContext, answer, graph
-from logicmap.memory.fact_paths import FactIndex, FactPath, SearchFilter, reference_window
-from logicmap.memory.facts import apply_fact_updates, fact_text, make_fact
-from logicmap.memory.records import Fact
+from logicmap.graphs.strategies.real import RealContext, answer, graph
+from logicmap.memory.records.facts import apply_fact_updates, fact_text, make_fact
+from logicmap.memory.records.records import Fact
+from logicmap.memory.retrieval.fact_paths import FactIndex, FactPath, SearchFilter, reference_window
 from logicmap.memory.store import ChangeSet, UnknownNamespaceError
 
 NS = "real-test"
@@ -325,7 +325,16 @@ def run_with(context: RealContext):
 
 
 def test_nodes_run_alone_roots_expand_evaluate_repair_select(memory):
-    from logicmap.graphs.real import after_evaluate, after_repair, after_select, evaluate, expand, repair, roots, select
+    from logicmap.graphs.strategies.real import (
+        after_evaluate,
+        after_repair,
+        after_select,
+        evaluate,
+        expand,
+        repair,
+        roots,
+        select,
+    )
 
     runtime = run_with(RealContext(policy="heuristic", namespace=NS, resources=memory))
     state = {"question": "Where does Maya live now?", "reference_time": "now"}
@@ -365,7 +374,7 @@ def test_nodes_run_alone_roots_expand_evaluate_repair_select(memory):
 
 
 def test_prune_alone_falls_back_to_the_most_similar_facts(memory):
-    from logicmap.graphs.real import answer_node, prune
+    from logicmap.graphs.strategies.real import answer_node, prune
 
     runtime = run_with(RealContext(policy="heuristic", top_k=2, resources=memory))
     state = {"question": "Which pet does Maya have?", "namespace": NS, "scored": []}
@@ -377,7 +386,7 @@ def test_prune_alone_falls_back_to_the_most_similar_facts(memory):
 
 
 def test_routers_alone():
-    from logicmap.graphs.real import after_evaluate, after_repair, after_select
+    from logicmap.graphs.strategies.real import after_evaluate, after_repair, after_select
 
     assert after_evaluate({"phase": "expand", "budgets": {"root-1": 2}}) == "repair"
     assert after_evaluate({"phase": "expand", "budgets": {}}) == "select"

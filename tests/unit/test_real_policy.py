@@ -7,8 +7,8 @@ from __future__ import annotations
 from logicmap.agents.real import heuristic_answer, heuristic_roots, heuristic_scores
 from logicmap.agents.real_policy import RULES, LLMRealPolicy, RuleRealPolicy, real_policy
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.memory.fact_paths import FactIndex, FactPath
-from logicmap.memory.facts import apply_fact_updates, make_fact
+from logicmap.memory.records.facts import apply_fact_updates, make_fact
+from logicmap.memory.retrieval.fact_paths import FactIndex, FactPath
 
 NS = "real-policy"
 QUESTION = "Where does Maya live now?"

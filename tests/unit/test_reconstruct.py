@@ -11,15 +11,15 @@ from langchain_core.messages import AIMessage, ToolMessage
 
 from logicmap.agents.answerers import answer_from_active_set
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.reconstruct import (
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.runtime.result import EvidenceItem
+from logicmap.graphs.strategies.reconstruct import (
     ReconstructContext,
     ReconstructState,
     answer,
     build_reconstruct_graph,
 )
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.result import EvidenceItem
-from logicmap.memory.text import NO_ANSWER
+from logicmap.memory.language.text import NO_ANSWER
 from logicmap.prompts import query_cues
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
@@ -221,7 +221,7 @@ def node_config(runtime) -> dict[str, Any]:
 
 
 def test_seed_and_navigate_run_alone(ingested_sample) -> None:
-    from logicmap.graphs.reconstruct import after_navigate, navigate, seed
+    from logicmap.graphs.strategies.reconstruct import after_navigate, navigate, seed
 
     runtime = run_with(ReconstructContext(policy="heuristic", namespace=NS, resources=ingested_sample))
     state: dict[str, Any] = {"question": DOG}
@@ -237,7 +237,7 @@ def test_seed_and_navigate_run_alone(ingested_sample) -> None:
 
 
 def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) -> None:
-    from logicmap.graphs.reconstruct import after_prune, memory_tools, run_tools
+    from logicmap.graphs.strategies.reconstruct import after_prune, memory_tools, run_tools
 
     assert "get_event" in {t.name for t in memory_tools(NS, ingested_sample)}
     eid = event_of(ingested_sample, "D1:1")
@@ -257,7 +257,7 @@ def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) 
 
 
 def test_answer_nodes_run_alone(ingested_sample) -> None:
-    from logicmap.graphs.reconstruct import after_answer, force_answer, take_answer
+    from logicmap.graphs.strategies.reconstruct import after_answer, force_answer, take_answer
 
     runtime = run_with(ReconstructContext(policy="heuristic", resources=ingested_sample))
     eid = event_of(ingested_sample, "D1:1")

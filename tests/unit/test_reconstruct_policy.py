@@ -16,8 +16,8 @@ from logicmap.agents.reconstruct_policy import (
     reconstruct_policy,
 )
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.result import EvidenceItem
-from logicmap.memory.cue_index import CueIndex
+from logicmap.graphs.runtime.result import EvidenceItem
+from logicmap.memory.indexes.cue_index import CueIndex
 from logicmap.prompts import query_cues
 from logicmap.prompts.reconstruct import ANSWER_TOOL, build_final_messages
 
@@ -128,7 +128,7 @@ def test_a_failed_navigator_call_is_a_failure_step_not_an_exception(ingested_sam
 
 
 def test_a_run_that_asks_for_the_model_without_one_runs_the_rules_and_says_so_once(ingested_sample) -> None:
-    from logicmap.graphs.reconstruct import answer
+    from logicmap.graphs.strategies.reconstruct import answer
 
     asked = answer(DOG, NS, resources=ingested_sample, policy="llm")
     rules = answer(DOG, NS, resources=ingested_sample, policy="heuristic")

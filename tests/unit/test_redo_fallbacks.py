@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.graphs.ingest_redo import NoModelForRedoError
-from logicmap.memory.records import SessionInfo
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.ingest.redo import NoModelForRedoError
+from logicmap.graphs.surfaces.cli import main
+from logicmap.memory.records.records import SessionInfo
 from tests.reliability.support import memory_problems
 from tests.unit.session_models import ANALYZE, SessionModel, long_conversation
 

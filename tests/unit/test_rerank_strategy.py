@@ -6,20 +6,20 @@ import numpy as np
 import pytest
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.rerank import RerankContext, answer, graph
-from logicmap.memory.embeddings import normalize
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.ranking import default_ranker
-from logicmap.memory.records import Event, Turn
+from logicmap.graphs.strategies.rerank import RerankContext, answer, graph
+from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.language.text import query_readings
+from logicmap.memory.records.records import Event, Turn
+from logicmap.memory.retrieval.ranking import default_ranker
 from logicmap.memory.store import ChangeSet
-from logicmap.memory.text import query_readings
 
 QUESTION = "What drink did Maya have at the Blue Finch cafe?"
 RESPONDER = "You answer a question about a long conversation"
 
 
 def reranker_order(resources, namespace: str, question: str) -> list[str]:
-    """Every turn best first by the shipped reranker, computed here from ``memory.ranking`` alone."""
+    """Every turn best first by the shipped reranker, computed here from ``memory.retrieval.ranking`` alone."""
     snapshot = resources.store.snapshot(namespace)
     readings = normalize(np.asarray(resources.embeddings.embed_documents(query_readings(question)), dtype=np.float32))
     scores = default_ranker().scores(snapshot, question, readings)
@@ -99,7 +99,7 @@ def test_rerank_is_a_registered_strategy_everywhere(ingested_sample) -> None:
     from logicmap import answer as top_level_answer
     from logicmap.evals.bench.bench_recall import GRAPH_STRATEGIES
     from logicmap.evals.specs import resolve_strategies
-    from logicmap.graphs.chatbot import StrategyName
+    from logicmap.graphs.chat.chatbot import StrategyName
 
     result = top_level_answer("rerank", QUESTION, "sample", resources=ingested_sample, policy="heuristic")
     assert result.strategy == "rerank"
@@ -107,7 +107,7 @@ def test_rerank_is_a_registered_strategy_everywhere(ingested_sample) -> None:
     assert spec.name == "rerank" and fn is answer
     assert "rerank" in GRAPH_STRATEGIES and "rerank" in get_args(StrategyName)
     studio = json.loads((Path(__file__).resolve().parents[2] / "studio" / "langgraph.json").read_text())
-    assert studio["graphs"]["rerank"]["path"] == "logicmap.graphs.rerank:graph"
+    assert studio["graphs"]["rerank"]["path"] == "logicmap.graphs.strategies.rerank:graph"
 
 
 def test_an_unknown_namespace_is_refused_before_any_ranking(resources) -> None:
@@ -120,7 +120,7 @@ def test_an_unknown_namespace_is_refused_before_any_ranking(resources) -> None:
 def test_compiled_graph_diagram_matches_the_snapshot() -> None:
     from pathlib import Path
 
-    from logicmap.graphs.rerank import build_rerank_graph
+    from logicmap.graphs.strategies.rerank import build_rerank_graph
 
     diagram = build_rerank_graph().compile().get_graph().draw_mermaid()
     path = Path(__file__).parent / "snapshots" / "rerank.mmd"

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from logicmap.memory.graph import EventGraph, Ranking
-from logicmap.memory.records import Turn
-from logicmap.memory.snapshot_file import gc_paused
+from logicmap.memory.indexes.graph import EventGraph, Ranking
+from logicmap.memory.indexes.snapshot_file import gc_paused
+from logicmap.memory.records.records import Turn
 from logicmap.memory.store import _RECORD, ChangeSet, MemoryStore, NamespaceSnapshot
 from tests import chroma_internals as chroma
 from tests.conftest import make_resources
@@ -123,8 +123,8 @@ def test_the_collector_pause_nests_and_restores_the_collector() -> None:
 
 
 def test_the_graph_shares_unit_vectors_and_normalizes_others() -> None:
-    from logicmap.memory.records import Event
-    from logicmap.memory.snapshot_file import VectorTable
+    from logicmap.memory.indexes.snapshot_file import VectorTable
+    from logicmap.memory.records.records import Event
     from logicmap.memory.store import Manifest
 
     events = {f"e{i}": Event(id=f"e{i}", namespace="ns", session_id="S1", summary=f"event {i}", order=i)

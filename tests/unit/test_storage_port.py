@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from logicmap.memory.backup import export_namespace, import_namespace
-from logicmap.memory.kinds import RECORD_KINDS
-from logicmap.memory.records import SessionInfo, Turn
+from logicmap.memory.files.backup import export_namespace, import_namespace
+from logicmap.memory.records.kinds import RECORD_KINDS
+from logicmap.memory.records.records import SessionInfo, Turn
 from logicmap.memory.store import (
     ChangeSet,
     GenerationConflict,

@@ -8,10 +8,10 @@ import textwrap
 
 import pytest
 
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Conversation
-from logicmap.memory.records import Relation, Turn
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.memory.files.loaders import Conversation
+from logicmap.memory.indexes.graph import EventGraph
+from logicmap.memory.records.records import Relation, Turn
 from logicmap.memory.store import ChangeSet, GenerationConflict, MemoryStore, StoreLockedError, UnknownNamespaceError
 from tests import chroma_internals as chroma
 from tests.conftest import make_resources

@@ -17,8 +17,8 @@ import pytest
 from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.memory.embeddings import make_embeddings
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.memory.indexes.embeddings import make_embeddings
 from tests.conftest import make_resources
 
 ALICE, BOB = ("memories", "alice"), ("memories", "bob")

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import get_args, get_type_hints
 
-from logicmap.graphs.chatbot import StrategyName
-from logicmap.graphs.forward import FORWARD_STRATEGIES
-from logicmap.graphs.strategies import GRAPH_STRATEGIES, STRATEGIES, strategy_function, studio_config_problems
-from logicmap.graphs.strategy import AnswerOutput, QuestionInput, StrategyContext
+from logicmap.graphs.chat.chatbot import StrategyName
+from logicmap.graphs.strategies.forward import FORWARD_STRATEGIES
+from logicmap.graphs.strategies.registry import GRAPH_STRATEGIES, STRATEGIES, strategy_function, studio_config_problems
+from logicmap.graphs.strategies.strategy import AnswerOutput, QuestionInput, StrategyContext
 
 STUDIO = Path(__file__).resolve().parents[2] / "studio" / "langgraph.json"
 LIFECYCLE_GRAPHS = ("forget", "list_memories", "delete_namespace")  # graphs.lifecycle: not strategies
@@ -20,21 +20,21 @@ def test_studio_lists_every_graph_strategy_of_the_registry() -> None:
     config = json.loads(STUDIO.read_text())
     graphs = config["graphs"]
     listed = {name: entry["path"] for name, entry in graphs.items() if name not in ("ingest", "chatbot", *LIFECYCLE_GRAPHS)}
-    expected = {name: f"logicmap.graphs.{name}:graph" for name, s in GRAPH_STRATEGIES.items()}
+    expected = {name: f"logicmap.graphs.strategies.{name}:graph" for name, s in GRAPH_STRATEGIES.items()}
     assert listed == expected
     assert studio_config_problems(config) == []
     del graphs["real"]
-    assert studio_config_problems(config) == ["graphs.real: expected path 'logicmap.graphs.real:graph', found None"]
+    assert studio_config_problems(config) == ["graphs.real: expected path 'logicmap.graphs.strategies.real:graph', found None"]
 
 
 def test_importing_the_registry_loads_no_strategy_module() -> None:
     import subprocess
     import sys
 
-    probe = ("import sys; import logicmap.graphs.strategies as s; "
-             "print(sorted(m for m in sys.modules if m in ('logicmap.graphs.compass', 'logicmap.graphs.goalmem', "
-             "'logicmap.graphs.real', 'logicmap.graphs.reconstruct'))); s.STRATEGIES['real']; "
-             "print('logicmap.graphs.real' in sys.modules)")
+    probe = ("import sys; import logicmap.graphs.strategies.registry as s; "
+             "print(sorted(m for m in sys.modules if m in ('logicmap.graphs.strategies.compass', 'logicmap.graphs.strategies.goalmem', "
+             "'logicmap.graphs.strategies.real', 'logicmap.graphs.strategies.reconstruct'))); s.STRATEGIES['real']; "
+             "print('logicmap.graphs.strategies.real' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["[]", "True"], out.stdout
 
@@ -63,6 +63,6 @@ def test_graph_strategies_share_the_base_schemas() -> None:
 
 
 def test_the_cli_names_are_the_registry() -> None:
-    from logicmap.graphs.strategy_names import STRATEGY_NAMES
+    from logicmap.graphs.strategies.names import STRATEGY_NAMES
 
     assert STRATEGY_NAMES == tuple(STRATEGIES)

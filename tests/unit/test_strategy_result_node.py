@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import GRAPH_STRATEGIES, answer
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import GRAPH_STRATEGIES, answer
 
 QUESTION = "What is the name of Maya's dog?"
 
 
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory, sample: Any) -> Any:
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
     from tests.conftest import make_resources
 
     res = make_resources(tmp_path_factory.mktemp("result-node"))

@@ -9,8 +9,8 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from typing_extensions import TypedDict
 
-from logicmap.graphs.resources import run_namespace
-from logicmap.memory.tenancy import NamespaceRequiredError, resolve_namespace
+from logicmap.graphs.runtime.resources import run_namespace
+from logicmap.memory.runtime.tenancy import NamespaceRequiredError, resolve_namespace
 
 
 def test_a_plain_name_a_template_and_configurable_namespace() -> None:

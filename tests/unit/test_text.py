@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from logicmap.memory.text import (
+from logicmap.memory.language.text import (
     NO_ANSWER,
     best_sentence,
     content_stems,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from logicmap.memory.timeparse import find_time_phrases, parse_timestamp, resolve_relative
+from logicmap.memory.language.timeparse import find_time_phrases, parse_timestamp, resolve_relative
 
 ANCHOR = parse_timestamp("6:40 pm on 8 May, 2023")
 
@@ -41,7 +41,7 @@ def test_find_time_phrases_in_order() -> None:
 def test_date_text_says_a_date_at_its_precision() -> None:
     from datetime import date, datetime
 
-    from logicmap.memory.timeparse import date_text
+    from logicmap.memory.language.timeparse import date_text
 
     assert date_text("2023-05-07") == "7 May 2023" and date_text("2023-04") == "April 2023" and date_text("2023") == "2023"
     assert date_text(datetime(2023, 4, 1), "month") == "April 2023" and date_text(date(2023, 2, 9)) == "9 February 2023"
@@ -51,7 +51,7 @@ def test_date_text_says_a_date_at_its_precision() -> None:
 def test_absolute_dates_keep_their_stated_precision() -> None:
     from datetime import date
 
-    from logicmap.memory.timeparse import parse_date
+    from logicmap.memory.language.timeparse import parse_date
 
     assert parse_date("May 2023").iso() == "2023-05" and parse_date("2023").iso() == "2023"
     assert parse_date("8 May, 2023").iso() == "2023-05-08" and parse_date("2023-5").precision == "month"

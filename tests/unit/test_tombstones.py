@@ -14,15 +14,15 @@ from langchain_core.messages import AIMessage, HumanMessage
 
 from logicmap import add_messages
 from logicmap.agents.segmenter import turns_summary
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.cli import main
-from logicmap.graphs.forget import forget
-from logicmap.graphs.ingest import ingest_conversation
-from logicmap.graphs.resources import Resources
-from logicmap.memory.backup import export_namespace, import_namespace
-from logicmap.memory.loaders import Conversation, RawTurn, Session
-from logicmap.memory.records import Turn
-from logicmap.memory.tombstones import content_hash, said_summary
+from logicmap.graphs.ingest.ingest import ingest_conversation
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.graphs.surfaces.cli import main
+from logicmap.graphs.writes.forget import forget
+from logicmap.memory.files.backup import export_namespace, import_namespace
+from logicmap.memory.files.loaders import Conversation, RawTurn, Session
+from logicmap.memory.records.records import Turn
+from logicmap.memory.records.tombstones import content_hash, said_summary
 from tests.conftest import make_resources
 from tests.reliability.support import memory_problems
 

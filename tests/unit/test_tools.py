@@ -9,8 +9,8 @@ from langchain_core.messages import AIMessage, ToolMessage
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode
 
-from logicmap.memory.graph import EventGraph
-from logicmap.memory.loaders import Session
+from logicmap.memory.files.loaders import Session
+from logicmap.memory.indexes.graph import EventGraph
 from logicmap.tools import (
     EVENT_TOOLS,
     MRAGENT_TOOLS,
@@ -228,7 +228,7 @@ def test_remember_ingests_through_the_injected_callable() -> None:
 
 
 def test_remember_then_search_finds_it(resources) -> None:
-    from logicmap.graphs.chatbot import session_ingester
+    from logicmap.graphs.chat.chatbot import session_ingester
 
     remember = create_remember_tool("alice", ingest=session_ingester(resources, policy="heuristic"))
     assert call(remember, {"text": "I keep bees on the roof of my house in Braga.", "speaker": "Alice"}).status == "success"

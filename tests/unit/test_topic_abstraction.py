@@ -16,11 +16,11 @@ from typing import Any
 from logicmap.agents.testing import ScriptedChatModel
 from logicmap.agents.topic_abstractor import TopicCluster, abstract_topics, fallback_abstracts, key_terms
 from logicmap.evals.bench.scripted import scripted_reply
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.graphs.reconstruct import _topics_text
-from logicmap.graphs.result import EvidenceItem
-from logicmap.memory.backup import export_namespace, import_namespace
-from logicmap.memory.records import Topic
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.graphs.runtime.result import EvidenceItem
+from logicmap.graphs.strategies.reconstruct import _topics_text
+from logicmap.memory.files.backup import export_namespace, import_namespace
+from logicmap.memory.records.records import Topic
 from logicmap.prompts.abstract_topics import SYSTEM_MARKER
 from logicmap.tools import create_query_topic_events_tool
 from tests.conftest import make_resources
@@ -212,7 +212,7 @@ def _first(sample, n: int):
 
 
 def test_a_reclustering_keeps_the_label_of_a_topic_whose_members_stayed() -> None:
-    from logicmap.graphs.ingest_nodes import carry_topic_labels
+    from logicmap.graphs.ingest.nodes import carry_topic_labels
 
     before = {"T0": Topic(id="T0", namespace="n", centroid=[1.0], members=["a", "b"], label="dogs",
                           description="About dogs.", label_source="llm"),

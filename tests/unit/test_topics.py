@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from logicmap.memory.records import Topic
-from logicmap.memory.topics import TopicLayer, n_clusters_for
+from logicmap.memory.indexes.topics import TopicLayer, n_clusters_for
+from logicmap.memory.records.records import Topic
 
 
 def _blob(center: np.ndarray, n: int, seed: int, spread: float = 0.05) -> list[np.ndarray]:
@@ -126,8 +126,8 @@ def test_ingest_reclusters_every_fourth_session_by_default(resources, tmp_path) 
     """The ingest's own defaults (the settings' and ``IngestContext``'s): sessions 1 and 4 re-cluster."""
     from datetime import datetime
 
-    from logicmap.graphs.ingest import IngestContext, ingest_conversation
-    from logicmap.memory.loaders import Conversation, RawTurn, Session
+    from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+    from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     sessions = [
         Session(session_id=f"S{s}", timestamp=datetime(2024, 1, s, 10, 0), timestamp_text=f"10:00 am on {s} January, 2024",

@@ -26,7 +26,7 @@ from langchain_core.tracers.langchain import wait_for_all_tracers
 from langgraph.checkpoint.memory import InMemorySaver
 
 from logicmap.agents.testing import ScriptedChatModel
-from logicmap.graphs.resources import Resources, set_default_resources, set_server_mode
+from logicmap.graphs.runtime.resources import Resources, set_default_resources, set_server_mode
 from tests.conftest import make_resources
 
 QUESTION = "What is the name of Maya's dog?"
@@ -105,7 +105,7 @@ def collector() -> Iterator[Collector]:
 @pytest.fixture(scope="module")
 def memory(tmp_path_factory: pytest.TempPathFactory, sample: Any) -> Iterator[Resources]:
     """The sample's first two sessions ingested without an LLM: namespace ``alice``, and ``alice-r2`` with R2 facts."""
-    from logicmap.graphs.ingest import ingest_conversation
+    from logicmap.graphs.ingest.ingest import ingest_conversation
 
     res = make_resources(tmp_path_factory.mktemp("collected"))
     two = sample.model_copy(update={"sessions": sample.sessions[:2]})
@@ -121,8 +121,8 @@ def _scripted(memory: Resources) -> Resources:
 
 
 def _routers() -> set[str]:
-    from logicmap.graphs.chatbot import builder as chat_builder
-    from logicmap.graphs.strategies import GRAPH_STRATEGIES
+    from logicmap.graphs.chat.chatbot import builder as chat_builder
+    from logicmap.graphs.strategies.registry import GRAPH_STRATEGIES
 
     builders = [s.graph.builder for s in GRAPH_STRATEGIES.values()] + [chat_builder]
     return {spec.path.name for b in builders for branches in b.branches.values() for spec in branches.values()}
@@ -142,7 +142,7 @@ def _check_root(collector: Collector, name: str, policy: str, namespace: str) ->
 
 
 def test_every_strategy_sends_one_root_run(collector: Collector, memory: Resources) -> None:
-    from logicmap.graphs.strategies import STRATEGIES, answer
+    from logicmap.graphs.strategies.registry import STRATEGIES, answer
 
     assert {"dense", "bm25", "forward_react"} <= set(STRATEGIES)
     for name in STRATEGIES:
@@ -174,7 +174,7 @@ def _check_chat_turn(collector: Collector, out: dict[str, Any]) -> None:
 @pytest.mark.parametrize("compiled", ["module graph", "build().compile()", "build().compile(checkpointer)"])
 def test_the_chatbot_however_compiled_sends_one_root_run(collector: Collector, memory: Resources,
                                                          compiled: str) -> None:
-    from logicmap.graphs.chatbot import ChatContext, build_chatbot_graph, graph
+    from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph, graph
 
     bot = {"module graph": graph, "build().compile()": build_chatbot_graph().compile(),
            "build().compile(checkpointer)": build_chatbot_graph().compile(checkpointer=InMemorySaver())}[compiled]
@@ -187,7 +187,7 @@ def test_the_served_chatbot_sends_one_root_run_with_the_resolved_tenant(collecto
                                                                         memory: Resources) -> None:
     """As the LangGraph API server runs it: the assistant's context mirrored into ``configurable`` (and from there
     into the metadata, as a template), the authenticated user in ``configurable``, process-wide resources."""
-    from logicmap.graphs.chatbot import graph
+    from logicmap.graphs.chat.chatbot import graph
 
     context = {"namespace": "{user_id}", "strategy": "dense", "remember_mode": "sync"}  # the turn stored in its run
     config = {"configurable": {**context, "langgraph_auth_user_id": "alice", "thread_id": str(uuid.uuid4())},

@@ -1,11 +1,11 @@
-"""logicmap.graphs.tracing: run names, tags and metadata for graph runs; nothing traced when tracing is off."""
+"""logicmap.graphs.runtime.tracing: run names, tags and metadata for graph runs; nothing traced when tracing is off."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from logicmap.agents.base import Cost
-from logicmap.graphs.tracing import cost_metadata, role_trace, run_config, traced_run, tracing_enabled
+from logicmap.graphs.runtime.tracing import cost_metadata, role_trace, run_config, traced_run, tracing_enabled
 
 
 @dataclass
@@ -30,8 +30,8 @@ def test_run_config_names_tags_and_flattens_budgets() -> None:
 
 
 def test_the_hidden_resources_field_stays_out_of_the_metadata() -> None:
-    from logicmap.graphs.compass import CompassContext
-    from logicmap.graphs.resources import Resources
+    from logicmap.graphs.runtime.resources import Resources
+    from logicmap.graphs.strategies.compass import CompassContext
 
     meta = run_config("compass", namespace="n", policy="llm", budgets=CompassContext(resources=Resources()))["metadata"]
     assert "resources" not in meta and meta["top_k"] == 5

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from logicmap.graphs.compass import answer
-from logicmap.memory.records import Cue, Event, Relation, Tag, Turn
+from logicmap.graphs.strategies.compass import answer
+from logicmap.memory.records.records import Cue, Event, Relation, Tag, Turn
 from logicmap.memory.store import ChangeSet
 
 QUESTION = "Who paced Sam in the half marathon, and what role will he have at Sam's wedding?"
@@ -109,8 +109,8 @@ def test_the_second_hop_finds_an_answer_that_shares_no_word_with_the_question(re
 
 
 def test_hop_features_say_how_the_traversal_reached_each_turn(resources) -> None:
-    from logicmap.memory.ranking import BASE_FEATURES
-    from logicmap.memory.traversal import HOP_FEATURES, TraversalRanker, hop_features
+    from logicmap.memory.retrieval.ranking import BASE_FEATURES
+    from logicmap.memory.retrieval.traversal import HOP_FEATURES, TraversalRanker, hop_features
 
     _commit(resources, "feat")
     snapshot = resources.store.snapshot("feat")

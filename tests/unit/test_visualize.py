@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from logicmap.graphs.cli import main
-from logicmap.graphs.visualize import render_event_graph_html, write_event_graph
-from logicmap.memory.graph import EventGraph
+from logicmap.graphs.surfaces.cli import main
+from logicmap.graphs.surfaces.visualize import render_event_graph_html, write_event_graph
+from logicmap.memory.indexes.graph import EventGraph
 
 
 def test_html_shows_every_event_topic_and_relation_type(ingested_sample) -> None:

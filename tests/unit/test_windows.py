@@ -10,8 +10,8 @@ import pytest
 from logicmap.agents.relations import relate_session
 from logicmap.agents.segmenter import render_turns, segment_session
 from logicmap.agents.windowing import ContextBudget, clip_line, fit_lines, plan_windows
-from logicmap.graphs.ingest import IngestContext, ingest_conversation
-from logicmap.memory.records import Turn
+from logicmap.graphs.ingest.ingest import IngestContext, ingest_conversation
+from logicmap.memory.records.records import Turn
 from logicmap.prompts import segment as segment_prompt
 from tests.unit.session_models import SessionModel, long_conversation
 

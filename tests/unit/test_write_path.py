@@ -1,4 +1,4 @@
-"""The write path (``graphs.consolidate``, ``memory.store.pending_log``, ``memory.store.live``): a put is a fast,
+"""The write path (``graphs.writes.consolidate``, ``memory.store.pending_log``, ``memory.store.live``): a put is a fast,
 durable write visible at once, and the consolidator builds the event graph behind it, never losing, repeating or
 half-showing a write. Run on the embedded Chroma store and on the in-process one (``memory://``)."""
 
@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from logicmap.graphs.basestore import LogicMapStore
-from logicmap.graphs.consolidate import consolidate, write_sessions
-from logicmap.graphs.resources import Resources
-from logicmap.graphs.strategies import answer
-from logicmap.memory.loaders import RawTurn, Session
+from logicmap.graphs.runtime.resources import Resources
+from logicmap.graphs.strategies.registry import answer
+from logicmap.graphs.surfaces.basestore import LogicMapStore
+from logicmap.graphs.writes.consolidate import consolidate, write_sessions
+from logicmap.memory.files.loaders import RawTurn, Session
 from logicmap.memory.store.inmemory import clear_in_process_memory
 from logicmap.memory.store.live import live_snapshot
 from logicmap.memory.store.pending_log import PENDING_FILE
@@ -134,7 +134,7 @@ def test_a_consolidation_run_takes_at_most_its_turn_budget_and_reads_only_what_i
                                                                                         ) -> None:
     """Issue 37, item 11: a backlog of large writes (one ``add_messages`` of 100,000 messages is 50 sessions of
     2,000) is consolidated a turn budget at a time, and a run reads whole only the writes it takes."""
-    from logicmap.graphs import consolidate as module
+    from logicmap.graphs.writes import consolidate as module
 
     monkeypatch.setattr(module, "BATCH_TURNS", 5)
     write_sessions(NS, [Session(session_id=f"s{i}", turns=[RawTurn(dia_id=f"s{i}:{j}", speaker="user",
@@ -185,7 +185,7 @@ def test_a_pending_log_written_before_heads_had_columns_is_read_and_consolidated
 
 
 def test_a_run_reads_the_writes_it_was_pinned_with(resources: Resources) -> None:
-    from logicmap.graphs.pin import RunPin, snapshot_of
+    from logicmap.graphs.runtime.pin import RunPin, snapshot_of
 
     store = _store(resources)
     store.put(ALICE, "a", {"content": "I collect stamps."})
@@ -234,7 +234,7 @@ def test_a_written_put_survives_a_killed_process(tmp_path: Path) -> None:
         import os, signal
         from pathlib import Path
         from tests.conftest import make_resources
-        from logicmap.graphs.basestore import LogicMapStore
+        from logicmap.graphs.surfaces.basestore import LogicMapStore
         res = make_resources(Path({str(data)!r}))
         store = LogicMapStore(resources=res, policy="heuristic", consolidation="manual")
         store.put(("memories", "alice"), "home", {{"content": "I live in Braga."}})
@@ -305,9 +305,9 @@ def test_logicmap_export_consolidates_pending_writes_first(tmp_path: Path, capsy
 
 
 def test_add_messages_and_remember_are_fast_writes_recalled_before_consolidation(tmp_path: Path) -> None:
-    from logicmap.graphs.chat_ingestion import ingest_session
-    from logicmap.graphs.chat_messages import add_messages
-    from logicmap.graphs.consolidate import flush
+    from logicmap.graphs.chat.ingestion import ingest_session
+    from logicmap.graphs.chat.messages import add_messages
+    from logicmap.graphs.writes.consolidate import flush
     from logicmap.tools.remember import statement_session
 
     res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
@@ -355,7 +355,7 @@ def test_a_large_add_messages_keeps_each_pending_vector_as_one_float32_row(resou
 
     import numpy as np
 
-    from logicmap.graphs.chat_messages import add_messages
+    from logicmap.graphs.chat.messages import add_messages
 
     resources.settings.consolidation = "manual"  # the writes stay pending: what is measured is theirs
     n = 1200
