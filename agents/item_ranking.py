@@ -22,8 +22,9 @@ the graph-feature reranker (session, event, window) say nothing about it. An ite
      of each other and their own embeddings at least ``RIVAL_SIMILARITY`` alike, or when they are COUNTERPARTS:
      each is the other's most alike item on the other side of time among those relevant items (the older's most
      alike newer one, the newer's most alike older one), at least ``COUNTERPART_SIMILARITY`` alike, within
-     ``COUNTERPART_MARGIN``: a restatement of the same attribute, phrased further from the question than the
-     statement it replaces ("I took up surfing instead." after "In my free time I do photography.").
+     ``COUNTERPART_MARGIN``, and of the same kind (the same value fields: a structured profile never supersedes a
+     note): a restatement of the same attribute, phrased further from the question than the statement it replaces
+     ("I took up surfing instead." after "In my free time I do photography.").
 
   A put on an existing key has already replaced the item (``LogicMapStore.put``): one key, one value.
 
@@ -225,7 +226,10 @@ def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.nda
     if third_party is not None:
         newer &= third_party[rows][:, None] == third_party[rows][None, :]
     rival = newer & (gap <= RIVAL_MARGIN) & (alike >= RIVAL_SIMILARITY)
-    rival |= _counterparts(newer, alike) & (gap <= COUNTERPART_MARGIN) & (alike >= COUNTERPART_SIMILARITY)
+    shape = [tuple(sorted(index.items[r].value)) for r in rows]  # a value's fields: the kind of memory it is
+    same_kind = np.array([[a == b for b in shape] for a in shape], dtype=bool)
+    rival |= (_counterparts(newer & same_kind, alike) & (gap <= COUNTERPART_MARGIN)
+              & (alike >= COUNTERPART_SIMILARITY))
     when = np.where(rival, index.updated[rows][None, :], -np.inf)
     by[rows] = np.where(rival.any(axis=1), rows[np.argmax(when, axis=1)], -1)
     return by
