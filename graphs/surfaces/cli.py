@@ -691,7 +691,11 @@ def add_core_commands(sub: Any) -> None:
     p.set_defaults(func=cmd_namespaces)
 
     _add_stored_memory_commands(sub)
+    _add_model_and_chat_commands(sub)
 
+
+def _add_model_and_chat_commands(sub: Any) -> None:
+    """local-llm, chat and facts."""
     p = sub.add_parser("local-llm", help="serve SmolLM2-135M (llama.cpp, OpenAI-compatible) on 127.0.0.1 until Ctrl-C")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     p.add_argument("--threads", type=int, help="generation threads (default: half the cores)")

@@ -296,11 +296,19 @@ def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef
             yield node
 
 
+def _body_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    """A function's lines after its signature and docstring (what the formatter's layout of a long signature, one
+    parameter a line, does not change)."""
+    body = function.body
+    has_docstring = isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and len(body) > 1
+    first = body[1] if has_docstring else body[0]
+    return int(function.end_lineno or first.lineno) - first.lineno + 1
+
+
 @pytest.mark.parametrize("path", sorted((ROOT / "graphs").rglob("*.py")), ids=lambda p: p.name)
 def test_graph_modules_have_short_module_level_functions(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    too_long = [f"{f.name} ({f.end_lineno - f.lineno + 1} lines)" for f in _functions(tree)
-                if f.end_lineno - f.lineno + 1 > MAX_GRAPH_FUNCTION_LINES]
+    too_long = [f"{f.name} ({_body_lines(f)} lines)" for f in _functions(tree) if _body_lines(f) > MAX_GRAPH_FUNCTION_LINES]
     nested = [f"{inner.name} in {outer.name}" for outer in _functions(tree) for inner in _functions(outer)
               if inner is not outer]
     assert not too_long, f"{path.name}: functions longer than {MAX_GRAPH_FUNCTION_LINES} lines: {too_long}"
