@@ -51,3 +51,37 @@ def test_rewritten_topics_keep_their_old_versions_compact_and_readable_at_their_
         t.centroid for t in _topics(namespace, rounds)]
     report = store.purge(namespace)
     assert report.versions_removed == {"topics": rounds * 5}
+
+
+def test_a_store_app_retains_a_bounded_number_of_bytes_per_consolidated_item() -> None:
+    from langgraph.store.base import PutOp
+
+    from logicmap import LogicMapStore, Resources
+
+    settings = LogicMapSettings(store_url=f"memory://{uuid.uuid4().hex}", embedding_provider="hashing")
+    store = LogicMapStore(resources=Resources(settings=settings), policy="heuristic", consolidation="manual")
+    words = "dog walk park coffee hospital shift marathon race pottery class move city sister dinner".split()
+    rng = np.random.default_rng(7)
+    namespace = ("memories", "alice")
+
+    def put(lo: int, hi: int) -> None:
+        store.batch([PutOp(namespace, f"m{i}", {"content": f"Memory {i}: I talked about " + " ".join(
+            rng.choice(words, 7))}) for i in range(lo, hi)])
+        store.flush()
+
+    put(0, 20)  # the code paths' own first-use allocations (modules, caches) before measuring
+    items = 100
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for lo in range(20, 20 + items, 50):
+            put(lo, lo + 50)
+        gc.collect()
+        per_item = (tracemalloc.get_traced_memory()[0] - before) / items
+    finally:
+        tracemalloc.stop()
+    assert len(store.search(namespace, query="coffee", limit=200)) == 20 + items
+    # About 26 kB now (a turn, an event, their float32 vectors, relations, tags, versions, the embedder's cache); a
+    # vector kept as a list of Python floats costs 12 kB more each, a retired version kept as objects 9 kB more.
+    assert per_item < 40_000, per_item
