@@ -16,10 +16,9 @@ The context, state, reports and nodes live in ``graphs.ingest.nodes`` (shared wi
 from __future__ import annotations
 
 import dataclasses
-import gc
 import time
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -67,6 +66,7 @@ from logicmap.graphs.runtime.tracing import run_config, traced_graph
 from logicmap.memory.files.loaders import Conversation, load_conversations
 from logicmap.memory.records.records import validate_namespace
 from logicmap.memory.runtime.blocking import run_blocking
+from logicmap.memory.runtime.heap import return_freed_memory
 from logicmap.memory.runtime.tenancy import python_caller
 
 __all__ = [
@@ -157,31 +157,8 @@ def _progress_sink(progress: bool | Callable[[SessionReport], None], sessions: i
     return (progress if callable(progress) else None), None
 
 
-@cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    """glibc's ``malloc_trim``, or None elsewhere (musl, macOS)."""
-    import ctypes
-
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return None
-
-
 RELEASE_EVERY = 10
-"""Sessions between two returns of freed memory to the system during one ingest."""
-
-
-def _return_freed_memory() -> None:
-    """Free the cyclic garbage of the last sessions' builds and hand freed memory back to the system.
-
-    Each session allocates and drops large arrays (snapshot deltas, vectors, k-means) inside reference cycles
-    that Python's collector reaches late with this many live objects, and glibc keeps freed pages: a
-    10,000-turn ingest held about twice the memory it used (``evals/bench/bench_many_sessions.py``)."""
-    gc.collect()
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
+"""Sessions between two returns of freed memory to the system during one ingest (``memory.runtime.heap``)."""
 
 
 def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: IngestContext, resources: Resources,
@@ -197,7 +174,7 @@ def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: Ing
                     reports.append(report)
                     scope.restart()
                     if not report.skipped and len(reports) % RELEASE_EVERY == 0:
-                        _return_freed_memory()
+                        return_freed_memory()
                     if on_report is not None:
                         on_report(report)
                 fallbacks.extend((delta or {}).get("fallbacks", []) or [])

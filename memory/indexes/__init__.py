@@ -8,6 +8,7 @@ Like every room of ``memory``: deterministic, no LLM, nothing from ``agents``, `
 | ``cue_index`` | the cue index |
 | ``embeddings`` | the embedder factory (MiniLM offline, OpenAI, hashing) and the cache |
 | ``graph`` | ``EventGraph``: a snapshot's events and relations as compact arrays, with a ``networkx`` view |
+| ``kmeans`` | the topic layer's k-means in numpy (scikit-learn's labels, without importing it) |
 | ``snapshot_file`` | vector tables and the persisted per-namespace snapshot cache (checked, rebuilt when stale) |
 | ``topics`` | the topic layer: k-means, incremental assignment, periodic re-clustering |
 """

@@ -13,6 +13,7 @@ from typing import cast
 import numpy as np
 
 from logicmap.memory.indexes.embeddings import normalize
+from logicmap.memory.indexes.kmeans import kmeans_labels
 from logicmap.memory.records.records import Topic
 
 __all__ = ["TopicLayer", "TopicUpdate", "n_clusters_for"]
@@ -116,9 +117,7 @@ class TopicLayer:
         if k <= 1:
             labels = np.zeros(len(ids), dtype=int)
         else:
-            from sklearn.cluster import KMeans
-
-            labels = KMeans(n_clusters=k, n_init=3, random_state=self.random_state).fit_predict(matrix)
+            labels = kmeans_labels(matrix, k, n_init=3, random_state=self.random_state)
         clusters: dict[int, list[int]] = {}
         for row, label in enumerate(labels):
             clusters.setdefault(int(label), []).append(row)

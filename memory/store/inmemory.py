@@ -2,7 +2,7 @@
 
 Nothing reaches disk and nothing outlives the process. Each record is kept as versions with the generations they
 were born and retired at (as the Chroma backend keeps them), so a run pinned to a generation reads it however many
-commits land meanwhile; a commit is checked whole (``port.check_commit``, turn ids) before one version is written,
+commits land meanwhile (a retired version is kept pickled: ``_Version.retire``); a commit is checked whole (``port.check_commit``, turn ids) before one version is written,
 then applied under the store's lock, so it is all or nothing and a reader sees the old generation or the new one.
 ``purge`` drops the retired versions; ``drop_namespace`` the namespace.
 
@@ -12,10 +12,11 @@ memory, as two stores on one Chroma directory would.
 
 from __future__ import annotations
 
+import pickle
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from pydantic import BaseModel
@@ -42,13 +43,27 @@ __all__ = ["InProcessStore", "clear_in_process_memory"]
 
 @dataclass
 class _Version:
-    record: BaseModel
+    """One version of a record: the record itself while it is live; once retired, pickled (``retire``)."""
+
+    held: BaseModel | bytes
     vector: np.ndarray | None
     born: int
     died: int = SENTINEL
 
     def seen_at(self, generation: int) -> bool:
         return self.born <= generation < self.died
+
+    @property
+    def record(self) -> BaseModel:
+        return self.held if isinstance(self.held, BaseModel) else cast(BaseModel, pickle.loads(self.held))
+
+    def retire(self, generation: int) -> None:
+        """Retired at ``generation``: only a run pinned to an older one reads it again, so it is kept pickled (as
+        the Chroma backend keeps it on disk until a purge), not as objects. A topic's 384 centroid floats take
+        12 kB as Python objects, under 4 kB pickled; a topic is rewritten at every re-clustering."""
+        self.died = generation
+        if isinstance(self.held, BaseModel):
+            self.held = pickle.dumps(self.held, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 @dataclass
@@ -99,7 +114,10 @@ class InProcessStore(PendingWrites):
         return sorted(ns for ns in names if under is None or ns == under or ns.startswith(under + "."))
 
     def has_namespace(self, namespace: str) -> bool:
-        return self.manifest(namespace).generation > 0
+        namespace = validate_namespace(namespace)
+        with self._memory.lock:  # no copy of the manifest (its sessions grow with the namespace) to read one number
+            space = self._memory.spaces.get(namespace)
+            return space is not None and space.manifest.generation > 0
 
     def require_namespace(self, namespace: str) -> Manifest:
         manifest = self.manifest(namespace)
@@ -176,11 +194,11 @@ class InProcessStore(PendingWrites):
                 for rid in ids:
                     live = self._live(space, kind_field, rid)
                     if live is not None:
-                        live.died = generation
+                        live.retire(generation)
             for kind_field, rid, record, vector in writes:
                 live = self._live(space, kind_field, rid)
                 if live is not None:
-                    live.died = generation
+                    live.retire(generation)
                 space.versions[kind_field].setdefault(rid, []).append(_Version(record, vector, generation))
             if restored is None:
                 space.manifest = next_manifest(space.manifest, change, generation, embedder)

@@ -6,7 +6,8 @@ in-memory snapshot (``live.applied``), so each session sees the ones before it e
 ``write()`` then commits the difference between the base snapshot and the staged one as ONE change set on the real
 store, at the base generation: all the batch's sessions visible at once, or none (a ``GenerationConflict`` when
 another writer moved the namespace meanwhile: the batch is recomputed). Every other namespace, and every other
-operation, goes to the real store.
+operation, goes to the real store. A batch of ``RELEASE_AFTER`` sessions or more, once written, hands the memory its
+staged views freed back to the system (``memory.runtime.heap``).
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ import numpy as np
 
 from logicmap.memory.indexes.snapshot_file import VectorTable
 from logicmap.memory.records.kinds import RECORD_KINDS
+from logicmap.memory.runtime.heap import return_freed_memory
 from logicmap.memory.store.errors import GenerationConflict
 from logicmap.memory.store.live import applied
 from logicmap.memory.store.model import ChangeSet, ForgetAudit, Manifest, NamespaceSnapshot
 from logicmap.memory.store.port import StoragePort, check_commit, next_manifest
 
-__all__ = ["StagedStore"]
+__all__ = ["RELEASE_AFTER", "StagedStore"]
+
+RELEASE_AFTER = 10  # staged commits (sessions) from which a written batch returns freed memory to the system
 
 
 class StagedStore:
@@ -103,7 +107,10 @@ class StagedStore:
             return None
         if self.store.manifest(self.namespace).generation != self.base.generation:
             raise GenerationConflict(f"namespace {self.namespace!r} moved while a consolidation batch was staged")
-        return self.store.commit(self.change())
+        manifest = self.store.commit(self.change())
+        if self.staged >= RELEASE_AFTER:
+            return_freed_memory()
+        return manifest
 
 
 def _rows(table: VectorTable, ids: Sequence[str]) -> list[list[float]]:
