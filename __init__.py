@@ -124,7 +124,6 @@ _EXPORTS = {
 }
 
 
-
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:

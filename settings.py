@@ -33,34 +33,42 @@ class LogicMapSettings(BaseSettings):
     temperature: float = 0.0
     request_timeout: float = Field(default=120.0, gt=0, description="Seconds one chat model request may take.")
     retry_budget_s: float = Field(
-        default=60.0, ge=0,
+        default=60.0,
+        ge=0,
         description="Seconds one chat model call may spend retrying rate limits (429), server errors (5xx), "
         "timeouts and refused connections, honouring Retry-After, before the run stops with an error.",
     )
-    retry_base_s: float = Field(default=0.5, gt=0, description="First backoff ceiling in seconds (doubles per retry, full jitter).")
+    retry_base_s: float = Field(
+        default=0.5, gt=0, description="First backoff ceiling in seconds (doubles per retry, full jitter)."
+    )
     retry_max_requests: int = Field(default=8, ge=1, description="At most this many requests per chat model call.")
     run_deadline_s: float = Field(
-        default=900.0, ge=0,
+        default=900.0,
+        ge=0,
         description="Wall-clock limit of one question or one ingested session, model calls and backoff included; "
         "past it the run stops with an error and commits nothing partial. 0 = no limit.",
     )
     max_question_chars: int = Field(
-        default=8000, ge=1,
+        default=8000,
+        ge=1,
         description="Longest question a strategy answers (answer(), every strategy graph's input, `ask`, the "
         "chatbot's recall query); a longer one is refused with one clear error before any work.",
     )
     max_message_chars: int = Field(
-        default=32000, ge=1,
+        default=32000,
+        ge=1,
         description="Longest chat message the chatbot takes (it is stored as a turn; recall uses its last "
         "max_question_chars characters); a longer one is refused with one clear error before any work.",
     )
     chat_idle_gap_s: float = Field(
-        default=1800.0, gt=0,
+        default=1800.0,
+        gt=0,
         description="add_messages and the chatbot start a new chat session when a message comes this many seconds "
         "after the namespace's last message (also splits a JSONL file's lines without a session field).",
     )
     context_tokens: int = Field(
-        default=8192, ge=512,
+        default=8192,
+        ge=512,
         description="The chat model's context window in tokens: longer sessions go to each ingest role in windows.",
     )
     combined_extraction: bool = Field(
@@ -91,7 +99,9 @@ class LogicMapSettings(BaseSettings):
         "spins while other programs hold the cores), in every storage mode; a number sets more.",
     )
     async_workers: int = Field(
-        default=4, ge=1, le=64,
+        default=4,
+        ge=1,
+        le=64,
         description="Worker threads of the one shared executor the async API (aanswer, aingest_conversation, "
         "aforget, the tools' async bodies, the MCP server) runs blocking work on (Chroma, embeddings, sync model "
         "calls). Concurrent calls beyond it wait for a worker; the event loop never blocks.",
@@ -109,7 +119,8 @@ class LogicMapSettings(BaseSettings):
     chroma_host: str | None = Field(default=None, description="Chroma server host: server mode when set.")
     chroma_port: int = 8000
     commit_lease_s: float = Field(
-        default=120.0, gt=0,
+        default=120.0,
+        gt=0,
         description="Server mode: how long a writer's commit lease lasts, so a writer that died holding it blocks "
         "the namespace's other writers at most this long.",
     )
@@ -123,7 +134,9 @@ class LogicMapSettings(BaseSettings):
         "assistant that has none.",
     )
     store_user_label: int = Field(
-        default=1, ge=0, le=15,
+        default=1,
+        ge=0,
+        le=15,
         description="API server with LangGraph auth on: the position (0-based) of the store namespace label that "
         "must be the authenticated user's id on the /store routes (1: ('memories', user_id, ...), LangMem's and the "
         "memory-template's layout). A request whose namespace or prefix does not carry it there is refused (403).",
@@ -142,13 +155,15 @@ class LogicMapSettings(BaseSettings):
         "thread of the process), sync (before the write returns), manual (flush() or `logicmap consolidate`)",
     )
     compact_every: int = Field(
-        default=20, ge=0,
+        default=20,
+        ge=0,
         description="the consolidator purges a namespace's retired versions after this many replaced values "
         "(LogicMapStore puts on existing keys) were consolidated in this process, so disk grows with live memory, "
         "not with history (0: only explicit purges)",
     )
     max_pending: int = Field(
-        default=1000, ge=0,
+        default=1000,
+        ge=0,
         description="the most fast writes a namespace may have waiting for consolidation before a write consolidates "
         "in its own thread first (LogicMapStore, add_messages; graphs.consolidate)",
     )

@@ -101,10 +101,15 @@ def select_candidates(
         schema=CandidateSelection,
         validate=validate,
         fallback=lambda: CandidateSelection(
-            keep=keep_most_similar(question, candidates, embeddings, floor=floor, limit=limit).keep),
+            keep=keep_most_similar(question, candidates, embeddings, floor=floor, limit=limit).keep
+        ),
         method=method,
         tags=tags,
         metadata={**(metadata or {}), "prompt_version": prompt.CANDIDATE_VERSION},
     )
-    return RoleOutcome(output=PruneDecision(keep=outcome.output.keep), cost=outcome.cost, fallback=outcome.fallback,
-                       attempts=outcome.attempts)
+    return RoleOutcome(
+        output=PruneDecision(keep=outcome.output.keep),
+        cost=outcome.cost,
+        fallback=outcome.fallback,
+        attempts=outcome.attempts,
+    )

@@ -117,7 +117,8 @@ def evidence_sentences(evidence: Sequence[EvidenceLike]) -> tuple[list[EvidenceS
     seen: set[str] = set()
     for rank, item in enumerate(evidence):
         dated: list[tuple[str, re.Match[str] | None]] = [
-            (line, said) for line in item.text.splitlines() if (said := _LINE_DATE.search(line))]
+            (line, said) for line in item.text.splitlines() if (said := _LINE_DATE.search(line))
+        ]
         asked = ""  # the turn before, when it asked a question: the turn after answers it
         for line, said in dated or [(line, None) for line in item.text.splitlines()]:
             # The date a turn was said: its line's "(YYYY-MM-DD)", else the evidence item's time.
@@ -128,7 +129,7 @@ def evidence_sentences(evidence: Sequence[EvidenceLike]) -> tuple[list[EvidenceS
                     if not content_stems(sentence) or sentence in seen:
                         continue
                     seen.add(sentence)
-                    context = " ".join([asked, *parts[:index], *parts[index + 1:]]).strip()
+                    context = " ".join([asked, *parts[:index], *parts[index + 1 :]]).strip()
                     sentences.append(EvidenceSentence(sentence, item.id, anchor, rank, context))
                 asked = " ".join(p for p in parts if p.rstrip().endswith("?"))
     return sentences, speakers
@@ -240,8 +241,12 @@ def _answer_candidates(question: str, turns: Iterable[str], snapshot: NamespaceS
 
 
 def answer_from_active_set(
-    question: str, active: Sequence[ActiveItem], snapshot: NamespaceSnapshot, *,
-    ranked_events: list[str] | None = None, cues: list[str] | None = None,
+    question: str,
+    active: Sequence[ActiveItem],
+    snapshot: NamespaceSnapshot,
+    *,
+    ranked_events: list[str] | None = None,
+    cues: list[str] | None = None,
 ) -> ReconstructedAnswer:
     """The sentences of the best-matching turn among the active set, with its event's date for "when" questions.
     ``NO_ANSWER`` when nothing in the active set shares a word with the question."""
@@ -301,9 +306,34 @@ def answer_from_active_set(
 # -- the chatbot's reply ----------------------------------------------------------------------------
 
 NOTHING_RECALLED = "I don't have anything in memory about that yet."
-_QUESTION_STARTS = ("what", "when", "where", "who", "whom", "whose", "which", "why", "how", "do ", "does", "did",
-                    "is ", "are ", "was", "were", "can", "could", "should", "would", "will", "have", "has", "tell me",
-                    "remind me", "remember")
+_QUESTION_STARTS = (
+    "what",
+    "when",
+    "where",
+    "who",
+    "whom",
+    "whose",
+    "which",
+    "why",
+    "how",
+    "do ",
+    "does",
+    "did",
+    "is ",
+    "are ",
+    "was",
+    "were",
+    "can",
+    "could",
+    "should",
+    "would",
+    "will",
+    "have",
+    "has",
+    "tell me",
+    "remind me",
+    "remember",
+)
 
 
 def _is_question(text: str) -> bool:

@@ -211,8 +211,11 @@ def _failure_problem(exc: BaseException, probe: _UsageProbe) -> tuple[str, str]:
     text = str(getattr(choices[0].message, "content", "") or "") if choices else ""
     name = type(exc).__name__
     if name == "LengthFinishReasonError":
-        return ("your reply was cut off at the output token limit (finish_reason=length) before the JSON was "
-                "complete; reply with a shorter JSON object", text)
+        return (
+            "your reply was cut off at the output token limit (finish_reason=length) before the JSON was "
+            "complete; reply with a shorter JSON object",
+            text,
+        )
     if name == "ContentFilterFinishReasonError":
         return "your reply was stopped by the provider's content filter (finish_reason=content_filter)", text
     if probe.replied and probe.choices == 0:
@@ -223,7 +226,9 @@ def _failure_problem(exc: BaseException, probe: _UsageProbe) -> tuple[str, str]:
 def _finish_problem(reply: BaseMessage) -> str | None:
     finish = (getattr(reply, "response_metadata", None) or {}).get("finish_reason")
     if finish == "length":
-        return "your reply was cut off at the output token limit (finish_reason=length); reply with a shorter JSON object"
+        return (
+            "your reply was cut off at the output token limit (finish_reason=length); reply with a shorter JSON object"
+        )
     if finish == "content_filter":
         return "your reply was stopped by the provider's content filter (finish_reason=content_filter)"
     return None
@@ -293,8 +298,13 @@ def _runnable(
     return make
 
 
-def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[BaseMessage], config: dict[str, Any],
-             llm: BaseChatModel, cost: Cost) -> tuple[_Reply | None, str, str]:
+def _request(
+    make: Callable[[float | None], _AnyRunnable],
+    conversation: list[BaseMessage],
+    config: dict[str, Any],
+    llm: BaseChatModel,
+    cost: Cost,
+) -> tuple[_Reply | None, str, str]:
     """One reply of ``make(timeout)`` run with ``config`` (run name, tags, metadata: ``with_config``), retrying
     transient provider errors; or ``(None, problem, shown)`` when the reply could not be read. Its requests, replies
     and tokens go into ``cost``. Provider errors (``ProviderError``) propagate."""
@@ -335,8 +345,9 @@ def _request(make: Callable[[float | None], _AnyRunnable], conversation: list[Ba
     return reply, "", ""
 
 
-def request_reply(bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel,
-                  cost: Cost) -> tuple[BaseMessage | None, str, str]:
+def request_reply(
+    bound: Any, conversation: list[BaseMessage], config: dict[str, Any], llm: BaseChatModel, cost: Cost
+) -> tuple[BaseMessage | None, str, str]:
     """One reply of ``bound`` (a chat model, or one bound to tools) run with ``config`` (run name, tags, metadata),
     or ``(None, problem, shown)`` when the reply could not be read. Provider errors (``ProviderError``) propagate:
     they stop the run."""
@@ -378,7 +389,9 @@ def _typed(reply: _Reply, schema: type[T]) -> T:
     return schema.model_validate(parse_json_reply(reply.raw))
 
 
-def _read_reply(reply: _Reply, schema: type[T], validate: Callable[[T], list[str]] | None) -> tuple[T | None, list[str]]:
+def _read_reply(
+    reply: _Reply, schema: type[T], validate: Callable[[T], list[str]] | None
+) -> tuple[T | None, list[str]]:
     finish = _finish_problem(reply.raw)
     if finish and "content_filter" in finish:
         return None, [finish]

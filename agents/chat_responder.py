@@ -58,8 +58,9 @@ def reply_text(
     ``ProviderError`` (``agents.base.request_reply``, the request path every role shares)."""
     started = time.perf_counter()
     if llm is None:
-        return ChatReplyOutcome(output=fallback(), cost=Cost(),
-                                fallback=FallbackRecord(role=ROLE, reason="no chat model configured"))
+        return ChatReplyOutcome(
+            output=fallback(), cost=Cost(), fallback=FallbackRecord(role=ROLE, reason="no chat model configured")
+        )
     config = {"run_name": ROLE, "tags": [f"role:{ROLE}", *tags], "metadata": dict(metadata or {})}
     conversation, cost, errors = list(messages), Cost(), []
     for attempt in range(2):
@@ -74,8 +75,12 @@ def reply_text(
         if text:
             cost.usable_replies += 1
             cost.wall_time_s = time.perf_counter() - started
-            return ChatReplyOutcome(output=ChatReply(reply=text, used_memory_ids=list(used_memory_ids)), cost=cost,
-                                    attempts=attempt + 1, message_id=message.id)
+            return ChatReplyOutcome(
+                output=ChatReply(reply=text, used_memory_ids=list(used_memory_ids)),
+                cost=cost,
+                attempts=attempt + 1,
+                message_id=message.id,
+            )
         errors.append(f"attempt {attempt + 1}: the reply is empty")
         conversation = [
             *messages,

@@ -51,6 +51,7 @@ __all__ = [
 
 T = TypeVar("T")
 
+
 def open_subgoals(subgoals: Sequence[str], satisfied: Sequence[bool]) -> list[str]:
     """The subgoals still to satisfy; all of them once every one is."""
     return [g for g, done in zip(subgoals, satisfied) if not done] or list(subgoals)
@@ -188,8 +189,10 @@ def _label(graph: EventGraph, source: str, target: str) -> str:
 
 def event_view(graph: EventGraph, eid: str, came_from: str | None = None) -> ExplorerView:
     """The event with its raw turns (and, on a path, the relation it was reached by) and its neighbours."""
-    neighbors = [(n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)",
-                  graph.events[n.event_id].render()) for n in graph.neighbors(eid)]
+    neighbors = [
+        (n.event_id, n.label if n.direction == "out" else f"{n.label} (incoming)", graph.events[n.event_id].render())
+        for n in graph.neighbors(eid)
+    ]
     text = render_with_turns(graph, eid)
     if came_from is not None:
         text += f"\n  (this path reached it from {came_from} by [{_label(graph, came_from, eid)}])"
@@ -244,34 +247,48 @@ class CompassPolicy(Protocol):
         events by their best cited turn (extractive summaries concatenate turns)."""
         ...
 
-    def plan(self, graph: EventGraph, question: str, candidates: Callable[[], Sequence[str]], *,
-             max_starts: int) -> Decided[PlannedSearch]:
+    def plan(
+        self, graph: EventGraph, question: str, candidates: Callable[[], Sequence[str]], *, max_starts: int
+    ) -> Decided[PlannedSearch]:
         """The subgoals; with the first round's ``candidates`` (called only when needed), the starts among them."""
         ...
 
-    def starts(self, graph: EventGraph, question: str, subgoals: Sequence[str], top: Sequence[str],
-               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int,
-               scores: Mapping[str, float] | None = None) -> Decided[list[str]]:
+    def starts(
+        self,
+        graph: EventGraph,
+        question: str,
+        subgoals: Sequence[str],
+        top: Sequence[str],
+        diverse: Sequence[str],
+        candidates: Sequence[str],
+        *,
+        max_starts: int,
+        scores: Mapping[str, float] | None = None,
+    ) -> Decided[list[str]]:
         """The round's starting points among ``candidates`` (the ``top`` ranked and the ``diverse`` topic leaders)."""
         ...
 
-    def explore(self, graph: EventGraph, progress: SearchProgress, event_id: str,
-                came_from: str | None) -> Decided[Explored]:
+    def explore(
+        self, graph: EventGraph, progress: SearchProgress, event_id: str, came_from: str | None
+    ) -> Decided[Explored]:
         """One explorer's SKIP / EXPAND / ANSWER on one event (reached from ``came_from`` on its path)."""
         ...
 
-    def explore_batch(self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str],
-                      arrived_from: Mapping[str, str]) -> Decided[Explored]:
+    def explore_batch(
+        self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str], arrived_from: Mapping[str, str]
+    ) -> Decided[Explored]:
         """The decisions on every event of a superstep (batched mode)."""
         ...
 
-    def evidence_filled(self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str],
-                        queue: Mapping[str, float]) -> bool:
+    def evidence_filled(
+        self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str], queue: Mapping[str, float]
+    ) -> bool:
         """Whether the evidence suffices once every subgoal is satisfied."""
         ...
 
-    def refine(self, question: str, missing: Sequence[str], found: str, previous_query: str,
-               satisfied: Sequence[str] = ()) -> Decided[RefinedSearch]:
+    def refine(
+        self, question: str, missing: Sequence[str], found: str, previous_query: str, satisfied: Sequence[str] = ()
+    ) -> Decided[RefinedSearch]:
         """A new search query for the ``missing`` subgoals (``satisfied``: the others, which the paper's prompt lists)."""
         ...
 
@@ -280,8 +297,7 @@ class CompassPolicy(Protocol):
         (empty: no ranking of the policy's own)."""
         ...
 
-    def respond(self, question: str, evidence: Sequence[EvidenceText],
-                question_date: str | None) -> Decided[Answer]:
+    def respond(self, question: str, evidence: Sequence[EvidenceText], question_date: str | None) -> Decided[Answer]:
         """The answer from ``evidence`` only."""
         ...
 
@@ -303,42 +319,68 @@ class RuleCompassPolicy:
     def ranking_recipe(self) -> Literal["dense", "turns"]:
         return "turns"
 
-    def plan(self, graph: EventGraph, question: str, candidates: Callable[[], Sequence[str]], *,
-             max_starts: int) -> Decided[PlannedSearch]:
+    def plan(
+        self, graph: EventGraph, question: str, candidates: Callable[[], Sequence[str]], *, max_starts: int
+    ) -> Decided[PlannedSearch]:
         """The question's clauses; the starts are left to ``starts``."""
         return Decided(PlannedSearch(clause_subgoals(question)))
 
-    def starts(self, graph: EventGraph, question: str, subgoals: Sequence[str], top: Sequence[str],
-               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int,
-               scores: Mapping[str, float] | None = None) -> Decided[list[str]]:
+    def starts(
+        self,
+        graph: EventGraph,
+        question: str,
+        subgoals: Sequence[str],
+        top: Sequence[str],
+        diverse: Sequence[str],
+        candidates: Sequence[str],
+        *,
+        max_starts: int,
+        scores: Mapping[str, float] | None = None,
+    ) -> Decided[list[str]]:
         """The two best topic leaders, then the top ranked."""
         return Decided(list(dict.fromkeys([*diverse[:2], *top]))[:max_starts])
 
     def _decide(self, graph: EventGraph, progress: SearchProgress, event_id: str) -> ExplorerDecision:
         return heuristic_decision(
-            graph, event_id, progress.subgoals, progress.satisfied, self.encoder,
-            keep_threshold=self.keep_threshold, satisfy_threshold=self.satisfy_threshold,
+            graph,
+            event_id,
+            progress.subgoals,
+            progress.satisfied,
+            self.encoder,
+            keep_threshold=self.keep_threshold,
+            satisfy_threshold=self.satisfy_threshold,
             expand_threshold=self.expand_threshold,
         )
 
-    def explore(self, graph: EventGraph, progress: SearchProgress, event_id: str,
-                came_from: str | None) -> Decided[Explored]:
+    def explore(
+        self, graph: EventGraph, progress: SearchProgress, event_id: str, came_from: str | None
+    ) -> Decided[Explored]:
         return Decided([(event_id, self._decide(graph, progress, event_id))])
 
-    def explore_batch(self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str],
-                      arrived_from: Mapping[str, str]) -> Decided[Explored]:
+    def explore_batch(
+        self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str], arrived_from: Mapping[str, str]
+    ) -> Decided[Explored]:
         return Decided([(e, self._decide(graph, progress, e)) for e in event_ids])
 
-    def evidence_filled(self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str],
-                        queue: Mapping[str, float]) -> bool:
+    def evidence_filled(
+        self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str], queue: Mapping[str, float]
+    ) -> bool:
         """The stopping test (``evidence_filled``): similarity cannot tell whether evidence answers a subgoal."""
         return evidence_filled(
-            graph, self.encoder, kept=progress.kept, subgoals=progress.subgoals, satisfied=progress.satisfied,
-            visited=visited, queue=queue, context_turns=self.context_turns, context_weight=self.context_weight,
+            graph,
+            self.encoder,
+            kept=progress.kept,
+            subgoals=progress.subgoals,
+            satisfied=progress.satisfied,
+            visited=visited,
+            queue=queue,
+            context_turns=self.context_turns,
+            context_weight=self.context_weight,
         )
 
-    def refine(self, question: str, missing: Sequence[str], found: str, previous_query: str,
-               satisfied: Sequence[str] = ()) -> Decided[RefinedSearch]:
+    def refine(
+        self, question: str, missing: Sequence[str], found: str, previous_query: str, satisfied: Sequence[str] = ()
+    ) -> Decided[RefinedSearch]:
         """The missing subgoals' text (never marked repeated)."""
         return Decided(RefinedSearch(" ".join(missing) or question))
 
@@ -355,8 +397,7 @@ class RuleCompassPolicy:
         held = {t for e in evidence_ids for t in graph.events[e].turn_ids}
         return evidence_ids, [t for t in ranking if t in held]
 
-    def respond(self, question: str, evidence: Sequence[EvidenceText],
-                question_date: str | None) -> Decided[Answer]:
+    def respond(self, question: str, evidence: Sequence[EvidenceText], question_date: str | None) -> Decided[Answer]:
         """The extractive answer (``agents.answerers.answer_from_evidence``)."""
         return Decided(answer_from_evidence(question, evidence))
 
@@ -386,21 +427,32 @@ class LLMCompassPolicy:
     def _trace(self) -> dict[str, Any]:
         return {"method": self.method, "tags": self.tags, "metadata": dict(self.metadata)}
 
-    def plan(self, graph: EventGraph, question: str, candidates: Callable[[], Sequence[str]], *,
-             max_starts: int) -> Decided[PlannedSearch]:
+    def plan(
+        self, graph: EventGraph, question: str, candidates: Callable[[], Sequence[str]], *, max_starts: int
+    ) -> Decided[PlannedSearch]:
         """Subgoals and, among several first-round candidates, the starts in the same call."""
         ids = list(candidates())
         if len(ids) > 1:
-            both = plan_with_starts(self.llm, question, [(e, graph.events[e].render()) for e in ids],
-                                    max_starts=max_starts, **self._trace)
+            both = plan_with_starts(
+                self.llm, question, [(e, graph.events[e].render()) for e in ids], max_starts=max_starts, **self._trace
+            )
             return Decided(PlannedSearch(both.output.subgoals, both.output.start_ids), both.cost, _fallbacks(both))
         # no choice to make: the localizer takes the one candidate (or finds none) without a call
         plan = plan_subgoals(self.llm, question, **self._trace)
         return Decided(PlannedSearch(plan.output.subgoals), plan.cost, _fallbacks(plan))
 
-    def starts(self, graph: EventGraph, question: str, subgoals: Sequence[str], top: Sequence[str],
-               diverse: Sequence[str], candidates: Sequence[str], *, max_starts: int,
-               scores: Mapping[str, float] | None = None) -> Decided[list[str]]:
+    def starts(
+        self,
+        graph: EventGraph,
+        question: str,
+        subgoals: Sequence[str],
+        top: Sequence[str],
+        diverse: Sequence[str],
+        candidates: Sequence[str],
+        *,
+        max_starts: int,
+        scores: Mapping[str, float] | None = None,
+    ) -> Decided[list[str]]:
         """The localizer's pick; a single candidate is the only valid pick and is taken without a call."""
         if len(candidates) <= 1:
             return Decided(list(dict.fromkeys([*diverse[:2], *top]))[:max_starts])
@@ -408,29 +460,50 @@ class LLMCompassPolicy:
         outcome = pick_starts(self.llm, question, list(subgoals), shown, max_starts=max_starts, **self._trace)
         return Decided(outcome.output.event_ids, outcome.cost, _fallbacks(outcome))
 
-    def explore(self, graph: EventGraph, progress: SearchProgress, event_id: str,
-                came_from: str | None) -> Decided[Explored]:
-        outcome = explore_event(self.llm, evidence_context(progress, graph), event_view(graph, event_id, came_from),
-                                len(progress.subgoals), paper=self.paper_prompts, **self._trace)
+    def explore(
+        self, graph: EventGraph, progress: SearchProgress, event_id: str, came_from: str | None
+    ) -> Decided[Explored]:
+        outcome = explore_event(
+            self.llm,
+            evidence_context(progress, graph),
+            event_view(graph, event_id, came_from),
+            len(progress.subgoals),
+            paper=self.paper_prompts,
+            **self._trace,
+        )
         return Decided([(event_id, outcome.output)], outcome.cost, _fallbacks(outcome))
 
-    def explore_batch(self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str],
-                      arrived_from: Mapping[str, str]) -> Decided[Explored]:
-        outcome = explore_batch(self.llm, evidence_context(progress, graph),
-                                [event_view(graph, e, arrived_from.get(e)) for e in event_ids],
-                                len(progress.subgoals), paper=self.paper_prompts, **self._trace)
+    def explore_batch(
+        self, graph: EventGraph, progress: SearchProgress, event_ids: Sequence[str], arrived_from: Mapping[str, str]
+    ) -> Decided[Explored]:
+        outcome = explore_batch(
+            self.llm,
+            evidence_context(progress, graph),
+            [event_view(graph, e, arrived_from.get(e)) for e in event_ids],
+            len(progress.subgoals),
+            paper=self.paper_prompts,
+            **self._trace,
+        )
         return Decided([(d.event_id, d) for d in outcome.output.decisions], outcome.cost, _fallbacks(outcome))
 
-    def evidence_filled(self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str],
-                        queue: Mapping[str, float]) -> bool:
+    def evidence_filled(
+        self, graph: EventGraph, progress: SearchProgress, visited: Sequence[str], queue: Mapping[str, float]
+    ) -> bool:
         """The explorers decide when evidence suffices (their satisfied subgoals): always filled."""
         return True
 
-    def refine(self, question: str, missing: Sequence[str], found: str, previous_query: str,
-               satisfied: Sequence[str] = ()) -> Decided[RefinedSearch]:
+    def refine(
+        self, question: str, missing: Sequence[str], found: str, previous_query: str, satisfied: Sequence[str] = ()
+    ) -> Decided[RefinedSearch]:
         """The refiner's query; repeated when it only repeats the question or ``previous_query``."""
-        outcome = refine_query(self.llm, question, list(missing), found,
-                               satisfied=list(satisfied) if self.paper_prompts else None, **self._trace)
+        outcome = refine_query(
+            self.llm,
+            question,
+            list(missing),
+            found,
+            satisfied=list(satisfied) if self.paper_prompts else None,
+            **self._trace,
+        )
         query = outcome.output.query
         repeated = any(query_key(query) == query_key(q) for q in (question, previous_query))
         return Decided(RefinedSearch(query, repeated), outcome.cost, _fallbacks(outcome))
@@ -438,8 +511,7 @@ class LLMCompassPolicy:
     def evidence(self, graph: EventGraph, question: str, kept: Sequence[str]) -> tuple[list[str], list[str]]:
         return list(kept), []
 
-    def respond(self, question: str, evidence: Sequence[EvidenceText],
-                question_date: str | None) -> Decided[Answer]:
+    def respond(self, question: str, evidence: Sequence[EvidenceText], question_date: str | None) -> Decided[Answer]:
         """The paper's responder (Appendix F.2): a justified answer, never "insufficient"."""
         outcome = respond(self.llm, question, evidence, question_date=question_date, abstain=False, **self._trace)
         return Decided(outcome.output, outcome.cost, _fallbacks(outcome))
@@ -472,10 +544,16 @@ def compass_policy(
     ``paper_prompts`` the LLM roles' prompts (the paper's, ``faithful``)."""
     if name == "heuristic":
         return RuleCompassPolicy(
-            encoder, keep_threshold=keep_threshold, satisfy_threshold=satisfy_threshold,
-            expand_threshold=expand_threshold, context_turns=context_turns, context_weight=context_weight,
-            learned_ranking=learned_ranking, traversal=traversal,
+            encoder,
+            keep_threshold=keep_threshold,
+            satisfy_threshold=satisfy_threshold,
+            expand_threshold=expand_threshold,
+            context_turns=context_turns,
+            context_weight=context_weight,
+            learned_ranking=learned_ranking,
+            traversal=traversal,
         )
     model = llm if llm is None or isinstance(llm, BaseChatModel) else llm()
-    return LLMCompassPolicy(model, method=method, tags=tuple(tags), metadata=dict(metadata or {}),
-                            paper_prompts=paper_prompts)
+    return LLMCompassPolicy(
+        model, method=method, tags=tuple(tags), metadata=dict(metadata or {}), paper_prompts=paper_prompts
+    )

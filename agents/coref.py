@@ -60,9 +60,7 @@ def judge_pairs(
     tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[CorefVerdicts]:
-    text = "\n\n".join(
-        f"Pair {i}:\nNEW: {p.new_text}\nSTORED: {p.stored_text}" for i, p in enumerate(pairs)
-    )
+    text = "\n\n".join(f"Pair {i}:\nNEW: {p.new_text}\nSTORED: {p.stored_text}" for i, p in enumerate(pairs))
     outcome = run_role(
         llm,
         role="coref_judge",
@@ -81,10 +79,15 @@ def judge_pairs(
 def _paper_fallback(pair: CandidatePair, threshold: float) -> PaperCorefVerdict:
     if pair.similarity >= threshold:
         rule = similarity_verdicts([pair]).verdicts[0]
-        return PaperCorefVerdict(same_event=rule.same_event, has_overlap=rule.has_overlap,
-                                 relation_type=rule.relation_type, reasoning="similarity rule")
-    return PaperCorefVerdict(same_event=False, has_overlap=False, relation_type=None,
-                             reasoning="similarity rule: below the threshold")
+        return PaperCorefVerdict(
+            same_event=rule.same_event,
+            has_overlap=rule.has_overlap,
+            relation_type=rule.relation_type,
+            reasoning="similarity rule",
+        )
+    return PaperCorefVerdict(
+        same_event=False, has_overlap=False, relation_type=None, reasoning="similarity rule: below the threshold"
+    )
 
 
 def _validate_paper(verdict: PaperCorefVerdict) -> list[str]:
@@ -125,8 +128,12 @@ def judge_pairs_paper(
         if outcome.fallback is not None:
             errors.extend(f"pair {i}: {e}" for e in (outcome.fallback.errors or [outcome.fallback.reason]))
         v = outcome.output
-        verdicts.append(CorefVerdict(pair=i, same_event=v.same_event, has_overlap=v.has_overlap,
-                                     relation_type=v.relation_type))
-    fallback = FallbackRecord(role="coref_judge", reason="a pair's verdict fell back to the similarity rule",
-                              errors=errors) if errors else None
+        verdicts.append(
+            CorefVerdict(pair=i, same_event=v.same_event, has_overlap=v.has_overlap, relation_type=v.relation_type)
+        )
+    fallback = (
+        FallbackRecord(role="coref_judge", reason="a pair's verdict fell back to the similarity rule", errors=errors)
+        if errors
+        else None
+    )
     return RoleOutcome(output=CorefVerdicts(verdicts=verdicts), cost=cost, fallback=fallback)

@@ -31,8 +31,14 @@ from logicmap.memory.records.records import Event, Turn
 from logicmap.prompts import cues as prompt
 from logicmap.prompts.cues import CueExtraction
 
-__all__ = ["extract_session_cues", "links_from_extraction", "session_cue_links", "validate_extraction",
-           "validate_paper_extraction", "window_links"]
+__all__ = [
+    "extract_session_cues",
+    "links_from_extraction",
+    "session_cue_links",
+    "validate_extraction",
+    "validate_paper_extraction",
+    "window_links",
+]
 
 # A rewritten statement that still opens with one of these has not resolved who it is about.
 _PRONOUNS = frozenset("i me my you your he him his she her hers it its we us our they them their".split())
@@ -50,8 +56,10 @@ def validate_extraction(result: CueExtraction, turns: Sequence[Turn]) -> list[st
     Cues not said in the session are dropped later, not retried."""
     known = {t.dia_id for t in turns}
     problems = []
-    bad_turns = sorted({u.turn_id for u in result.units if u.turn_id not in known}
-                       | {f.turn_id for f in result.person_facts if f.turn_id not in known})
+    bad_turns = sorted(
+        {u.turn_id for u in result.units if u.turn_id not in known}
+        | {f.turn_id for f in result.person_facts if f.turn_id not in known}
+    )
     if bad_turns:
         problems.append(f"unknown turn ids {bad_turns}; valid ids are {sorted(known)}")
     for unit in result.units:
@@ -96,8 +104,10 @@ def links_from_extraction(result: CueExtraction, events: Sequence[Event], turns:
         tags = [t.strip() for t in unit.tags if t.strip()][:3]
         for event in (e for e in events if unit.turn_id in e.turn_ids):
             for cue in (c for c in unit.cues if said(c.cue)):
-                links.extend(CueLink(cue.cue, cue.kind, "event", event.id, tag, turn.speaker, unit.content.strip())
-                             for tag in tags)
+                links.extend(
+                    CueLink(cue.cue, cue.kind, "event", event.id, tag, turn.speaker, unit.content.strip())
+                    for tag in tags
+                )
     for fact in result.person_facts:
         turn = by_turn.get(fact.turn_id)
         if turn is None or not fact.person.strip() or not fact.content.strip():
@@ -111,34 +121,62 @@ def links_from_extraction(result: CueExtraction, events: Sequence[Event], turns:
     return links
 
 
-def _window_task(llm: BaseChatModel | None, turns: Sequence[Turn], session_date: str | None, budget: ContextBudget,
-                 notes: list[str], options: dict[str, Any], paper: bool = False) -> partial[RoleOutcome[CueExtraction]]:
+def _window_task(
+    llm: BaseChatModel | None,
+    turns: Sequence[Turn],
+    session_date: str | None,
+    budget: ContextBudget,
+    notes: list[str],
+    options: dict[str, Any],
+    paper: bool = False,
+) -> partial[RoleOutcome[CueExtraction]]:
     build = prompt.build_paper_messages if paper else prompt.build_messages
     lines, clipped = fit_lines(
         [t.render() for t in turns],
         lambda shown: prompt_chars(build("\n".join(shown), session_date)),
-        budget.prompt_chars, labels=[f"turn {t.dia_id}" for t in turns], role="cue_extractor",
+        budget.prompt_chars,
+        labels=[f"turn {t.dia_id}" for t in turns],
+        role="cue_extractor",
     )
     notes.extend(clipped)
     validate = validate_paper_extraction if paper else validate_extraction
     return partial(
-        run_role, llm, role="cue_extractor", messages=build("\n".join(lines), session_date),
-        schema=CueExtraction, validate=partial(validate, turns=turns), fallback=CueExtraction, **options,
+        run_role,
+        llm,
+        role="cue_extractor",
+        messages=build("\n".join(lines), session_date),
+        schema=CueExtraction,
+        validate=partial(validate, turns=turns),
+        fallback=CueExtraction,
+        **options,
     )
 
 
-def _run(llm: BaseChatModel | None, turns: Sequence[Turn], session_time: datetime | None, method: str,
-         tags: Sequence[str], metadata: dict[str, Any] | None, budget: ContextBudget | None, paper: bool = False
-         ) -> tuple[list[tuple[int, int]], list[RoleOutcome[CueExtraction]], list[str]]:
+def _run(
+    llm: BaseChatModel | None,
+    turns: Sequence[Turn],
+    session_time: datetime | None,
+    method: str,
+    tags: Sequence[str],
+    metadata: dict[str, Any] | None,
+    budget: ContextBudget | None,
+    paper: bool = False,
+) -> tuple[list[tuple[int, int]], list[RoleOutcome[CueExtraction]], list[str]]:
     """The windows of the session (turn ranges), each window's outcome, and notes on clipped turns (``paper``: the
     Dialogue Processing Prompt, ``IngestContext.faithful``)."""
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
     version = prompt.PAPER_VERSION if paper else prompt.VERSION
-    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": version}}
+    options: dict[str, Any] = {
+        "method": method,
+        "tags": tags,
+        "metadata": {**(metadata or {}), "prompt_version": version},
+    }
     overhead = prompt_chars((prompt.build_paper_messages if paper else prompt.build_messages)("", session_date))
     windows = plan_windows(
-        len(turns), lambda start, end: overhead + len("\n".join(t.render() for t in turns[start:end])), budget.prompt_chars,
+        len(turns),
+        lambda start, end: overhead + len("\n".join(t.render() for t in turns[start:end])),
+        budget.prompt_chars,
     ) or [(0, len(turns))]
     notes: list[str] = []
     tasks = [_window_task(llm, turns[start:end], session_date, budget, notes, options, paper) for start, end in windows]
@@ -191,8 +229,12 @@ def session_cue_links(
     return window_links(turns, events, windows, extractions), merge_outcomes(merged, outcomes, notes)
 
 
-def window_links(turns: Sequence[Turn], events: Sequence[Event], windows: Sequence[tuple[int, int]],
-                 extractions: Sequence[CueExtraction | None]) -> list[CueLink]:
+def window_links(
+    turns: Sequence[Turn],
+    events: Sequence[Event],
+    windows: Sequence[tuple[int, int]],
+    extractions: Sequence[CueExtraction | None],
+) -> list[CueLink]:
     """The session's cue links, window by window: the model's extraction, or the lexical builder's links for a
     window whose extraction fell back (``None``)."""
     links: list[CueLink] = []

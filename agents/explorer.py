@@ -121,7 +121,9 @@ def explore_batch(
                 problems.extend(f"{d.event_id}: {p}" for p in validate_decision(d, by_id[d.event_id], n_subgoals))
         return problems
 
-    text = "\n\n".join(f"Event {v.event_id}:\n{v.event_text}\nNeighbours:\n{v.neighbors_text() or '(none)'}" for v in views)
+    text = "\n\n".join(
+        f"Event {v.event_id}:\n{v.event_text}\nNeighbours:\n{v.neighbors_text() or '(none)'}" for v in views
+    )
     if paper:
         outcome = run_role(
             llm,
@@ -130,13 +132,17 @@ def explore_batch(
             schema=PaperBatchDecision,
             validate=validate,
             fallback=lambda: PaperBatchDecision(
-                decisions=[PaperEventDecision(event_id=v.event_id, action="SKIP") for v in views]),
+                decisions=[PaperEventDecision(event_id=v.event_id, action="SKIP") for v in views]
+            ),
             method=method,
             tags=tags,
             metadata={**(metadata or {}), "prompt_version": prompt.PAPER_VERSION},
         )
-        batch = BatchDecision(decisions=[EventDecision.model_validate(d.model_dump(exclude={"reasoning"}))
-                                         for d in outcome.output.decisions])
+        batch = BatchDecision(
+            decisions=[
+                EventDecision.model_validate(d.model_dump(exclude={"reasoning"})) for d in outcome.output.decisions
+            ]
+        )
         return RoleOutcome(output=batch, cost=outcome.cost, fallback=outcome.fallback, attempts=outcome.attempts)
     return run_role(
         llm,

@@ -129,8 +129,26 @@ _PATTERNS: list[_Pattern] = [
 # The general first-person clause: "I [aux] [adverbs] VERB [particles] OBJECT". The relation is the verb and
 # its particles ("moved_to", "signed_up_for"; memory/records/facts.py's aliases give canonical names), so no list of
 # verbs decides what is a fact.
-_CLAUSE_ADVERBS = "|".join(sorted(ADVERBS | {"never", "not", "also", "now", "still", "recently", "usually", "often",
-                                             "always", "currently", "sometimes", "finally", "mostly"}))
+_CLAUSE_ADVERBS = "|".join(
+    sorted(
+        ADVERBS
+        | {
+            "never",
+            "not",
+            "also",
+            "now",
+            "still",
+            "recently",
+            "usually",
+            "often",
+            "always",
+            "currently",
+            "sometimes",
+            "finally",
+            "mostly",
+        }
+    )
+)
 _PARTICLES = "in|at|to|from|for|with|on|of|about|into|up|out|off|over|back|as"
 _CLAUSE = re.compile(
     rf"\bI(?P<aux>['’](?:m|ve|d|ll)| am| have| had| will| would)?(?P<adverbs>(?: (?:{_CLAUSE_ADVERBS}))*) "
@@ -139,8 +157,11 @@ _CLAUSE = re.compile(
 # A prepositional phrase attached to a clause's verb: "work night shifts as a nurse at Santo Antonio".
 _ATTACHED = re.compile(rf"\b(?:(?P<prep>at|in|from|with) (?P<x>{_NAME})|as an? (?P<role>[a-z]+))")
 # Verbs of a clause that state no fact about the speaker: function verbs, hedges, speech and thought.
-_NOT_FACT_VERBS = (SKLEARN_STOP_WORDS - {"have", "had", "has"}) | REPORTING_VERBS | COGNITION_VERBS | frozenset(
-    "guess suppose".split()
+_NOT_FACT_VERBS = (
+    (SKLEARN_STOP_WORDS - {"have", "had", "has"})
+    | REPORTING_VERBS
+    | COGNITION_VERBS
+    | frozenset("guess suppose".split())
 )
 _FAMILY = re.compile(
     r"\b[Mm]y (?P<rel>sister|brother|mother|father|mom|dad|wife|husband|partner|son|daughter|friend|cousin) "
@@ -155,7 +176,13 @@ _CAUSE = re.compile(r"^(?P<cause>.+?),?(?<!\s)\s+so\s+I\b", re.IGNORECASE)
 _BECAUSE = re.compile(r"\bbecause (?P<cause>[^.,!?;]+)", re.IGNORECASE)
 _NAME_AT_END = re.compile(rf"\b{_NAME}\Z")
 _NAME_AT_START = re.compile(rf"{_NAME}")
-_FAMILY_RELATION = {"wife": "married_to", "husband": "married_to", "mom": "mother", "dad": "father", "friend": "friend_of"}
+_FAMILY_RELATION = {
+    "wife": "married_to",
+    "husband": "married_to",
+    "mom": "mother",
+    "dad": "father",
+    "friend": "friend_of",
+}
 
 
 def _name_before(sentence: str, end: int) -> tuple[str, int] | None:
@@ -222,8 +249,14 @@ def _sentence_facts(
     out: list[ExtractedFact] = []
 
     def add(
-        head: str | None, relation: str, tail: str | None, intent: FactIntent, confidence: float, at: int = 0,
-        *, timeless: bool = False,
+        head: str | None,
+        relation: str,
+        tail: str | None,
+        intent: FactIntent,
+        confidence: float,
+        at: int = 0,
+        *,
+        timeless: bool = False,
     ) -> None:
         if not head or not tail or entity_key(tail) == entity_key(head):
             return
@@ -235,9 +268,15 @@ def _sentence_facts(
             intent = "EVOLUTION"
         out.append(
             ExtractedFact(
-                head=head, relation=relation, tail=tail, turn_ids=[turn.dia_id], intent=intent,
-                hedged=hedged, confidence=min(confidence, HEDGED_CONFIDENCE) if hedged else confidence,
-                time_phrase=None if timeless else phrase, single_valued=True if relation in single else None,
+                head=head,
+                relation=relation,
+                tail=tail,
+                turn_ids=[turn.dia_id],
+                intent=intent,
+                hedged=hedged,
+                confidence=min(confidence, HEDGED_CONFIDENCE) if hedged else confidence,
+                time_phrase=None if timeless else phrase,
+                single_valued=True if relation in single else None,
             )
         )
 
@@ -275,8 +314,11 @@ def _sentence_facts(
         raw, at = match.group("x"), match.start()
         relation = normalize_relation("_".join([verb, *particles]))
         negated = "never" in adverbs or "not" in adverbs
-        past = verb.endswith("ed") or IRREGULAR_VERBS.get(verb, verb) != verb or (match.group("aux") or "").strip(
-            "'’ ") in ("ve", "have", "had")
+        past = (
+            verb.endswith("ed")
+            or IRREGULAR_VERBS.get(verb, verb) != verb
+            or (match.group("aux") or "").strip("'’ ") in ("ve", "have", "had")
+        )
         if particles and particles[-1] in ("in", "at", "to", "from", "into") and (name := _NAME_AT_START.match(raw)):
             raw = name.group(0)  # "moved to Lisbon two weeks ago": the place
         if relation == "likes" and " as much as " in raw:
@@ -296,8 +338,14 @@ def _sentence_facts(
         if not particles:
             for attached in _ATTACHED.finditer(raw):
                 prep = attached.group("prep") or "as"
-                add(turn.speaker, normalize_relation(f"{verb}_{prep}"), attached.group("x") or attached.group("role"),
-                    intent, ASSERTED_CONFIDENCE, at)
+                add(
+                    turn.speaker,
+                    normalize_relation(f"{verb}_{prep}"),
+                    attached.group("x") or attached.group("role"),
+                    intent,
+                    ASSERTED_CONFIDENCE,
+                    at,
+                )
         tail = _clean(raw, max_words=8 if verb in ("want", "plan", "hope") else 6)
         add(turn.speaker, relation, tail, intent, ASSERTED_CONFIDENCE, at)
         # "I adopted a dog last month. His name is Biscuit.": the thing gets its name.
@@ -307,8 +355,15 @@ def _sentence_facts(
             first_thing = False
     for match in _FAMILY.finditer(sentence):
         rel = match.group("rel").lower()
-        add(turn.speaker, _FAMILY_RELATION.get(rel, rel), match.group("x"), "FACT", ASSERTED_CONFIDENCE, match.start(),
-            timeless=True)
+        add(
+            turn.speaker,
+            _FAMILY_RELATION.get(rel, rel),
+            match.group("x"),
+            "FACT",
+            ASSERTED_CONFIDENCE,
+            match.start(),
+            timeless=True,
+        )
     for match in _AGENT_ON_ME.finditer(sentence):
         then = match.group("then")
         relation = match.group("verb") if then in SKLEARN_STOP_WORDS else f"{match.group('verb')}_{then}"
@@ -394,22 +449,31 @@ def facts_from_extraction(
             confidence = min(confidence, HEDGED_CONFIDENCE)
         facts.append(
             make_fact(
-                namespace, head, item.relation, tail,
+                namespace,
+                head,
+                item.relation,
+                tail,
                 valid_from=None if item.ended else when,
                 valid_to=when if item.ended else None,
-                confidence=confidence, intent=item.intent, turn_ids=cited,
-                cardinality="single" if item.single_valued else None, table=table,
+                confidence=confidence,
+                intent=item.intent,
+                turn_ids=cited,
+                cardinality="single" if item.single_valued else None,
+                table=table,
             )
         )
     return facts
 
 
-def _window_messages(turns: Sequence[Turn], session_date: str | None, speakers: list[str], budget: ContextBudget,
-                     notes: list[str]) -> list[BaseMessage]:
+def _window_messages(
+    turns: Sequence[Turn], session_date: str | None, speakers: list[str], budget: ContextBudget, notes: list[str]
+) -> list[BaseMessage]:
     lines, clipped = fit_lines(
         [t.render() for t in turns],
         lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date, speakers)),
-        budget.prompt_chars, labels=[f"turn {t.dia_id}" for t in turns], role="fact_extractor",
+        budget.prompt_chars,
+        labels=[f"turn {t.dia_id}" for t in turns],
+        role="fact_extractor",
     )
     notes.extend(clipped)
     return prompt.build_messages("\n".join(lines), session_date, speakers)
@@ -451,13 +515,21 @@ def extract_session_facts(
         ends.append(ends[-1] + size)
     windows = plan_windows(len(turns), lambda start, end: overhead + ends[end] - ends[start] - 1, budget.prompt_chars)
     notes: list[str] = []
-    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    options: dict[str, Any] = {
+        "method": method,
+        "tags": tags,
+        "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION},
+    }
     tasks = [
         partial(
-            run_role, llm, role="fact_extractor",
+            run_role,
+            llm,
+            role="fact_extractor",
             messages=_window_messages(turns[start:end], session_date, speakers, budget, notes),
-            schema=FactExtraction, validate=partial(validate_extraction, turns=turns[start:end]),
-            fallback=partial(pattern_extraction, turns[start:end], speakers), **options,
+            schema=FactExtraction,
+            validate=partial(validate_extraction, turns=turns[start:end]),
+            fallback=partial(pattern_extraction, turns[start:end], speakers),
+            **options,
         )
         for start, end in windows or [(0, 0)]
     ]

@@ -49,7 +49,12 @@ class ForwardPolicy(Protocol):
         ...
 
     def react(
-        self, question: str, transcript: Sequence[str], memories: Sequence[MemoryLine], searches_left: int, *,
+        self,
+        question: str,
+        transcript: Sequence[str],
+        memories: Sequence[MemoryLine],
+        searches_left: int,
+        *,
         searched: bool,
     ) -> RoleOutcome[ReactStep]:
         """The next ReAct action: search or answer."""
@@ -74,11 +79,17 @@ class LLMForwardPolicy:
         return reflect_on_answer(self.llm, question, draft, memories, method=self.method)
 
     def react(
-        self, question: str, transcript: Sequence[str], memories: Sequence[MemoryLine], searches_left: int, *,
+        self,
+        question: str,
+        transcript: Sequence[str],
+        memories: Sequence[MemoryLine],
+        searches_left: int,
+        *,
         searched: bool,
     ) -> RoleOutcome[ReactStep]:
-        return react_step(self.llm, question, transcript, memories, searches_left, searched=searched,
-                          method=self.method)
+        return react_step(
+            self.llm, question, transcript, memories, searches_left, searched=searched, method=self.method
+        )
 
 
 class RuleForwardPolicy:
@@ -95,11 +106,17 @@ class RuleForwardPolicy:
         return RoleOutcome(output=Reflection(sufficient=True), cost=Cost())
 
     def react(
-        self, question: str, transcript: Sequence[str], memories: Sequence[MemoryLine], searches_left: int, *,
+        self,
+        question: str,
+        transcript: Sequence[str],
+        memories: Sequence[MemoryLine],
+        searches_left: int,
+        *,
         searched: bool,
     ) -> RoleOutcome[ReactStep]:
-        return RoleOutcome(output=scripted_react_step(question, memories, searches_left, searched=searched),
-                           cost=Cost())
+        return RoleOutcome(
+            output=scripted_react_step(question, memories, searches_left, searched=searched), cost=Cost()
+        )
 
 
 def forward_policy(name: str, llm: BaseChatModel | None, *, method: str = "function_calling") -> ForwardPolicy:

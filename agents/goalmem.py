@@ -275,7 +275,9 @@ def validate_unification(
         names = {v.name for v in subgoals[sid].variables()}
         for b in result.bindings:
             if b.variable not in names:
-                problems.append(f"{sid}: {b.variable!r} is not a variable of this subgoal (its variables: {sorted(names)})")
+                problems.append(
+                    f"{sid}: {b.variable!r} is not a variable of this subgoal (its variables: {sorted(names)})"
+                )
             elif not normalize_value(b.value):
                 problems.append(f"{sid}: empty value for {b.variable}")
         unknown = [f for f in result.facts if f not in memory_ids]
@@ -390,7 +392,10 @@ def checked_unification(
     """A unifier's reply applied (``apply_unification``): the model's own reply keeps its judgments
     (``judged_by_model``); the lexical rule's output gets the lexical checks too."""
     step = apply_unification(
-        outcome.output, subgoals, substitution, memory_ids={mid for mid, _, _ in memories},
+        outcome.output,
+        subgoals,
+        substitution,
+        memory_ids={mid for mid, _, _ in memories},
         trust_judgments=judged_by_model,
     )
     return step, outcome

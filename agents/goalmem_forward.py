@@ -44,18 +44,24 @@ def keyword_queries(question: str, max_queries: int = 3) -> Reformulation:
     return Reformulation(queries=list(dict.fromkeys(q for q in (question, keywords) if q.strip()))[:max_queries])
 
 
-def scripted_react_step(question: str, memories: Sequence[MemoryLine], searches_left: int, *,
-                        searched: bool) -> ReactStep:
+def scripted_react_step(
+    question: str, memories: Sequence[MemoryLine], searches_left: int, *, searched: bool
+) -> ReactStep:
     """The ReAct step's fallback and no-LLM rule: search the question once, then answer extractively."""
     if not searched and searches_left > 0:
         return ReactStep(thought="search the question", action="search", query=question)
     extracted = answer_from_memory_lines(question, memories)
-    return ReactStep(thought="answer from the observations", action="answer", answer=extracted.answer,
-                     cited=extracted.cited)
+    return ReactStep(
+        thought="answer from the observations", action="answer", answer=extracted.answer, cited=extracted.cited
+    )
 
 
 def reformulate_question(
-    llm: BaseChatModel | None, question: str, *, max_queries: int = 3, method: str = "function_calling",
+    llm: BaseChatModel | None,
+    question: str,
+    *,
+    max_queries: int = 3,
+    method: str = "function_calling",
 ) -> RoleOutcome[Reformulation]:
     """Search queries for the question. Fallback: ``keyword_queries``."""
 
@@ -64,14 +70,22 @@ def reformulate_question(
         return [] if 1 <= len(queries) <= max_queries else [f"give 1 to {max_queries} non-empty queries"]
 
     return run_role(
-        llm, messages=forward_reformulate.build_messages(question, max_queries), schema=Reformulation,
-        validate=validate, fallback=lambda: keyword_queries(question, max_queries), method=method,
+        llm,
+        messages=forward_reformulate.build_messages(question, max_queries),
+        schema=Reformulation,
+        validate=validate,
+        fallback=lambda: keyword_queries(question, max_queries),
+        method=method,
         **_tags("forward_reformulate", forward_reformulate.VERSION),
     )
 
 
 def answer_from_memories(
-    llm: BaseChatModel | None, question: str, memories: Sequence[MemoryLine], *, method: str = "function_calling",
+    llm: BaseChatModel | None,
+    question: str,
+    memories: Sequence[MemoryLine],
+    *,
+    method: str = "function_calling",
 ) -> RoleOutcome[ForwardAnswer]:
     """An answer citing memory ids. Fallback: ``answers.answer_from_memory_lines``."""
     known = {mid for mid, _, _ in memories}
@@ -84,14 +98,22 @@ def answer_from_memories(
         return problems
 
     return run_role(
-        llm, messages=forward_answer.build_messages(question, _lines(memories)), schema=ForwardAnswer,
-        validate=validate, fallback=lambda: answer_from_memory_lines(question, memories), method=method,
+        llm,
+        messages=forward_answer.build_messages(question, _lines(memories)),
+        schema=ForwardAnswer,
+        validate=validate,
+        fallback=lambda: answer_from_memory_lines(question, memories),
+        method=method,
         **_tags("forward_answer", forward_answer.VERSION),
     )
 
 
 def reflect_on_answer(
-    llm: BaseChatModel | None, question: str, draft: str, memories: Sequence[MemoryLine], *,
+    llm: BaseChatModel | None,
+    question: str,
+    draft: str,
+    memories: Sequence[MemoryLine],
+    *,
     method: str = "function_calling",
 ) -> RoleOutcome[Reflection]:
     """Is the draft supported? Fallback: yes (which stops the reflection loop)."""
@@ -102,15 +124,25 @@ def reflect_on_answer(
         return []
 
     return run_role(
-        llm, messages=forward_reflect.build_messages(question, draft, _lines(memories)), schema=Reflection,
-        validate=validate, fallback=lambda: Reflection(sufficient=True), method=method,
+        llm,
+        messages=forward_reflect.build_messages(question, draft, _lines(memories)),
+        schema=Reflection,
+        validate=validate,
+        fallback=lambda: Reflection(sufficient=True),
+        method=method,
         **_tags("forward_reflect", forward_reflect.VERSION),
     )
 
 
 def react_step(
-    llm: BaseChatModel | None, question: str, transcript: Sequence[str], memories: Sequence[MemoryLine],
-    searches_left: int, *, searched: bool, method: str = "function_calling",
+    llm: BaseChatModel | None,
+    question: str,
+    transcript: Sequence[str],
+    memories: Sequence[MemoryLine],
+    searches_left: int,
+    *,
+    searched: bool,
+    method: str = "function_calling",
 ) -> RoleOutcome[ReactStep]:
     """The next ReAct action. Fallback: ``scripted_react_step`` (search the question once, then answer
     extractively)."""
@@ -130,7 +162,11 @@ def react_step(
         return problems
 
     return run_role(
-        llm, messages=forward_react.build_messages(question, transcript, searches_left), schema=ReactStep,
-        validate=validate, fallback=lambda: scripted_react_step(question, memories, searches_left, searched=searched),
-        method=method, **_tags("forward_react", forward_react.VERSION),
+        llm,
+        messages=forward_react.build_messages(question, transcript, searches_left),
+        schema=ReactStep,
+        validate=validate,
+        fallback=lambda: scripted_react_step(question, memories, searches_left, searched=searched),
+        method=method,
+        **_tags("forward_react", forward_react.VERSION),
     )

@@ -35,9 +35,7 @@ MemoryLine = tuple[str, str, str | None]
 """(memory id, text, ISO date or None)."""
 
 # Word lists here are closed-class English (auxiliaries, determiners, wh-words, time words), none read off data/.
-_AUX = frozenset(
-    "did does do is are was were has have had will would can could should may might am".split()
-)
+_AUX = frozenset("did does do is are was were has have had will would can could should may might am".split())
 _BE = frozenset("is are was were am".split())
 _PHRASE_END = frozenset(
     "with at on in for from to about because when while and but last yesterday today tonight this next "
@@ -49,8 +47,13 @@ _DATE_TYPES = frozenset("date time day month year when".split())
 _WH_TYPES = {"who": "person", "whom": "person", "when": "date", "where": "place", "why": "reason"}
 _HOW_TYPES = {"many": "number", "much": "amount", "long": "duration", "old": "age", "often": "frequency"}
 _PREPOSITION = {
-    "date": "on", "place": "in", "reason": "because of", "manner": "by", "duration": "for",
-    "frequency": "every", "age": "at the age of",
+    "date": "on",
+    "place": "in",
+    "reason": "because of",
+    "manner": "by",
+    "duration": "for",
+    "frequency": "every",
+    "age": "at the age of",
 }
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*|[.,;:!?]")
 _DAY_MONTH = re.compile(rf"\b\d{{1,2}} (?:{'|'.join(MONTHS)})\b(?: \d{{4}})?")
@@ -233,8 +236,11 @@ def _proper_name(tokens: Sequence[str], start: int, end: int, taken: set[str]) -
     while i < end:
         tok = tokens[i]
         opener = i == 0 or tokens[i - 1] in ".!?:"
-        if tok[:1].isupper() and tok != "I" and not (opener and tok.lower() in FUNCTION_WORDS) and not (
-            i + 1 < len(tokens) and tokens[i + 1] == ":"
+        if (
+            tok[:1].isupper()
+            and tok != "I"
+            and not (opener and tok.lower() in FUNCTION_WORDS)
+            and not (i + 1 < len(tokens) and tokens[i + 1] == ":")
         ):
             j = i
             while j < end and tokens[j][:1].isupper() and tokens[j] != "I":
@@ -308,7 +314,11 @@ def extract_value(atom: Atom, variable: Term, text: str, taken: set[str], when: 
                 return phrase
             if mentions_type or not phrase:
                 lo, hi = _sentence_bounds(tokens, position)
-                name = _proper_name(tokens, position + 1, hi, taken) if step > 0 else _proper_name(tokens, lo, position, taken)
+                name = (
+                    _proper_name(tokens, position + 1, hi, taken)
+                    if step > 0
+                    else _proper_name(tokens, lo, position, taken)
+                )
                 if name:
                     return name
     if type_stem:

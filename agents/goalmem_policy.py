@@ -110,8 +110,9 @@ class LLMGoalMemPolicy:
     def decompose(
         self, utterance: str, goal: Goal, failed: Sequence[tuple[Rule, str]], *, max_attempts: int = 2
     ) -> RoleOutcome[Rule]:
-        return decompose_goal(self.llm, utterance, goal, failed, method=self.method, max_attempts=max_attempts,
-                              paper=self.paper_prompts)
+        return decompose_goal(
+            self.llm, utterance, goal, failed, method=self.method, max_attempts=max_attempts, paper=self.paper_prompts
+        )
 
     def unify(
         self,
@@ -123,7 +124,13 @@ class LLMGoalMemPolicy:
         max_attempts: int = 2,
     ) -> tuple[UnifyStep, RoleOutcome[Unification]]:
         return unify_subgoals(
-            self.llm, utterance, subgoals, memories, substitution, method=self.method, max_attempts=max_attempts,
+            self.llm,
+            utterance,
+            subgoals,
+            memories,
+            substitution,
+            method=self.method,
+            max_attempts=max_attempts,
             paper=self.paper_prompts,
         )
 
@@ -140,8 +147,17 @@ class LLMGoalMemPolicy:
         max_attempts: int = 2,
     ) -> Antecedents:
         return refine_subgoals(
-            self.llm, utterance, goal, substitution, unresolved, memories, known_types, existing,
-            method=self.method, max_attempts=max_attempts, paper=self.paper_prompts,
+            self.llm,
+            utterance,
+            goal,
+            substitution,
+            unresolved,
+            memories,
+            known_types,
+            existing,
+            method=self.method,
+            max_attempts=max_attempts,
+            paper=self.paper_prompts,
         )
 
     def generate(
@@ -154,7 +170,13 @@ class LLMGoalMemPolicy:
         max_attempts: int = 2,
     ) -> RoleOutcome[GoalAnswer]:
         return generate_answer(
-            self.llm, utterance, goal, substitution, supporting, method=self.method, max_attempts=max_attempts,
+            self.llm,
+            utterance,
+            goal,
+            substitution,
+            supporting,
+            method=self.method,
+            max_attempts=max_attempts,
             paper=self.paper_prompts,
         )
 
@@ -214,8 +236,9 @@ RULES = RuleGoalMemPolicy()
 """The rules, also what a role uses when the run's call budget is spent (``graphs.strategies.goalmem.generate``)."""
 
 
-def goalmem_policy(name: str, llm: BaseChatModel | None, *, method: str = "function_calling",
-                   paper_prompts: bool = False) -> GoalMemPolicy:
+def goalmem_policy(
+    name: str, llm: BaseChatModel | None, *, method: str = "function_calling", paper_prompts: bool = False
+) -> GoalMemPolicy:
     """The run's policy from its pinned name (``auto`` already resolved): the rules for ``heuristic``, the LLM
     roles otherwise (``paper_prompts``: with the paper's prompts)."""
     if name == "heuristic":

@@ -96,13 +96,22 @@ class IngestPolicy(Protocol):
         """What the run records once before its first session (the model it asked for is missing)."""
         ...
 
-    def segment(self, turns: Sequence[Turn], vectors: np.ndarray, session_time: datetime | None, *,
-                combined: bool, facts: bool, cues: bool) -> tuple[WindowedOutcome[Segmentation], SessionLayers | None]:
+    def segment(
+        self,
+        turns: Sequence[Turn],
+        vectors: np.ndarray,
+        session_time: datetime | None,
+        *,
+        combined: bool,
+        facts: bool,
+        cues: bool,
+    ) -> tuple[WindowedOutcome[Segmentation], SessionLayers | None]:
         """The session's events; with ``combined``, the session analyst's facts and cue parts of the same calls."""
         ...
 
-    def relate(self, summaries: Sequence[str], event_turns: Sequence[Sequence[str]],
-               turns: Sequence[Turn]) -> WindowedOutcome[RelationSet]:
+    def relate(
+        self, summaries: Sequence[str], event_turns: Sequence[Sequence[str]], turns: Sequence[Turn]
+    ) -> WindowedOutcome[RelationSet]:
         """Relations between the session's events, keyed ``E1..`` in order."""
         ...
 
@@ -115,13 +124,15 @@ class IngestPolicy(Protocol):
         Prompt; ``threshold``: the merge threshold, below which the fallback judges "neither"."""
         ...
 
-    def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
-                          namespace: str, session_id: str) -> list[Relation]:
+    def participant_links(
+        self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph, namespace: str, session_id: str
+    ) -> list[Relation]:
         """Extra edges from stored events to the session's new ones (``vectors``: the new events' embeddings)."""
         ...
 
-    def label_topics(self, topics: Sequence[Topic],
-                     clusters: Callable[[], Sequence[TopicCluster]]) -> RoleOutcome[TopicAbstractSet] | None:
+    def label_topics(
+        self, topics: Sequence[Topic], clusters: Callable[[], Sequence[TopicCluster]]
+    ) -> RoleOutcome[TopicAbstractSet] | None:
         """Label and describe ``topics`` in place (MRAgent's Eq. 18; ``clusters`` builds their events on demand);
         None when the policy leaves topics unlabelled."""
         ...
@@ -130,19 +141,26 @@ class IngestPolicy(Protocol):
         """REAL's temporal facts of the session's turns."""
         ...
 
-    def cue_links(self, turns: Sequence[Turn], events: Sequence[Event], session_time: datetime | None,
-                  layers: SessionLayers | None) -> Decided[list[CueLink]]:
+    def cue_links(
+        self,
+        turns: Sequence[Turn],
+        events: Sequence[Event],
+        session_time: datetime | None,
+        layers: SessionLayers | None,
+    ) -> Decided[list[CueLink]]:
         """MRAgent's cue links of the session (``by_rules``: the lexical builder makes them all)."""
         ...
 
-    def r2_edits(self, memory: FactMemory, turns: Sequence[Turn], speakers: Sequence[str],
-                 session_date: str | None) -> Decided[tuple[list[CandidateFact], list[FactEdit]]]:
+    def r2_edits(
+        self, memory: FactMemory, turns: Sequence[Turn], speakers: Sequence[str], session_date: str | None
+    ) -> Decided[tuple[list[CandidateFact], list[FactEdit]]]:
         """Memory-R2: the session's candidate facts and the manager's edit batch against ``memory``."""
         ...
 
 
-def shared_participant_links(kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph, namespace: str,
-                             session_id: str) -> list[Relation]:
+def shared_participant_links(
+    kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph, namespace: str, session_id: str
+) -> list[Relation]:
     """Without an LLM: each new event linked to up to two similar stored events that share a participant."""
     links: list[Relation] = []
     if not graph.ids:
@@ -156,8 +174,17 @@ def shared_participant_links(kept: Sequence[Event], vectors: Mapping[str, Any], 
             other = graph.events[graph.ids[index]]
             if set(other.participants) & set(event.participants):
                 rid = relation_id(other.id, "shared_participant", event.id)
-                links.append(Relation(id=rid, namespace=namespace, source=other.id, target=event.id,
-                                      label="shared_participant", turn_ids=[], session_id=session_id))
+                links.append(
+                    Relation(
+                        id=rid,
+                        namespace=namespace,
+                        source=other.id,
+                        target=event.id,
+                        label="shared_participant",
+                        turn_ids=[],
+                        session_id=session_id,
+                    )
+                )
                 count += 1
     return links
 
@@ -183,14 +210,23 @@ class RuleIngestPolicy:
     def run_fallbacks(self) -> list[FallbackRecord]:
         return self._missing("ingest", "no chat model configured: heuristic policy used")
 
-    def segment(self, turns: Sequence[Turn], vectors: np.ndarray, session_time: datetime | None, *,
-                combined: bool, facts: bool, cues: bool) -> tuple[WindowedOutcome[Segmentation], SessionLayers | None]:
+    def segment(
+        self,
+        turns: Sequence[Turn],
+        vectors: np.ndarray,
+        session_time: datetime | None,
+        *,
+        combined: bool,
+        facts: bool,
+        cues: bool,
+    ) -> tuple[WindowedOutcome[Segmentation], SessionLayers | None]:
         """Change points of the turn embeddings, dated from the turns' time phrases."""
         segmentation = finalize_times(changepoint_segments(turns, vectors), turns, session_time)
         return WindowedOutcome(output=segmentation, cost=Cost()), None
 
-    def relate(self, summaries: Sequence[str], event_turns: Sequence[Sequence[str]],
-               turns: Sequence[Turn]) -> WindowedOutcome[RelationSet]:
+    def relate(
+        self, summaries: Sequence[str], event_turns: Sequence[Sequence[str]], turns: Sequence[Turn]
+    ) -> WindowedOutcome[RelationSet]:
         """A temporal chain of the events in order."""
         keys = [f"E{i + 1}" for i in range(len(summaries))]
         return WindowedOutcome(output=chain_relations(keys, event_turns), cost=Cost())
@@ -205,12 +241,14 @@ class RuleIngestPolicy:
         outcome = judge_pairs_paper(None, pairs, threshold=threshold)
         return RoleOutcome(output=outcome.output, cost=Cost())
 
-    def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
-                          namespace: str, session_id: str) -> list[Relation]:
+    def participant_links(
+        self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph, namespace: str, session_id: str
+    ) -> list[Relation]:
         return shared_participant_links(kept, vectors, graph, namespace, session_id)
 
-    def label_topics(self, topics: Sequence[Topic],
-                     clusters: Callable[[], Sequence[TopicCluster]]) -> RoleOutcome[TopicAbstractSet] | None:
+    def label_topics(
+        self, topics: Sequence[Topic], clusters: Callable[[], Sequence[TopicCluster]]
+    ) -> RoleOutcome[TopicAbstractSet] | None:
         """Topics stay unlabelled (the no-LLM memory and answers do not depend on labels)."""
         return None
 
@@ -218,17 +256,24 @@ class RuleIngestPolicy:
         """The fact patterns."""
         return Decided(pattern_extraction(turns, speakers), fallbacks=self._missing("fact_extractor"), by_rules=True)
 
-    def cue_links(self, turns: Sequence[Turn], events: Sequence[Event], session_time: datetime | None,
-                  layers: SessionLayers | None) -> Decided[list[CueLink]]:
+    def cue_links(
+        self,
+        turns: Sequence[Turn],
+        events: Sequence[Event],
+        session_time: datetime | None,
+        layers: SessionLayers | None,
+    ) -> Decided[list[CueLink]]:
         """No model links: the lexical cue builder makes them all."""
         return Decided([], by_rules=True)
 
-    def r2_edits(self, memory: FactMemory, turns: Sequence[Turn], speakers: Sequence[str],
-                 session_date: str | None) -> Decided[tuple[list[CandidateFact], list[FactEdit]]]:
+    def r2_edits(
+        self, memory: FactMemory, turns: Sequence[Turn], speakers: Sequence[str], session_date: str | None
+    ) -> Decided[tuple[list[CandidateFact], list[FactEdit]]]:
         """One third-person fact per turn, and the deterministic manager (never a random choice)."""
         candidates = candidates_from(fallback_extraction(turns, speakers))
-        return Decided((candidates, heuristic_edits(memory, candidates)), fallbacks=self._missing("r2_extractor"),
-                       by_rules=True)
+        return Decided(
+            (candidates, heuristic_edits(memory, candidates)), fallbacks=self._missing("r2_extractor"), by_rules=True
+        )
 
 
 def _turn_chars(turn: Turn) -> int:
@@ -263,8 +308,16 @@ class LLMIngestPolicy:
     def run_fallbacks(self) -> list[FallbackRecord]:
         return []
 
-    def segment(self, turns: Sequence[Turn], vectors: np.ndarray, session_time: datetime | None, *,
-                combined: bool, facts: bool, cues: bool) -> tuple[WindowedOutcome[Segmentation], SessionLayers | None]:
+    def segment(
+        self,
+        turns: Sequence[Turn],
+        vectors: np.ndarray,
+        session_time: datetime | None,
+        *,
+        combined: bool,
+        facts: bool,
+        cues: bool,
+    ) -> tuple[WindowedOutcome[Segmentation], SessionLayers | None]:
         """The segmenter or, ``combined``, the session analyst (events, facts and cue parts in one call per window).
 
         A session without memory turns needs no call (the rules segment nothing). A context too small for the
@@ -272,8 +325,12 @@ class LLMIngestPolicy:
         alone, and the facts and cues call their own roles (the outcome notes it)."""
         if not turns:
             return RuleIngestPolicy().segment(turns, vectors, session_time, combined=combined, facts=facts, cues=cues)
-        options: dict[str, Any] = {"session_time": session_time, "method": self.method, "budget": self.budget,
-                                   **self._trace()}
+        options: dict[str, Any] = {
+            "session_time": session_time,
+            "method": self.method,
+            "budget": self.budget,
+            **self._trace(),
+        }
         if combined:
             session_date = session_time.isoformat() if session_time else None
             if combined_pays(turns, session_date, self.budget, facts=facts, cues=cues):
@@ -283,11 +340,13 @@ class LLMIngestPolicy:
             return outcome, None
         return segment_session(self.chat_model, turns, vectors, **options), None
 
-    def relate(self, summaries: Sequence[str], event_turns: Sequence[Sequence[str]],
-               turns: Sequence[Turn]) -> WindowedOutcome[RelationSet]:
+    def relate(
+        self, summaries: Sequence[str], event_turns: Sequence[Sequence[str]], turns: Sequence[Turn]
+    ) -> WindowedOutcome[RelationSet]:
         """The relation extractor."""
-        return relate_session(self.chat_model, summaries, event_turns, turns, method=self.method, budget=self.budget,
-                              **self._trace())
+        return relate_session(
+            self.chat_model, summaries, event_turns, turns, method=self.method, budget=self.budget, **self._trace()
+        )
 
     def judge(self, pairs: Sequence[CandidatePair]) -> RoleOutcome[CorefVerdicts]:
         """The coreference judge."""
@@ -297,13 +356,15 @@ class LLMIngestPolicy:
         """The paper's coreference judge, one call per pair."""
         return judge_pairs_paper(self.chat_model, pairs, threshold=threshold, method=self.method, **self._trace())
 
-    def participant_links(self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph,
-                          namespace: str, session_id: str) -> list[Relation]:
+    def participant_links(
+        self, kept: Sequence[Event], vectors: Mapping[str, Any], graph: EventGraph, namespace: str, session_id: str
+    ) -> list[Relation]:
         """None: the model's relations and the coreference judge's links stand for them."""
         return []
 
-    def label_topics(self, topics: Sequence[Topic],
-                     clusters: Callable[[], Sequence[TopicCluster]]) -> RoleOutcome[TopicAbstractSet] | None:
+    def label_topics(
+        self, topics: Sequence[Topic], clusters: Callable[[], Sequence[TopicCluster]]
+    ) -> RoleOutcome[TopicAbstractSet] | None:
         """The topic abstractor, one call for every topic; a topic it gives no entry stays unlabelled."""
         outcome = abstract_topics(self.chat_model, clusters(), budget=self.budget, method=self.method, **self._trace())
         source: Literal["llm", "fallback"] = "fallback" if outcome.fallback else "llm"
@@ -319,40 +380,66 @@ class LLMIngestPolicy:
         outcome = extract_session_facts(self.chat_model, turns, method=self.method, budget=self.budget, **self._trace())
         return Decided(outcome.output, outcome.cost, list(outcome.fallbacks), list(outcome.notes))
 
-    def cue_links(self, turns: Sequence[Turn], events: Sequence[Event], session_time: datetime | None,
-                  layers: SessionLayers | None) -> Decided[list[CueLink]]:
+    def cue_links(
+        self,
+        turns: Sequence[Turn],
+        events: Sequence[Event],
+        session_time: datetime | None,
+        layers: SessionLayers | None,
+    ) -> Decided[list[CueLink]]:
         """The session analyst's cue part when it ran (``layers``), else the cue extractor's own calls."""
         if layers is not None and layers.cue_windows is not None:
             windows = [(w.start, w.end) for w in layers.cue_windows]
             links = window_links(turns, events, windows, [w.extraction for w in layers.cue_windows])
             return Decided(links, fallbacks=list(layers.cue_fallbacks))
-        links, outcome = session_cue_links(self.chat_model, turns, events, session_time=session_time,
-                                           method=self.method, budget=self.budget, paper=self.paper_prompts,
-                                           **self._trace())
+        links, outcome = session_cue_links(
+            self.chat_model,
+            turns,
+            events,
+            session_time=session_time,
+            method=self.method,
+            budget=self.budget,
+            paper=self.paper_prompts,
+            **self._trace(),
+        )
         return Decided(links, outcome.cost, list(outcome.fallbacks), list(outcome.notes))
 
-    def _r2_extract(self, turns: Sequence[Turn], speakers: Sequence[str],
-                    date: str | None) -> tuple[list[CandidateFact], Cost, list[FallbackRecord]]:
+    def _r2_extract(
+        self, turns: Sequence[Turn], speakers: Sequence[str], date: str | None
+    ) -> tuple[list[CandidateFact], Cost, list[FallbackRecord]]:
         """The session's candidate facts: one extractor call per window of turns that fits the model's context."""
-        room = self.budget.prompt_chars - prompt_chars(r2_extract.build_messages("", date, list(speakers),
-                                                                                 paper=self.paper_prompts))
+        room = self.budget.prompt_chars - prompt_chars(
+            r2_extract.build_messages("", date, list(speakers), paper=self.paper_prompts)
+        )
         sizes = [_turn_chars(t) for t in turns]
         windows = plan_windows(len(turns), lambda start, end: sum(sizes[start:end]), room)
-        tasks = [partial(extract_facts, self.chat_model, turns[start:end], session_date=date, speakers=speakers,
-                         method=self.method, paper=self.paper_prompts, **self._trace())
-                 for start, end in windows]
+        tasks = [
+            partial(
+                extract_facts,
+                self.chat_model,
+                turns[start:end],
+                session_date=date,
+                speakers=speakers,
+                method=self.method,
+                paper=self.paper_prompts,
+                **self._trace(),
+            )
+            for start, end in windows
+        ]
         outcomes: list[RoleOutcome[R2Extraction]] = run_windows(tasks)
         candidates = [c for outcome in outcomes for c in candidates_from(outcome.output)]
         cost = sum((o.cost for o in outcomes), Cost())
         return candidates, cost, [o.fallback for o in outcomes if o.fallback is not None]
 
-    def r2_edits(self, memory: FactMemory, turns: Sequence[Turn], speakers: Sequence[str],
-                 session_date: str | None) -> Decided[tuple[list[CandidateFact], list[FactEdit]]]:
+    def r2_edits(
+        self, memory: FactMemory, turns: Sequence[Turn], speakers: Sequence[str], session_date: str | None
+    ) -> Decided[tuple[list[CandidateFact], list[FactEdit]]]:
         """The R2 extractor per window, then the manager's batch: an invalid batch is retried once with its
         problems, then the deterministic manager decides (recorded); no rng and no temperature, so it never samples."""
         candidates, cost, fallbacks = self._r2_extract(turns, speakers, session_date)
-        decision = manage_memory(self.chat_model, memory, candidates, method=self.method, on_invalid="fallback",
-                                 **self._trace())
+        decision = manage_memory(
+            self.chat_model, memory, candidates, method=self.method, on_invalid="fallback", **self._trace()
+        )
         fallbacks += [decision.fallback] if decision.fallback is not None else []
         return Decided((candidates, decision.edits), cost + decision.cost, fallbacks)
 
@@ -378,5 +465,11 @@ def ingest_policy(
     chat_model = llm if llm is not None else (model() if model is not None else None)
     if chat_model is None:
         return RuleIngestPolicy(missing_model=True)
-    return LLMIngestPolicy(chat_model, method=method, budget=budget or ContextBudget(), tags=tuple(tags),
-                           metadata=dict(metadata or {}), paper_prompts=paper_prompts)
+    return LLMIngestPolicy(
+        chat_model,
+        method=method,
+        budget=budget or ContextBudget(),
+        tags=tuple(tags),
+        metadata=dict(metadata or {}),
+        paper_prompts=paper_prompts,
+    )

@@ -92,7 +92,9 @@ _THIRD_PARTY_STATEMENT = re.compile(rf"^\W*(?:my|our)\s+(?:[a-z]+\s+)?{_OTHER}",
 # partner?" asks the owner's.
 _THIRD_PARTY_QUESTION = re.compile(
     rf"\b(?:(?:my|our|your|his|her|their|[a-z]+['’]s)\s+(?:[a-z]+\s+)?{_OTHER}"
-    rf"|of\s+(?:my|our|your|his|her|their|the)\s+(?:[a-z]+\s+)?(?:{_KIN})\b)", re.IGNORECASE)
+    rf"|of\s+(?:my|our|your|his|her|their|the)\s+(?:[a-z]+\s+)?(?:{_KIN})\b)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -116,8 +118,9 @@ def item_vectors(snapshot: NamespaceSnapshot, embeddings: Embeddings) -> ItemVec
     return snapshot.derived(build)
 
 
-_BUILDERS: weakref.WeakKeyDictionary[Embeddings, Callable[[NamespaceSnapshot], ItemVectors]] = \
+_BUILDERS: weakref.WeakKeyDictionary[Embeddings, Callable[[NamespaceSnapshot], ItemVectors]] = (
     weakref.WeakKeyDictionary()
+)
 _BUILDERS_LOCK = threading.Lock()
 
 
@@ -125,12 +128,14 @@ def _build_vectors(snapshot: NamespaceSnapshot, *, embeddings: Embeddings) -> It
     index = item_index(snapshot)
     turns_of = [snapshot.turns.get(t) for t in index.flat_turns]
     texts = [f"{turn.speaker}: {turn.text}" if turn is not None else "" for turn in turns_of]
-    turns = normalize(np.asarray(embeddings.embed_documents(texts), dtype=np.float32)) if texts else \
-        np.zeros((0, 1), dtype=np.float32)
+    turns = (
+        normalize(np.asarray(embeddings.embed_documents(texts), dtype=np.float32))
+        if texts
+        else np.zeros((0, 1), dtype=np.float32)
+    )
     first = np.searchsorted(index.flat_items, np.arange(len(index.items)))
     own = turns[first] if len(index.items) else np.zeros((0, turns.shape[1]), dtype=np.float32)
-    evidence = np.fromiter((turn is not None and turn.evidence for turn in turns_of), dtype=bool,
-                           count=len(turns_of))
+    evidence = np.fromiter((turn is not None and turn.evidence for turn in turns_of), dtype=bool, count=len(turns_of))
     return ItemVectors(turns=turns, own=own, evidence=evidence)
 
 
@@ -178,8 +183,16 @@ def _single_valued_facts(speaker: str, text: str) -> tuple[tuple[tuple[str, str]
     from logicmap.memory.records.facts import entity_key, normalize_relation, relation_cardinality
     from logicmap.memory.records.records import Turn
 
-    turn = Turn(namespace="items", session_id="item", dia_id="item:1", speaker=speaker, text=text, position=0,
-                source_dia_id=None, item=None)
+    turn = Turn(
+        namespace="items",
+        session_id="item",
+        dia_id="item:1",
+        speaker=speaker,
+        text=text,
+        position=0,
+        source_dia_id=None,
+        item=None,
+    )
     found = []
     for fact in pattern_extraction([turn]).facts:
         relation = normalize_relation(fact.relation)
@@ -208,8 +221,9 @@ def _cardinality_superseded(snapshot: NamespaceSnapshot) -> np.ndarray:
     return by
 
 
-def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.ndarray,
-                       third_party: np.ndarray | None = None) -> np.ndarray:
+def rival_supersession(
+    index: ItemIndex, vectors: ItemVectors, relevance: np.ndarray, third_party: np.ndarray | None = None
+) -> np.ndarray:
     """For each item, the row of the newest rival that supersedes it for this query, or -1: both relevant
     (``RIVAL_FLOOR``), about the same person (given ``third_party``: ``third_party_items``), and either close in
     relevance (``RIVAL_MARGIN``) and alike (``RIVAL_SIMILARITY``), or counterparts (``COUNTERPART_MARGIN``,
@@ -228,8 +242,7 @@ def rival_supersession(index: ItemIndex, vectors: ItemVectors, relevance: np.nda
     rival = newer & (gap <= RIVAL_MARGIN) & (alike >= RIVAL_SIMILARITY)
     shape = [tuple(sorted(index.items[r].value)) for r in rows]  # a value's fields: the kind of memory it is
     same_kind = np.array([[a == b for b in shape] for a in shape], dtype=bool)
-    rival |= (_counterparts(newer & same_kind, alike) & (gap <= COUNTERPART_MARGIN)
-              & (alike >= COUNTERPART_SIMILARITY))
+    rival |= _counterparts(newer & same_kind, alike) & (gap <= COUNTERPART_MARGIN) & (alike >= COUNTERPART_SIMILARITY)
     when = np.where(rival, index.updated[rows][None, :], -np.inf)
     by[rows] = np.where(rival.any(axis=1), rows[np.argmax(when, axis=1)], -1)
     return by
@@ -274,5 +287,8 @@ def turn_scores_of(snapshot: NamespaceSnapshot, scores: np.ndarray, embeddings: 
     """Each evidence turn's score: its item's ``item_scores`` (for a strategy that ranks turns); a question or an
     untrusted reply of a ``messages`` value is not scored, as recall never returns it."""
     index, vectors = item_index(snapshot), item_vectors(snapshot, embeddings)
-    return {t: float(scores[row]) for t, row, ok in zip(index.flat_turns, index.flat_items, vectors.evidence)
-            if ok and not np.isnan(scores[row])}
+    return {
+        t: float(scores[row])
+        for t, row, ok in zip(index.flat_turns, index.flat_items, vectors.evidence)
+        if ok and not np.isnan(scores[row])
+    }

@@ -183,7 +183,6 @@ def local_chat_model(base_url: str, *, max_tokens: int = DEFAULT_MAX_TOKENS, tim
     )
 
 
-
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -229,6 +228,7 @@ def stop_process_group(process: subprocess.Popen[Any], timeout: float = 10.0) ->
             os.killpg(process.pid, signal.SIGKILL)
         process.wait(timeout=timeout)
 
+
 class LocalLLMServer:
     """llama-cpp-python's OpenAI-compatible server on 127.0.0.1, run as a child process.
 
@@ -266,10 +266,23 @@ class LocalLLMServer:
 
     def command(self) -> list[str]:
         return [
-            str(self.python), "-c", _SERVER_LAUNCHER,
-            "--model", str(self.model_path), "--model_alias", MODEL_ALIAS,
-            "--host", self.host, "--port", str(self.port),
-            "--n_ctx", str(self.n_ctx), "--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads),
+            str(self.python),
+            "-c",
+            _SERVER_LAUNCHER,
+            "--model",
+            str(self.model_path),
+            "--model_alias",
+            MODEL_ALIAS,
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(self.n_ctx),
+            "--n_threads",
+            str(self.n_threads),
+            "--n_threads_batch",
+            str(self.n_threads),
         ]
 
     def start(self, timeout: float = 90.0) -> LocalLLMServer:
@@ -362,21 +375,39 @@ def measure_throughput(base_url: str, *, runs: int = 3, max_tokens: int = 128) -
     story = [{"role": "user", "content": "Write a long story about two friends who meet in Lisbon."}]
     record = [
         {"role": "system", "content": "Extract the events of the text as records."},
-        {"role": "user", "content": "Maya adopted a puppy named Bruno in May. Leo moved to Tokyo for work and "
-                                    "learned to make sushi. They met in Lisbon in June and ate custard tarts."},
+        {
+            "role": "user",
+            "content": "Maya adopted a puppy named Bruno in May. Leo moved to Tokyo for work and "
+            "learned to make sushi. They met in Lisbon in June and ate custard tarts.",
+        },
     ]
     schema = {
         "type": "object",
-        "properties": {"events": {"type": "array", "items": {"type": "object", "properties": {
-            "summary": {"type": "string"}, "participants": {"type": "array", "items": {"type": "string"}},
-            "date": {"type": "string"}}, "required": ["summary", "participants", "date"]}}},
+        "properties": {
+            "events": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "summary": {"type": "string"},
+                        "participants": {"type": "array", "items": {"type": "string"}},
+                        "date": {"type": "string"},
+                    },
+                    "required": ["summary", "participants", "date"],
+                },
+            }
+        },
         "required": ["events"],
     }
     tool = {"type": "function", "function": {"name": "Events", "description": "events", "parameters": schema}}
     requests = {
         "text": {"messages": story, "temperature": 0.7},
-        "constrained": {"messages": record, "temperature": 0.0, "tools": [tool],
-                        "tool_choice": {"type": "function", "function": {"name": "Events"}}},
+        "constrained": {
+            "messages": record,
+            "temperature": 0.0,
+            "tools": [tool],
+            "tool_choice": {"type": "function", "function": {"name": "Events"}},
+        },
     }
     result: dict[str, float] = {}
     for name, body in requests.items():
@@ -441,13 +472,18 @@ def _serve(server: LocalLLMServer, *, benchmark: bool, command: Sequence[str], o
         except LocalLLMUnavailable as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        print(f"local model server ready at {server.base_url} in {server.start_time_s:.1f}s "
-              f"(log: {server.log_path})", file=out)
+        print(
+            f"local model server ready at {server.base_url} in {server.start_time_s:.1f}s (log: {server.log_path})",
+            file=out,
+        )
         print(SMOKE_TEST_NOTE, file=sys.stderr)
         if benchmark:
             figures = measure_throughput(server.base_url)
-            print(f"start: {server.start_time_s:.2f}s; free text: {figures['text_tokens_per_s']:.1f} tokens/s; "
-                  f"schema-constrained tool call: {figures['constrained_tokens_per_s']:.1f} tokens/s", file=out)
+            print(
+                f"start: {server.start_time_s:.2f}s; free text: {figures['text_tokens_per_s']:.1f} tokens/s; "
+                f"schema-constrained tool call: {figures['constrained_tokens_per_s']:.1f} tokens/s",
+                file=out,
+            )
             return 0
         if command:
             return subprocess.call(list(command), env={**os.environ, **server.env()})

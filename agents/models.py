@@ -20,11 +20,31 @@ from logicmap.settings import LogicMapSettings
 
 __all__ = ["PROVIDERS", "make_chat_model", "provider_of"]
 
-PROVIDERS: frozenset[str] = frozenset({
-    "openai", "anthropic", "azure_openai", "azure_ai", "google_vertexai", "google_genai", "google_anthropic_vertex",
-    "bedrock", "bedrock_converse", "cohere", "fireworks", "together", "mistralai", "huggingface", "groq", "ollama",
-    "deepseek", "ibm", "nvidia", "xai", "perplexity",
-})
+PROVIDERS: frozenset[str] = frozenset(
+    {
+        "openai",
+        "anthropic",
+        "azure_openai",
+        "azure_ai",
+        "google_vertexai",
+        "google_genai",
+        "google_anthropic_vertex",
+        "bedrock",
+        "bedrock_converse",
+        "cohere",
+        "fireworks",
+        "together",
+        "mistralai",
+        "huggingface",
+        "groq",
+        "ollama",
+        "deepseek",
+        "ibm",
+        "nvidia",
+        "xai",
+        "perplexity",
+    }
+)
 """The ``provider:`` prefixes of LangChain's ``init_chat_model``."""
 
 
@@ -41,11 +61,17 @@ def _init_provider_model(settings: LogicMapSettings, chat_model: str, provider: 
     try:
         from langchain.chat_models import init_chat_model
     except ImportError:
-        raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model} names a LangChain provider: "
-                            "install `langchain` and the provider's package (e.g. langchain-anthropic)") from None
+        raise ProviderError(
+            "missing_key",
+            f"LOGICMAP_CHAT_MODEL={settings.chat_model} names a LangChain provider: "
+            "install `langchain` and the provider's package (e.g. langchain-anthropic)",
+        ) from None
     model = chat_model.split(":", 1)[1]
-    options: dict[str, Any] = {"temperature": settings.temperature, "timeout": settings.request_timeout,
-                                  "max_retries": 0}
+    options: dict[str, Any] = {
+        "temperature": settings.temperature,
+        "timeout": settings.request_timeout,
+        "max_retries": 0,
+    }
     if provider == "openai" and settings.openai_api_key:
         options["api_key"] = settings.openai_api_key.get_secret_value()
     if provider in ("ollama", "google_genai"):  # their clients take no max_retries / timeout keyword
@@ -56,8 +82,10 @@ def _init_provider_model(settings: LogicMapSettings, chat_model: str, provider: 
     except ImportError as exc:
         raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model}: {exc}") from None
     except Exception as exc:  # a provider's client refusing its settings (no API key...)
-        raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model} could not be set up: "
-                            f"{type(exc).__name__}: {str(exc)[:300]}") from None
+        raise ProviderError(
+            "missing_key",
+            f"LOGICMAP_CHAT_MODEL={settings.chat_model} could not be set up: {type(exc).__name__}: {str(exc)[:300]}",
+        ) from None
 
 
 def make_chat_model(settings: LogicMapSettings) -> BaseChatModel | None:
@@ -83,9 +111,12 @@ def make_chat_model(settings: LogicMapSettings) -> BaseChatModel | None:
     if api_key is None and settings.openai_base_url:
         api_key = "not-needed"  # local OpenAI-compatible servers accept any key
     if api_key is None and not os.environ.get("OPENAI_API_KEY"):
-        raise ProviderError("missing_key", f"LOGICMAP_CHAT_MODEL={settings.chat_model} needs an API key: set "
-                            "LOGICMAP_OPENAI_API_KEY (or OPENAI_API_KEY), or LOGICMAP_OPENAI_BASE_URL for a "
-                            "local OpenAI-compatible server")
+        raise ProviderError(
+            "missing_key",
+            f"LOGICMAP_CHAT_MODEL={settings.chat_model} needs an API key: set "
+            "LOGICMAP_OPENAI_API_KEY (or OPENAI_API_KEY), or LOGICMAP_OPENAI_BASE_URL for a "
+            "local OpenAI-compatible server",
+        )
     return ChatOpenAI(
         model=chat_model,
         base_url=settings.openai_base_url,

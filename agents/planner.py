@@ -45,7 +45,12 @@ def _clean_subgoals(subgoals: list[str], question: str) -> list[str]:
 
 
 def plan_subgoals(
-    llm: BaseChatModel | None, question: str, *, method: str = "function_calling", tags: Sequence[str] = (), metadata: dict[str, Any] | None = None
+    llm: BaseChatModel | None,
+    question: str,
+    *,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
 ) -> RoleOutcome[Plan]:
     outcome = run_role(
         llm,
@@ -88,7 +93,9 @@ def plan_with_starts(
     outcome = run_role(
         llm,
         role="planner",
-        messages=prompt.build_plan_and_starts_messages(question, "\n".join(f"{i}: {t}" for i, t in candidates), max_starts),
+        messages=prompt.build_plan_and_starts_messages(
+            question, "\n".join(f"{i}: {t}" for i, t in candidates), max_starts
+        ),
         schema=PlanAndStarts,
         validate=validate,
         fallback=lambda: PlanAndStarts(subgoals=clause_subgoals(question)),

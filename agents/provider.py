@@ -46,8 +46,17 @@ __all__ = [
 R = TypeVar("R")
 
 ProviderErrorKind = Literal[
-    "missing_key", "auth", "permission", "model_not_found", "bad_request", "context_length",
-    "rate_limited", "server_error", "timeout", "unreachable", "deadline",
+    "missing_key",
+    "auth",
+    "permission",
+    "model_not_found",
+    "bad_request",
+    "context_length",
+    "rate_limited",
+    "server_error",
+    "timeout",
+    "unreachable",
+    "deadline",
 ]
 
 # Kinds a later attempt may cure (within the retry budget); the others stop at once.
@@ -80,8 +89,15 @@ class ProviderError(RuntimeError):
     ``kind`` names the cause; ``transient`` kinds were retried within the budget before this was raised.
     """
 
-    def __init__(self, kind: ProviderErrorKind, message: str, *, endpoint: str = "", status: int | None = None,
-                 retry_after: float | None = None) -> None:
+    def __init__(
+        self,
+        kind: ProviderErrorKind,
+        message: str,
+        *,
+        endpoint: str = "",
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> None:
         hint = _HINTS.get(kind, "")
         super().__init__(f"{message}{f' ({hint})' if hint else ''}")
         self.kind = kind
@@ -143,8 +159,16 @@ def _server_message(exc: Any) -> str:
 
 
 def _status_kind(status: int, text: str) -> ProviderErrorKind:
-    if any(sign in text for sign in ("context_length_exceeded", "maximum context length", "context window",
-                                     "prompt is too long", "exceeds the maximum number of tokens")):
+    if any(
+        sign in text
+        for sign in (
+            "context_length_exceeded",
+            "maximum context length",
+            "context window",
+            "prompt is too long",
+            "exceeds the maximum number of tokens",
+        )
+    ):
         return "context_length"
     if status == 401:
         return "auth"
@@ -160,9 +184,13 @@ def _status_kind(status: int, text: str) -> ProviderErrorKind:
 
 
 _VERBS: dict[str, str] = {
-    "auth": "rejected the API key", "permission": "denied access", "model_not_found": "does not know the model",
-    "bad_request": "rejected the request", "context_length": "says the prompt exceeds the model's context window",
-    "rate_limited": "kept rate-limiting", "server_error": "kept failing",
+    "auth": "rejected the API key",
+    "permission": "denied access",
+    "model_not_found": "does not know the model",
+    "bad_request": "rejected the request",
+    "context_length": "says the prompt exceeds the model's context window",
+    "rate_limited": "kept rate-limiting",
+    "server_error": "kept failing",
 }
 
 
@@ -178,8 +206,9 @@ def _timed_out(endpoint: str) -> ProviderError:
 
 
 def _unreachable(endpoint: str, reason: BaseException) -> ProviderError:
-    return ProviderError("unreachable", f"cannot reach the chat model at {endpoint}: {str(reason)[:160]}",
-                         endpoint=endpoint)
+    return ProviderError(
+        "unreachable", f"cannot reach the chat model at {endpoint}: {str(reason)[:160]}", endpoint=endpoint
+    )
 
 
 def classify_error(exc: BaseException, endpoint: str) -> ProviderError | None:
@@ -268,8 +297,11 @@ class RetryPolicy:
 
     @classmethod
     def from_settings(cls, settings: Any) -> RetryPolicy:
-        return cls(budget_s=float(settings.retry_budget_s), base_s=float(settings.retry_base_s),
-                   max_requests=int(settings.retry_max_requests))
+        return cls(
+            budget_s=float(settings.retry_budget_s),
+            base_s=float(settings.retry_base_s),
+            max_requests=int(settings.retry_max_requests),
+        )
 
 
 def backoff_delay(retry: int, policy: RetryPolicy, rng: random.Random, retry_after: float | None = None) -> float:
@@ -344,20 +376,26 @@ def run_scope(settings: Any | None = None, *, seed: int | None = None) -> Iterat
     if settings is None:
         scope = RunScope(rng=random.Random(seed))
     else:
-        scope = RunScope(policy=RetryPolicy.from_settings(settings), request_timeout=settings.request_timeout,
-                         deadline_s=settings.run_deadline_s, rng=random.Random(seed))
+        scope = RunScope(
+            policy=RetryPolicy.from_settings(settings),
+            request_timeout=settings.request_timeout,
+            deadline_s=settings.run_deadline_s,
+            rng=random.Random(seed),
+        )
     scope.restart()
     with deadline_scope(scope):
         yield scope
 
 
 def _deadline_error(scope: RunScope, endpoint: str, why: str) -> DeadlineExceeded:
-    return DeadlineExceeded(f"the run's deadline ({scope.deadline_s:g} s) passed {why} the chat model at {endpoint}",
-                            endpoint=endpoint)
+    return DeadlineExceeded(
+        f"the run's deadline ({scope.deadline_s:g} s) passed {why} the chat model at {endpoint}", endpoint=endpoint
+    )
 
 
-def _request(call: Callable[[float | None], R], scope: RunScope, endpoint: str,
-             on_request: Callable[[], None] | None) -> R:
+def _request(
+    call: Callable[[float | None], R], scope: RunScope, endpoint: str, on_request: Callable[[], None] | None
+) -> R:
     """One request once the endpoint's gate is open, timed out at the run's deadline; its failure classified."""
     wait = rate_gate.wait_time(endpoint)
     if wait > 0:  # a little jitter so the callers held back together do not all resend at once
@@ -402,8 +440,13 @@ class _UnreachableLimit(stop_base):
         return _failure(state).kind == "unreachable" and state.attempt_number >= UNREACHABLE_MAX_REQUESTS
 
 
-def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_request: Callable[[], None] | None = None,
-                      scope: RunScope | None = None) -> R:
+def call_with_retries(
+    call: Callable[[float | None], R],
+    *,
+    endpoint: str,
+    on_request: Callable[[], None] | None = None,
+    scope: RunScope | None = None,
+) -> R:
     """``call(timeout)`` until it returns or fails with a non-provider error; transient provider errors
     (429, 5xx, timeouts, connection failures) are retried with backoff within the budget, then raised.
 
@@ -426,11 +469,18 @@ def call_with_retries(call: Callable[[float | None], R], *, endpoint: str, on_re
 
     def give_up(state: RetryCallState) -> NoReturn:
         error, spent = _failure(state), state.seconds_since_start or 0.0
-        raise ProviderError(error.kind, f"{error.detail}, after {state.attempt_number} requests in {spent:.1f} s",
-                            endpoint=endpoint, status=error.status) from (error.__cause__ or error)
+        raise ProviderError(
+            error.kind,
+            f"{error.detail}, after {state.attempt_number} requests in {spent:.1f} s",
+            endpoint=endpoint,
+            status=error.status,
+        ) from (error.__cause__ or error)
 
     retrying = Retrying(
-        retry=retry_if_exception(_transient), wait=backoff, before_sleep=within_deadline, retry_error_callback=give_up,
+        retry=retry_if_exception(_transient),
+        wait=backoff,
+        before_sleep=within_deadline,
+        retry_error_callback=give_up,
         stop=stop_after_attempt(run.policy.max_requests) | stop_before_delay(run.policy.budget_s) | _UnreachableLimit(),
     )
     return retrying(lambda: _request(call, run, endpoint, on_request))

@@ -59,20 +59,33 @@ def _matched(index: CueIndex, keywords: Sequence[str], limit: int) -> list[Cue]:
 
 
 def extract_query_cues(
-    llm: BaseChatModel | None, question: str, index: CueIndex, *, limit: int = 8, method: str = "function_calling",
-    tags: Sequence[str] = (), metadata: dict[str, Any] | None = None,
+    llm: BaseChatModel | None,
+    question: str,
+    index: CueIndex,
+    *,
+    limit: int = 8,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
+    metadata: dict[str, Any] | None = None,
 ) -> QueryCueOutcome:
     """The question's cues: the model's keywords matched to stored cues; without a model, the lexical matcher
     (not a fallback: the no-LLM policy). A reply still invalid after the retry falls back to it (recorded)."""
     if llm is None:
         return QueryCueOutcome(cues=index.cues_of_text(question, limit=limit))
     outcome = run_role(
-        llm, role="query_cues", messages=prompt.build_messages(question), schema=QueryCues,
-        validate=lambda r: validate_query_cues(r, question), fallback=QueryCues, method=method, tags=tags,
+        llm,
+        role="query_cues",
+        messages=prompt.build_messages(question),
+        schema=QueryCues,
+        validate=lambda r: validate_query_cues(r, question),
+        fallback=QueryCues,
+        method=method,
+        tags=tags,
         metadata={**(metadata or {}), "prompt_version": prompt.VERSION},
     )
     if outcome.fallback is not None:
-        return QueryCueOutcome(cues=index.cues_of_text(question, limit=limit), fallback=outcome.fallback,
-                               cost=outcome.cost)
+        return QueryCueOutcome(
+            cues=index.cues_of_text(question, limit=limit), fallback=outcome.fallback, cost=outcome.cost
+        )
     keywords = list(dict.fromkeys(k.strip() for k in outcome.output.keywords))
     return QueryCueOutcome(cues=_matched(index, keywords, limit), keywords=keywords, cost=outcome.cost)

@@ -181,8 +181,7 @@ def extract_facts(
     return run_role(
         llm,
         role="r2_extractor",
-        messages=r2_extract.build_messages("\n".join(_render_turn(t) for t in turns), session_date, names,
-                                           paper=paper),
+        messages=r2_extract.build_messages("\n".join(_render_turn(t) for t in turns), session_date, names, paper=paper),
         schema=FactExtraction,
         validate=lambda r: validate_extraction(r, turns),
         fallback=lambda: fallback_extraction(turns, names),
@@ -372,7 +371,9 @@ class ManagerOutcome(BaseModel):
     attempts: int = 0
 
 
-def related_memories(memory: FactMemory, candidates: Sequence[CandidateFact], k: int = RELATED_PER_FACT) -> dict[int, list[str]]:
+def related_memories(
+    memory: FactMemory, candidates: Sequence[CandidateFact], k: int = RELATED_PER_FACT
+) -> dict[int, list[str]]:
     """Per new fact, the ids of its related memories: the ``k`` live facts most similar to it (content-word Jaccard
     above 0) and every live fact with its subject and attribute (``fact_key``), most similar first.
 
@@ -393,14 +394,17 @@ def related_memories(memory: FactMemory, candidates: Sequence[CandidateFact], k:
     return related
 
 
-def manager_messages(memory: FactMemory, candidates: Sequence[CandidateFact]) -> tuple[list[BaseMessage], dict[int, list[str]]]:
+def manager_messages(
+    memory: FactMemory, candidates: Sequence[CandidateFact]
+) -> tuple[list[BaseMessage], dict[int, list[str]]]:
     """The manager's prompt: each new fact with its related memory ids, and those memories' text."""
     related = related_memories(memory, candidates)
     shown = {rid for ids in related.values() for rid in ids}
     memory_text = "\n".join(r.render() for r in memory.live() if r.id in shown)
     memory_text = memory_text or ("(no related memories)" if memory.size else "(memory is empty)")
     lines = [
-        f"{i}: {c.text}" + (f" [{', '.join(c.turn_ids)}]" if c.turn_ids else "")
+        f"{i}: {c.text}"
+        + (f" [{', '.join(c.turn_ids)}]" if c.turn_ids else "")
         + f" (related: {', '.join(related[i]) or 'none'})"
         for i, c in enumerate(candidates)
     ]
@@ -415,11 +419,15 @@ def validate_procedure(edits: Sequence[FactEdit], related: dict[int, list[str]])
     for e in edits:
         allowed = related.get(e.fact, [])
         if e.id is not None and e.op != "ADD" and e.fact in related and e.id not in allowed:
-            problems.append(f"{e.op} for new fact {e.fact} names {e.id}, which is not one of its related memories "
-                            f"({', '.join(allowed) or 'none'})")
+            problems.append(
+                f"{e.op} for new fact {e.fact} names {e.id}, which is not one of its related memories "
+                f"({', '.join(allowed) or 'none'})"
+            )
     for index in sorted({e.fact for e in edits} - decided):
-        problems.append(f"new fact {index} has only DELETE edits: after deleting what it contradicts, decide the "
-                        "fact itself (ADD, UPDATE or NOOP)")
+        problems.append(
+            f"new fact {index} has only DELETE edits: after deleting what it contradicts, decide the "
+            "fact itself (ADD, UPDATE or NOOP)"
+        )
     return problems
 
 

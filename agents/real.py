@@ -71,7 +71,10 @@ _HEDGED_QUESTION = re.compile(
 # Each intent's name and its dictionary synonyms (lexicon.INTENT_CUES), tried in this order.
 _INTENT_PATTERNS: list[tuple[FactIntent, re.Pattern[str]]] = [
     ("CAUSAL", re.compile(r"\b(why|reasons?|because|causes?|caused|led to|motivated|motivation)\b")),
-    ("CONTRAST", re.compile(r"\b(differ|different|difference|instead|rather|compare|compared|contrast|unlike|versus|vs)\b")),
+    (
+        "CONTRAST",
+        re.compile(r"\b(differ|different|difference|instead|rather|compare|compared|contrast|unlike|versus|vs)\b"),
+    ),
     ("EVOLUTION", re.compile(r"\b(changes?|changed|switch|switched|used to|anymore|no longer)\b")),
     ("TEMPORAL", re.compile(r"\b(when|what time|how long|what date|which year|which month)\b")),
 ]
@@ -146,7 +149,8 @@ def heuristic_roots(question: str, index: FactIndex, similar_fact_ids: Sequence[
     """Entities named in the question (heads first), else heads of the most similar facts."""
     lowered = " " + re.sub(r"[^\w\s'-]", " ", re.sub(r"'s\b", "", question.lower())) + " "
     named = [
-        key for key in index.names
+        key
+        for key in index.names
         if len(key) >= 3 and key not in _EXTRA_STOP and re.search(rf"(?<![\w']){re.escape(key)}(?![\w'])", lowered)
     ]
     named.sort(key=lambda k: (k not in index.by_head, -len(index.by_head.get(k, [])), -len(k), k))
@@ -265,7 +269,11 @@ def heuristic_scores(
                 coherence -= 0.2  # the second fact starts after the first stopped holding
         if len({entity_key(n) for n in path.nodes}) < len(path.nodes):
             coherence -= 0.3
-        if window is not None and path.intent in _TIME_BOUND_INTENTS and not all(valid_during(f, *window) for f in facts):
+        if (
+            window is not None
+            and path.intent in _TIME_BOUND_INTENTS
+            and not all(valid_during(f, *window) for f in facts)
+        ):
             coherence -= 0.5  # not valid at the time asked about (changes and dates may look at other times)
         new_info = any(not (_stems(n) <= (named | content)) for n in path.nodes[1:])
         if re.search(r"\bwhen\b", q):
@@ -360,7 +368,11 @@ def _hyponymy(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: S
     end = entity_key(parent.end)
     for fact in [*index.outgoing(parent.end), *index.incoming(parent.end)]:
         if fact.relation in HYPONYM_RELATIONS and flt.admits(fact, parent.intent):
-            out.append(RepairCandidate(fact, "out" if entity_key(fact.head) == end else "in", f"hyponymy: {fact.head} is a {fact.tail}"))
+            out.append(
+                RepairCandidate(
+                    fact, "out" if entity_key(fact.head) == end else "in", f"hyponymy: {fact.head} is a {fact.tail}"
+                )
+            )
     for other in index.related_entities(parent.end):
         for fact in index.outgoing(other):
             if flt.admits(fact, parent.intent):
@@ -371,7 +383,9 @@ def _hyponymy(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: S
     return out
 
 
-def _temporal_succession(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+def _temporal_succession(
+    index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter
+) -> list[RepairCandidate]:
     """The value may have changed: other versions of the attributes tried, at any time."""
     seeds = [*(index.facts[f] for f in parent.fact_ids[-1:]), *failed, *index.outgoing(parent.end)]
     end = entity_key(parent.end)
@@ -388,12 +402,18 @@ def _causality(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: 
     end = entity_key(parent.end)
     out = []
     for fact in [*index.outgoing(parent.end), *index.incoming(parent.end)]:
-        if (fact.intent == "CAUSAL" or fact.relation in CAUSAL_RELATIONS) and flt.admits(fact, parent.intent, relax_intent=True):
-            out.append(RepairCandidate(fact, "out" if entity_key(fact.head) == end else "in", f"causality: {fact.relation}"))
+        if (fact.intent == "CAUSAL" or fact.relation in CAUSAL_RELATIONS) and flt.admits(
+            fact, parent.intent, relax_intent=True
+        ):
+            out.append(
+                RepairCandidate(fact, "out" if entity_key(fact.head) == end else "in", f"causality: {fact.relation}")
+            )
     return out
 
 
-def _co_occurrence(index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter) -> list[RepairCandidate]:
+def _co_occurrence(
+    index: FactIndex, parent: FactPath, failed: Sequence[Fact], flt: SearchFilter
+) -> list[RepairCandidate]:
     """Facts stated in the same turns as the path's facts (at the root: as the failed candidates) are likely related."""
     seeds = [index.facts[f] for f in parent.fact_ids] or list(failed)
     turns = [t for f in seeds for t in f.turn_ids]
@@ -474,8 +494,9 @@ def heuristic_answer(question: str, paths: Sequence[FactPath], index: FactIndex,
     values, used = [value], [best.id]
     wanted = _relation_stems(fact.relation) & content
     # "Which foods ..." asks for several values: similar-kind paths further down the ranking count too.
-    plural = any(len(w) > 3 and w.endswith("s") and not w.endswith("ss") and stem(w) in content
-                 for w in re.findall(r"[a-z]+", q))
+    plural = any(
+        len(w) > 3 and w.endswith("s") and not w.endswith("ss") and stem(w) in content for w in re.findall(r"[a-z]+", q)
+    )
     floor = (0.6 if plural else 0.8) * (best.score or 0)
     for path in paths[1:]:
         last = index.facts[path.fact_ids[-1]]

@@ -44,14 +44,25 @@ class RealPolicy(Protocol):
         ...
 
     def evaluate(
-        self, question: str, paths: Sequence[FactPath], index: FactIndex, *, similarities: Sequence[float],
-        window: Window | None, reference_time: str | None,
+        self,
+        question: str,
+        paths: Sequence[FactPath],
+        index: FactIndex,
+        *,
+        similarities: Sequence[float],
+        window: Window | None,
+        reference_time: str | None,
     ) -> RoleOutcome[PathScores]:
         """Relevance, coherence and sufficiency of every listed path (labels P1..Pn), in one decision."""
         ...
 
     def answer(
-        self, question: str, paths: Sequence[FactPath], index: FactIndex, *, reference_time: str | None,
+        self,
+        question: str,
+        paths: Sequence[FactPath],
+        index: FactIndex,
+        *,
+        reference_time: str | None,
         passing: bool,
     ) -> RoleOutcome[PathAnswer]:
         """The answer from the kept paths only."""
@@ -67,14 +78,25 @@ class RuleRealPolicy:
         return RoleOutcome(output=heuristic_roots(question, index, named), cost=Cost())
 
     def evaluate(
-        self, question: str, paths: Sequence[FactPath], index: FactIndex, *, similarities: Sequence[float],
-        window: Window | None, reference_time: str | None,
+        self,
+        question: str,
+        paths: Sequence[FactPath],
+        index: FactIndex,
+        *,
+        similarities: Sequence[float],
+        window: Window | None,
+        reference_time: str | None,
     ) -> RoleOutcome[PathScores]:
         labels = [f"P{i + 1}" for i in range(len(paths))]
         return RoleOutcome(output=heuristic_scores(question, paths, labels, index, similarities, window), cost=Cost())
 
     def answer(
-        self, question: str, paths: Sequence[FactPath], index: FactIndex, *, reference_time: str | None,
+        self,
+        question: str,
+        paths: Sequence[FactPath],
+        index: FactIndex,
+        *,
+        reference_time: str | None,
         passing: bool,
     ) -> RoleOutcome[PathAnswer]:
         return RoleOutcome(output=heuristic_answer(question, paths, index, passing=passing), cost=Cost())
@@ -100,36 +122,78 @@ class LLMRealPolicy:
             return rules.model_copy(update={"fallback": FallbackRecord(role="real", reason=reason)})
         if not len(index):  # no fact to choose a root from: nothing to ask the planner
             return RULES.roots(question, index, similar)
-        outcome = plan_roots(self.llm, question, index, similar_fact_ids=similar, method=self.method,
-                             tags=self.tags, metadata=self.metadata)
+        outcome = plan_roots(
+            self.llm,
+            question,
+            index,
+            similar_fact_ids=similar,
+            method=self.method,
+            tags=self.tags,
+            metadata=self.metadata,
+        )
         if not outcome.output.roots:  # every root the model named was unknown
             outcome.output = outcome.output.model_copy(
-                update={"roots": heuristic_roots(question, index, similar).roots})
+                update={"roots": heuristic_roots(question, index, similar).roots}
+            )
         return outcome
 
     def evaluate(
-        self, question: str, paths: Sequence[FactPath], index: FactIndex, *, similarities: Sequence[float],
-        window: Window | None, reference_time: str | None,
+        self,
+        question: str,
+        paths: Sequence[FactPath],
+        index: FactIndex,
+        *,
+        similarities: Sequence[float],
+        window: Window | None,
+        reference_time: str | None,
     ) -> RoleOutcome[PathScores]:
         if self.llm is None:
-            return RULES.evaluate(question, paths, index, similarities=similarities, window=window,
-                                  reference_time=reference_time)
-        return evaluate_paths(self.llm, question, paths, index, similarities=similarities, window=window,
-                              reference_time=reference_time, method=self.method, tags=self.tags,
-                              metadata=self.metadata)
+            return RULES.evaluate(
+                question, paths, index, similarities=similarities, window=window, reference_time=reference_time
+            )
+        return evaluate_paths(
+            self.llm,
+            question,
+            paths,
+            index,
+            similarities=similarities,
+            window=window,
+            reference_time=reference_time,
+            method=self.method,
+            tags=self.tags,
+            metadata=self.metadata,
+        )
 
     def answer(
-        self, question: str, paths: Sequence[FactPath], index: FactIndex, *, reference_time: str | None,
+        self,
+        question: str,
+        paths: Sequence[FactPath],
+        index: FactIndex,
+        *,
+        reference_time: str | None,
         passing: bool,
     ) -> RoleOutcome[PathAnswer]:
         if self.llm is None:
             return RULES.answer(question, paths, index, reference_time=reference_time, passing=passing)
-        return answer_from_paths(self.llm, question, paths, index, reference_time=reference_time, passing=passing,
-                                 method=self.method, tags=self.tags, metadata=self.metadata)
+        return answer_from_paths(
+            self.llm,
+            question,
+            paths,
+            index,
+            reference_time=reference_time,
+            passing=passing,
+            method=self.method,
+            tags=self.tags,
+            metadata=self.metadata,
+        )
 
 
 def real_policy(
-    name: str, llm: BaseChatModel | None, *, method: str = "function_calling", tags: Sequence[str] = (),
+    name: str,
+    llm: BaseChatModel | None,
+    *,
+    method: str = "function_calling",
+    tags: Sequence[str] = (),
     metadata: dict[str, Any] | None = None,
 ) -> RealPolicy:
     """The run's policy from its pinned name (``auto`` already resolved): the rules for ``heuristic``, the LLM

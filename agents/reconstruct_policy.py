@@ -90,8 +90,9 @@ class ReconstructPolicy(Protocol):
         """What the seed records because the run asked for the model and has none."""
         ...
 
-    def navigate(self, turn: NavigatorTurn, tools: Callable[[], Sequence[BaseTool]],
-                 config: Mapping[str, Any]) -> NavigatorStep:
+    def navigate(
+        self, turn: NavigatorTurn, tools: Callable[[], Sequence[BaseTool]], config: Mapping[str, Any]
+    ) -> NavigatorStep:
         """One reasoning turn: the memory tools to call, or the answer."""
         ...
 
@@ -103,14 +104,34 @@ class ReconstructPolicy(Protocol):
         """Whether the tool node runs the project's extra tools (``asked``: the run's ``extra_tools``)."""
         ...
 
-    def prune(self, question: str, memories: Sequence[tuple[str, str]], *, embeddings: Embeddings, floor: float,
-              limit: int, question_date: str | None, method: str, tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
+    def prune(
+        self,
+        question: str,
+        memories: Sequence[tuple[str, str]],
+        *,
+        embeddings: Embeddings,
+        floor: float,
+        limit: int,
+        question_date: str | None,
+        method: str,
+        tags: Sequence[str],
+    ) -> RoleOutcome[PruneDecision]:
         """Which active-set items stay after a tool round, and whether they are enough to answer."""
         ...
 
-    def select(self, question: str, context_text: str, candidates: Sequence[tuple[str, str]], *,
-               embeddings: Embeddings, floor: float, limit: int, question_date: str | None, method: str,
-               tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
+    def select(
+        self,
+        question: str,
+        context_text: str,
+        candidates: Sequence[tuple[str, str]],
+        *,
+        embeddings: Embeddings,
+        floor: float,
+        limit: int,
+        question_date: str | None,
+        method: str,
+        tags: Sequence[str],
+    ) -> RoleOutcome[PruneDecision]:
         """The paper's routing step (``faithful``): which of a tool round's new candidates join the context."""
         ...
 
@@ -122,9 +143,16 @@ class ReconstructPolicy(Protocol):
         """The run's mode when the navigator's own answer was valid."""
         ...
 
-    def final_answer(self, messages: list[BaseMessage], *, validate: Callable[[ReconstructedAnswer], list[str]],
-                     fallback: Callable[[], ReconstructedAnswer], method: str, tags: Sequence[str],
-                     metadata: dict[str, Any]) -> RoleOutcome[ReconstructedAnswer]:
+    def final_answer(
+        self,
+        messages: list[BaseMessage],
+        *,
+        validate: Callable[[ReconstructedAnswer], list[str]],
+        fallback: Callable[[], ReconstructedAnswer],
+        method: str,
+        tags: Sequence[str],
+        metadata: dict[str, Any],
+    ) -> RoleOutcome[ReconstructedAnswer]:
         """The answer from the active set (budgets spent, or no valid answer)."""
         ...
 
@@ -172,8 +200,9 @@ def rule_navigator_reply(turn: NavigatorTurn) -> AIMessage:
         aspects = [a for a in resolve_aspects(question) if a != "preference"] or resolve_aspects(question)
         for person in index.known_people():
             if person.lower() in question.lower() and aspects and index.person_facts(person, aspects[0]):
-                calls.append(_call("query_personal_aspect", {"person": person, "aspect": aspects[0]}, turn.turn,
-                                   len(calls)))
+                calls.append(
+                    _call("query_personal_aspect", {"person": person, "aspect": aspects[0]}, turn.turn, len(calls))
+                )
                 break
     elif turn.turn == 2:
         ranked = rank_events(turn.messages, active)
@@ -202,8 +231,9 @@ class RuleReconstructPolicy:
     def missing_model(self) -> FallbackRecord | None:
         return NO_MODEL if self.missing else None
 
-    def navigate(self, turn: NavigatorTurn, tools: Callable[[], Sequence[BaseTool]],
-                 config: Mapping[str, Any]) -> NavigatorStep:
+    def navigate(
+        self, turn: NavigatorTurn, tools: Callable[[], Sequence[BaseTool]], config: Mapping[str, Any]
+    ) -> NavigatorStep:
         return NavigatorStep(reply=rule_navigator_reply(turn))
 
     def budget_note(self, turns_left: int, dropped_last: int, max_tool_calls: int) -> list[HumanMessage]:
@@ -213,16 +243,55 @@ class RuleReconstructPolicy:
         # The rule navigator searches with search_events and reads with get_event (extras).
         return True
 
-    def prune(self, question: str, memories: Sequence[tuple[str, str]], *, embeddings: Embeddings, floor: float,
-              limit: int, question_date: str | None, method: str, tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
-        return prune_active(None, question, memories, embeddings=embeddings, floor=floor, limit=limit,
-                            question_date=question_date, method=method, tags=tags)
+    def prune(
+        self,
+        question: str,
+        memories: Sequence[tuple[str, str]],
+        *,
+        embeddings: Embeddings,
+        floor: float,
+        limit: int,
+        question_date: str | None,
+        method: str,
+        tags: Sequence[str],
+    ) -> RoleOutcome[PruneDecision]:
+        return prune_active(
+            None,
+            question,
+            memories,
+            embeddings=embeddings,
+            floor=floor,
+            limit=limit,
+            question_date=question_date,
+            method=method,
+            tags=tags,
+        )
 
-    def select(self, question: str, context_text: str, candidates: Sequence[tuple[str, str]], *,
-               embeddings: Embeddings, floor: float, limit: int, question_date: str | None, method: str,
-               tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
-        return select_candidates(None, question, context_text, candidates, embeddings=embeddings, floor=floor,
-                                 limit=limit, question_date=question_date, method=method, tags=tags)
+    def select(
+        self,
+        question: str,
+        context_text: str,
+        candidates: Sequence[tuple[str, str]],
+        *,
+        embeddings: Embeddings,
+        floor: float,
+        limit: int,
+        question_date: str | None,
+        method: str,
+        tags: Sequence[str],
+    ) -> RoleOutcome[PruneDecision]:
+        return select_candidates(
+            None,
+            question,
+            context_text,
+            candidates,
+            embeddings=embeddings,
+            floor=floor,
+            limit=limit,
+            question_date=question_date,
+            method=method,
+            tags=tags,
+        )
 
     def pruned_by(self, outcome: RoleOutcome[PruneDecision]) -> str:
         return "rule"
@@ -230,11 +299,27 @@ class RuleReconstructPolicy:
     def answered_mode(self) -> str:
         return "heuristic"
 
-    def final_answer(self, messages: list[BaseMessage], *, validate: Callable[[ReconstructedAnswer], list[str]],
-                     fallback: Callable[[], ReconstructedAnswer], method: str, tags: Sequence[str],
-                     metadata: dict[str, Any]) -> RoleOutcome[ReconstructedAnswer]:
-        return run_role(None, role="reconstruct_answer", messages=messages, schema=ReconstructedAnswer,
-                        validate=validate, fallback=fallback, method=method, tags=tags, metadata=metadata)
+    def final_answer(
+        self,
+        messages: list[BaseMessage],
+        *,
+        validate: Callable[[ReconstructedAnswer], list[str]],
+        fallback: Callable[[], ReconstructedAnswer],
+        method: str,
+        tags: Sequence[str],
+        metadata: dict[str, Any],
+    ) -> RoleOutcome[ReconstructedAnswer]:
+        return run_role(
+            None,
+            role="reconstruct_answer",
+            messages=messages,
+            schema=ReconstructedAnswer,
+            validate=validate,
+            fallback=fallback,
+            method=method,
+            tags=tags,
+            metadata=metadata,
+        )
 
     def recorded(self, fallback: FallbackRecord | None) -> list[FallbackRecord]:
         return []
@@ -247,8 +332,11 @@ def message_cost(reply: BaseMessage, messages: Sequence[BaseMessage]) -> Cost:
     """One navigator call's cost: the reply's usage metadata, else estimated from the characters (4 per token)."""
     usage = getattr(reply, "usage_metadata", None)
     if usage:
-        return Cost(llm_calls=1, prompt_tokens=int(usage.get("input_tokens", 0)),
-                    completion_tokens=int(usage.get("output_tokens", 0)))
+        return Cost(
+            llm_calls=1,
+            prompt_tokens=int(usage.get("input_tokens", 0)),
+            completion_tokens=int(usage.get("output_tokens", 0)),
+        )
     prompt_chars = sum(len(str(m.content)) for m in messages)
     reply_chars = len(str(reply.content)) + len(json.dumps(getattr(reply, "tool_calls", []) or [], default=str))
     return Cost(llm_calls=1, prompt_tokens=prompt_chars // 4, completion_tokens=reply_chars // 4, tokens_estimated=True)
@@ -259,13 +347,20 @@ def within_call_budget(reply: AIMessage, limit: int) -> tuple[AIMessage, int]:
     calls = list(reply.tool_calls)
     if any(c["name"] == ANSWER_TOOL for c in calls) or len(calls) <= limit:
         return reply, 0
-    capped = AIMessage(content=reply.content, tool_calls=calls[:limit], invalid_tool_calls=reply.invalid_tool_calls,
-                       id=reply.id, usage_metadata=reply.usage_metadata, response_metadata=reply.response_metadata)
+    capped = AIMessage(
+        content=reply.content,
+        tool_calls=calls[:limit],
+        invalid_tool_calls=reply.invalid_tool_calls,
+        id=reply.id,
+        usage_metadata=reply.usage_metadata,
+        response_metadata=reply.response_metadata,
+    )
     return capped, len(calls) - limit
 
 
-def _invoke_navigator(bound: Any, messages: list[BaseMessage], config: dict[str, Any], openai_client: bool,
-                      timeout: float | None) -> BaseMessage:
+def _invoke_navigator(
+    bound: Any, messages: list[BaseMessage], config: dict[str, Any], openai_client: bool, timeout: float | None
+) -> BaseMessage:
     """One navigator request; ``timeout`` is its share of the run's deadline (OpenAI clients only)."""
     extra = {"timeout": timeout} if timeout is not None and openai_client else {}
     reply: BaseMessage = bound.invoke(messages, config=config, **extra)
@@ -284,26 +379,33 @@ class LLMReconstructPolicy:
     def missing_model(self) -> FallbackRecord | None:
         return None
 
-    def navigate(self, turn: NavigatorTurn, tools: Callable[[], Sequence[BaseTool]],
-                 config: Mapping[str, Any]) -> NavigatorStep:
+    def navigate(
+        self, turn: NavigatorTurn, tools: Callable[[], Sequence[BaseTool]], config: Mapping[str, Any]
+    ) -> NavigatorStep:
         """The model bound to the memory tools (and the answer tool) replies; a provider failure stops the run,
         any other failed call forces the final answer."""
         bound = self.llm.bind_tools([*tools(), prompt.answer_tool_spec(paper=turn.paper_prompts)])
         messages = list(turn.messages)
         call_config = {
-            **config, "run_name": "navigator",
+            **config,
+            "run_name": "navigator",
             "tags": [*(config.get("tags") or []), "role:navigator"],
             "metadata": {**(config.get("metadata") or {}), "prompt_version": prompt.VERSION, "turn": turn.turn},
         }
         try:
             reply = call_with_retries(
                 partial(_invoke_navigator, bound, messages, call_config, hasattr(self.llm, "root_client")),
-                endpoint=endpoint_of(self.llm))
+                endpoint=endpoint_of(self.llm),
+            )
         except ProviderError:
             raise  # a provider failure stops the run; only a reply that could not be read forces the final answer
         except Exception as exc:  # a failed call ends navigation; the final answer is forced
-            return NavigatorStep(reply=None, failure=FallbackRecord(
-                role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"]))
+            return NavigatorStep(
+                reply=None,
+                failure=FallbackRecord(
+                    role="navigator", reason="model call failed", errors=[f"{type(exc).__name__}: {str(exc)[:300]}"]
+                ),
+            )
         cost = message_cost(reply, messages)
         answer = reply if isinstance(reply, AIMessage) else AIMessage(content=str(reply.content))
         capped, dropped = within_call_budget(answer, turn.max_tool_calls)
@@ -315,16 +417,55 @@ class LLMReconstructPolicy:
     def tool_extras(self, asked: bool) -> bool:
         return asked
 
-    def prune(self, question: str, memories: Sequence[tuple[str, str]], *, embeddings: Embeddings, floor: float,
-              limit: int, question_date: str | None, method: str, tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
-        return prune_active(self.llm, question, memories, embeddings=embeddings, floor=floor, limit=limit,
-                            question_date=question_date, method=method, tags=tags)
+    def prune(
+        self,
+        question: str,
+        memories: Sequence[tuple[str, str]],
+        *,
+        embeddings: Embeddings,
+        floor: float,
+        limit: int,
+        question_date: str | None,
+        method: str,
+        tags: Sequence[str],
+    ) -> RoleOutcome[PruneDecision]:
+        return prune_active(
+            self.llm,
+            question,
+            memories,
+            embeddings=embeddings,
+            floor=floor,
+            limit=limit,
+            question_date=question_date,
+            method=method,
+            tags=tags,
+        )
 
-    def select(self, question: str, context_text: str, candidates: Sequence[tuple[str, str]], *,
-               embeddings: Embeddings, floor: float, limit: int, question_date: str | None, method: str,
-               tags: Sequence[str]) -> RoleOutcome[PruneDecision]:
-        return select_candidates(self.llm, question, context_text, candidates, embeddings=embeddings, floor=floor,
-                                 limit=limit, question_date=question_date, method=method, tags=tags)
+    def select(
+        self,
+        question: str,
+        context_text: str,
+        candidates: Sequence[tuple[str, str]],
+        *,
+        embeddings: Embeddings,
+        floor: float,
+        limit: int,
+        question_date: str | None,
+        method: str,
+        tags: Sequence[str],
+    ) -> RoleOutcome[PruneDecision]:
+        return select_candidates(
+            self.llm,
+            question,
+            context_text,
+            candidates,
+            embeddings=embeddings,
+            floor=floor,
+            limit=limit,
+            question_date=question_date,
+            method=method,
+            tags=tags,
+        )
 
     def pruned_by(self, outcome: RoleOutcome[PruneDecision]) -> str:
         return "model" if outcome.fallback is None else "rule"
@@ -332,11 +473,27 @@ class LLMReconstructPolicy:
     def answered_mode(self) -> str:
         return "answered"
 
-    def final_answer(self, messages: list[BaseMessage], *, validate: Callable[[ReconstructedAnswer], list[str]],
-                     fallback: Callable[[], ReconstructedAnswer], method: str, tags: Sequence[str],
-                     metadata: dict[str, Any]) -> RoleOutcome[ReconstructedAnswer]:
-        return run_role(self.llm, role="reconstruct_answer", messages=messages, schema=ReconstructedAnswer,
-                        validate=validate, fallback=fallback, method=method, tags=tags, metadata=metadata)
+    def final_answer(
+        self,
+        messages: list[BaseMessage],
+        *,
+        validate: Callable[[ReconstructedAnswer], list[str]],
+        fallback: Callable[[], ReconstructedAnswer],
+        method: str,
+        tags: Sequence[str],
+        metadata: dict[str, Any],
+    ) -> RoleOutcome[ReconstructedAnswer]:
+        return run_role(
+            self.llm,
+            role="reconstruct_answer",
+            messages=messages,
+            schema=ReconstructedAnswer,
+            validate=validate,
+            fallback=fallback,
+            method=method,
+            tags=tags,
+            metadata=metadata,
+        )
 
     def recorded(self, fallback: FallbackRecord | None) -> list[FallbackRecord]:
         return [fallback] if fallback is not None else []

@@ -34,7 +34,9 @@ def chain_relations(event_keys: Sequence[str], turn_ids: Sequence[Sequence[str]]
     """``E1 temporal_before E2 temporal_before E3 ...``, each edge citing the turns of both ends."""
     return RelationSet(
         relations=[
-            ExtractedRelation(source=a, target=b, label="temporal_before", turn_ids=[*turn_ids[i][-1:], *turn_ids[i + 1][:1]])
+            ExtractedRelation(
+                source=a, target=b, label="temporal_before", turn_ids=[*turn_ids[i][-1:], *turn_ids[i + 1][:1]]
+            )
             for i, (a, b) in enumerate(zip(event_keys, event_keys[1:]))
         ]
     )
@@ -46,7 +48,9 @@ def validate_relations(result: RelationSet, event_keys: Sequence[str], turns: Se
     problems = []
     for i, rel in enumerate(result.relations):
         if rel.source not in keys or rel.target not in keys:
-            problems.append(f"relation {i}: endpoints must be events of this session {sorted(keys)}, got {rel.source!r} -> {rel.target!r}")
+            problems.append(
+                f"relation {i}: endpoints must be events of this session {sorted(keys)}, got {rel.source!r} -> {rel.target!r}"
+            )
         elif rel.source == rel.target:
             problems.append(f"relation {i}: an event cannot relate to itself")
         if not rel.label.strip():
@@ -100,21 +104,38 @@ def _window_turns(turns: Sequence[Turn], event_turns: Sequence[Sequence[str]]) -
     return [t for t in turns if t.dia_id in cited]
 
 
-def _window_task(llm: BaseChatModel | None, summaries: Sequence[str], event_turns: Sequence[Sequence[str]],
-                 turns: Sequence[Turn], budget: ContextBudget, notes: list[str], options: dict[str, Any]
-                 ) -> partial[RoleOutcome[RelationSet]]:
+def _window_task(
+    llm: BaseChatModel | None,
+    summaries: Sequence[str],
+    event_turns: Sequence[Sequence[str]],
+    turns: Sequence[Turn],
+    budget: ContextBudget,
+    notes: list[str],
+    options: dict[str, Any],
+) -> partial[RoleOutcome[RelationSet]]:
     """One window's call: its events keyed E1.. and the turns they cite (clipped when one event is too large)."""
     keys = [f"E{i + 1}" for i in range(len(summaries))]
     events = _event_lines(keys, summaries, event_turns)
     lines, clipped = fit_lines(
         [*events, *(t.render() for t in turns)],
-        lambda shown: prompt_chars(prompt.build_messages("\n".join(shown[: len(events)]), "\n".join(shown[len(events):]))),
-        budget.prompt_chars, labels=[*(f"event {k}" for k in keys), *(f"turn {t.dia_id}" for t in turns)],
+        lambda shown: prompt_chars(
+            prompt.build_messages("\n".join(shown[: len(events)]), "\n".join(shown[len(events) :]))
+        ),
+        budget.prompt_chars,
+        labels=[*(f"event {k}" for k in keys), *(f"turn {t.dia_id}" for t in turns)],
         role="relation_extractor",
     )
     notes.extend(clipped)
-    return partial(extract_relations, llm, "\n".join(lines[: len(events)]), keys, event_turns, turns,
-                   turns_text="\n".join(lines[len(events):]), **options)
+    return partial(
+        extract_relations,
+        llm,
+        "\n".join(lines[: len(events)]),
+        keys,
+        event_turns,
+        turns,
+        turns_text="\n".join(lines[len(events) :]),
+        **options,
+    )
 
 
 def relate_session(
@@ -149,8 +170,15 @@ def relate_session(
         windows = [(start, max(end, min(start + 2, len(summaries)))) for start, end in windows]
     notes: list[str] = []
     tasks = [
-        _window_task(llm, summaries[start:end], event_turns[start:end],
-                     turns if len(windows) == 1 else _window_turns(turns, event_turns[start:end]), budget, notes, options)
+        _window_task(
+            llm,
+            summaries[start:end],
+            event_turns[start:end],
+            turns if len(windows) == 1 else _window_turns(turns, event_turns[start:end]),
+            budget,
+            notes,
+            options,
+        )
         for start, end in windows
     ]
     outcomes = run_windows(tasks)

@@ -55,8 +55,9 @@ def respond(
     return run_role(
         llm,
         role="responder",
-        messages=prompt.build_messages(question, "\n".join(e.render() for e in evidence) or "(no evidence)", question_date,
-                                       abstain=abstain),
+        messages=prompt.build_messages(
+            question, "\n".join(e.render() for e in evidence) or "(no evidence)", question_date, abstain=abstain
+        ),
         schema=Answer,
         validate=validate,
         fallback=lambda: answer_from_evidence(question, evidence),

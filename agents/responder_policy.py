@@ -25,8 +25,16 @@ __all__ = ["LLMResponderPolicy", "ResponderPolicy", "RuleResponderPolicy", "resp
 class ResponderPolicy(Protocol):
     """The decisions of a run whose one LLM role is the responder."""
 
-    def respond(self, question: str, evidence: Sequence[EvidenceText], *, question_date: str | None = None,
-                method: str, tags: Sequence[str], metadata: dict[str, Any]) -> RoleOutcome[Answer]:
+    def respond(
+        self,
+        question: str,
+        evidence: Sequence[EvidenceText],
+        *,
+        question_date: str | None = None,
+        method: str,
+        tags: Sequence[str],
+        metadata: dict[str, Any],
+    ) -> RoleOutcome[Answer]:
         """The answer from ``evidence`` only."""
         ...
 
@@ -39,10 +47,19 @@ class ResponderPolicy(Protocol):
 class RuleResponderPolicy:
     """The no-LLM policy: the extractive answer (``answers.answer_from_evidence``), no fallback recorded."""
 
-    def respond(self, question: str, evidence: Sequence[EvidenceText], *, question_date: str | None = None,
-                method: str, tags: Sequence[str], metadata: dict[str, Any]) -> RoleOutcome[Answer]:
-        return respond(None, question, evidence, question_date=question_date, method=method, tags=tags,
-                       metadata=metadata)
+    def respond(
+        self,
+        question: str,
+        evidence: Sequence[EvidenceText],
+        *,
+        question_date: str | None = None,
+        method: str,
+        tags: Sequence[str],
+        metadata: dict[str, Any],
+    ) -> RoleOutcome[Answer]:
+        return respond(
+            None, question, evidence, question_date=question_date, method=method, tags=tags, metadata=metadata
+        )
 
     def recorded(self, fallback: FallbackRecord | None) -> list[FallbackRecord]:
         return []
@@ -55,10 +72,19 @@ class LLMResponderPolicy:
 
     llm: BaseChatModel | None
 
-    def respond(self, question: str, evidence: Sequence[EvidenceText], *, question_date: str | None = None,
-                method: str, tags: Sequence[str], metadata: dict[str, Any]) -> RoleOutcome[Answer]:
-        return respond(self.llm, question, evidence, question_date=question_date, method=method, tags=tags,
-                       metadata=metadata)
+    def respond(
+        self,
+        question: str,
+        evidence: Sequence[EvidenceText],
+        *,
+        question_date: str | None = None,
+        method: str,
+        tags: Sequence[str],
+        metadata: dict[str, Any],
+    ) -> RoleOutcome[Answer]:
+        return respond(
+            self.llm, question, evidence, question_date=question_date, method=method, tags=tags, metadata=metadata
+        )
 
     def recorded(self, fallback: FallbackRecord | None) -> list[FallbackRecord]:
         return [fallback] if fallback is not None else []

@@ -52,8 +52,9 @@ def render_turns(turns: Sequence[Turn]) -> str:
 
 def turns_summary(turns: Sequence[Turn]) -> str:
     """The no-LLM policy's summary of an event: its turns as they were said."""
-    return " ".join(f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
-                    for t in turns)
+    return " ".join(
+        f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "") for t in turns
+    )
 
 
 def changepoint_segments(
@@ -170,13 +171,16 @@ def segment_windows(turns: Sequence[Turn], session_date: str | None, budget: Con
     return windows or [(0, 0)]
 
 
-def _window_messages(turns: Sequence[Turn], session_date: str | None, budget: ContextBudget,
-                     notes: list[str]) -> list[BaseMessage]:
+def _window_messages(
+    turns: Sequence[Turn], session_date: str | None, budget: ContextBudget, notes: list[str]
+) -> list[BaseMessage]:
     """A window's prompt; a turn too large for any window is shown clipped (and noted)."""
     lines, clipped = fit_lines(
         [t.render() for t in turns],
         lambda shown: prompt_chars(prompt.build_messages("\n".join(shown), session_date)),
-        budget.prompt_chars, labels=[f"turn {t.dia_id}" for t in turns], role="segmenter",
+        budget.prompt_chars,
+        labels=[f"turn {t.dia_id}" for t in turns],
+        role="segmenter",
     )
     notes.extend(clipped)
     return prompt.build_messages("\n".join(lines), session_date)
@@ -191,8 +195,10 @@ def time_phrase_notes(turns: Sequence[Turn], session_time: datetime | None) -> l
         if dropped:
             when = session_time.date().isoformat() if session_time else "undated"
             more = f" (and {len(dropped) - 1} more)" if len(dropped) > 1 else ""
-            notes.append(f"dates: turn {turn.dia_id}: time phrase {dropped[0][:60]!r}{more} names no date in "
-                         f"years 1-9999 at session date {when}; dropped")
+            notes.append(
+                f"dates: turn {turn.dia_id}: time phrase {dropped[0][:60]!r}{more} names no date in "
+                f"years 1-9999 at session date {when}; dropped"
+            )
     return notes
 
 
@@ -213,14 +219,23 @@ def segment_session(
     """
     budget = budget or ContextBudget()
     session_date = session_time.isoformat() if session_time else None
-    options: dict[str, Any] = {"method": method, "tags": tags, "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION}}
+    options: dict[str, Any] = {
+        "method": method,
+        "tags": tags,
+        "metadata": {**(metadata or {}), "prompt_version": prompt.VERSION},
+    }
     notes: list[str] = []
     windows = segment_windows(turns, session_date, budget)
     tasks = [
         partial(
-            run_role, llm, role="segmenter", messages=_window_messages(turns[start:end], session_date, budget, notes),
-            schema=Segmentation, validate=partial(validate_segmentation, turns=turns[start:end]),
-            fallback=partial(changepoint_segments, turns[start:end], vectors[start:end]), **options,
+            run_role,
+            llm,
+            role="segmenter",
+            messages=_window_messages(turns[start:end], session_date, budget, notes),
+            schema=Segmentation,
+            validate=partial(validate_segmentation, turns=turns[start:end]),
+            fallback=partial(changepoint_segments, turns[start:end], vectors[start:end]),
+            **options,
         )
         for start, end in windows
     ]

@@ -65,8 +65,13 @@ def fallback_abstracts(clusters: Sequence[TopicCluster]) -> TopicAbstractSet:
     for cluster in clusters:
         terms = key_terms(cluster.summaries[:FALLBACK_EVENTS])
         if terms and cluster.summaries:
-            out.append(TopicAbstract(topic=cluster.topic_id, label=_clip(" ".join(terms), prompt.MAX_LABEL_CHARS),
-                                     description=_clip(cluster.summaries[0], prompt.MAX_DESCRIPTION_CHARS)))
+            out.append(
+                TopicAbstract(
+                    topic=cluster.topic_id,
+                    label=_clip(" ".join(terms), prompt.MAX_LABEL_CHARS),
+                    description=_clip(cluster.summaries[0], prompt.MAX_DESCRIPTION_CHARS),
+                )
+            )
     return TopicAbstractSet(topics=out)
 
 
@@ -84,8 +89,10 @@ def validate_abstracts(result: TopicAbstractSet, topic_ids: Sequence[str]) -> li
         if not label:
             problems.append(f"topic {i}: empty label")
         elif len(label.split()) > prompt.MAX_LABEL_WORDS or len(label) > prompt.MAX_LABEL_CHARS:
-            problems.append(f"topic {i}: label {label[:80]!r} is longer than {prompt.MAX_LABEL_WORDS} words "
-                            f"or {prompt.MAX_LABEL_CHARS} characters")
+            problems.append(
+                f"topic {i}: label {label[:80]!r} is longer than {prompt.MAX_LABEL_WORDS} words "
+                f"or {prompt.MAX_LABEL_CHARS} characters"
+            )
         description = item.description.strip()
         if not description:
             problems.append(f"topic {i}: empty description")

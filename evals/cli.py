@@ -37,8 +37,15 @@ __all__ = ["add_eval_commands", "cmd_demo", "cmd_eval", "main", "recall_budgets"
 SAMPLE = sample_path()  # shipped in the package: the demo runs from an installed wheel, in any directory
 
 
-def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: PolicyName, questions: list[Any],
-               strategy: str, out_dir: Path) -> None:
+def _demo_pass(
+    resources: Resources,
+    conversation: Any,
+    namespace: str,
+    policy: PolicyName,
+    questions: list[Any],
+    strategy: str,
+    out_dir: Path,
+) -> None:
     """Ingest, show the memory, draw it, answer the questions and score them against the gold answers."""
     from logicmap.evals.metrics import evidence_recall, token_f1
     from logicmap.graphs.ingest.ingest import ingest_conversation
@@ -47,8 +54,14 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
     from logicmap.memory.indexes.graph import EventGraph
 
     print(f"== ingesting {len(conversation.sessions)} sessions into namespace {namespace!r} (policy {policy})")
-    report = ingest_conversation(conversation, namespace, resources=resources, policy=policy, progress=True,
-                                 memory_manager="r2" if strategy == "r2" else None)
+    report = ingest_conversation(
+        conversation,
+        namespace,
+        resources=resources,
+        policy=policy,
+        progress=True,
+        memory_manager="r2" if strategy == "r2" else None,
+    )
     fresh = [s for s in report.sessions if not s.skipped]
     print(
         f"   {len(fresh)} sessions ingested now, {len(report.sessions) - len(fresh)} already in memory; "
@@ -77,8 +90,13 @@ def _demo_pass(resources: Resources, conversation: Any, namespace: str, policy: 
         fallbacks = f" | fallbacks: {', '.join(f.role for f in result.fallbacks)}" if result.fallbacks else ""
         print(printable(f"Q: {qa.question}", one_line=True))
         print(printable(f"   A: {result.answer[:160]}", one_line=True))
-        print(printable(f"   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))} | {result.cost.llm_calls} calls"
-                        f"{fallbacks}", one_line=True))
+        print(
+            printable(
+                f"   gold: {qa.answer} | cited: {', '.join(result.cited_turns(6))} | {result.cost.llm_calls} calls"
+                f"{fallbacks}",
+                one_line=True,
+            )
+        )
     elapsed = time.perf_counter() - started
     mean: Callable[[list[float]], float] = lambda xs: sum(xs) / len(xs) if xs else 0.0  # noqa: E731
     print(
@@ -102,7 +120,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out_dir = output_path(args.out_dir, "demo --out-dir")  # made here, in a directory that exists
     out_dir.mkdir(exist_ok=True)
     print("#### Part 1: the deterministic no-LLM policies on the whole sample conversation")
-    _demo_pass(resources, conversation, args.namespace, "heuristic", conversation.qa[: args.limit], args.strategy, out_dir)
+    _demo_pass(
+        resources, conversation, args.namespace, "heuristic", conversation.qa[: args.limit], args.strategy, out_dir
+    )
     settings = resources.settings
     if args.no_llm:
         print("\n#### Part 2 skipped: --no-llm")
@@ -119,8 +139,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     small.sessions = small.sessions[: args.llm_sessions]
     present = {t.dia_id for s in small.sessions for t in s.turns}
     questions = [q for q in conversation.qa if q.evidence and set(q.evidence) <= present][: args.llm_questions]
-    print(f"\n#### Part 2: the LLM policies with {settings.chat_model} at {settings.openai_base_url or 'OpenAI'} "
-          f"({len(small.sessions)} sessions, {len(questions)} questions)")
+    print(
+        f"\n#### Part 2: the LLM policies with {settings.chat_model} at {settings.openai_base_url or 'OpenAI'} "
+        f"({len(small.sessions)} sessions, {len(questions)} questions)"
+    )
     if "smol" in settings.chat_model.lower():
         print("   note: SmolLM2-135M is a smoke test of the real HTTP path, not a source of good answers.")
     _demo_pass(resources, small, f"{args.namespace}-llm", "llm", questions, args.strategy, out_dir)
@@ -136,24 +158,41 @@ def cmd_eval(args: argparse.Namespace) -> int:
     policy = policy_from_args(args, resources)
     judge, judge_method = make_judge_model(resources, args.judge_model)
     # --out's directory must exist; the default reports/ directory is the program's own and is created.
-    out = str(output_path(args.out, "eval --out")) if args.out else (
-        f"reports/eval-{Path(args.file).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out = (
+        str(output_path(args.out, "eval --out"))
+        if args.out
+        else (f"reports/eval-{Path(args.file).stem}-{time.strftime('%Y%m%d-%H%M%S')}")
+    )
     categories = [c for c in (args.categories or "").split(",") if c.strip()] or None
     run = run_eval(
-        args.file, args.strategy, limit=args.limit, categories=categories, policy=policy, out_dir=out,
-        resources=resources, budgets=args.budgets, judge=judge,
-        judge_method=judge_method, progress=not args.quiet, langsmith=False if args.no_langsmith else None,
+        args.file,
+        args.strategy,
+        limit=args.limit,
+        categories=categories,
+        policy=policy,
+        out_dir=out,
+        resources=resources,
+        budgets=args.budgets,
+        judge=judge,
+        judge_method=judge_method,
+        progress=not args.quiet,
+        langsmith=False if args.no_langsmith else None,
     )
     for label, reason in run.unavailable.items():
         print(printable(f"unavailable: {label}: {reason}", one_line=True))
     for strategy, stats in run.aggregates.items():
         s = stats["overall"]
         recall = " ".join(f"R@{b}={v:.3f}" if v is not None else f"R@{b}=n/a" for b, v in s.recall.items())
-        recall += " (any gold session: " + " ".join(
-            f"S@{b}={v:.3f}" if v is not None else f"S@{b}=n/a" for b, v in s.session_recall.items()) + ")"
+        recall += (
+            " (any gold session: "
+            + " ".join(f"S@{b}={v:.3f}" if v is not None else f"S@{b}=n/a" for b, v in s.session_recall.items())
+            + ")"
+        )
         judged = "judge not run" if s.judge_accuracy is None else f"judge={s.judge_accuracy:.3f}"
-        print(f"{strategy}: {s.questions} q, F1={s.f1:.3f} BLEU-1={s.bleu1:.3f} {judged} {recall}; "
-              f"{s.llm_calls:.1f} LLM calls/q, {s.wall_time_s:.2f}s/q, errors {s.errors}")
+        print(
+            f"{strategy}: {s.questions} q, F1={s.f1:.3f} BLEU-1={s.bleu1:.3f} {judged} {recall}; "
+            f"{s.llm_calls:.1f} LLM calls/q, {s.wall_time_s:.2f}s/q, errors {s.errors}"
+        )
     print(f"wrote {run.files.get('report')} ({len(run.results)} answers)")
     return 0
 
@@ -164,7 +203,9 @@ def recall_budgets(text: str) -> list[int]:
     bad = [p for p in parts if not re.fullmatch(r"[0-9]+", p) or int(p) == 0]
     if bad:
         shown = ", ".join(repr(printable(p, one_line=True)[:20]) for p in bad[:3])
-        raise argparse.ArgumentTypeError(f"recall budgets are positive whole numbers of turns (like 5,10,20), not {shown}")
+        raise argparse.ArgumentTypeError(
+            f"recall budgets are positive whole numbers of turns (like 5,10,20), not {shown}"
+        )
     return sorted({int(p) for p in parts})
 
 
@@ -186,17 +227,29 @@ def add_eval_commands(sub: Any) -> None:
 
     p = sub.add_parser("eval", help="evaluate strategies on a LoCoMo / LongMemEval file: F1, BLEU-1, recall, cost")
     p.add_argument("file")
-    p.add_argument("--strategy", "-s", action="append", required=True,
-                   help="strategy to run (repeatable): compass, compass:similarity, rerank, goalmem:bm25|dense|events, real, "
-                        "reconstruct, dense, bm25, r2 (its conversations are ingested with the Memory-R2 manager); "
-                        "NAME:faithful is a method's paper configuration")
+    p.add_argument(
+        "--strategy",
+        "-s",
+        action="append",
+        required=True,
+        help="strategy to run (repeatable): compass, compass:similarity, rerank, goalmem:bm25|dense|events, real, "
+        "reconstruct, dense, bm25, r2 (its conversations are ingested with the Memory-R2 manager); "
+        "NAME:faithful is a method's paper configuration",
+    )
     p.add_argument("--limit", type=int, help="at most N questions (in file order)")
-    p.add_argument("--categories", help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
-                   "default: all but LoCoMo 5 (adversarial)")
+    p.add_argument(
+        "--categories",
+        help="comma-separated categories (LoCoMo numbers, LongMemEval question types); "
+        "default: all but LoCoMo 5 (adversarial)",
+    )
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--out", "-o", help="output directory (default reports/eval-FILE-TIME)")
-    p.add_argument("--budgets", type=recall_budgets, default="5,10,20",
-                   help="evidence recall budgets in turns: comma-separated positive integers")
+    p.add_argument(
+        "--budgets",
+        type=recall_budgets,
+        default="5,10,20",
+        help="evidence recall budgets in turns: comma-separated positive integers",
+    )
     p.add_argument("--judge-model", help="LLM judge model (default LOGICMAP_JUDGE_MODEL; none: judge not run)")
     p.add_argument("--no-langsmith", action="store_true", help="do not push to LangSmith even when configured")
     p.add_argument("--quiet", action="store_true", help="no progress bars")

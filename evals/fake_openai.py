@@ -61,8 +61,13 @@ class ServedRequest:
     body: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-_ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403: "permission_error",
-                404: "invalid_request_error", 429: "rate_limit_error"}
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "invalid_request_error",
+    403: "permission_error",
+    404: "invalid_request_error",
+    429: "rate_limit_error",
+}
 
 
 def _tokens(text: str) -> int:
@@ -73,8 +78,9 @@ class FakeOpenAIServer:
     """``with FakeOpenAIServer() as server: ... server.url`` (an OpenAI ``base_url``); ``server.scenario = ...``
     switches behaviour at run time; ``server.requests`` records what came in; ``reply`` builds valid answers."""
 
-    def __init__(self, scenario: Scenario | None = None,
-                 reply: Callable[[list[Any]], dict[str, Any]] = scripted_reply) -> None:
+    def __init__(
+        self, scenario: Scenario | None = None, reply: Callable[[list[Any]], dict[str, Any]] = scripted_reply
+    ) -> None:
         self._lock = threading.Lock()
         self._scenario = scenario or Scenario()
         self._served: dict[str, int] = {}
@@ -142,9 +148,13 @@ class FakeOpenAIServer:
         if sc.hang_s and (sc.hang_times is None or self._take("hang", sc.hang_times)):
             time.sleep(sc.hang_s)
         if sc.max_prompt_chars is not None and chars > sc.max_prompt_chars:
-            return self._error(400, "context_length_exceeded", f"This model's maximum context length is "
-                               f"{sc.max_prompt_chars // 4} tokens. However, your messages resulted in "
-                               f"{chars // 4} tokens.")
+            return self._error(
+                400,
+                "context_length_exceeded",
+                f"This model's maximum context length is "
+                f"{sc.max_prompt_chars // 4} tokens. However, your messages resulted in "
+                f"{chars // 4} tokens.",
+            )
         if sc.status is not None and self._take("status", sc.status_times):
             return self._error(sc.status, sc.error_code, sc.message)
         for kind in ("truncated", "empty_choices", "length", "content_filter"):
@@ -168,8 +178,11 @@ class FakeOpenAIServer:
             args, finish = args[: max(1, len(args) // 2)], ("length" if kind == "length" else "tool_calls")
         if kind == "content_filter":
             finish = "content_filter"
-        tool = (body.get("tool_choice") or {}).get("function", {}).get("name") if isinstance(
-            body.get("tool_choice"), dict) else None
+        tool = (
+            (body.get("tool_choice") or {}).get("function", {}).get("name")
+            if isinstance(body.get("tool_choice"), dict)
+            else None
+        )
         if tool:
             message = {
                 "role": "assistant",

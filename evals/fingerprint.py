@@ -26,8 +26,19 @@ from typing import Any
 __all__ = ["compare", "fingerprint", "main"]
 
 SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample_conversation.json"
-NO_LLM = ("compass", "rerank", "goalmem", "real", "reconstruct", "dense", "bm25", "r2", "forward_reformulate",
-          "forward_reflect", "forward_react")
+NO_LLM = (
+    "compass",
+    "rerank",
+    "goalmem",
+    "real",
+    "reconstruct",
+    "dense",
+    "bm25",
+    "r2",
+    "forward_reformulate",
+    "forward_reflect",
+    "forward_react",
+)
 
 
 def fingerprint(path: Path, *, embedder: str = "hashing", strategies: tuple[str, ...] = NO_LLM) -> dict[str, Any]:
@@ -51,10 +62,13 @@ def fingerprint(path: Path, *, embedder: str = "hashing", strategies: tuple[str,
                     answers[strategy] = []
                     for qa in conversation.qa:
                         result = answer(strategy, qa.question, namespace, resources=res, policy="heuristic")
-                        answers[strategy].append([qa.question, result.answer, result.cited_turns(10),
-                                                  list(result.turn_ranking or [])[:10]])
+                        answers[strategy].append(
+                            [qa.question, result.answer, result.cited_turns(10), list(result.turn_ranking or [])[:10]]
+                        )
                 out[conversation.conversation_id] = {
-                    "snapshot_sha256": hashlib.sha256(snap.encode()).hexdigest(), "answers": answers}
+                    "snapshot_sha256": hashlib.sha256(snap.encode()).hexdigest(),
+                    "answers": answers,
+                }
         finally:
             res.store.close()
     return out
@@ -92,8 +106,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare is None:
         return 0
     before = json.loads(args.compare.read_text())
-    diffs = [line for name in sorted(set(before) | set(found))
-             for line in compare(before.get(name, {}), found.get(name, {}))]
+    diffs = [
+        line for name in sorted(set(before) | set(found)) for line in compare(before.get(name, {}), found.get(name, {}))
+    ]
     print("identical" if not diffs else "DIFFERENT:\n" + "\n".join(diffs))
     return 0 if not diffs else 1
 

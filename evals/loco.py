@@ -40,8 +40,21 @@ __all__ = ["BASE", "CHOSEN", "COMPONENTS", "Question", "design", "loco", "main"]
 
 BUDGET = 10
 #: The ranker's features before this work (the shipped weights cover these).
-BASE = ("own", "z_own", "own_question", "event", "z_event", "topic", "previous", "next", "reply", "bm25",
-        "speaker_named", "dated_for_when", "length")  # memory.ranking.BASE_FEATURES
+BASE = (
+    "own",
+    "z_own",
+    "own_question",
+    "event",
+    "z_event",
+    "topic",
+    "previous",
+    "next",
+    "reply",
+    "bm25",
+    "speaker_named",
+    "dated_for_when",
+    "length",
+)  # memory.ranking.BASE_FEATURES
 #: Candidate components: feature columns of ``memory.retrieval.ranking_keys`` (``diverse`` is a re-ranking step).
 COMPONENTS: dict[str, tuple[str, ...]] = {
     "facts": ("fact_key",),
@@ -60,9 +73,19 @@ CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf
 #: The ranker shipped before this work (fitted on the project's files in ``data/`` by evals/train/turn_ranker.py,
 #: 2026-11-22): the table's first row, the baseline.
 PREVIOUS_COEFFICIENTS = {
-    "own": 4.720746, "z_own": 0.497204, "own_question": -4.464639, "event": 0.198678, "z_event": 0.908939,
-    "topic": 0.482859, "previous": 0.649357, "next": 0.338936, "reply": 1.688303, "bm25": 3.236689,
-    "speaker_named": 1.196862, "dated_for_when": -0.236899, "length": 1.744476,
+    "own": 4.720746,
+    "z_own": 0.497204,
+    "own_question": -4.464639,
+    "event": 0.198678,
+    "z_event": 0.908939,
+    "topic": 0.482859,
+    "previous": 0.649357,
+    "next": 0.338936,
+    "reply": 1.688303,
+    "bm25": 3.236689,
+    "speaker_named": 1.196862,
+    "dated_for_when": -0.236899,
+    "length": 1.744476,
 }
 PREVIOUS_INTERCEPT = -8.880255
 DIVERSITY_GRID = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -120,7 +143,7 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
         at = 0
         for qa in asked:
             count = len(query_readings(qa.question))
-            readings = normalize(np.asarray(vectors[at:at + count], dtype=np.float32))
+            readings = normalize(np.asarray(vectors[at : at + count], dtype=np.float32))
             at += count
             gold = normalize_evidence_ids(qa.evidence)
             if not gold:
@@ -130,11 +153,22 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
             sessions = [snapshot.turns[t].session_id for t in base.turn_ids]
             index = {s: i for i, s in enumerate(dict.fromkeys(sessions))}
             category = cast("int | str", qa.category)  # one of CATEGORIES (select_questions), so never None
-            out.append(Question(conversation.conversation_id, int(category), base.turn_ids, matrix,
-                                np.array([1 if t in gold else 0 for t in base.turn_ids]), gold,
-                                np.array([index[s] for s in sessions], dtype=np.int64)))
-        print(f"  {conversation.conversation_id}: {sum(q.conversation == conversation.conversation_id for q in out)} "
-              f"questions, {time.perf_counter() - started:.1f}s", flush=True)
+            out.append(
+                Question(
+                    conversation.conversation_id,
+                    int(category),
+                    base.turn_ids,
+                    matrix,
+                    np.array([1 if t in gold else 0 for t in base.turn_ids]),
+                    gold,
+                    np.array([index[s] for s in sessions], dtype=np.int64),
+                )
+            )
+        print(
+            f"  {conversation.conversation_id}: {sum(q.conversation == conversation.conversation_id for q in out)} "
+            f"questions, {time.perf_counter() - started:.1f}s",
+            flush=True,
+        )
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_bytes(pickle.dumps(out))
     return out
@@ -183,7 +217,9 @@ def _best_weight(questions: Sequence[Question], score: Callable[[Question], np.n
     return DIVERSITY_GRID[int(np.argmax(means))]
 
 
-def loco(questions: Sequence[Question], components: Sequence[str] | None, context: bool = True) -> dict[int, list[float]]:
+def loco(
+    questions: Sequence[Question], components: Sequence[str] | None, context: bool = True
+) -> dict[int, list[float]]:
     """Per category, each question's R@10 with the configuration fitted without its conversation
     (``components`` None: the ranker shipped before this work, ``PREVIOUS_COEFFICIENTS``, no fit; ``context``:
     fitted with the question's context columns, ``design``)."""
@@ -191,7 +227,9 @@ def loco(questions: Sequence[Question], components: Sequence[str] | None, contex
     if components is None:
         weights = np.array([PREVIOUS_COEFFICIENTS[n] for n in BASE])
         for q in questions:
-            by_category[q.category].append(recall(q, diversified(q.matrix[:, : len(BASE)] @ weights + PREVIOUS_INTERCEPT, q.session_of, 0)))
+            by_category[q.category].append(
+                recall(q, diversified(q.matrix[:, : len(BASE)] @ weights + PREVIOUS_INTERCEPT, q.session_of, 0))
+            )
         return by_category
     columns = columns_of(components)
     for held in dict.fromkeys(q.conversation for q in questions):
@@ -221,9 +259,15 @@ WITHOUT_CONTEXT = "chosen, fitted without question context (the fit before issue
 def configurations(quick: bool = False) -> list[tuple[str, list[str] | None]]:
     names = list(COMPONENTS)
     if quick:
-        return [("ranker before this work (fitted on data/, no refit)", None), (WITHOUT_CONTEXT, list(CHOSEN)),
-                (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN))]
-    configs: list[tuple[str, list[str] | None]] = [("ranker before this work (fitted on data/, no refit)", None), ("refit on the base features", [])]
+        return [
+            ("ranker before this work (fitted on data/, no refit)", None),
+            (WITHOUT_CONTEXT, list(CHOSEN)),
+            (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN)),
+        ]
+    configs: list[tuple[str, list[str] | None]] = [
+        ("ranker before this work (fitted on data/, no refit)", None),
+        ("refit on the base features", []),
+    ]
     configs += [(f"refit + {c}", [c]) for c in names]
     configs += [("refit + all components", names)]
     configs += [(WITHOUT_CONTEXT, list(CHOSEN)), (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN))]
@@ -261,7 +305,7 @@ def write_weights(questions: Sequence[Question], components: Sequence[str], out:
         *[f"    {name!r}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][: len(names)])],
         "}",
         "CONTEXT = {",
-        *[f"    {name!r}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][len(names):])],
+        *[f"    {name!r}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][len(names) :])],
         "}",
         f"INTERCEPT = {float(model.intercept_[0]):.6f}",
         f"SESSION_DIVERSITY = {weight}",
@@ -274,11 +318,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("file", help="LoCoMo-format conversations (e.g. ../shared/data/locomo-dev5.json)")
     parser.add_argument("--data-dir", help="memory directory to keep and reuse (default: temporary)")
-    parser.add_argument("--write-weights", help="fit the chosen configuration on every conversation and write this module")
-    parser.add_argument("--quick", action="store_true",
-                        help="only the shipped ranker before this work and the chosen configuration with and without context")
-    parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
-                        help="the embedder (default minilm, the one the figures are for)")
+    parser.add_argument(
+        "--write-weights", help="fit the chosen configuration on every conversation and write this module"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="only the shipped ranker before this work and the chosen configuration with and without context",
+    )
+    parser.add_argument(
+        "--embeddings",
+        default="minilm",
+        choices=["minilm", "openai", "hashing"],
+        help="the embedder (default minilm, the one the figures are for)",
+    )
     args = parser.parse_args(argv)
     path = Path(args.file)
     if not path.is_file():
@@ -292,8 +345,10 @@ def main(argv: list[str] | None = None) -> int:
         with open_resources(data_dir, embeddings=args.embeddings) as resources:
             questions = questions_of(path, resources, data_dir)
         convs = list(dict.fromkeys(q.conversation for q in questions))
-        print(f"{len(questions)} questions with gold evidence (categories 1-4) in {len(convs)} conversations "
-              f"({', '.join(convs)}), featurised in {time.perf_counter() - started:.1f}s")
+        print(
+            f"{len(questions)} questions with gold evidence (categories 1-4) in {len(convs)} conversations "
+            f"({', '.join(convs)}), featurised in {time.perf_counter() - started:.1f}s"
+        )
         rows, reference, chosen = [], None, None
         for label, components in configurations(args.quick):
             results = loco(questions, components, context=label != WITHOUT_CONTEXT)
@@ -304,8 +359,15 @@ def main(argv: list[str] | None = None) -> int:
                 chosen = results
             print(f"  {label}: {rows[-1][1]}", flush=True)
         counts = {c: sum(q.category == c for q in questions) for c in CATEGORIES}
-        print_table(["configuration (LOCO: fitted without the held-out conversation)", "R@10", "vs refit",
-                     *(f"{CATEGORIES[c]} ({counts[c]} q)" for c in CATEGORIES)], rows)
+        print_table(
+            [
+                "configuration (LOCO: fitted without the held-out conversation)",
+                "R@10",
+                "vs refit",
+                *(f"{CATEGORIES[c]} ({counts[c]} q)" for c in CATEGORIES),
+            ],
+            rows,
+        )
         if args.write_weights:
             summary = _row("", chosen or loco(questions, list(CHOSEN)), None)
             text = f"R@10 {summary[1]}; " + ", ".join(f"{CATEGORIES[c]} {v}" for c, v in zip(CATEGORIES, summary[3:]))

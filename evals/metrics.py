@@ -198,9 +198,7 @@ class JudgeScore(BaseModel):
         return None if not self.ran or self.correct is None else float(self.correct)
 
 
-def llm_judge(
-    llm: Any, question: str, gold: str, prediction: str, *, method: str = "function_calling"
-) -> JudgeScore:
+def llm_judge(llm: Any, question: str, gold: str, prediction: str, *, method: str = "function_calling") -> JudgeScore:
     """Ask the judge model whether ``prediction`` answers ``question`` as ``gold`` does.
 
     Without a model, or when the model gives no valid verdict after its retry, the judge has not run:
@@ -215,10 +213,16 @@ def llm_judge(
     if outcome.fallback is not None:
         return JudgeScore(
             reason_not_run=f"judge gave no valid verdict: {outcome.fallback.reason}",
-            llm_calls=cost.llm_calls, prompt_tokens=cost.prompt_tokens, completion_tokens=cost.completion_tokens,
+            llm_calls=cost.llm_calls,
+            prompt_tokens=cost.prompt_tokens,
+            completion_tokens=cost.completion_tokens,
         )
     verdict = outcome.output
     return JudgeScore(
-        ran=True, correct=verdict.label == "CORRECT", reasoning=verdict.reasoning,
-        llm_calls=cost.llm_calls, prompt_tokens=cost.prompt_tokens, completion_tokens=cost.completion_tokens,
+        ran=True,
+        correct=verdict.label == "CORRECT",
+        reasoning=verdict.reasoning,
+        llm_calls=cost.llm_calls,
+        prompt_tokens=cost.prompt_tokens,
+        completion_tokens=cost.completion_tokens,
     )

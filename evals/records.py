@@ -44,7 +44,8 @@ class QuestionResult(BaseModel):
     judge: JudgeScore = Field(default_factory=JudgeScore)
     recall: dict[str, float | None] = Field(default_factory=dict)
     session_recall: dict[str, float | None] = Field(
-        default_factory=dict, description="budget -> 1 when any gold session is among the first N cited turns' sessions")
+        default_factory=dict, description="budget -> 1 when any gold session is among the first N cited turns' sessions"
+    )
     gold_evidence: list[str] = Field(default_factory=list)
     cited_turns: list[str] = Field(default_factory=list)
     llm_calls: int = 0
@@ -166,7 +167,9 @@ def _category_key(row: QuestionResult) -> tuple[int, str]:
     return (number if number is not None else 100, row.category_label)
 
 
-def aggregate(results: Sequence[QuestionResult], budgets: Sequence[int] = DEFAULT_BUDGETS) -> dict[str, dict[str, CategoryStats]]:
+def aggregate(
+    results: Sequence[QuestionResult], budgets: Sequence[int] = DEFAULT_BUDGETS
+) -> dict[str, dict[str, CategoryStats]]:
     """Per strategy: one ``CategoryStats`` per category label (in category order) and one for ``overall``."""
     out: dict[str, dict[str, CategoryStats]] = {}
     for strategy in dict.fromkeys(r.strategy for r in results):

@@ -12,7 +12,14 @@ from typing import Any
 
 from logicmap.evals.records import OVERALL, CategoryStats, EvalRun
 
-__all__ = ["langsmith_configured", "plot_cost_quality", "plot_quality", "push_langsmith_experiment", "render_markdown", "write_report"]
+__all__ = [
+    "langsmith_configured",
+    "plot_cost_quality",
+    "plot_quality",
+    "push_langsmith_experiment",
+    "render_markdown",
+    "write_report",
+]
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -53,16 +60,40 @@ def render_markdown(run: EvalRun, plots: dict[str, str] | None = None) -> str:
     for label, reason in run.unavailable.items():
         lines.append(f"- strategy `{label}` unavailable: {reason}")
     lines += ["", "## Overall", ""]
-    header = ["strategy", "questions", "F1", "BLEU-1", "judge", *[f"R@{b}" for b in budgets], *[f"S@{b}" for b in budgets],
-              "LLM calls/q", "prompt tok/q", "completion tok/q", "wall s/q", "fallbacks", "errors"]
+    header = [
+        "strategy",
+        "questions",
+        "F1",
+        "BLEU-1",
+        "judge",
+        *[f"R@{b}" for b in budgets],
+        *[f"S@{b}" for b in budgets],
+        "LLM calls/q",
+        "prompt tok/q",
+        "completion tok/q",
+        "wall s/q",
+        "fallbacks",
+        "errors",
+    ]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for strategy, stats in run.aggregates.items():
         s = stats[OVERALL]
         judge = "not run" if s.judge_accuracy is None else f"{s.judge_accuracy:.3f} ({s.judged})"
-        row = [f"`{strategy}`", str(s.questions), _fmt(s.f1), _fmt(s.bleu1), judge,
-               *[_fmt(s.recall.get(str(b))) for b in budgets], *[_fmt(s.session_recall.get(str(b))) for b in budgets],
-               f"{s.llm_calls:.2f}", f"{s.prompt_tokens:.0f}", f"{s.completion_tokens:.0f}", f"{s.wall_time_s:.3f}",
-               str(s.fallbacks), str(s.errors)]
+        row = [
+            f"`{strategy}`",
+            str(s.questions),
+            _fmt(s.f1),
+            _fmt(s.bleu1),
+            judge,
+            *[_fmt(s.recall.get(str(b))) for b in budgets],
+            *[_fmt(s.session_recall.get(str(b))) for b in budgets],
+            f"{s.llm_calls:.2f}",
+            f"{s.prompt_tokens:.0f}",
+            f"{s.completion_tokens:.0f}",
+            f"{s.wall_time_s:.3f}",
+            str(s.fallbacks),
+            str(s.errors),
+        ]
         lines.append("| " + " | ".join(row) + " |")
     categories = _categories(run)
     budget = _recall_budget(run)
@@ -79,9 +110,13 @@ def render_markdown(run: EvalRun, plots: dict[str, str] | None = None) -> str:
             lines.append(f"| `{strategy}` | " + " | ".join(cells) + f" | {_fmt(getter(stats[OVERALL]))} |")
         counts = [str(next((st[c].questions for st in run.aggregates.values() if c in st), 0)) for c in categories]
         lines.append("| questions | " + " | ".join(counts) + " | |")
-    lines += ["", "## Ingest cost", "",
-              "| conversation | namespace | sessions | reused | LLM calls/session | prompt tok/session | completion tok/session | wall s/session |",
-              "|---|---|---|---|---|---|---|---|"]
+    lines += [
+        "",
+        "## Ingest cost",
+        "",
+        "| conversation | namespace | sessions | reused | LLM calls/session | prompt tok/session | completion tok/session | wall s/session |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for ingest in run.ingests:
         per = ingest.per_session()
         lines.append(
@@ -242,12 +277,18 @@ def push_langsmith_experiment(run: EvalRun, *, dataset_name: str | None = None) 
             row = rows.get(inputs["question_id"])
             return {"answer": row.answer if row else "", "cited_turns": row.cited_turns if row else []}
 
-        def scores(inputs: dict[str, Any], outputs: dict[str, Any], rows: dict[str, Any] = rows) -> list[dict[str, Any]]:
+        def scores(
+            inputs: dict[str, Any], outputs: dict[str, Any], rows: dict[str, Any] = rows
+        ) -> list[dict[str, Any]]:
             row = rows.get(inputs["question_id"])
             if row is None:
                 return []
-            found = [{"key": "token_f1", "score": row.f1}, {"key": "bleu1", "score": row.bleu1},
-                     {"key": "llm_calls", "score": row.llm_calls}, {"key": "wall_time_s", "score": row.wall_time_s}]
+            found = [
+                {"key": "token_f1", "score": row.f1},
+                {"key": "bleu1", "score": row.bleu1},
+                {"key": "llm_calls", "score": row.llm_calls},
+                {"key": "wall_time_s", "score": row.wall_time_s},
+            ]
             found += [{"key": f"evidence_recall@{b}", "score": v} for b, v in row.recall.items() if v is not None]
             if row.judge.score is not None:
                 found.append({"key": "judge", "score": row.judge.score})
@@ -257,9 +298,18 @@ def push_langsmith_experiment(run: EvalRun, *, dataset_name: str | None = None) 
             return {"results": scores(inputs, outputs)}
 
         evaluate(
-            target, data=name, evaluators=[evaluator], experiment_prefix=f"logicmap-{strategy}-{run.policy}",
-            metadata={"strategy": strategy, "policy": run.policy, "embeddings": run.embeddings,
-                      "category_mapping": run.category_mapping, "overall": _stat_feedback(run.aggregates[strategy][OVERALL])},
-            client=client, max_concurrency=0,
+            target,
+            data=name,
+            evaluators=[evaluator],
+            experiment_prefix=f"logicmap-{strategy}-{run.policy}",
+            metadata={
+                "strategy": strategy,
+                "policy": run.policy,
+                "embeddings": run.embeddings,
+                "category_mapping": run.category_mapping,
+                "overall": _stat_feedback(run.aggregates[strategy][OVERALL]),
+            },
+            client=client,
+            max_concurrency=0,
         )
     return name

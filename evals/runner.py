@@ -60,8 +60,9 @@ def _file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def eval_namespace(file_sha256: str, policy: str, embeddings: str, conversation_id: str,
-                   memory_manager: str | None = None) -> str:
+def eval_namespace(
+    file_sha256: str, policy: str, embeddings: str, conversation_id: str, memory_manager: str | None = None
+) -> str:
     """The namespace a conversation of a file is ingested into: the same file, policy, embedder (and memory
     manager: a run with the ``r2`` strategy ingests with Memory-R2's) reuse it."""
     manager = f"|{memory_manager}" if memory_manager else ""
@@ -114,8 +115,14 @@ def _cache_file(resources: Resources, namespace: str) -> Path:
     return Path(resources.settings.data_dir) / "eval-ingest" / f"{namespace}.json"
 
 
-def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resources, progress: bool,
-            memory_manager: str | None = None) -> IngestSummary:
+def _ingest(
+    conv: Conversation,
+    namespace: str,
+    policy: str,
+    resources: Resources,
+    progress: bool,
+    memory_manager: str | None = None,
+) -> IngestSummary:
     """Ingest (idempotent: committed sessions are skipped) and keep the first run's per-session cost beside memory."""
     from logicmap.graphs.ingest.ingest import ingest_conversation
 
@@ -127,8 +134,14 @@ def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resource
             known = {s.session_id: s for s in stored.sessions}
         except ValueError:
             known = {}
-    report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=progress,  # type: ignore[arg-type]  # names from argparse choices
-                                 memory_manager=memory_manager)  # type: ignore[arg-type]  # names from argparse choices
+    report = ingest_conversation(
+        conv,
+        namespace,
+        resources=resources,
+        policy=policy,  # type: ignore[arg-type]  # names from argparse choices
+        progress=progress,
+        memory_manager=memory_manager,  # type: ignore[arg-type]  # names from argparse choices
+    )
     sessions: list[SessionCost] = []
     for s in report.sessions:
         if s.skipped and s.session_id in known:
@@ -136,14 +149,25 @@ def _ingest(conv: Conversation, namespace: str, policy: str, resources: Resource
         elif s.skipped:
             sessions.append(SessionCost(session_id=s.session_id))
         else:
-            sessions.append(SessionCost(
-                session_id=s.session_id, turns=s.turns, events=s.events, llm_calls=s.cost.llm_calls,
-                prompt_tokens=s.cost.prompt_tokens, completion_tokens=s.cost.completion_tokens,
-                wall_time_s=s.cost.wall_time_s, fallbacks=s.fallbacks,
-            ))
+            sessions.append(
+                SessionCost(
+                    session_id=s.session_id,
+                    turns=s.turns,
+                    events=s.events,
+                    llm_calls=s.cost.llm_calls,
+                    prompt_tokens=s.cost.prompt_tokens,
+                    completion_tokens=s.cost.completion_tokens,
+                    wall_time_s=s.cost.wall_time_s,
+                    fallbacks=s.fallbacks,
+                )
+            )
     summary = IngestSummary(
-        conversation_id=conv.conversation_id, namespace=namespace, policy=policy,
-        cached=all(s.skipped for s in report.sessions), sessions=sessions, wall_time_s=report.wall_time_s,
+        conversation_id=conv.conversation_id,
+        namespace=namespace,
+        policy=policy,
+        cached=all(s.skipped for s in report.sessions),
+        sessions=sessions,
+        wall_time_s=report.wall_time_s,
     )
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(summary.model_copy(update={"cached": False}).model_dump_json(indent=1))
@@ -173,8 +197,14 @@ def _answer_one(
 ) -> QuestionResult:
     gold_evidence = normalize_evidence_ids(qa.evidence)
     record = QuestionResult(
-        question_id=qa.question_id, conversation_id=conv.conversation_id, namespace=namespace, strategy=spec.label,
-        category=qa.category, category_label=category_label(qa.category), question=qa.question, gold=qa.answer,
+        question_id=qa.question_id,
+        conversation_id=conv.conversation_id,
+        namespace=namespace,
+        strategy=spec.label,
+        category=qa.category,
+        category_label=category_label(qa.category),
+        question=qa.question,
+        gold=qa.answer,
         gold_evidence=gold_evidence,
     )
     options = dict(spec.options)
@@ -194,7 +224,11 @@ def _answer_one(
     record.wall_time_s = time.perf_counter() - started
     cost: Cost = result.cost
     record.answer = result.answer
-    record.llm_calls, record.prompt_tokens, record.completion_tokens = cost.llm_calls, cost.prompt_tokens, cost.completion_tokens
+    record.llm_calls, record.prompt_tokens, record.completion_tokens = (
+        cost.llm_calls,
+        cost.prompt_tokens,
+        cost.completion_tokens,
+    )
     record.steps, record.fallbacks = result.steps, len(result.fallbacks)
     record.cited_turns = result.cited_turns(max([CITED_TURNS_KEPT, *budgets]))
     record.f1 = token_f1(result.answer, qa.answer, qa.category)
@@ -268,8 +302,18 @@ def run_eval(
     for conv, qa in chosen:
         namespace = ingests[conv.conversation_id].namespace
         for spec, fn in available:
-            row = _answer_one(spec, fn, conv, qa, namespace, policy=policy, resources=resources, budgets=budgets,
-                              judge=judge, judge_method=judge_method)
+            row = _answer_one(
+                spec,
+                fn,
+                conv,
+                qa,
+                namespace,
+                policy=policy,
+                resources=resources,
+                budgets=budgets,
+                judge=judge,
+                judge_method=judge_method,
+            )
             results.append(row)
             if bar is not None:
                 bar.update(1)
@@ -278,12 +322,20 @@ def run_eval(
         bar.close()
 
     run = EvalRun(
-        file=str(path), file_sha256=digest, source_format=source_format, policy=policy, embeddings=embeddings,
+        file=str(path),
+        file_sha256=digest,
+        source_format=source_format,
+        policy=policy,
+        embeddings=embeddings,
         started_at=datetime.now(UTC).isoformat(timespec="seconds"),
-        category_mapping=category_mapping(source_format), budgets=budgets,
-        strategies=[spec.label for spec, _ in available], unavailable=unavailable,
+        category_mapping=category_mapping(source_format),
+        budgets=budgets,
+        strategies=[spec.label for spec, _ in available],
+        unavailable=unavailable,
         judge=("run" if judge is not None else "not run (no judge model configured)"),
-        ingests=list(ingests.values()), results=results, aggregates=aggregate(results, budgets),
+        ingests=list(ingests.values()),
+        results=results,
+        aggregates=aggregate(results, budgets),
     )
     run.wall_time_s = time.perf_counter() - started
     if out_dir is not None:

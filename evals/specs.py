@@ -26,8 +26,10 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "goalmem": ("backbone", ("bm25", "dense", "events", "faithful")),
     # the no-LLM evidence ranking (learned = the graph-feature reranker), the paper's configuration, and one
     # project extension off each (the ablations of docs/fidelity.md, "CompassMem")
-    "compass": ("ranker", ("learned", "similarity", "traversal", "faithful", "no-readings", "no-step-cap",
-                           "no-plan-starts", "dense")),
+    "compass": (
+        "ranker",
+        ("learned", "similarity", "traversal", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense"),
+    ),
     # the paper's configuration of each other method (docs/fidelity.md)
     "real": ("faithful", ("faithful",)),
     "reconstruct": ("faithful", ("faithful",)),
@@ -60,7 +62,9 @@ def parse_strategy(spec: str) -> StrategySpec:
         return StrategySpec(label=spec, name=name)
     option, allowed = VARIANTS.get(name, ("backbone", ()))
     if allowed and variant not in allowed:
-        raise ValueError(f"unknown variant {variant!r} of {name}; choose from {', '.join(f'{name}:{v}' for v in allowed)}")
+        raise ValueError(
+            f"unknown variant {variant!r} of {name}; choose from {', '.join(f'{name}:{v}' for v in allowed)}"
+        )
     return StrategySpec(label=spec, name=name, options=VARIANT_OPTIONS.get(f"{name}:{variant}", {option: variant}))
 
 
@@ -76,7 +80,9 @@ def resolve_strategies(specs: Iterable[str]) -> tuple[list[tuple[StrategySpec, C
     for raw in specs:
         spec = parse_strategy(raw)
         if spec.name not in STRATEGIES:
-            raise ValueError(f"unknown strategy {spec.name!r}; choose from {sorted(STRATEGIES)} (goalmem:bm25|dense|events)")
+            raise ValueError(
+                f"unknown strategy {spec.name!r}; choose from {sorted(STRATEGIES)} (goalmem:bm25|dense|events)"
+            )
         if any(s.label == spec.label for s, _ in available) or spec.label in unavailable:
             continue
         try:

@@ -13,8 +13,16 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["MAX_DESCRIPTION_CHARS", "MAX_LABEL_CHARS", "MAX_LABEL_WORDS", "SYSTEM_MARKER", "VERSION",
-           "TopicAbstract", "TopicAbstractSet", "build_messages"]
+__all__ = [
+    "MAX_DESCRIPTION_CHARS",
+    "MAX_LABEL_CHARS",
+    "MAX_LABEL_WORDS",
+    "SYSTEM_MARKER",
+    "VERSION",
+    "TopicAbstract",
+    "TopicAbstractSet",
+    "build_messages",
+]
 
 VERSION = "mragent-abstract-topics-v1"
 SYSTEM_MARKER = "You abstract topics from clusters of events"
@@ -25,7 +33,9 @@ MAX_DESCRIPTION_CHARS = 300
 
 class TopicAbstract(BaseModel):
     topic: str = Field(description="The topic id as listed, e.g. 'T3'.")
-    label: str = Field(description=f"A short concrete name for what the events share (at most {MAX_LABEL_WORDS} words).")
+    label: str = Field(
+        description=f"A short concrete name for what the events share (at most {MAX_LABEL_WORDS} words)."
+    )
     description: str = Field(description="One or two sentences: the recurring pattern of the topic's events.")
 
 

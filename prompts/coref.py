@@ -11,8 +11,16 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["PAPER_COREF", "PAPER_VERSION", "VERSION", "CorefVerdict", "CorefVerdicts", "PaperCorefVerdict",
-           "build_messages", "build_paper_messages"]
+__all__ = [
+    "PAPER_COREF",
+    "PAPER_VERSION",
+    "VERSION",
+    "CorefVerdict",
+    "CorefVerdicts",
+    "PaperCorefVerdict",
+    "build_messages",
+    "build_paper_messages",
+]
 
 VERSION = "coref-v1"
 PAPER_VERSION = "coref-paper-v1"
@@ -36,7 +44,9 @@ class CorefVerdict(BaseModel):
     pair: int = Field(description="The pair number.")
     same_event: bool = Field(description="Both describe the same real-world event.")
     has_overlap: bool = Field(False, description="Different events that are closely related.")
-    relation_type: str | None = Field(None, description="When overlapping: the relation from the new to the stored event.")
+    relation_type: str | None = Field(
+        None, description="When overlapping: the relation from the new to the stored event."
+    )
 
 
 class CorefVerdicts(BaseModel):

@@ -18,8 +18,17 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["PAPER_DIALOGUE_PROCESSING", "PAPER_VERSION", "VERSION", "CueExtraction", "CueWord", "MemoryUnit",
-           "PersonFact", "build_messages", "build_paper_messages"]
+__all__ = [
+    "PAPER_DIALOGUE_PROCESSING",
+    "PAPER_VERSION",
+    "VERSION",
+    "CueExtraction",
+    "CueWord",
+    "MemoryUnit",
+    "PersonFact",
+    "build_messages",
+    "build_paper_messages",
+]
 
 VERSION = "cues-v2"
 PAPER_VERSION = "cues-paper-v1"
@@ -44,7 +53,9 @@ Keywords (the cues of each sentence): extract 2-30 keywords directly from the or
 
 
 class CueWord(BaseModel):
-    cue: str = Field(description="A keyword as said in the session: a name, place, time, activity or thing (a name, not a pronoun).")
+    cue: str = Field(
+        description="A keyword as said in the session: a name, place, time, activity or thing (a name, not a pronoun)."
+    )
     kind: Literal["person", "place", "entity", "time", "activity", "quantity"] = "entity"
 
 
@@ -54,7 +65,9 @@ class MemoryUnit(BaseModel):
         description="The statement rewritten to stand alone: pronouns replaced by the names they refer to, 'I' by "
         "the speaker's name, e.g. 'Ana adopted Biscuit in May'."
     )
-    tags: list[str] = Field(default_factory=list, description="1-3 tags of 1-3 words saying what it is about, e.g. 'pet', 'new job'.")
+    tags: list[str] = Field(
+        default_factory=list, description="1-3 tags of 1-3 words saying what it is about, e.g. 'pet', 'new job'."
+    )
     cues: list[CueWord] = Field(default_factory=list, description="The keywords of the statement, names resolved.")
 
 

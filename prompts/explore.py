@@ -14,9 +14,20 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["PAPER_ACTION_DECISION", "PAPER_VERSION", "VERSION", "BatchDecision", "ExplorerDecision",
-           "PaperBatchDecision", "PaperEventDecision", "PaperExplorerDecision", "build_batch_messages", "build_messages",
-           "build_paper_batch_messages", "build_paper_messages"]
+__all__ = [
+    "PAPER_ACTION_DECISION",
+    "PAPER_VERSION",
+    "VERSION",
+    "BatchDecision",
+    "ExplorerDecision",
+    "PaperBatchDecision",
+    "PaperEventDecision",
+    "PaperExplorerDecision",
+    "build_batch_messages",
+    "build_messages",
+    "build_paper_batch_messages",
+    "build_paper_messages",
+]
 
 VERSION = "explore-v2"
 PAPER_VERSION = "explore-paper-v1"
@@ -117,14 +128,19 @@ def _paper_context(context: str) -> str:
 
 def build_paper_messages(context: str, event_text: str, neighbors_text: str) -> list[BaseMessage]:
     system = PAPER_ACTION_DECISION + "\n\n" + schema_instructions(PaperExplorerDecision)
-    human = (f"{_paper_context(context)}\n\nCURRENT NODE INFORMATION:\n{event_text}\n\n"
-             f"NEIGHBOR NODES (available for exploration):\n{neighbors_text or '(none)'}\n\nNow, make your decision:")
+    human = (
+        f"{_paper_context(context)}\n\nCURRENT NODE INFORMATION:\n{event_text}\n\n"
+        f"NEIGHBOR NODES (available for exploration):\n{neighbors_text or '(none)'}\n\nNow, make your decision:"
+    )
     return [SystemMessage(content=system), HumanMessage(content=human)]
 
 
 def build_paper_batch_messages(context: str, events_text: str) -> list[BaseMessage]:
     """The same prompt for every event of a superstep, one decision per event id (the batched explorer mode)."""
-    system = (PAPER_ACTION_DECISION + "\n\nDecide for EACH listed current node, one decision per event id.\n\n"
-              + schema_instructions(PaperBatchDecision))
+    system = (
+        PAPER_ACTION_DECISION
+        + "\n\nDecide for EACH listed current node, one decision per event id.\n\n"
+        + schema_instructions(PaperBatchDecision)
+    )
     human = f"{_paper_context(context)}\n\nCURRENT NODES:\n{events_text}\n\nNow, make your decisions:"
     return [SystemMessage(content=system), HumanMessage(content=human)]

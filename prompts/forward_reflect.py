@@ -26,5 +26,10 @@ def build_messages(question: str, draft: str, memories: Sequence[tuple[str, str]
         f"{SYSTEM_MARKER} Reflect on the draft answer: is every part of it stated by the memories? If not, "
         "say what is missing and give one search query that would find it.\n" + schema_instructions(Reflection)
     )
-    lines = [f"Question: {question}", f"Draft answer: {draft}", "Memories:", *(f"{mid}: {text}" for mid, text in memories)]
+    lines = [
+        f"Question: {question}",
+        f"Draft answer: {draft}",
+        "Memories:",
+        *(f"{mid}: {text}" for mid, text in memories),
+    ]
     return [SystemMessage(content=system), HumanMessage(content="\n".join(lines))]

@@ -28,8 +28,9 @@ class Decomposition(BaseModel):
     rationale: str = Field("", description="One sentence: why proving these subgoals proves the goal.")
 
 
-def build_messages(utterance: str, goal: str, failed: Sequence[tuple[str, str]] = (), *,
-                   paper: bool = False) -> list[BaseMessage]:
+def build_messages(
+    utterance: str, goal: str, failed: Sequence[tuple[str, str]] = (), *, paper: bool = False
+) -> list[BaseMessage]:
     """``failed``: earlier decompositions (rendered rules) with why each failed. ``paper``: the paper's Goal
     Decomposition prompts (Appendix I.1.1, and I.1.2 after a failure) with their few-shot examples."""
     if paper:
@@ -43,7 +44,9 @@ def build_messages(utterance: str, goal: str, failed: Sequence[tuple[str, str]] 
     )
     lines = [f"Question: {utterance}", f"Goal: {goal}"]
     if failed:
-        lines.append("These decompositions were tried and failed; give a DIFFERENT one (other subgoals, other wording or split):")
+        lines.append(
+            "These decompositions were tried and failed; give a DIFFERENT one (other subgoals, other wording or split):"
+        )
         lines.extend(f"- {rule}  (failed: {why})" for rule, why in failed)
     return [SystemMessage(content=system), HumanMessage(content="\n".join(lines))]
 

@@ -1,5 +1,4 @@
-"""Goal-Mem answer prompt: the utterance, the grounded goal and ONLY the supporting memories -> answer.
-"""
+"""Goal-Mem answer prompt: the utterance, the grounded goal and ONLY the supporting memories -> answer."""
 
 from __future__ import annotations
 
@@ -22,17 +21,26 @@ class GoalAnswer(BaseModel):
 
 
 def build_messages(
-    utterance: str, grounded_goal: str, substitution: str, supporting: Sequence[tuple[str, str]], *,
+    utterance: str,
+    grounded_goal: str,
+    substitution: str,
+    supporting: Sequence[tuple[str, str]],
+    *,
     paper: bool = False,
 ) -> list[BaseMessage]:
     """``paper``: the answer rules of the paper's unification prompt (Appendix I.2: "I dont know" when a required
     value is not grounded, no hedged answers)."""
     system = (
-        f"{SYSTEM_MARKER} Answer the question from the proved goal and the memories that support it.\n"
-        f"{goalmem_paper.ANSWER_RULES}\n" + schema_instructions(GoalAnswer)
-    ) if paper else (
-        f"{SYSTEM_MARKER} Answer the question from the proved goal and the memories that support it, and "
-        "nothing else. Be brief; resolve relative dates against the memories' dates.\n" + schema_instructions(GoalAnswer)
+        (
+            f"{SYSTEM_MARKER} Answer the question from the proved goal and the memories that support it.\n"
+            f"{goalmem_paper.ANSWER_RULES}\n" + schema_instructions(GoalAnswer)
+        )
+        if paper
+        else (
+            f"{SYSTEM_MARKER} Answer the question from the proved goal and the memories that support it, and "
+            "nothing else. Be brief; resolve relative dates against the memories' dates.\n"
+            + schema_instructions(GoalAnswer)
+        )
     )
     lines = [
         f"Question: {utterance}",

@@ -61,25 +61,47 @@ def _example(question: str, reply: dict[str, object], **extra: str) -> str:
 
 
 # I.1.1 / I.1.2 few-shot examples, in the typed reply (the Rule becomes the rationale).
-DECOMPOSE_EXAMPLES = "\n\n".join([
-    _example(_CAREER, {"subgoals": ["Caroline is actively exploring (x:career_field)",
-                                    "Caroline has expressed direct interest in (x:career_field)",
-                                    "Caroline finds work in (x:career_field) meaningful"],
-                       "rationale": "IF Caroline is actively exploring (x:career_field) AND Caroline has expressed "
-                                    "direct interest in (x:career_field) AND Caroline finds work in (x:career_field) "
-                                    "meaningful, THEN Caroline is likely to pursue (x:career_field) in her education."}),
-    _example(_FITNESS, {"subgoals": ["Melanie regularly engages in outdoor physical activity",
-                                     "Melanie is training for a competitive running event"],
-                        "rationale": "IF Melanie regularly engages in outdoor physical activity AND Melanie is training "
-                                     "for a competitive running event, THEN Melanie would likely be interested in "
-                                     "attending an outdoor fitness event."}),
-    _example(_CAREER, {"subgoals": ["Caroline repeatedly describes (x:career_field) as meaningful or personally rewarding"],
-                       "rationale": "The new decomposition uses repeated valuation rather than training steps."},
-             **{"Existing rules/decompositions that should NOT be repeated":
-                "IF Caroline consistently expresses sustained interest in (x:career_field) AND Caroline takes concrete "
+DECOMPOSE_EXAMPLES = "\n\n".join(
+    [
+        _example(
+            _CAREER,
+            {
+                "subgoals": [
+                    "Caroline is actively exploring (x:career_field)",
+                    "Caroline has expressed direct interest in (x:career_field)",
+                    "Caroline finds work in (x:career_field) meaningful",
+                ],
+                "rationale": "IF Caroline is actively exploring (x:career_field) AND Caroline has expressed "
+                "direct interest in (x:career_field) AND Caroline finds work in (x:career_field) "
+                "meaningful, THEN Caroline is likely to pursue (x:career_field) in her education.",
+            },
+        ),
+        _example(
+            _FITNESS,
+            {
+                "subgoals": [
+                    "Melanie regularly engages in outdoor physical activity",
+                    "Melanie is training for a competitive running event",
+                ],
+                "rationale": "IF Melanie regularly engages in outdoor physical activity AND Melanie is training "
+                "for a competitive running event, THEN Melanie would likely be interested in "
+                "attending an outdoor fitness event.",
+            },
+        ),
+        _example(
+            _CAREER,
+            {
+                "subgoals": ["Caroline repeatedly describes (x:career_field) as meaningful or personally rewarding"],
+                "rationale": "The new decomposition uses repeated valuation rather than training steps.",
+            },
+            **{
+                "Existing rules/decompositions that should NOT be repeated": "IF Caroline consistently expresses sustained interest in (x:career_field) AND Caroline takes concrete "
                 "steps toward training or education in (x:career_field), THEN Caroline is likely to pursue "
-                "(x:career_field) in her education."}),
-])
+                "(x:career_field) in her education."
+            },
+        ),
+    ]
+)
 
 # I.2 Unification: the task, the entity-anchor check and the unification process, word for word.
 UNIFY_RULES = """You are answering questions about people based on facts extracted from their personal conversations.
@@ -105,9 +127,18 @@ UNIFICATION PROCESS:
 # I.2 few-shot (the dog without a name), in the typed reply.
 UNIFY_EXAMPLES = _example(
     "What is the name of Melanie's dog?",
-    {"results": [{"subgoal": "G1", "resolved": True, "bindings": [], "facts": ["1"], "reason": "Fact 1"},
-                 {"subgoal": "G2", "resolved": False, "bindings": [], "facts": [],
-                  "reason": "no fact states the dog's name"}]},
+    {
+        "results": [
+            {"subgoal": "G1", "resolved": True, "bindings": [], "facts": ["1"], "reason": "Fact 1"},
+            {
+                "subgoal": "G2",
+                "resolved": False,
+                "bindings": [],
+                "facts": [],
+                "reason": "no fact states the dog's name",
+            },
+        ]
+    },
     Subgoals="G1: Melanie has a dog; G2: Melanie's dog has name (x:person_or_pet_name)",
     Facts="1: (Melanie, has_pet, dog); 2: (Melanie, enjoys, walking her dog in the park)",
 )
@@ -129,17 +160,30 @@ Example: unresolved "(x:drink) served in (z:cafe visited last week)" can refine 
 6. Avoid repeated refinement. If Previously Retrieved Missing Info or Previously Refined Subgoals are provided, the new refinement MUST take a different angle.
 7. If no useful new refinement is possible, set Refinement Status to stop and explain why: here, give an empty list."""
 
-REFINE_EXAMPLES = "\n\n".join([
-    _example("Alice: I like the cafe I went to last week, what drink should I try this time?",
-             {"antecedents": [{"subgoal": "G3", "antecedent": "Alice visited (z:cafe) last week"}]},
-             **{"Unresolved subgoals": "G3: (x:drink) is served in (z:cafe visited last week) (missing: z is not "
-                                       "grounded; no fact identifies the cafe Alice visited last week)"}),
-    _example("What is the name of Melanie's dog?",
-             {"antecedents": [{"subgoal": "G2",
-                               "antecedent": "Melanie mentions her dog by name as (x:person_or_pet_name)"}]},
-             **{"Unresolved subgoals": "G2: Melanie's dog has name (x:person_or_pet_name) (missing: no fact states "
-                                       "the dog's name)"}),
-])
+REFINE_EXAMPLES = "\n\n".join(
+    [
+        _example(
+            "Alice: I like the cafe I went to last week, what drink should I try this time?",
+            {"antecedents": [{"subgoal": "G3", "antecedent": "Alice visited (z:cafe) last week"}]},
+            **{
+                "Unresolved subgoals": "G3: (x:drink) is served in (z:cafe visited last week) (missing: z is not "
+                "grounded; no fact identifies the cafe Alice visited last week)"
+            },
+        ),
+        _example(
+            "What is the name of Melanie's dog?",
+            {
+                "antecedents": [
+                    {"subgoal": "G2", "antecedent": "Melanie mentions her dog by name as (x:person_or_pet_name)"}
+                ]
+            },
+            **{
+                "Unresolved subgoals": "G2: Melanie's dog has name (x:person_or_pet_name) (missing: no fact states "
+                "the dog's name)"
+            },
+        ),
+    ]
+)
 
 # I.2's ANSWER RULES (the unifier's Final Answer, which the responder gives here).
 ANSWER_RULES = """ANSWER RULES:

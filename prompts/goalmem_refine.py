@@ -44,14 +44,18 @@ def build_messages(
     """``unresolved``: (id, rendered subgoal, what was missing); ``memories``: (id, line) already seen. ``paper``: the
     paper's Refinement prompt (Appendix I.3: its objective, its seven principles, its examples)."""
     system = (
-        f"{SYSTEM_MARKER}\n{goalmem_paper.REFINE_RULES}\nOne antecedent per unresolved subgoal.\n"
-        f"{NL_LOGIC_PRIMER}\nExamples:\n{goalmem_paper.REFINE_EXAMPLES}\n" + schema_instructions(Refinement)
-    ) if paper else (
-        f"{SYSTEM_MARKER} Some subgoals could not be proved from the memories retrieved for them. For each, "
-        "name exactly one antecedent: the intermediate fact that, once found in memory, would ground the subgoal's "
-        "variables (which cafe, which person, which date). Ask for something the seen memories do not already "
-        "settle; reuse the subgoal's variable names. Give an empty list when no antecedent would help.\n"
-        f"{NL_LOGIC_PRIMER}\n" + schema_instructions(Refinement)
+        (
+            f"{SYSTEM_MARKER}\n{goalmem_paper.REFINE_RULES}\nOne antecedent per unresolved subgoal.\n"
+            f"{NL_LOGIC_PRIMER}\nExamples:\n{goalmem_paper.REFINE_EXAMPLES}\n" + schema_instructions(Refinement)
+        )
+        if paper
+        else (
+            f"{SYSTEM_MARKER} Some subgoals could not be proved from the memories retrieved for them. For each, "
+            "name exactly one antecedent: the intermediate fact that, once found in memory, would ground the subgoal's "
+            "variables (which cafe, which person, which date). Ask for something the seen memories do not already "
+            "settle; reuse the subgoal's variable names. Give an empty list when no antecedent would help.\n"
+            f"{NL_LOGIC_PRIMER}\n" + schema_instructions(Refinement)
+        )
     )
     lines = [
         f"Question: {utterance}",

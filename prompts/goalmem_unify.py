@@ -49,19 +49,23 @@ def build_messages(
     """``subgoals``: (id, rendered subgoal with the substitution applied); ``memories``: (id, line). ``paper``: the
     paper's Unification prompt (Appendix I.2: the entity-anchor check, the unification process, its example)."""
     system = (
-        f"{SYSTEM_MARKER}\n{goalmem_paper.UNIFY_RULES}\nCite only ids from the Memories list and bind every variable of "
-        "a resolved subgoal: these are checked.\n"
-        f"{NL_LOGIC_PRIMER}\nExample:\n{goalmem_paper.UNIFY_EXAMPLES}\n" + schema_instructions(Unification)
-    ) if paper else (
-        f"{SYSTEM_MARKER} For every subgoal decide whether the memories prove it. A subgoal is resolved when "
-        "cited memories entail it (paraphrase is fine, guessing is not) and each of its variables is bound to a "
-        "value that fits the variable's type. You judge the fit and the entailment: a value of another kind "
-        "can fit when the memory entails it (an ingredient can give the flavor asked for; give the value's own "
-        "type). Bindings must agree with the current substitution and with each other (one thing per variable); "
-        "you judge whether two names are the same thing. Cite only ids from the Memories list and bind every "
-        "variable of a resolved subgoal: these are checked. If a subgoal needs something the memories do not "
-        "state, leave it unresolved and say what is missing.\n"
-        f"{NL_LOGIC_PRIMER}\n" + schema_instructions(Unification)
+        (
+            f"{SYSTEM_MARKER}\n{goalmem_paper.UNIFY_RULES}\nCite only ids from the Memories list and bind every variable of "
+            "a resolved subgoal: these are checked.\n"
+            f"{NL_LOGIC_PRIMER}\nExample:\n{goalmem_paper.UNIFY_EXAMPLES}\n" + schema_instructions(Unification)
+        )
+        if paper
+        else (
+            f"{SYSTEM_MARKER} For every subgoal decide whether the memories prove it. A subgoal is resolved when "
+            "cited memories entail it (paraphrase is fine, guessing is not) and each of its variables is bound to a "
+            "value that fits the variable's type. You judge the fit and the entailment: a value of another kind "
+            "can fit when the memory entails it (an ingredient can give the flavor asked for; give the value's own "
+            "type). Bindings must agree with the current substitution and with each other (one thing per variable); "
+            "you judge whether two names are the same thing. Cite only ids from the Memories list and bind every "
+            "variable of a resolved subgoal: these are checked. If a subgoal needs something the memories do not "
+            "state, leave it unresolved and say what is missing.\n"
+            f"{NL_LOGIC_PRIMER}\n" + schema_instructions(Unification)
+        )
     )
     lines = [
         f"Question: {utterance}",

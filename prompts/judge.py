@@ -19,7 +19,9 @@ VERSION = "judge-v1"
 
 class JudgeVerdict(BaseModel):
     reasoning: str = Field(description="One short sentence explaining the verdict.")
-    label: Literal["CORRECT", "WRONG"] = Field(description="CORRECT if the generated answer matches the gold answer, else WRONG.")
+    label: Literal["CORRECT", "WRONG"] = Field(
+        description="CORRECT if the generated answer matches the gold answer, else WRONG."
+    )
 
 
 def build_messages(question: str, gold_answer: str, generated_answer: str) -> list[BaseMessage]:

@@ -38,7 +38,8 @@ def build_messages(question: str, subgoals: list[str], candidates_text: str, max
         + schema_instructions(StartPicks)
     )
     human = (
-        f"QUESTION: {question}\nSUB-GOALS:\n- " + "\n- ".join(subgoals)
+        f"QUESTION: {question}\nSUB-GOALS:\n- "
+        + "\n- ".join(subgoals)
         + f"\nCANDIDATE NODES (retrieved by semantic similarity):\n{candidates_text}"
     )
     return [SystemMessage(content=system), HumanMessage(content=human)]

@@ -13,8 +13,18 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["PAPER_REFINE_VERSION", "VERSION", "PaperRefinedQuery", "Plan", "PlanAndStarts", "RefinedQuery",
-           "build_messages", "build_paper_refine_messages", "build_plan_and_starts_messages", "build_refine_messages"]
+__all__ = [
+    "PAPER_REFINE_VERSION",
+    "VERSION",
+    "PaperRefinedQuery",
+    "Plan",
+    "PlanAndStarts",
+    "RefinedQuery",
+    "build_messages",
+    "build_paper_refine_messages",
+    "build_plan_and_starts_messages",
+    "build_refine_messages",
+]
 
 VERSION = "plan-v2"
 PAPER_REFINE_VERSION = "refine-paper-v1"
@@ -43,10 +53,13 @@ class RefinedQuery(BaseModel):
 class PaperRefinedQuery(RefinedQuery):
     """The Refinement Query Prompt's reply: New Query and Target Sub-goals."""
 
-    query: str = Field(description="New Query: your refined search query - single clear question or search phrase "
-                                   "targeting unsatisfied sub-goals.")
-    target_subgoals: list[int] = Field(default_factory=list, description="Target Sub-goals: which sub-goal numbers "
-                                                                         "this query aims to satisfy.")
+    query: str = Field(
+        description="New Query: your refined search query - single clear question or search phrase "
+        "targeting unsatisfied sub-goals."
+    )
+    target_subgoals: list[int] = Field(
+        default_factory=list, description="Target Sub-goals: which sub-goal numbers this query aims to satisfy."
+    )
 
 
 def build_messages(question: str) -> list[BaseMessage]:
@@ -77,12 +90,17 @@ def build_refine_messages(question: str, missing: list[str], found: str) -> list
         "A search of conversation memory found some evidence but not all the information needed. Write one "
         "new search query aimed at the missing information.\n" + schema_instructions(RefinedQuery)
     )
-    human = f"Question: {question}\nStill missing:\n- " + "\n- ".join(missing) + f"\nFound so far:\n{found or '(nothing)'}"
+    human = (
+        f"Question: {question}\nStill missing:\n- " + "\n- ".join(missing) + f"\nFound so far:\n{found or '(nothing)'}"
+    )
     return [SystemMessage(content=system), HumanMessage(content=human)]
 
 
-def build_paper_refine_messages(question: str, satisfied: list[str], missing: list[str], found: str) -> list[BaseMessage]:
+def build_paper_refine_messages(
+    question: str, satisfied: list[str], missing: list[str], found: str
+) -> list[BaseMessage]:
     """The Refinement Query Prompt (Appendix F.2); sub-goals are numbered as the planner listed them, satisfied first."""
+
     def listed(goals: list[str], start: int) -> str:
         return "\n".join(f"{start + i}. {g}" for i, g in enumerate(goals)) or "(none)"
 
@@ -98,6 +116,7 @@ def build_paper_refine_messages(question: str, satisfied: list[str], missing: li
         "3. Use different keywords or phrases than the original question.\n"
         "4. Target information that would help satisfy the remaining sub-goals.\n"
         "5. NOT repeat the original question.\n\n"
-        + schema_instructions(PaperRefinedQuery) + "\n\nGenerate your response:"
+        + schema_instructions(PaperRefinedQuery)
+        + "\n\nGenerate your response:"
     )
     return [SystemMessage(content=system), HumanMessage(content=human)]

@@ -49,8 +49,9 @@ _SPAN = re.compile(r"<answer>(.*?)</answer>", re.DOTALL | re.IGNORECASE)
 class SpanAnswer(BaseModel):
     """The paper's reply: the step-by-step reasoning, then the final answer in its span."""
 
-    response: str = Field(description="Your step-by-step reasoning, then the final answer as "
-                                      "<answer>YOUR_FINAL_ANSWER</answer>.")
+    response: str = Field(
+        description="Your step-by-step reasoning, then the final answer as <answer>YOUR_FINAL_ANSWER</answer>."
+    )
 
 
 def answer_span(text: str) -> str | None:
@@ -61,9 +62,13 @@ def answer_span(text: str) -> str | None:
 
 def build_messages(question: str, memories_by_speaker: Sequence[tuple[str, Sequence[str]]]) -> list[BaseMessage]:
     """``memories_by_speaker``: each user with their memories' lines (``timestamp: text``)."""
-    blocks = [f"Memories for user {speaker}:\n" + ("\n".join(lines) or "(none)") for speaker, lines in memories_by_speaker]
+    blocks = [
+        f"Memories for user {speaker}:\n" + ("\n".join(lines) or "(none)") for speaker, lines in memories_by_speaker
+    ]
     system = PAPER_ANSWER_PROMPT + "\n" + schema_instructions(SpanAnswer)
-    human = ("\n\n".join(blocks or ["(no memories)"]) + f"\n\nQuestion: {question}\n"
-             "Answer step by step, and output the final answer in this format, with no extra text: "
-             "<answer>YOUR_FINAL_ANSWER</answer>")
+    human = (
+        "\n\n".join(blocks or ["(no memories)"]) + f"\n\nQuestion: {question}\n"
+        "Answer step by step, and output the final answer in this format, with no extra text: "
+        "<answer>YOUR_FINAL_ANSWER</answer>"
+    )
     return [SystemMessage(content=system), HumanMessage(content=human)]

@@ -12,8 +12,15 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["PAPER_CATEGORIES", "PAPER_VERSION", "ROLE_MARKER", "VERSION", "ExtractedFact", "FactExtraction",
-           "build_messages"]
+__all__ = [
+    "PAPER_CATEGORIES",
+    "PAPER_VERSION",
+    "ROLE_MARKER",
+    "VERSION",
+    "ExtractedFact",
+    "FactExtraction",
+    "build_messages",
+]
 
 VERSION = "r2-extract-v1"
 PAPER_VERSION = "r2-extract-paper-v1"
@@ -50,18 +57,23 @@ class FactExtraction(BaseModel):
     facts: list[ExtractedFact]
 
 
-def build_messages(turns_text: str, session_date: str | None, speakers: list[str], *,
-                   paper: bool = False) -> list[BaseMessage]:
+def build_messages(
+    turns_text: str, session_date: str | None, speakers: list[str], *, paper: bool = False
+) -> list[BaseMessage]:
     system = (
-        f"{ROLE_MARKER} of a long-term memory: extract atomic facts from the dialogue turns.\n{PAPER_CATEGORIES}\n"
-        + schema_instructions(FactExtraction)
-    ) if paper else (
-        f"{ROLE_MARKER} of a long-term memory. From one session of a conversation, write the facts "
-        "worth remembering about the people in it: events, plans, preferences, relationships, jobs, "
-        "places, times. Each fact is one short sentence that makes sense on its own, in the third "
-        "person with the speaker's name instead of pronouns, and cites the turns it comes from. "
-        "Resolve relative times against the session date. Skip greetings and small talk.\n"
-        + schema_instructions(FactExtraction)
+        (
+            f"{ROLE_MARKER} of a long-term memory: extract atomic facts from the dialogue turns.\n{PAPER_CATEGORIES}\n"
+            + schema_instructions(FactExtraction)
+        )
+        if paper
+        else (
+            f"{ROLE_MARKER} of a long-term memory. From one session of a conversation, write the facts "
+            "worth remembering about the people in it: events, plans, preferences, relationships, jobs, "
+            "places, times. Each fact is one short sentence that makes sense on its own, in the third "
+            "person with the speaker's name instead of pronouns, and cites the turns it comes from. "
+            "Resolve relative times against the session date. Skip greetings and small talk.\n"
+            + schema_instructions(FactExtraction)
+        )
     )
     who = ", ".join(speakers) if speakers else "unknown"
     human = f"Speakers: {who}\nSession date: {session_date or 'unknown'}\nTurns:\n{turns_text}"

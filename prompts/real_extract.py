@@ -23,7 +23,9 @@ RELATION_VOCABULARY = (
 
 
 class ExtractedFact(BaseModel):
-    head: str = Field(description="The entity the fact is about, by name (the speaker's name for 'I'), never a pronoun.")
+    head: str = Field(
+        description="The entity the fact is about, by name (the speaker's name for 'I'), never a pronoun."
+    )
     relation: str = Field(description="A short snake_case relation, preferably from the vocabulary, e.g. lives_in.")
     tail: str = Field(description="The value: a name, place, thing or short phrase, never a pronoun.")
     turn_ids: list[str] = Field(description="dia ids of the turns that state it, e.g. ['D4:1'].")
@@ -32,13 +34,22 @@ class ExtractedFact(BaseModel):
         description="FACT: a plain attribute; CAUSAL: a reason or consequence; TEMPORAL: anchored to a time; "
         "CONTRAST: a difference or negation; EVOLUTION: a change from an earlier state.",
     )
-    hedged: bool = Field(default=False, description="True when stated with doubt: maybe, I think, probably, might, planning.")
-    confidence: float | None = Field(default=None, description="0..1 how certain the statement is (assertions about 0.9).")
+    hedged: bool = Field(
+        default=False, description="True when stated with doubt: maybe, I think, probably, might, planning."
+    )
+    confidence: float | None = Field(
+        default=None, description="0..1 how certain the statement is (assertions about 0.9)."
+    )
     time_phrase: str | None = Field(default=None, description="Words saying when it became true, copied from the turn.")
-    date: str | None = Field(default=None, description="YYYY-MM-DD, YYYY-MM or YYYY when it became true, if stated or derivable.")
-    ended: bool = Field(default=False, description="True when the turn says the fact stopped being true ('I no longer ...').")
+    date: str | None = Field(
+        default=None, description="YYYY-MM-DD, YYYY-MM or YYYY when it became true, if stated or derivable."
+    )
+    ended: bool = Field(
+        default=False, description="True when the turn says the fact stopped being true ('I no longer ...')."
+    )
     single_valued: bool | None = Field(
-        default=None, description="For a relation outside the vocabulary: true if the head can have only one value at a time."
+        default=None,
+        description="For a relation outside the vocabulary: true if the head can have only one value at a time.",
     )
 
 

@@ -29,7 +29,9 @@ class RootPlan(BaseModel):
         description="The time the question asks about: YYYY-MM-DD, YYYY-MM or YYYY; 'now' for the present; "
         "null when the question is not about one time.",
     )
-    include_uncertain: bool = Field(False, description="True when the question asks about plans, guesses or uncertain facts.")
+    include_uncertain: bool = Field(
+        False, description="True when the question asks about plans, guesses or uncertain facts."
+    )
 
 
 def build_messages(question: str, entities: list[str], latest_date: str | None) -> list[BaseMessage]:

@@ -52,16 +52,22 @@ class ReconstructedAnswer(BaseModel):
     """The answer to the question, reconstructed from memory."""
 
     answer: str = Field(description="A short, direct answer. Say 'not in memory' when the memory does not say.")
-    cited_event_ids: list[str] = Field(default_factory=list, description="Ids of the events the answer rests on, e.g. ['S3-E2'].")
-    cited_turn_ids: list[str] = Field(default_factory=list, description="dia ids of the turns that state it, e.g. ['D3:5'].")
+    cited_event_ids: list[str] = Field(
+        default_factory=list, description="Ids of the events the answer rests on, e.g. ['S3-E2']."
+    )
+    cited_turn_ids: list[str] = Field(
+        default_factory=list, description="dia ids of the turns that state it, e.g. ['D3:5']."
+    )
     confidence: float = Field(0.5, ge=0.0, le=1.0, description="How sure you are, 0 to 1.")
 
 
 class PaperReconstructedAnswer(ReconstructedAnswer):
     """The answer to the question, by the paper's answer rules (no abstention)."""
 
-    answer: str = Field(description="The answer, by the answer rules (Yes/No, a place name, a number, or the "
-                                    "minimal concrete entity or phrase).")
+    answer: str = Field(
+        description="The answer, by the answer rules (Yes/No, a place name, a number, or the "
+        "minimal concrete entity or phrase)."
+    )
 
 
 def answer_tool_spec(paper: bool = False) -> dict[str, Any]:
@@ -166,7 +172,9 @@ def build_final_messages(question: str, evidence_text: str, question_date: str |
     return [SystemMessage(content=system), HumanMessage(content=human)]
 
 
-def build_paper_final_messages(question: str, evidence_text: str, question_date: str | None = None) -> list[BaseMessage]:
+def build_paper_final_messages(
+    question: str, evidence_text: str, question_date: str | None = None
+) -> list[BaseMessage]:
     """The forced answer (the turns are spent) in the paper's answer mode: its answer rules, no abstention."""
     system = (
         f"{_PAPER_INTRO} The memory tools are no longer available: answer now from the memories below, with the "

@@ -13,8 +13,14 @@ from pydantic import BaseModel, Field
 
 from logicmap.prompts.common import schema_instructions
 
-__all__ = ["CANDIDATE_VERSION", "VERSION", "CandidateSelection", "PruneDecision", "build_candidate_messages",
-           "build_messages"]
+__all__ = [
+    "CANDIDATE_VERSION",
+    "VERSION",
+    "CandidateSelection",
+    "PruneDecision",
+    "build_candidate_messages",
+    "build_messages",
+]
 
 VERSION = "reconstruct-prune-v1"
 CANDIDATE_VERSION = "reconstruct-route-paper-v1"
@@ -57,8 +63,9 @@ class CandidateSelection(BaseModel):
     )
 
 
-def build_candidate_messages(question: str, context_text: str, candidates_text: str,
-                             question_date: str | None = None) -> list[BaseMessage]:
+def build_candidate_messages(
+    question: str, context_text: str, candidates_text: str, question_date: str | None = None
+) -> list[BaseMessage]:
     """R_LLM (MRAgent Eq. 9): select the most relevant of the newly retrieved memory contents, given the question
     and the context reconstructed so far (which stays as it is)."""
     system = (

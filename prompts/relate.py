@@ -29,8 +29,11 @@ LABELS = (
 class ExtractedRelation(BaseModel):
     source: str = Field(description="Event id, e.g. 'E1'.")
     target: str = Field(description="Event id, e.g. 'E2'.")
-    label: str = Field(description="A SHORT, free-form label that best characterizes the link, e.g. "
-                       + ", ".join(LABELS) + " (examples, not a closed set).")
+    label: str = Field(
+        description="A SHORT, free-form label that best characterizes the link, e.g. "
+        + ", ".join(LABELS)
+        + " (examples, not a closed set)."
+    )
     turn_ids: list[str] = Field(default_factory=list, description="dia ids of the turns that support it.")
 
 
@@ -54,8 +57,7 @@ def build_messages(events_text: str, turns_text: str) -> list[BaseMessage]:
         "TIME when events occurred in the real world, NOT on when they are described in the dialog. Focus on the "
         "chronological sequence of reality.\n"
         "- For each relation, cite minimal evidence utterance ids that support the linkage between the two events.\n"
-        "Use only the listed event ids.\n"
-        + schema_instructions(RelationSet)
+        "Use only the listed event ids.\n" + schema_instructions(RelationSet)
     )
     human = f"Events:\n{events_text}\n\nTurns:\n{turns_text}"
     return [SystemMessage(content=system), HumanMessage(content=human)]

@@ -43,14 +43,21 @@ PAPER_REQUIREMENTS = (
 )
 
 
-def build_messages(question: str, evidence_text: str, question_date: str | None = None, *,
-                   abstain: bool = True) -> list[BaseMessage]:
+def build_messages(
+    question: str, evidence_text: str, question_date: str | None = None, *, abstain: bool = True
+) -> list[BaseMessage]:
     """The responder's messages; ``abstain=False`` is CompassMem's Appendix F.2 prompt (no abstention)."""
     if not abstain:
-        system = PAPER_REQUIREMENTS + "Cite the ids of the context items the answer rests on.\n" + schema_instructions(Answer)
+        system = (
+            PAPER_REQUIREMENTS
+            + "Cite the ids of the context items the answer rests on.\n"
+            + schema_instructions(Answer)
+        )
         when = f"\nThe question is asked on {question_date}." if question_date else ""
-        return [SystemMessage(content=system),
-                HumanMessage(content=f"CONTEXT:\n{evidence_text}\n\nQUESTION:\n{question}{when}\n\nANSWER:")]
+        return [
+            SystemMessage(content=system),
+            HumanMessage(content=f"CONTEXT:\n{evidence_text}\n\nQUESTION:\n{question}{when}\n\nANSWER:"),
+        ]
     system = (
         "You answer a question about a long conversation using ONLY the evidence given. Answer with a short "
         "phrase (a few words), not a sentence. Turn relative times ('last year', 'yesterday') into dates "
@@ -58,4 +65,7 @@ def build_messages(question: str, evidence_text: str, question_date: str | None 
         "'Not mentioned'.\n" + schema_instructions(Answer)
     )
     when = f"\nThe question is asked on {question_date}." if question_date else ""
-    return [SystemMessage(content=system), HumanMessage(content=f"Evidence:\n{evidence_text}\n\nQuestion: {question}{when}")]
+    return [
+        SystemMessage(content=system),
+        HumanMessage(content=f"Evidence:\n{evidence_text}\n\nQuestion: {question}{when}"),
+    ]

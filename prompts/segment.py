@@ -42,7 +42,8 @@ class SegmentedEvent(BaseModel):
         default=None, description="The words that say when it happened, copied from the turns ('last year', '8 May')."
     )
     date: str | None = Field(
-        default=None, description="Absolute date YYYY-MM-DD (or YYYY-MM, YYYY) when stated or derivable from the session date."
+        default=None,
+        description="Absolute date YYYY-MM-DD (or YYYY-MM, YYYY) when stated or derivable from the session date.",
     )
 
 

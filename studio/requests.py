@@ -87,7 +87,9 @@ def strict_query(query: bytes, allowed: Iterable[str]) -> dict[str, str]:
         if name in params:
             raise BadRequest(f"the query repeats the parameter {name!r}: send each parameter once")
         if name not in allowed:
-            raise BadRequest(f"unknown query parameter {name[:40]!r} on this route; it takes {', '.join(sorted(allowed))}")
+            raise BadRequest(
+                f"unknown query parameter {name[:40]!r} on this route; it takes {', '.join(sorted(allowed))}"
+            )
         params[name] = value
     return params
 

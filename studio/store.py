@@ -31,8 +31,9 @@ async def generate_store() -> AsyncIterator[LogicMapStore]:
     """Yield the server's ``LogicMapStore`` (on the process-wide resources, loaded once)."""
     policy = cast(Any, os.environ.get("LOGICMAP_STORE_POLICY", "auto"))
     strategy = os.environ.get("LOGICMAP_STORE_STRATEGY", "rerank")
-    yield LogicMapStore(resources=default_resources(), policy=policy, strategy=strategy,
-                        purge=_flag("LOGICMAP_STORE_PURGE"))
+    yield LogicMapStore(
+        resources=default_resources(), policy=policy, strategy=strategy, purge=_flag("LOGICMAP_STORE_PURGE")
+    )
 
 
 def _flag(name: str) -> bool:

@@ -62,8 +62,14 @@ def _labels(namespace: Any) -> tuple[str, ...] | None:
     return None
 
 
-def store_problem(namespace: Sequence[str] | None, *, user_id: str | None, authority: str | None,
-                  user_label: int = 1, prefix: bool = True) -> str | None:
+def store_problem(
+    namespace: Sequence[str] | None,
+    *,
+    user_id: str | None,
+    authority: str | None,
+    user_label: int = 1,
+    prefix: bool = True,
+) -> str | None:
     """Why this tenant may not touch ``namespace`` (a store prefix, or one namespace when not ``prefix``; None:
     every namespace), or None. A value that is not a list of labels is refused when a rule applies."""
     labels = _labels(namespace) if namespace is not None else None
@@ -85,8 +91,9 @@ def read_store_request(method: str, path: str, query: bytes, body: bytes) -> Sto
     route = STORE_ROUTES.get((method, path))
     if route is None:
         known = any(p == path for _, p in STORE_ROUTES)
-        raise BadRequest(f"{method} is not a method of {path}" if known else f"{path} is not a store route",
-                         405 if known else 404)
+        raise BadRequest(
+            f"{method} is not a method of {path}" if known else f"{path} is not a store route", 405 if known else 404
+        )
     field, prefix, params = route
     if field is None:  # GET: the namespace and key travel in the query
         read = strict_query(query, params)
@@ -109,8 +116,12 @@ async def authorize_store(ctx: Any, value: dict[str, Any]) -> None:
     user = getattr(ctx, "user", None)
     user_id = getattr(user, "identity", None) if getattr(user, "is_authenticated", False) else None
     action = getattr(ctx, "action", None)
-    problem = store_problem(value.get("namespace"), user_id=user_id, authority=settings.server_namespace,
-                            user_label=settings.store_user_label,
-                            prefix=action not in ("put", "get", "delete"))
+    problem = store_problem(
+        value.get("namespace"),
+        user_id=user_id,
+        authority=settings.server_namespace,
+        user_label=settings.store_user_label,
+        prefix=action not in ("put", "get", "delete"),
+    )
     if problem:
         raise Auth.exceptions.HTTPException(status_code=403, detail=problem)

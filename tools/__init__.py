@@ -144,7 +144,10 @@ def create_memory_toolkit(
     if editor is not None:
         if ingest is None:
             raise MemoryToolConfigError("forget_memory and update_memory write: give ingest too (writes allowed)")
-        tools += [create_forget_memory_tool(namespace, editor=editor), create_update_memory_tool(namespace, editor=editor)]
+        tools += [
+            create_forget_memory_tool(namespace, editor=editor),
+            create_update_memory_tool(namespace, editor=editor),
+        ]
     return _included(tools, include)
 
 

@@ -54,11 +54,11 @@ ToolResult = tuple[str, list[dict[str, Any]]]
 MAX_LINE = 320
 
 
-
 class ToolArgs(BaseModel):
     """Base of every tool's arguments: an unknown argument is an error the model is told about."""
 
     model_config = ConfigDict(extra="forbid")
+
 
 class MemoryToolConfigError(Exception):
     """A memory tool that cannot be built as configured. Raised, never turned into a tool message."""
@@ -240,7 +240,11 @@ def _validation_message(tool_name: str, schema: type[BaseModel]) -> Callable[[Ex
             for item in error.errors()[:6]:
                 where = ".".join(str(p) for p in item.get("loc", ())) or "arguments"
                 got = item.get("input")
-                shown = f" (got {_clip(repr(got), 80)})" if item.get("type") != "missing" and not isinstance(got, dict) else ""
+                shown = (
+                    f" (got {_clip(repr(got), 80)})"
+                    if item.get("type") != "missing" and not isinstance(got, dict)
+                    else ""
+                )
                 problems.append(f"{where}: {item.get('msg', 'invalid')}{shown}")
         else:
             problems.append(str(error))
@@ -275,8 +279,7 @@ def make_memory_tool(
         except Exception as exc:  # the agent gets a message, the log keeps the trace
             log.exception("memory tool %s failed", name)
             raise ToolException(
-                f"{name} failed: {type(exc).__name__}: {_clip(str(exc), 200)}. "
-                "Try different arguments or another tool."
+                f"{name} failed: {type(exc).__name__}: {_clip(str(exc), 200)}. Try different arguments or another tool."
             ) from exc
         finally:
             _call_configurable.reset(token)

@@ -35,8 +35,13 @@ from logicmap.tools.events import MAX_K, search_event_ids
 from logicmap.tools.forget import MemoryEditor
 from logicmap.tools.remember import SessionIngester, store_statement
 
-__all__ = ["COMPACT_TOOLS", "ManageMemoryArgs", "SearchMemoryArgs", "create_manage_memory_tool",
-           "create_search_memory_tool"]
+__all__ = [
+    "COMPACT_TOOLS",
+    "ManageMemoryArgs",
+    "SearchMemoryArgs",
+    "create_manage_memory_tool",
+    "create_search_memory_tool",
+]
 
 COMPACT_TOOLS = ("manage_memory", "search_memory")
 MAX_TURN_TEXT = 400
@@ -101,11 +106,15 @@ def create_manage_memory_tool(
     """``manage_memory(content, action, id)``: create a memory, or update or delete one by id (with an ``editor``)."""
     if not callable(ingest):
         raise MemoryToolConfigError("manage_memory needs an ingest callable: ingest(session, namespace)")
-    if editor is not None and not (callable(getattr(editor, "forget", None)) and callable(getattr(editor, "update", None))):
+    if editor is not None and not (
+        callable(getattr(editor, "forget", None)) and callable(getattr(editor, "update", None))
+    ):
         raise MemoryToolConfigError("manage_memory's editor needs forget and update (graphs.forget.memory_editor)")
     check_configured_namespace(namespace)
 
-    def manage_memory(content: str | None = None, action: str = "create", id: str | None = None) -> ToolResult:  # LangMem's argument name
+    def manage_memory(
+        content: str | None = None, action: str = "create", id: str | None = None
+    ) -> ToolResult:  # LangMem's argument name
         """Create, update or delete a memory in long-term memory. Create stores something worth remembering (a
         fact, plan, preference or event the user stated), in the user's words; update corrects a memory that is
         wrong or changed; delete forgets one the user asks to forget. Update and delete take the memory's id."""

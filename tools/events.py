@@ -48,7 +48,9 @@ MAX_LISTED = 20
 
 
 class SearchEventsArgs(ToolArgs):
-    query: str = Field(min_length=1, max_length=500, description="What to look for, in words (names, things, what happened).")
+    query: str = Field(
+        min_length=1, max_length=500, description="What to look for, in words (names, things, what happened)."
+    )
     k: int | None = Field(None, ge=1, le=MAX_K, description="How many events to return (1-20; default set by the app).")
     diverse_topics: bool = Field(False, description="Prefer events from different topics over near-duplicates.")
 
@@ -60,7 +62,9 @@ class GetEventArgs(ToolArgs):
 class GetNeighborsArgs(ToolArgs):
     event_id: str = Field(min_length=1, max_length=64, description="An event id such as 'S3-E2'.")
     relation_types: list[str] | None = Field(
-        None, max_length=10, description="Only these relation labels (e.g. ['causal', 'temporal_before']); all when omitted."
+        None,
+        max_length=10,
+        description="Only these relation labels (e.g. ['causal', 'temporal_before']); all when omitted.",
     )
     direction: Literal["out", "in", "both"] = Field(
         "both", description="'out': what this event leads to; 'in': what leads to it; 'both' (default)."
@@ -69,11 +73,15 @@ class GetNeighborsArgs(ToolArgs):
 
 class EventsInTimeRangeArgs(ToolArgs):
     start: str = Field(min_length=1, max_length=40, description="First day: YYYY-MM-DD, YYYY-MM or YYYY.")
-    end: str | None = Field(None, max_length=40, description="Last day (same forms); defaults to the end of `start`'s period.")
+    end: str | None = Field(
+        None, max_length=40, description="Last day (same forms); defaults to the end of `start`'s period."
+    )
 
 
 class TopicEventsArgs(ToolArgs):
-    topic_id: str = Field(min_length=1, max_length=32, description="A topic id such as 'T2' (search_events shows each event's topic).")
+    topic_id: str = Field(
+        min_length=1, max_length=32, description="A topic id such as 'T2' (search_events shows each event's topic)."
+    )
 
 
 def search_event_ids(
@@ -121,12 +129,15 @@ def create_search_events_tool(
         """Search the conversation memory for events (things that happened or were discussed) related to a
         query. Returns event ids, dates, cited turn ids and summaries, best first. Use get_event to read one."""
         snapshot = access.snapshot()
-        hits = search_event_ids(snapshot, query, k or default_k, embeddings=access.embeddings, diverse_topics=diverse_topics)
+        hits = search_event_ids(
+            snapshot, query, k or default_k, embeddings=access.embeddings, diverse_topics=diverse_topics
+        )
         if not hits:
             return f"No events match {query!r}. Try other words, or query_tag_events with a name or place.", []
         lines = [f"{i + 1}. {event_line(snapshot.events[eid], snapshot)}" for i, (eid, _) in enumerate(hits)]
-        records = [event_record(snapshot.events[eid], score=round(score, 5), rank=i + 1)
-                   for i, (eid, score) in enumerate(hits)]
+        records = [
+            event_record(snapshot.events[eid], score=round(score, 5), rank=i + 1) for i, (eid, score) in enumerate(hits)
+        ]
         return f"Events for {query!r}:\n" + "\n".join(lines), records
 
     return make_memory_tool(name, SearchEventsArgs, search_events)
@@ -190,7 +201,11 @@ def create_get_neighbors_tool(
         lines = [f"Events linked to {event.id}:"]
         records: list[dict[str, Any]] = []
         for n in neighbors:
-            arrow = f"{event.id} --{n.label}--> {n.event_id}" if n.direction == "out" else f"{n.event_id} --{n.label}--> {event.id}"
+            arrow = (
+                f"{event.id} --{n.label}--> {n.event_id}"
+                if n.direction == "out"
+                else f"{n.event_id} --{n.label}--> {event.id}"
+            )
             lines.append(f"- {arrow}: {event_line(snapshot.events[n.event_id], snapshot, limit=200)}")
             records.append(event_record(snapshot.events[n.event_id], relation=n.label, direction=n.direction))
         return "\n".join(lines), records
@@ -252,8 +267,10 @@ def create_topic_events_tool(
         lines = [f"Topic {topic.id} ({len(members)} events):"]
         if topic.label:  # MRAgent's abstraction (Eq. 18); unlabelled topics (the no-LLM policy) print as before
             about = f" {printable(topic.description, one_line=True)}" if topic.description else ""
-            lines = [f"Topic {topic.id}: {printable(topic.label, one_line=True)} ({len(members)} events).{about}",
-                     "Events:"]
+            lines = [
+                f"Topic {topic.id}: {printable(topic.label, one_line=True)} ({len(members)} events).{about}",
+                "Events:",
+            ]
         lines += [f"- {event_line(e, snapshot, limit=200)}" for e in members[:MAX_LISTED]]
         if len(members) > MAX_LISTED:
             lines.append(f"... and {len(members) - MAX_LISTED} more.")

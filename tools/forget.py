@@ -39,7 +39,9 @@ _PURGE = "Also remove it from disk for good (when the user asks that nothing of 
 
 
 class ForgetArgs(ToolArgs):
-    turn_ids: list[str] = Field(min_length=1, max_length=50, description="Ids of the turns to forget (as tools cite them).")
+    turn_ids: list[str] = Field(
+        min_length=1, max_length=50, description="Ids of the turns to forget (as tools cite them)."
+    )
     purge: bool = Field(default=False, description=_PURGE)
 
 
@@ -60,7 +62,9 @@ def _counts(report: Any) -> str:
     return ", ".join(f"{n} {kind}" for kind, n in removed.items()) or "nothing else"
 
 
-def create_forget_memory_tool(namespace: str | None, *, editor: MemoryEditor, name: str = "forget_memory") -> StructuredTool:
+def create_forget_memory_tool(
+    namespace: str | None, *, editor: MemoryEditor, name: str = "forget_memory"
+) -> StructuredTool:
     """``forget_memory(turn_ids)``: forget turns of the run's namespace and everything derived only from them."""
     _checked(namespace, editor, "forget")
 
@@ -69,17 +73,23 @@ def create_forget_memory_tool(namespace: str | None, *, editor: MemoryEditor, na
         derived only from them. Find the turn ids first with the search tools."""
         target = call_namespace(namespace)
         try:
-            report = editor.forget(target, list(turn_ids), purge=purge) if purge else editor.forget(target, list(turn_ids))
+            report = (
+                editor.forget(target, list(turn_ids), purge=purge) if purge else editor.forget(target, list(turn_ids))
+            )
         except UnknownMemoryError as exc:
             raise ToolArgumentError(f"{exc}. Find the turn ids with the search tools and call again.") from None
         done = " and purged them from disk" if purge else ""
-        return (f"Forgot {len(turn_ids)} turn(s){done}: {_counts(report)}.",
-                [{"kind": "forget", "turn_ids": list(turn_ids), **({"purged": True} if purge else {})}])
+        return (
+            f"Forgot {len(turn_ids)} turn(s){done}: {_counts(report)}.",
+            [{"kind": "forget", "turn_ids": list(turn_ids), **({"purged": True} if purge else {})}],
+        )
 
     return make_memory_tool(name, ForgetArgs, forget_memory)
 
 
-def create_update_memory_tool(namespace: str | None, *, editor: MemoryEditor, name: str = "update_memory") -> StructuredTool:
+def create_update_memory_tool(
+    namespace: str | None, *, editor: MemoryEditor, name: str = "update_memory"
+) -> StructuredTool:
     """``update_memory(turn_id, text)``: correct a turn's text; what was derived from the old text is forgotten."""
     _checked(namespace, editor, "update")
 
@@ -97,6 +107,8 @@ def create_update_memory_tool(namespace: str | None, *, editor: MemoryEditor, na
         except UnknownMemoryError as exc:
             raise ToolArgumentError(f"{exc}. Find the turn id with the search tools and call again.") from None
         done = " (the old text purged from disk)" if purge else ""
-        return f"Updated turn {turn_id}{done}.", [{"kind": "update", "turn_id": turn_id, **({"purged": True} if purge else {})}]
+        return f"Updated turn {turn_id}{done}.", [
+            {"kind": "update", "turn_id": turn_id, **({"purged": True} if purge else {})}
+        ]
 
     return make_memory_tool(name, UpdateArgs, update_memory)

@@ -51,8 +51,12 @@ MAX_FACTS = 15
 
 
 class QueryTagEventsArgs(ToolArgs):
-    cue: str = Field(min_length=1, max_length=100, description="A keyword as it was said: a name, place, thing, activity or time.")
-    tag: str | None = Field(None, max_length=60, description="Only links with this tag, e.g. 'pet', 'work', 'home' (optional).")
+    cue: str = Field(
+        min_length=1, max_length=100, description="A keyword as it was said: a name, place, thing, activity or time."
+    )
+    tag: str | None = Field(
+        None, max_length=60, description="Only links with this tag, e.g. 'pet', 'work', 'home' (optional)."
+    )
 
 
 class QueryEventKeywordsArgs(ToolArgs):
@@ -70,7 +74,11 @@ class QueryEventContextArgs(ToolArgs):
 
 class QueryPersonalAspectArgs(ToolArgs):
     person: str = Field(min_length=1, max_length=64, description="The person's name as said in the conversation.")
-    aspect: str = Field(min_length=1, max_length=60, description="What about them: preference, work, home, family, pet, hobby, food, drink, health, ...")
+    aspect: str = Field(
+        min_length=1,
+        max_length=60,
+        description="What about them: preference, work, home, family, pet, hobby, food, drink, health, ...",
+    )
 
 
 class QueryPersonalInformationArgs(ToolArgs):
@@ -78,8 +86,15 @@ class QueryPersonalInformationArgs(ToolArgs):
 
 
 def fact_record(fact: PersonalFact) -> dict[str, Any]:
-    return {"kind": "personal_fact", "id": fact.id, "person": fact.person, "aspects": fact.aspects,
-            "content": fact.content, "cues": fact.cues, "turn_ids": fact.turn_ids}
+    return {
+        "kind": "personal_fact",
+        "id": fact.id,
+        "person": fact.person,
+        "aspects": fact.aspects,
+        "content": fact.content,
+        "cues": fact.cues,
+        "turn_ids": fact.turn_ids,
+    }
 
 
 def _fact_line(fact: PersonalFact) -> str:
@@ -88,7 +103,9 @@ def _fact_line(fact: PersonalFact) -> str:
 
 def _unknown_person(index: CueIndex, person: str) -> ToolArgumentError:
     known = ", ".join(index.known_people()) or "nobody yet"
-    return ToolArgumentError(f"No facts about {person!r} in memory. People known: {known}. Call again with one of these names.")
+    return ToolArgumentError(
+        f"No facts about {person!r} in memory. People known: {known}. Call again with one of these names."
+    )
 
 
 def create_query_tag_events_tool(
@@ -116,7 +133,9 @@ def create_query_tag_events_tool(
             tags = index.event_tags(found, tag)
             if tag and not tags:
                 available = sorted({t.tag for t in index.event_tags(found)})
-                lines.append(f"Cue {found.text!r} has no link tagged {tag!r}; its tags: {', '.join(available) or 'none'}.")
+                lines.append(
+                    f"Cue {found.text!r} has no link tagged {tag!r}; its tags: {', '.join(available) or 'none'}."
+                )
                 continue
             for link in tags:
                 if link.target_id in seen or link.target_id not in snapshot.events or len(seen) >= MAX_EVENTS:
@@ -153,9 +172,20 @@ def create_query_event_keywords_tool(
         records = []
         for cue, tag in pairs:
             grouped.setdefault(f"{cue.text} ({cue.kind})", []).append(tag.tag)
-            records.append({"kind": "cue", "id": cue.id, "text": cue.text, "cue_kind": cue.kind, "tag": tag.tag,
-                            "event_id": event.id, "content": tag.content})
-        lines = [f"Keywords of {event.id}:"] + [f"- {cue}: {', '.join(dict.fromkeys(tags))}" for cue, tags in grouped.items()]
+            records.append(
+                {
+                    "kind": "cue",
+                    "id": cue.id,
+                    "text": cue.text,
+                    "cue_kind": cue.kind,
+                    "tag": tag.tag,
+                    "event_id": event.id,
+                    "content": tag.content,
+                }
+            )
+        lines = [f"Keywords of {event.id}:"] + [
+            f"- {cue}: {', '.join(dict.fromkeys(tags))}" for cue, tags in grouped.items()
+        ]
         return "\n".join(lines), records
 
     return make_memory_tool(name, QueryEventKeywordsArgs, query_event_keywords)
@@ -253,7 +283,11 @@ def create_query_personal_aspect_tool(
 
 
 def create_query_personal_information_tool(
-    namespace: str | None, *, store: StoragePort, name: str = "query_personal_information", require_namespace: bool = True
+    namespace: str | None,
+    *,
+    store: StoragePort,
+    name: str = "query_personal_information",
+    require_namespace: bool = True,
 ) -> StructuredTool:
     """``query_personal_information(person)``: the aspects memory holds about a person (the paper's
     phi_{c^s -> g^s}: a person cue to its semantic tags); ``query_personal_aspect`` reads their facts."""
@@ -274,7 +308,9 @@ def create_query_personal_information_tool(
             for aspect in fact.aspects or ["other"]:
                 counts[aspect] = counts.get(aspect, 0) + 1
         lines = [f"Aspects of {name_found}:"] + [f"- {aspect} ({n} facts)" for aspect, n in counts.items()]
-        records = [{"kind": "aspect", "person": name_found, "aspect": aspect, "facts": n} for aspect, n in counts.items()]
+        records = [
+            {"kind": "aspect", "person": name_found, "aspect": aspect, "facts": n} for aspect, n in counts.items()
+        ]
         return "\n".join(lines), records
 
     return make_memory_tool(name, QueryPersonalInformationArgs, query_personal_information)

@@ -44,11 +44,18 @@ def statement_session(namespace: str, text: str, speaker: str, when: datetime, *
     """A one-turn session for a statement, with ids derived from its content (storing it twice is a no-op)."""
     session_id = f"{label}-{stable_hash(namespace, speaker, text, when.isoformat(), length=10)}"
     turn = RawTurn(dia_id=f"M{stable_hash(session_id, length=8)}:1", speaker=speaker.strip(), text=text.strip())
-    return Session(session_id=session_id, timestamp=when, timestamp_text=when.isoformat(timespec="minutes"), turns=[turn])
+    return Session(
+        session_id=session_id, timestamp=when, timestamp_text=when.isoformat(timespec="minutes"), turns=[turn]
+    )
 
 
 def store_statement(
-    namespace: str | None, text: str, speaker: str, when: str | None, *, ingest: SessionIngester,
+    namespace: str | None,
+    text: str,
+    speaker: str,
+    when: str | None,
+    *,
+    ingest: SessionIngester,
     clock: Callable[[], datetime],
 ) -> ToolResult:
     """Store a statement through ``ingest`` in the running call's namespace (``call_namespace``): what ``remember``
@@ -74,8 +81,13 @@ def store_statement(
         summary = " (already stored)" if getattr(done, "skipped", False) else f" ({getattr(done, 'events', 0)} event)"
         turn_id = (getattr(done, "renamed", None) or {}).get(turn.dia_id, turn_id)  # another session held the id
     record: dict[str, Any] = {
-        "kind": "turn", "id": turn_id, "dia_id": turn_id, "speaker": turn.speaker, "text": turn.text,
-        "session_id": session.session_id, "session_time": moment.isoformat(),
+        "kind": "turn",
+        "id": turn_id,
+        "dia_id": turn_id,
+        "speaker": turn.speaker,
+        "text": turn.text,
+        "session_id": session.session_id,
+        "session_time": moment.isoformat(),
     }
     artifact: list[dict[str, Any]] = [record]
     if hasattr(report, "model_dump"):

@@ -34,9 +34,14 @@ THINGS = ["violin", "bicycle", "garden", "sourdough", "kayak", "telescope", "pot
 
 def messages(n: int) -> list[dict[str, Any]]:
     """``n`` short messages, user and assistant in turn, each with its own id."""
-    return [{"role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}",
-             "content": f"In {PLACES[i % 8]} I worked on my {THINGS[(i // 8) % 8]} project, note {i}."}
-            for i in range(n)]
+    return [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "id": f"m{i}",
+            "content": f"In {PLACES[i % 8]} I worked on my {THINGS[(i // 8) % 8]} project, note {i}.",
+        }
+        for i in range(n)
+    ]
 
 
 def run_once(n: int, data_dir: Path, resend: bool = False) -> dict[str, Any]:
@@ -72,8 +77,13 @@ def open_once(data_dir: Path) -> dict[str, Any]:
 
 def _child(*args: str, consolidation: str | None = None) -> dict[str, Any]:
     env = dict(os.environ, **({"LOGICMAP_CONSOLIDATION": consolidation} if consolidation else {}))
-    done = subprocess.run([sys.executable, "-m", "logicmap.evals.bench.bench_add_messages", *args],
-                          capture_output=True, text=True, check=False, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "logicmap.evals.bench.bench_add_messages", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+    )
     if done.returncode != 0:
         raise SystemExit(f"the run {args} failed: {done.stderr.strip().splitlines()[-1:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
@@ -93,8 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[10_000], help="message counts, one run each")
     parser.add_argument("--resend", action="store_true", help="then send the same messages again (a no-op)")
-    parser.add_argument("--consolidation", nargs="+", choices=["background", "manual", "sync"], default=[None],
-                        help="LOGICMAP_CONSOLIDATION for the runs (default: as set), one run per mode and count")
+    parser.add_argument(
+        "--consolidation",
+        nargs="+",
+        choices=["background", "manual", "sync"],
+        default=[None],
+        help="LOGICMAP_CONSOLIDATION for the runs (default: as set), one run per mode and count",
+    )
     parser.add_argument("--child", nargs=2, metavar=("N", "DIR"), help=argparse.SUPPRESS)
     parser.add_argument("--open", metavar="DIR", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -105,18 +120,41 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(run_once(int(args.child[0]), Path(args.child[1]), resend=args.resend)))
         return 0
     print(machine_line())
-    print("add_messages, hashing embedder, heuristic policy, one call per run (each run its own subprocess); "
-          "committed turns: what the consolidator built during the call")
+    print(
+        "add_messages, hashing embedder, heuristic policy, one call per run (each run its own subprocess); "
+        "committed turns: what the consolidator built during the call"
+    )
     rows = []
     for mode in args.consolidation:
         for n in args.n:
             r = measure(n, resend=args.resend, consolidation=mode)
-            rows.append([mode or os.environ.get("LOGICMAP_CONSOLIDATION", "background"), f"{n:,}", f"{r['added']:,}",
-                         r["wall_s"], r["cpu_s"], r["peak_rss_mb"], f"{r['turns']:,}", r["open_snapshot_mb"],
-                         *([r["resend_s"], f"{r['resend_stored']:,}"] if args.resend else [])])
-    print_table(["consolidation", "messages", "added", "wall s", "process CPU s", "peak RSS MB", "committed turns",
-                 "snapshot in a fresh process MB", *(["re-send s", "re-send already stored"] if args.resend else [])],
-                rows)
+            rows.append(
+                [
+                    mode or os.environ.get("LOGICMAP_CONSOLIDATION", "background"),
+                    f"{n:,}",
+                    f"{r['added']:,}",
+                    r["wall_s"],
+                    r["cpu_s"],
+                    r["peak_rss_mb"],
+                    f"{r['turns']:,}",
+                    r["open_snapshot_mb"],
+                    *([r["resend_s"], f"{r['resend_stored']:,}"] if args.resend else []),
+                ]
+            )
+    print_table(
+        [
+            "consolidation",
+            "messages",
+            "added",
+            "wall s",
+            "process CPU s",
+            "peak RSS MB",
+            "committed turns",
+            "snapshot in a fresh process MB",
+            *(["re-send s", "re-send already stored"] if args.resend else []),
+        ],
+        rows,
+    )
     return 0
 
 

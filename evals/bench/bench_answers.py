@@ -136,8 +136,9 @@ def _recorded_evidence() -> Iterator[list[tuple[str, list[Any]]]]:
 Table = dict[str, dict[str, list[float]]]
 
 
-def record_answers(path: Path, resources: Any, strategy: str, *, turns: int = 10, limit: int | None = None,
-                   out: Any = None) -> Iterator[dict[str, Any]]:
+def record_answers(
+    path: Path, resources: Any, strategy: str, *, turns: int = 10, limit: int | None = None, out: Any = None
+) -> Iterator[dict[str, Any]]:
     """Ask every question of ``path`` (categories 1-4) with ``strategy``'s no-LLM policy; yield a record per
     question (the question, gold answer, category, the evidence the responder got, the cited turns with their
     session times, the strategy's answer), written as a JSON line to ``out`` when given."""
@@ -159,11 +160,20 @@ def record_answers(path: Path, resources: Any, strategy: str, *, turns: int = 10
             result = answer(strategy, qa.question, namespace, resources=resources, policy="heuristic")
         snapshot = resources.store.snapshot(namespace)
         cited = [snapshot.turns[t] for t in result.cited_turns(turns) if t in snapshot.turns]
-        record = {"file": path.name, "strategy": strategy, "conversation": conv.conversation_id,
-                  "question": qa.question, "gold": qa.answer, "category": qa.category, "answer": result.answer,
-                  "evidence": [{"id": e.id, "text": e.text, "time": e.time} for e in (seen[-1][1] if seen else [])],
-                  "cited": [{"id": t.dia_id, "text": t.text,
-                             "time": t.session_time.isoformat() if t.session_time else None} for t in cited]}
+        record = {
+            "file": path.name,
+            "strategy": strategy,
+            "conversation": conv.conversation_id,
+            "question": qa.question,
+            "gold": qa.answer,
+            "category": qa.category,
+            "answer": result.answer,
+            "evidence": [{"id": e.id, "text": e.text, "time": e.time} for e in (seen[-1][1] if seen else [])],
+            "cited": [
+                {"id": t.dia_id, "text": t.text, "time": t.session_time.isoformat() if t.session_time else None}
+                for t in cited
+            ],
+        }
         if out is not None:
             out.write(json.dumps(record) + "\n")
             out.flush()
@@ -185,8 +195,9 @@ def score(records: Iterable[dict[str, Any]], *, replay: bool = False) -> Table:
         before = previous_rule_answer(r["question"], evidence)
         after = answer_from_evidence(r["question"], evidence).answer if replay else r["answer"]
         ceiling_text = "\n".join(turn_answer_text(t["text"], parse_timestamp(t["time"])) for t in r["cited"])
-        row = table.setdefault(category_label(r["category"]),
-                               {k: [] for k in ("ceiling", "before", "after", "f1_before", "f1_after")})
+        row = table.setdefault(
+            category_label(r["category"]), {k: [] for k in ("ceiling", "before", "after", "f1_before", "f1_after")}
+        )
         row["ceiling"].append(float(contains_answer(ceiling_text, r["gold"])))
         row["before"].append(float(contains_answer(before, r["gold"])))
         row["after"].append(float(contains_answer(after, r["gold"])))
@@ -204,31 +215,63 @@ def print_answer_table(name: str, strategy: str, table: Table) -> None:
     from logicmap.evals.bench.bench_nollm_answers import _category_order
 
     rows = []
-    every = {k: [v for row in table.values() for v in row[k]] for k in ("ceiling", "before", "after", "f1_before",
-                                                                         "f1_after")}
+    every = {
+        k: [v for row in table.values() for v in row[k]]
+        for k in ("ceiling", "before", "after", "f1_before", "f1_after")
+    }
     for label, row in [*sorted(table.items(), key=lambda kv: _category_order(kv[0])), ("all", every)]:
         ceiling, after = _mean(row["ceiling"]), _mean(row["after"])
-        rows.append([label, len(row["ceiling"]), f"{ceiling:.3f}", f"{_mean(row['before']):.3f}", f"{after:.3f}",
-                     f"{after / ceiling:.0%}" if ceiling else "-", f"{_mean(row['f1_before']):.3f}",
-                     f"{_mean(row['f1_after']):.3f}"])
+        rows.append(
+            [
+                label,
+                len(row["ceiling"]),
+                f"{ceiling:.3f}",
+                f"{_mean(row['before']):.3f}",
+                f"{after:.3f}",
+                f"{after / ceiling:.0%}" if ceiling else "-",
+                f"{_mean(row['f1_before']):.3f}",
+                f"{_mean(row['f1_after']):.3f}",
+            ]
+        )
     print(f"## {name}, `{strategy}`\n")
-    print_table(["category", "questions", "ceiling", "contains before", "contains after", "after of ceiling",
-                 "F1 before", "F1 after"], rows)
+    print_table(
+        [
+            "category",
+            "questions",
+            "ceiling",
+            "contains before",
+            "contains after",
+            "after of ceiling",
+            "F1 before",
+            "F1 after",
+        ],
+        rows,
+    )
     print()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", help="LoCoMo-format conversation files (with --replay: recorded files)")
-    parser.add_argument("--strategies", default=",".join(ANSWERING),
-                        help="comma-separated strategies whose responder is extractive (compass, rerank, dense, bm25)")
+    parser.add_argument(
+        "--strategies",
+        default=",".join(ANSWERING),
+        help="comma-separated strategies whose responder is extractive (compass, rerank, dense, bm25)",
+    )
     parser.add_argument("--embeddings", default="minilm", choices=["minilm", "hashing"])
     parser.add_argument("--turns", type=int, default=10, help="cited turns the ceiling reads (default 10)")
     parser.add_argument("--limit", type=int, help="at most N questions per file (in file order)")
-    parser.add_argument("--record", type=Path, help="write every question's evidence, cited turns and answer to "
-                        "this JSON-lines file, as it is answered")
-    parser.add_argument("--replay", action="store_true", help="the files are --record outputs: score the current "
-                        "rule on their evidence, without ingesting or searching again")
+    parser.add_argument(
+        "--record",
+        type=Path,
+        help="write every question's evidence, cited turns and answer to this JSON-lines file, as it is answered",
+    )
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="the files are --record outputs: score the current "
+        "rule on their evidence, without ingesting or searching again",
+    )
     args = parser.parse_args(argv)
     missing = [f for f in args.files if not Path(f).is_file()]
     if missing:
@@ -251,16 +294,19 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     os.environ.setdefault("LOGICMAP_THREADS", "1")
     print(machine_line())
-    print(f"embedder: {args.embeddings}; heuristic ingest, no-LLM answers; categories 1-4; ceiling: cited top-"
-          f"{args.turns} turns\n")
+    print(
+        f"embedder: {args.embeddings}; heuristic ingest, no-LLM answers; categories 1-4; ceiling: cited top-"
+        f"{args.turns} turns\n"
+    )
     directory = Path(tempfile.mkdtemp(prefix="logicmap-answers-"))
     resources = fresh_resources(directory, embeddings=args.embeddings)
     out = args.record.open("w") if args.record else None
     try:
         for file in args.files:
             for strategy in [s.strip() for s in args.strategies.split(",") if s.strip()]:
-                records = list(record_answers(Path(file), resources, strategy, turns=args.turns, limit=args.limit,
-                                              out=out))
+                records = list(
+                    record_answers(Path(file), resources, strategy, turns=args.turns, limit=args.limit, out=out)
+                )
                 print_answer_table(Path(file).name, strategy, score(records))
     finally:
         if out is not None:

@@ -44,14 +44,21 @@ async def measure(res: Any, strategy: str, calls: int) -> dict[str, Any]:
 
     task = asyncio.create_task(ticker())
     started = time.perf_counter()
-    await asyncio.gather(*(aanswer(strategy, QUESTION, "sample", resources=res, policy="heuristic")
-                           for _ in range(calls)))
+    await asyncio.gather(
+        *(aanswer(strategy, QUESTION, "sample", resources=res, policy="heuristic") for _ in range(calls))
+    )
     wall = time.perf_counter() - started
     stop.set()
     await task
-    return {"calls": calls, "wall_s": f"{wall:.2f}", "per_call_ms": f"{1000 * wall / calls:.0f}",
-            "loop_ticks": ticks, "free_loop_ticks": int(wall / TICK_S),
-            "threads_added": peak - baseline, "executor_threads": workers}
+    return {
+        "calls": calls,
+        "wall_s": f"{wall:.2f}",
+        "per_call_ms": f"{1000 * wall / calls:.0f}",
+        "loop_ticks": ticks,
+        "free_loop_ticks": int(wall / TICK_S),
+        "threads_added": peak - baseline,
+        "executor_threads": workers,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -72,7 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(aanswer(args.strategy, QUESTION, "sample", resources=res, policy="heuristic"))  # warm
         rows = [list(asyncio.run(measure(res, args.strategy, n)).values()) for n in args.calls]
         res.store.close()
-    print_table(["calls", "wall_s", "per_call_ms", "loop_ticks", "free_loop_ticks", "threads_added", "executor_threads"], rows)
+    print_table(
+        ["calls", "wall_s", "per_call_ms", "loop_ticks", "free_loop_ticks", "threads_added", "executor_threads"], rows
+    )
     return 0
 
 

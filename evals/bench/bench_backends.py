@@ -95,11 +95,16 @@ def measure_store(settings: Any, size: int, *, queries: int, puts: int, real: in
         vectors = res.embeddings.embed_documents(texts)
         rows = []
         for what, times in (
-                ("search(query)", _timed(lambda i: store.search(namespace, query=texts[i], limit=10), queries)),
-                ("put (new key)", _timed(lambda i: store.put(namespace, f"new-{i}", {"content": f"A new note {i}."}),
-                                         puts)),
-                ("port query (turns, k=10)", _timed(
-                    lambda i: res.store.query(namespace_of(namespace), "turns", vectors[i], 10), queries))):
+            ("search(query)", _timed(lambda i: store.search(namespace, query=texts[i], limit=10), queries)),
+            (
+                "put (new key)",
+                _timed(lambda i: store.put(namespace, f"new-{i}", {"content": f"A new note {i}."}), puts),
+            ),
+            (
+                "port query (turns, k=10)",
+                _timed(lambda i: res.store.query(namespace_of(namespace), "turns", vectors[i], 10), queries),
+            ),
+        ):
             p50, p95 = _percentiles(times)
             rows.append([what, len(times), f"{p50:.1f}", f"{p95:.1f}"])
         return rows
@@ -134,16 +139,34 @@ def _race(writers: int, sessions: int, work: Path, settings: Any) -> dict[str, A
     namespace = f"shared-{writers}-{random.randrange(16**8):08x}"
     work.mkdir()
     go = work / "go"
-    env = {**os.environ, "LOGICMAP_STORE_URL": settings.store_url or "", "LOGICMAP_CHROMA_HOST":
-           settings.chroma_host or "", "LOGICMAP_CHROMA_PORT": str(settings.chroma_port),
-           "LOGICMAP_EMBEDDING_PROVIDER": "hashing", "LOGICMAP_CHAT_MODEL": ""}
+    env = {
+        **os.environ,
+        "LOGICMAP_STORE_URL": settings.store_url or "",
+        "LOGICMAP_CHROMA_HOST": settings.chroma_host or "",
+        "LOGICMAP_CHROMA_PORT": str(settings.chroma_port),
+        "LOGICMAP_EMBEDDING_PROVIDER": "hashing",
+        "LOGICMAP_CHAT_MODEL": "",
+    }
     env = {k: v for k, v in env.items() if v != ""}
     procs, outs = [], []
     for w, conversation in enumerate(_jobs(writers, sessions)):
         file, out = work / f"w{w}.json", work / f"w{w}.out"
         file.write_text(conversation.model_dump_json())
-        procs.append(subprocess.Popen([sys.executable, "-m", "logicmap.evals.bench.bench_backends", "--writer",
-                                       str(file), namespace, str(go), str(out)], env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "logicmap.evals.bench.bench_backends",
+                    "--writer",
+                    str(file),
+                    namespace,
+                    str(go),
+                    str(out),
+                ],
+                env=env,
+            )
+        )
         outs.append(out)
     while not all(Path(str(o) + ".ready").exists() or p.poll() is not None for o, p in zip(outs, procs)):
         time.sleep(0.05)
@@ -151,8 +174,9 @@ def _race(writers: int, sessions: int, work: Path, settings: Any) -> dict[str, A
     go.touch()
     for p in procs:
         p.wait()
-    reports: list[dict[str, Any]] = [json.loads(o.read_text()) if o.exists() else {"ok": False, "error": "crashed"}
-                                     for o in outs]
+    reports: list[dict[str, Any]] = [
+        json.loads(o.read_text()) if o.exists() else {"ok": False, "error": "crashed"} for o in outs
+    ]
     wall = max(float(r.get("finished", time.time())) for r in reports) - started  # the last commit, not the exits
     store = open_store(settings)
     try:
@@ -236,22 +260,32 @@ def main(argv: list[str] | None = None) -> int:
                 from logicmap.evals.bench.bench_writers import _start_chroma
 
                 chroma, port = _start_chroma(Path(tmp))
-            server = LogicMapSettings(chroma_host="127.0.0.1", chroma_port=port, store_url=None,
-                                      embedding_provider="hashing") if chroma is not None else None
+            server = (
+                LogicMapSettings(
+                    chroma_host="127.0.0.1", chroma_port=port, store_url=None, embedding_provider="hashing"
+                )
+                if chroma is not None
+                else None
+            )
             _sample_part(args, sample, Path(tmp), rows, server)
             stores: list[tuple[str, Any]] = [
-                ("chroma (embedded)", LogicMapSettings(data_dir=Path(tmp) / "store-chroma", store_url=None,
-                                                       embedding_provider="hashing")),
-                ("in process", LogicMapSettings(store_url="memory://bench-store", embedding_provider="hashing"))]
+                (
+                    "chroma (embedded)",
+                    LogicMapSettings(data_dir=Path(tmp) / "store-chroma", store_url=None, embedding_provider="hashing"),
+                ),
+                ("in process", LogicMapSettings(store_url="memory://bench-store", embedding_provider="hashing")),
+            ]
             if server is not None:
                 stores.append(("chroma server", server))
             if args.postgres_url:
-                stores.append(("postgresql", LogicMapSettings(store_url=args.postgres_url,
-                                                              embedding_provider="hashing")))
+                stores.append(
+                    ("postgresql", LogicMapSettings(store_url=args.postgres_url, embedding_provider="hashing"))
+                )
             for size in sizes:
                 for name, settings in stores:
-                    for got in measure_store(settings, size, queries=args.store_queries, puts=args.store_puts,
-                                             real=args.store_real):
+                    for got in measure_store(
+                        settings, size, queries=args.store_queries, puts=args.store_puts, real=args.store_real
+                    ):
                         store_rows.append([name, size, *got])
                         print(f"  {store_rows[-1]}", flush=True)
             modes = [(name, settings) for name, settings in stores if name != "in process"]
@@ -268,14 +302,16 @@ def main(argv: list[str] | None = None) -> int:
                 chroma.terminate()
                 chroma.wait(timeout=30)
     if rows:
-        print_table(["backend", "run", "ingest s", "rerank ms / question", "first snapshot ms",
-                     "cached snapshot ms"], rows)
+        print_table(
+            ["backend", "run", "ingest s", "rerank ms / question", "first snapshot ms", "cached snapshot ms"], rows
+        )
     if store_rows:
         print_table(["backend", "items", "operation", "calls", "p50 ms", "p95 ms"], store_rows)
     if writer_rows:
         print(f"writers: {args.sessions} sessions of 4 turns each, one namespace")
-        print_table(["backend", "writers", "sessions/s", "lost commits (retries) / writer", "all stored",
-                     "wall s"], writer_rows)
+        print_table(
+            ["backend", "writers", "sessions/s", "lost commits (retries) / writer", "all stored", "wall s"], writer_rows
+        )
     return 0
 
 
@@ -285,15 +321,16 @@ def _sample_part(args: Any, sample: Any, tmp: Path, rows: list[list[Any]], serve
 
     for run in range(args.repeat):
         backends: list[tuple[str, Any]] = [
-            ("chroma (embedded)", LogicMapSettings(data_dir=tmp / f"chroma-{run}", store_url=None,
-                                                   embedding_provider="hashing")),
+            (
+                "chroma (embedded)",
+                LogicMapSettings(data_dir=tmp / f"chroma-{run}", store_url=None, embedding_provider="hashing"),
+            ),
             ("in process", LogicMapSettings(store_url=f"memory://bench-{run}", embedding_provider="hashing")),
         ]
         if server is not None:
             backends.append(("chroma server", server))
         if args.postgres_url:
-            backends.append(("postgresql", LogicMapSettings(store_url=args.postgres_url,
-                                                            embedding_provider="hashing")))
+            backends.append(("postgresql", LogicMapSettings(store_url=args.postgres_url, embedding_provider="hashing")))
         for name, settings in backends:
             rows.append([name, run + 1, *measure(settings, sample, args.questions)])
             print(f"  {rows[-1]}", flush=True)

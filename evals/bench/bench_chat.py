@@ -37,9 +37,15 @@ def _conversation(turns: int) -> Any:
     sessions, start = [], datetime(2024, 1, 1, 9, 0)
     for s in range(max(1, turns // 20)):
         when = start + timedelta(days=3 * s)
-        said = [RawTurn(dia_id=f"D{s + 1}:{t + 1}", speaker=("Maya", "Leo")[t % 2],
-                        text=f"In {PLACES[(s + t) % 8]} I spent the week on my {THINGS[(s * 3 + t) % 8]} "
-                             f"project, part {s * 20 + t}.") for t in range(20)]
+        said = [
+            RawTurn(
+                dia_id=f"D{s + 1}:{t + 1}",
+                speaker=("Maya", "Leo")[t % 2],
+                text=f"In {PLACES[(s + t) % 8]} I spent the week on my {THINGS[(s * 3 + t) % 8]} "
+                f"project, part {s * 20 + t}.",
+            )
+            for t in range(20)
+        ]
         sessions.append(Session(session_id=f"S{s + 1}", timestamp=when, timestamp_text=when.isoformat(), turns=said))
     return Conversation(conversation_id="bench-chat", speakers=["Maya", "Leo"], sessions=sessions)
 
@@ -91,9 +97,14 @@ def _run(res: Any, namespace: str, strategy: str, policy: str, turns: int) -> di
         tokens.append(out["cost"]["prompt_tokens"] + out["cost"]["completion_tokens"])
         ingest_s.append(spent * 1000)
     stored = [r.ingest.cost.llm_calls for r in work.reports[1:] if getattr(r, "ingest", None) is not None]
-    return {"p50": statistics.median(times), "p95": sorted(times)[min(len(times) - 1, math.ceil(len(times) * 0.95) - 1)],
-            "calls": statistics.mean(calls), "tokens": statistics.mean(tokens),
-            "ingest_ms": statistics.median(ingest_s), "ingest_calls": statistics.mean(stored) if stored else 0.0}
+    return {
+        "p50": statistics.median(times),
+        "p95": sorted(times)[min(len(times) - 1, math.ceil(len(times) * 0.95) - 1)],
+        "calls": statistics.mean(calls),
+        "tokens": statistics.mean(tokens),
+        "ingest_ms": statistics.median(ingest_s),
+        "ingest_calls": statistics.mean(stored) if stored else 0.0,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,22 +124,45 @@ def main(argv: list[str] | None = None) -> int:
     data = Path(tempfile.mkdtemp(prefix="bench-chat-"))
     res = fresh_resources(data / "memory", embeddings=args.embeddings)
     started = time.perf_counter()
-    ingest_conversation(_conversation(args.turns_stored), "bench", resources=res, policy="heuristic",
-                        memory_manager="r2")
-    print(f"namespace: {len(res.store.snapshot('bench').turns)} turns stored in {time.perf_counter() - started:.1f} s "
-          f"(no LLM, {args.embeddings} embeddings); load average before the turns: {os.getloadavg()}")
+    ingest_conversation(
+        _conversation(args.turns_stored), "bench", resources=res, policy="heuristic", memory_manager="r2"
+    )
+    print(
+        f"namespace: {len(res.store.snapshot('bench').turns)} turns stored in {time.perf_counter() - started:.1f} s "
+        f"(no LLM, {args.embeddings} embeddings); load average before the turns: {os.getloadavg()}"
+    )
     names = [s for s in args.strategies.split(",") if s] or list(STRATEGIES)
     rows = []
     for model in (False, True):
         res.llm_ = make_scripted_model(delay=args.delay) if model else None
         for name in names:
             found = _run(res, "bench", name, "llm" if model else "heuristic", args.turns)
-            rows.append([name, f"scripted, {args.delay * 1000:.0f} ms/call" if model else "none",
-                         f"{found['calls']:.1f}", f"{found['tokens']:.0f}", f"{found['p50']:.0f}", f"{found['p95']:.0f}",
-                         f"{found['ingest_calls']:.1f}", f"{found['ingest_ms']:.0f}"])
+            rows.append(
+                [
+                    name,
+                    f"scripted, {args.delay * 1000:.0f} ms/call" if model else "none",
+                    f"{found['calls']:.1f}",
+                    f"{found['tokens']:.0f}",
+                    f"{found['p50']:.0f}",
+                    f"{found['p95']:.0f}",
+                    f"{found['ingest_calls']:.1f}",
+                    f"{found['ingest_ms']:.0f}",
+                ]
+            )
             print(f"  {name} ({'model' if model else 'no model'}): p50 {found['p50']:.0f} ms", flush=True)
-    print_table(["strategy", "model", "LLM calls / turn (reply path)", "tokens / turn", "p50 ms", "p95 ms",
-                 "ingest LLM calls / turn (after the reply)", "ingest ms / turn (after the reply)"], rows)
+    print_table(
+        [
+            "strategy",
+            "model",
+            "LLM calls / turn (reply path)",
+            "tokens / turn",
+            "p50 ms",
+            "p95 ms",
+            "ingest LLM calls / turn (after the reply)",
+            "ingest ms / turn (after the reply)",
+        ],
+        rows,
+    )
     print(f"load average after: {os.getloadavg()}")
     return 0
 

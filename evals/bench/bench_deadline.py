@@ -21,8 +21,10 @@ from logicmap.evals.common import fresh_resources, machine_line, print_table
 __all__ = ["main", "question_of"]
 
 STRATEGIES = ("compass", "rerank", "goalmem", "real", "reconstruct", "r2", "dense", "bm25")
-_WORDS = ("when did Caroline go to the support group and what did Melanie paint last summer near the lake "
-          "Sweden adoption pottery camping 2023 May 7 friends kids?").split()
+_WORDS = (
+    "when did Caroline go to the support group and what did Melanie paint last summer near the lake "
+    "Sweden adoption pottery camping 2023 May 7 friends kids?"
+).split()
 
 
 def question_of(length: int, seed: int = 0) -> str:
@@ -53,7 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--deadline", type=float, default=5.0)
-    parser.add_argument("--long", default="", help="extra Goal-Mem question lengths (limit raised), e.g. 250000,1000000")
+    parser.add_argument(
+        "--long", default="", help="extra Goal-Mem question lengths (limit raised), e.g. 250000,1000000"
+    )
     args = parser.parse_args(argv)
     from logicmap.graphs.ingest.ingest import ingest_conversation
     from logicmap.memory.files.loaders import load_conversations
@@ -61,8 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     sample = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
     with tempfile.TemporaryDirectory(prefix="bench-deadline-") as tmp:
         res = fresh_resources(Path(tmp) / "memory")
-        ingest_conversation(load_conversations(sample)[0], "sample", resources=res, policy="heuristic",
-                            memory_manager="r2")
+        ingest_conversation(
+            load_conversations(sample)[0], "sample", resources=res, policy="heuristic", memory_manager="r2"
+        )
         limit = res.settings.max_question_chars
         question = question_of(limit)
         print(machine_line())
@@ -85,11 +90,18 @@ def main(argv: list[str] | None = None) -> int:
                 for deadline in (args.deadline, 0.0):
                     res.settings.run_deadline_s = deadline
                     figures.append(_timed("goalmem", question_of(length), res))
-                long_rows.append([f"{length:,}", f"{figures[0][0]:.2f} ({figures[0][1]})",
-                                  f"{figures[1][0]:.2f} ({figures[1][1]})"])
+                long_rows.append(
+                    [f"{length:,}", f"{figures[0][0]:.2f} ({figures[0][1]})", f"{figures[1][0]:.2f} ({figures[1][1]})"]
+                )
                 print(f"  goalmem at {length:,}: {long_rows[-1][1:]}", flush=True)
-            print_table(["goalmem question chars (limit raised)", f"wall s, deadline {args.deadline:g} s",
-                         "wall s, no deadline"], long_rows)
+            print_table(
+                [
+                    "goalmem question chars (limit raised)",
+                    f"wall s, deadline {args.deadline:g} s",
+                    "wall s, no deadline",
+                ],
+                long_rows,
+            )
         res.store.close()
     return 0
 

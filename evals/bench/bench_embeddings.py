@@ -26,10 +26,23 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.threads:
         limit_threads(args.threads)
-    conv = load_conversations(os.path.join(os.path.dirname(__file__), "..", "..", "data", "sample_conversation.json"))[0]
-    base = [Turn(namespace="b", session_id=s.session_id, dia_id=t.dia_id, speaker=t.speaker, text=t.text, position=0,
-                 source_dia_id=None, item=None).render()
-            for s in conv.sessions for t in s.turns]
+    conv = load_conversations(os.path.join(os.path.dirname(__file__), "..", "..", "data", "sample_conversation.json"))[
+        0
+    ]
+    base = [
+        Turn(
+            namespace="b",
+            session_id=s.session_id,
+            dia_id=t.dia_id,
+            speaker=t.speaker,
+            text=t.text,
+            position=0,
+            source_dia_id=None,
+            item=None,
+        ).render()
+        for s in conv.sessions
+        for t in s.turns
+    ]
     texts = [f"{base[i % len(base)]} (variant {i})" for i in range(args.sentences)]
     model = MiniLMEmbeddings(batch_size=args.batch_size, runtime=args.runtime, threads=args.threads)
     started = time.perf_counter()
@@ -45,7 +58,9 @@ def main(argv: list[str] | None = None) -> None:
     hit = time.perf_counter() - started
     print(f"machine: {platform.machine()}, {os.cpu_count()} cores, python {platform.python_version()}")
     print(f"runtime: {args.runtime}; threads: {args.threads or 'library default'}; model load: {load:.2f} s")
-    print(f"MiniLM throughput: {len(texts) / elapsed:.0f} sentences/s ({len(texts)} sentences, batch {args.batch_size})")
+    print(
+        f"MiniLM throughput: {len(texts) / elapsed:.0f} sentences/s ({len(texts)} sentences, batch {args.batch_size})"
+    )
     print(f"cache hits: {500 / hit:.0f} sentences/s")
 
 

@@ -48,11 +48,17 @@ def time_forget(conversation: Any, data_dir: Path, embeddings: str) -> dict[str,
     purge = res.store.purge("bench")
     purge_s = time.perf_counter() - started
     res.store.close()
-    return {"turns": len(turns), "events": len(snap.events), "ingest_s": f"{ingest_s:.1f}",
-            "forget_s": f"{forget_s:.2f}", "purge_s": f"{purge_s:.2f}",
-            "retired": sum(report.removed.values()), "versions_purged": sum(purge.versions_removed.values()),
-            "collections_rebuilt": purge.collections_rebuilt,
-            "disk_mb": f"{before_mb:.1f} -> {_disk_mb(data_dir):.1f}"}
+    return {
+        "turns": len(turns),
+        "events": len(snap.events),
+        "ingest_s": f"{ingest_s:.1f}",
+        "forget_s": f"{forget_s:.2f}",
+        "purge_s": f"{purge_s:.2f}",
+        "retired": sum(report.removed.values()),
+        "versions_purged": sum(purge.versions_removed.values()),
+        "collections_rebuilt": purge.collections_rebuilt,
+        "disk_mb": f"{before_mb:.1f} -> {_disk_mb(data_dir):.1f}",
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

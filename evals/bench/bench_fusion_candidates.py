@@ -37,8 +37,13 @@ def fusion_candidates(path: Path, *, embedder: str, threshold: float) -> list[fl
         for i, session in enumerate(conversation.sessions):
             before = EventGraph.of(res.store.snapshot("ns")) if i else None
             part = conversation.model_copy(update={"sessions": [session]})
-            ingest_conversation(part, "ns", resources=res, context=IngestContext(policy="heuristic",
-                                                                              merge_threshold=threshold), append=i > 0)
+            ingest_conversation(
+                part,
+                "ns",
+                resources=res,
+                context=IngestContext(policy="heuristic", merge_threshold=threshold),
+                append=i > 0,
+            )
             if before is None:
                 continue
             for event in res.store.snapshot("ns").events.values():
@@ -61,8 +66,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     for path in args.files:
         sims = fusion_candidates(path, embedder=args.embedder, threshold=args.threshold)
         judged = sum(s >= args.threshold for s in sims)
-        rows.append([path.name, len(sims), judged, len(sims), f"{np.median(sims):.3f}" if sims else "-",
-                     f"{max(sims):.3f}" if sims else "-"])
+        rows.append(
+            [
+                path.name,
+                len(sims),
+                judged,
+                len(sims),
+                f"{np.median(sims):.3f}" if sims else "-",
+                f"{max(sims):.3f}" if sims else "-",
+            ]
+        )
     print_table(["file", "new events", "judged (default)", "judged (faithful)", "median e* sim", "max e* sim"], rows)
     return 0
 

@@ -60,8 +60,17 @@ class _Probes:
         self.lock = threading.Lock()
         self.started = time.time()
         self.stages: dict[str, list[float]] = {}
-        self.encode = {"embed_calls": 0, "texts": 0, "batches": 0, "batch_texts": 0, "tokens": 0,
-                       "padded_tokens": 0, "encode_s": 0.0, "encode_cpu_s": 0.0, "load_s": 0.0}
+        self.encode = {
+            "embed_calls": 0,
+            "texts": 0,
+            "batches": 0,
+            "batch_texts": 0,
+            "tokens": 0,
+            "padded_tokens": 0,
+            "encode_s": 0.0,
+            "encode_cpu_s": 0.0,
+            "load_s": 0.0,
+        }
         self.upserts = {"calls": 0, "rows": 0, "seconds": 0.0}
         self.upserts_by_kind: dict[str, list[float]] = {}
         self.ingest_started = 0.0
@@ -134,9 +143,15 @@ def _install_probes(probes: _Probes) -> None:
             lengths = [len(e.ids) for e in self.tokenizer.encode_batch(items)]
         started, cpu = time.perf_counter(), time.thread_time()
         out = batch(self, items)
-        probes.add(probes.encode, batches=1, batch_texts=len(items), tokens=sum(lengths),
-                   padded_tokens=len(items) * max(lengths, default=0), encode_s=time.perf_counter() - started,
-                   encode_cpu_s=time.thread_time() - cpu)
+        probes.add(
+            probes.encode,
+            batches=1,
+            batch_texts=len(items),
+            tokens=sum(lengths),
+            padded_tokens=len(items) * max(lengths, default=0),
+            encode_s=time.perf_counter() - started,
+            encode_cpu_s=time.thread_time() - cpu,
+        )
         return out
 
     setattr(embeddings._NumpyBert, batch_method, counted_batch)
@@ -173,11 +188,19 @@ def _child(stats_path: str, cli_args: list[str]) -> int:
     from logicmap.evals.cli import main as logicmap_main
 
     code = logicmap_main(cli_args)
-    Path(stats_path).write_text(json.dumps({
-        "started": probes.started, "ingest_started": probes.ingest_started, "ended": time.time(),
-        "stages": probes.stages, "encode": probes.encode, "upserts": probes.upserts,
-        "upserts_by_kind": probes.upserts_by_kind,
-    }))
+    Path(stats_path).write_text(
+        json.dumps(
+            {
+                "started": probes.started,
+                "ingest_started": probes.ingest_started,
+                "ended": time.time(),
+                "stages": probes.stages,
+                "encode": probes.encode,
+                "upserts": probes.upserts,
+                "upserts_by_kind": probes.upserts_by_kind,
+            }
+        )
+    )
     return code
 
 
@@ -200,8 +223,21 @@ def _conversation_file(source: Path, sample_id: str, directory: Path) -> tuple[P
 
 def _spawn_and_wait(file: Path, data_dir: Path, stats: Path, env: dict[str, str]) -> dict[str, Any]:
     """One ingest in a child process, reaped by ``wait4`` for its own rusage (CPU time, peak RSS)."""
-    command = [sys.executable, "-m", "logicmap.evals.bench.bench_ingest", "--child", str(stats), "--",
-               "ingest", str(file), "-n", NAMESPACE, "--policy", "heuristic", "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "logicmap.evals.bench.bench_ingest",
+        "--child",
+        str(stats),
+        "--",
+        "ingest",
+        str(file),
+        "-n",
+        NAMESPACE,
+        "--policy",
+        "heuristic",
+        "--quiet",
+    ]
     child_env = {**env, "LOGICMAP_DATA_DIR": str(data_dir)}
     load_before = os.getloadavg()[0]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -219,10 +255,17 @@ def _spawn_and_wait(file: Path, data_dir: Path, stats: Path, env: dict[str, str]
     match = re.search(r"wall ([0-9.]+)s", stdout)
     probe = json.loads(stats.read_text())
     return {
-        "wall_s": wall, "cli_wall_s": float(match.group(1)) if match else float("nan"),
-        "cpu_s": usage.ru_utime + usage.ru_stime, "user_s": usage.ru_utime, "sys_s": usage.ru_stime,
-        "peak_mb": usage.ru_maxrss / 1024, "load_before": load_before, "load_after": os.getloadavg()[0],
-        "startup_s": probe["ingest_started"] - spawned, "probe": probe, "summary": stdout.strip().splitlines()[-1:],
+        "wall_s": wall,
+        "cli_wall_s": float(match.group(1)) if match else float("nan"),
+        "cpu_s": usage.ru_utime + usage.ru_stime,
+        "user_s": usage.ru_utime,
+        "sys_s": usage.ru_stime,
+        "peak_mb": usage.ru_maxrss / 1024,
+        "load_before": load_before,
+        "load_after": os.getloadavg()[0],
+        "startup_s": probe["ingest_started"] - spawned,
+        "probe": probe,
+        "summary": stdout.strip().splitlines()[-1:],
     }
 
 
@@ -236,8 +279,10 @@ def _memory(data_dir: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     store = MemoryStore(LogicMapSettings(data_dir=data_dir))
     try:
         snapshot = store.snapshot(NAMESPACE)
-        vectors = {kind: {k: np.asarray(v, dtype=np.float32) for k, v in getattr(snapshot, kind).items()}
-                   for kind in ("turn_vectors", "event_vectors", "fact_vectors", "cue_vectors")}
+        vectors = {
+            kind: {k: np.asarray(v, dtype=np.float32) for k, v in getattr(snapshot, kind).items()}
+            for kind in ("turn_vectors", "event_vectors", "fact_vectors", "cue_vectors")
+        }
         return snapshot.fingerprint(), vectors
     finally:
         store.close()
@@ -281,22 +326,30 @@ def _median(runs: list[dict[str, Any]], key: str) -> float:
 
 
 def _report(runs: list[dict[str, Any]], sessions: int, turns: int) -> None:
-    print("| run | CLI wall s | s/session | sessions/s | turns/s | process wall s | CPU s (user+sys) | peak RSS MB | "
-          "load avg before/after |")
+    print(
+        "| run | CLI wall s | s/session | sessions/s | turns/s | process wall s | CPU s (user+sys) | peak RSS MB | "
+        "load avg before/after |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for i, r in enumerate(runs, 1):
         w = r["cli_wall_s"]
-        print(f"| {i} | {w:.2f} | {w / sessions:.2f} | {sessions / w:.2f} | {turns / w:.1f} | {r['wall_s']:.2f} | "
-              f"{r['cpu_s']:.1f} ({r['user_s']:.1f}+{r['sys_s']:.1f}) | {r['peak_mb']:.0f} | "
-              f"{r['load_before']:.1f} / {r['load_after']:.1f} |")
+        print(
+            f"| {i} | {w:.2f} | {w / sessions:.2f} | {sessions / w:.2f} | {turns / w:.1f} | {r['wall_s']:.2f} | "
+            f"{r['cpu_s']:.1f} ({r['user_s']:.1f}+{r['sys_s']:.1f}) | {r['peak_mb']:.0f} | "
+            f"{r['load_before']:.1f} / {r['load_after']:.1f} |"
+        )
     w = _median(runs, "cli_wall_s")
-    print(f"| median | {w:.2f} | {w / sessions:.2f} | {sessions / w:.2f} | {turns / w:.1f} | "
-          f"{_median(runs, 'wall_s'):.2f} | {_median(runs, 'cpu_s'):.1f} | {_median(runs, 'peak_mb'):.0f} | "
-          f"{statistics.median(r['load_before'] for r in runs):.1f} |")
+    print(
+        f"| median | {w:.2f} | {w / sessions:.2f} | {sessions / w:.2f} | {turns / w:.1f} | "
+        f"{_median(runs, 'wall_s'):.2f} | {_median(runs, 'cpu_s'):.1f} | {_median(runs, 'peak_mb'):.0f} | "
+        f"{statistics.median(r['load_before'] for r in runs):.1f} |"
+    )
     print()
-    print("Seconds per stage (median over runs): wall seconds inside each node (the parallel nodes facts, cues and r2 "
-          "overlap), and the CPU seconds of the thread that ran it (the encoder's worker threads and BLAS's not "
-          "counted: see the encoder line)")
+    print(
+        "Seconds per stage (median over runs): wall seconds inside each node (the parallel nodes facts, cues and r2 "
+        "overlap), and the CPU seconds of the thread that ran it (the encoder's worker threads and BLAS's not "
+        "counted: see the encoder line)"
+    )
     print("| stage | calls | wall s | thread CPU s |\n|---|---|---|---|")
     print(f"| startup (process start to ingest) | 1 | {_median(runs, 'startup_s'):.2f} | |")
     print(f"| model load (in segment) | 1 | {statistics.median(r['probe']['encode']['load_s'] for r in runs):.2f} | |")
@@ -304,20 +357,28 @@ def _report(runs: list[dict[str, Any]], sessions: int, turns: int) -> None:
         if not any(name in r["probe"]["stages"] for r in runs):
             continue
         entries = [r["probe"]["stages"].get(name, [0, 0.0, 0.0]) for r in runs]
-        print(f"| {name} | {entries[0][0]} | {statistics.median(e[1] for e in entries):.2f} | "
-              f"{statistics.median(e[2] for e in entries):.2f} |")
+        print(
+            f"| {name} | {entries[0][0]} | {statistics.median(e[1] for e in entries):.2f} | "
+            f"{statistics.median(e[2] for e in entries):.2f} |"
+        )
     enc, ups = runs[0]["probe"]["encode"], runs[0]["probe"]["upserts"]
     print()
     encode_s = statistics.median(r["probe"]["encode"]["encode_s"] for r in runs)
     encode_cpu = statistics.median(r["probe"]["encode"].get("encode_cpu_s", 0.0) for r in runs)
-    print(f"encoder: {enc['embed_calls']} embed_documents calls with {enc['texts']} texts; {enc['batches']} forward "
-          f"passes over {enc['batch_texts']} texts, {enc['tokens']} tokens ({enc['padded_tokens']} padded); the passes "
-          f"took {encode_s:.2f} s of wall time summed over threads and {encode_cpu:.2f} s of CPU in the threads that "
-          "ran them (median; BLAS's own threads not counted)")
-    print(f"Chroma upserts: {ups['calls']} calls, {ups['rows']} rows, "
-          f"{statistics.median(r['probe']['upserts']['seconds'] for r in runs):.2f} s (median); by collection: "
-          + ", ".join(f"{kind} {calls}/{rows}/{seconds:.2f}s" for kind, (calls, rows, seconds)
-                      in runs[0]["probe"]["upserts_by_kind"].items()))
+    print(
+        f"encoder: {enc['embed_calls']} embed_documents calls with {enc['texts']} texts; {enc['batches']} forward "
+        f"passes over {enc['batch_texts']} texts, {enc['tokens']} tokens ({enc['padded_tokens']} padded); the passes "
+        f"took {encode_s:.2f} s of wall time summed over threads and {encode_cpu:.2f} s of CPU in the threads that "
+        "ran them (median; BLAS's own threads not counted)"
+    )
+    print(
+        f"Chroma upserts: {ups['calls']} calls, {ups['rows']} rows, "
+        f"{statistics.median(r['probe']['upserts']['seconds'] for r in runs):.2f} s (median); by collection: "
+        + ", ".join(
+            f"{kind} {calls}/{rows}/{seconds:.2f}s"
+            for kind, (calls, rows, seconds) in runs[0]["probe"]["upserts_by_kind"].items()
+        )
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -325,11 +386,17 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["--child"]:
         return _child(argv[1], argv[3:])
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--file", type=Path, default=None, help="LoCoMo file (default: ../shared/data/locomo-dev5.json)")
+    parser.add_argument(
+        "--file", type=Path, default=None, help="LoCoMo file (default: ../shared/data/locomo-dev5.json)"
+    )
     parser.add_argument("--conversation", default="conv-26", help="the sample_id to ingest")
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--reference", type=Path, default=None,
-                        help="save (first use) or compare the memory's fingerprint and vectors (PATH.json, PATH.npz)")
+    parser.add_argument(
+        "--reference",
+        type=Path,
+        default=None,
+        help="save (first use) or compare the memory's fingerprint and vectors (PATH.json, PATH.npz)",
+    )
     args = parser.parse_args(argv)
     source = args.file or default_file()
     if source is None or not source.is_file():
@@ -339,9 +406,11 @@ def main(argv: list[str] | None = None) -> int:
     env.pop("LOGICMAP_CHAT_MODEL", None)
     from logicmap.evals.common import machine_line
 
-    print(machine_line() + f"; nice {os.getpriority(os.PRIO_PROCESS, 0)}; "
-          f"runtime {env.get('LOGICMAP_EMBEDDING_RUNTIME', 'numpy (default)')}; "
-          f"threads {env.get('LOGICMAP_THREADS', 'auto (default)')}")
+    print(
+        machine_line() + f"; nice {os.getpriority(os.PRIO_PROCESS, 0)}; "
+        f"runtime {env.get('LOGICMAP_EMBEDDING_RUNTIME', 'numpy (default)')}; "
+        f"threads {env.get('LOGICMAP_THREADS', 'auto (default)')}"
+    )
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-ingest-") as tmp:
         file, sessions, turns = _conversation_file(source, args.conversation, Path(tmp))
@@ -351,8 +420,10 @@ def main(argv: list[str] | None = None) -> int:
             run = _spawn_and_wait(file, data_dir, Path(tmp) / f"stats-{i}.json", env)
             fingerprint, vectors = _memory(data_dir)
             run["fingerprint"] = _digest(fingerprint)
-            print(f"run {i + 1}: {run['summary'][0] if run['summary'] else ''}; fingerprint {run['fingerprint']}",
-                  flush=True)
+            print(
+                f"run {i + 1}: {run['summary'][0] if run['summary'] else ''}; fingerprint {run['fingerprint']}",
+                flush=True,
+            )
             if args.reference is not None:
                 print("\n".join(_compare(fingerprint, vectors, args.reference)))
             runs.append(run)

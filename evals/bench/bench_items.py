@@ -46,16 +46,36 @@ ATTRIBUTES: dict[str, dict[str, list[str]]] = {
         "distract": ["My sister lives in {w}.", "I visited {w} last year.", "My best friend moved to {w}."],
     },
     "job": {
-        "values": ["nurse", "teacher", "software engineer", "architect", "accountant", "chef", "pharmacist",
-                   "electrician", "journalist", "dentist"],
+        "values": [
+            "nurse",
+            "teacher",
+            "software engineer",
+            "architect",
+            "accountant",
+            "chef",
+            "pharmacist",
+            "electrician",
+            "journalist",
+            "dentist",
+        ],
         "state": ["I work as a {v}.", "I'm a {v} by profession.", "My job: {v}."],
         "correct": ["I changed careers and now work as a {v}.", "I'm a {v} now.", "New job: I work as a {v}."],
         "ask": ["What does the user do for a living?", "What is the user's profession?", "What's the user's job?"],
         "distract": ["My brother works as a {w}.", "I met a {w} at the party.", "My mother was a {w} for years."],
     },
     "employer": {
-        "values": ["Siemens", "Google", "Unilever", "Deloitte", "Airbus", "Spotify", "Zara", "Philips", "Bosch",
-                   "Novartis"],
+        "values": [
+            "Siemens",
+            "Google",
+            "Unilever",
+            "Deloitte",
+            "Airbus",
+            "Spotify",
+            "Zara",
+            "Philips",
+            "Bosch",
+            "Novartis",
+        ],
         "state": ["I work at {v}.", "My employer is {v}.", "I'm employed by {v}."],
         "correct": ["I left my old company and joined {v}.", "I now work at {v}.", "I switched employers to {v}."],
         "ask": ["Which company employs the user?", "Who does the user work for?", "Where is the user employed?"],
@@ -66,11 +86,25 @@ ATTRIBUTES: dict[str, dict[str, list[str]]] = {
         "state": ["My dog is called {v}.", "I have a dog named {v}.", "{v} is my dog."],
         "correct": ["I adopted a new dog called {v}.", "My dog now is {v}.", "Our dog {v} joined the family."],
         "ask": ["What is the name of the user's dog?", "What's the user's dog called?", "Who is the user's pet?"],
-        "distract": ["My friend's dog is called {w}.", "I walked my neighbour's dog {w}.", "A dog named {w} lives next door."],
+        "distract": [
+            "My friend's dog is called {w}.",
+            "I walked my neighbour's dog {w}.",
+            "A dog named {w} lives next door.",
+        ],
     },
     "car": {
-        "values": ["Toyota Corolla", "Honda Civic", "Tesla Model 3", "VW Golf", "Ford Focus", "Renault Clio",
-                   "Fiat Panda", "BMW 3 Series", "Kia Niro", "Skoda Octavia"],
+        "values": [
+            "Toyota Corolla",
+            "Honda Civic",
+            "Tesla Model 3",
+            "VW Golf",
+            "Ford Focus",
+            "Renault Clio",
+            "Fiat Panda",
+            "BMW 3 Series",
+            "Kia Niro",
+            "Skoda Octavia",
+        ],
         "state": ["I drive a {v}.", "My car is a {v}.", "I own a {v}."],
         "correct": ["I sold my old car and bought a {v}.", "My car now is a {v}.", "I got a new car, a {v}."],
         "ask": ["What car does the user drive?", "Which car does the user own?", "What is the user's car?"],
@@ -84,17 +118,40 @@ ATTRIBUTES: dict[str, dict[str, list[str]]] = {
         "distract": ["My brother's partner is {w}.", "I had lunch with {w} from work.", "My friend {w} got engaged."],
     },
     "hobby": {
-        "values": ["rock climbing", "pottery", "chess", "surfing", "gardening", "photography", "knitting",
-                   "salsa dancing", "birdwatching", "woodworking"],
+        "values": [
+            "rock climbing",
+            "pottery",
+            "chess",
+            "surfing",
+            "gardening",
+            "photography",
+            "knitting",
+            "salsa dancing",
+            "birdwatching",
+            "woodworking",
+        ],
         "state": ["My hobby is {v}.", "In my free time I do {v}.", "I spend weekends on {v}."],
         "correct": ["These days my hobby is {v}.", "I took up {v} instead.", "My new hobby is {v}."],
-        "ask": ["What is the user's hobby?", "What does the user do in their free time?",
-                "How does the user spend weekends?"],
+        "ask": [
+            "What is the user's hobby?",
+            "What does the user do in their free time?",
+            "How does the user spend weekends?",
+        ],
         "distract": ["My sister's hobby is {w}.", "I watched a documentary about {w}.", "My kid tried {w} once."],
     },
     "diet": {
-        "values": ["vegetarian", "vegan", "pescatarian", "gluten-free", "keto", "lactose-free", "paleo",
-                   "low-carb", "halal", "kosher"],
+        "values": [
+            "vegetarian",
+            "vegan",
+            "pescatarian",
+            "gluten-free",
+            "keto",
+            "lactose-free",
+            "paleo",
+            "low-carb",
+            "halal",
+            "kosher",
+        ],
         "state": ["I eat a {v} diet.", "I'm {v}.", "My diet is {v}."],
         "correct": ["I switched to a {v} diet.", "I'm {v} now.", "My diet changed: now {v}."],
         "ask": ["What diet does the user follow?", "What does the user eat?", "Does the user have a diet?"],
@@ -104,36 +161,74 @@ ATTRIBUTES: dict[str, dict[str, list[str]]] = {
         "values": ["sushi", "lasagna", "tacos", "ramen", "paella", "curry", "pizza", "falafel", "pho", "risotto"],
         "state": ["My favourite food is {v}.", "I love eating {v}.", "Nothing beats {v} for me."],
         "correct": ["My favourite food is now {v}.", "These days I prefer {v}.", "{v} became my favourite dish."],
-        "ask": ["What is the user's favourite food?", "Which dish does the user like most?",
-                "What does the user love to eat?"],
+        "ask": [
+            "What is the user's favourite food?",
+            "Which dish does the user like most?",
+            "What does the user love to eat?",
+        ],
         "distract": ["My mother cooks {w} on Sundays.", "We ordered {w} for the office.", "My friend hates {w}."],
     },
     "sport": {
-        "values": ["tennis", "football", "swimming", "running", "cycling", "basketball", "yoga", "boxing",
-                   "volleyball", "rowing"],
+        "values": [
+            "tennis",
+            "football",
+            "swimming",
+            "running",
+            "cycling",
+            "basketball",
+            "yoga",
+            "boxing",
+            "volleyball",
+            "rowing",
+        ],
         "state": ["I play {v} every week.", "My sport is {v}.", "I train {v} twice a week."],
         "correct": ["I quit my old sport and now do {v}.", "My sport is now {v}.", "I switched to {v}."],
-        "ask": ["Which sport does the user practise?", "What sport does the user do?",
-                "What does the user train each week?"],
+        "ask": [
+            "Which sport does the user practise?",
+            "What sport does the user do?",
+            "What does the user train each week?",
+        ],
         "distract": ["My son plays {w}.", "I watched {w} on TV.", "My coworker does {w}."],
     },
     "instrument": {
-        "values": ["violin", "piano", "guitar", "cello", "drums", "flute", "saxophone", "ukulele", "trumpet",
-                   "harp"],
+        "values": ["violin", "piano", "guitar", "cello", "drums", "flute", "saxophone", "ukulele", "trumpet", "harp"],
         "state": ["I play the {v}.", "I'm learning the {v}.", "My instrument is the {v}."],
-        "correct": ["I gave up my old instrument and play the {v} now.", "I now play the {v}.",
-                    "My instrument is now the {v}."],
-        "ask": ["What instrument does the user play?", "Which instrument is the user learning?",
-                "What does the user play musically?"],
+        "correct": [
+            "I gave up my old instrument and play the {v} now.",
+            "I now play the {v}.",
+            "My instrument is now the {v}.",
+        ],
+        "ask": [
+            "What instrument does the user play?",
+            "Which instrument is the user learning?",
+            "What does the user play musically?",
+        ],
         "distract": ["My daughter plays the {w}.", "I heard a {w} concert.", "My friend sold his {w}."],
     },
     "language": {
-        "values": ["Spanish", "Japanese", "German", "Italian", "Mandarin", "Arabic", "Korean", "French", "Dutch",
-                   "Greek"],
+        "values": [
+            "Spanish",
+            "Japanese",
+            "German",
+            "Italian",
+            "Mandarin",
+            "Arabic",
+            "Korean",
+            "French",
+            "Dutch",
+            "Greek",
+        ],
         "state": ["I'm learning {v}.", "I study {v} in the evenings.", "I take {v} lessons."],
-        "correct": ["I stopped my old course and now learn {v}.", "I'm learning {v} now.", "I switched to {v} lessons."],
-        "ask": ["Which language is the user learning?", "What language does the user study?",
-                "What language lessons does the user take?"],
+        "correct": [
+            "I stopped my old course and now learn {v}.",
+            "I'm learning {v} now.",
+            "I switched to {v} lessons.",
+        ],
+        "ask": [
+            "Which language is the user learning?",
+            "What language does the user study?",
+            "What language lessons does the user take?",
+        ],
         "distract": ["My teacher speaks {w}.", "I saw a {w} film.", "My partner's parents speak {w}."],
     },
 }
@@ -172,8 +267,9 @@ def plan_user(user: str, rng: random.Random) -> UserPlan:
     chosen = {a: rng.sample(ATTRIBUTES[a]["values"], 3) for a in names}  # value, corrected value, distractor value
     created: list[tuple[str, dict[str, Any] | None]] = []
     for a in names:
-        created.append((f"{a}-{rng.randrange(10**6):06d}", {"content": rng.choice(ATTRIBUTES[a]["state"]).format(
-            v=chosen[a][0])}))
+        created.append(
+            (f"{a}-{rng.randrange(10**6):06d}", {"content": rng.choice(ATTRIBUTES[a]["state"]).format(v=chosen[a][0])})
+        )
     shapes = {a: rng.sample(ATTRIBUTES[a]["distract"], 3) for a in names}  # no two distractors alike
     for i in range(DISTRACTORS):
         a = names[i % len(names)]
@@ -235,8 +331,10 @@ def run(embedder: str, seed: int) -> dict[str, dict[str, tuple[int, ...]]]:
     with tempfile.TemporaryDirectory() as tmp:
         res = fresh_resources(Path(tmp), embeddings=embedder)
         dims = len(res.embeddings.embed_query("dimension probe"))
-        stores = {"LogicMapStore": LogicMapStore(resources=res, policy="heuristic"),
-                  "InMemoryStore": InMemoryStore(index={"embed": res.embeddings, "dims": dims})}
+        stores = {
+            "LogicMapStore": LogicMapStore(resources=res, policy="heuristic"),
+            "InMemoryStore": InMemoryStore(index={"embed": res.embeddings, "dims": dims}),
+        }
         try:
             for phase in range(3):
                 for plan in plans:
@@ -255,11 +353,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rng = random.Random(args.seed)
     plans = [plan_user(f"u{i:02d}", rng) for i in range(USERS)]
-    print(f"{USERS} users ({len(DEV)} development: {DEV[0]}-{DEV[-1]}, {len(HELD_OUT)} held out: "
-          f"{HELD_OUT[0]}-{HELD_OUT[-1]}), {sum(p.items for p in plans)} items written "
-          f"({sum(len(p.phases[0]) for p in plans)} created, {sum(len(p.phases[1]) for p in plans)} corrections, "
-          f"{sum(len(p.phases[2]) for p in plans)} deletes), {sum(len(p.questions) for p in plans)} questions "
-          f"({sum(q.corrected for p in plans for q in p.questions)} about a corrected attribute); seed {args.seed}")
+    print(
+        f"{USERS} users ({len(DEV)} development: {DEV[0]}-{DEV[-1]}, {len(HELD_OUT)} held out: "
+        f"{HELD_OUT[0]}-{HELD_OUT[-1]}), {sum(p.items for p in plans)} items written "
+        f"({sum(len(p.phases[0]) for p in plans)} created, {sum(len(p.phases[1]) for p in plans)} corrections, "
+        f"{sum(len(p.phases[2]) for p in plans)} deletes), {sum(len(p.questions) for p in plans)} questions "
+        f"({sum(q.corrected for p in plans for q in p.questions)} about a corrected attribute); seed {args.seed}"
+    )
     rows = []
     for embedder in [e.strip() for e in args.embeddings.split(",") if e.strip()]:
         started = time.perf_counter()
@@ -267,11 +367,20 @@ def main(argv: list[str] | None = None) -> int:
         for half in ("dev", "held-out"):
             for name, by_half in counts.items():
                 hit, n, fixed, nc, above = by_half[half]
-                rows.append([embedder, half, name, f"{hit}/{n} ({hit / n:.3f})", f"{fixed}/{nc} ({fixed / nc:.3f})",
-                             f"{above}/{nc} ({above / nc:.3f})"])
+                rows.append(
+                    [
+                        embedder,
+                        half,
+                        name,
+                        f"{hit}/{n} ({hit / n:.3f})",
+                        f"{fixed}/{nc} ({fixed / nc:.3f})",
+                        f"{above}/{nc} ({above / nc:.3f})",
+                    ]
+                )
         print(f"{embedder}: {time.perf_counter() - started:.0f} s")
-    print_table(["embedder", "users", "store", "top-1", "corrected value first", "correction above the stale item"],
-                rows)
+    print_table(
+        ["embedder", "users", "store", "top-1", "corrected value first", "correction above the stale item"], rows
+    )
     return 0
 
 

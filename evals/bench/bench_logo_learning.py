@@ -49,7 +49,17 @@ from logicmap.evals.train.logo_train import (
 )
 from logicmap.evals.train.r2_synthetic import LabelledConversation, make_update_task
 
-__all__ = ["ANSWERERS", "COLUMNS", "DEV_SEED", "ROWS", "answer_agent", "invalid_problems", "main", "score_split", "table"]
+__all__ = [
+    "ANSWERERS",
+    "COLUMNS",
+    "DEV_SEED",
+    "ROWS",
+    "answer_agent",
+    "invalid_problems",
+    "main",
+    "score_split",
+    "table",
+]
 
 DEV_SEED = 1000  # development conversations: make_update_task(seed=DEV_SEED + seed, held_out=False)
 ANSWERERS = {
@@ -137,11 +147,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--kl-beta", type=float, help="override the preset: GRPO's KL penalty to the initial policy")
     parser.add_argument(
-        "--invalid-episode", choices=("skip", "void"), help="override the preset: global reward of an episode with an "
+        "--invalid-episode",
+        choices=("skip", "void"),
+        help="override the preset: global reward of an episode with an "
         "invalid reply (skip: F1 - penalty of the memory built; void: -1)",
     )
     parser.add_argument(
-        "--answerer", choices=sorted(ANSWERERS), default="every-match",
+        "--answerer",
+        choices=sorted(ANSWERERS),
+        default="every-match",
         help="the answer step of the reward and the evaluation (default every-match: a stale fact kept beside the "
         "current one costs F1; best-fact: the earlier answer step)",
     )
@@ -196,7 +210,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, part in splits.items():
         after = score_split(part, cfg, answer, policy)
         figures[name] = {
-            "untrained": before[name]["policy"], "trained": after["policy"],
+            "untrained": before[name]["policy"],
+            "trained": after["policy"],
             **{b: after[b] for b in BASELINES},
         }
         print(f"\n{name} ({len(part)} conversations of {horizon} sessions, greedy):\n{table(figures[name])}")

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 __all__ = ["main", "synthetic_conversation"]
 
-_WORDS = ("marathon pottery ramen museum bicycle bakery island violin garden puppy river market train concert "
-          "recipe hiking camera novel painting beach festival coffee guitar soccer chess garden").split()
+_WORDS = (
+    "marathon pottery ramen museum bicycle bakery island violin garden puppy river market train concert "
+    "recipe hiking camera novel painting beach festival coffee guitar soccer chess garden"
+).split()
 WINDOW = 10  # sessions averaged around each reported position
 
 
@@ -39,11 +41,19 @@ def synthetic_conversation(sessions: int, turns: int, seed: int = 7) -> Conversa
     out = []
     for s in range(1, sessions + 1):
         stamp = start + timedelta(days=7 * (s - 1))
-        raw = [RawTurn(dia_id=f"D{s}:{t}", speaker=("Maya", "Leo")[t % 2],
-                       text=" ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 20))) + ".")
-               for t in range(1, turns + 1)]
-        out.append(Session(session_id=f"S{s}", timestamp=stamp,
-                           timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"), turns=raw))
+        raw = [
+            RawTurn(
+                dia_id=f"D{s}:{t}",
+                speaker=("Maya", "Leo")[t % 2],
+                text=" ".join(rng.choice(_WORDS) for _ in range(rng.randint(8, 20))) + ".",
+            )
+            for t in range(1, turns + 1)
+        ]
+        out.append(
+            Session(
+                session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"), turns=raw
+            )
+        )
     return Conversation(conversation_id="many", speakers=["Maya", "Leo"], sessions=out)
 
 
@@ -78,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         res.store.close()
     rows = []
     for position in (int(p) for p in args.at.split(",")):
-        window = times[max(0, position - WINDOW // 2): position + WINDOW // 2]
+        window = times[max(0, position - WINDOW // 2) : position + WINDOW // 2]
         if window:
             rows.append([f"session {position}", f"{statistics.mean(window):.3f} s"])
     rows.append(["total", f"{total:.1f} s for {len(times)} sessions, {len(times) * args.turns} turns"])

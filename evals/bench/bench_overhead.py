@@ -76,9 +76,14 @@ def bench_ingest(resources: Any, model: Any, namespace: str, *, combined: bool =
     sessions = len([s for s in report.sessions if not s.skipped])
     turns = conversation.turn_count
     return {
-        "sessions": sessions, "turns": turns, "wall": wall, "calls": calls,
-        "prompt_tokens": report.cost.prompt_tokens, "completion_tokens": report.cost.completion_tokens,
-        "fallbacks": len(report.fallbacks), "model_wait": calls * model.delay,
+        "sessions": sessions,
+        "turns": turns,
+        "wall": wall,
+        "calls": calls,
+        "prompt_tokens": report.cost.prompt_tokens,
+        "completion_tokens": report.cost.completion_tokens,
+        "fallbacks": len(report.fallbacks),
+        "model_wait": calls * model.delay,
     }
 
 
@@ -91,6 +96,7 @@ def layer_counts(resources: Any, namespace: str) -> dict[str, int]:
 def same_layers(resources: Any, first: str, second: str) -> bool:
     """Whether two namespaces hold the same events, relations, facts, cues and tags (creation times aside; a
     fact's id is derived from its namespace, so facts are compared by content)."""
+
     def records(namespace: str) -> dict[str, Any]:
         snapshot = resources.store.snapshot(namespace)
         out: dict[str, Any] = {
@@ -136,9 +142,14 @@ def bench_queries(resources: Any, model: Any, namespace: str, questions: list[st
             calls.append(len(model.calls) - before)
             roles.update(role_of(messages) for messages in model.calls[before:])
         out[label] = {
-            "wall": statistics.mean(walls), "wall_median": statistics.median(walls), "calls": statistics.mean(calls),
-            "model_wait": statistics.mean(calls) * model.delay, "fallbacks": fallbacks, "errors": errors,
-            "tokens": statistics.mean(tokens) if tokens else 0.0, "steps": statistics.mean(steps) if steps else 0.0,
+            "wall": statistics.mean(walls),
+            "wall_median": statistics.median(walls),
+            "calls": statistics.mean(calls),
+            "model_wait": statistics.mean(calls) * model.delay,
+            "fallbacks": fallbacks,
+            "errors": errors,
+            "tokens": statistics.mean(tokens) if tokens else 0.0,
+            "steps": statistics.mean(steps) if steps else 0.0,
             "roles": {role: n / len(questions) for role, n in roles.most_common()},
         }
     return out
@@ -154,14 +165,28 @@ def _print_per_question(queries: dict[str, dict[str, Any] | str], n_questions: i
         roles = ", ".join(f"{role} {n:.1f}" for role, n in stats["roles"].items())
         paper = PAPER_FIGURES.get(label.split(" ")[0].split(":")[0], "")
         rows.append([label, f"{stats['calls']:.1f}", roles, f"{stats['tokens']:.0f}", f"{stats['steps']:.1f}", paper])
-    print_table(["strategy", "LLM calls/q", "calls/q by reply type", "tokens/q (estimated)", "steps/q", "paper (real model; not comparable)"], rows)
+    print_table(
+        [
+            "strategy",
+            "LLM calls/q",
+            "calls/q by reply type",
+            "tokens/q (estimated)",
+            "steps/q",
+            "paper (real model; not comparable)",
+        ],
+        rows,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--delays", default="0,0.2", help="model latencies in seconds, comma-separated")
-    parser.add_argument("--embeddings", default="hashing", choices=["hashing", "minilm"],
-                        help="embedder (hashing: LogicMap's overhead without the embedding model)")
+    parser.add_argument(
+        "--embeddings",
+        default="hashing",
+        choices=["hashing", "minilm"],
+        help="embedder (hashing: LogicMap's overhead without the embedding model)",
+    )
     parser.add_argument("--questions", type=int, default=15, help="sample questions per strategy")
     args = parser.parse_args(argv)
     from logicmap.memory.files.loaders import load_conversations
@@ -185,16 +210,29 @@ def main(argv: list[str] | None = None) -> int:
             for mode, namespace in (("combined", "bench.overhead"), ("per role", "bench.separate")):
                 ingest = bench_ingest(resources, model, namespace, combined=mode == "combined")
                 overhead = ingest["wall"] - ingest["model_wait"]
-                ingest_rows.append([
-                    f"{delay:.1f}", mode, ingest["sessions"], ingest["turns"], ingest["calls"],
-                    f"{ingest['calls'] / ingest['sessions']:.1f}",
-                    f"{ingest['prompt_tokens'] / ingest['sessions']:.0f}",
-                    f"{ingest['completion_tokens'] / ingest['sessions']:.0f}", f"{ingest['wall']:.2f}",
-                    f"{ingest['wall'] / ingest['sessions']:.3f}", f"{1000 * overhead / ingest['turns']:.1f}",
-                    ingest["fallbacks"],
-                ])
-            layer_rows.append([f"{delay:.1f}", *layer_counts(resources, "bench.overhead").values(),
-                               "yes" if same_layers(resources, "bench.overhead", "bench.separate") else "NO"])
+                ingest_rows.append(
+                    [
+                        f"{delay:.1f}",
+                        mode,
+                        ingest["sessions"],
+                        ingest["turns"],
+                        ingest["calls"],
+                        f"{ingest['calls'] / ingest['sessions']:.1f}",
+                        f"{ingest['prompt_tokens'] / ingest['sessions']:.0f}",
+                        f"{ingest['completion_tokens'] / ingest['sessions']:.0f}",
+                        f"{ingest['wall']:.2f}",
+                        f"{ingest['wall'] / ingest['sessions']:.3f}",
+                        f"{1000 * overhead / ingest['turns']:.1f}",
+                        ingest["fallbacks"],
+                    ]
+                )
+            layer_rows.append(
+                [
+                    f"{delay:.1f}",
+                    *layer_counts(resources, "bench.overhead").values(),
+                    "yes" if same_layers(resources, "bench.overhead", "bench.separate") else "NO",
+                ]
+            )
             queries = bench_queries(resources, model, "bench.overhead", questions)
             by_delay[delay] = queries
             for label, stats in queries.items():
@@ -202,37 +240,78 @@ def main(argv: list[str] | None = None) -> int:
                     query_rows.append([f"{delay:.1f}", label, stats, "", "", "", "", ""])
                     continue
                 own = stats["wall"] - stats["model_wait"] if delay == 0 else None
-                query_rows.append([
-                    f"{delay:.1f}", label, f"{stats['calls']:.1f}", f"{1000 * stats['wall']:.1f}",
-                    f"{1000 * stats['wall_median']:.1f}", f"{stats['model_wait']:.2f}",
-                    f"{1000 * own:.1f}" if own is not None else "",
-                    f"{stats['fallbacks']}/{stats['errors']}",
-                ])
+                query_rows.append(
+                    [
+                        f"{delay:.1f}",
+                        label,
+                        f"{stats['calls']:.1f}",
+                        f"{1000 * stats['wall']:.1f}",
+                        f"{1000 * stats['wall_median']:.1f}",
+                        f"{stats['model_wait']:.2f}",
+                        f"{1000 * own:.1f}" if own is not None else "",
+                        f"{stats['fallbacks']}/{stats['errors']}",
+                    ]
+                )
             if resources.store_ is not None:
                 resources.store_.close()
 
     print(f"## Ingestion: sample conversation ({SAMPLE.name}), LLM policy, calls are sequential\n")
-    print_table(["delay s", "extraction", "sessions", "turns", "LLM calls", "calls/session", "prompt tok/session",
-                 "completion tok/session", "wall s", "wall s/session", "non-LLM overhead ms/turn", "fallbacks"],
-                ingest_rows)
+    print_table(
+        [
+            "delay s",
+            "extraction",
+            "sessions",
+            "turns",
+            "LLM calls",
+            "calls/session",
+            "prompt tok/session",
+            "completion tok/session",
+            "wall s",
+            "wall s/session",
+            "non-LLM overhead ms/turn",
+            "fallbacks",
+        ],
+        ingest_rows,
+    )
     print("\nLayers built (combined extraction), and whether one call per role built the very same records:\n")
     print_table(["delay s", "events", "relations", "facts", "cues", "tags", "same records per role"], layer_rows)
     print(f"\n## Queries: {len(questions)} sample questions, LLM policy\n")
-    print_table(["delay s", "strategy", "LLM calls/q", "wall ms/q (mean)", "wall ms/q (median)",
-                 "model time s/q if serial", "non-LLM overhead ms/q", "fallbacks/errors"], query_rows)
+    print_table(
+        [
+            "delay s",
+            "strategy",
+            "LLM calls/q",
+            "wall ms/q (mean)",
+            "wall ms/q (median)",
+            "model time s/q if serial",
+            "non-LLM overhead ms/q",
+            "fallbacks/errors",
+        ],
+        query_rows,
+    )
     _print_per_question(by_delay[delays[0]], len(questions))
     if 0.0 in by_delay and any(d > 0 for d in by_delay):
         delay = max(by_delay)
-        print(f"\n## What concurrency saves at {delay:.1f} s per call "
-              "(serial estimate = overhead at 0 s + calls x delay)\n")
+        print(
+            f"\n## What concurrency saves at {delay:.1f} s per call "
+            "(serial estimate = overhead at 0 s + calls x delay)\n"
+        )
         rows = []
         for label, stats in by_delay[delay].items():
             base = by_delay[0.0].get(label)
             if isinstance(stats, str) or not isinstance(base, dict):
                 continue
             serial = base["wall"] + stats["calls"] * delay
-            rows.append([label, f"{stats['calls']:.1f}", f"{serial:.2f}", f"{stats['wall']:.2f}",
-                         f"{serial - stats['wall']:.2f}", f"{serial / stats['wall']:.2f}x"])
+            rows.append(
+                [
+                    label,
+                    f"{stats['calls']:.1f}",
+                    f"{serial:.2f}",
+                    f"{stats['wall']:.2f}",
+                    f"{serial - stats['wall']:.2f}",
+                    f"{serial / stats['wall']:.2f}x",
+                ]
+            )
         print_table(["strategy", "LLM calls/q", "serial estimate s/q", "measured s/q", "saved s/q", "speed-up"], rows)
     print(f"\npeak RSS {peak_rss_mb():.0f} MB")
     return 0

@@ -51,9 +51,15 @@ def run_scenario(server: FakeOpenAIServer, scenario: Scenario, args: argparse.Na
     rate_gate.clear()
     with tempfile.TemporaryDirectory() as tmp:
         settings = LogicMapSettings(
-            data_dir=Path(tmp), embedding_provider="hashing", chat_model="fake-model", openai_base_url=server.url,
-            openai_api_key=SecretStr("sk-bench"), request_timeout=args.timeout, run_deadline_s=args.deadline,
-            retry_budget_s=args.budget, retry_base_s=0.1,
+            data_dir=Path(tmp),
+            embedding_provider="hashing",
+            chat_model="fake-model",
+            openai_base_url=server.url,
+            openai_api_key=SecretStr("sk-bench"),
+            request_timeout=args.timeout,
+            run_deadline_s=args.deadline,
+            retry_budget_s=args.budget,
+            retry_base_s=0.1,
         )
         resources = Resources(settings=settings)
         resources.store.snapshot("warm-up")  # open the store before the clock starts
@@ -81,14 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1.0, help="LOGICMAP_REQUEST_TIMEOUT for the runs")
     args = parser.parse_args(argv)
     print(machine_line())
-    print(f"sample conversation (5 sessions); deadline {args.deadline:g} s per session, retry budget {args.budget:g} s, "
-          f"request timeout {args.timeout:g} s")
+    print(
+        f"sample conversation (5 sessions); deadline {args.deadline:g} s per session, retry budget {args.budget:g} s, "
+        f"request timeout {args.timeout:g} s"
+    )
     rows = []
     with FakeOpenAIServer() as server:
         for label, scenario in SCENARIOS:
             rows.append([label, *run_scenario(server, scenario, args)])
-    print_table(["scenario", "HTTP requests", "wall s", "fallbacks", "committed", "outcome", "tokens counted",
-                 "tokens served"], rows)
+    print_table(
+        ["scenario", "HTTP requests", "wall s", "fallbacks", "committed", "outcome", "tokens counted", "tokens served"],
+        rows,
+    )
     return 0
 
 

@@ -25,8 +25,10 @@ __all__ = ["main", "measure"]
 DIMENSIONS = 384
 TURNS_PER_EVENT = 10
 TOPICS = 50
-WORDS = ("dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi "
-         "train trip beach book movie garden job interview vet appointment birthday party recipe").split()
+WORDS = (
+    "dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi "
+    "train trip beach book movie garden job interview vet appointment birthday party recipe"
+).split()
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -50,22 +52,52 @@ def write_namespace(resources: Any, namespace: str, n_turns: int, batch: int = 5
             session = f"S{first // 100 + 1}"
             ids = [f"D{first // 100 + 1}:{i % 100 + 1}" for i in range(first, min(first + TURNS_PER_EVENT, n_turns))]
             for i, tid in enumerate(ids):
-                turns.append(Turn(namespace=namespace, session_id=session, dia_id=tid, speaker=("Maya", "Leo")[i % 2],
-                                  text=" ".join(rng.choice(WORDS, size=8)) + ".", position=first + i,
-                                  source_dia_id=None, item=None))
+                turns.append(
+                    Turn(
+                        namespace=namespace,
+                        session_id=session,
+                        dia_id=tid,
+                        speaker=("Maya", "Leo")[i % 2],
+                        text=" ".join(rng.choice(WORDS, size=8)) + ".",
+                        position=first + i,
+                        source_dia_id=None,
+                        item=None,
+                    )
+                )
                 turn_vectors.append(_unit(event_vector + rng.normal(scale=0.05, size=DIMENSIONS)).tolist())
             eid = f"{session}-E{(first % 100) // TURNS_PER_EVENT + 1}"
-            events.append(Event(id=eid, namespace=namespace, session_id=session, order=first // TURNS_PER_EVENT,
-                                summary=" ".join(t.text for t in turns[-len(ids):])[:200], participants=["Maya", "Leo"],
-                                turn_ids=ids, time=None, time_phrase=None, source="llm"))
+            events.append(
+                Event(
+                    id=eid,
+                    namespace=namespace,
+                    session_id=session,
+                    order=first // TURNS_PER_EVENT,
+                    summary=" ".join(t.text for t in turns[-len(ids) :])[:200],
+                    participants=["Maya", "Leo"],
+                    turn_ids=ids,
+                    time=None,
+                    time_phrase=None,
+                    source="llm",
+                )
+            )
             event_vectors.append(event_vector.tolist())
             members.setdefault(topic, []).append(eid)
-        topics = [Topic(id=f"T{t}", namespace=namespace, centroid=centres[t].tolist(), members=list(m))
-                  for t, m in members.items()]
+        topics = [
+            Topic(id=f"T{t}", namespace=namespace, centroid=centres[t].tolist(), members=list(m))
+            for t, m in members.items()
+        ]
         base = resources.store.manifest(namespace).generation
-        resources.store.commit(ChangeSet(namespace=namespace, base_generation=base, turns=turns,
-                                         turn_vectors=turn_vectors, events=events, event_vectors=event_vectors,
-                                         topics=topics))
+        resources.store.commit(
+            ChangeSet(
+                namespace=namespace,
+                base_generation=base,
+                turns=turns,
+                turn_vectors=turn_vectors,
+                events=events,
+                event_vectors=event_vectors,
+                topics=topics,
+            )
+        )
 
 
 def measure(resources: Any, namespace: str, repeats: int) -> dict[str, float]:
@@ -75,8 +107,10 @@ def measure(resources: Any, namespace: str, repeats: int) -> dict[str, float]:
     resources.store._snapshots.clear()  # a fresh snapshot: nothing derived from it yet
     snapshot = resources.store.snapshot(namespace)
     rng = np.random.default_rng(1)
-    questions = [(f"When did Maya go to the {WORDS[i % len(WORDS)]}?", _unit(rng.normal(size=(2, DIMENSIONS))))
-                 for i in range(repeats + 1)]
+    questions = [
+        (f"When did Maya go to the {WORDS[i % len(WORDS)]}?", _unit(rng.normal(size=(2, DIMENSIONS))))
+        for i in range(repeats + 1)
+    ]
     ranker = default_ranker()
     started = time.perf_counter()
     ranker.scores(snapshot, *questions[0])
@@ -112,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         if not args.data_dir:
             shutil.rmtree(directory, ignore_errors=True)
     print()
-    print_table(["turns", "per-snapshot arrays s (once per generation)", "score every turn, ms per question"],
-                [[r["turns"], f"{r['arrays_s']:.2f}", f"{r['question_ms']:.1f}"] for r in rows])
+    print_table(
+        ["turns", "per-snapshot arrays s (once per generation)", "score every turn, ms per question"],
+        [[r["turns"], f"{r['arrays_s']:.2f}", f"{r['question_ms']:.1f}"] for r in rows],
+    )
     return 0
 
 

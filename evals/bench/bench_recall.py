@@ -20,7 +20,17 @@ from logicmap.evals.common import fresh_resources, machine_line, print_table
 __all__ = ["ABLATION", "GRAPH_STRATEGIES", "TARGET_MARGIN", "ablation_tables", "main", "recall_table"]
 
 DATASETS = sorted((Path(__file__).resolve().parents[2] / "data").glob("*.json"), key=lambda p: p.stat().st_size)
-GRAPH_STRATEGIES = ["compass", "rerank", "compass:traversal", "compass:similarity", "goalmem:bm25", "goalmem:dense", "goalmem:events", "real", "reconstruct"]
+GRAPH_STRATEGIES = [
+    "compass",
+    "rerank",
+    "compass:traversal",
+    "compass:similarity",
+    "goalmem:bm25",
+    "goalmem:dense",
+    "goalmem:events",
+    "real",
+    "reconstruct",
+]
 # Issue 9, point 5: at a 10-turn budget the graph must beat the better plain baseline by this much.
 TARGET_MARGIN = 0.10
 TARGET_BUDGET = 10
@@ -33,11 +43,20 @@ def _category_order(label: str) -> tuple[int, str]:
     return (int(head) if head.isdigit() else 100, label)
 
 
-def _cited(label: str, fn: Any, question: str, namespace: str, resources: Any, k: int, options: dict[str, Any]) -> list[str]:
+def _cited(
+    label: str, fn: Any, question: str, namespace: str, resources: Any, k: int, options: dict[str, Any]
+) -> list[str]:
     if label in ("dense", "bm25"):
         from logicmap.graphs.strategies.baselines import answer_top_k
 
-        result = answer_top_k(question, namespace, method=cast(Literal["dense", "bm25"], label), resources=resources, policy="heuristic", k=k)
+        result = answer_top_k(
+            question,
+            namespace,
+            method=cast(Literal["dense", "bm25"], label),
+            resources=resources,
+            policy="heuristic",
+            k=k,
+        )
     else:
         result = fn(question, namespace, resources=resources, policy="heuristic", **options)
     return result.cited_turns(k)
@@ -73,19 +92,25 @@ def recall_table(path: Path, resources: Any, strategies: list[str], budgets: lis
             gold = normalize_evidence_ids(qa.evidence)
             t0 = time.perf_counter()
             try:
-                cited = _cited(spec.label, fn, qa.question, namespaces[conv.conversation_id], resources, k, spec.options)
+                cited = _cited(
+                    spec.label, fn, qa.question, namespaces[conv.conversation_id], resources, k, spec.options
+                )
             except Exception:  # a failing question cites nothing; the count is printed
                 cited, errors = [], errors + 1
             times.append(time.perf_counter() - t0)
             cited_counts.append(len(cited))
             for b in budgets:
                 recalls[b].append(evidence_recall(cited, gold, b) or 0.0)
-            per_category.setdefault(category_label(qa.category), []).append(evidence_recall(cited, gold, TARGET_BUDGET) or 0.0)
+            per_category.setdefault(category_label(qa.category), []).append(
+                evidence_recall(cited, gold, TARGET_BUDGET) or 0.0
+            )
         rows[spec.label] = {
             "recall": {b: statistics.mean(v) for b, v in recalls.items()},
             "categories": {c: statistics.mean(v) for c, v in per_category.items()},
             "category_counts": {c: len(v) for c, v in per_category.items()},
-            "cited": statistics.mean(cited_counts), "ms": 1000 * statistics.mean(times), "errors": errors,
+            "cited": statistics.mean(cited_counts),
+            "ms": 1000 * statistics.mean(times),
+            "errors": errors,
         }
     return {"questions": len(questions), "rows": rows, "unavailable": unavailable, "ingest_s": ingest_s}
 
@@ -136,16 +161,26 @@ def ablation_tables(tables: dict[str, dict[str, Any]]) -> None:
                 pooled[name].append(rows[label]["categories"].get(category, 0.0))
         total = sum(weights)
         mean = {k: sum(v * w for v, w in zip(vals, weights)) / total for k, vals in pooled.items()}
-        lines.append([category, total, f"{mean['baseline']:.3f}",
-                      *[f"{mean[name]:.3f} ({mean[name] - mean['baseline']:+.3f})" for name in columns]])
+        lines.append(
+            [
+                category,
+                total,
+                f"{mean['baseline']:.3f}",
+                *[f"{mean[name]:.3f} ({mean[name] - mean['baseline']:+.3f})" for name in columns],
+            ]
+        )
     print_table(["category", "questions", "better baseline (per file)", *columns], lines)
     print()
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS],
-                        help="LoCoMo / LongMemEval files (default: every conversation in data/, smallest first)")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        default=[str(p) for p in DATASETS],
+        help="LoCoMo / LongMemEval files (default: every conversation in data/, smallest first)",
+    )
     parser.add_argument("--budgets", default="5,10,20")
     parser.add_argument("--embeddings", default="minilm", choices=["minilm", "hashing"])
     parser.add_argument("--strategies", default=",".join(GRAPH_STRATEGIES), help="graph strategies to compare")
@@ -154,8 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     budgets = sorted(int(b) for b in args.budgets.split(","))
     strategies = [s for s in args.strategies.split(",") if s]
     print(machine_line())
-    print(f"embedder: {args.embeddings}; ingest and answering with the no-LLM (heuristic) policy; "
-          f"baselines: top-k turns with k = the budget\n")
+    print(
+        f"embedder: {args.embeddings}; ingest and answering with the no-LLM (heuristic) policy; "
+        f"baselines: top-k turns with k = the budget\n"
+    )
     directory = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="logicmap-recall-"))
     resources = fresh_resources(directory, embeddings=args.embeddings)
     tables: dict[str, dict[str, Any]] = {}
@@ -165,23 +202,53 @@ def main(argv: list[str] | None = None) -> int:
             table = recall_table(path, resources, strategies, budgets)
             tables[path.name] = table
             rows = table["rows"]
-            print(f"## {path.name}: {table['questions']} questions with gold evidence (ingest {table['ingest_s']:.1f}s)\n")
-            print_table(["strategy", *[f"R@{b}" for b in budgets], f"distinct turns cited (<= {max(budgets)})", "ms/q", "errors"],
-                        [[f"`{label}`", *[f"{r['recall'][b]:.3f}" for b in budgets], f"{r['cited']:.1f}", f"{r['ms']:.0f}",
-                          r["errors"]] for label, r in rows.items()])
+            print(
+                f"## {path.name}: {table['questions']} questions with gold evidence (ingest {table['ingest_s']:.1f}s)\n"
+            )
+            print_table(
+                [
+                    "strategy",
+                    *[f"R@{b}" for b in budgets],
+                    f"distinct turns cited (<= {max(budgets)})",
+                    "ms/q",
+                    "errors",
+                ],
+                [
+                    [
+                        f"`{label}`",
+                        *[f"{r['recall'][b]:.3f}" for b in budgets],
+                        f"{r['cited']:.1f}",
+                        f"{r['ms']:.0f}",
+                        r["errors"],
+                    ]
+                    for label, r in rows.items()
+                ],
+            )
             for label, reason in table["unavailable"].items():
                 print(f"\n`{label}` unavailable: {reason}")
             categories = sorted({c for r in rows.values() for c in r["categories"]}, key=_category_order)
             print(f"\nR@{TARGET_BUDGET} per category:\n")
-            print_table(["strategy", *categories], [[f"`{label}`", *[f"{r['categories'].get(c, 0.0):.3f}" for c in categories]]
-                                                     for label, r in rows.items()])
+            print_table(
+                ["strategy", *categories],
+                [
+                    [f"`{label}`", *[f"{r['categories'].get(c, 0.0):.3f}" for c in categories]]
+                    for label, r in rows.items()
+                ],
+            )
             print(f"\nR@{TARGET_BUDGET} per category, +/- over the better of dense and BM25 in that category:\n")
-            print_table(["strategy", *categories],
-                        [[f"`{label}`", *[f"{r['categories'].get(c, 0.0) - _baseline(rows, c):+.3f}" for c in categories]]
-                         for label, r in rows.items() if label not in ("dense", "bm25")])
+            print_table(
+                ["strategy", *categories],
+                [
+                    [f"`{label}`", *[f"{r['categories'].get(c, 0.0) - _baseline(rows, c):+.3f}" for c in categories]]
+                    for label, r in rows.items()
+                    if label not in ("dense", "bm25")
+                ],
+            )
             if TARGET_BUDGET in budgets:
                 best = max(rows["dense"]["recall"][TARGET_BUDGET], rows["bm25"]["recall"][TARGET_BUDGET])
-                print(f"\ntarget: R@{TARGET_BUDGET} >= best baseline ({best:.3f}) + {TARGET_MARGIN:.2f} = {best + TARGET_MARGIN:.3f}")
+                print(
+                    f"\ntarget: R@{TARGET_BUDGET} >= best baseline ({best:.3f}) + {TARGET_MARGIN:.2f} = {best + TARGET_MARGIN:.3f}"
+                )
                 for label, r in rows.items():
                     if label in ("dense", "bm25"):
                         continue

@@ -26,8 +26,10 @@ EVENTS_PER_SESSION = 10
 CENTERS = 50
 # Noise that puts an event at cosine ~0.7 to its topic centre, as MiniLM event summaries about one topic are.
 NOISE = 0.052
-WORDS = ("dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi "
-         "train trip beach book movie garden job interview vet appointment birthday party recipe").split()
+WORDS = (
+    "dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi "
+    "train trip beach book movie garden job interview vet appointment birthday party recipe"
+).split()
 
 
 class SyntheticMemory:
@@ -57,14 +59,32 @@ class SyntheticMemory:
             session = f"S{index // EVENTS_PER_SESSION + 1}"
             eid = event_id(session, index % EVENTS_PER_SESSION + 1)
             words = " ".join(self.rng.choice(WORDS, size=6))
-            events.append(Event(id=eid, namespace=self.namespace, session_id=session, order=index,
-                                summary=f"Synthetic event {index} on topic {labels[i]}: {words}.",
-                                participants=["Maya", "Leo"], sessions=[session], source="heuristic",
-                                time=None, time_phrase=None))
+            events.append(
+                Event(
+                    id=eid,
+                    namespace=self.namespace,
+                    session_id=session,
+                    order=index,
+                    summary=f"Synthetic event {index} on topic {labels[i]}: {words}.",
+                    participants=["Maya", "Leo"],
+                    sessions=[session],
+                    source="heuristic",
+                    time=None,
+                    time_phrase=None,
+                )
+            )
             if self.last_event is not None:
                 rid = relation_id(self.last_event, "temporal_before", eid)
-                relations.append(Relation(id=rid, namespace=self.namespace, source=self.last_event, target=eid,
-                                          label="temporal_before", session_id=session))
+                relations.append(
+                    Relation(
+                        id=rid,
+                        namespace=self.namespace,
+                        source=self.last_event,
+                        target=eid,
+                        label="temporal_before",
+                        session_id=session,
+                    )
+                )
             self.last_event = eid
         self.count += n_events
         return events, vectors, relations
@@ -79,8 +99,15 @@ class SyntheticMemory:
             n = min(batch, target - self.count)
             events, vectors, relations = self.session_records(n)
             base = store.manifest(self.namespace).generation
-            store.commit(ChangeSet(namespace=self.namespace, base_generation=base, events=events,
-                                   event_vectors=vectors.tolist(), relations=relations))
+            store.commit(
+                ChangeSet(
+                    namespace=self.namespace,
+                    base_generation=base,
+                    events=events,
+                    event_vectors=vectors.tolist(),
+                    relations=relations,
+                )
+            )
             written += n
         return time.perf_counter() - started, written
 
@@ -110,8 +137,15 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
         topics = layer.recluster(ns, vectors)
         row["recluster_s"] = time.perf_counter() - started
         retired = [t for t in snapshot.topics if t not in {x.id for x in topics}]
-        store.commit(ChangeSet(namespace=ns, base_generation=snapshot.generation, topics=topics,
-                               retire={"topics": retired}, topic_steps=1))
+        store.commit(
+            ChangeSet(
+                namespace=ns,
+                base_generation=snapshot.generation,
+                topics=topics,
+                retire={"topics": retired},
+                topic_steps=1,
+            )
+        )
     del vectors  # the bench's own copy: memory is measured for what the store and its readers hold
     # A query after a write reads the new generation: a delta on the cached snapshot, then the graph build.
     started = time.perf_counter()
@@ -155,8 +189,12 @@ def measure(memory: SyntheticMemory, *, repeats: int, compass: Any, recluster: b
         times = []
         for i in range(max(1, repeats // 4)):
             started = time.perf_counter()
-            compass(f"What happened with the {WORDS[i % len(WORDS)]} and the {WORDS[(3 * i + 5) % len(WORDS)]}?",
-                    ns, resources=memory.resources, policy="heuristic")
+            compass(
+                f"What happened with the {WORDS[i % len(WORDS)]} and the {WORDS[(3 * i + 5) % len(WORDS)]}?",
+                ns,
+                resources=memory.resources,
+                policy="heuristic",
+            )
             times.append(time.perf_counter() - started)
         row["compass_ms"] = statistics.median(times) * 1000
     row["peak_rss_mb"] = peak_rss_mb()
@@ -178,8 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         threadpool_limits(args.threads)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     print(machine_line() + (f"; BLAS threads {args.threads}" if args.threads else "; BLAS threads: library default"))
-    print(f"synthetic events: {DIMENSIONS}-d vectors around {CENTERS} centres, sessions of {EVENTS_PER_SESSION}, "
-          "one temporal_before chain; localization = compass's no-LLM localize step\n", flush=True)
+    print(
+        f"synthetic events: {DIMENSIONS}-d vectors around {CENTERS} centres, sessions of {EVENTS_PER_SESSION}, "
+        "one temporal_before chain; localization = compass's no-LLM localize step\n",
+        flush=True,
+    )
     try:
         from logicmap.graphs.strategies.registry import strategy_function
 
@@ -198,24 +239,53 @@ def main(argv: list[str] | None = None) -> int:
             row = measure(memory, repeats=args.repeats, compass=compass, recluster=not args.no_recluster)
             row["write_per_s"] = written / seconds if seconds else 0.0
             rows.append(row)
-            print(f"  {size} events: wrote {written} in {seconds:.1f}s; localize {row['localize_ms']:.1f} ms; "
-                  f"RSS {row['rss_mb']:.0f} MB", flush=True)
+            print(
+                f"  {size} events: wrote {written} in {seconds:.1f}s; localize {row['localize_ms']:.1f} ms; "
+                f"RSS {row['rss_mb']:.0f} MB",
+                flush=True,
+            )
     finally:
         if resources.store_ is not None:
             resources.store_.close()
         if not args.data_dir:
             shutil.rmtree(directory, ignore_errors=True)
     print()
-    header = ["events", "topics", "write events/s", "re-cluster s", "snapshot after a commit s", "cold snapshot s",
-              "graph build s",
-              "localize ms", "top-k ms", "topic update ms (10 events)", "compass query ms (no LLM)",
-              "RSS MB", "peak RSS MB"]
-    print_table(header, [[
-        r["events"], r["topics"], f"{r['write_per_s']:.0f}", f"{r.get('recluster_s', 0):.2f}",
-        f"{r['snapshot_s']:.2f}", f"{r['cold_snapshot_s']:.2f}", f"{r['graph_s']:.2f}", f"{r['localize_ms']:.2f}", f"{r['top_k_ms']:.2f}",
-        f"{r['topic_update_ms']:.2f}", f"{r['compass_ms']:.1f}" if "compass_ms" in r else "n/a",
-        f"{r['rss_mb']:.0f}", f"{r['peak_rss_mb']:.0f}",
-    ] for r in rows])
+    header = [
+        "events",
+        "topics",
+        "write events/s",
+        "re-cluster s",
+        "snapshot after a commit s",
+        "cold snapshot s",
+        "graph build s",
+        "localize ms",
+        "top-k ms",
+        "topic update ms (10 events)",
+        "compass query ms (no LLM)",
+        "RSS MB",
+        "peak RSS MB",
+    ]
+    print_table(
+        header,
+        [
+            [
+                r["events"],
+                r["topics"],
+                f"{r['write_per_s']:.0f}",
+                f"{r.get('recluster_s', 0):.2f}",
+                f"{r['snapshot_s']:.2f}",
+                f"{r['cold_snapshot_s']:.2f}",
+                f"{r['graph_s']:.2f}",
+                f"{r['localize_ms']:.2f}",
+                f"{r['top_k_ms']:.2f}",
+                f"{r['topic_update_ms']:.2f}",
+                f"{r['compass_ms']:.1f}" if "compass_ms" in r else "n/a",
+                f"{r['rss_mb']:.0f}",
+                f"{r['peak_rss_mb']:.0f}",
+            ]
+            for r in rows
+        ],
+    )
     print(f"\nRSS before loading memory: {baseline:.0f} MB; medians over {args.repeats} localizations")
     return 0
 

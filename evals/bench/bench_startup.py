@@ -35,8 +35,19 @@ from logicmap.evals.common import machine_line, print_table
 
 __all__ = ["main"]
 
-HEAVY = ("torch", "chromadb", "sklearn", "scipy", "pandas", "nltk", "transformers", "sentence_transformers",
-         "langchain_openai", "matplotlib", "networkx")
+HEAVY = (
+    "torch",
+    "chromadb",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "nltk",
+    "transformers",
+    "sentence_transformers",
+    "langchain_openai",
+    "matplotlib",
+    "networkx",
+)
 IMPORTS = {
     "reference: InMemoryStore + langmem": "from langgraph.store.memory import InMemoryStore; import langmem",
     "from logicmap import LogicMapStore": "from logicmap import LogicMapStore",
@@ -100,8 +111,10 @@ def _run(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
         child.returncode = os.waitstatus_to_exitcode(status)
         if child.returncode != 0:
             errors.seek(0)
-            raise SystemExit(f"{' '.join(command[:4])}... failed ({child.returncode}): "
-                             f"{errors.read().decode(errors='replace').strip()[-400:]}")
+            raise SystemExit(
+                f"{' '.join(command[:4])}... failed ({child.returncode}): "
+                f"{errors.read().decode(errors='replace').strip()[-400:]}"
+            )
     return elapsed, usage.ru_maxrss / 1024, out
 
 
@@ -114,8 +127,12 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--items", type=int, default=2000, help="items the app puts (0: no app rows)")
-    parser.add_argument("--chroma-items", type=int, default=None,
-                        help="items the app puts on Chroma (default: --items; a put there is an ingest and a commit)")
+    parser.add_argument(
+        "--chroma-items",
+        type=int,
+        default=None,
+        help="items the app puts on Chroma (default: --items; a put there is an ingest and a commit)",
+    )
     parser.add_argument("--runtimes", default="numpy", help="MiniLM runtimes for the cold ask (numpy,torch)")
     args = parser.parse_args(argv)
     print(machine_line())
@@ -131,24 +148,33 @@ def main(argv: list[str] | None = None) -> None:
             rows.append([label, f"{seconds:.2f} s", f"{peak:.0f} MB", f"heavy modules: {', '.join(heavy) or 'none'}"])
         if args.items:
             chroma_items = args.items if args.chroma_items is None else args.chroma_items
-            apps = {"InMemoryStore": args.items, "LogicMapStore, store_url memory://": args.items,
-                    "LogicMapStore (Chroma on disk)": chroma_items}
+            apps = {
+                "InMemoryStore": args.items,
+                "LogicMapStore, store_url memory://": args.items,
+                "LogicMapStore (Chroma on disk)": chroma_items,
+            }
             for n, (kind, items) in enumerate(apps.items()):
                 if not items:
                     continue
                 app = [*python, "-c", APP, kind, str(items), str(Path(tmp) / f"app-{n}")]
                 seconds, peak, outs = _median(app, env, 1)
                 rss = json.loads(outs[-1].strip().splitlines()[-1])
-                rows.append([f"LangMem-style app on {kind}, {items} items (hashing embedder)",
-                             f"{seconds:.1f} s", f"{peak:.0f} MB", f"RSS after the puts {rss['rss_puts_mb']:.0f} MB, "
-                             f"at the end {rss['rss_mb']:.0f} MB"])
+                rows.append(
+                    [
+                        f"LangMem-style app on {kind}, {items} items (hashing embedder)",
+                        f"{seconds:.1f} s",
+                        f"{peak:.0f} MB",
+                        f"RSS after the puts {rss['rss_puts_mb']:.0f} MB, at the end {rss['rss_mb']:.0f} MB",
+                    ]
+                )
         seconds, peak, _ = _median([*program, "--help"], env, args.repeat)
         rows.append(["logicmap --help", f"{seconds:.2f} s", f"{peak:.0f} MB", ""])
         _run([*program, "ingest", str(sample_path()), "-n", "sample", "--policy", "heuristic"], env)
         for runtime in args.runtimes.split(","):
             ask_env = {**env, "LOGICMAP_EMBEDDING_RUNTIME": runtime}
-            seconds, peak, _ = _median([*program, "ask", "Where does Maya live now?", "-n", "sample"], ask_env,
-                                       args.repeat)
+            seconds, peak, _ = _median(
+                [*program, "ask", "Where does Maya live now?", "-n", "sample"], ask_env, args.repeat
+            )
             rows.append([f"logicmap ask, cold (MiniLM runtime {runtime})", f"{seconds:.2f} s", f"{peak:.0f} MB", ""])
     print(f"median of {args.repeat} fresh processes (the app: one each); load average now {os.getloadavg()[0]:.1f}")
     print_table(["what", "wall", "peak RSS", "note"], rows)

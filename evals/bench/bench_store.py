@@ -28,8 +28,10 @@ from logicmap.evals.common import fresh_resources, machine_line, print_table, rs
 __all__ = ["main"]
 
 NAMESPACE = ("bench", "user")
-WORDS = ("dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi train trip "
-         "beach book movie garden job interview vet appointment birthday party recipe violin tennis").split()
+WORDS = (
+    "dog walk park coffee hospital shift marathon race pottery class move city sister dinner sushi train trip "
+    "beach book movie garden job interview vet appointment birthday party recipe violin tennis"
+).split()
 
 
 def _text(rng: np.random.Generator, i: int) -> str:
@@ -37,8 +39,9 @@ def _text(rng: np.random.Generator, i: int) -> str:
     return f"Memory {i}: I talked about {words} with token{i}."
 
 
-def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator,
-                namespace: tuple[str, ...] = NAMESPACE) -> None:
+def _bulk_items(
+    res: Any, start: int, stop: int, rng: np.random.Generator, namespace: tuple[str, ...] = NAMESPACE
+) -> None:
     """Commit items ``start..stop`` of ``namespace`` as the records a heuristic put of a one-turn value makes."""
     from logicmap.memory.records.items import item_session_id, namespace_of
     from logicmap.memory.records.records import Event, Turn, event_id
@@ -52,16 +55,53 @@ def _bulk_items(res: Any, start: int, stop: int, rng: np.random.Generator,
         for i in range(lo, hi):
             key, text = f"item-{i}", _text(rng, i)
             sid = item_session_id(key)
-            item = {"key": key, "value": {"content": text, "n": i}, "created_at": now.isoformat(),
-                    "updated_at": now.isoformat(), "indexed": True}
-            turns.append(Turn(namespace=name, session_id=sid, dia_id=f"{sid}:1", speaker="user", text=text, item=item,
-                              session_time=now, position=i, source_dia_id=None))
-            events.append(Event(id=event_id(sid, 1), namespace=name, session_id=sid, summary=text, session_time=now,
-                                order=i, participants=["user"], turn_ids=[f"{sid}:1"], sessions=[sid],
-                                source="heuristic", time=None, time_phrase=None))
+            item = {
+                "key": key,
+                "value": {"content": text, "n": i},
+                "created_at": now.isoformat(),
+                "updated_at": now.isoformat(),
+                "indexed": True,
+            }
+            turns.append(
+                Turn(
+                    namespace=name,
+                    session_id=sid,
+                    dia_id=f"{sid}:1",
+                    speaker="user",
+                    text=text,
+                    item=item,
+                    session_time=now,
+                    position=i,
+                    source_dia_id=None,
+                )
+            )
+            events.append(
+                Event(
+                    id=event_id(sid, 1),
+                    namespace=name,
+                    session_id=sid,
+                    summary=text,
+                    session_time=now,
+                    order=i,
+                    participants=["user"],
+                    turn_ids=[f"{sid}:1"],
+                    sessions=[sid],
+                    source="heuristic",
+                    time=None,
+                    time_phrase=None,
+                )
+            )
         vectors = res.embeddings.embed_documents([t.text for t in turns])
-        store.commit(ChangeSet(namespace=name, base_generation=store.manifest(name).generation, turns=turns,
-                               turn_vectors=vectors, events=events, event_vectors=vectors))
+        store.commit(
+            ChangeSet(
+                namespace=name,
+                base_generation=store.manifest(name).generation,
+                turns=turns,
+                turn_vectors=vectors,
+                events=events,
+                event_vectors=vectors,
+            )
+        )
 
 
 def _percentiles(times: list[float]) -> tuple[float, float]:
@@ -95,6 +135,7 @@ def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Pat
     _bulk_items(res, real, size, rng)
     bulk_build = time.perf_counter() - started
     store.search(NAMESPACE, query="warm up", limit=10)  # the snapshot and its derived arrays, once
+
     # Distinct questions for every timed row (a repeated question would meet warm per-question caches).
     def questions(row: int) -> list[str]:
         return [_text(np.random.default_rng(10_000 * (row + 1) + i), (i * 7 + row) % size) for i in range(queries)]
@@ -107,18 +148,27 @@ def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Pat
         rows.append([size, what, len(times), f"{p50:.1f}", f"{p95:.1f}"])
 
     row("search(query)", _timed(lambda i: store.search(NAMESPACE, query=texts[i], limit=10), queries))
-    row("search(query, filter)", _timed(
-        lambda i: store.search(NAMESPACE, query=filtered[i], filter={"n": {"$gte": size // 2}}, limit=10), queries))
+    row(
+        "search(query, filter)",
+        _timed(
+            lambda i: store.search(NAMESPACE, query=filtered[i], filter={"n": {"$gte": size // 2}}, limit=10), queries
+        ),
+    )
     row("search() by recency", _timed(lambda i: store.search(NAMESPACE, limit=10, offset=i), queries))
     row("get", _timed(lambda i: store.get(NAMESPACE, f"item-{(i * 7919) % size}"), queries))
     # The bulk load commits no topics: the first put's ingest clusters every event (a real namespace has topics).
-    row("first put after the bulk load (clusters every event)", _timed(
-        lambda i: store.put(NAMESPACE, "first", {"content": "The first note after the bulk load."}), 1))
+    row(
+        "first put after the bulk load (clusters every event)",
+        _timed(lambda i: store.put(NAMESPACE, "first", {"content": "The first note after the bulk load."}), 1),
+    )
     row("put (new key)", _timed(lambda i: store.put(NAMESPACE, f"new-{i}", {"content": f"A new note {i}."}), 5))
     row("put (replace key)", _timed(lambda i: store.put(NAMESPACE, f"item-{i}", {"content": f"Replaced {i}."}), 5))
     row("search(query) after writes", _timed(lambda i: store.search(NAMESPACE, query=after[i], limit=10), queries))
-    print(f"n={size}: built {real} items by put in {put_build:.1f}s, {size - real} by bulk commit in "
-          f"{bulk_build:.1f}s; rss {rss_mb():.0f} MB", flush=True)
+    print(
+        f"n={size}: built {real} items by put in {put_build:.1f}s, {size - real} by bulk commit in "
+        f"{bulk_build:.1f}s; rss {rss_mb():.0f} MB",
+        flush=True,
+    )
     if res.store_ is not None:
         res.store_.close()
     return rows

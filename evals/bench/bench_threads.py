@@ -70,9 +70,23 @@ def _run(data_dir: Path, embeddings: str, queries: int, threads: str) -> dict[st
     env = {**os.environ, "LOGICMAP_THREADS": threads, "HF_HUB_OFFLINE": "1"}
     for variable in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TOKENIZERS_PARALLELISM"):
         env.pop(variable, None)  # the setting under test decides, not an inherited cap
-    out = subprocess.run([sys.executable, "-m", "logicmap.evals.bench.bench_threads", "--worker", str(data_dir),
-                          "--embeddings", embeddings, "--queries", str(queries)],
-                         env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logicmap.evals.bench.bench_threads",
+            "--worker",
+            str(data_dir),
+            "--embeddings",
+            embeddings,
+            "--queries",
+            str(queries),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.returncode != 0:
         raise SystemExit(f"worker failed ({out.returncode}): {out.stderr.strip()[-400:]}")
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
@@ -99,8 +113,10 @@ def main(argv: list[str] | None = None) -> None:
         _build(workdir / "memory", args.embeddings, args.items)
         for _ in range(args.rounds):
             for load in ("idle", "under load"):
-                burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-                           for _ in range(args.burners if load == "under load" else 0)]
+                burners = [
+                    subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                    for _ in range(args.burners if load == "under load" else 0)
+                ]
                 try:
                     time.sleep(1.0 if burners else 0.0)
                     for threads in SETTINGS:

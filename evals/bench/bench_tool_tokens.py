@@ -58,14 +58,16 @@ def tool_sets(resources: Any) -> dict[str, list[Any]]:
     ingest, editor = session_ingester(resources, policy="heuristic"), memory_editor(resources)
     common: dict[str, Any] = {"store": resources.store, "embeddings": resources.embeddings}
     return {
-        "LogicMap full, with writes": create_memory_toolkit("{user_id}", ingest=ingest, editor=editor,
-                                                                      **common),
+        "LogicMap full, with writes": create_memory_toolkit("{user_id}", ingest=ingest, editor=editor, **common),
         "LogicMap full, read-only": create_memory_toolkit("{user_id}", **common),
-        "LogicMap compact, with writes": create_memory_toolkit("{user_id}", ingest=ingest, editor=editor,
-                                                               profile="compact", **common),
+        "LogicMap compact, with writes": create_memory_toolkit(
+            "{user_id}", ingest=ingest, editor=editor, profile="compact", **common
+        ),
         "LogicMap compact, read-only": create_memory_toolkit("{user_id}", profile="compact", **common),
-        "LangMem (manage + search)": [create_manage_memory_tool(namespace=("memories", "{user_id}")),
-                                      create_search_memory_tool(namespace=("memories", "{user_id}"))],
+        "LangMem (manage + search)": [
+            create_manage_memory_tool(namespace=("memories", "{user_id}")),
+            create_search_memory_tool(namespace=("memories", "{user_id}")),
+        ],
     }
 
 

@@ -26,8 +26,16 @@ from logicmap.evals.common import fresh_resources, machine_line, print_table
 
 __all__ = ["main", "writer_conversation"]
 
-_TOPICS = ("adopted a puppy", "started a pottery class", "moved to a flat by the river", "trains for a half marathon",
-           "cooked ramen with mushrooms", "visited the museum", "bought a bike", "plans a trip to the island")
+_TOPICS = (
+    "adopted a puppy",
+    "started a pottery class",
+    "moved to a flat by the river",
+    "trains for a half marathon",
+    "cooked ramen with mushrooms",
+    "visited the museum",
+    "bought a bike",
+    "plans a trip to the island",
+)
 
 
 def writer_conversation(writer: int, sessions: int, first_session: int, turns: int = 4) -> Any:
@@ -39,11 +47,19 @@ def writer_conversation(writer: int, sessions: int, first_session: int, turns: i
     out = []
     for s in range(first_session, first_session + sessions):
         stamp = datetime(2023, 3, 4, 14, 15) + timedelta(days=9 * (s - 1))
-        raw = [RawTurn(dia_id=f"D{s}:{t}", speaker=people[(t - 1) % 2],
-                       text=f"writer {writer} note {s}.{t}: my friend {rng.choice(_TOPICS)}.")
-               for t in range(1, turns + 1)]
-        out.append(Session(session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
-                           turns=raw))
+        raw = [
+            RawTurn(
+                dia_id=f"D{s}:{t}",
+                speaker=people[(t - 1) % 2],
+                text=f"writer {writer} note {s}.{t}: my friend {rng.choice(_TOPICS)}.",
+            )
+            for t in range(1, turns + 1)
+        ]
+        out.append(
+            Session(
+                session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"), turns=raw
+            )
+        )
     return Conversation(conversation_id=f"writer-{writer}", speakers=people, sessions=out)
 
 
@@ -55,10 +71,13 @@ def _summary(reports: list[dict[str, Any]], expected: int, stored: int, wall: fl
     finished = all(r["ok"] for r in reports) and stored == expected
     conflicts = [sum(c for c, _ in r.get("waits", [])) for r in reports]
     waited = [sum(w for _, w in r.get("waits", [])) for r in reports]
-    return {"finished": f"{'yes' if finished else 'NO'} ({stored}/{expected} sessions)", "wall_s": f"{wall:.2f}",
-            "lost_commits_per_writer": f"{sum(conflicts) / len(reports):.1f} (max {max(conflicts)})",
-            "waited_s_per_writer": f"{sum(waited) / len(reports):.2f} (max {max(waited):.2f})",
-            "sessions_per_s": f"{stored / wall:.2f}"}
+    return {
+        "finished": f"{'yes' if finished else 'NO'} ({stored}/{expected} sessions)",
+        "wall_s": f"{wall:.2f}",
+        "lost_commits_per_writer": f"{sum(conflicts) / len(reports):.1f} (max {max(conflicts)})",
+        "waited_s_per_writer": f"{sum(waited) / len(reports):.2f} (max {max(waited):.2f})",
+        "sessions_per_s": f"{stored / wall:.2f}",
+    }
 
 
 # -- embedded: threads ------------------------------------------------------------------------------
@@ -107,8 +126,12 @@ def _start_chroma(root: Path) -> tuple[subprocess.Popen[bytes], int]:
     if not chroma.exists():
         chroma = Path(shutil.which("chroma") or "chroma")
     port = _free_port()
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(root / "chroma"), "--host", "127.0.0.1", "--port",
-                             str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=root)
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(root / "chroma"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=root,
+    )
     import chromadb
 
     deadline = time.monotonic() + 60
@@ -166,14 +189,26 @@ def _processes(writers: int, sessions: int, work: Path, store_env: dict[str, str
     namespace = f"shared-{writers}-{random.randrange(16**8):08x}"
     work.mkdir()
     go = work / "go"
-    env = {**__import__("os").environ, **store_env, "LOGICMAP_EMBEDDING_PROVIDER": "hashing",
-           "LOGICMAP_CHAT_MODEL": ""}
+    env = {**__import__("os").environ, **store_env, "LOGICMAP_EMBEDDING_PROVIDER": "hashing", "LOGICMAP_CHAT_MODEL": ""}
     procs, outs = [], []
     for w, conversation in enumerate(_jobs(writers, sessions)):
         file, out = work / f"w{w}.json", work / f"w{w}.out"
         file.write_text(conversation.model_dump_json())
-        procs.append(subprocess.Popen([sys.executable, "-m", "logicmap.evals.bench.bench_writers", "--worker",
-                                       str(file), namespace, str(go), str(out)], env=env))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "logicmap.evals.bench.bench_writers",
+                    "--worker",
+                    str(file),
+                    namespace,
+                    str(go),
+                    str(out),
+                ],
+                env=env,
+            )
+        )
         outs.append(out)
     while not all(Path(str(o) + ".ready").exists() or p.poll() is not None for o, p in zip(outs, procs)):
         time.sleep(0.05)
@@ -229,8 +264,9 @@ def main(argv: list[str] | None = None) -> int:
             if chroma is not None:
                 chroma.terminate()
                 chroma.wait(timeout=30)
-    print_table(["mode", "writers", "all finished", "wall s", "lost commits / writer", "waited s / writer",
-                 "sessions/s"], rows)
+    print_table(
+        ["mode", "writers", "all finished", "wall s", "lost commits / writer", "waited s / writer", "sessions/s"], rows
+    )
     return 0
 
 

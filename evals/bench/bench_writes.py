@@ -74,8 +74,10 @@ def measure(size: int, *, puts: int, embeddings: str, workdir: Path) -> list[lis
         ratio = statistics.median(mine) / max(statistics.median(theirs), 1e-9)
         rows.append([size, what, len(mine), m50, m95, t50, t95, f"{ratio:.1f}x"])
 
-    texts = [f"A new note {i} about {' '.join(np.random.default_rng(i).choice(['tea', 'dogs', 'Lisbon', 'tennis'], 3))}"
-             for i in range(puts)]
+    texts = [
+        f"A new note {i} about {' '.join(np.random.default_rng(i).choice(['tea', 'dogs', 'Lisbon', 'tennis'], 3))}"
+        for i in range(puts)
+    ]
     # Alternating pairs, so neither store always runs second on a warmer machine.
     mine: list[float] = []
     theirs: list[float] = []
@@ -88,20 +90,38 @@ def measure(size: int, *, puts: int, embeddings: str, workdir: Path) -> list[lis
     batch = [PutOp(NAMESPACE, f"bulk-{i}", {"content": f"Bulk note {i}: {_text(rng, i)}"}) for i in range(200)]
     row("batch of 200 puts", _timed(lambda _: ours.batch(batch), 1), _timed(lambda _: reference.batch(batch), 1))
     keys = [f"item-{(i * 7919) % size}" for i in range(puts)]
-    row("get", _timed(lambda i: ours.get(NAMESPACE, keys[i]), puts),
-        _timed(lambda i: reference.get(NAMESPACE, keys[i]), puts))
-    row("search(query)", _timed(lambda i: ours.search(NAMESPACE, query=texts[i], limit=10), puts),
-        _timed(lambda i: reference.search(NAMESPACE, query=texts[i], limit=10), puts))
+    row(
+        "get",
+        _timed(lambda i: ours.get(NAMESPACE, keys[i]), puts),
+        _timed(lambda i: reference.get(NAMESPACE, keys[i]), puts),
+    )
+    row(
+        "search(query)",
+        _timed(lambda i: ours.search(NAMESPACE, query=texts[i], limit=10), puts),
+        _timed(lambda i: reference.search(NAMESPACE, query=texts[i], limit=10), puts),
+    )
     waiting = ours.pending(NAMESPACE).writes
     started = time.perf_counter()
     ours.flush()
     lag = time.perf_counter() - started
     disk = _disk_mb(workdir / f"n{size}")
-    print(f"n={size}: built in {build:.1f}s; {waiting} pending writes consolidated in {lag:.1f}s "
-          f"({waiting / max(lag, 1e-9):.1f} sessions/s); rss {rss_mb():.0f} MB (both stores); disk {disk:.1f} MB",
-          flush=True)
-    rows.append([size, f"flush() of {waiting} pending writes (consolidation)", 1, f"{lag * 1000:.0f}", "", "", "",
-                 f"{waiting / max(lag, 1e-9):.1f} sessions/s"])
+    print(
+        f"n={size}: built in {build:.1f}s; {waiting} pending writes consolidated in {lag:.1f}s "
+        f"({waiting / max(lag, 1e-9):.1f} sessions/s); rss {rss_mb():.0f} MB (both stores); disk {disk:.1f} MB",
+        flush=True,
+    )
+    rows.append(
+        [
+            size,
+            f"flush() of {waiting} pending writes (consolidation)",
+            1,
+            f"{lag * 1000:.0f}",
+            "",
+            "",
+            "",
+            f"{waiting / max(lag, 1e-9):.1f} sessions/s",
+        ]
+    )
     if res.store_ is not None:
         res.store_.close()
     return rows
@@ -121,8 +141,10 @@ def main(argv: list[str] | None = None) -> None:
             rows += measure(size, puts=args.puts, embeddings=args.embeddings, workdir=workdir)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print_table(["items", "operation", "calls", "LogicMap p50 ms", "p95 ms", "InMemoryStore p50 ms", "p95 ms",
-                 "ratio (p50)"], rows)
+    print_table(
+        ["items", "operation", "calls", "LogicMap p50 ms", "p95 ms", "InMemoryStore p50 ms", "p95 ms", "ratio (p50)"],
+        rows,
+    )
 
 
 if __name__ == "__main__":

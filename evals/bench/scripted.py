@@ -35,8 +35,16 @@ def _human(messages: Sequence[BaseMessage]) -> str:
 def _segmentation(text: str) -> dict[str, Any]:
     ids = list(dict.fromkeys(_TURN_LINE.findall(text)))
     groups = [ids[i : i + 4] for i in range(0, len(ids), 4)] or [[]]
-    return {"events": [{"summary": f"Conversation about turns {g[0]} to {g[-1]}." if g else "Conversation.",
-                        "turn_ids": g, "participants": []} for g in groups]}
+    return {
+        "events": [
+            {
+                "summary": f"Conversation about turns {g[0]} to {g[-1]}." if g else "Conversation.",
+                "turn_ids": g,
+                "participants": [],
+            }
+            for g in groups
+        ]
+    }
 
 
 _TURN_FULL = re.compile(r"^\[([^\]\s]+)\] ([^:\n]+): (.*)$", re.MULTILINE)
@@ -59,8 +67,13 @@ def _names(speaker: str, said: str) -> list[str]:
 
 def _facts(text: str) -> dict[str, Any]:
     """One ``mentions`` fact per name a turn says (a valid FactExtraction for the turns shown)."""
-    return {"facts": [{"head": speaker, "relation": "mentions", "tail": name, "turn_ids": [tid]}
-                      for tid, speaker, said in _turn_lines(text) for name in _names(speaker, said)[:2]]}
+    return {
+        "facts": [
+            {"head": speaker, "relation": "mentions", "tail": name, "turn_ids": [tid]}
+            for tid, speaker, said in _turn_lines(text)
+            for name in _names(speaker, said)[:2]
+        ]
+    }
 
 
 def _cues(text: str) -> dict[str, Any]:
@@ -69,8 +82,14 @@ def _cues(text: str) -> dict[str, Any]:
     for tid, speaker, said in _turn_lines(text):
         names = _names(speaker, said)
         if names:
-            units.append({"turn_id": tid, "content": f"{speaker} mentions {', '.join(names[:3])}.",
-                          "tags": ["mention"], "cues": [{"cue": n, "kind": "entity"} for n in names[:3]]})
+            units.append(
+                {
+                    "turn_id": tid,
+                    "content": f"{speaker} mentions {', '.join(names[:3])}.",
+                    "tags": ["mention"],
+                    "cues": [{"cue": n, "kind": "entity"} for n in names[:3]],
+                }
+            )
     return {"units": units, "person_facts": []}
 
 
@@ -81,18 +100,30 @@ def _analysis(*builders: Callable[[str], dict[str, Any]]) -> Callable[[str], dic
 
 def _relations(text: str) -> dict[str, Any]:
     keys = list(dict.fromkeys(_EVENT_KEY.findall(text)))
-    return {"relations": [{"source": a, "target": b, "label": "temporal_before", "turn_ids": []}
-                          for a, b in zip(keys, keys[1:], strict=False)]}
+    return {
+        "relations": [
+            {"source": a, "target": b, "label": "temporal_before", "turn_ids": []}
+            for a, b in zip(keys, keys[1:], strict=False)
+        ]
+    }
 
 
 def _coref(text: str) -> dict[str, Any]:
-    return {"verdicts": [{"pair": int(n), "same_event": False, "has_overlap": True, "relation_type": "elaboration"}
-                         for n in _PAIR.findall(text)]}
+    return {
+        "verdicts": [
+            {"pair": int(n), "same_event": False, "has_overlap": True, "relation_type": "elaboration"}
+            for n in _PAIR.findall(text)
+        ]
+    }
 
 
 def _topics(text: str) -> dict[str, Any]:
-    return {"topics": [{"topic": t, "label": f"scripted topic {t}", "description": f"The events of topic {t}."}
-                       for t in dict.fromkeys(_TOPIC_ID.findall(text))]}
+    return {
+        "topics": [
+            {"topic": t, "label": f"scripted topic {t}", "description": f"The events of topic {t}."}
+            for t in dict.fromkeys(_TOPIC_ID.findall(text))
+        ]
+    }
 
 
 def _plan(text: str) -> dict[str, Any]:
@@ -123,8 +154,14 @@ def _explore_batch(text: str) -> dict[str, Any]:
     # re.split with one group: [head, id1, body1, id2, body2, ...]
     for eid, body in zip(blocks[1::2], blocks[2::2], strict=False):
         neighbours = _NEIGHBOUR.findall(body.split("Neighbours:", 1)[-1])
-        decisions.append({"event_id": eid, "action": "EXPAND", "next_events": list(dict.fromkeys(neighbours))[:2],
-                          "satisfied_subgoals": []})
+        decisions.append(
+            {
+                "event_id": eid,
+                "action": "EXPAND",
+                "next_events": list(dict.fromkeys(neighbours))[:2],
+                "satisfied_subgoals": [],
+            }
+        )
     return {"decisions": decisions}
 
 

@@ -410,9 +410,13 @@ class _Builder:
         key = (tuple((r.id, r.text) for r in memory.live()), "local", session_index, normalizer)
         if key not in self._reward_cache:
             self._reward_cache[key] = local_reward(
-                memory, self.conv.qa, _session_of_turn(self.conv),
+                memory,
+                self.conv.qa,
+                _session_of_turn(self.conv),
                 [s.session_id for s in self.conv.sessions[: session_index + 1]],
-                normalizer=normalizer, weight=self.config.compression_penalty, answer=self.answer,
+                normalizer=normalizer,
+                weight=self.config.compression_penalty,
+                answer=self.answer,
                 include_adversarial=self.config.include_adversarial,
             )
         return self._reward_cache[key]
@@ -435,8 +439,9 @@ class _Builder:
         self.stats.skipped_batches += result.skipped
         return result
 
-    def _group_rows(self, results: Sequence[Any], *, group_id: str, level: str, stage: int,
-                    horizon: int) -> tuple[list[dict[str, Any]], list[float]]:
+    def _group_rows(
+        self, results: Sequence[Any], *, group_id: str, level: str, stage: int, horizon: int
+    ) -> tuple[list[dict[str, Any]], list[float]]:
         """One GRPO group's rows and rewards: each member's advantage against the group goes on every step it
         sampled (global: the whole rollout) or on its one edited step (local: the rest was greedy)."""
         rewards = [r.reward.reward for r in results if r.reward]
@@ -446,8 +451,18 @@ class _Builder:
             for step in result.steps if level == "global" else result.steps[:1]:
                 if step.outcome.skipped or (level == "global" and not step.candidates):
                     continue
-                rows.append(self.row(step, advantage=advantage, reward=result.reward, group_id=group_id, level=level,
-                                     member=member, stage=stage, horizon=horizon))
+                rows.append(
+                    self.row(
+                        step,
+                        advantage=advantage,
+                        reward=result.reward,
+                        group_id=group_id,
+                        level=level,
+                        member=member,
+                        stage=stage,
+                        horizon=horizon,
+                    )
+                )
         return rows, rewards
 
     def row(
@@ -511,7 +526,9 @@ class _Builder:
                 rollouts.append(result)
             self.stats.rollouts_global += len(rollouts)
             self.stats.groups_global += 1
-            group_rows, rewards = self._group_rows(rollouts, group_id=group_id, level="global", stage=stage, horizon=horizon)
+            group_rows, rewards = self._group_rows(
+                rollouts, group_id=group_id, level="global", stage=stage, horizon=horizon
+            )
             rows += group_rows
             rewards_seen += rewards
             # (b) local groups: from the first global rollout's snapshot before session s, G sampled
@@ -535,7 +552,9 @@ class _Builder:
                     members.append(result)
                 self.stats.rollouts_local += len(members)
                 self.stats.groups_local += 1
-                group_rows, rewards = self._group_rows(members, group_id=group_id, level="local", stage=stage, horizon=horizon)
+                group_rows, rewards = self._group_rows(
+                    members, group_id=group_id, level="local", stage=stage, horizon=horizon
+                )
                 rows += group_rows
                 rewards_seen += rewards
         total = self.costs["extract"] + self.costs["manage"] + self.costs["answer"]
@@ -601,6 +620,7 @@ def _read_context(path: Path) -> dict[str, Any]:
         raise ValueError(f"not a LoGo-GRPO context file: {path} holds no JSON object")
     return loaded
 
+
 class LoGoRewardHook:
     """A TRL ``GRPOTrainer`` reward function computing the local LoGo reward of generated edits.
 
@@ -659,8 +679,13 @@ class LoGoRewardHook:
             return self.invalid_reward
         window = self.sessions[: min(horizon, session_index + 1)]
         return local_reward(
-            memory, self.qa, self.session_of_turn, [s.session_id for s in window],
-            normalizer=sum(len(s.candidates) for s in window), weight=self.weight, answer=self._answer,
+            memory,
+            self.qa,
+            self.session_of_turn,
+            [s.session_id for s in window],
+            normalizer=sum(len(s.candidates) for s in window),
+            weight=self.weight,
+            answer=self._answer,
             include_adversarial=self.include_adversarial,
         ).reward
 

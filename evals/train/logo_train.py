@@ -455,7 +455,8 @@ class Policy:
                 if grammar is not None:
                     state = grammar.advance(state, token)  # type: ignore[arg-type]  # set with the grammar
                 out = self.model(
-                    input_ids=torch.tensor([[token]], device=self.device), past_key_values=out.past_key_values,
+                    input_ids=torch.tensor([[token]], device=self.device),
+                    past_key_values=out.past_key_values,
                     use_cache=True,
                 )
         if grammar is not None:
@@ -633,12 +634,17 @@ def manager_decision(
     prompt, related = manager_messages(memory, candidates)
     messages = messages_as_dicts(prompt)
     gen = policy.generate(
-        messages, temperature=cfg.temperature, greedy=greedy, max_new_tokens=cfg.max_new_tokens,
+        messages,
+        temperature=cfg.temperature,
+        greedy=greedy,
+        max_new_tokens=cfg.max_new_tokens,
         grammar_context=(len(candidates), [r.id for r in memory.live()]) if cfg.constrained_manager else None,
         generator=generator,
     )
     edits, problems = parse_manager_completion(gen.text, memory, candidates, related)
-    return Decision("manager", messages, gen, not problems, problems, index, memory.snapshot(), tuple(candidates), edits)
+    return Decision(
+        "manager", messages, gen, not problems, problems, index, memory.snapshot(), tuple(candidates), edits
+    )
 
 
 # -- fixed managers: the learning benchmark's baselines -----------------------------------------
@@ -663,15 +669,24 @@ def add_every_fact(memory: FactMemory, candidates: Sequence[CandidateFact]) -> l
 BASELINES: dict[str, FixedManager] = {"add-all": add_every_fact, "lexical": heuristic_edits}
 
 
-def fixed_decision(manager: FixedManager, memory: FactMemory, candidates: Sequence[CandidateFact], index: int) -> Decision:
+def fixed_decision(
+    manager: FixedManager, memory: FactMemory, candidates: Sequence[CandidateFact], index: int
+) -> Decision:
     """A fixed manager's edits for the production manager's prompt, as its JSON reply, parsed and validated as
     the policy's replies are (no tokens: nothing is trained on it). Memory is not changed here."""
     prompt, related = manager_messages(memory, candidates)
     text = edits_completion(manager(memory, candidates))
     edits, problems = parse_manager_completion(text, memory, candidates, related)
     return Decision(
-        "manager", messages_as_dicts(prompt), Generation(text, [], []), not problems, problems, index,
-        memory.snapshot(), tuple(candidates), edits,
+        "manager",
+        messages_as_dicts(prompt),
+        Generation(text, [], []),
+        not problems,
+        problems,
+        index,
+        memory.snapshot(),
+        tuple(candidates),
+        edits,
     )
 
 
@@ -721,7 +736,9 @@ def episode_reward(
     memory: FactMemory, conversation: Conversation, horizon: int, cfg: TrainConfig, answer: AnswerAgent
 ) -> Any:
     """The global reward: the answer agent's QA F1 on the horizon's QA pairs minus the compression penalty."""
-    qa = qa_within(conversation.qa, _session_of_turn(conversation), [s.session_id for s in conversation.sessions[:horizon]])
+    qa = qa_within(
+        conversation.qa, _session_of_turn(conversation), [s.session_id for s in conversation.sessions[:horizon]]
+    )
     return score_memory(
         memory, qa, normalizer=_fact_count(conversation, horizon), weight=cfg.compression_penalty, answer=answer
     )
@@ -738,8 +755,12 @@ def step_reward(
     memory.apply(decision.edits, decision.candidates)
     sessions = [s.session_id for s in conversation.sessions[: decision.session_index + 1]]
     scored = local_reward(
-        memory, conversation.qa, _session_of_turn(conversation), sessions,
-        normalizer=_fact_count(conversation, decision.session_index + 1), weight=cfg.compression_penalty,
+        memory,
+        conversation.qa,
+        _session_of_turn(conversation),
+        sessions,
+        normalizer=_fact_count(conversation, decision.session_index + 1),
+        weight=cfg.compression_penalty,
         answer=answer,
     )
     return scored.reward, memory
@@ -795,7 +816,12 @@ def run_episode(
     scored = episode_reward(memory, conversation, horizon, cfg, answer)
     valid = all(d.valid for d in decisions)
     return EpisodeResult(
-        decisions, memory, scored.reward if valid else INVALID_REWARD, scored.f1, scored.memory_size, valid,
+        decisions,
+        memory,
+        scored.reward if valid else INVALID_REWARD,
+        scored.f1,
+        scored.memory_size,
+        valid,
         scored.reward,
     )
 
@@ -836,7 +862,9 @@ def global_group(
     policy: Policy, conversation: Conversation, horizon: int, cfg: TrainConfig, answer: AnswerAgent, generator: Any
 ) -> tuple[list[EpisodeResult], GroupRecord, list[Sample]]:
     """G whole-episode rollouts; each completion of rollout i carries rollout i's group-normalised advantage."""
-    episodes = [run_episode(policy, conversation, horizon, cfg, answer, generator=generator) for _ in range(cfg.group_size)]
+    episodes = [
+        run_episode(policy, conversation, horizon, cfg, answer, generator=generator) for _ in range(cfg.group_size)
+    ]
     rewards = [global_reward(e, cfg) for e in episodes]
     advantages = group_advantages(rewards)
     samples = [Sample(d, a, "global") for e, a in zip(episodes, advantages) for d in e.decisions if d.generation.tokens]
@@ -856,7 +884,12 @@ def local_group(
     members, rewards = [], []
     for _ in range(cfg.group_size):
         member = manager_decision(
-            policy, decision.snapshot, decision.candidates, decision.session_index, cfg, generator=generator  # type: ignore[arg-type]  # a valid decision has its snapshot
+            policy,
+            decision.snapshot,  # type: ignore[arg-type]  # a valid decision has its snapshot
+            decision.candidates,
+            decision.session_index,
+            cfg,
+            generator=generator,
         )
         rewards.append(step_reward(member, conversation, cfg, answer)[0])
         members.append(member)
@@ -925,7 +958,9 @@ class TrainReport:
     groups_global: int = 0
     groups_local: int = 0
     flat_groups: int = 0
-    clipped: list[float] = field(default_factory=list)  # per step: share of scored tokens the clip acted on (all epochs)
+    clipped: list[float] = field(
+        default_factory=list
+    )  # per step: share of scored tokens the clip acted on (all epochs)
     stages: list[int] = field(default_factory=list)
     answerer: str = ""
     last_groups: list[GroupRecord] = field(default_factory=list)
@@ -1053,9 +1088,7 @@ def evaluate_manager(
 ) -> dict[str, float]:
     """``evaluate_policy``'s figures for a fixed manager (a baseline of ``BASELINES``) on the same conversations."""
     answer = answer or AnswerAgent()
-    episodes = [
-        run_episode(None, c, len(c.sessions), cfg, answer, manager=manager) for c in conversations
-    ]
+    episodes = [run_episode(None, c, len(c.sessions), cfg, answer, manager=manager) for c in conversations]
     return _figures(episodes, conversations, cfg, answer, optimal, changed)
 
 
@@ -1124,7 +1157,6 @@ def _op_agreement(episode: EpisodeResult, optimal: dict[str, str]) -> tuple[int,
         chosen = "DELETE" if "DELETE" in held else min(held)
         right += chosen == op or (op == "SKIP" and chosen == "NOOP")
     return right, len(optimal)
-
 
 
 # -- export --------------------------------------------------------------------------------------

@@ -201,7 +201,9 @@ def main(argv: list[str] | None = None) -> int:
 
             rows = [r for p in files for r in data[p]]
             model = _fit(
-                np.vstack([np.column_stack([r["x"], hop_features(r["snapshot"], r["question"], r["shipped"])]) for r in rows]),
+                np.vstack(
+                    [np.column_stack([r["x"], hop_features(r["snapshot"], r["question"], r["shipped"])]) for r in rows]
+                ),
                 np.concatenate([r["y"] for r in rows]),
             )
             _write(model, files, Path(args.out), report)

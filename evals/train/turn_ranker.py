@@ -58,14 +58,18 @@ def examples(path: Path, resources: Resources) -> list[Example]:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     out: list[Example] = []
     for conversation in conversations:
-        namespace = eval_namespace(digest, "heuristic", resources.settings.embedding_provider, conversation.conversation_id)
+        namespace = eval_namespace(
+            digest, "heuristic", resources.settings.embedding_provider, conversation.conversation_id
+        )
         ingest_conversation(conversation, namespace, resources=resources, policy="heuristic")
         snapshot = resources.store.snapshot(namespace)
         for _, qa in select_questions([conversation]):
             gold = normalize_evidence_ids(qa.evidence)
             if not gold:
                 continue
-            readings = normalize(np.asarray(resources.embeddings.embed_documents(query_readings(qa.question)), dtype=np.float32))
+            readings = normalize(
+                np.asarray(resources.embeddings.embed_documents(query_readings(qa.question)), dtype=np.float32)
+            )
             features = turn_features(snapshot, qa.question, readings)
             labels = np.array([1 if t in gold else 0 for t in features.turn_ids])
             out.append((features.turn_ids, features.matrix, labels, gold, features.matrix[:, 2]))
@@ -89,7 +93,9 @@ def fit(rows: list[Example], columns: list[int] | None = None) -> LogisticRegres
 
     x = np.vstack([m for _, m, _, _, _ in rows])
     y = np.concatenate([labels for _, _, labels, _, _ in rows])
-    return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x if columns is None else x[:, columns], y)
+    return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(
+        x if columns is None else x[:, columns], y
+    )
 
 
 def plain_columns() -> list[int]:
@@ -116,13 +122,17 @@ def leave_one_out(data: dict[Path, list[Example]], path: Path) -> tuple[float, f
 def mean_rows(results: dict[Path, tuple[float, float, float]]) -> list[list[object]]:
     """Mean rows: over every file, and over the files dense retrieval leaves room on (R@10 < 1)."""
     rows: list[list[object]] = []
-    groups = [("mean, every file", list(results)),
-              ("mean, files where dense R@10 < 1", [p for p, r in results.items() if r[0] < 1.0 - 1e-9])]
+    groups = [
+        ("mean, every file", list(results)),
+        ("mean, files where dense R@10 < 1", [p for p, r in results.items() if r[0] < 1.0 - 1e-9]),
+    ]
     for label, paths in groups:
         if not paths:
             continue
         dense, flat, learned = (float(np.mean([results[p][i] for p in paths])) for i in range(3))
-        rows.append([f"{label} ({len(paths)})", "", f"{dense:.3f}", f"{flat:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"])
+        rows.append(
+            [f"{label} ({len(paths)})", "", f"{dense:.3f}", f"{flat:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"]
+        )
     return rows
 
 
@@ -133,7 +143,8 @@ def write_weights(model: LogisticRegression, files: list[Path], out: Path, repor
         '"""Weights of the graph-feature reranker (``memory.retrieval.ranking``), written by ``python -m evals.train.turn_ranker``.',
         "",
         f"Fitted on {date.today().isoformat()} (logistic regression, balanced classes, C=1) on: "
-        + ", ".join(p.name for p in files) + ".",
+        + ", ".join(p.name for p in files)
+        + ".",
         "Leave-one-conversation-out evidence recall at 10 turns when they were written:",
         *[f"    {line}" for line in report],
         '"""',
@@ -149,11 +160,24 @@ def write_weights(model: LogisticRegression, files: list[Path], out: Path, repor
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("files", nargs="*", default=[str(p) for p in DATASETS], help="LoCoMo / LongMemEval files (default: data/ without the reserved held-out files)")
-    parser.add_argument("--out", default="-", help="weights module to write (default '-': nothing; the shipped "
-                        f"weights, {WEIGHTS.name}, are fitted on public conversations by evals/loco.py)")
-    parser.add_argument("--embeddings", default="minilm", choices=["minilm", "openai", "hashing"],
-                        help="the embedder the ranker will run with (its model and endpoint from the LOGICMAP_* settings)")
+    parser.add_argument(
+        "files",
+        nargs="*",
+        default=[str(p) for p in DATASETS],
+        help="LoCoMo / LongMemEval files (default: data/ without the reserved held-out files)",
+    )
+    parser.add_argument(
+        "--out",
+        default="-",
+        help="weights module to write (default '-': nothing; the shipped "
+        f"weights, {WEIGHTS.name}, are fitted on public conversations by evals/loco.py)",
+    )
+    parser.add_argument(
+        "--embeddings",
+        default="minilm",
+        choices=["minilm", "openai", "hashing"],
+        help="the embedder the ranker will run with (its model and endpoint from the LOGICMAP_* settings)",
+    )
     parser.add_argument("--data-dir", help="memory directory to keep and reuse (default: temporary)")
     args = parser.parse_args(argv)
     files = [Path(f) for f in args.files]
@@ -164,16 +188,29 @@ def main(argv: list[str] | None = None) -> int:
             for i, path in enumerate(files, 1):
                 started = time.perf_counter()
                 data[path] = examples(path, resources)
-                print(f"[{i}/{len(files)}] {path.name}: {len(data[path])} questions, "
-                      f"{time.perf_counter() - started:.1f}s", flush=True)
+                print(
+                    f"[{i}/{len(files)}] {path.name}: {len(data[path])} questions, "
+                    f"{time.perf_counter() - started:.1f}s",
+                    flush=True,
+                )
         rows, report, results = [], [], {}
         for path in files:
             dense, flat, learned = results[path] = leave_one_out(data, path)
-            rows.append([path.name, len(data[path]), f"{dense:.3f}", f"{flat:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"])
+            rows.append(
+                [path.name, len(data[path]), f"{dense:.3f}", f"{flat:.3f}", f"{learned:.3f}", f"{learned - dense:+.3f}"]
+            )
             report.append(f"{path.name}: dense {dense:.3f}, ranker {learned:.3f} ({learned - dense:+.3f})")
-        print_table(["file", "questions", "dense R@10", "ranker without graph features R@10",
-                     "graph-feature reranker R@10 (both fitted on the other files)", "reranker gain"],
-                    rows + mean_rows(results))
+        print_table(
+            [
+                "file",
+                "questions",
+                "dense R@10",
+                "ranker without graph features R@10",
+                "graph-feature reranker R@10 (both fitted on the other files)",
+                "reranker gain",
+            ],
+            rows + mean_rows(results),
+        )
         if args.out != "-":
             model = fit([r for p in files for r in data[p]])
             write_weights(model, files, Path(args.out), report)

@@ -194,8 +194,10 @@ def message_text(message: BaseMessage) -> str:
 
 
 def _memories_text(evidence: list[dict[str, Any]]) -> str:
-    return "\n".join(f"[{e.get('kind')} {e.get('id')}{', ' + e['time'] if e.get('time') else ''}] {str(e.get('text', ''))[:400]}"
-                     for e in evidence)
+    return "\n".join(
+        f"[{e.get('kind')} {e.get('id')}{', ' + e['time'] if e.get('time') else ''}] {str(e.get('text', ''))[:400]}"
+        for e in evidence
+    )
 
 
 # -- nodes ------------------------------------------------------------------------------------------
@@ -220,8 +222,9 @@ is the turn's one LLM call; their responder's answer would be written twice)."""
 
 
 def _recall_step(args: dict[str, Any]) -> Any:
-    return strategy_answer(args["strategy"], args["question"], args["namespace"], resources=args["resources"],
-                           policy=args["policy"])
+    return strategy_answer(
+        args["strategy"], args["question"], args["namespace"], resources=args["resources"], policy=args["policy"]
+    )
 
 
 def _thread_tenant(state: ChatState, namespace: str) -> str:
@@ -229,8 +232,10 @@ def _thread_tenant(state: ChatState, namespace: str) -> str:
     key = tenant_key(namespace)
     recorded = state.get("tenant_key")
     if recorded and recorded != key:
-        raise ThreadTenantError("this thread belongs to another tenant: start a new thread (a thread is bound to "
-                                "the tenant of its first run)")
+        raise ThreadTenantError(
+            "this thread belongs to another tenant: start a new thread (a thread is bound to "
+            "the tenant of its first run)"
+        )
     return key
 
 
@@ -244,21 +249,42 @@ def recall(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     key = _thread_tenant(state, namespace)
     policy = _policy(ctx, res)
     message = check_message(_last_user_message(state), res.settings, where="the chatbot's message")
-    empty = {"evidence": [], "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
-             "cost": Cost().model_dump(), "fallbacks": [], "memory_write": {}, "tenant_key": key}
+    empty = {
+        "evidence": [],
+        "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": None},
+        "cost": Cost().model_dump(),
+        "fallbacks": [],
+        "memory_write": {},
+        "tenant_key": key,
+    }
     if ctx.recall and message:
         wait_for_queued_turns(namespace)  # turns of this namespace queued in this process are recalled too
     if not ctx.recall or not message or not res.store.has_namespace(namespace):
         return empty
     question = recall_query(message, res.settings)  # a long message recalls with its end, within the question limit
     recall_policy = "heuristic" if ctx.strategy in RECALL_WITHOUT_MODEL else policy
-    result = _internal(_recall_step, {"strategy": ctx.strategy, "question": question, "namespace": namespace,
-                                      "resources": res, "policy": recall_policy}, "recall_strategy")
+    result = _internal(
+        _recall_step,
+        {
+            "strategy": ctx.strategy,
+            "question": question,
+            "namespace": namespace,
+            "resources": res,
+            "policy": recall_policy,
+        },
+        "recall_strategy",
+    )
     cited = list(result.details.get("cited_event_ids", [])) + list(result.details.get("cited_turn_ids", []))
     return {
         "evidence": [e.model_dump(mode="json") for e in result.evidence[: ctx.evidence_shown]],
-        "recall": {"strategy": ctx.strategy, "namespace": namespace, "answer": result.answer, "cited": cited,
-                   "llm_calls": result.cost.llm_calls, "steps": result.steps},
+        "recall": {
+            "strategy": ctx.strategy,
+            "namespace": namespace,
+            "answer": result.answer,
+            "cited": cited,
+            "llm_calls": result.cost.llm_calls,
+            "steps": result.steps,
+        },
         "cost": result.cost.model_dump(),
         "fallbacks": [f.model_dump() for f in result.fallbacks],
         "memory_write": {},
@@ -275,12 +301,19 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     message = _last_user_message(state)
     recalled = state.get("recall") or {}
     llm = res.llm if _policy(ctx, res) == "llm" else None
-    history = [m for m in state.get("messages", [])
-               if isinstance(m, (HumanMessage, AIMessage)) and not getattr(m, "tool_calls", None)]
+    history = [
+        m
+        for m in state.get("messages", [])
+        if isinstance(m, (HumanMessage, AIMessage)) and not getattr(m, "tool_calls", None)
+    ]
     outcome = reply_text(
         llm,
-        prompt.build_messages(history[-ctx.history:], _memories_text(state.get("evidence", [])),
-                              user_name=ctx.user_name, recalled_answer=recalled.get("answer")),
+        prompt.build_messages(
+            history[-ctx.history :],
+            _memories_text(state.get("evidence", [])),
+            user_name=ctx.user_name,
+            recalled_answer=recalled.get("answer"),
+        ),
         fallback=lambda: reply_from_recall(message, recalled),
         used_memory_ids=recalled.get("cited", []) if state.get("evidence") else [],
         tags=[f"strategy:{ctx.strategy}", "graph:chatbot"],
@@ -288,10 +321,15 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
     )
     # The streamed chunks carry the model message's id: the reply keeps it, so a messages stream does not
     # repeat the whole reply after its tokens.
-    reply = AIMessage(content=outcome.output.reply, name=ctx.assistant_name,
-                      id=outcome.message_id if outcome.fallback is None else None,
-                      response_metadata={"used_memory_ids": outcome.output.used_memory_ids,
-                                         "extractive": outcome.fallback is not None})
+    reply = AIMessage(
+        content=outcome.output.reply,
+        name=ctx.assistant_name,
+        id=outcome.message_id if outcome.fallback is None else None,
+        response_metadata={
+            "used_memory_ids": outcome.output.used_memory_ids,
+            "extractive": outcome.fallback is not None,
+        },
+    )
     fallbacks = list(state.get("fallbacks") or [])
     if outcome.fallback and llm is not None:
         fallbacks.append(outcome.fallback.model_dump())
@@ -301,8 +339,12 @@ def respond(state: ChatState, runtime: Runtime[ChatContext]) -> dict[str, Any]:
 
 def _is_model_reply(message: AnyMessage) -> bool:
     """A reply a model wrote (an extractive reply only repeats memory or acknowledges: never stored)."""
-    return (isinstance(message, AIMessage) and not message.response_metadata.get("extractive")
-            and not getattr(message, "tool_calls", None) and bool(message_text(message)))
+    return (
+        isinstance(message, AIMessage)
+        and not message.response_metadata.get("extractive")
+        and not getattr(message, "tool_calls", None)
+        and bool(message_text(message))
+    )
 
 
 def _turn_messages(state: ChatState, ctx: ChatContext) -> list[AnyMessage]:
@@ -310,8 +352,11 @@ def _turn_messages(state: ChatState, ctx: ChatContext) -> list[AnyMessage]:
     message of the thread; those already stored are skipped by ``add_messages``)."""
     messages = list(state.get("messages", []))
     if ctx.remember_only:
-        return [m for m in messages if (isinstance(m, HumanMessage) and message_text(m))
-                or (ctx.ingest_replies and _is_model_reply(m))]
+        return [
+            m
+            for m in messages
+            if (isinstance(m, HumanMessage) and message_text(m)) or (ctx.ingest_replies and _is_model_reply(m))
+        ]
     last_user = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=None)
     if last_user is None or not message_text(messages[last_user]):
         return []
@@ -345,9 +390,16 @@ def _store_step(args: dict[str, Any]) -> Any:
     if ingest is not None:  # a caller's own ingest function takes the turn as one session
         return ingest(args["session"], namespace, policy)
     ctx: ChatContext = args["ctx"]
-    return add_chat_messages(namespace, args["messages"], resources=args["resources"], policy=policy,
-                             trust_assistant=ctx.trust_assistant, user_name=ctx.user_name,
-                             assistant_name=ctx.assistant_name, memory_manager=args.get("memory_manager"))
+    return add_chat_messages(
+        namespace,
+        args["messages"],
+        resources=args["resources"],
+        policy=policy,
+        trust_assistant=ctx.trust_assistant,
+        user_name=ctx.user_name,
+        assistant_name=ctx.assistant_name,
+        memory_manager=args.get("memory_manager"),
+    )
 
 
 def remember_mode(ctx: ChatContext) -> str:
@@ -376,16 +428,24 @@ def remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableCo
     return _store_turn(state, ctx, resources_of(runtime), config, messages, remember_mode(ctx))
 
 
-def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: RunnableConfig,
-                messages: list[AnyMessage], mode: str) -> dict[str, Any]:
+def _store_turn(
+    state: ChatState, ctx: ChatContext, res: Resources, config: RunnableConfig, messages: list[AnyMessage], mode: str
+) -> dict[str, Any]:
     """Store the turn's messages now (sync) or in the ingestion queue (background); the ``memory_write`` update."""
     namespace = _namespace_of(ctx)
     thread_id = str((config.get("configurable") or {}).get("thread_id", "no-thread"))
     session = chat_turn_session(namespace, thread_id, _speaker_turns(messages, ctx), datetime.now())
     record = {"namespace": namespace, "turns": len(messages)}
-    args = {"store_turn": ctx.store_turn, "session": session, "messages": messages, "namespace": namespace,
-            "policy": _policy(ctx, res), "resources": res, "ctx": ctx,
-            "memory_manager": "r2" if ctx.strategy == "r2" else None}  # the r2 strategy recalls R2's memory
+    args = {
+        "store_turn": ctx.store_turn,
+        "session": session,
+        "messages": messages,
+        "namespace": namespace,
+        "policy": _policy(ctx, res),
+        "resources": res,
+        "ctx": ctx,
+        "memory_manager": "r2" if ctx.strategy == "r2" else None,
+    }  # the r2 strategy recalls R2's memory
     if mode == "background":
         work = ctx.ingestion if ctx.ingestion is not None else default_ingestion_queue()
         work.submit(partial(_store_step, args), label=f"{namespace}/{thread_id}", namespace=namespace)
@@ -405,12 +465,25 @@ def _store_turn(state: ChatState, ctx: ChatContext, res: Resources, config: Runn
     if not isinstance(spent, Cost):
         return {"memory_write": {**record, "status": "stored"}, **fallbacks}
     cost = Cost.model_validate(state.get("cost") or {}) + spent
-    return {"memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls}, "cost": cost.model_dump(),
-            **fallbacks}
+    return {
+        "memory_write": {**record, "status": "stored", "llm_calls": spent.llm_calls},
+        "cost": cost.model_dump(),
+        **fallbacks,
+    }
 
 
-_SERVER_KEYS = ("thread_id", "run_id", "assistant_id", "graph_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map",
-                "remember_only", "remember_mode", "remember_after_s")
+_SERVER_KEYS = (
+    "thread_id",
+    "run_id",
+    "assistant_id",
+    "graph_id",
+    "checkpoint_id",
+    "checkpoint_ns",
+    "checkpoint_map",
+    "remember_only",
+    "remember_mode",
+    "remember_after_s",
+)
 
 
 async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], config: RunnableConfig) -> dict[str, Any]:
@@ -425,17 +498,24 @@ async def schedule_remember(state: ChatState, runtime: Runtime[ChatContext], con
     thread_id, assistant_id = configurable.get("thread_id"), configurable.get("assistant_id")
     if not server_mode() or not thread_id or not assistant_id:  # nothing to schedule on: store the turn now
         return await run_blocking(store_unscheduled, state, runtime, config)
-    forwarded = {k: v for k, v in configurable.items()
-                 if k not in _SERVER_KEYS and not k.startswith(("__", "langgraph_")) and _plain(v)}
+    forwarded = {
+        k: v
+        for k, v in configurable.items()
+        if k not in _SERVER_KEYS and not k.startswith(("__", "langgraph_")) and _plain(v)
+    }
     try:
         run = await get_client().runs.create(
-            thread_id, assistant_id, input={"messages": []}, multitask_strategy="enqueue",
+            thread_id,
+            assistant_id,
+            input={"messages": []},
+            multitask_strategy="enqueue",
             after_seconds=max(0, int(ctx.remember_after_s)) or None,
             config={"configurable": {**forwarded, "remember_only": True}},
         )
     except Exception:  # a stateless run has no thread to come back to: store the turn now
-        log.warning("scheduling the memory run of thread %s failed; storing the turn within this run", thread_id,
-                    exc_info=True)
+        log.warning(
+            "scheduling the memory run of thread %s failed; storing the turn within this run", thread_id, exc_info=True
+        )
         return await run_blocking(store_unscheduled, state, runtime, config)
     return {"memory_write": {**state.get("memory_write", {}), "status": "scheduled", "run_id": run.get("run_id")}}
 
@@ -495,8 +575,8 @@ def build_chatbot_graph() -> TracedStateGraph[ChatState, ChatContext, ChatInput,
     to remember). Resources, the ingest function and an optional background queue come from the
     run's ``ChatContext``."""
     builder: TracedStateGraph[ChatState, ChatContext, ChatInput, ChatOutput] = TracedStateGraph(
-        ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext,
-        trace_name="chatbot")  # however compiled: one named, tagged root run with its cost
+        ChatState, input_schema=ChatInput, output_schema=ChatOutput, context_schema=ChatContext, trace_name="chatbot"
+    )  # however compiled: one named, tagged root run with its cost
     builder.add_node("recall", recall)
     builder.add_node("respond", respond)
     builder.add_node("remember", _runtime_config_node(remember))

@@ -175,8 +175,14 @@ def _register_exit_drain() -> None:
         log.warning("the interpreter is exiting: a chat turn queued now may not be stored")
 
 
-def ingest_session(session: Session, namespace: str, *, resources: Resources | None = None,
-                   policy: str = "llm", memory_manager: Literal["none", "r2"] | None = None) -> Any:
+def ingest_session(
+    session: Session,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "llm",
+    memory_manager: Literal["none", "r2"] | None = None,
+) -> Any:
     """Store one session in a namespace through the ingest graph (its report); ``memory_manager="r2"`` also
     lets the Memory-R2 manager maintain the namespace's R2 fact memory (what the ``r2`` strategy reads)."""
     from logicmap.graphs.ingest.ingest import ingest_conversation
@@ -186,11 +192,18 @@ def ingest_session(session: Session, namespace: str, *, resources: Resources | N
     res = resources or default_resources()
     if res.store.fast_writes and memory_manager in (None, "none"):  # the write path (graphs.consolidate)
         return store_sessions(namespace, [session], resources=res, policy=policy, source="chat")
-    conversation = Conversation(conversation_id=namespace, sessions=[session],
-                                speakers=sorted({t.speaker for t in session.turns}))
-    return ingest_conversation(conversation, namespace, resources=res,
-                               policy=policy,  # type: ignore[arg-type]  # a caller's name: the ingest refuses a bad one
-                               source="chat", append=True, memory_manager=memory_manager)
+    conversation = Conversation(
+        conversation_id=namespace, sessions=[session], speakers=sorted({t.speaker for t in session.turns})
+    )
+    return ingest_conversation(
+        conversation,
+        namespace,
+        resources=res,
+        policy=policy,  # type: ignore[arg-type]  # a caller's name: the ingest refuses a bad one
+        source="chat",
+        append=True,
+        memory_manager=memory_manager,
+    )
 
 
 def session_ingester(resources: Resources | None = None, policy: str = "llm") -> Callable[[Session, str], Any]:
@@ -198,11 +211,11 @@ def session_ingester(resources: Resources | None = None, policy: str = "llm") ->
     return partial(ingest_session, resources=resources, policy=policy)
 
 
-def chat_turn_session(
-    namespace: str, thread_id: str, turns: list[tuple[str, str]], when: datetime
-) -> Session:
+def chat_turn_session(namespace: str, thread_id: str, turns: list[tuple[str, str]], when: datetime) -> Session:
     """A finished chat turn as a session of ``(speaker, text)`` turns, with ids derived from its content."""
-    session_id = f"chat-{stable_hash(namespace, thread_id, when.isoformat(), *(s + ':' + t for s, t in turns), length=12)}"
+    session_id = (
+        f"chat-{stable_hash(namespace, thread_id, when.isoformat(), *(s + ':' + t for s, t in turns), length=12)}"
+    )
     prefix = f"C{stable_hash(session_id, length=8)}"
     raw = [RawTurn(dia_id=f"{prefix}:{i + 1}", speaker=speaker, text=text) for i, (speaker, text) in enumerate(turns)]
     return Session(session_id=session_id, timestamp=when, timestamp_text=when.isoformat(timespec="minutes"), turns=raw)

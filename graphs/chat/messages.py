@@ -65,8 +65,14 @@ __all__ = [
 
 Role = Literal["user", "assistant"]
 _ROLES: dict[str, Role | None] = {
-    "user": "user", "human": "user", "assistant": "assistant", "ai": "assistant",
-    "system": None, "developer": None, "tool": None, "function": None,
+    "user": "user",
+    "human": "user",
+    "assistant": "assistant",
+    "ai": "assistant",
+    "system": None,
+    "developer": None,
+    "tool": None,
+    "function": None,
 }
 _TIME_KEYS = ("timestamp", "time", "created_at")
 MAX_MESSAGE_ID = 256
@@ -161,8 +167,7 @@ def _shape(value: Any, index: int) -> None:
 def _fields(message: Any, index: int) -> tuple[str, Any, Any, Any, Any, bool]:
     """``(role name, content, id, time value, name, has tool calls)`` of a message in any accepted form."""
     if isinstance(message, BaseMessage):
-        _shape([message.content, message.additional_kwargs, message.response_metadata, message.id, message.name],
-               index)
+        _shape([message.content, message.additional_kwargs, message.response_metadata, message.id, message.name], index)
         if isinstance(message, HumanMessage):
             role = "user"
         elif isinstance(message, AIMessage):
@@ -179,11 +184,21 @@ def _fields(message: Any, index: int) -> tuple[str, Any, Any, Any, Any, bool]:
         if "role" not in message or "content" not in message:
             raise _bad(index, "a message dict needs 'role' and 'content'")
         when = next((message[k] for k in _TIME_KEYS if message.get(k) is not None), None)
-        return message["role"], message["content"], message.get("id"), when, message.get("name"), bool(message.get("tool_calls"))
+        return (
+            message["role"],
+            message["content"],
+            message.get("id"),
+            when,
+            message.get("name"),
+            bool(message.get("tool_calls")),
+        )
     if isinstance(message, tuple) and len(message) == 2:
         return message[0], message[1], None, None, None, False
-    raise _bad(index, f"expected a LangChain message, a {{'role', 'content'}} dict or a (role, text) pair, "
-                      f"not {type(message).__name__}")
+    raise _bad(
+        index,
+        f"expected a LangChain message, a {{'role', 'content'}} dict or a (role, text) pair, "
+        f"not {type(message).__name__}",
+    )
 
 
 def _checked_text(value: Any, index: int, what: str, limit: int) -> str | None:
@@ -199,8 +214,11 @@ def _checked_text(value: Any, index: int, what: str, limit: int) -> str | None:
 def _one(message: Any, index: int, settings: Any) -> ChatTurn | None:
     role_name, content, message_id, when, name, calls = _fields(message, index)
     if not isinstance(role_name, str) or role_name.lower() not in _ROLES:
-        raise _bad(index, f"unknown role {str(role_name)[:40]!r}; use user or assistant (system and tool "
-                          "messages are accepted and left out)")
+        raise _bad(
+            index,
+            f"unknown role {str(role_name)[:40]!r}; use user or assistant (system and tool "
+            "messages are accepted and left out)",
+        )
     role = _ROLES[role_name.lower()]
     text = _text(content, index)
     if role is None or (role == "assistant" and calls and not text.strip()):
@@ -213,16 +231,23 @@ def _one(message: Any, index: int, settings: Any) -> ChatTurn | None:
     message_id = _checked_text(message_id, index, "id", MAX_MESSAGE_ID)
     name = _checked_text(name, index, "name", MAX_NAME)
     key = f"id:{message_id}" if message_id else f"h:{role}:{index}:{hashlib.sha256(text.encode()).hexdigest()}"
-    return ChatTurn(role=role, text=text, dia_id=f"M{stable_hash(key, length=16)}", when=_time(when, index), name=name,
-                    message_id=message_id)
+    return ChatTurn(
+        role=role,
+        text=text,
+        dia_id=f"M{stable_hash(key, length=16)}",
+        when=_time(when, index),
+        name=name,
+        message_id=message_id,
+    )
 
 
 def normalize_messages(messages: Any, settings: Any = None) -> tuple[list[ChatTurn], int]:
     """Every message checked (``MessageFormatError`` / ``InputTooLargeError`` for the first bad one): the
     conversation's turns in order, and how many messages were not conversation (system, tool)."""
     if isinstance(messages, (str, bytes, dict, BaseMessage)) or not isinstance(messages, (list, tuple)):
-        raise MessageFormatError(f"messages must be a list of messages, not {type(messages).__name__}; nothing was "
-                                 "written")
+        raise MessageFormatError(
+            f"messages must be a list of messages, not {type(messages).__name__}; nothing was written"
+        )
     turns, left_out = [], 0
     by_id: dict[str, tuple[int, ChatTurn]] = {}
     for index, message in enumerate(messages):
@@ -233,8 +258,11 @@ def normalize_messages(messages: Any, settings: Any = None) -> tuple[list[ChatTu
         if turn.message_id is not None:
             first, earlier = by_id.setdefault(turn.message_id, (index, turn))
             if (earlier.role, earlier.text) != (turn.role, turn.text):
-                raise _bad(index, f"id {turn.message_id[:60]!r} is also message {first}'s, with different content "
-                                  "(one id, one message: give each message its own id)")
+                raise _bad(
+                    index,
+                    f"id {turn.message_id[:60]!r} is also message {first}'s, with different content "
+                    "(one id, one message: give each message its own id)",
+                )
         turns.append(turn)
     return turns, left_out
 
@@ -256,8 +284,15 @@ def _new_session_id(when: datetime, first: ChatTurn) -> str:
     return f"chat-{when:%Y%m%dT%H%M%S}-{stable_hash(first.dia_id, when.isoformat(), length=6)}"
 
 
-def chat_sessions(turns: list[ChatTurn], *, open_session: str | None, last_time: datetime | None, named: str | None,
-                  idle_gap: timedelta, now: datetime) -> list[tuple[str, list[tuple[ChatTurn, datetime]]]]:
+def chat_sessions(
+    turns: list[ChatTurn],
+    *,
+    open_session: str | None,
+    last_time: datetime | None,
+    named: str | None,
+    idle_gap: timedelta,
+    now: datetime,
+) -> list[tuple[str, list[tuple[ChatTurn, datetime]]]]:
     """The chat session of each turn, in order: ``[(session, [(turn, its time), ...]), ...]``."""
     groups: list[tuple[str, list[tuple[ChatTurn, datetime]]]] = []
     current, previous = open_session, last_time
@@ -274,21 +309,41 @@ def chat_sessions(turns: list[ChatTurn], *, open_session: str | None, last_time:
     return groups
 
 
-def chat_turn(turn: ChatTurn, when: datetime | None, *, user_name: str = "user", assistant_name: str = "assistant",
-              trust_assistant: bool = False) -> RawTurn:
+def chat_turn(
+    turn: ChatTurn,
+    when: datetime | None,
+    *,
+    user_name: str = "user",
+    assistant_name: str = "assistant",
+    trust_assistant: bool = False,
+) -> RawTurn:
     """A checked message as the turn memory keeps: the one rule of what a chat message is to memory, for
     ``add_messages`` and ``LogicMapStore``'s ``messages`` values. A user's statement is evidence, a user's question
     is context only; an assistant's reply is model-written, evidence only with ``trust_assistant``."""
-    return RawTurn(dia_id=turn.dia_id, speaker=turn.name or (user_name if turn.role == "user" else assistant_name),
-                   text=turn.text, role=turn.role, model_written=turn.role == "assistant",
-                   evidence=trust_assistant if turn.role == "assistant" else not is_question(turn.text), said_at=when)
+    return RawTurn(
+        dia_id=turn.dia_id,
+        speaker=turn.name or (user_name if turn.role == "user" else assistant_name),
+        text=turn.text,
+        role=turn.role,
+        model_written=turn.role == "assistant",
+        evidence=trust_assistant if turn.role == "assistant" else not is_question(turn.text),
+        said_at=when,
+    )
 
 
-def _part(session: str, members: list[tuple[ChatTurn, datetime]], *, user_name: str, assistant_name: str,
-          trust_assistant: bool) -> Session:
+def _part(
+    session: str,
+    members: list[tuple[ChatTurn, datetime]],
+    *,
+    user_name: str,
+    assistant_name: str,
+    trust_assistant: bool,
+) -> Session:
     first = members[0][1]
-    raw = [chat_turn(turn, when, user_name=user_name, assistant_name=assistant_name, trust_assistant=trust_assistant)
-           for turn, when in members]
+    raw = [
+        chat_turn(turn, when, user_name=user_name, assistant_name=assistant_name, trust_assistant=trust_assistant)
+        for turn, when in members
+    ]
     part = f"{session}#{stable_hash(*(t.dia_id for t in raw), length=8)}"
     return Session(session_id=part, timestamp=first, timestamp_text=first.isoformat(timespec="minutes"), turns=raw)
 
@@ -296,10 +351,18 @@ def _part(session: str, members: list[tuple[ChatTurn, datetime]], *, user_name: 
 def _session_name(session: Any) -> str | None:
     if session is None:
         return None
-    if not isinstance(session, str) or not session.strip() or session != session.strip() or "#" in session \
-            or len(session) > MAX_SESSION_ID - 9 or any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in session):
-        raise MessageFormatError(f"session must be 1-{MAX_SESSION_ID - 9} printable characters without '#' or "
-                                 f"surrounding spaces, not {str(session)[:40]!r}; nothing was written")
+    if (
+        not isinstance(session, str)
+        or not session.strip()
+        or session != session.strip()
+        or "#" in session
+        or len(session) > MAX_SESSION_ID - 9
+        or any(ord(c) < 32 or 0xD800 <= ord(c) <= 0xDFFF for c in session)
+    ):
+        raise MessageFormatError(
+            f"session must be 1-{MAX_SESSION_ID - 9} printable characters without '#' or "
+            f"surrounding spaces, not {str(session)[:40]!r}; nothing was written"
+        )
     return session
 
 
@@ -340,40 +403,75 @@ def add_messages(
     tombstones = Forgotten.of(snapshot.tombstones) if snapshot is not None and not allow_forgotten else Forgotten()
     admitted = [turn for turn in fresh if not tombstones.matches(turn.text, message=turn.dia_id)]
     refused, fresh = len(fresh) - len(admitted), admitted
-    report = MessagesReport(namespace=namespace, already_stored=len(turns) - len(fresh) - refused - len(edits),
-                            forgotten=refused, updated=len(edits), not_conversation=left_out)
+    report = MessagesReport(
+        namespace=namespace,
+        already_stored=len(turns) - len(fresh) - refused - len(edits),
+        forgotten=refused,
+        updated=len(edits),
+        not_conversation=left_out,
+    )
     for dia_id, text in edits:  # each edit one commit: the new text in, the old and what came only from it out
         update_memory(namespace, dia_id, text, surface="chat", resources=res)
     if not fresh:
         return report
     open_session, last_time = _open_session(snapshot)
     gap = timedelta(seconds=idle_gap_s if idle_gap_s is not None else res.settings.chat_idle_gap_s)
-    groups = chat_sessions(fresh, open_session=open_session, last_time=last_time, named=named, idle_gap=gap,
-                           now=datetime.now())
+    groups = chat_sessions(
+        fresh, open_session=open_session, last_time=last_time, named=named, idle_gap=gap, now=datetime.now()
+    )
     flat = [(name, member) for name, members in groups for member in members]
     part_ids: list[str] = []
     ingests: list[IngestReport] = []
     for start in range(0, len(flat), MESSAGE_BATCH):  # one commit per batch (per chat session in it)
-        batch = flat[start:start + MESSAGE_BATCH]
-        parts = [_part(name, [m for _, m in run], user_name=user_name, assistant_name=assistant_name,
-                       trust_assistant=trust_assistant) for name, run in groupby(batch, key=lambda pair: pair[0])]
+        batch = flat[start : start + MESSAGE_BATCH]
+        parts = [
+            _part(
+                name,
+                [m for _, m in run],
+                user_name=user_name,
+                assistant_name=assistant_name,
+                trust_assistant=trust_assistant,
+            )
+            for name, run in groupby(batch, key=lambda pair: pair[0])
+        ]
         ingests.append(_store_parts(namespace, parts, res, policy, memory_manager, allow_forgotten))
         part_ids.extend(p.session_id for p in parts)
-    return report.model_copy(update={"added": len(fresh), "sessions": list(dict.fromkeys(n for n, _ in groups)),
-                                     "parts": part_ids, "ingest": _joined(namespace, ingests)})
+    return report.model_copy(
+        update={
+            "added": len(fresh),
+            "sessions": list(dict.fromkeys(n for n, _ in groups)),
+            "parts": part_ids,
+            "ingest": _joined(namespace, ingests),
+        }
+    )
 
 
-def _store_parts(namespace: str, parts: list[Session], res: Resources, policy: Literal["auto", "llm", "heuristic"],
-                 memory_manager: Literal["none", "r2"] | None, allow_forgotten: bool) -> IngestReport:
+def _store_parts(
+    namespace: str,
+    parts: list[Session],
+    res: Resources,
+    policy: Literal["auto", "llm", "heuristic"],
+    memory_manager: Literal["none", "r2"] | None,
+    allow_forgotten: bool,
+) -> IngestReport:
     """One batch of a call's parts stored: on the write path (``graphs.writes.consolidate``: a fast write, consolidated as
     ``LOGICMAP_CONSOLIDATION`` says), or through the ingest graph at once (the Memory-R2 manager, lifted
     tombstones, a backend without a pending log)."""
     if res.store.fast_writes and memory_manager in (None, "none") and not allow_forgotten:
         return store_sessions(namespace, parts, resources=res, policy=policy, source="chat")
-    conversation = Conversation(conversation_id=namespace, sessions=parts,
-                                speakers=sorted({t.speaker for p in parts for t in p.turns}))
-    return ingest_conversation(conversation, namespace, resources=res, policy=policy, source="chat", append=True,
-                               memory_manager=memory_manager, allow_forgotten=allow_forgotten)
+    conversation = Conversation(
+        conversation_id=namespace, sessions=parts, speakers=sorted({t.speaker for p in parts for t in p.turns})
+    )
+    return ingest_conversation(
+        conversation,
+        namespace,
+        resources=res,
+        policy=policy,
+        source="chat",
+        append=True,
+        memory_manager=memory_manager,
+        allow_forgotten=allow_forgotten,
+    )
 
 
 def _held(snapshot: Any) -> dict[str, Any]:
@@ -406,9 +504,13 @@ def _joined(namespace: str, reports: list[IngestReport]) -> IngestReport:
     if len(reports) == 1:
         return reports[0]
     cost = sum((r.cost for r in reports[1:]), reports[0].cost)
-    return IngestReport(namespace=namespace, sessions=[s for r in reports for s in r.sessions],
-                        fallbacks=[f for r in reports for f in r.fallbacks], cost=cost,
-                        wall_time_s=sum(r.wall_time_s for r in reports))
+    return IngestReport(
+        namespace=namespace,
+        sessions=[s for r in reports for s in r.sessions],
+        fallbacks=[f for r in reports for f in r.fallbacks],
+        cost=cost,
+        wall_time_s=sum(r.wall_time_s for r in reports),
+    )
 
 
 async def aadd_messages(namespace: str, messages: Any, **kwargs: Any) -> MessagesReport:

@@ -47,10 +47,10 @@ class RemoteChatbot(RemoteGraph):
         extra = dict(context) if isinstance(context, dict) else {}
         return merge_configs(config, {"configurable": {**self.settings, **extra, "namespace": namespace}})
 
-    def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-               **kwargs: Any) -> Iterator[Any]:
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> Iterator[Any]:
         return super().stream(input, self._tenant_config(config, context), **kwargs)
 
-    def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-                **kwargs: Any) -> Any:
+    def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any) -> Any:
         return super().astream(input, self._tenant_config(config, context), **kwargs)

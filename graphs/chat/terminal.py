@@ -48,12 +48,15 @@ def run_chat(
     read = input_fn or input
     work = IngestionQueue()
     bot = builder.compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace=namespace, strategy=strategy, policy=policy, user_name=user_name,
-                          ingestion=work, resources=resources)
+    context = ChatContext(
+        namespace=namespace, strategy=strategy, policy=policy, user_name=user_name, ingestion=work, resources=resources
+    )
     config = {"configurable": {"thread_id": thread_id or str(uuid.uuid4())}}
     known = resources.store.has_namespace(namespace)
-    output(f"chatting with the memory of {namespace!r} ({'existing' if known else 'new'}; recall: {strategy}, "
-           f"policy: {policy}). Commands: /evidence, /quit")
+    output(
+        f"chatting with the memory of {namespace!r} ({'existing' if known else 'new'}; recall: {strategy}, "
+        f"policy: {policy}). Commands: /evidence, /quit"
+    )
     last: dict[str, Any] = {}
     reported = 0
     while True:
@@ -84,8 +87,9 @@ def run_chat(
     return 0
 
 
-def _chat_turn(bot: Any, text: str, config: dict[str, Any], context: ChatContext,
-               output: Callable[[str], None]) -> dict[str, Any] | None:
+def _chat_turn(
+    bot: Any, text: str, config: dict[str, Any], context: ChatContext, output: Callable[[str], None]
+) -> dict[str, Any] | None:
     """One turn of ``run_chat``: the reply printed, or a provider failure printed as one line (the chat goes on)."""
     settings = context.resources.settings if isinstance(context.resources, Resources) else None
     try:
@@ -118,7 +122,11 @@ def _show_evidence(last: dict[str, Any], output: Callable[[str], None]) -> None:
         output("(nothing recalled for the last message)")
         return
     cost = last.get("cost") or {}
-    output(printable(f"recalled by {recalled.get('strategy')} ({cost.get('llm_calls', 0)} LLM calls): "
-                     f"{recalled.get('answer')}", one_line=True))
+    output(
+        printable(
+            f"recalled by {recalled.get('strategy')} ({cost.get('llm_calls', 0)} LLM calls): {recalled.get('answer')}",
+            one_line=True,
+        )
+    )
     for item in evidence:
         output(printable(f"  [{item.get('kind')} {item.get('id')}] {str(item.get('text', ''))[:200]}", one_line=True))

@@ -25,8 +25,13 @@ def enrich(request: EnrichRequest) -> Enrichment:
     enrichment.fallbacks.extend(decided.fallbacks)
     enrichment.notes.extend(decided.notes)
     batch = build_cue_layer(
-        request.namespace, request.turns, events, extra_links=links, heuristic=decided.by_rules,
-        existing_cues=request.snapshot.cues, existing_tags=request.snapshot.tags,
+        request.namespace,
+        request.turns,
+        events,
+        extra_links=links,
+        heuristic=decided.by_rules,
+        existing_cues=request.snapshot.cues,
+        existing_tags=request.snapshot.tags,
         prototypes=aspect_prototypes(request.embeddings),
     )
     if decided.by_rules or enrichment.fallbacks:  # the lexical builder ran: it reads only a long turn's beginning

@@ -63,8 +63,15 @@ class EnrichRequest:
 def request_policy(request: EnrichRequest) -> IngestPolicy:
     """The ``IngestPolicy`` (``agents.ingest_policy``) an enricher decides with: the request's policy name and
     chat model, with its model settings and trace."""
-    return ingest_policy(request.policy, request.llm, method=request.method, budget=request.budget, tags=request.tags,
-                         metadata=request.metadata, paper_prompts=request.paper_prompts)
+    return ingest_policy(
+        request.policy,
+        request.llm,
+        method=request.method,
+        budget=request.budget,
+        tags=request.tags,
+        metadata=request.metadata,
+        paper_prompts=request.paper_prompts,
+    )
 
 
 class Enrichment(BaseModel):

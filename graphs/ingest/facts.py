@@ -40,6 +40,10 @@ def enrich(request: EnrichRequest) -> Enrichment:
     # A closed or confirmed fact keeps its text, so its stored vector is reused rather than recomputed.
     stored = request.snapshot.fact_vectors
     missing = [f for f in update.facts if f.id not in stored]
-    fresh = dict(zip((f.id for f in missing), request.embeddings.embed_documents([fact_text(f) for f in missing]), strict=True))
-    vectors = [list(map(float, stored[f.id])) if f.id in stored else list(map(float, fresh[f.id])) for f in update.facts]
+    fresh = dict(
+        zip((f.id for f in missing), request.embeddings.embed_documents([fact_text(f) for f in missing]), strict=True)
+    )
+    vectors = [
+        list(map(float, stored[f.id])) if f.id in stored else list(map(float, fresh[f.id])) for f in update.facts
+    ]
     return Enrichment(facts=update.facts, fact_vectors=vectors, cost=cost, fallbacks=fallbacks, notes=notes)

@@ -108,11 +108,21 @@ __all__ = [
 
 def build_ingest_graph() -> StateGraph[IngestState, IngestContext, IngestInput, IngestOutput]:
     """The ingest ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(IngestState, context_schema=IngestContext, input_schema=IngestInput,
-                         output_schema=IngestOutput)
-    for name, node in [("prepare", prepare), ("segment", segment), ("relate", relate), ("fuse", fuse),
-                       ("topics", topics), ("facts", facts), ("cues", cues), ("r2", r2), ("commit", commit),
-                       ("rebase", rebase)]:
+    builder = StateGraph(
+        IngestState, context_schema=IngestContext, input_schema=IngestInput, output_schema=IngestOutput
+    )
+    for name, node in [
+        ("prepare", prepare),
+        ("segment", segment),
+        ("relate", relate),
+        ("fuse", fuse),
+        ("topics", topics),
+        ("facts", facts),
+        ("cues", cues),
+        ("r2", r2),
+        ("commit", commit),
+        ("rebase", rebase),
+    ]:
         builder.add_node(name, node)
     builder.add_edge(START, "prepare")
     builder.add_conditional_edges("prepare", route_after_prepare, ["segment", END])
@@ -126,7 +136,6 @@ def build_ingest_graph() -> StateGraph[IngestState, IngestContext, IngestInput, 
     builder.add_conditional_edges("commit", route_after_commit, ["rebase", "segment", END])
     builder.add_conditional_edges("rebase", route_after_rebase, ["fuse", "segment", END])
     return builder
-
 
 
 # -- the Python entry point -------------------------------------------------------------------------
@@ -146,8 +155,9 @@ def _tick(bar: Any, report: SessionReport) -> None:
     bar.set_postfix(events=report.events, calls=report.cost.llm_calls)
 
 
-def _progress_sink(progress: bool | Callable[[SessionReport], None], sessions: int,
-                   namespace: str) -> tuple[Callable[[SessionReport], None] | None, Any]:
+def _progress_sink(
+    progress: bool | Callable[[SessionReport], None], sessions: int, namespace: str
+) -> tuple[Callable[[SessionReport], None] | None, Any]:
     """``(callback per session report, tqdm bar or None)`` for ``ingest_conversation``'s ``progress``."""
     if progress is True:
         from tqdm import tqdm
@@ -161,8 +171,14 @@ RELEASE_EVERY = 10
 """Sessions between two returns of freed memory to the system during one ingest (``memory.runtime.heap``)."""
 
 
-def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: IngestContext, resources: Resources,
-                    on_report: Callable[[SessionReport], None] | None) -> tuple[list[SessionReport], list[FallbackRecord]]:
+def _stream_reports(
+    compiled: Any,
+    inputs: dict[str, Any],
+    config: Any,
+    ctx: IngestContext,
+    resources: Resources,
+    on_report: Callable[[SessionReport], None] | None,
+) -> tuple[list[SessionReport], list[FallbackRecord]]:
     """Run the ingest graph, collecting each session's report as it commits; each session gets the run
     deadline afresh."""
     reports: list[SessionReport] = []
@@ -183,8 +199,13 @@ def _stream_reports(compiled: Any, inputs: dict[str, Any], config: Any, ctx: Ing
 
 def _default_context(resources: Resources, policy: Literal["auto", "llm", "heuristic"]) -> IngestContext:
     settings = resources.settings
-    return IngestContext(policy=policy, merge_threshold=settings.merge_threshold, topic_delta=settings.topic_delta,
-                         recluster_every=settings.recluster_every, context_tokens=settings.context_tokens)
+    return IngestContext(
+        policy=policy,
+        merge_threshold=settings.merge_threshold,
+        topic_delta=settings.topic_delta,
+        recluster_every=settings.recluster_every,
+        context_tokens=settings.context_tokens,
+    )
 
 
 @checked_keywords
@@ -227,26 +248,46 @@ def ingest_conversation(
     carried = context.resources if context is not None else None
     resources = resources or (carried if isinstance(carried, Resources) else default_resources())
     ctx = dataclasses.replace(
-        context or _default_context(resources, policy), source=source or conversation_source(conversation),
-        exclusive=exclusive, **_overrides(append=append, replace_sessions=tuple(replace_sessions),
-                                          purge_replaced=purge_replaced, allow_forgotten=allow_forgotten,
-                                          memory_manager=memory_manager, consumes=tuple((consumes or {}).items())))
+        context or _default_context(resources, policy),
+        source=source or conversation_source(conversation),
+        exclusive=exclusive,
+        **_overrides(
+            append=append,
+            replace_sessions=tuple(replace_sessions),
+            purge_replaced=purge_replaced,
+            allow_forgotten=allow_forgotten,
+            memory_manager=memory_manager,
+            consumes=tuple((consumes or {}).items()),
+        ),
+    )
     ctx, resources = with_resources(ctx, resources, namespace=namespace)
-    config = with_caller_config(run_config(
-        "ingest", namespace=namespace, policy=ctx.policy, budgets=ctx,
-        metadata={"sessions": len(conversation.sessions)},
-        recursion_limit=20 + 10 * len(conversation.sessions) + 8 * MAX_COMMIT_CONFLICTS,
-    ), config)
+    config = with_caller_config(
+        run_config(
+            "ingest",
+            namespace=namespace,
+            policy=ctx.policy,
+            budgets=ctx,
+            metadata={"sessions": len(conversation.sessions)},
+            recursion_limit=20 + 10 * len(conversation.sessions) + 8 * MAX_COMMIT_CONFLICTS,
+        ),
+        config,
+    )
     on_report, bar = _progress_sink(progress, len(conversation.sessions), namespace)
     started = time.perf_counter()
     compiled: CompiledStateGraph[Any, Any, Any, Any] = ingest_redo.graph if redo_fallbacks else graph
     with python_caller(namespace):  # the caller named it: the graph takes it as it is (memory.tenancy)
-        reports, fallbacks = _stream_reports(compiled, {"sessions": conversation.sessions}, config, ctx, resources,
-                                             on_report)
+        reports, fallbacks = _stream_reports(
+            compiled, {"sessions": conversation.sessions}, config, ctx, resources, on_report
+        )
     if bar is not None:
         bar.close()
-    return IngestReport(namespace=namespace, sessions=reports, fallbacks=fallbacks,
-                        cost=sum((report.cost for report in reports), Cost()), wall_time_s=time.perf_counter() - started)
+    return IngestReport(
+        namespace=namespace,
+        sessions=reports,
+        fallbacks=fallbacks,
+        cost=sum((report.cost for report in reports), Cost()),
+        wall_time_s=time.perf_counter() - started,
+    )
 
 
 def _overrides(**given: Any) -> dict[str, Any]:

@@ -304,8 +304,14 @@ def ingest_policy_of(state: Mapping[str, Any], runtime: Runtime[IngestContext] |
     ctx, res = ingest_context(runtime), resources_of(runtime)
     name = state.get("policy") or ctx.policy
     trace = _trace(state, ctx) if state.get("current") is not None else {}
-    return ingest_policy(name, model=partial(_chat_model, res), method=res.method,
-                         budget=ContextBudget(ctx.context_tokens), paper_prompts=ctx.faithful, **trace)
+    return ingest_policy(
+        name,
+        model=partial(_chat_model, res),
+        method=res.method,
+        budget=ContextBudget(ctx.context_tokens),
+        paper_prompts=ctx.faithful,
+        **trace,
+    )
 
 
 def _chat_model(res: Resources) -> BaseChatModel | None:
@@ -427,7 +433,7 @@ def foreign_sessions(manifest: Manifest, source: str, sessions: list[Session]) -
     if manifest.generation == 0 or manifest.source in (None, source) or source in ("chat", STORE_SOURCE):
         return sessions
     tag = stable_hash(source, length=8)
-    return [s.model_copy(update={"session_id": f"{s.session_id[:MAX_SESSION_ID - 9]}@{tag}"}) for s in sessions]
+    return [s.model_copy(update={"session_id": f"{s.session_id[: MAX_SESSION_ID - 9]}@{tag}"}) for s in sessions]
 
 
 def committed_as(manifest: Manifest, session: Session) -> SessionInfo | None:
@@ -440,8 +446,9 @@ def committed_as(manifest: Manifest, session: Session) -> SessionInfo | None:
     return next((info for info in manifest.sessions.values() if info.content_hash == digest), None)
 
 
-def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session],
-                      replace: tuple[str, ...] = ()) -> list[Session]:
+def _pending_sessions(
+    namespace: str, manifest: Manifest, sessions: list[Session], replace: tuple[str, ...] = ()
+) -> list[Session]:
     """The sessions not committed yet (``committed_as``); ``SessionConflictError`` for a committed id with other
     content, and ``ValueError`` for a session naming one dia id twice (both before anything is written)."""
     pending = []
@@ -449,7 +456,9 @@ def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session
         seen: set[str] = set()
         for raw in session.turns:
             if raw.dia_id in seen:
-                raise ValueError(f"session {session.session_id!r} holds the dia id {raw.dia_id!r} twice; nothing was written")
+                raise ValueError(
+                    f"session {session.session_id!r} holds the dia id {raw.dia_id!r} twice; nothing was written"
+                )
             seen.add(raw.dia_id)
         known = None if session.session_id in replace else committed_as(manifest, session)
         if known is None:
@@ -459,8 +468,9 @@ def _pending_sessions(namespace: str, manifest: Manifest, sessions: list[Session
     return pending
 
 
-def file_namespaces(conversations: list[Conversation], namespace: str, store: StoragePort, *,
-                    append: bool = False) -> list[tuple[Conversation, str]]:
+def file_namespaces(
+    conversations: list[Conversation], namespace: str, store: StoragePort, *, append: bool = False
+) -> list[tuple[Conversation, str]]:
     """Where each conversation of a file goes, checked for the whole file before anything is written.
 
     One conversation goes to ``namespace``, which the operator named: its sessions are added to what the
@@ -472,8 +482,10 @@ def file_namespaces(conversations: list[Conversation], namespace: str, store: St
     (``ContinuationError``, see ``check_continuation``): a file cannot pour itself into another tenant's memory.
     """
     many = len(conversations) > 1
-    targets = [(conv, conversation_namespace(namespace, conv.conversation_id) if many else validate_namespace(namespace))
-               for conv in conversations]
+    targets = [
+        (conv, conversation_namespace(namespace, conv.conversation_id) if many else validate_namespace(namespace))
+        for conv in conversations
+    ]
     for conv, target in targets:
         manifest, source = store.manifest(target), conversation_source(conv)
         if many:
@@ -501,8 +513,9 @@ def _turn_ids(session: Session, stored: dict[str, Turn]) -> list[str]:
     return ids
 
 
-def _session_events(segmentation: Any, namespace: str, session: Session, turns: list[Turn], order_base: int,
-                    source: str) -> list[Event]:
+def _session_events(
+    segmentation: Any, namespace: str, session: Session, turns: list[Turn], order_base: int, source: str
+) -> list[Event]:
     return [
         Event(
             id=event_id(session.session_id, i + 1),
@@ -548,8 +561,9 @@ class _Fusion:
     linked: int = 0
 
 
-def _merge_candidates(events: list[Event], vectors: np.ndarray, event_graph: EventGraph,
-                      threshold: float) -> list[CandidatePair]:
+def _merge_candidates(
+    events: list[Event], vectors: np.ndarray, event_graph: EventGraph, threshold: float
+) -> list[CandidatePair]:
     """Each new event with its most similar stored event, when they are similar enough to be one event."""
     pairs: list[CandidatePair] = []
     for event, vector in zip(events, vectors):
@@ -581,8 +595,15 @@ def fusion_case(verdict: Any, similarity: float, threshold: float | None) -> Lit
     return "new"
 
 
-def _apply_verdicts(fusion: _Fusion, verdicts: list[Any], pairs: list[CandidatePair], event_graph: EventGraph,
-                    namespace: str, session_id: str, threshold: float | None = None) -> None:
+def _apply_verdicts(
+    fusion: _Fusion,
+    verdicts: list[Any],
+    pairs: list[CandidatePair],
+    event_graph: EventGraph,
+    namespace: str,
+    session_id: str,
+    threshold: float | None = None,
+) -> None:
     """Same event -> merge into the stored one; overlap -> an edge to it; else the new event stays
     (``fusion_case``; ``threshold``: ``faithful``'s merge threshold)."""
     for verdict, pair in zip(verdicts, pairs):
@@ -596,9 +617,17 @@ def _apply_verdicts(fusion: _Fusion, verdicts: list[Any], pairs: list[CandidateP
             del fusion.new_events[new.id]
         elif case == "link":
             label = (verdict.relation_type or "elaboration").strip().lower().replace(" ", "_") or "elaboration"
-            fusion.extra.append(Relation(id=relation_id(new.id, label, pair.stored_id), namespace=namespace,
-                                         source=new.id, target=pair.stored_id, label=label,
-                                         turn_ids=new.turn_ids[:2], session_id=session_id))
+            fusion.extra.append(
+                Relation(
+                    id=relation_id(new.id, label, pair.stored_id),
+                    namespace=namespace,
+                    source=new.id,
+                    target=pair.stored_id,
+                    label=label,
+                    turn_ids=new.turn_ids[:2],
+                    session_id=session_id,
+                )
+            )
             fusion.linked += 1
 
 
@@ -614,20 +643,31 @@ def _redirected_relations(relations: list[Relation], redirect: dict[str, str]) -
     return out
 
 
-def _link_to_previous(relations: dict[str, Relation], kept: list[Event], event_graph: EventGraph, namespace: str,
-                      session_id: str) -> None:
+def _link_to_previous(
+    relations: dict[str, Relation], kept: list[Event], event_graph: EventGraph, namespace: str, session_id: str
+) -> None:
     """Continuity: the previous session's last event precedes this session's first event."""
     if not kept or not event_graph.ids:
         return
     last = max(event_graph.events.values(), key=lambda e: (e.order, e.id))
     rid = relation_id(last.id, "temporal_before", kept[0].id)
-    relations.setdefault(rid, Relation(id=rid, namespace=namespace, source=last.id, target=kept[0].id,
-                                       label="temporal_before", turn_ids=[*last.turn_ids[-1:], *kept[0].turn_ids[:1]],
-                                       session_id=session_id))
+    relations.setdefault(
+        rid,
+        Relation(
+            id=rid,
+            namespace=namespace,
+            source=last.id,
+            target=kept[0].id,
+            label="temporal_before",
+            turn_ids=[*last.turn_ids[-1:], *kept[0].turn_ids[:1]],
+            session_id=session_id,
+        ),
+    )
 
 
-def _fused_change(state: IngestState, snapshot: NamespaceSnapshot, fusion: _Fusion, relations: dict[str, Relation],
-                  res: Resources) -> ChangeSet:
+def _fused_change(
+    state: IngestState, snapshot: NamespaceSnapshot, fusion: _Fusion, relations: dict[str, Relation], res: Resources
+) -> ChangeSet:
     """The session's change set: its turns, its new and updated events (with vectors), its relations."""
     now = datetime.now(UTC)
     written = [*fusion.new_events.values(), *fusion.updated.values()]
@@ -666,8 +706,9 @@ def _masked(snapshot: NamespaceSnapshot, retire: dict[str, list[str]]) -> Namesp
     return dataclasses.replace(snapshot, **updates, _derived={})
 
 
-def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: IngestState,
-            runtime: Runtime[IngestContext]) -> dict[str, Any]:
+def _enrich(
+    kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: IngestState, runtime: Runtime[IngestContext]
+) -> dict[str, Any]:
     """Run an enricher (``graphs.ingest.facts`` or ``graphs.ingest.cues``); commit adds its records to the change.
 
     Facts and cues run as parallel branches, so each returns its own ``Enrichment`` (merged by a reducer).
@@ -679,10 +720,19 @@ def _enrich(kind: str, enrich: Callable[[EnrichRequest], Enrichment], state: Ing
         return {"enrichments": [Enrichment(kind=kind)]}
     policy = ingest_policy_of(state, runtime)
     request = EnrichRequest(
-        namespace=state["namespace"], session=session, turns=_memory_turns(state["turns"]), events=list(change.events),
-        snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire), policy=policy.name, llm=policy.llm,
-        embeddings=res.embeddings, method=res.method, budget=ContextBudget(ctx.context_tokens),
-        layers=state.get("layers"), paper_prompts=ctx.faithful, **_trace(state, ctx),
+        namespace=state["namespace"],
+        session=session,
+        turns=_memory_turns(state["turns"]),
+        events=list(change.events),
+        snapshot=_masked(res.store.snapshot(state["namespace"]), change.retire),
+        policy=policy.name,
+        llm=policy.llm,
+        embeddings=res.embeddings,
+        method=res.method,
+        budget=ContextBudget(ctx.context_tokens),
+        layers=state.get("layers"),
+        paper_prompts=ctx.faithful,
+        **_trace(state, ctx),
     )
     return {"enrichments": [enrich(request).model_copy(update={"kind": kind})]}
 
@@ -696,7 +746,11 @@ def _with_enrichments(state: IngestState) -> tuple[ChangeSet, Cost, list[Fallbac
     notes = list(state.get("session_stats", {}).get("notes", []))
     for enrichment in sorted(state.get("enrichments") or [], key=lambda e: ENRICHERS.index(e.kind)):
         change = apply_enrichment(change, enrichment)
-        cost, fallbacks, notes = cost + enrichment.cost, [*fallbacks, *enrichment.fallbacks], [*notes, *enrichment.notes]
+        cost, fallbacks, notes = (
+            cost + enrichment.cost,
+            [*fallbacks, *enrichment.fallbacks],
+            [*notes, *enrichment.notes],
+        )
     return change, cost, fallbacks, notes
 
 
@@ -706,15 +760,17 @@ def _session_fallbacks(fallbacks: list[FallbackRecord]) -> list[SessionFallback]
     for record in fallbacks:
         kept = by_role.get(record.role)
         if kept is None:
-            by_role[record.role] = SessionFallback(role=record.role, reason=record.reason,
-                                                   errors=[e[:500] for e in record.errors[:2]], calls=1)
+            by_role[record.role] = SessionFallback(
+                role=record.role, reason=record.reason, errors=[e[:500] for e in record.errors[:2]], calls=1
+            )
         else:
             kept.calls += 1
     return list(by_role.values())
 
 
-def _session_info(change: ChangeSet, session: Session, stats: dict[str, Any], fallbacks: list[FallbackRecord],
-                  notes: list[str]) -> SessionInfo:
+def _session_info(
+    change: ChangeSet, session: Session, stats: dict[str, Any], fallbacks: list[FallbackRecord], notes: list[str]
+) -> SessionInfo:
     return SessionInfo(
         session_id=session.session_id,
         content_hash=session.content_hash(),
@@ -729,8 +785,15 @@ def _session_info(change: ChangeSet, session: Session, stats: dict[str, Any], fa
     )
 
 
-def _session_report(change: ChangeSet, session: Session, stats: dict[str, Any], fallbacks: list[FallbackRecord],
-                    cost: Cost, generation: int, notes: list[str]) -> SessionReport:
+def _session_report(
+    change: ChangeSet,
+    session: Session,
+    stats: dict[str, Any],
+    fallbacks: list[FallbackRecord],
+    cost: Cost,
+    generation: int,
+    notes: list[str],
+) -> SessionReport:
     return SessionReport(
         session_id=session.session_id,
         policy=stats.get("policy", "llm"),
@@ -773,15 +836,28 @@ def prepare(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     else:  # the caller named the namespace (its own tenant on the server): the sessions are added to it
         sessions = foreign_sessions(manifest, source, sessions)
     pending = _pending_sessions(namespace, manifest, sessions, ctx.replace_sessions)
-    reports = [SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
-               for s in sessions if s not in pending and (known := committed_as(manifest, s)) is not None]
+    reports = [
+        SessionReport(session_id=s.session_id, skipped=True, policy=known.policy, generation=known.generation)
+        for s in sessions
+        if s not in pending and (known := committed_as(manifest, s)) is not None
+    ]
     forgotten = _tombstones(res, namespace, manifest, ctx, pending)
-    reports += [SessionReport(session_id=s.session_id, skipped=True, policy=ctx.policy,
-                              notes=[f"every turn left out: {FORGOTTEN_NOTE}"])
-                for s in pending if not forgotten.admitted(s).turns]
+    reports += [
+        SessionReport(
+            session_id=s.session_id, skipped=True, policy=ctx.policy, notes=[f"every turn left out: {FORGOTTEN_NOTE}"]
+        )
+        for s in pending
+        if not forgotten.admitted(s).turns
+    ]
     pending = [s for s in pending if forgotten.admitted(s).turns]
-    update: dict[str, Any] = {"namespace": namespace, "reports": reports, "source": source, "sessions": sessions,
-                              "policy": ctx.policy, **advance(pending)}
+    update: dict[str, Any] = {
+        "namespace": namespace,
+        "reports": reports,
+        "source": source,
+        "sessions": sessions,
+        "policy": ctx.policy,
+        **advance(pending),
+    }
     unavailable = ingest_policy_of(update, runtime).run_fallbacks() if pending else []
     if unavailable:
         update["fallbacks"] = unavailable
@@ -803,12 +879,14 @@ def segment(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, An
     memory = _memory_turns(turns)
     vectors = np.asarray(res.embeddings.embed_documents([t.render() for t in memory]), dtype=np.float32)
     policy = ingest_policy_of(state, runtime)
-    outcome, layers = policy.segment(memory, vectors, session.timestamp, combined=_combined(ctx, res),
-                                     facts=ctx.extract_facts, cues=ctx.extract_cues)
+    outcome, layers = policy.segment(
+        memory, vectors, session.timestamp, combined=_combined(ctx, res), facts=ctx.extract_facts, cues=ctx.extract_cues
+    )
     segmentation, cost, notes = outcome.output, outcome.cost, outcome.notes
     fallbacks = list(outcome.fallbacks)
-    events = _session_events(segmentation, namespace, session, memory, _next_order(snapshot),
-                             "fallback" if fallbacks else policy.name)
+    events = _session_events(
+        segmentation, namespace, session, memory, _next_order(snapshot), "fallback" if fallbacks else policy.name
+    )
     notes = [*notes, *time_phrase_notes(turns, session.timestamp)]
     if len(admitted.turns) < len(session.turns):
         notes.append(f"{len(session.turns) - len(admitted.turns)} turns left out: {FORGOTTEN_NOTE}")
@@ -843,11 +921,20 @@ def relate(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
         src, tgt = by_key[rel.source].id, by_key[rel.target].id
         rid = relation_id(src, rel.label, tgt)
         relations[rid] = Relation(
-            id=rid, namespace=state["namespace"], source=src, target=tgt, label=rel.label,
-            turn_ids=rel.turn_ids, session_id=session.session_id,
+            id=rid,
+            namespace=state["namespace"],
+            source=src,
+            target=tgt,
+            label=rel.label,
+            turn_ids=rel.turn_ids,
+            session_id=session.session_id,
         )
-    return {"relations": list(relations.values()), "session_cost": cost, "session_fallbacks": fallbacks,
-            "session_stats": stats}
+    return {
+        "relations": list(relations.values()),
+        "session_cost": cost,
+        "session_fallbacks": fallbacks,
+        "session_stats": stats,
+    }
 
 
 def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
@@ -873,8 +960,15 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
         if outcome.fallback:
             fallbacks.append(outcome.fallback)
     fusion = _Fusion(new_events={e.id: e for e in events}, new_vectors={e.id: v for e, v in zip(events, vectors)})
-    _apply_verdicts(fusion, verdicts, pairs, event_graph, namespace, session.session_id,
-                    ctx.merge_threshold if ctx.faithful else None)
+    _apply_verdicts(
+        fusion,
+        verdicts,
+        pairs,
+        event_graph,
+        namespace,
+        session.session_id,
+        ctx.merge_threshold if ctx.faithful else None,
+    )
     relations = _redirected_relations([*state.get("relations", []), *fusion.extra], fusion.redirect)
     kept = [e for e in events if e.id in fusion.new_events]
     links = ctx.cross_session_links if ctx.cross_session_links is not None else res.settings.cross_session_links
@@ -884,14 +978,20 @@ def fuse(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any]:
             relations.setdefault(rel.id, rel)
     change = _fused_change(state, snapshot, fusion, relations, res)
     stats = {**state.get("session_stats", {}), "merged": len(fusion.redirect), "linked": fusion.linked}
-    return {"change": change, "session_cost": cost, "session_fallbacks": fallbacks, "session_stats": stats,
-            "enrichments": None}
+    return {
+        "change": change,
+        "session_cost": cost,
+        "session_fallbacks": fallbacks,
+        "session_stats": stats,
+        "enrichments": None,
+    }
 
 
 def _replaced_event(snapshot: NamespaceSnapshot, event_id: str, session_id: str) -> bool:
     event = snapshot.events.get(event_id)
     return event is not None and any(
-        (turn := snapshot.turns.get(t)) is not None and turn.session_id == session_id for t in event.turn_ids)
+        (turn := snapshot.turns.get(t)) is not None and turn.session_id == session_id for t in event.turn_ids
+    )
 
 
 def _with_replaced(change: ChangeSet, res: Resources, session_id: str, purge: bool = False) -> ChangeSet:
@@ -922,8 +1022,13 @@ def topics(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     out: dict[str, Any] = {"session_stats": stats}
     events = ChainMap({e.id: e for e in change.events}, snapshot.events)
     out.update(relabel_topics(state, runtime, changed, events, vectors))
-    out["change"] = change.model_copy(update={"topics": update.topics, "topic_steps": update.steps,
-                                              "retire": {**change.retire, "topics": update.retired}})
+    out["change"] = change.model_copy(
+        update={
+            "topics": update.topics,
+            "topic_steps": update.steps,
+            "retire": {**change.retire, "topics": update.retired},
+        }
+    )
     return out
 
 
@@ -940,8 +1045,13 @@ def carry_topic_labels(before: dict[str, Topic], after: list[Topic]) -> list[Top
     return changed
 
 
-def relabel_topics(state: IngestState, runtime: Runtime[IngestContext], changed: list[Topic],
-                   events: Mapping[str, Event], vectors: Mapping[str, np.ndarray]) -> dict[str, Any]:
+def relabel_topics(
+    state: IngestState,
+    runtime: Runtime[IngestContext],
+    changed: list[Topic],
+    events: Mapping[str, Event],
+    vectors: Mapping[str, np.ndarray],
+) -> dict[str, Any]:
     """MRAgent's topic abstraction (with the cue layer and ``abstract_topics`` on): the run's policy labels the
     ``changed`` topics in place, from their events' summaries, most central first; the session's cost and
     fallbacks with its call (an empty update when the policy leaves topics unlabelled or nothing changed).
@@ -958,7 +1068,9 @@ def relabel_topics(state: IngestState, runtime: Runtime[IngestContext], changed:
     return out
 
 
-def _clusters(topics: list[Topic], events: Mapping[str, Event], vectors: Mapping[str, np.ndarray]) -> list[TopicCluster]:
+def _clusters(
+    topics: list[Topic], events: Mapping[str, Event], vectors: Mapping[str, np.ndarray]
+) -> list[TopicCluster]:
     return [_cluster(topic, events, vectors) for topic in topics]
 
 
@@ -1023,12 +1135,20 @@ def commit(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     cost.wall_time_s = time.perf_counter() - state.get("started", time.perf_counter())
     report = _session_report(change, session, stats, fallbacks, cost, manifest.generation, notes)
     report = report.model_copy(update=_contention(state))
-    return {"reports": [report], "fallbacks": fallbacks, "cost": cost, **advance(list(state.get("pending", []))),
-            "change": None, "conflicts": 0, "conflict_since": 0.0}
+    return {
+        "reports": [report],
+        "fallbacks": fallbacks,
+        "cost": cost,
+        **advance(list(state.get("pending", []))),
+        "change": None,
+        "conflicts": 0,
+        "conflict_since": 0.0,
+    }
 
 
-def _tombstones(res: Resources, namespace: str, manifest: Manifest, ctx: IngestContext,
-                pending: list[Session]) -> Forgotten:
+def _tombstones(
+    res: Resources, namespace: str, manifest: Manifest, ctx: IngestContext, pending: list[Session]
+) -> Forgotten:
     """The namespace's tombstones an ingest leaves turns out for (none with ``allow_forgotten``)."""
     if ctx.allow_forgotten or manifest.generation == 0 or not pending:
         return Forgotten()
@@ -1070,15 +1190,28 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     namespace, session = state["namespace"], state["current"]
     assert session is not None
     snapshot = resources_of(runtime).store.snapshot(namespace)
-    known = None if session.session_id in ingest_context(runtime).replace_sessions else committed_as(
-        snapshot.manifest, session)
+    known = (
+        None
+        if session.session_id in ingest_context(runtime).replace_sessions
+        else committed_as(snapshot.manifest, session)
+    )
     if known is not None:
         if known.content_hash != session.content_hash():
             raise session_conflict(namespace, session.session_id)
-        report = SessionReport(session_id=session.session_id, skipped=True, policy=known.policy,
-                               generation=known.generation, **_contention(state))
-        return {"reports": [report], **advance(list(state.get("pending", []))), "change": None, "conflicts": 0,
-                "conflict_since": 0.0}
+        report = SessionReport(
+            session_id=session.session_id,
+            skipped=True,
+            policy=known.policy,
+            generation=known.generation,
+            **_contention(state),
+        )
+        return {
+            "reports": [report],
+            **advance(list(state.get("pending", []))),
+            "change": None,
+            "conflicts": 0,
+            "conflict_since": 0.0,
+        }
     _check_still_continues(state, snapshot.manifest, ingest_context(runtime))
     offset, order_base = _next_position(snapshot), _next_order(snapshot)
     # The other writer may have stored turns under ids this session took: choose its ids again.
@@ -1088,10 +1221,13 @@ def rebase(state: IngestState, runtime: Runtime[IngestContext]) -> dict[str, Any
     moved = {old.dia_id: new.dia_id for old, new in zip(state["turns"], turns) if old.dia_id != new.dia_id}
     return {
         "turns": turns,
-        "events": [e.model_copy(update={"order": order_base + i, "turn_ids": [moved.get(t, t) for t in e.turn_ids]})
-                   for i, e in enumerate(state["events"])],
-        "relations": [r.model_copy(update={"turn_ids": [moved.get(t, t) for t in r.turn_ids]})
-                      for r in state.get("relations", [])],
+        "events": [
+            e.model_copy(update={"order": order_base + i, "turn_ids": [moved.get(t, t) for t in e.turn_ids]})
+            for i, e in enumerate(state["events"])
+        ],
+        "relations": [
+            r.model_copy(update={"turn_ids": [moved.get(t, t) for t in r.turn_ids]}) for r in state.get("relations", [])
+        ],
         "layers": layers.renamed(moved) if (layers := state.get("layers")) is not None else None,
         "base_generation": snapshot.generation,
     }
@@ -1117,4 +1253,3 @@ def route_after_rebase(state: IngestState) -> Literal["fuse", "segment", "__end_
 
 
 # -- the graph --------------------------------------------------------------------------------------
-

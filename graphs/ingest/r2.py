@@ -57,8 +57,13 @@ def _apply(
     try:
         return memory.apply(edits, candidates, session_id=session_id)
     except InvalidEditBatch as exc:
-        fallbacks.append(FallbackRecord(role="r2_manager", reason="edit batch invalid at apply: deterministic "
-                                        "manager used", errors=exc.problems[:5]))
+        fallbacks.append(
+            FallbackRecord(
+                role="r2_manager",
+                reason="edit batch invalid at apply: deterministic manager used",
+                errors=exc.problems[:5],
+            )
+        )
         return memory.apply(heuristic_edits(memory, candidates), candidates, session_id=session_id)
 
 

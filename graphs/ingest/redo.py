@@ -171,7 +171,10 @@ def _relations(state: IngestState, snapshot: NamespaceSnapshot, plan: _Plan) -> 
 
 
 def _topics(
-    state: IngestState, runtime: Runtime[IngestContext], snapshot: NamespaceSnapshot, plan: _Plan,
+    state: IngestState,
+    runtime: Runtime[IngestContext],
+    snapshot: NamespaceSnapshot,
+    plan: _Plan,
     vectors: list[list[float]],
 ) -> tuple[TopicUpdate, dict[str, Any]]:
     """Topic step: retired events leave their topics, new ones join the nearest topic (or open one); then the
@@ -188,8 +191,11 @@ def _topics(
     changed = carry_topic_labels(snapshot.topics, update.topics)  # a topic whose members stay keeps its abstraction
     # ... unless it holds a rebuilt event: same id, new summary (the one its label was abstracted from fell back).
     written = {t.id for t in update.topics}
-    stale = [t.model_copy(deep=True) for tid, t in snapshot.topics.items()
-             if tid not in written and tid not in update.retired and rebuilt.intersection(t.members)]
+    stale = [
+        t.model_copy(deep=True)
+        for tid, t in snapshot.topics.items()
+        if tid not in written and tid not in update.retired and rebuilt.intersection(t.members)
+    ]
     relabel = {t.id for t in changed}
     changed += [t for t in update.topics if t.id not in relabel and rebuilt.intersection(t.members)]
     events = ChainMap({e.id: e for e in plan.events}, snapshot.events)

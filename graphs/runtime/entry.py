@@ -61,8 +61,9 @@ def unexpected_keyword(function: str, name: str, valid: Iterable[str], *, of: st
     return TypeError(f"{message}; it takes {', '.join(names) or 'no keyword arguments'}")
 
 
-def check_keywords(function: str, given: Mapping[str, Any] | Iterable[str], valid: Iterable[str], *,
-                   of: str = "") -> None:
+def check_keywords(
+    function: str, given: Mapping[str, Any] | Iterable[str], valid: Iterable[str], *, of: str = ""
+) -> None:
     """``TypeError`` (``unexpected_keyword``) for the first keyword in ``given`` that is not ``valid``."""
     allowed = frozenset(valid)
     for name in given:

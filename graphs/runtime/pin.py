@@ -37,8 +37,12 @@ def pin_run(runtime: Any, template: str | None, policy: str) -> RunPin:
     res.store.require_namespace(namespace)
     snapshot = res.store.snapshot(namespace)
     writes = res.store.pending_writes(namespace, after=snapshot.manifest.consolidated_through)
-    return RunPin(namespace=namespace, policy=resolve_policy(policy, res), generation=snapshot.generation,
-                  pending=writes[-1].seq if writes else 0)
+    return RunPin(
+        namespace=namespace,
+        policy=resolve_policy(policy, res),
+        generation=snapshot.generation,
+        pending=writes[-1].seq if writes else 0,
+    )
 
 
 def snapshot_of(store: StoragePort, pin: Mapping[str, Any]) -> NamespaceSnapshot:

@@ -26,9 +26,7 @@ if TYPE_CHECKING:
 
 # Raised for every path the server refuses to read, whatever the reason: a client learns nothing about
 # which server files exist.
-_PATH_REFUSED = (
-    "this server does not read that file: send the conversation's `sessions` in the request{hint}"
-)
+_PATH_REFUSED = "this server does not read that file: send the conversation's `sessions` in the request{hint}"
 
 __all__ = [
     "NAMESPACE_DESCRIPTION",
@@ -51,6 +49,7 @@ __all__ = [
     "with_resources",
     "IngestPathRefused",
 ]
+
 
 class _Unset:
     """The chat model of ``Resources`` before it is first asked for (None is a valid value: no model)."""
@@ -124,8 +123,13 @@ ResourcesField = SkipJsonSchema[Any]
 
 def resources_field() -> Any:
     """The ``resources`` field every graph's context declares (``resources: ResourcesField = resources_field()``)."""
-    return field(default=None, metadata={"description": "Resources for this run (Python callers only); "
-                                                        "unset = the process-wide defaults from LOGICMAP_* settings."})
+    return field(
+        default=None,
+        metadata={
+            "description": "Resources for this run (Python callers only); "
+            "unset = the process-wide defaults from LOGICMAP_* settings."
+        },
+    )
 
 
 NAMESPACE_DESCRIPTION = (
@@ -255,8 +259,9 @@ def server_readable_path(path: str, settings: LogicMapSettings | None = None) ->
     if not server_mode():
         return path
     root = (settings or default_resources().settings).ingest_root
-    refused = IngestPathRefused(_PATH_REFUSED.format(hint=" or a path under the server's ingest directory"
-                                                          if root else ""))
+    refused = IngestPathRefused(
+        _PATH_REFUSED.format(hint=" or a path under the server's ingest directory" if root else "")
+    )
     if root is None or not isinstance(path, str) or not path or "\x00" in path:
         raise refused
     try:

@@ -89,8 +89,9 @@ def rank_turns(
 ) -> list[str]:
     """The evidence's turns best first by ``turn_scores``, for ``AnswerResult.turn_ranking``; ``first``
     (e.g. turns a responder cited) lead."""
-    scores = turn_scores(snapshot, np.atleast_2d(np.asarray(query_vector, dtype=np.float32)), evidence,
-                         context_weight=context_weight)
+    scores = turn_scores(
+        snapshot, np.atleast_2d(np.asarray(query_vector, dtype=np.float32)), evidence, context_weight=context_weight
+    )
     lead = [t for t in dict.fromkeys(first) if t in scores]
     rest = sorted((t for t in scores if t not in lead), key=lambda t: -scores[t])  # stable: evidence order breaks ties
     return [*lead, *rest]

@@ -81,8 +81,7 @@ def _budget_items(budgets: Any) -> dict[str, Any]:
         budgets = budgets.model_dump()
     # Metadata values must stay small and JSON-friendly: nested structures become their repr.
     return {
-        str(k): v if isinstance(v, str | int | float | bool) or v is None else repr(v)
-        for k, v in dict(budgets).items()
+        str(k): v if isinstance(v, str | int | float | bool) or v is None else repr(v) for k, v in dict(budgets).items()
     }
 
 
@@ -175,13 +174,30 @@ def traced_run(
     With tracing on, the graph runs as its child ``"<strategy> graph"``.
     """
     if not tracing_enabled():
-        yield TracedRun(run_config(strategy, namespace=namespace, policy=policy, budgets=budgets, tags=tags,
-                                   metadata=metadata, recursion_limit=recursion_limit))
+        yield TracedRun(
+            run_config(
+                strategy,
+                namespace=namespace,
+                policy=policy,
+                budgets=budgets,
+                tags=tags,
+                metadata=metadata,
+                recursion_limit=recursion_limit,
+            )
+        )
         return
     import langsmith
 
-    config = run_config(strategy, namespace=namespace, policy=policy, budgets=budgets, run_name=f"{strategy} graph",
-                        tags=tags, metadata=metadata, recursion_limit=recursion_limit)
+    config = run_config(
+        strategy,
+        namespace=namespace,
+        policy=policy,
+        budgets=budgets,
+        run_name=f"{strategy} graph",
+        tags=tags,
+        metadata=metadata,
+        recursion_limit=recursion_limit,
+    )
     with langsmith.trace(
         name=strategy, run_type="chain", inputs=dict(inputs), tags=config["tags"], metadata=config["metadata"]
     ) as root:
@@ -217,8 +233,14 @@ def invoke_strategy(
     caller = config
     config = {"run_name": strategy, "tags": list(tags), "recursion_limit": recursion_limit}
     if not isinstance(compiled, TracedGraph):  # a plain compiled graph: tag and describe its run here
-        config = run_config(strategy, namespace=namespace, policy=context.policy, budgets=context, tags=tags,
-                            recursion_limit=recursion_limit)
+        config = run_config(
+            strategy,
+            namespace=namespace,
+            policy=context.policy,
+            budgets=context,
+            tags=tags,
+            recursion_limit=recursion_limit,
+        )
     config = with_caller_config(config, caller)
     # The whole final state, not only the output schema Studio shows: the result is built from it.
     state_keys = list(compiled.builder.schemas[compiled.builder.state_schema])
@@ -346,8 +368,9 @@ class _RootCost(BaseCallbackHandler):
         self.cost = Cost()
         self._lock = threading.Lock()
 
-    def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                     **kwargs: Any) -> None:
+    def on_chain_end(
+        self, outputs: Any, *, run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None, **kwargs: Any
+    ) -> None:
         spent = _cost_of(outputs)
         if parent_run_id == self.root_id and spent is not None and self.summed:
             with self._lock:
@@ -439,8 +462,13 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
     ``cost.wall_time_s``. Build one with ``traced_graph(builder.compile(name=...))``.
     """
 
-    def _run_config(self, input: Any, config: RunnableConfig | None, context: Any,
-                    manager_for: Callable[[RunnableConfig], BaseCallbackManager]) -> RunnableConfig:
+    def _run_config(
+        self,
+        input: Any,
+        config: RunnableConfig | None,
+        context: Any,
+        manager_for: Callable[[RunnableConfig], BaseCallbackManager],
+    ) -> RunnableConfig:
         """The caller's config, tagged and described for the run (read over the graph's own ``with_config`` and an
         enclosing run's config), with a new callback manager (``manager_for``: LangChain's, which copies a parent's,
         so the parent keeps its tags) that puts the cost on the root run. The rest (recursion limit, configurable)
@@ -474,8 +502,9 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
         check_question(input["question"], settings, where=f"the {self.get_name()} graph's input")
         return settings
 
-    def stream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-               **kwargs: Any) -> Iterator[Any]:
+    def stream(
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> Iterator[Any]:
         settings = self._check_input(input, context)
         started = time.perf_counter()
         config = self._run_config(input, config, context, get_callback_manager_for_config)
@@ -486,8 +515,9 @@ class TracedGraph(CompiledStateGraph[Any, Any, Any, Any]):
                 yield _stamp_chunk(chunk, mode, version, started)
                 check_deadline(where)  # between steps; long loops inside nodes check too
 
-    async def astream(self, input: Any, config: RunnableConfig | None = None, *, context: Any = None,
-                      **kwargs: Any) -> AsyncIterator[Any]:
+    async def astream(
+        self, input: Any, config: RunnableConfig | None = None, *, context: Any = None, **kwargs: Any
+    ) -> AsyncIterator[Any]:
         settings = self._check_input(input, context)
         started = time.perf_counter()
         config = self._run_config(input, config, context, get_async_callback_manager_for_config)
@@ -551,10 +581,14 @@ def traced_graph(compiled: CompiledStateGraph[Any, Any, Any, Any]) -> TracedGrap
     if _untrace_routers(compiled.builder):
         config = compiled.config
         compiled = compiled.builder.compile(
-            compiled.checkpointer, cache=compiled.cache, store=compiled.store,
+            compiled.checkpointer,
+            cache=compiled.cache,
+            store=compiled.store,
             interrupt_before=_interrupts(compiled.interrupt_before_nodes),
             interrupt_after=_interrupts(compiled.interrupt_after_nodes),
-            debug=compiled.debug, name=compiled.name, transformers=compiled.stream_transformers,
+            debug=compiled.debug,
+            name=compiled.name,
+            transformers=compiled.stream_transformers,
         )
         compiled.config = config  # a ``with_config`` before ``traced_graph`` holds
     attrs = {k: v for k, v in compiled.__dict__.items() if k != "__orig_class__"}  # as Pregel.copy does
@@ -566,9 +600,15 @@ class TracedStateGraph(StateGraph[StateT, ContextT, InputT, OutputT]):
     names it: ``build_chatbot_graph().compile()`` traces as the module's ``graph`` does (one root run, named and
     tagged, with namespace and cost; routers leave none), not as an anonymous "LangGraph" run."""
 
-    def __init__(self, state_schema: type[StateT], context_schema: type[ContextT] | None = None, *,
-                 input_schema: type[InputT] | None = None, output_schema: type[OutputT] | None = None,
-                 trace_name: str = "LangGraph") -> None:
+    def __init__(
+        self,
+        state_schema: type[StateT],
+        context_schema: type[ContextT] | None = None,
+        *,
+        input_schema: type[InputT] | None = None,
+        output_schema: type[OutputT] | None = None,
+        trace_name: str = "LangGraph",
+    ) -> None:
         super().__init__(state_schema, context_schema, input_schema=input_schema, output_schema=output_schema)
         self.trace_name = trace_name
 
@@ -579,8 +619,6 @@ class TracedStateGraph(StateGraph[StateT, ContextT, InputT, OutputT]):
         return traced_graph(super().compile(*args, **kwargs))
 
 
-
-
 @dataclasses.dataclass(frozen=True)
 class _TracedStrategy:
     """``answer`` run as one root run named ``strategy`` (``traced_strategy``)."""
@@ -588,20 +626,30 @@ class _TracedStrategy:
     strategy: str
     answer: Callable[..., Any]
 
-    def __call__(self, question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
-                 config: RunnableConfig | None = None, **options: Any) -> Any:
+    def __call__(
+        self,
+        question: str,
+        namespace: str,
+        *,
+        resources: Resources | None = None,
+        policy: str = "auto",
+        config: RunnableConfig | None = None,
+        **options: Any,
+    ) -> Any:
         from langchain_core.runnables import RunnableLambda
 
         known = policy in ("auto", "llm", "heuristic")  # an unknown one is the strategy's to refuse
         used = _policy_used(policy, resources or default_resources()) if known else policy
         caller = config
-        config = with_caller_config(run_config(self.strategy, namespace=namespace, policy=used, budgets=options),
-                                    caller)
+        config = with_caller_config(
+            run_config(self.strategy, namespace=namespace, policy=used, budgets=options), caller
+        )
         config["run_id"] = (caller or {}).get("run_id") or uuid.uuid4()
         config = _with_root_cost(config, get_callback_manager_for_config(config), summed=False)
         kwargs = {"resources": resources, "policy": policy, **options}
-        call = RunnableLambda(functools.partial(_call_strategy, self.answer, question, namespace, kwargs),
-                              name=self.strategy)
+        call = RunnableLambda(
+            functools.partial(_call_strategy, self.answer, question, namespace, kwargs), name=self.strategy
+        )
         return call.invoke({"question": question}, config)
 
 

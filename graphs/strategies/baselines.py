@@ -36,14 +36,18 @@ def answer_top_k(
         res.store.require_namespace(namespace)
         policy = resolve_policy(policy, res)
         # The latest memory with its pending writes (``memory.store.live``): a fresh write is retrieved at once.
-        retriever = MemoryRetriever(LiveView(res.store), namespace, method=method, unit="turns",
-                                    embeddings=res.embeddings)
+        retriever = MemoryRetriever(
+            LiveView(res.store), namespace, method=method, unit="turns", embeddings=res.embeddings
+        )
         hits = retriever.search(question, k)
         evidence = [EvidenceText(h.id, h.text, h.time) for h in hits]
         answering = responder_policy(policy, res.llm)
         outcome = answering.respond(
-            question, evidence, method=res.method,
-            tags=[f"strategy:{method}", f"policy:{policy}"], metadata={"namespace": namespace, "k": k},
+            question,
+            evidence,
+            method=res.method,
+            tags=[f"strategy:{method}", f"policy:{policy}"],
+            metadata={"namespace": namespace, "k": k},
         )
     cost = outcome.cost.model_copy(update={"wall_time_s": time.perf_counter() - started})
     fallbacks = answering.recorded(outcome.fallback)
@@ -52,7 +56,10 @@ def answer_top_k(
         namespace=namespace,
         question=question,
         answer=outcome.output.answer,
-        evidence=[EvidenceItem(kind="turn", id=h.id, text=h.text, turn_ids=h.turn_ids, time=h.time, score=h.score) for h in hits],
+        evidence=[
+            EvidenceItem(kind="turn", id=h.id, text=h.text, turn_ids=h.turn_ids, time=h.time, score=h.score)
+            for h in hits
+        ],
         cost=cost,
         steps=1,
         fallbacks=fallbacks,
@@ -60,14 +67,16 @@ def answer_top_k(
     )
 
 
-def answer_dense(question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
-                 k: int = 10) -> AnswerResult:
+def answer_dense(
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", k: int = 10
+) -> AnswerResult:
     """Plain dense RAG: top-k turns by embedding similarity."""
     return answer_top_k(question, namespace, method="dense", resources=resources, policy=policy, k=k)
 
 
-def answer_bm25(question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto",
-                k: int = 10) -> AnswerResult:
+def answer_bm25(
+    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", k: int = 10
+) -> AnswerResult:
     """Plain BM25: top-k turns by BM25."""
     return answer_top_k(question, namespace, method="bm25", resources=resources, policy=policy, k=k)
 

@@ -164,7 +164,6 @@ class CompassContext(StrategyContext):
     rank every turn again with how it was reached. Off by default: on the development conversations it did
     not beat the ranker alone (README, "Evidence recall")."""
 
-
     faithful: bool = False
     """The paper's configuration: every project extension of the search off (name-free query readings, the
     per-round step cap, the planner picking the starts in its call, the turn-level and learned no-LLM
@@ -176,7 +175,11 @@ class CompassContext(StrategyContext):
 # The project's extensions of the search, each off in the paper's configuration (``faithful``); the
 # evaluation measures each as an ablation (docs/fidelity.md, "CompassMem").
 FAITHFUL_OVERRIDES: dict[str, Any] = {
-    "name_free_readings": False, "max_steps": None, "plan_starts": False, "recipe": "dense", "ranker": "similarity",
+    "name_free_readings": False,
+    "max_steps": None,
+    "plan_starts": False,
+    "recipe": "dense",
+    "ranker": "similarity",
     "traversal": False,
 }
 
@@ -297,18 +300,28 @@ def _encoder(ctx: CompassContext, res: Resources) -> QueryEncoder:
     return QueryEncoder(res.embeddings, name_free_readings=ctx.name_free_readings)
 
 
-def _setup(pin: Mapping[str, Any], runtime: Runtime[CompassContext] | None,
-           ) -> tuple[CompassContext, Resources, CompassPolicy]:
+def _setup(
+    pin: Mapping[str, Any],
+    runtime: Runtime[CompassContext] | None,
+) -> tuple[CompassContext, Resources, CompassPolicy]:
     """A node's context, resources and the run's policy object (``agents.compass_policy.compass_policy``) from
     the pinned policy (``pin``: the state or an explorer's task; the context's, resolved alike, for a node called
     alone on a hand-made state). An ``auto`` recipe becomes the policy's."""
     ctx, res = _ctx(runtime), resources_of(runtime)
     name = pin.get("policy") or ctx.policy
     policy = compass_policy(
-        name, lambda: res.llm, encoder=_encoder(ctx, res), keep_threshold=ctx.keep_threshold,
-        satisfy_threshold=ctx.satisfy_threshold, expand_threshold=ctx.expand_threshold,
-        context_turns=ctx.context_turns, context_weight=ctx.context_weight, learned_ranking=ctx.ranker == "learned",
-        traversal=ctx.traversal, method=res.method, paper_prompts=ctx.faithful,
+        name,
+        lambda: res.llm,
+        encoder=_encoder(ctx, res),
+        keep_threshold=ctx.keep_threshold,
+        satisfy_threshold=ctx.satisfy_threshold,
+        expand_threshold=ctx.expand_threshold,
+        context_turns=ctx.context_turns,
+        context_weight=ctx.context_weight,
+        learned_ranking=ctx.ranker == "learned",
+        traversal=ctx.traversal,
+        method=res.method,
+        paper_prompts=ctx.faithful,
         **_trace(pin.get("namespace") or "", name, ctx),
     )
     if ctx.recipe == "auto":
@@ -316,17 +329,22 @@ def _setup(pin: Mapping[str, Any], runtime: Runtime[CompassContext] | None,
     return ctx, res, policy
 
 
-def _priorities(graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], ctx: CompassContext,
-                res: Resources) -> dict[str, float]:
+def _priorities(
+    graph: EventGraph, ids: list[str], subgoals: list[str], satisfied: list[bool], ctx: CompassContext, res: Resources
+) -> dict[str, float]:
     """The queue's priorities; the recipe decides how an event's text is scored against a subgoal."""
     return event_priorities(graph, ids, subgoals, satisfied, _encoder(ctx, res), by_turns=ctx.recipe == "turns")
 
 
 def _progress(state: Mapping[str, Any], **override: Any) -> SearchProgress:
     """The search so far as the policy reads it (``override``: values newer than ``state``'s)."""
-    fields = {"question": state.get("question", ""), "subgoals": state.get("subgoals", []),
-              "satisfied": state.get("satisfied", []), "kept": state.get("kept", []),
-              "support": state.get("support") or {}}
+    fields = {
+        "question": state.get("question", ""),
+        "subgoals": state.get("subgoals", []),
+        "satisfied": state.get("satisfied", []),
+        "kept": state.get("kept", []),
+        "support": state.get("support") or {},
+    }
     return SearchProgress(**{**fields, **override})
 
 
@@ -335,8 +353,12 @@ def _best(queue: dict[str, float], ids: list[str]) -> str:
     return min(ids, key=lambda e: (-queue[e], e))
 
 
-def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dict[str, list[str]], explorers: int,
-              ) -> tuple[list[SearchPath], list[str], dict[str, float]]:
+def _schedule(
+    paths: list[SearchPath],
+    queue: dict[str, float],
+    queued_from: dict[str, list[str]],
+    explorers: int,
+) -> tuple[list[SearchPath], list[str], dict[str, float]]:
     """The superstep's frontier from the ONE global priority queue (paper, 4.3.2 Coordination): each explorer
     takes the globally best queued event, whoever queued it (a path's own candidates compete with every
     other queued event). The paths are bookkeeping: an event queued from a walking path's current node
@@ -352,7 +374,9 @@ def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dic
         nxt = _best(queue, list(queue))
         priority[nxt] = queue.pop(nxt)
         sources = queued_from.get(nxt, [])
-        walking = [i for i, p in enumerate(paths) if p["end"] is None and i not in extended and p["nodes"][-1] in sources]
+        walking = [
+            i for i, p in enumerate(paths) if p["end"] is None and i not in extended and p["nodes"][-1] in sources
+        ]
         if walking:
             paths[walking[0]]["nodes"].append(nxt)
             extended.add(walking[0])
@@ -360,7 +384,11 @@ def _schedule(paths: list[SearchPath], queue: dict[str, float], queued_from: dic
             paths.append(SearchPath(explorer=slot, origin=sources[0] if sources else None, nodes=[nxt], end=None))
             extended.add(len(paths) - 1)
     for i, path in enumerate(paths):
-        if path["end"] is None and i not in extended and not any(path["nodes"][-1] in queued_from.get(e, []) for e in queue):
+        if (
+            path["end"] is None
+            and i not in extended
+            and not any(path["nodes"][-1] in queued_from.get(e, []) for e in queue)
+        ):
             path["end"] = "no candidates"
     frontier = sorted(priority, key=lambda e: (-priority[e], e))  # dispatched (and kept) best first
     return paths, frontier, queue
@@ -379,12 +407,17 @@ def _satisfaction(n_subgoals: int, kept: list[str], support: dict[str, list[int]
 
 
 def _decisions(step: int, explored: Explored) -> list[Decision]:
-    return [Decision(step=step, event_id=eid, action=d.action, next_events=d.next_events,
-                     satisfied_subgoals=d.satisfied_subgoals) for eid, d in explored]
+    return [
+        Decision(
+            step=step, event_id=eid, action=d.action, next_events=d.next_events, satisfied_subgoals=d.satisfied_subgoals
+        )
+        for eid, d in explored
+    ]
 
 
-def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resources,
-                 visited: set[str] | frozenset[str] = frozenset()) -> Ranking:
+def _rank_events(
+    graph: EventGraph, query: str, ctx: CompassContext, res: Resources, visited: set[str] | frozenset[str] = frozenset()
+) -> Ranking:
     """Every unvisited event best first for ``query``, by the context's recipe (``RANKING_RECIPES``); sorted
     as far as it is read."""
     similarity = graph.turn_similarities if ctx.recipe == "turns" else graph.similarities
@@ -396,8 +429,13 @@ def _rank_events(graph: EventGraph, query: str, ctx: CompassContext, res: Resour
     return Ranking(np.array(fused, dtype=object), -np.arange(len(fused), dtype=np.float64), visited)
 
 
-def _candidates(graph: EventGraph, query: str, visited: set[str], ctx: CompassContext, res: Resources,
-                ) -> tuple[list[str], list[str], list[str], dict[str, float]]:
+def _candidates(
+    graph: EventGraph,
+    query: str,
+    visited: set[str],
+    ctx: CompassContext,
+    res: Resources,
+) -> tuple[list[str], list[str], list[str], dict[str, float]]:
     """The unvisited top-k events for ``query``, the best event of each of the first p topics, and both together
     (the candidate starting points). The paper's localization (4.3.2): "selects candidates from the first p distinct
     topic clusters appearing in the ranked list"; it is silent on how many per topic (its Appendix F "Cluster-based
@@ -427,8 +465,9 @@ def planner(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
     ctx, res, policy = _setup(pin, runtime)
     graph = _event_graph(pin, runtime)
     question = state["question"]
-    planned = policy.plan(graph, question, partial(_first_candidates, graph, question, ctx, res),
-                          max_starts=ctx.max_starts)
+    planned = policy.plan(
+        graph, question, partial(_first_candidates, graph, question, ctx, res), max_starts=ctx.max_starts
+    )
     subgoals, starts = planned.value.subgoals, planned.value.starts
     return {
         **pin,
@@ -464,9 +503,20 @@ def localize(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str,
     visited = set(state.get("visited", []))
     top, diverse, candidates, scores = _candidates(graph, query, visited, ctx, res)
     planned = [e for e in state.get("planned_starts", []) if e in candidates]
-    picked = Decided(planned) if planned else policy.starts(
-        graph, state["question"], state["subgoals"], top, diverse, candidates, max_starts=ctx.max_starts,
-        scores=scores)
+    picked = (
+        Decided(planned)
+        if planned
+        else policy.starts(
+            graph,
+            state["question"],
+            state["subgoals"],
+            top,
+            diverse,
+            candidates,
+            max_starts=ctx.max_starts,
+            scores=scores,
+        )
+    )
     starts = picked.value
     queue = dict(state.get("queue", {}))
     queued_from = {e: list(src) for e, src in state.get("queued_from", {}).items()}
@@ -496,8 +546,11 @@ def explore(state: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, A
     graph = _event_graph(state, runtime)
     eid = state["event_ids"][0]
     explored = policy.explore(graph, _progress(state), eid, state.get("arrived_from", {}).get(eid))
-    return {"decisions": _decisions(state["step"], explored.value), "cost": explored.cost,
-            "fallbacks": explored.fallbacks}
+    return {
+        "decisions": _decisions(state["step"], explored.value),
+        "cost": explored.cost,
+        "fallbacks": explored.fallbacks,
+    }
 
 
 def explore_all(state: ExploreTask, runtime: Runtime[CompassContext]) -> dict[str, Any]:
@@ -505,8 +558,11 @@ def explore_all(state: ExploreTask, runtime: Runtime[CompassContext]) -> dict[st
     _, _, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
     explored = policy.explore_batch(graph, _progress(state), state["event_ids"], state.get("arrived_from", {}))
-    return {"decisions": _decisions(state["step"], explored.value), "cost": explored.cost,
-            "fallbacks": explored.fallbacks}
+    return {
+        "decisions": _decisions(state["step"], explored.value),
+        "cost": explored.cost,
+        "fallbacks": explored.fallbacks,
+    }
 
 
 def _apply_decisions(graph: EventGraph, state: CompassState, decisions: list[Decision]) -> dict[str, Any]:
@@ -560,8 +616,9 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
     stop = None
     if ctx.max_steps is not None and round_step >= ctx.max_steps:
         stop = "budget"
-    elif all(satisfied) and policy.evidence_filled(graph, _progress(state, kept=kept, satisfied=satisfied),
-                                                   visited, queue):
+    elif all(satisfied) and policy.evidence_filled(
+        graph, _progress(state, kept=kept, satisfied=satisfied), visited, queue
+    ):
         stop = "satisfied"
     frontier: list[str] = []
     if stop is None:
@@ -580,8 +637,18 @@ def merge(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, An
         "step": step,
         "round_step": round_step,
         "done": stop is not None or not frontier,
-        "log": [{"node": "merge", "step": step, "round_step": round_step, "decisions": decisions,
-                 "satisfied": satisfied, "support": support, "priorities": ranked, "stop": stop}],
+        "log": [
+            {
+                "node": "merge",
+                "step": step,
+                "round_step": round_step,
+                "decisions": decisions,
+                "satisfied": satisfied,
+                "support": support,
+                "priorities": ranked,
+                "stop": stop,
+            }
+        ],
     }
 
 
@@ -618,15 +685,25 @@ def respond(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, 
     if not evidence_ids:
         evidence_ids = list(state.get("localized", []))[: ctx.top_k]
         if evidence_ids:
-            fallbacks.append(FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events"))
+            fallbacks.append(
+                FallbackRecord(role="responder", reason="no evidence kept: answered from the top-k localized events")
+            )
     evidence = [EvidenceText(e, render_with_turns(graph, e), graph.events[e].time) for e in evidence_ids]
     answered = policy.respond(state["question"], evidence, state.get("question_date"))
     return {
         "answer": answered.value.answer,
         "cited_ids": answered.value.cited_ids,
         "kept": evidence_ids,
-        "evidence": [EvidenceItem(kind="event", id=e, text=graph.events[e].render(), turn_ids=graph.events[e].turn_ids,
-                                  time=graph.events[e].time) for e in evidence_ids],
+        "evidence": [
+            EvidenceItem(
+                kind="event",
+                id=e,
+                text=graph.events[e].render(),
+                turn_ids=graph.events[e].turn_ids,
+                time=graph.events[e].time,
+            )
+            for e in evidence_ids
+        ],
         "cost": answered.cost,
         "fallbacks": [*fallbacks, *answered.fallbacks],
         "evidence_ranking": ranking,
@@ -671,7 +748,8 @@ def route_search(state: CompassState, runtime: Runtime[CompassContext]) -> list[
     _, _, policy = _setup(state, runtime)
     graph = _event_graph(state, runtime)
     wanting = not all(state.get("satisfied", [True])) or not policy.evidence_filled(
-        graph, _progress(state), state.get("visited", []), state.get("queue", {}))
+        graph, _progress(state), state.get("visited", []), state.get("queue", {})
+    )
     unread = len(graph) > len(set(state.get("visited", [])))
     if wanting and unread and state.get("refinements", 0) < ctx.max_refinements:
         return "refine"
@@ -685,8 +763,9 @@ def route_refined(state: CompassState) -> Literal["localize", "respond"]:
 
 def build_compass_graph() -> StateGraph[CompassState, CompassContext, CompassInput, CompassOutput]:
     """The compass ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(CompassState, context_schema=CompassContext, input_schema=CompassInput,
-                         output_schema=CompassOutput)
+    builder = StateGraph(
+        CompassState, context_schema=CompassContext, input_schema=CompassInput, output_schema=CompassOutput
+    )
     builder.add_node("planner", planner)
     builder.add_node("localize", localize)
     builder.add_node("explore", explore)
@@ -707,8 +786,9 @@ def build_compass_graph() -> StateGraph[CompassState, CompassContext, CompassInp
     return builder
 
 
-def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources,
-            elapsed: float) -> AnswerResult:
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: CompassContext, res: Resources, elapsed: float
+) -> AnswerResult:
     if ctx.faithful:  # the result orders evidence as the run searched: ``faithful``'s overrides apply here too
         ctx = replace(ctx, **FAITHFUL_OVERRIDES)
     snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
@@ -728,8 +808,11 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
             turn_ids.sort(key=lambda t: position.get(t, len(position)))
         else:
             turn_ids.sort(key=lambda t: -float((q_vectors @ normalize(snapshot.turn_vectors[t])).max()))
-        evidence.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time,
-                                     score=event_sims.get(eid)))
+        evidence.append(
+            EvidenceItem(
+                kind="event", id=eid, text=event.render(), turn_ids=turn_ids, time=event.time, score=event_sims.get(eid)
+            )
+        )
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="compass",
@@ -750,10 +833,11 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: CompassCo
             "refinements": final.get("refinements", 0),
             "cited_ids": final.get("cited_ids", []),
             "explorer_mode": ctx.explorer_mode,
-            "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
+            "turn_texts": {
+                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
+            },
         },
     )
-
 
 
 def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, Any]:
@@ -765,6 +849,8 @@ def finish(state: CompassState, runtime: Runtime[CompassContext]) -> dict[str, A
 builder = build_compass_graph()
 _compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="compass")  # traced_graph takes any graph
 graph = traced_graph(_compiled)
+
+
 def _recursion_limit(ctx: CompassContext) -> int:
     """LangGraph's step limit for a run: from the step cap; without one (the paper's budget) a round ends when
     the queue empties, which the event count bounds but the context does not know: a large bound."""
@@ -773,7 +859,9 @@ def _recursion_limit(ctx: CompassContext) -> int:
 
 
 STRATEGY = graph_strategy(
-    "compass", graph, CompassContext,
+    "compass",
+    graph,
+    CompassContext,
     variants=("traversal", "similarity", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense"),
     tags=lambda ctx: [f"explorers:{ctx.explorer_mode}", *(["faithful"] if ctx.faithful else [])],
     recursion_limit=_recursion_limit,

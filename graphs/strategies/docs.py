@@ -69,8 +69,11 @@ def _option_specs(strategy: Strategy) -> dict[str, tuple[Any, str]]:
         properties = TypeAdapter(strategy.context).json_schema().get("properties", {})
         return {n: (p.get("default"), p.get("description", "")) for n, p in properties.items() if n not in _SHARED}
     function = getattr(strategy.run, "answer", strategy.run)
-    return {p.name: (p.default, "") for p in inspect.signature(function).parameters.values()
-            if p.kind is p.KEYWORD_ONLY and p.name not in _SHARED | {"method"}}
+    return {
+        p.name: (p.default, "")
+        for p in inspect.signature(function).parameters.values()
+        if p.kind is p.KEYWORD_ONLY and p.name not in _SHARED | {"method"}
+    }
 
 
 def _options(strategy: Strategy) -> list[str]:
@@ -88,8 +91,10 @@ def strategies_page() -> str:
     lines = [_HEADER, "| strategy | kind | input | variants | what it does |", "| --- | --- | --- | --- | --- |"]
     for strategy in STRATEGIES.values():
         variants = ", ".join(f"`{strategy.name}:{v}`" for v in strategy.variants) or "-"
-        lines.append(f"| `{strategy.name}` | {_kind(strategy)} | {_inputs(strategy)} | {variants} | "
-                     f"{_cell(_summary(strategy))} |")
+        lines.append(
+            f"| `{strategy.name}` | {_kind(strategy)} | {_inputs(strategy)} | {variants} | "
+            f"{_cell(_summary(strategy))} |"
+        )
     for strategy in STRATEGIES.values():
         lines.extend(_options(strategy))
     return "\n".join(lines) + "\n"
@@ -97,8 +102,9 @@ def strategies_page() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the page to the path given, or print it."""
-    parser = argparse.ArgumentParser(prog="python -m logicmap.graphs.strategies.docs",
-                                     description="The strategy reference page, from the registry.")
+    parser = argparse.ArgumentParser(
+        prog="python -m logicmap.graphs.strategies.docs", description="The strategy reference page, from the registry."
+    )
     parser.add_argument("path", nargs="?", help="where to write it (docs/strategies.md); unset = print it")
     args = parser.parse_args(argv)
     if args.path is None:

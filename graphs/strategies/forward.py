@@ -64,7 +64,9 @@ class _Run:
             return []
         items = []
         for h in self.backbone.search(query, k)[:k]:
-            item = EvidenceItem(kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score)
+            item = EvidenceItem(
+                kind=h.kind, id=h.id, text=h.text, turn_ids=list(h.turn_ids), time=h.time, score=h.score
+            )
             self.pool.setdefault(item.id, item)
             items.append(self.pool[item.id])
         return items
@@ -79,21 +81,40 @@ class _Run:
             out.append((mid, text, item.time))
         return out
 
-    def result(self, strategy: str, question: str, answer: str, cited: list[str], details: dict[str, Any]) -> AnswerResult:
+    def result(
+        self, strategy: str, question: str, answer: str, cited: list[str], details: dict[str, Any]
+    ) -> AnswerResult:
         cited = [c for c in dict.fromkeys(cited) if c in self.pool]
         evidence = [self.pool[c] for c in cited] or list(self.pool.values())
         self.cost.wall_time_s = time.perf_counter() - self.started
         return AnswerResult(
-            strategy=strategy, namespace=self.namespace, question=question, answer=answer.strip() or "I don't know",
-            evidence=evidence, cost=self.cost, steps=details.get("steps", 0), fallbacks=self.fallbacks,
-            details={**details, "backbone": self.backbone_name, "memories_retrieved": len(self.pool),
-                     "policy": self.policy_name},
+            strategy=strategy,
+            namespace=self.namespace,
+            question=question,
+            answer=answer.strip() or "I don't know",
+            evidence=evidence,
+            cost=self.cost,
+            steps=details.get("steps", 0),
+            fallbacks=self.fallbacks,
+            details={
+                **details,
+                "backbone": self.backbone_name,
+                "memories_retrieved": len(self.pool),
+                "policy": self.policy_name,
+            },
         )
 
 
 def answer_reformulate(
-    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", backbone: Any = "bm25",
-    k: int = 5, max_queries: int = 3, max_memories: int = 60,
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "auto",
+    backbone: Any = "bm25",
+    k: int = 5,
+    max_queries: int = 3,
+    max_memories: int = 60,
 ) -> AnswerResult:
     """Query reformulation: the LLM rewrites the question into queries; their hits are fused (RRF); one answer."""
     run = _Run(question, namespace, resources, policy, backbone, max_memories)
@@ -102,13 +123,25 @@ def answer_reformulate(
     rankings = [[h.id for h in run.search(q, k)] for q in queries]
     fused = [mid for mid, _ in reciprocal_rank_fusion(rankings)][: max(k, 2 * k)]
     answered = run.record(run.policy.answer(question, run.lines(fused)))
-    return run.result("forward_reformulate", question, answered.answer, answered.cited or fused[:k],
-                      {"queries": queries, "steps": 2 + len(queries)})
+    return run.result(
+        "forward_reformulate",
+        question,
+        answered.answer,
+        answered.cited or fused[:k],
+        {"queries": queries, "steps": 2 + len(queries)},
+    )
 
 
 def answer_reflect(
-    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", backbone: Any = "bm25",
-    k: int = 5, max_rounds: int = 2, max_memories: int = 60,
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "auto",
+    backbone: Any = "bm25",
+    k: int = 5,
+    max_rounds: int = 2,
+    max_memories: int = 60,
 ) -> AnswerResult:
     """Self-reflection: retrieve, draft, reflect; while the reflection finds a gap (at most ``max_rounds``),
     search its follow-up query and draft again."""
@@ -124,13 +157,21 @@ def answer_reflect(
         if not [h for h in run.search(reflection.query, k)]:
             break
         draft = run.record(run.policy.answer(question, run.lines()))
-    return run.result("forward_reflect", question, draft.answer, draft.cited,
-                      {"rounds": rounds, "steps": 1 + 2 * len(rounds)})
+    return run.result(
+        "forward_reflect", question, draft.answer, draft.cited, {"rounds": rounds, "steps": 1 + 2 * len(rounds)}
+    )
 
 
 def answer_react(
-    question: str, namespace: str, *, resources: Resources | None = None, policy: str = "auto", backbone: Any = "bm25",
-    k: int = 5, max_steps: int = 4, max_memories: int = 60,
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    policy: str = "auto",
+    backbone: Any = "bm25",
+    k: int = 5,
+    max_steps: int = 4,
+    max_memories: int = 60,
 ) -> AnswerResult:
     """ReAct: the LLM alternates thoughts and memory searches until it answers (at most ``max_steps``
     steps; the last step must answer). Each step is a typed role call, so a malformed step falls back."""
@@ -149,15 +190,18 @@ def answer_react(
         hits = run.search(action.query or question, k)
         searched = True
         transcript.append(f"Thought: {action.thought}\nAction: search[{action.query}]")
-        transcript.append("Observation:\n" + ("\n".join(f"{h.id}: ({h.time or 'undated'}) {h.text}" for h in hits)
-                                              or "(nothing new)"))
+        transcript.append(
+            "Observation:\n" + ("\n".join(f"{h.id}: ({h.time or 'undated'}) {h.text}" for h in hits) or "(nothing new)")
+        )
     if final is None:
         # Out of steps while still searching: answer from what was observed.
         answered = run.record(run.policy.answer(question, run.lines()))
         answer_text, cited = answered.answer, answered.cited
     else:
         answer_text, cited = final.answer or "I don't know", final.cited
-    return run.result("forward_react", question, answer_text, cited, {"transcript": transcript, "steps": len(transcript)})
+    return run.result(
+        "forward_react", question, answer_text, cited, {"transcript": transcript, "steps": len(transcript)}
+    )
 
 
 FORWARD_STRATEGIES: dict[str, Strategy] = {

@@ -90,8 +90,10 @@ class GoalMemContext(StrategyContext):
     # Hidden from the JSON schema like ``resources``: a form user cannot fill in a retriever object.
     retriever: SkipJsonSchema[Any] = field(
         default=None,
-        metadata={"description": "A LangChain BaseRetriever, an object with search(query, k) or a backbone name "
-                                 "(Python callers only); overrides backbone when set."},
+        metadata={
+            "description": "A LangChain BaseRetriever, an object with search(query, k) or a backbone name "
+            "(Python callers only); overrides backbone when set."
+        },
     )
 
 
@@ -235,8 +237,10 @@ def _attempts(state: GoalMemState, ctx: GoalMemContext, reserve: int) -> int:
 
 
 def _budget_spent(state: GoalMemState, ctx: GoalMemContext) -> str:
-    return (f"call budget spent: {state.get('llm_requests', 0)} of {call_bound(ctx.max_breadth, ctx.max_depth)} "
-            f"LLM requests (1 + B(2 + 2D), retries included)")
+    return (
+        f"call budget spent: {state.get('llm_requests', 0)} of {call_bound(ctx.max_breadth, ctx.max_depth)} "
+        f"LLM requests (1 + B(2 + 2D), retries included)"
+    )
 
 
 def _pool(state: Mapping[str, Any], before_step: int | None = None, *, since: int = 0) -> dict[str, EvidenceItem]:
@@ -291,7 +295,9 @@ def _failed_so_far(state: GoalMemState) -> list[tuple[Rule, str]]:
     if previous is not None:
         subgoals = state.get("subgoals") or {}
         missing = "; ".join(
-            f"{subgoals[sid].render()}: {why}" for sid, why in (state.get("unresolved") or {}).items() if sid in subgoals
+            f"{subgoals[sid].render()}: {why}"
+            for sid, why in (state.get("unresolved") or {}).items()
+            if sid in subgoals
         )
         failed.append((previous, missing or "not proved"))
     return failed
@@ -358,17 +364,25 @@ def parse_goal(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[st
 def decompose(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """One breadth step: a rule ``subgoals => goal`` unlike the failed ones, or ``exhausted`` if none is left."""
     failed = _failed_so_far(state)
-    outcome = _policy(state, runtime).decompose(state["question"], _goal(state), failed,
-                                                max_attempts=_attempts(state, _ctx(runtime), reserve=1))
+    outcome = _policy(state, runtime).decompose(
+        state["question"], _goal(state), failed, max_attempts=_attempts(state, _ctx(runtime), reserve=1)
+    )
     rule = outcome.output
     breadth = state.get("breadth", 0) + 1
     update: dict[str, Any] = {"breadth": breadth, "failed": failed, **_spent(state, outcome)}
     if any(rule.body_key() == old.body_key() for old, _ in failed):
         # Nothing untried is left: another round would repeat a failed proof.
-        return {**update, "exhausted": True, "stop_reason": "no new decomposition",
-                "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}]}
-    return {**update, **_fresh_proof(state, rule, keep_pool=_ctx(runtime).keep_pool_across_breadth),
-            "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}]}
+        return {
+            **update,
+            "exhausted": True,
+            "stop_reason": "no new decomposition",
+            "trace": [{"node": "decompose", "breadth": breadth, "repeated": rule.render()}],
+        }
+    return {
+        **update,
+        **_fresh_proof(state, rule, keep_pool=_ctx(runtime).keep_pool_across_breadth),
+        "trace": [{"node": "decompose", "breadth": breadth, "rule": rule.render()}],
+    }
 
 
 def retrieve(state: RetrieveTask, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
@@ -416,9 +430,15 @@ def unify(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, An
     }
     _, stop = _after_unify(_updated(state, update), ctx)
     entry = {
-        "node": "unify", "breadth": state.get("breadth", 0), "depth": state.get("depth", 0),
-        "new_memories": len(new_ids), "resolved": sorted(result.resolved), "unresolved": sorted(unresolved),
-        "substitution": result.substitution.render(), "rejected": result.rejected, "judged": result.judged,
+        "node": "unify",
+        "breadth": state.get("breadth", 0),
+        "depth": state.get("depth", 0),
+        "new_memories": len(new_ids),
+        "resolved": sorted(result.resolved),
+        "unresolved": sorted(unresolved),
+        "substitution": result.substitution.render(),
+        "rejected": result.rejected,
+        "judged": result.judged,
         "llm_requests": update["llm_requests"],
     }
     return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
@@ -430,10 +450,18 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
     subgoals = dict(state.get("subgoals") or {})
     substitution = state.get("substitution") or Substitution()
     unresolved = {sid: (subgoals[sid], why) for sid, why in _frontier(state).items()}
-    existing = {atom.key() for atom in subgoals.values()} | {atom.apply(substitution).key() for atom in subgoals.values()}
+    existing = {atom.key() for atom in subgoals.values()} | {
+        atom.apply(substitution).key() for atom in subgoals.values()
+    }
     if unresolved:
         picked, outcome = _policy(state, runtime).refine(
-            state["question"], _goal(state), substitution, unresolved, _memory_lines(state), _types(state), existing,
+            state["question"],
+            _goal(state),
+            substitution,
+            unresolved,
+            _memory_lines(state),
+            _types(state),
+            existing,
             max_attempts=_attempts(state, ctx, reserve=1),
         )
     else:  # every frontier subgoal is grounded: nothing to refine, no request
@@ -457,8 +485,13 @@ def refine(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, A
         **_spent(state, outcome),
     }
     _, stop = _after_refine(_updated(state, update), ctx)
-    entry = {"node": "refine", "depth": update["depth"], "refined": sorted(unresolved), "antecedents": added,
-             "llm_requests": update["llm_requests"]}
+    entry = {
+        "node": "refine",
+        "depth": update["depth"],
+        "refined": sorted(unresolved),
+        "antecedents": added,
+        "llm_requests": update["llm_requests"],
+    }
     return {**update, **({"stop_reason": stop} if stop else {}), "trace": [entry]}
 
 
@@ -470,7 +503,10 @@ def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str,
     spent = _requests_left(state, ctx) <= 0
     policy = RULES if spent else _policy(state, runtime)
     outcome = policy.generate(
-        state["question"], _goal(state), state["substitution"], _memory_lines(state, supporting),
+        state["question"],
+        _goal(state),
+        state["substitution"],
+        _memory_lines(state, supporting),
         max_attempts=_attempts(state, ctx, reserve=0),
     )
     if spent:
@@ -482,16 +518,27 @@ def generate(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str,
         "status": "answered",
         "evidence": [pool[mid] for mid in supporting if mid in pool],
         **_spent(state, outcome),
-        "trace": [{"node": "generate", "answer": outcome.output.answer.strip(), "llm_requests":
-                   state.get("llm_requests", 0) + outcome.attempts, "budget_spent": spent}],
+        "trace": [
+            {
+                "node": "generate",
+                "answer": outcome.output.answer.strip(),
+                "llm_requests": state.get("llm_requests", 0) + outcome.attempts,
+                "budget_spent": spent,
+            }
+        ],
     }
 
 
 def fail(state: GoalMemState) -> dict[str, Any]:
     """No proof within the breadth and depth limits: "I don't know"."""
     reason = state.get("stop_reason") or "breadth exhausted"
-    return {"answer": FAILURE_ANSWER, "status": "failed", "stop_reason": reason, "evidence": [],
-            "trace": [{"node": "fail", "reason": reason, "llm_requests": state.get("llm_requests", 0)}]}
+    return {
+        "answer": FAILURE_ANSWER,
+        "status": "failed",
+        "stop_reason": reason,
+        "evidence": [],
+        "trace": [{"node": "fail", "reason": reason, "llm_requests": state.get("llm_requests", 0)}],
+    }
 
 
 # -- routers -----------------------------------------------------------------------------------------
@@ -519,16 +566,27 @@ def _searches(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list
     if not tasks or remaining == 0:
         return []
     share, extra = divmod(remaining, len(tasks))
-    found = [(sid, query, min(ctx.k_per_subgoal, share + (1 if i < extra else 0))) for i, (sid, query) in enumerate(tasks)]
+    found = [
+        (sid, query, min(ctx.k_per_subgoal, share + (1 if i < extra else 0))) for i, (sid, query) in enumerate(tasks)
+    ]
     return [task for task in found if task[2] > 0]
 
 
 def _dispatch(state: GoalMemState, ctx: GoalMemContext, sids: list[str]) -> list[Send]:
     """One retrieve branch (``Send``) per subgoal whose query is new."""
     return [
-        Send("retrieve", RetrieveTask(namespace=state["namespace"], generation=state.get("generation"),
-                                      pending=state.get("pending", 0), subgoal=sid,
-                                      query=query, k=k, step=state.get("step", 0)))
+        Send(
+            "retrieve",
+            RetrieveTask(
+                namespace=state["namespace"],
+                generation=state.get("generation"),
+                pending=state.get("pending", 0),
+                subgoal=sid,
+                query=query,
+                k=k,
+                step=state.get("step", 0),
+            ),
+        )
         for sid, query, k in _searches(state, ctx, sids)
     ]
 
@@ -613,8 +671,9 @@ def route_after_refine(
 
 def build_goalmem_graph() -> StateGraph[GoalMemState, GoalMemContext, GoalMemInput, GoalMemOutput]:
     """The Goal-Mem ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(GoalMemState, context_schema=GoalMemContext, input_schema=GoalMemInput,
-                         output_schema=GoalMemOutput)
+    builder = StateGraph(
+        GoalMemState, context_schema=GoalMemContext, input_schema=GoalMemInput, output_schema=GoalMemOutput
+    )
     builder.add_node("parse_goal", parse_goal)
     builder.add_node("decompose", decompose)
     builder.add_node("retrieve", retrieve)
@@ -637,6 +696,7 @@ def build_goalmem_graph() -> StateGraph[GoalMemState, GoalMemContext, GoalMemInp
 
 # -- the Python entry point --------------------------------------------------------------------------
 
+
 def _answer_context(context: GoalMemContext | None, policy: str, options: dict[str, Any]) -> GoalMemContext:
     """The run's context: ``context`` (else the defaults) with the options and the ``backbone`` option (default
     ``bm25``) applied (``run_graph`` refused any option that is no context field, ``k`` or ``backbone``)."""
@@ -657,8 +717,9 @@ def _answer_context(context: GoalMemContext | None, policy: str, options: dict[s
     return GoalMemContext(**updates)
 
 
-def _turn_texts(resources: Resources, namespace: str, final: dict[str, Any],
-                evidence: list[EvidenceItem]) -> dict[str, str]:
+def _turn_texts(
+    resources: Resources, namespace: str, final: dict[str, Any], evidence: list[EvidenceItem]
+) -> dict[str, str]:
     """The turns behind non-turn evidence (events, facts), so a reader sees what they cite (the run's pinned memory)."""
     snapshot = snapshot_of(resources.store, {**final, "namespace": namespace})
     return {
@@ -696,8 +757,12 @@ def _details(final: dict[str, Any], ctx: GoalMemContext, pool: dict[str, Evidenc
         "rejected": final.get("rejected") or [],
         "backbone": ctx.backbone,
         "policy": ctx.policy,
-        "limits": {"max_breadth": ctx.max_breadth, "max_depth": ctx.max_depth, "max_memories": ctx.max_memories,
-                   "k_per_subgoal": ctx.k_per_subgoal},
+        "limits": {
+            "max_breadth": ctx.max_breadth,
+            "max_depth": ctx.max_depth,
+            "max_memories": ctx.max_memories,
+            "k_per_subgoal": ctx.k_per_subgoal,
+        },
         "call_bound": call_bound(ctx.max_breadth, ctx.max_depth),
         "llm_requests": final.get("llm_requests", 0),
         "trace": final.get("trace") or [],
@@ -726,7 +791,6 @@ def _result(
     )
 
 
-
 def finish(state: GoalMemState, runtime: Runtime[GoalMemContext]) -> dict[str, Any]:
     """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
     final state and the run's pinned memory."""
@@ -737,6 +801,8 @@ builder = build_goalmem_graph()
 # Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
 _compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="goalmem")
 graph = traced_graph(_compiled)
+
+
 def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -> None:
     """A named backbone is built once before the run, so an unknown name fails before any work."""
     if ctx.retriever is None:
@@ -744,10 +810,15 @@ def _check_backbone(ctx: GoalMemContext, resources: Resources, namespace: str) -
 
 
 STRATEGY = graph_strategy(
-    "goalmem", graph, GoalMemContext, variants=("bm25", "dense", "events", "faithful"),
-    make_context=_answer_context, check=_check_backbone,
+    "goalmem",
+    graph,
+    GoalMemContext,
+    variants=("bm25", "dense", "events", "faithful"),
+    make_context=_answer_context,
+    check=_check_backbone,
     tags=lambda ctx: [f"backbone:{ctx.backbone}", *(["faithful"] if ctx.faithful else [])],
-    extra_options=("k",), recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
+    extra_options=("k",),
+    recursion_limit=lambda ctx: 25 + ctx.max_breadth * (4 + 4 * ctx.max_depth),
 )
 answer = STRATEGY.run
 """Answer by backward chaining. ``backbone``: ``bm25`` (turns), ``dense`` (turns), ``events`` (event graph), a

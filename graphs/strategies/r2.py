@@ -197,8 +197,9 @@ def answer_node(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     shown = [EvidenceText(r.id, r.text, _session_date(r, snapshot)) for r in kept]
     policy = _policy(state, runtime)
     if ctx.faithful:
-        outcome = policy.respond_paper(state["question"], shown, _by_speaker(kept, snapshot), method=res.method,
-                                       **_trace(state, ctx))
+        outcome = policy.respond_paper(
+            state["question"], shown, _by_speaker(kept, snapshot), method=res.method, **_trace(state, ctx)
+        )
     else:
         outcome = policy.respond(
             state["question"],
@@ -239,8 +240,9 @@ def build_r2_graph() -> StateGraph[R2State, R2Context, R2Input, R2Output]:
     return builder
 
 
-def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context, res: Resources,
-            elapsed: float) -> AnswerResult:
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: R2Context, res: Resources, elapsed: float
+) -> AnswerResult:
     snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     evidence: list[EvidenceItem] = final.get("evidence", [])
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
@@ -264,7 +266,6 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: R2Context
     )
 
 
-
 def finish(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
     """The run's ``AnswerResult`` (the graph's ``result`` output, exactly what ``answer()`` returns), built from the
     final state and the run's pinned memory."""
@@ -274,7 +275,11 @@ def finish(state: R2State, runtime: Runtime[R2Context]) -> dict[str, Any]:
 builder = build_r2_graph()
 graph = traced_graph(builder.compile(name="r2"))
 STRATEGY = graph_strategy(
-    "r2", graph, R2Context, recursion_limit=lambda ctx: 10, variants=("faithful",),
+    "r2",
+    graph,
+    R2Context,
+    recursion_limit=lambda ctx: 10,
+    variants=("faithful",),
     tags=lambda ctx: ["faithful"] if ctx.faithful else [],
     check=lambda ctx, res, namespace: require_r2_memory(res.store.snapshot(namespace)),
 )

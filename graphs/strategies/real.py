@@ -239,8 +239,10 @@ def needs_counterfactual(expansions: list[FactPath], ctx: RealContext) -> bool:
     expansion coherence below delta_LC (normal expansion is unreliable)."""
     if not expansions:
         return True
-    return (max(p.relevance or 0.0 for p in expansions) < ctx.relevance_threshold
-            or max(p.coherence or 0.0 for p in expansions) < ctx.coherence_threshold)
+    return (
+        max(p.relevance or 0.0 for p in expansions) < ctx.relevance_threshold
+        or max(p.coherence or 0.0 for p in expansions) < ctx.coherence_threshold
+    )
 
 
 def _policy(state: RealState, ctx: RealContext, res: Resources) -> RealPolicy:
@@ -263,8 +265,9 @@ def _query_vector(state: RealState, res: Resources) -> np.ndarray:
     return np.asarray(res.embeddings.embed_query(state["question"]), dtype=np.float32)
 
 
-def _similar_facts(state: RealState, res: Resources, snapshot: NamespaceSnapshot,
-                   index: FactIndex) -> list[tuple[str, float]]:
+def _similar_facts(
+    state: RealState, res: Resources, snapshot: NamespaceSnapshot, index: FactIndex
+) -> list[tuple[str, float]]:
     """Every fact with a vector, most similar to the question first, with its similarity."""
     ids = [f for f in index.facts if f in snapshot.fact_vectors]
     if not ids:
@@ -312,13 +315,16 @@ def _outgoing(parent: FactPath, index: FactIndex, flt: SearchFilter, tried: set[
     return [
         _hop(parent.extend(f, "out", step=step), f)
         for f in index.outgoing(parent.end)
-        if f.id not in parent.fact_ids and entity_key(f.tail) not in nodes
-        and f"{parent.id}|{f.id}" not in tried and flt.admits(f, parent.intent)
+        if f.id not in parent.fact_ids
+        and entity_key(f.tail) not in nodes
+        and f"{parent.id}|{f.id}" not in tried
+        and flt.admits(f, parent.intent)
     ]
 
 
-def _hypotheses(parent: FactPath, index: FactIndex, failed: list[Fact], flt: SearchFilter, tried: list[str],
-                step: int) -> list[FactPath]:
+def _hypotheses(
+    parent: FactPath, index: FactIndex, failed: list[Fact], flt: SearchFilter, tried: list[str], step: int
+) -> list[FactPath]:
     """``parent`` extended by the rule table's counterfactual candidates (facts not tried from it)."""
     exclude = {key.split("|", 1)[1] for key in tried if key.split("|", 1)[0] == parent.id}
     return [
@@ -333,8 +339,9 @@ def _hop(path: FactPath, fact: Fact) -> FactPath:
     return path.model_copy(update={"intent": fact.intent})
 
 
-def _top_children(state: RealState, res: Resources, index: FactIndex,
-                  children: list[tuple[FactPath, list[FactPath], int]]) -> tuple[list[FactPath], list[str]]:
+def _top_children(
+    state: RealState, res: Resources, index: FactIndex, children: list[tuple[FactPath, list[FactPath], int]]
+) -> tuple[list[FactPath], list[str]]:
     """The top ``limit`` children of each parent and their ``parent|fact`` tried keys."""
     candidates: list[FactPath] = []
     keys: list[str] = []
@@ -345,20 +352,26 @@ def _top_children(state: RealState, res: Resources, index: FactIndex,
     return candidates, keys
 
 
-def _plan(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
-          similar: list[str]) -> tuple[RootPlan, Cost, list[FallbackRecord]]:
+def _plan(
+    state: RealState, ctx: RealContext, res: Resources, index: FactIndex, similar: list[str]
+) -> tuple[RootPlan, Cost, list[FallbackRecord]]:
     """The root plan: the LLM planner, or named entities / similarity without a model."""
     outcome = _policy(state, ctx, res).roots(state["question"], index, similar)
     return outcome.output, outcome.cost, [outcome.fallback] if outcome.fallback else []
 
 
-def _score(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
-           candidates: list[FactPath]) -> tuple[list[FactPath], Cost, list[FallbackRecord]]:
+def _score(
+    state: RealState, ctx: RealContext, res: Resources, index: FactIndex, candidates: list[FactPath]
+) -> tuple[list[FactPath], Cost, list[FallbackRecord]]:
     """ONE evaluator call (or the similarity rules) scores every listed path."""
     labels = [f"P{i + 1}" for i in range(len(candidates))]
     outcome = _policy(state, ctx, res).evaluate(
-        state["question"], candidates, index, similarities=[p.similarity for p in candidates],
-        window=_search_filter(state, ctx).window, reference_time=_time_of(state),
+        state["question"],
+        candidates,
+        index,
+        similarities=[p.similarity for p in candidates],
+        window=_search_filter(state, ctx).window,
+        reference_time=_time_of(state),
     )
     scores, cost = outcome.output, outcome.cost
     fallbacks = [outcome.fallback] if outcome.fallback else []
@@ -367,8 +380,16 @@ def _score(state: RealState, ctx: RealContext, res: Resources, index: FactIndex,
     for label, path in zip(labels, candidates, strict=True):
         s = by_label[label]
         # ``score`` is the path's sufficiency (the decision's metric), shown with the evidence.
-        scored.append(path.model_copy(update={"relevance": s.relevance, "coherence": s.coherence,
-                                              "sufficiency": s.sufficiency, "score": s.sufficiency}))
+        scored.append(
+            path.model_copy(
+                update={
+                    "relevance": s.relevance,
+                    "coherence": s.coherence,
+                    "sufficiency": s.sufficiency,
+                    "score": s.sufficiency,
+                }
+            )
+        )
     return scored, cost, fallbacks
 
 
@@ -440,9 +461,15 @@ def roots(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         "paths_visited": 0,
         "cost": cost,
         "fallbacks": fallbacks,
-        "trail": [{"node": "roots", "roots": [f"{r.entity} ({r.intent})" for r in plan.roots],
-                   "reference_time": reference, "current_time": now.date().isoformat() if now else None,
-                   "include_uncertain": plan.include_uncertain}],
+        "trail": [
+            {
+                "node": "roots",
+                "roots": [f"{r.entity} ({r.intent})" for r in plan.roots],
+                "reference_time": reference,
+                "current_time": now.date().isoformat() if now else None,
+                "include_uncertain": plan.include_uncertain,
+            }
+        ],
     }
 
 
@@ -479,7 +506,7 @@ def evaluate(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     scored, cost, fallbacks = _score(state, ctx, res, index, listed) if listed else ([], Cost(), [])
     rescored = {p.id: p for p in scored[: len(current)]}
     beam = [rescored.get(p.id, p) for p in state.get("beam", [])]
-    new = scored[len(current):]
+    new = scored[len(current) :]
     update: dict[str, Any] = {
         "beam": beam,
         "candidates": [],
@@ -495,11 +522,15 @@ def evaluate(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         update["budgets"] = _budgets(beam, new, ctx) if ctx.repair else {}
     else:
         update["recovered"] = [*state.get("recovered", []), *new]
-    update["trail"] = [{
-        "node": "evaluate", "phase": phase, "listed": [p.id for p in listed],
-        "relevant": [p.id for p in new if _relevant(p, ctx)],
-        **({"budgets": update["budgets"]} if phase == "expand" else {}),
-    }]
+    update["trail"] = [
+        {
+            "node": "evaluate",
+            "phase": phase,
+            "listed": [p.id for p in listed],
+            "relevant": [p.id for p in new if _relevant(p, ctx)],
+            **({"budgets": update["budgets"]} if phase == "expand" else {}),
+        }
+    ]
     return update
 
 
@@ -516,16 +547,25 @@ def repair(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
     candidates: list[FactPath] = []
     for path in state.get("beam", []):
         if budgets.get(path.id, 0) > 0:
-            failed = [index.facts[c.fact_ids[-1]] for c in state.get("children", [])
-                      if c.parent == path.id and not _relevant(c, ctx)]
+            failed = [
+                index.facts[c.fact_ids[-1]]
+                for c in state.get("children", [])
+                if c.parent == path.id and not _relevant(c, ctx)
+            ]
             candidates.extend(_hypotheses(path, index, failed, flt, tried, step)[: ctx.repair_pool])
     keys = [f"{c.parent}|{c.fact_ids[-1]}" for c in candidates]
     return {
         "candidates": candidates,
         "phase": "repair",
         "tried": [*tried, *keys],
-        "trail": [{"node": "repair", "budgets": dict(budgets), "hypotheses": [c.id for c in candidates],
-                   "rules": sorted({(c.hypothesis or "").split(":")[0] for c in candidates})}],
+        "trail": [
+            {
+                "node": "repair",
+                "budgets": dict(budgets),
+                "hypotheses": [c.id for c in candidates],
+                "rules": sorted({(c.hypothesis or "").split(":")[0] for c in candidates}),
+            }
+        ],
     }
 
 
@@ -573,8 +613,16 @@ def select(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         "recovered": [],
         "repairs": state.get("repairs", 0) + len(kept_repairs),
         "depth": step,
-        "trail": [{"node": "select", "step": step, "decisions": decisions, "closed": [p.id for p in closed],
-                   "recovered": kept_repairs, "beam": [p.id for p in beam]}],
+        "trail": [
+            {
+                "node": "select",
+                "step": step,
+                "decisions": decisions,
+                "closed": [p.id for p in closed],
+                "recovered": kept_repairs,
+                "beam": [p.id for p in beam],
+            }
+        ],
     }
 
 
@@ -592,12 +640,17 @@ def prune(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
         similar = _similar_facts(state, res, snapshot, index)
         for fact_id, sim in similar[: ctx.top_k or ctx.candidates]:
             fact = index.facts[fact_id]
-            kept.append(FactPath.start(fact.head, "FACT").extend(fact, "out").model_copy(
-                update={"similarity": round(sim, 4)}))
+            kept.append(
+                FactPath.start(fact.head, "FACT").extend(fact, "out").model_copy(update={"similarity": round(sim, 4)})
+            )
         if similar:
             fallbacks.append(FallbackRecord(role="real", reason="no path from the roots: most similar facts used"))
-    return {"kept": kept, "passing": bool(passing), "fallbacks": fallbacks,
-            "trail": [{"node": "prune", "final": len(final), "passing": len(passing), "kept": len(kept)}]}
+    return {
+        "kept": kept,
+        "passing": bool(passing),
+        "fallbacks": fallbacks,
+        "trail": [{"node": "prune", "final": len(final), "passing": len(passing), "kept": len(kept)}],
+    }
 
 
 def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
@@ -605,12 +658,18 @@ def answer_node(state: RealState, runtime: Runtime[RealContext]) -> dict[str, An
     ctx, res = _ctx(runtime), resources_of(runtime)
     _, index = _load(state, res)
     kept = state.get("kept", [])
-    outcome = _policy(state, ctx, res).answer(state["question"], kept, index, reference_time=_time_of(state),
-                                              passing=bool(state.get("passing")))
+    outcome = _policy(state, ctx, res).answer(
+        state["question"], kept, index, reference_time=_time_of(state), passing=bool(state.get("passing"))
+    )
     result, cost = outcome.output, outcome.cost
     fallbacks = [outcome.fallback] if outcome.fallback else []
-    return {"answer": result.answer, "answer_paths": result.path_ids, "evidence": [_path_evidence(p, index) for p in kept],
-            "cost": cost, "fallbacks": fallbacks}
+    return {
+        "answer": result.answer,
+        "answer_paths": result.path_ids,
+        "evidence": [_path_evidence(p, index) for p in kept],
+        "cost": cost,
+        "fallbacks": fallbacks,
+    }
 
 
 # -- routers ----------------------------------------------------------------------------------------
@@ -656,8 +715,9 @@ def build_real_graph() -> StateGraph[RealState, RealContext, RealInput, RealOutp
     return builder
 
 
-def _result(question: str, namespace: str, final: dict[str, Any], ctx: RealContext, res: Resources,
-            elapsed: float) -> AnswerResult:
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: RealContext, res: Resources, elapsed: float
+) -> AnswerResult:
     snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     index = fact_index(snapshot)
     evidence: list[EvidenceItem] = final.get("evidence", [])
@@ -685,7 +745,9 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: RealConte
             "answer_paths": final.get("answer_paths", []),
             "trail": final.get("trail", []),
             "paths": [_serialize_path(p, index) for p in kept],
-            "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
+            "turn_texts": {
+                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
+            },
         },
     )
 
@@ -694,18 +756,32 @@ def _serialize_path(path: FactPath, index: FactIndex) -> dict[str, Any]:
     facts = []
     for fact_id, direction in zip(path.fact_ids, path.directions, strict=True):
         fact = index.facts[fact_id]
-        facts.append({
-            "id": fact.id, "head": fact.head, "relation": fact.relation, "tail": fact.tail, "direction": direction,
-            "valid_from": when_text(fact.valid_from, fact.from_precision),
-            "valid_to": when_text(fact.valid_to, fact.to_precision),
-            "confidence": fact.confidence, "intent": fact.intent, "turn_ids": list(fact.turn_ids),
-        })
+        facts.append(
+            {
+                "id": fact.id,
+                "head": fact.head,
+                "relation": fact.relation,
+                "tail": fact.tail,
+                "direction": direction,
+                "valid_from": when_text(fact.valid_from, fact.from_precision),
+                "valid_to": when_text(fact.valid_to, fact.to_precision),
+                "confidence": fact.confidence,
+                "intent": fact.intent,
+                "turn_ids": list(fact.turn_ids),
+            }
+        )
     return {
-        "id": path.id, "root": path.root, "intent": path.intent, "parent": path.parent, "hypothesis": path.hypothesis,
-        "relevance": path.relevance, "coherence": path.coherence, "sufficiency": path.sufficiency,
-        "score": path.score, "facts": facts,
+        "id": path.id,
+        "root": path.root,
+        "intent": path.intent,
+        "parent": path.parent,
+        "hypothesis": path.hypothesis,
+        "relevance": path.relevance,
+        "coherence": path.coherence,
+        "sufficiency": path.sufficiency,
+        "score": path.score,
+        "facts": facts,
     }
-
 
 
 def finish(state: RealState, runtime: Runtime[RealContext]) -> dict[str, Any]:
@@ -718,7 +794,12 @@ builder = build_real_graph()
 # Held as CompiledStateGraph[Any, ...]: ``traced_graph`` takes a compiled graph of any state and context.
 _compiled: CompiledStateGraph[Any, Any, Any, Any] = builder.compile(name="real")
 graph = traced_graph(_compiled)
-STRATEGY = graph_strategy("real", graph, RealContext, variants=("faithful",),
-                          tags=lambda ctx: ["faithful"] if ctx.faithful else [],
-                          recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1))
+STRATEGY = graph_strategy(
+    "real",
+    graph,
+    RealContext,
+    variants=("faithful",),
+    tags=lambda ctx: ["faithful"] if ctx.faithful else [],
+    recursion_limit=lambda ctx: 20 + 6 * (ctx.depth + 1),
+)
 answer = STRATEGY.run

@@ -72,6 +72,7 @@ __all__ = [
     "take_answer",
 ]
 
+
 # Field docstrings are the descriptions Studio's forms show (pydantic's ``use_attribute_docstrings``).
 @with_config(ConfigDict(use_attribute_docstrings=True))
 @dataclass
@@ -177,15 +178,31 @@ def _items_from_artifact(artifact: Any, snapshot: NamespaceSnapshot) -> list[Evi
         kind = record.get("kind")
         if kind == "event" and record.get("id") in snapshot.events:
             event = snapshot.events[record["id"]]
-            items.append(EvidenceItem(kind="event", id=event.id, text=event.render(), turn_ids=list(event.turn_ids),
-                                      time=event.time, score=record.get("score")))
+            items.append(
+                EvidenceItem(
+                    kind="event",
+                    id=event.id,
+                    text=event.render(),
+                    turn_ids=list(event.turn_ids),
+                    time=event.time,
+                    score=record.get("score"),
+                )
+            )
         elif kind == "turn" and record.get("id") in snapshot.turns:
             turn = snapshot.turns[record["id"]]
             when = turn.session_time.date().isoformat() if turn.session_time else None
-            items.append(EvidenceItem(kind="turn", id=turn.dia_id, text=turn.render(), turn_ids=[turn.dia_id], time=when))
+            items.append(
+                EvidenceItem(kind="turn", id=turn.dia_id, text=turn.render(), turn_ids=[turn.dia_id], time=when)
+            )
         elif kind == "personal_fact":
-            items.append(EvidenceItem(kind="fact", id=str(record.get("id")), text=str(record.get("content", "")),
-                                      turn_ids=list(record.get("turn_ids") or [])))
+            items.append(
+                EvidenceItem(
+                    kind="fact",
+                    id=str(record.get("id")),
+                    text=str(record.get("content", "")),
+                    turn_ids=list(record.get("turn_ids") or []),
+                )
+            )
     return items
 
 
@@ -222,8 +239,9 @@ def memory_tools(namespace: str, res: Resources, store: Any = None, *, extras: b
     Built per call: a toolkit is cheap.
     """
     names = [*MRAGENT_TOOLS, *(EXTRA_TOOLS if extras else ())]
-    tools = create_memory_toolkit(namespace, store=res.store if store is None else store, embeddings=res.embeddings,
-                                  include=names)
+    tools = create_memory_toolkit(
+        namespace, store=res.store if store is None else store, embeddings=res.embeddings, include=names
+    )
     return sorted(tools, key=lambda t: names.index(t.name))  # the paper's order (Table 4), then the extras
 
 
@@ -250,8 +268,17 @@ def _seed_active(snapshot: NamespaceSnapshot, cues: list[Cue], limit: int) -> li
                 weight[tag.target_id] = weight.get(tag.target_id, 0.0) + (0.5 if cue.kind == "person" else 1.0)
     order = {eid: i for i, eid in enumerate(snapshot.events)}
     seeded = sorted(weight, key=lambda e: (-weight[e], order[e]))[:limit]
-    return [EvidenceItem(kind="event", id=e, text=snapshot.events[e].render(), turn_ids=list(snapshot.events[e].turn_ids),
-                         time=snapshot.events[e].time, score=weight[e]) for e in seeded]
+    return [
+        EvidenceItem(
+            kind="event",
+            id=e,
+            text=snapshot.events[e].render(),
+            turn_ids=list(snapshot.events[e].turn_ids),
+            time=snapshot.events[e].time,
+            score=weight[e],
+        )
+        for e in seeded
+    ]
 
 
 def _invalid_call_messages(last: BaseMessage) -> list[ToolMessage]:
@@ -259,15 +286,18 @@ def _invalid_call_messages(last: BaseMessage) -> list[ToolMessage]:
     return [
         ToolMessage(
             content=f"Your call to {bad.get('name') or 'a tool'} had arguments that are not valid JSON "
-                    f"({(bad.get('error') or 'unparseable')[:200]}): {str(bad.get('args'))[:200]!r}. Call it again with a JSON object.",
-            tool_call_id=bad.get("id") or "invalid", name=bad.get("name") or "unknown", status="error",
+            f"({(bad.get('error') or 'unparseable')[:200]}): {str(bad.get('args'))[:200]!r}. Call it again with a JSON object.",
+            tool_call_id=bad.get("id") or "invalid",
+            name=bad.get("name") or "unknown",
+            status="error",
         )
         for bad in getattr(last, "invalid_tool_calls", None) or []
     ]
 
 
-def _found_and_trace(state: ReconstructState, last: BaseMessage, out: list[BaseMessage],
-                     snapshot: NamespaceSnapshot) -> tuple[list[EvidenceItem], list[dict[str, Any]]]:
+def _found_and_trace(
+    state: ReconstructState, last: BaseMessage, out: list[BaseMessage], snapshot: NamespaceSnapshot
+) -> tuple[list[EvidenceItem], list[dict[str, Any]]]:
     """The evidence the tool replies brought and one trace entry per reply."""
     found: list[EvidenceItem] = []
     trace = []
@@ -275,8 +305,14 @@ def _found_and_trace(state: ReconstructState, last: BaseMessage, out: list[BaseM
     for message in out:
         if isinstance(message, ToolMessage):
             found.extend(_items_from_artifact(message.artifact, snapshot))
-            trace.append({"turn": state.get("turns", 0), "tool": message.name, "status": message.status,
-                          "args": args_by_id.get(message.tool_call_id, {})})
+            trace.append(
+                {
+                    "turn": state.get("turns", 0),
+                    "tool": message.name,
+                    "status": message.status,
+                    "args": args_by_id.get(message.tool_call_id, {}),
+                }
+            )
     return found, trace
 
 
@@ -285,7 +321,9 @@ def _top_events(question: str, k: int, res: Resources, snapshot: NamespaceSnapsh
     found: list[EvidenceItem] = []
     for eid, score in search_event_ids(snapshot, question, k, embeddings=res.embeddings):
         e = snapshot.events[eid]
-        found.append(EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=score))
+        found.append(
+            EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=score)
+        )
     return found
 
 
@@ -302,7 +340,9 @@ def _record_key(record: Any) -> tuple[str, str] | None:
     return (kind, str(record.get("id"))) if kind else None
 
 
-def _pruned_message(message: BaseMessage, dropped: set[tuple[str, str]], snapshot: NamespaceSnapshot) -> BaseMessage | None:
+def _pruned_message(
+    message: BaseMessage, dropped: set[tuple[str, str]], snapshot: NamespaceSnapshot
+) -> BaseMessage | None:
     """``message`` without the dropped items (same id, so it replaces the one the model saw); None if untouched."""
     if isinstance(message, HumanMessage):
         lines = str(message.content).split("\n")
@@ -314,18 +354,33 @@ def _pruned_message(message: BaseMessage, dropped: set[tuple[str, str]], snapsho
         return None
     left = [r for r in message.artifact if _record_key(r) not in dropped]
     shown = _items_from_artifact(left, snapshot)
-    others = [f"- {r.get('kind')} {r.get('text') or r.get('id')}" for r in left if isinstance(r, dict) and _record_key(r) is None]
+    others = [
+        f"- {r.get('kind')} {r.get('text') or r.get('id')}"
+        for r in left
+        if isinstance(r, dict) and _record_key(r) is None
+    ]
     if not shown and not others:
         content = "Pruned: none of these results supports the question."
     else:
-        content = "\n".join(["What still supports the question (the rest was pruned):",
-                             _evidence_text(shown, snapshot, len(shown)), *others]).replace("\n\n", "\n")
+        content = "\n".join(
+            [
+                "What still supports the question (the rest was pruned):",
+                _evidence_text(shown, snapshot, len(shown)),
+                *others,
+            ]
+        ).replace("\n\n", "\n")
     return message.model_copy(update={"content": content, "artifact": left})
 
 
-def _prune_record(state: ReconstructState, kept: list[EvidenceItem], dropped: list[EvidenceItem], by: str) -> dict[str, Any]:
-    return {"turn": state.get("turns", 0), "kept": [f"{i.kind} {i.id}" for i in kept],
-            "dropped": [f"{i.kind} {i.id}" for i in dropped], "by": by}
+def _prune_record(
+    state: ReconstructState, kept: list[EvidenceItem], dropped: list[EvidenceItem], by: str
+) -> dict[str, Any]:
+    return {
+        "turn": state.get("turns", 0),
+        "kept": [f"{i.kind} {i.id}" for i in kept],
+        "dropped": [f"{i.kind} {i.id}" for i in dropped],
+        "by": by,
+    }
 
 
 # -- nodes ------------------------------------------------------------------------------------------
@@ -357,8 +412,12 @@ def seed(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[
         "route": "navigate",
         "final": None,
         "messages": build(
-            question, question_date=state.get("question_date"), cues_text=cues_text, active_text=active_text,
-            max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn,
+            question,
+            question_date=state.get("question_date"),
+            cues_text=cues_text,
+            active_text=active_text,
+            max_turns=ctx.max_turns,
+            max_tool_calls=ctx.max_tool_calls_per_turn,
             topics_text=_topics_text(snapshot, active),
         ),
     }
@@ -380,9 +439,16 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
     ctx, res = _ctx(runtime), resources_of(runtime)
     turns = state.get("turns", 0) + 1
     turn = NavigatorTurn(
-        question=state["question"], turn=turns, messages=state.get("messages", []), active=state.get("active", []),
-        seed_cues=state.get("seed_cues", []), snapshot=pinned_snapshot(state, runtime), k=ctx.k,
-        max_turns=ctx.max_turns, max_tool_calls=ctx.max_tool_calls_per_turn, paper_prompts=ctx.faithful,
+        question=state["question"],
+        turn=turns,
+        messages=state.get("messages", []),
+        active=state.get("active", []),
+        seed_cues=state.get("seed_cues", []),
+        snapshot=pinned_snapshot(state, runtime),
+        k=ctx.k,
+        max_turns=ctx.max_turns,
+        max_tool_calls=ctx.max_tool_calls_per_turn,
+        paper_prompts=ctx.faithful,
     )
     tools = partial(memory_tools, state["namespace"], res, pinned_store(state, runtime), extras=ctx.extra_tools)
     step = _policy(state, runtime).navigate(turn, tools, config)
@@ -390,8 +456,14 @@ def navigate(state: ReconstructState, runtime: Runtime[ReconstructContext], conf
         return {"turns": turns, "mode": "forced", "fallbacks": [step.failure] if step.failure else []}
     if step.cost is None:  # no model was asked (the deterministic navigator): nothing spent, no budget to track
         return {"messages": [step.reply], "turns": turns}
-    return {"messages": [step.reply], "turns": turns, "cost": step.cost, "dropped_last": step.dropped,
-            "dropped_calls": state.get("dropped_calls", 0) + step.dropped, "mode": "navigate"}
+    return {
+        "messages": [step.reply],
+        "turns": turns,
+        "cost": step.cost,
+        "dropped_last": step.dropped,
+        "dropped_calls": state.get("dropped_calls", 0) + step.dropped,
+        "mode": "navigate",
+    }
 
 
 def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], config: RunnableConfig) -> dict[str, Any]:
@@ -406,8 +478,11 @@ def run_tools(state: ReconstructState, runtime: Runtime[ReconstructContext], con
         out.extend(result["messages"] if isinstance(result, dict) else result)
     out.extend(_invalid_call_messages(last))
     found, trace = _found_and_trace(state, last, out, pinned_snapshot(state, runtime))
-    out.extend(policy.budget_note(ctx.max_turns - state.get("turns", 0), state.get("dropped_last", 0),
-                                  ctx.max_tool_calls_per_turn))
+    out.extend(
+        policy.budget_note(
+            ctx.max_turns - state.get("turns", 0), state.get("dropped_last", 0), ctx.max_tool_calls_per_turn
+        )
+    )
     return {"active": found, "tool_calls": state.get("tool_calls", 0) + len(trace), "trace": trace, "messages": out}
 
 
@@ -424,17 +499,26 @@ def prune(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict
     keys = [f"M{i + 1}" for i in range(len(active))]
     policy = _policy(state, runtime)
     outcome = policy.prune(
-        state["question"], [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, active)],
-        embeddings=res.embeddings, floor=ctx.prune_floor, limit=ctx.max_active,
-        question_date=state.get("question_date"), method=res.method, tags=["strategy:reconstruct"],
+        state["question"],
+        [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, active)],
+        embeddings=res.embeddings,
+        floor=ctx.prune_floor,
+        limit=ctx.max_active,
+        question_date=state.get("question_date"),
+        method=res.method,
+        tags=["strategy:reconstruct"],
     )
     chosen = set(outcome.output.keep)
     kept = [item for key, item in zip(keys, active) if key in chosen]
     dropped = [item for key, item in zip(keys, active) if key not in chosen]
     gone: set[tuple[str, str]] = {(i.kind, i.id) for i in dropped}
-    rewritten = [m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None]
+    rewritten = [
+        m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None
+    ]
     update: dict[str, Any] = {
-        "active": Overwrite(kept), "messages": rewritten, "cost": outcome.cost,
+        "active": Overwrite(kept),
+        "messages": rewritten,
+        "cost": outcome.cost,
         "route": "answer" if outcome.output.answer_now and kept else "navigate",
         "pruned": [_prune_record(state, kept, dropped, policy.pruned_by(outcome))],
     }
@@ -448,8 +532,9 @@ def _item_key(item: EvidenceItem) -> str:
     return f"{item.kind} {item.id}"
 
 
-def _route_candidates(state: ReconstructState, runtime: Runtime[ReconstructContext],
-                      active: list[EvidenceItem]) -> dict[str, Any]:
+def _route_candidates(
+    state: ReconstructState, runtime: Runtime[ReconstructContext], active: list[EvidenceItem]
+) -> dict[str, Any]:
     """``faithful``'s prune step, the paper's routing (Eq. 9): Z(t+1) = R_LLM(x, H(t), Z~(t+1)) and
     H(t+1) = H(t) u Z(t+1). Only the tool round's new candidates (active items not yet held) are judged, with the
     held context shown; a dropped candidate leaves the active set and the navigator's messages, a held item never
@@ -464,18 +549,28 @@ def _route_candidates(state: ReconstructState, runtime: Runtime[ReconstructConte
     keys = [f"M{i + 1}" for i in range(len(new))]
     policy = _policy(state, runtime)
     outcome = policy.select(
-        state["question"], _evidence_text(context, snapshot, len(context)),
+        state["question"],
+        _evidence_text(context, snapshot, len(context)),
         [(key, _evidence_text([item], snapshot, 1)) for key, item in zip(keys, new)],
-        embeddings=res.embeddings, floor=ctx.prune_floor, limit=ctx.max_active,
-        question_date=state.get("question_date"), method=res.method, tags=["strategy:reconstruct"],
+        embeddings=res.embeddings,
+        floor=ctx.prune_floor,
+        limit=ctx.max_active,
+        question_date=state.get("question_date"),
+        method=res.method,
+        tags=["strategy:reconstruct"],
     )
     chosen = set(outcome.output.keep)
     kept = [item for key, item in zip(keys, new) if key in chosen]
     dropped = [item for key, item in zip(keys, new) if key not in chosen]
     gone: set[tuple[str, str]] = {(i.kind, i.id) for i in dropped}
-    rewritten = [m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None]
+    rewritten = [
+        m for m in (_pruned_message(m, gone, snapshot) for m in state.get("messages", [])[1:]) if m is not None
+    ]
     update: dict[str, Any] = {
-        "active": Overwrite([*context, *kept]), "messages": rewritten, "cost": outcome.cost, "route": "navigate",
+        "active": Overwrite([*context, *kept]),
+        "messages": rewritten,
+        "cost": outcome.cost,
+        "route": "navigate",
         "held": [*(state.get("held") or []), *(_item_key(item) for item in kept)],
         "pruned": [_prune_record(state, kept, dropped, policy.pruned_by(outcome))],
     }
@@ -499,8 +594,11 @@ def take_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -
         result, problems = None, [str(exc)[:500]]
     if not problems and result is not None:
         return {"final": result, "answer": result.answer, "mode": _policy(state, runtime).answered_mode()}
-    return {"final": None, "mode": "forced",
-            "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)]}
+    return {
+        "final": None,
+        "mode": "forced",
+        "fallbacks": [FallbackRecord(role="navigator", reason="invalid answer; final answer forced", errors=problems)],
+    }
 
 
 def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
@@ -522,8 +620,9 @@ def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) 
     outcome = policy.final_answer(
         build(state["question"], _evidence_text(ordered, snapshot, ctx.max_evidence), state.get("question_date")),
         validate=lambda r: _validate_answer(r, snapshot),
-        fallback=lambda: answer_from_active_set(state["question"], active, snapshot, ranked_events=ranked,
-                                                cues=state.get("seed_cues", [])),
+        fallback=lambda: answer_from_active_set(
+            state["question"], active, snapshot, ranked_events=ranked, cues=state.get("seed_cues", [])
+        ),
         method=res.method,
         tags=["strategy:reconstruct"],
         metadata={"prompt_version": prompt.PAPER_VERSION if ctx.faithful else prompt.VERSION},
@@ -531,8 +630,14 @@ def force_answer(state: ReconstructState, runtime: Runtime[ReconstructContext]) 
     fallbacks = policy.recorded(outcome.fallback)
     # The pruner found the kept set enough (and the budgets were not spent): answering is its decision.
     chosen = state.get("route") == "answer" and state.get("turns", 0) < ctx.max_turns and outcome.fallback is None
-    return {"final": outcome.output, "answer": outcome.output.answer, "mode": "answered" if chosen else "forced", "cost": outcome.cost,
-            "fallbacks": fallbacks, "active": found}
+    return {
+        "final": outcome.output,
+        "answer": outcome.output.answer,
+        "mode": "answered" if chosen else "forced",
+        "cost": outcome.cost,
+        "fallbacks": fallbacks,
+        "active": found,
+    }
 
 
 # -- routers ----------------------------------------------------------------------------------------
@@ -574,8 +679,12 @@ def _config_node(node: _ConfigNode) -> Callable[..., dict[str, Any]]:
 
 def build_reconstruct_graph() -> StateGraph[ReconstructState, ReconstructContext, ReconstructInput, ReconstructOutput]:
     """The reconstruction ``StateGraph`` (uncompiled); nodes read their resources from the run's context."""
-    builder = StateGraph(ReconstructState, context_schema=ReconstructContext, input_schema=ReconstructInput,
-                         output_schema=ReconstructOutput)
+    builder = StateGraph(
+        ReconstructState,
+        context_schema=ReconstructContext,
+        input_schema=ReconstructInput,
+        output_schema=ReconstructOutput,
+    )
     builder.add_node("seed", seed)
     builder.add_node("navigate", _config_node(navigate))
     builder.add_node("tools", _config_node(run_tools))
@@ -594,20 +703,31 @@ def build_reconstruct_graph() -> StateGraph[ReconstructState, ReconstructContext
     return builder
 
 
-def _result(question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources,
-            elapsed: float) -> AnswerResult:
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: ReconstructContext, res: Resources, elapsed: float
+) -> AnswerResult:
     snapshot = snapshot_of(res.store, {**final, "namespace": namespace})  # the run's pinned memory
     result: ReconstructedAnswer = final.get("final") or ReconstructedAnswer(answer=NO_ANSWER, confidence=0.0)
     cited: list[EvidenceItem] = []
     for eid in result.cited_event_ids:
         if eid in snapshot.events:
             e = snapshot.events[eid]
-            cited.append(EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=1.0))
+            cited.append(
+                EvidenceItem(kind="event", id=eid, text=e.render(), turn_ids=list(e.turn_ids), time=e.time, score=1.0)
+            )
     for tid in result.cited_turn_ids:
         if tid in snapshot.turns:
             t = snapshot.turns[tid]
-            cited.append(EvidenceItem(kind="turn", id=tid, text=t.render(), turn_ids=[tid],
-                                      time=t.session_time.date().isoformat() if t.session_time else None, score=1.0))
+            cited.append(
+                EvidenceItem(
+                    kind="turn",
+                    id=tid,
+                    text=t.render(),
+                    turn_ids=[tid],
+                    time=t.session_time.date().isoformat() if t.session_time else None,
+                    score=1.0,
+                )
+            )
     # Cited turns lead the evidence (so cited-turn recall sees them first), then the rest of the active set.
     cited.sort(key=lambda i: i.kind != "turn")
     evidence = merge_active(cited, final.get("active", []))[: max(ctx.max_evidence, len(cited))]
@@ -635,10 +755,11 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: Reconstru
             "dropped_tool_calls": final.get("dropped_calls", 0),
             "tool_trace": final.get("trace", []),
             "prune_trace": final.get("pruned", []),
-            "turn_texts": {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns},
+            "turn_texts": {
+                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
+            },
         },
     )
-
 
 
 def finish(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dict[str, Any]:
@@ -649,7 +770,12 @@ def finish(state: ReconstructState, runtime: Runtime[ReconstructContext]) -> dic
 
 builder = build_reconstruct_graph()
 graph = traced_graph(builder.compile(name="reconstruct"))
-STRATEGY = graph_strategy("reconstruct", graph, ReconstructContext, variants=("faithful",),
-                          tags=lambda ctx: ["faithful"] if ctx.faithful else [],
-                          recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns)
+STRATEGY = graph_strategy(
+    "reconstruct",
+    graph,
+    ReconstructContext,
+    variants=("faithful",),
+    tags=lambda ctx: ["faithful"] if ctx.faithful else [],
+    recursion_limit=lambda ctx: 12 + 4 * ctx.max_turns,
+)
 answer = STRATEGY.run

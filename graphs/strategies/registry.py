@@ -155,8 +155,13 @@ def _check_options(strategy: str, options: dict[str, Any]) -> None:
 
 
 def answer(
-    strategy: str, question: str, namespace: str, *, resources: Resources | None = None,
-    config: RunnableConfig | None = None, **options: Any
+    strategy: str,
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    config: RunnableConfig | None = None,
+    **options: Any,
 ) -> AnswerResult:
     """Answer ``question`` from ``namespace`` with the named strategy, within the run's deadline.
 
@@ -167,7 +172,9 @@ def answer(
     before any work."""
     run = strategy_function(strategy)
     _check_options(strategy, options)
-    carried = getattr(options.get("context"), "resources", None)  # the run's resources, as ``with_resources`` picks them
+    carried = getattr(
+        options.get("context"), "resources", None
+    )  # the run's resources, as ``with_resources`` picks them
     settings = (resources or (carried if isinstance(carried, Resources) else default_resources())).settings
     if config is not None:
         options["config"] = config
@@ -178,8 +185,13 @@ def answer(
 
 
 async def aanswer(
-    strategy: str, question: str, namespace: str, *, resources: Resources | None = None,
-    config: RunnableConfig | None = None, **options: Any
+    strategy: str,
+    question: str,
+    namespace: str,
+    *,
+    resources: Resources | None = None,
+    config: RunnableConfig | None = None,
+    **options: Any,
 ) -> AnswerResult:
     """``answer`` awaited: the run (its store reads, embeddings and sync model calls) goes to the shared bounded
     executor (``memory.runtime.blocking``), so the event loop keeps running and concurrent calls never add threads."""

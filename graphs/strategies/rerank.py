@@ -103,8 +103,16 @@ def _evidence(graph: EventGraph, best: list[str], scores: dict[str, float]) -> l
             items.append(EvidenceItem(kind="turn", id=tid, text=turn.render(), turn_ids=[tid], score=scores[tid]))
             continue
         event = graph.events[eid]
-        items.append(EvidenceItem(kind="event", id=eid, text=event.render(), turn_ids=list(event.turn_ids),
-                                  time=event.time, score=scores[tid]))
+        items.append(
+            EvidenceItem(
+                kind="event",
+                id=eid,
+                text=event.render(),
+                turn_ids=list(event.turn_ids),
+                time=event.time,
+                score=scores[tid],
+            )
+        )
     return items
 
 
@@ -149,18 +157,25 @@ def respond(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, An
     policy = responder_policy(state.get("policy") or ctx.policy, res.llm)  # the pinned policy (alone: the context's)
     outcome = policy.respond(
         state["question"],
-        [_render(graph, item) for item in state.get("evidence", [])], question_date=state.get("question_date"),
-        method=res.method, tags=["strategy:rerank", f"policy:{ctx.policy}"],
+        [_render(graph, item) for item in state.get("evidence", [])],
+        question_date=state.get("question_date"),
+        method=res.method,
+        tags=["strategy:rerank", f"policy:{ctx.policy}"],
         metadata={"namespace": state["namespace"], "context_turns": ctx.context_turns},
     )
-    return {"answer": outcome.output.answer, "cited_ids": outcome.output.cited_ids, "cost": outcome.cost,
-            "fallbacks": policy.recorded(outcome.fallback)}
+    return {
+        "answer": outcome.output.answer,
+        "cited_ids": outcome.output.cited_ids,
+        "cost": outcome.cost,
+        "fallbacks": policy.recorded(outcome.fallback),
+    }
 
 
 def build_rerank_graph() -> StateGraph[RerankState, RerankContext, RerankInput, RerankOutput]:
     """The rerank ``StateGraph`` (uncompiled); nodes find their resources in the run's context."""
-    builder = StateGraph(RerankState, context_schema=RerankContext, input_schema=RerankInput,
-                         output_schema=RerankOutput)
+    builder = StateGraph(
+        RerankState, context_schema=RerankContext, input_schema=RerankInput, output_schema=RerankOutput
+    )
     builder.add_node("rank", rank)
     builder.add_node("respond", respond)
     builder.add_node("finish", finish)
@@ -171,8 +186,9 @@ def build_rerank_graph() -> StateGraph[RerankState, RerankContext, RerankInput, 
     return builder
 
 
-def _result(question: str, namespace: str, final: dict[str, Any], ctx: RerankContext, res: Resources,
-            elapsed: float) -> AnswerResult:
+def _result(
+    question: str, namespace: str, final: dict[str, Any], ctx: RerankContext, res: Resources, elapsed: float
+) -> AnswerResult:
     cost = (final.get("cost") or Cost()).model_copy(update={"wall_time_s": elapsed})
     return AnswerResult(
         strategy="rerank",
@@ -186,7 +202,6 @@ def _result(question: str, namespace: str, final: dict[str, Any], ctx: RerankCon
         turn_ranking=final.get("turn_ranking", []),
         details={"cited_ids": final.get("cited_ids", [])},
     )
-
 
 
 def finish(state: RerankState, runtime: Runtime[RerankContext]) -> dict[str, Any]:

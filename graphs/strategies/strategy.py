@@ -53,8 +53,16 @@ class QuestionInput(TypedDict):
 
     # Descriptions as ``Field`` metadata, not attribute docstrings: a subclass's schema keeps them.
     question: Annotated[str, Field(description="The question to answer from the namespace's memory.")]
-    question_date: NotRequired[Annotated[str | None, Field(description=(
-        'When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated.'))]]
+    question_date: NotRequired[
+        Annotated[
+            str | None,
+            Field(
+                description=(
+                    'When the question is asked (e.g. "2023-05-08"), for questions relative to that day; unset = undated.'
+                )
+            ),
+        ]
+    ]
 
 
 @with_config(ConfigDict(use_attribute_docstrings=True))
@@ -64,11 +72,19 @@ class AnswerOutput(TypedDict, total=False):
     answer: Annotated[str, Field(description="The answer, written from the evidence only.")]
     cost: Annotated[Cost, Field(description="LLM calls and tokens the run spent (none without an LLM)."), add_cost]
     fallbacks: Annotated[
-        list[FallbackRecord], Field(description="Roles that fell back to their deterministic rule, and why."), operator.add
+        list[FallbackRecord],
+        Field(description="Roles that fell back to their deterministic rule, and why."),
+        operator.add,
     ]
-    result: Annotated[AnswerResult, Field(description=(
-        "The run's AnswerResult, built by the graph's final node (finish): answer, evidence with cited turns, "
-        "cost, steps, fallbacks, details. Exactly what answer() returns in Python."))]
+    result: Annotated[
+        AnswerResult,
+        Field(
+            description=(
+                "The run's AnswerResult, built by the graph's final node (finish): answer, evidence with cited turns, "
+                "cost, steps, fallbacks, details. Exactly what answer() returns in Python."
+            )
+        ),
+    ]
 
 
 class StrategyState(TypedDict, total=False):
@@ -171,8 +187,9 @@ def run_graph(
     and those that name an input field (``question_date``, ``reference_time``) go into the graph's input; any other
     option is a ``TypeError`` naming the close valid ones. ``config`` (a ``RunnableConfig``) is merged into the
     graph's run: its callbacks see it, its tags and metadata join the run's."""
-    check_keywords("answer", options, spec.options | {"resources", "policy", "config"},
-                   of=f" for strategy {spec.name!r}")
+    check_keywords(
+        "answer", options, spec.options | {"resources", "policy", "config"}, of=f" for strategy {spec.name!r}"
+    )
     inputs: dict[str, Any] = {"question": question}
     for key in ("question_date", *sorted(spec.input_keys - {"question", "question_date"})):
         if key in spec.input_keys:
@@ -187,9 +204,15 @@ def run_graph(
         spec.check(ctx, res, namespace)
     with python_caller(namespace):  # the caller named it: the graph takes it as it is (memory.tenancy)
         return invoke_strategy(
-            spec.name, spec.graph, inputs, ctx,
-            namespace=namespace, tags=list(spec.tags(ctx)), recursion_limit=spec.recursion_limit(ctx),
-            make_result=_final_result, config=config,
+            spec.name,
+            spec.graph,
+            inputs,
+            ctx,
+            namespace=namespace,
+            tags=list(spec.tags(ctx)),
+            recursion_limit=spec.recursion_limit(ctx),
+            make_result=_final_result,
+            config=config,
         )
 
 
@@ -214,8 +237,17 @@ def graph_strategy(
     """The ``Strategy`` of a graph: its ``run`` is ``run_graph`` with what differs for this graph; the graph's final
     node (``finish_run``) builds the ``AnswerResult`` that ``run`` returns. ``extra_options``: options its
     ``make_context`` reads that are no context field (goalmem's ``k``)."""
-    run = _GraphRun(name, graph, context, recursion_limit, tags, make_context, check,
-                    frozenset(_keys(graph.builder.input_schema)), frozenset(extra_options))
+    run = _GraphRun(
+        name,
+        graph,
+        context,
+        recursion_limit,
+        tags,
+        make_context,
+        check,
+        frozenset(_keys(graph.builder.input_schema)),
+        frozenset(extra_options),
+    )
     return Strategy(name=name, run=run, graph=graph, context=context, variants=variants)
 
 

@@ -102,7 +102,7 @@ def _matches_condition(namespace: tuple[str, ...], condition: MatchCondition) ->
     path = tuple(condition.path)
     if len(path) > len(namespace):
         return False
-    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path):]
+    part = namespace[: len(path)] if condition.match_type == "prefix" else namespace[len(namespace) - len(path) :]
     return all(p == "*" or p == n for p, n in zip(path, part))
 
 
@@ -126,11 +126,18 @@ class LogicMapStore(BaseStore):
     supports_ttl = False
 
     @checked_keywords
-    def __init__(self, *, resources: Resources | None = None, policy: Literal["auto", "llm", "heuristic"] = "auto",
-                 strategy: str = "rerank", index: dict[str, Any] | None = None, purge: bool = False,
-                 trust_assistant: bool = False,
-                 consolidation: Literal["background", "sync", "manual"] | None = None,
-                 max_pending: int | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        resources: Resources | None = None,
+        policy: Literal["auto", "llm", "heuristic"] = "auto",
+        strategy: str = "rerank",
+        index: dict[str, Any] | None = None,
+        purge: bool = False,
+        trust_assistant: bool = False,
+        consolidation: Literal["background", "sync", "manual"] | None = None,
+        max_pending: int | None = None,
+    ) -> None:
         from logicmap.graphs.runtime.resources import check_policy
         from logicmap.graphs.strategies.names import STRATEGY_NAMES
 
@@ -276,8 +283,13 @@ class LogicMapStore(BaseStore):
 
     @staticmethod
     def _item(name: str, stored: StoredItem) -> Item:
-        return Item(value=stored.value, key=stored.key, namespace=namespace_tuple(name),
-                    created_at=stored.created_at, updated_at=stored.updated_at)
+        return Item(
+            value=stored.value,
+            key=stored.key,
+            namespace=namespace_tuple(name),
+            created_at=stored.created_at,
+            updated_at=stored.updated_at,
+        )
 
     def _namespaces_under(self, prefix: Sequence[str]) -> list[str]:
         return self.resources.store.namespaces(namespace_of(tuple(prefix)) if prefix else None)
@@ -302,17 +314,27 @@ class LogicMapStore(BaseStore):
             return []
         score, recency = np.concatenate(scores), -np.concatenate(updated)
         # Ranked by score (unscored last), ties and listings by recency (the most recently updated first).
-        order = np.lexsort((recency, np.where(np.isnan(score), np.inf, -score))) if op.query else np.argsort(
-            recency, kind="stable")
+        order = (
+            np.lexsort((recency, np.where(np.isnan(score), np.inf, -score)))
+            if op.query
+            else np.argsort(recency, kind="stable")
+        )
         starts = np.cumsum([0] + [len(rows) for _, _, rows in parts])
         page = []
-        for r in order[op.offset: op.offset + op.limit]:
+        for r in order[op.offset : op.offset + op.limit]:
             part = int(np.searchsorted(starts, r, side="right")) - 1
             name, index, rows = parts[part]
             it = index.items[int(rows[r - starts[part]])]
-            page.append(SearchItem(namespace=namespace_tuple(name), key=it.key, value=it.value,
-                                   created_at=it.created_at, updated_at=it.updated_at,
-                                   score=None if np.isnan(score[r]) else float(score[r])))
+            page.append(
+                SearchItem(
+                    namespace=namespace_tuple(name),
+                    key=it.key,
+                    value=it.value,
+                    created_at=it.created_at,
+                    updated_at=it.updated_at,
+                    score=None if np.isnan(score[r]) else float(score[r]),
+                )
+            )
         return page
 
     def _scores(self, name: str, snap: NamespaceSnapshot, query: str, index: ItemIndex) -> np.ndarray:
@@ -347,7 +369,7 @@ class LogicMapStore(BaseStore):
             ns = namespace_tuple(name)
             if all(_matches_condition(ns, c) for c in op.match_conditions or ()):
                 found.add(ns[: op.max_depth] if op.max_depth is not None else ns)
-        return sorted(found)[op.offset: op.offset + op.limit]
+        return sorted(found)[op.offset : op.offset + op.limit]
 
     # -- writes -----------------------------------------------------------------------------------------------
 
@@ -383,9 +405,16 @@ class LogicMapStore(BaseStore):
                 self._delete_keys(name, deleted, held)
             seqs: list[int] = []
             if sessions:
-                seqs = write_sessions(name, sessions, resources=res, policy=self.policy, source=SOURCE,
-                               keys=[k for k, op in group.items() if op.value is not None], purge=self.purge_removals,
-                               known=snap is not None or self.consolidation == "sync")
+                seqs = write_sessions(
+                    name,
+                    sessions,
+                    resources=res,
+                    policy=self.policy,
+                    source=SOURCE,
+                    keys=[k for k, op in group.items() if op.value is not None],
+                    purge=self.purge_removals,
+                    known=snap is not None or self.consolidation == "sync",
+                )
         if sessions:
             self._after_write(name, waiting + len(sessions), seqs)
 
@@ -471,7 +500,9 @@ class LogicMapStore(BaseStore):
             held = items_of(snap) if snap is not None else {}
             now = datetime.now(UTC)
             sessions = [self._session(key, op, held.get(key), now) for key, op in group.items() if op.value is not None]
-            check_sessions(sessions, where="store put")  # a value ingest would refuse fails before anything is forgotten
+            check_sessions(
+                sessions, where="store put"
+            )  # a value ingest would refuse fails before anything is forgotten
             if snap is not None:
                 _check_ids_free(name, snap, sessions, held)
             deleted = sorted(k for k, op in group.items() if k in held and op.value is None)
@@ -481,9 +512,17 @@ class LogicMapStore(BaseStore):
             if sessions:  # a replaced item's old records retire in the commit that writes the new ones
                 conversation = Conversation(conversation_id=SOURCE, sessions=sessions, source_format="jsonl")
                 # A put writes exactly the value it is given: a deliberate re-add, never refused by a tombstone.
-                ingest_conversation(conversation, name, resources=res, policy=self.policy, source=SOURCE, append=True,
-                                    replace_sessions=replaced, purge_replaced=self.purge_removals,
-                                    allow_forgotten=True)
+                ingest_conversation(
+                    conversation,
+                    name,
+                    resources=res,
+                    policy=self.policy,
+                    source=SOURCE,
+                    append=True,
+                    replace_sessions=replaced,
+                    purge_replaced=self.purge_removals,
+                    allow_forgotten=True,
+                )
                 if replaced and self.purge_removals:
                     res.store.purge(name)
 
@@ -492,10 +531,17 @@ class LogicMapStore(BaseStore):
 
         value = _json_value(dict(op.value or {}))
         sid = item_session_id(key)
-        item = {"key": key, "value": value, "created_at": (old.created_at if old else now).isoformat(),
-                "updated_at": now.isoformat(), "indexed": op.index is not False}
-        turns = [raw.model_copy(update={"dia_id": f"{sid}:{i + 1}", "item": item if i == 0 else None})
-                 for i, raw in enumerate(self._turns(op, value, key))]
+        item = {
+            "key": key,
+            "value": value,
+            "created_at": (old.created_at if old else now).isoformat(),
+            "updated_at": now.isoformat(),
+            "indexed": op.index is not False,
+        }
+        turns = [
+            raw.model_copy(update={"dia_id": f"{sid}:{i + 1}", "item": item if i == 0 else None})
+            for i, raw in enumerate(self._turns(op, value, key))
+        ]
         # A replaced item stays in its session (one an older version stored may carry a tag, ``memory.records.items``).
         return Session(session_id=old.session_id if old else sid, timestamp=now, turns=turns)
 
@@ -528,4 +574,5 @@ def _check_ids_free(name: str, snap: NamespaceSnapshot, sessions: list[Session],
             raise InvalidItemError(
                 f"store put: namespace {name!r} holds session {session.session_id!r}, the id of this key, without "
                 "its item (its turn was forgotten by id, or a file named a session so); forget that session "
-                "(forget(namespace, session_ids=[...])) and put again; nothing was written")
+                "(forget(namespace, session_ids=[...])) and put again; nothing was written"
+            )

@@ -98,8 +98,9 @@ def output_path(value: str | Path, what: str) -> Path:
     parent = path.parent
     if not parent.is_dir():
         state = "is not a directory" if parent.exists() else "does not exist"
-        raise ValueError(f"{what} {str(path)!r}: the directory {str(parent)!r} {state}; create it first "
-                         "(nothing was written)")
+        raise ValueError(
+            f"{what} {str(path)!r}: the directory {str(parent)!r} {state}; create it first (nothing was written)"
+        )
     return path
 
 
@@ -117,16 +118,27 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     for conv, namespace in targets:
         for repair in conv.repairs:
             print(printable(f"repaired {conv.conversation_id}: {repair}", one_line=True), file=sys.stderr)
-        report = ingest_conversation(conv, namespace, resources=resources, policy=policy, progress=not args.quiet,
-                                     exclusive=len(targets) > 1, append=append, redo_fallbacks=redo,
-                                     memory_manager=getattr(args, "memory_manager", None),
-                                     allow_forgotten=bool(getattr(args, "allow_forgotten", False)))
+        report = ingest_conversation(
+            conv,
+            namespace,
+            resources=resources,
+            policy=policy,
+            progress=not args.quiet,
+            exclusive=len(targets) > 1,
+            append=append,
+            redo_fallbacks=redo,
+            memory_manager=getattr(args, "memory_manager", None),
+            allow_forgotten=bool(getattr(args, "allow_forgotten", False)),
+        )
         done = [s for s in report.sessions if not s.skipped]
         skipped = len(report.sessions) - len(done)
         turns = sum(s.turns for s in done)
-        what = (f"{len(done)} sessions with fallbacks rebuilt, {skipped} left as they are (no fallbacks, or "
-                "already rebuilt with this model)" if redo
-                else f"{len(done)} sessions ingested, {skipped} already committed")
+        what = (
+            f"{len(done)} sessions with fallbacks rebuilt, {skipped} left as they are (no fallbacks, or "
+            "already rebuilt with this model)"
+            if redo
+            else f"{len(done)} sessions ingested, {skipped} already committed"
+        )
         print(
             f"{namespace}: {what}; "
             f"{sum(s.events for s in done)} events, {turns} turns; policy {policy}; "
@@ -135,13 +147,19 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         )
         forgotten = [s.session_id for s in report.sessions if any("tombstone" in n for n in s.notes)]
         if forgotten:
-            print(f"  note: {len(forgotten)} sessions had turns left out because a forget left tombstones for them "
-                  "(--allow-forgotten stores them)", file=sys.stderr)
+            print(
+                f"  note: {len(forgotten)} sessions had turns left out because a forget left tombstones for them "
+                "(--allow-forgotten stores them)",
+                file=sys.stderr,
+            )
         renamed = {k: v for s in done for k, v in s.renamed.items()}
         if renamed:
             examples = printable(", ".join(f"{k} -> {v}" for k, v in list(renamed.items())[:3]), one_line=True)
-            print(f"  note: {len(renamed)} turns reuse dia ids other sessions hold in {namespace}; stored under "
-                  f"distinct ids ({examples})", file=sys.stderr)
+            print(
+                f"  note: {len(renamed)} turns reuse dia ids other sessions hold in {namespace}; stored under "
+                f"distinct ids ({examples})",
+                file=sys.stderr,
+            )
         for fb in report.fallbacks:
             print(printable(f"  fallback: {fb.role}: {fb.reason}", one_line=True), file=sys.stderr)
     return 0
@@ -154,8 +172,10 @@ def fallback_summary(manifest: Any) -> dict[str, Any]:
         if info.fallbacks:
             sessions[sid] = {
                 "fallbacks": sum(f.calls for f in info.fallbacks),
-                "roles": [{"role": f.role, "calls": f.calls, "reason": f.reason, "error": f.first_error[:300]}
-                          for f in info.fallbacks],
+                "roles": [
+                    {"role": f.role, "calls": f.calls, "reason": f.reason, "error": f.first_error[:300]}
+                    for f in info.fallbacks
+                ],
             }
     return {
         "total": sum(s["fallbacks"] for s in sessions.values()),
@@ -259,8 +279,14 @@ def cmd_local_llm(args: argparse.Namespace) -> int:
 
     check_port(args.port)
     command = [c for c in args.run if c != "--"]
-    return run_local_llm_command(port=args.port, benchmark=args.benchmark, command=command, venv=args.venv,
-                                 n_threads=args.threads, model_path=args.model)
+    return run_local_llm_command(
+        port=args.port,
+        benchmark=args.benchmark,
+        command=command,
+        venv=args.venv,
+        n_threads=args.threads,
+        model_path=args.model,
+    )
 
 
 def cmd_chat(args: argparse.Namespace) -> int:
@@ -268,8 +294,9 @@ def cmd_chat(args: argparse.Namespace) -> int:
     from logicmap.graphs.chat.chatbot import run_chat
 
     resources = resources_from_args(args)
-    return run_chat(resources, args.namespace, strategy=args.strategy, policy=policy_from_args(args, resources),
-                    user_name=args.user)
+    return run_chat(
+        resources, args.namespace, strategy=args.strategy, policy=policy_from_args(args, resources), user_name=args.user
+    )
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
@@ -327,8 +354,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     finally:
         if bars is not None:
             bars.close()
-    print(f"exported {report.namespace} (generation {report.generation}) to {report.path}: {_counts(report.counts)}; "
-          f"{report.bytes} bytes, sha256 {report.body_sha256[:16]}, {report.wall_time_s:.2f}s")
+    print(
+        f"exported {report.namespace} (generation {report.generation}) to {report.path}: {_counts(report.counts)}; "
+        f"{report.bytes} bytes, sha256 {report.body_sha256[:16]}, {report.wall_time_s:.2f}s"
+    )
     return 0
 
 
@@ -339,17 +368,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     resources = resources_from_args(args)
     bars = None if args.quiet else _ProgressBars(Path(args.file).name)
     try:
-        report = import_namespace(resources.store, args.file, args.namespace, embeddings=resources.embeddings,
-                                  progress=bars, allow_forgotten=bool(getattr(args, "allow_forgotten", False)))
+        report = import_namespace(
+            resources.store,
+            args.file,
+            args.namespace,
+            embeddings=resources.embeddings,
+            progress=bars,
+            allow_forgotten=bool(getattr(args, "allow_forgotten", False)),
+        )
     finally:
         if bars is not None:
             bars.close()
     renamed = f" (exported as {report.source_namespace})" if report.source_namespace != report.namespace else ""
-    print(f"imported {report.path} into {report.namespace}{renamed} (generation {report.generation}): "
-          f"{_counts(report.counts)}; {report.wall_time_s:.2f}s")
+    print(
+        f"imported {report.path} into {report.namespace}{renamed} (generation {report.generation}): "
+        f"{_counts(report.counts)}; {report.wall_time_s:.2f}s"
+    )
     if report.forgotten:
-        print(f"  note: {report.forgotten} turns of the file were forgotten in {report.source_namespace} since it was "
-              "exported: left out (--allow-forgotten restores them)", file=sys.stderr)
+        print(
+            f"  note: {report.forgotten} turns of the file were forgotten in {report.source_namespace} since it was "
+            "exported: left out (--allow-forgotten restores them)",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -361,15 +401,22 @@ def confirmed(args: argparse.Namespace, command: str, what: str) -> bool:
         return True
     if sys.stdin is None or not sys.stdin.isatty():
         raise ValueError(f"{command}: {what}, which cannot be undone: add --yes to confirm (no terminal to ask on)")
-    print(printable(f"{command}: {what}, which cannot be undone. Go on? [y/N] ", one_line=True), end="",
-          file=sys.stderr, flush=True)
+    print(
+        printable(f"{command}: {what}, which cannot be undone. Go on? [y/N] ", one_line=True),
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def _forget_what(args: argparse.Namespace) -> str:
     """What ``logicmap forget`` is asked to forget, in words (for its confirmation)."""
-    parts = [f"{label} {', '.join(values)}" for label, values in
-             (("turns", args.turn), ("sessions", args.session), ("store keys", args.key)) if values]
+    parts = [
+        f"{label} {', '.join(values)}"
+        for label, values in (("turns", args.turn), ("sessions", args.session), ("store keys", args.key))
+        if values
+    ]
     if args.before:
         parts.append(f"every turn said before {args.before}")
     purge = " and purges them from disk" if args.purge else ""
@@ -388,15 +435,23 @@ def cmd_forget(args: argparse.Namespace) -> int:
         print("nothing was forgotten", file=sys.stderr)
         return 1
     try:
-        report = forget(args.namespace, turn_ids=args.turn or (), session_ids=args.session or (),
-                        keys=args.key or (), before=args.before, purge=args.purge, surface="cli",
-                        resources=resources_from_args(args))
+        report = forget(
+            args.namespace,
+            turn_ids=args.turn or (),
+            session_ids=args.session or (),
+            keys=args.key or (),
+            before=args.before,
+            purge=args.purge,
+            surface="cli",
+            resources=resources_from_args(args),
+        )
     except UnknownMemoryError as exc:
         if not args.purge:
             raise
         # Already forgotten (or deleted from a LogicMapStore): what it left on disk is purged by `logicmap purge`.
-        raise ValueError(f"{exc}; to remove from disk what earlier forgets and deletes left: "
-                         f"logicmap purge -n {args.namespace}") from None
+        raise ValueError(
+            f"{exc}; to remove from disk what earlier forgets and deletes left: logicmap purge -n {args.namespace}"
+        ) from None
     removed = ", ".join(f"{n} {kind}" for kind, n in report.removed.items()) or "nothing"
     print(f"forgot in {report.namespace} (generation {report.generation}): {removed}")
     if report.purge is not None:
@@ -406,9 +461,11 @@ def cmd_forget(args: argparse.Namespace) -> int:
 
 def _print_purge(purge: Any) -> None:
     gone = sum(purge.versions_removed.values())
-    print(f"purged: {gone} retired versions removed, {purge.collections_rebuilt} collections rebuilt"
-          + (", database compacted" if purge.compacted else "")
-          + (f"; {purge.limits}" if purge.limits else ""))
+    print(
+        f"purged: {gone} retired versions removed, {purge.collections_rebuilt} collections rebuilt"
+        + (", database compacted" if purge.compacted else "")
+        + (f"; {purge.limits}" if purge.limits else "")
+    )
 
 
 def cmd_purge(args: argparse.Namespace) -> int:
@@ -435,9 +492,12 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
                 continue
             if waiting:
                 report = flush(name, resources=resources)
-                print(f"{name}: consolidated {report.sessions} sessions ({report.superseded} superseded writes) in "
-                      f"{report.wall_time_s:.1f}s; {report.cost.llm_calls} LLM calls, "
-                      f"{report.cost.prompt_tokens + report.cost.completion_tokens} tokens", flush=True)
+                print(
+                    f"{name}: consolidated {report.sessions} sessions ({report.superseded} superseded writes) in "
+                    f"{report.wall_time_s:.1f}s; {report.cost.llm_calls} LLM calls, "
+                    f"{report.cost.prompt_tokens + report.cost.completion_tokens} tokens",
+                    flush=True,
+                )
         if not args.watch:
             return 0
         time.sleep(args.interval)
@@ -455,8 +515,10 @@ def cmd_delete_namespace(args: argparse.Namespace) -> int:
         print("nothing was deleted", file=sys.stderr)
         return 1
     done = delete_namespace(args.namespace, resources=resources_from_args(args))
-    print(f"deleted namespace {done['namespace']} ({done['collections']} collections)"
-          + (", database compacted" if done["compacted"] else ""))
+    print(
+        f"deleted namespace {done['namespace']} ({done['collections']} collections)"
+        + (", database compacted" if done["compacted"] else "")
+    )
     return 0
 
 
@@ -476,8 +538,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     if page.next_cursor is not None:
         print(f"more: --cursor {page.next_cursor}", file=sys.stderr)
     if args.kind == "items" and not page.items and resources.store.snapshot(args.namespace).r2_facts:
-        print("note: no store items here; Memory-R2 facts, which --kind items listed before, are --kind r2_facts",
-              file=sys.stderr)
+        print(
+            "note: no store items here; Memory-R2 facts, which --kind items listed before, are --kind r2_facts",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -544,8 +608,10 @@ def _mcp_server(args: argparse.Namespace) -> Callable[[], None]:
     if args.http is False and args.tenants:
         raise ValueError("--tenants maps HTTP bearer tokens to namespaces: add --http (stdio serves one namespace)")
     if bool(args.namespace) == bool(args.tenants):
-        raise ValueError("name the tenant one way: --namespace NS (the whole server) or --http --tenants FILE "
-                         "(one namespace per bearer token)")
+        raise ValueError(
+            "name the tenant one way: --namespace NS (the whole server) or --http --tenants FILE "
+            "(one namespace per bearer token)"
+        )
     from logicmap.memory.runtime.input_limits import check_port
 
     check_port(args.port)
@@ -559,8 +625,9 @@ def _mcp_server(args: argparse.Namespace) -> Callable[[], None]:
     tenants = mcp_server.load_tenants(args.tenants) if args.tenants else None
     resources = resources_from_args(args)
     policy = policy_from_args(args, resources)
-    server = mcp_server.build_mcp_server(resources, namespace=namespace, tenants=tenants, policy=policy,
-                                         writes=not args.read_only, profile=args.profile)
+    server = mcp_server.build_mcp_server(
+        resources, namespace=namespace, tenants=tenants, policy=policy, writes=not args.read_only, profile=args.profile
+    )
     resources.embeddings.embed_query("warm-up")  # the embedder loads now, not in the first client's call
     if args.http:
         return partial(mcp_server.serve_http, server, port=args.port, tenants=tenants)
@@ -572,11 +639,18 @@ def _add_mcp_command(sub: Any) -> None:
     p.add_argument("--namespace", "-n", help="the one namespace this server serves")
     p.add_argument("--http", action="store_true", help="streamable HTTP on 127.0.0.1 (default: stdio)")
     p.add_argument("--port", type=int, default=0, help="HTTP port on 127.0.0.1 (default: a free one, printed)")
-    p.add_argument("--tenants", metavar="FILE", help="HTTP: a JSON object of bearer token -> namespace; each "
-                   "connection's token names its namespace")
+    p.add_argument(
+        "--tenants",
+        metavar="FILE",
+        help="HTTP: a JSON object of bearer token -> namespace; each connection's token names its namespace",
+    )
     p.add_argument("--read-only", action="store_true", help="no remember, forget_memory or update_memory tools")
-    p.add_argument("--profile", choices=["full", "compact"], default="full",
-                   help="compact: two tools, search_memory and manage_memory (as LangMem's), instead of the full set")
+    p.add_argument(
+        "--profile",
+        choices=["full", "compact"],
+        default="full",
+        help="compact: two tools, search_memory and manage_memory (as LangMem's), instead of the full set",
+    )
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.set_defaults(func=cmd_mcp)
 
@@ -592,13 +666,19 @@ def _add_lifecycle_commands(sub: Any) -> None:
     p.add_argument("--yes", "-y", action="store_true", help="do not ask first (needed without a terminal)")
     p.set_defaults(func=cmd_forget)
 
-    p = sub.add_parser("purge", help="remove every retired version of a namespace from disk (what forgets, store "
-                       "deletes, replaced values and updates retired; a purge a stopped process left unfinished)")
+    p = sub.add_parser(
+        "purge",
+        help="remove every retired version of a namespace from disk (what forgets, store "
+        "deletes, replaced values and updates retired; a purge a stopped process left unfinished)",
+    )
     p.add_argument("--namespace", "-n", required=True)
     p.set_defaults(func=cmd_purge)
 
-    p = sub.add_parser("consolidate", help="build pending fast writes (store puts, chat turns) into the event graph "
-                       "now; --watch keeps doing it, as a deployment's worker")
+    p = sub.add_parser(
+        "consolidate",
+        help="build pending fast writes (store puts, chat turns) into the event graph "
+        "now; --watch keeps doing it, as a deployment's worker",
+    )
     p.add_argument("--namespace", "-n", help="only this namespace (default: every namespace with pending writes)")
     p.add_argument("--watch", action="store_true", help="keep consolidating new writes until stopped")
     p.add_argument("--interval", type=float, default=2.0, help="seconds between looks for new writes (--watch)")
@@ -611,15 +691,20 @@ def _add_lifecycle_commands(sub: Any) -> None:
 
     p = sub.add_parser("list", help="list a namespace's memories, one JSON line each")
     p.add_argument("--namespace", "-n", required=True)
-    p.add_argument("--kind", choices=LIST_KINDS, default="turns",
-                   help="turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts, which "
-                        "--kind items listed before), items (LogicMapStore items, by key)")
+    p.add_argument(
+        "--kind",
+        choices=LIST_KINDS,
+        default="turns",
+        help="turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts, which "
+        "--kind items listed before), items (LogicMapStore items, by key)",
+    )
     p.add_argument("--limit", type=int, default=1000)
     p.add_argument("--cursor", help="the cursor the page before printed")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("get", help="one memory (turn, event, fact, Memory-R2 fact) by id, or a store item by key, as "
-                       "JSON")
+    p = sub.add_parser(
+        "get", help="one memory (turn, event, fact, Memory-R2 fact) by id, or a store item by key, as JSON"
+    )
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("id")
     p.set_defaults(func=cmd_get)
@@ -641,8 +726,9 @@ def _add_backup_commands(sub: Any) -> None:
 
 
 def _allow_forgotten(parser: Any, what: str) -> None:
-    parser.add_argument("--allow-forgotten", action="store_true",
-                        help=f"also {what} (default: left out; memory.tombstones)")
+    parser.add_argument(
+        "--allow-forgotten", action="store_true", help=f"also {what} (default: left out; memory.tombstones)"
+    )
 
 
 def _add_stored_memory_commands(sub: Any) -> None:
@@ -660,13 +746,24 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--policy", choices=["auto", "llm", "heuristic"], default="auto")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.add_argument("--append", action="store_true", help="continue the namespace's conversation although the file "
-                   "repeats none of its sessions (never into a namespace another conversation created)")
-    p.add_argument("--redo-fallbacks", action="store_true",
-                   help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)")
-    p.add_argument("--memory-manager", choices=["none", "r2"], default=None,
-                   help="r2: the Memory-R2 extractor and manager (ADD/UPDATE/DELETE/NOOP) also maintain the "
-                        "namespace's R2 fact memory, which `ask --strategy r2` reads")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="continue the namespace's conversation although the file "
+        "repeats none of its sessions (never into a namespace another conversation created)",
+    )
+    p.add_argument(
+        "--redo-fallbacks",
+        action="store_true",
+        help="rebuild with the chat model the committed sessions whose roles fell back (see `stats`)",
+    )
+    p.add_argument(
+        "--memory-manager",
+        choices=["none", "r2"],
+        default=None,
+        help="r2: the Memory-R2 extractor and manager (ADD/UPDATE/DELETE/NOOP) also maintain the "
+        "namespace's R2 fact memory, which `ask --strategy r2` reads",
+    )
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser("ask", help="answer a question from a namespace's memory")
@@ -678,7 +775,9 @@ def add_core_commands(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the typed result as JSON")
     p.set_defaults(func=cmd_ask)
 
-    p = sub.add_parser("graph", help="draw a namespace's event graph to a self-contained HTML file (or PNG: --out x.png)")
+    p = sub.add_parser(
+        "graph", help="draw a namespace's event graph to a self-contained HTML file (or PNG: --out x.png)"
+    )
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--out", "-o")
     p.set_defaults(func=cmd_graph)
@@ -712,7 +811,9 @@ def _add_model_and_chat_commands(sub: Any) -> None:
     p.add_argument("--user", default="user", help="the speaker name your turns are stored under")
     p.set_defaults(func=cmd_chat)
 
-    p = sub.add_parser("facts", help="REAL's temporal facts of a namespace: all, as of a date, or one attribute's history")
+    p = sub.add_parser(
+        "facts", help="REAL's temporal facts of a namespace: all, as of a date, or one attribute's history"
+    )
     p.add_argument("--namespace", "-n", required=True)
     p.add_argument("--as-of", help="only facts valid at this date (YYYY-MM-DD, YYYY-MM or YYYY)")
     p.add_argument("--history", nargs=2, metavar=("HEAD", "RELATION"), help="every version of one attribute")
@@ -726,8 +827,11 @@ def build_parser(*extensions: Callable[[Any], None]) -> argparse.ArgumentParser:
     """
     parser = argparse.ArgumentParser(prog="logicmap", description="Long-term memory for conversational agents.")
     parser.add_argument("--data-dir", help="memory directory (default: LOGICMAP_DATA_DIR or .logicmap)")
-    parser.add_argument("--store-url", help="the storage backend (default: LOGICMAP_STORE_URL; unset: Chroma in the "
-                        "data directory): postgresql://..., memory://NAME (docs/backends.md)")
+    parser.add_argument(
+        "--store-url",
+        help="the storage backend (default: LOGICMAP_STORE_URL; unset: Chroma in the "
+        "data directory): postgresql://..., memory://NAME (docs/backends.md)",
+    )
     parser.add_argument("--embeddings", choices=["minilm", "openai", "hashing"], help="embedding provider override")
     sub = parser.add_subparsers(dest="command", required=True)
     add_core_commands(sub)

@@ -70,8 +70,15 @@ class ForgetInput(TypedDict):
     turn_ids: NotRequired[Annotated[list[str], Field(description="Turn ids (dia ids, as list_memories shows them).")]]
     session_ids: NotRequired[Annotated[list[str], Field(description="Every turn of these sessions.")]]
     before: NotRequired[Annotated[str | None, Field(description="Every turn said before this date (YYYY-MM-DD).")]]
-    purge: NotRequired[Annotated[bool, Field(description="Then remove the forgotten records from disk for good; "
-                                             "alone, remove every retired version of the namespace.")]]
+    purge: NotRequired[
+        Annotated[
+            bool,
+            Field(
+                description="Then remove the forgotten records from disk for good; "
+                "alone, remove every retired version of the namespace."
+            ),
+        ]
+    ]
 
 
 class ForgetState(ForgetInput, total=False):
@@ -84,8 +91,16 @@ class ForgetState(ForgetInput, total=False):
 class ListInput(TypedDict):
     """Which page of the run's namespace's memories to list."""
 
-    kind: NotRequired[Annotated[MemoryKind, Field(description=(
-        "turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts) or items (store items, by key)."))]]
+    kind: NotRequired[
+        Annotated[
+            MemoryKind,
+            Field(
+                description=(
+                    "turns, events, facts (REAL's temporal facts), r2_facts (Memory-R2's facts) or items (store items, by key)."
+                )
+            ),
+        ]
+    ]
     limit: NotRequired[Annotated[int, Field(description="At most this many records (default 50).")]]
     cursor: NotRequired[Annotated[str | None, Field(description="The next_cursor of the page before.")]]
 
@@ -122,24 +137,35 @@ def forget_turns(state: ForgetState, runtime: Runtime[LifecycleContext]) -> dict
         purged = purge(namespace, resources=resources_of(runtime))
         report = ForgetReport(namespace=namespace, generation=purged.generation, purge=purged)
     else:
-        report = forget(namespace, turn_ids=state.get("turn_ids") or (), session_ids=state.get("session_ids") or (),
-                        before=state.get("before"), purge=bool(state.get("purge")), surface=_surface(),
-                        resources=resources_of(runtime))
+        report = forget(
+            namespace,
+            turn_ids=state.get("turn_ids") or (),
+            session_ids=state.get("session_ids") or (),
+            before=state.get("before"),
+            purge=bool(state.get("purge")),
+            surface=_surface(),
+            resources=resources_of(runtime),
+        )
     return {"forgotten": report.model_dump(mode="json")}
 
 
 def list_page(state: ListState, runtime: Runtime[LifecycleContext]) -> dict[str, Any]:
     """One page of the run's namespace's memories (``logicmap.list_memories``)."""
     ctx = run_context(runtime, LifecycleContext)
-    page = list_memories(run_namespace(ctx.namespace), kind=state.get("kind") or "turns",
-                         limit=state.get("limit") or 50, cursor=state.get("cursor"), resources=resources_of(runtime))
+    page = list_memories(
+        run_namespace(ctx.namespace),
+        kind=state.get("kind") or "turns",
+        limit=state.get("limit") or 50,
+        cursor=state.get("cursor"),
+        resources=resources_of(runtime),
+    )
     return {"page": page.model_dump(mode="json")}
 
 
 def delete_memory_namespace(state: DeleteState, runtime: Runtime[LifecycleContext]) -> dict[str, Any]:
     """Delete the run's namespace and purge it (``logicmap.delete_namespace``); only with ``confirm: true``."""
     if state.get("confirm") is not True:
-        raise ValueError("delete_namespace removes the namespace for good: send {\"confirm\": true} to do it")
+        raise ValueError('delete_namespace removes the namespace for good: send {"confirm": true} to do it')
     ctx = run_context(runtime, LifecycleContext)
     return {"deleted": delete_namespace(run_namespace(ctx.namespace), resources=resources_of(runtime))}
 

@@ -85,10 +85,17 @@ class _ToolkitCalls:
 
         ingest = session_ingester(resources, policy=policy) if writes else None
         editor = memory_editor(resources, surface="mcp") if writes else None
-        tools = create_memory_toolkit(None, store=resources.store, embeddings=resources.embeddings, ingest=ingest,
-                                      editor=editor)
-        compact = create_memory_toolkit(None, store=resources.store, embeddings=resources.embeddings, ingest=ingest,
-                                        editor=editor, profile="compact")
+        tools = create_memory_toolkit(
+            None, store=resources.store, embeddings=resources.embeddings, ingest=ingest, editor=editor
+        )
+        compact = create_memory_toolkit(
+            None,
+            store=resources.store,
+            embeddings=resources.embeddings,
+            ingest=ingest,
+            editor=editor,
+            profile="compact",
+        )
         self.tools = {t.name: t for t in [*tools, *compact]}
 
     async def call(self, name: str, namespace: str, args: dict[str, Any]) -> str:
@@ -103,8 +110,9 @@ class _ToolkitCalls:
 class MemoryTools:
     """The MCP tools of one server: each resolves the request's tenant, then runs on the shared executor."""
 
-    def __init__(self, resources: Resources, *, namespace: str | None, tenants: TenantTokens | None, policy: str,
-                 writes: bool) -> None:
+    def __init__(
+        self, resources: Resources, *, namespace: str | None, tenants: TenantTokens | None, policy: str, writes: bool
+    ) -> None:
         self.resources, self.policy = resources, policy
         self.fixed = validate_namespace(namespace) if namespace is not None else None
         self.tenants = tenants
@@ -130,13 +138,15 @@ class MemoryTools:
         result = await self._readable_answer(strategy, question, self.tenant(ctx))
         return json.dumps({"answer": result.answer, "cited_turns": result.cited_turns(10), "strategy": strategy})
 
-    async def list_memories(self, ctx: Context, kind: MemoryKind = "turns", limit: int = 50,
-                            cursor: str | None = None) -> str:
+    async def list_memories(
+        self, ctx: Context, kind: MemoryKind = "turns", limit: int = 50, cursor: str | None = None
+    ) -> str:
         """List stored memories of one kind, a page at a time (pass next_cursor back for the next page): turns,
         events, facts (temporal facts), r2_facts (Memory-R2 facts) or items (store items, by key)."""
         try:
-            page = await alist_memories(self.tenant(ctx), kind=kind, limit=limit, cursor=cursor,
-                                        resources=self.resources)
+            page = await alist_memories(
+                self.tenant(ctx), kind=kind, limit=limit, cursor=cursor, resources=self.resources
+            )
         except (UnknownNamespaceError, ValueError) as exc:
             raise ToolError(str(exc)) from None
         return page.model_dump_json()
@@ -169,13 +179,21 @@ class MemoryTools:
         """Search long-term memory. Returns memories with their ids, best first."""
         return await self.toolkit.call("search_memory", self.tenant(ctx), {"query": query, "limit": limit})
 
-    async def manage_memory(self, ctx: Context, content: str | None = None,
-                            action: Literal["create", "update", "delete"] = "create", id: str | None = None) -> str:  # LangMem's argument name
+    async def manage_memory(
+        self,
+        ctx: Context,
+        content: str | None = None,
+        action: Literal["create", "update", "delete"] = "create",
+        id: str | None = None,
+    ) -> str:  # LangMem's argument name
         """Create, update or delete a memory in long-term memory. Create stores something worth remembering (a
         fact, plan, preference or event the user stated), in the user's words; update corrects a memory that is
         wrong or changed; delete forgets one the user asks to forget. Update and delete take the memory's id."""
-        args: dict[str, Any] = {"action": action, **({"content": content} if content is not None else {}),
-                                **({"id": id} if id is not None else {})}
+        args: dict[str, Any] = {
+            "action": action,
+            **({"content": content} if content is not None else {}),
+            **({"id": id} if id is not None else {}),
+        }
         return await self.toolkit.call("manage_memory", self.tenant(ctx), args)
 
     async def purge_memory(self, ctx: Context) -> str:
@@ -211,8 +229,11 @@ def build_mcp_server(
     if profile not in ("full", "compact"):
         raise ValueError(f"unknown toolkit profile {profile!r}; use 'full' or 'compact'")
     tools = MemoryTools(resources, namespace=namespace, tenants=tenants, policy=policy, writes=writes)
-    server: MCPServer = MCPServer("logicmap", instructions="Long-term memory of one user: search it, answer from "
-                                  "it, and (when allowed) remember, correct and forget what the user says.")
+    server: MCPServer = MCPServer(
+        "logicmap",
+        instructions="Long-term memory of one user: search it, answer from "
+        "it, and (when allowed) remember, correct and forget what the user says.",
+    )
     read, write = (READ_TOOLS, WRITE_TOOLS) if profile == "full" else (COMPACT_READ_TOOLS, COMPACT_WRITE_TOOLS)
     for name in read + (write if writes else ()):
         server.add_tool(getattr(tools, name), name=name, structured_output=False)
@@ -239,16 +260,24 @@ class TokenGate:
             headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
             if self.tenants.namespace(headers) is None:
                 body = b'{"error": "unknown or missing tenant token (Authorization: Bearer <token>)"}'
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"content-length", str(len(body)).encode())]})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                        ],
+                    }
+                )
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
 
 
-def serve_http(server: MCPServer, *, port: int = 0, tenants: TenantTokens | None = None,
-               ready: Callable[[str], None] | None = None) -> None:
+def serve_http(
+    server: MCPServer, *, port: int = 0, tenants: TenantTokens | None = None, ready: Callable[[str], None] | None = None
+) -> None:
     """Serve streamable HTTP on 127.0.0.1 (``port`` 0: a free one) at ``/mcp`` until interrupted; ``ready`` gets
     the URL once the socket listens."""
     import anyio

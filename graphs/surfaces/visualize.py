@@ -16,8 +16,22 @@ from logicmap.memory.indexes.graph import EventGraph
 __all__ = ["render_event_graph_html", "write_event_graph", "write_event_graph_html", "write_event_graph_png"]
 
 _PALETTE = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
-    "#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02",
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#1b9e77",
+    "#d95f02",
+    "#7570b3",
+    "#e7298a",
+    "#66a61e",
+    "#e6ab02",
 ]
 
 
@@ -47,8 +61,14 @@ def _layout(graph: EventGraph, width: float, height: float) -> dict[str, tuple[f
     }
 
 
-def _svg(graph: EventGraph, pos: dict[str, tuple[float, float]], topic_color: dict[str, str], label_color: dict[str, str], width: int,
-         height: int) -> str:
+def _svg(
+    graph: EventGraph,
+    pos: dict[str, tuple[float, float]],
+    topic_color: dict[str, str],
+    label_color: dict[str, str],
+    width: int,
+    height: int,
+) -> str:
     """Events as dots coloured by topic, relations as arrows coloured by label, with hover titles."""
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}">',
@@ -98,7 +118,8 @@ def render_event_graph_html(graph: EventGraph, title: str | None = None, width: 
     )
     counts = graph.relation_labels()
     legend_labels = "".join(
-        f'<li><span style="background:{c}"></span>{html.escape(label)} ({counts[label]})</li>' for label, c in label_color.items()
+        f'<li><span style="background:{c}"></span>{html.escape(label)} ({counts[label]})</li>'
+        for label, c in label_color.items()
     )
     stats = graph.stats()
     heading = html.escape(title or f"LogicMap event graph: {graph.namespace}")
@@ -112,7 +133,7 @@ ul {{ list-style: none; padding: 0; }} li {{ margin: 3px 0; font-size: 13px; }}
 li span {{ display: inline-block; width: 12px; height: 12px; margin-right: 6px; vertical-align: middle; }}
 </style></head><body>
 <h1>{heading}</h1>
-<p>{stats['events']} events, {stats['relations']} relations, {stats['topics']} topics, {stats['turns']} turns in {stats['sessions']} sessions. Hover a dot or an arrow for details.</p>
+<p>{stats["events"]} events, {stats["relations"]} relations, {stats["topics"]} topics, {stats["turns"]} turns in {stats["sessions"]} sessions. Hover a dot or an arrow for details.</p>
 <div class="wrap">{svg}
 <div><h3>Topics</h3><ul>{legend_topics}</ul><h3>Relations</h3><ul>{legend_labels}</ul></div></div>
 </body></html>
@@ -142,17 +163,25 @@ def write_event_graph_png(graph: EventGraph, path: str | Path, width: float = 14
     fig, ax = plt.subplots(figsize=(width, height))
     for u, v, label in graph.graph.edges(keys=True):
         (x1, y1), (x2, y2) = pos[u], pos[v]
-        ax.annotate("", xy=(x2, y2), xytext=(x1, y1),
-                    arrowprops={"arrowstyle": "->", "color": label_color[label], "alpha": 0.7, "lw": 1.2})
+        ax.annotate(
+            "",
+            xy=(x2, y2),
+            xytext=(x1, y1),
+            arrowprops={"arrowstyle": "->", "color": label_color[label], "alpha": 0.7, "lw": 1.2},
+        )
     for eid in graph.ids:
         x, y = pos[eid]
-        ax.scatter([x], [y], s=160, color=topic_color.get(graph.topic_of.get(eid, ""), "#ccc"), edgecolors="#333", zorder=3)
+        ax.scatter(
+            [x], [y], s=160, color=topic_color.get(graph.topic_of.get(eid, ""), "#ccc"), edgecolors="#333", zorder=3
+        )
         ax.text(x + 8, y + 4, eid, fontsize=8, zorder=4)
     handles = [Line2D([], [], marker="o", linestyle="", color=c, label=f"topic {t}") for t, c in topic_color.items()]
     handles += [Line2D([], [], color=c, label=label) for label, c in label_color.items()]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     stats = graph.stats()
-    ax.set_title(f"{graph.namespace}: {stats['events']} events, {stats['relations']} relations, {stats['topics']} topics")
+    ax.set_title(
+        f"{graph.namespace}: {stats['events']} events, {stats['relations']} relations, {stats['topics']} topics"
+    )
     ax.invert_yaxis()
     ax.axis("off")
     fig.tight_layout()
@@ -163,4 +192,8 @@ def write_event_graph_png(graph: EventGraph, path: str | Path, width: float = 14
 
 def write_event_graph(graph: EventGraph, path: str | Path) -> Path:
     """HTML or PNG by the file's suffix."""
-    return write_event_graph_png(graph, path) if str(path).lower().endswith(".png") else write_event_graph_html(graph, path)
+    return (
+        write_event_graph_png(graph, path)
+        if str(path).lower().endswith(".png")
+        else write_event_graph_html(graph, path)
+    )

@@ -40,14 +40,27 @@ from logicmap.memory.store.live import latest_entries, pending_turns
 from logicmap.memory.store.model import Manifest, PendingHead, PendingWrite, vector_matrix
 from logicmap.memory.store.staged import StagedStore
 
-__all__ = ["ConsolidationReport", "Consolidator", "PendingReport", "background", "consolidate", "consolidation_lock",
-           "flush", "marker_commit", "pending", "store_sessions", "write_sessions"]
+__all__ = [
+    "ConsolidationReport",
+    "Consolidator",
+    "PendingReport",
+    "background",
+    "consolidate",
+    "consolidation_lock",
+    "flush",
+    "marker_commit",
+    "pending",
+    "store_sessions",
+    "write_sessions",
+]
 
 _log = logging.getLogger(__name__)
 _LOCKS: dict[tuple[int, str], threading.RLock] = {}
 _LOCKS_GUARD = threading.Lock()
 _BACKGROUND: dict[int, tuple[StoragePort, Consolidator]] = {}
-_REPLACED: dict[tuple[int, str], int] = {}  # (store, namespace) -> replaced values consolidated since its last purge  # the store is held: its id is not reused
+_REPLACED: dict[
+    tuple[int, str], int
+] = {}  # (store, namespace) -> replaced values consolidated since its last purge  # the store is held: its id is not reused
 DEFAULT_BATCH = 64  # pending sessions one consolidation run ingests
 BATCH_TURNS = 2000  # and at most this many turns (one session more if the first alone is larger): a run's memory
 MAX_BATCH_CONFLICTS = 5  # times a batch is computed again when another writer committed first
@@ -83,8 +96,14 @@ def consolidation_lock(store: StoragePort, namespace: str) -> threading.RLock:
         return _LOCKS.setdefault((id(store), namespace), threading.RLock())
 
 
-def marker_commit(store: StoragePort, namespace: str, *, needed: Callable[[Manifest], bool] = lambda _: True,
-                  tries: int = 5, **fields: Any) -> None:
+def marker_commit(
+    store: StoragePort,
+    namespace: str,
+    *,
+    needed: Callable[[Manifest], bool] = lambda _: True,
+    tries: int = 5,
+    **fields: Any,
+) -> None:
     """An otherwise empty commit of ``fields`` on the namespace's latest generation, made while ``needed`` says the
     committed manifest still wants it; a writer that moved the namespace first makes it try again on the new one.
     The namespace's first commit, a consolidated mark moved past skipped writes, a store delete's generation."""
@@ -104,9 +123,17 @@ def _ensure_namespace(store: StoragePort, namespace: str, source: str | None) ->
     marker_commit(store, namespace, needed=lambda m: m.generation == 0, tries=3, source=source)
 
 
-def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
-                   source: str | None = STORE_SOURCE, keys: Sequence[str | None] | None = None,
-                   purge: bool = False, known: bool = False) -> list[int]:
+def write_sessions(
+    namespace: str,
+    sessions: Sequence[Session],
+    *,
+    resources: Resources,
+    policy: str,
+    source: str | None = STORE_SOURCE,
+    keys: Sequence[str | None] | None = None,
+    purge: bool = False,
+    known: bool = False,
+) -> list[int]:
     """The fast write: ``sessions`` embedded and appended to the pending log in one durable step (all or none);
     their sequence numbers. The store must keep a log (``StoragePort.fast_writes``). ``purge``: what a session
     replaces is purged from disk when it is consolidated (``LogicMapStore(purge=True)``). ``known``: the caller
@@ -116,21 +143,37 @@ def write_sessions(namespace: str, sessions: Sequence[Session], *, resources: Re
     if not known:
         _ensure_namespace(store, namespace, source)
     now = datetime.now(UTC)
-    entries = [PendingWrite(namespace=namespace, session=s.model_dump(mode="json"), key=k, policy=policy,
-                            source=source, purge=purge, at=now)
-               for s, k in zip(sessions, keys if keys is not None else [None] * len(sessions))]
+    entries = [
+        PendingWrite(
+            namespace=namespace,
+            session=s.model_dump(mode="json"),
+            key=k,
+            policy=policy,
+            source=source,
+            purge=purge,
+            at=now,
+        )
+        for s, k in zip(sessions, keys if keys is not None else [None] * len(sessions))
+    ]
     texts = [t.render() for e in entries for t in pending_turns(e, namespace, 0)]
     vectors = vector_matrix(resources.embeddings.embed_documents(texts) if texts else [])
     at = 0
     for entry in entries:
         n = len(entry.session["turns"])
-        entry.vectors = vectors[at: at + n].copy() if n else vector_matrix([])
+        entry.vectors = vectors[at : at + n].copy() if n else vector_matrix([])
         at += n
     return store.append_pending(entries)
 
 
-def store_sessions(namespace: str, sessions: Sequence[Session], *, resources: Resources, policy: str,
-                   source: str, mode: str | None = None) -> IngestReport:
+def store_sessions(
+    namespace: str,
+    sessions: Sequence[Session],
+    *,
+    resources: Resources,
+    policy: str,
+    source: str,
+    mode: str | None = None,
+) -> IngestReport:
     """Store sessions that hold no store item (chat turns, ``remember``'s statements) on the write path: a fast write,
     then consolidation as ``mode`` says (default ``LOGICMAP_CONSOLIDATION``): ``sync`` before returning (the report is
     the ingest's, as before the write path), ``background`` by this process's consolidator (``background``),
@@ -138,12 +181,18 @@ def store_sessions(namespace: str, sessions: Sequence[Session], *, resources: Re
     started = time.perf_counter()
     mode = mode or resources.settings.consolidation
     # sync: the namespace is made by the consolidation that follows (generations as an ingest numbers them)
-    seqs = write_sessions(namespace, sessions, resources=resources, policy=policy, source=source, keys=None,
-                          known=mode == "sync")
+    seqs = write_sessions(
+        namespace, sessions, resources=resources, policy=policy, source=source, keys=None, known=mode == "sync"
+    )
     if mode == "sync":
         done = flush_or_withdraw(namespace, seqs, resources=resources)
-        return IngestReport(namespace=namespace, sessions=done.session_reports, fallbacks=done.fallbacks,
-                            cost=done.cost, wall_time_s=time.perf_counter() - started)
+        return IngestReport(
+            namespace=namespace,
+            sessions=done.session_reports,
+            fallbacks=done.fallbacks,
+            cost=done.cost,
+            wall_time_s=time.perf_counter() - started,
+        )
     if mode == "background":
         background(resources).notify(namespace)
     return IngestReport(namespace=namespace, sessions=[], wall_time_s=time.perf_counter() - started)
@@ -168,8 +217,9 @@ def background(resources: Resources) -> Consolidator:
         return found[1]
 
 
-def consolidate(namespace: str, *, resources: Resources | None = None, policy: str | None = None,
-                limit: int | None = DEFAULT_BATCH) -> ConsolidationReport:
+def consolidate(
+    namespace: str, *, resources: Resources | None = None, policy: str | None = None, limit: int | None = DEFAULT_BATCH
+) -> ConsolidationReport:
     """Ingest the oldest pending sessions of ``namespace`` (at most ``limit`` sessions and ``BATCH_TURNS`` turns;
     ``None``: all) into its memory: each run
     of them (one policy, source and kind) in one ingest and ONE commit (``_ingest_batch``)."""
@@ -235,9 +285,16 @@ def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources,
         replaced = [s.session_id for s in sessions if s.session_id in committed]
         ingest = ingest_conversation(
             Conversation(conversation_id=first.source or STORE_SOURCE, sessions=sessions, source_format="jsonl"),
-            namespace, resources=scoped, policy=_policy(policy or first.policy), source=first.source, append=True,
-            replace_sessions=replaced, purge_replaced=first.purge, allow_forgotten=first.key is not None,
-            consumes={str(e.session["session_id"]): e.seq for e in group})
+            namespace,
+            resources=scoped,
+            policy=_policy(policy or first.policy),
+            source=first.source,
+            append=True,
+            replace_sessions=replaced,
+            purge_replaced=first.purge,
+            allow_forgotten=first.key is not None,
+            consumes={str(e.session["session_id"]): e.seq for e in group},
+        )
         try:
             staged.write()
         except GenerationConflict:
@@ -273,7 +330,11 @@ def _by_run(entries: Sequence[PendingWrite]) -> list[list[PendingWrite]]:
     groups: list[list[PendingWrite]] = []
     for entry in entries:
         if groups and (groups[-1][0].policy, groups[-1][0].source, groups[-1][0].key is None, groups[-1][0].purge) == (
-                entry.policy, entry.source, entry.key is None, entry.purge):
+            entry.policy,
+            entry.source,
+            entry.key is None,
+            entry.purge,
+        ):
             groups[-1].append(entry)
         else:
             groups.append([entry])
@@ -295,9 +356,12 @@ def pending(namespace: str, *, resources: Resources | None = None) -> PendingRep
     store = (resources or default_resources()).store
     entries = latest_entries(store.pending_writes(namespace))
     oldest = min((e.at for e in entries), default=None)
-    return PendingReport(namespace=namespace, writes=len(entries),
-                         oldest_s=None if oldest is None else (datetime.now(UTC) - oldest).total_seconds(),
-                         consolidated_through=store.manifest(namespace).consolidated_through)
+    return PendingReport(
+        namespace=namespace,
+        writes=len(entries),
+        oldest_s=None if oldest is None else (datetime.now(UTC) - oldest).total_seconds(),
+        consolidated_through=store.manifest(namespace).consolidated_through,
+    )
 
 
 def flush(namespace: str, *, resources: Resources | None = None, policy: str | None = None) -> ConsolidationReport:
@@ -324,8 +388,9 @@ class Consolidator:
     written to, ``batch`` sessions per run, until nothing is pending. A failed run is logged and kept in ``error``; its
     writes stay in the log, for the next write, ``flush`` or ``logicmap consolidate``."""
 
-    def __init__(self, resources: Callable[[], Resources], *, policy: str | None = None,
-                 batch: int = DEFAULT_BATCH) -> None:
+    def __init__(
+        self, resources: Callable[[], Resources], *, policy: str | None = None, batch: int = DEFAULT_BATCH
+    ) -> None:
         self._resources, self.policy, self.batch = resources, policy, batch
         self._wake = threading.Condition()
         self._todo: set[str] = set()
@@ -362,8 +427,12 @@ class Consolidator:
                 self.error = None
             except Exception as exc:  # kept and logged; the writes stay in the log for the next write or flush
                 self.error = f"{type(exc).__name__}: {exc}"
-                _log.warning("consolidation of %s failed (%s); its writes wait in the pending log for the next "
-                             "write, flush() or `logicmap consolidate`", namespace, self.error)
+                _log.warning(
+                    "consolidation of %s failed (%s); its writes wait in the pending log for the next "
+                    "write, flush() or `logicmap consolidate`",
+                    namespace,
+                    self.error,
+                )
                 again = False
             with self._wake:
                 self._busy -= 1
@@ -387,8 +456,12 @@ class Consolidator:
 
     def status(self) -> dict[str, Any]:
         with self._wake:
-            return {"running": self._thread is not None and self._thread.is_alive(), "queued": sorted(self._todo),
-                    "busy": self._busy, "error": self.error}
+            return {
+                "running": self._thread is not None and self._thread.is_alive(),
+                "queued": sorted(self._todo),
+                "busy": self._busy,
+                "error": self.error,
+            }
 
 
 def _stop_at_exit(consolidator: Consolidator) -> None:

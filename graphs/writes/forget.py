@@ -93,8 +93,15 @@ def _resources(resources: Resources | None) -> Resources:
     return resources if resources is not None else default_resources()
 
 
-def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
-                   replace: dict[str, str] | None = None, purge: bool = False) -> ForgetReport:
+def _commit_forget(
+    res: Resources,
+    namespace: str,
+    choose: Any,
+    *,
+    surface: str,
+    replace: dict[str, str] | None = None,
+    purge: bool = False,
+) -> ForgetReport:
     started = time.perf_counter()
     store = res.store
     if store.fast_writes and surface != "store" and store.pending_writes(namespace):
@@ -108,8 +115,12 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         snap = store.snapshot(namespace)
         chosen = choose(snap)
         if not chosen:  # a date before every turn: nothing to forget, nothing committed
-            return ForgetReport(namespace=namespace, generation=snap.generation, notes=["no turn matched"],
-                                wall_time_s=time.perf_counter() - started)
+            return ForgetReport(
+                namespace=namespace,
+                generation=snap.generation,
+                notes=["no turn matched"],
+                wall_time_s=time.perf_counter() - started,
+            )
         replaced = dict(replace or {})
         plan = plan_forget(snap, chosen, replaced=list(replaced))
         new_turns = [snap.turns[t].model_copy(update={"text": text}) for t, text in replaced.items()]
@@ -117,9 +128,17 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
         events, notes = rebuilt_events(snap, plan, turns)
         texts = [t.text for t in new_turns] + [e.summary for e in events]
         vectors = res.embeddings.embed_documents(texts) if texts else []
-        change = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors[len(new_turns):],
-                               new_turns=new_turns, new_turn_vectors=vectors[:len(new_turns)], surface=surface,
-                               extra_notes=notes, purged=purge)
+        change = forget_change(
+            snap,
+            plan,
+            rebuilt=events,
+            rebuilt_vectors=vectors[len(new_turns) :],
+            new_turns=new_turns,
+            new_turn_vectors=vectors[: len(new_turns)],
+            surface=surface,
+            extra_notes=notes,
+            purged=purge,
+        )
         # What comes back through add_messages, ingest or import is refused by these (memory.tombstones).
         change.tombstones = tombstones_for([snap.turns[t] for t in sorted(plan.retire.get("turns", ()))], namespace)
         try:
@@ -128,13 +147,24 @@ def _commit_forget(res: Resources, namespace: str, choose: Any, *, surface: str,
             if attempt == MAX_TRIES - 1:
                 raise
             continue
-        return ForgetReport(namespace=namespace, generation=manifest.generation, removed=plan.counts(), notes=notes,
-                            wall_time_s=time.perf_counter() - started)
+        return ForgetReport(
+            namespace=namespace,
+            generation=manifest.generation,
+            removed=plan.counts(),
+            notes=notes,
+            wall_time_s=time.perf_counter() - started,
+        )
     raise AssertionError("unreachable")
 
 
-def _chosen_turns(snap: NamespaceSnapshot, *, turn_ids: list[str], session_ids: list[str], keys: list[str],
-                  before: date | datetime | str | None) -> set[str]:
+def _chosen_turns(
+    snap: NamespaceSnapshot,
+    *,
+    turn_ids: list[str],
+    session_ids: list[str],
+    keys: list[str],
+    before: date | datetime | str | None,
+) -> set[str]:
     held = items_of(snap)
     if any(k not in held for k in keys):
         raise UnknownMemoryError(snap.namespace, "key")
@@ -172,15 +202,22 @@ def forget(
     namespace = validate_namespace(namespace)
     res = _resources(resources)
     keys = [validate_key(k) for k in keys]
-    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), keys=keys,
-                     before=before)
+    choose = partial(_chosen_turns, turn_ids=list(turn_ids), session_ids=list(session_ids), keys=keys, before=before)
     report = _commit_forget(res, namespace, choose, surface=surface, purge=purge)
     return _purged(res, report) if purge else report
 
 
 @run_entry("update_memory")
-def update_memory(namespace: str, memory_id: str, text: str, *, purge: bool = False, surface: str = "python",
-                  resources: Resources | None = None, config: RunnableConfig | None = None) -> ForgetReport:
+def update_memory(
+    namespace: str,
+    memory_id: str,
+    text: str,
+    *,
+    purge: bool = False,
+    surface: str = "python",
+    resources: Resources | None = None,
+    config: RunnableConfig | None = None,
+) -> ForgetReport:
     """Give a turn new text: what was derived from its old text is forgotten, events citing it are rebuilt.
     ``purge=True`` then removes the old text's versions from disk, as ``forget``'s does."""
     namespace = validate_namespace(namespace)
@@ -207,8 +244,9 @@ def _purged(res: Resources, report: ForgetReport) -> ForgetReport:
 
 
 @run_entry("delete_namespace")
-def delete_namespace(namespace: str, *, resources: Resources | None = None,
-                     config: RunnableConfig | None = None) -> dict[str, Any]:
+def delete_namespace(
+    namespace: str, *, resources: Resources | None = None, config: RunnableConfig | None = None
+) -> dict[str, Any]:
     """Delete one namespace and purge it (``acme.bob`` survives deleting ``acme``)."""
     return _resources(resources).store.drop_namespace(validate_namespace(namespace))
 
@@ -223,8 +261,16 @@ def _item(kind: str, rid: str, record: Any) -> dict[str, Any]:
 def _store_item(snap: NamespaceSnapshot, item: StoredItem) -> dict[str, Any]:
     """A store item as ``list_memories`` shows it: its key as the id, the text its turns hold, its value and times."""
     text = " ".join(snap.turns[t].text for t in item.turn_ids if t in snap.turns)
-    return {"id": item.key, "kind": "items", "text": text, "session_id": item.session_id, "key": item.key,
-            "value": item.value, "created_at": item.created_at.isoformat(), "updated_at": item.updated_at.isoformat()}
+    return {
+        "id": item.key,
+        "kind": "items",
+        "text": text,
+        "session_id": item.session_id,
+        "key": item.key,
+        "value": item.value,
+        "created_at": item.created_at.isoformat(),
+        "updated_at": item.updated_at.isoformat(),
+    }
 
 
 def _listed(snap: NamespaceSnapshot, kind: str) -> list[dict[str, Any]]:
@@ -234,8 +280,15 @@ def _listed(snap: NamespaceSnapshot, kind: str) -> list[dict[str, Any]]:
 
 
 @run_entry("list_memories")
-def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50, cursor: str | None = None,
-                  resources: Resources | None = None, config: RunnableConfig | None = None) -> MemoryPage:
+def list_memories(
+    namespace: str,
+    *,
+    kind: MemoryKind = "turns",
+    limit: int = 50,
+    cursor: str | None = None,
+    resources: Resources | None = None,
+    config: RunnableConfig | None = None,
+) -> MemoryPage:
     """One page of a namespace's memories of one kind (``MemoryKind``), in memory order; pass ``next_cursor`` back
     for the next. A store item's id is its key."""
     namespace = validate_namespace(namespace)
@@ -251,13 +304,18 @@ def list_memories(namespace: str, *, kind: MemoryKind = "turns", limit: int = 50
     store.require_namespace(namespace)
     records = _listed(live_snapshot(store, namespace), kind)  # what readers see: pending writes included
     more = start + limit < len(records)
-    return MemoryPage(namespace=namespace, kind=kind, items=records[start:start + limit],
-                      next_cursor=str(start + limit) if more else None)
+    return MemoryPage(
+        namespace=namespace,
+        kind=kind,
+        items=records[start : start + limit],
+        next_cursor=str(start + limit) if more else None,
+    )
 
 
 @run_entry("get_memory")
-def get_memory(namespace: str, memory_id: str, *, resources: Resources | None = None,
-               config: RunnableConfig | None = None) -> dict[str, Any]:
+def get_memory(
+    namespace: str, memory_id: str, *, resources: Resources | None = None, config: RunnableConfig | None = None
+) -> dict[str, Any]:
     """One memory by id (a turn, event, fact or Memory-R2 fact) with its whole record, else the store item of that
     key (``LogicMapStore``) with its first turn's record."""
     namespace = validate_namespace(namespace)
@@ -323,5 +381,3 @@ async def alist_memories(namespace: str, **kwargs: Any) -> MemoryPage:
 async def aget_memory(namespace: str, memory_id: str, **kwargs: Any) -> dict[str, Any]:
     """``get_memory`` on the shared executor."""
     return await run_blocking(lambda: get_memory(namespace, memory_id, **kwargs))
-
-

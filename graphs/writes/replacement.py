@@ -26,23 +26,27 @@ def rebuilt_events(snap: NamespaceSnapshot, plan: ForgetPlan, turns: dict[str, T
         heuristic = old.source == "heuristic" or (session is not None and session.policy == "heuristic")
         if not heuristic:
             notes.append(f"event {eid}: rebuilt from its kept turns without a model (fallback)")
-        events.append(rebuilt_event(old, [turns[t] for t in kept], turns_summary,
-                                    "heuristic" if heuristic else "fallback"))
+        events.append(
+            rebuilt_event(old, [turns[t] for t in kept], turns_summary, "heuristic" if heuristic else "fallback")
+        )
     return events, notes
 
 
-
-def replacement_forget(res: Resources, snap: NamespaceSnapshot, session_ids: list[str], *,
-                       surface: str = "store", purge: bool = False) -> ChangeSet | None:
+def replacement_forget(
+    res: Resources, snap: NamespaceSnapshot, session_ids: list[str], *, surface: str = "store", purge: bool = False
+) -> ChangeSet | None:
     """The forget of the sessions a commit replaces, on the snapshot it commits on (``None``: none held here).
     The ingest merges it into its own commit (``memory.records.forgetting.with_replacement``): one generation retires the
     old records and writes the new ones."""
     known = {t.session_id for t in snap.turns.values()}
-    chosen = turns_to_forget(snap, session_ids=[s for s in session_ids if s in known]) if set(session_ids) & known else set()
+    chosen = (
+        turns_to_forget(snap, session_ids=[s for s in session_ids if s in known]) if set(session_ids) & known else set()
+    )
     if not chosen:
         return None
     plan = plan_forget(snap, chosen)
     events, notes = rebuilt_events(snap, plan, dict(snap.turns))
     vectors = res.embeddings.embed_documents([e.summary for e in events]) if events else []
-    return forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface=surface, extra_notes=notes,
-                         purged=purge)
+    return forget_change(
+        snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface=surface, extra_notes=notes, purged=purge
+    )

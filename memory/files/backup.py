@@ -88,8 +88,20 @@ Progress = Callable[[str, int, int], None]
 
 _KINDS = tuple(BY_NAME)  # a line's kind, in file order
 _OPTIONAL_KINDS = {kind.name for kind in RECORD_KINDS if kind.optional_in_backup}  # older files do not count them
-_HEADER_FIELDS = ("format", "version", "logicmap", "namespace", "generation", "embedder", "dimension", "manifest",
-                  "counts", "exported_at", "body_sha256", "header_sha256")
+_HEADER_FIELDS = (
+    "format",
+    "version",
+    "logicmap",
+    "namespace",
+    "generation",
+    "embedder",
+    "dimension",
+    "manifest",
+    "counts",
+    "exported_at",
+    "body_sha256",
+    "header_sha256",
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
@@ -237,8 +249,15 @@ def export_namespace(
             destination.write(head)
             shutil.copyfileobj(body, destination)
             where = getattr(destination, "name", "<stream>")
-    return ExportReport(namespace=namespace, generation=snap.generation, path=str(where), counts=counts, bytes=size,
-                        body_sha256=header["body_sha256"], wall_time_s=time.perf_counter() - started)
+    return ExportReport(
+        namespace=namespace,
+        generation=snap.generation,
+        path=str(where),
+        counts=counts,
+        bytes=size,
+        body_sha256=header["body_sha256"],
+        wall_time_s=time.perf_counter() - started,
+    )
 
 
 def _write_atomically(path: Path, head: bytes, body: IO[bytes]) -> None:
@@ -375,9 +394,12 @@ def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise reader.error(name, f"{str(value)[:40]} is not a positive integer")
     if header["generation"] > MAX_RESTORED_GENERATION:
-        raise reader.error("generation", f"{str(header['generation'])[:40]} is past {MAX_RESTORED_GENERATION}: a "
-                           f"namespace restored there would run out of generations (the store's last is "
-                           f"{MAX_GENERATION})")
+        raise reader.error(
+            "generation",
+            f"{str(header['generation'])[:40]} is past {MAX_RESTORED_GENERATION}: a "
+            f"namespace restored there would run out of generations (the store's last is "
+            f"{MAX_GENERATION})",
+        )
     if header["dimension"] is not None and header["dimension"] > MAX_DIMENSION:
         raise reader.error("dimension", f"{str(header['dimension'])[:40]} is more than {MAX_DIMENSION} values a vector")
     if not isinstance(header["embedder"], str) or not header["embedder"]:
@@ -389,7 +411,9 @@ def _check_header_types(reader: _Reader, header: dict[str, Any]) -> None:
         if not isinstance(count, int) or isinstance(count, bool) or count < 0:
             raise reader.error(f"counts.{kind}", f"{str(count)[:40]} is not a count")
         if reader.size and count > reader.size:
-            raise reader.error(f"counts.{kind}", f"{str(count)[:40]} records cannot fit in a file of {reader.size} bytes")
+            raise reader.error(
+                f"counts.{kind}", f"{str(count)[:40]} records cannot fit in a file of {reader.size} bytes"
+            )
     if not isinstance(header["body_sha256"], str):
         raise reader.error("body_sha256", "not a checksum")
 
@@ -514,8 +538,9 @@ def _check_references(reader: _Reader, backup: Backup) -> None:
     def cited(kind: str, rid: str, attr: str, target: str, ids: list[str]) -> None:
         for ref in ids:
             if ref not in have[target]:
-                raise reader.error(f"record.{attr}", f"{target} {str(ref)[:60]!r} is not in the file",
-                                   line=backup.lines[kind][rid])
+                raise reader.error(
+                    f"record.{attr}", f"{target} {str(ref)[:60]!r} is not in the file", line=backup.lines[kind][rid]
+                )
 
     for kind in RECORD_KINDS:
         for record in backup.records[kind.name]:
@@ -546,12 +571,17 @@ def read_backup(path: str | Path, *, progress: Progress | None = None) -> Backup
                 progress("read", reader.line - 1, total)
     for kind, expected in header["counts"].items():
         if len(backup.records[kind]) != expected:
-            raise reader.error(f"counts.{kind}", f"the header counts {expected} {kind} records, the file holds "
-                               f"{len(backup.records[kind])} (lines lost or added)", line=1)
+            raise reader.error(
+                f"counts.{kind}",
+                f"the header counts {expected} {kind} records, the file holds "
+                f"{len(backup.records[kind])} (lines lost or added)",
+                line=1,
+            )
     _check_references(reader, backup)
     if digest.hexdigest() != header["body_sha256"]:
-        raise reader.error("body_sha256", "the records do not match the header's checksum: the file is damaged "
-                           "or was edited", line=1)
+        raise reader.error(
+            "body_sha256", "the records do not match the header's checksum: the file is damaged or was edited", line=1
+        )
     return backup
 
 
@@ -584,12 +614,19 @@ def _check_dimension(store: StoragePort, embeddings: Embeddings | None, dimensio
     try:
         width = len(embeddings.embed_query("the width of this embedder's vectors"))
     except Exception as exc:  # any failure of the embedder is one line here
-        raise BackupError(f"{name}: the store's embedder {store.embedder!r} could not be asked for the width of "
-                          f"its vectors ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
-                          "nothing was restored") from None
+        raise BackupError(
+            f"{name}: the store's embedder {store.embedder!r} could not be asked for the width of "
+            f"its vectors ({str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__}); "
+            "nothing was restored"
+        ) from None
     if width != dimension:
-        raise BackupFormatError(name, 1, "dimension", f"the file's vectors have {dimension} values but this store's "
-                                f"embedder {store.embedder!r} makes {width}; nothing was restored")
+        raise BackupFormatError(
+            name,
+            1,
+            "dimension",
+            f"the file's vectors have {dimension} values but this store's "
+            f"embedder {store.embedder!r} makes {width}; nothing was restored",
+        )
 
 
 def _not_empty(namespace: str, generation: int, path: str) -> NamespaceNotEmptyError:
@@ -644,8 +681,11 @@ def import_namespace(
     if not allow_forgotten:
         change, manifest, forgotten = _without_forgotten(store, header["namespace"], change, manifest, embeddings)
         if forgotten:
-            counts = {kind.name: len(getattr(change, kind.field)) for kind in RECORD_KINDS
-                      if kind.name in counts or getattr(change, kind.field)}
+            counts = {
+                kind.name: len(getattr(change, kind.field))
+                for kind in RECORD_KINDS
+                if kind.name in counts or getattr(change, kind.field)
+            }
     if progress is not None:
         progress("commit", 0, 1)
 
@@ -659,8 +699,15 @@ def import_namespace(
     commit_with_backoff(target, restore, bound_s=store.settings.run_deadline_s)
     if progress is not None:
         progress("commit", 1, 1)
-    return ImportReport(namespace=target, source_namespace=header["namespace"], generation=manifest.generation,
-                        path=name, counts=counts, wall_time_s=time.perf_counter() - started, forgotten=forgotten)
+    return ImportReport(
+        namespace=target,
+        source_namespace=header["namespace"],
+        generation=manifest.generation,
+        path=name,
+        counts=counts,
+        wall_time_s=time.perf_counter() - started,
+        forgotten=forgotten,
+    )
 
 
 # -- what was forgotten since the backup was taken ----------------------------------------------------
@@ -672,8 +719,11 @@ def _snapshot_of(change: ChangeSet, manifest: Manifest) -> NamespaceSnapshot:
         setattr(snap, kind.field, {kind.record_id(r): r for r in records})
         if kind.vector_field is not None:
             rows = getattr(change, kind.vector_field)
-            setattr(snap, kind.vector_field, {kind.record_id(r): np.asarray(v, dtype=np.float32)
-                                              for r, v in zip(records, rows)})
+            setattr(
+                snap,
+                kind.vector_field,
+                {kind.record_id(r): np.asarray(v, dtype=np.float32) for r, v in zip(records, rows)},
+            )
     return snap
 
 
@@ -699,8 +749,9 @@ def _applied(change: ChangeSet, forgotten: ChangeSet) -> ChangeSet:
     return change.model_copy(update=update)
 
 
-def _without_forgotten(store: StoragePort, source: str, change: ChangeSet, manifest: Manifest,
-                       embeddings: Embeddings | None) -> tuple[ChangeSet, Manifest, int]:
+def _without_forgotten(
+    store: StoragePort, source: str, change: ChangeSet, manifest: Manifest, embeddings: Embeddings | None
+) -> tuple[ChangeSet, Manifest, int]:
     """The change set and manifest without the turns ``source``'s tombstones match, and how many those were.
 
     What derives only from them goes as ``forget`` would take it; an event that also cites kept turns is rebuilt
@@ -722,8 +773,7 @@ def _without_forgotten(store: StoragePort, source: str, change: ChangeSet, manif
         vectors = embeddings.embed_documents([e.summary for e in events])
     else:
         vectors = []
-    forgotten = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface="import",
-                              extra_notes=notes)
+    forgotten = forget_change(snap, plan, rebuilt=events, rebuilt_vectors=vectors, surface="import", extra_notes=notes)
     restored = _applied(change, forgotten)
     kept: dict[str, Tombstone] = {t.id: t for t in restored.tombstones}
     for ids in matched.values():
@@ -747,6 +797,7 @@ def _rebuilt_events(snap: NamespaceSnapshot, rebuild: dict[str, list[str]]) -> t
         heuristic = old.source == "heuristic" or (session is not None and session.policy == "heuristic")
         if not heuristic:
             notes.append(f"event {eid}: rebuilt from its kept turns without a model (fallback)")
-        events.append(rebuilt_event(old, [snap.turns[t] for t in kept], said_summary,
-                                    "heuristic" if heuristic else "fallback"))
+        events.append(
+            rebuilt_event(old, [snap.turns[t] for t in kept], said_summary, "heuristic" if heuristic else "fallback")
+        )
     return events, notes

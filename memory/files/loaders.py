@@ -86,6 +86,7 @@ class RawTurn(BaseModel):
     @model_serializer(mode="wrap")
     def _without_empty_item(self, handler: SerializerFunctionWrapHandler) -> Any:
         return drop_empty_item(handler(self))
+
     # Chat turns only (see ``Turn``): unset fields stay out of ``content_hash``, which is unchanged for files.
     role: Literal["user", "assistant"] | None = Field(default=None, exclude_if=lambda v: v is None)
     model_written: bool = Field(default=False, exclude_if=lambda v: not v)
@@ -162,7 +163,9 @@ def conversation_namespace(base: str, conversation_id: str) -> str:
     """
     validate_namespace(base)
     if len(base) > _MAX_BASE:
-        raise ValueError(f"namespace {base!r} is too long to hold per-conversation namespaces (at most {_MAX_BASE} characters)")
+        raise ValueError(
+            f"namespace {base!r} is too long to hold per-conversation namespaces (at most {_MAX_BASE} characters)"
+        )
     problem = (
         _identifier_problem(conversation_id, MAX_CONVERSATION_ID, spaces=True)
         if isinstance(conversation_id, str)
@@ -257,7 +260,9 @@ def _parse_json(text: str, path: Path, unit: str) -> Any:
     except json.JSONDecodeError as exc:
         record, field, _ = _locate(text, exc.pos, unit=unit)
         where = _line_column(text, exc.pos)
-        raise DataFormatError(path, f"{record} ({where})" if record else where, field, f"malformed JSON: {exc.msg}") from None
+        raise DataFormatError(
+            path, f"{record} ({where})" if record else where, field, f"malformed JSON: {exc.msg}"
+        ) from None
     except RecursionError:
         record, field, pos = _locate(text, len(text), unit=unit, max_depth=_MAX_NESTING)
         where = _line_column(text, pos)
@@ -293,7 +298,9 @@ def _decode(raw: bytes, path: Path, unit: str) -> str:
         record, field, _ = _locate(prefix, len(prefix), unit=unit)
         where = f"byte {exc.start}, {_line_column(prefix, len(prefix))}"
         raise DataFormatError(
-            path, f"{record} ({where})" if record else where, field,
+            path,
+            f"{record} ({where})" if record else where,
+            field,
             f"file is not UTF-8 text (byte 0x{raw[exc.start]:02x})",
         ) from None
 
@@ -362,7 +369,9 @@ class _Record:
     def check_text(self, value: str, field: str) -> str:
         found = _SURROGATE.search(value)
         if found:
-            raise self.error(field, f"lone surrogate {found.group()!r} at character {found.start()} (not encodable text)")
+            raise self.error(
+                field, f"lone surrogate {found.group()!r} at character {found.start()} (not encodable text)"
+            )
         return value
 
     def identifier(self, value: Any, field: str, limit: int, *, spaces: bool = False) -> str:
@@ -372,7 +381,7 @@ class _Record:
             raise self.error(field, f"expected an id (str), got {_kind_name(value)}")
         problem = _identifier_problem(value, limit, spaces=spaces)
         if problem:
-            raise self.error(field, f"invalid id {value[:limit + 8]!r}: {problem}")
+            raise self.error(field, f"invalid id {value[: limit + 8]!r}: {problem}")
         return value
 
     def timestamp(self, text: str | None, field: str) -> datetime | None:
@@ -442,8 +451,7 @@ def _finish(conv: Conversation, record: _Record) -> Conversation:
         ordered = sorted(stamped, key=_timestamp_of)  # every session is stamped
         if [s.session_id for s in ordered] != [s.session_id for s in conv.sessions]:
             conv.repairs.append(
-                "sessions were out of time order; reordered by timestamp: "
-                + ", ".join(s.session_id for s in ordered)
+                "sessions were out of time order; reordered by timestamp: " + ", ".join(s.session_id for s in ordered)
             )
             conv.sessions = ordered
     return conv
@@ -461,8 +469,9 @@ def check_sessions(sessions: list[Session], where: str = "sessions input") -> li
         record = _Record(Path(where), f"session {index}")
         sid = record.identifier(session.session_id, "session_id", MAX_SESSION_ID, spaces=True)
         if sid in seen:
-            raise record.error("session_id", f"duplicate session id {sid!r} (also session {seen[sid]}); the two "
-                                             "would merge into one")
+            raise record.error(
+                "session_id", f"duplicate session id {sid!r} (also session {seen[sid]}); the two would merge into one"
+            )
         seen[sid] = index
         if not session.turns:
             raise record.error("turns", "the session has no turns")
@@ -489,7 +498,8 @@ def _locomo_session_numbers(conv: dict[str, Any], record: _Record) -> list[int]:
         match = _SESSION_KEY.fullmatch(key)
         if match is None:
             raise record.error(
-                key[:40], "not a session key: expected session_<n> or session_<n>_date_time, <n> in digits 0-9 "
+                key[:40],
+                "not a session key: expected session_<n> or session_<n>_date_time, <n> in digits 0-9 "
                 "without leading zeros",
             )
         if match.group(2) is None:
@@ -534,14 +544,16 @@ def _locomo_qa(sample: dict[str, Any], sample_id: str, record: _Record) -> list[
             if len(item) > 4 * MAX_DIA_ID:
                 raise where.error("evidence", f"item {e}: longer than {4 * MAX_DIA_ID} characters")
             where.check_text(item, "evidence")
-        items.append(QAItem(
-            question_id=f"{sample_id}-q{i}",
-            question=question,
-            answer=where.answer(answer, "answer") if answer is not None else adversarial,
-            evidence=list(evidence),
-            category=where.category(qa, "category"),
-            adversarial_answer=adversarial,
-        ))
+        items.append(
+            QAItem(
+                question_id=f"{sample_id}-q{i}",
+                question=question,
+                answer=where.answer(answer, "answer") if answer is not None else adversarial,
+                evidence=list(evidence),
+                category=where.category(qa, "category"),
+                adversarial_answer=adversarial,
+            )
+        )
     return items
 
 
@@ -586,11 +598,15 @@ def load_locomo(path: str | Path) -> list[Conversation]:
 def _longmemeval_lists(item: dict[str, Any], record: _Record) -> tuple[list[Any], list[str], list[str | None]]:
     """The haystack, its session ids and its dates, checked to be lists of one length."""
     haystack = record.value(item, "haystack_sessions", list)
-    session_ids = record.value(item, "haystack_session_ids", list, required=False) or [f"s{i}" for i in range(len(haystack))]
+    session_ids = record.value(item, "haystack_session_ids", list, required=False) or [
+        f"s{i}" for i in range(len(haystack))
+    ]
     if len(session_ids) != len(haystack):
         raise record.error("haystack_session_ids", f"{len(session_ids)} ids for {len(haystack)} haystack_sessions")
-    session_ids = [record.identifier(sid, f"haystack_session_ids[{i}]", MAX_SESSION_ID, spaces=True)
-                   for i, sid in enumerate(session_ids)]
+    session_ids = [
+        record.identifier(sid, f"haystack_session_ids[{i}]", MAX_SESSION_ID, spaces=True)
+        for i, sid in enumerate(session_ids)
+    ]
     dates = record.value(item, "haystack_dates", list, required=False) or [None] * len(haystack)
     if len(dates) != len(haystack):
         raise record.error("haystack_dates", f"{len(dates)} dates for {len(haystack)} haystack_sessions")
@@ -615,7 +631,9 @@ def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conver
     sessions, evidence = [], []
     for s_index, (sid, stamp_text, turns_raw) in enumerate(zip(session_ids, dates, haystack)):
         if not isinstance(turns_raw, list):
-            raise record.at(f"session {sid}").error("haystack_sessions", f"expected a list of turns, got {_kind_name(turns_raw)}")
+            raise record.at(f"session {sid}").error(
+                "haystack_sessions", f"expected a list of turns, got {_kind_name(turns_raw)}"
+            )
         stamp = record.timestamp(stamp_text, "haystack_dates")
         turns = []
         for t_index, turn in enumerate(turns_raw):
@@ -628,7 +646,9 @@ def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conver
                 evidence.append(dia_id)
             turns.append(RawTurn(dia_id=dia_id, speaker=role, text=content, has_answer=has_answer))
         if turns:
-            sessions.append(Session(session_id=f"S{s_index + 1}", timestamp=stamp, timestamp_text=stamp_text, turns=turns))
+            sessions.append(
+                Session(session_id=f"S{s_index + 1}", timestamp=stamp, timestamp_text=stamp_text, turns=turns)
+            )
     question = record.text(item, "question")
     if item.get("answer") is None:
         raise record.error("answer", "missing")
@@ -642,7 +662,9 @@ def _longmemeval_item(item: Any, n: int, path: Path, ids: _IdRegistry) -> Conver
         question_date=record.timestamp(question_date, "question_date"),
     )
     return _finish(
-        Conversation(conversation_id=qid, speakers=["user", "assistant"], sessions=sessions, qa=[qa], source_format="longmemeval"),
+        Conversation(
+            conversation_id=qid, speakers=["user", "assistant"], sessions=sessions, qa=[qa], source_format="longmemeval"
+        ),
         record,
     )
 
@@ -659,7 +681,9 @@ def load_longmemeval(path: str | Path) -> list[Conversation]:
 
 
 # -- JSONL ---------------------------------------------------------------------------------------
-def _jsonl_groups(messages: list[tuple[_Record, dict[str, Any]]], idle_gap_s: float) -> list[tuple[str | None, list[tuple[_Record, dict[str, Any]]]]]:
+def _jsonl_groups(
+    messages: list[tuple[_Record, dict[str, Any]]], idle_gap_s: float
+) -> list[tuple[str | None, list[tuple[_Record, dict[str, Any]]]]]:
     """The file's sessions in order: lines with a ``session`` field by its value; lines without one in order,
     a new session where a line's ``timestamp`` comes more than ``idle_gap_s`` after the line before it (the rule
     of ``add_messages``; a line without a timestamp stays in the current session)."""
@@ -676,8 +700,9 @@ def _jsonl_groups(messages: list[tuple[_Record, dict[str, Any]]], idle_gap_s: fl
             named[sid].append((record, message))
             continue
         stamp = record.timestamp(record.text(message, "timestamp", required=False), "timestamp")
-        if current is None or (stamp is not None and previous is not None
-                               and (stamp - previous).total_seconds() > idle_gap_s):
+        if current is None or (
+            stamp is not None and previous is not None and (stamp - previous).total_seconds() > idle_gap_s
+        ):
             current = []
             groups.append((None, current))
         current.append((record, message))
@@ -733,11 +758,15 @@ def load_jsonl(path: str | Path, *, idle_gap_s: float | None = None) -> list[Con
         session = Session(session_id=f"S{s_index}", timestamp=stamp, timestamp_text=stamp_text, turns=turns)
         sessions.append(session.model_copy(update={"session_id": f"S{s_index}-{session.content_hash()[:8]}"}))
     speakers = sorted({t.speaker for s in sessions for t in s.turns})
-    conversation = Conversation(conversation_id=conversation_id, speakers=speakers, sessions=sessions, source_format="jsonl")
+    conversation = Conversation(
+        conversation_id=conversation_id, speakers=speakers, sessions=sessions, source_format="jsonl"
+    )
     return [_finish(conversation, _Record(path, f"conversation {conversation_id!r}"))]
 
 
-def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmemeval", "jsonl"] = "auto") -> list[Conversation]:
+def load_conversations(
+    path: str | Path, fmt: Literal["auto", "locomo", "longmemeval", "jsonl"] = "auto"
+) -> list[Conversation]:
     """Every conversation of a file, all checked before any is returned (format detected when ``auto``).
 
     Raises ``DataFormatError`` naming the file, the record and the field of the first problem,
@@ -746,7 +775,9 @@ def load_conversations(path: str | Path, fmt: Literal["auto", "locomo", "longmem
     path = Path(path)
     if not path.exists():
         # A relative path names the directory it was resolved against: a server's is not the caller's.
-        where = "" if path.is_absolute() else f": {Path.cwd() / path} (relative paths are resolved against {Path.cwd()})"
+        where = (
+            "" if path.is_absolute() else f": {Path.cwd() / path} (relative paths are resolved against {Path.cwd()})"
+        )
         raise DataFormatError(path, FILE, "-", f"no such file{where}")
     if fmt == "jsonl" or (fmt == "auto" and path.suffix == ".jsonl"):
         return load_jsonl(path)

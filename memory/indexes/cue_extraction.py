@@ -70,22 +70,44 @@ ASPECTS: dict[str, frozenset[str]] = {
     for aspect, description in ASPECT_DESCRIPTIONS.items()
 }
 # Kinship terms name family (lexicon.KINSHIP_TERMS without the social ones and the naming verbs).
-ASPECTS["family"] = ASPECTS["family"] | (KINSHIP_TERMS - frozenset(
-    "friend friends colleague colleagues coworker coworkers boss neighbour neighbor named called".split()
-))
+ASPECTS["family"] = ASPECTS["family"] | (
+    KINSHIP_TERMS
+    - frozenset("friend friends colleague colleagues coworker coworkers boss neighbour neighbor named called".split())
+)
 # What a sentence about none of the aspects is near (small talk): the prototype an aspect must beat.
 _NULL_ASPECT = "small talk: greetings, thanks and reactions"
 _MAX_ASPECTS = 2
 
 # Words that start sentences with a capital letter without being names: closed classes only (lexicon.py).
-_COMMON = (SKLEARN_STOP_WORDS | CONTRACTIONS | INTERJECTIONS | TEMPORAL_WORDS | NUMBER_WORDS | ADVERBS | HEDGES
-           | PREFERENCE_WORDS | REPORTING_VERBS | frozenset(IRREGULAR_VERBS))
+_COMMON = (
+    SKLEARN_STOP_WORDS
+    | CONTRACTIONS
+    | INTERJECTIONS
+    | TEMPORAL_WORDS
+    | NUMBER_WORDS
+    | ADVERBS
+    | HEDGES
+    | PREFERENCE_WORDS
+    | REPORTING_VERBS
+    | frozenset(IRREGULAR_VERBS)
+)
 _CONNECTORS = NAME_PARTICLES | frozenset({"of", "the", "and"})
 _KINSHIP = KINSHIP_TERMS
 _PLACE_PREPOSITIONS = frozenset("in at to from near on into around across".split())
 _MONTH_SET = frozenset(MONTHS)
 _WEEKDAYS = frozenset("Monday Tuesday Wednesday Thursday Friday Saturday Sunday".split())
-_NUMBER_WORDS = r"(?:\d+(?:\.\d+)?|" + "|".join(sorted(NUMBER_WORDS - {"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"}, key=len, reverse=True)) + r"|a hundred)"
+_NUMBER_WORDS = (
+    r"(?:\d+(?:\.\d+)?|"
+    + "|".join(
+        sorted(
+            NUMBER_WORDS
+            - {"first", "second", "third", "fourth", "fifth", "sixth", "seventh", "eighth", "ninth", "tenth"},
+            key=len,
+            reverse=True,
+        )
+    )
+    + r"|a hundred)"
+)
 _QUANTITY_RE = re.compile(
     rf"\b{_NUMBER_WORDS}\s+(?:hours?|minutes?|seconds?|kilometres?|kilometers?|km|miles?|metres?|meters?|"
     rf"kilos?|kg|pounds?|euros?|dollars?|percent)(?:\s+(?:and\s+)?\d+\s+(?:minutes?|seconds?))?\b",
@@ -93,9 +115,13 @@ _QUANTITY_RE = re.compile(
 )
 _MONTH_RE = "|".join(MONTHS)
 _DATE_RES = [
-    re.compile(rf"\b(?:(?:early|mid|late|the end of|end of|the beginning of|beginning of)\s+)?"
-               rf"(?:\d{{1,2}}(?:st|nd|rd|th)?\s+)?(?:{_MONTH_RE})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+\d{{4}})?\b"),
-    re.compile(r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?(?:\s+(?:mornings?|afternoons?|evenings?|nights?))?\b"),
+    re.compile(
+        rf"\b(?:(?:early|mid|late|the end of|end of|the beginning of|beginning of)\s+)?"
+        rf"(?:\d{{1,2}}(?:st|nd|rd|th)?\s+)?(?:{_MONTH_RE})(?:\s+\d{{1,2}}(?:st|nd|rd|th)?)?(?:,?\s+\d{{4}})?\b"
+    ),
+    re.compile(
+        r"\b(?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday)s?(?:\s+(?:mornings?|afternoons?|evenings?|nights?))?\b"
+    ),
     re.compile(r"\b(?:19|20)\d{2}\b"),
     re.compile(r"\b\d{4}-\d{2}(?:-\d{2})?\b"),
 ]
@@ -116,8 +142,6 @@ class TextCue:
 
     text: str
     kind: CueKind
-
-
 
 
 def _words(text: str) -> list[str]:
@@ -266,7 +290,7 @@ def extract_cues(text: str, *, people: Iterable[str] = ()) -> list[TextCue]:
                 if not covered[match.start()]:
                     add(match.group(0), "time")
                     spans.append(match.span())
-                    covered[match.start():match.end()] = b"\x01" * (match.end() - match.start())
+                    covered[match.start() : match.end()] = b"\x01" * (match.end() - match.start())
         for match in _QUANTITY_RE.finditer(sentence):
             add(match.group(0), "quantity")
             spans.append(match.span())
@@ -383,8 +407,9 @@ def heuristic_links(
     by_id = {t.dia_id: t for t in turns}
     speakers = sorted({t.speaker for t in turns})
     links: list[CueLink] = []
-    aspects_of = SentenceAspects([s for t in turns for s in (*pattern_sentences(t.text), pattern_text(t.text))],
-                                 prototypes)
+    aspects_of = SentenceAspects(
+        [s for t in turns for s in (*pattern_sentences(t.text), pattern_text(t.text))], prototypes
+    )
     cued: list[tuple[Event, Turn, str, list[TextCue]]] = []  # in the order the links are made
     for event in events:
         for tid in event.turn_ids:
@@ -397,21 +422,32 @@ def heuristic_links(
             cued.extend((event, turn, sentence, extract_cues(sentence, people=speakers)) for sentence in sentences)
     # Aspects are read for sentences with cues and first-person ones (facts), then for the whole text of a turn
     # whose cued sentence names no topical aspect of its own: two batches.
-    aspects_of.prefetch([*(s for _, _, s, cues in cued if cues),
-                         *(s for t in turns for s in pattern_sentences(t.text) if set(_words(s)) & _FIRST_PERSON)])
-    aspects_of.prefetch(pattern_text(turn.text) for _, turn, sentence, cues in cued
-                        if cues and not _topical(aspects_of.get(sentence) or detect_aspects(sentence)))
+    aspects_of.prefetch(
+        [
+            *(s for _, _, s, cues in cued if cues),
+            *(s for t in turns for s in pattern_sentences(t.text) if set(_words(s)) & _FIRST_PERSON),
+        ]
+    )
+    aspects_of.prefetch(
+        pattern_text(turn.text)
+        for _, turn, sentence, cues in cued
+        if cues and not _topical(aspects_of.get(sentence) or detect_aspects(sentence))
+    )
     for event, turn, sentence, cues in cued:
         if not cues:
             continue
         # "His name is Biscuit." follows "I adopted a dog": the turn says what the sentence is about.
         whole = pattern_text(turn.text)
-        aspects = (_topical(aspects_of.get(sentence) or detect_aspects(sentence))
-                   or aspects_of.get(whole) or detect_aspects(whole))
+        aspects = (
+            _topical(aspects_of.get(sentence) or detect_aspects(sentence))
+            or aspects_of.get(whole)
+            or detect_aspects(whole)
+        )
         for cue in cues:
             label = next((a for a in aspects if a != "preference"), None) or cue.kind
-            links.append(CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker,
-                                 f"{turn.speaker}: {sentence}"))
+            links.append(
+                CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker, f"{turn.speaker}: {sentence}")
+            )
     for turn in turns:
         for person, aspect, content, cues in extract_personal_facts(turn, aspects_of):
             fid = personal_fact_id(turn.dia_id, person, aspect, content)
@@ -471,8 +507,16 @@ def build_cue_layer(
         tid = tag_id(cid, link.target_kind, link.target_id, label)
         if tid in known_tags or tid in tags:
             continue
-        tags[tid] = Tag(id=tid, namespace=namespace, cue_id=cid, tag=label, target_kind=link.target_kind,
-                        target_id=link.target_id, person=link.person, content=link.content)
+        tags[tid] = Tag(
+            id=tid,
+            namespace=namespace,
+            cue_id=cid,
+            tag=label,
+            target_kind=link.target_kind,
+            target_id=link.target_id,
+            person=link.person,
+            content=link.content,
+        )
     batch.cues = list(cues.values())
     batch.tags = list(tags.values())
     return batch

@@ -56,7 +56,11 @@ class CueIndex:
             fact = same.get(key)
             if fact is None:
                 fact = same[key] = self.facts[fid] = PersonalFact(
-                    id=fid, person=person, aspects=[], content=first.content or "", cues=[],
+                    id=fid,
+                    person=person,
+                    aspects=[],
+                    content=first.content or "",
+                    cues=[],
                     turn_ids=[turn] if turn else [],
                 )
             fact.aspects = list(dict.fromkeys([*fact.aspects, *(t.tag for t in group)]))
@@ -119,8 +123,11 @@ class CueIndex:
         if tag:
             wanted = cue_key(tag)
             aspects = set(resolve_aspects(tag))
-            found = [t for t in found if cue_key(t.tag) == wanted or t.tag in aspects
-                     or (wanted and wanted in cue_key(t.tag))]
+            found = [
+                t
+                for t in found
+                if cue_key(t.tag) == wanted or t.tag in aspects or (wanted and wanted in cue_key(t.tag))
+            ]
         order = {eid: i for i, eid in enumerate(self.snapshot.events)}
         return sorted(found, key=lambda t: (order.get(t.target_id, len(order)), t.tag))
 
@@ -145,8 +152,11 @@ class CueIndex:
         facts = own + mentions
         if aspect:
             wanted = set(resolve_aspects(aspect)) | {normalize_cue(aspect)}
-            facts = [f for f in facts if wanted & {normalize_cue(a) for a in f.aspects}
-                     or wanted & set(resolve_aspects(" ".join(f.aspects)))]
+            facts = [
+                f
+                for f in facts
+                if wanted & {normalize_cue(a) for a in f.aspects} or wanted & set(resolve_aspects(" ".join(f.aspects)))
+            ]
         return facts
 
     def aspects_of(self, person: str) -> list[str]:

@@ -130,7 +130,9 @@ class _NumpyBert:
     def _norm(self, x: np.ndarray, name: str) -> np.ndarray:
         mean = x.mean(-1, keepdims=True)
         var = ((x - mean) ** 2).mean(-1, keepdims=True)
-        return cast(np.ndarray, (x - mean) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"])
+        return cast(
+            np.ndarray, (x - mean) / np.sqrt(var + self.eps) * self.w[f"{name}.weight"] + self.w[f"{name}.bias"]
+        )
 
     def _dense(self, x: np.ndarray, name: str) -> np.ndarray:
         # Weights stay as stored ([out, in], mapped): BLAS reads the transpose without a copy. One 2-D
@@ -227,8 +229,11 @@ def length_batches(lengths: Sequence[int], max_texts: int, max_tokens: int = MAX
     for index in sorted(range(len(lengths)), key=lambda i: lengths[i]):
         length = max(1, lengths[index])
         padded, tokens = (len(current) + 1) * length, real + length
-        if current and (len(current) >= max_texts or padded > max_tokens
-                        or padded - tokens > max(PADDING_ROOM, PADDING_SLACK * tokens)):
+        if current and (
+            len(current) >= max_texts
+            or padded > max_tokens
+            or padded - tokens > max(PADDING_ROOM, PADDING_SLACK * tokens)
+        ):
             batches.append(current)
             current, tokens = [], length
         current.append(index)

@@ -23,8 +23,9 @@ __all__ = ["kmeans_labels"]
 CHUNK = 256  # rows per Lloyd step chunk (scikit-learn's ``CHUNK_SIZE``)
 
 
-def kmeans_labels(data: np.ndarray, k: int, *, n_init: int = 3, random_state: int = 0, max_iter: int = 300,
-                  tol: float = 1e-4) -> np.ndarray:
+def kmeans_labels(
+    data: np.ndarray, k: int, *, n_init: int = 3, random_state: int = 0, max_iter: int = 300, tol: float = 1e-4
+) -> np.ndarray:
     """Each row's cluster (``0 .. k-1``) by k-means++ and Lloyd, the best of ``n_init`` runs (see the module)."""
     x: np.ndarray = np.array(data, dtype=np.float32 if np.asarray(data).dtype == np.float32 else np.float64, order="C")
     if x.ndim != 2 or not 1 <= k <= len(x):
@@ -80,20 +81,21 @@ def _sq_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     step = max(int((-2 * features + math.sqrt((2 * features) ** 2 + 4 * budget)) / 2), 1)
     out = np.empty((len(a), len(b)), dtype=np.float32)
     for i in range(0, len(a), step):
-        a64 = a[i: i + step].astype(np.float64)
+        a64 = a[i : i + step].astype(np.float64)
         a_norms = np.einsum("ij,ij->i", a64, a64)[:, None]
         for j in range(0, len(b), step):
-            b64 = b[j: j + step].astype(np.float64)
+            b64 = b[j : j + step].astype(np.float64)
             d = -2 * (a64 @ b64.T)
             d += a_norms
             d += np.einsum("ij,ij->i", b64, b64)[None, :]
-            out[i: i + step, j: j + step] = d.astype(np.float32, copy=False)
+            out[i : i + step, j : j + step] = d.astype(np.float32, copy=False)
     np.maximum(out, 0, out=out)
     return out
 
 
-def _lloyd(x: np.ndarray, weights: np.ndarray, centers: np.ndarray, max_iter: int,
-           tolerance: float) -> tuple[np.ndarray, float]:
+def _lloyd(
+    x: np.ndarray, weights: np.ndarray, centers: np.ndarray, max_iter: int, tolerance: float
+) -> tuple[np.ndarray, float]:
     """One k-means run from ``centers``: the labels and their inertia."""
     labels = np.full(len(x), -1, dtype=np.int32)
     previous = labels.copy()
@@ -117,12 +119,11 @@ def _assign(x: np.ndarray, centers: np.ndarray, labels: np.ndarray) -> None:
     center_norms = np.einsum("ij,ij->i", centers, centers)
     step = min(CHUNK, len(x))
     for start in range(0, len(x), step):
-        d = center_norms[None, :] + x.dtype.type(-2.0) * (x[start: start + step] @ centers.T)
-        labels[start: start + step] = np.argmin(d, axis=1)
+        d = center_norms[None, :] + x.dtype.type(-2.0) * (x[start : start + step] @ centers.T)
+        labels[start : start + step] = np.argmin(d, axis=1)
 
 
-def _step(x: np.ndarray, weights: np.ndarray, centers: np.ndarray,
-          labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _step(x: np.ndarray, weights: np.ndarray, centers: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """One Lloyd iteration: ``labels`` set in place; the new centres and how far each moved."""
     _assign(x, centers, labels)
     sums = np.zeros_like(centers)
@@ -139,14 +140,15 @@ def _step(x: np.ndarray, weights: np.ndarray, centers: np.ndarray,
     return sums, np.sqrt(_sq_sums(sums - centers))
 
 
-def _relocate_empty(x: np.ndarray, weights: np.ndarray, old: np.ndarray, sums: np.ndarray, mass: np.ndarray,
-                    labels: np.ndarray) -> None:
+def _relocate_empty(
+    x: np.ndarray, weights: np.ndarray, old: np.ndarray, sums: np.ndarray, mass: np.ndarray, labels: np.ndarray
+) -> None:
     """An empty cluster takes the point farthest from its centre (the farthest first), out of its own cluster."""
     empty = np.where(np.equal(mass, 0))[0]
     if not len(empty):
         return
     distances = ((x - old[labels]) ** 2).sum(axis=1)
-    farthest = np.argpartition(distances, -len(empty))[: -len(empty) - 1: -1]
+    farthest = np.argpartition(distances, -len(empty))[: -len(empty) - 1 : -1]
     if np.max(distances) == 0:
         return
     for new, far in zip(empty, farthest):

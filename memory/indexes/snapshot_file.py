@@ -292,8 +292,12 @@ def _section_problem(meta: object, body_size: int) -> str | None:
         return "no checksum"
     if meta["type"] == "matrix":
         shape = meta.get("shape")
-        if not (isinstance(shape, list) and len(shape) == 2 and all(_whole(n) for n in shape)
-                and shape[0] * shape[1] * 4 == length):
+        if not (
+            isinstance(shape, list)
+            and len(shape) == 2
+            and all(_whole(n) for n in shape)
+            and shape[0] * shape[1] * 4 == length
+        ):
             return f"matrix shape {str(shape)[:60]} does not fit its {length} bytes"
     return None
 

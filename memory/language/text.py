@@ -85,8 +85,9 @@ def _load_nltk_module(root: str, dotted: str) -> types.ModuleType:
     runs NLTK's own ``__init__`` as usual; an import of anything else goes through Python's own ``__import__``."""
     loaded: dict[str, types.ModuleType] = {}
 
-    def nltk_import(name: str, globals_: Any = None, locals_: Any = None, fromlist: Sequence[str] = (),
-                    level: int = 0) -> Any:
+    def nltk_import(
+        name: str, globals_: Any = None, locals_: Any = None, fromlist: Sequence[str] = (), level: int = 0
+    ) -> Any:
         if level or not (name == "nltk" or name.startswith("nltk.")):
             return builtins.__import__(name, globals_, locals_, fromlist, level)
         if name == "nltk":  # ``from nltk import redos``: the package's submodules, each from its file

@@ -20,7 +20,8 @@ __all__ = ["is_question", "recall_turn_ids"]
 # An unpunctuated message asks when it opens like a question ("where do I live", "do you know my name").
 _ASKS = re.compile(
     r"(what|when|where|who|whom|whose|which|why|how|do|does|did|is|are|am|was|were|can|could|should|would|will|"
-    r"have|has|tell me|remind me|any idea)\b", re.IGNORECASE,
+    r"have|has|tell me|remind me|any idea)\b",
+    re.IGNORECASE,
 )
 _WORD = re.compile(r"\w+")
 

@@ -53,16 +53,12 @@ class CueLink:
     content: str | None = None
 
 
-
-
 @dataclass
 class CueLayerBatch:
     """The cue and tag records built for one session."""
 
     cues: list[Cue] = field(default_factory=list)
     tags: list[Tag] = field(default_factory=list)
-
-
 
 
 def normalize_cue(text: str) -> str:

@@ -444,7 +444,9 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
         open_same = [f for f in same if f.valid_to is None]
         if open_same:
             target = open_same[-1]
-            working.write(_closed(target, cand.valid_to, cand.to_precision, by=None, turn_ids=cand.turn_ids, action="end"))
+            working.write(
+                _closed(target, cand.valid_to, cand.to_precision, by=None, turn_ids=cand.turn_ids, action="end")
+            )
             return [FactDecision("end", target.id, detail=f"closed at {when_text(cand.valid_to, cand.to_precision)}")]
 
     # The same triple again: confirm it, or extend its interval.
@@ -488,7 +490,9 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
             "id": fact_id(cand.namespace, cand.head, cand.relation, cand.tail, episode),
             "valid_to": None,
             "to_precision": "day",
-            "history": [_event("add", t, cand.from_precision, turn_ids=list(cand.turn_ids), confidence=cand.confidence)],
+            "history": [
+                _event("add", t, cand.from_precision, turn_ids=list(cand.turn_ids), confidence=cand.confidence)
+            ],
         }
     )
     if cand.cardinality == "multi":
@@ -502,8 +506,13 @@ def _apply_one(working: _Working, cand: Fact, stable: float) -> list[FactDecisio
         if later:
             successor = min(later, key=_time_order)
             end, precision = successor.valid_from, successor.from_precision
-            new = new.model_copy(update={"valid_to": end, "to_precision": precision,
-                                         "history": [*new.history, _event("backfill", end, precision)]})
+            new = new.model_copy(
+                update={
+                    "valid_to": end,
+                    "to_precision": precision,
+                    "history": [*new.history, _event("backfill", end, precision)],
+                }
+            )
             working.write(new)
             return [FactDecision("backfill", new.id, detail=f"closed at {when_text(end, precision)} by a later value")]
     working.write(new)
@@ -529,13 +538,16 @@ def _retire_older_values(working: _Working, current: Fact, stable: float, *, act
         if current.confidence < stable and current.confidence < other.confidence:
             out.append(FactDecision("contest", current.id, other.id, "less confident than the open value"))
             continue
-        working.write(_closed(other, t, current.from_precision, by=current.id, turn_ids=current.turn_ids, action="close"))
+        working.write(
+            _closed(other, t, current.from_precision, by=current.id, turn_ids=current.turn_ids, action="close")
+        )
         out.append(FactDecision(action, other.id, current.id, f"closed at {when_text(t, current.from_precision)}"))
     return out
 
 
-def _closed(fact: Fact, at: datetime, precision: DatePrecision, *, by: str | None, turn_ids: Sequence[str],
-            action: str) -> Fact:
+def _closed(
+    fact: Fact, at: datetime, precision: DatePrecision, *, by: str | None, turn_ids: Sequence[str], action: str
+) -> Fact:
     # An interval never ends before it starts, even when a statement's time is coarse.
     if fact.valid_from is not None and fact.valid_from > at:
         at, precision = fact.valid_from, fact.from_precision
@@ -546,7 +558,6 @@ def _closed(fact: Fact, at: datetime, precision: DatePrecision, *, by: str | Non
             "history": [*fact.history, _event(action, at, precision, by=by, turn_ids=list(turn_ids))],
         }
     )
-
 
 
 def describe_facts(source: Any, *, as_of: Any = None, history: tuple[str, str] | None = None) -> list[str]:

@@ -79,8 +79,13 @@ def _earlier(turn: Turn, limit: datetime) -> bool:
     return when < limit
 
 
-def turns_to_forget(snap: NamespaceSnapshot, *, turn_ids: Iterable[str] = (), session_ids: Iterable[str] = (),
-                    before: date | datetime | str | None = None) -> set[str]:
+def turns_to_forget(
+    snap: NamespaceSnapshot,
+    *,
+    turn_ids: Iterable[str] = (),
+    session_ids: Iterable[str] = (),
+    before: date | datetime | str | None = None,
+) -> set[str]:
     """The turn ids named by ids, sessions or a date; ``UnknownMemoryError`` when any id or session is not here."""
     turn_ids, session_ids = list(turn_ids), list(session_ids)
     if not turn_ids and not session_ids and before is None:
@@ -163,11 +168,13 @@ def _plan_record(plan: ForgetPlan, kind: str, rid: str, record: Any, gone: dict[
 def _without_turns(record: Any, forgotten: set[str]) -> Any:
     """A fact or relation kept for its other sources: its forgotten turns and their history entries dropped."""
     if isinstance(record, FactRecord):
-        return record.model_copy(update={
-            "turn_ids": tuple(t for t in record.turn_ids if t not in forgotten),
-            "history": tuple(h for h in record.history if not set(h.turn_ids) & forgotten),
-            "deleted_by": tuple(t for t in record.deleted_by if t not in forgotten),
-        })
+        return record.model_copy(
+            update={
+                "turn_ids": tuple(t for t in record.turn_ids if t not in forgotten),
+                "history": tuple(h for h in record.history if not set(h.turn_ids) & forgotten),
+                "deleted_by": tuple(t for t in record.deleted_by if t not in forgotten),
+            }
+        )
     update: dict[str, Any] = {"turn_ids": [t for t in record.turn_ids if t not in forgotten]}
     if isinstance(record, Fact):
         update["history"] = [h for h in record.history if not set(_history_turns(h)) & forgotten]
@@ -183,8 +190,10 @@ def _plan_rebuilt_tags(snap: NamespaceSnapshot, plan: ForgetPlan, replaced: set[
     """A tag on a rebuilt event stays only when what it quotes is still said by the event's kept turns."""
     if not plan.rebuild_events:
         return
-    said = {eid: " ".join(snap.turns[t].text for t in kept if t not in replaced)
-            for eid, kept in plan.rebuild_events.items()}
+    said = {
+        eid: " ".join(snap.turns[t].text for t in kept if t not in replaced)
+        for eid, kept in plan.rebuild_events.items()
+    }
     for tid, tag in snap.tags.items():
         if tag.target_kind == "event" and tag.target_id in said and (tag.content or "") not in said[tag.target_id]:
             plan.retired("tags").add(tid)
@@ -226,42 +235,54 @@ def forget_change(
         vector_field = BY_FIELD[kind].vector_field
         if vector_field is not None:
             table = getattr(snap, vector_field)
-            getattr(change, vector_field).extend(
-                [np.asarray(table[rid], dtype=np.float32).tolist() for rid in records])
+            getattr(change, vector_field).extend([np.asarray(table[rid], dtype=np.float32).tolist() for rid in records])
     change.retire = {kind: sorted(ids) for kind, ids in plan.retire.items() if ids}
     change.forget = ForgetAudit(
-        at=datetime.now(UTC), surface=surface, generation=snap.generation + 1,
-        removed={k: n for k, n in plan.counts().items()}, sessions_emptied=len(plan.sessions_emptied),
-        notes=list(extra_notes), purged=purged,
+        at=datetime.now(UTC),
+        surface=surface,
+        generation=snap.generation + 1,
+        removed={k: n for k, n in plan.counts().items()},
+        sessions_emptied=len(plan.sessions_emptied),
+        notes=list(extra_notes),
+        purged=purged,
     )
     change.drop_sessions = list(plan.sessions_emptied)
     return change
 
 
-def _recentred(topic: Topic, snap: NamespaceSnapshot, plan: ForgetPlan, rebuilt: Sequence[Event],
-               vectors: Sequence[Sequence[float]]) -> Topic:
+def _recentred(
+    topic: Topic,
+    snap: NamespaceSnapshot,
+    plan: ForgetPlan,
+    rebuilt: Sequence[Event],
+    vectors: Sequence[Sequence[float]],
+) -> Topic:
     """A topic's centroid from its kept members only (a forgotten event's vector leaves no trace in it)."""
     fresh = {e.id: np.asarray(v, dtype=np.float32) for e, v in zip(rebuilt, vectors)}
-    rows = [fresh[m] if m in fresh else np.asarray(snap.event_vectors[m], dtype=np.float32)
-            for m in topic.members if m in fresh or m in snap.event_vectors]
+    rows = [
+        fresh[m] if m in fresh else np.asarray(snap.event_vectors[m], dtype=np.float32)
+        for m in topic.members
+        if m in fresh or m in snap.event_vectors
+    ]
     if not rows:
         return topic
     centroid = np.mean(np.vstack(rows), axis=0)
     return topic.model_copy(update={"centroid": [float(x) for x in centroid]})
 
 
-def rebuilt_event(event: Event, kept: Sequence[Turn], summarize: Callable[[Sequence[Turn]], str],
-                  source: str) -> Event:
+def rebuilt_event(event: Event, kept: Sequence[Turn], summarize: Callable[[Sequence[Turn]], str], source: str) -> Event:
     """``event`` made again from its kept turns only (``summarize`` is the namespace's policy's summary)."""
     sessions = list(dict.fromkeys(t.session_id for t in kept))
-    return event.model_copy(update={
-        "summary": summarize(kept),
-        "turn_ids": [t.dia_id for t in kept],
-        "participants": list(dict.fromkeys(t.speaker for t in kept)),
-        "sessions": [s for s in event.sessions if s in sessions] or sessions,
-        "session_id": event.session_id if event.session_id in sessions else sessions[0],
-        "source": source,
-    })
+    return event.model_copy(
+        update={
+            "summary": summarize(kept),
+            "turn_ids": [t.dia_id for t in kept],
+            "participants": list(dict.fromkeys(t.speaker for t in kept)),
+            "sessions": [s for s in event.sessions if s in sessions] or sessions,
+            "session_id": event.session_id if event.session_id in sessions else sessions[0],
+            "source": source,
+        }
+    )
 
 
 def with_replacement(change: ChangeSet, forgotten: ChangeSet, snap: NamespaceSnapshot) -> ChangeSet:
@@ -274,8 +295,9 @@ def with_replacement(change: ChangeSet, forgotten: ChangeSet, snap: NamespaceSna
     merged = change.model_copy(deep=True)
     written = {kind.field: {kind.record_id(r) for r in getattr(change, kind.field)} for kind in RECORD_KINDS}
     for kind in RECORD_KINDS:
-        extra = [(i, r) for i, r in enumerate(getattr(forgotten, kind.field))
-                 if kind.record_id(r) not in written[kind.field]]
+        extra = [
+            (i, r) for i, r in enumerate(getattr(forgotten, kind.field)) if kind.record_id(r) not in written[kind.field]
+        ]
         getattr(merged, kind.field).extend(r for _, r in extra)
         if kind.vector_field is not None:
             rows = getattr(forgotten, kind.vector_field)

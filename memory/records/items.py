@@ -75,7 +75,9 @@ def namespace_of(namespace: Sequence[str]) -> str:
     try:
         return validate_namespace(".".join(namespace))
     except ValueError as exc:
-        raise InvalidItemError(f"store namespace {tuple(namespace)!r} cannot map to a LogicMap namespace: {exc}") from None
+        raise InvalidItemError(
+            f"store namespace {tuple(namespace)!r} cannot map to a LogicMap namespace: {exc}"
+        ) from None
 
 
 def _shown(label: object) -> str:
@@ -178,10 +180,14 @@ def stored_item(item: dict[str, Any], namespace: str, session_id: str, turn_ids:
     None for a record that is not one."""
     try:
         return StoredItem(
-            namespace=namespace, key=str(item["key"]), value=dict(item["value"]),
+            namespace=namespace,
+            key=str(item["key"]),
+            value=dict(item["value"]),
             created_at=datetime.fromisoformat(str(item["created_at"])),
             updated_at=datetime.fromisoformat(str(item["updated_at"])),
-            session_id=session_id, turn_ids=turn_ids, indexed=bool(item.get("indexed", True)),
+            session_id=session_id,
+            turn_ids=turn_ids,
+            indexed=bool(item.get("indexed", True)),
         )
     except (KeyError, TypeError, ValueError):
         return None
@@ -236,8 +242,11 @@ class ItemIndex:
         found = self._columns.get((name, numbers))
         if found is None:
             values = [it.value.get(name) for it in self.items]
-            found = np.array([np.nan if (n := _number(v)) is None else n for v in values], dtype=np.float64) \
-                if numbers else values
+            found = (
+                np.array([np.nan if (n := _number(v)) is None else n for v in values], dtype=np.float64)
+                if numbers
+                else values
+            )
             self._columns[(name, numbers)] = found
         return found
 
@@ -259,8 +268,9 @@ class ItemIndex:
 
     def scores(self, turn_scores: Mapping[str, float]) -> np.ndarray:
         """Each item's score: its best turn's in ``turn_scores``; NaN for an item not indexed or not scored."""
-        values = np.fromiter((turn_scores.get(t, -np.inf) for t in self.flat_turns), dtype=np.float64,
-                             count=len(self.flat_turns))
+        values = np.fromiter(
+            (turn_scores.get(t, -np.inf) for t in self.flat_turns), dtype=np.float64, count=len(self.flat_turns)
+        )
         best = np.full(len(self.items), -np.inf)
         np.maximum.at(best, self.flat_items, values)
         best[~self.indexed | np.isneginf(best)] = np.nan
@@ -275,11 +285,15 @@ def item_index(snapshot: NamespaceSnapshot) -> ItemIndex:
 def _build_index(snapshot: NamespaceSnapshot) -> ItemIndex:
     items = sorted(items_of(snapshot).values(), key=lambda it: it.updated_at, reverse=True)
     flat_turns = [t for it in items for t in it.turn_ids]
-    flat_items = np.fromiter((row for row, it in enumerate(items) for _ in it.turn_ids), dtype=np.int64,
-                             count=len(flat_turns))
+    flat_items = np.fromiter(
+        (row for row, it in enumerate(items) for _ in it.turn_ids), dtype=np.int64, count=len(flat_turns)
+    )
     return ItemIndex(
-        items=items, updated=np.array([it.updated_at.timestamp() for it in items], dtype=np.float64),
-        indexed=np.array([it.indexed for it in items], dtype=bool), flat_turns=flat_turns, flat_items=flat_items,
+        items=items,
+        updated=np.array([it.updated_at.timestamp() for it in items], dtype=np.float64),
+        indexed=np.array([it.indexed for it in items], dtype=bool),
+        flat_turns=flat_turns,
+        flat_items=flat_items,
     )
 
 
@@ -314,8 +328,11 @@ def _compare(value: Any, wanted: Any) -> bool:
             return all(_apply(value, str(op), v) for op, v in wanted.items())
         return isinstance(value, Mapping) and all(_compare(value.get(k), v) for k, v in wanted.items())
     if isinstance(wanted, list | tuple):
-        return (isinstance(value, list | tuple) and len(value) == len(wanted)
-                and all(_compare(a, b) for a, b in zip(value, wanted)))
+        return (
+            isinstance(value, list | tuple)
+            and len(value) == len(wanted)
+            and all(_compare(a, b) for a, b in zip(value, wanted))
+        )
     return bool(value == wanted)
 
 
@@ -335,6 +352,8 @@ def dumps_value(value: Mapping[str, Any]) -> str:
     except (TypeError, ValueError) as exc:
         raise InvalidItemError(f"a store value must be JSON: {str(exc).splitlines()[0][:120]}") from None
     if len(text) > MAX_VALUE_CHARS:
-        raise InvalidItemError(f"a store value is {len(text):,} characters as JSON, more than the limit of "
-                               f"{MAX_VALUE_CHARS:,} (MAX_VALUE_CHARS in logicmap.memory.runtime.input_limits)")
+        raise InvalidItemError(
+            f"a store value is {len(text):,} characters as JSON, more than the limit of "
+            f"{MAX_VALUE_CHARS:,} (MAX_VALUE_CHARS in logicmap.memory.runtime.input_limits)"
+        )
     return text

@@ -92,17 +92,29 @@ def _stated_in(person_fact_id: str) -> str:
 RECORD_KINDS: tuple[RecordKind, ...] = (
     RecordKind("turn", "turns", Turn, "turn_vectors", id_field="dia_id", session_bound=True),
     RecordKind("event", "events", Event, "event_vectors", sources=(Reference("turn_ids"),), session_bound=True),
-    RecordKind("relation", "relations", Relation, sources=(
-        Reference("source", "event"), Reference("target", "event"), Reference("turn_ids"))),
+    RecordKind(
+        "relation",
+        "relations",
+        Relation,
+        sources=(Reference("source", "event"), Reference("target", "event"), Reference("turn_ids")),
+    ),
     RecordKind("topic", "topics", Topic, centroid_field="centroid", sources=(Reference("members", "event"),)),
     RecordKind("fact", "facts", Fact, "fact_vectors", sources=(Reference("turn_ids"),)),
     RecordKind("cue", "cues", Cue, "cue_vectors"),
-    RecordKind("tag", "tags", Tag, sources=(
-        Reference("cue_id", "cue"), Reference("target_id", "event", when=_targets_kind("event")),
-        Reference("target_id", "turn", when=_targets_kind("fact"), parse=_stated_in, checked_in_backup=False))),
+    RecordKind(
+        "tag",
+        "tags",
+        Tag,
+        sources=(
+            Reference("cue_id", "cue"),
+            Reference("target_id", "event", when=_targets_kind("event")),
+            Reference("target_id", "turn", when=_targets_kind("fact"), parse=_stated_in, checked_in_backup=False),
+        ),
+    ),
     # Memory-R2's managed fact memory (ingest with the r2 memory manager).
-    RecordKind("r2_fact", "r2_facts", FactRecord, "r2_fact_vectors", sources=(Reference("turn_ids"),),
-               optional_in_backup=True),
+    RecordKind(
+        "r2_fact", "r2_facts", FactRecord, "r2_fact_vectors", sources=(Reference("turn_ids"),), optional_in_backup=True
+    ),
     # What forgets left: hashes of forgotten turns, never their text (``memory.records.tombstones``). Derived from nothing,
     # so a forget never retires one and a purge never removes one.
     RecordKind("tombstone", "tombstones", Tombstone, optional_in_backup=True),

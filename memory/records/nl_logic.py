@@ -136,7 +136,7 @@ class Term(BaseModel):
             if not (self.type and self.type.strip()):
                 raise ValueError(f"variable {self.name!r} needs a type, as in ({self.name}:thing)")
         if self.type is not None and re.search(r'[():"\\]', self.type):
-            raise ValueError(f"type {self.type!r} may not contain ( ) : \" or backslash")
+            raise ValueError(f'type {self.type!r} may not contain ( ) : " or backslash')
         return self
 
     @classmethod
@@ -314,10 +314,7 @@ def binding_problem(
     if not lexical:
         return None
     if not types_compatible(variable.type, value.type):
-        return (
-            f"type mismatch: {variable.name} has type {variable.type!r} but {value.name!r} "
-            f"has type {value.type!r}"
-        )
+        return f"type mismatch: {variable.name} has type {variable.type!r} but {value.name!r} has type {value.type!r}"
     if substitution is not None:
         bound = substitution.bindings.get(variable.name)
         if bound is not None and not same_value(bound.name, value.name):
@@ -582,7 +579,7 @@ def parse_term(text: str) -> Term:
         raise NLLogicSyntaxError(f"a term is written in parentheses, like (x:drink): {text!r}")
     term = _parse_term_body(stripped[1:-1])
     if term is None:
-        raise NLLogicSyntaxError(f"not a term: {text!r}; write (x:type) or (\"name\":type)")
+        raise NLLogicSyntaxError(f'not a term: {text!r}; write (x:type) or ("name":type)')
     return term
 
 
@@ -673,7 +670,7 @@ def parse_substitution(text: str) -> Substitution:
             tokens.append((kind, value))
             break
         if not tokens or tokens[0][0] != "term" or tokens[0][1].variable:
-            raise NLLogicSyntaxError(f"the value of {match.group(1)} must be a constant like (\"name\":type)")
+            raise NLLogicSyntaxError(f'the value of {match.group(1)} must be a constant like ("name":type)')
         close = _term_end(body, pos)
         bindings[match.group(1)] = tokens[0][1]
         pos = close

@@ -48,8 +48,10 @@ def validate_namespace(namespace: object) -> str:
         if isinstance(namespace, tuple | list) and namespace and all(isinstance(p, str) for p in namespace):
             joined = ".".join(namespace)
             if _NAMESPACE_RE.fullmatch(joined):
-                raise ValueError(f"invalid namespace {shown}: a namespace is one string; pass {joined!r} (the "
-                                 "name LogicMapStore gives this namespace tuple)")
+                raise ValueError(
+                    f"invalid namespace {shown}: a namespace is one string; pass {joined!r} (the "
+                    "name LogicMapStore gives this namespace tuple)"
+                )
         raise ValueError(
             f"invalid namespace {shown}: use 1-128 characters from ASCII letters, digits and _ . : @ -, "
             "starting with a letter or digit"
@@ -109,13 +111,15 @@ class Turn(BaseModel):
         None, description="The dia id in the source when another session already held it (then dia_id is distinct)."
     )
     item: dict[str, Any] | None = Field(
-        None, description="The store item this turn holds (``LogicMapStore.put``: its key, JSON value and times); "
+        None,
+        description="The store item this turn holds (``LogicMapStore.put``: its key, JSON value and times); "
         "left out of the record when None, so turns without one serialize as before.",
     )
 
     @model_serializer(mode="wrap")
     def _without_empty_item(self, handler: SerializerFunctionWrapHandler) -> Any:
         return drop_empty_item(handler(self))
+
     # Chat turns only (``add_messages``, the chatbot); a conversation file's turns leave them unset, and unset
     # fields are left out of the record's JSON, so records and content hashes written before them are unchanged.
     role: Literal["user", "assistant"] | None = Field(
@@ -125,7 +129,8 @@ class Turn(BaseModel):
         default=False, exclude_if=lambda v: not v, description="Written by a chat model (an assistant's reply)."
     )
     evidence: bool = Field(
-        default=True, exclude_if=lambda v: v,
+        default=True,
+        exclude_if=lambda v: v,
         description="Whether recall may return it: False for a user's question (kept as the context of the reply "
         "that follows it) and for a model's reply not trusted as evidence (add_messages' trust_assistant).",
     )
@@ -204,12 +209,19 @@ class Topic(BaseModel):
     namespace: str
     centroid: list[float]
     members: list[str] = Field(default_factory=list)
-    label: str | None = Field(default=None, exclude_if=lambda v: v is None,
-                              description="A short name for what the topic's events share (at most a few words).")
-    description: str | None = Field(default=None, exclude_if=lambda v: v is None,
-                                    description="One or two sentences summarising the recurring pattern of its events.")
+    label: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="A short name for what the topic's events share (at most a few words).",
+    )
+    description: str | None = Field(
+        default=None,
+        exclude_if=lambda v: v is None,
+        description="One or two sentences summarising the recurring pattern of its events.",
+    )
     label_source: Literal["llm", "fallback"] | None = Field(
-        default=None, exclude_if=lambda v: v is None, description="Who abstracted the label: llm or fallback.")
+        default=None, exclude_if=lambda v: v is None, description="Who abstracted the label: llm or fallback."
+    )
 
 
 FactIntent = Literal["FACT", "CAUSAL", "TEMPORAL", "CONTRAST", "EVOLUTION"]
@@ -263,7 +275,9 @@ class SessionFallback(BaseModel):
 
     role: str
     reason: str
-    errors: list[str] = Field(default_factory=list, description="The first errors the role got (model or provider text).")
+    errors: list[str] = Field(
+        default_factory=list, description="The first errors the role got (model or provider text)."
+    )
     calls: int = Field(1, description="How many of the role's calls (windows of the session) fell back.")
 
     @property
@@ -287,11 +301,13 @@ class SessionInfo(BaseModel):
         None, description="'r2' when the Memory-R2 manager maintained the namespace's R2 fact memory in this session."
     )
     redone_with: str | None = Field(
-        None, description="the chat model whose --redo-fallbacks pass rebuilt this session (None: never rebuilt); a "
+        None,
+        description="the chat model whose --redo-fallbacks pass rebuilt this session (None: never rebuilt); a "
         "pass with that model does not rebuild it again, so an interrupted pass resumes where it stopped",
     )
     pending: bool = Field(
-        default=False, exclude_if=lambda v: not v,
+        default=False,
+        exclude_if=lambda v: not v,
         description="written by a fast write and not consolidated yet (only in a live view, ``memory.store.live``: "
         "a committed manifest never holds one)",
     )

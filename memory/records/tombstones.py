@@ -59,8 +59,10 @@ class Tombstone(BaseModel):
     namespace: str
     content: str = Field(description="'sha256:' and the hash of the turn's normalized text (content_hash)")
     message: str | None = Field(None, description="a chat message's key in memory (its M... dia id), else None")
-    created_at: datetime | None = Field(None, description="when the forget left it (like every record's "
-                                        "created_at, not part of a snapshot's fingerprint)")
+    created_at: datetime | None = Field(
+        None,
+        description="when the forget left it (like every record's created_at, not part of a snapshot's fingerprint)",
+    )
 
 
 def content_hash(text: str, image_caption: str | None = None) -> str:
@@ -123,8 +125,13 @@ class Forgotten:
         """The session without the turns a tombstone matches (itself when none does)."""
         if not self:
             return session
-        kept = [raw for raw in session.turns if not self.matches(
-            raw.text, image_caption=raw.image_caption, message=raw.dia_id if raw.role is not None else None)]
+        kept = [
+            raw
+            for raw in session.turns
+            if not self.matches(
+                raw.text, image_caption=raw.image_caption, message=raw.dia_id if raw.role is not None else None
+            )
+        ]
         return session if len(kept) == len(session.turns) else session.model_copy(update={"turns": kept})
 
     def lifted(self, turns: Iterable[Turn]) -> list[str]:
@@ -136,5 +143,6 @@ def said_summary(turns: Sequence[Turn]) -> str:
     """The no-LLM summary of an event, its turns as they were said: ``agents.segmenter.turns_summary``, which
     memory may not import (a test checks they agree). An import that leaves a forgotten turn out rebuilds the
     events that also cite kept turns with it, as ``forget`` does."""
-    return " ".join(f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "")
-                    for t in turns)
+    return " ".join(
+        f"{t.speaker}: {t.text}" + (f" [image: {t.image_caption}]" if t.image_caption else "") for t in turns
+    )

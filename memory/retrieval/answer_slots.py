@@ -61,29 +61,95 @@ CONTEXT_WEIGHT = 0.5
 RANK_WEIGHT = 1.0
 """What the first evidence item adds (``RANK_WEIGHT / (1 + rank)``): ties go to the better-ranked evidence."""
 
-_PLACE_NOUNS = ("city", "country", "town", "state", "place", "location", "area", "region", "island", "beach", "park",
-                "restaurant", "cafe", "store", "shop", "venue", "neighbourhood", "neighborhood", "destination")
-_PERSON_NOUNS = ("person", "friend", "friends", "artist", "artists", "author", "band", "singer", "musician",
-                 "actor", "player", "team", "mentor", "partner")
+_PLACE_NOUNS = (
+    "city",
+    "country",
+    "town",
+    "state",
+    "place",
+    "location",
+    "area",
+    "region",
+    "island",
+    "beach",
+    "park",
+    "restaurant",
+    "cafe",
+    "store",
+    "shop",
+    "venue",
+    "neighbourhood",
+    "neighborhood",
+    "destination",
+)
+_PERSON_NOUNS = (
+    "person",
+    "friend",
+    "friends",
+    "artist",
+    "artists",
+    "author",
+    "band",
+    "singer",
+    "musician",
+    "actor",
+    "player",
+    "team",
+    "mentor",
+    "partner",
+)
 _FOCUS_PATTERNS: tuple[tuple[Focus, re.Pattern[str]], ...] = (
-    ("time", re.compile(r"^\s*when\b|\b(?:what|which) (?:date|day|month|year|time|week|weekend|season)\b"
-                        r"|\bhow long ago\b|\bsince when\b", re.IGNORECASE)),
-    ("count", re.compile(r"\bhow (?:many|much|long|old|often|far|fast)\b|\bwhat (?:age|number|score|percentage)\b"
-                         r"|\b(?:time|score|age|pace|distance|price|cost)\W*$", re.IGNORECASE)),
+    (
+        "time",
+        re.compile(
+            r"^\s*when\b|\b(?:what|which) (?:date|day|month|year|time|week|weekend|season)\b"
+            r"|\bhow long ago\b|\bsince when\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "count",
+        re.compile(
+            r"\bhow (?:many|much|long|old|often|far|fast)\b|\bwhat (?:age|number|score|percentage)\b"
+            r"|\b(?:time|score|age|pace|distance|price|cost)\W*$",
+            re.IGNORECASE,
+        ),
+    ),
     ("name", re.compile(r"\b(?:name|names|named|called|title)\b", re.IGNORECASE)),
-    ("place", re.compile(rf"^\s*(?:from\s+)?where\b|\b(?:what|which|in what|in which) (?:{'|'.join(_PLACE_NOUNS)})\b",
-                         re.IGNORECASE)),
-    ("person", re.compile(rf"^\s*(?:who|whom|whose)\b|\b(?:with|by|to|for|from) whom\b"
-                          rf"|\b(?:what|which) (?:{'|'.join(_PERSON_NOUNS)})\b", re.IGNORECASE)),
-    ("reason", re.compile(r"^\s*why\b|\bwhat (?:made|makes|caused|motivated|inspired|prompted|led)\b"
-                          r"|\bfor what reason\b", re.IGNORECASE)),
+    (
+        "place",
+        re.compile(
+            rf"^\s*(?:from\s+)?where\b|\b(?:what|which|in what|in which) (?:{'|'.join(_PLACE_NOUNS)})\b", re.IGNORECASE
+        ),
+    ),
+    (
+        "person",
+        re.compile(
+            rf"^\s*(?:who|whom|whose)\b|\b(?:with|by|to|for|from) whom\b"
+            rf"|\b(?:what|which) (?:{'|'.join(_PERSON_NOUNS)})\b",
+            re.IGNORECASE,
+        ),
+    ),
+    (
+        "reason",
+        re.compile(
+            r"^\s*why\b|\bwhat (?:made|makes|caused|motivated|inspired|prompted|led)\b"
+            r"|\bfor what reason\b",
+            re.IGNORECASE,
+        ),
+    ),
     ("thing", re.compile(r"^\s*(?:what|which)\b|\b(?:what|which) (?:kind|type|sort)\b", re.IGNORECASE)),
 )
-_NUMBER = re.compile(r"\b\d+(?:[.,:]\d+)?\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-                     r"fifteen|twenty|thirty|forty|fifty|hundred|thousand|dozen|once|twice|a couple)\b", re.IGNORECASE)
+_NUMBER = re.compile(
+    r"\b\d+(?:[.,:]\d+)?\b|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"fifteen|twenty|thirty|forty|fifty|hundred|thousand|dozen|once|twice|a couple)\b",
+    re.IGNORECASE,
+)
 _REASON = re.compile(r"\b(?:because|since|so that|due to|thanks to|in order to)\b|, so\b", re.IGNORECASE)
 _QUOTED = re.compile(r"[\"“]([^\"“”]{2,60})[\"”]")
-_CLAUSE = re.compile(r"\s*[;,]\s+(?:(?:and|but|so|then)\s+)?|\s+(?:and|but)\s+(?=(?:I|we|he|she|they|it|you|my|our|his|her|their)\b)")
+_CLAUSE = re.compile(
+    r"\s*[;,]\s+(?:(?:and|but|so|then)\s+)?|\s+(?:and|but)\s+(?=(?:I|we|he|she|they|it|you|my|our|his|her|their)\b)"
+)
 
 
 def question_focus(question: str) -> Focus:
@@ -144,8 +210,9 @@ def focus_spans(focus: Focus, sentence: str, *, known: Iterable[str] = ()) -> li
 
 
 SLOT_WORDS: dict[str, frozenset[str]] = {
-    "live": frozenset("moved move moving flat apartment house home neighbourhood neighborhood settled relocated "
-                      "lives living".split()),
+    "live": frozenset(
+        "moved move moving flat apartment house home neighbourhood neighborhood settled relocated lives living".split()
+    ),
     "work": frozenset("job works working hired employed office career colleagues boss".split()),
     "name": frozenset("named called name".split()),
     "called": frozenset("named called name".split()),
@@ -155,8 +222,22 @@ SLOT_WORDS: dict[str, frozenset[str]] = {
 _TYPED: frozenset[Focus] = frozenset({"time", "count", "name", "place", "person"})
 """The focus types whose span can answer a question that shares no word with the sentence ("Where does Maya live?":
 "I moved to Lisbon"), and whose answer is cut to the clause that holds the span."""
-_FILLER = ("now", "then", "still", "also", "just", "really", "ever", "ago", "say", "said", "tell", "told", "mention",
-           "mentioned")
+_FILLER = (
+    "now",
+    "then",
+    "still",
+    "also",
+    "just",
+    "really",
+    "ever",
+    "ago",
+    "say",
+    "said",
+    "tell",
+    "told",
+    "mention",
+    "mentioned",
+)
 
 
 def slot_scores(question: str, candidates: Sequence[SlotCandidate], *, ignore: Sequence[str] = ()) -> list[float]:

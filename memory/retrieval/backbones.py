@@ -148,7 +148,13 @@ class BackboneRetriever(BaseRetriever):
             Document(
                 page_content=hit.text,
                 id=hit.id,
-                metadata={"id": hit.id, "kind": hit.kind, "turn_ids": hit.turn_ids, "score": hit.score, "time": hit.time},
+                metadata={
+                    "id": hit.id,
+                    "kind": hit.kind,
+                    "turn_ids": hit.turn_ids,
+                    "score": hit.score,
+                    "time": hit.time,
+                },
             )
             for hit in self.backbone.search(query, self.k)
         ]

@@ -49,6 +49,7 @@ INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {
 # TEMPORAL are retained", does not say "only").
 PAPER_INTENT_COMPATIBILITY: dict[str, frozenset[str]] = {**INTENT_COMPATIBILITY, "CAUSAL": frozenset({"CAUSAL"})}
 
+
 class FactIndex:
     """Facts of a namespace indexed by head, tail and cited turn: the graph the beam search walks."""
 
@@ -91,7 +92,9 @@ class FactIndex:
 
     def versions(self, fact: Fact) -> list[Fact]:
         """Other versions of the same attribute (same head and relation), in time order."""
-        return [f for f in self.by_head.get(entity_key(fact.head), []) if f.relation == fact.relation and f.id != fact.id]
+        return [
+            f for f in self.by_head.get(entity_key(fact.head), []) if f.relation == fact.relation and f.id != fact.id
+        ]
 
     def sharing_turns(self, turn_ids: Sequence[str]) -> list[Fact]:
         seen: dict[str, Fact] = {}
@@ -157,7 +160,9 @@ class FactPath(BaseModel):
     def start(cls, root: str, intent: FactIntent) -> FactPath:
         return cls(id=f"root-{stable_hash(entity_key(root), intent, length=8)}", root=root, intent=intent, nodes=[root])
 
-    def extend(self, fact: Fact, direction: Literal["out", "in"], *, hypothesis: str | None = None, step: int = 0) -> FactPath:
+    def extend(
+        self, fact: Fact, direction: Literal["out", "in"], *, hypothesis: str | None = None, step: int = 0
+    ) -> FactPath:
         target = fact.tail if direction == "out" else fact.head
         fact_ids = [*self.fact_ids, fact.id]
         return FactPath(
@@ -179,7 +184,9 @@ class FactPath(BaseModel):
 def path_text(path: FactPath, index: FactIndex) -> str:
     """The path as one readable line: each fact with relation, validity interval and confidence."""
     parts = [path.nodes[0]]
-    for fact_id, direction, previous, node in zip(path.fact_ids, path.directions, path.nodes, path.nodes[1:], strict=False):
+    for fact_id, direction, previous, node in zip(
+        path.fact_ids, path.directions, path.nodes, path.nodes[1:], strict=False
+    ):
         fact = index.facts[fact_id]
         near = fact.head if direction == "out" else fact.tail
         if entity_key(near) != entity_key(previous):

@@ -49,8 +49,9 @@ class QueryEncoder:
         return [flat[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
-def learned_turn_scores(snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder, *,
-                        traversal: bool = False) -> dict[str, float]:
+def learned_turn_scores(
+    snapshot: NamespaceSnapshot, question: str, encoder: QueryEncoder, *, traversal: bool = False
+) -> dict[str, float]:
     """Every turn's score for ``question`` by the shipped graph-feature reranker (``memory.retrieval.ranking``); with
     ``traversal``, after the second hop from its best turns along the event graph (``memory.retrieval.traversal``)."""
     ranker = default_traversal_ranker() if traversal else default_ranker()

@@ -27,7 +27,18 @@ from logicmap.memory.retrieval.ranking_keys import CANDIDATE_FEATURES, build_key
 from logicmap.memory.retrieval.retrieval import turn_index
 from logicmap.memory.store import NamespaceSnapshot
 
-__all__ = ["ALL_FEATURES", "BASE_FEATURES", "FEATURES", "GRAPH_FEATURES", "TurnFeatures", "TurnRanker", "default_ranker", "key_layout", "turn_features", "turn_layout"]
+__all__ = [
+    "ALL_FEATURES",
+    "BASE_FEATURES",
+    "FEATURES",
+    "GRAPH_FEATURES",
+    "TurnFeatures",
+    "TurnRanker",
+    "default_ranker",
+    "key_layout",
+    "turn_features",
+    "turn_layout",
+]
 
 BASE_FEATURES = (
     "own",  # best cosine similarity of the turn to a reading of the question (the question, the question without names)
@@ -104,10 +115,13 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     ids = sorted((t for t in recallable if t in snapshot.turn_vectors), key=lambda t: snapshot.turns[t].position)
     owner = graph.event_of_turn
     turns = [snapshot.turns[t] for t in ids]
-    same_event = [i > 0 and owner.get(ids[i - 1]) is not None and owner.get(ids[i - 1]) == owner.get(ids[i])
-                  for i in range(len(ids))]
-    topic_vectors = {tid: normalize(np.asarray(t.centroid, dtype=np.float32)) for tid, t in snapshot.topics.items()
-                     if t.centroid}
+    same_event = [
+        i > 0 and owner.get(ids[i - 1]) is not None and owner.get(ids[i - 1]) == owner.get(ids[i])
+        for i in range(len(ids))
+    ]
+    topic_vectors = {
+        tid: normalize(np.asarray(t.centroid, dtype=np.float32)) for tid, t in snapshot.topics.items() if t.centroid
+    }
     topic_row = {tid: i for i, tid in enumerate(topic_vectors)}
     bm25_row = {t: i for i, t in enumerate(recallable)}
     event_ids = sorted(set(owner.values()))
@@ -116,10 +130,14 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     layout = {
         "ids": ids,
         "turn_matrix": normalize(np.vstack([snapshot.turn_vectors[t] for t in ids])) if ids else np.zeros((0, dim)),
-        "event_matrix": normalize(np.vstack([snapshot.event_vectors[e] for e in event_ids])) if event_ids else np.zeros((0, dim)),
+        "event_matrix": normalize(np.vstack([snapshot.event_vectors[e] for e in event_ids]))
+        if event_ids
+        else np.zeros((0, dim)),
         "event_of": np.array([event_row.get(owner.get(t, ""), -1) for t in ids], dtype=np.int64),
         "topic_matrix": np.vstack(list(topic_vectors.values())) if topic_vectors else np.zeros((0, dim)),
-        "topic_of": np.array([topic_row.get(graph.topic_of.get(owner.get(t, ""), ""), -1) for t in ids], dtype=np.int64),
+        "topic_of": np.array(
+            [topic_row.get(graph.topic_of.get(owner.get(t, ""), ""), -1) for t in ids], dtype=np.int64
+        ),
         "previous": np.array(same_event, dtype=bool),
         "next": np.array([*same_event[1:], False], dtype=bool),
         "reply": np.array([same_event[i] and turns[i].answers(turns[i - 1]) for i in range(len(ids))], dtype=bool),
@@ -132,8 +150,12 @@ def _build_layout(snapshot: NamespaceSnapshot) -> dict[str, Any]:
     return layout
 
 
-def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray,
-                  names: Sequence[str] = FEATURES) -> TurnFeatures:
+def turn_features(
+    snapshot: NamespaceSnapshot,
+    question: str,
+    readings: Sequence[Sequence[float]] | np.ndarray,
+    names: Sequence[str] = FEATURES,
+) -> TurnFeatures:
     """Features ``names`` (of ``ALL_FEATURES``) of every turn for ``question``; ``readings`` are the unit vectors
     of the question's readings (``memory.language.text.query_readings``), the question as written first."""
     unknown = [n for n in names if n not in ALL_FEATURES]
@@ -147,9 +169,13 @@ def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence
     own_all = layout["turn_matrix"] @ queries.T
     own, own_question = own_all.max(axis=1), own_all[:, 0]
     event_sims = (layout["event_matrix"] @ queries.T).max(axis=1) if len(layout["event_matrix"]) else np.zeros(0)
-    event = np.where(layout["event_of"] >= 0, event_sims[np.maximum(layout["event_of"], 0)] if len(event_sims) else 0.0, 0.0)
+    event = np.where(
+        layout["event_of"] >= 0, event_sims[np.maximum(layout["event_of"], 0)] if len(event_sims) else 0.0, 0.0
+    )
     topic_sims = (layout["topic_matrix"] @ queries.T).max(axis=1) if len(layout["topic_matrix"]) else np.zeros(0)
-    topic = np.where(layout["topic_of"] >= 0, topic_sims[np.maximum(layout["topic_of"], 0)] if len(topic_sims) else 0.0, 0.0)
+    topic = np.where(
+        layout["topic_of"] >= 0, topic_sims[np.maximum(layout["topic_of"], 0)] if len(topic_sims) else 0.0, 0.0
+    )
     before = np.concatenate([[0.0], own[:-1]])
     after = np.concatenate([own[1:], [0.0]])
     lexical = turn_index(snapshot).scores(question)[layout["bm25_rows"]].astype(np.float64)
@@ -157,11 +183,23 @@ def turn_features(snapshot: NamespaceSnapshot, question: str, readings: Sequence
     named = {s for s in set(layout["speakers"]) if s and s in question}
     speaker = np.array([1.0 if s in named else 0.0 for s in layout["speakers"]])
     when = 1.0 if _WHEN.match(question) else 0.0
-    matrix = np.column_stack([
-        own, _standardise(own), own_question, event, _standardise(event), topic,
-        np.where(layout["previous"], before, 0.0), np.where(layout["next"], after, 0.0),
-        np.where(layout["reply"], before, 0.0), lexical, speaker, layout["dated"] * when, layout["length"],
-    ]).astype(np.float64)
+    matrix = np.column_stack(
+        [
+            own,
+            _standardise(own),
+            own_question,
+            event,
+            _standardise(event),
+            topic,
+            np.where(layout["previous"], before, 0.0),
+            np.where(layout["next"], after, 0.0),
+            np.where(layout["reply"], before, 0.0),
+            lexical,
+            speaker,
+            layout["dated"] * when,
+            layout["length"],
+        ]
+    ).astype(np.float64)
     if any(n in CANDIDATE_FEATURES for n in names):
         matrix = np.column_stack([matrix, key_features(question, queries, own, lexical, layout, key_layout(snapshot))])
     columns = [ALL_FEATURES.index(n) for n in names]
@@ -190,11 +228,17 @@ class TurnRanker:
         if unknown:
             raise ValueError(f"unknown ranker features {unknown}; known: {', '.join(ALL_FEATURES)}")
         if len(self.coefficients) != len(self.names):
-            raise ValueError(f"a turn ranker needs {len(self.names)} coefficients ({', '.join(self.names)}), got {len(self.coefficients)}")
+            raise ValueError(
+                f"a turn ranker needs {len(self.names)} coefficients ({', '.join(self.names)}), got {len(self.coefficients)}"
+            )
         if self.context and len(self.context) != len(self.names):
-            raise ValueError(f"a turn ranker's context needs {len(self.names)} coefficients or none, got {len(self.context)}")
+            raise ValueError(
+                f"a turn ranker's context needs {len(self.names)} coefficients or none, got {len(self.context)}"
+            )
 
-    def scores(self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray) -> dict[str, float]:
+    def scores(
+        self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray
+    ) -> dict[str, float]:
         """Every turn's score for ``question`` (higher is more likely evidence)."""
         features = turn_features(snapshot, question, readings, self.names)
         values = features.matrix @ np.asarray(self.coefficients) + self.intercept
@@ -211,5 +255,10 @@ def default_ranker() -> TurnRanker:
     from logicmap.memory.retrieval import turn_ranker_weights as weights
 
     context: dict[str, float] = getattr(weights, "CONTEXT", {})
-    return TurnRanker(tuple(weights.COEFFICIENTS[name] for name in FEATURES), weights.INTERCEPT, FEATURES,
-                      getattr(weights, "SESSION_DIVERSITY", 0.0), tuple(context[name] for name in FEATURES) if context else ())
+    return TurnRanker(
+        tuple(weights.COEFFICIENTS[name] for name in FEATURES),
+        weights.INTERCEPT,
+        FEATURES,
+        getattr(weights, "SESSION_DIVERSITY", 0.0),
+        tuple(context[name] for name in FEATURES) if context else (),
+    )

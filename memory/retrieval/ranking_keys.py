@@ -22,7 +22,15 @@ from logicmap.memory.language.timeparse import parse_date
 from logicmap.memory.retrieval.retrieval import BM25Index
 from logicmap.memory.store import NamespaceSnapshot
 
-__all__ = ["CANDIDATE_FEATURES", "DIVERSE_BUDGET", "FIRST_PASS", "build_key_layout", "diversified_rows", "diversify", "key_features"]
+__all__ = [
+    "CANDIDATE_FEATURES",
+    "DIVERSE_BUDGET",
+    "FIRST_PASS",
+    "build_key_layout",
+    "diversified_rows",
+    "diversify",
+    "key_features",
+]
 
 CANDIDATE_FEATURES = (
     "fact_key",  # best similarity of a fact extracted from the turn to a reading of the question (0: no fact)
@@ -60,7 +68,9 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
     sessions = [snapshot.turns[t].session_id for t in ids]
     session_ids = sorted(set(sessions))
     session_row = {s: i for i, s in enumerate(session_ids)}
-    fact_ids = [f for f, fact in snapshot.facts.items() if f in snapshot.fact_vectors and any(t in row for t in fact.turn_ids)]
+    fact_ids = [
+        f for f, fact in snapshot.facts.items() if f in snapshot.fact_vectors and any(t in row for t in fact.turn_ids)
+    ]
     fact_turns = [[row[t] for t in snapshot.facts[f].turn_ids if t in row] for f in fact_ids]
     dim = layout["turn_matrix"].shape[1] if len(ids) else 1
     texts: dict[str, list[str]] = defaultdict(list)
@@ -70,19 +80,25 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
     speakers = {s for s in layout["speakers"] if s}
     speaker_words = {w for s in speakers for w in s.split()}
     times = [snapshot.turns[t].session_time for t in ids]
-    lines = [snapshot.turns[t].text + (f" {snapshot.turns[t].image_caption}" if snapshot.turns[t].image_caption else "")
-             for t in ids]
+    lines = [
+        snapshot.turns[t].text + (f" {snapshot.turns[t].image_caption}" if snapshot.turns[t].image_caption else "")
+        for t in ids
+    ]
     event_of = layout["event_of"]
     events = sorted({int(e) for e in event_of if e >= 0})
     event_texts = {e: " ".join(line for line, owner in zip(lines, event_of) if owner == e) for e in events}
     event_row = {e: i for i, e in enumerate(events)}
-    windows = [" ".join(lines[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
-               for i in range(len(ids))]
+    windows = [
+        " ".join(lines[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
+        for i in range(len(ids))
+    ]
     return {
         "session_of": np.array([session_row[s] for s in sessions], dtype=np.int64),
         "sessions": len(session_ids),
         "session_index": BM25Index([" ".join(texts[s]) for s in session_ids]),
-        "fact_matrix": normalize(np.vstack([snapshot.fact_vectors[f] for f in fact_ids])) if fact_ids else np.zeros((0, dim)),
+        "fact_matrix": normalize(np.vstack([snapshot.fact_vectors[f] for f in fact_ids]))
+        if fact_ids
+        else np.zeros((0, dim)),
         "fact_turns": fact_turns,
         "entities": [_entities(snapshot.turns[t].text, speaker_words) for t in ids],
         "session_time": [None if s is None else s.replace(tzinfo=None) for s in times],
@@ -103,8 +119,14 @@ def _question_period(question: str) -> tuple[Any, Any] | None:
     return None
 
 
-def key_features(question: str, queries: np.ndarray, own: np.ndarray, lexical: np.ndarray, layout: dict[str, Any],
-                 keys: dict[str, Any]) -> np.ndarray:
+def key_features(
+    question: str,
+    queries: np.ndarray,
+    own: np.ndarray,
+    lexical: np.ndarray,
+    layout: dict[str, Any],
+    keys: dict[str, Any],
+) -> np.ndarray:
     """The ``CANDIDATE_FEATURES`` columns of every turn (rows in ``memory.retrieval.ranking.turn_layout`` order);
     ``queries`` are the question's unit reading vectors, ``own`` and ``lexical`` the turns' best reading
     similarity and normalised BM25, ``layout`` and ``keys`` the snapshot's ``turn_layout`` and ``key_layout``
@@ -141,10 +163,14 @@ def key_features(question: str, queries: np.ndarray, own: np.ndarray, lexical: n
     time_match = np.zeros(n)
     period = _question_period(question)
     if period is not None:
-        time_match = np.array([1.0 if t is not None and period[0] <= t < period[1] else 0.0 for t in keys["session_time"]])
+        time_match = np.array(
+            [1.0 if t is not None and period[0] <= t < period[1] else 0.0 for t in keys["session_time"]]
+        )
     event_lex = keys["event_index"].scores(question).astype(np.float64)
     event_lex = event_lex / (event_lex.max() if len(event_lex) and event_lex.max() > 0 else 1.0)
-    event_key = np.where(keys["event_row"] >= 0, event_lex[np.maximum(keys["event_row"], 0)] if len(event_lex) else 0.0, 0.0)
+    event_key = np.where(
+        keys["event_row"] >= 0, event_lex[np.maximum(keys["event_row"], 0)] if len(event_lex) else 0.0, 0.0
+    )
     window = keys["window_index"].scores(question).astype(np.float64)
     window = window / (window.max() or 1.0)
     return np.column_stack([fact_key, session_own, session_lex[session_of], prf, bridge, time_match, event_key, window])
@@ -155,7 +181,9 @@ def _z(x: np.ndarray) -> np.ndarray:
     return cast(np.ndarray, (x - x.mean()) / (spread if spread > 1e-9 else 1.0))
 
 
-def diversified_rows(scores: np.ndarray, session_of: np.ndarray, weight: float, budget: int = DIVERSE_BUDGET) -> list[int]:
+def diversified_rows(
+    scores: np.ndarray, session_of: np.ndarray, weight: float, budget: int = DIVERSE_BUDGET
+) -> list[int]:
     """The first ``budget`` rows, taken greedily: the best score less ``weight`` per turn already taken from
     its session (a question whose evidence spans sessions gets turns of more of them)."""
     order = np.argsort(-scores, kind="stable")

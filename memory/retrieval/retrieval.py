@@ -36,6 +36,7 @@ __all__ = [
     "turn_index",
 ]
 
+
 @lru_cache(maxsize=1 << 17)
 def _terms(document: str) -> Counter[str]:
     """A document's term counts, shared by every index that holds it (a chat's next snapshot re-indexes the same
@@ -66,7 +67,9 @@ class BM25Index:
                 rows, freqs = postings.setdefault(t, ([], []))
                 rows.append(i)
                 freqs.append(f)
-        self.postings = {t: (np.asarray(r, dtype=np.int64), np.asarray(f, dtype=np.float32)) for t, (r, f) in postings.items()}
+        self.postings = {
+            t: (np.asarray(r, dtype=np.int64), np.asarray(f, dtype=np.float32)) for t, (r, f) in postings.items()
+        }
 
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.docs), dtype=np.float32)

@@ -46,7 +46,9 @@ def context_turn_scores(
         for tid, sim in own_of.items():
             # A reply inherits the relevance of the question it answers, when the group holds both.
             asked = by_position.get(snapshot.turns[tid].position - 1) if tid in snapshot.turns else None
-            pair = context_weight * own_of[asked] if asked and snapshot.turns[tid].answers(snapshot.turns[asked]) else sim
+            pair = (
+                context_weight * own_of[asked] if asked and snapshot.turns[tid].answers(snapshot.turns[asked]) else sim
+            )
             scores[tid] = max(scores.get(tid, float("-inf")), sim, floor, pair)
         for tid in turn_ids:
             scores.setdefault(tid, floor)

@@ -14,7 +14,14 @@ from typing import TypeVar
 from logicmap.memory.runtime.deadline import RunDeadline, current_deadline, deadline_scope, remaining_time
 from logicmap.memory.store import GenerationConflict
 
-__all__ = ["MAX_CONFLICTS", "WAIT_BASE_S", "WAIT_CAP_S", "NamespaceBusyError", "commit_with_backoff", "wait_for_namespace"]
+__all__ = [
+    "MAX_CONFLICTS",
+    "WAIT_BASE_S",
+    "WAIT_CAP_S",
+    "NamespaceBusyError",
+    "commit_with_backoff",
+    "wait_for_namespace",
+]
 
 T = TypeVar("T")
 
@@ -46,8 +53,9 @@ def _budget_left(waited_s: float, bound_s: float | None) -> float | None:
     return remaining
 
 
-def wait_for_namespace(namespace: str, conflicts: int, since: float, *, bound_s: float | None = None,
-                       rng: random.Random | None = None) -> float:
+def wait_for_namespace(
+    namespace: str, conflicts: int, since: float, *, bound_s: float | None = None, rng: random.Random | None = None
+) -> float:
     """Sleep before retrying a commit that lost the race for ``namespace`` for the ``conflicts``-th time (1-based):
     a full-jitter wait below ``WAIT_BASE_S * 2**(conflicts-1)`` (at most ``WAIT_CAP_S``). Returns the seconds slept.
 

@@ -39,8 +39,10 @@ def _limit(settings: Any, name: str) -> int:
 
 def _refuse(what: str, length: int, limit: int, setting: str, where: str) -> InputTooLargeError:
     place = f"{where}: " if where else ""
-    return InputTooLargeError(f"{place}the {what} is {length:,} characters, longer than the limit of {limit:,} "
-                              f"({setting}); shorten it, or raise {setting}")
+    return InputTooLargeError(
+        f"{place}the {what} is {length:,} characters, longer than the limit of {limit:,} "
+        f"({setting}); shorten it, or raise {setting}"
+    )
 
 
 def check_question(question: Any, settings: Any = None, *, where: str = "") -> str:
@@ -76,8 +78,10 @@ def value_problem(value: Any, *, max_depth: int = MAX_VALUE_DEPTH, max_chars: in
     by the limits, not by the value. Size counts what the value's JSON holds at least (each string's characters
     and quotes, a few characters per other leaf and per element); objects other than dicts, lists and tuples
     count as leaves. A value that refers to itself passes the depth limit."""
-    too_large = f"is larger than {max_chars:,} characters as JSON (the limit, MAX_VALUE_CHARS in " \
-                "logicmap.memory.runtime.input_limits)"
+    too_large = (
+        f"is larger than {max_chars:,} characters as JSON (the limit, MAX_VALUE_CHARS in "
+        "logicmap.memory.runtime.input_limits)"
+    )
     stack: list[tuple[Any, int]] = [(value, 0)]
     size = 0
     while stack:

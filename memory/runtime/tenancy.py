@@ -123,22 +123,30 @@ def tenant_problem(
         try:
             tenant = _resolve(authority, {AUTH_USER_KEY: user_id} if user_id else {}, None)
         except (ValueError, PermissionError):
-            return ("this deployment's tenant template (LOGICMAP_SERVER_NAMESPACE) needs the authenticated user: "
-                    "the request is refused without LangGraph auth")
+            return (
+                "this deployment's tenant template (LOGICMAP_SERVER_NAMESPACE) needs the authenticated user: "
+                "the request is refused without LangGraph auth"
+            )
         own = tuple(tenant.split("."))
         if labels is None or tuple(labels[: len(own)]) != own:
-            return (f"this deployment names the tenant (LOGICMAP_SERVER_NAMESPACE): a namespace or prefix must "
-                    f"start with {list(own)}")
+            return (
+                f"this deployment names the tenant (LOGICMAP_SERVER_NAMESPACE): a namespace or prefix must "
+                f"start with {list(own)}"
+            )
         return None
     if not user_id:
         return None
     owned = labels is not None and (
-        (len(labels) > user_label and labels[user_label] == str(user_id)) if prefix
-        else _owner(labels, user_label) == str(user_id))
+        (len(labels) > user_label and labels[user_label] == str(user_id))
+        if prefix
+        else _owner(labels, user_label) == str(user_id)
+    )
     if not owned:
-        return (f"a namespace must carry the authenticated user's id as label {user_label} "
-                f"(LOGICMAP_STORE_USER_LABEL), e.g. 'memories.<your id>' / ['memories', '<your id>', ...], or be "
-                f"the id alone ('{{user_id}}')")
+        return (
+            f"a namespace must carry the authenticated user's id as label {user_label} "
+            f"(LOGICMAP_STORE_USER_LABEL), e.g. 'memories.<your id>' / ['memories', '<your id>', ...], or be "
+            f"the id alone ('{{user_id}}')"
+        )
     return None
 
 

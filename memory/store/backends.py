@@ -30,11 +30,13 @@ def open_store(settings: LogicMapSettings | None = None) -> StoragePort:
     if url.startswith("memory://"):
         from logicmap.memory.store.inmemory import InProcessStore
 
-        return InProcessStore(settings, name=url[len("memory://"):])
+        return InProcessStore(settings, name=url[len("memory://") :])
     if url.startswith(("postgresql://", "postgres://")):
         from logicmap.memory.store.postgres import PostgresStore
 
         return PostgresStore(settings)
     scheme = url.split("://", 1)[0] if "://" in url else url[:20]
-    raise ValueError(f"LOGICMAP_STORE_URL: unknown store {scheme!r}; this version knows {', '.join(SCHEMES)} "
-                     "(unset: Chroma in LOGICMAP_DATA_DIR, or the server at LOGICMAP_CHROMA_HOST)")
+    raise ValueError(
+        f"LOGICMAP_STORE_URL: unknown store {scheme!r}; this version knows {', '.join(SCHEMES)} "
+        "(unset: Chroma in LOGICMAP_DATA_DIR, or the server at LOGICMAP_CHROMA_HOST)"
+    )

@@ -101,8 +101,15 @@ class CommitProtocol(StoreCore):
                     new_manifest = self._next_manifest(manifest, change, fence, embedder)
                 else:
                     new_manifest = restored.model_copy(
-                        deep=True, update={"namespace": namespace, "generation": fence.generation,
-                                           "void": fence.void, "embedder": embedder, "purge_requested": 0})
+                        deep=True,
+                        update={
+                            "namespace": namespace,
+                            "generation": fence.generation,
+                            "void": fence.void,
+                            "embedder": embedder,
+                            "purge_requested": 0,
+                        },
+                    )
                 self._move(fence, new_manifest)
             except CommitLeaseLost:
                 self._abandon(fence)
@@ -138,8 +145,16 @@ class CommitProtocol(StoreCore):
     def _write_change(self, change: ChangeSet, fence: _Fence) -> None:
         ns, generation, base = fence.namespace, fence.generation, fence.base
         for kind in RECORD_KINDS:
-            self._write(ns, kind.field, getattr(change, kind.field), kind.stored_vectors(change), generation,
-                        base=base, void=fence.void, fence=fence)
+            self._write(
+                ns,
+                kind.field,
+                getattr(change, kind.field),
+                kind.stored_vectors(change),
+                generation,
+                base=base,
+                void=fence.void,
+                fence=fence,
+            )
         for field, ids in change.retire.items():
             self._retire(ns, field, ids, generation, base, void=fence.void, fence=fence)
 
@@ -155,15 +170,28 @@ class CommitProtocol(StoreCore):
         meta = self._collection(namespace, "meta")
         base = manifest.generation
         leased = bool(self.settings.chroma_host)
-        fence = _Fence(meta=meta, namespace=namespace, base=base, generation=at or base + 1, void=list(manifest.void),
-                       skipped=[], token=token, leased=leased, lease_s=self.commit_lease_s)
+        fence = _Fence(
+            meta=meta,
+            namespace=namespace,
+            base=base,
+            generation=at or base + 1,
+            void=list(manifest.void),
+            skipped=[],
+            token=token,
+            leased=leased,
+            lease_s=self.commit_lease_s,
+        )
         if not leased:
             return fence
         if at is not None:
             return self._claim_up_to(fence, at)
         for number in range(base + 1, min(base + 1 + _MAX_CLAIMS, MAX_GENERATION + 1)):
-            meta.add(ids=[_claim_id(number)], embeddings=[_PLACEHOLDER], documents=[token],
-                     metadatas=[{"kind": "claim", "owner": token}])
+            meta.add(
+                ids=[_claim_id(number)],
+                embeddings=[_PLACEHOLDER],
+                documents=[token],
+                metadatas=[{"kind": "claim", "owner": token}],
+            )
             got = meta.get(ids=[_claim_id(number)], include=["metadatas"])
             if got["ids"] and got["metadatas"][0].get("owner") == token:
                 fence.generation = number
@@ -184,15 +212,21 @@ class CommitProtocol(StoreCore):
         numbers = [*range(fence.base + 1, min(at, fence.base + 1 + _MAX_CLAIMS)), at]
         for chunk in self._batched(numbers):
             ids = [_claim_id(n) for n in chunk]
-            fence.meta.add(ids=ids, embeddings=[_PLACEHOLDER] * len(ids), documents=[fence.token] * len(ids),
-                           metadatas=[{"kind": "claim", "owner": fence.token}] * len(ids))
+            fence.meta.add(
+                ids=ids,
+                embeddings=[_PLACEHOLDER] * len(ids),
+                documents=[fence.token] * len(ids),
+                metadatas=[{"kind": "claim", "owner": fence.token}] * len(ids),
+            )
             got = fence.meta.get(ids=ids, include=["metadatas"])
             owners = {rid: meta.get("owner") for rid, meta in zip(got["ids"], got["metadatas"])}
             for number, rid in zip(chunk, ids):
                 if owners.get(rid) == fence.token:
                     continue
                 if number == at:
-                    raise GenerationConflict(f"namespace {fence.namespace!r}: generation {at} is claimed by another writer")
+                    raise GenerationConflict(
+                        f"namespace {fence.namespace!r}: generation {at} is claimed by another writer"
+                    )
                 fence.skipped.append(number)
         fence.void = sorted(set(fence.void) | set(fence.skipped))
         fence.check()
@@ -202,25 +236,38 @@ class CommitProtocol(StoreCore):
         """The one step that makes the generation visible: link it to its base, if no one else has."""
         meta, body = fence.meta, manifest.model_dump_json()
         fence.check()
-        meta.add(ids=[_manifest_id(fence.generation)], embeddings=[_PLACEHOLDER], documents=[body],
-                 metadatas=[{"kind": "manifest", "generation": fence.generation}])
+        meta.add(
+            ids=[_manifest_id(fence.generation)],
+            embeddings=[_PLACEHOLDER],
+            documents=[body],
+            metadatas=[{"kind": "manifest", "generation": fence.generation}],
+        )
         fence.check()
-        meta.add(ids=[_next_id(fence.base)], embeddings=[_PLACEHOLDER], documents=[fence.token],
-                 metadatas=[{"kind": "next", "owner": fence.token, "generation": fence.generation}])
+        meta.add(
+            ids=[_next_id(fence.base)],
+            embeddings=[_PLACEHOLDER],
+            documents=[fence.token],
+            metadatas=[{"kind": "next", "owner": fence.token, "generation": fence.generation}],
+        )
         got = meta.get(ids=[_next_id(fence.base)], include=["metadatas"])
         link = got["metadatas"][0] if got["ids"] else {}
         if link.get("owner") != fence.token:
             raise fence.lost(f"another writer committed generation {link.get('generation')} on top of it")
         # The hint readers start from (they follow next@ links past a stale one).
-        meta.upsert(ids=[MANIFEST_ID], embeddings=[_PLACEHOLDER], documents=[body],
-                    metadatas=[{"generation": fence.generation}])
+        meta.upsert(
+            ids=[MANIFEST_ID], embeddings=[_PLACEHOLDER], documents=[body], metadatas=[{"generation": fence.generation}]
+        )
 
     def _collect(self, fence: _Fence) -> None:
         """After a won commit: drop what the skipped (now void) generations left, and superseded manifests."""
         if fence.skipped:
             try:
-                self._clear_versions(fence.namespace, {"born": {"$in": fence.skipped}},
-                                     {"died": {"$in": fence.skipped}}, check=lambda: fence.check(lease_only=True))
+                self._clear_versions(
+                    fence.namespace,
+                    {"born": {"$in": fence.skipped}},
+                    {"died": {"$in": fence.skipped}},
+                    check=lambda: fence.check(lease_only=True),
+                )
             except CommitLeaseLost:
                 pass  # committed already; the next writer collects what is left
         fence.meta.delete(where={"$and": [{"kind": "manifest"}, {"generation": {"$lt": fence.generation}}]})
@@ -251,8 +298,12 @@ class CommitProtocol(StoreCore):
         deadline = time.monotonic() + (COMMIT_LOCK_WAIT_S if left is None else max(0.0, min(COMMIT_LOCK_WAIT_S, left)))
         while True:
             now = time.time()
-            col.add(ids=[COMMIT_LOCK_ID], embeddings=[_PLACEHOLDER], documents=[token],
-                    metadatas=[{"owner": token, "expires": now + self.commit_lease_s}])
+            col.add(
+                ids=[COMMIT_LOCK_ID],
+                embeddings=[_PLACEHOLDER],
+                documents=[token],
+                metadatas=[{"owner": token, "expires": now + self.commit_lease_s}],
+            )
             got = col.get(ids=[COMMIT_LOCK_ID], include=["metadatas"])
             holder = got["metadatas"][0] if got["ids"] else None
             if holder is not None and holder.get("owner") == token:
@@ -353,8 +404,9 @@ class CommitProtocol(StoreCore):
             raise ValueError(f"duplicate {kind} ids in one change set")
         if vectors is not None and len(vectors) != len(records):
             raise ValueError(f"{kind}: {len(records)} records but {len(vectors)} vectors")
-        self._retire(namespace, kind, rids, generation, generation - 1 if base is None else base,
-                     void=void, fence=fence)
+        self._retire(
+            namespace, kind, rids, generation, generation - 1 if base is None else base, void=void, fence=fence
+        )
         col = self._collection(namespace, kind)
         metas = [
             {"rid": rid, "born": generation, "died": SENTINEL, _RECORD: r.model_dump_json(), **self._extra_meta(r)}

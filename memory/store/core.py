@@ -161,8 +161,10 @@ class StoreCore(PendingWrites):
             return
         # One temporary file per thread: two threads of one process may mark a new store at once.
         tmp = self._marker.with_name(f"{MEMORY_MARKER}.{os.getpid()}.{threading.get_ident()}.tmp")
-        body = {"what": "LogicMap memory lives in chroma/chroma.sqlite3 beside this file",
-                "since": datetime.now(UTC).isoformat()}
+        body = {
+            "what": "LogicMap memory lives in chroma/chroma.sqlite3 beside this file",
+            "since": datetime.now(UTC).isoformat(),
+        }
         try:
             tmp.write_text(json.dumps(body) + "\n", encoding="utf-8")
             os.replace(tmp, self._marker)

@@ -42,8 +42,13 @@ def _visible(generation: int, void: Sequence[int] = ()) -> dict[str, Any]:
     if not void:
         return {"$and": [{"born": {"$lte": generation}}, {"died": {"$gt": generation}}]}
     void = sorted(void)
-    return {"$and": [{"born": {"$lte": generation}}, {"born": {"$nin": void}},
-                     {"$or": [{"died": {"$gt": generation}}, {"died": {"$in": void}}]}]}
+    return {
+        "$and": [
+            {"born": {"$lte": generation}},
+            {"born": {"$nin": void}},
+            {"$or": [{"died": {"$gt": generation}}, {"died": {"$in": void}}]},
+        ]
+    }
 
 
 def _shown(meta: Mapping[str, Any], generation: int, void: Container[int]) -> bool:
@@ -66,7 +71,6 @@ def _claim_id(generation: int) -> str:
     return f"claim@{generation}"
 
 
-
 class _LeaseWait:
     """Says why a writer waits for a namespace's commit lease: once it has waited a little, then now and then."""
 
@@ -83,9 +87,15 @@ class _LeaseWait:
             return
         self.said = waited
         left = max(0.0, float(holder.get("expires", now)) - now)
-        _log.warning("namespace %r: waiting for its commit lease, held by writer %s, for %.0f s so far; the lease "
-                     "expires in %.0f s if that writer does not finish (a writer that died holding it blocks others "
-                     "until then)", self.namespace, str(holder.get("owner", "?"))[:8], waited, left)
+        _log.warning(
+            "namespace %r: waiting for its commit lease, held by writer %s, for %.0f s so far; the lease "
+            "expires in %.0f s if that writer does not finish (a writer that died holding it blocks others "
+            "until then)",
+            self.namespace,
+            str(holder.get("owner", "?"))[:8],
+            waited,
+            left,
+        )
 
 
 # -- fencing ----------------------------------------------------------------------------------------

@@ -42,13 +42,17 @@ def prepare_directory(directory: Path) -> None:
 def os_error(exc: OSError, where: Path) -> StoreError:
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return _disk_full(where, exc.strerror or str(exc))
-    return StoreAccessError(f"the memory store at {where} cannot be used ({exc.strerror or exc}); "
-                            "check the path and its permissions, then re-run")
+    return StoreAccessError(
+        f"the memory store at {where} cannot be used ({exc.strerror or exc}); "
+        "check the path and its permissions, then re-run"
+    )
 
 
 def _disk_full(where: Path | str, reason: str) -> StoreAccessError:
-    return StoreAccessError(f"the disk of the memory store at {where} is full ({reason}); nothing more was "
-                            "committed and committed sessions are kept: free disk space and re-run")
+    return StoreAccessError(
+        f"the disk of the memory store at {where} is full ({reason}); nothing more was "
+        "committed and committed sessions are kept: free disk space and re-run"
+    )
 
 
 def _damaged(database: Path, reason: str) -> StoreDamagedError:

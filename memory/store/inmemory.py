@@ -72,7 +72,8 @@ class _Space:
 
     manifest: Manifest
     versions: dict[str, dict[str, list[_Version]]] = field(
-        default_factory=lambda: {kind.field: {} for kind in RECORD_KINDS})
+        default_factory=lambda: {kind.field: {} for kind in RECORD_KINDS}
+    )
     committed: set[int] = field(default_factory=set)
     latest: NamespaceSnapshot | None = None
 
@@ -141,8 +142,9 @@ class InProcessStore(PendingWrites):
             space = self._memory.spaces.get(namespace)
             latest = space.manifest.generation if space else 0
             if space is None or generation not in space.committed:
-                raise ValueError(f"namespace {namespace!r} has no committed generation {generation} (it is at "
-                                 f"{latest})")
+                raise ValueError(
+                    f"namespace {namespace!r} has no committed generation {generation} (it is at {latest})"
+                )
             if generation == latest:
                 return self.snapshot(namespace)
             manifest = space.manifest.model_copy(deep=True, update={"generation": generation})
@@ -203,8 +205,10 @@ class InProcessStore(PendingWrites):
             if restored is None:
                 space.manifest = next_manifest(space.manifest, change, generation, embedder)
             else:
-                space.manifest = restored.model_copy(deep=True, update={
-                    "namespace": namespace, "generation": generation, "void": [], "embedder": embedder})
+                space.manifest = restored.model_copy(
+                    deep=True,
+                    update={"namespace": namespace, "generation": generation, "void": [], "embedder": embedder},
+                )
             space.committed.add(generation)
             space.latest = None
             self._memory.spaces[namespace] = space
@@ -241,7 +245,8 @@ class InProcessStore(PendingWrites):
                 raise TurnIdConflictError(
                     f"namespace {change.namespace!r}: turn {turn.dia_id!r} of session {turn.session_id!r} would "
                     f"overwrite the stored turn {turn.dia_id!r} of session {stored!r}; nothing was written: give "
-                    "the turn another id")
+                    "the turn another id"
+                )
 
     # -- removing --------------------------------------------------------------------------------------------
 
@@ -273,8 +278,7 @@ class InProcessStore(PendingWrites):
             space = self._memory.spaces.pop(namespace, None)
         if space is None or space.manifest.generation == 0:
             raise UnknownNamespaceError(namespace)
-        return {"namespace": namespace, "generation": space.manifest.generation, "collections": 0,
-                "compacted": False}
+        return {"namespace": namespace, "generation": space.manifest.generation, "collections": 0, "compacted": False}
 
     def close(self) -> None:
         """Nothing to release: the memory stays while the process (or another store of its URL) lives."""
@@ -291,4 +295,3 @@ def clear_in_process_memory(name: str | None = None) -> None:
     with _MEMORIES_GUARD:
         for key in [k for k in _MEMORIES if name is None or k == name]:
             del _MEMORIES[key]
-

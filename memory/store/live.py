@@ -32,7 +32,15 @@ from logicmap.memory.records.tombstones import said_summary
 from logicmap.memory.store.model import ChangeSet, Manifest, NamespaceSnapshot, PendingHead, PendingWrite, ordered
 
 __all__ = [
-    "LiveReader", "LiveView", "applied", "latest_entries", "live_snapshot", "overlay", "pending_item", "pending_turns", "provisional_event",
+    "LiveReader",
+    "LiveView",
+    "applied",
+    "latest_entries",
+    "live_snapshot",
+    "overlay",
+    "pending_item",
+    "pending_turns",
+    "provisional_event",
 ]
 
 _CACHE_SIZE = 32
@@ -55,15 +63,19 @@ class LiveReader(Protocol):
     def pending_writes(self, namespace: str, after: int | None = None) -> list[PendingWrite]: ...
 
 
-def live_snapshot(store: LiveReader, namespace: str, *, generation: int | None = None,
-                  through: int | None = None) -> NamespaceSnapshot:
+def live_snapshot(
+    store: LiveReader, namespace: str, *, generation: int | None = None, through: int | None = None
+) -> NamespaceSnapshot:
     """``namespace`` as readers see it: committed (the latest, or ``generation``) plus the pending writes above the
     snapshot's ``consolidated_through`` (up to ``through`` when given)."""
     committed = store.snapshot(namespace) if generation is None else store.snapshot_at(namespace, generation)
     if not getattr(store, "fast_writes", False):
         return committed
-    entries = [e for e in store.pending_writes(namespace, after=committed.manifest.consolidated_through)
-               if through is None or e.seq <= through]
+    entries = [
+        e
+        for e in store.pending_writes(namespace, after=committed.manifest.consolidated_through)
+        if through is None or e.seq <= through
+    ]
     if not entries:
         return committed
     key = (id(committed), entries[-1].seq, len(entries))
@@ -130,11 +142,17 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
     replaced = [s for s in sessions if s in held]
     if replaced:
         plan = plan_forget(snap, turns_to_forget(snap, session_ids=replaced))
-        rebuilt = [snap.events[eid].model_copy(update={"turn_ids": list(kept)})
-                   for eid, kept in plan.rebuild_events.items()]
+        rebuilt = [
+            snap.events[eid].model_copy(update={"turn_ids": list(kept)}) for eid, kept in plan.rebuild_events.items()
+        ]
         vectors = [list(map(float, snap.event_vectors[e.id])) for e in rebuilt if e.id in snap.event_vectors]
-        hidden = forget_change(snap, plan, rebuilt=rebuilt if len(vectors) == len(rebuilt) else [],
-                               rebuilt_vectors=vectors if len(vectors) == len(rebuilt) else [], surface="live")
+        hidden = forget_change(
+            snap,
+            plan,
+            rebuilt=rebuilt if len(vectors) == len(rebuilt) else [],
+            rebuilt_vectors=vectors if len(vectors) == len(rebuilt) else [],
+            surface="live",
+        )
         view = applied(snap, hidden, snap.manifest)
     offset = max((t.position for t in view.turns.values()), default=-1) + 1
     order = max((e.order for e in view.events.values()), default=-1) + 1
@@ -153,12 +171,23 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
             events.append(provisional_event(sid, shown, order + len(events)))
             mean = np.mean(entry.vectors[: len(shown)], axis=0)
             event_vectors.append(list(map(float, mean / (float(np.linalg.norm(mean)) or 1.0))))
-        manifest.sessions[sid] = SessionInfo(session_id=sid, content_hash=f"pending-{entry.seq}",
-                                             generation=snap.generation, policy=entry.policy, memory_manager=None,
-                                             redone_with=None, pending=True)
-    change = ChangeSet(namespace=snap.namespace, base_generation=snap.generation, turns=turns,
-                       turn_vectors=vectors_out if len(vectors_out) == len(turns) else [], events=events,
-                       event_vectors=event_vectors)
+        manifest.sessions[sid] = SessionInfo(
+            session_id=sid,
+            content_hash=f"pending-{entry.seq}",
+            generation=snap.generation,
+            policy=entry.policy,
+            memory_manager=None,
+            redone_with=None,
+            pending=True,
+        )
+    change = ChangeSet(
+        namespace=snap.namespace,
+        base_generation=snap.generation,
+        turns=turns,
+        turn_vectors=vectors_out if len(vectors_out) == len(turns) else [],
+        events=events,
+        event_vectors=event_vectors,
+    )
     return applied(view, change, manifest)
 
 
@@ -166,10 +195,20 @@ def provisional_event(session_id: str, turns: Sequence[Turn], order: int) -> Eve
     """The one event a pending session shows as until it is consolidated: its turns as said (the no-LLM summary,
     ``memory.records.tombstones.said_summary``), so strategies that navigate events reach a fresh write; its vector is the
     mean of its turns'."""
-    return Event(id=f"{session_id}-pending", namespace=turns[0].namespace, session_id=session_id,
-                 summary=said_summary(turns),
-                 time=None, time_phrase=None, session_time=turns[0].session_time, order=order, participants=[t.speaker for t in turns],
-                 turn_ids=[t.dia_id for t in turns], sessions=[session_id], source="pending")
+    return Event(
+        id=f"{session_id}-pending",
+        namespace=turns[0].namespace,
+        session_id=session_id,
+        summary=said_summary(turns),
+        time=None,
+        time_phrase=None,
+        session_time=turns[0].session_time,
+        order=order,
+        participants=[t.speaker for t in turns],
+        turn_ids=[t.dia_id for t in turns],
+        sessions=[session_id],
+        source="pending",
+    )
 
 
 def applied(snap: NamespaceSnapshot, change: ChangeSet, manifest: Manifest) -> NamespaceSnapshot:
@@ -188,8 +227,11 @@ def applied(snap: NamespaceSnapshot, change: ChangeSet, manifest: Manifest) -> N
         if kind.vector_field is not None:
             table = VectorTable.of(getattr(snap, kind.vector_field))
             rows = getattr(change, kind.vector_field)
-            added = VectorTable([kind.record_id(r) for r in written[: len(rows)]],
-                                np.asarray(rows, dtype=np.float32)) if len(rows) else VectorTable([])
+            added = (
+                VectorTable([kind.record_id(r) for r in written[: len(rows)]], np.asarray(rows, dtype=np.float32))
+                if len(rows)
+                else VectorTable([])
+            )
             setattr(out, kind.vector_field, table.changed(retired, added))
     ordered(out)
     return out

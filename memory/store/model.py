@@ -23,8 +23,17 @@ from logicmap.memory.records.tombstones import Tombstone
 from logicmap.settings import LogicMapSettings
 
 __all__ = [
-    "ChangeSet", "ForgetAudit", "Manifest", "NamespaceSnapshot", "PendingHead", "PendingWrite", "PurgeReport",
-    "VectorMatrix", "embedder_identity", "ordered", "vector_matrix",
+    "ChangeSet",
+    "ForgetAudit",
+    "Manifest",
+    "NamespaceSnapshot",
+    "PendingHead",
+    "PendingWrite",
+    "PurgeReport",
+    "VectorMatrix",
+    "embedder_identity",
+    "ordered",
+    "vector_matrix",
 ]
 
 T = TypeVar("T")
@@ -78,7 +87,8 @@ class Manifest(BaseModel):
         "with purge): a purge that completes at this generation or later finishes it (``memory.store.purge``)",
     )
     consolidated_through: int = Field(
-        default=0, exclude_if=lambda v: not v,
+        default=0,
+        exclude_if=lambda v: not v,
         description="the pending-write sequence number this namespace has consolidated through "
         "(``memory.store.live``): a pending write at or below it is in the committed records, and is never "
         "shown or consolidated again",
@@ -136,8 +146,9 @@ def vector_matrix(value: Any) -> np.ndarray:
     return matrix
 
 
-VectorMatrix = Annotated[np.ndarray, PlainValidator(vector_matrix),
-                         PlainSerializer(lambda m: m.tolist(), return_type=list[list[float]])]
+VectorMatrix = Annotated[
+    np.ndarray, PlainValidator(vector_matrix), PlainSerializer(lambda m: m.tolist(), return_type=list[list[float]])
+]
 
 
 class PendingWrite(BaseModel):
@@ -145,11 +156,15 @@ class PendingWrite(BaseModel):
     store's pending log and shown by the live view until the consolidator commits them into the event graph
     (``memory.store.live``)."""
 
-    seq: int = Field(default=0, description="the log's sequence number (set by ``append_pending``): the order of writes")
+    seq: int = Field(
+        default=0, description="the log's sequence number (set by ``append_pending``): the order of writes"
+    )
     namespace: str
     session: dict[str, Any] = Field(description="the session as ``memory.files.loaders.Session`` dumps it (JSON)")
-    vectors: VectorMatrix = Field(default_factory=lambda: np.zeros((0, 0), dtype=np.float32),
-                                  description="one float32 row per turn, of the turn's render")
+    vectors: VectorMatrix = Field(
+        default_factory=lambda: np.zeros((0, 0), dtype=np.float32),
+        description="one float32 row per turn, of the turn's render",
+    )
     key: str | None = Field(default=None, description="the store key the session holds (None: a chat's turns)")
     policy: str = "heuristic"
     source: str | None = None
@@ -231,6 +246,7 @@ class NamespaceSnapshot:
 
     def fingerprint(self) -> dict[str, Any]:
         """Comparable content of the snapshot (used to prove crash recovery is exact)."""
+
         def dump(records: dict[str, BaseModel]) -> dict[str, Any]:
             return {k: v.model_dump(mode="json", exclude={"created_at"}) for k, v in sorted(records.items())}
 

@@ -117,9 +117,11 @@ class SqlitePendingLog(PendingLog):
         self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         for pragma in ("journal_mode=WAL", "synchronous=FULL", "secure_delete=ON"):
             self._db.execute(f"PRAGMA {pragma}")
-        self._db.execute("CREATE TABLE IF NOT EXISTS pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
-                         "namespace TEXT NOT NULL, body TEXT NOT NULL, vectors BLOB NOT NULL, session_id TEXT, "
-                         "turns INTEGER)")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS pending (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+            "namespace TEXT NOT NULL, body TEXT NOT NULL, vectors BLOB NOT NULL, session_id TEXT, "
+            "turns INTEGER)"
+        )
         self._db.execute("CREATE INDEX IF NOT EXISTS pending_namespace ON pending (namespace, seq)")
         self._heads_columns()
         # The entries of each namespace read so far, kept in step with every append and delete (the process that
@@ -137,8 +139,10 @@ class SqlitePendingLog(PendingLog):
                 for column, kind in (("session_id", "TEXT"), ("turns", "INTEGER")):
                     if column not in columns:
                         self._db.execute(f"ALTER TABLE pending ADD COLUMN {column} {kind}")
-                self._db.execute("UPDATE pending SET session_id = json_extract(body, '$.session.session_id'), "
-                                 "turns = json_array_length(body, '$.session.turns')")
+                self._db.execute(
+                    "UPDATE pending SET session_id = json_extract(body, '$.session.session_id'), "
+                    "turns = json_array_length(body, '$.session.turns')"
+                )
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -150,13 +154,28 @@ class SqlitePendingLog(PendingLog):
             body = write.model_dump_json(exclude={"vectors", "seq"})
             vectors = vector_matrix(write.vectors)
             head = write.head
-            rows.append((write.namespace, body, json.dumps(list(vectors.shape)).encode() + b"\n" + vectors.tobytes(),
-                         head.session_id, head.turns))
+            rows.append(
+                (
+                    write.namespace,
+                    body,
+                    json.dumps(list(vectors.shape)).encode() + b"\n" + vectors.tobytes(),
+                    head.session_id,
+                    head.turns,
+                )
+            )
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                seqs = [int(self._db.execute("INSERT INTO pending (namespace, body, vectors, session_id, turns) "
-                                             "VALUES (?, ?, ?, ?, ?)", row).lastrowid or 0) for row in rows]
+                seqs = [
+                    int(
+                        self._db.execute(
+                            "INSERT INTO pending (namespace, body, vectors, session_id, turns) VALUES (?, ?, ?, ?, ?)",
+                            row,
+                        ).lastrowid
+                        or 0
+                    )
+                    for row in rows
+                ]
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -181,8 +200,10 @@ class SqlitePendingLog(PendingLog):
             mirror = self._mirror.get(namespace)
             if mirror is not None:
                 return [mirror[s].head for s in sorted(mirror) if s > after]
-            rows = self._db.execute("SELECT seq, session_id, turns FROM pending WHERE namespace = ? AND seq > ? "
-                                    "ORDER BY seq", (namespace, after)).fetchall()
+            rows = self._db.execute(
+                "SELECT seq, session_id, turns FROM pending WHERE namespace = ? AND seq > ? ORDER BY seq",
+                (namespace, after),
+            ).fetchall()
             return [PendingHead(int(seq), str(session), int(turns or 0)) for seq, session, turns in rows]
 
     def _read(self, namespace: str, seqs: Sequence[int] | None = None) -> list[PendingWrite]:
@@ -194,9 +215,10 @@ class SqlitePendingLog(PendingLog):
             rows = []
             wanted = sorted({int(s) for s in seqs})
             for start in range(0, len(wanted), 500):  # within SQLite's bound on parameters
-                chunk = wanted[start:start + 500]
-                rows += self._db.execute(query + f" AND seq IN ({', '.join('?' * len(chunk))}) ORDER BY seq",
-                                         (namespace, *chunk)).fetchall()
+                chunk = wanted[start : start + 500]
+                rows += self._db.execute(
+                    query + f" AND seq IN ({', '.join('?' * len(chunk))}) ORDER BY seq", (namespace, *chunk)
+                ).fetchall()
         out = []
         for seq, body, blob in rows:
             shape_line, _, raw = bytes(blob).partition(b"\n")
@@ -210,11 +232,13 @@ class SqlitePendingLog(PendingLog):
         with self._lock:
             gone = 0
             if through is not None:
-                gone += self._db.execute("DELETE FROM pending WHERE namespace = ? AND seq <= ?",
-                                         (namespace, through)).rowcount
+                gone += self._db.execute(
+                    "DELETE FROM pending WHERE namespace = ? AND seq <= ?", (namespace, through)
+                ).rowcount
             for seq in seqs:
-                gone += self._db.execute("DELETE FROM pending WHERE namespace = ? AND seq = ?",
-                                         (namespace, int(seq))).rowcount
+                gone += self._db.execute(
+                    "DELETE FROM pending WHERE namespace = ? AND seq = ?", (namespace, int(seq))
+                ).rowcount
             mirror = self._mirror.get(namespace)
             if mirror is not None:
                 for seq in [s for s in mirror if (through is not None and s <= through) or s in set(seqs)]:
@@ -265,8 +289,9 @@ class PendingWrites:
             validate_namespace(write.namespace)
         return log.append(writes)
 
-    def pending_writes(self, namespace: str, after: int | None = None,
-                       seqs: Sequence[int] | None = None) -> list[PendingWrite]:
+    def pending_writes(
+        self, namespace: str, after: int | None = None, seqs: Sequence[int] | None = None
+    ) -> list[PendingWrite]:
         """The pending writes of ``namespace`` not consolidated yet (above the committed ``consolidated_through``,
         or above ``after``; only those numbered ``seqs``, when given), in order."""
         validate_namespace(namespace)

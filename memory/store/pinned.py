@@ -36,8 +36,9 @@ class PinnedStore:
         if self.through:  # the fast writes the run started with, on top (``memory.store.live``)
             from logicmap.memory.store.live import LiveReader, live_snapshot
 
-            return live_snapshot(cast(LiveReader, self.store), namespace, generation=self.generation,
-                                 through=self.through)
+            return live_snapshot(
+                cast(LiveReader, self.store), namespace, generation=self.generation, through=self.through
+            )
         return self.store.snapshot_at(namespace, self.generation)
 
     def manifest(self, namespace: str) -> Manifest:

@@ -104,8 +104,9 @@ class StoragePort(Protocol):
         """Record fast writes durably, in order, all or none; their sequence numbers."""
         ...
 
-    def pending_writes(self, namespace: str, after: int | None = None,
-                       seqs: Sequence[int] | None = None) -> list[PendingWrite]:
+    def pending_writes(
+        self, namespace: str, after: int | None = None, seqs: Sequence[int] | None = None
+    ) -> list[PendingWrite]:
         """The writes of ``namespace`` not consolidated yet (above ``Manifest.consolidated_through``; those numbered
         ``seqs``, when given), in order."""
         ...
@@ -147,8 +148,9 @@ def check_commit(change: ChangeSet, manifest: Manifest, embedder: str, *, restor
     return wanted
 
 
-def next_manifest(manifest: Manifest, change: ChangeSet, generation: int, embedder: str,
-                  void: Sequence[int] = ()) -> Manifest:
+def next_manifest(
+    manifest: Manifest, change: ChangeSet, generation: int, embedder: str, void: Sequence[int] = ()
+) -> Manifest:
     """The manifest after ``change`` commits as ``generation``: its session, topic steps, source, dropped sessions
     and forget audit applied (the same for every backend)."""
     new_manifest = manifest.model_copy(deep=True)
@@ -184,8 +186,9 @@ def check_restore(change: ChangeSet, manifest: Manifest) -> None:
         raise ValueError("a restore writes generation >= 1 on an empty namespace (base generation 0)")
 
 
-def committed_nearest(store: StoragePort, namespace: str, kind: str, vector: Sequence[float],
-                      k: int) -> list[tuple[str, float]]:
+def committed_nearest(
+    store: StoragePort, namespace: str, kind: str, vector: Sequence[float], k: int
+) -> list[tuple[str, float]]:
     """``StoragePort.query`` for every backend: exact cosine search over the latest snapshot's vectors
     (``memory.store.queries``); nothing for a namespace with no commit."""
     check_queryable(kind)

@@ -163,14 +163,20 @@ class PostgresStore(PendingWrites):
         if os.getpid() != self._pid:
             raise StoreForkedError(
                 f"this memory store was opened by process {self._pid} and used in its forked child {os.getpid()}; "
-                "its PostgreSQL connections belong to the parent: open a store in the child")
+                "its PostgreSQL connections belong to the parent: open a store in the child"
+            )
         try:
             with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as conn:
                 yield conn
-        except (psycopg.errors.TransactionRollback, psycopg.errors.SerializationFailure,
-                psycopg.errors.DeadlockDetected) as exc:  # rolled back by the server: recompute and retry
-            raise GenerationConflict(f"namespace commit rolled back by PostgreSQL ({type(exc).__name__}): "
-                                     "recompute on the committed generation") from exc
+        except (
+            psycopg.errors.TransactionRollback,
+            psycopg.errors.SerializationFailure,
+            psycopg.errors.DeadlockDetected,
+        ) as exc:  # rolled back by the server: recompute and retry
+            raise GenerationConflict(
+                f"namespace commit rolled back by PostgreSQL ({type(exc).__name__}): "
+                "recompute on the committed generation"
+            ) from exc
         except (psycopg.OperationalError, psycopg_pool.PoolTimeout) as exc:
             raise StoreUnavailableError(f"PostgreSQL at {self._where} did not answer: {_first_line(exc)}") from exc
 
@@ -191,7 +197,8 @@ class PostgresStore(PendingWrites):
                     raise StoreError(
                         f"PostgreSQL at {self._where}: migration {version} needs a privilege this user lacks "
                         f"({_first_line(exc)}); an administrator can run "
-                        "'CREATE EXTENSION vector' in this database") from exc
+                        "'CREATE EXTENSION vector' in this database"
+                    ) from exc
                 conn.execute("INSERT INTO logicmap_migrations (v) VALUES (%s)", (version,))
         return len(MIGRATIONS) - 1
 
@@ -210,8 +217,10 @@ class PostgresStore(PendingWrites):
     # -- reading ---------------------------------------------------------------------------------------------
 
     def _state(self, conn: Any, namespace: str) -> tuple[str, int, int, Manifest] | None:
-        row = conn.execute(f"SELECT incarnation::text, generation, oldest, manifest::text FROM {_NAMESPACES} "
-                           "WHERE namespace = %s", (namespace,)).fetchone()
+        row = conn.execute(
+            f"SELECT incarnation::text, generation, oldest, manifest::text FROM {_NAMESPACES} WHERE namespace = %s",
+            (namespace,),
+        ).fetchone()
         if row is None:
             return None
         return str(row[0]), int(row[1]), int(row[2]), Manifest.model_validate_json(row[3])
@@ -246,8 +255,9 @@ class PostgresStore(PendingWrites):
             cached = self._cache.get(namespace)
         if cached is not None:  # the common case: one round trip says the cached generation is still the latest
             with self._connection() as conn:
-                row = conn.execute(f"SELECT incarnation::text, generation FROM {_NAMESPACES} WHERE namespace = %s",
-                                   (namespace,)).fetchone()
+                row = conn.execute(
+                    f"SELECT incarnation::text, generation FROM {_NAMESPACES} WHERE namespace = %s", (namespace,)
+                ).fetchone()
             if row is not None and (str(row[0]), int(row[1])) == cached[0]:
                 return cached[1]
         with self._connection() as conn, conn.transaction():
@@ -276,8 +286,9 @@ class PostgresStore(PendingWrites):
             state = self._state(conn, namespace)
             latest = state[1] if state is not None else 0
             if state is None or not state[2] <= generation <= latest:
-                raise ValueError(f"namespace {namespace!r} has no committed generation {generation} (it is at "
-                                 f"{latest})")
+                raise ValueError(
+                    f"namespace {namespace!r} has no committed generation {generation} (it is at {latest})"
+                )
             incarnation, _latest, _oldest, manifest = state
             with self._cache_lock:
                 cached = self._cache.get(namespace)
@@ -295,27 +306,39 @@ class PostgresStore(PendingWrites):
         return snap
 
     @staticmethod
-    def _versions(conn: Any, namespace: str, generation: int,
-                  born_after: int | None = None) -> list[tuple[str, str, str, bytes | None]]:
+    def _versions(
+        conn: Any, namespace: str, generation: int, born_after: int | None = None
+    ) -> list[tuple[str, str, str, bytes | None]]:
         """The versions seen at ``generation`` (only those born after ``born_after`` when given): kind, id, record
         JSON, vector (pgvector's binary form)."""
         since = "" if born_after is None else " AND born > %s"
         params = (namespace, generation, generation) + (() if born_after is None else (born_after,))
         with conn.cursor(binary=True) as cur:
-            cur.execute(f"SELECT kind, id, record::text, embedding FROM {_RECORDS} "
-                        f"WHERE namespace = %s AND born <= %s AND died > %s{since}", params)
+            cur.execute(
+                f"SELECT kind, id, record::text, embedding FROM {_RECORDS} "
+                f"WHERE namespace = %s AND born <= %s AND died > %s{since}",
+                params,
+            )
             return list(cur.fetchall())
 
     @staticmethod
     def _retired_between(conn: Any, namespace: str, old: int, new: int) -> list[tuple[str, str]]:
         """(kind, id) of the versions seen at ``old`` that a generation up to ``new`` retired."""
-        return list(conn.execute(
-            f"SELECT kind, id FROM {_RECORDS} WHERE namespace = %s AND died > %s AND died <= %s AND born <= %s",
-            (namespace, old, new, old)).fetchall())
+        return list(
+            conn.execute(
+                f"SELECT kind, id FROM {_RECORDS} WHERE namespace = %s AND died > %s AND died <= %s AND born <= %s",
+                (namespace, old, new, old),
+            ).fetchall()
+        )
 
     @classmethod
-    def _advance(cls, base: NamespaceSnapshot, manifest: Manifest, rows: list[tuple[str, str, str, bytes | None]],
-                 retired: list[tuple[str, str]]) -> NamespaceSnapshot:
+    def _advance(
+        cls,
+        base: NamespaceSnapshot,
+        manifest: Manifest,
+        rows: list[tuple[str, str, str, bytes | None]],
+        retired: list[tuple[str, str]],
+    ) -> NamespaceSnapshot:
         """``base`` moved to ``manifest``'s generation: what was retired since dropped, what was born since added
         (a new snapshot: ``base`` never changes under its readers)."""
         born = cls._build(manifest, rows)
@@ -329,8 +352,11 @@ class PostgresStore(PendingWrites):
             setattr(snap, kind.field, records)
             if kind.vector_field is not None:
                 table = VectorTable.of(getattr(base, kind.vector_field))
-                setattr(snap, kind.vector_field,
-                        table.changed(gone[kind.field], VectorTable.of(getattr(born, kind.vector_field))))
+                setattr(
+                    snap,
+                    kind.vector_field,
+                    table.changed(gone[kind.field], VectorTable.of(getattr(born, kind.vector_field))),
+                )
         ordered(snap)
         return snap
 
@@ -372,9 +398,11 @@ class PostgresStore(PendingWrites):
             if len(hits) < k:  # fewer live rows, or the index scan gave up (hnsw.max_scan_tuples) short of k
                 hits = nearest_rows(conn, namespace, kind, probe, width, k, exact=True)
             if not hits:  # none of this width: none at all, or a query of the wrong width
-                row = conn.execute(f"SELECT vector_dims(embedding) FROM {_RECORDS} WHERE namespace = %s "
-                                   "AND kind = %s AND died = %s AND embedding IS NOT NULL LIMIT 1",
-                                   (namespace, kind, SENTINEL)).fetchone()
+                row = conn.execute(
+                    f"SELECT vector_dims(embedding) FROM {_RECORDS} WHERE namespace = %s "
+                    "AND kind = %s AND died = %s AND embedding IS NOT NULL LIMIT 1",
+                    (namespace, kind, SENTINEL),
+                ).fetchone()
                 if row is not None:
                     raise ValueError(f"a query vector of width {width} for {kind} vectors of width {row[0]}")
         return [(str(rid), 1.0 - float(distance)) for rid, distance in hits]
@@ -401,13 +429,15 @@ class PostgresStore(PendingWrites):
         if restored is None:
             new_manifest = next_manifest(current, change, generation, embedder)
         else:
-            new_manifest = restored.model_copy(deep=True, update={
-                "namespace": namespace, "generation": generation, "void": [], "embedder": embedder})
+            new_manifest = restored.model_copy(
+                deep=True, update={"namespace": namespace, "generation": generation, "void": [], "embedder": embedder}
+            )
         with self._connection() as conn, conn.transaction():
             if not self._swap(conn, namespace, incarnation, change.base_generation, generation, new_manifest):
                 raise GenerationConflict(
                     f"namespace {namespace!r} moved from generation {change.base_generation} while this change "
-                    "was computed")
+                    "was computed"
+                )
             self._check_turn_ids(conn, change)
             self._retire(conn, namespace, generation, change.retire)
             self._retire(conn, namespace, generation, _ids_by_kind(rows))
@@ -415,8 +445,9 @@ class PostgresStore(PendingWrites):
         return new_manifest
 
     @staticmethod
-    def _swap(conn: Any, namespace: str, incarnation: str | None, base: int, generation: int,
-              manifest: Manifest) -> bool:
+    def _swap(
+        conn: Any, namespace: str, incarnation: str | None, base: int, generation: int, manifest: Manifest
+    ) -> bool:
         """The compare-and-swap: the namespace's row moves from ``base`` to ``generation`` only if it is still at
         ``base`` (a concurrent writer's row lock makes this wait, then find the row moved). A new namespace's row
         is inserted only if absent."""
@@ -425,12 +456,14 @@ class PostgresStore(PendingWrites):
             row = conn.execute(
                 f"INSERT INTO {_NAMESPACES} (namespace, generation, oldest, manifest) VALUES (%s, %s, %s, %s) "
                 "ON CONFLICT (namespace) DO NOTHING RETURNING generation",
-                (namespace, generation, generation, body)).fetchone()
+                (namespace, generation, generation, body),
+            ).fetchone()
             return row is not None
         row = conn.execute(
             f"UPDATE {_NAMESPACES} SET generation = generation + 1, manifest = %s "
             "WHERE namespace = %s AND generation = %s AND incarnation = %s RETURNING generation",
-            (body, namespace, base, incarnation)).fetchone()
+            (body, namespace, base, incarnation),
+        ).fetchone()
         return row is not None and int(row[0]) == generation
 
     @staticmethod
@@ -444,26 +477,33 @@ class PostgresStore(PendingWrites):
         stored = conn.execute(
             f"SELECT id, record->>'session_id' FROM {_RECORDS} "
             "WHERE namespace = %s AND kind = 'turns' AND id = ANY(%s) AND died = %s",
-            (change.namespace, list(sessions), SENTINEL)).fetchall()
+            (change.namespace, list(sessions), SENTINEL),
+        ).fetchall()
         for rid, session in sorted(stored):
             if session != sessions[rid]:
                 raise TurnIdConflictError(
                     f"namespace {change.namespace!r}: turn {rid!r} of session {sessions[rid]!r} would overwrite "
-                    f"the stored turn {rid!r} of session {session!r}; nothing was written: give the turn another id")
+                    f"the stored turn {rid!r} of session {session!r}; nothing was written: give the turn another id"
+                )
 
     @staticmethod
     def _retire(conn: Any, namespace: str, generation: int, ids: dict[str, list[str]]) -> None:
         for kind_field, rids in ids.items():
             if rids:
-                conn.execute(f"UPDATE {_RECORDS} SET died = %s WHERE namespace = %s AND kind = %s AND id = ANY(%s) "
-                             "AND died = %s", (generation, namespace, kind_field, list(rids), SENTINEL))
+                conn.execute(
+                    f"UPDATE {_RECORDS} SET died = %s WHERE namespace = %s AND kind = %s AND id = ANY(%s) "
+                    "AND died = %s",
+                    (generation, namespace, kind_field, list(rids), SENTINEL),
+                )
 
     @staticmethod
     def _write(conn: Any, namespace: str, generation: int, rows: list[_Row]) -> None:
         if not rows:
             return
-        with conn.cursor() as cur, cur.copy(
-                f"COPY {_RECORDS} (namespace, kind, id, born, died, record, embedding) FROM STDIN") as copy:
+        with (
+            conn.cursor() as cur,
+            cur.copy(f"COPY {_RECORDS} (namespace, kind, id, born, died, record, embedding) FROM STDIN") as copy,
+        ):
             for row in rows:
                 copy.write_row((namespace, row.kind, row.id, generation, SENTINEL, row.record, row.vector))
 
@@ -488,13 +528,15 @@ class PostgresStore(PendingWrites):
         """
         namespace = validate_namespace(namespace)
         with self._connection() as conn, conn.transaction():
-            row = conn.execute(f"SELECT generation FROM {_NAMESPACES} WHERE namespace = %s FOR UPDATE",
-                               (namespace,)).fetchone()
+            row = conn.execute(
+                f"SELECT generation FROM {_NAMESPACES} WHERE namespace = %s FOR UPDATE", (namespace,)
+            ).fetchone()
             if row is None:
                 raise UnknownNamespaceError(namespace)
             generation = int(row[0])
-            gone = conn.execute(f"DELETE FROM {_RECORDS} WHERE namespace = %s AND died <= %s RETURNING kind",
-                                (namespace, generation)).fetchall()
+            gone = conn.execute(
+                f"DELETE FROM {_RECORDS} WHERE namespace = %s AND died <= %s RETURNING kind", (namespace, generation)
+            ).fetchall()
             conn.execute(f"UPDATE {_NAMESPACES} SET oldest = generation WHERE namespace = %s", (namespace,))
         report = PurgeReport(namespace=namespace, generation=generation)
         for (kind_field,) in gone:
@@ -514,19 +556,24 @@ class PostgresStore(PendingWrites):
                     conn.execute(statement)
                 except psycopg.errors.InsufficientPrivilege:
                     missing.append(name)
-        limits = ("WAL archives, replicas and backups keep what they hold; WAL segments recycled by the server "
-                  "(wal_recycle = on) keep their bytes until overwritten")
+        limits = (
+            "WAL archives, replicas and backups keep what they hold; WAL segments recycled by the server "
+            "(wal_recycle = on) keep their bytes until overwritten"
+        )
         if missing:
-            limits = (f"this user may not run {' or '.join(missing)}: the purged rows stay in the WAL until the "
-                      f"server's next checkpoint; {limits}")
+            limits = (
+                f"this user may not run {' or '.join(missing)}: the purged rows stay in the WAL until the "
+                f"server's next checkpoint; {limits}"
+            )
         return 1, True, limits
 
     def drop_namespace(self, namespace: str) -> dict[str, Any]:
         """Delete ``namespace`` (its row and every version) in one transaction, then compact as ``purge`` does."""
         namespace = validate_namespace(namespace)
         with self._connection() as conn, conn.transaction():
-            row = conn.execute(f"DELETE FROM {_NAMESPACES} WHERE namespace = %s RETURNING generation",
-                               (namespace,)).fetchone()
+            row = conn.execute(
+                f"DELETE FROM {_NAMESPACES} WHERE namespace = %s RETURNING generation", (namespace,)
+            ).fetchone()
             conn.execute(f"DELETE FROM {_RECORDS} WHERE namespace = %s", (namespace,))
         if row is None or int(row[0]) == 0:
             raise UnknownNamespaceError(namespace)
@@ -564,9 +611,13 @@ def _rows(change: ChangeSet) -> list[_Row]:
             rid = kind.record_id(record)
             values = _vector_values(vectors[i]) if vectors is not None else None
             rows.pop((kind.field, rid), None)
-            rows[(kind.field, rid)] = _Row(kind.field, rid, record.model_dump_json(),
-                                           None if values is None else _vector_text(values),
-                                           0 if values is None else len(values))
+            rows[(kind.field, rid)] = _Row(
+                kind.field,
+                rid,
+                record.model_dump_json(),
+                None if values is None else _vector_text(values),
+                0 if values is None else len(values),
+            )
     return list(rows.values())
 
 
@@ -596,8 +647,9 @@ def _vector_from_binary(data: bytes) -> np.ndarray:
 # -- searching -------------------------------------------------------------------------------------------------
 
 
-def nearest_rows(conn: Any, namespace: str, kind: str, vector: str, width: int, k: int,
-                 exact: bool = False) -> list[tuple[str, float]]:
+def nearest_rows(
+    conn: Any, namespace: str, kind: str, vector: str, width: int, k: int, exact: bool = False
+) -> list[tuple[str, float]]:
     """``(id, cosine distance)`` of the ``k`` live records of ``kind`` nearest to ``vector``, nearest first (one
     statement: the versions its snapshot sees, committed ones only).
 
@@ -621,9 +673,11 @@ def nearest_rows(conn: Any, namespace: str, kind: str, vector: str, width: int, 
 def search_sql(width: int, exact: bool = False) -> str:
     """``nearest_rows``'s statement (parameters: vector, namespace, kind, the live sentinel, vector, k)."""
     probe = f"embedding::vector({width}) <=> %s::vector({width})"
-    return (f"WITH hits AS MATERIALIZED (SELECT id, {probe} AS distance FROM {_RECORDS} "
-            f"WHERE namespace = %s AND kind = %s AND died = %s AND vector_dims(embedding) = {width} "
-            f"ORDER BY {f'({probe}) + 0' if exact else probe} LIMIT %s) SELECT id, distance FROM hits ORDER BY distance, id")
+    return (
+        f"WITH hits AS MATERIALIZED (SELECT id, {probe} AS distance FROM {_RECORDS} "
+        f"WHERE namespace = %s AND kind = %s AND died = %s AND vector_dims(embedding) = {width} "
+        f"ORDER BY {f'({probe}) + 0' if exact else probe} LIMIT %s) SELECT id, distance FROM hits ORDER BY distance, id"
+    )
 
 
 # -- connecting ------------------------------------------------------------------------------------------------
@@ -666,8 +720,9 @@ def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
     try:
         import psycopg_pool
     except ImportError as exc:
-        raise StoreError("LOGICMAP_STORE_URL names PostgreSQL but psycopg is not installed: "
-                         "pip install 'logicmap[postgres]'") from exc
+        raise StoreError(
+            "LOGICMAP_STORE_URL names PostgreSQL but psycopg is not installed: pip install 'logicmap[postgres]'"
+        ) from exc
 
     _check_reachable(url, where)
 
@@ -676,14 +731,22 @@ def _open_pool(url: str, where: str, *, stall_s: float) -> Any:
         conn.execute("SET hnsw.iterative_scan = relaxed_order")  # a filtered HNSW search returns k rows
         conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}")
 
-    pool = psycopg_pool.ConnectionPool(url, min_size=1, max_size=POOL_MAX, kwargs={"autocommit": True},
-                                       configure=configure, open=False, name=f"logicmap {where}")
+    pool = psycopg_pool.ConnectionPool(
+        url,
+        min_size=1,
+        max_size=POOL_MAX,
+        kwargs={"autocommit": True},
+        configure=configure,
+        open=False,
+        name=f"logicmap {where}",
+    )
     pool.open(wait=False)
     try:
         pool.wait(timeout=CONNECT_TIMEOUT_S)
     except psycopg_pool.PoolTimeout as exc:
         pool.close()
-        raise StoreUnavailableError(f"PostgreSQL at {where} did not answer within {CONNECT_TIMEOUT_S:.0f} s "
-                                    "(is the server running, and the URL's user, password and database right?)"
-                                    ) from exc
+        raise StoreUnavailableError(
+            f"PostgreSQL at {where} did not answer within {CONNECT_TIMEOUT_S:.0f} s "
+            "(is the server running, and the URL's user, password and database right?)"
+        ) from exc
     return pool

@@ -100,8 +100,9 @@ class StorePurge(CommitProtocol, SnapshotCache):
             removed = self._delete_dead(namespace, kind.field, manifest.generation, void)
             if removed:
                 report.versions_removed[kind.field] = removed
-            if self._directory is not None and (removed or kind.field in pending
-                                                or self._has_copy(namespace, kind.field)):
+            if self._directory is not None and (
+                removed or kind.field in pending or self._has_copy(namespace, kind.field)
+            ):
                 self._rebuild_collection(namespace, kind.field)
                 report.collections_rebuilt += 1
             pending.discard(kind.field)
@@ -110,8 +111,10 @@ class StorePurge(CommitProtocol, SnapshotCache):
             self._pending_path(namespace).unlink(missing_ok=True)
             self._owed_path(namespace).unlink(missing_ok=True)  # the last step: the purge is complete
         else:
-            report.limits = ("server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
-                             "segments and SQLite free pages keep their bytes until the server compacts them")
+            report.limits = (
+                "server mode: rows are deleted through Chroma's API; the server's own log, HNSW "
+                "segments and SQLite free pages keep their bytes until the server compacts them"
+            )
             self._mark_purged(namespace, manifest.generation, complete=True)  # the last step
         self._purged_through[namespace] = manifest.generation
         self._snapshots.pop(namespace, None)
@@ -123,8 +126,11 @@ class StorePurge(CommitProtocol, SnapshotCache):
     def _before_commit(self, namespace: str, manifest: Manifest, change: ChangeSet) -> None:
         """A commit first finishes a purge its namespace owes, then notes the one it asks for (embedded)."""
         if self._owes_purge(namespace, manifest):
-            _log.warning("namespace %r: finishing a purge that did not complete (the process was stopped), before "
-                         "the next commit", namespace)
+            _log.warning(
+                "namespace %r: finishing a purge that did not complete (the process was stopped), before "
+                "the next commit",
+                namespace,
+            )
             self._purge_locked(namespace, manifest)
         if self._directory is not None and purge_requested(change):
             self._note_owed(namespace)  # before the commit is visible: a kill after it leaves the purge owed
@@ -157,8 +163,7 @@ class StorePurge(CommitProtocol, SnapshotCache):
             if path != self._owed_path(namespace) or not self.has_namespace(namespace):
                 path.unlink(missing_ok=True)  # its namespace was deleted (and purged with it)
                 continue
-            _log.warning("namespace %r: finishing a purge that did not complete (the process was stopped)",
-                         namespace)
+            _log.warning("namespace %r: finishing a purge that did not complete (the process was stopped)", namespace)
             self.purge(namespace)
 
     def _owed_path(self, namespace: str) -> Path:
@@ -174,8 +179,9 @@ class StorePurge(CommitProtocol, SnapshotCache):
         metadata: dict[str, Any] = {"kind": "purged", "generation": generation}
         if self._directory is None:
             metadata["complete"] = complete
-        self._collection(namespace, "meta").upsert(ids=[PURGED_ID], embeddings=[_PLACEHOLDER], documents=[""],
-                                                   metadatas=[metadata])
+        self._collection(namespace, "meta").upsert(
+            ids=[PURGED_ID], embeddings=[_PLACEHOLDER], documents=[""], metadatas=[metadata]
+        )
 
     @store_call
     def drop_namespace(self, namespace: str) -> dict[str, Any]:
@@ -256,8 +262,11 @@ class StorePurge(CommitProtocol, SnapshotCache):
         for where in conditions:
             while True:
                 got = col.get(where=where, include=["metadatas"], limit=self._read_page)
-                dead = [i for i, m in zip(got["ids"], got["metadatas"])
-                        if where is not conditions[0] or m["died"] not in void]
+                dead = [
+                    i
+                    for i, m in zip(got["ids"], got["metadatas"])
+                    if where is not conditions[0] or m["died"] not in void
+                ]
                 if not dead:
                     break
                 for chunk in self._batched(dead):
@@ -281,8 +290,12 @@ class StorePurge(CommitProtocol, SnapshotCache):
         except Exception:  # there was none
             pass
         meta = dict(col.metadata or {"namespace": namespace, "kind": kind})
-        copy = self.client.create_collection(copy_name, embedding_function=None, configuration={"hnsw": _HNSW},
-                                             metadata={**meta, "purge_of": name, "complete": False})
+        copy = self.client.create_collection(
+            copy_name,
+            embedding_function=None,
+            configuration={"hnsw": _HNSW},
+            metadata={**meta, "purge_of": name, "complete": False},
+        )
         offset = 0
         while True:
             got = col.get(include=["embeddings", "metadatas", "documents"], limit=self._read_page, offset=offset)
@@ -291,8 +304,11 @@ class StorePurge(CommitProtocol, SnapshotCache):
             docs = got.get("documents")
             for start in range(0, len(got["ids"]), self._max_batch):
                 end = start + self._max_batch
-                rows: dict[str, Any] = {"ids": got["ids"][start:end], "embeddings": got["embeddings"][start:end],
-                                        "metadatas": got["metadatas"][start:end]}
+                rows: dict[str, Any] = {
+                    "ids": got["ids"][start:end],
+                    "embeddings": got["embeddings"][start:end],
+                    "metadatas": got["metadatas"][start:end],
+                }
                 if docs is not None and any(d is not None for d in docs[start:end]):
                     rows["documents"] = [d or "" for d in docs[start:end]]
                 copy.add(**rows)

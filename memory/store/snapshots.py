@@ -46,8 +46,11 @@ def _vector_bytes(snap: NamespaceSnapshot) -> int:
     for kind in RECORD_KINDS:
         if kind.vector_field is not None:
             table = getattr(snap, kind.vector_field)
-            total += table.matrix.nbytes if isinstance(table, VectorTable) else sum(
-                np.asarray(v).nbytes for v in table.values())
+            total += (
+                table.matrix.nbytes
+                if isinstance(table, VectorTable)
+                else sum(np.asarray(v).nbytes for v in table.values())
+            )
     return total
 
 
@@ -74,8 +77,11 @@ class SnapshotCache(StoreCore):
             self._verified[namespace] = commits
             return cached
         with gc_paused():
-            if cached is not None and 0 < cached.manifest.generation < manifest.generation and not self._purged_since(
-                    namespace, cached.manifest.generation):
+            if (
+                cached is not None
+                and 0 < cached.manifest.generation < manifest.generation
+                and not self._purged_since(namespace, cached.manifest.generation)
+            ):
                 snap = self._advance(cached, manifest)
                 self._since_file[namespace] = self._since_file.get(namespace, 0) + self._delta_size(cached, snap)
             else:
@@ -111,8 +117,9 @@ class SnapshotCache(StoreCore):
             return latest
         void = [n for n in latest.manifest.void if n <= generation]
         if not 0 < generation < latest.generation or generation in void:
-            raise ValueError(f"namespace {namespace!r} has no committed generation {generation} (it is at "
-                             f"{latest.generation})")
+            raise ValueError(
+                f"namespace {namespace!r} has no committed generation {generation} (it is at {latest.generation})"
+            )
         with gc_paused():
             snap = self._read_whole(latest.manifest.model_copy(update={"generation": generation, "void": void}))
         held = {t.session_id for t in snap.turns.values()}
@@ -173,7 +180,8 @@ class SnapshotCache(StoreCore):
     def _link_token(self, namespace: str, generation: int) -> str | None:
         """The token of the commit that made ``generation`` visible (its ``next@`` link), None if there is none."""
         got = self._collection(namespace, "meta").get(
-            where={"$and": [{"kind": "next"}, {"generation": generation}]}, include=["metadatas"])
+            where={"$and": [{"kind": "next"}, {"generation": generation}]}, include=["metadatas"]
+        )
         owners = {m.get("owner") for m in got["metadatas"]}
         return owners.pop() if len(owners) == 1 else None
 
@@ -241,16 +249,25 @@ class SnapshotCache(StoreCore):
             if link is None:
                 return
             write_snapshot_file(
-                path, namespace=namespace, generation=snap.generation, link=link,
+                path,
+                namespace=namespace,
+                generation=snap.generation,
+                link=link,
                 manifest=snap.manifest.model_dump(mode="json"),
                 records={kind.field: (kind.model, list(getattr(snap, kind.field).values())) for kind in RECORD_KINDS},
-                vectors={kind.field: VectorTable.of(getattr(snap, kind.vector_field))
-                         for kind in RECORD_KINDS if kind.vector_field is not None},
+                vectors={
+                    kind.field: VectorTable.of(getattr(snap, kind.vector_field))
+                    for kind in RECORD_KINDS
+                    if kind.vector_field is not None
+                },
             )
             self._since_file[namespace] = 0
         except OSError as exc:
-            _log.warning("could not save the snapshot of a namespace to %s (%s); it is read from its records next "
-                         "time", path, exc.strerror or exc)
+            _log.warning(
+                "could not save the snapshot of a namespace to %s (%s); it is read from its records next time",
+                path,
+                exc.strerror or exc,
+            )
 
     def _advance(self, base: NamespaceSnapshot, manifest: Manifest) -> NamespaceSnapshot:
         """``base`` moved to ``manifest``'s generation: drop what was retired since, add what was born since."""
@@ -291,7 +308,12 @@ class SnapshotCache(StoreCore):
             offset += self._read_page
 
     def _read_kind(
-        self, namespace: str, kind: RecordKind, generation: int, *, born_after: int | None = None,
+        self,
+        namespace: str,
+        kind: RecordKind,
+        generation: int,
+        *,
+        born_after: int | None = None,
         void: Sequence[int] = (),
     ) -> tuple[dict[str, Any], VectorTable]:
         include = ["documents", "metadatas"] + (["embeddings"] if kind.has_vectors else [])
@@ -326,4 +348,3 @@ class SnapshotCache(StoreCore):
         matrix = np.vstack(pages) if len(pages) > 1 else pages[0]
         ids = list(rows)
         return records, VectorTable(ids, matrix[np.fromiter(rows.values(), dtype=np.int64)])
-

@@ -65,8 +65,9 @@ class StagedStore:
         if change.namespace != self.namespace:
             return self.store.commit(change)
         generation = check_commit(change, self.view.manifest, self.store.embedder)
-        manifest = next_manifest(self.view.manifest, change, generation, self.store.embedder,
-                                 void=self.view.manifest.void)
+        manifest = next_manifest(
+            self.view.manifest, change, generation, self.store.embedder, void=self.view.manifest.void
+        )
         self.view = applied(self.view, change, manifest)
         self.staged += 1
         if change.forget is not None:
@@ -80,9 +81,14 @@ class StagedStore:
 
     def change(self) -> ChangeSet:
         """What the staged commits changed, as one change set on the base generation."""
-        out = ChangeSet(namespace=self.namespace, base_generation=self.base.generation, source=self.view.manifest.source,
-                        topic_steps=self.view.manifest.topic_steps, consumes_through=self._consumed,
-                        drop_sessions=sorted(self._drop))
+        out = ChangeSet(
+            namespace=self.namespace,
+            base_generation=self.base.generation,
+            source=self.view.manifest.source,
+            topic_steps=self.view.manifest.topic_steps,
+            consumes_through=self._consumed,
+            drop_sessions=sorted(self._drop),
+        )
         for kind in RECORD_KINDS:
             before: dict[str, Any] = getattr(self.base, kind.field)
             after: dict[str, Any] = getattr(self.view, kind.field)

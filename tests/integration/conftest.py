@@ -120,8 +120,16 @@ class LangGraphDevServer:
     def start(self, timeout: float = 180.0) -> LangGraphDevServer:
         config = self.write_config()
         command = [
-            str(LANGGRAPH_BIN), "dev", "--no-reload", "--no-browser", "--config", str(config),
-            "--host", "127.0.0.1", "--port", str(self.port),
+            str(LANGGRAPH_BIN),
+            "dev",
+            "--no-reload",
+            "--no-browser",
+            "--config",
+            str(config),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
         ]
         log = open(self.log_path, "wb")  # the child owns it; closed below
         try:
@@ -160,8 +168,9 @@ def langgraph_dev(tmp_path: Path) -> Iterator[Any]:
     ``config`` replaces top-level keys of studio/langgraph.json for that server (``graphs``, ``store``, ``auth``)."""
     servers: list[LangGraphDevServer] = []
 
-    def start(*, embedder: str = "minilm", config: dict[str, Any] | None = None,
-              **extra: str | None) -> LangGraphDevServer:
+    def start(
+        *, embedder: str = "minilm", config: dict[str, Any] | None = None, **extra: str | None
+    ) -> LangGraphDevServer:
         workdir = tmp_path / f"langgraph-{len(servers)}"
         workdir.mkdir()
         source = STUDIO_CONFIG

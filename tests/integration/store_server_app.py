@@ -26,8 +26,10 @@ from langgraph_sdk import get_client
 from langmem import create_memory_store_manager
 from typing_extensions import TypedDict
 
-FACTS = {"Alice": "Alice lives in Lisbon and is allergic to peanuts.",
-         "Bob": "Bob lives in Oslo and runs marathons every spring."}
+FACTS = {
+    "Alice": "Alice lives in Lisbon and is allergic to peanuts.",
+    "Bob": "Bob lives in Oslo and runs marathons every spring.",
+}
 
 
 class ScriptedModel(BaseChatModel):
@@ -43,15 +45,16 @@ class ScriptedModel(BaseChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Any:
         return self.model_copy(update={"tool_names": [convert_to_openai_tool(t)["function"]["name"] for t in tools]})
 
-    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
-                  **kwargs: Any) -> ChatResult:
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
         said = " ".join(str(m.content) for m in messages)
         if "Memory" in self.tool_names:
             user = next(u for u in FACTS if u in said)
             message = AIMessage("", tool_calls=[{"name": "Memory", "args": {"content": FACTS[user]}, "id": "m1"}])
         else:
             system = str(messages[0].content)
-            message = AIMessage(system[system.find("<memories>"): system.find("</memories>") + 11])
+            message = AIMessage(system[system.find("<memories>") : system.find("</memories>") + 11])
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -70,8 +73,10 @@ async def bot(state: ChatState) -> dict[str, list[Any]]:
     query = "\n".join(str(message.content) for message in state["messages"])
     items = await store.asearch(namespace, query=query, limit=10)
     memories = "\n".join(f"{m.value!s}\tLast updated: {m.updated_at}" for m in items)
-    prompt = (f"You are a helpful and friendly chatbot.\n\n## Memories\n<memories>\n{memories}\n</memories>\n\n"
-              f"System Time: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}")
+    prompt = (
+        f"You are a helpful and friendly chatbot.\n\n## Memories\n<memories>\n{memories}\n</memories>\n\n"
+        f"System Time: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}"
+    )
     m = await llm.ainvoke([{"role": "system", "content": prompt}, *state["messages"]])
     return {"messages": [m]}
 
@@ -120,15 +125,20 @@ def get_store_manager(function_name: str) -> Any:
 async def process_memory_type(state: ProcessorState) -> None:
     user_id = get_config()["configurable"]["user_id"]
     await get_store_manager(state["function_name"]).ainvoke(
-        {"messages": state["messages"], "max_steps": 1}, config={"configurable": {"user_id": user_id}})
+        {"messages": state["messages"], "max_steps": 1}, config={"configurable": {"user_id": user_id}}
+    )
 
 
 @entrypoint()
 async def memory_graph(state: State) -> None:
     if not state["messages"]:
         raise ValueError("No messages provided")
-    await asyncio.gather(*[process_memory_type(ProcessorState(messages=state["messages"], function_name=v["name"]))
-                           for v in MEMORY_TYPES])
+    await asyncio.gather(
+        *[
+            process_memory_type(ProcessorState(messages=state["messages"], function_name=v["name"]))
+            for v in MEMORY_TYPES
+        ]
+    )
 
 
 __all__ = ["chatbot", "memory_graph"]

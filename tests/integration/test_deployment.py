@@ -36,7 +36,10 @@ def test_langgraph_dockerfile_packages_the_whole_library(tmp_path: Path) -> None
     out = tmp_path / "Dockerfile"
     done = subprocess.run(
         [str(LANGGRAPH_BIN), "dockerfile", "-c", str(STUDIO / "langgraph.json"), str(out)],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PATH": "/usr/bin:/bin", "LANGGRAPH_CLI_NO_ANALYTICS": "1", "HOME": str(tmp_path)},
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -50,11 +53,23 @@ def test_langgraph_dockerfile_packages_the_whole_library(tmp_path: Path) -> None
     torch = dockerfile.index("torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu")
     assert torch < install, "CPU torch must be installed before the package pulls a CUDA build"
     graphs = json.loads(dockerfile.split("ENV LANGSERVE_GRAPHS='", 1)[1].split("'\n", 1)[0])
-    assert sorted(graphs) == ["chatbot", "compass", "delete_namespace", "forget", "goalmem", "ingest", "list_memories",
-                             "r2", "real", "reconstruct", "rerank"]
+    assert sorted(graphs) == [
+        "chatbot",
+        "compass",
+        "delete_namespace",
+        "forget",
+        "goalmem",
+        "ingest",
+        "list_memories",
+        "r2",
+        "real",
+        "reconstruct",
+        "rerank",
+    ]
     assert all(entry["path"].startswith("logicmap.graphs.") for entry in graphs.values())
     assert json.loads(dockerfile.split("ENV LANGGRAPH_HTTP='", 1)[1].split("'\n", 1)[0]) == {
-        "app": "logicmap.studio.server:app", "middleware_order": "auth_first"
+        "app": "logicmap.studio.server:app",
+        "middleware_order": "auth_first",
     }
     # What the root context ships: not the virtual environments or local memory.
     ignored = (PROJECT_ROOT / ".dockerignore").read_text().split()
@@ -84,8 +99,9 @@ def test_the_compose_file_wires_the_api_server_to_the_chroma_server() -> None:
     assert f"langgraph build -c studio/langgraph.json -t {api['image']}" in readme
     docker = shutil.which("docker")
     if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        checked = subprocess.run([docker, "compose", "-f", str(STUDIO / "compose.yaml"), "config", "-q"],
-                                 capture_output=True, text=True)
+        checked = subprocess.run(
+            [docker, "compose", "-f", str(STUDIO / "compose.yaml"), "config", "-q"], capture_output=True, text=True
+        )
         assert checked.returncode == 0, checked.stderr
 
 
@@ -108,7 +124,9 @@ def test_api_server_on_a_chroma_server_serves_two_clients_and_shares_memory(
             None, "ingest", input={"path": str(SAMPLE)}, context={"namespace": namespace, "policy": "heuristic"}
         )
         answered = await client.runs.wait(
-            None, "compass", input={"question": "What is the name of Maya's dog?"},
+            None,
+            "compass",
+            input={"question": "What is the name of Maya's dog?"},
             context={"namespace": namespace, "policy": "heuristic"},
         )
         return {"ingested": ingested, "answered": answered}
@@ -122,8 +140,9 @@ def test_api_server_on_a_chroma_server_serves_two_clients_and_shares_memory(
         assert outcome["answered"]["kept"] and outcome["answered"]["answer"].strip(), outcome["answered"]
     assert first["answered"]["answer"] == second["answered"]["answer"]
     # Another process (this test, as the CLI would) reads the server's memory through the Chroma server.
-    with MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=chroma_server,
-                                      embedding_provider="minilm")) as store:
+    with MemoryStore(
+        LogicMapSettings(chroma_host="127.0.0.1", chroma_port=chroma_server, embedding_provider="minilm")
+    ) as store:
         assert {"client-a", "client-b"} <= set(store.namespaces())
         a, b = store.snapshot("client-a"), store.snapshot("client-b")
         assert len(a.turns) == len(b.turns) > 0 and sorted(a.events) == sorted(b.events)

@@ -67,13 +67,22 @@ print("RESULT " + json.dumps(out))
 
 
 def _run_child(tmp_path: Path, child_env: Any, capture_url: str, *, tracing: bool) -> dict[str, Any]:
-    langsmith = {"LANGSMITH_ENDPOINT": capture_url, "LANGSMITH_API_KEY": "lsv2_pt_fake_key_for_tests",
-                 "LANGSMITH_PROJECT": "logicmap-capture"}
+    langsmith = {
+        "LANGSMITH_ENDPOINT": capture_url,
+        "LANGSMITH_API_KEY": "lsv2_pt_fake_key_for_tests",
+        "LANGSMITH_PROJECT": "logicmap-capture",
+    }
     if tracing:
         langsmith["LANGSMITH_TRACING"] = "true"
     env = child_env(tmp_path / "memory", embedder="hashing", **langsmith)
-    done = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path / "memory")], cwd=PROJECT_ROOT, env=env,
-                          capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(tmp_path / "memory")],
+        cwd=PROJECT_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(x for x in done.stdout.splitlines() if x.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT "))
@@ -88,9 +97,14 @@ def _trace(runs: dict[str, dict[str, Any]], root_id: str) -> list[dict[str, Any]
 
 
 def _root(runs: dict[str, dict[str, Any]], name: str, namespace: str) -> tuple[str, dict[str, Any]]:
-    found = [(rid, r) for rid, r in runs.items()
-             if not r.get("parent_run_id") and r.get("name") == name and _metadata(r).get("namespace") == namespace]
-    assert len(found) == 1, sorted({(r.get("name"), _metadata(r).get("namespace")) for r in runs.values() if not r.get("parent_run_id")})
+    found = [
+        (rid, r)
+        for rid, r in runs.items()
+        if not r.get("parent_run_id") and r.get("name") == name and _metadata(r).get("namespace") == namespace
+    ]
+    assert len(found) == 1, sorted(
+        {(r.get("name"), _metadata(r).get("namespace")) for r in runs.values() if not r.get("parent_run_id")}
+    )
     return found[0]
 
 

@@ -28,9 +28,14 @@ SECRET = "quokka-9138"
 
 
 def _sessions(speaker: str, prefix: str, texts: list[str]) -> list[dict[str, Any]]:
-    return [{"session_id": f"S{i}", "timestamp": f"2024-05-0{i}T10:00:00",
-             "turns": [{"dia_id": f"{prefix}{i}:1", "speaker": speaker, "text": text}]}
-            for i, text in enumerate(texts, start=1)]
+    return [
+        {
+            "session_id": f"S{i}",
+            "timestamp": f"2024-05-0{i}T10:00:00",
+            "turns": [{"dia_id": f"{prefix}{i}:1", "speaker": speaker, "text": text}],
+        }
+        for i, text in enumerate(texts, start=1)
+    ]
 
 
 def _run_doc_snippets(url: str) -> str:
@@ -62,28 +67,37 @@ def test_forget_list_and_delete_on_the_server_never_cross_tenants(langgraph_dev:
         lister = (await client.assistants.create("list_memories", context=per_user))["assistant_id"]
         forgetter = (await client.assistants.create("forget", context=per_user))["assistant_id"]
         deleter = (await client.assistants.create("delete_namespace", context=per_user))["assistant_id"]
-        for config, sessions in ((alice, _sessions("Alice", "A", [f"My vault code is {SECRET}.", "I grow figs."])),
-                                 (bob, _sessions("Bob", "B", ["I keep bees on my roof."])),
-                                 (carol, _sessions("Carol", "C", ["I sail on Sundays."]))):
+        for config, sessions in (
+            (alice, _sessions("Alice", "A", [f"My vault code is {SECRET}.", "I grow figs."])),
+            (bob, _sessions("Bob", "B", ["I keep bees on my roof."])),
+            (carol, _sessions("Carol", "C", ["I sail on Sundays."])),
+        ):
             await client.runs.wait(None, ingest["assistant_id"], config=config, input={"sessions": sessions})
         out: dict[str, Any] = {"before": await client.runs.wait(None, lister, input={}, config=alice)}
-        hostile = [{"config": {"configurable": {"user_id": "bob", "namespace": "alice"}}},
-                   {"context": {"user_id": "bob", "namespace": "alice"}}]
+        hostile = [
+            {"config": {"configurable": {"user_id": "bob", "namespace": "alice"}}},
+            {"context": {"user_id": "bob", "namespace": "alice"}},
+        ]
         out["refused"] = []
         for attempt in hostile:
             out["refused"].append(await refused_run(client.runs.wait(None, lister, input={}, **attempt)))
-            out["refused"].append(await refused_run(client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"]},
-                                                                  **attempt)))
-            out["refused"].append(await refused_run(client.runs.wait(None, deleter, input={"confirm": True},
-                                                                  **attempt)))
+            out["refused"].append(
+                await refused_run(client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"]}, **attempt))
+            )
+            out["refused"].append(
+                await refused_run(client.runs.wait(None, deleter, input={"confirm": True}, **attempt))
+            )
         # The input's namespace is not the run's: bob lists his own memory, and alice's id is unknown in his.
         out["bob_list"] = await client.runs.wait(None, lister, input={"namespace": "alice"}, config=bob)
-        out["bob_forget"] = await refused_run(client.runs.wait(
-            None, forgetter, input={"turn_ids": ["A1:1"], "namespace": "alice"}, config=bob))
-        out["bob_unknown"] = await refused_run(client.runs.wait(None, forgetter, input={"turn_ids": ["Z9:9"]},
-                                                             config=bob))
-        out["forgot"] = await client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"], "purge": True},
-                                               config=alice)
+        out["bob_forget"] = await refused_run(
+            client.runs.wait(None, forgetter, input={"turn_ids": ["A1:1"], "namespace": "alice"}, config=bob)
+        )
+        out["bob_unknown"] = await refused_run(
+            client.runs.wait(None, forgetter, input={"turn_ids": ["Z9:9"]}, config=bob)
+        )
+        out["forgot"] = await client.runs.wait(
+            None, forgetter, input={"turn_ids": ["A1:1"], "purge": True}, config=alice
+        )
         out["after"] = await client.runs.wait(None, lister, input={}, config=alice)
         out["bob_after"] = await client.runs.wait(None, lister, input={}, config=bob)
         out["deleted"] = await client.runs.wait(None, deleter, input={"confirm": True}, config=carol)
@@ -109,8 +123,14 @@ def test_forget_list_and_delete_on_the_server_never_cross_tenants(langgraph_dev:
     assert out["deleted"]["deleted"]["namespace"] == "carol"
     assert "UnknownNamespaceError" in out["carol_after"], out["carol_after"]
     # The audit record, read by the CLI once the server has let go of the store.
-    stats = subprocess.run([sys.executable, "-m", "logicmap", "stats", "-n", "alice"], env=server.env,
-                           capture_output=True, text=True, timeout=300, check=True)
+    stats = subprocess.run(
+        [sys.executable, "-m", "logicmap", "stats", "-n", "alice"],
+        env=server.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
     audit = json.loads(stats.stdout)["forgets"]
     # The scenario's forget, then the docs' snippet's (alice's last turn).
     assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("server", 1, True)] * 2

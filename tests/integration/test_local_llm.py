@@ -26,8 +26,16 @@ class Capital(BaseModel):
 def _turns(sample: Conversation, index: int = 0) -> list[Turn]:
     session = sample.sessions[index]
     return [
-        Turn(namespace="it", session_id=session.session_id, dia_id=raw.dia_id, speaker=raw.speaker, text=raw.text,
-             image_caption=raw.image_caption, session_time=session.timestamp, position=i)
+        Turn(
+            namespace="it",
+            session_id=session.session_id,
+            dia_id=raw.dia_id,
+            speaker=raw.speaker,
+            text=raw.text,
+            image_caption=raw.image_caption,
+            session_time=session.timestamp,
+            position=i,
+        )
         for i, raw in enumerate(session.turns)
     ]
 
@@ -72,7 +80,10 @@ def test_schema_constrained_decoding_returns_parseable_records(local_llm: LocalL
     outcome = run_role(
         local_llm.chat_model(max_tokens=64),
         role="capital",
-        messages=[("system", "Answer with the capital city and its country."), ("user", "What is the capital of France?")],  # type: ignore[list-item]  # (role, text) tuples, as LangChain takes them
+        messages=[
+            ("system", "Answer with the capital city and its country."),
+            ("user", "What is the capital of France?"),
+        ],  # type: ignore[list-item]  # (role, text) tuples, as LangChain takes them
         schema=Capital,
         fallback=lambda: Capital(city="", country=""),
         method=method,
@@ -124,7 +135,10 @@ def test_the_launcher_stops_its_server_child_on_sigterm(tmp_path) -> None:
     log = (tmp_path / "launcher.log").open("w")
     launcher = subprocess.Popen(
         [sys.executable, "-m", "logicmap", "local-llm", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=log, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=log,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
         lines = []

@@ -43,10 +43,18 @@ def _text(result: Any) -> str:
 def _seed_bob(data_dir: Path) -> None:
     """Bob's memory, written before the server opens the store (an embedded store serves one process)."""
     resources = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider="hashing"))
-    session = Session(session_id="S1", timestamp="2024-05-01T10:00:00", timestamp_text="",
-                      turns=[RawTurn(dia_id="B1:1", speaker="Bob", text=f"My locker code is {BOB_SECRET}.")])
-    ingest_conversation(Conversation(conversation_id="bob", speakers=["Bob"], sessions=[session]), "bob",
-                        resources=resources, policy="heuristic")
+    session = Session(
+        session_id="S1",
+        timestamp="2024-05-01T10:00:00",
+        timestamp_text="",
+        turns=[RawTurn(dia_id="B1:1", speaker="Bob", text=f"My locker code is {BOB_SECRET}.")],
+    )
+    ingest_conversation(
+        Conversation(conversation_id="bob", speakers=["Bob"], sessions=[session]),
+        "bob",
+        resources=resources,
+        policy="heuristic",
+    )
     resources.store.close()
 
 
@@ -66,15 +74,20 @@ def test_stdio_server_serves_one_namespace_and_ignores_a_namespace_argument(tmp_
 
     data_dir = tmp_path / "memory"
     _seed_bob(data_dir)
-    params = StdioServerParameters(command=sys.executable, args=["-m", "logicmap", "mcp", "-n", "alice"],
-                                   env=child_env(data_dir, embedder="hashing"), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "logicmap", "mcp", "-n", "alice"],
+        env=child_env(data_dir, embedder="hashing"),
+        cwd=str(tmp_path),
+    )
 
     async def scenario() -> dict[str, Any]:
         out: dict[str, Any] = {}
         async with Client(params) as client:
             out["tools"] = sorted(t.name for t in (await client.list_tools()).tools)
             out["remember"] = await client.call_tool(
-                "remember", {"text": f"My vault code is {ALICE_SECRET}.", "namespace": "bob"})
+                "remember", {"text": f"My vault code is {ALICE_SECRET}.", "namespace": "bob"}
+            )
             await client.call_tool("remember", {"text": "I grow figs in Porto."})
             out["search"] = await client.call_tool("search_events", {"query": "code", "namespace": "bob"})
             out["answer"] = await client.call_tool("answer", {"question": "What is my code?", "namespace": "bob"})
@@ -87,8 +100,15 @@ def test_stdio_server_serves_one_namespace_and_ignores_a_namespace_argument(tmp_
         return out
 
     out = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT_S))
-    assert out["tools"] == ["answer", "forget_memory", "list_memories", "purge_memory", "remember", "search_events",
-                            "update_memory"]
+    assert out["tools"] == [
+        "answer",
+        "forget_memory",
+        "list_memories",
+        "purge_memory",
+        "remember",
+        "search_events",
+        "update_memory",
+    ]
     for name in ("remember", "search", "answer", "list"):
         assert not out[name].is_error, _text(out[name])
         assert BOB_SECRET not in _text(out[name]), name
@@ -113,8 +133,12 @@ def test_a_stdio_server_that_cannot_start_tells_its_client_why(tmp_path: Path, c
     _seed_bob(data_dir)
     holder = Resources(settings=LogicMapSettings(data_dir=data_dir, embedding_provider="hashing"))
     holder.store.require_namespace("bob")  # this process holds the embedded store
-    params = StdioServerParameters(command=sys.executable, args=["-m", "logicmap", "mcp", "-n", "alice"],
-                                   env=child_env(data_dir, embedder="hashing"), cwd=str(tmp_path))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "logicmap", "mcp", "-n", "alice"],
+        env=child_env(data_dir, embedder="hashing"),
+        cwd=str(tmp_path),
+    )
 
     def errors(exc: BaseException) -> list[str]:  # the client raises inside a task group: an exception group
         if isinstance(exc, BaseExceptionGroup):
@@ -133,10 +157,12 @@ def test_a_stdio_server_that_cannot_start_tells_its_client_why(tmp_path: Path, c
         seen = asyncio.run(asyncio.wait_for(connect(), TIMEOUT_S))
     finally:
         holder.store.close()
-    assert seen == [f"error: the embedded store at {data_dir} is in use by another process (pid {os.getpid()}). "
-                    "The embedded store serves one process at a time; to share memory between processes run a "
-                    "Chroma server (`chroma run --path DIR --port 8000`) and set LOGICMAP_CHROMA_HOST (and "
-                    "LOGICMAP_CHROMA_PORT)."]
+    assert seen == [
+        f"error: the embedded store at {data_dir} is in use by another process (pid {os.getpid()}). "
+        "The embedded store serves one process at a time; to share memory between processes run a "
+        "Chroma server (`chroma run --path DIR --port 8000`) and set LOGICMAP_CHROMA_HOST (and "
+        "LOGICMAP_CHROMA_PORT)."
+    ]
 
 
 @contextlib.contextmanager
@@ -145,9 +171,14 @@ def _http_server(tmp_path: Path, env: dict[str, str]) -> Any:
     tenants.write_text(json.dumps({TOKENS["alice"]: "alice", TOKENS["bob"]: "bob"}))
     port = free_port()
     log = open(tmp_path / "mcp.log", "wb")  # closed below
-    process = subprocess.Popen([sys.executable, "-m", "logicmap", "mcp", "--http", "--port", str(port),
-                                "--tenants", str(tenants)], env=env, cwd=tmp_path, stdout=log,
-                               stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "logicmap", "mcp", "--http", "--port", str(port), "--tenants", str(tenants)],
+        env=env,
+        cwd=tmp_path,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 120
@@ -186,8 +217,9 @@ def test_http_server_gives_each_connection_its_tokens_namespace(tmp_path: Path, 
         return out
 
     async def scenario(url: str) -> dict[str, Any]:
-        alice, bob = await asyncio.gather(user(url, "alice", ALICE_SECRET, "bob"),
-                                          user(url, "bob", BOB_SECRET, "alice"))
+        alice, bob = await asyncio.gather(
+            user(url, "alice", ALICE_SECRET, "bob"), user(url, "bob", BOB_SECRET, "alice")
+        )
         refused = []
         for token in (None, "not-a-known-token-at-all", TOKENS["alice"][:-1]):
             try:

@@ -52,9 +52,15 @@ def env(tmp_path: Path, server: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatc
         monkeypatch.delenv(name, raising=False)
     data = tmp_path / "memory"
     settings = {
-        "CHAT_MODEL": "fake-model", "OPENAI_BASE_URL": server.url, "OPENAI_API_KEY": "sk-test",
-        "EMBEDDING_PROVIDER": "hashing", "DATA_DIR": str(data), "REQUEST_TIMEOUT": "0.5",
-        "RUN_DEADLINE_S": "6", "RETRY_BUDGET_S": "4", "RETRY_BASE_S": "0.05",
+        "CHAT_MODEL": "fake-model",
+        "OPENAI_BASE_URL": server.url,
+        "OPENAI_API_KEY": "sk-test",
+        "EMBEDDING_PROVIDER": "hashing",
+        "DATA_DIR": str(data),
+        "REQUEST_TIMEOUT": "0.5",
+        "RUN_DEADLINE_S": "6",
+        "RETRY_BUDGET_S": "4",
+        "RETRY_BASE_S": "0.05",
     }
     for key, value in settings.items():
         monkeypatch.setenv(f"LOGICMAP_{key}", value)
@@ -118,7 +124,10 @@ def test_intermittent_server_errors_are_absorbed(
 
 
 def test_a_hung_server_stops_at_the_deadline_and_commits_nothing(
-    env: Path, server: FakeOpenAIServer, two_sessions: Path, capsys: pytest.CaptureFixture[str],
+    env: Path,
+    server: FakeOpenAIServer,
+    two_sessions: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("LOGICMAP_RUN_DEADLINE_S", "2")
@@ -139,8 +148,12 @@ def test_a_hung_server_stops_at_the_deadline_and_commits_nothing(
     ids=["403", "404", "400-tool-choice", "context-length"],
 )
 def test_configuration_errors_stop_at_once_with_their_cause(
-    env: Path, server: FakeOpenAIServer, two_sessions: Path, capsys: pytest.CaptureFixture[str],
-    scenario: Scenario, expected: str,
+    env: Path,
+    server: FakeOpenAIServer,
+    two_sessions: Path,
+    capsys: pytest.CaptureFixture[str],
+    scenario: Scenario,
+    expected: str,
 ) -> None:
     server.reset(scenario)
     code, err, _ = ingest(two_sessions, capsys)
@@ -191,7 +204,9 @@ def test_cost_matches_the_usage_the_server_reported_including_unusable_replies(
     # The empty and the cut-off reply may be one call's two attempts: one role, or the session analyst's parts
     # (segmentation, facts and cues are one call), each part falling back once.
     roles = [f.role for f in report.fallbacks]
-    assert len(roles) <= 1 or (len(set(roles)) == len(roles) and set(roles) <= {"segmenter", "fact_extractor", "cue_extractor"})
+    assert len(roles) <= 1 or (
+        len(set(roles)) == len(roles) and set(roles) <= {"segmenter", "fact_extractor", "cue_extractor"}
+    )
     prompt, completion = server.usage_sent()
     assert (report.cost.prompt_tokens, report.cost.completion_tokens) == (prompt, completion)
     assert not report.cost.tokens_estimated
@@ -213,14 +228,22 @@ def test_parallel_callers_wait_out_one_rate_limit_together(env: Path, server: Fa
     settings = LogicMapSettings()
     llm = make_chat_model(settings)
     schema_text = json.dumps(Plan.model_json_schema())
-    messages = [SystemMessage(content=f"Reply with a JSON object of type Plan matching this JSON schema, and nothing "
-                                      f"else:\n{schema_text}"), HumanMessage(content="Question: where?")]
+    messages = [
+        SystemMessage(
+            content=f"Reply with a JSON object of type Plan matching this JSON schema, and nothing else:\n{schema_text}"
+        ),
+        HumanMessage(content="Question: where?"),
+    ]
     server.reset(Scenario(status=429, status_times=1, retry_after=0.4))
 
     def ask(_: int) -> bool:
         with run_scope(settings):
-            return run_role(llm, role="planner", messages=messages, schema=Plan, fallback=lambda: Plan(subgoals=["x"])
-                            ).fallback is None
+            return (
+                run_role(
+                    llm, role="planner", messages=messages, schema=Plan, fallback=lambda: Plan(subgoals=["x"])
+                ).fallback
+                is None
+            )
 
     with ThreadPoolExecutor(6) as pool:
         first = pool.submit(ask, 0)
@@ -233,7 +256,10 @@ def test_parallel_callers_wait_out_one_rate_limit_together(env: Path, server: Fa
 
 
 def test_a_long_session_is_built_in_windows_that_fit_the_context(
-    env: Path, server: FakeOpenAIServer, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    env: Path,
+    server: FakeOpenAIServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A 120-turn session against a server that refuses any request over its context window: with the
@@ -245,14 +271,26 @@ def test_a_long_session_is_built_in_windows_that_fit_the_context(
     places = ["Lisbon", "Porto", "Kyoto", "Oslo", "Quito", "Accra"]
     things = ["a pottery class", "the night shift", "a marathon", "her sister's wedding", "a vintage camera"]
     turns = [
-        {"speaker": speaker, "dia_id": f"D1:{i + 1}",
-         "text": f"Turn {i + 1}: {speaker} talks about {rng.choice(things)} in {rng.choice(places)}, "
-                 f"and about what happened after it, in some detail, for a while. " * 2}
+        {
+            "speaker": speaker,
+            "dia_id": f"D1:{i + 1}",
+            "text": f"Turn {i + 1}: {speaker} talks about {rng.choice(things)} in {rng.choice(places)}, "
+            f"and about what happened after it, in some detail, for a while. " * 2,
+        }
         for i, speaker in enumerate(["Maya", "Leo"] * 60)
     ]
-    doc = [{"sample_id": "long", "conversation": {"speaker_a": "Maya", "speaker_b": "Leo",
-                                                  "session_1": turns, "session_1_date_time": "1 May 2023"},
-            "qa": []}]
+    doc = [
+        {
+            "sample_id": "long",
+            "conversation": {
+                "speaker_a": "Maya",
+                "speaker_b": "Leo",
+                "session_1": turns,
+                "session_1_date_time": "1 May 2023",
+            },
+            "qa": [],
+        }
+    ]
     path = tmp_path / "long.json"
     path.write_text(json.dumps(doc))
     session_chars = sum(len(t["text"]) for t in turns)

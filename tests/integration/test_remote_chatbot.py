@@ -58,8 +58,14 @@ def test_a_parent_graph_embedding_the_remote_chatbot_writes_to_the_tenant_its_co
     server = langgraph_dev(
         embedder="hashing", LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(chroma_server)
     )
-    reader = MemoryStore(LogicMapSettings(data_dir=tmp_path / "reader", embedding_provider="hashing",
-                                          chroma_host="127.0.0.1", chroma_port=chroma_server))
+    reader = MemoryStore(
+        LogicMapSettings(
+            data_dir=tmp_path / "reader",
+            embedding_provider="hashing",
+            chroma_host="127.0.0.1",
+            chroma_port=chroma_server,
+        )
+    )
     remote = RemoteChatbot(url=server.url, namespace="{user_id}", settings={"strategy": "dense", "policy": "heuristic"})
     app = _parent(remote)
     said = {"alice": "My cat is called Miso.", "bob": "I ride a green tandem bicycle."}
@@ -80,8 +86,11 @@ def test_a_parent_graph_embedding_the_remote_chatbot_writes_to_the_tenant_its_co
     # The question is kept (as the context of its reply, never recalled as a fact); the extractive reply is not.
     want = sorted([said["alice"], "What is my cat called?"])
     assert _stored(reader, "alice", want) == want
-    assert not reader.snapshot("alice").turns[next(t for t, v in reader.snapshot("alice").turns.items()
-                                                    if v.text == "What is my cat called?")].evidence
+    assert (
+        not reader.snapshot("alice")
+        .turns[next(t for t, v in reader.snapshot("alice").turns.items() if v.text == "What is my cat called?")]
+        .evidence
+    )
     assert _turn_texts(reader, "bob") == [said["bob"]]
 
     # A plain RemoteGraph forwards the parent's configurable: a config naming the tenant is enough ...
@@ -111,8 +120,11 @@ def _stream_reply(url: str, namespace: str, text: str, context: dict[str, Any]) 
         thread = await client.threads.create()
         events = []
         async for part in client.runs.stream(
-            thread["thread_id"], "chatbot", input={"messages": [{"role": "user", "content": text}]},
-            context={"namespace": namespace, **context}, stream_mode="messages-tuple",
+            thread["thread_id"],
+            "chatbot",
+            input={"messages": [{"role": "user", "content": text}]},
+            context={"namespace": namespace, **context},
+            stream_mode="messages-tuple",
         ):
             if part.event == "messages":
                 events.append((part.data[0], part.data[1]))
@@ -130,8 +142,12 @@ def _remember(url: str, namespace: str, text: str) -> None:
 def test_without_a_model_the_reply_arrives_on_the_servers_messages_stream(langgraph_dev: Any) -> None:
     server = langgraph_dev(embedder="hashing")
     _remember(server.url, "erin", "My favourite colour is teal.")
-    events = _stream_reply(server.url, "erin", "What is my favourite colour?",
-                           {"policy": "heuristic", "strategy": "dense", "ingest": False})
+    events = _stream_reply(
+        server.url,
+        "erin",
+        "What is my favourite colour?",
+        {"policy": "heuristic", "strategy": "dense", "ingest": False},
+    )
     assert [(m["type"], m["content"]) for m, _ in events] == [("ai", "From memory: user: My favourite colour is teal.")]
     assert {meta["langgraph_node"] for _, meta in events} == {"respond"}
 
@@ -140,8 +156,9 @@ def test_a_model_reply_streams_token_by_token_through_the_server(langgraph_dev: 
     server = langgraph_dev(embedder="hashing", **local_llm.env())
     _remember(server.url, "erin", "My favourite colour is teal.")
     # Recall through the dense strategy asks the model too (a JSON tool call): none of it may reach the stream.
-    events = _stream_reply(server.url, "erin", "What is my favourite colour?",
-                           {"policy": "llm", "strategy": "dense", "ingest": False})
+    events = _stream_reply(
+        server.url, "erin", "What is my favourite colour?", {"policy": "llm", "strategy": "dense", "ingest": False}
+    )
     assert len(events) > 1, events  # chunks, not one message at the end
     assert all(m["type"] == "AIMessageChunk" and not m.get("tool_call_chunks") for m, _ in events), events[:3]
     assert {meta["langgraph_node"] for _, meta in events} == {"respond"}

@@ -31,9 +31,16 @@ BOB_TEXT = "Bob keeps bees on his roof in Oslo."
 
 def _server(langgraph_dev: Any, **env: str) -> Any:
     graphs = json.loads(STUDIO_CONFIG.read_text())["graphs"]
-    return langgraph_dev(embedder="hashing", LOGICMAP_STORE_POLICY="heuristic", **env, config={
-        "store": {"path": "logicmap.studio.store.generate_store"}, "auth": {"path": f"{AUTH}:auth"},
-        "graphs": {name: graphs[name] for name in ("rerank", "forget")}})
+    return langgraph_dev(
+        embedder="hashing",
+        LOGICMAP_STORE_POLICY="heuristic",
+        **env,
+        config={
+            "store": {"path": "logicmap.studio.store.generate_store"},
+            "auth": {"path": f"{AUTH}:auth"},
+            "graphs": {name: graphs[name] for name in ("rerank", "forget")},
+        },
+    )
 
 
 def _put(http: httpx.Client, headers: dict[str, str], namespace: list[str], key: str, text: str) -> int:
@@ -62,18 +69,32 @@ def test_repeated_parameters_and_foreign_assistants_are_refused(langgraph_dev: A
             "semicolon": "namespace=memories.alice;namespace=memories.bob&key=home",
         }
         statuses = {name: _get(http, ALICE, query).status_code for name, query in polluted.items()}
-        assert statuses == {"repeated": 400, "repeated_reversed": 400, "encoded_name": 400, "encoded_dot": 403,
-                            "mixed_case": 400, "repeated_key": 400, "semicolon": 403}, statuses
+        assert statuses == {
+            "repeated": 400,
+            "repeated_reversed": 400,
+            "encoded_name": 400,
+            "encoded_dot": 403,
+            "mixed_case": 400,
+            "repeated_key": 400,
+            "semicolon": 403,
+        }, statuses
         head = http.head("/store/items?namespace=memories.bob&key=home", headers=ALICE)
         assert head.status_code == 403
-        raw = (b'{"namespace": ["memories", "alice"], "key": "home", "value": {"content": "x"},'
-               b' "namespace": ["memories", "bob"]}')
+        raw = (
+            b'{"namespace": ["memories", "alice"], "key": "home", "value": {"content": "x"},'
+            b' "namespace": ["memories", "bob"]}'
+        )
         put = http.put("/store/items", content=raw, headers={**ALICE, "content-type": "application/json"})
         assert put.status_code == 400 and "repeats the key 'namespace'" in put.json()["detail"]
-        search = http.post("/store/items/search", headers={**ALICE, "content-type": "application/json"},
-                           content=b'{"namespace_prefix": ["memories", "alice"], "namespace_prefix": ["memories"]}')
+        search = http.post(
+            "/store/items/search",
+            headers={**ALICE, "content-type": "application/json"},
+            content=b'{"namespace_prefix": ["memories", "alice"], "namespace_prefix": ["memories"]}',
+        )
         assert search.status_code == 400
-        nested = b'{"namespace": ["memories", "alice"], "key": "deep", "value": {"v": ' + b"[" * 3000 + b"]" * 3000 + b"}}"
+        nested = (
+            b'{"namespace": ["memories", "alice"], "key": "deep", "value": {"v": ' + b"[" * 3000 + b"]" * 3000 + b"}}"
+        )
         deep = http.put("/store/items", content=nested, headers={**ALICE, "content-type": "application/json"})
         assert deep.status_code == 400 and "nested deeper" in deep.json()["detail"]
         own = _get(http, ALICE, "namespace=memories.alice&key=home")
@@ -90,18 +111,29 @@ def test_repeated_parameters_and_foreign_assistants_are_refused(langgraph_dev: A
             "user_at_other_label": create(BOB, "rerank", context={"namespace": "{user_id}.alice"}),
         }
         assert {k: r.status_code for k, r in foreign.items()} == {k: 403 for k in foreign}, {
-            k: r.text for k, r in foreign.items()}
+            k: r.text for k, r in foreign.items()
+        }
         mine = create(BOB, "rerank", context={"namespace": "memories.{user_id}"})
         assert mine.status_code == 200, mine.text
-        patched = http.patch(f"/assistants/{mine.json()['assistant_id']}", headers=BOB,
-                             json={"context": {"namespace": "memories.alice"}})
+        patched = http.patch(
+            f"/assistants/{mine.json()['assistant_id']}", headers=BOB, json={"context": {"namespace": "memories.alice"}}
+        )
         assert patched.status_code == 403
-        run = http.post("/runs/wait", headers=BOB, json={
-            "assistant_id": "forget", "input": {"keys": ["home"], "purge": True},
-            "context": {"namespace": "memories.alice"}})
+        run = http.post(
+            "/runs/wait",
+            headers=BOB,
+            json={
+                "assistant_id": "forget",
+                "input": {"keys": ["home"], "purge": True},
+                "context": {"namespace": "memories.alice"},
+            },
+        )
         assert run.status_code == 403 and "not the authenticated user's" in run.json()["detail"]
-        answered = http.post("/runs/wait", headers=BOB, json={
-            "assistant_id": mine.json()["assistant_id"], "input": {"question": "Where is the spare key?"}})
+        answered = http.post(
+            "/runs/wait",
+            headers=BOB,
+            json={"assistant_id": mine.json()["assistant_id"], "input": {"question": "Where is the spare key?"}},
+        )
         assert answered.status_code == 200 and "flowerpot" not in answered.text
 
         after = _get(http, ALICE, "namespace=memories.alice&key=home")
@@ -117,15 +149,20 @@ def test_store_writes_under_a_deployment_template_work_for_their_own_tenant(lang
 
     async def scenario() -> dict[str, Any]:
         await alice.store.put_item(["alice", "notes"], "home", {"content": ALICE_TEXT})
-        return {"get": await alice.store.get_item(["alice", "notes"], "home"),
-                "search": await alice.store.search_items(["alice"], query="spare key")}
+        return {
+            "get": await alice.store.get_item(["alice", "notes"], "home"),
+            "search": await alice.store.search_items(["alice"], query="spare key"),
+        }
 
     out = asyncio.run(scenario())
     assert out["get"]["value"] == {"content": ALICE_TEXT}
     assert [item["key"] for item in out["search"]["items"]] == ["home"]
     with httpx.Client(base_url=server.url, timeout=120) as http:
-        refused = http.put("/store/items", headers=BOB, json={"namespace": ["alice", "notes"], "key": "home",
-                                                               "value": {"content": "overwritten by bob"}})
+        refused = http.put(
+            "/store/items",
+            headers=BOB,
+            json={"namespace": ["alice", "notes"], "key": "home", "value": {"content": "overwritten by bob"}},
+        )
         assert refused.status_code == 403 and "\n" not in refused.json()["detail"]
         polluted = _get(http, ALICE, "namespace=alice.notes&namespace=bob&key=home")
         assert polluted.status_code == 400

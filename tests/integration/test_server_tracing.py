@@ -41,18 +41,26 @@ def test_a_server_run_carries_tags_namespace_budgets_and_cost(langgraph_dev: Any
     from langgraph_sdk import get_client
 
     server = langgraph_dev(
-        embedder="hashing", LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=capture_server.url,
-        LANGSMITH_API_KEY="lsv2_pt_fake_key_for_tests", LANGSMITH_PROJECT="logicmap-server",
+        embedder="hashing",
+        LANGSMITH_TRACING="true",
+        LANGSMITH_ENDPOINT=capture_server.url,
+        LANGSMITH_API_KEY="lsv2_pt_fake_key_for_tests",
+        LANGSMITH_PROJECT="logicmap-server",
     )
     client = get_client(url=server.url)
 
     async def scenario() -> dict[str, Any]:
-        ingested = await client.runs.wait(None, "ingest", input={"path": str(SAMPLE)},
-                                          context={"policy": "heuristic", "namespace": "served"})
+        ingested = await client.runs.wait(
+            None, "ingest", input={"path": str(SAMPLE)}, context={"policy": "heuristic", "namespace": "served"}
+        )
         thread = await client.threads.create()
         # "llm" asked for, but the server has no chat model configured: the run can only use the heuristic one.
-        answered = await client.runs.wait(thread["thread_id"], "compass", context={"policy": "llm", "max_steps": 4, "namespace": "served"},
-                                          input={"question": "What is the name of Maya's dog?"})
+        answered = await client.runs.wait(
+            thread["thread_id"],
+            "compass",
+            context={"policy": "llm", "max_steps": 4, "namespace": "served"},
+            input={"question": "What is the name of Maya's dog?"},
+        )
         return {"ingested": ingested, "compass": answered}
 
     outcome = asyncio.run(asyncio.wait_for(scenario(), RUN_TIMEOUT_S))
@@ -83,18 +91,25 @@ def test_a_served_chat_turn_carries_the_resolved_tenant_tags_and_cost(langgraph_
     from langgraph_sdk import get_client
 
     server = langgraph_dev(
-        embedder="hashing", LANGSMITH_TRACING="true", LANGSMITH_ENDPOINT=capture_server.url,
-        LANGSMITH_API_KEY="lsv2_pt_fake_key_for_tests", LANGSMITH_PROJECT="logicmap-server",
+        embedder="hashing",
+        LANGSMITH_TRACING="true",
+        LANGSMITH_ENDPOINT=capture_server.url,
+        LANGSMITH_API_KEY="lsv2_pt_fake_key_for_tests",
+        LANGSMITH_PROJECT="logicmap-server",
     )
     client = get_client(url=server.url)
 
     async def scenario() -> dict[str, Any]:
         assistant = await client.assistants.create(
-            "chatbot", context={"namespace": "{user_id}", "strategy": "dense", "policy": "heuristic"})
+            "chatbot", context={"namespace": "{user_id}", "strategy": "dense", "policy": "heuristic"}
+        )
         thread = await client.threads.create()
-        return await client.runs.wait(thread["thread_id"], assistant["assistant_id"],
-                                      input={"messages": [{"role": "user", "content": "My dog is called Biscuit."}]},
-                                      config={"configurable": {"user_id": "alice"}})
+        return await client.runs.wait(
+            thread["thread_id"],
+            assistant["assistant_id"],
+            input={"messages": [{"role": "user", "content": "My dog is called Biscuit."}]},
+            config={"configurable": {"user_id": "alice"}},
+        )
 
     out = asyncio.run(asyncio.wait_for(scenario(), RUN_TIMEOUT_S))
     assert out["memory_write"]["status"] == "stored" and out["memory_write"]["namespace"] == "alice"

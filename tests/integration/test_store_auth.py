@@ -23,9 +23,15 @@ AUTH = Path(__file__).resolve().parent / "store_auth.py"
 def auth_store_server(langgraph_dev: Any) -> Any:
     """The server with LogicMapStore as its store, LangGraph auth on (``store_auth.py``), and one graph."""
     rerank = json.loads(STUDIO_CONFIG.read_text())["graphs"]["rerank"]
-    return langgraph_dev(embedder="hashing", LOGICMAP_STORE_POLICY="heuristic", config={
-        "store": {"path": "logicmap.studio.store.generate_store"}, "auth": {"path": f"{AUTH}:auth"},
-        "graphs": {"rerank": rerank}})
+    return langgraph_dev(
+        embedder="hashing",
+        LOGICMAP_STORE_POLICY="heuristic",
+        config={
+            "store": {"path": "logicmap.studio.store.generate_store"},
+            "auth": {"path": f"{AUTH}:auth"},
+            "graphs": {"rerank": rerank},
+        },
+    )
 
 
 async def _status(call: Any) -> int:

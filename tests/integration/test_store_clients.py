@@ -57,8 +57,13 @@ class ScriptedChatModel(BaseChatModel):
         bound.steps, bound.seen = self.steps, self.seen  # one script, shared by every binding
         return bound
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None,
-                  run_manager: CallbackManagerForLLMRun | None = None, **kwargs: Any) -> ChatResult:
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
         self.seen.append(list(messages))
         step = self.steps.pop(0)
         message = step(messages, self.tool_names) if callable(step) else step
@@ -89,8 +94,10 @@ def store(tmp_path: Path) -> Any:
 
 def _agent(store: LogicMapStore, steps: list[Any]) -> tuple[Any, ScriptedChatModel]:
     model = ScriptedChatModel(steps=steps)
-    tools = [create_manage_memory_tool(namespace=("memories", "{langgraph_user_id}")),
-             create_search_memory_tool(namespace=("memories", "{langgraph_user_id}"))]
+    tools = [
+        create_manage_memory_tool(namespace=("memories", "{langgraph_user_id}")),
+        create_search_memory_tool(namespace=("memories", "{langgraph_user_id}")),
+    ]
     return create_agent(model, tools, store=store), model
 
 
@@ -108,47 +115,67 @@ def test_langmem_tools_write_update_search_and_delete_per_user(store: LogicMapSt
         def step(messages: list[BaseMessage], tools: list[str]) -> AIMessage:
             ids[user] = _memory_id(messages)
             return AIMessage("Noted.")
+
         return step
 
-    alice, _ = _agent(store, [
-        _call("manage_memory", {"content": "My vault code is zebra-4471 and I live in Lisbon."}),
-        remember_id("alice"),
-    ])
+    alice, _ = _agent(
+        store,
+        [
+            _call("manage_memory", {"content": "My vault code is zebra-4471 and I live in Lisbon."}),
+            remember_id("alice"),
+        ],
+    )
     _run(alice, "alice", "Remember my vault code: zebra-4471. I live in Lisbon.")
-    bob, _ = _agent(store, [
-        _call("manage_memory", {"content": "I keep bees on my roof in Oslo."}),
-        remember_id("bob"),
-        _call("search_memory", {"query": "vault code"}),
-        AIMessage("I found nothing about a vault."),
-    ])
+    bob, _ = _agent(
+        store,
+        [
+            _call("manage_memory", {"content": "I keep bees on my roof in Oslo."}),
+            remember_id("bob"),
+            _call("search_memory", {"query": "vault code"}),
+            AIMessage("I found nothing about a vault."),
+        ],
+    )
     _run(bob, "bob", "I keep bees on my roof in Oslo.")
     bob_search = _run(bob, "bob", "What is my vault code?", use_async=True)
     found = json.loads(_last_tool_text(bob_search))
     assert [m["value"]["content"] for m in found] == ["I keep bees on my roof in Oslo."]  # only bob's own
     assert "zebra" not in json.dumps(found)
 
-    alice2, _ = _agent(store, [
-        _call("search_memory", {"query": "What is my vault code?"}),
-        lambda messages, tools: _call("manage_memory", {
-            "action": "update", "id": json.loads(_last_tool_text(messages))[0]["key"],
-            "content": "My vault code is now okapi-9000; I live in Lisbon."}, 2),
-        _call("search_memory", {"query": "vault code"}, 3),
-        AIMessage("Your vault code is okapi-9000."),
-    ])
+    alice2, _ = _agent(
+        store,
+        [
+            _call("search_memory", {"query": "What is my vault code?"}),
+            lambda messages, tools: _call(
+                "manage_memory",
+                {
+                    "action": "update",
+                    "id": json.loads(_last_tool_text(messages))[0]["key"],
+                    "content": "My vault code is now okapi-9000; I live in Lisbon.",
+                },
+                2,
+            ),
+            _call("search_memory", {"query": "vault code"}, 3),
+            AIMessage("Your vault code is okapi-9000."),
+        ],
+    )
     messages = _run(alice2, "alice", "I changed my vault code to okapi-9000.", use_async=True)
     tool_texts = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
     first, after = json.loads(tool_texts[0]), json.loads(tool_texts[2])
     assert first[0]["key"] == ids["alice"] and "zebra-4471" in first[0]["value"]["content"]
     assert tool_texts[1] == f"updated memory {ids['alice']}"
     assert [(m["key"], m["value"]["content"]) for m in after] == [
-        (ids["alice"], "My vault code is now okapi-9000; I live in Lisbon.")]  # replaced, no stale copy
+        (ids["alice"], "My vault code is now okapi-9000; I live in Lisbon.")
+    ]  # replaced, no stale copy
     assert "zebra" not in str(store.search(("memories", "alice"), query="zebra-4471 vault", limit=50))
 
-    alice3, _ = _agent(store, [
-        _call("manage_memory", {"action": "delete", "id": ids["alice"]}),
-        _call("search_memory", {"query": "vault code"}, 2),
-        AIMessage("Forgotten."),
-    ])
+    alice3, _ = _agent(
+        store,
+        [
+            _call("manage_memory", {"action": "delete", "id": ids["alice"]}),
+            _call("search_memory", {"query": "vault code"}, 2),
+            AIMessage("Forgotten."),
+        ],
+    )
     messages = _run(alice3, "alice", "Please forget my vault code.")
     tool_texts = [str(m.content) for m in messages if isinstance(m, ToolMessage)]
     assert tool_texts[0] == f"Deleted memory {ids['alice']}" and json.loads(tool_texts[1]) == []
@@ -187,14 +214,19 @@ def template_memory_graph(model: BaseChatModel, store: LogicMapStore) -> Any:
     async def process_memory_type(state: ProcessorState) -> None:
         user_id = get_config()["configurable"]["user_id"]
         await get_store_manager(state["function_name"]).ainvoke(
-            {"messages": state["messages"], "max_steps": 1}, config={"configurable": {"user_id": user_id}})
+            {"messages": state["messages"], "max_steps": 1}, config={"configurable": {"user_id": user_id}}
+        )
 
     @entrypoint(store=store)  # the API server gives the graph its configured store
     async def graph(state: TemplateState) -> None:
         if not state["messages"]:
             raise ValueError("No messages provided")
-        await asyncio.gather(*[process_memory_type(ProcessorState(messages=state["messages"], function_name=v["name"]))
-                               for v in MEMORY_TYPES])
+        await asyncio.gather(
+            *[
+                process_memory_type(ProcessorState(messages=state["messages"], function_name=v["name"]))
+                for v in MEMORY_TYPES
+            ]
+        )
 
     return graph
 
@@ -208,8 +240,10 @@ def template_chatbot(model: BaseChatModel) -> Any:
         query = "\n".join(str(message.content) for message in state["messages"])
         items = await store.asearch(("memories", user_id), query=query, limit=10)
         memories = "\n".join(f"{m.value!s}\tLast updated: {m.updated_at}" for m in items)
-        prompt = (f"You are a helpful and friendly chatbot.\n\n## Memories\n<memories>\n{memories}\n</memories>"
-                  f"\n\nSystem Time: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}")
+        prompt = (
+            f"You are a helpful and friendly chatbot.\n\n## Memories\n<memories>\n{memories}\n</memories>"
+            f"\n\nSystem Time: {datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M:%S}"
+        )
         return {"messages": [await model.ainvoke([{"role": "system", "content": prompt}, *state["messages"]])]}
 
     builder = StateGraph(TemplateState)
@@ -226,23 +260,32 @@ def _extract(facts: dict[str, str]) -> Step:
         user = next(u for u in facts if u in said)
         assert "Memory" in tools, tools
         return _call("Memory", {"content": facts[user]}, len(said))
+
     return step
 
 
 def test_memory_template_write_and_recall_flow_keeps_users_apart(store: LogicMapStore) -> None:
-    facts = {"Alice": "Alice lives in Lisbon and is allergic to peanuts.",
-             "Bob": "Bob lives in Oslo and runs marathons every spring."}
+    facts = {
+        "Alice": "Alice lives in Lisbon and is allergic to peanuts.",
+        "Bob": "Bob lives in Oslo and runs marathons every spring.",
+    }
     memory_model = ScriptedChatModel(steps=[_extract(facts) for _ in range(4)])
     memory_graph = template_memory_graph(memory_model, store)
-    for user, said in (("alice", "Hi, I'm Alice from Lisbon and I'm allergic to peanuts."),
-                       ("bob", "Hey, Bob here, from Oslo; I run marathons every spring.")):
+    for user, said in (
+        ("alice", "Hi, I'm Alice from Lisbon and I'm allergic to peanuts."),
+        ("bob", "Hey, Bob here, from Oslo; I run marathons every spring."),
+    ):
         asyncio.run(memory_graph.ainvoke({"messages": [HumanMessage(said)]}, {"configurable": {"user_id": user}}))
     assert not memory_model.steps  # one extraction call per memory type and user
     for kind in ("User", "Note"):
         stored = store.search(("memories", "alice", kind))
         assert [(m.value["kind"], m.value["content"]) for m in stored] == [("Memory", {"content": facts["Alice"]})]
-    assert store.list_namespaces(prefix=("memories",)) == [("memories", "alice", "Note"), ("memories", "alice", "User"),
-                                                           ("memories", "bob", "Note"), ("memories", "bob", "User")]
+    assert store.list_namespaces(prefix=("memories",)) == [
+        ("memories", "alice", "Note"),
+        ("memories", "alice", "User"),
+        ("memories", "bob", "Note"),
+        ("memories", "bob", "User"),
+    ]
 
     chat_model = ScriptedChatModel(steps=[AIMessage("Noted, no peanuts!"), AIMessage("Enjoy the run!")])
     chatbot = template_chatbot(chat_model).compile(store=store)

@@ -25,8 +25,14 @@ STORE_PATH = "logicmap.studio.store.generate_store"
 @pytest.fixture
 def store_server(langgraph_dev: Any) -> Any:
     """The server with LogicMapStore as its store, running the memory-template's chatbot and memory graph."""
-    return langgraph_dev(embedder="hashing", LOGICMAP_STORE_POLICY="heuristic", config={
-        "store": {"path": STORE_PATH}, "graphs": {"chatbot": f"{APP}:chatbot", "memory_graph": f"{APP}:memory_graph"}})
+    return langgraph_dev(
+        embedder="hashing",
+        LOGICMAP_STORE_POLICY="heuristic",
+        config={
+            "store": {"path": STORE_PATH},
+            "graphs": {"chatbot": f"{APP}:chatbot", "memory_graph": f"{APP}:memory_graph"},
+        },
+    )
 
 
 async def _wait_for(call: Any, done: Any, timeout: float = 120.0) -> Any:
@@ -52,16 +58,24 @@ def test_the_server_store_is_logicmap_memory_for_routes_and_the_memory_template(
         await client.store.delete_item(["docs", "alice"], "pref")
         out["after_delete"] = await client.store.search_items(["docs"])
         replies: dict[str, list[str]] = {}
-        for user, said in (("alice", "Hi, I'm Alice from Lisbon and I'm allergic to peanuts."),
-                           ("bob", "Hey, Bob here, from Oslo; I run marathons every spring.")):
+        for user, said in (
+            ("alice", "Hi, I'm Alice from Lisbon and I'm allergic to peanuts."),
+            ("bob", "Hey, Bob here, from Oslo; I run marathons every spring."),
+        ):
             thread = await client.threads.create()
             config = {"configurable": {"user_id": user, "delay_seconds": 0}}
-            await client.runs.wait(thread["thread_id"], "chatbot", config=config,
-                                   input={"messages": [{"role": "user", "content": said}]})
-            await _wait_for(lambda u=user: client.store.search_items(["memories", u]),
-                            lambda got: len(got["items"]) >= 2)
-            second = await client.runs.wait(thread["thread_id"], "chatbot", config=config,
-                                            input={"messages": [{"role": "user", "content": "What do you know?"}]})
+            await client.runs.wait(
+                thread["thread_id"], "chatbot", config=config, input={"messages": [{"role": "user", "content": said}]}
+            )
+            await _wait_for(
+                lambda u=user: client.store.search_items(["memories", u]), lambda got: len(got["items"]) >= 2
+            )
+            second = await client.runs.wait(
+                thread["thread_id"],
+                "chatbot",
+                config=config,
+                input={"messages": [{"role": "user", "content": "What do you know?"}]},
+            )
             replies[user] = [str(m["content"]) for m in second["messages"] if m["type"] == "ai"]
         out["replies"] = replies
         out["alice_items"] = await client.store.search_items(["memories", "alice"], query="allergy")
@@ -75,6 +89,8 @@ def test_the_server_store_is_logicmap_memory_for_routes_and_the_memory_template(
     alice_recall, bob_recall = out["replies"]["alice"][-1], out["replies"]["bob"][-1]
     assert "allergic to peanuts" in alice_recall and "marathons" not in alice_recall
     assert "marathons" in bob_recall and "peanuts" not in bob_recall
-    assert {tuple(i["namespace"]) for i in out["alice_items"]["items"]} == {("memories", "alice", "User"),
-                                                                            ("memories", "alice", "Note")}
+    assert {tuple(i["namespace"]) for i in out["alice_items"]["items"]} == {
+        ("memories", "alice", "User"),
+        ("memories", "alice", "Note"),
+    }
     assert "Using custom store" in store_server.log_path.read_text()

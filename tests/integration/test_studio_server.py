@@ -34,8 +34,9 @@ def test_studio_config_exposes_every_graph_module() -> None:
     assert config["$schema"] == "https://langgra.ph/schema.json"
     assert config["dependencies"] == [".."] and config["env"] == "./studio/.env"
     existing = [name for name in GRAPH_MODULES if _graph_file(name).exists()]
-    assert sorted(config["graphs"]) == sorted([*existing, *LIFECYCLE_GRAPHS]), \
+    assert sorted(config["graphs"]) == sorted([*existing, *LIFECYCLE_GRAPHS]), (
         "studio/langgraph.json must list every graphs/<name>.py and the lifecycle graphs"
+    )
     for name, entry in config["graphs"].items():
         module, variable = ("lifecycle", LIFECYCLE_GRAPHS[name]) if name in LIFECYCLE_GRAPHS else (name, "graph")
         assert entry["path"] == _module_path(module, variable) and entry["description"]
@@ -73,7 +74,8 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
             per_user = await client.assistants.create("compass", context={"namespace": "{user_id}"})
             thread = await client.threads.create()
             compass = await client.runs.wait(
-                thread["thread_id"], per_user["assistant_id"],
+                thread["thread_id"],
+                per_user["assistant_id"],
                 input={"question": "What is the name of Maya's dog?"},
                 config={"configurable": {"user_id": "sample"}},
             )
@@ -83,8 +85,10 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
     assert all(outcome["forms"][g] for g in server.graph_ids), outcome["forms"]  # a settings form per graph
     assert "policy" in outcome["forms"]["ingest"] and "namespace" in outcome["forms"]["ingest"]
     # The input is what a user supplies; the tenant is the run's (context or config), never an input field.
-    assert outcome["inputs"]["ingest"] == ["path", "sessions"] and outcome["inputs"]["compass"] == ["question",
-                                                                                                  "question_date"]
+    assert outcome["inputs"]["ingest"] == ["path", "sessions"] and outcome["inputs"]["compass"] == [
+        "question",
+        "question_date",
+    ]
 
     ingested = outcome["ingested"]
     assert [r["session_id"] for r in ingested["reports"]] == ["S1", "S2", "S3", "S4", "S5"]
@@ -105,15 +109,17 @@ def test_studio_server_runs_ingest_compass_and_the_remote_chatbot(langgraph_dev:
     remote = RemoteGraph("chatbot", url=server.url)
     config = {"configurable": {"thread_id": str(uuid.uuid4())}}
     context = {"namespace": "sample", "strategy": "compass", "policy": "heuristic", "ingest": False}
-    first = remote.invoke({"messages": [{"role": "user", "content": "What is the name of Maya's dog?"}]},
-                          config=config, context=context)
+    first = remote.invoke(
+        {"messages": [{"role": "user", "content": "What is the name of Maya's dog?"}]}, config=config, context=context
+    )
     reply = first["messages"][-1]
     assert reply["type"] == "ai" and reply["content"].strip()
     cited = {t for item in first["evidence"] for t in item["turn_ids"]}
     assert "D1:1" in cited, first["evidence"]
     # The server keeps the thread: a second turn sees the first one.
-    second = remote.invoke({"messages": [{"role": "user", "content": "Where does Maya live now?"}]},
-                           config=config, context=context)
+    second = remote.invoke(
+        {"messages": [{"role": "user", "content": "Where does Maya live now?"}]}, config=config, context=context
+    )
     assert [m["type"] for m in second["messages"]] == ["human", "ai", "human", "ai"]
 
 

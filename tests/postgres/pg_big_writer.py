@@ -20,8 +20,9 @@ def main(url: str, namespace: str, count: int, turns: int) -> None:
     for n in range(count):
         session = f"K{n}"
         while session not in store.manifest(namespace).sessions:
-            change = _session_change(namespace, store.manifest(namespace).generation, session,
-                                     [f"{session} turn {i}" for i in range(turns)])
+            change = _session_change(
+                namespace, store.manifest(namespace).generation, session, [f"{session} turn {i}" for i in range(turns)]
+            )
             change.turn_vectors = rng.normal(size=(turns, WIDTH)).tolist()
             try:
                 store.commit(change)

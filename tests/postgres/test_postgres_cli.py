@@ -16,8 +16,7 @@ pytestmark = pytest.mark.postgres
 def test_the_cli_runs_on_postgres_with_store_url(postgres_url: str, tmp_path: Path, capsys) -> None:
     base = ["--store-url", postgres_url, "--data-dir", str(tmp_path / "unused"), "--embeddings", "hashing"]
     assert main([*base, "ingest", str(sample_path()), "-n", "maya", "--policy", "heuristic"]) == 0
-    assert main([*base, "ask", "Where does Maya live now?", "-n", "maya", "-s", "rerank", "--policy",
-                 "heuristic"]) == 0
+    assert main([*base, "ask", "Where does Maya live now?", "-n", "maya", "-s", "rerank", "--policy", "heuristic"]) == 0
     asked = capsys.readouterr().out
     assert "river" in asked and "0 LLM calls" in asked  # the answer, from the sample on Postgres
     backup = tmp_path / "maya.jsonl"

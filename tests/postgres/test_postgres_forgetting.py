@@ -80,7 +80,8 @@ def test_purge_leaves_no_byte_of_the_canary_when_old_wal_is_removed(wal_removing
 
 
 def test_purge_on_a_default_server_leaves_the_canary_in_no_table_or_index_file(
-        postgres_server: EmbeddedPostgres, postgres_url: str) -> None:
+    postgres_server: EmbeddedPostgres, postgres_url: str
+) -> None:
     res = _memory(postgres_url)
     try:
         _forget_the_canary(res, postgres_server.data, skip="pg_wal")

@@ -42,9 +42,10 @@ def _consistent(store: StoragePort, url: str, namespace: str) -> int:
         per_session[turn.session_id] = per_session.get(turn.session_id, 0) + 1
     assert per_session == dict.fromkeys(manifest.sessions, TURNS)
     with psycopg.connect(url) as conn:
-        row = conn.execute("SELECT count(*) FROM logicmap_records WHERE namespace = %s AND (born > %s OR "
-                           "(died <> %s AND died > %s))", (namespace, manifest.generation, SENTINEL,
-                                                           manifest.generation)).fetchone()
+        row = conn.execute(
+            "SELECT count(*) FROM logicmap_records WHERE namespace = %s AND (born > %s OR (died <> %s AND died > %s))",
+            (namespace, manifest.generation, SENTINEL, manifest.generation),
+        ).fetchone()
     assert row is not None and row[0] == 0
     return manifest.generation
 
@@ -73,7 +74,8 @@ def test_a_writer_killed_mid_commit_leaves_nothing_half_visible_and_the_rerun_co
 
 
 def test_a_writer_stalled_inside_its_commit_holds_the_others_only_until_its_session_times_out(
-        postgres_url: str) -> None:
+    postgres_url: str,
+) -> None:
     settings = LogicMapSettings(store_url=postgres_url, embedding_provider="hashing", commit_lease_s=1.0)
     stalled, other = open_store(settings), open_store(settings)
     try:
@@ -81,8 +83,9 @@ def test_a_writer_stalled_inside_its_commit_holds_the_others_only_until_its_sess
         with pytest.raises(Exception):  # noqa: B017 - the server ends the stalled session: any error of it
             with stalled._connection() as conn:  # a writer paused after its compare-and-swap
                 conn.execute("BEGIN")
-                conn.execute("UPDATE logicmap_namespaces SET generation = generation + 1 WHERE namespace = %s",
-                             ("stall",))
+                conn.execute(
+                    "UPDATE logicmap_namespaces SET generation = generation + 1 WHERE namespace = %s", ("stall",)
+                )
                 started = time.monotonic()
                 other.commit(_session_change("stall", 1, "S2", ["second"]))  # waits for the row lock
                 waited = time.monotonic() - started
@@ -110,7 +113,8 @@ def own_server() -> Iterator[EmbeddedPostgres]:
 
 
 def test_the_database_restarted_mid_ingest_leaves_nothing_half_visible_and_the_rerun_completes(
-        own_server: EmbeddedPostgres) -> None:
+    own_server: EmbeddedPostgres,
+) -> None:
     url = own_server.create_database()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), *sys.path]))}
     argv = [sys.executable, str(WRITER), url, "restarted", str(SESSIONS), str(TURNS)]

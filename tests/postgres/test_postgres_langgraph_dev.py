@@ -30,14 +30,14 @@ def test_langgraph_dev_keeps_checkpoints_and_memory_in_one_postgres(postgres_url
     config = json.loads(STUDIO_CONFIG.read_text())
     saver = importlib.util.find_spec("langgraph.checkpoint.postgres") is not None
     if saver:  # else the checkpoints stay in the server's process, and only the memory is checked
-        config["checkpointer"] = {"backend": "custom",
-                                  "path": f"{HERE / 'pg_checkpointer.py'}:generate_checkpointer"}
+        config["checkpointer"] = {"backend": "custom", "path": f"{HERE / 'pg_checkpointer.py'}:generate_checkpointer"}
     source = tmp_path / "langgraph.json"
     source.write_text(json.dumps(config))
     workdir = tmp_path / "server"
     workdir.mkdir()
-    env = server_env(workdir / "memory", embedder="hashing", LOGICMAP_STORE_URL=postgres_url,
-                     LOGICMAP_STORE_POLICY="heuristic")
+    env = server_env(
+        workdir / "memory", embedder="hashing", LOGICMAP_STORE_URL=postgres_url, LOGICMAP_STORE_POLICY="heuristic"
+    )
     server = LangGraphDevServer(workdir, env, config=source).start()
     try:
         client = get_client(url=server.url)
@@ -46,14 +46,20 @@ def test_langgraph_dev_keeps_checkpoints_and_memory_in_one_postgres(postgres_url
             await client.store.put_item(["docs", "alice"], "pref", {"content": "Alice prefers window seats."})
             got = await client.store.get_item(["docs", "alice"], "pref")
             thread = await client.threads.create()
-            ingested = await client.runs.wait(thread["thread_id"], "ingest", input={"path": str(SAMPLE)},
-                                              context={"namespace": "sample", "policy": "heuristic"})
-            answer = await client.runs.wait(thread["thread_id"], "rerank",
-                                            input={"question": "What is the name of Maya's dog?"},
-                                            context={"namespace": "sample"})
+            ingested = await client.runs.wait(
+                thread["thread_id"],
+                "ingest",
+                input={"path": str(SAMPLE)},
+                context={"namespace": "sample", "policy": "heuristic"},
+            )
+            answer = await client.runs.wait(
+                thread["thread_id"],
+                "rerank",
+                input={"question": "What is the name of Maya's dog?"},
+                context={"namespace": "sample"},
+            )
             state = await client.threads.get_state(thread["thread_id"])
-            return {"got": got, "ingested": ingested, "answer": answer, "thread": thread["thread_id"],
-                    "state": state}
+            return {"got": got, "ingested": ingested, "answer": answer, "thread": thread["thread_id"], "state": state}
 
         out = asyncio.run(asyncio.wait_for(scenario(), RUN_TIMEOUT_S))
     finally:
@@ -67,10 +73,16 @@ def test_langgraph_dev_keeps_checkpoints_and_memory_in_one_postgres(postgres_url
     assert out["state"]["values"]["question"] == "What is the name of Maya's dog?"
     with psycopg.connect(postgres_url) as conn:  # after the server stopped: what it left in the database
         namespaces = {ns: g for ns, g in conn.execute("SELECT namespace, generation FROM logicmap_namespaces")}
-        turns = conn.execute("SELECT count(*) FROM logicmap_records WHERE namespace = 'sample' AND kind = 'turns' "
-                             "AND record->>'text' LIKE %s", ("%dog%",)).fetchone()
-        checkpoints = conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s",
-                                   (out["thread"],)).fetchone() if saver else None
+        turns = conn.execute(
+            "SELECT count(*) FROM logicmap_records WHERE namespace = 'sample' AND kind = 'turns' "
+            "AND record->>'text' LIKE %s",
+            ("%dog%",),
+        ).fetchone()
+        checkpoints = (
+            conn.execute("SELECT count(*) FROM checkpoints WHERE thread_id = %s", (out["thread"],)).fetchone()
+            if saver
+            else None
+        )
     assert namespaces.get("sample", 0) >= 5 and namespaces.get("docs.alice", 0) >= 1, namespaces
     assert turns is not None and turns[0] >= 1
     if not saver:

@@ -29,9 +29,16 @@ def test_two_writer_processes_lose_nothing_and_generations_are_consecutive(postg
         before = reader.snapshot("shared")
         assert reader.snapshot("shared") is before  # cached: the generation row still names it
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), *sys.path]))}
-        writers = [subprocess.Popen([sys.executable, str(WRITER), postgres_url, "shared", name, str(PER_WRITER)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
-                   for name in ("A", "B")]
+        writers = [
+            subprocess.Popen(
+                [sys.executable, str(WRITER), postgres_url, "shared", name, str(PER_WRITER)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=ROOT,
+            )
+            for name in ("A", "B")
+        ]
         outputs = [w.communicate(timeout=300) for w in writers]
         for writer, (_out, err) in zip(writers, outputs):
             assert writer.returncode == 0, err.decode()[-2000:]
@@ -42,7 +49,8 @@ def test_two_writer_processes_lose_nothing_and_generations_are_consecutive(postg
         assert len(after.manifest.sessions) == 1 + 2 * PER_WRITER
         assert sorted(s.generation for s in after.manifest.sessions.values()) == list(range(1, 2 + 2 * PER_WRITER))
         assert sorted(t.text for t in after.turns.values()) == sorted(
-            ["the reader's first"] + [f"{w} says {n}" for w in "AB" for n in range(PER_WRITER)])
+            ["the reader's first"] + [f"{w} says {n}" for w in "AB" for n in range(PER_WRITER)]
+        )
         assert set(retries) == {"A", "B"}
     finally:
         reader.close()

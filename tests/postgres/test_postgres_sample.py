@@ -28,8 +28,11 @@ STRATEGIES = ("rerank", "compass")
 
 
 def _answers(res: Resources, namespace: str, questions: list[str]) -> list[str]:
-    return [answer(s, q, namespace, resources=res, policy="heuristic").model_dump_json(
-        exclude={"cost", "timings", "trace"}) for s in STRATEGIES for q in questions]
+    return [
+        answer(s, q, namespace, resources=res, policy="heuristic").model_dump_json(exclude={"cost", "timings", "trace"})
+        for s in STRATEGIES
+        for q in questions
+    ]
 
 
 def _flat(value: Any, path: str = "") -> dict[str, Any]:
@@ -56,13 +59,15 @@ def _same_but_score_digits(got: list[str], want: list[str]) -> None:
 
 
 def test_the_sample_answers_on_postgres_as_on_chroma_and_moves_between_them(
-        postgres_url: str, sample: Conversation, tmp_path: Path) -> None:
+    postgres_url: str, sample: Conversation, tmp_path: Path
+) -> None:
     questions = [qa.question for qa in sample.qa]
     assert questions
     chroma = make_resources(tmp_path / "chroma")
     postgres = Resources(settings=LogicMapSettings(store_url=postgres_url, embedding_provider="hashing"))
-    in_process = Resources(settings=LogicMapSettings(store_url=f"memory://{tmp_path.name}",
-                                                     embedding_provider="hashing"))
+    in_process = Resources(
+        settings=LogicMapSettings(store_url=f"memory://{tmp_path.name}", embedding_provider="hashing")
+    )
     back = make_resources(tmp_path / "chroma-again")
     try:
         for res in (chroma, postgres, in_process):

@@ -28,12 +28,19 @@ def resources(postgres_url: str) -> Iterator[Resources]:
 
 def test_the_chatbot_remembers_and_recalls_through_postgres(resources: Resources) -> None:
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    ctx = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice",
-                      remember_mode="sync", resources=resources)
+    ctx = ChatContext(
+        namespace="alice",
+        strategy="reconstruct",
+        policy="heuristic",
+        user_name="Alice",
+        remember_mode="sync",
+        resources=resources,
+    )
 
     def say(text: str, thread: str) -> dict:
-        return bot.invoke({"messages": [HumanMessage(content=text)]}, {"configurable": {"thread_id": thread}},
-                          context=ctx)
+        return bot.invoke(
+            {"messages": [HumanMessage(content=text)]}, {"configurable": {"thread_id": thread}}, context=ctx
+        )
 
     assert say("My dog's name is Pixel and she is a beagle.", "t1")["memory_write"]["status"] == "stored"
     second = say("What is my dog's name?", "t2")  # a fresh thread: only the memory in Postgres knows it
@@ -41,7 +48,9 @@ def test_the_chatbot_remembers_and_recalls_through_postgres(resources: Resources
     assert type(resources.store).__name__ == "PostgresStore"
     turns = {t.text: t for t in resources.store.snapshot("alice").turns.values()}  # both turns, in the database
     assert set(turns) == {"My dog's name is Pixel and she is a beagle.", "What is my dog's name?"}
-    assert turns["My dog's name is Pixel and she is a beagle."].evidence and not turns["What is my dog's name?"].evidence
+    assert (
+        turns["My dog's name is Pixel and she is a beagle."].evidence and not turns["What is my dog's name?"].evidence
+    )
 
 
 def test_the_mcp_server_remembers_and_searches_through_postgres(resources: Resources) -> None:

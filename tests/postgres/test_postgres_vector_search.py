@@ -33,8 +33,16 @@ def store(postgres_url: str) -> Iterator[PostgresStore]:
 def _fill(store: PostgresStore, namespace: str, vectors: np.ndarray) -> None:
     turns = [_turn(namespace, "S1", i + 1, f"{namespace} turn {i}") for i in range(len(vectors))]
     info = SessionInfo(session_id="S1", content_hash=f"h-{namespace}", generation=0, policy="heuristic")
-    store.commit(ChangeSet(namespace=namespace, base_generation=0, session=info, turns=turns,
-                           turn_vectors=[list(map(float, v)) for v in vectors], embedder="hashing"))
+    store.commit(
+        ChangeSet(
+            namespace=namespace,
+            base_generation=0,
+            session=info,
+            turns=turns,
+            turn_vectors=[list(map(float, v)) for v in vectors],
+            embedder="hashing",
+        )
+    )
 
 
 def test_namespace_filtered_searches_return_the_full_k_through_the_hnsw_index(store: PostgresStore) -> None:
@@ -77,7 +85,6 @@ def test_a_small_namespace_gets_the_exact_answer_and_bad_queries_are_one_line(st
         store.query("vs.small", "turns", [1.0, 2.0, 3.0], 2)
     with pytest.raises(ValueError, match="have no vectors"):
         store.query("vs.small", "tags", query, 2)
-
 
 
 def test_the_migration_indexes_the_widths_a_database_held_before_it(store: PostgresStore, postgres_url: str) -> None:

@@ -72,14 +72,23 @@ def test_a_snapshot_advanced_by_deltas_equals_one_read_whole(postgres_url: str) 
             live = sorted(writer.snapshot("delta").turns) if base else []
             roll = rng.random()
             if live and roll < 0.25:
-                writer.commit(ChangeSet(namespace="delta", base_generation=base, embedder="hashing",
-                                        retire={"turns": rng.sample(live, min(2, len(live)))}))
+                writer.commit(
+                    ChangeSet(
+                        namespace="delta",
+                        base_generation=base,
+                        embedder="hashing",
+                        retire={"turns": rng.sample(live, min(2, len(live)))},
+                    )
+                )
             elif live and roll < 0.35:
                 writer.purge("delta")
             else:
                 session = f"S{rng.randrange(6)}"  # a session again: its turns replaced
-                writer.commit(_session_change("delta", base, session,
-                                              [f"{session} step {step} turn {i}" for i in range(rng.randrange(1, 4))]))
+                writer.commit(
+                    _session_change(
+                        "delta", base, session, [f"{session} step {step} turn {i}" for i in range(rng.randrange(1, 4))]
+                    )
+                )
             if rng.random() < 0.5:
                 continue  # the reader skips generations: its next delta spans several (and a purge, at times)
             got = reader.snapshot("delta")
@@ -103,8 +112,10 @@ def test_a_store_that_cannot_connect_is_one_line_at_once_without_the_password(po
     from tests.postgres_support import free_port
 
     port = getattr(postgres_server, "port")  # noqa: B009 - the session's server
-    for url, said in ((f"postgresql://ana:s3cret@127.0.0.1:{free_port()}/memory", "Connection refused"),
-                      (f"postgresql://postgres:s3cret@127.0.0.1:{port}/no_such_db", "no_such_db")):
+    for url, said in (
+        (f"postgresql://ana:s3cret@127.0.0.1:{free_port()}/memory", "Connection refused"),
+        (f"postgresql://postgres:s3cret@127.0.0.1:{port}/no_such_db", "no_such_db"),
+    ):
         started = time.monotonic()
         with pytest.raises(StoreUnavailableError) as caught:
             open_store(LogicMapSettings(store_url=url, embedding_provider="hashing"))

@@ -29,8 +29,9 @@ def sample_memory(module_resources: Resources) -> Resources:
     from logicmap.memory.files.loaders import load_conversations
     from tests.reliability.support import SAMPLE
 
-    ingest_conversation(load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic",
-                        memory_manager="r2")
+    ingest_conversation(
+        load_conversations(SAMPLE)[0], "sample", resources=module_resources, policy="heuristic", memory_manager="r2"
+    )
     return module_resources
 
 

@@ -67,8 +67,13 @@ def child(cmd: dict) -> dict:
     res = _resources(cmd["dir"])
     op = cmd["op"]
     if op == "ingest":
-        ingest_conversation(_with_canary(load_conversations(SAMPLE)[0]), NAMESPACE, resources=res,
-                            policy="heuristic", memory_manager="r2")
+        ingest_conversation(
+            _with_canary(load_conversations(SAMPLE)[0]),
+            NAMESPACE,
+            resources=res,
+            policy="heuristic",
+            memory_manager="r2",
+        )
     elif op == "forget":
         forget(NAMESPACE, turn_ids=[VICTIM], purge=True, resources=res)
     elif op == "forget-in-purge":

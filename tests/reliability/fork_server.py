@@ -85,10 +85,15 @@ def serve(body_for: Callable[[dict], Body], after: Callable[[dict, int], None] |
         status, timer_kill = wait_child(pid, None if kill_after is None else float(kill_after), started)
         if after is not None:
             after(cmd, status)
-        print(json.dumps({
-            "op": cmd["op"],
-            "elapsed": time.perf_counter() - started,
-            "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
-            "timer_kill": timer_kill,
-            "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-        }), flush=True)
+        print(
+            json.dumps(
+                {
+                    "op": cmd["op"],
+                    "elapsed": time.perf_counter() - started,
+                    "killed": os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL,
+                    "timer_kill": timer_kill,
+                    "exit_code": os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
+                }
+            ),
+            flush=True,
+        )

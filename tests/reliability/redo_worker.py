@@ -68,8 +68,9 @@ def child_build(cmd: dict) -> dict:
             if redo and cmd.get("kill_at_report") == len(rebuilt):
                 os.kill(os.getpid(), signal.SIGKILL)
 
-    report = ingest_conversation(CONVERSATION, NAMESPACE, resources=resources, context=CONTEXT, redo_fallbacks=redo,
-                                 progress=after_commit)
+    report = ingest_conversation(
+        CONVERSATION, NAMESPACE, resources=resources, context=CONTEXT, redo_fallbacks=redo, progress=after_commit
+    )
     return {"built": [s.session_id for s in report.sessions if not s.skipped]}
 
 

@@ -36,8 +36,11 @@ def main(argv: list[str]) -> int:
         started = time.perf_counter()
         # Writers of one namespace send halves of one conversation: each vouches for its new sessions.
         report = ingest_conversation(conversation, namespace, resources=resources, policy="heuristic", append=True)
-        result.update(ok=True, elapsed=time.perf_counter() - started,
-                      sessions=[[s.session_id, s.skipped, s.generation] for s in report.sessions])
+        result.update(
+            ok=True,
+            elapsed=time.perf_counter() - started,
+            sessions=[[s.session_id, s.skipped, s.generation] for s in report.sessions],
+        )
     except BaseException:  # the test reads and reports it
         result.update(ok=False, error=traceback.format_exc())
     Path(out).write_text(json.dumps(result), encoding="utf-8")

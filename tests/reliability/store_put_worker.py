@@ -27,7 +27,6 @@ NEW = {"content": "I moved to Porto with my walrus Brindlewick."}
 OLD_WORD, NEW_WORD = "Quillon", "Brindlewick"
 
 
-
 def _resources(directory: str) -> Resources:
     resources = Resources(settings=LogicMapSettings(data_dir=Path(directory), embedding_provider="hashing"))
     resources.llm_ = None
@@ -44,8 +43,10 @@ def seen(store, res: Resources) -> dict:
         found[f"search_{word}"] = [h.value for h in hits if h.key == "home"]
         snap = live_snapshot(res.store, "memories.alice")  # what readers see: committed, with pending writes
         found[f"records_{word}"] = sorted(
-            kind.field for kind in RECORD_KINDS
-            if any(word in r.model_dump_json() for r in getattr(snap, kind.field).values()))
+            kind.field
+            for kind in RECORD_KINDS
+            if any(word in r.model_dump_json() for r in getattr(snap, kind.field).values())
+        )
     return found
 
 

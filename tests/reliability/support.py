@@ -110,12 +110,16 @@ def memory_problems(snapshot: Any, session_turns: dict[str, list[str]] | None = 
                 problems.append(f"{kind} {rid} belongs to namespace {record.namespace!r}, read from {ns!r}")
     visible_sessions = {t.session_id for t in turns.values()}
     if visible_sessions != committed:
-        problems.append(f"manifest lists sessions {sorted(committed)} but turns of {sorted(visible_sessions)} are visible")
+        problems.append(
+            f"manifest lists sessions {sorted(committed)} but turns of {sorted(visible_sessions)} are visible"
+        )
     if session_turns is not None:
         for sid in committed:
             got = sorted(t for t, turn in turns.items() if turn.session_id == sid)
             if sid in session_turns and got != sorted(session_turns[sid]):
-                problems.append(f"session {sid}: visible turns {got} differ from the file's {sorted(session_turns[sid])}")
+                problems.append(
+                    f"session {sid}: visible turns {got} differ from the file's {sorted(session_turns[sid])}"
+                )
     positions = [t.position for t in turns.values()]
     if len(set(positions)) != len(positions):
         dup = sorted({p for p in positions if positions.count(p) > 1})
@@ -163,15 +167,28 @@ def memory_problems(snapshot: Any, session_turns: dict[str, list[str]] | None = 
 
 # -- tenants with marker words -------------------------------------------------------------------
 _TOPICS = [
-    "adopted a puppy named {m}", "started a pottery class near the {m} market", "moved to a flat on {m} street",
-    "is training for the {m} half marathon", "cooked ramen with {m} mushrooms", "visited the {m} museum",
-    "bought a bike from {m} cycles", "plans a trip to {m} island in May", "fixed the {m} bakery oven",
+    "adopted a puppy named {m}",
+    "started a pottery class near the {m} market",
+    "moved to a flat on {m} street",
+    "is training for the {m} half marathon",
+    "cooked ramen with {m} mushrooms",
+    "visited the {m} museum",
+    "bought a bike from {m} cycles",
+    "plans a trip to {m} island in May",
+    "fixed the {m} bakery oven",
 ]
 
 
-def marked_conversation(marker: str, *, sessions: int = 2, turns_per_session: int = 4, seed: int = 0,
-                        first_session: int = 1, start: datetime = datetime(2023, 3, 4, 14, 15),
-                        conversation_id: str | None = None) -> Conversation:
+def marked_conversation(
+    marker: str,
+    *,
+    sessions: int = 2,
+    turns_per_session: int = 4,
+    seed: int = 0,
+    first_session: int = 1,
+    start: datetime = datetime(2023, 3, 4, 14, 15),
+    conversation_id: str | None = None,
+) -> Conversation:
     """A conversation whose every turn carries ``marker`` (ids like the sample: S1.., D1:1..)."""
     rng = random.Random(f"{marker}-{seed}")
     people = [f"Ana{marker}", f"Rui{marker}"]
@@ -181,10 +198,18 @@ def marked_conversation(marker: str, *, sessions: int = 2, turns_per_session: in
         raw = []
         for t in range(1, turns_per_session + 1):
             topic = rng.choice(_TOPICS).format(m=marker)
-            raw.append(RawTurn(dia_id=f"D{s}:{t}", speaker=people[(t - 1) % 2],
-                               text=f"{marker} note {s}.{t}: my friend {topic}, said {people[t % 2]} about {marker}."))
-        out.append(Session(session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
-                           turns=raw))
+            raw.append(
+                RawTurn(
+                    dia_id=f"D{s}:{t}",
+                    speaker=people[(t - 1) % 2],
+                    text=f"{marker} note {s}.{t}: my friend {topic}, said {people[t % 2]} about {marker}.",
+                )
+            )
+        out.append(
+            Session(
+                session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"), turns=raw
+            )
+        )
     return Conversation(conversation_id=conversation_id or f"conv-{marker}", speakers=people, sessions=out)
 
 
@@ -200,14 +225,57 @@ def locomo_document(conversation: Conversation) -> list[dict[str, Any]]:
 
 # -- garbage chat model --------------------------------------------------------------------------
 REPLY_KINDS = (
-    "text", "empty", "whitespace", "huge_text", "huge_json", "json", "json_list", "wrong_schema", "mutant",
-    "plausible", "fenced", "tool_call", "invalid_tool_call", "raise", "prose_with_json",
+    "text",
+    "empty",
+    "whitespace",
+    "huge_text",
+    "huge_json",
+    "json",
+    "json_list",
+    "wrong_schema",
+    "mutant",
+    "plausible",
+    "fenced",
+    "tool_call",
+    "invalid_tool_call",
+    "raise",
+    "prose_with_json",
 )
 # Replies no schema can accept: no JSON object in them, or a call that fails.
 GUARANTEED_INVALID_KINDS = ("empty", "whitespace", "huge_text", "json_list", "invalid_tool_call", "raise", "bare_text")
 
-ID_POOL = ["E1", "E2", "E3", "E4", "E9", "E0", "S1-E1", "S1-E2", "S2-E1", "S3-E2", "S9-E9", "D1:1", "D1:2", "D2:3",
-           "D5:9", "D9:9", "T1", "T2", "T99", "0", "1", "-1", "", " ", "Maya", "Leo", "none", "null", "E1; DROP", "🙂"]
+ID_POOL = [
+    "E1",
+    "E2",
+    "E3",
+    "E4",
+    "E9",
+    "E0",
+    "S1-E1",
+    "S1-E2",
+    "S2-E1",
+    "S3-E2",
+    "S9-E9",
+    "D1:1",
+    "D1:2",
+    "D2:3",
+    "D5:9",
+    "D9:9",
+    "T1",
+    "T2",
+    "T99",
+    "0",
+    "1",
+    "-1",
+    "",
+    " ",
+    "Maya",
+    "Leo",
+    "none",
+    "null",
+    "E1; DROP",
+    "🙂",
+]
 INT_POOL = [-1, 0, 1, 2, 3, 4, 7, 99, 10**12]
 HUGE = 100_000
 
@@ -308,8 +376,9 @@ class GarbageChatModel(ScriptedChatModel):
             self._shared_tools = list(tools)  # an agent's toolset, possibly invoked from other threads
         return self
 
-    def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
-                  **kwargs: Any) -> Any:
+    def _generate(
+        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
+    ) -> Any:
         tags = list(getattr(run_manager, "tags", None) or [])
         role = next((t.split(":", 1)[1] for t in tags if t.startswith("role:")), None) or "agent"
         # A combined call (the session analyst) stands for the roles of its parts: those are what can fall back.
@@ -351,7 +420,11 @@ class GarbageChatModel(ScriptedChatModel):
         if kind == "whitespace":
             return " \n\t "
         if kind == "huge_text":
-            return ("x" * HUGE) if not spec.text else (spec.text.replace("{", "").replace("[", "") * (HUGE // max(1, len(spec.text))))[:HUGE] or "x"
+            return (
+                ("x" * HUGE)
+                if not spec.text
+                else (spec.text.replace("{", "").replace("[", "") * (HUGE // max(1, len(spec.text))))[:HUGE] or "x"
+            )
         if kind == "huge_json":
             return json.dumps(_huge_strings(shaped))
         if kind == "json":
@@ -367,19 +440,32 @@ class GarbageChatModel(ScriptedChatModel):
         if kind == "fenced":
             return f"Sure! Here it is:\n```json\n{json.dumps(_model_dict(schema, rng, 0.3) if schema else shaped)}\n```"
         if kind == "prose_with_json":
-            return f"I think {{not json}} then {json.dumps(_model_dict(schema, rng, 0.3) if schema else shaped)} trailing"
+            return (
+                f"I think {{not json}} then {json.dumps(_model_dict(schema, rng, 0.3) if schema else shaped)} trailing"
+            )
         if kind == "tool_call":
             names = [*(tool_names or []), *([schema.__name__] if schema is not None else []), "no_such_tool", ""]
             args = spec.payload if isinstance(spec.payload, dict) else {"value": spec.payload}
             if rng.random() < 0.5 and schema is not None:
                 args = _model_dict(schema, rng, 0.6)
-            calls = [{"name": rng.choice(names), "args": args, "id": f"call_{rng.randrange(10**6)}", "type": "tool_call"}
-                     for _ in range(rng.choice([1, 1, 2, 12]))]
+            calls = [
+                {"name": rng.choice(names), "args": args, "id": f"call_{rng.randrange(10**6)}", "type": "tool_call"}
+                for _ in range(rng.choice([1, 1, 2, 12]))
+            ]
             return AIMessage(content=rng.choice(["", "calling tools"]), tool_calls=calls)
         if kind == "invalid_tool_call":
-            return AIMessage(content="", invalid_tool_calls=[{
-                "name": rng.choice([*(tool_names or ["search_events"]), "???"]), "args": "{\"query\": unterminated",
-                "id": f"bad_{rng.randrange(10**6)}", "error": "malformed JSON arguments", "type": "invalid_tool_call"}])
+            return AIMessage(
+                content="",
+                invalid_tool_calls=[
+                    {
+                        "name": rng.choice([*(tool_names or ["search_events"]), "???"]),
+                        "args": '{"query": unterminated',
+                        "id": f"bad_{rng.randrange(10**6)}",
+                        "error": "malformed JSON arguments",
+                        "type": "invalid_tool_call",
+                    }
+                ],
+            )
         if kind == "raise":
             return RuntimeError("simulated provider failure: 500 internal error")
         raise ValueError(f"unknown reply kind {kind!r}")
@@ -403,17 +489,23 @@ class ForkWorker:
 
     def __init__(self, script: str, workdir: Path) -> None:
         self.workdir, self.count = workdir, 0
-        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name(script))],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                     env=subprocess_env(workdir / "default", OPENBLAS_NUM_THREADS="1",
-                                                        OMP_NUM_THREADS="1"), cwd=ROOT)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name(script))],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(workdir / "default", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
+            cwd=ROOT,
+        )
 
     def call(self, op: str, directory: Path, kill_after: float | None = None, **fields: Any) -> tuple[dict, dict]:
         self.count += 1
         out = self.workdir / f"{op}-{self.count}.json"
         assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps({"op": op, "dir": str(directory), "out": str(out),
-                                          "kill_after": kill_after, **fields}) + "\n")
+        self.proc.stdin.write(
+            json.dumps({"op": op, "dir": str(directory), "out": str(out), "kill_after": kill_after, **fields}) + "\n"
+        )
         self.proc.stdin.flush()
         line = self.proc.stdout.readline()
         if not line:
@@ -452,8 +544,11 @@ class ChromaServer:
         import chromadb
 
         with self.log.open("a") as log:
-            self.proc = subprocess.Popen([str(self.chroma), "run", "--path", str(self.path), "--host", "127.0.0.1",
-                                          "--port", str(self.port)], stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [str(self.chroma), "run", "--path", str(self.path), "--host", "127.0.0.1", "--port", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -471,8 +566,12 @@ class ChromaServer:
         self.proc = None
 
     def env(self, tmp: Path, lease_s: float = 6.0) -> dict[str, str]:
-        return subprocess_env(tmp / "unused", LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(self.port),
-                              LOGICMAP_COMMIT_LEASE_S=str(lease_s))
+        return subprocess_env(
+            tmp / "unused",
+            LOGICMAP_CHROMA_HOST="127.0.0.1",
+            LOGICMAP_CHROMA_PORT=str(self.port),
+            LOGICMAP_COMMIT_LEASE_S=str(lease_s),
+        )
 
     def settings(self, **extra: Any) -> Any:
         """Settings of a LogicMap store on this server (``extra``: more fields, e.g. a data directory)."""
@@ -490,7 +589,9 @@ def with_session(conv: Conversation, number: int, lines: Sequence[tuple[int, str
     """``conv`` with one more session ``S{number}``, dated as its last: turn ``D{number}:i`` is said by
     ``conv.speakers[speaker]`` for each ``(speaker, text)`` (the canary tests' planted session)."""
     last = conv.sessions[-1]
-    turns = [RawTurn(dia_id=f"D{number}:{i}", speaker=conv.speakers[who], text=text)
-             for i, (who, text) in enumerate(lines, start=1)]
+    turns = [
+        RawTurn(dia_id=f"D{number}:{i}", speaker=conv.speakers[who], text=text)
+        for i, (who, text) in enumerate(lines, start=1)
+    ]
     extra = Session(session_id=f"S{number}", timestamp=last.timestamp, timestamp_text=last.timestamp_text, turns=turns)
     return conv.model_copy(update={"sessions": [*conv.sessions, extra]})

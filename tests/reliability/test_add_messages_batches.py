@@ -34,8 +34,14 @@ os.kill(os.getpid(), signal.SIGKILL)  # a crash in the middle of the call, right
 
 
 def _run(script: str, data_dir: Path, n: int) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", script, str(data_dir), str(n)], capture_output=True,
-                          text=True, env=subprocess_env(data_dir), timeout=1800, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", script, str(data_dir), str(n)],
+        capture_output=True,
+        text=True,
+        env=subprocess_env(data_dir),
+        timeout=1800,
+        check=False,
+    )
 
 
 def test_a_kill_mid_call_keeps_the_committed_batches_and_a_rerun_stores_the_rest(tmp_path: Path) -> None:

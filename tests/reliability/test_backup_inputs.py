@@ -60,8 +60,12 @@ def seal(header: dict[str, Any], lines: list[bytes], *, recount: bool = True) ->
     return _canonical(header) + b"\n" + b"".join(lines)
 
 
-def edit_line(data: bytes, rng: random.Random, change: Callable[[dict[str, Any]], str | None],
-              kinds: tuple[str, ...] | None = None) -> tuple[bytes, int, str]:
+def edit_line(
+    data: bytes,
+    rng: random.Random,
+    change: Callable[[dict[str, Any]], str | None],
+    kinds: tuple[str, ...] | None = None,
+) -> tuple[bytes, int, str]:
     """Apply ``change`` to a random body line (of ``kinds``) and seal; ``(file, its line number, field)``."""
     header, lines = split(data)
     candidates = [i for i, line in enumerate(lines) if kinds is None or json.loads(line)["kind"] in kinds]
@@ -227,12 +231,23 @@ def bad_header(data: bytes, rng: random.Random, n: int) -> list[Case]:
         edit(h)
         line = 2 if field == "vector" else 1
         cases.append(Case(f"header-{name}", seal(h, lines, recount=False), line, field))
-    raw = [(b"not json\n", "json"), (b"[1, 2]\n", "json"), (b"\n", "json"), (b'{"format": "logicmap-namespace"', "json"),
-           (b'{"format": "logicmap-namespace", "version": 1}\n', "logicmap")]
+    raw = [
+        (b"not json\n", "json"),
+        (b"[1, 2]\n", "json"),
+        (b"\n", "json"),
+        (b'{"format": "logicmap-namespace"', "json"),
+        (b'{"format": "logicmap-namespace", "version": 1}\n', "logicmap"),
+    ]
     for i, (head, field) in enumerate(raw):
         cases.append(Case(f"header-raw-{i}", head + b"".join(lines), 1, field))
-    cases.append(Case("header-only-sealed-edit", _canonical({**header, "generation": 6}) + b"\n" + b"".join(lines), 1,
-                      "header_sha256"))
+    cases.append(
+        Case(
+            "header-only-sealed-edit",
+            _canonical({**header, "generation": 6}) + b"\n" + b"".join(lines),
+            1,
+            "header_sha256",
+        )
+    )
     rng.shuffle(cases)
     return cases[:n]
 
@@ -240,8 +255,16 @@ def bad_header(data: bytes, rng: random.Random, n: int) -> list[Case]:
 def wrong_embedder(data: bytes, rng: random.Random, n: int) -> list[Case]:
     header, lines = split(data)
     names = ["minilm:all-MiniLM-L6-v2", "openai:text-embedding-3-small", "hashing-v2", "Hashing", "openai:"]
-    return [Case(f"embedder-{name}", seal({**header, "embedder": name}, lines, recount=False), 1, "embedder",
-                 EmbedderMismatchError) for name in names[:n]]
+    return [
+        Case(
+            f"embedder-{name}",
+            seal({**header, "embedder": name}, lines, recount=False),
+            1,
+            "embedder",
+            EmbedderMismatchError,
+        )
+        for name in names[:n]
+    ]
 
 
 def _record_edits(

@@ -42,15 +42,38 @@ from tests import chroma_internals as chroma
 from tests.reliability.support import SAMPLE, uncommitted_versions
 
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
-RUNS = settings(max_examples=_DEEP or 40, deadline=None, derandomize=not _DEEP,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+RUNS = settings(
+    max_examples=_DEEP or 40,
+    deadline=None,
+    derandomize=not _DEEP,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 COUNTS: Counter[str] = Counter()
 _targets = itertools.count()
 LAST_TARGET: list[str] = []
 
-HOSTILE = [2**31 - 1, 2**31, 2**30, 2**30 + 1, 2**53, 2**53 + 1, 2**63 - 1, 2**63, 2**64, -(2**63), -1, 0, 1, 7,
-           10**13, 1.5, -0.0, "1e400", "-1e400", "1e308"]
+HOSTILE = [
+    2**31 - 1,
+    2**31,
+    2**30,
+    2**30 + 1,
+    2**53,
+    2**53 + 1,
+    2**63 - 1,
+    2**63,
+    2**64,
+    -(2**63),
+    -1,
+    0,
+    1,
+    7,
+    10**13,
+    1.5,
+    -0.0,
+    "1e400",
+    "-1e400",
+    "1e308",
+]
 INFINITE = {"1e400", "-1e400"}  # written as JSON text: Python has no such float to dump
 
 
@@ -161,8 +184,11 @@ def vector_values(data: bytes) -> st.SearchStrategy[tuple[str, bytes]]:
             line["record"]["centroid"][0] = value if np.isfinite(value) else "@@1e400"
         return f"vector values {value:g}", seal(header, [_dump(line) for line in lines])
 
-    return st.builds(build, st.sampled_from(with_vectors),
-                     st.sampled_from([1e30, -1e30, 3.0e38, 1e19, 1e300, float("inf"), float("nan"), 1e-45, 0.0, 5.0]))
+    return st.builds(
+        build,
+        st.sampled_from(with_vectors),
+        st.sampled_from([1e30, -1e30, 3.0e38, 1e19, 1e300, float("inf"), float("nan"), 1e-45, 0.0, 5.0]),
+    )
 
 
 def counts(data: bytes) -> st.SearchStrategy[tuple[str, bytes]]:
@@ -193,8 +219,10 @@ def _next_session() -> Any:
     conversation = load_conversations(SAMPLE)[0]
     last = conversation.sessions[-1]
     n = len(conversation.sessions) + 1
-    turns = [RawTurn(dia_id=f"D{n}:1", speaker=conversation.speakers[0], text="Quilt update: the zebra quilt is done."),
-             RawTurn(dia_id=f"D{n}:2", speaker=conversation.speakers[-1], text="A zebra quilt! Send me a photo.")]
+    turns = [
+        RawTurn(dia_id=f"D{n}:1", speaker=conversation.speakers[0], text="Quilt update: the zebra quilt is done."),
+        RawTurn(dia_id=f"D{n}:2", speaker=conversation.speakers[-1], text="A zebra quilt! Send me a photo."),
+    ]
     session = Session(session_id=f"S{n}", timestamp=last.timestamp, timestamp_text=last.timestamp_text, turns=turns)
     return conversation.model_copy(update={"sessions": [*conversation.sessions, session]})
 
@@ -282,8 +310,19 @@ def test_the_issues_cases_exit_2_with_one_line_and_create_nothing(
     path = tmp_path / "hostile.jsonl"
     path.write_bytes(data)
     before = sample_memory.store.namespaces()
-    code = main(["--data-dir", str(sample_memory.settings.data_dir), "--embeddings", "hashing", "import", str(path),
-                 "-n", "hostile", "--quiet"])
+    code = main(
+        [
+            "--data-dir",
+            str(sample_memory.settings.data_dir),
+            "--embeddings",
+            "hashing",
+            "import",
+            str(path),
+            "-n",
+            "hostile",
+            "--quiet",
+        ]
+    )
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {path}: line 1: {field}: "), err
     assert sample_memory.store.namespaces() == before and sample_memory.store.manifest("hostile").generation == 0
@@ -315,10 +354,13 @@ def test_a_chroma_server_restores_a_high_generation_and_then_ingests_and_answers
         header, records = parts(exported)
         h = json.loads(json.dumps(header))
         h["generation"] = h["manifest"]["generation"] = new
-        res = Resources(settings=LogicMapSettings(chroma_host="127.0.0.1", chroma_port=server.port,
-                                                  embedding_provider="hashing"))
+        res = Resources(
+            settings=LogicMapSettings(chroma_host="127.0.0.1", chroma_port=server.port, embedding_provider="hashing")
+        )
         res.llm_ = None
-        assert tried(res, tmp_path, f"server generation={new}", seal(h, [_dump(line) for line in records])) == "imported"
+        assert (
+            tried(res, tmp_path, f"server generation={new}", seal(h, [_dump(line) for line in records])) == "imported"
+        )
         claims = chroma.claims(res.store, LAST_TARGET[0])
         assert len(claims["ids"]) <= 10_002
     finally:

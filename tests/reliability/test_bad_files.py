@@ -44,8 +44,22 @@ def run_cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, s
 
 
 def ingest(path: Path, data_dir: Path, namespace: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    return run_cli(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", namespace,
-                    "--policy", "heuristic", "--quiet"], capsys)
+    return run_cli(
+        [
+            "--data-dir",
+            str(data_dir),
+            "--embeddings",
+            "hashing",
+            "ingest",
+            str(path),
+            "-n",
+            namespace,
+            "--policy",
+            "heuristic",
+            "--quiet",
+        ],
+        capsys,
+    )
 
 
 def open_store(data_dir: Path) -> MemoryStore:
@@ -131,10 +145,27 @@ def _bad_locomo(kind: str) -> tuple[Any, str, str]:
 
 
 LOCOMO_CASES = [
-    "missing_text", "missing_dia_id", "speaker_wrong_type", "text_null", "session_not_list", "turn_not_object",
-    "missing_conversation", "duplicate_dia_id", "bad_timestamp", "timestamp_wrong_type", "caption_wrong_type",
-    "empty_sessions", "no_sessions", "qa_missing_question", "qa_missing_answer", "qa_evidence_not_list",
-    "qa_not_list", "qa_item_not_object", "qa_category_wrong_type", "empty_list", "top_level_string",
+    "missing_text",
+    "missing_dia_id",
+    "speaker_wrong_type",
+    "text_null",
+    "session_not_list",
+    "turn_not_object",
+    "missing_conversation",
+    "duplicate_dia_id",
+    "bad_timestamp",
+    "timestamp_wrong_type",
+    "caption_wrong_type",
+    "empty_sessions",
+    "no_sessions",
+    "qa_missing_question",
+    "qa_missing_answer",
+    "qa_evidence_not_list",
+    "qa_not_list",
+    "qa_item_not_object",
+    "qa_category_wrong_type",
+    "empty_list",
+    "top_level_string",
 ]
 
 
@@ -143,8 +174,24 @@ def kept_memory(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     """A data dir whose namespace "keep" holds a committed conversation, and its fingerprint."""
     data_dir = tmp_path_factory.mktemp("bad-files") / "memory"
     good = write_json(data_dir.parent / "good.json", small_sample(1))
-    assert main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(good), "-n", "keep",
-                 "--policy", "heuristic", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "--data-dir",
+                str(data_dir),
+                "--embeddings",
+                "hashing",
+                "ingest",
+                str(good),
+                "-n",
+                "keep",
+                "--policy",
+                "heuristic",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     with open_store(data_dir) as store:
         return data_dir, store.snapshot("keep").fingerprint()
 
@@ -169,7 +216,9 @@ def assert_nothing_written(data_dir: Path, kept: dict, fresh: str) -> None:
 
 
 @pytest.mark.parametrize("kind", LOCOMO_CASES)
-def test_malformed_locomo_file_is_rejected_with_one_line_and_nothing_written(kind, kept_memory, tmp_path, capsys) -> None:
+def test_malformed_locomo_file_is_rejected_with_one_line_and_nothing_written(
+    kind, kept_memory, tmp_path, capsys
+) -> None:
     data_dir, kept = kept_memory
     data, record, field = _bad_locomo(kind)
     path = write_json(tmp_path / f"{kind}.json", data)
@@ -182,13 +231,20 @@ def test_malformed_locomo_file_is_rejected_with_one_line_and_nothing_written(kin
 RAW_CASES = {
     "truncated_json": (lambda: json.dumps(small_sample())[:-40].encode(), ["malformed JSON", "line 1 column"]),
     "empty_file": (lambda: b"", ["malformed JSON"]),
-    "non_utf8": (lambda: json.dumps(small_sample()).encode().replace(b"Biscuit", b"Bisc\xff\xfeit", 1), ["not UTF-8", "byte"]),
-    "latin1": (lambda: json.dumps(small_sample(), ensure_ascii=False).replace("Biscuit", "Bisc\u00fcit").encode("latin-1"),
-               ["not UTF-8"]),
+    "non_utf8": (
+        lambda: json.dumps(small_sample()).encode().replace(b"Biscuit", b"Bisc\xff\xfeit", 1),
+        ["not UTF-8", "byte"],
+    ),
+    "latin1": (
+        lambda: json.dumps(small_sample(), ensure_ascii=False).replace("Biscuit", "Bisc\u00fcit").encode("latin-1"),
+        ["not UTF-8"],
+    ),
     "utf16": (lambda: json.dumps(small_sample()).encode("utf-16"), ["not UTF-8"]),
     "trailing_garbage": (lambda: (json.dumps(small_sample()) + "\n}{").encode(), ["malformed JSON", "line 2"]),
-    "nan_literal": (lambda: re.sub(r'"category": \d+', '"category": NaN', json.dumps(small_sample()), count=1).encode(),
-                    ["qa 0", "category"]),
+    "nan_literal": (
+        lambda: re.sub(r'"category": \d+', '"category": NaN', json.dumps(small_sample()), count=1).encode(),
+        ["qa 0", "category"],
+    ),
 }
 
 
@@ -206,12 +262,20 @@ def test_unreadable_bytes_are_rejected_with_one_line_and_nothing_written(kind, k
 
 def _longmemeval(**changes: Any) -> list[dict]:
     item = {
-        "question_id": "q1", "question_type": "single-session-user", "question": "What is my dog called?",
-        "answer": "Biscuit", "question_date": "2023/05/30 (Tue) 10:00",
-        "haystack_session_ids": ["a", "b"], "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/08 (Mon) 09:00"],
-        "haystack_sessions": [[{"role": "user", "content": "I adopted a dog called Biscuit."},
-                               {"role": "assistant", "content": "Lovely name!"}],
-                              [{"role": "user", "content": "Biscuit chewed my shoes.", "has_answer": True}]],
+        "question_id": "q1",
+        "question_type": "single-session-user",
+        "question": "What is my dog called?",
+        "answer": "Biscuit",
+        "question_date": "2023/05/30 (Tue) 10:00",
+        "haystack_session_ids": ["a", "b"],
+        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/08 (Mon) 09:00"],
+        "haystack_sessions": [
+            [
+                {"role": "user", "content": "I adopted a dog called Biscuit."},
+                {"role": "assistant", "content": "Lovely name!"},
+            ],
+            [{"role": "user", "content": "Biscuit chewed my shoes.", "has_answer": True}],
+        ],
         "answer_session_ids": ["a"],
     }
     item.update(changes)
@@ -220,24 +284,48 @@ def _longmemeval(**changes: Any) -> list[dict]:
 
 OTHER_CASES = {
     "lme_missing_content": (
-        "json", lambda: _longmemeval(haystack_sessions=[[{"role": "user"}], [{"role": "user", "content": "x"}]]),
-        ["question 'q1' session a turn 0", "content"]),
-    "lme_lengths_differ": ("json", lambda: _longmemeval(haystack_session_ids=["a"]), ["question 'q1'", "haystack_session_ids"]),
-    "lme_bad_date": ("json", lambda: _longmemeval(haystack_dates=["someday", "2023/05/08 (Mon) 09:00"]), ["haystack_dates"]),
+        "json",
+        lambda: _longmemeval(haystack_sessions=[[{"role": "user"}], [{"role": "user", "content": "x"}]]),
+        ["question 'q1' session a turn 0", "content"],
+    ),
+    "lme_lengths_differ": (
+        "json",
+        lambda: _longmemeval(haystack_session_ids=["a"]),
+        ["question 'q1'", "haystack_session_ids"],
+    ),
+    "lme_bad_date": (
+        "json",
+        lambda: _longmemeval(haystack_dates=["someday", "2023/05/08 (Mon) 09:00"]),
+        ["haystack_dates"],
+    ),
     "lme_date_wrong_type": ("json", lambda: _longmemeval(haystack_dates=[20230501, 20230508]), ["haystack_dates"]),
     "lme_question_date_wrong_type": ("json", lambda: _longmemeval(question_date=["2023"]), ["question_date"]),
-    "lme_missing_question": ("json", lambda: [{k: v for k, v in _longmemeval()[0].items() if k != "question"}],
-                             ["question 'q1'", "question"]),
+    "lme_missing_question": (
+        "json",
+        lambda: [{k: v for k, v in _longmemeval()[0].items() if k != "question"}],
+        ["question 'q1'", "question"],
+    ),
     "lme_empty_haystack": ("json", lambda: _longmemeval(haystack_sessions=[[], []]), ["sessions"]),
     "jsonl_bad_line": ("jsonl", lambda: '{"speaker": "Maya", "text": "hi"}\n{"speaker": "Leo", "text": \n', ["line 2"]),
-    "jsonl_missing_speaker": ("jsonl", lambda: '{"speaker": "Maya", "text": "hi"}\n{"text": "hello"}\n', ["line 2", "speaker"]),
+    "jsonl_missing_speaker": (
+        "jsonl",
+        lambda: '{"speaker": "Maya", "text": "hi"}\n{"text": "hello"}\n',
+        ["line 2", "speaker"],
+    ),
     "jsonl_text_wrong_type": ("jsonl", lambda: '{"speaker": "Maya", "text": ["hi"]}\n', ["line 1", "text"]),
     "jsonl_not_object": ("jsonl", lambda: '["Maya", "hi"]\n', ["line 1"]),
     "jsonl_empty": ("jsonl", lambda: "\n\n", ["sessions"]),
-    "jsonl_duplicate_dia_id": ("jsonl", lambda: '{"speaker": "A", "text": "x", "dia_id": "D1:1"}\n'
-                                                '{"speaker": "B", "text": "y", "dia_id": "D1:1"}\n', ["dia_id", "D1:1"]),
+    "jsonl_duplicate_dia_id": (
+        "jsonl",
+        lambda: '{"speaker": "A", "text": "x", "dia_id": "D1:1"}\n{"speaker": "B", "text": "y", "dia_id": "D1:1"}\n',
+        ["dia_id", "D1:1"],
+    ),
     "jsonl_bad_timestamp": ("jsonl", lambda: '{"speaker": "A", "text": "x", "timestamp": "soon"}\n', ["timestamp"]),
-    "jsonl_timestamp_wrong_type": ("jsonl", lambda: '{"speaker": "A", "text": "x", "timestamp": 1683554160}\n', ["timestamp"]),
+    "jsonl_timestamp_wrong_type": (
+        "jsonl",
+        lambda: '{"speaker": "A", "text": "x", "timestamp": 1683554160}\n',
+        ["timestamp"],
+    ),
 }
 
 
@@ -283,7 +371,11 @@ def test_sessions_out_of_time_order_are_reordered_and_the_repair_is_reported(tmp
     assert "repaired maya-leo: sessions were out of time order; reordered by timestamp: S3, S2, S1" in err
     with open_store(data_dir) as store:
         snap = store.snapshot("shuffled")
-        assert [sid for sid, _ in sorted(snap.manifest.sessions.items(), key=lambda kv: kv[1].generation)] == ["S3", "S2", "S1"]
+        assert [sid for sid, _ in sorted(snap.manifest.sessions.items(), key=lambda kv: kv[1].generation)] == [
+            "S3",
+            "S2",
+            "S1",
+        ]
         assert not memory_problems(snap)
         # Turn positions follow the repaired (time) order.
         first = min(snap.turns.values(), key=lambda t: t.position)
@@ -293,8 +385,23 @@ def test_sessions_out_of_time_order_are_reordered_and_the_repair_is_reported(tmp
 def test_the_cli_process_exits_2_with_one_line_and_no_traceback(tmp_path) -> None:
     path = write_json(tmp_path / "bad.json", _bad_locomo("missing_text")[0])
     proc = subprocess.run(
-        [sys.executable, "-m", "logicmap.graphs.surfaces.cli", "ingest", str(path), "-n", "fresh", "--policy", "heuristic", "--quiet"],
-        cwd=ROOT, env=subprocess_env(tmp_path / "memory"), capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-m",
+            "logicmap.graphs.surfaces.cli",
+            "ingest",
+            str(path),
+            "-n",
+            "fresh",
+            "--policy",
+            "heuristic",
+            "--quiet",
+        ],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "memory"),
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 2, proc.stderr
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
@@ -305,12 +412,23 @@ def test_the_cli_process_exits_2_with_one_line_and_no_traceback(tmp_path) -> Non
 # -- random structural damage --------------------------------------------------------------------
 
 
-JUNK = st.one_of(st.none(), st.booleans(), st.integers(-5, 10**12), st.floats(allow_nan=False, allow_infinity=False),
-                 st.text(max_size=12), st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=4), st.none(), max_size=2))
+JUNK = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**12),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=12),
+    st.lists(st.integers(), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.none(), max_size=2),
+)
 
 
-@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow,
-                                                                                    HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(data=st.data())
 def test_randomly_damaged_files_are_ingested_or_rejected_cleanly(data, kept_memory, tmp_path_factory, capsys) -> None:
     data_dir, kept = kept_memory

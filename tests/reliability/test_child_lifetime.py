@@ -61,8 +61,13 @@ def _llm_venv() -> dict[str, str]:
 
 
 def _parent(script: str, *args: str) -> tuple[subprocess.Popen[str], int]:
-    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                            env=subprocess_env(ROOT / ".unused-data", **_llm_venv()))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=subprocess_env(ROOT / ".unused-data", **_llm_venv()),
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.strip().isdigit(), f"the parent did not start its child: {line!r}"

@@ -71,8 +71,10 @@ class Readers:
                 if snap.turns or snap.events:
                     self.problems.append(f"{namespace}: records visible before any commit")
                 continue
-            self.problems += [f"{namespace} at generation {snap.generation}: {p}"
-                              for p in memory_problems(snap, self.expected[namespace])]
+            self.problems += [
+                f"{namespace} at generation {snap.generation}: {p}"
+                for p in memory_problems(snap, self.expected[namespace])
+            ]
 
     def query_loop(self, namespace: str, strategies: tuple[str, ...]) -> None:
         from logicmap.graphs.strategies.registry import answer
@@ -85,8 +87,13 @@ class Readers:
             strategy = strategies[i % len(strategies)]
             i += 1
             try:
-                result = answer(strategy, "what did they say about the market?", namespace,
-                                resources=self.resources, policy="heuristic")
+                result = answer(
+                    strategy,
+                    "what did they say about the market?",
+                    namespace,
+                    resources=self.resources,
+                    policy="heuristic",
+                )
             except Exception as exc:  # collected and reported
                 self.problems.append(f"{strategy} on {namespace} raised {type(exc).__name__}: {exc}")
                 continue
@@ -108,18 +115,29 @@ def test_threads_ingesting_and_querying_lose_nothing_and_never_see_half_a_sessio
     solo_c = marked_conversation("charlie", sessions=3)
     solo_d = marked_conversation("delta", sessions=3)
     jobs = [("shared", shared_a), ("shared", shared_b), ("solo-c", solo_c), ("solo-d", solo_d)]
-    expected = {"shared": _session_turns(shared_a, shared_b), "solo-c": _session_turns(solo_c),
-                "solo-d": _session_turns(solo_d)}
+    expected = {
+        "shared": _session_turns(shared_a, shared_b),
+        "solo-c": _session_turns(solo_c),
+        "solo-d": _session_turns(solo_d),
+    }
     readers = Readers(resources, expected)
     resources.store  # noqa: B018 - open the store before the threads race for it
     background = [threading.Thread(target=readers.read_loop, args=(ns,), daemon=True) for ns in expected]
-    background.append(threading.Thread(target=readers.query_loop, args=("shared", ("bm25", "dense", "compass")), daemon=True))
+    background.append(
+        threading.Thread(target=readers.query_loop, args=("shared", ("bm25", "dense", "compass")), daemon=True)
+    )
     for thread in background:
         thread.start()
     try:
         with ThreadPoolExecutor(len(jobs)) as pool:
-            reports = list(pool.map(lambda job: ingest_conversation(job[1], job[0], resources=resources,
-                                                                    policy="heuristic", append=True), jobs))
+            reports = list(
+                pool.map(
+                    lambda job: ingest_conversation(
+                        job[1], job[0], resources=resources, policy="heuristic", append=True
+                    ),
+                    jobs,
+                )
+            )
     finally:
         readers.stop.set()
         for thread in background:
@@ -147,13 +165,17 @@ def test_the_same_conversation_ingested_twice_at_once_is_stored_once(tmp_path: P
     resources = make_resources(tmp_path / "memory")
     resources.store  # noqa: B018
     with ThreadPoolExecutor(2) as pool:
-        reports = list(pool.map(lambda _: ingest_conversation(conversation, "echo", resources=resources,
-                                                              policy="heuristic"), range(2)))
+        reports = list(
+            pool.map(
+                lambda _: ingest_conversation(conversation, "echo", resources=resources, policy="heuristic"), range(2)
+            )
+        )
     try:
         _expect_complete(resources.store, "echo", conversation)
         committed = [s.session_id for r in reports for s in r.sessions if not s.skipped]
         assert sorted(committed) == sorted(s.session_id for s in conversation.sessions), (
-            f"sessions committed more than once: {committed}")
+            f"sessions committed more than once: {committed}"
+        )
         assert resources.store.snapshot("echo").fingerprint() == reference
     finally:
         resources.store.close()
@@ -175,8 +197,15 @@ print("second", second, flush=True)
 def test_a_second_process_on_an_embedded_store_is_refused_with_a_pointer_to_server_mode(tmp_path: Path) -> None:
     data_dir = tmp_path / "memory"
     store = MemoryStore(LogicMapSettings(data_dir=data_dir, embedding_provider="hashing"))
-    proc = subprocess.Popen([sys.executable, "-c", LOCK_PROBE], cwd=ROOT, env=subprocess_env(data_dir),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOCK_PROBE],
+        cwd=ROOT,
+        env=subprocess_env(data_dir),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdin is not None
         first = proc.stdout.readline()
@@ -194,7 +223,10 @@ def test_a_second_process_on_an_embedded_store_is_refused_with_a_pointer_to_serv
     assert len(lines) == 1, err
     assert "in use by another process" in lines[0] and "LOGICMAP_CHROMA_HOST" in lines[0] and "chroma run" in lines[0]
     # In-process the same store can be opened twice (the lock is shared), and a foreign lock is typed.
-    with MemoryStore(LogicMapSettings(data_dir=data_dir)) as one, MemoryStore(LogicMapSettings(data_dir=data_dir)) as two:
+    with (
+        MemoryStore(LogicMapSettings(data_dir=data_dir)) as one,
+        MemoryStore(LogicMapSettings(data_dir=data_dir)) as two,
+    ):
         assert one.namespaces() == two.namespaces() == []
     assert issubclass(StoreLockedError, RuntimeError)
 
@@ -215,8 +247,12 @@ def chroma_server(tmp_path: Path):
         pytest.skip("the chroma CLI is not installed")
     port = _free_port()
     log = (tmp_path / "chroma.log").open("w")
-    proc = subprocess.Popen([str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1",
-                             "--port", str(port)], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [str(chroma), "run", "--path", str(tmp_path / "chroma-server"), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+    )
     try:
         import chromadb
 
@@ -249,9 +285,24 @@ def _run_writers(tmp_path: Path, port: int, jobs: list[tuple[str, Conversation]]
         file = tmp_path / f"writer-{i}.json"
         file.write_text(json.dumps(locomo_document(conversation)), encoding="utf-8")
         ready, out = tmp_path / f"ready-{i}", tmp_path / f"out-{i}.json"
-        procs.append(subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("server_writer.py")), str(file), namespace, str(ready), str(go), str(out)],
-            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("server_writer.py")),
+                    str(file),
+                    namespace,
+                    str(ready),
+                    str(go),
+                    str(out),
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
         outs.append(out)
         readies.append(ready)
     try:

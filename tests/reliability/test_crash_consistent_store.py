@@ -47,11 +47,19 @@ print("committed", flush=True)
 
 
 def _turns(namespace: str, sid: str, count: int) -> ChangeSet:
-    turns = [Turn(namespace=namespace, session_id=sid, dia_id=f"{sid}:{i}", speaker="Ana", text=f"{sid} turn {i}",
-                  position=i) for i in range(count)]
-    return ChangeSet(namespace=namespace, base_generation=0, turns=turns,
-                     turn_vectors=[[1.0, float(i), 0.5] for i in range(count)],
-                     session=SessionInfo(session_id=sid, content_hash=sid, generation=0, policy="heuristic"))
+    turns = [
+        Turn(
+            namespace=namespace, session_id=sid, dia_id=f"{sid}:{i}", speaker="Ana", text=f"{sid} turn {i}", position=i
+        )
+        for i in range(count)
+    ]
+    return ChangeSet(
+        namespace=namespace,
+        base_generation=0,
+        turns=turns,
+        turn_vectors=[[1.0, float(i), 0.5] for i in range(count)],
+        session=SessionInfo(session_id=sid, content_hash=sid, generation=0, policy="heuristic"),
+    )
 
 
 def _commit(store: MemoryStore, change: ChangeSet) -> None:
@@ -64,13 +72,21 @@ def _header_state(database: Path) -> dict[str, Any]:
     pages = struct.unpack(">I", header[28:32])[0] if len(header) == 100 else 0
     size = database.stat().st_size
     journal = database.with_name(database.name + "-journal")
-    return {"size": size, "counted": page_size * pages, "journal": journal.exists() and journal.stat().st_size > 0,
-            "looks_truncated": len(header) == 100 and header[92:96] == header[24:28] and size < page_size * pages}
+    return {
+        "size": size,
+        "counted": page_size * pages,
+        "journal": journal.exists() and journal.stat().st_size > 0,
+        "looks_truncated": len(header) == 100 and header[92:96] == header[24:28] and size < page_size * pages,
+    }
 
 
 def _kill_inside_commit(database: Path, rng: random.Random, rows: int) -> None:
-    proc = subprocess.Popen([sys.executable, "-c", GROWER, str(database), str(rows)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", GROWER, str(database), str(rows)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline()
@@ -115,7 +131,9 @@ def test_a_store_killed_inside_a_growing_sqlite_commit_opens_with_every_committe
         except Exception as exc:  # a refusal or a raw error is the failure being tested
             failures.append(f"trial {trial} {state}: {type(exc).__name__}: {str(exc)[:300]}")
         shutil.rmtree(directory)
-    print(f"crash-consistent stores: {tried} kills inside a growing commit, {looked_truncated} left a header counting "
-          f"more pages than the file, {opened} opened with every committed turn, {len(failures)} problems")
+    print(
+        f"crash-consistent stores: {tried} kills inside a growing commit, {looked_truncated} left a header counting "
+        f"more pages than the file, {opened} opened with every committed turn, {len(failures)} problems"
+    )
     assert not failures, "\n".join(failures)
     assert looked_truncated >= WANTED, "the kills must hit the moment the header is ahead of the file"

@@ -35,9 +35,13 @@ class ForkServer:
         self.workdir = workdir
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("crash_worker.py"))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=subprocess_env(workdir / "default-data", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
-                               MKL_NUM_THREADS="1"),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=subprocess_env(
+                workdir / "default-data", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"
+            ),
             cwd=ROOT,
         )
         self._count = 0
@@ -113,7 +117,9 @@ def test_sigkill_at_random_points_never_shows_partial_sessions_and_reruns_exactl
             _completed(reply, result, "warm-up ingest")
         reference = _completed(*servers[0].call("ingest", tmp_path / "reference"), "uninterrupted ingest")
         stepwise = _completed(*servers[1].call("ingest", tmp_path / "stepwise", fingerprints=True), "reference ingest")
-        assert stepwise["fingerprint"] == reference["fingerprint"], "two uninterrupted runs differ: ingest is not deterministic"
+        assert stepwise["fingerprint"] == reference["fingerprint"], (
+            "two uninterrupted runs differ: ingest is not deterministic"
+        )
         assert reference["fingerprint"]["sessions"] == sorted(session_turns)
         prefixes = {int(g): fp for g, fp in stepwise["prefixes"].items()}
         assert sorted(prefixes) == list(range(1, len(session_turns) + 1))
@@ -123,8 +129,12 @@ def test_sigkill_at_random_points_never_shows_partial_sessions_and_reruns_exactl
         # (when the session's versions are being written), where a crash can do the most harm.
         rng = random.Random(SEED)
         commits = reference["commit_times"]
-        delays = [rng.uniform(0.01, duration) if i % 2 == 0 else max(0.01, rng.choice(commits) - rng.uniform(0, COMMIT_WINDOW_S))
-                  for i in range(TRIALS)]
+        delays = [
+            rng.uniform(0.01, duration)
+            if i % 2 == 0
+            else max(0.01, rng.choice(commits) - rng.uniform(0, COMMIT_WINDOW_S))
+            for i in range(TRIALS)
+        ]
 
         def trial(index: int, server: ForkServer) -> dict:
             directory = tmp_path / f"trial-{index}"
@@ -132,14 +142,23 @@ def test_sigkill_at_random_points_never_shows_partial_sessions_and_reruns_exactl
             view = _completed(*server.call("inspect", directory), f"trial {index}: reader after the kill")
             rerun = _completed(*server.call("ingest", directory), f"trial {index}: re-run")
             final = _completed(*server.call("inspect", directory), f"trial {index}: reader after the re-run")
-            return {"index": index, "delay": delays[index], "killed": reply["killed"], "exit_code": reply["exit_code"],
-                    "view": view, "rerun": rerun, "final": final}
+            return {
+                "index": index,
+                "delay": delays[index],
+                "killed": reply["killed"],
+                "exit_code": reply["exit_code"],
+                "view": view,
+                "rerun": rerun,
+                "final": final,
+            }
 
         def run_share(worker: int) -> list[dict]:
             return [trial(i, servers[worker]) for i in range(worker, TRIALS, WORKERS)]
 
         with ThreadPoolExecutor(WORKERS) as pool:
-            outcomes = sorted((o for share in pool.map(run_share, range(WORKERS)) for o in share), key=lambda o: o["index"])
+            outcomes = sorted(
+                (o for share in pool.map(run_share, range(WORKERS)) for o in share), key=lambda o: o["index"]
+            )
     finally:
         for server in servers:
             server.close()
@@ -153,7 +172,9 @@ def test_sigkill_at_random_points_never_shows_partial_sessions_and_reruns_exactl
             if view["fingerprint"]["turns"] or view["fingerprint"]["events"] or NAMESPACE in view["namespaces"]:
                 failures.append(f"{label}: records visible in a namespace with no committed session")
         elif NAMESPACE not in view["namespaces"]:
-            failures.append(f"{label}: namespace has committed generation {generation} but is not listed by namespaces()")
+            failures.append(
+                f"{label}: namespace has committed generation {generation} but is not listed by namespaces()"
+            )
         elif view["fingerprint"] != prefixes.get(generation):
             failures.append(f"{label}: memory at generation {generation} differs from the uninterrupted run's")
         if not out["killed"] and out["exit_code"] != 0:
@@ -169,8 +190,10 @@ def test_sigkill_at_random_points_never_shows_partial_sessions_and_reruns_exactl
     killed = [o for o in outcomes if o["killed"]]
     mid_commit = [o for o in killed if o["view"]["leftover_versions"] or o["view"]["pending_retirements"]]
     generations = sorted(o["view"]["generation"] for o in killed)
-    summary = (f"{len(outcomes)} trials, ingest {duration:.2f}s, {len(killed)} killed mid-run "
-               f"(committed sessions at the kill: {generations}), {len(mid_commit)} with uncommitted versions on disk")
+    summary = (
+        f"{len(outcomes)} trials, ingest {duration:.2f}s, {len(killed)} killed mid-run "
+        f"(committed sessions at the kill: {generations}), {len(mid_commit)} with uncommitted versions on disk"
+    )
     print(summary)
     if os.environ.get("LOGICMAP_RELIABILITY_REPORT"):
         with open(os.environ["LOGICMAP_RELIABILITY_REPORT"], "a", encoding="utf-8") as handle:

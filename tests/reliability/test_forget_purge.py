@@ -38,11 +38,15 @@ QUESTION = "What is the locker code?"
 
 
 def _with_canary(conv: Conversation) -> Conversation:
-    return with_session(conv, 99, [
-        (0, "I finally got a locker at the gym near work."),
-        (0, f"The locker code is {CANARY}, do not tell anyone."),
-        (-1, "Nice, the gym near work is a good one."),
-    ])
+    return with_session(
+        conv,
+        99,
+        [
+            (0, "I finally got a locker at the gym near work."),
+            (0, f"The locker code is {CANARY}, do not tell anyone."),
+            (-1, "Nice, the gym near work is a good one."),
+        ],
+    )
 
 
 def _files_holding(directory: Path, *needles: bytes) -> list[str]:
@@ -55,8 +59,12 @@ def _files_holding(directory: Path, *needles: bytes) -> list[str]:
 
 
 def _answers(res: Resources, namespace: str) -> dict[str, str]:
-    return {s: answer(s, QUESTION, namespace, resources=res, policy="heuristic").model_dump_json(
-        exclude={"cost", "timings", "trace"}) for s in STRATEGIES}
+    return {
+        s: answer(s, QUESTION, namespace, resources=res, policy="heuristic").model_dump_json(
+            exclude={"cost", "timings", "trace"}
+        )
+        for s in STRATEGIES
+    }
 
 
 def _kept(snapshot: object, kind: str, gone: set[str]) -> dict[str, object]:
@@ -169,7 +177,9 @@ def test_the_command_line_lifecycle(memory: Resources, capsys: pytest.CaptureFix
     assert main([*base, "stats", "-n", "acme"]) == 0
     audit = json.loads(capsys.readouterr().out)["forgets"]
     assert [(a["surface"], a["removed"]["turns"], a["purged"]) for a in audit] == [("cli", 1, True)]
-    assert main([*base, "forget", "-n", "acme", "--before", "2000-01-01", "--yes"]) == 0  # nothing that old: nothing goes
+    assert (
+        main([*base, "forget", "-n", "acme", "--before", "2000-01-01", "--yes"]) == 0
+    )  # nothing that old: nothing goes
     assert "nothing" in capsys.readouterr().out and len(memory.store.snapshot("acme").manifest.forgets) == 1
     assert main([*base, "forget", "-n", "acme"]) == 2
     assert main([*base, "delete-namespace", "-n", "acme", "--yes"]) == 0

@@ -30,11 +30,15 @@ QUESTION = "What is the vault code?"
 
 
 def _with_canary(conv: Conversation) -> Conversation:
-    return with_session(conv, 98, [
-        (0, "I rented a small vault at the bank downtown."),
-        (0, f"The vault code is {CANARY}, keep it quiet."),
-        (-1, "A vault downtown sounds safe enough."),
-    ])
+    return with_session(
+        conv,
+        98,
+        [
+            (0, "I rented a small vault at the bank downtown."),
+            (0, f"The vault code is {CANARY}, keep it quiet."),
+            (-1, "A vault downtown sounds safe enough."),
+        ],
+    )
 
 
 def _server_rows(server: ChromaServer) -> list[tuple[str, Any, Any, Any]]:
@@ -49,8 +53,14 @@ def _server_rows(server: ChromaServer) -> list[tuple[str, Any, Any, Any]]:
         embeddings = got.get("embeddings")
         for i, row_id in enumerate(got["ids"]):
             vector = None if embeddings is None else np.asarray(embeddings[i], dtype=np.float32)
-            rows.append((row_id, (got.get("documents") or [None] * (i + 1))[i],
-                         (got.get("metadatas") or [None] * (i + 1))[i], vector))
+            rows.append(
+                (
+                    row_id,
+                    (got.get("documents") or [None] * (i + 1))[i],
+                    (got.get("metadatas") or [None] * (i + 1))[i],
+                    vector,
+                )
+            )
     return rows
 
 
@@ -66,13 +76,21 @@ def _holding(rows: list[tuple[str, Any, Any, Any]], vector: np.ndarray) -> list[
 
 
 def _local_files_holding(directory: Path) -> list[str]:
-    return [str(Path(root, name)) for root, _, files in os.walk(directory) for name in files
-            if CANARY.encode() in (Path(root) / name).read_bytes()]
+    return [
+        str(Path(root, name))
+        for root, _, files in os.walk(directory)
+        for name in files
+        if CANARY.encode() in (Path(root) / name).read_bytes()
+    ]
 
 
 def _answers(res: Resources, namespace: str) -> dict[str, str]:
-    return {s: answer(s, QUESTION, namespace, resources=res, policy="heuristic").model_dump_json(
-        exclude={"cost", "timings", "trace"}) for s in STRATEGIES}
+    return {
+        s: answer(s, QUESTION, namespace, resources=res, policy="heuristic").model_dump_json(
+            exclude={"cost", "timings", "trace"}
+        )
+        for s in STRATEGIES
+    }
 
 
 def _resources(server: ChromaServer, data_dir: Path) -> Resources:
@@ -132,8 +150,9 @@ def test_server_mode_delete_namespace_removes_its_collections(server: ChromaServ
     res.store.close()
 
 
-def test_server_mode_a_purge_its_forget_asked_for_is_finished_by_the_next_commit(server: ChromaServer,
-                                                                                tmp_path: Path) -> None:
+def test_server_mode_a_purge_its_forget_asked_for_is_finished_by_the_next_commit(
+    server: ChromaServer, tmp_path: Path
+) -> None:
     """The state a process killed between a purging forget's commit and its purge leaves (the commit, no purge):
     another process's next commit to the namespace finishes the purge the manifest records as owed."""
     from functools import partial
@@ -143,11 +162,22 @@ def test_server_mode_a_purge_its_forget_asked_for_is_finished_by_the_next_commit
     res = _resources(server, tmp_path / "local")
     from logicmap.memory.files.loaders import RawTurn, Session
 
-    turns = [RawTurn(dia_id=f"D1:{i}", speaker="Ana", text=text) for i, text in enumerate(
-        ["I rented a small vault at the bank downtown.", f"The vault code is {CANARY}, keep it quiet.",
-         "The bank downtown opens at nine."], start=1)]
-    conv = Conversation(conversation_id="v", speakers=["Ana"], sessions=[
-        Session(session_id="S1", timestamp="2024-05-01T10:00:00", timestamp_text="", turns=turns)])
+    turns = [
+        RawTurn(dia_id=f"D1:{i}", speaker="Ana", text=text)
+        for i, text in enumerate(
+            [
+                "I rented a small vault at the bank downtown.",
+                f"The vault code is {CANARY}, keep it quiet.",
+                "The bank downtown opens at nine.",
+            ],
+            start=1,
+        )
+    ]
+    conv = Conversation(
+        conversation_id="v",
+        speakers=["Ana"],
+        sessions=[Session(session_id="S1", timestamp="2024-05-01T10:00:00", timestamp_text="", turns=turns)],
+    )
     ingest_conversation(conv, "acme", resources=res, policy="heuristic")
     tid = next(t for t, turn in res.store.snapshot("acme").turns.items() if CANARY in turn.text)
     vector = np.asarray(res.store.snapshot("acme").turn_vectors[tid], dtype=np.float32)

@@ -54,8 +54,12 @@ ANY_REPLIES = reply_specs(REPLY_KINDS)
 INVALID_REPLIES = reply_specs(GUARANTEED_INVALID_KINDS)
 # CI runs a fixed, derandomized sample; LOGICMAP_FUZZ_EXAMPLES=N explores N random examples per test instead.
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
-INGEST_RUNS = settings(max_examples=_DEEP or 10, deadline=None, derandomize=not _DEEP,
-                       suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+INGEST_RUNS = settings(
+    max_examples=_DEEP or 10,
+    deadline=None,
+    derandomize=not _DEEP,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 ANSWER_RUNS = settings(INGEST_RUNS, max_examples=_DEEP or 16)
 _names = itertools.count()
 
@@ -134,11 +138,13 @@ def sample_before(sample_memory) -> str:
     return _digest(sample_memory.store.snapshot("sample").fingerprint())
 
 
-QUESTIONS = st.sampled_from([
-    "What is the name of Maya's dog?",
-    "When did Leo run the Lisbon half marathon and why did he start training?",
-    "E1 S1-E1 D1:1 {\"json\": true} " + "very long question " * 200,
-])
+QUESTIONS = st.sampled_from(
+    [
+        "What is the name of Maya's dog?",
+        "When did Leo run the Lisbon half marathon and why did he start training?",
+        'E1 S1-E1 D1:1 {"json": true} ' + "very long question " * 200,
+    ]
+)
 
 
 @pytest.mark.parametrize("strategy", strategy_names())
@@ -176,13 +182,17 @@ def test_every_strategy_records_a_fallback_for_every_role_that_got_only_garbage(
     # a forced final answer rather than as a fallback of the agent role itself.
     agent_roles = {"agent", "navigator"} if result.details.get("mode") == "forced" else {"agent"}
     called = set(model.roles_called) - agent_roles
-    assert called <= recorded, f"{strategy}: roles that got only garbage but recorded no fallback: {sorted(called - recorded)}"
+    assert called <= recorded, (
+        f"{strategy}: roles that got only garbage but recorded no fallback: {sorted(called - recorded)}"
+    )
 
 
 @pytest.mark.parametrize("strategy", strategy_names())
 @pytest.mark.parametrize("question", ["", "   ", "?", "\x00\ud7ff\n\t"])
 @pytest.mark.parametrize("policy", ["llm", "heuristic"])
-def test_degenerate_questions_get_an_answer_not_an_exception(sample_memory, sample_before, strategy, question, policy) -> None:
+def test_degenerate_questions_get_an_answer_not_an_exception(
+    sample_memory, sample_before, strategy, question, policy
+) -> None:
     """An empty or content-free question (with no model configured, so every role falls back)."""
     answer = available_strategy(strategy)
     result = answer(question, "sample", resources=sample_memory, policy=policy)
@@ -200,12 +210,15 @@ def test_the_chatbot_survives_any_reply_and_stores_consistent_turns(module_resou
     work = chatbot.IngestionQueue()
     bot = chatbot.build_chatbot_graph().compile(checkpointer=InMemorySaver())
     namespace = f"chat-{next(_names)}"
-    context = chatbot.ChatContext(namespace=namespace, strategy=strategy, policy="llm", ingestion=work,
-                                  resources=module_resources)
+    context = chatbot.ChatContext(
+        namespace=namespace, strategy=strategy, policy="llm", ingestion=work, resources=module_resources
+    )
     module_resources.llm_ = GarbageChatModel(specs=specs)
     try:
         for text in ("I adopted a puppy called Biscuit last week.", "What is my puppy called?"):
-            out = bot.invoke({"messages": [("user", text)]}, {"configurable": {"thread_id": namespace}}, context=context)
+            out = bot.invoke(
+                {"messages": [("user", text)]}, {"configurable": {"thread_id": namespace}}, context=context
+            )
             assert isinstance(out["messages"][-1].content, str)
             assert work.flush(timeout=120), "ingestion did not finish"
     finally:

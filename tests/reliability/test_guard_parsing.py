@@ -26,10 +26,30 @@ from logicmap.studio.requests import BadRequest, strict_json, strict_query
 from logicmap.studio.tenant_guard import TenantGuard
 
 NAMES = ["namespace", "Namespace", "NAMESPACE", "%6eamespace", "namespac%65", "key", "k%65y", "refresh_ttl", "other"]
-VALUES = ["memories.alice", "memories.bob", "memories%2Ebob", "memories.alice%26namespace%3Dmemories.bob",
-          "memories", "", "memories.alice.Note", "alice", "bob", "memories.%62ob", "home"]
-LABELS = [["memories", "alice"], ["memories", "bob"], ["memories"], [], ["alice"], ["memories", "alice", "x"],
-          ["memories", "*"], "memories.bob", None]
+VALUES = [
+    "memories.alice",
+    "memories.bob",
+    "memories%2Ebob",
+    "memories.alice%26namespace%3Dmemories.bob",
+    "memories",
+    "",
+    "memories.alice.Note",
+    "alice",
+    "bob",
+    "memories.%62ob",
+    "home",
+]
+LABELS = [
+    ["memories", "alice"],
+    ["memories", "bob"],
+    ["memories"],
+    [],
+    ["alice"],
+    ["memories", "alice", "x"],
+    ["memories", "*"],
+    "memories.bob",
+    None,
+]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -74,8 +94,14 @@ class _Server:
 def _send(method: str, path: str, query: bytes, body: bytes) -> tuple[int, str, _Server]:
     server = _Server()
     guard = TenantGuard(server)
-    scope = {"type": "http", "method": method, "path": path, "query_string": query, "user": _User(),
-             "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]}
+    scope = {
+        "type": "http",
+        "method": method,
+        "path": path,
+        "query_string": query,
+        "user": _User(),
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+    }
     out: dict[str, Any] = {"body": b""}
     messages = [{"type": "http.request", "body": body, "more_body": False}]
 
@@ -94,8 +120,11 @@ def _send(method: str, path: str, query: bytes, body: bytes) -> tuple[int, str, 
 
 
 def _alices(labels: Any, *, prefix: bool) -> bool:
-    return isinstance(labels, list | tuple) and all(isinstance(x, str) for x in labels) and tenant_problem(
-        tuple(labels), user_id="alice", authority=None, prefix=prefix) is None
+    return (
+        isinstance(labels, list | tuple)
+        and all(isinstance(x, str) for x in labels)
+        and tenant_problem(tuple(labels), user_id="alice", authority=None, prefix=prefix) is None
+    )
 
 
 def _refused_in_one_line(status: int, detail: str) -> bool:
@@ -103,10 +132,14 @@ def _refused_in_one_line(status: int, detail: str) -> bool:
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES)), min_size=1, max_size=4),
-       st.sampled_from(["&", ";"]), st.sampled_from(["GET", "HEAD"]))
-def test_a_get_is_refused_or_read_by_the_server_as_the_guard_read_it(pairs: list[tuple[str, str]], sep: str,
-                                                                    method: str) -> None:
+@given(
+    st.lists(st.tuples(st.sampled_from(NAMES), st.sampled_from(VALUES)), min_size=1, max_size=4),
+    st.sampled_from(["&", ";"]),
+    st.sampled_from(["GET", "HEAD"]),
+)
+def test_a_get_is_refused_or_read_by_the_server_as_the_guard_read_it(
+    pairs: list[tuple[str, str]], sep: str, method: str
+) -> None:
     query = sep.join(f"{name}={value}" for name, value in pairs).encode()
     status, detail, server = _send(method, "/store/items", query, b"")
     if status != 200:
@@ -118,20 +151,33 @@ def test_a_get_is_refused_or_read_by_the_server_as_the_guard_read_it(pairs: list
 
 
 def _object(pairs: list[tuple[str, Any]]) -> str:
-    return "{" + ", ".join(f"{json.dumps(k)}: {v if isinstance(v, str) and v.startswith('{') else json.dumps(v)}"
-                           for k, v in pairs) + "}"
+    return (
+        "{"
+        + ", ".join(
+            f"{json.dumps(k)}: {v if isinstance(v, str) and v.startswith('{') else json.dumps(v)}" for k, v in pairs
+        )
+        + "}"
+    )
 
 
-ROUTES = [("PUT", "/store/items", "namespace", False), ("DELETE", "/store/items", "namespace", False),
-          ("POST", "/store/items/search", "namespace_prefix", True), ("POST", "/store/namespaces", "prefix", True),
-          ("POST", "/store/items/search/", "namespace_prefix", True)]
+ROUTES = [
+    ("PUT", "/store/items", "namespace", False),
+    ("DELETE", "/store/items", "namespace", False),
+    ("POST", "/store/items/search", "namespace_prefix", True),
+    ("POST", "/store/namespaces", "prefix", True),
+    ("POST", "/store/items/search/", "namespace_prefix", True),
+]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(ROUTES), st.lists(st.sampled_from(LABELS), min_size=0, max_size=3),
-       st.sampled_from(["", "namespace=memories.bob", "prefix=memories.bob"]))
+@given(
+    st.sampled_from(ROUTES),
+    st.lists(st.sampled_from(LABELS), min_size=0, max_size=3),
+    st.sampled_from(["", "namespace=memories.bob", "prefix=memories.bob"]),
+)
 def test_a_body_route_is_refused_or_read_by_the_server_as_the_guard_read_it(
-        route: tuple[str, str, str, bool], namespaces: list[Any], query: str) -> None:
+    route: tuple[str, str, str, bool], namespaces: list[Any], query: str
+) -> None:
     method, path, field, prefix = route
     body = _object([(field, ns) for ns in namespaces] + [("key", "home"), ("value", {"content": "x"})]).encode()
     status, detail, server = _send(method, path, query.encode(), body)
@@ -147,8 +193,10 @@ def test_a_body_route_is_refused_or_read_by_the_server_as_the_guard_read_it(
 
 
 RUN_BODIES = [
-    ('{"assistant_id": "rerank", "input": {}, "context": {"namespace": "memories.alice"}, '
-     '"context": {"namespace": "memories.bob"}}'),
+    (
+        '{"assistant_id": "rerank", "input": {}, "context": {"namespace": "memories.alice"}, '
+        '"context": {"namespace": "memories.bob"}}'
+    ),
     '{"assistant_id": "rerank", "input": {}, "context": {"namespace": "memories.alice", "namespace": "memories.bob"}}',
     '{"assistant_id": "rerank", "input": {}, "config": {"configurable": {"namespace": "memories.bob"}}}',
     '{"assistant_id": "rerank", "input": {}, "context": {"namespace": "{user_id}.bob"}}',
@@ -164,24 +212,30 @@ def test_a_run_naming_another_users_namespace_any_way_is_refused(path: str, body
     assert _refused_in_one_line(status, detail) and not server.seen, (status, detail)
 
 
-@pytest.mark.parametrize("body", [
-    '{"graph_id": "rerank", "context": {"namespace": "memories.bob"}}',
-    '{"graph_id": "forget", "config": {"configurable": {"namespace": "memories.bob"}}}',
-    '{"graph_id": "rerank", "context": {"namespace": "memories.alice", "namespace": "memories.bob"}}',
-    '{"graph_id": "rerank", "context": {"namespace": "memories.{team}"}}',
-    '{"graph_id": "rerank", "context": {"namespace": "{user_id}.bob"}}',
-    '{"graph_id": "rerank", "context": {"namespace": ["memories", "bob"]}}',
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"graph_id": "rerank", "context": {"namespace": "memories.bob"}}',
+        '{"graph_id": "forget", "config": {"configurable": {"namespace": "memories.bob"}}}',
+        '{"graph_id": "rerank", "context": {"namespace": "memories.alice", "namespace": "memories.bob"}}',
+        '{"graph_id": "rerank", "context": {"namespace": "memories.{team}"}}',
+        '{"graph_id": "rerank", "context": {"namespace": "{user_id}.bob"}}',
+        '{"graph_id": "rerank", "context": {"namespace": ["memories", "bob"]}}',
+    ],
+)
 @pytest.mark.parametrize("how", [("POST", "/assistants"), ("PATCH", "/assistants/0a1b")])
 def test_an_assistant_fixed_to_another_users_namespace_is_refused(body: str, how: tuple[str, str]) -> None:
     status, detail, server = _send(*how, b"", body.encode())
     assert _refused_in_one_line(status, detail) and not server.seen, (status, detail)
 
 
-@pytest.mark.parametrize("namespace", ["memories.{user_id}", "{user_id}", "memories.alice", "memories.{user_id}.{topic}"])
+@pytest.mark.parametrize(
+    "namespace", ["memories.{user_id}", "{user_id}", "memories.alice", "memories.{user_id}.{topic}"]
+)
 def test_an_assistant_fixed_to_the_creators_namespace_is_created(namespace: str) -> None:
-    status, _, server = _send("POST", "/assistants", b"", json.dumps(
-        {"graph_id": "rerank", "context": {"namespace": namespace}}).encode())
+    status, _, server = _send(
+        "POST", "/assistants", b"", json.dumps({"graph_id": "rerank", "context": {"namespace": namespace}}).encode()
+    )
     assert status == 200 and server.seen[0][3]["context"]["namespace"] == namespace
 
 

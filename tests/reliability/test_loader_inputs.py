@@ -42,31 +42,55 @@ def locomo_document() -> list[dict[str, Any]]:
         for s in (1, 2):
             body[f"session_{s}_date_time"] = f"1:56 pm on {s + 7} May, 2023"
             body[f"session_{s}"] = [
-                {"speaker": "Maya", "dia_id": f"D{s}:1", "text": f"Conversation {n}: my dog Biscuit, day {s}.",
-                 "img_url": ["http://example.invalid/a.jpg"], "blip_caption": "a dog on a sofa"},
+                {
+                    "speaker": "Maya",
+                    "dia_id": f"D{s}:1",
+                    "text": f"Conversation {n}: my dog Biscuit, day {s}.",
+                    "img_url": ["http://example.invalid/a.jpg"],
+                    "blip_caption": "a dog on a sofa",
+                },
                 {"speaker": "Leo", "dia_id": f"D{s}:2", "text": "What a lovely name!"},
             ]
-        samples.append({
-            "sample_id": f"conv-{n}",
-            "conversation": body,
-            "qa": [{"question": "What is the dog called?", "answer": "Biscuit", "evidence": ["D1:1"], "category": 1},
-                   {"question": "What is the cat called?", "adversarial_answer": "Biscuit", "evidence": [], "category": 5}],
-            "event_summary": {"events_session_1": ["Maya talks about Biscuit"]},
-        })
+        samples.append(
+            {
+                "sample_id": f"conv-{n}",
+                "conversation": body,
+                "qa": [
+                    {"question": "What is the dog called?", "answer": "Biscuit", "evidence": ["D1:1"], "category": 1},
+                    {
+                        "question": "What is the cat called?",
+                        "adversarial_answer": "Biscuit",
+                        "evidence": [],
+                        "category": 5,
+                    },
+                ],
+                "event_summary": {"events_session_1": ["Maya talks about Biscuit"]},
+            }
+        )
     return samples
 
 
 def longmemeval_document() -> list[dict[str, Any]]:
-    return [{
-        "question_id": f"q{n}", "question_type": "single-session-user", "question": "What is my dog called?",
-        "answer": "Biscuit", "question_date": "2023/05/30 (Tue) 10:00",
-        "haystack_session_ids": [f"s{n}-a", f"s{n}-b"],
-        "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/08 (Mon) 09:00"],
-        "haystack_sessions": [[{"role": "user", "content": f"Question {n}: I adopted a dog called Biscuit."},
-                               {"role": "assistant", "content": "Lovely name!"}],
-                              [{"role": "user", "content": "Biscuit chewed my shoes.", "has_answer": True}]],
-        "answer_session_ids": [f"s{n}-b"],
-    } for n in range(3)]
+    return [
+        {
+            "question_id": f"q{n}",
+            "question_type": "single-session-user",
+            "question": "What is my dog called?",
+            "answer": "Biscuit",
+            "question_date": "2023/05/30 (Tue) 10:00",
+            "haystack_session_ids": [f"s{n}-a", f"s{n}-b"],
+            "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/08 (Mon) 09:00"],
+            "haystack_sessions": [
+                [
+                    {"role": "user", "content": f"Question {n}: I adopted a dog called Biscuit."},
+                    {"role": "assistant", "content": "Lovely name!"},
+                ],
+                [{"role": "user", "content": "Biscuit chewed my shoes.", "has_answer": True}],
+            ],
+            "answer_session_ids": [f"s{n}-b"],
+        }
+        for n in range(3)
+    ]
 
 
 FORMATS = {"locomo": (locomo_document, "sample_id"), "longmemeval": (longmemeval_document, "question_id")}
@@ -84,15 +108,47 @@ def _set(doc: Any, path: tuple, value: Any) -> None:
 
 SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 JUNK = st.one_of(
-    st.none(), st.booleans(), st.integers(-5, 10**12), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=12), st.text(st.characters(max_codepoint=0x1F), max_size=4), st.just(""), st.just("x" * 300),
-    st.lists(st.integers(), max_size=2), st.lists(st.text(max_size=3), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-5, 10**12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=12),
+    st.text(st.characters(max_codepoint=0x1F), max_size=4),
+    st.just(""),
+    st.just("x" * 300),
+    st.lists(st.integers(), max_size=2),
+    st.lists(st.text(max_size=3), max_size=2),
     st.dictionaries(st.text(max_size=4), st.none(), max_size=2),
 )
-ODD_SUFFIXES = ["01", "\u00b2", "1_", "x", "-1", "\u0663", "1 ", "", "1_date", "01_date_time", "1e3", "\uff11", "9999999"]
+ODD_SUFFIXES = [
+    "01",
+    "\u00b2",
+    "1_",
+    "x",
+    "-1",
+    "\u0663",
+    "1 ",
+    "",
+    "1_date",
+    "01_date_time",
+    "1e3",
+    "\uff11",
+    "9999999",
+]
 BAD_BYTES = [b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80abc", b"\xe9t\xe9", b"\xf8\x88\x80\x80\x80", b"\xc0\xaf"]
-KINDS = ["retype", "delete", "duplicate_id", "colliding_id", "odd_session_key", "deep", "surrogate", "non_utf8",
-         "duplicate_key", "huge_int", "many"]
+KINDS = [
+    "retype",
+    "delete",
+    "duplicate_id",
+    "colliding_id",
+    "odd_session_key",
+    "deep",
+    "surrogate",
+    "non_utf8",
+    "duplicate_key",
+    "huge_int",
+    "many",
+]
 
 
 @st.composite
@@ -130,14 +186,20 @@ def damaged(draw: st.DrawFn, fmt: str, kinds: list[str] = KINDS, *, last: bool =
     elif kind == "colliding_id":
         other = draw(st.sampled_from([j for j in range(len(doc)) if j != k]), label="other")
         twin = draw(st.sampled_from([" ", "/", "  ", " / ", "#"]), label="separator")
-        doc[k][id_key] = doc[other][id_key].replace("-", twin) if "-" in doc[other][id_key] else f"-{doc[other][id_key]}-"
+        doc[k][id_key] = (
+            doc[other][id_key].replace("-", twin) if "-" in doc[other][id_key] else f"-{doc[other][id_key]}-"
+        )
     elif kind == "odd_session_key":
         if fmt == "locomo":
             suffix = draw(st.one_of(st.sampled_from(ODD_SUFFIXES), st.text(max_size=4)), label="suffix")
             doc[k]["conversation"][f"session_{suffix}"] = [{"speaker": "Maya", "dia_id": "D9:1", "text": "hidden"}]
         else:
-            field = draw(st.sampled_from(["haystack_dates", "haystack_session_ids", "haystack_sessions", "answer_session_ids"]))
-            doc[k][field] = draw(st.one_of(st.integers(), st.text(max_size=3), st.dictionaries(st.text(max_size=2), st.none())))
+            field = draw(
+                st.sampled_from(["haystack_dates", "haystack_session_ids", "haystack_sessions", "answer_session_ids"])
+            )
+            doc[k][field] = draw(
+                st.one_of(st.integers(), st.text(max_size=3), st.dictionaries(st.text(max_size=2), st.none()))
+            )
     elif kind in ("deep", "non_utf8", "huge_int"):
         _set(doc[k], draw(st.sampled_from(inside), label="where"), "__PLACEHOLDER__")
         if kind == "deep":
@@ -148,7 +210,9 @@ def damaged(draw: st.DrawFn, fmt: str, kinds: list[str] = KINDS, *, last: bool =
         else:
             placeholder = ('"__PLACEHOLDER__"', b"-" * draw(st.booleans()) + b"7" * 5_000)
     elif kind == "surrogate":
-        text = draw(st.text(max_size=3), label="before") + draw(SURROGATES, label="surrogate") + draw(st.text(max_size=3))
+        text = (
+            draw(st.text(max_size=3), label="before") + draw(SURROGATES, label="surrogate") + draw(st.text(max_size=3))
+        )
         strings = [p for p in inside if isinstance(_get(doc[k], p), str)]
         _set(doc[k], draw(st.sampled_from(strings), label="where"), text)
     elif kind == "duplicate_key":
@@ -174,7 +238,11 @@ def record_names(doc: list, k: int, id_key: str) -> list[str]:
     """Ways an error may name record ``k``: by position, or by the id it has (or defaults to)."""
     names = [rf"\b(sample|question|record) {k}\b"]
     ids = [f"conv-{k}", str(k)]
-    if isinstance(doc[k], dict) and isinstance(doc[k].get(id_key), (str, int)) and not isinstance(doc[k].get(id_key), bool):
+    if (
+        isinstance(doc[k], dict)
+        and isinstance(doc[k].get(id_key), (str, int))
+        and not isinstance(doc[k].get(id_key), bool)
+    ):
         ids.append(str(doc[k][id_key]))
     return names + [re.escape(f"{unit} {cid!r}") for cid in ids for unit in ("sample", "question", "conversation")]
 
@@ -193,7 +261,9 @@ def check_file(path: Path, doc: list, k: int, id_key: str) -> str:
         message = str(exc)
         assert message.startswith(f"{path}: "), message
         assert "\n" not in message, message
-        assert any(re.search(name, message) for name in record_names(doc, k, id_key)), f"record {k} not named: {message}"
+        assert any(re.search(name, message) for name in record_names(doc, k, id_key)), (
+            f"record {k} not named: {message}"
+        )
         return f"rejected: {exc.problem.split(':')[0][:40]}"
     ids = [c.conversation_id for c in conversations]
     assert len(set(ids)) == len(ids) == len({conversation_slug(i) for i in ids})
@@ -201,7 +271,9 @@ def check_file(path: Path, doc: list, k: int, id_key: str) -> str:
     assert len(namespaces) == len(ids)
     for conversation in conversations:
         conversation.model_dump_json().encode("utf-8")  # every string is encodable text
-        assert conversation.turn_count and all(t.dia_id and " " not in t.dia_id for s in conversation.sessions for t in s.turns)
+        assert conversation.turn_count and all(
+            t.dia_id and " " not in t.dia_id for s in conversation.sessions for t in s.turns
+        )
     return "loaded"
 
 
@@ -235,8 +307,21 @@ def test_the_undamaged_documents_load(fmt, files) -> None:
 
 # -- the CLI writes nothing for a rejected file ----------------------------------------------------
 def ingest(path: Path, data_dir: Path, namespace: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
-    code = main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", namespace,
-                 "--policy", "heuristic", "--quiet"])
+    code = main(
+        [
+            "--data-dir",
+            str(data_dir),
+            "--embeddings",
+            "hashing",
+            "ingest",
+            str(path),
+            "-n",
+            namespace,
+            "--policy",
+            "heuristic",
+            "--quiet",
+        ]
+    )
     return code, capsys.readouterr().err
 
 
@@ -256,8 +341,24 @@ def kept(tmp_path_factory: pytest.TempPathFactory, files: Path) -> tuple[Path, d
     """A data dir whose namespace "keep" holds a committed conversation, and its fingerprint."""
     data_dir = tmp_path_factory.mktemp("loader-cli") / "memory"
     path = write(files, json.dumps(one_session_document(1)).encode())
-    assert main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", "keep",
-                 "--policy", "heuristic", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "--data-dir",
+                str(data_dir),
+                "--embeddings",
+                "hashing",
+                "ingest",
+                str(path),
+                "-n",
+                "keep",
+                "--policy",
+                "heuristic",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     with open_store(data_dir) as store:
         return data_dir, store.snapshot("keep").fingerprint()
 
@@ -269,8 +370,11 @@ ALWAYS_INVALID = {
 
 
 @CLI_RUNS
-@given(fmt_case=st.sampled_from(sorted(FORMATS)).flatmap(
-    lambda fmt: st.tuples(st.just(fmt), damaged(fmt, ALWAYS_INVALID[fmt], last=True))))
+@given(
+    fmt_case=st.sampled_from(sorted(FORMATS)).flatmap(
+        lambda fmt: st.tuples(st.just(fmt), damaged(fmt, ALWAYS_INVALID[fmt], last=True))
+    )
+)
 def test_a_file_damaged_in_its_last_conversation_writes_nothing(fmt_case, files, kept, capsys) -> None:
     """The conversations before the damaged one are valid: the CLI must still reject the file before writing."""
     fmt, (raw, doc, k, kind) = fmt_case

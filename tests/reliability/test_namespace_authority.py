@@ -39,10 +39,32 @@ def hostile_names(rng: random.Random, n: int) -> list[Any]:
     """Namespace values an attacker would put in a state or an argument: other tenants, traversal, spoofs."""
     names = list(TENANTS)
     fixed: list[Any] = [
-        "", " ", None, 7, ["globex"], {"ns": "globex"}, "..", "../globex", "acme/../globex", "globex/", "./acme",
-        "globex\n", "acme\n", "\nglobex", " globex", "globex ", "globex\r", "globex\t", "globex\x00", "glob\x1b[2Kex",
+        "",
+        " ",
+        None,
+        7,
+        ["globex"],
+        {"ns": "globex"},
+        "..",
+        "../globex",
+        "acme/../globex",
+        "globex/",
+        "./acme",
+        "globex\n",
+        "acme\n",
+        "\nglobex",
+        " globex",
+        "globex ",
+        "globex\r",
+        "globex\t",
+        "globex\x00",
+        "glob\x1b[2Kex",
         "glоbex",  # Cyrillic o
-        "ｇlobex", "globex" * 30, "default", "GLOBEX", "acme.eu\n",
+        "ｇlobex",
+        "globex" * 30,
+        "default",
+        "GLOBEX",
+        "acme.eu\n",
     ]
     out: list[Any] = []
     while len(out) < n:
@@ -87,8 +109,13 @@ def test_a_namespace_in_the_chat_state_never_changes_the_tenant(tenants: Resourc
         thread = {"configurable": {"thread_id": f"t{i % 6}-{ns}"}}  # threads are reused: nothing may stick
         # Only the tenant's own marker: its memory must never hold another tenant's word, chat turns included.
         text = f"did the {TENANTS[ns]} go to the {rng.choice(['market', 'museum', 'island', 'street'])}? case {i}"
-        context = ChatContext(namespace=ns, strategy=rng.choice(["compass", "dense", "reconstruct"]),
-                              policy="heuristic", ingestion=work, resources=res)
+        context = ChatContext(
+            namespace=ns,
+            strategy=rng.choice(["compass", "dense", "reconstruct"]),
+            policy="heuristic",
+            ingestion=work,
+            resources=res,
+        )
         out = bot.invoke({"messages": [HumanMessage(content=text)], "namespace": value}, thread, context=context)
         sent[ns].append(text)
         state = bot.get_state(thread).values
@@ -128,8 +155,11 @@ def test_a_parent_graph_state_with_a_namespace_cannot_steer_the_chatbot_subgraph
     app = parent.compile(checkpointer=InMemorySaver())
     work = IngestionQueue()
     context = ChatContext(namespace="acme", strategy="dense", policy="heuristic", ingestion=work, resources=tenants)
-    out = app.invoke({"messages": [("user", "what about the wombat market?")], "namespace": "globex"},
-                     {"configurable": {"thread_id": "parent"}}, context=context)
+    out = app.invoke(
+        {"messages": [("user", "what about the wombat market?")], "namespace": "globex"},
+        {"configurable": {"thread_id": "parent"}},
+        context=context,
+    )
     assert work.flush(timeout=120) and not work.errors
     assert out["namespace"] == "globex"  # the parent's own key, untouched and unused
     assert all(not foreign("acme", str(item.get("text"))) for item in out.get("evidence", []))
@@ -143,8 +173,16 @@ def test_a_tool_call_that_names_a_namespace_is_refused_and_reads_nothing(tenants
     toolkits = {ns: create_memory_toolkit(ns, store=tenants.store, embeddings=tenants.embeddings) for ns in TENANTS}
     for tool in toolkits["acme"]:
         assert "namespace" not in tool.tool_call_schema.model_json_schema()["properties"]
-    good = {"query": "market", "cue": "market", "event_id": "S1-E1", "person": "Anawombat", "aspect": "pet",
-            "start": "2023", "topic_id": "T1", "window": 1}
+    good = {
+        "query": "market",
+        "cue": "market",
+        "event_id": "S1-E1",
+        "person": "Anawombat",
+        "aspect": "pet",
+        "start": "2023",
+        "topic_id": "T1",
+        "window": 1,
+    }
     refused = 0
     for i, value in enumerate(hostile_names(rng, TOOL_CASES)):
         ns = rng.choice(sorted(TENANTS))
@@ -161,10 +199,46 @@ def test_a_tool_call_that_names_a_namespace_is_refused_and_reads_nothing(tenants
 
 # -- item 7: hostile names are refused whole; unknown-namespace errors name no other tenant -------------------------
 HOSTILE_STRINGS = [
-    "acme\n", "\nacme", " acme", "acme ", "acme\r", "acme\r\n", "acme\t", "acme\x00", "ac\x00me", "acme\x1b[31m",
-    "acme\x7f", "acme\x85", "acme\u2028", "acme\u202e", "аcme", "ａcme", "acmе", "acme\u200b", "١٢٣", "acme²",
-    "../acme", "..", "acme/../globex", "acme/x", "acme\\x", "/etc/passwd", "~acme", "", " ", "-acme", ".acme",
-    "_acme", "a" * 129, "a" * 10_000, "acme;globex", "acme,globex", "acme globex", "acme*", "acme?", "%2e%2e",
+    "acme\n",
+    "\nacme",
+    " acme",
+    "acme ",
+    "acme\r",
+    "acme\r\n",
+    "acme\t",
+    "acme\x00",
+    "ac\x00me",
+    "acme\x1b[31m",
+    "acme\x7f",
+    "acme\x85",
+    "acme\u2028",
+    "acme\u202e",
+    "аcme",
+    "ａcme",
+    "acmе",
+    "acme\u200b",
+    "١٢٣",
+    "acme²",
+    "../acme",
+    "..",
+    "acme/../globex",
+    "acme/x",
+    "acme\\x",
+    "/etc/passwd",
+    "~acme",
+    "",
+    " ",
+    "-acme",
+    ".acme",
+    "_acme",
+    "a" * 129,
+    "a" * 10_000,
+    "acme;globex",
+    "acme,globex",
+    "acme globex",
+    "acme*",
+    "acme?",
+    "%2e%2e",
 ]
 
 
@@ -200,7 +274,7 @@ def test_hostile_namespace_strings_are_rejected_everywhere(tenants: Resources) -
 def test_a_hostile_context_namespace_stops_the_chatbot_before_anything_is_stored(tenants: Resources) -> None:
     bot = build_chatbot_graph().compile()
     work = IngestionQueue()
-    for name in HOSTILE[:: 8]:
+    for name in HOSTILE[::8]:
         context = ChatContext(namespace=name, policy="heuristic", strategy="dense", ingestion=work, resources=tenants)
         with pytest.raises(ValueError, match="invalid namespace"):
             bot.invoke({"messages": [("user", "remember the wombat")]}, context=context)
@@ -215,8 +289,10 @@ def test_valid_names_still_pass() -> None:
 
 def _unknown_names(n: int) -> list[str]:
     rng = random.Random(SEED + 3)
-    return [f"{rng.choice(['visitor', 'nobody', 'x', 'Q'])}{rng.choice(['', '-', '.', ':', '@'])}{rng.randrange(10**6)}"
-            for _ in range(n)]
+    return [
+        f"{rng.choice(['visitor', 'nobody', 'x', 'Q'])}{rng.choice(['', '-', '.', ':', '@'])}{rng.randrange(10**6)}"
+        for _ in range(n)
+    ]
 
 
 def _names_in(text: str) -> list[str]:
@@ -258,8 +334,13 @@ def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path:
         ingest_conversation(marked_conversation(marker, sessions=1), ns, resources=res, policy="heuristic")
     res.store.close()
     base = ["--data-dir", str(data_dir), "--embeddings", "hashing"]
-    commands = [["ask", "what about the market?", "-s", "dense"], ["stats"], ["graph"], ["facts"],
-                ["ask", "when?", "-s", "compass", "--policy", "heuristic"]]
+    commands = [
+        ["ask", "what about the market?", "-s", "dense"],
+        ["stats"],
+        ["graph"],
+        ["facts"],
+        ["ask", "when?", "-s", "compass", "--policy", "heuristic"],
+    ]
     names = _unknown_names(15)
     for i, name in enumerate(names):
         command = commands[i % len(commands)]
@@ -271,7 +352,7 @@ def test_unknown_namespace_errors_through_the_cli_name_no_other_tenant(tmp_path:
         assert not _names_in(captured.err + captured.out), captured.err
     assert main([*base, "namespaces"]) == 0  # the operator's listing does name them
     assert capsys.readouterr().out.split() == sorted(TENANTS)
-    for name in HOSTILE[:: 10]:
+    for name in HOSTILE[::10]:
         if name.startswith("-"):
             continue  # argparse reads it as an option
         assert main([*base, "stats", "-n", name]) == 2

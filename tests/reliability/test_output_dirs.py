@@ -31,8 +31,21 @@ def _command(kind: str, out: Path, data_dir: str) -> list[str]:
         "graph": [*common, "graph", "-n", "sample", "--out", str(out)],
         "graph png": [*common, "graph", "-n", "sample", "--out", str(out.with_suffix(".png"))],
         "export": [*common, "export", "-n", "sample", str(out), "--quiet"],
-        "eval": [*common, "eval", str(SAMPLE), "-s", "bm25", "--limit", "1", "--policy", "heuristic", "--out", str(out),
-                 "--quiet", "--no-langsmith"],
+        "eval": [
+            *common,
+            "eval",
+            str(SAMPLE),
+            "-s",
+            "bm25",
+            "--limit",
+            "1",
+            "--policy",
+            "heuristic",
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-langsmith",
+        ],
         "demo": [*common, "demo", "--policy", "heuristic", "--limit", "1", "--out-dir", str(out)],
     }[kind]
 

@@ -59,12 +59,21 @@ def test_unwritable_output_paths_are_one_line_errors(
         suffix = {"graph-html": ".html", "graph-png": ".png", "export": ".jsonl"}[command]
         (tmp_path / f"case-{i}").mkdir()
         path, named = _path(kind, tmp_path / f"case-{i}", rng, suffix)
-        argv = (["graph", "-n", "sample", "--out", path] if command.startswith("graph")
-                else ["export", "-n", "sample", path, "--quiet"])
+        argv = (
+            ["graph", "-n", "sample", "--out", path]
+            if command.startswith("graph")
+            else ["export", "-n", "sample", path, "--quiet"]
+        )
         code = main(["--data-dir", data_dir, "--embeddings", "hashing", *argv])
         err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
         counts["tried"] += 1
-        if code == 2 and len(err) == 1 and err[0].startswith("error: ") and named in err[0] and "Traceback" not in err[0]:
+        if (
+            code == 2
+            and len(err) == 1
+            and err[0].startswith("error: ")
+            and named in err[0]
+            and "Traceback" not in err[0]
+        ):
             counts["passed"] += 1
         else:
             failures.append(f"{command} {kind} {path[:80]}: exit {code}, stderr {err[-3:]}")

@@ -44,11 +44,16 @@ def _traces(res: Resources, vector: bytes) -> list[str]:
 
 def _chat(res: Resources, namespace: str = "maya") -> str:
     """A small conversation with the canary in its second turn (the first is kept)."""
-    turns = [RawTurn(dia_id="D1:1", speaker="Maya", text="I finally got a locker at the gym near work."),
-             RawTurn(dia_id="D1:2", speaker="Maya", text=f"The locker code is {CANARY}, do not tell anyone."),
-             RawTurn(dia_id="D1:3", speaker="Sam", text="Nice, the gym near work is a good one.")]
-    conv = Conversation(conversation_id="maya", speakers=["Maya", "Sam"], sessions=[
-        Session(session_id="S1", timestamp="2024-05-01T10:00:00", timestamp_text="", turns=turns)])
+    turns = [
+        RawTurn(dia_id="D1:1", speaker="Maya", text="I finally got a locker at the gym near work."),
+        RawTurn(dia_id="D1:2", speaker="Maya", text=f"The locker code is {CANARY}, do not tell anyone."),
+        RawTurn(dia_id="D1:3", speaker="Sam", text="Nice, the gym near work is a good one."),
+    ]
+    conv = Conversation(
+        conversation_id="maya",
+        speakers=["Maya", "Sam"],
+        sessions=[Session(session_id="S1", timestamp="2024-05-01T10:00:00", timestamp_text="", turns=turns)],
+    )
     ingest_conversation(conv, namespace, resources=res, policy="heuristic")
     return namespace
 
@@ -62,8 +67,10 @@ def test_a_store_delete_is_purged_by_logicmap_purge(resources: Resources, capsys
     assert store.get(ALICE, "locker") is None and _traces(resources, vector)  # retired, still on disk
     base = ["--data-dir", str(resources.settings.data_dir), "--embeddings", "hashing"]
     assert main([*base, "forget", "-n", NS, "--key", "locker", "--purge", "--yes"]) == 2  # the key is gone already
-    assert f"no such key; nothing was changed; to remove from disk what earlier forgets and deletes left: logicmap " \
-           f"purge -n {NS}" in capsys.readouterr().err
+    assert (
+        f"no such key; nothing was changed; to remove from disk what earlier forgets and deletes left: logicmap "
+        f"purge -n {NS}" in capsys.readouterr().err
+    )
     assert main([*base, "purge", "-n", NS]) == 0
     assert "retired versions removed" in capsys.readouterr().out
     assert _traces(resources, vector) == []
@@ -107,8 +114,9 @@ def test_store_purge_and_logicmap_purge_purge_what_forgets_and_updates_left(reso
 def test_update_memory_can_purge_the_old_text(resources: Resources) -> None:
     namespace = _chat(resources)
     tid, vector = _vector(resources, namespace)
-    report = update_memory(namespace, tid, "The locker code changed; I keep it in my head now.", purge=True,
-                           resources=resources)
+    report = update_memory(
+        namespace, tid, "The locker code changed; I keep it in my head now.", purge=True, resources=resources
+    )
     assert report.purge is not None and _traces(resources, vector) == []
     snap = resources.store.snapshot(namespace)
     assert snap.turns[tid].text.startswith("The locker code changed") and snap.manifest.forgets[-1].purged
@@ -120,8 +128,15 @@ def test_the_toolkits_forget_memory_can_purge(resources: Resources) -> None:
 
     namespace = _chat(resources)
     tid, vector = _vector(resources, namespace)
-    tools = {t.name: t for t in create_memory_toolkit(namespace, store=resources.store, editor=memory_editor(resources),
-                                                      ingest=session_ingester(resources, policy="heuristic"))}
+    tools = {
+        t.name: t
+        for t in create_memory_toolkit(
+            namespace,
+            store=resources.store,
+            editor=memory_editor(resources),
+            ingest=session_ingester(resources, policy="heuristic"),
+        )
+    }
     said = tools["forget_memory"].invoke({"turn_ids": [tid], "purge": True})
     assert "purged them from disk" in said and _traces(resources, vector) == []
 
@@ -199,8 +214,9 @@ def test_an_owed_purge_is_finished_by_the_next_commit(resources: Resources) -> N
         writer.store.close()
 
 
-def test_the_servers_store_purges_its_deletes_when_configured(resources: Resources,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_servers_store_purges_its_deletes_when_configured(
+    resources: Resources, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from logicmap.graphs.runtime.resources import set_default_resources
     from logicmap.studio.store import generate_store
 

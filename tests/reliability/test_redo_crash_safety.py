@@ -30,7 +30,11 @@ class RedoServer:
         self.workdir = workdir
         self.proc = subprocess.Popen(
             [sys.executable, str(Path(__file__).with_name("redo_worker.py"))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
             env=subprocess_env(workdir / "default-data", OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1"),
         )
         self.count = 0

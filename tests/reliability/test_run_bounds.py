@@ -24,10 +24,18 @@ from logicmap.memory.runtime.deadline import RunDeadlineExceeded, check_deadline
 from logicmap.memory.runtime.input_limits import InputTooLargeError
 
 STRATEGY_NAMES = ("compass", "rerank", "goalmem", "real", "reconstruct", "r2", "dense", "bm25")
-GRAPHS = {"compass": "logicmap.graphs.strategies.compass", "rerank": "logicmap.graphs.strategies.rerank", "goalmem": "logicmap.graphs.strategies.goalmem",
-          "real": "logicmap.graphs.strategies.real", "reconstruct": "logicmap.graphs.strategies.reconstruct", "r2": "logicmap.graphs.strategies.r2"}
-WORDS = ("when did Caroline go to the support group and what did Melanie paint last summer near the lake "
-         "Sweden adoption pottery camping 2023 May 7 friends kids? & => ( ) \" : \\").split()
+GRAPHS = {
+    "compass": "logicmap.graphs.strategies.compass",
+    "rerank": "logicmap.graphs.strategies.rerank",
+    "goalmem": "logicmap.graphs.strategies.goalmem",
+    "real": "logicmap.graphs.strategies.real",
+    "reconstruct": "logicmap.graphs.strategies.reconstruct",
+    "r2": "logicmap.graphs.strategies.r2",
+}
+WORDS = (
+    "when did Caroline go to the support group and what did Melanie paint last summer near the lake "
+    'Sweden adoption pottery camping 2023 May 7 friends kids? & => ( ) " : \\'
+).split()
 QUESTIONS_PER_STRATEGY = 4
 DEADLINES = (1e-6, 0.001, 0.01, 0.05)
 
@@ -78,7 +86,9 @@ def test_generated_questions_at_the_size_limit_with_tiny_deadlines_finish_or_sto
             else:
                 assert isinstance(result, AnswerResult) and result.strategy in (strategy, "dense", "bm25")
             passed += 1
-    print(f"size-limit questions with tiny deadlines: tried {tried}, passed {passed}, stopped by the deadline {stopped}")
+    print(
+        f"size-limit questions with tiny deadlines: tried {tried}, passed {passed}, stopped by the deadline {stopped}"
+    )
     assert tried == passed == len(STRATEGY_NAMES) * QUESTIONS_PER_STRATEGY
     assert stopped >= len(GRAPHS)  # a deadline already passed stops at least every graph strategy
 
@@ -91,8 +101,10 @@ def test_a_question_over_the_limit_is_refused_in_one_line_by_answer_and_by_the_s
     rng = random.Random(strategy)
     for length in (limit + 1, 2 * limit, 1_000_000):
         question = _question(rng, length)
-        for call in (lambda q: answer(strategy, q, "sample", resources=bounded, policy="heuristic"),
-                     lambda q: strategy_function(strategy)(q, "sample", resources=bounded, policy="heuristic")):
+        for call in (
+            lambda q: answer(strategy, q, "sample", resources=bounded, policy="heuristic"),
+            lambda q: strategy_function(strategy)(q, "sample", resources=bounded, policy="heuristic"),
+        ):
             with pytest.raises(InputTooLargeError) as caught:
                 call(question)
             message = str(caught.value)
@@ -116,14 +128,29 @@ def test_the_limit_is_a_setting(bounded: Resources) -> None:
     bounded.settings.max_question_chars = 40
     with pytest.raises(InputTooLargeError, match="41 characters"):
         answer("bm25", "x" * 41, "sample", resources=bounded)
-    assert isinstance(answer("bm25", "what did Melanie paint?", "sample", resources=bounded, policy="heuristic"),
-                      AnswerResult)
+    assert isinstance(
+        answer("bm25", "what did Melanie paint?", "sample", resources=bounded, policy="heuristic"), AnswerResult
+    )
 
 
 def test_cli_ask_with_a_question_over_the_limit_exits_2_with_one_line(bounded: Resources, capsys) -> None:
     data_dir = Path(bounded.settings.data_dir)
-    code = cli_main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ask", "w" * 8001, "-n", "sample",
-                     "--strategy", "goalmem", "--policy", "heuristic"])
+    code = cli_main(
+        [
+            "--data-dir",
+            str(data_dir),
+            "--embeddings",
+            "hashing",
+            "ask",
+            "w" * 8001,
+            "-n",
+            "sample",
+            "--strategy",
+            "goalmem",
+            "--policy",
+            "heuristic",
+        ]
+    )
     err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
     assert code == 2 and len(err) == 1 and "LOGICMAP_MAX_QUESTION_CHARS" in err[0], err
 
@@ -136,8 +163,11 @@ def test_the_chatbot_refuses_an_oversized_message_and_recalls_with_the_end_of_a_
     with pytest.raises(InputTooLargeError, match="LOGICMAP_MAX_MESSAGE_CHARS"):
         bot.invoke({"messages": [HumanMessage(content=huge)]}, config, context=ctx)
     long = "filler words " * 1000 + "What did Melanie paint?"  # over the question limit, under the message limit
-    out = bot.invoke({"messages": [HumanMessage(content=long)]}, {"configurable": {"thread_id": "u"}},
-                     context=replace(ctx, ingest=False))
+    out = bot.invoke(
+        {"messages": [HumanMessage(content=long)]},
+        {"configurable": {"thread_id": "u"}},
+        context=replace(ctx, ingest=False),
+    )
     assert out["recall"]["strategy"] == "goalmem" and out["messages"][-1].content
 
 

@@ -29,9 +29,14 @@ LEASE_S = 6.0
 
 
 def _ingest(server: ChromaServer, tmp: Path, file: Path, namespace: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "logicmap", "ingest", str(file), "-n", namespace, "--policy",
-                             "heuristic", "--quiet"], cwd=ROOT.parent, env=server.env(tmp, LEASE_S), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "logicmap", "ingest", str(file), "-n", namespace, "--policy", "heuristic", "--quiet"],
+        cwd=ROOT.parent,
+        env=server.env(tmp, LEASE_S),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _lines(text: str) -> list[str]:
@@ -64,8 +69,12 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
             continue  # it finished before the kill: nothing to judge
         mid_ingest += 1
         lines = _lines(err)
-        if not (proc.returncode in (2, 3) and len(lines) == 1 and lines[0].startswith("error: the Chroma server at ")
-                and f"127.0.0.1:{server.port}" in lines[0]):
+        if not (
+            proc.returncode in (2, 3)
+            and len(lines) == 1
+            and lines[0].startswith("error: the Chroma server at ")
+            and f"127.0.0.1:{server.port}" in lines[0]
+        ):
             failures.append(f"trial {trial}: exit {proc.returncode}, stderr {err[-1500:]!r}")
         server.start()
         store = server.store()
@@ -75,10 +84,14 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
         said_why += any("waiting for its commit lease" in line for line in _lines(err))
         snap = store.snapshot(namespace)
         if rerun.returncode != 0 or len(snap.manifest.sessions) != sessions or len(snap.turns) != 6 * sessions:
-            failures.append(f"trial {trial}: the re-run exited {rerun.returncode} with {len(snap.manifest.sessions)} "
-                            f"sessions, {len(snap.turns)} turns: {err[-1500:]!r}")
-    print(f"server killed during ingest: {TRIALS} kills, {mid_ingest} mid-ingest, {lease_left} left the writer's lease, "
-          f"{said_why} re-runs said why they waited, {len(failures)} problems")
+            failures.append(
+                f"trial {trial}: the re-run exited {rerun.returncode} with {len(snap.manifest.sessions)} "
+                f"sessions, {len(snap.turns)} turns: {err[-1500:]!r}"
+            )
+    print(
+        f"server killed during ingest: {TRIALS} kills, {mid_ingest} mid-ingest, {lease_left} left the writer's lease, "
+        f"{said_why} re-runs said why they waited, {len(failures)} problems"
+    )
     assert not failures, "\n".join(failures)
     assert mid_ingest >= TRIALS // 2, "the kills must land while ingest runs"
 
@@ -101,8 +114,14 @@ def test_a_rerun_waiting_for_a_dead_writers_lease_says_which_and_how_long(server
     namespace = "dead-writer"
     # The dead writer's lease outlasts the re-run's start (reading the file, building the first session).
     env = {**server.env(tmp_path), "LOGICMAP_COMMIT_LEASE_S": "20"}
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LEASE, namespace], cwd=ROOT.parent, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LEASE, namespace],
+        cwd=ROOT.parent,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held", holder.stderr.read()
     finally:
@@ -128,8 +147,14 @@ def test_a_server_that_is_not_running_is_one_line_naming_it(tmp_path: Path) -> N
         port = sock.getsockname()[1]  # nothing listens there once the socket is closed
     env = subprocess_env(tmp_path, LOGICMAP_CHROMA_HOST="127.0.0.1", LOGICMAP_CHROMA_PORT=str(port))
     for argv in (["namespaces"], ["stats", "-n", "someone"]):
-        proc = subprocess.run([sys.executable, "-m", "logicmap", *argv], cwd=ROOT.parent, env=env, capture_output=True,
-                              text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "logicmap", *argv],
+            cwd=ROOT.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         lines = _lines(proc.stderr)
         assert proc.returncode == 2 and len(lines) == 1, proc.stderr
         assert lines[0].startswith(f"error: the Chroma server at 127.0.0.1:{port} does not answer"), lines

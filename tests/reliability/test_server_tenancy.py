@@ -101,8 +101,9 @@ def test_a_run_on_another_tenants_thread_is_refused() -> None:
             assert problem and "another tenant" in problem
             refused += 1
     # A run with no usable user on a bound thread is refused too (it could only read the thread's state).
-    assert run_problem({"assistant_id": "a1"}, {"context": {"namespace": "{user_id}"}}, tenant_key("bob"),
-                       authority=None)
+    assert run_problem(
+        {"assistant_id": "a1"}, {"context": {"namespace": "{user_id}"}}, tenant_key("bob"), authority=None
+    )
     assert refused > 100 and allowed > 30
 
 
@@ -129,8 +130,11 @@ def test_the_authenticated_user_names_the_tenant() -> None:
 def test_a_deployment_authority_is_the_only_tenant_source() -> None:
     assert resolve_namespace(None, {"user_id": "bob"}, authority="{user_id}") == "bob"
     assert resolve_namespace("{user_id}", {"user_id": "bob"}, authority="{user_id}") == "bob"
-    for template, configurable in [("alice", {"user_id": "bob"}), (None, {"user_id": "bob", "namespace": "alice"}),
-                                   ("acme-{user_id}", {"user_id": "bob"})]:
+    for template, configurable in [
+        ("alice", {"user_id": "bob"}),
+        (None, {"user_id": "bob", "namespace": "alice"}),
+        ("acme-{user_id}", {"user_id": "bob"}),
+    ]:
         with pytest.raises(TenantOverrideError):
             resolve_namespace(template, configurable, authority="{user_id}")
     with pytest.raises(NamespaceRequiredError):
@@ -148,10 +152,26 @@ def server_mode() -> Any:
 
 
 def _hostile_paths(rng: random.Random, root: Path, outside: Path) -> list[str]:
-    pool = [str(outside / "secret.json"), str(outside / "missing.json"), str(outside / "bad.json"), "/etc/passwd",
-            "/etc/hostname", "/proc/self/environ", "../secret.json", "../../etc/passwd", str(root / ".." / "secret.json"),
-            "link-out.json", "link-out-dir/secret.json", str(outside), "", "a\x00b", str(root), "~/x.json",
-            "missing.json", "/nonexistent/dir/x.json"]
+    pool = [
+        str(outside / "secret.json"),
+        str(outside / "missing.json"),
+        str(outside / "bad.json"),
+        "/etc/passwd",
+        "/etc/hostname",
+        "/proc/self/environ",
+        "../secret.json",
+        "../../etc/passwd",
+        str(root / ".." / "secret.json"),
+        "link-out.json",
+        "link-out-dir/secret.json",
+        str(outside),
+        "",
+        "a\x00b",
+        str(root),
+        "~/x.json",
+        "missing.json",
+        "/nonexistent/dir/x.json",
+    ]
     return [rng.choice(pool) for _ in range(N_PATHS)]
 
 
@@ -187,8 +207,9 @@ def test_the_ingest_graph_on_a_server_refuses_paths_and_writes_nothing(tmp_path:
     assert res.store.namespaces() == []
     # Sessions in the request are the server's way in.
     conversation = marked_conversation("kiwi", sessions=1)
-    ingest.graph.invoke({"sessions": conversation.sessions},
-                        context={"namespace": "bob", "resources": res, "policy": "heuristic"})
+    ingest.graph.invoke(
+        {"sessions": conversation.sessions}, context={"namespace": "bob", "resources": res, "policy": "heuristic"}
+    )
     assert res.store.namespaces() == ["bob"]
 
 
@@ -198,20 +219,25 @@ def test_the_ingest_graph_on_a_server_refuses_paths_and_writes_nothing(tmp_path:
 def test_a_chatbot_thread_refuses_another_tenant_before_recall(tmp_path: Path) -> None:
     res = make_resources(tmp_path / "memory")
     app = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="{user_id}", strategy="dense", policy="heuristic", remember_mode="sync",
-                          resources=res)
+    context = ChatContext(
+        namespace="{user_id}", strategy="dense", policy="heuristic", remember_mode="sync", resources=res
+    )
     rng = random.Random(5)
     tried = 0
     for i in range(6):
         owner = rng.choice(USERS)
         thread = {"thread_id": f"t{i}", "user_id": owner}
-        app.invoke({"messages": [("user", f"My locker code is {1000 + i}.")]}, {"configurable": thread},
-                   context=context)
+        app.invoke(
+            {"messages": [("user", f"My locker code is {1000 + i}.")]}, {"configurable": thread}, context=context
+        )
         for other in (u for u in USERS if u != owner):
             before = {ns: res.store.manifest(ns).generation for ns in res.store.namespaces()}
             with pytest.raises(ThreadTenantError):
-                app.invoke({"messages": [("user", "What is my locker code?")]},
-                           {"configurable": {"thread_id": f"t{i}", "user_id": other}}, context=context)
+                app.invoke(
+                    {"messages": [("user", "What is my locker code?")]},
+                    {"configurable": {"thread_id": f"t{i}", "user_id": other}},
+                    context=context,
+                )
             assert {ns: res.store.manifest(ns).generation for ns in res.store.namespaces()} == before
             tried += 1
         # The owner goes on using the thread.
@@ -235,9 +261,12 @@ def _memory_graphs() -> list[tuple[str, Any, dict[str, Any]]]:
     from logicmap.graphs.strategies.registry import STRATEGIES
     from logicmap.graphs.surfaces.lifecycle import delete_graph, forget_graph, list_graph
 
-    graphs = [("forget", forget_graph, {"session_ids": ["S1"], "purge": True}), ("list", list_graph, {}),
-              ("delete", delete_graph, {"confirm": True}),
-              ("ingest", ingest.graph, {"sessions": marked_conversation("fig", sessions=1).sessions})]
+    graphs = [
+        ("forget", forget_graph, {"session_ids": ["S1"], "purge": True}),
+        ("list", list_graph, {}),
+        ("delete", delete_graph, {"confirm": True}),
+        ("ingest", ingest.graph, {"sessions": marked_conversation("fig", sessions=1).sessions}),
+    ]
     for name in ("rerank", "compass", "goalmem", "real", "reconstruct", "r2"):
         graphs.append((name, STRATEGIES[name].graph, {"question": "What did I say about kiwi?"}))
     from logicmap.graphs.chat.chatbot import graph as chatbot
@@ -253,8 +282,13 @@ def test_every_memory_graph_refuses_a_namespace_its_user_does_not_own(tmp_path: 
     alice's memory is untouched; alice's own run on it goes on."""
     graph, inputs = _memory_graph(name)
     res = make_resources(tmp_path / "memory")
-    ingest.ingest_conversation(marked_conversation("kiwi", sessions=1), "memories.alice", resources=res,
-                               policy="heuristic", memory_manager="r2" if name == "r2" else None)
+    ingest.ingest_conversation(
+        marked_conversation("kiwi", sessions=1),
+        "memories.alice",
+        resources=res,
+        policy="heuristic",
+        memory_manager="r2" if name == "r2" else None,
+    )
     before = res.store.manifest("memories.alice").generation
     context: dict[str, Any] = {"namespace": "memories.alice", "resources": res}
     if name not in ("forget", "list", "delete"):
@@ -273,8 +307,9 @@ def test_a_store_put_under_a_deployment_template_writes_the_users_own_tenant(tmp
 
     from logicmap.graphs.runtime.resources import default_resources, set_default_resources
 
-    res = resources_for(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
-                                         server_namespace="{user_id}"))
+    res = resources_for(
+        LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing", server_namespace="{user_id}")
+    )
     previous = default_resources()
     set_default_resources(res)  # the server's process-wide resources carry the deployment's template
     try:

@@ -29,10 +29,25 @@ LINE_CASES = 16
 TALLY: Counter[str] = Counter()
 
 HOSTILE_IDS: dict[str, Any] = {
-    "empty": "", "blank": "   ", "padded": " S9", "newline": "S9\n", "nul": "S\x009", "escape": "S\x1b[2J9",
-    "c1 control": "S\x859", "surrogate": "S\ud8009", "1 MB": "S" * 1_000_000, "129 chars": "S" * 129,
+    "empty": "",
+    "blank": "   ",
+    "padded": " S9",
+    "newline": "S9\n",
+    "nul": "S\x009",
+    "escape": "S\x1b[2J9",
+    "c1 control": "S\x859",
+    "surrogate": "S\ud8009",
+    "1 MB": "S" * 1_000_000,
+    "129 chars": "S" * 129,
 }
-HOSTILE_DIA = {"empty": "", "space": "D1 1", "newline": "D1:1\n", "nul": "D\x00", "long": "D" * 65, "1 MB": "D" * 1_000_000}
+HOSTILE_DIA = {
+    "empty": "",
+    "space": "D1 1",
+    "newline": "D1:1\n",
+    "nul": "D\x00",
+    "long": "D" * 65,
+    "1 MB": "D" * 1_000_000,
+}
 
 
 def _mutate(rng: random.Random, conv: Conversation) -> tuple[str, list[Session]]:
@@ -67,11 +82,14 @@ def test_hostile_sessions_are_refused_alike_by_every_entry_point(seed: int, modu
     for path in ("python", "graph"):
         with pytest.raises(DataFormatError) as caught:
             if path == "python":
-                ingest_conversation(conv.model_copy(update={"sessions": sessions}), namespace, resources=res,
-                                    policy="heuristic")
+                ingest_conversation(
+                    conv.model_copy(update={"sessions": sessions}), namespace, resources=res, policy="heuristic"
+                )
             else:
-                graph.invoke({"sessions": [s.model_dump() for s in sessions]},
-                             context=IngestContext(namespace=namespace, policy="heuristic", resources=res))
+                graph.invoke(
+                    {"sessions": [s.model_dump() for s in sessions]},
+                    context=IngestContext(namespace=namespace, policy="heuristic", resources=res),
+                )
         message = str(caught.value)
         assert f"field {field!r}" in message and "session " in message and "\n" not in message, message
         assert len(message) < 400, message[:400]
@@ -106,8 +124,21 @@ def test_jsonl_strings_with_raw_line_separators_load_and_store_as_written(
     loaded = load_conversations(path)[0]
     assert [t.text for s in loaded.sessions for t in s.turns] == texts
     namespace = f"lines{seed}"
-    code = main(["--data-dir", str(res_dir(module_resources)), "--embeddings", "hashing", "ingest", str(path), "-n",
-                 namespace, "--policy", "heuristic", "--quiet"])
+    code = main(
+        [
+            "--data-dir",
+            str(res_dir(module_resources)),
+            "--embeddings",
+            "hashing",
+            "ingest",
+            str(path),
+            "-n",
+            namespace,
+            "--policy",
+            "heuristic",
+            "--quiet",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
     stored = sorted(t.text for t in module_resources.store.snapshot(namespace).turns.values())
     assert stored == sorted(texts)

@@ -31,9 +31,12 @@ from tests import chroma_internals as chroma
 from tests.conftest import make_resources
 
 _DEEP = int(os.environ.get("LOGICMAP_FUZZ_EXAMPLES", "0"))
-RUNS = settings(max_examples=_DEEP or 60, deadline=None, derandomize=not _DEEP,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                       HealthCheck.function_scoped_fixture])
+RUNS = settings(
+    max_examples=_DEEP or 60,
+    deadline=None,
+    derandomize=not _DEEP,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
 MAGIC, LENGTH = b"LMSNAP01", struct.Struct("<Q")
 COUNTS: Counter[str] = Counter()
 
@@ -49,7 +52,9 @@ def parse(data: bytes) -> tuple[dict[str, Any], list[bytes]]:
 
 def assemble(header_bytes: bytes, bodies: list[bytes]) -> bytes:
     """A file with this exact header text (its CRC recomputed) and these bodies."""
-    return MAGIC + LENGTH.pack(len(header_bytes)) + header_bytes + LENGTH.pack(zlib.crc32(header_bytes)) + b"".join(bodies)
+    return (
+        MAGIC + LENGTH.pack(len(header_bytes)) + header_bytes + LENGTH.pack(zlib.crc32(header_bytes)) + b"".join(bodies)
+    )
 
 
 def relaid(header: dict[str, Any], bodies: list[bytes]) -> bytes:
@@ -62,13 +67,29 @@ def relaid(header: dict[str, Any], bodies: list[bytes]) -> bytes:
 
 
 # -- the generated cases -------------------------------------------------------------------------
-HOSTILE_NUMBERS = ["1e400", "-1e400", "NaN", "Infinity", "-1", "0", str(2**63), str(2**64), str(10**13), "1.5",
-                   "\"5\"", "true", "null", "[]", "{}"]
+HOSTILE_NUMBERS = [
+    "1e400",
+    "-1e400",
+    "NaN",
+    "Infinity",
+    "-1",
+    "0",
+    str(2**63),
+    str(2**64),
+    str(10**13),
+    "1.5",
+    '"5"',
+    "true",
+    "null",
+    "[]",
+    "{}",
+]
 
 
 def not_an_object() -> st.SearchStrategy[tuple[str, bytes]]:
-    values = st.one_of(st.lists(st.integers(), max_size=4), st.text(max_size=20), st.integers(), st.floats(),
-                       st.none(), st.booleans())
+    values = st.one_of(
+        st.lists(st.integers(), max_size=4), st.text(max_size=20), st.integers(), st.floats(), st.none(), st.booleans()
+    )
     return values.map(lambda v: ("not-an-object", json.dumps(v).encode()))
 
 
@@ -81,8 +102,12 @@ def nested(original: dict[str, Any]) -> st.SearchStrategy[tuple[str, bytes]]:
         text = json.dumps({**original, where: "@@"}).replace('"@@"', inner)
         return f"nested-{where}-{brackets}", text.encode()
 
-    return st.builds(build, st.integers(900, 100_000), st.sampled_from(["whole", "manifest", "sections", "generation"]),
-                     st.sampled_from(["list", "object"]))
+    return st.builds(
+        build,
+        st.integers(900, 100_000),
+        st.sampled_from(["whole", "manifest", "sections", "generation"]),
+        st.sampled_from(["list", "object"]),
+    )
 
 
 def header_number(original: dict[str, Any]) -> st.SearchStrategy[tuple[str, bytes]]:
@@ -90,8 +115,11 @@ def header_number(original: dict[str, Any]) -> st.SearchStrategy[tuple[str, byte
         text = json.dumps({**original, field: "@@"}).replace('"@@"', value)
         return f"header-{field}={value[:12]}", text.encode()
 
-    return st.builds(build, st.sampled_from(["generation", "format", "link", "manifest", "sections"]),
-                     st.sampled_from(HOSTILE_NUMBERS))
+    return st.builds(
+        build,
+        st.sampled_from(["generation", "format", "link", "manifest", "sections"]),
+        st.sampled_from(HOSTILE_NUMBERS),
+    )
 
 
 def section_field(original: dict[str, Any]) -> st.SearchStrategy[tuple[str, bytes]]:
@@ -109,11 +137,16 @@ def section_field(original: dict[str, Any]) -> st.SearchStrategy[tuple[str, byte
         meta[field] = "@@"
         return f"section-{field}={value[:12]}", json.dumps(header).replace('"@@"', value).encode()
 
-    values = st.sampled_from(HOSTILE_NUMBERS + ["[1000000, 1000000]", "[-1, 5]", "[1, 2, 3]", "\"matrix\"",
-                                                "\"records\"", "\"ids\"", "\"turns\"", "\"nope\""])
-    return st.builds(build, st.integers(0, count - 1),
-                     st.sampled_from(["offset", "length", "crc", "shape", "type", "name", "shape-huge", "length-huge"]),
-                     values)
+    values = st.sampled_from(
+        HOSTILE_NUMBERS
+        + ["[1000000, 1000000]", "[-1, 5]", "[1, 2, 3]", '"matrix"', '"records"', '"ids"', '"turns"', '"nope"']
+    )
+    return st.builds(
+        build,
+        st.integers(0, count - 1),
+        st.sampled_from(["offset", "length", "crc", "shape", "type", "name", "shape-huge", "length-huge"]),
+        values,
+    )
 
 
 def section_body(original: dict[str, Any], bodies: list[bytes]) -> st.SearchStrategy[tuple[str, bytes]]:
@@ -125,8 +158,11 @@ def section_body(original: dict[str, Any], bodies: list[bytes]) -> st.SearchStra
         header, new = json.loads(json.dumps(original)), list(bodies)
         if how in ("ids-not-list", "ids-nested", "ids-numbers"):
             i = ids_at[pick % len(ids_at)]
-            new[i] = {"ids-not-list": b'{"D1:1": 1}', "ids-nested": b"[" * depth + b"]" * depth,
-                      "ids-numbers": json.dumps(list(range(len(json.loads(bodies[i]))))).encode()}[how]
+            new[i] = {
+                "ids-not-list": b'{"D1:1": 1}',
+                "ids-nested": b"[" * depth + b"]" * depth,
+                "ids-numbers": json.dumps(list(range(len(json.loads(bodies[i]))))).encode(),
+            }[how]
         elif how == "records-nested":
             i = records_at[pick % len(records_at)]
             new[i] = b"[" * depth + b"]" * depth
@@ -143,9 +179,14 @@ def section_body(original: dict[str, Any], bodies: list[bytes]) -> st.SearchStra
             new[i] = matrix.tobytes()
         return f"body-{how}", relaid(header, new)
 
-    return st.builds(build, st.sampled_from(["ids-not-list", "ids-nested", "ids-numbers", "records-nested",
-                                             "matrix-width", "matrix-nan", "matrix-inf"]),
-                     st.integers(0, 50), st.integers(900, 100_000))
+    return st.builds(
+        build,
+        st.sampled_from(
+            ["ids-not-list", "ids-nested", "ids-numbers", "records-nested", "matrix-width", "matrix-nan", "matrix-inf"]
+        ),
+        st.integers(0, 50),
+        st.integers(900, 100_000),
+    )
 
 
 # -- the memory they are tried on ----------------------------------------------------------------
@@ -187,8 +228,9 @@ def reads_through(memory: Any, name: str, data: bytes) -> None:
 def test_a_crafted_header_is_ignored_and_rebuilt(memory: Any, data: st.DataObject) -> None:
     _, _, original, _ = memory
     header, bodies = parse(original)
-    name, header_bytes = data.draw(st.one_of(not_an_object(), nested(header), header_number(header),
-                                             section_field(header)))
+    name, header_bytes = data.draw(
+        st.one_of(not_an_object(), nested(header), header_number(header), section_field(header))
+    )
     reads_through(memory, name, assemble(header_bytes, bodies))
 
 
@@ -216,8 +258,22 @@ def test_the_cli_answers_from_a_namespace_whose_cache_file_was_crafted(
         header["sections"][-1].update(type="matrix", shape=[10**6, 10**6], length=4 * 10**12)
         header_bytes = json.dumps(header).encode()
     path.write_bytes(assemble(header_bytes, bodies))
-    code = main(["--data-dir", str(res.settings.data_dir), "--embeddings", "hashing", "ask", "What did Maya adopt?",
-                 "-n", "alice", "--strategy", "dense", "--policy", "heuristic"])
+    code = main(
+        [
+            "--data-dir",
+            str(res.settings.data_dir),
+            "--embeddings",
+            "hashing",
+            "ask",
+            "What did Maya adopt?",
+            "-n",
+            "alice",
+            "--strategy",
+            "dense",
+            "--policy",
+            "heuristic",
+        ]
+    )
     out = capsys.readouterr()
     assert code == 0 and "Traceback" not in out.err and out.out.startswith("Q: "), out
     assert read_snapshot_file(path, "alice", _MODELS).generation >= 1

@@ -59,14 +59,26 @@ def _report(line: str) -> None:
 
 def _session(namespace: str, sid: str, turns: int, rng: random.Random) -> ChangeSet:
     """A session's change: its turns, a relation every writer rewrites, and one retirement."""
-    records = [Turn(namespace=namespace, session_id=sid, dia_id=f"{sid}:{i}", speaker=rng.choice(["Ana", "Rui"]),
-                    text=f"{sid} turn {i} {rng.random():.6f}") for i in range(1, turns + 1)]
+    records = [
+        Turn(
+            namespace=namespace,
+            session_id=sid,
+            dia_id=f"{sid}:{i}",
+            speaker=rng.choice(["Ana", "Rui"]),
+            text=f"{sid} turn {i} {rng.random():.6f}",
+        )
+        for i in range(1, turns + 1)
+    ]
     shared = Relation(id="shared", namespace=namespace, source="a", target="b", label=f"written by {sid}")
     own = Relation(id=f"rel-{sid}", namespace=namespace, source="a", target="b", label=sid)
-    return ChangeSet(namespace=namespace, base_generation=0, turns=records,
-                     turn_vectors=[[1.0, rng.random(), rng.random()] for _ in records], relations=[shared, own],
-                     session=SessionInfo(session_id=sid, content_hash=sid, generation=0, policy="heuristic", events=0,
-                                         relations=2))
+    return ChangeSet(
+        namespace=namespace,
+        base_generation=0,
+        turns=records,
+        turn_vectors=[[1.0, rng.random(), rng.random()] for _ in records],
+        relations=[shared, own],
+        session=SessionInfo(session_id=sid, content_hash=sid, generation=0, policy="heuristic", events=0, relations=2),
+    )
 
 
 def _commit_on_head(store: MemoryStore, change: ChangeSet) -> Manifest:
@@ -81,8 +93,11 @@ def _consistent(store: MemoryStore, namespace: str, changes: dict[str, ChangeSet
     """The snapshot holds exactly the records of the sessions its manifest names (synthetic sessions:
     turns and relations, no events)."""
     snap = store.snapshot(namespace)
-    problems = [p for p in memory_problems(snap, _session_turns(store, namespace, changes))
-                if not p.startswith(("relation ", "turn positions"))]
+    problems = [
+        p
+        for p in memory_problems(snap, _session_turns(store, namespace, changes))
+        if not p.startswith(("relation ", "turn positions"))
+    ]
     expected = sorted(t.dia_id for sid in snap.manifest.sessions for t in changes[sid].turns)
     if sorted(snap.turns) != expected:
         problems.append(f"visible turns {sorted(snap.turns)} differ from the manifest's sessions' {expected}")
@@ -222,9 +237,13 @@ def test_a_writer_stalled_past_its_lease_cannot_commit_over_the_writer_that_took
     # Calibrate: how many Chroma calls one commit makes, so stall points cover all of it.
     calibration = StallPlan(stall_at=None)
     probe = _stalling(_server_store(port), "fence-calibrate", calibration)
-    thread = threading.Thread(target=lambda: (setattr(calibration, "active", True),
-                                              _commit_on_head(probe, _session("fence-calibrate", "S0", 2, rng))),
-                              name="writer-a")
+    thread = threading.Thread(
+        target=lambda: (
+            setattr(calibration, "active", True),
+            _commit_on_head(probe, _session("fence-calibrate", "S0", 2, rng)),
+        ),
+        name="writer-a",
+    )
     thread.start()
     thread.join()
     calls = len(calibration.calls)
@@ -241,9 +260,11 @@ def test_a_writer_stalled_past_its_lease_cannot_commit_over_the_writer_that_took
         failures += _judge(port, namespace, outcome, plan)
         lost += isinstance(outcome["a"], CommitLeaseLost) or isinstance(outcome["b"], CommitLeaseLost)
         stalled += plan.stalled is not None
-    _report(f"fencing: {len(plans)} races ({len(plans) - 3} at random points of {calls} Chroma calls), "
-            f"{stalled} writers stalled {STALL_S}s past a {LEASE_S}s lease, {lost} aborted with CommitLeaseLost, "
-            f"{len(failures)} problems")
+    _report(
+        f"fencing: {len(plans)} races ({len(plans) - 3} at random points of {calls} Chroma calls), "
+        f"{stalled} writers stalled {STALL_S}s past a {LEASE_S}s lease, {lost} aborted with CommitLeaseLost, "
+        f"{len(failures)} problems"
+    )
     assert not failures, "\n".join(failures)
     assert stalled >= len(plans) // 2 and lost >= 2, "the stalls must actually race the other writer"
 
@@ -305,8 +326,11 @@ def test_a_damaged_or_missing_store_is_reported_in_one_line_and_never_written_ov
     fingerprint = _make_memory(reference)
     assert (reference / MEMORY_MARKER).exists()
     rng = random.Random(SEED)
-    cases = [kind for kind in DAMAGE_KINDS for _ in range(1 if kind in ("zeros", "empty", "delete", "delete_dir",
-                                                                        "directory") else 6)]
+    cases = [
+        kind
+        for kind in DAMAGE_KINDS
+        for _ in range(1 if kind in ("zeros", "empty", "delete", "delete_dir", "directory") else 6)
+    ]
     failures, detected, harmless, late = [], 0, 0, {}
     for i, kind in enumerate(cases):
         directory = tmp_path / f"case-{i}"
@@ -327,7 +351,11 @@ def test_a_damaged_or_missing_store_is_reported_in_one_line_and_never_written_ov
         except StoreDamagedError as exc:
             detected += 1
             message = str(exc)
-            if "\n" in message or str(directory) not in message or ("restore" not in message and "delete" not in message):
+            if (
+                "\n" in message
+                or str(directory) not in message
+                or ("restore" not in message and "delete" not in message)
+            ):
                 failures.append(f"{how}: unclear message {message!r}")
             late[phase] = late.get(phase, 0) + 1
             # Found when opening: nothing touched it. Found later (bytes inside a record): Chroma's own log
@@ -336,8 +364,10 @@ def test_a_damaged_or_missing_store_is_reported_in_one_line_and_never_written_ov
                 failures.append(f"{how}: the damaged store was written over")
         except Exception as exc:  # a raw error is the failure being tested
             failures.append(f"{how}: raw {type(exc).__name__}: {str(exc)[:200]}")
-    _report(f"damaged stores: {len(cases)} cases, {detected} refused with StoreDamagedError (found at: {late}), "
-            f"{harmless} damage in unused bytes read back intact, {len(failures)} problems")
+    _report(
+        f"damaged stores: {len(cases)} cases, {detected} refused with StoreDamagedError (found at: {late}), "
+        f"{harmless} damage in unused bytes read back intact, {len(failures)} problems"
+    )
     assert not failures, "\n".join(failures)
     assert detected >= len(cases) - 6
 
@@ -378,8 +408,14 @@ def test_the_cli_reports_unusable_stores_in_one_line_and_exits_2(tmp_path: Path)
     locked_dir = tmp_path / "lock-is-dir"
     (locked_dir / ".logicmap.lock").mkdir(parents=True)
     dirs.append(locked_dir)
-    proc = subprocess.run([sys.executable, "-c", CLI_PROBE, *map(str, dirs)], cwd=ROOT, env=subprocess_env(tmp_path / "x"),
-                          capture_output=True, text=True, timeout=180)
+    proc = subprocess.run(
+        [sys.executable, "-c", CLI_PROBE, *map(str, dirs)],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "x"),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.returncode == 0, proc.stderr
     results = json.loads(proc.stdout.strip().splitlines()[-1])
     for result in results:
@@ -387,7 +423,9 @@ def test_the_cli_reports_unusable_stores_in_one_line_and_exits_2(tmp_path: Path)
         assert result["code"] == 2 and len(lines) == 1, result
         assert lines[0].startswith("error: ") and result["dir"] in lines[0], result
     for directory in dirs[:4]:
-        assert not (directory / "chroma" / "chroma.sqlite3").exists() or _digest(directory / "chroma" / "chroma.sqlite3")
+        assert not (directory / "chroma" / "chroma.sqlite3").exists() or _digest(
+            directory / "chroma" / "chroma.sqlite3"
+        )
     assert not (tmp_path / "delete" / "chroma" / "chroma.sqlite3").exists(), "a missing store was recreated"
     assert (tmp_path / "empty" / "chroma" / "chroma.sqlite3").stat().st_size == 0, "an emptied store was written"
 
@@ -400,7 +438,9 @@ def test_a_data_dir_that_is_a_file_and_a_lock_path_that_is_a_directory_are_one_l
     for what, directory in cases.items():
         with pytest.raises(StoreAccessError) as info:
             MemoryStore(LogicMapSettings(data_dir=directory, embedding_provider="hashing"))
-        assert "\n" not in str(info.value) and str(directory.parent if what == "under a file" else directory) in str(info.value), what
+        assert "\n" not in str(info.value) and str(directory.parent if what == "under a file" else directory) in str(
+            info.value
+        ), what
     # After the fix the store opens.
     (tmp_path / "lockdir" / ".logicmap.lock").rmdir()
     with MemoryStore(LogicMapSettings(data_dir=tmp_path / "lockdir", embedding_provider="hashing")) as store:
@@ -436,7 +476,9 @@ def test_a_full_disk_is_a_one_line_error_and_memory_stays_whole(small_disk: Path
         for i in range(3, 40):
             sid = f"S{i}"
             changes[sid] = _session("mem", sid, 20, rng)
-            changes[sid].turns[:] = [t.model_copy(update={"text": t.text + " " + "x" * 2000}) for t in changes[sid].turns]
+            changes[sid].turns[:] = [
+                t.model_copy(update={"text": t.text + " " + "x" * 2000}) for t in changes[sid].turns
+            ]
             try:
                 _commit_on_head(store, changes[sid])
             except StoreAccessError as exc:
@@ -450,13 +492,20 @@ def test_a_full_disk_is_a_one_line_error_and_memory_stays_whole(small_disk: Path
         filler.unlink()
         # Re-run as a user would (a new process): memory is whole and the same session commits.
         recover = RECOVER.format(directory=str(directory), change=changes[sid].model_dump_json())
-        done = subprocess.run([sys.executable, "-c", recover], cwd=ROOT, env=subprocess_env(directory),
-                              capture_output=True, text=True, timeout=180)
+        done = subprocess.run(
+            [sys.executable, "-c", recover],
+            cwd=ROOT,
+            env=subprocess_env(directory),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         assert done.returncode == 0, done.stderr[-2000:]
         before, after = json.loads(done.stdout.strip().splitlines()[-1])
         committed = sorted(s for s in changes if s != sid)[: len(before["sessions"])]
         assert sorted(before["sessions"]) == sorted(committed) and before["turns"] == sum(
-            len(changes[s].turns) for s in before["sessions"])
+            len(changes[s].turns) for s in before["sessions"]
+        )
         assert sid in after["sessions"] and after["turns"] == before["turns"] + len(changes[sid].turns)
         _report(f"full disk: refused after {i - 3} sessions with {errors[0][:60]!r}...; re-run committed it")
     finally:
@@ -517,8 +566,15 @@ def test_tampering_with_the_lock_file_admits_no_second_process(tmp_path: Path) -
     rng = random.Random(SEED)
     kinds = ["delete", "recreate", "replace", "directory", "nothing"]
     trials = [rng.choice(kinds) for _ in range(20)]
-    proc = subprocess.Popen([sys.executable, "-c", LOCK_PROBE], cwd=ROOT, env=subprocess_env(tmp_path / "x"),
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", LOCK_PROBE],
+        cwd=ROOT,
+        env=subprocess_env(tmp_path / "x"),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     failures = []
     try:
         assert proc.stdin is not None and proc.stdout is not None
@@ -543,8 +599,10 @@ def test_tampering_with_the_lock_file_admits_no_second_process(tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait()
-    _report(f"lock tampering: {len(trials)} trials ({', '.join(f'{k}={trials.count(k)}' for k in kinds)}), "
-            f"{len(failures)} admitted a second process")
+    _report(
+        f"lock tampering: {len(trials)} trials ({', '.join(f'{k}={trials.count(k)}' for k in kinds)}), "
+        f"{len(failures)} admitted a second process"
+    )
     assert not failures, "\n".join(failures)
 
 
@@ -607,8 +665,15 @@ def test_a_forked_child_gets_a_clear_error_instead_of_hanging(tmp_path: Path) ->
         changes["S2"] = _session("mem", "S2", 2, random.Random(3))
         _commit_on_head(store, changes["S2"])
         assert not _consistent(store, "mem", changes)
-        probe = subprocess.run([sys.executable, "-c", LOCK_PROBE], input=f"{directory}\n", cwd=ROOT, text=True,
-                               env=subprocess_env(tmp_path / "x"), capture_output=True, timeout=120)
+        probe = subprocess.run(
+            [sys.executable, "-c", LOCK_PROBE],
+            input=f"{directory}\n",
+            cwd=ROOT,
+            text=True,
+            env=subprocess_env(tmp_path / "x"),
+            capture_output=True,
+            timeout=120,
+        )
         assert probe.stdout.startswith("StoreLockedError"), probe.stdout + probe.stderr
     finally:
         store.close()
@@ -618,8 +683,12 @@ def test_a_forked_child_gets_a_clear_error_instead_of_hanging(tmp_path: Path) ->
 
 
 # -- 11. the embedder a namespace was built with ----------------------------------------------------
-EMBEDDERS = [("hashing", "x"), ("minilm", "all-MiniLM-L6-v2"), ("openai", "text-embedding-3-small"),
-             ("openai", "text-embedding-3-large")]
+EMBEDDERS = [
+    ("hashing", "x"),
+    ("minilm", "all-MiniLM-L6-v2"),
+    ("openai", "text-embedding-3-small"),
+    ("openai", "text-embedding-3-large"),
+]
 
 
 def test_a_namespace_refuses_vectors_of_another_embedder(tmp_path: Path) -> None:
@@ -630,15 +699,17 @@ def test_a_namespace_refuses_vectors_of_another_embedder(tmp_path: Path) -> None
         for i in range(24):
             namespace = f"emb-{i}"
             first = rng.choice(EMBEDDERS)
-            writer = MemoryStore(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider=first[0],
-                                                  embedding_model=first[1]))
+            writer = MemoryStore(
+                LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider=first[0], embedding_model=first[1])
+            )
             change = _session(namespace, "S1", 1, rng)
             _commit_on_head(writer, change)
             recorded = store.manifest(namespace).embedder
             assert recorded == writer.embedder
             second = rng.choice(EMBEDDERS)
-            other = MemoryStore(LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider=second[0],
-                                                 embedding_model=second[1]))
+            other = MemoryStore(
+                LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider=second[0], embedding_model=second[1])
+            )
             before = store.snapshot(namespace).fingerprint()
             try:
                 _commit_on_head(other, _session(namespace, "S2", 1, rng))
@@ -657,8 +728,10 @@ def test_a_namespace_refuses_vectors_of_another_embedder(tmp_path: Path) -> None
             other.close()
     finally:
         store.close()
-    _report(f"embedders: {cases} namespaces continued with a random embedder, {refused} refused, "
-            f"{cases - refused} same embedder accepted")
+    _report(
+        f"embedders: {cases} namespaces continued with a random embedder, {refused} refused, "
+        f"{cases - refused} same embedder accepted"
+    )
     assert 0 < refused < cases
 
 
@@ -667,10 +740,16 @@ def test_a_manifest_written_before_embedders_were_recorded_stays_readable_and_ad
     try:
         _commit_on_head(store, _session("old", "S1", 1, random.Random(1)))
         meta = chroma.collection(store, "old", "meta")  # rewrite the manifest as an older version wrote it
-        legacy = {k: v for k, v in store.manifest("old").model_dump(mode="json").items() if k not in ("void", "embedder")}
+        legacy = {
+            k: v for k, v in store.manifest("old").model_dump(mode="json").items() if k not in ("void", "embedder")
+        }
         meta.delete(where={"kind": {"$in": ["manifest", "next"]}})
-        meta.upsert(ids=["manifest"], embeddings=[[1.0]], documents=[json.dumps(legacy)],
-                    metadatas=[{"generation": legacy["generation"]}])
+        meta.upsert(
+            ids=["manifest"],
+            embeddings=[[1.0]],
+            documents=[json.dumps(legacy)],
+            metadatas=[{"generation": legacy["generation"]}],
+        )
         chroma.forget_snapshots(store)
         assert store.manifest("old").embedder is None and store.snapshot("old").generation == 1
         _commit_on_head(store, _session("old", "S2", 1, random.Random(2)))

@@ -105,7 +105,11 @@ def test_two_writers_on_one_key_leave_one_value_and_nothing_stale(store: LogicMa
     """One store serializes its puts per namespace; two stores on one memory race to commit (the loser is
     recomputed on the winner's state)."""
     store.put(w.NS, "home", w.OLD)
-    other = store if instances == "one store" else LogicMapStore(resources=store.resources, policy="heuristic", consolidation="sync")
+    other = (
+        store
+        if instances == "one store"
+        else LogicMapStore(resources=store.resources, policy="heuristic", consolidation="sync")
+    )
     a, b = {"content": "I live in a lighthouse with Anselmora."}, {"content": "I live on a houseboat with Bexwright."}
     errors: list[BaseException] = []
 
@@ -125,8 +129,13 @@ def test_two_writers_on_one_key_leave_one_value_and_nothing_stale(store: LogicMa
     final = store.get(w.NS, "home").value
     assert final in (a, b)
     snap = store.resources.store.snapshot("memories.alice")
-    text = json.dumps([r.model_dump(mode="json") for kind in ("turns", "events", "facts", "tags", "relations")
-                       for r in getattr(snap, kind).values()])
+    text = json.dumps(
+        [
+            r.model_dump(mode="json")
+            for kind in ("turns", "events", "facts", "tags", "relations")
+            for r in getattr(snap, kind).values()
+        ]
+    )
     stale = [word for word in ("Quillon", "Anselmora", "Bexwright") if word in text]
     assert stale == [("Anselmora" if final == a else "Bexwright")], stale
     assert [h.key for h in store.search(w.NS, query="Anselmora Bexwright Quillon", limit=10)] == ["home"]

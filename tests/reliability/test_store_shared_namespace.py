@@ -99,8 +99,13 @@ class Run:
     def _put_messages(self, key: str) -> None:
         w, q, r = self.word(), self.word(), self.word()
         said = self.statement(f"My sister moved to {w} last year.", w)
-        value = {"messages": [{"role": "user", "content": said}, {"role": "user", "content": f"Where is {q}?"},
-                              {"role": "assistant", "content": f"You probably live in {r}, near the canal."}]}
+        value = {
+            "messages": [
+                {"role": "user", "content": said},
+                {"role": "user", "content": f"Where is {q}?"},
+                {"role": "assistant", "content": f"You probably live in {r}, near the canal."},
+            ]
+        }
         self.store.put(self.ns, key, value)
         self.model.gone |= {q, r}  # a question and a model reply are never recalled
         self._replace(key, value, {said})
@@ -131,9 +136,16 @@ class Run:
     def _chat(self, _: int) -> None:
         w, q, r = self.word(), self.word(), self.word()
         said = self.statement(f"I adopted a parrot called {w}.", w)
-        add_messages(self.name, [{"role": "user", "content": said}, {"role": "user", "content": f"Do you remember {q}?"},
-                                 {"role": "assistant", "content": f"Your parrot is surely {r}."}],
-                     resources=self.res, policy="heuristic")
+        add_messages(
+            self.name,
+            [
+                {"role": "user", "content": said},
+                {"role": "user", "content": f"Do you remember {q}?"},
+                {"role": "assistant", "content": f"Your parrot is surely {r}."},
+            ],
+            resources=self.res,
+            policy="heuristic",
+        )
         self.model.gone |= {q, r}
         self.model.said.append(said)
 
@@ -187,16 +199,33 @@ class Run:
                 assert not [t for t in texts if word in t], f"{word} is gone but recalled: {texts}"
 
 
-@settings(max_examples=CASES, deadline=None, derandomize=True, phases=[Phase.explicit, Phase.generate],
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=CASES,
+    deadline=None,
+    derandomize=True,
+    phases=[Phase.explicit, Phase.generate],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(first=st.sampled_from(["chat", "file", "put"]), ops=st.lists(OPS, min_size=2, max_size=6))
-@example(first="chat", ops=[("put", "k0"), ("put", "k0"), ("delete", "k0"), ("put messages", "k1"),
-                            ("forget key", "k1"), ("forget key", "k1")])
-@example(first="file", ops=[("put", "k0"), ("chat", 0), ("forget turn", 1), ("put messages", "k0"), ("file", 1),
-                            ("delete", "k0")])
+@example(
+    first="chat",
+    ops=[
+        ("put", "k0"),
+        ("put", "k0"),
+        ("delete", "k0"),
+        ("put messages", "k1"),
+        ("forget key", "k1"),
+        ("forget key", "k1"),
+    ],
+)
+@example(
+    first="file",
+    ops=[("put", "k0"), ("chat", 0), ("forget turn", 1), ("put messages", "k0"), ("file", 1), ("delete", "k0")],
+)
 @example(first="put", ops=[("chat", 0), ("file", 0), ("put", "k1"), ("forget turn", 0), ("forget key", "k0")])
-def test_items_and_conversations_share_a_namespace(resources: Resources, tmp_path: Path, first: str,
-                                                  ops: list[tuple[str, Any]]) -> None:
+def test_items_and_conversations_share_a_namespace(
+    resources: Resources, tmp_path: Path, first: str, ops: list[tuple[str, Any]]
+) -> None:
     run = Run(resources, tmp_path)
     run.step(first, "k0" if first == "put" else 0)
     for op, arg in ops:
@@ -207,12 +236,18 @@ def test_items_and_conversations_share_a_namespace(resources: Resources, tmp_pat
 def test_a_write_after_a_forget_takes_a_position_after_every_kept_turn(resources: Resources) -> None:
     """Turn positions order a namespace (the chat's open session is its last turn's): a write after a forget must
     not reuse a kept turn's position (it took the count of turns before the fix, which a forget lowers)."""
-    add_messages("mix.pos", [{"role": "user", "content": t} for t in ("I like tea.", "I like jazz.", "I like chess.")],
-                 resources=resources, policy="heuristic")
+    add_messages(
+        "mix.pos",
+        [{"role": "user", "content": t} for t in ("I like tea.", "I like jazz.", "I like chess.")],
+        resources=resources,
+        policy="heuristic",
+    )
     snap = resources.store.snapshot("mix.pos")
     [first] = [tid for tid, t in snap.turns.items() if t.text == "I like tea."]
     forget("mix.pos", turn_ids=[first], resources=resources)
-    LogicMapStore(resources=resources, policy="heuristic", consolidation="sync").put(("mix", "pos"), "k", {"content": "I like go."})
+    LogicMapStore(resources=resources, policy="heuristic", consolidation="sync").put(
+        ("mix", "pos"), "k", {"content": "I like go."}
+    )
     turns = resources.store.snapshot("mix.pos").turns.values()
     positions = sorted((t.position, t.text) for t in turns)
     assert len({p for p, _ in positions}) == len(positions), positions

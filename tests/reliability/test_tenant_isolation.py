@@ -64,8 +64,10 @@ class Workload:
     def __init__(self, resources: Resources, seed: int) -> None:
         self.res = resources
         self.rng = random.Random(seed)
-        self.conversations = {ns: marked_conversation(m, sessions=SESSIONS, first_session=FIRST_SESSION.get(ns, 1))
-                              for ns, m in TENANTS.items()}
+        self.conversations = {
+            ns: marked_conversation(m, sessions=SESSIONS, first_session=FIRST_SESSION.get(ns, 1))
+            for ns, m in TENANTS.items()
+        }
         self.ingested = {ns: 0 for ns in TENANTS}
         self.leaks: list[str] = []
         self.counts: dict[str, int] = {}
@@ -92,8 +94,13 @@ class Workload:
         conv = self.conversations[ns]
         n = self.ingested[ns]
         before = {other: self.res.store.snapshot(other).fingerprint() for other in self.ready() if other != ns}
-        ingest_conversation(conv.model_copy(update={"sessions": conv.sessions[: n + 1]}), ns, resources=self.res,
-                            policy="heuristic", memory_manager="r2")  # every strategy (r2 included) has its memory
+        ingest_conversation(
+            conv.model_copy(update={"sessions": conv.sessions[: n + 1]}),
+            ns,
+            resources=self.res,
+            policy="heuristic",
+            memory_manager="r2",
+        )  # every strategy (r2 included) has its memory
         self.ingested[ns] = n + 1
         self.count("ingest")
         for other, fingerprint in before.items():
@@ -122,13 +129,19 @@ class Workload:
         other = self.rng.choice(sorted(foreign_markers(namespace)))
         person = self.rng.choice([f"Ana{TENANTS[namespace]}", f"Rui{other}", f"Ana{other}"])
         pools: dict[str, list[Any]] = {
-            "query": [self.words(namespace)], "cue": [TENANTS[namespace], other, "market", person],
+            "query": [self.words(namespace)],
+            "cue": [TENANTS[namespace], other, "market", person],
             "event_id": ["S1-E1", "S2-E1", "S7-E1", "S8-E2", "s1-e1", "D1:1", "D7:2"],
-            "person": [person], "aspect": ["pet", "work", "home", "travel", "food"],
-            "start": ["2023", "2023-03", "2023-03-04"], "end": [None, "2023-12-31"],
-            "topic_id": ["T1", "T2", "T3", "t1"], "k": [None, 3, 20], "window": [0, 2, 10],
+            "person": [person],
+            "aspect": ["pet", "work", "home", "travel", "food"],
+            "start": ["2023", "2023-03", "2023-03-04"],
+            "end": [None, "2023-12-31"],
+            "topic_id": ["T1", "T2", "T3", "t1"],
+            "k": [None, 3, 20],
+            "window": [0, 2, 10],
             "relation_types": [None, ["temporal_before"], ["shared_participant", "causal"]],
-            "diverse_topics": [True, False], "tag": [None, "pet", "work"],
+            "diverse_topics": [True, False],
+            "tag": [None, "pet", "work"],
         }
         return self.rng.choice(pools.get(field, [None]))
 
@@ -142,7 +155,9 @@ class Workload:
         self.tool_calls += 1
         args = {f: self.tool_args(ns, tool.name, f) for f in tool.args_schema.model_fields}
         args = {k: v for k, v in args.items() if v is not None}
-        message = tool.invoke({"name": tool.name, "args": args, "id": f"call-{self.rng.randrange(10**6)}", "type": "tool_call"})
+        message = tool.invoke(
+            {"name": tool.name, "args": args, "id": f"call-{self.rng.randrange(10**6)}", "type": "tool_call"}
+        )
         self.count(f"tool:{tool.name}")
         echoed = tuple(str(x) for v in args.values() for x in (v if isinstance(v, list) else [v]))
         found = leaks(ns, [message.content], allowed=echoed) + leaks(ns, message.artifact or [])
@@ -157,8 +172,12 @@ class Workload:
         other = self.rng.choice([o for o in self.ready() if o != ns] or [ns])
         other_snap = self.res.store.snapshot(other)
         kind = self.rng.choice(["turns", "events", "facts", "cues"])
-        vectors = {"turns": other_snap.turn_vectors, "events": other_snap.event_vectors,
-                   "facts": other_snap.fact_vectors, "cues": other_snap.cue_vectors}[kind]
+        vectors = {
+            "turns": other_snap.turn_vectors,
+            "events": other_snap.event_vectors,
+            "facts": other_snap.fact_vectors,
+            "cues": other_snap.cue_vectors,
+        }[kind]
         if not vectors:
             return
         vector = vectors[self.rng.choice(sorted(vectors))]
@@ -257,8 +276,10 @@ def test_a_tool_agent_driven_by_a_model_stays_in_its_namespace(workload: Workloa
     """The reconstruct agent with a model that calls every tool with other tenants' words and ids."""
     answer = available_strategy("reconstruct")
     res = workload.res
-    specs = [ReplySpec(kind="tool_call", payload={"query": m, "cue": m, "person": f"Ana{m}", "event_id": "S7-E1"}, seed=i)
-             for i, m in enumerate(TENANTS.values())] + [ReplySpec(kind="plausible", seed=99)]
+    specs = [
+        ReplySpec(kind="tool_call", payload={"query": m, "cue": m, "person": f"Ana{m}", "event_id": "S7-E1"}, seed=i)
+        for i, m in enumerate(TENANTS.values())
+    ] + [ReplySpec(kind="plausible", seed=99)]
     for ns in TENANTS:
         res.llm_ = GarbageChatModel(specs=specs)
         try:
@@ -287,8 +308,14 @@ def test_remember_writes_only_its_own_namespace(workload: Workload, tmp_path: Pa
         return ingest(conv, namespace, resources=res, policy="heuristic", source="api", append=True)
 
     tool = create_remember_tool("t-4", ingest=ingest_session)
-    reply = tool.invoke({"name": "remember", "args": {"text": "the okapi ate my notes", "speaker": "Anaokapi",
-                                                      "when": "2023-05-01"}, "id": "r1", "type": "tool_call"})
+    reply = tool.invoke(
+        {
+            "name": "remember",
+            "args": {"text": "the okapi ate my notes", "speaker": "Anaokapi", "when": "2023-05-01"},
+            "id": "r1",
+            "type": "tool_call",
+        }
+    )
     assert "Remembered" in reply.content, reply.content
     for ns, fingerprint in before.items():
         after = res.store.snapshot(ns).fingerprint()
@@ -313,11 +340,16 @@ def test_two_tenants_chatting_at_once_stay_apart(workload: Workload) -> None:
     errors: list[str] = []
 
     def chat(ns: str) -> None:
-        context = chatbot.ChatContext(namespace=ns, strategy="compass", policy="heuristic", ingestion=work, resources=res)
+        context = chatbot.ChatContext(
+            namespace=ns, strategy="compass", policy="heuristic", ingestion=work, resources=res
+        )
         try:
             for i in range(3):
-                out = bot.invoke({"messages": [("user", f"did the {tenants[ns]} go to the market on day {i}?")]},
-                                 {"configurable": {"thread_id": f"thread-{ns}"}}, context=context)
+                out = bot.invoke(
+                    {"messages": [("user", f"did the {tenants[ns]} go to the market on day {i}?")]},
+                    {"configurable": {"thread_id": f"thread-{ns}"}},
+                    context=context,
+                )
                 replies[ns].append({"reply": out["messages"][-1].content, "evidence": out.get("evidence", [])})
         except Exception as exc:  # reported below
             errors.append(f"{ns}: {type(exc).__name__}: {exc}")

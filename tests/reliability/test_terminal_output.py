@@ -24,11 +24,44 @@ SEED = 1111
 # What a terminal acts on: C0 controls but tab and newline (ESC among them), DEL, C1, bidi controls, separators.
 UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 SEQUENCES = [
-    "\x1b[31m", "\x1b[0m", "\x1b[2J", "\x1b[H", "\x1b[1;1H", "\x1b[2K", "\x1b[?25l", "\x1b[38;5;196m", "\x1b[A",
-    "\x1b]0;pwned\x07", "\x1b]52;c;ZWNobyBwd25lZA==\x07", "\x1b]8;;http://127.0.0.1/\x1b\\link\x1b]8;;\x1b\\",
-    "\x1bP+q\x1b\\", "\x1bc", "\x1b7", "\x1b8", "\x9b31m", "\x9d0;title\x9c", "\x1b", "\x1b[", "\x1b]0;unterminated",
+    "\x1b[31m",
+    "\x1b[0m",
+    "\x1b[2J",
+    "\x1b[H",
+    "\x1b[1;1H",
+    "\x1b[2K",
+    "\x1b[?25l",
+    "\x1b[38;5;196m",
+    "\x1b[A",
+    "\x1b]0;pwned\x07",
+    "\x1b]52;c;ZWNobyBwd25lZA==\x07",
+    "\x1b]8;;http://127.0.0.1/\x1b\\link\x1b]8;;\x1b\\",
+    "\x1bP+q\x1b\\",
+    "\x1bc",
+    "\x1b7",
+    "\x1b8",
+    "\x9b31m",
+    "\x9d0;title\x9c",
+    "\x1b",
+    "\x1b[",
+    "\x1b]0;unterminated",
 ]
-CONTROLS = ["\x00", "\x07", "\x08", "\r", "\x0b", "\x0c", "\x7f", "\x85", "\x9b", "\u202e", "\u2066", "\u2028", "\t", "\n"]
+CONTROLS = [
+    "\x00",
+    "\x07",
+    "\x08",
+    "\r",
+    "\x0b",
+    "\x0c",
+    "\x7f",
+    "\x85",
+    "\x9b",
+    "\u202e",
+    "\u2066",
+    "\u2028",
+    "\t",
+    "\n",
+]
 WORDS = ["maya", "zebra", "market", "ramen", "museum", "Lisbon", "café", "東京", "🙂", "naïve", "street", "bike"]
 
 
@@ -81,8 +114,11 @@ def _hostile_conversation(rng: random.Random, sessions: int, turns: int) -> list
     for s in range(1, sessions + 1):
         body[f"session_{s}_date_time"] = f"1:56 pm on {s} May, 2023"
         body[f"session_{s}"] = [
-            {"speaker": body["speaker_a"] if t % 2 else body["speaker_b"], "dia_id": f"D{s}:{t}",
-             "text": f"zebra note {s}.{t}: {hostile_text(rng)} at the market"}
+            {
+                "speaker": body["speaker_a"] if t % 2 else body["speaker_b"],
+                "dia_id": f"D{s}:{t}",
+                "text": f"zebra note {s}.{t}: {hostile_text(rng)} at the market",
+            }
             for t in range(1, turns + 1)
         ]
     return [{"sample_id": "hostile", "conversation": body, "qa": []}]
@@ -96,8 +132,26 @@ def hostile_store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]
     path = root / "hostile.json"
     path.write_text(json.dumps(document), encoding="utf-8")
     data_dir = root / "memory"
-    assert main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", "ansi",
-                 "--policy", "heuristic", "--quiet", "--memory-manager", "r2"]) == 0  # r2 strategy's memory too
+    assert (
+        main(
+            [
+                "--data-dir",
+                str(data_dir),
+                "--embeddings",
+                "hashing",
+                "ingest",
+                str(path),
+                "-n",
+                "ansi",
+                "--policy",
+                "heuristic",
+                "--quiet",
+                "--memory-manager",
+                "r2",
+            ]
+        )
+        == 0
+    )  # r2 strategy's memory too
     return data_dir, document
 
 
@@ -113,8 +167,12 @@ def test_stored_text_keeps_its_controls(hostile_store: tuple[Path, dict]) -> Non
     res = make_resources(data_dir)
     try:
         turns = res.store.snapshot("ansi").turns
-        expected = {t["dia_id"]: t["text"] for key, value in document[0]["conversation"].items()
-                    if key.startswith("session_") and isinstance(value, list) for t in value}
+        expected = {
+            t["dia_id"]: t["text"]
+            for key, value in document[0]["conversation"].items()
+            if key.startswith("session_") and isinstance(value, list)
+            for t in value
+        }
         assert {tid: t.text for tid, t in turns.items()} == expected  # unchanged, escapes and all
         assert sum(bool(UNSAFE.search(t)) for t in expected.values()) >= 15
     finally:
@@ -124,8 +182,11 @@ def test_stored_text_keeps_its_controls(hostile_store: tuple[Path, dict]) -> Non
 def test_ask_facts_and_stats_print_no_control_characters(hostile_store: tuple[Path, dict], capsys) -> None:
     data_dir, _ = hostile_store
     base = ["--data-dir", str(data_dir), "--embeddings", "hashing"]
-    questions = ["What did they say about the zebra at the market?", "When was the museum \x1b[2J visit?",
-                 "Who went to Lisbon\r?"]
+    questions = [
+        "What did they say about the zebra at the market?",
+        "When was the museum \x1b[2J visit?",
+        "Who went to Lisbon\r?",
+    ]
     runs = shown = 0
     for strategy in strategy_names():
         for question in questions:
@@ -149,15 +210,53 @@ def test_chat_prints_no_control_characters(hostile_store: tuple[Path, dict], cap
     said = [f"tell me about the zebra {hostile_text(rng, 3)}?" for _ in range(4)] + ["/evidence", "/quit"]
     lines = iter(said)
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
-    assert main(["--data-dir", str(data_dir), "--embeddings", "hashing", "chat", "-n", "ansi", "-s", "dense",
-                 "--policy", "heuristic", "--user", "Eve\x1b[5m"]) == 0
+    assert (
+        main(
+            [
+                "--data-dir",
+                str(data_dir),
+                "--embeddings",
+                "hashing",
+                "chat",
+                "-n",
+                "ansi",
+                "-s",
+                "dense",
+                "--policy",
+                "heuristic",
+                "--user",
+                "Eve\x1b[5m",
+            ]
+        )
+        == 0
+    )
     out = _clean(capsys.readouterr(), "chat")
     assert out.count("bot> ") == 4 and "recalled by dense" in out
     assert not re.search(r"^you> ", out, re.MULTILINE)  # no reply line forged a prompt
 
 
-BAD_BUDGETS = ["0", "-5", "0,-5", "5,-5", "5,0", "5.0", "1e3", "", ",", "5,,10", "five", "５", "10 20", "5;10", "0x10",
-               "nan", "inf", "+5", "-0", "5,\x1b[31m"]
+BAD_BUDGETS = [
+    "0",
+    "-5",
+    "0,-5",
+    "5,-5",
+    "5,0",
+    "5.0",
+    "1e3",
+    "",
+    ",",
+    "5,,10",
+    "five",
+    "５",
+    "10 20",
+    "5;10",
+    "0x10",
+    "nan",
+    "inf",
+    "+5",
+    "-0",
+    "5,\x1b[31m",
+]
 GOOD_BUDGETS = {"5": [5], "5,10,20": [5, 10, 20], " 5 , 10 ": [5, 10], "20,5,5": [5, 20], "1": [1], "100000": [100000]}
 
 
@@ -165,8 +264,20 @@ GOOD_BUDGETS = {"5": [5], "5,10,20": [5, 10, 20], " 5 , 10 ": [5, 10], "20,5,5":
 def test_bad_recall_budgets_are_refused_with_one_line_and_exit_2(budgets: str, tmp_path: Path, capsys) -> None:
     sample = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.json"
     with pytest.raises(SystemExit) as info:
-        main(["--data-dir", str(tmp_path / "m"), "--embeddings", "hashing", "eval", str(sample), "-s", "dense",
-              "--budgets", budgets])
+        main(
+            [
+                "--data-dir",
+                str(tmp_path / "m"),
+                "--embeddings",
+                "hashing",
+                "eval",
+                str(sample),
+                "-s",
+                "dense",
+                "--budgets",
+                budgets,
+            ]
+        )
     err = capsys.readouterr().err
     assert info.value.code == 2
     message = err.strip().splitlines()[-1]

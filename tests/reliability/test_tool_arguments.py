@@ -19,14 +19,27 @@ from tests.reliability.support import GarbageChatModel, ReplySpec, available_str
 
 tools_pkg = require_module("tools")
 
-RUNS = settings(max_examples=60, deadline=None, derandomize=True,
-                suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+RUNS = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 _ids = itertools.count()
 
 VALUES = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**12), 10**12), st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=30), st.just(""), st.just("   "), st.just("S1-E1"), st.just("D1:1"), st.just("x" * 200),
-    st.lists(st.text(max_size=5), max_size=3), st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**12), 10**12),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=30),
+    st.just(""),
+    st.just("   "),
+    st.just("S1-E1"),
+    st.just("D1:1"),
+    st.just("x" * 200),
+    st.lists(st.text(max_size=5), max_size=3),
+    st.dictionaries(st.text(max_size=5), st.integers(), max_size=2),
 )
 
 
@@ -35,10 +48,18 @@ def toolkit(resources) -> list[Any]:
     from logicmap.memory.files.loaders import Conversation
 
     def ingest(session, namespace):
-        return ingest_conversation(Conversation(conversation_id="remember", sessions=[session]), namespace,
-                                   resources=resources, policy="heuristic", source="api", append=True)
+        return ingest_conversation(
+            Conversation(conversation_id="remember", sessions=[session]),
+            namespace,
+            resources=resources,
+            policy="heuristic",
+            source="api",
+            append=True,
+        )
 
-    return tools_pkg.create_memory_toolkit("sample", store=resources.store, embeddings=resources.embeddings, ingest=ingest)
+    return tools_pkg.create_memory_toolkit(
+        "sample", store=resources.store, embeddings=resources.embeddings, ingest=ingest
+    )
 
 
 class Toolbox(dict):
@@ -125,7 +146,12 @@ def _bad_calls(names: list[str]) -> list[dict[str, Any]]:
         {"name": "search_events", "args": {"query": "", "k": -3}, "id": "b3", "type": "tool_call"},
         {"name": "events_in_time_range", "args": {"start": ["2023"]}, "id": "b4", "type": "tool_call"},
         {"name": "no_such_tool", "args": {"x": 1}, "id": "b5", "type": "tool_call"},
-        {"name": "query_event_context", "args": {"event_id": "S1-E1", "window": 10**9}, "id": "b6", "type": "tool_call"},
+        {
+            "name": "query_event_context",
+            "args": {"event_id": "S1-E1", "window": 10**9},
+            "id": "b6",
+            "type": "tool_call",
+        },
         {"name": names[0], "args": {"query": "x" * 501}, "id": "b7", "type": "tool_call"},
     ]
 
@@ -134,8 +160,9 @@ def _bad_calls(names: list[str]) -> list[dict[str, Any]]:
 def test_a_huge_wrong_argument_is_not_echoed_back_in_full(tools, name) -> None:
     """A model that pastes a whole document into a short field must not get it all back (tokens, context)."""
     field = next(iter(tools[name].args_schema.model_fields))
-    message = tools[name].invoke({"name": name, "args": {field: "x" * 20_000, "bogus": ["y" * 20_000]},
-                                  "id": "huge", "type": "tool_call"})
+    message = tools[name].invoke(
+        {"name": name, "args": {field: "x" * 20_000, "bogus": ["y" * 20_000]}, "id": "huge", "type": "tool_call"}
+    )
     assert message.status == "error" and f"Invalid arguments for {name}" in message.content
     assert len(message.content) <= MAX_MESSAGE, f"{len(message.content)}-character error message"
 
@@ -160,19 +187,33 @@ def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample
     reconstruct = require_module("logicmap.graphs.strategies.reconstruct")
     available_strategy("reconstruct")
     calls = _bad_calls(["search_events"])
-    replies = [AIMessage(content="", tool_calls=calls),
-               AIMessage(content="", invalid_tool_calls=[{"name": "get_event", "args": "{\"event_id\": ", "id": "i1",
-                                                          "error": "bad JSON", "type": "invalid_tool_call"}]),
-               {"answer": "Biscuit", "cited_event_ids": ["S1-E1"], "cited_turn_ids": ["D1:1"], "confidence": 0.5}]
+    replies = [
+        AIMessage(content="", tool_calls=calls),
+        AIMessage(
+            content="",
+            invalid_tool_calls=[
+                {
+                    "name": "get_event",
+                    "args": '{"event_id": ',
+                    "id": "i1",
+                    "error": "bad JSON",
+                    "type": "invalid_tool_call",
+                }
+            ],
+        ),
+        {"answer": "Biscuit", "cited_event_ids": ["S1-E1"], "cited_turn_ids": ["D1:1"], "confidence": 0.5},
+    ]
     from logicmap.agents.testing import ScriptedChatModel
 
     # The navigator's replies by its prompt (the pruner between tool rounds gets "" and uses its rule).
     sample_memory.llm_ = ScriptedChatModel(routes={"reconstructing the memory": list(replies)}, default="")
     try:
         graph = reconstruct.build_reconstruct_graph().compile()
-        final = graph.invoke({"question": "What is the name of Maya's dog?"}, output_keys=["messages"],
-                             context=reconstruct.ReconstructContext(policy="llm", namespace="sample",
-                                                                    resources=sample_memory))
+        final = graph.invoke(
+            {"question": "What is the name of Maya's dog?"},
+            output_keys=["messages"],
+            context=reconstruct.ReconstructContext(policy="llm", namespace="sample", resources=sample_memory),
+        )
     finally:
         sample_memory.llm_ = None
     tool_messages = [m for m in final["messages"] if isinstance(m, ToolMessage)]
@@ -184,12 +225,26 @@ def test_the_reconstruct_graph_answers_bad_tool_calls_with_error_messages(sample
     assert by_id["i1"].status == "error" and "not valid JSON" in by_id["i1"].content
 
 
-@settings(max_examples=15, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@given(specs=st.lists(st.builds(ReplySpec, kind=st.sampled_from(["tool_call", "invalid_tool_call", "plausible", "mutant"]),
-                                payload=st.dictionaries(st.sampled_from(["event_id", "query", "cue", "person", "k", "x"]),
-                                                        VALUES, max_size=3),
-                                seed=st.integers(0, 10**6)), min_size=1, max_size=5))
+@settings(
+    max_examples=15,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(
+    specs=st.lists(
+        st.builds(
+            ReplySpec,
+            kind=st.sampled_from(["tool_call", "invalid_tool_call", "plausible", "mutant"]),
+            payload=st.dictionaries(
+                st.sampled_from(["event_id", "query", "cue", "person", "k", "x"]), VALUES, max_size=3
+            ),
+            seed=st.integers(0, 10**6),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
 def test_the_reconstruct_strategy_never_raises_on_random_tool_calls(sample_memory, specs) -> None:
     answer = available_strategy("reconstruct")
     model = GarbageChatModel(specs=specs)

@@ -65,15 +65,22 @@ RENAMED: set[tuple[str, str]] = set()
 # -- generated conversations -----------------------------------------------------------------------
 def _session(rng: random.Random, tag: str, number: int, dia_ids: list[str]) -> Session:
     stamp = START + timedelta(days=7 * number)
-    turns = [RawTurn(dia_id=d, speaker=("Ana", "Rui")[i % 2],
-                     text=f"{tag} S{number} {d}: my {rng.choice(WORDS)} story number {rng.randrange(10**6)}")
-             for i, d in enumerate(dia_ids)]
-    return Session(session_id=f"S{number}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
-                   turns=turns)
+    turns = [
+        RawTurn(
+            dia_id=d,
+            speaker=("Ana", "Rui")[i % 2],
+            text=f"{tag} S{number} {d}: my {rng.choice(WORDS)} story number {rng.randrange(10**6)}",
+        )
+        for i, d in enumerate(dia_ids)
+    ]
+    return Session(
+        session_id=f"S{number}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"), turns=turns
+    )
 
 
-def _file(rng: random.Random, tag: str, numbers: list[int], *, within: bool, conversation_id: str | None = None
-          ) -> Conversation:
+def _file(
+    rng: random.Random, tag: str, numbers: list[int], *, within: bool, conversation_id: str | None = None
+) -> Conversation:
     """Sessions numbered ``numbers`` with dia ids from the pool: unique in the file unless ``within``."""
     free, sessions = list(POOL), []
     for number in numbers:
@@ -92,10 +99,25 @@ def _write_locomo(path: Path, conversations: list[Conversation]) -> Path:
     return path
 
 
-def _cli(data_dir: Path, path: Path, namespace: str, capsys: pytest.CaptureFixture[str],
-         *flags: str) -> tuple[int, str]:
-    code = main(["--data-dir", str(data_dir), "--embeddings", "hashing", "ingest", str(path), "-n", namespace,
-                 "--policy", "heuristic", "--quiet", *flags])
+def _cli(
+    data_dir: Path, path: Path, namespace: str, capsys: pytest.CaptureFixture[str], *flags: str
+) -> tuple[int, str]:
+    code = main(
+        [
+            "--data-dir",
+            str(data_dir),
+            "--embeddings",
+            "hashing",
+            "ingest",
+            str(path),
+            "-n",
+            namespace,
+            "--policy",
+            "heuristic",
+            "--quiet",
+            *flags,
+        ]
+    )
     return code, capsys.readouterr().err
 
 
@@ -127,8 +149,9 @@ def _fingerprint(res: Resources, namespace: str) -> Any:
 
 # -- turn identity ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("seed", range(TURN_CASES))
-def test_reused_dia_ids_never_replace_a_stored_turn(seed: int, module_resources: Resources, tmp_path: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_reused_dia_ids_never_replace_a_stored_turn(
+    seed: int, module_resources: Resources, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     rng = random.Random(f"turn-identity-{seed}")
     res, namespace = module_resources, f"turns{seed}"
     data_dir = Path(res.settings.data_dir)
@@ -144,18 +167,23 @@ def test_reused_dia_ids_never_replace_a_stored_turn(seed: int, module_resources:
             numbers = list(range(number, number + rng.randint(1, 2) + (path_kind == "cli_duplicate")))
             number = numbers[-1] + 1
             # Later files continue the case's one conversation (its new sessions need --append: they repeat none).
-            conv = _file(rng, f"case{seed}-f{index}", numbers, within=path_kind == "api_within",
-                         conversation_id=f"case{seed}")
+            conv = _file(
+                rng, f"case{seed}-f{index}", numbers, within=path_kind == "api_within", conversation_id=f"case{seed}"
+            )
             if path_kind == "cli_duplicate":  # a later session of the file repeats an earlier one's dia id
                 conv.sessions[-1].turns[0].dia_id = conv.sessions[0].turns[0].dia_id
         TALLY[f"files via {path_kind}"] += 1
         before = _fingerprint(res, namespace)
         # A file's sessions go into a namespace another source created under ids of their own (foreign_sessions).
-        stored_as = conv.sessions if path_kind == "chat" else \
-            foreign_sessions(res.store.manifest(namespace), conversation_source(conv), conv.sessions)
+        stored_as = (
+            conv.sessions
+            if path_kind == "chat"
+            else foreign_sessions(res.store.manifest(namespace), conversation_source(conv), conv.sessions)
+        )
         if path_kind.startswith("cli"):
-            code, err = _cli(data_dir, _write_locomo(tmp_path / f"f{index}.json", [conv]), namespace, capsys,
-                             "--append")
+            code, err = _cli(
+                data_dir, _write_locomo(tmp_path / f"f{index}.json", [conv]), namespace, capsys, "--append"
+            )
             if path_kind == "cli_duplicate":
                 assert code == 2 and "duplicate dia id" in err and len(err.strip().splitlines()) == 1, err
                 assert _fingerprint(res, namespace) == before  # nothing of the file was written
@@ -181,9 +209,18 @@ def test_remember_never_replaces_a_turn_holding_its_id(seed: int, module_resourc
     when = START + timedelta(hours=rng.randrange(10_000))
     text = f"I keep {rng.choice(WORDS)} number {rng.randrange(10**6)} on the roof."
     taken = statement_session(namespace, text, "Alice", when).turns[0].dia_id
-    squatter = Conversation(conversation_id="other", sessions=[
-        Session(session_id="S1", turns=[RawTurn(dia_id=taken, speaker="Bob", text="Bob was here first."),
-                                        RawTurn(dia_id="D1:2", speaker="Ana", text="So he was.")])])
+    squatter = Conversation(
+        conversation_id="other",
+        sessions=[
+            Session(
+                session_id="S1",
+                turns=[
+                    RawTurn(dia_id=taken, speaker="Bob", text="Bob was here first."),
+                    RawTurn(dia_id="D1:2", speaker="Ana", text="So he was."),
+                ],
+            )
+        ],
+    )
     ingest_conversation(squatter, namespace, resources=res, policy="heuristic")
     tool = create_remember_tool(namespace, ingest=session_ingester(res, policy="heuristic"), clock=lambda: when)
     msg = tool.invoke({"type": "tool_call", "name": tool.name, "args": {"text": text, "speaker": "Alice"}, "id": "c1"})
@@ -204,13 +241,19 @@ def test_a_rebase_after_a_racing_writer_renames_the_turns_it_took(module_resourc
     runtime = _runtime(res)
     rng = random.Random("race")
     mine = _file(rng, "mine", [2], within=False)
-    mine.sessions[0].turns = [RawTurn(dia_id=d, speaker="Ana", text=f"mine {d}: pottery class") for d in ("D1:1", "D1:2")]
+    mine.sessions[0].turns = [
+        RawTurn(dia_id=d, speaker="Ana", text=f"mine {d}: pottery class") for d in ("D1:1", "D1:2")
+    ]
     state: dict[str, Any] = {"sessions": mine.sessions}
     for node in (prepare, segment, relate, fuse, topics):
         state.update(node(state, runtime))
     assert [t.dia_id for t in state["turns"]] == ["D1:1", "D1:2"]
-    theirs = Conversation(conversation_id="theirs", sessions=[
-        Session(session_id="S9", turns=[RawTurn(dia_id="D1:1", speaker="Rui", text="theirs D1:1: a marathon")])])
+    theirs = Conversation(
+        conversation_id="theirs",
+        sessions=[
+            Session(session_id="S9", turns=[RawTurn(dia_id="D1:1", speaker="Rui", text="theirs D1:1: a marathon")])
+        ],
+    )
     ingest_conversation(theirs, namespace, resources=res, policy="heuristic")
     state.update(commit(state, runtime))
     assert route_after_commit(state) == "rebase"
@@ -219,16 +262,23 @@ def test_a_rebase_after_a_racing_writer_renames_the_turns_it_took(module_resourc
     assert all("D1:1" not in e.turn_ids for e in state["events"])
     for node in (fuse, topics, commit):
         state.update(node(state, runtime))
-    _check(res, namespace, {"S9": {"D1:1": "theirs D1:1: a marathon"},
-                            "S2": {"D1:1": "mine D1:1: pottery class", "D1:2": "mine D1:2: pottery class"}})
+    _check(
+        res,
+        namespace,
+        {
+            "S9": {"D1:1": "theirs D1:1: a marathon"},
+            "S2": {"D1:1": "mine D1:1: pottery class", "D1:2": "mine D1:2: pottery class"},
+        },
+    )
 
 
 def _runtime(res: Resources, namespace: str = "race") -> Any:
     from langgraph.runtime import Runtime
 
     # append: the racing writer's session is another conversation's, joined on purpose.
-    context = IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace=namespace,
-                            append=True, resources=res)
+    context = IngestContext(
+        policy="heuristic", extract_facts=False, extract_cues=False, namespace=namespace, append=True, resources=res
+    )
     return Runtime(context=context, store=None, stream_writer=lambda _: None, previous=None)
 
 
@@ -253,11 +303,14 @@ def test_the_store_refuses_a_turn_that_would_replace_another_sessions_turn(modul
 def test_a_session_naming_one_dia_id_twice_is_refused_before_any_write(module_resources: Resources) -> None:
     res, namespace = module_resources, "twice"
     ok = Session(session_id="S1", turns=[RawTurn(dia_id="D1:1", speaker="A", text="fine")])
-    bad = Session(session_id="S2", turns=[RawTurn(dia_id="D2:1", speaker="A", text="one"),
-                                          RawTurn(dia_id="D2:1", speaker="B", text="two")])
+    bad = Session(
+        session_id="S2",
+        turns=[RawTurn(dia_id="D2:1", speaker="A", text="one"), RawTurn(dia_id="D2:1", speaker="B", text="two")],
+    )
     with pytest.raises(ValueError, match="'S2' holds the dia id 'D2:1' twice"):
-        ingest_conversation(Conversation(conversation_id="c", sessions=[ok, bad]), namespace, resources=res,
-                            policy="heuristic")
+        ingest_conversation(
+            Conversation(conversation_id="c", sessions=[ok, bad]), namespace, resources=res, policy="heuristic"
+        )
     assert res.store.manifest(namespace).generation == 0
 
 
@@ -266,30 +319,55 @@ FOREIGN = ("chat", "other conversation", "python caller", "old, other sessions")
 OWN = ("same conversation", "old, same sessions")
 
 
-def _make_tenant(creator: str, conv: Conversation, namespace: str, res: Resources, tmp_path: Path,
-                 capsys: pytest.CaptureFixture[str]) -> None:
+def _make_tenant(
+    creator: str, conv: Conversation, namespace: str, res: Resources, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """``namespace`` created by ``creator``; the "own" creators store the conversation's first session."""
     first = conv.model_copy(deep=True, update={"sessions": conv.sessions[:1]})
     if creator == "chat":
         chat = Session(session_id="chat-1", turns=[RawTurn(dia_id="C1:1", speaker="user", text="hello from chat")])
         ingest_session(chat, namespace, resources=res, policy="heuristic")
     elif creator in ("other conversation", "same conversation"):
-        source = first if creator == "same conversation" else first.model_copy(
-            update={"conversation_id": f"{conv.conversation_id}-other"})
-        code, err = _cli(Path(res.settings.data_dir), _write_locomo(tmp_path / f"{namespace}.json", [source]),
-                         namespace, capsys)
+        source = (
+            first
+            if creator == "same conversation"
+            else first.model_copy(update={"conversation_id": f"{conv.conversation_id}-other"})
+        )
+        code, err = _cli(
+            Path(res.settings.data_dir), _write_locomo(tmp_path / f"{namespace}.json", [source]), namespace, capsys
+        )
         assert code == 0, err
     elif creator == "python caller":
         ingest_conversation(first, namespace, resources=res, policy="heuristic", source="api")
     else:  # written by a LogicMap that recorded no source
-        session = first.sessions[0] if creator == "old, same sessions" else first.sessions[0].model_copy(
-            update={"session_id": "S77"})
-        turns = [Turn(namespace=namespace, session_id=session.session_id, dia_id=t.dia_id, speaker=t.speaker,
-                      text=t.text, position=i) for i, t in enumerate(session.turns)]
-        info = SessionInfo(session_id=session.session_id, content_hash=session.content_hash(), generation=0,
-                           policy="heuristic")
-        res.store.commit(ChangeSet(namespace=namespace, base_generation=0, session=info, turns=turns,
-                                   turn_vectors=res.embeddings.embed_documents([t.render() for t in turns])))
+        session = (
+            first.sessions[0]
+            if creator == "old, same sessions"
+            else first.sessions[0].model_copy(update={"session_id": "S77"})
+        )
+        turns = [
+            Turn(
+                namespace=namespace,
+                session_id=session.session_id,
+                dia_id=t.dia_id,
+                speaker=t.speaker,
+                text=t.text,
+                position=i,
+            )
+            for i, t in enumerate(session.turns)
+        ]
+        info = SessionInfo(
+            session_id=session.session_id, content_hash=session.content_hash(), generation=0, policy="heuristic"
+        )
+        res.store.commit(
+            ChangeSet(
+                namespace=namespace,
+                base_generation=0,
+                session=info,
+                turns=turns,
+                turn_vectors=res.embeddings.embed_documents([t.render() for t in turns]),
+            )
+        )
         assert res.store.manifest(namespace).source is None
     TALLY[f"tenants made by {creator}"] += 1
 
@@ -321,8 +399,13 @@ def test_a_many_conversation_file_never_writes_into_another_sources_namespace(
             file_namespaces(loaded, base, res.store)
         foreign = next(targets[cid] for cid in ids if creators[cid] in FOREIGN)
         with pytest.raises(NamespaceSourceError):
-            ingest_conversation(next(c for c in loaded if targets[c.conversation_id] == foreign), foreign,
-                                resources=res, policy="heuristic", exclusive=True)
+            ingest_conversation(
+                next(c for c in loaded if targets[c.conversation_id] == foreign),
+                foreign,
+                resources=res,
+                policy="heuristic",
+                exclusive=True,
+            )
     code, err = _cli(data_dir, path, base, capsys)
     if refused:
         lines = err.strip().splitlines()

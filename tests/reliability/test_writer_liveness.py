@@ -67,8 +67,16 @@ def _writer_jobs(rng: random.Random, writers: int) -> list[Conversation]:
     jobs, first = [], 1
     for w in range(writers):
         sessions = rng.randint(1, 4)
-        jobs.append(marked_conversation(f"wr{w}x", sessions=sessions, turns_per_session=rng.randint(2, 5),
-                                        seed=rng.randrange(1000), first_session=first, conversation_id=SHARED))
+        jobs.append(
+            marked_conversation(
+                f"wr{w}x",
+                sessions=sessions,
+                turns_per_session=rng.randint(2, 5),
+                seed=rng.randrange(1000),
+                first_session=first,
+                conversation_id=SHARED,
+            )
+        )
         first += sessions
     return jobs
 
@@ -91,10 +99,14 @@ def test_generated_thread_writers_on_one_namespace_all_finish_and_store_every_se
             _, conversation = job
             barrier.wait()
             if chat:  # the chatbot's remember path: one session per call
-                return [r for s in conversation.sessions
-                        for r in ingest_session(s, "shared", resources=resources, policy="heuristic").sessions]
-            return ingest_conversation(conversation, "shared", resources=resources, policy="heuristic",
-                                       append=True).sessions
+                return [
+                    r
+                    for s in conversation.sessions
+                    for r in ingest_session(s, "shared", resources=resources, policy="heuristic").sessions
+                ]
+            return ingest_conversation(
+                conversation, "shared", resources=resources, policy="heuristic", append=True
+            ).sessions
 
         tried += 1
         with ThreadPoolExecutor(writers) as pool:
@@ -113,8 +125,9 @@ def test_remember_tools_racing_on_one_namespace_all_store_their_statement(tmp_pa
     """The remember tool (a write path of tools) from eight threads at once: every statement is stored."""
     resources = make_resources(tmp_path / "memory")
     resources.store  # noqa: B018
-    tool = create_remember_tool("shared", ingest=lambda s, ns: ingest_session(s, ns, resources=resources,
-                                                                              policy="heuristic"))
+    tool = create_remember_tool(
+        "shared", ingest=lambda s, ns: ingest_session(s, ns, resources=resources, policy="heuristic")
+    )
     barrier = threading.Barrier(8)
 
     def remember(i: int) -> str:
@@ -163,8 +176,9 @@ def test_commit_with_backoff_retries_lost_races_until_it_wins() -> None:
 @pytest.mark.slow
 def test_four_server_mode_processes_writing_one_namespace_all_finish(tmp_path, chroma_server) -> None:
     """The issue's case (2 of 4 gave up before): four processes, one namespace, every session once."""
-    jobs = [marked_conversation(f"srv{i}x", sessions=3, first_session=1 + 3 * i, conversation_id=SHARED)
-            for i in range(4)]
+    jobs = [
+        marked_conversation(f"srv{i}x", sessions=3, first_session=1 + 3 * i, conversation_id=SHARED) for i in range(4)
+    ]
     results = _run_writers(tmp_path, chroma_server, [("shared", c) for c in jobs])
     errors = [r.get("error", "").strip().splitlines()[-1:] for r in results if not r["ok"]]
     assert not errors, errors
@@ -184,8 +198,9 @@ def test_generated_server_mode_process_writers_all_finish(tmp_path, chroma_serve
         jobs, first = [], 1
         for w in range(writers):
             sessions = rng.randint(1, 3)
-            jobs.append(marked_conversation(f"g{case}w{w}x", sessions=sessions, first_session=first,
-                                            conversation_id=SHARED))
+            jobs.append(
+                marked_conversation(f"g{case}w{w}x", sessions=sessions, first_session=first, conversation_id=SHARED)
+            )
             first += sessions
         namespace = f"shared-{case}"
         case_dir = tmp_path / f"case-{case}"
@@ -213,11 +228,20 @@ def test_a_cli_ingest_that_waits_past_its_deadline_exits_3_with_one_line(tmp_pat
     file = tmp_path / "busy.json"
     file.write_text(json.dumps(locomo_document(conversation)), encoding="utf-8")
     _hold_commit_lock(chroma_server, "held", 600)
-    env = subprocess_env(tmp_path / "unused", LOGICMAP_CHROMA_HOST="127.0.0.1",
-                         LOGICMAP_CHROMA_PORT=str(chroma_server), LOGICMAP_RUN_DEADLINE_S="3")
-    proc = subprocess.run([sys.executable, "-m", "logicmap", "ingest", str(file), "--namespace", "held", "--quiet"],
-                          cwd=ROOT.parent, env={**env, "PYTHONPATH": str(ROOT.parent)}, capture_output=True,
-                          text=True, timeout=300)
+    env = subprocess_env(
+        tmp_path / "unused",
+        LOGICMAP_CHROMA_HOST="127.0.0.1",
+        LOGICMAP_CHROMA_PORT=str(chroma_server),
+        LOGICMAP_RUN_DEADLINE_S="3",
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "logicmap", "ingest", str(file), "--namespace", "held", "--quiet"],
+        cwd=ROOT.parent,
+        env={**env, "PYTHONPATH": str(ROOT.parent)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # Besides notes and the store's "waiting for its commit lease" progress lines: one error line.
     lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert proc.returncode == 3, proc.stderr[-2000:]
@@ -237,14 +261,20 @@ def test_an_import_waits_for_a_busy_namespace_then_restores_it(tmp_path, chroma_
     orig = source.store.snapshot("orig")
     reference = (sorted(orig.manifest.sessions), sorted(orig.turns), orig.generation)
     source.store.close()
-    store = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=chroma_server,
-                                         embedding_provider="hashing", run_deadline_s=2))
+    store = MemoryStore(
+        LogicMapSettings(
+            chroma_host="127.0.0.1", chroma_port=chroma_server, embedding_provider="hashing", run_deadline_s=2
+        )
+    )
     _hold_commit_lock(chroma_server, "restored", 600)
     with pytest.raises(NamespaceBusyError, match="'restored'"):
         import_namespace(store, tmp_path / "orig.jsonl", namespace="restored")
     assert store.manifest("restored").generation == 0
-    patient = MemoryStore(LogicMapSettings(chroma_host="127.0.0.1", chroma_port=chroma_server,
-                                           embedding_provider="hashing", run_deadline_s=60))
+    patient = MemoryStore(
+        LogicMapSettings(
+            chroma_host="127.0.0.1", chroma_port=chroma_server, embedding_provider="hashing", run_deadline_s=60
+        )
+    )
     _hold_commit_lock(chroma_server, "later", 3)  # a lease that ends: the import gets its turn
     import_namespace(patient, tmp_path / "orig.jsonl", namespace="later")
     later = patient.snapshot("later")
@@ -260,17 +290,26 @@ def test_redo_fallbacks_racing_with_writers_on_its_namespace_finishes(tmp_path: 
     resources = make_resources(tmp_path / "memory")
     broken = long_conversation(9, sessions=3)
     resources.llm_ = SessionModel(garbage={"segmenter"}, garbage_when="[D2:1]")
-    ingest_conversation(broken, "ns", resources=resources, context=IngestContext(policy="llm", combined_extraction=False))
+    ingest_conversation(
+        broken, "ns", resources=resources, context=IngestContext(policy="llm", combined_extraction=False)
+    )
     assert resources.store.snapshot("ns").manifest.sessions["S2"].fallbacks
     resources.llm_ = SessionModel(chunk=3)
-    writers = [marked_conversation(f"rd{i}x", sessions=2, first_session=4 + 2 * i,
-                                   conversation_id=broken.conversation_id) for i in range(3)]
+    writers = [
+        marked_conversation(f"rd{i}x", sessions=2, first_session=4 + 2 * i, conversation_id=broken.conversation_id)
+        for i in range(3)
+    ]
     barrier = threading.Barrier(4)
 
     def redo() -> list:
         barrier.wait()
-        return ingest_conversation(broken, "ns", resources=resources, redo_fallbacks=True,
-                                   context=IngestContext(policy="llm", context_tokens=32768)).sessions
+        return ingest_conversation(
+            broken,
+            "ns",
+            resources=resources,
+            redo_fallbacks=True,
+            context=IngestContext(policy="llm", context_tokens=32768),
+        ).sessions
 
     def append(conversation: Conversation) -> list:
         barrier.wait()

@@ -57,8 +57,14 @@ class SessionModel(ScriptedChatModel):
         role = next(
             (
                 name
-                for name, key in (("analysis", ANALYZE), ("segmenter", SEGMENT), ("relations", RELATE),
-                                  ("facts", FACTS), ("cues", CUES), ("topics", TOPICS))
+                for name, key in (
+                    ("analysis", ANALYZE),
+                    ("segmenter", SEGMENT),
+                    ("relations", RELATE),
+                    ("facts", FACTS),
+                    ("cues", CUES),
+                    ("topics", TOPICS),
+                )
                 if key in system
             ),
             "other",
@@ -106,8 +112,12 @@ class SessionModel(ScriptedChatModel):
 
     @staticmethod
     def _topics(text: str) -> dict:
-        return {"topics": [{"topic": t, "label": f"model topic {t}", "description": f"The events of {t}."}
-                           for t in _TOPIC.findall(text)]}
+        return {
+            "topics": [
+                {"topic": t, "label": f"model topic {t}", "description": f"The events of {t}."}
+                for t in _TOPIC.findall(text)
+            ]
+        }
 
     @staticmethod
     def _facts(text: str) -> dict:
@@ -127,8 +137,12 @@ class SessionModel(ScriptedChatModel):
     def _cues(text: str) -> dict:
         return {
             "units": [
-                {"turn_id": m.group("id"), "content": f"{m.group('speaker').strip()} talks about marathon training.",
-                 "tags": ["training"], "cues": [{"cue": "marathon", "kind": "activity"}]}
+                {
+                    "turn_id": m.group("id"),
+                    "content": f"{m.group('speaker').strip()} talks about marathon training.",
+                    "tags": ["training"],
+                    "cues": [{"cue": "marathon", "kind": "activity"}],
+                }
                 for m in _TURN.finditer(text)
             ],
             "person_facts": [],

@@ -33,8 +33,10 @@ def _sessions(resources, namespace: str = "ann") -> dict[str, list[str]]:
 
 
 def test_calls_append_to_the_open_session_and_a_resend_is_a_no_op(resources) -> None:
-    first = [HumanMessage("I adopted a cat named Miso.", id="a1", additional_kwargs={"timestamp": _at(0)}),
-             AIMessage("Congratulations!", id="a2", response_metadata={"timestamp": _at(1)})]
+    first = [
+        HumanMessage("I adopted a cat named Miso.", id="a1", additional_kwargs={"timestamp": _at(0)}),
+        AIMessage("Congratulations!", id="a2", response_metadata={"timestamp": _at(1)}),
+    ]
     report = add_messages("ann", first, resources=resources, policy="heuristic")
     assert report.added == 2 and report.already_stored == 0
     # The whole thread sent again with one more message: only the new one is stored, in the same session.
@@ -42,48 +44,89 @@ def test_calls_append_to_the_open_session_and_a_resend_is_a_no_op(resources) -> 
     again = add_messages("ann", thread, resources=resources, policy="heuristic")
     assert (again.added, again.already_stored) == (1, 2) and again.sessions == report.sessions
     assert add_messages("ann", thread, resources=resources, policy="heuristic").added == 0
-    assert list(_sessions(resources).values()) == [["I adopted a cat named Miso.", "Congratulations!", "Miso likes tuna."]]
+    assert list(_sessions(resources).values()) == [
+        ["I adopted a cat named Miso.", "Congratulations!", "Miso likes tuna."]
+    ]
     said = {t.text: t.said_at for t in resources.store.snapshot("ann").turns.values()}
     assert said["Miso likes tuna."] == T0 + timedelta(minutes=5)  # the message's time, not the clock
 
 
 def test_an_idle_gap_or_a_named_session_starts_a_new_session(resources) -> None:
-    add_messages("ann", [{"role": "user", "content": "Morning run done.", "timestamp": _at(0)}],
-                 resources=resources, policy="heuristic", idle_gap_s=600)
-    add_messages("ann", [{"role": "user", "content": "Lunch was ramen.", "timestamp": _at(5)},
-                         {"role": "user", "content": "Evening: read a novel.", "timestamp": _at(300)}],
-                 resources=resources, policy="heuristic", idle_gap_s=600)
-    add_messages("ann", [{"role": "user", "content": "Planning the trip to Oslo."}], session="trip",
-                 resources=resources, policy="heuristic")
-    add_messages("ann", [{"role": "user", "content": "Booked the flights."}], session="trip",
-                 resources=resources, policy="heuristic")
+    add_messages(
+        "ann",
+        [{"role": "user", "content": "Morning run done.", "timestamp": _at(0)}],
+        resources=resources,
+        policy="heuristic",
+        idle_gap_s=600,
+    )
+    add_messages(
+        "ann",
+        [
+            {"role": "user", "content": "Lunch was ramen.", "timestamp": _at(5)},
+            {"role": "user", "content": "Evening: read a novel.", "timestamp": _at(300)},
+        ],
+        resources=resources,
+        policy="heuristic",
+        idle_gap_s=600,
+    )
+    add_messages(
+        "ann",
+        [{"role": "user", "content": "Planning the trip to Oslo."}],
+        session="trip",
+        resources=resources,
+        policy="heuristic",
+    )
+    add_messages(
+        "ann",
+        [{"role": "user", "content": "Booked the flights."}],
+        session="trip",
+        resources=resources,
+        policy="heuristic",
+    )
     sessions = _sessions(resources)
-    assert list(sessions.values()) == [["Morning run done.", "Lunch was ramen."], ["Evening: read a novel."],
-                                       ["Planning the trip to Oslo.", "Booked the flights."]]
+    assert list(sessions.values()) == [
+        ["Morning run done.", "Lunch was ramen."],
+        ["Evening: read a novel."],
+        ["Planning the trip to Oslo.", "Booked the flights."],
+    ]
     assert list(sessions)[2] == "trip"
 
 
 def test_ids_dicts_pairs_and_what_is_left_out(resources) -> None:
-    messages = [SystemMessage("You are helpful."), ("user", "I play the cello."),
-                AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "c1"}]),
-                ToolMessage("found nothing", tool_call_id="c1"), {"role": "assistant", "content": "Lovely!"},
-                {"role": "human", "content": [{"type": "text", "text": "Since 2019."}]}]
+    messages = [
+        SystemMessage("You are helpful."),
+        ("user", "I play the cello."),
+        AIMessage("", tool_calls=[{"name": "search", "args": {}, "id": "c1"}]),
+        ToolMessage("found nothing", tool_call_id="c1"),
+        {"role": "assistant", "content": "Lovely!"},
+        {"role": "human", "content": [{"type": "text", "text": "Since 2019."}]},
+    ]
     report = add_messages("ann", messages, resources=resources, policy="heuristic")
     assert (report.added, report.not_conversation) == (3, 3)
     turns = sorted(resources.store.snapshot("ann").turns.values(), key=lambda t: t.position)
     assert [(t.role, t.speaker, t.text) for t in turns] == [
-        ("user", "user", "I play the cello."), ("assistant", "assistant", "Lovely!"), ("user", "user", "Since 2019.")]
+        ("user", "user", "I play the cello."),
+        ("assistant", "assistant", "Lovely!"),
+        ("user", "user", "Since 2019."),
+    ]
     # Two messages of one id in a call: the second is the same message.
-    twice = add_messages("ann", [HumanMessage("x y z", id="same"), HumanMessage("x y z", id="same")],
-                         resources=resources, policy="heuristic")
+    twice = add_messages(
+        "ann",
+        [HumanMessage("x y z", id="same"), HumanMessage("x y z", id="same")],
+        resources=resources,
+        policy="heuristic",
+    )
     assert (twice.added, twice.already_stored) == (1, 1)
 
 
 def test_one_id_on_two_messages_of_different_content_is_refused_naming_the_id(resources) -> None:
     add_messages("ann", [("user", "Already here.")], resources=resources, policy="heuristic")
     before = resources.store.snapshot("ann").fingerprint()
-    messages = [HumanMessage("DUPFIRST I live in Turin", id="dup-7"), AIMessage("Nice.", id="r1"),
-                HumanMessage("DUPSECOND I work in Milan", id="dup-7")]
+    messages = [
+        HumanMessage("DUPFIRST I live in Turin", id="dup-7"),
+        AIMessage("Nice.", id="r1"),
+        HumanMessage("DUPSECOND I work in Milan", id="dup-7"),
+    ]
     with pytest.raises(MessageFormatError, match="message 2: id 'dup-7' is also message 0's") as caught:
         add_messages("ann", messages, resources=resources, policy="heuristic")
     assert "\n" not in str(caught.value) and "nothing was written" in str(caught.value)
@@ -91,8 +134,11 @@ def test_one_id_on_two_messages_of_different_content_is_refused_naming_the_id(re
 
 
 def test_an_edited_message_resent_with_its_id_updates_the_stored_turn(resources) -> None:
-    thread = [HumanMessage("I live in Porto.", id="u1"), AIMessage("Porto is lovely.", id="a1"),
-              HumanMessage("My sister is called Ines.", id="u2")]
+    thread = [
+        HumanMessage("I live in Porto.", id="u1"),
+        AIMessage("Porto is lovely.", id="a1"),
+        HumanMessage("My sister is called Ines.", id="u2"),
+    ]
     add_messages("ann", thread, resources=resources, policy="heuristic")
     before = resources.store.snapshot("ann")
     edited = [HumanMessage("I live in Braga.", id="u1"), *thread[1:], HumanMessage("She is a nurse.", id="u3")]
@@ -172,7 +218,9 @@ def test_huge_content_and_bad_names_are_refused_before_any_write(resources) -> N
 
 
 def test_the_async_twin(resources) -> None:
-    report = asyncio.run(aadd_messages("ann", [("user", "I swim on Fridays.")], resources=resources, policy="heuristic"))
+    report = asyncio.run(
+        aadd_messages("ann", [("user", "I swim on Fridays.")], resources=resources, policy="heuristic")
+    )
     assert report.added == 1 and _sessions(resources)
 
 
@@ -182,15 +230,21 @@ def _jsonl(path: Path, lines: list[dict]) -> Path:
 
 
 def test_jsonl_files_split_by_idle_gap_and_a_second_file_adds_its_sessions(resources, tmp_path, capsys) -> None:
-    first = _jsonl(tmp_path / "monday.jsonl", [
-        {"role": "user", "content": "I started pottery classes.", "timestamp": _at(0)},
-        {"role": "assistant", "content": "Fun!", "timestamp": _at(1)},
-        {"role": "user", "content": "The teacher is called Ines.", "timestamp": _at(200)},
-    ])
-    second = _jsonl(tmp_path / "tuesday.jsonl", [
-        {"role": "user", "content": "My first bowl cracked in the kiln."},
-        {"role": "assistant", "content": "It happens to everyone."},
-    ])
+    first = _jsonl(
+        tmp_path / "monday.jsonl",
+        [
+            {"role": "user", "content": "I started pottery classes.", "timestamp": _at(0)},
+            {"role": "assistant", "content": "Fun!", "timestamp": _at(1)},
+            {"role": "user", "content": "The teacher is called Ines.", "timestamp": _at(200)},
+        ],
+    )
+    second = _jsonl(
+        tmp_path / "tuesday.jsonl",
+        [
+            {"role": "user", "content": "My first bowl cracked in the kiln."},
+            {"role": "assistant", "content": "It happens to everyone."},
+        ],
+    )
     argv = ["--data-dir", str(resources.settings.data_dir), "--embeddings", "hashing", "ingest"]
     for path in (first, second, first):
         assert main([*argv, str(path), "-n", "pots", "--policy", "heuristic", "--quiet"]) == 0, capsys.readouterr().err

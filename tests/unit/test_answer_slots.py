@@ -9,20 +9,23 @@ from logicmap.agents.answerers import answer_from_evidence
 from logicmap.agents.responder import EvidenceText
 
 
-@pytest.mark.parametrize(("question", "focus"), [
-    ("When did Leo finish the half marathon?", "time"),
-    ("What year did Maya move?", "time"),
-    ("How many kilometres did Leo run?", "count"),
-    ("What was Leo's half marathon time?", "count"),
-    ("What is the name of Maya's dog?", "name"),
-    ("What is the dog called?", "name"),
-    ("Where does Maya live now?", "place"),
-    ("In which city did Maya grow up?", "place"),
-    ("Who helped Maya pack for the move?", "person"),
-    ("Why did Maya move to Lisbon?", "reason"),
-    ("What drink did Maya order?", "thing"),
-    ("Did Maya like the cafe?", "other"),
-])
+@pytest.mark.parametrize(
+    ("question", "focus"),
+    [
+        ("When did Leo finish the half marathon?", "time"),
+        ("What year did Maya move?", "time"),
+        ("How many kilometres did Leo run?", "count"),
+        ("What was Leo's half marathon time?", "count"),
+        ("What is the name of Maya's dog?", "name"),
+        ("What is the dog called?", "name"),
+        ("Where does Maya live now?", "place"),
+        ("In which city did Maya grow up?", "place"),
+        ("Who helped Maya pack for the move?", "person"),
+        ("Why did Maya move to Lisbon?", "reason"),
+        ("What drink did Maya order?", "thing"),
+        ("Did Maya like the cafe?", "other"),
+    ],
+)
 def test_question_focus_reads_the_asked_slot(question: str, focus: str) -> None:
     from logicmap.memory.retrieval.answer_slots import question_focus
 
@@ -54,8 +57,10 @@ def test_a_name_question_quotes_the_sentence_that_names() -> None:
 
 def test_a_where_question_quotes_the_place_not_the_echo_of_now() -> None:
     # Old rule: "He loves running on the beach at Carcavelos now." (it shares only the filler "now").
-    evidence = _turns("Maya: I moved to Lisbon two weeks ago. My new flat is in Alfama.",
-                      "Maya: He is fine. He loves running on the beach at Carcavelos now.")
+    evidence = _turns(
+        "Maya: I moved to Lisbon two weeks ago. My new flat is in Alfama.",
+        "Maya: He is fine. He loves running on the beach at Carcavelos now.",
+    )
     assert answer_from_evidence("Where does Maya live now?", evidence).answer == "I moved to Lisbon two weeks ago."
 
 
@@ -100,7 +105,9 @@ def test_the_sample_questions_are_answered_with_the_sentence_that_answers(ingest
     from logicmap.graphs.strategies.registry import answer
 
     where = answer(strategy, "Where does Maya live now?", "sample", resources=ingested_sample, policy="heuristic")
-    assert where.answer in ("I moved to Lisbon two weeks ago.", "My new flat is in Alfama and I can see the river from "
-                            "the balcony.")
+    assert where.answer in (
+        "I moved to Lisbon two weeks ago.",
+        "My new flat is in Alfama and I can see the river from the balcony.",
+    )
     dog = answer(strategy, "What is the name of Maya's dog?", "sample", resources=ingested_sample, policy="heuristic")
     assert dog.answer == "His name is Biscuit."

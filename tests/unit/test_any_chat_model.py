@@ -34,8 +34,10 @@ def test_provider_strings_pick_the_provider_and_base_urls_keep_openai(monkeypatc
     assert provider_of("anthropic:claude-sonnet-4-5") == "anthropic"
     assert provider_of("qwen2.5:7b") is None and provider_of("gpt-4o-mini") is None
     assert provider_of("ollama:llama3.1", "http://127.0.0.1:11434/v1") is None  # a base URL: OpenAI-compatible
-    built = {name: make_chat_model(_settings(name)) for name in
-             ("anthropic:claude-sonnet-4-5", "google_genai:gemini-2.5-flash", "ollama:llama3.1")}
+    built = {
+        name: make_chat_model(_settings(name))
+        for name in ("anthropic:claude-sonnet-4-5", "google_genai:gemini-2.5-flash", "ollama:llama3.1")
+    }
     assert type(built["anthropic:claude-sonnet-4-5"]).__name__ == "ChatAnthropic"
     assert built["anthropic:claude-sonnet-4-5"].model == "claude-sonnet-4-5"
     assert built["anthropic:claude-sonnet-4-5"].max_retries == 0  # our backoff is the only retry loop
@@ -66,25 +68,50 @@ ANTHROPIC_ERRORS = [
     (anthropic.AuthenticationError("bad key", response=_response(401), body=None), "auth"),
     (anthropic.PermissionDeniedError("denied", response=_response(403), body=None), "permission"),
     (anthropic.NotFoundError("model: claude-x", response=_response(404), body=None), "model_not_found"),
-    (anthropic.RateLimitError("slow down", response=_response(429, headers={"retry-after": "3"}), body=None),
-     "rate_limited"),
+    (
+        anthropic.RateLimitError("slow down", response=_response(429, headers={"retry-after": "3"}), body=None),
+        "rate_limited",
+    ),
     (anthropic.InternalServerError("boom", response=_response(500), body=None), "server_error"),
-    (anthropic.BadRequestError("prompt is too long: 250000 tokens > 200000 maximum", response=_response(400),
-                               body=None), "context_length"),
+    (
+        anthropic.BadRequestError(
+            "prompt is too long: 250000 tokens > 200000 maximum", response=_response(400), body=None
+        ),
+        "context_length",
+    ),
     (anthropic.BadRequestError("tools: bad schema", response=_response(400), body=None), "bad_request"),
     (anthropic.APITimeoutError(request=_request()), "timeout"),
     (anthropic.APIConnectionError(request=_request()), "unreachable"),
 ]
 GOOGLE_ERRORS = [
-    (genai_errors.ClientError(429, {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}),
-     "rate_limited"),
-    (genai_errors.ClientError(401, {"error": {"code": 401, "message": "API key not valid", "status": "UNAUTHENTICATED"}}),
-     "auth"),
-    (genai_errors.ClientError(400, {"error": {"code": 400, "message": "The input token count (2000000) exceeds the "
-                                              "maximum number of tokens allowed (1048576).", "status": "INVALID_ARGUMENT"}}),
-     "context_length"),
-    (genai_errors.ServerError(503, {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}),
-     "server_error"),
+    (
+        genai_errors.ClientError(429, {"error": {"code": 429, "message": "quota", "status": "RESOURCE_EXHAUSTED"}}),
+        "rate_limited",
+    ),
+    (
+        genai_errors.ClientError(
+            401, {"error": {"code": 401, "message": "API key not valid", "status": "UNAUTHENTICATED"}}
+        ),
+        "auth",
+    ),
+    (
+        genai_errors.ClientError(
+            400,
+            {
+                "error": {
+                    "code": 400,
+                    "message": "The input token count (2000000) exceeds the "
+                    "maximum number of tokens allowed (1048576).",
+                    "status": "INVALID_ARGUMENT",
+                }
+            },
+        ),
+        "context_length",
+    ),
+    (
+        genai_errors.ServerError(503, {"error": {"code": 503, "message": "overloaded", "status": "UNAVAILABLE"}}),
+        "server_error",
+    ),
 ]
 OLLAMA_ERRORS = [
     (ollama.ResponseError("model 'llama9' not found", 404), "model_not_found"),
@@ -93,8 +120,11 @@ OLLAMA_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("exc", "kind"), ANTHROPIC_ERRORS + GOOGLE_ERRORS + OLLAMA_ERRORS,
-                         ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else v)
+@pytest.mark.parametrize(
+    ("exc", "kind"),
+    ANTHROPIC_ERRORS + GOOGLE_ERRORS + OLLAMA_ERRORS,
+    ids=lambda v: type(v).__name__ if isinstance(v, BaseException) else v,
+)
 def test_each_providers_exceptions_are_typed_provider_errors(exc: BaseException, kind: str) -> None:
     found = classify_error(exc, "endpoint")
     assert found is not None and found.kind == kind, (exc, found)
@@ -132,8 +162,13 @@ def status_server() -> Iterator[tuple[str, list[int]]]:
         def do_POST(self) -> None:  # http.server's name
             self.rfile.read(int(self.headers.get("content-length") or 0))
             status = statuses.pop(0) if len(statuses) > 1 else statuses[0]
-            body = json.dumps({"type": "error", "error": {"type": "authentication_error", "message": "invalid x-api-key"},
-                               "message": "invalid key"}).encode()
+            body = json.dumps(
+                {
+                    "type": "error",
+                    "error": {"type": "authentication_error", "message": "invalid x-api-key"},
+                    "message": "invalid key",
+                }
+            ).encode()
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(body)))

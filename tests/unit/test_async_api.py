@@ -76,14 +76,23 @@ async def _measured(calls: list[Callable[[], Awaitable[Any]]]) -> tuple[list[Any
 def _assert_loop_ran(ticker: Ticker, elapsed: float) -> None:
     possible = elapsed / TICK_S
     assert ticker.ticks >= MIN_TICK_SHARE * possible, (
-        f"the event loop ticked {ticker.ticks} times in {elapsed:.2f}s (a free loop: about {possible:.0f})")
+        f"the event loop ticked {ticker.ticks} times in {elapsed:.2f}s (a free loop: about {possible:.0f})"
+    )
 
 
 def _conversation(n_sessions: int) -> Conversation:
-    sessions = [Session(session_id=f"S{i}", timestamp=f"2024-0{1 + i % 9}-01T10:00:00", timestamp_text="",
-                        turns=[RawTurn(dia_id=f"D{i}:1", speaker="Ana", text=f"I planted {i} olive trees in Evora."),
-                               RawTurn(dia_id=f"D{i}:2", speaker="Rui", text=f"Trees number {i} need water.")])
-                for i in range(1, n_sessions + 1)]
+    sessions = [
+        Session(
+            session_id=f"S{i}",
+            timestamp=f"2024-0{1 + i % 9}-01T10:00:00",
+            timestamp_text="",
+            turns=[
+                RawTurn(dia_id=f"D{i}:1", speaker="Ana", text=f"I planted {i} olive trees in Evora."),
+                RawTurn(dia_id=f"D{i}:2", speaker="Rui", text=f"Trees number {i} need water."),
+            ],
+        )
+        for i in range(1, n_sessions + 1)
+    ]
     return Conversation(conversation_id="async", speakers=["Ana", "Rui"], sessions=sessions)
 
 
@@ -96,9 +105,11 @@ def test_aanswer_keeps_the_loop_running_and_threads_bounded(ingested_sample: Any
         await aanswer("rerank", question, "sample", resources=res, policy="heuristic")  # warm: caches, executor
         baseline = threading.active_count()
         few, few_ticker, few_s = await _measured(
-            [lambda: aanswer("rerank", question, "sample", resources=res, policy="heuristic")] * 2)
+            [lambda: aanswer("rerank", question, "sample", resources=res, policy="heuristic")] * 2
+        )
         many, many_ticker, many_s = await _measured(
-            [lambda: aanswer("rerank", question, "sample", resources=res, policy="heuristic")] * 16)
+            [lambda: aanswer("rerank", question, "sample", resources=res, policy="heuristic")] * 16
+        )
         assert len({r.answer for r in few + many}) == 1  # every call answered, the same answer
         _assert_loop_ran(few_ticker, few_s)
         _assert_loop_ran(many_ticker, many_s)
@@ -131,8 +142,9 @@ def test_aingest_aforget_and_async_tools_keep_the_loop_running(resources: Any) -
         # the one ingest run's parallel branches (LangGraph runs a superstep's nodes on a pool of its own).
         assert ticker.peak_new_workers <= workers, (ticker.peak_new_workers, workers)
         assert ticker.peak_new_others <= branches, (ticker.peak_new_others, branches)
-        report, ticker, elapsed = await _measured([lambda: aforget("grower", session_ids=["S1"], resources=res,
-                                                                   purge=True)])
+        report, ticker, elapsed = await _measured(
+            [lambda: aforget("grower", session_ids=["S1"], resources=res, purge=True)]
+        )
         assert report[0].removed.get("turns") == 2
         page = await alist_memories("grower", resources=res, limit=100)
         assert {i["session_id"] for i in page.items} == {f"S{i}" for i in range(2, 7)}

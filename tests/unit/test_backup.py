@@ -222,7 +222,9 @@ def test_a_crashed_import_leaves_nothing_and_a_re_run_restores_it(
 LEGACY = Path(__file__).resolve().parent.parent / "fixtures" / "backup-v1-all-kinds.jsonl"
 
 
-def test_a_backup_written_before_the_kind_registry_imports_and_exports_the_same(resources: Resources, tmp_path: Path) -> None:
+def test_a_backup_written_before_the_kind_registry_imports_and_exports_the_same(
+    resources: Resources, tmp_path: Path
+) -> None:
     """``backup-v1-all-kinds.jsonl`` was exported by the code before ``memory.records.kinds`` existed (two sessions of the sample,
     two turns each, no-LLM ingest with the r2 memory manager, hashing embedder): every kind, r2 facts included.
     Its ``.fingerprint.json`` is that namespace's ``NamespaceSnapshot.fingerprint()`` as the old code read it."""

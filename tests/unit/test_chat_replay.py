@@ -40,8 +40,10 @@ WEAK_ON_NAMES = {"goalmem", "real"}
 
 
 def _messages() -> list[dict]:
-    return [{"role": role, "content": text, "id": f"m{i}", "timestamp": (START + timedelta(minutes=i)).isoformat()}
-            for i, (role, text) in enumerate(CHAT)]
+    return [
+        {"role": role, "content": text, "id": f"m{i}", "timestamp": (START + timedelta(minutes=i)).isoformat()}
+        for i, (role, text) in enumerate(CHAT)
+    ]
 
 
 @pytest.fixture
@@ -80,8 +82,13 @@ def test_every_strategy_recalls_the_statement_never_the_question_or_the_guess(re
 
 
 def test_trusted_assistant_replies_are_evidence(resources) -> None:
-    add_messages("bob", [("user", "Which train do I take to work?"), ("assistant", "You take the 8:15 train to Leiden.")],
-                 resources=resources, policy="heuristic", trust_assistant=True)
+    add_messages(
+        "bob",
+        [("user", "Which train do I take to work?"), ("assistant", "You take the 8:15 train to Leiden.")],
+        resources=resources,
+        policy="heuristic",
+        trust_assistant=True,
+    )
     turns = sorted(resources.store.snapshot("bob").turns.values(), key=lambda t: t.position)
     assert [t.evidence for t in turns] == [False, True] and turns[1].model_written
     result = answer("rerank", "What train do I take?", "bob", resources=resources, policy="heuristic")
@@ -90,8 +97,9 @@ def test_trusted_assistant_replies_are_evidence(resources) -> None:
 
 def test_a_chatbot_whose_model_guessed_wrong_recalls_what_the_user_said(resources) -> None:
     """Through the chatbot: the model's guess is stored as its reply, and a later thread recalls the user."""
-    resources.llm_ = ScriptedChatModel(routes={"helpful assistant with long-term memory": [
-        "You live in Paris, I think.", "Lisbon, noted!", "Noted."]})
+    resources.llm_ = ScriptedChatModel(
+        routes={"helpful assistant with long-term memory": ["You live in Paris, I think.", "Lisbon, noted!", "Noted."]}
+    )
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     ctx = ChatContext(namespace="carol", policy="auto", remember_mode="sync", resources=resources)
     config = {"configurable": {"thread_id": "t1"}}
@@ -99,7 +107,10 @@ def test_a_chatbot_whose_model_guessed_wrong_recalls_what_the_user_said(resource
         out = bot.invoke({"messages": [HumanMessage(text)]}, config, context=ctx)
         assert out["memory_write"]["status"] == "stored"
     turns = sorted(resources.store.snapshot("carol").turns.values(), key=lambda t: t.position)
-    assert [(t.role, t.model_written, t.evidence) for t in turns[:2]] == [("user", False, False), ("assistant", True, False)]
+    assert [(t.role, t.model_written, t.evidence) for t in turns[:2]] == [
+        ("user", False, False),
+        ("assistant", True, False),
+    ]
     assert turns[1].text == "You live in Paris, I think."
     # Later, recall without a model: the user's statement, never the question or the guess.
     result = answer(ctx.strategy, "Where do I live?", "carol", resources=resources, policy="heuristic")

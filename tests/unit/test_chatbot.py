@@ -26,8 +26,9 @@ from logicmap.graphs.chat.chatbot import (
 from logicmap.memory.runtime.tenancy import NamespaceRequiredError
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-HEURISTIC = ChatContext(namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice",
-                        remember_mode="sync")
+HEURISTIC = ChatContext(
+    namespace="alice", strategy="reconstruct", policy="heuristic", user_name="Alice", remember_mode="sync"
+)
 
 
 def thread(name: str) -> dict:
@@ -69,8 +70,12 @@ def test_the_reply_does_not_wait_for_ingestion(resources) -> None:
 
     work = IngestionQueue()
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    out = say(bot, "I planted tomatoes today.", "t1",
-              replace(HEURISTIC, resources=resources, ingestion=work, store_turn=slow_ingest))
+    out = say(
+        bot,
+        "I planted tomatoes today.",
+        "t1",
+        replace(HEURISTIC, resources=resources, ingestion=work, store_turn=slow_ingest),
+    )
     assert out["messages"][-1].content  # replied while the turn is still queued
     assert work.pending == 1 and stored == []
     assert work.flush(timeout=0.05) is False
@@ -93,8 +98,9 @@ def test_a_failed_write_is_in_the_output_and_the_reply_is_kept(resources) -> Non
     assert again["memory_write"] == {"status": "skipped"}
     # Queued in the background (an interactive loop), a failure is recorded on the queue.
     work = IngestionQueue()
-    queued = say(bot, "My locker is number 7.", "t1",
-                 replace(HEURISTIC, resources=resources, ingestion=work, store_turn=broken))
+    queued = say(
+        bot, "My locker is number 7.", "t1", replace(HEURISTIC, resources=resources, ingestion=work, store_turn=broken)
+    )
     assert queued["memory_write"]["status"] == "queued"
     assert work.flush(timeout=30) and "disk full" in work.errors[0][1]
 
@@ -104,28 +110,56 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:
     ingest_session(told, "alice", resources=resources, policy="heuristic")
     dia_id = told.turns[0].dia_id
     told_event = next(e.id for e in resources.store.snapshot("alice").events.values() if dia_id in e.turn_ids)
-    model = ScriptedChatModel(routes={
-        "You extract the cues of a question": [{"keywords": ["favourite colour"]}],  # MRAgent's EXTRACTCUES
-        "reconstructing the memory": [  # recall through the reconstruct navigator, with the paper's tools
-            AIMessage(content="", tool_calls=[{"name": "query_event_context", "args": {"event_id": told_event,
-                                                                                       "window": 0}, "id": "s1"}]),
-            AIMessage(content="", tool_calls=[{"name": "submit_answer", "id": "s2", "args": {
-                "answer": "teal", "cited_event_ids": [], "cited_turn_ids": [dia_id], "confidence": 0.9}}]),
-        ],
-        "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],  # after the tool round
-        "helpful assistant with long-term memory": ["Your favourite colour is teal."],  # plain text: it streams
-    })
+    model = ScriptedChatModel(
+        routes={
+            "You extract the cues of a question": [{"keywords": ["favourite colour"]}],  # MRAgent's EXTRACTCUES
+            "reconstructing the memory": [  # recall through the reconstruct navigator, with the paper's tools
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {"name": "query_event_context", "args": {"event_id": told_event, "window": 0}, "id": "s1"}
+                    ],
+                ),
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": "submit_answer",
+                            "id": "s2",
+                            "args": {
+                                "answer": "teal",
+                                "cited_event_ids": [],
+                                "cited_turn_ids": [dia_id],
+                                "confidence": 0.9,
+                            },
+                        }
+                    ],
+                ),
+            ],
+            "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],  # after the tool round
+            "helpful assistant with long-term memory": ["Your favourite colour is teal."],  # plain text: it streams
+        }
+    )
     resources.llm_ = model
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    context = ChatContext(namespace="alice", strategy="reconstruct", policy="auto", user_name="Alice",
-                          remember_mode="sync", trust_assistant=True, resources=resources)  # the reply is memory
+    context = ChatContext(
+        namespace="alice",
+        strategy="reconstruct",
+        policy="auto",
+        user_name="Alice",
+        remember_mode="sync",
+        trust_assistant=True,
+        resources=resources,
+    )  # the reply is memory
     out = say(bot, "What is my favourite colour?", "t9", context)
     assert out["messages"][-1].content == "Your favourite colour is teal."
     responder_prompt = next(c for c in model.calls if "helpful assistant with long-term memory" in str(c[0].content))
     assert "My favourite colour is teal." in responder_prompt[0].content  # the recalled turn reached the model
     assert "Memory's answer to the last message: teal" in responder_prompt[0].content
     assert responder_prompt[-1].content == "What is my favourite colour?"
-    assert "JSON schema" not in responder_prompt[0].content and "plain conversational text" in responder_prompt[0].content
+    assert (
+        "JSON schema" not in responder_prompt[0].content and "plain conversational text" in responder_prompt[0].content
+    )
     # auto = the LLM policy, since a model is configured; the turn's cost adds recall, reply and storing.
     assert out["recall"]["llm_calls"] == 4 and out["memory_write"]["status"] == "stored"
     # Recall and reply had valid model answers; storing the turn did not (the script has no ingest replies): the
@@ -136,12 +170,18 @@ def test_the_chat_model_answers_from_recalled_memories(resources) -> None:
     assert out["messages"][-1].response_metadata["used_memory_ids"] == [dia_id]
     # A model's reply is part of the conversation, so it is stored with the user's turn, as the assistant's.
     stored = {t.text: t for t in resources.store.snapshot("alice").turns.values()}
-    assert stored["Your favourite colour is teal."].model_written and not stored["What is my favourite colour?"].evidence
+    assert (
+        stored["Your favourite colour is teal."].model_written and not stored["What is my favourite colour?"].evidence
+    )
 
 
 def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:
-    ingest_session(chat_turn_session("alice", "t0", [("Alice", "My bike is a red Brompton.")], datetime(2024, 1, 2, 9, 0)),
-                   "alice", resources=resources, policy="heuristic")
+    ingest_session(
+        chat_turn_session("alice", "t0", [("Alice", "My bike is a red Brompton.")], datetime(2024, 1, 2, 9, 0)),
+        "alice",
+        resources=resources,
+        policy="heuristic",
+    )
     memory_bot = build_chatbot_graph().compile()
     parent = StateGraph(MessagesState)
     parent.add_node("memory_bot", memory_bot)
@@ -154,7 +194,10 @@ def test_drop_in_as_a_subgraph_of_another_messages_graph(resources) -> None:
 
 
 def test_extractive_replies_and_configuration_errors(resources) -> None:
-    assert reply_from_recall("What is my name?", {"answer": "not in memory"}).reply == "I don't have anything in memory about that yet."
+    assert (
+        reply_from_recall("What is my name?", {"answer": "not in memory"}).reply
+        == "I don't have anything in memory about that yet."
+    )
     assert reply_from_recall("where do I live", {"answer": "Alfama"}).reply == "From memory: Alfama"
     assert reply_from_recall("I live in Alfama.", {"answer": "x"}).reply == "Noted, I'll remember that."
     bot = build_chatbot_graph().compile()
@@ -168,7 +211,19 @@ def test_cli_chat_shows_evidence_on_request(resources, monkeypatch, capsys, tmp_
     data_dir = tmp_path / "cli-memory"
     lines = iter(["I keep my spare key under the blue pot.", "/quit"])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(lines))
-    argv = ["--data-dir", str(data_dir), "--embeddings", "hashing", "chat", "-n", "bob", "--policy", "heuristic", "--user", "Bob"]
+    argv = [
+        "--data-dir",
+        str(data_dir),
+        "--embeddings",
+        "hashing",
+        "chat",
+        "-n",
+        "bob",
+        "--policy",
+        "heuristic",
+        "--user",
+        "Bob",
+    ]
     assert main(argv) == 0
     lines = iter(["Where is my spare key?", "/evidence", "/quit"])
     assert main(argv) == 0
@@ -197,15 +252,19 @@ def test_chatbot_nodes_run_alone(resources) -> None:
     from logicmap.graphs.chat.chatbot import recall, remember, respond
 
     stored: list[tuple[str, str, str]] = []
-    ctx = replace(HEURISTIC, resources=resources,
-                  store_turn=lambda session, ns, policy: stored.append((ns, session.turns[0].text, policy)))
+    ctx = replace(
+        HEURISTIC,
+        resources=resources,
+        store_turn=lambda session, ns, policy: stored.append((ns, session.turns[0].text, policy)),
+    )
     state = {"messages": [HumanMessage(content="Where is my bike?")]}
     recalled = recall(state, _runtime(ctx))  # a namespace that holds nothing yet: nothing to recall
     assert recalled["evidence"] == [] and recalled["recall"]["answer"] is None
     replied = respond({**state, **recalled}, _runtime(ctx))
     assert replied["messages"][0].content == "I don't have anything in memory about that yet."
-    written = remember({"messages": [*state["messages"], *replied["messages"]]}, _runtime(ctx),
-                       {"configurable": {"thread_id": "t1"}})
+    written = remember(
+        {"messages": [*state["messages"], *replied["messages"]]}, _runtime(ctx), {"configurable": {"thread_id": "t1"}}
+    )
     assert written["memory_write"]["status"] == "stored" and stored == [("alice", "Where is my bike?", "heuristic")]
 
 
@@ -219,24 +278,31 @@ def test_a_run_that_names_no_tenant_fails_and_writes_nothing(resources) -> None:
         bot.invoke({"messages": [("user", "My PIN is 1234.")]}, thread("t1"), context=anonymous)
     # A template whose value the config does not carry fails the same way.
     with pytest.raises(NamespaceRequiredError, match="user_id"):
-        bot.invoke({"messages": [("user", "My PIN is 1234.")]}, thread("t1"),
-                   context=replace(anonymous, namespace="{user_id}"))
+        bot.invoke(
+            {"messages": [("user", "My PIN is 1234.")]}, thread("t1"), context=replace(anonymous, namespace="{user_id}")
+        )
     assert resources.store.namespaces() == []  # nothing went to a "default" tenant
 
 
 def test_the_tenant_comes_from_a_template_or_configurable_namespace(resources) -> None:
     bot = build_chatbot_graph().compile()
     template = ChatContext(namespace="team-{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
-    out = bot.invoke({"messages": [("user", "I like green tea.")]},
-                     {"configurable": {"thread_id": "t1", "user_id": "bob"}}, context=template)
+    out = bot.invoke(
+        {"messages": [("user", "I like green tea.")]},
+        {"configurable": {"thread_id": "t1", "user_id": "bob"}},
+        context=template,
+    )
     assert out["memory_write"]["namespace"] == "team-bob" and out["recall"]["namespace"] == "team-bob"
-    out = bot.invoke({"messages": [("user", "I like black coffee.")]},
-                     {"configurable": {"thread_id": "t2", "namespace": "carol"}},
-                     context=ChatContext(policy="heuristic", remember_mode="sync", resources=resources))
+    out = bot.invoke(
+        {"messages": [("user", "I like black coffee.")]},
+        {"configurable": {"thread_id": "t2", "namespace": "carol"}},
+        context=ChatContext(policy="heuristic", remember_mode="sync", resources=resources),
+    )
     assert out["memory_write"]["namespace"] == "carol"
     with pytest.raises(ValueError, match="invalid value for namespace field"):  # a value cannot reach another tenant
-        bot.invoke({"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t3", "user_id": "bob.x"}},
-                   context=template)
+        bot.invoke(
+            {"messages": [("user", "hi")]}, {"configurable": {"thread_id": "t3", "user_id": "bob.x"}}, context=template
+        )
     assert sorted(resources.store.namespaces()) == ["carol", "team-bob"]
 
 
@@ -247,8 +313,11 @@ def test_a_parent_graph_config_names_the_tenant_of_the_chatbot_subgraph(resource
     app = parent.compile(checkpointer=InMemorySaver())
     context = ChatContext(namespace="{user_id}", policy="heuristic", remember_mode="sync", resources=resources)
     for user in ("dora", "ezra"):
-        app.invoke({"messages": [("user", f"My name is {user}.")]},
-                   {"configurable": {"thread_id": f"p-{user}", "user_id": user}}, context=context)
+        app.invoke(
+            {"messages": [("user", f"My name is {user}.")]},
+            {"configurable": {"thread_id": f"p-{user}", "user_id": user}},
+            context=context,
+        )
     assert sorted(resources.store.namespaces()) == ["dora", "ezra"]
     assert [t.text for t in resources.store.snapshot("ezra").turns.values()] == ["My name is ezra."]
 
@@ -257,14 +326,24 @@ def test_remote_chatbot_resolves_the_tenant_before_any_request() -> None:
     from logicmap.agents.local_llm import free_port
     from logicmap.graphs.chat.chatbot import RemoteChatbot
 
-    remote = RemoteChatbot(url=f"http://127.0.0.1:{free_port()}", namespace="{user_id}",
-                           settings={"strategy": "dense", "policy": "heuristic"})
+    remote = RemoteChatbot(
+        url=f"http://127.0.0.1:{free_port()}",
+        namespace="{user_id}",
+        settings={"strategy": "dense", "policy": "heuristic"},
+    )
     with pytest.raises(NamespaceRequiredError):  # nothing listens on that port: raised before a request
         remote.invoke({"messages": [{"role": "user", "content": "hi"}]}, {"configurable": {"thread_id": "x"}})
-    sent = remote._tenant_config({"configurable": {"thread_id": "x", "user_id": "alice", "namespace": "mallory"}},
-                                 {"ingest": False})
-    assert sent["configurable"] == {"thread_id": "x", "user_id": "alice", "namespace": "alice", "strategy": "dense",
-                                    "policy": "heuristic", "ingest": False}
+    sent = remote._tenant_config(
+        {"configurable": {"thread_id": "x", "user_id": "alice", "namespace": "mallory"}}, {"ingest": False}
+    )
+    assert sent["configurable"] == {
+        "thread_id": "x",
+        "user_id": "alice",
+        "namespace": "alice",
+        "strategy": "dense",
+        "policy": "heuristic",
+        "ingest": False,
+    }
     copied = remote.with_config({"tags": ["x"]})  # RemoteGraph.copy rebuilds it from its attributes
     assert isinstance(copied, RemoteChatbot) and copied.namespace == "{user_id}" and copied.settings == remote.settings
 
@@ -287,10 +366,14 @@ def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -
     # One streaming model: dense recall makes no model call in the chatbot, so the reply is the turn's one call.
     resources.llm_ = GenericFakeChatModel(messages=iter([AIMessage(content="Your favourite colour is teal.")]))
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
-    ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", user_name="Alice", resources=resources,
-                      ingest=False)
-    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s1"),
-                               context=ctx, stream_mode="messages"))
+    ctx = ChatContext(
+        namespace="alice", strategy="dense", policy="llm", user_name="Alice", resources=resources, ingest=False
+    )
+    streamed = list(
+        bot.stream(
+            {"messages": [("user", "What is my favourite colour?")]}, thread("s1"), context=ctx, stream_mode="messages"
+        )
+    )
     chunks = [message for message, _ in streamed]
     assert all(isinstance(m, AIMessageChunk) for m in chunks) and len(chunks) > 3  # token by token
     assert "".join(m.content for m in chunks) == "Your favourite colour is teal."  # the reply, nothing else
@@ -303,19 +386,40 @@ def test_the_reply_streams_as_text_chunks_and_internal_roles_do_not(resources) -
 
 def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) -> None:
     dia_id = _told(resources)
-    resources.llm_ = ScriptedChatModel(routes={
-        "reconstructing the memory": [
-            AIMessage(content="", tool_calls=[{"name": "search_events", "args": {"query": "favourite colour"}, "id": "s1"}]),
-            AIMessage(content="", tool_calls=[{"name": "submit_answer", "id": "s2", "args": {
-                "answer": "teal", "cited_event_ids": [], "cited_turn_ids": [dia_id], "confidence": 0.9}}]),
-        ],
-        "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],
-        "helpful assistant with long-term memory": ["Your favourite colour is teal."],
-    })
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            "reconstructing the memory": [
+                AIMessage(
+                    content="",
+                    tool_calls=[{"name": "search_events", "args": {"query": "favourite colour"}, "id": "s1"}],
+                ),
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        {
+                            "name": "submit_answer",
+                            "id": "s2",
+                            "args": {
+                                "answer": "teal",
+                                "cited_event_ids": [],
+                                "cited_turn_ids": [dia_id],
+                                "confidence": 0.9,
+                            },
+                        }
+                    ],
+                ),
+            ],
+            "You prune the working memory": [{"keep": ["M1"], "answer_now": False}],
+            "helpful assistant with long-term memory": ["Your favourite colour is teal."],
+        }
+    )
     bot = build_chatbot_graph().compile(checkpointer=InMemorySaver())
     ctx = ChatContext(namespace="alice", strategy="reconstruct", policy="llm", resources=resources, ingest=False)
-    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s3"),
-                               context=ctx, stream_mode="messages"))
+    streamed = list(
+        bot.stream(
+            {"messages": [("user", "What is my favourite colour?")]}, thread("s3"), context=ctx, stream_mode="messages"
+        )
+    )
     assert streamed and {meta["langgraph_node"] for _, meta in streamed} == {"respond"}
     assert "".join(m.content for m, _ in streamed) == "Your favourite colour is teal."
     assert bot.get_state(thread("s3")).values["recall"]["llm_calls"] >= 1  # recall did call the model
@@ -324,8 +428,14 @@ def test_a_recall_that_calls_the_model_stays_off_the_messages_stream(resources) 
 def test_without_a_model_the_reply_still_arrives_on_the_messages_stream(resources) -> None:
     _told(resources)
     bot = build_chatbot_graph().compile()
-    streamed = list(bot.stream({"messages": [("user", "What is my favourite colour?")]}, thread("s2"),
-                               context=replace(HEURISTIC, resources=resources, ingest=False), stream_mode="messages"))
+    streamed = list(
+        bot.stream(
+            {"messages": [("user", "What is my favourite colour?")]},
+            thread("s2"),
+            context=replace(HEURISTIC, resources=resources, ingest=False),
+            stream_mode="messages",
+        )
+    )
     assert [(m.type, m.content) for m, _ in streamed] == [("ai", "From memory: My favourite colour is teal.")]
 
 
@@ -334,8 +444,14 @@ def test_a_recall_only_run_puts_the_evidence_in_the_output_and_adds_no_reply(res
     model = ScriptedChatModel(default="this would be a reply")
     resources.llm_ = model
     bot = build_chatbot_graph().compile()
-    ctx = ChatContext(namespace="alice", strategy="dense", policy="heuristic", respond=False, remember_mode="sync",
-                      resources=resources)
+    ctx = ChatContext(
+        namespace="alice",
+        strategy="dense",
+        policy="heuristic",
+        respond=False,
+        remember_mode="sync",
+        resources=resources,
+    )
     out = bot.invoke({"messages": [("user", "What is my favourite colour?")]}, thread("r1"), context=ctx)
     assert [m.type for m in out["messages"]] == ["human"] and model.calls == []
     assert any("teal" in e["text"] for e in out["evidence"]) and "teal" in out["recall"]["answer"]
@@ -353,7 +469,9 @@ def test_the_studio_schemas_describe_what_a_user_supplies_and_gets() -> None:
     outputs = chatbot.graph.get_output_jsonschema()["properties"]
     assert set(outputs) == {"messages", "evidence", "recall", "cost", "fallbacks", "memory_write"}
     form = chatbot.graph.get_context_jsonschema()["properties"]
-    assert all(field.get("description") for field in form.values()), [k for k, v in form.items() if not v.get("description")]
+    assert all(field.get("description") for field in form.values()), [
+        k for k, v in form.items() if not v.get("description")
+    ]
     assert {"resources", "ingestion", "store_turn"}.isdisjoint(form)  # a form user cannot fill those
     assert form["policy"]["default"] == "auto" and form["namespace"]["default"] is None
     assert set(get_args(chatbot.StrategyName)) == set(STRATEGIES) == set(form["strategy"]["enum"])
@@ -385,8 +503,13 @@ def test_a_turn_survives_the_process_exiting_right_after_the_reply(tmp_path: Pat
     from tests.conftest import make_resources
 
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    done = subprocess.run([sys.executable, "-c", _ONE_TURN_AND_EXIT, str(tmp_path / "memory")], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", _ONE_TURN_AND_EXIT, str(tmp_path / "memory")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "Noted, I'll remember that. stored"
     reopened = make_resources(tmp_path / "memory")
@@ -403,7 +526,9 @@ def test_an_empty_model_reply_is_retried_then_the_extractive_reply_is_used(resou
     model = ScriptedChatModel(routes={"helpful assistant with long-term memory": ["", "  "]})
     resources.llm_ = model
     bot = build_chatbot_graph().compile()
-    ctx = ChatContext(namespace="alice", strategy="dense", policy="llm", recall=False, ingest=False, resources=resources)
+    ctx = ChatContext(
+        namespace="alice", strategy="dense", policy="llm", recall=False, ingest=False, resources=resources
+    )
     out = bot.invoke({"messages": [("user", "I moved to Porto.")]}, thread("e1"), context=ctx)
     assert out["messages"][-1].content == "Noted, I'll remember that." and len(model.calls) == 2
     assert "Your reply was empty" in model.calls[1][-1].content  # the retry says what was wrong

@@ -59,11 +59,19 @@ print(" ".join(statuses))  # the process then ends as any script does: no flush
 def _python(program: str, workdir: Path) -> subprocess.CompletedProcess[str]:
     """``program`` in a fresh interpreter in ``workdir`` (the default data directory ``.logicmap/`` is there), with
     the no-LLM setup of the README's examples: no chat model, the lexical embedder, nothing from the network."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOGICMAP_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_"))}
-    env |= {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "LOGICMAP_EMBEDDING_PROVIDER": "hashing",
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
-    return subprocess.run([sys.executable, "-c", program], cwd=workdir, env=env, capture_output=True, text=True,
-                          timeout=300)
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("LOGICMAP_", "LANGSMITH_", "LANGCHAIN_", "OPENAI_"))
+    }
+    env |= {
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+        "LOGICMAP_EMBEDDING_PROVIDER": "hashing",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "ANONYMIZED_TELEMETRY": "False",
+    }
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=workdir, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_readme_chatbot_example_recalls_and_the_next_process_finds_its_turns(tmp_path: Path) -> None:
@@ -84,8 +92,11 @@ def test_turns_still_queued_when_a_script_ends_are_stored_before_it_exits(tmp_pa
     told = _python(_TELL_AND_EXIT, tmp_path)
     assert told.returncode == 0 and told.stderr == "", told.stderr[-3000:]
     assert told.stdout.split() == ["queued"] * 3
-    listed = _python("from logicmap import list_memories\n"
-                     "print('|'.join(sorted(i['text'] for i in list_memories('carol', kind='turns').items)))", tmp_path)
+    listed = _python(
+        "from logicmap import list_memories\n"
+        "print('|'.join(sorted(i['text'] for i in list_memories('carol', kind='turns').items)))",
+        tmp_path,
+    )
     assert listed.stdout.strip() == "I play the oboe.|My bike is a green Brompton.|My locker code is 4312."
 
 
@@ -137,9 +148,14 @@ def test_a_recall_waits_for_its_namespace_s_queued_turns_and_only_those(resource
 
 def test_the_docs_name_the_status_a_default_in_process_run_ends_with(resources: Resources) -> None:
     """docs/langgraph.md said a turn is in memory when ``invoke`` returns, while the default run ends queued."""
-    out = build_chatbot_graph().compile().invoke({"messages": [("user", "I play the oboe.")]},
-                                                 context=ChatContext(namespace="erin", policy="heuristic",
-                                                                     resources=resources))
+    out = (
+        build_chatbot_graph()
+        .compile()
+        .invoke(
+            {"messages": [("user", "I play the oboe.")]},
+            context=ChatContext(namespace="erin", policy="heuristic", resources=resources),
+        )
+    )
     assert default_ingestion_queue().flush(timeout=120)
     status = out["memory_write"]["status"]
     for page in ("chat.md", "langgraph.md"):

@@ -33,11 +33,18 @@ def _agent_turn(messages: Sequence[BaseMessage]) -> AIMessage:
     last = str(messages[-1].content)
     found = _ID.findall(last)
     script = [
-        lambda: [_call("manage_memory", {"content": "I keep bees on the roof of my house in Braga."}, 1),
-                 _call("manage_memory", {"content": "Bob's secret.", "namespace": "bob"}, 2)],
+        lambda: [
+            _call("manage_memory", {"content": "I keep bees on the roof of my house in Braga."}, 1),
+            _call("manage_memory", {"content": "Bob's secret.", "namespace": "bob"}, 2),
+        ],
         lambda: [_call("search_memory", {"query": "bees on the roof"}, 3)],
-        lambda: [_call("manage_memory", {"action": "update", "id": found[0],
-                                         "content": "I keep bees on the roof of my flat in Porto."}, 4)],
+        lambda: [
+            _call(
+                "manage_memory",
+                {"action": "update", "id": found[0], "content": "I keep bees on the roof of my flat in Porto."},
+                4,
+            )
+        ],
         lambda: [_call("search_memory", {"query": "bees on the roof", "limit": 1}, 5)],
         lambda: [_call("manage_memory", {"action": "delete", "id": found[0]}, 6)],
         lambda: [_call("search_memory", {"query": "bees on the roof"}, 7)],
@@ -48,13 +55,21 @@ def _agent_turn(messages: Sequence[BaseMessage]) -> AIMessage:
 
 
 def test_an_agent_creates_finds_updates_and_deletes_through_the_two_tools(resources: Any) -> None:
-    tools = create_memory_toolkit("{user_id}", store=resources.store, embeddings=resources.embeddings,
-                                  ingest=session_ingester(resources, policy="heuristic"),
-                                  editor=memory_editor(resources), profile="compact")
-    assert [t.name for t in tools] == ["search_memory", "manage_memory"] and set(COMPACT_TOOLS) == {t.name for t in tools}
+    tools = create_memory_toolkit(
+        "{user_id}",
+        store=resources.store,
+        embeddings=resources.embeddings,
+        ingest=session_ingester(resources, policy="heuristic"),
+        editor=memory_editor(resources),
+        profile="compact",
+    )
+    assert [t.name for t in tools] == ["search_memory", "manage_memory"] and set(COMPACT_TOOLS) == {
+        t.name for t in tools
+    }
     agent = create_agent(ScriptedChatModel(respond=_agent_turn), tools)
-    out = agent.invoke({"messages": [HumanMessage("Remember where I keep bees.")]},
-                       config={"configurable": {"user_id": "alice"}})
+    out = agent.invoke(
+        {"messages": [HumanMessage("Remember where I keep bees.")]}, config={"configurable": {"user_id": "alice"}}
+    )
     results = [m for m in out["messages"] if isinstance(m, ToolMessage)]
     created, refused, found, updated, found_again, deleted, gone = results
     assert created.status == "success" and created.content.startswith("Remembered as turn ")
@@ -69,11 +84,19 @@ def test_an_agent_creates_finds_updates_and_deletes_through_the_two_tools(resour
 
 
 def test_compact_schemas_are_two_and_hide_the_namespace(resources: Any) -> None:
-    full = create_memory_toolkit("alice", store=resources.store, ingest=session_ingester(resources, policy="heuristic"),
-                                 editor=memory_editor(resources))
-    compact = create_memory_toolkit("alice", store=resources.store,
-                                    ingest=session_ingester(resources, policy="heuristic"),
-                                    editor=memory_editor(resources), profile="compact")
+    full = create_memory_toolkit(
+        "alice",
+        store=resources.store,
+        ingest=session_ingester(resources, policy="heuristic"),
+        editor=memory_editor(resources),
+    )
+    compact = create_memory_toolkit(
+        "alice",
+        store=resources.store,
+        ingest=session_ingester(resources, policy="heuristic"),
+        editor=memory_editor(resources),
+        profile="compact",
+    )
     assert len(full) == 15 and len(compact) == 2
     schemas = [convert_to_openai_tool(t)["function"] for t in compact]
     assert [sorted(s["parameters"]["properties"]) for s in schemas] == [["limit", "query"], ["action", "content", "id"]]
@@ -91,13 +114,19 @@ def test_manage_memory_errors_the_model_can_act_on(resources: Any) -> None:
         return message
 
     assert call({"action": "delete", "id": "M1:1"}).content == (
-        "This memory only accepts new memories: delete is not allowed here.")
+        "This memory only accepts new memories: delete is not allowed here."
+    )
     assert call({"content": ""}).content.startswith("Nothing to remember: text is empty.")
     assert "create takes no id" in call({"content": "x", "id": "M1:1"}).content
-    editing = {t.name: t for t in create_memory_toolkit("alice", store=resources.store, ingest=ingest,
-                                                        editor=memory_editor(resources), profile="compact")}
-    missing = editing["manage_memory"].invoke({"type": "tool_call", "name": "manage_memory",
-                                                "args": {"action": "update", "content": "y"}, "id": "c"})
+    editing = {
+        t.name: t
+        for t in create_memory_toolkit(
+            "alice", store=resources.store, ingest=ingest, editor=memory_editor(resources), profile="compact"
+        )
+    }
+    missing = editing["manage_memory"].invoke(
+        {"type": "tool_call", "name": "manage_memory", "args": {"action": "update", "content": "y"}, "id": "c"}
+    )
     assert missing.status == "error" and "update needs the memory's id" in missing.content
     with pytest.raises(MemoryToolConfigError, match="unknown toolkit profile 'tiny'"):
         create_memory_toolkit("alice", store=resources.store, ingest=ingest, profile="tiny")  # type: ignore[arg-type]  # a bad value on purpose

@@ -26,23 +26,45 @@ RESPONDER = "answer the QUESTION based on the provided CONTEXT"  # the paper's A
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 
 
-def build_namespace(resources, namespace: str, events: dict[str, str], edges: list[tuple[str, str, str]],
-                    topics: dict[str, list[str]] | None) -> None:
+def build_namespace(
+    resources,
+    namespace: str,
+    events: dict[str, str],
+    edges: list[tuple[str, str, str]],
+    topics: dict[str, list[str]] | None,
+) -> None:
     """A hand-made event graph: summaries, typed edges and topics, committed like an ingest would."""
     records = [
-        Event(id=eid, namespace=namespace, session_id="S1", summary=text, order=i, participants=["Ann"],
-              turn_ids=[f"D1:{i + 1}"])
+        Event(
+            id=eid,
+            namespace=namespace,
+            session_id="S1",
+            summary=text,
+            order=i,
+            participants=["Ann"],
+            turn_ids=[f"D1:{i + 1}"],
+        )
         for i, (eid, text) in enumerate(events.items())
     ]
     vectors = resources.embeddings.embed_documents(list(events.values()))
-    relations = [Relation(id=relation_id(a, label, b), namespace=namespace, source=a, target=b, label=label)
-                 for a, label, b in edges]
+    relations = [
+        Relation(id=relation_id(a, label, b), namespace=namespace, source=a, target=b, label=label)
+        for a, label, b in edges
+    ]
     topic_records = []
     for tid, members in (topics or {}).items():
         centroid = normalize(np.mean([vectors[list(events).index(m)] for m in members], axis=0)).tolist()
         topic_records.append(Topic(id=tid, namespace=namespace, centroid=centroid, members=members))
-    resources.store.commit(ChangeSet(namespace=namespace, base_generation=0, events=records, event_vectors=vectors,
-                                     relations=relations, topics=topic_records))
+    resources.store.commit(
+        ChangeSet(
+            namespace=namespace,
+            base_generation=0,
+            events=records,
+            event_vectors=vectors,
+            relations=relations,
+            topics=topic_records,
+        )
+    )
 
 
 def _current_event(messages) -> str:
@@ -55,8 +77,9 @@ def _neighbours(messages) -> list[str]:
 
 
 def test_heuristic_policy_answers_the_sample_without_llm_calls(ingested_sample) -> None:
-    result = answer("What drink did Maya have at the Blue Finch cafe?", "sample", resources=ingested_sample,
-                    policy="heuristic")
+    result = answer(
+        "What drink did Maya have at the Blue Finch cafe?", "sample", resources=ingested_sample, policy="heuristic"
+    )
     assert result.cost.llm_calls == 0 and result.strategy == "compass"
     assert result.evidence and all(item.turn_ids for item in result.evidence)
     assert "D2:4" in result.cited_turns(10)
@@ -76,8 +99,12 @@ def test_planner_subgoals_refinement_and_responder_fallback(ingested_sample) -> 
     )
     ingested_sample.llm_ = llm
     try:
-        result = answer("What drink did Maya have at the cafe?", "sample", resources=ingested_sample,
-                        context=CompassContext(max_steps=2))
+        result = answer(
+            "What drink did Maya have at the cafe?",
+            "sample",
+            resources=ingested_sample,
+            context=CompassContext(max_steps=2),
+        )
     finally:
         ingested_sample.llm_ = None
     assert result.details["subgoals"] == ["which cafe Maya visited", "what Maya drank there", "when it was"]
@@ -92,9 +119,14 @@ def test_planner_subgoals_refinement_and_responder_fallback(ingested_sample) -> 
 
 def test_expand_then_answer_keeps_evidence_and_stops(resources) -> None:
     build_namespace(
-        resources, "g",
-        {"A": "Maya visited the Blue Finch cafe", "B": "At the Blue Finch Maya drank an iced matcha latte",
-         "C": "Leo trains for a marathon", "D": "Maya's sister Ana visits"},
+        resources,
+        "g",
+        {
+            "A": "Maya visited the Blue Finch cafe",
+            "B": "At the Blue Finch Maya drank an iced matcha latte",
+            "C": "Leo trains for a marathon",
+            "D": "Maya's sister Ana visits",
+        },
         [("A", "elaboration", "B"), ("A", "temporal_before", "C"), ("C", "temporal_before", "D")],
         {"T0": ["A", "B"], "T1": ["C", "D"]},
     )
@@ -107,13 +139,17 @@ def test_expand_then_answer_keeps_evidence_and_stops(resources) -> None:
             return {"action": "ANSWER", "satisfied_subgoals": [1]}
         return {"action": "SKIP"}
 
-    resources.llm_ = ScriptedChatModel(routes={
-        PLANNER: [{"subgoals": ["which cafe Maya visited", "what she drank there"]}],
-        LOCALIZER: [{"event_ids": ["A"]}],
-        RESPONDER: [{"answer": "an iced matcha latte", "cited_ids": ["B"]}],
-    }, respond=explorer)
-    result = answer("What did Maya drink at the cafe she visited?", "g", resources=resources,
-                    context=CompassContext(explorers=1))
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": ["which cafe Maya visited", "what she drank there"]}],
+            LOCALIZER: [{"event_ids": ["A"]}],
+            RESPONDER: [{"answer": "an iced matcha latte", "cited_ids": ["B"]}],
+        },
+        respond=explorer,
+    )
+    result = answer(
+        "What did Maya drink at the cafe she visited?", "g", resources=resources, context=CompassContext(explorers=1)
+    )
     assert [e.id for e in result.evidence] == ["A", "B"]
     assert result.answer == "an iced matcha latte"
     assert result.details["satisfied"] == [True, True] and result.details["refinements"] == 0
@@ -121,15 +157,23 @@ def test_expand_then_answer_keeps_evidence_and_stops(resources) -> None:
 
 
 def test_garbage_explorer_reply_is_retried_then_skip_and_recorded_never_expand(resources) -> None:
-    build_namespace(resources, "g", {"A": "Maya visited the Blue Finch cafe", "B": "Maya drank a matcha latte"},
-                    [("A", "elaboration", "B")], {"T0": ["A", "B"]})
-    resources.llm_ = ScriptedChatModel(routes={
-        PLANNER: [{"subgoals": ["cafe", "drink"]}],
-        LOCALIZER: [{"event_ids": ["A"]}, {"event_ids": ["A"]}],
-        EXPLORER: ["EXPAND!!! go to B", '{"action": "DIVE"}'],
-        REFINER: [{"query": "drink"}],
-        RESPONDER: [{"answer": "unknown", "cited_ids": []}],
-    }, default="")
+    build_namespace(
+        resources,
+        "g",
+        {"A": "Maya visited the Blue Finch cafe", "B": "Maya drank a matcha latte"},
+        [("A", "elaboration", "B")],
+        {"T0": ["A", "B"]},
+    )
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": ["cafe", "drink"]}],
+            LOCALIZER: [{"event_ids": ["A"]}, {"event_ids": ["A"]}],
+            EXPLORER: ["EXPAND!!! go to B", '{"action": "DIVE"}'],
+            REFINER: [{"query": "drink"}],
+            RESPONDER: [{"answer": "unknown", "cited_ids": []}],
+        },
+        default="",
+    )
     result = answer("What did Maya drink at the cafe?", "g", resources=resources, context=CompassContext(explorers=1))
     explorer_fallbacks = [f for f in result.fallbacks if f.role == "explorer"]
     assert explorer_fallbacks and "invalid model output" in explorer_fallbacks[0].reason
@@ -139,15 +183,25 @@ def test_garbage_explorer_reply_is_retried_then_skip_and_recorded_never_expand(r
 
 
 def test_next_events_must_be_real_neighbours(resources) -> None:
-    build_namespace(resources, "g", {"A": "cafe visit", "B": "matcha latte drink", "Z": "unrelated tax form"},
-                    [("A", "elaboration", "B")], {"T0": ["A", "B"], "T1": ["Z"]})
-    resources.llm_ = ScriptedChatModel(routes={
-        PLANNER: [{"subgoals": ["cafe visit", "drink"]}],
-        LOCALIZER: [{"event_ids": ["A"]}],
-        EXPLORER: [{"action": "EXPAND", "next_events": ["Z"]}, {"action": "EXPAND", "next_events": ["B"]},
-                   {"action": "ANSWER", "satisfied_subgoals": [0, 1]}],
-        RESPONDER: [{"answer": "matcha", "cited_ids": ["B"]}],
-    })
+    build_namespace(
+        resources,
+        "g",
+        {"A": "cafe visit", "B": "matcha latte drink", "Z": "unrelated tax form"},
+        [("A", "elaboration", "B")],
+        {"T0": ["A", "B"], "T1": ["Z"]},
+    )
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": ["cafe visit", "drink"]}],
+            LOCALIZER: [{"event_ids": ["A"]}],
+            EXPLORER: [
+                {"action": "EXPAND", "next_events": ["Z"]},
+                {"action": "EXPAND", "next_events": ["B"]},
+                {"action": "ANSWER", "satisfied_subgoals": [0, 1]},
+            ],
+            RESPONDER: [{"answer": "matcha", "cited_ids": ["B"]}],
+        }
+    )
     result = answer("What drink at the cafe visit?", "g", resources=resources, context=CompassContext(explorers=1))
     assert not [f for f in result.fallbacks if f.role == "explorer"]
     assert result.details["visited"] == ["A", "B"] and [e.id for e in result.evidence] == ["A", "B"]
@@ -157,9 +211,11 @@ def test_localization_draws_candidates_from_distinct_topics_even_without_topics(
     events = {f"P{i}": f"dog walk in the park number {i}" for i in range(6)}
     events.update({"Q": "a dog at the beach", "R": "the park bench"})
     build_namespace(resources, "g", events, [], {"T0": [f"P{i}" for i in range(6)], "T1": ["Q"], "T2": ["R"]})
-    final = graph.invoke({"question": "dog walk in the park"}, output_keys=list(CompassState.__annotations__),
-                         context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1, namespace="g",
-                                                resources=resources))
+    final = graph.invoke(
+        {"question": "dog walk in the park"},
+        output_keys=list(CompassState.__annotations__),
+        context=CompassContext(policy="heuristic", top_k=3, top_p=3, max_steps=1, namespace="g", resources=resources),
+    )
     candidates = next(entry for entry in final["log"] if entry["node"] == "localize")["candidates"]
     assert {"Q", "R"} <= set(candidates) and len([c for c in candidates if c.startswith("P")]) == 3
 
@@ -170,7 +226,8 @@ def test_localization_draws_candidates_from_distinct_topics_even_without_topics(
 
 def test_priorities_follow_the_satisfaction_vector(resources) -> None:
     build_namespace(
-        resources, "g",
+        resources,
+        "g",
         {"A": "Maya visited a cafe", "B": "the cafe served matcha latte drinks", "C": "the receipt showed the date"},
         [("A", "elaboration", "B"), ("A", "temporal_before", "C")],
         {"T0": ["A", "B", "C"]},
@@ -185,13 +242,19 @@ def test_priorities_follow_the_satisfaction_vector(resources) -> None:
         return {"action": "SKIP"}
 
     subgoals = ["cafe matcha latte drinks", "receipt date"]
-    resources.llm_ = ScriptedChatModel(routes={
-        PLANNER: [{"subgoals": subgoals}], LOCALIZER: [{"event_ids": ["A"]}],
-        RESPONDER: [{"answer": "x", "cited_ids": []}],
-    }, respond=explorer)
-    final = graph.invoke({"question": "cafe drink and date"}, output_keys=list(CompassState.__annotations__),
-                         context=CompassContext(explorers=1, max_steps=3, max_refinements=0, namespace="g",
-                                                resources=resources))
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": subgoals}],
+            LOCALIZER: [{"event_ids": ["A"]}],
+            RESPONDER: [{"answer": "x", "cited_ids": []}],
+        },
+        respond=explorer,
+    )
+    final = graph.invoke(
+        {"question": "cafe drink and date"},
+        output_keys=list(CompassState.__annotations__),
+        context=CompassContext(explorers=1, max_steps=3, max_refinements=0, namespace="g", resources=resources),
+    )
     ranked = next(e for e in final["log"] if e["node"] == "merge" and e["step"] == 1)["priorities"]
     emb = resources.embeddings
 
@@ -219,11 +282,18 @@ def test_explorers_of_one_superstep_run_concurrently(resources) -> None:
             spans.append((end - delay, end))
         return {"action": "EXPAND"}
 
-    resources.llm_ = ScriptedChatModel(routes={
-        PLANNER: [{"subgoals": ["cafe", "drink"]}], LOCALIZER: [{"event_ids": ["A", "B", "C"]}],
-        RESPONDER: [{"answer": "x", "cited_ids": []}],
-    }, respond=explorer, delay=delay)
-    result = answer("cafe?", "g", resources=resources, context=CompassContext(explorers=3, max_steps=1, max_refinements=0))
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": ["cafe", "drink"]}],
+            LOCALIZER: [{"event_ids": ["A", "B", "C"]}],
+            RESPONDER: [{"answer": "x", "cited_ids": []}],
+        },
+        respond=explorer,
+        delay=delay,
+    )
+    result = answer(
+        "cafe?", "g", resources=resources, context=CompassContext(explorers=3, max_steps=1, max_refinements=0)
+    )
     assert len(spans) == 3
     latest_start = max(s for s, _ in spans)
     earliest_end = min(e for _, e in spans)
@@ -233,13 +303,20 @@ def test_explorers_of_one_superstep_run_concurrently(resources) -> None:
 
 def test_batched_mode_decides_a_superstep_in_one_call(resources) -> None:
     build_namespace(resources, "g", {"A": "cafe one", "B": "cafe two", "C": "cafe three"}, [], {"T0": ["A", "B", "C"]})
-    resources.llm_ = ScriptedChatModel(routes={
-        PLANNER: [{"subgoals": ["cafe", "drink"]}], LOCALIZER: [{"event_ids": ["A", "B", "C"]}],
-        BATCH: [{"decisions": [{"event_id": e, "action": "EXPAND", "satisfied_subgoals": [0]} for e in "ABC"]}],
-        RESPONDER: [{"answer": "x", "cited_ids": []}],
-    })
-    result = answer("cafe?", "g", resources=resources,
-                    context=CompassContext(explorers=3, max_steps=1, max_refinements=0, explorer_mode="batched"))
+    resources.llm_ = ScriptedChatModel(
+        routes={
+            PLANNER: [{"subgoals": ["cafe", "drink"]}],
+            LOCALIZER: [{"event_ids": ["A", "B", "C"]}],
+            BATCH: [{"decisions": [{"event_id": e, "action": "EXPAND", "satisfied_subgoals": [0]} for e in "ABC"]}],
+            RESPONDER: [{"answer": "x", "cited_ids": []}],
+        }
+    )
+    result = answer(
+        "cafe?",
+        "g",
+        resources=resources,
+        context=CompassContext(explorers=3, max_steps=1, max_refinements=0, explorer_mode="batched"),
+    )
     assert result.cost.llm_calls == 4
     assert sorted(e.id for e in result.evidence) == ["A", "B", "C"]
     assert result.details["satisfied"] == [True, False]
@@ -254,11 +331,17 @@ def test_compiled_graph_diagram_matches_the_snapshot() -> None:
 def test_cited_turns_cover_every_evidence_item_before_going_deep() -> None:
     from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
 
-    result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", evidence=[
-        EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2", "D1:3"]),
-        EvidenceItem(id="E2", text="", turn_ids=["D2:1", "D1:2"]),
-        EvidenceItem(id="E3", text="", turn_ids=["D3:1"]),
-    ])
+    result = AnswerResult(
+        strategy="x",
+        namespace="n",
+        question="q",
+        answer="a",
+        evidence=[
+            EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2", "D1:3"]),
+            EvidenceItem(id="E2", text="", turn_ids=["D2:1", "D1:2"]),
+            EvidenceItem(id="E3", text="", turn_ids=["D3:1"]),
+        ],
+    )
     assert result.cited_turns() == ["D1:1", "D2:1", "D3:1", "D1:2", "D1:3"]
     assert result.cited_turns(2) == ["D1:1", "D2:1"]
 
@@ -272,20 +355,42 @@ def _commit_turn_events(resources, namespace: str, events: dict[str, list[tuple[
         ids = []
         for speaker, text in lines:
             dia_id = f"D1:{len(turns) + 1}"
-            turns.append(Turn(namespace=namespace, session_id="S1", dia_id=dia_id, speaker=speaker, text=text,
-                              position=len(turns)))
+            turns.append(
+                Turn(
+                    namespace=namespace, session_id="S1", dia_id=dia_id, speaker=speaker, text=text, position=len(turns)
+                )
+            )
             ids.append(dia_id)
-        records.append(Event(id=eid, namespace=namespace, session_id="S1", order=i, participants=["Sam"], turn_ids=ids,
-                             summary=" ".join(f"{s}: {t}" for s, t in lines)))
+        records.append(
+            Event(
+                id=eid,
+                namespace=namespace,
+                session_id="S1",
+                order=i,
+                participants=["Sam"],
+                turn_ids=ids,
+                summary=" ".join(f"{s}: {t}" for s, t in lines),
+            )
+        )
     emb = resources.embeddings
-    resources.store.commit(ChangeSet(
-        namespace=namespace, base_generation=0, turns=turns, turn_vectors=emb.embed_documents([t.render() for t in turns]),
-        events=records, event_vectors=emb.embed_documents([e.summary for e in records])))
+    resources.store.commit(
+        ChangeSet(
+            namespace=namespace,
+            base_generation=0,
+            turns=turns,
+            turn_vectors=emb.embed_documents([t.render() for t in turns]),
+            events=records,
+            event_vectors=emb.embed_documents([e.summary for e in records]),
+        )
+    )
 
 
 GIFT_EVENTS = {
-    "anniversary": [("Sam", "Nadia and I had our anniversary dinner, and I gave her a gift."),
-                    ("Priya", "What did you get her?"), ("Sam", "A vintage film camera from a flea market.")],
+    "anniversary": [
+        ("Sam", "Nadia and I had our anniversary dinner, and I gave her a gift."),
+        ("Priya", "What did you get her?"),
+        ("Sam", "A vintage film camera from a flea market."),
+    ],
     "shop": [("Priya", "Did Sam see Nadia downtown?")],
     "party": [("Priya", "What party did Sam throw?")],
     "card": [("Priya", "Nadia sent a gift card.")],
@@ -296,21 +401,40 @@ GIFT_EVENTS = {
 def test_a_reply_ranks_with_the_event_that_gives_it_meaning(resources) -> None:
     _commit_turn_events(resources, "gift", GIFT_EVENTS)
     question = "What gift did Sam give Nadia for their anniversary?"
-    with_context = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3, ranker="similarity")
-    alone = answer(question, "gift", resources=resources, policy="heuristic", context_turns=3, context_weight=0.0,
-                   ranker="similarity")
+    with_context = answer(
+        question, "gift", resources=resources, policy="heuristic", context_turns=3, ranker="similarity"
+    )
+    alone = answer(
+        question,
+        "gift",
+        resources=resources,
+        policy="heuristic",
+        context_turns=3,
+        context_weight=0.0,
+        ranker="similarity",
+    )
     camera = "D1:3"  # shares no word with the question: only its event makes it relevant
     assert camera in with_context.cited_turns(3)
     assert camera not in alone.cited_turns(3) and camera in alone.cited_turns()
     assert with_context.turn_ranking and with_context.cited_turns() == [
-        t for t in with_context.turn_ranking if t in {t for item in with_context.evidence for t in item.turn_ids}]
+        t for t in with_context.turn_ranking if t in {t for item in with_context.evidence for t in item.turn_ids}
+    ]
 
 
 def test_no_llm_search_fills_the_context_budget_then_stops_at_the_bound(resources) -> None:
-    lines = ["Sam gave Nadia a gift for the anniversary.", "Sam gave Nadia a gift.", "Nadia liked the gift from Sam.",
-             "Sam and Nadia had an anniversary.", "Nadia got a gift.", "Sam got a gift for Nadia.",
-             "Nadia went to the anniversary dinner with Sam.", "The anniversary gift was lovely.",
-             "It rained all week in Denver.", "The bus was late again today.", "Pickle the cat slept all day."]
+    lines = [
+        "Sam gave Nadia a gift for the anniversary.",
+        "Sam gave Nadia a gift.",
+        "Nadia liked the gift from Sam.",
+        "Sam and Nadia had an anniversary.",
+        "Nadia got a gift.",
+        "Sam got a gift for Nadia.",
+        "Nadia went to the anniversary dinner with Sam.",
+        "The anniversary gift was lovely.",
+        "It rained all week in Denver.",
+        "The bus was late again today.",
+        "Pickle the cat slept all day.",
+    ]
     _commit_turn_events(resources, "budget", {f"E{i}": [("Priya", text)] for i, text in enumerate(lines)})
     question = "What gift did Sam give Nadia for the anniversary?"
     small = answer(question, "budget", resources=resources, policy="heuristic", context_turns=2)
@@ -324,9 +448,17 @@ def test_no_llm_search_fills_the_context_budget_then_stops_at_the_bound(resource
 def test_strategy_turn_ranking_orders_the_cited_turns() -> None:
     from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
 
-    result = AnswerResult(strategy="x", namespace="n", question="q", answer="a", turn_ranking=["D2:1", "D9:9", "D1:2", "D1:1"],
-                          evidence=[EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2"]),
-                                    EvidenceItem(id="E2", text="", turn_ids=["D2:1"])])
+    result = AnswerResult(
+        strategy="x",
+        namespace="n",
+        question="q",
+        answer="a",
+        turn_ranking=["D2:1", "D9:9", "D1:2", "D1:1"],
+        evidence=[
+            EvidenceItem(id="E1", text="", turn_ids=["D1:1", "D1:2"]),
+            EvidenceItem(id="E2", text="", turn_ids=["D2:1"]),
+        ],
+    )
     assert result.cited_turns() == ["D2:1", "D1:2", "D1:1"]  # a ranked turn outside the evidence is not cited
     assert result.cited_turns(2) == ["D2:1", "D1:2"]
 
@@ -337,8 +469,10 @@ def test_rank_turns_leads_with_cited_turns_and_lifts_replies_with_their_event(re
     _commit_turn_events(resources, "rank", GIFT_EVENTS)
     snapshot = resources.store.snapshot("rank")
     query = resources.embeddings.embed_query("What gift did Sam give Nadia for their anniversary?")
-    evidence = [EvidenceItem(kind="event", id=e, text="", turn_ids=list(snapshot.events[e].turn_ids))
-                for e in ("card", "anniversary", "shop")]
+    evidence = [
+        EvidenceItem(kind="event", id=e, text="", turn_ids=list(snapshot.events[e].turn_ids))
+        for e in ("card", "anniversary", "shop")
+    ]
     lifted = rank_turns(snapshot, query, evidence)
     plain = rank_turns(snapshot, query, evidence, context_weight=0.0)
     assert sorted(lifted) == sorted(plain) == ["D1:1", "D1:2", "D1:3", "D1:4", "D1:6"]
@@ -352,7 +486,9 @@ def test_extractive_responder_ignores_speaker_names_and_matches_word_forms() -> 
 
     evidence = [EvidenceText("E1", "Leo: That's wonderful, Maya!\nMaya: He is named Biscuit, a golden retriever.")]
     assert "Biscuit" in answer_from_evidence("What is the name of Maya's dog?", evidence).answer
-    assert answer_from_evidence("What is the name of Maya's dog?", [EvidenceText("E2", "Leo: Hi Maya!")]).answer.startswith("Hi")
+    assert answer_from_evidence(
+        "What is the name of Maya's dog?", [EvidenceText("E2", "Leo: Hi Maya!")]
+    ).answer.startswith("Hi")
 
 
 def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> None:
@@ -367,17 +503,28 @@ def test_extractive_responder_answers_when_with_the_date_the_turn_means() -> Non
     assert answer_from_evidence("What did Leo finish?", evidence).answer == "I finished the half marathon yesterday!"
     # Without a time phrase the sentence is the answer, with the day its turn was said (issue 41).
     undated = [EvidenceText("D1:1", "[D1:1] Leo: I ran the half marathon in Porto.", "2023-03-04")]
-    assert (answer_from_evidence("When did Leo run the half marathon?", undated).answer
-            == "I ran the half marathon in Porto. (4 March 2023)")
+    assert (
+        answer_from_evidence("When did Leo run the half marathon?", undated).answer
+        == "I ran the half marathon in Porto. (4 March 2023)"
+    )
 
 
 def test_a_reply_inherits_the_relevance_of_the_question_it_answers(resources) -> None:
     from logicmap.graphs.runtime.result import EvidenceItem, turn_scores
 
-    _commit_turn_events(resources, "pair", {
-        "chat": [("Sam", "It rained all week."), ("Priya", "Which gift did Sam give Nadia?"), ("Sam", "A film camera."),
-                 ("Sam", "Which gift did Sam give Nadia?"), ("Sam", "A film camera, again.")],
-    })
+    _commit_turn_events(
+        resources,
+        "pair",
+        {
+            "chat": [
+                ("Sam", "It rained all week."),
+                ("Priya", "Which gift did Sam give Nadia?"),
+                ("Sam", "A film camera."),
+                ("Sam", "Which gift did Sam give Nadia?"),
+                ("Sam", "A film camera, again."),
+            ],
+        },
+    )
     snapshot = resources.store.snapshot("pair")
     query = resources.embeddings.embed_query("Which gift did Sam give Nadia?")
     item = [EvidenceItem(kind="event", id="chat", text="", turn_ids=list(snapshot.events["chat"].turn_ids))]
@@ -398,13 +545,20 @@ def test_without_names_keeps_the_predicate_of_a_question() -> None:
 
 
 def test_a_search_also_matches_the_question_without_its_names(resources) -> None:
-    lines = ["Sam told Nadia about work.", "Nadia called Sam on Sunday.", "Sam and Nadia ate with Nadia's parents.",
-             "Sam met Nadia downtown.", "Nadia and Sam watched a film."]
+    lines = [
+        "Sam told Nadia about work.",
+        "Nadia called Sam on Sunday.",
+        "Sam and Nadia ate with Nadia's parents.",
+        "Sam met Nadia downtown.",
+        "Nadia and Sam watched a film.",
+    ]
     events = {f"E{i}": [("Priya", text)] for i, text in enumerate(lines)}
     events["beach"] = [("Priya", "He decided to propose at sunset on the beach.")]
     _commit_turn_events(resources, "names", events)
     question = "Where did Sam propose to Nadia?"
-    named = answer(question, "names", resources=resources, policy="heuristic", context_turns=2, name_free_readings=False)
+    named = answer(
+        question, "names", resources=resources, policy="heuristic", context_turns=2, name_free_readings=False
+    )
     both = answer(question, "names", resources=resources, policy="heuristic", context_turns=2)
     proposal = "D1:6"
     assert proposal in both.cited_turns(1) and both.cost.llm_calls == 0
@@ -437,8 +591,15 @@ def test_learned_ranker_puts_its_best_turns_into_the_evidence(resources) -> None
     _commit_turn_events(resources, "learned", GIFT_EVENTS)
     question = "What gift did Sam give Nadia for their anniversary?"
     result = answer(question, "learned", resources=resources, policy="heuristic", context_turns=3)
-    similarity = answer(question, "learned", resources=resources, policy="heuristic", context_turns=3,
-                        context_weight=0.0, ranker="similarity")
+    similarity = answer(
+        question,
+        "learned",
+        resources=resources,
+        policy="heuristic",
+        context_turns=3,
+        context_weight=0.0,
+        ranker="similarity",
+    )
     assert result.cost.llm_calls == 0 and "D1:3" in result.cited_turns(3)  # the reply, by its graph features
     assert "D1:3" not in similarity.cited_turns(3)
     cited = {t for item in result.evidence for t in item.turn_ids}
@@ -456,7 +617,9 @@ def test_turn_ranker_training_writes_weights_and_a_leave_one_out_table(tmp_path,
     for f in files:
         shutil.copy(sample_path, f)
     out = tmp_path / "weights.py"
-    assert main([*map(str, files), "--embeddings", "hashing", "--out", str(out), "--data-dir", str(tmp_path / "m")]) == 0
+    assert (
+        main([*map(str, files), "--embeddings", "hashing", "--out", str(out), "--data-dir", str(tmp_path / "m")]) == 0
+    )
     weights = runpy.run_path(str(out))
     assert set(weights["COEFFICIENTS"]) == set(FEATURES) and isinstance(weights["INTERCEPT"], float)
     printed = capsys.readouterr().out
@@ -487,7 +650,11 @@ def test_planner_node_alone_splits_the_question_and_resets_the_search(ingested_s
 
     question = f"{DRINK}?"
     update = planner({"question": question}, _runtime(ingested_sample, policy="heuristic", namespace="sample"))
-    assert update["namespace"] == "sample" and update["subgoals"] == clause_subgoals(question) and update["satisfied"] == [False] * len(update["subgoals"])
+    assert (
+        update["namespace"] == "sample"
+        and update["subgoals"] == clause_subgoals(question)
+        and update["satisfied"] == [False] * len(update["subgoals"])
+    )
     assert update["query"] == question and update["kept"] == [] and update["queue"] == {} and update["step"] == 0
     assert update["cost"].llm_calls == 0 and update["fallbacks"] == []
 
@@ -505,8 +672,9 @@ def test_localize_node_alone_queues_starts_best_priority_first(ingested_sample) 
     assert set(update["frontier"]) | set(update["queue"]) == set(log["starts"])
     assert "S2-E2" in log["starts"]  # the Blue Finch visit
     graph = _sample_graph(ingested_sample)
-    priority = event_priorities(graph, log["starts"], [DRINK], [False], QueryEncoder(ingested_sample.embeddings),
-                                by_turns=True)  # the no-LLM policy localizes by turns
+    priority = event_priorities(
+        graph, log["starts"], [DRINK], [False], QueryEncoder(ingested_sample.embeddings), by_turns=True
+    )  # the no-LLM policy localizes by turns
     assert update["queue"] == {e: priority[e] for e in update["queue"]}
     assert min(priority[e] for e in update["frontier"]) >= max(update["queue"].values(), default=-1.0)
 
@@ -520,8 +688,15 @@ def test_merge_node_alone_applies_the_superstep_decisions(ingested_sample) -> No
         return Decision(step=step, event_id=eid, action=action, next_events=list(nxt), satisfied_subgoals=list(sat))
 
     state = {
-        "namespace": "sample", "question": "q", "subgoals": [DRINK, MOVE], "satisfied": [False, False],
-        "frontier": ["S2-E2", "S1-E1"], "visited": ["S2-E2", "S1-E1"], "queue": {"S4-E1": 0.0}, "kept": [], "step": 0,
+        "namespace": "sample",
+        "question": "q",
+        "subgoals": [DRINK, MOVE],
+        "satisfied": [False, False],
+        "frontier": ["S2-E2", "S1-E1"],
+        "visited": ["S2-E2", "S1-E1"],
+        "queue": {"S4-E1": 0.0},
+        "kept": [],
+        "step": 0,
         "decisions": [
             decision(0, "S1-E1", "SKIP"),
             # S2-E1 is a neighbour; S4-E1 is queued already; S9-E9 does not exist; subgoal 7 is out of range.
@@ -533,23 +708,38 @@ def test_merge_node_alone_applies_the_superstep_decisions(ingested_sample) -> No
     assert update["kept"] == ["S2-E2"] and update["satisfied"] == [True, False]
     assert update["step"] == 1 and not update["done"]
     priorities = update["log"][0]["priorities"]
-    expected = event_priorities(_sample_graph(ingested_sample), ["S4-E1", "S2-E1"], [DRINK, MOVE], [True, False],
-                                QueryEncoder(ingested_sample.embeddings), by_turns=True)
+    expected = event_priorities(
+        _sample_graph(ingested_sample),
+        ["S4-E1", "S2-E1"],
+        [DRINK, MOVE],
+        [True, False],
+        QueryEncoder(ingested_sample.embeddings),
+        by_turns=True,
+    )
     assert priorities == expected  # recomputed against the one open subgoal
     best = max(expected, key=expected.get)
     assert update["frontier"] == [best] and update["visited"] == ["S2-E2", "S1-E1", best]
     assert set(update["queue"]) == set(expected) - {best}
 
-    stop = merge({**state, "decisions": [decision(0, "S2-E2", "ANSWER", sat=[0, 1])]},
-                 _runtime(ingested_sample, policy="llm", max_steps=6))
+    stop = merge(
+        {**state, "decisions": [decision(0, "S2-E2", "ANSWER", sat=[0, 1])]},
+        _runtime(ingested_sample, policy="llm", max_steps=6),
+    )
     assert stop["done"] and stop["frontier"] == [] and stop["satisfied"] == [True, True]
 
 
 def test_route_search_alone_sends_the_frontier_to_explorers(ingested_sample) -> None:
     from logicmap.graphs.strategies.compass import route_search
 
-    state = {"namespace": "sample", "question": "q", "subgoals": [DRINK], "satisfied": [False], "kept": [],
-             "frontier": ["S2-E2", "S2-E1"], "step": 0}
+    state = {
+        "namespace": "sample",
+        "question": "q",
+        "subgoals": [DRINK],
+        "satisfied": [False],
+        "kept": [],
+        "frontier": ["S2-E2", "S2-E1"],
+        "step": 0,
+    }
     sends = route_search(state, _runtime(ingested_sample, policy="heuristic"))
     assert [(s.node, s.arg["event_ids"]) for s in sends] == [("explore", ["S2-E2"]), ("explore", ["S2-E1"])]
     batched = route_search(state, _runtime(ingested_sample, policy="heuristic", explorer_mode="batched"))
@@ -603,11 +793,23 @@ def test_heuristic_decision_keeps_the_cafe_event_and_expands_to_real_neighbours(
     strict = heuristic_decision(graph, cafe, [DRINK], [False], encoder, **{**thresholds, "keep_threshold": 0.99})
     assert strict.action == "SKIP" and not strict.next_events
     # The explore node, alone, makes the same decision for the same event.
-    task = {"namespace": "sample", "question": "q", "subgoals": [DRINK], "satisfied": [False], "kept": [],
-            "event_ids": [cafe], "step": 3}
+    task = {
+        "namespace": "sample",
+        "question": "q",
+        "subgoals": [DRINK],
+        "satisfied": [False],
+        "kept": [],
+        "event_ids": [cafe],
+        "step": 3,
+    }
     [made] = explore(task, _runtime(ingested_sample, policy="heuristic"))["decisions"]
-    assert made == {"step": 3, "event_id": cafe, "action": kept.action, "next_events": kept.next_events,
-                    "satisfied_subgoals": kept.satisfied_subgoals}
+    assert made == {
+        "step": 3,
+        "event_id": cafe,
+        "action": kept.action,
+        "next_events": kept.next_events,
+        "satisfied_subgoals": kept.satisfied_subgoals,
+    }
 
 
 def test_evidence_is_filled_when_the_budget_is_full_and_nothing_left_can_beat_it(ingested_sample) -> None:
@@ -623,8 +825,9 @@ def test_evidence_is_filled_when_the_budget_is_full_and_nothing_left_can_beat_it
     turns = sum(len(graph.events[e].turn_ids) for e in everything)
     assert not evidence_filled(graph, encoder, kept=everything, context_turns=turns + 1, **search)  # budget not full
     # A queued event that could still beat the budget's last turn keeps the search going.
-    assert not evidence_filled(graph, encoder, kept=["S1-E1"], context_turns=4,
-                               **{**search, "visited": ["S1-E1"], "queue": {"S2-E2": 1.0}})
+    assert not evidence_filled(
+        graph, encoder, kept=["S1-E1"], context_turns=4, **{**search, "visited": ["S1-E1"], "queue": {"S2-E2": 1.0}}
+    )
 
 
 def test_learned_turn_scores_rank_every_turn_and_find_the_drink(ingested_sample) -> None:

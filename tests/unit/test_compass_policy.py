@@ -49,8 +49,9 @@ def test_the_factory_compares_the_name_once_and_builds_the_model_only_for_the_ll
     assert isinstance(rule, RuleCompassPolicy) and rule.ranking_recipe == "turns"
     assert rule.keep_threshold == 0.25 and rule.context_turns == 4 and rule.encoder is encoder
     llm = ScriptedChatModel()
-    built = compass_policy("llm", lambda: llm, encoder=encoder, tags=["strategy:compass"], metadata={"namespace": "n"},
-                           **RULES)
+    built = compass_policy(
+        "llm", lambda: llm, encoder=encoder, tags=["strategy:compass"], metadata={"namespace": "n"}, **RULES
+    )
     assert isinstance(built, LLMCompassPolicy) and built.llm is llm and built.ranking_recipe == "dense"
     assert built.tags == ("strategy:compass",) and built.metadata == {"namespace": "n"}
     given = compass_policy("llm", llm, encoder=encoder, **RULES)
@@ -73,13 +74,25 @@ def test_the_rule_policy_decides_as_the_no_llm_rules(ingested_sample) -> None:
     assert planned.value.subgoals == clause_subgoals(question) and planned.value.starts == []
     assert planned.cost.llm_calls == 0 and planned.fallbacks == []
     # The two best topic leaders, then the top ranked, at most max_starts.
-    assert rule.starts(graph, question, [DRINK], ["a", "b", "c"], ["d", "a", "e"], [], max_starts=4).value == \
-        ["d", "a", "b", "c"]
+    assert rule.starts(graph, question, [DRINK], ["a", "b", "c"], ["d", "a", "e"], [], max_starts=4).value == [
+        "d",
+        "a",
+        "b",
+        "c",
+    ]
 
     cafe = graph.event_of_turn["D2:4"]
     progress = SearchProgress(question=question, subgoals=[DRINK, MOVE], satisfied=[False, False])
-    expected = heuristic_decision(graph, cafe, [DRINK, MOVE], [False, False], encoder,
-                                  keep_threshold=0.25, satisfy_threshold=0.55, expand_threshold=0.2)
+    expected = heuristic_decision(
+        graph,
+        cafe,
+        [DRINK, MOVE],
+        [False, False],
+        encoder,
+        keep_threshold=0.25,
+        satisfy_threshold=0.55,
+        expand_threshold=0.2,
+    )
     assert expected.action in ("EXPAND", "ANSWER")
     assert rule.explore(graph, progress, cafe, None).value == [(cafe, expected)]
     others = [e for e in graph.ids if e != cafe][:2]
@@ -91,13 +104,22 @@ def test_the_rule_policy_decides_as_the_no_llm_rules(ingested_sample) -> None:
     outcomes = []
     for kept in (everything, []):
         filled = rule.evidence_filled(graph, SearchProgress(question, [DRINK], [False], kept), everything, {})
-        assert filled == evidence_filled(graph, encoder, kept=kept, subgoals=[DRINK], satisfied=[False],
-                                         visited=everything, queue={}, context_turns=4)
+        assert filled == evidence_filled(
+            graph,
+            encoder,
+            kept=kept,
+            subgoals=[DRINK],
+            satisfied=[False],
+            visited=everything,
+            queue={},
+            context_turns=4,
+        )
         outcomes.append(filled)
     assert outcomes == [True, False]
     # A queued event that could still beat the budget's last turn keeps the search going.
-    assert not rule.evidence_filled(graph, SearchProgress(question, [DRINK], [False], everything[:1]),
-                                    everything[:1], {everything[-1]: 1.0})
+    assert not rule.evidence_filled(
+        graph, SearchProgress(question, [DRINK], [False], everything[:1]), everything[:1], {everything[-1]: 1.0}
+    )
 
     assert rule.refine(question, [MOVE], "found", question).value.query == MOVE
     refined = rule.refine(question, [], "found", question).value
@@ -128,14 +150,17 @@ EVENTS = {"A": "maya visited the blue finch cafe", "B": "maya drank an iced matc
 def test_the_llm_policy_calls_its_roles_and_falls_back_on_garbage(resources) -> None:
     build_namespace(resources, "llmpolicy", EVENTS, [("A", "causes", "B")], {"T0": ["A", "B"], "T1": ["Z"]})
     graph = EventGraph.of(resources.store.snapshot("llmpolicy"))
-    llm = ScriptedChatModel(routes={
-        PLANNER: ["not json", "still not json"],
-        EXPLORER: [{"action": "EXPAND", "next_events": ["B"], "satisfied_subgoals": [0]}, "garbage", "garbage"],
-        REFINER: [{"query": "Which cafe did Maya visit?"}],
-        RESPONDER: ["???", "???"],
-    })
-    policy = compass_policy("llm", lambda: llm, encoder=QueryEncoder(resources.embeddings),
-                            tags=["strategy:compass"], **RULES)
+    llm = ScriptedChatModel(
+        routes={
+            PLANNER: ["not json", "still not json"],
+            EXPLORER: [{"action": "EXPAND", "next_events": ["B"], "satisfied_subgoals": [0]}, "garbage", "garbage"],
+            REFINER: [{"query": "Which cafe did Maya visit?"}],
+            RESPONDER: ["???", "???"],
+        }
+    )
+    policy = compass_policy(
+        "llm", lambda: llm, encoder=QueryEncoder(resources.embeddings), tags=["strategy:compass"], **RULES
+    )
     question = "Which cafe did Maya visit?"
 
     planned = policy.plan(graph, question, lambda: ["A", "B", "Z"], max_starts=5)
@@ -194,8 +219,13 @@ def test_the_localizer_is_asked_with_the_papers_node_selection_prompt_and_the_sc
     llm = ScriptedChatModel(routes={LOCALIZER: [{"event_ids": []}, {"event_ids": []}]})
     ingested_sample.llm_ = llm
     try:
-        state = {"namespace": "sample", "question": f"{DRINK}?", "subgoals": [DRINK], "satisfied": [False],
-                 "policy": "llm"}
+        state = {
+            "namespace": "sample",
+            "question": f"{DRINK}?",
+            "subgoals": [DRINK],
+            "satisfied": [False],
+            "policy": "llm",
+        }
         update = localize(state, Runtime(context=ctx, store=None))
     finally:
         ingested_sample.llm_ = None
@@ -215,8 +245,13 @@ def test_a_faithful_runs_result_scores_evidence_without_the_name_free_readings(r
     kept events with the same plain question vector, not with the readings the default adds."""
     from logicmap.graphs.strategies.compass import answer as compass_answer
 
-    build_namespace(resources, "faith", {"A": "drank an iced matcha latte at the cafe", "B": "the bus was late"}, [],
-                    {"T0": ["A"], "T1": ["B"]})
+    build_namespace(
+        resources,
+        "faith",
+        {"A": "drank an iced matcha latte at the cafe", "B": "the bus was late"},
+        [],
+        {"T0": ["A"], "T1": ["B"]},
+    )
     question = "What drink did Maya have at the Blue Finch cafe?"
     graph = EventGraph.of(resources.store.snapshot("faith"))
     plain = graph.similarities(QueryEncoder(resources.embeddings, name_free_readings=False).embed([question])[0])

@@ -54,16 +54,24 @@ def _text(path: Path) -> str | None:
 def test_no_tracked_file_holds_a_merge_conflict_marker() -> None:
     files = _tracked_files()
     assert files, "git ls-files listed nothing"
-    found = [f"{path.relative_to(ROOT)}:{line}" for path in files if (text := _text(path)) is not None
-             for line in conflict_lines(text)]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in files
+        if (text := _text(path)) is not None
+        for line in conflict_lines(text)
+    ]
     assert not found, "merge-conflict markers (resolve the conflict):\n" + "\n".join(found)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("a\n" + "<" * 7 + " HEAD\nours\n" + "=" * 7 + "\ntheirs\n" + ">" * 7 + " main\n", [2, 4, 6]),
-    ("Title\n" + "=" * 5 + "\n" + "=" * 8 + "\n", []),  # heading underlines of another length
-    ("x = '" + "<" * 7 + " '\n    " + "=" * 7 + "\n" + "=" * 7 + " x\n", []),  # not at a line's start, or not alone
-    ("CRLF\r\n" + "=" * 7 + "\r\n", [2]),
-], ids=["conflict", "headings", "not-markers", "crlf"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("a\n" + "<" * 7 + " HEAD\nours\n" + "=" * 7 + "\ntheirs\n" + ">" * 7 + " main\n", [2, 4, 6]),
+        ("Title\n" + "=" * 5 + "\n" + "=" * 8 + "\n", []),  # heading underlines of another length
+        ("x = '" + "<" * 7 + " '\n    " + "=" * 7 + "\n" + "=" * 7 + " x\n", []),  # not at a line's start, or not alone
+        ("CRLF\r\n" + "=" * 7 + "\r\n", [2]),
+    ],
+    ids=["conflict", "headings", "not-markers", "crlf"],
+)
 def test_conflict_lines_finds_the_three_markers_only(text: str, expected: list[int]) -> None:
     assert conflict_lines(text) == expected

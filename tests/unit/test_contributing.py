@@ -26,9 +26,13 @@ def test_the_toy_strategy_of_the_recipe_runs_through_answer_the_cli_and_studios_
     (package / "__init__.py").write_text("")
     (package / "latest.py").write_text(_toy_module())
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGICMAP_")}
-    env |= {"LOGICMAP_STRATEGIES": "latest=toystrat.latest:STRATEGY", "LOGICMAP_DATA_DIR": str(tmp_path / "memory"),
-            "LOGICMAP_EMBEDDING_PROVIDER": "hashing", "HF_HUB_OFFLINE": "1",
-            "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path / "pkgs"), env.get("PYTHONPATH")) if p)}
+    env |= {
+        "LOGICMAP_STRATEGIES": "latest=toystrat.latest:STRATEGY",
+        "LOGICMAP_DATA_DIR": str(tmp_path / "memory"),
+        "LOGICMAP_EMBEDDING_PROVIDER": "hashing",
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(tmp_path / "pkgs"), env.get("PYTHONPATH")) if p),
+    }
     studio = json.loads((ROOT / "studio" / "langgraph.json").read_text())
     program = f"""
 import json
@@ -53,7 +57,24 @@ print(json.dumps({{"last": [last.text, last.dia_id], "answer": result.answer, "c
     assert out["chatbot"] is True
     assert out["missing"] == ["graphs.latest: expected path 'toystrat.latest:graph', found None"]
     assert out["served"] == []
-    cli = subprocess.run([sys.executable, "-m", "logicmap", "ask", "What did Maya say last?", "-n", "maya", "-s",
-                          "latest", "--policy", "heuristic"], env=env, capture_output=True, text=True, timeout=300)
+    cli = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "logicmap",
+            "ask",
+            "What did Maya say last?",
+            "-n",
+            "maya",
+            "-s",
+            "latest",
+            "--policy",
+            "heuristic",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert cli.returncode == 0, cli.stderr[-2000:]
     assert out["answer"] in cli.stdout

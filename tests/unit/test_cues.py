@@ -27,13 +27,25 @@ NS = "cue-test"
 
 
 def _turn(dia_id: str, speaker: str, text: str, session: str = "S1") -> Turn:
-    return Turn(namespace=NS, session_id=session, dia_id=dia_id, speaker=speaker, text=text,
-                session_time=datetime(2023, 5, 8, 18, 40))
+    return Turn(
+        namespace=NS,
+        session_id=session,
+        dia_id=dia_id,
+        speaker=speaker,
+        text=text,
+        session_time=datetime(2023, 5, 8, 18, 40),
+    )
 
 
 def _event(eid: str, turns: list[Turn]) -> Event:
-    return Event(id=eid, namespace=NS, session_id=turns[0].session_id, summary=" ".join(t.text for t in turns),
-                 turn_ids=[t.dia_id for t in turns], participants=sorted({t.speaker for t in turns}))
+    return Event(
+        id=eid,
+        namespace=NS,
+        session_id=turns[0].session_id,
+        summary=" ".join(t.text for t in turns),
+        turn_ids=[t.dia_id for t in turns],
+        participants=sorted({t.speaker for t in turns}),
+    )
 
 
 def _kinds(text: str, people: tuple[str, ...] = ("Maya", "Leo")) -> dict[str, str]:
@@ -41,7 +53,9 @@ def _kinds(text: str, people: tuple[str, ...] = ("Maya", "Leo")) -> dict[str, st
 
 
 def test_cues_are_verbatim_names_places_times_quantities_and_activities() -> None:
-    cues = _kinds("I finished the half marathon yesterday in 1 hour 52 minutes! Next I want to run in Porto in November.")
+    cues = _kinds(
+        "I finished the half marathon yesterday in 1 hour 52 minutes! Next I want to run in Porto in November."
+    )
     assert cues["half marathon"] == "entity"  # the content words after a determiner
     assert cues["yesterday"] == "time"
     assert cues["1 hour 52 minutes"] == "quantity"
@@ -72,7 +86,9 @@ def test_normalized_keys_and_ids_are_deterministic() -> None:
     assert normalize_cue("The Blue Finch's") == "blue finch"
     assert cue_id("Blue  Finch") == cue_id("the blue finch") == "cue:blue_finch"
     fid = personal_fact_id("D1:6", "Leo", "food", "Leo: Sushi is my favourite food.")
-    assert fact_source_turn(fid) == "D1:6" and fid == personal_fact_id("D1:6", "Leo", "food", "Leo: Sushi is my favourite food.")
+    assert fact_source_turn(fid) == "D1:6" and fid == personal_fact_id(
+        "D1:6", "Leo", "food", "Leo: Sushi is my favourite food."
+    )
     assert fact_source_turn("S1-E1") is None
 
 
@@ -97,7 +113,9 @@ def test_aspect_prototypes_file_sentences_by_similarity_to_the_taxonomy() -> Non
 
 
 def test_personal_facts_come_from_first_person_sentences() -> None:
-    turn = _turn("D1:6", "Leo", "Mostly rice and fish. Sushi is my favourite food, I could eat it every day. I would love that.")
+    turn = _turn(
+        "D1:6", "Leo", "Mostly rice and fish. Sushi is my favourite food, I could eat it every day. I would love that."
+    )
     facts = extract_personal_facts(turn)
     assert {(p, a) for p, a, _, _ in facts} == {("Leo", "preference"), ("Leo", "food")}
     assert all(content == "Leo: Sushi is my favourite food, I could eat it every day." for _, _, content, _ in facts)
@@ -120,7 +138,9 @@ def test_session_layer_links_cues_to_events_and_facts_with_short_tags() -> None:
     assert biscuit[0].content == "Maya: His name is Biscuit."
     fact_tags = [t for t in batch.tags if t.target_kind == "fact"]
     assert {fact_source_turn(t.target_id) for t in fact_tags} >= {"D1:1", "D1:3"}
-    assert any(t.cue_id == "cue:maya" and t.tag == "pet" for t in fact_tags)  # the person is always a cue of their facts
+    assert any(
+        t.cue_id == "cue:maya" and t.tag == "pet" for t in fact_tags
+    )  # the person is always a cue of their facts
     assert len({t.id for t in batch.tags}) == len(batch.tags)
 
     # Committed records are not written again; a more specific kind rewrites the cue.
@@ -164,11 +184,21 @@ def test_index_lookups_by_cue_person_aspect_and_event(ingested_sample) -> None:
 
 
 def _request(llm, turns: list[Turn], events: list[Event], resources) -> EnrichRequest:
-    session = Session(session_id="S1", timestamp=datetime(2023, 5, 8, 18, 40),
-                      turns=[RawTurn(dia_id=t.dia_id, speaker=t.speaker, text=t.text) for t in turns])
-    return EnrichRequest(namespace=NS, session=session, turns=turns, events=events,
-                         snapshot=resources.store.snapshot(NS), policy="llm" if llm else "heuristic", llm=llm,
-                         embeddings=resources.embeddings)
+    session = Session(
+        session_id="S1",
+        timestamp=datetime(2023, 5, 8, 18, 40),
+        turns=[RawTurn(dia_id=t.dia_id, speaker=t.speaker, text=t.text) for t in turns],
+    )
+    return EnrichRequest(
+        namespace=NS,
+        session=session,
+        turns=turns,
+        events=events,
+        snapshot=resources.store.snapshot(NS),
+        policy="llm" if llm else "heuristic",
+        llm=llm,
+        embeddings=resources.embeddings,
+    )
 
 
 def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> None:
@@ -176,13 +206,31 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
     t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     t2 = _turn("D1:2", "Leo", "Sushi is my favourite food.")
     events = [_event("S1-E1", [t1]), _event("S1-E2", [t2])]
-    model = ScriptedChatModel(routes={"You index one session": [{
-        "units": [{"turn_id": "D1:1", "content": "Maya adopted a dog named Biscuit last month.", "tags": ["dog's name"],
-                   "cues": [{"cue": "Biscuit", "kind": "entity"},
-                            {"cue": "a unicorn", "kind": "entity"}]}],  # never said: dropped
-        "person_facts": [{"person": "Leo", "aspect": "food preference", "content": "Leo's favourite food is sushi",
-                          "cues": ["Sushi"], "turn_id": "D1:2"}],
-    }]})
+    model = ScriptedChatModel(
+        routes={
+            "You index one session": [
+                {
+                    "units": [
+                        {
+                            "turn_id": "D1:1",
+                            "content": "Maya adopted a dog named Biscuit last month.",
+                            "tags": ["dog's name"],
+                            "cues": [{"cue": "Biscuit", "kind": "entity"}, {"cue": "a unicorn", "kind": "entity"}],
+                        }
+                    ],  # never said: dropped
+                    "person_facts": [
+                        {
+                            "person": "Leo",
+                            "aspect": "food preference",
+                            "content": "Leo's favourite food is sushi",
+                            "cues": ["Sushi"],
+                            "turn_id": "D1:2",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
     enrichment = enrich(_request(model, [t1, t2], events, resources))
     assert enrichment.cost.llm_calls == 1 and not enrichment.fallbacks
     assert len(enrichment.cue_vectors) == len(enrichment.cues)
@@ -192,15 +240,27 @@ def test_enricher_makes_one_llm_call_and_keeps_only_verbatim_cues(resources) -> 
     # The model's extraction is the layer: the lexical builder (its "pet" tag) is only the fallback.
     assert ("cue:biscuit", "pet", "S1-E1") not in labels
     assert not any(c.id == "cue:unicorn" for c in enrichment.cues)
-    assert any(t.tag == "food preference" and t.person == "Leo" and t.content == "Leo's favourite food is sushi"
-               and fact_source_turn(t.target_id) == "D1:2" for t in enrichment.tags)
+    assert any(
+        t.tag == "food preference"
+        and t.person == "Leo"
+        and t.content == "Leo's favourite food is sushi"
+        and fact_source_turn(t.target_id) == "D1:2"
+        for t in enrichment.tags
+    )
 
 
 def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> None:
     # No embedder here: the sentence is filed under "pet" by the taxonomy's own word.
     t1 = _turn("D1:1", "Maya", "I adopted a pet dog last month. His name is Biscuit.")
     events = [_event("S1-E1", [t1])]
-    model = ScriptedChatModel(routes={"You index one session": ["not json", {"units": [{"turn_id": "D9:9", "content": "x", "tags": ["x"], "cues": [{"cue": "Biscuit"}]}]}]})
+    model = ScriptedChatModel(
+        routes={
+            "You index one session": [
+                "not json",
+                {"units": [{"turn_id": "D9:9", "content": "x", "tags": ["x"], "cues": [{"cue": "Biscuit"}]}]},
+            ]
+        }
+    )
     enrichment = enrich(_request(model, [t1], events, resources))
     assert enrichment.cost.llm_calls == 2  # one retry with the error, then the fallback
     assert [f.role for f in enrichment.fallbacks] == ["cue_extractor"]
@@ -211,10 +271,13 @@ def test_enricher_falls_back_to_the_heuristic_layer_on_bad_output(resources) -> 
     assert heuristic.cost.llm_calls == 0 and {c.id for c in heuristic.cues} == {c.id for c in enrichment.cues}
 
 
-@pytest.mark.parametrize("question,expected", [
-    ("What is the name of Maya's dog?", {"dog", "Maya"}),
-    ("What did Maya order at the ramen bar in Lisbon?", {"Lisbon", "Maya"}),
-])
+@pytest.mark.parametrize(
+    "question,expected",
+    [
+        ("What is the name of Maya's dog?", {"dog", "Maya"}),
+        ("What did Maya order at the ramen bar in Lisbon?", {"Lisbon", "Maya"}),
+    ],
+)
 def test_question_cues_are_matched_to_stored_cues(ingested_sample, question: str, expected: set[str]) -> None:
     index = CueIndex.of(ingested_sample.store.snapshot("sample"))
     found = [c.text for c in index.cues_of_text(question)]

@@ -42,8 +42,9 @@ def run_snippets(snippets: list[str], workdir: Path, base_url: str) -> subproces
         "OPENAI_API_KEY": "sk-test",
         "HF_HUB_OFFLINE": "1",
     }
-    return subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +65,7 @@ def test_every_snippet_of_a_page_runs(page: Path, tmp_path: Path, openai_server:
 
 
 def test_a_broken_snippet_fails_the_check(tmp_path: Path, openai_server: FakeOpenAIServer) -> None:
-    page = "Text.\n\n```python\nfrom logicmap import answer\n```\n\n```python\nanswer(\"compass\")\n```\n"
+    page = 'Text.\n\n```python\nfrom logicmap import answer\n```\n\n```python\nanswer("compass")\n```\n'
     snippets = python_snippets(page)
     assert len(snippets) == 2
     done = run_snippets(snippets, tmp_path, openai_server.url)

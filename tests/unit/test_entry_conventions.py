@@ -41,8 +41,17 @@ class Recorder(BaseCallbackHandler):
         self.starts: list[tuple[str | None, bool, list[str], dict[str, Any]]] = []
         self.ends = 0
 
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: uuid.UUID, parent_run_id: uuid.UUID | None = None,
-                       tags: list[str] | None = None, metadata: dict[str, Any] | None = None, **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
         self.starts.append((kwargs.get("name"), parent_run_id is None, list(tags or []), dict(metadata or {})))
 
     def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
@@ -58,12 +67,17 @@ def _config(handler: Recorder, **extra: Any) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("strategy", ["compass", "rerank", "goalmem", "dense", "forward_react"])
-def test_answer_runs_under_the_callers_config_and_answers_the_same(strategy: str,
-                                                                   ingested_sample: Resources) -> None:
+def test_answer_runs_under_the_callers_config_and_answers_the_same(strategy: str, ingested_sample: Resources) -> None:
     handler = Recorder()
     plain = answer(strategy, QUESTION, "sample", resources=ingested_sample, policy="heuristic")
-    traced = answer(strategy, QUESTION, "sample", resources=ingested_sample, policy="heuristic",
-                    config=_config(handler, run_name="my-answer"))
+    traced = answer(
+        strategy,
+        QUESTION,
+        "sample",
+        resources=ingested_sample,
+        policy="heuristic",
+        config=_config(handler, run_name="my-answer"),
+    )
     assert traced.answer == plain.answer and traced.evidence == plain.evidence  # the config changes no answer
     [(name, _, tags, metadata)] = handler.roots
     assert name == "my-answer"
@@ -77,24 +91,32 @@ def test_answer_runs_under_the_callers_config_and_answers_the_same(strategy: str
 
 def test_aanswer_takes_the_config_too(ingested_sample: Resources) -> None:
     handler = Recorder()
-    asyncio.run(aanswer("rerank", QUESTION, "sample", resources=ingested_sample, policy="heuristic",
-                        config={"callbacks": [handler]}))
+    asyncio.run(
+        aanswer(
+            "rerank", QUESTION, "sample", resources=ingested_sample, policy="heuristic", config={"callbacks": [handler]}
+        )
+    )
     assert [name for name, *_ in handler.roots] == ["rerank"]
 
 
 def test_an_unknown_keyword_is_a_type_error_naming_the_close_ones(ingested_sample: Resources) -> None:
     with pytest.raises(TypeError) as caught:
         answer("compass", QUESTION, "sample", resources=ingested_sample, top_kk=3)
-    assert str(caught.value) == ("answer() got an unexpected keyword argument 'top_kk' for strategy 'compass'. "
-                                 "Did you mean 'top_k' or 'top_p'?")
+    assert str(caught.value) == (
+        "answer() got an unexpected keyword argument 'top_kk' for strategy 'compass'. Did you mean 'top_k' or 'top_p'?"
+    )
     with pytest.raises(TypeError) as caught:
         answer("rerank", QUESTION, "sample", resources=ingested_sample, callbacks=[Recorder()])
-    assert str(caught.value) == ("answer() got an unexpected keyword argument 'callbacks' for strategy 'rerank'. "
-                                 "Did you mean config={'callbacks': ...}?")
+    assert str(caught.value) == (
+        "answer() got an unexpected keyword argument 'callbacks' for strategy 'rerank'. "
+        "Did you mean config={'callbacks': ...}?"
+    )
     with pytest.raises(TypeError) as caught:
         answer("dense", QUESTION, "sample", resources=ingested_sample, backbone="events")
-    assert str(caught.value) == ("answer() got an unexpected keyword argument 'backbone' for strategy 'dense'; "
-                                 "it takes config, k, policy, resources")
+    assert str(caught.value) == (
+        "answer() got an unexpected keyword argument 'backbone' for strategy 'dense'; "
+        "it takes config, k, policy, resources"
+    )
     with pytest.raises(TypeError, match="'top_kk' for strategy 'compass'"):
         asyncio.run(aanswer("compass", QUESTION, "sample", resources=ingested_sample, top_kk=3))
     # the options a strategy does take still run: goalmem's k, compass's top_k
@@ -105,15 +127,21 @@ def test_an_unknown_keyword_is_a_type_error_naming_the_close_ones(ingested_sampl
 def test_the_stores_constructor_names_the_close_keyword() -> None:
     with pytest.raises(TypeError) as caught:
         LogicMapStore(stratgy="dense")  # type: ignore[call-arg]
-    assert str(caught.value) == ("LogicMapStore.__init__() got an unexpected keyword argument 'stratgy'. "
-                                 "Did you mean 'strategy'?")
+    assert str(caught.value) == (
+        "LogicMapStore.__init__() got an unexpected keyword argument 'stratgy'. Did you mean 'strategy'?"
+    )
 
 
 def _conversation(name: str) -> Conversation:
-    turns = [RawTurn(dia_id="D1:1", speaker="Ana", text="I moved to Porto for the light."),
-             RawTurn(dia_id="D1:2", speaker="Ana", text="My sister keeps bees in Braga.")]
-    return Conversation(conversation_id=name, speakers=["Ana"],
-                        sessions=[Session(session_id="S1", timestamp="2024-05-01T10:00:00", turns=turns)])
+    turns = [
+        RawTurn(dia_id="D1:1", speaker="Ana", text="I moved to Porto for the light."),
+        RawTurn(dia_id="D1:2", speaker="Ana", text="My sister keeps bees in Braga."),
+    ]
+    return Conversation(
+        conversation_id=name,
+        speakers=["Ana"],
+        sessions=[Session(session_id="S1", timestamp="2024-05-01T10:00:00", turns=turns)],
+    )
 
 
 def test_ingest_and_the_lifecycle_run_under_the_callers_config(resources: Resources) -> None:
@@ -125,11 +153,24 @@ def test_ingest_and_the_lifecycle_run_under_the_callers_config(resources: Resour
     update_memory("ana", "D1:2", "My sister keeps goats in Braga.", resources=resources, config=config)
     forget("ana", turn_ids=["D1:1"], resources=resources, config=config)
     asyncio.run(aforget("ana", turn_ids=["D1:2"], resources=resources, config=config))
-    add_messages("ana", [{"role": "user", "content": "I swim at Matosinhos on Sundays."}], resources=resources,
-                 policy="heuristic", config=config)
+    add_messages(
+        "ana",
+        [{"role": "user", "content": "I swim at Matosinhos on Sundays."}],
+        resources=resources,
+        policy="heuristic",
+        config=config,
+    )
     delete_namespace("ana", resources=resources, config=_config(handler, run_name="wipe-ana"))
     assert [name for name, *_ in handler.roots] == [
-        "ingest", "list_memories", "get_memory", "update_memory", "forget", "forget", "add_messages", "wipe-ana"]
+        "ingest",
+        "list_memories",
+        "get_memory",
+        "update_memory",
+        "forget",
+        "forget",
+        "add_messages",
+        "wipe-ana",
+    ]
     assert all("caller-tag" in tags and metadata["caller"] == "me" for *_, tags, metadata in handler.roots)
     # add_messages' ingest is a run inside its own
     assert any(name == "ingest" and not root for name, root, *_ in handler.starts)
@@ -146,12 +187,14 @@ def test_the_lifecycle_refuses_an_unknown_keyword_before_any_work(resources: Res
     assert str(caught.value) == "forget() got an unexpected keyword argument 'turn_id'. Did you mean 'turn_ids'?"
     with pytest.raises(TypeError) as caught:
         add_messages("ana", [], callbacks=[handler], resources=resources)  # type: ignore[call-arg]
-    assert str(caught.value) == ("add_messages() got an unexpected keyword argument 'callbacks'. "
-                                 "Did you mean config={'callbacks': ...}?")
+    assert str(caught.value) == (
+        "add_messages() got an unexpected keyword argument 'callbacks'. Did you mean config={'callbacks': ...}?"
+    )
     with pytest.raises(TypeError) as caught:
         ingest_conversation(_conversation("ana"), "ana", resources=resources, polcy="heuristic")  # type: ignore[call-arg]
-    assert str(caught.value) == ("ingest_conversation() got an unexpected keyword argument 'polcy'. "
-                                 "Did you mean 'policy'?")
+    assert str(caught.value) == (
+        "ingest_conversation() got an unexpected keyword argument 'polcy'. Did you mean 'policy'?"
+    )
     assert not resources.store.has_namespace("ana")
 
 
@@ -160,8 +203,10 @@ def test_ask_refuses_a_backbone_the_strategy_has_not(tmp_path: Path, capsys: pyt
 
     args = ["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "ask", "Where?", "-n", "sample"]
     assert main([*args, "-s", "compass", "--backbone", "dense"]) == 2  # before: run without it, silently
-    assert capsys.readouterr().err == ("error: --backbone: strategy compass takes no backbone (these do: goalmem, "
-                                       "forward_reformulate, forward_reflect, forward_react)\n")
+    assert capsys.readouterr().err == (
+        "error: --backbone: strategy compass takes no backbone (these do: goalmem, "
+        "forward_reformulate, forward_reflect, forward_react)\n"
+    )
 
 
 def test_a_graph_node_hands_its_config_down(ingested_sample: Resources) -> None:
@@ -176,8 +221,16 @@ def test_a_graph_node_hands_its_config_down(ingested_sample: Resources) -> None:
         answer: str
 
     def recall(state: State, config: RunnableConfig) -> dict[str, str]:
-        result = answer("goalmem", state["question"], "sample", resources=ingested_sample, policy="heuristic",
-                        max_breadth=3, max_depth=5, config=config)
+        result = answer(
+            "goalmem",
+            state["question"],
+            "sample",
+            resources=ingested_sample,
+            policy="heuristic",
+            max_breadth=3,
+            max_depth=5,
+            config=config,
+        )
         return {"answer": result.answer}
 
     builder = StateGraph(State)
@@ -186,10 +239,15 @@ def test_a_graph_node_hands_its_config_down(ingested_sample: Resources) -> None:
     builder.add_edge("recall", END)
     handler = Recorder()
     # The parent needs 1 step: its limit of 4 would stop goalmem's run (parse, decompose, retrieve, ...) half way.
-    out = builder.compile().invoke({"question": QUESTION}, {"callbacks": [handler], "tags": ["app"],
-                                                            "recursion_limit": 4})
-    assert out["answer"] == answer("goalmem", QUESTION, "sample", resources=ingested_sample, policy="heuristic",
-                                   max_breadth=3, max_depth=5).answer
+    out = builder.compile().invoke(
+        {"question": QUESTION}, {"callbacks": [handler], "tags": ["app"], "recursion_limit": 4}
+    )
+    assert (
+        out["answer"]
+        == answer(
+            "goalmem", QUESTION, "sample", resources=ingested_sample, policy="heuristic", max_breadth=3, max_depth=5
+        ).answer
+    )
     names = [name for name, *_ in handler.starts]
     assert names[:3] == ["LangGraph", "recall", "goalmem"] and [n for n, *_ in handler.roots] == ["LangGraph"]
     assert all("app" in tags for _, _, tags, _ in handler.starts)

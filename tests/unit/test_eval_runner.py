@@ -40,8 +40,16 @@ def test_run_eval_end_to_end_writes_report_and_reuses_ingest(tmp_path: Path, sam
     landed = ["bm25", "dense", *[s for s in GRAPH_STRATEGIES if _module_exists(s)]]
 
     # Every strategy on the multi-hop and open-domain questions (6), to keep the test fast.
-    run = run_eval(sample_path, strategies, categories=["1", "3"], policy="heuristic", out_dir=tmp_path / "out1",
-                   resources=resources, progress=False, langsmith=False)
+    run = run_eval(
+        sample_path,
+        strategies,
+        categories=["1", "3"],
+        policy="heuristic",
+        out_dir=tmp_path / "out1",
+        resources=resources,
+        progress=False,
+        langsmith=False,
+    )
 
     assert run.strategies == landed
     assert set(run.unavailable) == set(strategies) - set(landed)
@@ -93,8 +101,15 @@ def test_run_eval_end_to_end_writes_report_and_reuses_ingest(tmp_path: Path, sam
         assert f"strategy `{label}` unavailable" in report
 
     # Second run, every question but the adversarial one: the same memory is reused, answers are the same.
-    again = run_eval(sample_path, ["bm25", "dense"], policy="heuristic", out_dir=tmp_path / "out2",
-                     resources=resources, progress=False, langsmith=False)
+    again = run_eval(
+        sample_path,
+        ["bm25", "dense"],
+        policy="heuristic",
+        out_dir=tmp_path / "out2",
+        resources=resources,
+        progress=False,
+        langsmith=False,
+    )
     assert again.ingests[0].namespace == namespace and again.ingests[0].cached
     assert len(again.results) == 30 and all(r.category != 5 for r in again.results)
     bm25 = again.aggregates["bm25"]
@@ -104,7 +119,9 @@ def test_run_eval_end_to_end_writes_report_and_reuses_ingest(tmp_path: Path, sam
     assert [s.wall_time_s for s in again.ingests[0].sessions] == [s.wall_time_s for s in ingest.sessions]
     assert [n for n in resources.store.namespaces() if n.startswith("eval.")] == [namespace]
     first = {(r.question_id, r.strategy): r.answer for r in run.results if r.strategy in ("bm25", "dense")}
-    assert {(r.question_id, r.strategy): r.answer for r in again.results if (r.question_id, r.strategy) in first} == first
+    assert {
+        (r.question_id, r.strategy): r.answer for r in again.results if (r.question_id, r.strategy) in first
+    } == first
     assert "| yes |" in (tmp_path / "out2" / "report.md").read_text()
 
 
@@ -134,8 +151,17 @@ def test_judge_scores_when_a_judge_model_is_given(shared_memory, sample_path: Pa
         return {"reasoning": "compared", "label": "CORRECT" if gold in answer else "WRONG"}
 
     judge = ScriptedChatModel(respond=verdict)
-    run = run_eval(sample_path, ["bm25"], limit=5, policy="heuristic", out_dir=tmp_path / "judged",
-                   resources=shared_memory, judge=judge, progress=False, langsmith=False)
+    run = run_eval(
+        sample_path,
+        ["bm25"],
+        limit=5,
+        policy="heuristic",
+        out_dir=tmp_path / "judged",
+        resources=shared_memory,
+        judge=judge,
+        progress=False,
+        langsmith=False,
+    )
     assert len(judge.calls) == 5 and run.judge == "run"
     expected = [float(r.gold.split()[0].lower() in r.answer.lower()) for r in run.results]
     assert [r.judge.score for r in run.results] == expected
@@ -152,8 +178,15 @@ def test_failing_and_missing_strategies_are_reported_not_fatal(
         raise RuntimeError("exploded")
 
     monkeypatch.setitem(STRATEGIES, "broken", Strategy("broken", answer))
-    run = run_eval(sample_path, ["broken", "bm25"], limit=3, policy="heuristic",
-                   resources=shared_memory, progress=False, langsmith=False)
+    run = run_eval(
+        sample_path,
+        ["broken", "bm25"],
+        limit=3,
+        policy="heuristic",
+        resources=shared_memory,
+        progress=False,
+        langsmith=False,
+    )
     assert run.strategies == ["broken", "bm25"] and not run.unavailable
     rows = [r for r in run.results if r.strategy == "broken"]
     assert len(rows) == 3 and all("exploded" in (r.error or "") and r.f1 == 0.0 for r in rows)
@@ -167,23 +200,40 @@ def test_longmemeval_file_uses_question_type_as_category(tmp_path: Path) -> None
 
     def item(qid: str, qtype: str, needle: str) -> dict:
         return {
-            "question_id": qid, "question_type": qtype, "question": "Which city did I move to?",
-            "answer": needle, "question_date": "2023/06/01 (Thu) 10:00",
-            "haystack_session_ids": ["a", "b"], "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/20 (Sat) 09:00"],
+            "question_id": qid,
+            "question_type": qtype,
+            "question": "Which city did I move to?",
+            "answer": needle,
+            "question_date": "2023/06/01 (Thu) 10:00",
+            "haystack_session_ids": ["a", "b"],
+            "haystack_dates": ["2023/05/01 (Mon) 09:00", "2023/05/20 (Sat) 09:00"],
             "haystack_sessions": [
-                [{"role": "user", "content": "I like green tea in the morning."},
-                 {"role": "assistant", "content": "Green tea is a nice habit."}],
-                [{"role": "user", "content": f"I finally moved to {needle} last week!", "has_answer": True},
-                 {"role": "assistant", "content": f"Congratulations on the move to {needle}."}],
+                [
+                    {"role": "user", "content": "I like green tea in the morning."},
+                    {"role": "assistant", "content": "Green tea is a nice habit."},
+                ],
+                [
+                    {"role": "user", "content": f"I finally moved to {needle} last week!", "has_answer": True},
+                    {"role": "assistant", "content": f"Congratulations on the move to {needle}."},
+                ],
             ],
             "answer_session_ids": ["b"],
         }
 
     path = tmp_path / "lme.json"
-    path.write_text(json.dumps([item("q1", "single-session-user", "Lisbon"), item("q2", "temporal-reasoning", "Porto")]))
+    path.write_text(
+        json.dumps([item("q1", "single-session-user", "Lisbon"), item("q2", "temporal-reasoning", "Porto")])
+    )
     resources = make_resources(tmp_path / "memory")
-    run = run_eval(path, ["bm25"], policy="heuristic", out_dir=tmp_path / "out", resources=resources,
-                   progress=False, langsmith=False)
+    run = run_eval(
+        path,
+        ["bm25"],
+        policy="heuristic",
+        out_dir=tmp_path / "out",
+        resources=resources,
+        progress=False,
+        langsmith=False,
+    )
     assert run.source_format == "longmemeval" and "question_type" in run.category_mapping
     assert {r.category_label for r in run.results} == {"single-session-user", "temporal-reasoning"}
     assert len({i.namespace for i in run.ingests}) == 2
@@ -195,9 +245,30 @@ def test_cli_eval_writes_report(tmp_path: Path, sample_path: Path, capsys: pytes
     from logicmap.__main__ import main
 
     out = tmp_path / "report"
-    code = main(["--data-dir", str(tmp_path / "memory"), "--embeddings", "hashing", "eval", str(sample_path),
-                 "-s", "bm25", "-s", "dense", "--limit", "4", "--categories", "1,4", "--policy", "heuristic",
-                 "--out", str(out), "--quiet", "--no-langsmith"])
+    code = main(
+        [
+            "--data-dir",
+            str(tmp_path / "memory"),
+            "--embeddings",
+            "hashing",
+            "eval",
+            str(sample_path),
+            "-s",
+            "bm25",
+            "-s",
+            "dense",
+            "--limit",
+            "4",
+            "--categories",
+            "1,4",
+            "--policy",
+            "heuristic",
+            "--out",
+            str(out),
+            "--quiet",
+            "--no-langsmith",
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
     assert "bm25: 4 q, F1=" in printed and "dense: 4 q" in printed and "judge not run" in printed
@@ -226,7 +297,24 @@ def test_the_logicmap_program_offers_the_core_and_the_eval_commands() -> None:
     def commands(parser: argparse.ArgumentParser) -> set[str]:
         return {name for a in parser._actions if isinstance(a, argparse._SubParsersAction) for name in a.choices}
 
-    core = {"ingest", "ask", "graph", "stats", "namespaces", "local-llm", "chat", "facts", "export", "import",
-            "forget", "purge", "consolidate", "delete-namespace", "list", "get", "mcp"}
+    core = {
+        "ingest",
+        "ask",
+        "graph",
+        "stats",
+        "namespaces",
+        "local-llm",
+        "chat",
+        "facts",
+        "export",
+        "import",
+        "forget",
+        "purge",
+        "consolidate",
+        "delete-namespace",
+        "list",
+        "get",
+        "mcp",
+    }
     assert commands(build_parser()) == core  # graphs.cli alone: no eval command, no import of evals
     assert commands(build_parser(add_eval_commands)) == core | {"demo", "train-data", "train-r2", "eval"}

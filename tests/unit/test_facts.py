@@ -44,8 +44,14 @@ def apply(existing: dict[str, Fact], *incoming: Fact) -> tuple[dict[str, Fact], 
 
 def turns_of(session: Session, namespace: str = NS) -> list[Turn]:
     return [
-        Turn(namespace=namespace, session_id=session.session_id, dia_id=r.dia_id, speaker=r.speaker, text=r.text,
-             session_time=session.timestamp)
+        Turn(
+            namespace=namespace,
+            session_id=session.session_id,
+            dia_id=r.dia_id,
+            speaker=r.speaker,
+            text=r.text,
+            session_time=session.timestamp,
+        )
         for r in session.turns
     ]
 
@@ -97,8 +103,11 @@ def test_update_leaves_unrelated_facts_untouched():
 
     written = {f.id: f for f in update.facts}
     assert set(written) == {fact_id(NS, "Maya", "lives_in", "Lisbon"), fact_id(NS, "Maya", "lives_in", "Porto")}
-    for key in [fact_id(NS, "Leo", "lives_in", "Porto"), fact_id(NS, "Maya", "works_at", "Santo Antonio hospital"),
-                fact_id(NS, "Maya", "likes", "Porto")]:
+    for key in [
+        fact_id(NS, "Leo", "lives_in", "Porto"),
+        fact_id(NS, "Maya", "works_at", "Santo Antonio hospital"),
+        fact_id(NS, "Maya", "likes", "Porto"),
+    ]:
         assert key not in written and existing[key].valid_to is None
 
 
@@ -119,7 +128,9 @@ def test_reasserting_an_old_value_opens_a_new_episode():
         facts, _ = apply(facts, fact("Maya", "lives_in", city, when))
     history = attribute_history(facts, "Maya", "lives_in")
     assert [(f.tail, f.valid_to) for f in history] == [
-        ("Porto", datetime(2023, 5, 1)), ("Lisbon", datetime(2023, 9, 1)), ("Porto", None)
+        ("Porto", datetime(2023, 5, 1)),
+        ("Lisbon", datetime(2023, 9, 1)),
+        ("Porto", None),
     ]
     assert history[2].id == fact_id(NS, "Maya", "lives_in", "Porto", episode=1) != history[0].id
 
@@ -136,7 +147,9 @@ def test_ended_fact_closes_the_open_triple():
     facts, _ = apply({}, fact("Maya", "works_at", "Santo Antonio hospital", "2023-03-04"))
     ended = make_fact(NS, "Maya", "works_at", "Santo Antonio hospital", valid_to="2023-04-30", turn_ids=["D4:3"])
     facts, actions = apply(facts, ended)
-    assert actions == ["end"] and facts[fact_id(NS, "Maya", "works_at", "Santo Antonio hospital")].valid_to == datetime(2023, 4, 30)
+    assert actions == ["end"] and facts[fact_id(NS, "Maya", "works_at", "Santo Antonio hospital")].valid_to == datetime(
+        2023, 4, 30
+    )
 
 
 def test_confirmation_raises_confidence_and_hedged_value_does_not_retire_a_stable_one():
@@ -155,8 +168,12 @@ def test_confirmation_raises_confidence_and_hedged_value_does_not_retire_a_stabl
 
 
 def test_fact_ids_are_deterministic():
-    a = apply_fact_updates({}, [fact("Maya", "lives_in", "Porto", "2023-03-04"), fact("Maya", "lives_in", "Lisbon", "2023-04-24")])
-    b = apply_fact_updates({}, [fact("Maya", "lives_in", "Lisbon", "2023-04-24"), fact("Maya", "lives_in", "Porto", "2023-03-04")])
+    a = apply_fact_updates(
+        {}, [fact("Maya", "lives_in", "Porto", "2023-03-04"), fact("Maya", "lives_in", "Lisbon", "2023-04-24")]
+    )
+    b = apply_fact_updates(
+        {}, [fact("Maya", "lives_in", "Lisbon", "2023-04-24"), fact("Maya", "lives_in", "Porto", "2023-03-04")]
+    )
     assert [f.model_dump() for f in sorted(a.facts, key=lambda f: f.id)] == [
         f.model_dump() for f in sorted(b.facts, key=lambda f: f.id)
     ]
@@ -169,8 +186,12 @@ def test_fact_ids_are_deterministic():
 
 def test_as_of_queries_and_history():
     facts = {}
-    for f in (fact("Maya", "lives_in", "Porto", "2023-03-04"), fact("Maya", "lives_in", "Lisbon", "2023-04-24"),
-              fact("Maya", "has_pet", "Biscuit", "2023-02-01"), fact("Maya", "wants", "a boat", "2023-04-01", confidence=0.6)):
+    for f in (
+        fact("Maya", "lives_in", "Porto", "2023-03-04"),
+        fact("Maya", "lives_in", "Lisbon", "2023-04-24"),
+        fact("Maya", "has_pet", "Biscuit", "2023-02-01"),
+        fact("Maya", "wants", "a boat", "2023-04-01", confidence=0.6),
+    ):
         facts, _ = apply(facts, f)
     assert [f.tail for f in facts_as_of(facts, "2023-04-01", relation="lives_in")] == ["Porto"]
     assert [f.tail for f in facts_as_of(facts, datetime(2023, 5, 1), relation="lives_in")] == ["Lisbon"]
@@ -180,7 +201,9 @@ def test_as_of_queries_and_history():
     assert [f.tail for f in attribute_history(facts, "maya", "lives in")] == ["Porto", "Lisbon"]
     porto = facts[fact_id(NS, "Maya", "lives_in", "Porto")]
     assert valid_at(porto, "2023-04-23") and not valid_at(porto, "2023-04-24")
-    assert describe_facts(facts, history=("Maya", "lives_in"))[0].startswith("Maya -[lives_in]-> Porto [2023-03-04 -> 2023-04-24)")
+    assert describe_facts(facts, history=("Maya", "lives_in"))[0].startswith(
+        "Maya -[lives_in]-> Porto [2023-03-04 -> 2023-04-24)"
+    )
 
 
 # -- extraction -----------------------------------------------------------------------------------
@@ -191,29 +214,61 @@ def test_pattern_extraction_reads_statement_shapes_and_hedges(sample):
     got = facts_from_extraction(pattern_extraction(turns_of(s1)), turns_of(s1), NS)
     triples = {(f.head, f.relation, f.tail.lower()) for f in got}
     # General clause shapes only: "I work ... as a nurse at Santo Antonio", "I adopted a dog ... His name is Biscuit".
-    assert {("Maya", "works_at", "santo antonio"), ("Maya", "occupation", "nurse"), ("Leo", "favourite_food", "sushi"),
-            ("Leo", "likes", "sushi"), ("Maya", "adopted", "biscuit"), ("Biscuit", "is_a", "dog")} <= triples
+    assert {
+        ("Maya", "works_at", "santo antonio"),
+        ("Maya", "occupation", "nurse"),
+        ("Leo", "favourite_food", "sushi"),
+        ("Leo", "likes", "sushi"),
+        ("Maya", "adopted", "biscuit"),
+        ("Biscuit", "is_a", "dog"),
+    } <= triples
     adopted = next(f for f in got if f.relation == "adopted")
     assert adopted.valid_from == datetime(2023, 2, 1) and adopted.turn_ids == ["D1:1"]  # "last month"
-    moved = next(f for f in facts_from_extraction(pattern_extraction(turns_of(s4)), turns_of(s4), NS) if f.relation == "lives_in")
-    assert (moved.tail, moved.valid_from, moved.intent) == ("Lisbon", datetime(2023, 4, 24), "EVOLUTION")  # "two weeks ago"
-    wants = next(f for f in facts_from_extraction(pattern_extraction(turns_of(s4)), turns_of(s4), NS) if f.relation == "wants")
+    moved = next(
+        f for f in facts_from_extraction(pattern_extraction(turns_of(s4)), turns_of(s4), NS) if f.relation == "lives_in"
+    )
+    assert (moved.tail, moved.valid_from, moved.intent) == (
+        "Lisbon",
+        datetime(2023, 4, 24),
+        "EVOLUTION",
+    )  # "two weeks ago"
+    wants = next(
+        f for f in facts_from_extraction(pattern_extraction(turns_of(s4)), turns_of(s4), NS) if f.relation == "wants"
+    )
     assert wants.confidence == HEDGED_CONFIDENCE  # "maybe in Porto in November"
-    loves = [f for f in facts_from_extraction(pattern_extraction(turns_of(s5)), turns_of(s5), NS) if f.relation == "likes"]
+    loves = [
+        f for f in facts_from_extraction(pattern_extraction(turns_of(s5)), turns_of(s5), NS) if f.relation == "likes"
+    ]
     assert {f.tail.lower() for f in loves} == {"pasteis de nata", "sushi"}
     assert is_hedged("I think I might move") and not is_hedged("I moved to Lisbon")
 
 
 def test_pattern_extraction_more_shapes():
-    turns = [Turn(namespace=NS, session_id="S1", dia_id=f"D1:{i + 1}", speaker="Ana", text=text,
-                  session_time=datetime(2024, 1, 10)) for i, text in enumerate([
-                      "I live in Braga now.", "My favourite food is bacalhau.", "I work at Braga Library.",
-                      "Maybe I will move, I think I live in Braga for now though."])]
+    turns = [
+        Turn(
+            namespace=NS,
+            session_id="S1",
+            dia_id=f"D1:{i + 1}",
+            speaker="Ana",
+            text=text,
+            session_time=datetime(2024, 1, 10),
+        )
+        for i, text in enumerate(
+            [
+                "I live in Braga now.",
+                "My favourite food is bacalhau.",
+                "I work at Braga Library.",
+                "Maybe I will move, I think I live in Braga for now though.",
+            ]
+        )
+    ]
     got = facts_from_extraction(pattern_extraction(turns), turns, NS)
     by = {(f.relation, f.tail, f.turn_ids[0]): f for f in got}
     assert ("lives_in", "Braga", "D1:1") in by and ("favourite_food", "bacalhau", "D1:2") in by
     assert ("works_at", "Braga Library", "D1:3") in by
-    assert by[("lives_in", "Braga", "D1:4")].confidence == HEDGED_CONFIDENCE < by[("lives_in", "Braga", "D1:1")].confidence
+    assert (
+        by[("lives_in", "Braga", "D1:4")].confidence == HEDGED_CONFIDENCE < by[("lives_in", "Braga", "D1:1")].confidence
+    )
 
 
 def _session(sample, index: int) -> tuple[Session, list[Turn]]:
@@ -222,19 +277,45 @@ def _session(sample, index: int) -> tuple[Session, list[Turn]]:
 
 
 def _request(session, turns, snapshot, llm, resources, policy="llm") -> EnrichRequest:
-    return EnrichRequest(namespace="enrich-test", session=session, turns=turns, events=[], snapshot=snapshot,
-                         policy=policy, llm=llm, embeddings=resources.embeddings)
+    return EnrichRequest(
+        namespace="enrich-test",
+        session=session,
+        turns=turns,
+        events=[],
+        snapshot=snapshot,
+        policy=policy,
+        llm=llm,
+        embeddings=resources.embeddings,
+    )
 
 
 def test_enrich_uses_one_llm_call_per_session_and_applies_updates(sample, resources):
-    reply_s1 = {"facts": [
-        {"head": "Maya", "relation": "lives in", "tail": "Porto", "turn_ids": ["D1:2", "D1:3"]},
-        {"head": "I", "relation": "likes", "tail": "ramen", "turn_ids": ["D1:7"], "hedged": True},
-        {"head": "Maya", "relation": "adopted", "tail": "Biscuit", "turn_ids": ["D1:1"], "time_phrase": "last month",
-         "intent": "TEMPORAL"},
-    ]}
-    reply_s4 = {"facts": [{"head": "Maya", "relation": "moved_to", "tail": "Lisbon", "turn_ids": ["D4:1"],
-                           "date": "2023-04-24", "intent": "EVOLUTION"}]}
+    reply_s1 = {
+        "facts": [
+            {"head": "Maya", "relation": "lives in", "tail": "Porto", "turn_ids": ["D1:2", "D1:3"]},
+            {"head": "I", "relation": "likes", "tail": "ramen", "turn_ids": ["D1:7"], "hedged": True},
+            {
+                "head": "Maya",
+                "relation": "adopted",
+                "tail": "Biscuit",
+                "turn_ids": ["D1:1"],
+                "time_phrase": "last month",
+                "intent": "TEMPORAL",
+            },
+        ]
+    }
+    reply_s4 = {
+        "facts": [
+            {
+                "head": "Maya",
+                "relation": "moved_to",
+                "tail": "Lisbon",
+                "turn_ids": ["D4:1"],
+                "date": "2023-04-24",
+                "intent": "EVOLUTION",
+            }
+        ]
+    }
     llm = ScriptedChatModel(routes={"REAL fact extractor": [reply_s1, reply_s4]})
     session, turns = _session(sample, 0)
     empty = NamespaceSnapshot(namespace="enrich-test", manifest=Manifest(namespace="enrich-test"))
@@ -246,9 +327,12 @@ def test_enrich_uses_one_llm_call_per_session_and_applies_updates(sample, resour
     assert by_rel["adopted"].valid_from == datetime(2023, 2, 1)
     assert by_rel["lives_in"].valid_from == sample.sessions[0].timestamp  # no stated time: the session's
 
-    committed = NamespaceSnapshot(namespace="enrich-test", manifest=Manifest(namespace="enrich-test", generation=1),
-                                  facts={f.id: f for f in first.facts},
-                                  fact_vectors=dict(zip((f.id for f in first.facts), first.fact_vectors, strict=True)))
+    committed = NamespaceSnapshot(
+        namespace="enrich-test",
+        manifest=Manifest(namespace="enrich-test", generation=1),
+        facts={f.id: f for f in first.facts},
+        fact_vectors=dict(zip((f.id for f in first.facts), first.fact_vectors, strict=True)),
+    )
     session4, turns4 = _session(sample, 3)
     second = enrich(_request(session4, turns4, committed, llm, resources))
     assert second.cost.llm_calls == 1 and not second.retire  # nothing is ever retired
@@ -261,8 +345,14 @@ def test_enrich_uses_one_llm_call_per_session_and_applies_updates(sample, resour
 def test_enrich_falls_back_to_patterns_on_bad_replies_and_without_a_model(sample, resources):
     session, turns = _session(sample, 0)
     empty = NamespaceSnapshot(namespace="enrich-test", manifest=Manifest(namespace="enrich-test"))
-    bad = ScriptedChatModel(routes={"REAL fact extractor": [{"facts": [{"head": "it", "relation": "", "tail": "x",
-                                                                           "turn_ids": ["D9:9"]}]}, "not json"]})
+    bad = ScriptedChatModel(
+        routes={
+            "REAL fact extractor": [
+                {"facts": [{"head": "it", "relation": "", "tail": "x", "turn_ids": ["D9:9"]}]},
+                "not json",
+            ]
+        }
+    )
     broken = enrich(_request(session, turns, empty, bad, resources))
     assert broken.cost.llm_calls == 2 and broken.fallbacks[0].role == "fact_extractor"
     heuristic = enrich(_request(session, turns, empty, None, resources, policy="heuristic"))
@@ -305,25 +395,47 @@ def test_a_month_or_a_year_keeps_its_precision_through_updates_and_answers():
     porto, lisbon = facts[fact_id(NS, "Maya", "lives_in", "Porto")], facts[fact_id(NS, "Maya", "lives_in", "Lisbon")]
     assert actions == ["add", "close"]
     assert interval_text(porto) == "[2021 -> 2023-04)" and interval_text(lisbon) == "[2023-04 -> open)"
-    assert lisbon.history[0]["at"] == "2023-04" and porto.history[-1] == {**porto.history[-1], "action": "close", "at": "2023-04"}
+    assert lisbon.history[0]["at"] == "2023-04" and porto.history[-1] == {
+        **porto.history[-1],
+        "action": "close",
+        "at": "2023-04",
+    }
     # The datetimes still order and filter: April 2023 starts on the 1st.
-    assert lisbon.valid_from == datetime(2023, 4, 1) and valid_at(lisbon, "2023-04-20") and not valid_at(porto, "2023-05-01")
-    assert date_text(lisbon.valid_from, lisbon.from_precision) == "April 2023" and date_text(porto.valid_from, "year") == "2021"
+    assert (
+        lisbon.valid_from == datetime(2023, 4, 1)
+        and valid_at(lisbon, "2023-04-20")
+        and not valid_at(porto, "2023-05-01")
+    )
+    assert (
+        date_text(lisbon.valid_from, lisbon.from_precision) == "April 2023"
+        and date_text(porto.valid_from, "year") == "2021"
+    )
     # A value stated late is closed at the later value's start, with that value's precision.
     facts, actions = apply(facts, fact("Maya", "lives_in", "Madrid", "2019-06-02"))
-    assert actions == ["backfill"] and interval_text(facts[fact_id(NS, "Maya", "lives_in", "Madrid")]) == "[2019-06-02 -> 2021)"
+    assert (
+        actions == ["backfill"]
+        and interval_text(facts[fact_id(NS, "Maya", "lives_in", "Madrid")]) == "[2019-06-02 -> 2021)"
+    )
     assert when_text(datetime(2023, 4, 24, 18, 30)) == "2023-04-24T18:30"
 
 
 def test_an_extracted_month_date_is_stored_as_a_month():
     from logicmap.prompts.real_extract import ExtractedFact, FactExtraction
 
-    turn = Turn(namespace=NS, session_id="S4", dia_id="D4:1", speaker="Maya", text="I moved to Lisbon in April.",
-                session_time=datetime(2023, 5, 10))
-    extraction = FactExtraction(facts=[ExtractedFact(head="Maya", relation="lives_in", tail="Lisbon", turn_ids=["D4:1"],
-                                                     date="2023-04")])
+    turn = Turn(
+        namespace=NS,
+        session_id="S4",
+        dia_id="D4:1",
+        speaker="Maya",
+        text="I moved to Lisbon in April.",
+        session_time=datetime(2023, 5, 10),
+    )
+    extraction = FactExtraction(
+        facts=[ExtractedFact(head="Maya", relation="lives_in", tail="Lisbon", turn_ids=["D4:1"], date="2023-04")]
+    )
     [stored] = facts_from_extraction(extraction, [turn], NS)
     assert stored.from_precision == "month" and stored.valid_from == datetime(2023, 4, 1)
-    [undated] = facts_from_extraction(FactExtraction(facts=[ExtractedFact(head="Maya", relation="likes", tail="tea",
-                                                                           turn_ids=["D4:1"])]), [turn], NS)
+    [undated] = facts_from_extraction(
+        FactExtraction(facts=[ExtractedFact(head="Maya", relation="likes", tail="tea", turn_ids=["D4:1"])]), [turn], NS
+    )
     assert undated.valid_from == datetime(2023, 5, 10) and undated.from_precision == "day"  # the session's date

@@ -71,13 +71,22 @@ def test_the_rules_issue_42_found_unbound_are_covered() -> None:
         ("CompassMem", "Explorer actions SKIP / EXPAND / ANSWER, <= 3 next nodes, annotated subgoals (Eq. 9-10)"),
         ("CompassMem", "Three parallel explorers"),
         ("CompassMem", "Topic layer: re-cluster all events every T = 4 construction steps (t mod T = 0)"),
-        ("CompassMem", "Topic layer: online step, each new event joins its most similar topic if the similarity "
-                       "exceeds delta = 0.9, else opens a topic (App. B)"),
-        ("CompassMem", "A round ends when the queue is empty or every subgoal is satisfied; the Planner refines once, "
-                       "for the unsatisfied subgoals (App. B, 4.3.3)"),
+        (
+            "CompassMem",
+            "Topic layer: online step, each new event joins its most similar topic if the similarity "
+            "exceeds delta = 0.9, else opens a topic (App. B)",
+        ),
+        (
+            "CompassMem",
+            "A round ends when the queue is empty or every subgoal is satisfied; the Planner refines once, "
+            "for the unsatisfied subgoals (App. B, 4.3.3)",
+        ),
         ("Goal-Mem", "Targeted retrieval per subgoal (Eq. 3, Alg. 1 lines 9-11, 26-28)"),
-        ("Goal-Mem", "Success: U(b,d) = {} over the accumulated Psi(b,<=d), answer variables bound (Alg. 1 lines 15, "
-                     "32; Sec. 4.4)"),
+        (
+            "Goal-Mem",
+            "Success: U(b,d) = {} over the accumulated Psi(b,<=d), answer variables bound (Alg. 1 lines 15, "
+            "32; Sec. 4.4)",
+        ),
         ("Memory-R2", "Related memories of a new fact (how `related_memory_ids` are found)"),
         ("REAL", "Defaults k=5, D_max=3, m=5, theta_stable=0.8, delta_QR=delta_LC=0.5"),
     }

@@ -110,14 +110,30 @@ def careful_unifier(messages: Sequence[BaseMessage]) -> dict:
     results = []
     for sid, text in subgoals.items():
         if {"D2:2", "D2:4"} <= memories and "visited" in text:
-            results.append({"subgoal": sid, "resolved": True, "facts": ["D2:2"],
-                            "bindings": [{"variable": "y", "value": "Blue Finch", "type": "cafe"}]})
+            results.append(
+                {
+                    "subgoal": sid,
+                    "resolved": True,
+                    "facts": ["D2:2"],
+                    "bindings": [{"variable": "y", "value": "Blue Finch", "type": "cafe"}],
+                }
+            )
         elif {"D2:2", "D2:4"} <= memories and "had" in text:
-            results.append({"subgoal": sid, "resolved": True, "facts": ["D2:4", "D2:2"],
-                            "bindings": [{"variable": "x", "value": "iced matcha latte", "type": "drink"},
-                                         {"variable": "y", "value": "Blue Finch", "type": "cafe"}]})
+            results.append(
+                {
+                    "subgoal": sid,
+                    "resolved": True,
+                    "facts": ["D2:4", "D2:2"],
+                    "bindings": [
+                        {"variable": "x", "value": "iced matcha latte", "type": "drink"},
+                        {"variable": "y", "value": "Blue Finch", "type": "cafe"},
+                    ],
+                }
+            )
         else:
-            results.append({"subgoal": sid, "resolved": False, "reason": "nothing says which cafe she visited last week"})
+            results.append(
+                {"subgoal": sid, "resolved": False, "reason": "nothing says which cafe she visited last week"}
+            )
     return {"results": results}
 
 
@@ -159,10 +175,12 @@ def test_heuristic_goal_from_wh_word() -> None:
 def test_decompose_role_rejects_a_repeated_decomposition() -> None:
     goal = parse_goal(GOAL)
     first = Rule(body=[parse_atom(DRINK_AT_CAFE)], head=goal.atoms)
-    script = RoleScript(decompose=[
-        {"subgoals": [DRINK_AT_CAFE]},
-        {"subgoals": [VISITED, DRINK_AT_CAFE]},
-    ])
+    script = RoleScript(
+        decompose=[
+            {"subgoals": [DRINK_AT_CAFE]},
+            {"subgoals": [VISITED, DRINK_AT_CAFE]},
+        ]
+    )
     outcome = decompose_goal(script.model, QUESTION, goal, [(first, "which cafe is unknown")])
     assert [a.render() for a in outcome.output.body] == [VISITED, DRINK_AT_CAFE]
     assert outcome.attempts == 2 and outcome.fallback is None
@@ -200,10 +218,19 @@ def test_unify_batches_subgoals_in_one_call() -> None:
 
 def test_equality_is_the_llm_unifiers_judgment_and_lexical_conflicts_are_rejected() -> None:
     earlier = Substitution().bind(Term.var("y", "cafe"), Term.const("Blue Finch", "cafe"))
-    reply = {"results": [{"subgoal": "G1", "resolved": True, "facts": ["D2:4"], "bindings": [
-        {"variable": "x", "value": "iced matcha latte", "type": "drink"},
-        {"variable": "y", "value": "Rua das Flores", "type": "cafe"},
-    ]}]}
+    reply = {
+        "results": [
+            {
+                "subgoal": "G1",
+                "resolved": True,
+                "facts": ["D2:4"],
+                "bindings": [
+                    {"variable": "x", "value": "iced matcha latte", "type": "drink"},
+                    {"variable": "y", "value": "Rua das Flores", "type": "cafe"},
+                ],
+            }
+        ]
+    }
     script = RoleScript(unify=[reply])
     step, outcome = unify_subgoals(
         script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)], earlier
@@ -220,24 +247,41 @@ def test_equality_is_the_llm_unifiers_judgment_and_lexical_conflicts_are_rejecte
 
 
 def test_conflict_between_results_of_one_reply_rejects_the_later() -> None:
-    reply = Unification(results=[
-        SubgoalResult(subgoal="G1", resolved=True, facts=["D2:2"], bindings=[Binding(variable="y", value="Blue Finch")]),
-        SubgoalResult(subgoal="G2", resolved=True, facts=["D5:2"],
-                      bindings=[Binding(variable="y", value="Pasteis de Belem")]),
-    ])
-    step = apply_unification(reply, {"G1": parse_atom(VISITED), "G2": parse_atom("Maya ate at (y:cafe)")}, Substitution())
+    reply = Unification(
+        results=[
+            SubgoalResult(
+                subgoal="G1", resolved=True, facts=["D2:2"], bindings=[Binding(variable="y", value="Blue Finch")]
+            ),
+            SubgoalResult(
+                subgoal="G2", resolved=True, facts=["D5:2"], bindings=[Binding(variable="y", value="Pasteis de Belem")]
+            ),
+        ]
+    )
+    step = apply_unification(
+        reply, {"G1": parse_atom(VISITED), "G2": parse_atom("Maya ate at (y:cafe)")}, Substitution()
+    )
     assert step.resolved == {"G1": ["D2:2"]} and step.substitution.value("y") == "Blue Finch"
     assert "G2" in step.unresolved and "conflicting" in step.rejected[0]
 
 
 def test_type_fit_is_the_llm_unifiers_judgment_and_lexical_mismatches_are_rejected() -> None:
-    reply = {"results": [{"subgoal": "G1", "resolved": True, "facts": ["D2:4"], "bindings": [
-        {"variable": "x", "value": "Blue Finch", "type": "cafe"},
-        {"variable": "y", "value": "Blue Finch", "type": "cafe"},
-    ]}]}
+    reply = {
+        "results": [
+            {
+                "subgoal": "G1",
+                "resolved": True,
+                "facts": ["D2:4"],
+                "bindings": [
+                    {"variable": "x", "value": "Blue Finch", "type": "cafe"},
+                    {"variable": "y", "value": "Blue Finch", "type": "cafe"},
+                ],
+            }
+        ]
+    }
     script = RoleScript(unify=[reply])
-    step, _ = unify_subgoals(script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)],
-                             Substitution())
+    step, _ = unify_subgoals(
+        script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)], Substitution()
+    )
     assert step.resolved == {"G1": ["D2:4"]} and step.substitution.value("x") == "Blue Finch"
     assert "type mismatch" in step.judged[0] and not step.rejected
     lexical = apply_unification(Unification.model_validate(reply), {"G1": parse_atom(DRINK_AT_CAFE)}, Substitution())
@@ -255,14 +299,25 @@ def test_malformed_unification_output_falls_back_to_lexical_entailment() -> None
 
 
 def test_structural_problems_are_retried_with_the_error() -> None:
-    bad = {"results": [{"subgoal": "G1", "resolved": True, "facts": ["D9:9"],
-                        "bindings": [{"variable": "x", "value": "latte"}]}]}
-    good = {"results": [{"subgoal": "G1", "resolved": True, "facts": ["D2:4"],
-                         "bindings": [{"variable": "x", "value": "iced matcha latte"},
-                                      {"variable": "y", "value": "Blue Finch"}]}]}
+    bad = {
+        "results": [
+            {"subgoal": "G1", "resolved": True, "facts": ["D9:9"], "bindings": [{"variable": "x", "value": "latte"}]}
+        ]
+    }
+    good = {
+        "results": [
+            {
+                "subgoal": "G1",
+                "resolved": True,
+                "facts": ["D2:4"],
+                "bindings": [{"variable": "x", "value": "iced matcha latte"}, {"variable": "y", "value": "Blue Finch"}],
+            }
+        ]
+    }
     script = RoleScript(unify=[bad, good])
-    step, outcome = unify_subgoals(script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)],
-                                   Substitution())
+    step, outcome = unify_subgoals(
+        script.model, QUESTION, {"G1": parse_atom(DRINK_AT_CAFE)}, [("D2:4", D2_4, None)], Substitution()
+    )
     retry_text = str(script.calls["unify"][1][-1].content)
     assert "unknown memory ids ['D9:9']" in retry_text and "['y'] have no value" in retry_text
     assert outcome.attempts == 2 and outcome.fallback is None and step.substitution.value("x") == "iced matcha latte"
@@ -270,8 +325,10 @@ def test_structural_problems_are_retried_with_the_error() -> None:
 
 def test_lexical_unification_reads_values_next_to_the_relation() -> None:
     result = lexical_unification(
-        [("G1", parse_atom("Maya have (x:drink) at the cafe she visited")),
-         ("G2", parse_atom("Maya visited (y:cafe) last week"))],
+        [
+            ("G1", parse_atom("Maya have (x:drink) at the cafe she visited")),
+            ("G2", parse_atom("Maya visited (y:cafe) last week")),
+        ],
         [("D2:2", D2_2, None), ("D2:4", D2_4, None)],
         Substitution(),
     )
@@ -284,10 +341,17 @@ def test_lexical_unification_reads_values_next_to_the_relation() -> None:
 def test_refine_role_validates_antecedents() -> None:
     goal = parse_goal(GOAL)
     g1 = parse_atom(DRINK_AT_CAFE)
-    script = RoleScript(refine=[
-        {"antecedents": [{"subgoal": "G5", "antecedent": VISITED}, {"subgoal": "G1", "antecedent": "Maya (y:drink)"}]},
-        {"antecedents": [{"subgoal": "G1", "antecedent": VISITED}]},
-    ])
+    script = RoleScript(
+        refine=[
+            {
+                "antecedents": [
+                    {"subgoal": "G5", "antecedent": VISITED},
+                    {"subgoal": "G1", "antecedent": "Maya (y:drink)"},
+                ]
+            },
+            {"antecedents": [{"subgoal": "G1", "antecedent": VISITED}]},
+        ]
+    )
     types = {v.name: v for v in g1.variables()}
     picked, outcome = refine_subgoals(
         script.model, QUESTION, goal, Substitution(), {"G1": (g1, "which cafe")}, [], types, {g1.key()}
@@ -331,13 +395,21 @@ def test_two_hop_question_is_solved_only_at_depth_1(ingested_sample: Resources) 
     # The generator sees the grounded goal and only the supporting memories.
     generate_prompt = str(script.calls["generate"][0][1].content)
     assert "iced matcha latte" in generate_prompt and set(re.findall(r"^(D\d+:\d+):", generate_prompt, re.M)) == {
-        "D2:2", "D2:4"}
+        "D2:2",
+        "D2:4",
+    }
     assert result.cost.llm_calls == 6 and result.cost.total_tokens > 0 and not result.fallbacks
     assert result.cost.llm_calls <= call_bound(3, 5) + 1
 
     shallow = two_hop_script()
-    result = answer(QUESTION, "sample", resources=with_model(ingested_sample, shallow.model), k_per_subgoal=2,
-                    max_depth=0, max_breadth=1)
+    result = answer(
+        QUESTION,
+        "sample",
+        resources=with_model(ingested_sample, shallow.model),
+        k_per_subgoal=2,
+        max_depth=0,
+        max_breadth=1,
+    )
     assert result.answer == FAILURE_ANSWER and result.details["status"] == "failed"
     assert shallow.count("refine") == 0 and shallow.count("generate") == 0
 
@@ -345,14 +417,19 @@ def test_two_hop_question_is_solved_only_at_depth_1(ingested_sample: Resources) 
 def test_second_decomposition_avoids_the_first(ingested_sample: Resources) -> None:
     script = RoleScript(
         parse=[{"goal": GOAL}],
-        decompose=[{"subgoals": [DRINK_AT_CAFE]}, {"subgoals": [DRINK_AT_CAFE]}, {"subgoals": ["Maya drank (x:drink)"]}],
-        unify=lambda m: {"results": [{"subgoal": s, "resolved": False, "reason": "not stated"} for s in subgoals_in(m)]},
+        decompose=[
+            {"subgoals": [DRINK_AT_CAFE]},
+            {"subgoals": [DRINK_AT_CAFE]},
+            {"subgoals": ["Maya drank (x:drink)"]},
+        ],
+        unify=lambda m: {
+            "results": [{"subgoal": s, "resolved": False, "reason": "not stated"} for s in subgoals_in(m)]
+        },
         refine=lambda m: {"antecedents": []},
     )
     # Depth 1 (a refinement that finds nothing): at depth 0 the call budget 1 + 2(2 + 0) = 5 has no room for
     # the second decomposition's retry, and the budget is enforced.
-    result = answer(QUESTION, "sample", resources=with_model(ingested_sample, script.model), max_breadth=2,
-                    max_depth=1)
+    result = answer(QUESTION, "sample", resources=with_model(ingested_sample, script.model), max_breadth=2, max_depth=1)
     assert result.answer == FAILURE_ANSWER
     assert result.details["breadth"] == 2
     assert result.details["failed_decompositions"][0].startswith(DRINK_AT_CAFE + " =>")
@@ -361,7 +438,9 @@ def test_second_decomposition_avoids_the_first(ingested_sample: Resources) -> No
     assert "tried and failed" in second_prompt and DRINK_AT_CAFE in second_prompt
     assert "already failed" in str(script.calls["decompose"][2][-1].content)
     assert script.count("unify") == 2 and script.count("refine") == 2 and script.count("generate") == 0
-    assert result.details["llm_requests"] == 8 <= call_bound(2, 1) and result.details["stop_reason"] == "breadth exhausted"
+    assert (
+        result.details["llm_requests"] == 8 <= call_bound(2, 1) and result.details["stop_reason"] == "breadth exhausted"
+    )
 
 
 def test_repeated_decomposition_after_retry_ends_the_breadth_loop(ingested_sample: Resources) -> None:
@@ -391,12 +470,17 @@ class FixedBackbone:
 
     def search(self, query: str, k: int) -> list[Hit]:
         self.queries.append(query)
-        hits = [Hit("turn", "D2:4", "[D2:4] " + D2_4, ["D2:4"], 2.0), Hit("turn", "D4:5", "[D4:5] Maya: Sorry", ["D4:5"], 1.0)]
+        hits = [
+            Hit("turn", "D2:4", "[D2:4] " + D2_4, ["D2:4"], 2.0),
+            Hit("turn", "D4:5", "[D4:5] Maya: Sorry", ["D4:5"], 1.0),
+        ]
         return hits[:k]
 
 
 def test_early_stop_when_a_depth_step_retrieves_nothing_new(ingested_sample: Resources) -> None:
-    antecedents = [{"antecedents": [{"subgoal": "G1", "antecedent": f"Maya went to (y:cafe) step {i}"}]} for i in range(5)]
+    antecedents = [
+        {"antecedents": [{"subgoal": "G1", "antecedent": f"Maya went to (y:cafe) step {i}"}]} for i in range(5)
+    ]
     script = RoleScript(
         parse=[{"goal": GOAL}],
         decompose=[{"subgoals": [DRINK_AT_CAFE]}],
@@ -404,8 +488,14 @@ def test_early_stop_when_a_depth_step_retrieves_nothing_new(ingested_sample: Res
         refine=antecedents,
     )
     backbone = FixedBackbone()
-    result = answer(QUESTION, "sample", resources=with_model(ingested_sample, script.model), backbone=backbone,
-                    max_breadth=1, max_depth=5)
+    result = answer(
+        QUESTION,
+        "sample",
+        resources=with_model(ingested_sample, script.model),
+        backbone=backbone,
+        max_breadth=1,
+        max_depth=5,
+    )
     assert result.answer == FAILURE_ANSWER
     assert script.count("refine") == 1 and script.count("unify") == 2
     unify_steps = [t for t in result.details["trace"] if t["node"] == "unify"]
@@ -414,15 +504,26 @@ def test_early_stop_when_a_depth_step_retrieves_nothing_new(ingested_sample: Res
 
 
 def test_memory_budget_caps_retrieval(ingested_sample: Resources) -> None:
-    result = answer("What drink did Maya have at the cafe she visited?", "sample", resources=ingested_sample,
-                    policy="heuristic", max_memories=3, k_per_subgoal=5)
+    result = answer(
+        "What drink did Maya have at the cafe she visited?",
+        "sample",
+        resources=ingested_sample,
+        policy="heuristic",
+        max_memories=3,
+        k_per_subgoal=5,
+    )
     assert 0 < result.details["memories_retrieved"] <= 3
 
 
 @pytest.mark.parametrize("backbone", ["bm25", "events"])
 def test_heuristic_policy_answers_the_running_example(ingested_sample: Resources, backbone: str) -> None:
-    result = answer("What drink did Maya have at the cafe she visited?", "sample", resources=ingested_sample,
-                    policy="heuristic", backbone=backbone)
+    result = answer(
+        "What drink did Maya have at the cafe she visited?",
+        "sample",
+        resources=ingested_sample,
+        policy="heuristic",
+        backbone=backbone,
+    )
     assert "matcha" in result.answer
     assert result.cost.llm_calls == 0 and not result.fallbacks
     assert "D2:4" in result.cited_turns() and result.details["backbone"] == backbone
@@ -431,8 +532,13 @@ def test_heuristic_policy_answers_the_running_example(ingested_sample: Resources
 
 
 def test_dense_backbone_and_llm_policy_without_a_model(ingested_sample: Resources) -> None:
-    result = answer("Who helped Maya pack for the move?", "sample", resources=with_model(ingested_sample, None),
-                    backbone="dense", policy="llm")
+    result = answer(
+        "Who helped Maya pack for the move?",
+        "sample",
+        resources=with_model(ingested_sample, None),
+        backbone="dense",
+        policy="llm",
+    )
     assert result.answer and result.details["backbone"] == "dense"
     assert result.fallbacks and all(f.reason == "no chat model configured" for f in result.fallbacks)
     assert {f.role for f in result.fallbacks} >= {"goalmem_parse", "goalmem_decompose", "goalmem_unify"}
@@ -463,13 +569,22 @@ class ListRetriever(BaseRetriever):
 
 
 def test_any_langchain_retriever_is_a_backbone(ingested_sample: Resources) -> None:
-    retriever = ListRetriever(documents=[
-        Document(page_content=D2_2, metadata={"dia_id": "D2:2"}),
-        Document(page_content=D2_4, metadata={"dia_id": "D2:4"}),
-        Document(page_content="Leo: I usually drink black coffee.", metadata={"id": "note-1", "turn_ids": ["D2:5"]}),
-    ])
-    result = answer("What drink did Maya have at the cafe she visited?", "sample", resources=ingested_sample,
-                    policy="heuristic", backbone=retriever)
+    retriever = ListRetriever(
+        documents=[
+            Document(page_content=D2_2, metadata={"dia_id": "D2:2"}),
+            Document(page_content=D2_4, metadata={"dia_id": "D2:4"}),
+            Document(
+                page_content="Leo: I usually drink black coffee.", metadata={"id": "note-1", "turn_ids": ["D2:5"]}
+            ),
+        ]
+    )
+    result = answer(
+        "What drink did Maya have at the cafe she visited?",
+        "sample",
+        resources=ingested_sample,
+        policy="heuristic",
+        backbone=retriever,
+    )
     assert "matcha" in result.answer and "D2:4" in result.cited_turns()
     assert result.details["backbone"] == "ListRetriever"
     hits = LangChainBackbone(retriever).search("black coffee", 3)
@@ -490,8 +605,9 @@ def test_backbone_names_and_reverse_adapter(ingested_sample: Resources) -> None:
 
 
 def runtime_for(resources: Resources, **settings: Any) -> Runtime[GoalMemContext]:
-    return Runtime(context=GoalMemContext(**settings, resources=resources), store=None,
-                   stream_writer=lambda _: None, previous=None)
+    return Runtime(
+        context=GoalMemContext(**settings, resources=resources), store=None, stream_writer=lambda _: None, previous=None
+    )
 
 
 def evidence(mid: str, text: str) -> EvidenceItem:
@@ -512,25 +628,39 @@ def test_context_hides_resources_and_retriever_from_the_schema() -> None:
 def test_parse_and_decompose_nodes_alone(ingested_sample: Resources) -> None:
     runtime = runtime_for(ingested_sample, policy="heuristic", namespace="sample")
     parsed = parse_goal_node({"question": QUESTION}, runtime)
-    assert parsed["namespace"] == "sample" and parsed["breadth"] == 0 and parsed["goal"].answer and parsed["cost"].llm_calls == 0
+    assert (
+        parsed["namespace"] == "sample"
+        and parsed["breadth"] == 0
+        and parsed["goal"].answer
+        and parsed["cost"].llm_calls == 0
+    )
     update = decompose({"question": QUESTION, "goal": parse_goal(GOAL), "breadth": 0, "step": 0}, runtime)
     assert update["breadth"] == 1 and update["step"] == 1 and update["depth"] == 0 and not update["exhausted"]
     assert list(update["subgoals"]) == update["originals"] == [f"G{i + 1}" for i in range(len(update["rule"].body))]
     assert set(update["unresolved"].values()) == {"not tried"} and update["failed"] == []
     # A second call records the first rule as failed, with what it left unproved, and tries another.
     again = decompose({**update, "question": QUESTION, "goal": parse_goal(GOAL)}, runtime)
-    assert again["failed"][0] == (update["rule"], "; ".join(
-        f"{atom.render()}: not tried" for atom in update["subgoals"].values()))
+    assert again["failed"][0] == (
+        update["rule"],
+        "; ".join(f"{atom.render()}: not tried" for atom in update["subgoals"].values()),
+    )
     assert again["breadth"] == 2 and (again.get("exhausted") or again["rule"].body_key() != update["rule"].body_key())
 
 
 def test_unify_node_alone_resolves_with_both_memories(resources: Resources) -> None:
     script = RoleScript(unify=careful_unifier)
     state = {
-        "question": QUESTION, "goal": parse_goal(GOAL), "step": 2, "depth": 1, "breadth": 1,
-        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE), "G2": parse_atom(VISITED)}, "originals": ["G1"],
-        "retrieved": [Retrieval(step=1, subgoal="G1", query="q1", hits=[evidence("D2:4", D2_4)]),
-                      Retrieval(step=2, subgoal="G2", query="q2", hits=[evidence("D2:2", D2_2)])],
+        "question": QUESTION,
+        "goal": parse_goal(GOAL),
+        "step": 2,
+        "depth": 1,
+        "breadth": 1,
+        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE), "G2": parse_atom(VISITED)},
+        "originals": ["G1"],
+        "retrieved": [
+            Retrieval(step=1, subgoal="G1", query="q1", hits=[evidence("D2:4", D2_4)]),
+            Retrieval(step=2, subgoal="G2", query="q2", hits=[evidence("D2:2", D2_2)]),
+        ],
     }
     update = unify(state, runtime_for(with_model(resources, script.model)))
     assert script.count("unify") == 1 and update["new_in_step"] == 1 and update["solved_depth"] == 1
@@ -542,8 +672,12 @@ def test_unify_node_alone_resolves_with_both_memories(resources: Resources) -> N
 def test_refine_node_alone_adds_an_antecedent(resources: Resources) -> None:
     script = RoleScript(refine=[{"antecedents": [{"subgoal": "G1", "antecedent": VISITED}]}])
     state = {
-        "question": QUESTION, "goal": parse_goal(GOAL), "step": 1, "depth": 0,
-        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE)}, "unresolved": {"G1": "which cafe?"},
+        "question": QUESTION,
+        "goal": parse_goal(GOAL),
+        "step": 1,
+        "depth": 0,
+        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE)},
+        "unresolved": {"G1": "which cafe?"},
         "retrieved": [Retrieval(step=1, subgoal="G1", query="q1", hits=[evidence("D2:4", D2_4)])],
     }
     update = refine(state, runtime_for(with_model(resources, script.model)))
@@ -558,8 +692,12 @@ def test_retrieve_node_and_routers_alone(resources: Resources) -> None:
     update = retrieve({"namespace": "sample", "subgoal": "G1", "query": "matcha", "k": 1, "step": 1}, runtime)
     assert [h.id for h in update["retrieved"][0].hits] == ["D2:4"] and update["queried"] == {"G1": "matcha"}
     assert backbone.queries == ["matcha"]
-    state = {"namespace": "sample", "step": 1, "subgoals": {"G1": parse_atom(DRINK_AT_CAFE), "G2": parse_atom(VISITED)},
-             **update}
+    state = {
+        "namespace": "sample",
+        "step": 1,
+        "subgoals": {"G1": parse_atom(DRINK_AT_CAFE), "G2": parse_atom(VISITED)},
+        **update,
+    }
     sends = route_after_decompose(state, runtime)
     # G1's query is new (it was "matcha"), and the two branches share the 2 memories left of the budget.
     assert all(isinstance(s, Send) and s.node == "retrieve" for s in sends)
@@ -579,9 +717,17 @@ def test_retrieve_node_and_routers_alone(resources: Resources) -> None:
 def test_strategy_registry_and_context_options(ingested_sample: Resources) -> None:
     from logicmap.graphs.strategies.registry import answer as strategy_answer
 
-    result = strategy_answer("goalmem", "What drink did Maya have at the cafe she visited?", "sample",
-                             resources=ingested_sample, policy="heuristic", backbone="bm25")
-    assert result.strategy == "goalmem" and json.loads(result.model_dump_json())["details"]["limits"]["max_breadth"] == 3
+    result = strategy_answer(
+        "goalmem",
+        "What drink did Maya have at the cafe she visited?",
+        "sample",
+        resources=ingested_sample,
+        policy="heuristic",
+        backbone="bm25",
+    )
+    assert (
+        result.strategy == "goalmem" and json.loads(result.model_dump_json())["details"]["limits"]["max_breadth"] == 3
+    )
     context = GoalMemContext(max_breadth=1, max_depth=1, backbone="events")
     result = answer(QUESTION, "sample", resources=ingested_sample, policy="heuristic", context=context)
     assert result.details["backbone"] == "events" and result.details["limits"]["max_depth"] == 1

@@ -53,8 +53,9 @@ def test_the_rules_decide_as_the_no_llm_heuristics_without_a_request() -> None:
     assert unified.output == lexical and set(step.resolved) | set(step.unresolved) == {"G1"}
     assert not step.judged  # the lexical checks apply to the rules' own output
 
-    picked, refined = RULES.refine(QUESTION, goal, Substitution(), {"G1": (subgoals["G1"], "no cafe")}, MEMORIES,
-                                   {}, set())
+    picked, refined = RULES.refine(
+        QUESTION, goal, Substitution(), {"G1": (subgoals["G1"], "no cafe")}, MEMORIES, {}, set()
+    )
     assert picked == [] and refined.output.antecedents == []  # no refinement: the depth loop ends
 
     bound = Substitution().bind(Term.var("x", "drink"), Term.const("iced matcha latte", "drink"))
@@ -78,14 +79,21 @@ def test_the_llm_policy_asks_the_model_and_falls_back_on_garbage_recorded() -> N
 
     garbage = ScriptedChatModel(replies=["{}", "{}"])
     subgoals = {"G1": parse_atom("Maya had (x:drink) at (y:cafe)")}
-    step, unified = goalmem_policy("llm", garbage).unify(QUESTION, subgoals, MEMORIES, Substitution(),
-                                                         max_attempts=1)
+    step, unified = goalmem_policy("llm", garbage).unify(QUESTION, subgoals, MEMORIES, Substitution(), max_attempts=1)
     assert len(garbage.calls) == 1 and unified.fallback is not None and unified.fallback.role == "goalmem_unify"
     assert unified.output == RULES.unify(QUESTION, subgoals, MEMORIES, Substitution())[1].output
 
 
-@pytest.mark.parametrize("module", ["graphs/strategies/goalmem.py", "graphs/strategies/real.py", "graphs/strategies/forward.py",
-                                    "agents/goalmem.py", "agents/goalmem_forward.py"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "graphs/strategies/goalmem.py",
+        "graphs/strategies/real.py",
+        "graphs/strategies/forward.py",
+        "agents/goalmem.py",
+        "agents/goalmem_forward.py",
+    ],
+)
 def test_no_node_or_role_compares_the_policy_name(module: str) -> None:
     source = (ROOT / module).read_text(encoding="utf-8")
     assert not re.search(r"""(==|!=)\s*["'](heuristic|llm)["']|["'](heuristic|llm)["']\s*(==|!=)""", source)

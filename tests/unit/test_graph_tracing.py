@@ -46,8 +46,12 @@ class RecordingTracer(LangChainTracer):
         if run.extra.get("__disabled"):  # inside LangSmith's tracing_context(enabled=False): never sent
             return
         self.sent[str(run.id)] = {
-            "name": run.name, "run_type": run.run_type, "parent": run.parent_run_id, "tags": list(run.tags or []),
-            "metadata": dict(run.extra.get("metadata") or {}), "outputs": run.outputs,
+            "name": run.name,
+            "run_type": run.run_type,
+            "parent": run.parent_run_id,
+            "tags": list(run.tags or []),
+            "metadata": dict(run.extra.get("metadata") or {}),
+            "outputs": run.outputs,
         }
 
     def _persist_run_single(self, run: Any) -> None:
@@ -70,8 +74,9 @@ def memory(tmp_path_factory: pytest.TempPathFactory, sample: Any) -> Iterator[Re
     from tests.conftest import make_resources
 
     res = make_resources(tmp_path_factory.mktemp("traced-memory"))
-    ingest_conversation(sample.model_copy(update={"sessions": sample.sessions[:2]}), "traced", resources=res,
-                        policy="heuristic")
+    ingest_conversation(
+        sample.model_copy(update={"sessions": sample.sessions[:2]}), "traced", resources=res, policy="heuristic"
+    )
     yield res
     res.store.close()
 
@@ -107,8 +112,11 @@ def test_a_strategy_graph_invoked_directly_carries_its_root_run(memory: Resource
     assert isinstance(graph, TracedGraph)
     context_type = graph.builder.context_schema
     tracer = RecordingTracer()
-    final = graph.invoke({"question": QUESTION}, config={"callbacks": [tracer]},
-                         context=context_type(policy="llm", namespace="traced", resources=_scripted(memory)))
+    final = graph.invoke(
+        {"question": QUESTION},
+        config={"callbacks": [tracer]},
+        context=context_type(policy="llm", namespace="traced", resources=_scripted(memory)),
+    )
     root = _check_root(tracer, final, strategy, "llm")
     assert final["cost"].llm_calls > 0
     budgets = {f.name for f in dataclasses.fields(context_type)} - {"resources", "policy", "namespace"}
@@ -126,8 +134,11 @@ def test_the_ingest_graph_invoked_directly_carries_its_cost(memory: Resources, s
 
     tracer = RecordingTracer()
     res = dataclasses.replace(_scripted(memory), store_=None, settings=memory.settings.model_copy())
-    final = graph.invoke({"sessions": sample.sessions[:1]}, config={"callbacks": [tracer]},
-                         context=IngestContext(policy="llm", namespace="traced-ingest", resources=res))
+    final = graph.invoke(
+        {"sessions": sample.sessions[:1]},
+        config={"callbacks": [tracer]},
+        context=IngestContext(policy="llm", namespace="traced-ingest", resources=res),
+    )
     root = tracer.roots()[0]
     assert root["name"] == "ingest" and {"strategy:ingest", "policy:llm"} <= set(root["tags"])
     assert root["metadata"]["namespace"] == "traced-ingest" and root["metadata"]["merge_threshold"] == 0.9
@@ -141,8 +152,11 @@ def test_the_policy_tag_is_the_policy_the_run_can_use(memory: Resources) -> None
 
     tracer = RecordingTracer()
     no_model = dataclasses.replace(memory, llm_=None)
-    final = graph.invoke({"question": QUESTION}, config={"callbacks": [tracer]},
-                         context=CompassContext(policy="llm", namespace="traced", resources=no_model))
+    final = graph.invoke(
+        {"question": QUESTION},
+        config={"callbacks": [tracer]},
+        context=CompassContext(policy="llm", namespace="traced", resources=no_model),
+    )
     _check_root(tracer, final, "compass", "heuristic")  # "llm" asked for, no chat model configured
     assert final["cost"].llm_calls == 0
 
@@ -151,9 +165,13 @@ def test_an_async_run_gets_its_cost_before_the_root_run_is_sent(memory: Resource
     from logicmap.graphs.strategies.goalmem import graph
 
     tracer = RecordingTracer()
-    final = asyncio.run(graph.ainvoke({"question": QUESTION}, config={"callbacks": [tracer]},
-                                      context={"policy": "llm", "namespace": "traced",
-                                               "resources": _scripted(memory)}))
+    final = asyncio.run(
+        graph.ainvoke(
+            {"question": QUESTION},
+            config={"callbacks": [tracer]},
+            context={"policy": "llm", "namespace": "traced", "resources": _scripted(memory)},
+        )
+    )
     _check_root(tracer, final, "goalmem", "llm")
     assert tracer.runs_named(_routers(graph)) == []  # untraced on the async path too
 
@@ -180,8 +198,13 @@ def test_with_tracing_off_the_state_still_carries_the_wall_time(memory: Resource
 
     final = graph.invoke({"question": QUESTION}, context=RealContext(namespace="traced", resources=memory))
     assert isinstance(final["cost"], Cost) and final["cost"].wall_time_s > 0
-    chunks = list(graph.stream({"question": QUESTION}, context=RealContext(namespace="traced", resources=memory),
-                               stream_mode=["values", "updates"]))
+    chunks = list(
+        graph.stream(
+            {"question": QUESTION},
+            context=RealContext(namespace="traced", resources=memory),
+            stream_mode=["values", "updates"],
+        )
+    )
     snapshots = [c for mode, c in chunks if mode == "values" and "cost" in c]
     times = [s["cost"].wall_time_s for s in snapshots]
     assert times and times == sorted(times) and times[-1] > 0  # the run's wall time so far, in every snapshot

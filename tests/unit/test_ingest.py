@@ -23,21 +23,37 @@ def _first_sessions(sample: Conversation, n: int) -> Conversation:
 
 
 def _s1_segments() -> dict:
-    return {"events": [
-        {"summary": "Maya adopted Biscuit, a golden retriever puppy, last month.", "turn_ids": ["D1:1", "D1:2"],
-         "participants": ["Maya", "Leo"], "time_phrase": "last month"},
-        {"summary": "Maya works night shifts as a nurse at Santo Antonio hospital in Porto.", "turn_ids": ["D1:3"],
-         "participants": ["Maya"]},
-        {"summary": "Leo trains for the Lisbon half marathon and loves sushi; Maya prefers ramen.",
-         "turn_ids": ["D1:4", "D1:5", "D1:6", "D1:7", "D1:8"], "participants": ["Leo", "Maya"]},
-    ]}
+    return {
+        "events": [
+            {
+                "summary": "Maya adopted Biscuit, a golden retriever puppy, last month.",
+                "turn_ids": ["D1:1", "D1:2"],
+                "participants": ["Maya", "Leo"],
+                "time_phrase": "last month",
+            },
+            {
+                "summary": "Maya works night shifts as a nurse at Santo Antonio hospital in Porto.",
+                "turn_ids": ["D1:3"],
+                "participants": ["Maya"],
+            },
+            {
+                "summary": "Leo trains for the Lisbon half marathon and loves sushi; Maya prefers ramen.",
+                "turn_ids": ["D1:4", "D1:5", "D1:6", "D1:7", "D1:8"],
+                "participants": ["Leo", "Maya"],
+            },
+        ]
+    }
 
 
 def test_segmentation_relations_and_relative_time(resources, sample) -> None:
-    llm = ScriptedChatModel(routes={
-        SEGMENT: [_s1_segments()],
-        RELATE: [{"relations": [{"source": "E2", "target": "E3", "label": "Contrast", "turn_ids": ["D1:3", "D1:4"]}]}],
-    })
+    llm = ScriptedChatModel(
+        routes={
+            SEGMENT: [_s1_segments()],
+            RELATE: [
+                {"relations": [{"source": "E2", "target": "E3", "label": "Contrast", "turn_ids": ["D1:3", "D1:4"]}]}
+            ],
+        }
+    )
     resources.llm_ = llm
     report = ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
     snap = resources.store.snapshot("ns")
@@ -94,16 +110,23 @@ def test_fusion_merges_links_and_inserts_with_one_judge_call(resources, sample) 
 
     second = _first_sessions(sample, 2)
     second.sessions = second.sessions[1:]
-    s2 = {"events": [
-        {"summary": s1["events"][0]["summary"], "turn_ids": ["D2:1", "D2:2"], "participants": ["Maya"]},
-        {"summary": s1["events"][1]["summary"], "turn_ids": ["D2:3", "D2:4"], "participants": ["Maya"]},
-        {"summary": "Ana, Maya's sister, visits next month with her kids.", "turn_ids": ["D2:5", "D2:6", "D2:7"],
-         "participants": ["Maya", "Ana"]},
-    ]}
-    judge = {"verdicts": [
-        {"pair": 0, "same_event": True},
-        {"pair": 1, "same_event": False, "has_overlap": True, "relation_type": "elaboration"},
-    ]}
+    s2 = {
+        "events": [
+            {"summary": s1["events"][0]["summary"], "turn_ids": ["D2:1", "D2:2"], "participants": ["Maya"]},
+            {"summary": s1["events"][1]["summary"], "turn_ids": ["D2:3", "D2:4"], "participants": ["Maya"]},
+            {
+                "summary": "Ana, Maya's sister, visits next month with her kids.",
+                "turn_ids": ["D2:5", "D2:6", "D2:7"],
+                "participants": ["Maya", "Ana"],
+            },
+        ]
+    }
+    judge = {
+        "verdicts": [
+            {"pair": 0, "same_event": True},
+            {"pair": 1, "same_event": False, "has_overlap": True, "relation_type": "elaboration"},
+        ]
+    }
     llm = ScriptedChatModel(routes={SEGMENT: [s2], RELATE: [{"relations": []}], JUDGE: [judge]})
     resources.llm_ = llm
     report = ingest_conversation(second, "ns", resources=resources, context=CORE_ONLY, append=True)
@@ -184,9 +207,17 @@ def test_a_question_and_the_reply_to_it_stay_in_one_no_llm_segment(asks: str, to
     from logicmap.agents.segmenter import changepoint_segments
     from logicmap.memory.records.records import Turn
 
-    lines = [("Sam", "We had our anniversary dinner."), ("Priya", asks), ("Sam", "A vintage film camera."),
-             ("Priya", "Nice."), ("Sam", "Work is busy."), ("Priya", "Same here.")]
-    turns = [Turn(namespace="n", session_id="S1", dia_id=f"D1:{i + 1}", speaker=s, text=t) for i, (s, t) in enumerate(lines)]
+    lines = [
+        ("Sam", "We had our anniversary dinner."),
+        ("Priya", asks),
+        ("Sam", "A vintage film camera."),
+        ("Priya", "Nice."),
+        ("Sam", "Work is busy."),
+        ("Priya", "Same here."),
+    ]
+    turns = [
+        Turn(namespace="n", session_id="S1", dia_id=f"D1:{i + 1}", speaker=s, text=t) for i, (s, t) in enumerate(lines)
+    ]
     e = np.eye(3)
     vectors = np.vstack([e[0], e[0], e[1], e[1], e[2], e[2]])  # the similarity drops between the question and the reply
     events = changepoint_segments(turns, vectors).events
@@ -214,11 +245,16 @@ def test_ingest_nodes_run_alone_one_after_another(resources, sample) -> None:
         topics,
     )
 
-    runtime = _runtime(IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace="ns",
-                                     resources=resources))
+    runtime = _runtime(
+        IngestContext(policy="heuristic", extract_facts=False, extract_cues=False, namespace="ns", resources=resources)
+    )
     state: dict = {"sessions": _first_sessions(sample, 2).sessions}
     state.update(prepare(state, runtime))
-    assert state["namespace"] == "ns" and state["current"].session_id == "S1" and [s.session_id for s in state["pending"]] == ["S2"]
+    assert (
+        state["namespace"] == "ns"
+        and state["current"].session_id == "S1"
+        and [s.session_id for s in state["pending"]] == ["S2"]
+    )
     assert route_after_prepare(state) == "segment"
     state.update(segment(state, runtime))
     assert state["events"] and all(e.session_id == "S1" and e.source == "heuristic" for e in state["events"])
@@ -266,12 +302,17 @@ def test_faithful_fusion_judges_every_new_event_with_its_most_similar_stored_one
     ingest_conversation(_first_sessions(sample, 1), "ns", resources=resources, context=CORE_ONLY)
     second = _first_sessions(sample, 2)
     second.sessions = second.sessions[1:]
-    s2 = {"events": [
-        {"summary": s1["events"][0]["summary"], "turn_ids": ["D2:1", "D2:2"], "participants": ["Maya"]},
-        {"summary": s1["events"][1]["summary"], "turn_ids": ["D2:3", "D2:4"], "participants": ["Maya"]},
-        {"summary": "Ana, Maya's sister, visits next month with her kids.", "turn_ids": ["D2:5", "D2:6", "D2:7"],
-         "participants": ["Maya", "Ana"]},
-    ]}
+    s2 = {
+        "events": [
+            {"summary": s1["events"][0]["summary"], "turn_ids": ["D2:1", "D2:2"], "participants": ["Maya"]},
+            {"summary": s1["events"][1]["summary"], "turn_ids": ["D2:3", "D2:4"], "participants": ["Maya"]},
+            {
+                "summary": "Ana, Maya's sister, visits next month with her kids.",
+                "turn_ids": ["D2:5", "D2:6", "D2:7"],
+                "participants": ["Maya", "Ana"],
+            },
+        ]
+    }
     verdicts = [
         {"same_event": True, "has_overlap": True, "relation_type": None, "reasoning": "same move"},
         {"same_event": False, "has_overlap": True, "relation_type": "elaboration", "reasoning": "same job"},
@@ -285,10 +326,13 @@ def test_faithful_fusion_judges_every_new_event_with_its_most_similar_stored_one
     judge_calls = [c for c in llm.calls if PAPER_JUDGE in str(c[0].content)]
     assert len(judge_calls) == 3 and not [c for c in llm.calls if JUDGE in str(c[0].content)]
     system = str(judge_calls[0][0].content)
-    for criterion in ("Do they involve the same people/participants?",
-                      "Do they describe the same actions, situations, or topics?",
-                      "Do they have compatible time references?",
-                      "Would merging their information create a more complete picture of ONE event?", '"reasoning"'):
+    for criterion in (
+        "Do they involve the same people/participants?",
+        "Do they describe the same actions, situations, or topics?",
+        "Do they have compatible time references?",
+        "Would merging their information create a more complete picture of ONE event?",
+        '"reasoning"',
+    ):
         assert criterion in system, criterion
     assert "S2-E1" not in snap.events and snap.events["S1-E1"].sessions == ["S1", "S2"]
     assert "S2-E2|elaboration|S1-E2" in snap.relations
@@ -325,9 +369,14 @@ def test_faithful_fusion_without_a_model_builds_the_defaults_memory(tmp_path, sa
 def test_the_papers_judge_sends_back_an_overlap_without_its_relation_type() -> None:
     from logicmap.agents.coref import CandidatePair, judge_pairs_paper
 
-    model = ScriptedChatModel(routes={PAPER_JUDGE: [
-        {"same_event": False, "has_overlap": True, "relation_type": None, "reasoning": "same trip"},
-        {"same_event": False, "has_overlap": True, "relation_type": "follow_up", "reasoning": "same trip"}]})
+    model = ScriptedChatModel(
+        routes={
+            PAPER_JUDGE: [
+                {"same_event": False, "has_overlap": True, "relation_type": None, "reasoning": "same trip"},
+                {"same_event": False, "has_overlap": True, "relation_type": "follow_up", "reasoning": "same trip"},
+            ]
+        }
+    )
     outcome = judge_pairs_paper(model, [CandidatePair("S2-E1", "a", "S1-E1", "b", 0.4)], threshold=0.9)
     assert outcome.output.verdicts[0].relation_type == "follow_up" and outcome.fallback is None
     assert "suggest the relation_type" in str(model.calls[1][-1].content)

@@ -42,8 +42,10 @@ SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample_conversation.jso
 @pytest.mark.parametrize("seed", range(40))
 def test_length_batches_cover_every_text_once_within_their_limits(seed: int) -> None:
     rng = random.Random(seed)
-    lengths = [rng.choice([rng.randint(1, 30), rng.randint(30, 256), rng.randint(256, 9000)])
-               for _ in range(rng.randint(0, 300))]
+    lengths = [
+        rng.choice([rng.randint(1, 30), rng.randint(30, 256), rng.randint(256, 9000)])
+        for _ in range(rng.randint(0, 300))
+    ]
     max_texts = rng.choice([1, 3, 64])
     batches = length_batches(lengths, max_texts)
     flat = [i for batch in batches for i in batch]
@@ -79,9 +81,13 @@ def _minilm():  # MiniLMEmbeddings
 
 def test_numpy_vectors_do_not_depend_on_the_batches_a_text_runs_in() -> None:
     model = _minilm()
-    texts = ["Hi!", "", "Maya adopted a dog named Biscuit last spring.",
-             "Leo: I finally ran the Lisbon marathon, four hours and ten minutes. " * 30,  # past 256 tokens
-             *[f"sentence {i} about the park" + " and the dog" * (i % 7) for i in range(40)]]
+    texts = [
+        "Hi!",
+        "",
+        "Maya adopted a dog named Biscuit last spring.",
+        "Leo: I finally ran the Lisbon marathon, four hours and ten minutes. " * 30,  # past 256 tokens
+        *[f"sentence {i} about the park" + " and the dog" * (i % 7) for i in range(40)],
+    ]
     together = np.asarray(model.embed_documents(texts))
     alone = np.asarray([model.embed_documents([t])[0] for t in texts])
     old_way = np.asarray(model._load().encode(texts))  # one batch padded to the longest text
@@ -127,14 +133,20 @@ def _eager_links(turns: list[Turn], events: list[Event], prototypes: AspectProto
                 aspects = [a for a in own if a != "preference"] or turn_aspects
                 for cue in extract_cues(sentence, people=speakers):
                     label = next((a for a in aspects if a != "preference"), None) or cue.kind
-                    links.append(CueLink(cue.text, cue.kind, "event", event.id, label, turn.speaker,
-                                         f"{turn.speaker}: {sentence}"))
+                    links.append(
+                        CueLink(
+                            cue.text, cue.kind, "event", event.id, label, turn.speaker, f"{turn.speaker}: {sentence}"
+                        )
+                    )
     for turn in turns:
         for person, aspect, content, cues in extract_personal_facts(turn, aspects_of):
             fid = personal_fact_id(turn.dia_id, person, aspect, content)
             links.append(CueLink(person, "person", "fact", fid, aspect, person, content))
-            links.extend(CueLink(c.text, c.kind, "fact", fid, aspect, person, content) for c in cues
-                         if normalize_cue(c.text) != normalize_cue(person))
+            links.extend(
+                CueLink(c.text, c.kind, "fact", fid, aspect, person, content)
+                for c in cues
+                if normalize_cue(c.text) != normalize_cue(person)
+            )
     return links
 
 
@@ -142,11 +154,29 @@ def _sessions() -> list[tuple[list[Turn], list[Event]]]:
     conversation = load_conversations(SAMPLE)[0]
     out = []
     for session in conversation.sessions:
-        turns = [Turn(namespace="t", session_id=session.session_id, dia_id=r.dia_id, speaker=r.speaker, text=r.text,
-                      image_caption=r.image_caption, position=i) for i, r in enumerate(session.turns)]
-        events = [Event(id=f"{session.session_id}-E{j}", namespace="t", session_id=session.session_id,
-                        summary=" ".join(t.text for t in turns[j : j + 3]), order=j,
-                        turn_ids=[t.dia_id for t in turns[j : j + 3]]) for j in range(0, len(turns), 3)]
+        turns = [
+            Turn(
+                namespace="t",
+                session_id=session.session_id,
+                dia_id=r.dia_id,
+                speaker=r.speaker,
+                text=r.text,
+                image_caption=r.image_caption,
+                position=i,
+            )
+            for i, r in enumerate(session.turns)
+        ]
+        events = [
+            Event(
+                id=f"{session.session_id}-E{j}",
+                namespace="t",
+                session_id=session.session_id,
+                summary=" ".join(t.text for t in turns[j : j + 3]),
+                order=j,
+                turn_ids=[t.dia_id for t in turns[j : j + 3]],
+            )
+            for j in range(0, len(turns), 3)
+        ]
         out.append((turns, events))
     return out
 
@@ -156,7 +186,8 @@ def test_lazy_aspects_build_the_links_of_embedding_every_sentence_with_fewer_tex
     eager_prototypes, lazy_prototypes = AspectPrototypes(eager_embedder), AspectPrototypes(lazy_embedder)
     for turns, events in _sessions():
         assert heuristic_links(turns, events, prototypes=lazy_prototypes) == _eager_links(
-            turns, events, eager_prototypes)
+            turns, events, eager_prototypes
+        )
     assert 0 < len(lazy_embedder.texts) < len(eager_embedder.texts)
 
 

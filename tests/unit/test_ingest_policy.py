@@ -49,8 +49,12 @@ LINES = [
 
 
 def _turns() -> list[Turn]:
-    return [Turn(namespace="ns", session_id="S1", dia_id=f"D1:{i + 1}", speaker=who, text=text, session_time=WHEN,
-                 position=i) for i, (who, text) in enumerate(LINES)]
+    return [
+        Turn(
+            namespace="ns", session_id="S1", dia_id=f"D1:{i + 1}", speaker=who, text=text, session_time=WHEN, position=i
+        )
+        for i, (who, text) in enumerate(LINES)
+    ]
 
 
 def _vectors(turns: list[Turn]) -> np.ndarray:
@@ -77,11 +81,16 @@ def test_the_factory_picks_the_class_from_the_name_and_builds_no_model_for_the_r
     rules = ingest_policy("heuristic", model=source)
     assert isinstance(rules, RuleIngestPolicy) and source.asked == 0 and rules.name == "heuristic" and rules.llm is None
     assert rules.run_fallbacks() == []
-    llm = ingest_policy("llm", model=source, method="json_mode", budget=ContextBudget(4096), tags=["t"],
-                        metadata={"session_id": "S1"})
+    llm = ingest_policy(
+        "llm", model=source, method="json_mode", budget=ContextBudget(4096), tags=["t"], metadata={"session_id": "S1"}
+    )
     assert isinstance(llm, LLMIngestPolicy) and source.asked == 1 and llm.llm is model and llm.name == "llm"
-    assert (llm.method, llm.budget, llm.tags, dict(llm.metadata)) == ("json_mode", ContextBudget(4096), ("t",),
-                                                                      {"session_id": "S1"})
+    assert (llm.method, llm.budget, llm.tags, dict(llm.metadata)) == (
+        "json_mode",
+        ContextBudget(4096),
+        ("t",),
+        {"session_id": "S1"},
+    )
     assert isinstance(ingest_policy("llm", model), LLMIngestPolicy)
 
 
@@ -89,11 +98,13 @@ def test_asking_for_the_model_without_one_gives_the_rules_and_records_it_once() 
     policy = ingest_policy("llm", None, model=lambda: None)
     assert policy == RuleIngestPolicy(missing_model=True) and policy.name == "heuristic"
     assert [(f.role, f.reason) for f in policy.run_fallbacks()] == [
-        ("ingest", "no chat model configured: heuristic policy used")]
+        ("ingest", "no chat model configured: heuristic policy used")
+    ]
     turns = _turns()
     assert [f.role for f in policy.extract_facts(turns, ["Maya", "Leo"]).fallbacks] == ["fact_extractor"]
     assert [f.role for f in policy.r2_edits(FactMemory("ns"), turns, ["Maya", "Leo"], None).fallbacks] == [
-        "r2_extractor"]
+        "r2_extractor"
+    ]
     assert policy.cue_links(turns, [], WHEN, None).fallbacks == []  # the lexical cue builder is no fallback
 
 
@@ -114,7 +125,9 @@ def test_the_rules_decide_as_the_no_llm_code_did() -> None:
     assert outcome.output == finalize_times(changepoint_segments(turns, vectors), turns, WHEN)
     groups = [e.turn_ids for e in outcome.output.events]
     keys = [f"E{i + 1}" for i in range(len(groups))]
-    assert rules.relate([e.summary for e in outcome.output.events], groups, turns).output == chain_relations(keys, groups)
+    assert rules.relate([e.summary for e in outcome.output.events], groups, turns).output == chain_relations(
+        keys, groups
+    )
     pairs = [CandidatePair("S2:E1", "a", "S1:E1", "b", 0.97), CandidatePair("S2:E2", "c", "S1:E2", "d", 0.91)]
     judged = rules.judge(pairs)
     assert judged.output == similarity_verdicts(pairs) and judged.cost == Cost() and judged.fallback is None
@@ -159,23 +172,27 @@ def test_the_llm_policy_calls_the_model_and_falls_back_on_garbage() -> None:
     assert layers is None and len(model.calls) == 2  # one call, one retry with the error
     assert [f.role for f in outcome.fallbacks] == ["segmenter"] and outcome.cost.llm_calls == 2
     assert outcome.output.events  # the change-point fallback, recorded
-    relations = policy.relate([e.summary for e in outcome.output.events], [e.turn_ids for e in outcome.output.events],
-                              turns)
+    relations = policy.relate(
+        [e.summary for e in outcome.output.events], [e.turn_ids for e in outcome.output.events], turns
+    )
     assert [f.role for f in relations.fallbacks] == ["relation_extractor"]
     facts = policy.extract_facts(turns, ["Maya", "Leo"])
     assert [f.role for f in facts.fallbacks] == ["fact_extractor"] and not facts.by_rules
     assert facts.output == pattern_extraction(turns, ["Maya", "Leo"])
     judged = policy.judge([CandidatePair("S2:E1", "a", "S1:E1", "b", 0.97)])
-    assert judged.fallback is not None and judged.output == similarity_verdicts([CandidatePair("S2:E1", "a", "S1:E1",
-                                                                                                "b", 0.97)])
+    assert judged.fallback is not None and judged.output == similarity_verdicts(
+        [CandidatePair("S2:E1", "a", "S1:E1", "b", 0.97)]
+    )
     calls = len(model.calls)
     outcome, layers = policy.segment([], vectors[:0], WHEN, combined=True, facts=True, cues=True)
     assert len(model.calls) == calls and not outcome.output.events and layers is None  # no memory turns: no call
 
 
 def test_the_llm_policy_labels_topics_in_place_or_records_the_fallback() -> None:
-    clusters = [TopicCluster("T0", ("Maya adopted a dog named Biscuit.", "Maya walks Biscuit in the park.")),
-                TopicCluster("T1", ("Leo trains for the Porto marathon.",))]
+    clusters = [
+        TopicCluster("T0", ("Maya adopted a dog named Biscuit.", "Maya walks Biscuit in the park.")),
+        TopicCluster("T1", ("Leo trains for the Porto marathon.",)),
+    ]
     good = {"topics": [{"topic": "T0", "label": "Maya's dog", "description": "Biscuit the beagle."}]}
     topics = [Topic(id=c.topic_id, namespace="ns", centroid=[1.0], members=[c.topic_id]) for c in clusters]
     model = ScriptedChatModel(routes={SYSTEM_MARKER: [good, good]})
@@ -183,7 +200,8 @@ def test_the_llm_policy_labels_topics_in_place_or_records_the_fallback() -> None
     assert outcome is not None and outcome.fallback is not None  # T1 missing twice: the key-term fallback
     expected = {a.topic: a for a in fallback_abstracts(clusters).topics}
     assert [(t.label, t.description, t.label_source) for t in topics] == [
-        (expected[t.id].label, expected[t.id].description, "fallback") for t in topics]
+        (expected[t.id].label, expected[t.id].description, "fallback") for t in topics
+    ]
     answered = {"topics": [*good["topics"], {"topic": "T1", "label": "marathon", "description": "Leo runs."}]}
     model = ScriptedChatModel(routes={SYSTEM_MARKER: [answered]})
     outcome = LLMIngestPolicy(model).label_topics(topics, lambda: clusters)
@@ -194,8 +212,15 @@ def test_the_llm_policy_labels_topics_in_place_or_records_the_fallback() -> None
 # -- no ingest module tests the policy name ------------------------------------------------------------
 
 
-INGEST_MODULES = ["graphs/ingest/ingest.py", "graphs/ingest/nodes.py", "graphs/ingest/redo.py", "graphs/ingest/facts.py",
-                  "graphs/ingest/cues.py", "graphs/ingest/r2.py", "graphs/ingest/enrich.py"]
+INGEST_MODULES = [
+    "graphs/ingest/ingest.py",
+    "graphs/ingest/nodes.py",
+    "graphs/ingest/redo.py",
+    "graphs/ingest/facts.py",
+    "graphs/ingest/cues.py",
+    "graphs/ingest/r2.py",
+    "graphs/ingest/enrich.py",
+]
 
 
 def _policy_comparisons(path: Path) -> list[str]:

@@ -42,10 +42,14 @@ def _generated_users(store: LogicMapStore, users: int, seed: int) -> list[tuple[
         city, moved, other = rng.sample(CITIES, 3)
         firm, joined, other_firm = rng.sample(EMPLOYERS, 3)
         job, new_job = rng.sample(JOBS, 2)
-        for key, text in [("city", f"I live in {city}."), ("firm", f"I work at {firm}."),
-                          ("job", f"I work as a {job}."), ("sister", f"My sister lives in {other} with her kids."),
-                          ("trip", f"I visited {moved} for a conference."),
-                          ("cousin", f"My cousin applied to {other_firm} last year.")]:
+        for key, text in [
+            ("city", f"I live in {city}."),
+            ("firm", f"I work at {firm}."),
+            ("job", f"I work as a {job}."),
+            ("sister", f"My sister lives in {other} with her kids."),
+            ("trip", f"I visited {moved} for a conference."),
+            ("cousin", f"My cousin applied to {other_firm} last year."),
+        ]:
             store.put(ns, key, {"content": text})
         plans.append((ns, moved, joined, new_job))
     time.sleep(0.01)  # the corrections are strictly newer
@@ -53,8 +57,11 @@ def _generated_users(store: LogicMapStore, users: int, seed: int) -> list[tuple[
         store.put(ns, "city-2", {"content": f"I moved to {moved}."})
         store.put(ns, "firm-2", {"content": f"I now work at {joined}."})
         store.put(ns, "job", {"content": f"I work as a {new_job}."})
-        asked += [(ns, "Where do I live?", "city-2", "city"), (ns, "Which company do I work at?", "firm-2", "firm"),
-                  (ns, "What do I work as?", "job", None)]
+        asked += [
+            (ns, "Where do I live?", "city-2", "city"),
+            (ns, "Which company do I work at?", "firm-2", "firm"),
+            (ns, "What do I work as?", "job", None),
+        ]
     return asked
 
 
@@ -71,8 +78,12 @@ def test_a_correction_ranks_first_whether_a_new_key_or_an_update(resources: Reso
 def test_scores_lie_in_0_1_and_follow_relevance(resources: Resources) -> None:
     store = LogicMapStore(resources=resources, policy="heuristic")
     ns = ("memories", "alice")
-    texts = {"dog": "My dog is called Rex and loves the beach.", "car": "I drive a red Toyota Corolla.",
-             "food": "My favourite food is sushi.", "gym": "I go to the gym on Mondays."}
+    texts = {
+        "dog": "My dog is called Rex and loves the beach.",
+        "car": "I drive a red Toyota Corolla.",
+        "food": "My favourite food is sushi.",
+        "gym": "I go to the gym on Mondays.",
+    }
     store.batch([])
     for key, text in texts.items():
         store.put(ns, key, {"content": text})
@@ -109,10 +120,15 @@ def test_one_ranking_for_the_store_the_rerank_strategy_the_chatbot_and_mcp(resou
 
     for _, question, gold, _stale in asked:
         by_store = [i.key for i in store.search(ns, query=question, limit=5)]
-        by_strategy = list(dict.fromkeys(key_of(t) for t in answer("rerank", question, name, resources=resources,
-                                                                   policy="heuristic").turn_ranking or []))[:5]
-        recalled = bot.invoke({"messages": [HumanMessage(content=question)]}, {"configurable": {"thread_id": gold}},
-                              context=context)
+        by_strategy = list(
+            dict.fromkeys(
+                key_of(t)
+                for t in answer("rerank", question, name, resources=resources, policy="heuristic").turn_ranking or []
+            )
+        )[:5]
+        recalled = bot.invoke(
+            {"messages": [HumanMessage(content=question)]}, {"configurable": {"thread_id": gold}}, context=context
+        )
         by_chatbot = list(dict.fromkeys(key_of(t) for e in recalled["evidence"] for t in e["turn_ids"]))[:5]
         by_mcp = list(dict.fromkeys(key_of(t) for t in asyncio.run(mcp_answer(question))))[:5]
         assert by_strategy == by_store
@@ -121,14 +137,19 @@ def test_one_ranking_for_the_store_the_rerank_strategy_the_chatbot_and_mcp(resou
 
 
 def test_a_new_memory_that_restates_an_attribute_further_from_the_question_still_supersedes_it(
-        resources: Resources) -> None:
+    resources: Resources,
+) -> None:
     # LangMem's manage tool wrote the change as a new memory, phrased further from the question than the statement
     # it replaces (0.544 against 0.248 here: beyond RIVAL_MARGIN); the two are each other's counterpart.
     store = LogicMapStore(resources=resources, policy="heuristic")
     ns = ("memories", "bob")
-    store.batch([PutOp(ns, "employer", {"content": "I work for Google, a big company."}),
-                 PutOp(ns, "car", {"content": "I drive a red Toyota."}),
-                 PutOp(ns, "dog", {"content": "My dog is called Rex."})])
+    store.batch(
+        [
+            PutOp(ns, "employer", {"content": "I work for Google, a big company."}),
+            PutOp(ns, "car", {"content": "I drive a red Toyota."}),
+            PutOp(ns, "dog", {"content": "My dog is called Rex."}),
+        ]
+    )
     time.sleep(0.01)
     store.put(ns, "employer-2", {"content": "I left Google and work at Unilever now."})
     found = store.search(ns, query="Which company do I work for?", limit=4)
@@ -137,11 +158,16 @@ def test_a_new_memory_that_restates_an_attribute_further_from_the_question_still
 
 
 def test_another_persons_fact_answers_a_question_about_the_owner_less_and_supersedes_nothing(
-        resources: Resources) -> None:
+    resources: Resources,
+) -> None:
     store = LogicMapStore(resources=resources, policy="heuristic")
     ns = ("memories", "carol")
-    store.batch([PutOp(ns, "partner", {"content": "My partner is Clara."}),
-                 PutOp(ns, "car", {"content": "I drive a red Toyota."})])
+    store.batch(
+        [
+            PutOp(ns, "partner", {"content": "My partner is Clara."}),
+            PutOp(ns, "car", {"content": "I drive a red Toyota."}),
+        ]
+    )
     time.sleep(0.01)
     store.put(ns, "note", {"content": "My brother's partner is Ines."})  # newer, about someone else
     assert [i.key for i in store.search(ns, query="Who is my partner?", limit=3)][0] == "partner"
@@ -150,27 +176,46 @@ def test_another_persons_fact_answers_a_question_about_the_owner_less_and_supers
 
 
 def test_whose_fact_a_statement_or_a_question_is() -> None:
-    others = ["My brother works as a teacher.", "My friend's dog is called Max.", "My best friend moved to Oslo.",
-              "My mother was a nurse for years.", "My friend Tom got engaged."]
-    owners = ["My partner is Ana.", "My new partner is Tom.", "I live with my partner Ana.", "My dog is called Rex.",
-              "I met a teacher at the party."]
+    others = [
+        "My brother works as a teacher.",
+        "My friend's dog is called Max.",
+        "My best friend moved to Oslo.",
+        "My mother was a nurse for years.",
+        "My friend Tom got engaged.",
+    ]
+    owners = [
+        "My partner is Ana.",
+        "My new partner is Tom.",
+        "I live with my partner Ana.",
+        "My dog is called Rex.",
+        "I met a teacher at the party.",
+    ]
     assert all(_THIRD_PARTY_STATEMENT.search(t) for t in others)
     assert not any(_THIRD_PARTY_STATEMENT.search(t) for t in owners)
-    assert all(asks_about_third_party(q) for q in ["Where does my sister live?", "What does the user's brother do?",
-                                                   "Who is the partner of my brother?"])
-    assert not any(asks_about_third_party(q) for q in ["Who is my partner?", "What is the name of the user's partner?",
-                                                        "Where do I live?"])
+    assert all(
+        asks_about_third_party(q)
+        for q in ["Where does my sister live?", "What does the user's brother do?", "Who is the partner of my brother?"]
+    )
+    assert not any(
+        asks_about_third_party(q)
+        for q in ["Who is my partner?", "What is the name of the user's partner?", "Where do I live?"]
+    )
 
 
 def test_a_score_is_the_clipped_cosine_of_a_current_item_and_at_most_half_of_its_superseders(
-        resources: Resources) -> None:
+    resources: Resources,
+) -> None:
     # Monotonic in relevance, so a caller can threshold: a current item of the owner's scores its relevance (the
     # clipped cosine of the query with "speaker: text"), another person's half of it, a superseded item at most
     # half of what replaced it.
     store = LogicMapStore(resources=resources, policy="heuristic")
     ns = ("memories", "dan")
-    texts = {"dog": "My dog is called Rex and loves the beach.", "car": "I drive a red Toyota Corolla.",
-             "food": "My favourite food is sushi.", "sister": "My sister lives in Lyon."}
+    texts = {
+        "dog": "My dog is called Rex and loves the beach.",
+        "car": "I drive a red Toyota Corolla.",
+        "food": "My favourite food is sushi.",
+        "sister": "My sister lives in Lyon.",
+    }
     store.batch([PutOp(ns, key, {"content": text}) for key, text in texts.items()])
     embeddings = resources.embeddings
 

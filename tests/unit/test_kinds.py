@@ -14,8 +14,9 @@ NOT_RECORDS = {"retire", "drop_sessions", "sessions", "forgets"}  # list/dict fi
 
 def _record_fields(model: type) -> set[str]:
     hints = typing.get_type_hints(model)
-    return {name for name, hint in hints.items()
-            if typing.get_origin(hint) in (list, dict) and not name.startswith("_")} - NOT_RECORDS
+    return {
+        name for name, hint in hints.items() if typing.get_origin(hint) in (list, dict) and not name.startswith("_")
+    } - NOT_RECORDS
 
 
 def _registered_fields() -> set[str]:
@@ -62,4 +63,11 @@ def test_each_record_names_what_it_derives_from() -> None:
 
 
 def test_vectors_are_kept_for_exactly_the_queryable_kinds() -> None:
-    assert [k.field for k in RECORD_KINDS if k.has_vectors] == ["turns", "events", "topics", "facts", "cues", "r2_facts"]
+    assert [k.field for k in RECORD_KINDS if k.has_vectors] == [
+        "turns",
+        "events",
+        "topics",
+        "facts",
+        "cues",
+        "r2_facts",
+    ]

@@ -25,8 +25,11 @@ def _clustered(n: int, seed: int, centres: int = 7) -> np.ndarray:
 @pytest.mark.parametrize("kind", ["clustered", "noise"])
 def test_the_labels_are_scikit_learns(n: int, kind: str) -> None:
     kmeans = pytest.importorskip("sklearn.cluster").KMeans
-    x = _clustered(n, n) if kind == "clustered" else normalize(
-        np.random.default_rng(n).standard_normal((n, 384)).astype(np.float32))
+    x = (
+        _clustered(n, n)
+        if kind == "clustered"
+        else normalize(np.random.default_rng(n).standard_normal((n, 384)).astype(np.float32))
+    )
     k = n_clusters_for(n)
     expected = kmeans(n_clusters=k, n_init=3, random_state=0).fit_predict(x)
     assert np.array_equal(kmeans_labels(x, k, n_init=3, random_state=0), expected)
@@ -37,7 +40,7 @@ def test_separated_groups_are_found_whatever_the_seed() -> None:
     x = np.vstack([rng.normal(c, 0.01, (20, 8)) for c in (-5.0, 0.0, 5.0)]).astype(np.float32)
     for seed in range(5):
         labels = kmeans_labels(x, 3, random_state=seed)
-        assert sorted(len(set(labels[i: i + 20].tolist())) for i in (0, 20, 40)) == [1, 1, 1]
+        assert sorted(len(set(labels[i : i + 20].tolist())) for i in (0, 20, 40)) == [1, 1, 1]
         assert len(set(labels.tolist())) == 3
 
 
@@ -57,8 +60,9 @@ topics = TopicLayer().recluster("ns", {f"E{i}": rng.standard_normal(16).astype(n
 print(json.dumps({"topics": len(topics), "loaded": sorted(m for m in ("sklearn", "scipy") if m in sys.modules)}))
 """
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGICMAP_")}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
-                         check=False)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found == {"topics": n_clusters_for(40), "loaded": []}

@@ -16,7 +16,11 @@ LAYERS = ("memory", "agents", "graphs", "tools", "prompts", "evals", "studio")
 def _packages() -> list[str]:
     """Every layer, and every room of ``graphs`` and ``memory`` (issue 38: their sub-packages), as a path relative to
     the root. ``memory/store`` is the storage port's package, with its own table."""
-    rooms = [f"{layer}/{p.parent.name}" for layer in ("graphs", "memory") for p in sorted((ROOT / layer).glob("*/__init__.py"))]
+    rooms = [
+        f"{layer}/{p.parent.name}"
+        for layer in ("graphs", "memory")
+        for p in sorted((ROOT / layer).glob("*/__init__.py"))
+    ]
     return [*LAYERS, *(r for r in rooms if r != "memory/store")]
 
 

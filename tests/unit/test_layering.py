@@ -129,7 +129,13 @@ def _cycles(graph: nx.DiGraph) -> list[list[str]]:
 
 
 def test_the_package_was_found() -> None:
-    assert {"logicmap", PROGRAM, "logicmap.memory.store", "logicmap.graphs.surfaces.cli", "logicmap.evals.runner"} <= set(MODULES)
+    assert {
+        "logicmap",
+        PROGRAM,
+        "logicmap.memory.store",
+        "logicmap.graphs.surfaces.cli",
+        "logicmap.evals.runner",
+    } <= set(MODULES)
     assert set(FORBIDDEN) <= ROOT_LAYERS
 
 
@@ -173,8 +179,9 @@ def test_training_and_loco_do_not_reach_into_the_bench_scripts() -> None:
     fresh resources, tables) lives in ``evals.common``, so they import nothing from ``evals.bench``."""
     users = [m for m in MODULES if m.startswith(("logicmap.evals.train", "logicmap.evals.loco"))]
     assert "logicmap.evals.loco" in users and "logicmap.evals.train.turn_ranker" in users
-    found = sorted(f"{m}:{n} imports {t}" for m in users for n, t in _all_imports(m)
-                   if t.startswith("logicmap.evals.bench"))
+    found = sorted(
+        f"{m}:{n} imports {t}" for m in users for n, t in _all_imports(m) if t.startswith("logicmap.evals.bench")
+    )
     assert not found, "\n".join(found)
 
 
@@ -207,8 +214,12 @@ def _lazy_cycle_graph() -> nx.DiGraph:
 def _runtime_imports(importer: str) -> Iterator[str]:
     """The modules an import statement anywhere in the module loads when it runs (not under ``TYPE_CHECKING``),
     and those ``importlib.import_module("logicmap....")`` loads by a literal name."""
-    skipped = {id(n) for node in ast.walk(TREES[importer])
-               if isinstance(node, ast.If) and _is_type_checking(node.test) for n in ast.walk(node)}
+    skipped = {
+        id(n)
+        for node in ast.walk(TREES[importer])
+        if isinstance(node, ast.If) and _is_type_checking(node.test)
+        for n in ast.walk(node)
+    }
     for node in ast.walk(TREES[importer]):
         if isinstance(node, ast.Import | ast.ImportFrom) and id(node) not in skipped:
             yield from _targets(node, importer)
@@ -234,7 +245,9 @@ def test_no_import_cycles_even_through_lazy_imports() -> None:
     graph = _lazy_cycle_graph()
     allowed = set(KNOWN_LAZY_CYCLE_EDGES)
     graph.remove_edges_from(e for e in allowed if graph.has_edge(*e) and graph.edges[e]["lazy"])
-    assert not _cycles(graph), "import cycles (lazy imports included):\n" + "\n".join(" -> ".join(c) for c in _cycles(graph))
+    assert not _cycles(graph), "import cycles (lazy imports included):\n" + "\n".join(
+        " -> ".join(c) for c in _cycles(graph)
+    )
     full = _lazy_cycle_graph()
     on_cycle = {e for e in allowed if full.has_edge(*e) and nx.has_path(full, e[1], e[0])}
     assert on_cycle == allowed, f"stale, remove from KNOWN_LAZY_CYCLE_EDGES: {sorted(allowed - on_cycle)}"
@@ -242,23 +255,33 @@ def test_no_import_cycles_even_through_lazy_imports() -> None:
 
 def test_the_lazy_cycle_check_sees_imports_inside_functions() -> None:
     tree = ast.parse("def f():\n    from logicmap.graphs.ingest.redo import graph\n")
-    names = [t for node in ast.walk(tree) if isinstance(node, ast.Import | ast.ImportFrom)
-             for t in _targets(node, "logicmap.graphs.ingest.ingest")]
+    names = [
+        t
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for t in _targets(node, "logicmap.graphs.ingest.ingest")
+    ]
     assert names == ["logicmap.graphs.ingest.redo"]
 
 
-@pytest.mark.parametrize("lazy", [
-    "def _back():\n    from logicmap.graphs.ingest import ingest\n",
-    "def _back():\n    from logicmap.graphs.ingest.ingest import ingest_conversation\n",
-    "def _back():\n    import importlib\n    return importlib.import_module('logicmap.graphs.ingest.ingest')\n",
-], ids=["from-package", "from-module", "import_module"])
+@pytest.mark.parametrize(
+    "lazy",
+    [
+        "def _back():\n    from logicmap.graphs.ingest import ingest\n",
+        "def _back():\n    from logicmap.graphs.ingest.ingest import ingest_conversation\n",
+        "def _back():\n    import importlib\n    return importlib.import_module('logicmap.graphs.ingest.ingest')\n",
+    ],
+    ids=["from-package", "from-module", "import_module"],
+)
 def test_a_lazy_import_back_from_ingest_redo_to_ingest_is_caught(monkeypatch: pytest.MonkeyPatch, lazy: str) -> None:
     """Issue 30 item 3: the ingest graph runs the redo graph (``graphs.ingest.ingest`` imports ``graphs.ingest.redo``); a
     lazy import back, which once took ingest's private names, closes a cycle only the lazy check sees."""
     redo = "logicmap.graphs.ingest.redo"
     patched = ast.parse(MODULES[redo].read_text(encoding="utf-8") + "\n\n" + lazy)
     monkeypatch.setitem(TREES, redo, patched)
-    assert "logicmap.graphs.ingest.ingest" not in set(_module_level_imports(patched.body, redo))  # invisible at module level
+    assert "logicmap.graphs.ingest.ingest" not in set(
+        _module_level_imports(patched.body, redo)
+    )  # invisible at module level
     cycles = _cycles(_lazy_cycle_graph())
     assert any({"logicmap.graphs.ingest.ingest", redo} <= set(c) for c in cycles), cycles
 
@@ -308,9 +331,15 @@ def _body_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
 @pytest.mark.parametrize("path", sorted((ROOT / "graphs").rglob("*.py")), ids=lambda p: p.name)
 def test_graph_modules_have_short_module_level_functions(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    too_long = [f"{f.name} ({_body_lines(f)} lines)" for f in _functions(tree) if _body_lines(f) > MAX_GRAPH_FUNCTION_LINES]
-    nested = [f"{inner.name} in {outer.name}" for outer in _functions(tree) for inner in _functions(outer)
-              if inner is not outer]
+    too_long = [
+        f"{f.name} ({_body_lines(f)} lines)" for f in _functions(tree) if _body_lines(f) > MAX_GRAPH_FUNCTION_LINES
+    ]
+    nested = [
+        f"{inner.name} in {outer.name}"
+        for outer in _functions(tree)
+        for inner in _functions(outer)
+        if inner is not outer
+    ]
     assert not too_long, f"{path.name}: functions longer than {MAX_GRAPH_FUNCTION_LINES} lines: {too_long}"
     assert not nested, f"{path.name}: nested functions (a node or helper must be module-level): {nested}"
 
@@ -319,7 +348,14 @@ def test_graph_modules_have_short_module_level_functions(path: Path) -> None:
 # the bottom (every run's plumbing), ingest needs nothing of the strategies, no strategy reaches for ingest, the write
 # path, the chatbot or a surface, and only the surfaces sit above the chatbot. In ``memory``, ``retrieval`` is the top.
 _GRAPH_ROOMS = ("graphs/strategies", "graphs/ingest", "graphs/writes", "graphs/chat", "graphs/surfaces")
-_MEMORY_ROOMS = ("memory/store", "memory/records", "memory/indexes", "memory/language", "memory/files", "memory/runtime")
+_MEMORY_ROOMS = (
+    "memory/store",
+    "memory/records",
+    "memory/indexes",
+    "memory/language",
+    "memory/files",
+    "memory/runtime",
+)
 ROOM_RULES: dict[str, frozenset[str]] = {
     "graphs/runtime": frozenset(_GRAPH_ROOMS),
     "graphs/ingest": frozenset({"graphs/strategies", "graphs/chat", "graphs/surfaces"}),
@@ -338,15 +374,27 @@ def _room(module: str) -> str | None:
 def test_rooms_import_only_the_rooms_they_may() -> None:
     """Issue 38 item 2: ``graphs`` and ``memory`` are grouped in rooms; ingest stops importing the strategies'
     plumbing (its context extends ``graphs.runtime.context.RunContext``)."""
-    assert {"logicmap.graphs.ingest.nodes", "logicmap.graphs.runtime.context", "logicmap.memory.retrieval.query"} <= set(MODULES)
+    assert {
+        "logicmap.graphs.ingest.nodes",
+        "logicmap.graphs.runtime.context",
+        "logicmap.memory.retrieval.query",
+    } <= set(MODULES)
     assert {_room(m) for m in MODULES} - {None} == {*_GRAPH_ROOMS, "graphs/runtime", *_MEMORY_ROOMS, "memory/retrieval"}
-    found = sorted(f"{m}:{n} imports {t}" for m in MODULES for n, t in _all_imports(m)
-                   if _room(t) in ROOM_RULES.get(_room(m) or "", frozenset()))
+    found = sorted(
+        f"{m}:{n} imports {t}"
+        for m in MODULES
+        for n, t in _all_imports(m)
+        if _room(t) in ROOM_RULES.get(_room(m) or "", frozenset())
+    )
     assert not found, "room rule broken:\n" + "\n".join(found)
 
 
 def test_graphs_and_memory_hold_rooms_not_modules() -> None:
     """Every module of ``graphs`` and ``memory`` sits in a room; the layer's folder holds only its ``__init__``."""
-    flat = sorted(str(p.relative_to(ROOT)) for layer in ("graphs", "memory") for p in (ROOT / layer).glob("*.py")
-                  if p.name != "__init__.py")
+    flat = sorted(
+        str(p.relative_to(ROOT))
+        for layer in ("graphs", "memory")
+        for p in (ROOT / layer).glob("*.py")
+        if p.name != "__init__.py"
+    )
     assert not flat, f"modules outside a room: {flat}"

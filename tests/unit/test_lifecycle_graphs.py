@@ -13,9 +13,15 @@ from logicmap.memory.store import UnknownMemoryError, UnknownNamespaceError
 
 
 def _conversation(speaker: str, texts: list[str], prefix: str) -> Conversation:
-    sessions = [Session(session_id=f"S{i}", timestamp=f"2024-05-0{i}T10:00:00", timestamp_text="",
-                        turns=[RawTurn(dia_id=f"{prefix}{i}:1", speaker=speaker, text=text)])
-                for i, text in enumerate(texts, start=1)]
+    sessions = [
+        Session(
+            session_id=f"S{i}",
+            timestamp=f"2024-05-0{i}T10:00:00",
+            timestamp_text="",
+            turns=[RawTurn(dia_id=f"{prefix}{i}:1", speaker=speaker, text=text)],
+        )
+        for i, text in enumerate(texts, start=1)
+    ]
     return Conversation(conversation_id=speaker, speakers=[speaker], sessions=sessions)
 
 
@@ -30,8 +36,12 @@ def test_the_inputs_name_no_namespace() -> None:
 
 
 def test_forget_list_and_delete_act_on_the_runs_namespace_only(resources: Any) -> None:
-    ingest_conversation(_conversation("Alice", ["My PIN is 4471.", "I like figs."], "A"), "alice",
-                        resources=resources, policy="heuristic")
+    ingest_conversation(
+        _conversation("Alice", ["My PIN is 4471.", "I like figs."], "A"),
+        "alice",
+        resources=resources,
+        policy="heuristic",
+    )
     ingest_conversation(_conversation("Bob", ["I keep bees."], "B"), "bob", resources=resources, policy="heuristic")
     alice = LifecycleContext(namespace="alice", resources=resources)
     bob = LifecycleContext(namespace="bob", resources=resources)
@@ -61,10 +71,14 @@ def test_on_the_server_the_deployments_template_names_the_tenant(tmp_path: Any) 
     from logicmap.memory.runtime.tenancy import TenantOverrideError
     from logicmap.settings import LogicMapSettings
 
-    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "m", embedding_provider="hashing",
-                                              server_namespace="acme-{user_id}"))
-    ingest_conversation(_conversation("Alice", ["My PIN is 4471."], "A"), "acme-alice", resources=res,
-                        policy="heuristic")
+    res = Resources(
+        settings=LogicMapSettings(
+            data_dir=tmp_path / "m", embedding_provider="hashing", server_namespace="acme-{user_id}"
+        )
+    )
+    ingest_conversation(
+        _conversation("Alice", ["My PIN is 4471."], "A"), "acme-alice", resources=res, policy="heuristic"
+    )
     ingest_conversation(_conversation("Bob", ["I keep bees."], "B"), "acme-bob", resources=res, policy="heuristic")
     set_default_resources(res)
     set_server_mode(True)
@@ -78,8 +92,9 @@ def test_on_the_server_the_deployments_template_names_the_tenant(tmp_path: Any) 
         done = forget_graph.invoke({"turn_ids": ["A1:1"]}, config=alice, context={"resources": res})["forgotten"]
         assert done["namespace"] == "acme-alice"
         assert [a.surface for a in res.store.snapshot("acme-alice").manifest.forgets] == ["server"]
-        assert _ids(list_graph.invoke({}, config={"configurable": {"user_id": "bob"}},
-                                      context={"resources": res})["page"]) == ["B1:1"]
+        assert _ids(
+            list_graph.invoke({}, config={"configurable": {"user_id": "bob"}}, context={"resources": res})["page"]
+        ) == ["B1:1"]
     finally:
         set_server_mode(False)
         set_default_resources(None)

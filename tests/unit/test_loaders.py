@@ -43,7 +43,9 @@ def test_missing_field_names_file_record_and_field(tmp_path) -> None:
 
 
 def test_wrong_type_is_reported(tmp_path) -> None:
-    path = _write(tmp_path, _locomo({1: ("1:56 pm on 8 May, 2023", [{"speaker": "Ann", "dia_id": "D1:1", "text": 42}])}))
+    path = _write(
+        tmp_path, _locomo({1: ("1:56 pm on 8 May, 2023", [{"speaker": "Ann", "dia_id": "D1:1", "text": 42}])})
+    )
     with pytest.raises(DataFormatError, match="expected str, got int"):
         load_conversations(path)
 
@@ -70,10 +72,15 @@ def test_duplicate_dia_ids_and_empty_conversations_are_rejected(tmp_path) -> Non
 
 
 def test_sessions_out_of_time_order_are_reordered_and_the_repair_recorded(tmp_path) -> None:
-    path = _write(tmp_path, _locomo({
-        1: ("1:00 pm on 9 May, 2023", [{"speaker": "Ann", "dia_id": "D1:1", "text": "later"}]),
-        2: ("1:00 pm on 1 May, 2023", [{"speaker": "Bo", "dia_id": "D2:1", "text": "earlier"}]),
-    }))
+    path = _write(
+        tmp_path,
+        _locomo(
+            {
+                1: ("1:00 pm on 9 May, 2023", [{"speaker": "Ann", "dia_id": "D1:1", "text": "later"}]),
+                2: ("1:00 pm on 1 May, 2023", [{"speaker": "Bo", "dia_id": "D2:1", "text": "earlier"}]),
+            }
+        ),
+    )
     conv = load_conversations(path)[0]
     assert [s.session_id for s in conv.sessions] == ["S2", "S1"]
     assert conv.repairs and "out of time order" in conv.repairs[0]
@@ -86,16 +93,25 @@ def test_unreadable_timestamp_is_an_error(tmp_path) -> None:
 
 
 def test_longmemeval_format(tmp_path) -> None:
-    data = [{
-        "question_id": "q1", "question_type": "single-session-user", "question": "What pet?", "answer": "a cat",
-        "question_date": "2023/05/30 (Tue) 10:00", "haystack_session_ids": ["a", "b"],
-        "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/21 (Sun) 09:00"],
-        "haystack_sessions": [
-            [{"role": "user", "content": "I adopted a cat", "has_answer": True}, {"role": "assistant", "content": "Nice!"}],
-            [{"role": "user", "content": "Weather is good"}],
-        ],
-        "answer_session_ids": ["a"],
-    }]
+    data = [
+        {
+            "question_id": "q1",
+            "question_type": "single-session-user",
+            "question": "What pet?",
+            "answer": "a cat",
+            "question_date": "2023/05/30 (Tue) 10:00",
+            "haystack_session_ids": ["a", "b"],
+            "haystack_dates": ["2023/05/20 (Sat) 02:21", "2023/05/21 (Sun) 09:00"],
+            "haystack_sessions": [
+                [
+                    {"role": "user", "content": "I adopted a cat", "has_answer": True},
+                    {"role": "assistant", "content": "Nice!"},
+                ],
+                [{"role": "user", "content": "Weather is good"}],
+            ],
+            "answer_session_ids": ["a"],
+        }
+    ]
     conv = load_conversations(_write(tmp_path, data, "lme.json"))[0]
     assert conv.source_format == "longmemeval"
     assert [len(s.turns) for s in conv.sessions] == [2, 1]
@@ -134,8 +150,12 @@ def test_every_shipped_dataset_loads_and_its_evidence_names_real_turns(path) -> 
 # -- issue item 10: every gap is a DataFormatError naming file, record and field ---------------------
 def _lme_item(qid: str = "q1", **changes: object) -> dict:
     item = {
-        "question_id": qid, "question_type": "single-session-user", "question": "What pet?", "answer": "a cat",
-        "question_date": "2023/05/30 (Tue) 10:00", "haystack_session_ids": ["a"],
+        "question_id": qid,
+        "question_type": "single-session-user",
+        "question": "What pet?",
+        "answer": "a cat",
+        "question_date": "2023/05/30 (Tue) 10:00",
+        "haystack_session_ids": ["a"],
         "haystack_dates": ["2023/05/20 (Sat) 02:21"],
         "haystack_sessions": [[{"role": "user", "content": "I adopted a cat", "has_answer": True}]],
         "answer_session_ids": ["a"],
@@ -145,8 +165,12 @@ def _lme_item(qid: str = "q1", **changes: object) -> dict:
 
 
 def _locomo_sample(sample_id: str, **conversation: object) -> dict:
-    body = {"speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1:56 pm on 8 May, 2023",
-            "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "hi"}]}
+    body = {
+        "speaker_a": "Ann",
+        "speaker_b": "Bo",
+        "session_1_date_time": "1:56 pm on 8 May, 2023",
+        "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "hi"}],
+    }
     body.update(conversation)
     return {"sample_id": sample_id, "conversation": body, "qa": []}
 
@@ -161,15 +185,18 @@ def _rejected(path: Path, *names: str) -> DataFormatError:
     return err.value
 
 
-@pytest.mark.parametrize(("field", "value", "problem"), [
-    ("haystack_dates", 5, "expected a list, got int"),
-    ("haystack_session_ids", "a", "expected a list, got str"),
-    ("haystack_sessions", {"a": []}, "expected a list, got object"),
-    ("answer_session_ids", 3, "expected a list, got int"),
-    ("question_type", ["x"], "expected int or str, got list"),
-    ("answer", {"a": 1}, "expected a string or a number, got object"),
-    ("question_date", "someday", "unreadable timestamp"),
-])
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("haystack_dates", 5, "expected a list, got int"),
+        ("haystack_session_ids", "a", "expected a list, got str"),
+        ("haystack_sessions", {"a": []}, "expected a list, got object"),
+        ("answer_session_ids", 3, "expected a list, got int"),
+        ("question_type", ["x"], "expected int or str, got list"),
+        ("answer", {"a": 1}, "expected a string or a number, got object"),
+        ("question_date", "someday", "unreadable timestamp"),
+    ],
+)
 def test_non_list_and_wrong_type_longmemeval_fields_are_named(tmp_path, field, value, problem) -> None:
     path = _write(tmp_path, [_lme_item("q0"), _lme_item(**{field: value})], "lme.json")
     error = _rejected(path, "question 'q1'", f"'{field}'", problem)
@@ -178,7 +205,9 @@ def test_non_list_and_wrong_type_longmemeval_fields_are_named(tmp_path, field, v
 
 def test_has_answer_and_session_ids_are_typed(tmp_path) -> None:
     bad_flag = _lme_item(haystack_sessions=[[{"role": "user", "content": "x", "has_answer": "yes"}]])
-    _rejected(_write(tmp_path, [bad_flag], "flag.json"), "question 'q1' session a turn 0", "'has_answer'", "expected bool")
+    _rejected(
+        _write(tmp_path, [bad_flag], "flag.json"), "question 'q1' session a turn 0", "'has_answer'", "expected bool"
+    )
     bad_id = _lme_item(haystack_session_ids=[{"id": "a"}])
     _rejected(_write(tmp_path, [bad_id], "sid.json"), "question 'q1'", "haystack_session_ids[0]", "expected an id")
 
@@ -215,7 +244,12 @@ def test_lone_surrogates_name_the_record_and_field(tmp_path) -> None:
     assert "\\ud800" in path.read_text(encoding="utf-8")  # json.dumps escapes it; json.loads brings it back
     _rejected(path, "question 'q1'", "'question'", "lone surrogate")
     turn = {"speaker": "Ann", "dia_id": "D1:\udc80", "text": "hi"}
-    _rejected(_write(tmp_path, [_locomo_sample("a", session_1=[turn])]), "sample 'a' session_1 turn 0", "'dia_id'", "surrogate")
+    _rejected(
+        _write(tmp_path, [_locomo_sample("a", session_1=[turn])]),
+        "sample 'a' session_1 turn 0",
+        "'dia_id'",
+        "surrogate",
+    )
     jsonl = tmp_path / "chat.jsonl"
     jsonl.write_text('{"speaker": "A", "text": "\\udfff"}\n', encoding="utf-8")
     _rejected(jsonl, "line 1", "'text'", "surrogate")
@@ -224,12 +258,23 @@ def test_lone_surrogates_name_the_record_and_field(tmp_path) -> None:
 def test_non_utf8_bytes_name_the_record_they_fall_in(tmp_path) -> None:
     raw = json.dumps([_locomo_sample("a"), _locomo_sample("b")]).encode()
     path = tmp_path / "latin.json"
-    path.write_bytes(raw[: raw.rindex(b'"hi"')] + b'"h\xe9"' + raw[raw.rindex(b'"hi"') + 4:])
+    path.write_bytes(raw[: raw.rindex(b'"hi"')] + b'"h\xe9"' + raw[raw.rindex(b'"hi"') + 4 :])
     _rejected(path, "record 1", "conversation.session_1[0].text", "not UTF-8", "byte 0xe9")
 
 
-@pytest.mark.parametrize("key", ["session_01", "session_\u00b2", "session_1_", "session_x", "session_-1", "session_\u0663",
-                                 "session_1_date", "session_01_date_time"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "session_01",
+        "session_\u00b2",
+        "session_1_",
+        "session_x",
+        "session_-1",
+        "session_\u0663",
+        "session_1_date",
+        "session_01_date_time",
+    ],
+)
 def test_odd_session_keys_are_rejected_not_skipped(tmp_path, key) -> None:
     path = _write(tmp_path, [_locomo_sample("a", **{key: [{"speaker": "Ann", "dia_id": "D9:1", "text": "x"}]})])
     error = _rejected(path, "sample 'a'", "not a session key")
@@ -238,29 +283,44 @@ def test_odd_session_keys_are_rejected_not_skipped(tmp_path, key) -> None:
 
 def test_duplicate_json_keys_are_rejected(tmp_path) -> None:
     path = tmp_path / "dup.json"
-    path.write_text(json.dumps([_locomo_sample("a")]).replace('"text": "hi"', '"text": "hi", "text": "ho"'), encoding="utf-8")
+    path.write_text(
+        json.dumps([_locomo_sample("a")]).replace('"text": "hi"', '"text": "hi", "text": "ho"'), encoding="utf-8"
+    )
     _rejected(path, "sample 'a' session_1 turn 0", "'text'", "appears twice")
 
 
-@pytest.mark.parametrize(("value", "problem"), [
-    ("", "empty"), ("x" * 81, "longer than 80"), ("a\x00b", "control character"), (" a", "whitespace"),
-    (True, "expected an id (str), got bool"), (["a"], "got list"), (None, "got null"),
-])
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("", "empty"),
+        ("x" * 81, "longer than 80"),
+        ("a\x00b", "control character"),
+        (" a", "whitespace"),
+        (True, "expected an id (str), got bool"),
+        (["a"], "got list"),
+        (None, "got null"),
+    ],
+)
 def test_conversation_ids_are_checked_for_shape_and_length(tmp_path, value, problem) -> None:
     _rejected(_write(tmp_path, [_locomo_sample(value)]), "sample 0", "'sample_id'", problem)
     _rejected(_write(tmp_path, [_lme_item(value)], "lme.json"), "question 0", "'question_id'", problem)
 
 
-@pytest.mark.parametrize(("dia_id", "problem"), [("D1 :1", "whitespace"), ("D" * 65, "longer than 64"), (7, "got int"),
-                                                 ("", "empty")])
+@pytest.mark.parametrize(
+    ("dia_id", "problem"), [("D1 :1", "whitespace"), ("D" * 65, "longer than 64"), (7, "got int"), ("", "empty")]
+)
 def test_dia_ids_are_checked_for_shape_and_length(tmp_path, dia_id, problem) -> None:
     turn = {"speaker": "Ann", "dia_id": dia_id, "text": "hi"}
-    _rejected(_write(tmp_path, [_locomo_sample("a", session_1=[turn])]), "sample 'a' session_1 turn 0", "'dia_id'", problem)
+    _rejected(
+        _write(tmp_path, [_locomo_sample("a", session_1=[turn])]), "sample 'a' session_1 turn 0", "'dia_id'", problem
+    )
 
 
 def test_huge_integers_are_named(tmp_path) -> None:
     path = tmp_path / "big.json"
-    path.write_text(json.dumps([_locomo_sample("a")]).replace('"qa": []', '"qa": [' + "9" * 5000 + "]"), encoding="utf-8")
+    path.write_text(
+        json.dumps([_locomo_sample("a")]).replace('"qa": []', '"qa": [' + "9" * 5000 + "]"), encoding="utf-8"
+    )
     _rejected(path, "record 0", "qa[0]", "unreadable JSON value")
 
 

@@ -40,10 +40,10 @@ def _listing(conversation: str, golds: int, level: float, turns: int = 30) -> Qu
 
     matrix = np.zeros((turns, len(feature_names())))
     matrix[:, 0] = level
-    matrix[turns - golds:, 0] = level + 0.2
+    matrix[turns - golds :, 0] = level + 0.2
     ids = [f"D1:{i}" for i in range(turns)]
     labels = np.array([1 if i >= turns - golds else 0 for i in range(turns)])
-    return Question(conversation, 1, ids, matrix, labels, ids[turns - golds:], np.zeros(turns, dtype=np.int64))
+    return Question(conversation, 1, ids, matrix, labels, ids[turns - golds :], np.zeros(turns, dtype=np.int64))
 
 
 def test_the_fit_sees_each_question_s_context() -> None:
@@ -70,7 +70,10 @@ def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_pat
     path = tmp_path / "two.json"
     path.write_text(json.dumps(both))
     out = tmp_path / "weights.py"
-    assert main([str(path), "--embeddings", "hashing", "--data-dir", str(tmp_path / "m"), "--write-weights", str(out)]) == 0
+    assert (
+        main([str(path), "--embeddings", "hashing", "--data-dir", str(tmp_path / "m"), "--write-weights", str(out)])
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| refit on the base features |" in printed and "| chosen: " in printed and "without" in printed
     weights = runpy.run_path(str(out))

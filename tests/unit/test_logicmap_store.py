@@ -38,8 +38,10 @@ def test_the_store_is_exported_lazily_from_the_package() -> None:
     assert logicmap.LogicMapStore is LogicMapStore
 
 
-@pytest.mark.parametrize("namespace", [("memories", "a.b"), ("memories", ""), ("mem ories",), ("x" * 200,), (),
-                                       ("memories", "al/ice"), ("memories", 3)])
+@pytest.mark.parametrize(
+    "namespace",
+    [("memories", "a.b"), ("memories", ""), ("mem ories",), ("x" * 200,), (), ("memories", "al/ice"), ("memories", 3)],
+)
 def test_a_namespace_that_cannot_map_is_one_clear_error(store: LogicMapStore, namespace: Any) -> None:
     with pytest.raises((InvalidItemError, ValueError)) as err:
         store.put(namespace, "k", {"content": "x"})
@@ -69,15 +71,20 @@ def _nested(levels: int, kind: str = "dict") -> Any:
     return value
 
 
-@pytest.mark.parametrize(("make", "problem"), [
-    (lambda: {"content": "x", "deep": _nested(3_000)}, "nested more than 100 levels deep"),
-    (lambda: {"deep": _nested(100_000, "list")}, "nested more than 100 levels deep"),
-    (lambda: {"content": "x", "deep": _nested(150)}, "nested more than 100 levels deep"),
-    (lambda: {"content": "x" * 16_000_001}, "larger than 16,000,000 characters"),
-    (lambda: {"content": "x", "many": ["ab"] * 4_000_001}, "larger than 16,000,000 characters"),
-], ids=["dict-3000", "list-100000", "dict-150", "long-string", "wide-list"])
-def test_a_value_too_deep_or_too_large_is_one_line_naming_the_limit(store: LogicMapStore, make: Any,
-                                                                     problem: str) -> None:
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda: {"content": "x", "deep": _nested(3_000)}, "nested more than 100 levels deep"),
+        (lambda: {"deep": _nested(100_000, "list")}, "nested more than 100 levels deep"),
+        (lambda: {"content": "x", "deep": _nested(150)}, "nested more than 100 levels deep"),
+        (lambda: {"content": "x" * 16_000_001}, "larger than 16,000,000 characters"),
+        (lambda: {"content": "x", "many": ["ab"] * 4_000_001}, "larger than 16,000,000 characters"),
+    ],
+    ids=["dict-3000", "list-100000", "dict-150", "long-string", "wide-list"],
+)
+def test_a_value_too_deep_or_too_large_is_one_line_naming_the_limit(
+    store: LogicMapStore, make: Any, problem: str
+) -> None:
     value = make()
     with pytest.raises(InvalidItemError, match=problem) as err:
         store.put(ALICE, "k", value)
@@ -121,20 +128,31 @@ def test_a_text_value_becomes_memory_the_strategies_navigate(store: LogicMapStor
 
 
 def test_messages_become_one_turn_each_with_their_roles(store: LogicMapStore, resources: Resources) -> None:
-    store.put(ALICE, "chat-1", {"messages": [HumanMessage("I moved to Porto in May."),
-                                             AIMessage("Porto is lovely!"),
-                                             {"role": "user", "content": "My sister lives there too."}]})
+    store.put(
+        ALICE,
+        "chat-1",
+        {
+            "messages": [
+                HumanMessage("I moved to Porto in May."),
+                AIMessage("Porto is lovely!"),
+                {"role": "user", "content": "My sister lives there too."},
+            ]
+        },
+    )
     turns = sorted(resources.store.snapshot("memories.alice").turns.values(), key=lambda t: t.position)
-    assert [(t.speaker, t.text) for t in turns] == [("user", "I moved to Porto in May."),
-                                                    ("assistant", "Porto is lovely!"),
-                                                    ("user", "My sister lives there too.")]
+    assert [(t.speaker, t.text) for t in turns] == [
+        ("user", "I moved to Porto in May."),
+        ("assistant", "Porto is lovely!"),
+        ("user", "My sister lives there too."),
+    ]
     value = store.get(ALICE, "chat-1").value
     assert value["messages"][1] == {"role": "assistant", "content": "Porto is lovely!"}
     assert store.search(ALICE, query="sister Porto")[0].key == "chat-1"
 
 
-def test_a_replacing_put_forgets_everything_derived_from_the_old_value(store: LogicMapStore,
-                                                                       resources: Resources) -> None:
+def test_a_replacing_put_forgets_everything_derived_from_the_old_value(
+    store: LogicMapStore, resources: Resources
+) -> None:
     store.put(ALICE, "home", {"content": "I live on Quokka Street in Lisbon."})
     store.put(ALICE, "other", {"content": "I play the cello on Sundays."})
     store.put(ALICE, "home", {"content": "I live in Porto now."})
@@ -163,8 +181,9 @@ def test_delete_calls_forget_and_forget_takes_store_keys(store: LogicMapStore, r
     assert [a.surface for a in resources.store.snapshot("memories.alice").manifest.forgets] == ["python", "store"]
 
 
-def test_the_command_line_forgets_a_store_key(store: LogicMapStore, resources: Resources,
-                                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_command_line_forgets_a_store_key(
+    store: LogicMapStore, resources: Resources, capsys: pytest.CaptureFixture[str]
+) -> None:
     from logicmap.__main__ import main
 
     store.put(ALICE, "bees", {"content": "I keep bees on my roof."})
@@ -175,7 +194,9 @@ def test_the_command_line_forgets_a_store_key(store: LogicMapStore, resources: R
     base = ["--data-dir", str(resources.settings.data_dir), "--embeddings", "hashing"]
     assert main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--purge", "--yes"]) == 0
     assert "1 turns" in capsys.readouterr().out
-    assert main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--yes"]) == 2  # gone: nothing more to forget
+    assert (
+        main([*base, "forget", "-n", "memories.alice", "--key", "bees", "--yes"]) == 2
+    )  # gone: nothing more to forget
     assert "no such key" in capsys.readouterr().err
     assert store.get(ALICE, "bees") is None and store.get(ALICE, "vinyl") is not None
     assert store.get(BOB, "bees") is not None  # the same key in another tenant is not touched
@@ -260,15 +281,44 @@ def test_the_array_filter_agrees_with_matches_on_every_item() -> None:
 
     from logicmap.memory.records.items import ItemIndex, StoredItem, matches
 
-    values = [{"n": 3}, {"n": 3.5}, {"n": "4"}, {"n": True}, {"n": None}, {}, {"n": "x"}, {"n": [1, 2]},
-              {"n": {"a": 1}}, {"n": -2, "t": "red"}, {"n": 10, "t": "blue", "m": {"a": 1, "b": 2}}]
+    values = [
+        {"n": 3},
+        {"n": 3.5},
+        {"n": "4"},
+        {"n": True},
+        {"n": None},
+        {},
+        {"n": "x"},
+        {"n": [1, 2]},
+        {"n": {"a": 1}},
+        {"n": -2, "t": "red"},
+        {"n": 10, "t": "blue", "m": {"a": 1, "b": 2}},
+    ]
     now = datetime.now(UTC)
     items = [StoredItem("ns", f"k{i}", v, now, now, "s", (f"t{i}",)) for i, v in enumerate(values)]
-    index = ItemIndex(items=items, updated=np.zeros(len(items)), indexed=np.ones(len(items), dtype=bool),
-                      flat_turns=[f"t{i}" for i in range(len(items))], flat_items=np.arange(len(items)))
-    filters = [{"n": 3}, {"n": {"$gt": 3}}, {"n": {"$gte": "3.5"}}, {"n": {"$lt": 0}}, {"n": {"$lte": 4, "$gt": 1}},
-               {"n": {"$ne": 3}}, {"n": {"$eq": None}}, {"n": [1, 2]}, {"n": {"a": 1}}, {"m": {"a": 1}},
-               {"t": "red", "n": {"$lt": 0}}, {"n": {"$gt": "x"}}, {"missing": None}, {}]
+    index = ItemIndex(
+        items=items,
+        updated=np.zeros(len(items)),
+        indexed=np.ones(len(items), dtype=bool),
+        flat_turns=[f"t{i}" for i in range(len(items))],
+        flat_items=np.arange(len(items)),
+    )
+    filters = [
+        {"n": 3},
+        {"n": {"$gt": 3}},
+        {"n": {"$gte": "3.5"}},
+        {"n": {"$lt": 0}},
+        {"n": {"$lte": 4, "$gt": 1}},
+        {"n": {"$ne": 3}},
+        {"n": {"$eq": None}},
+        {"n": [1, 2]},
+        {"n": {"a": 1}},
+        {"m": {"a": 1}},
+        {"t": "red", "n": {"$lt": 0}},
+        {"n": {"$gt": "x"}},
+        {"missing": None},
+        {},
+    ]
     for f in filters:
         assert index.mask(f).tolist() == [matches(v, f) for v in values], f
     with pytest.raises(InvalidItemError, match="operator"):
@@ -284,9 +334,11 @@ def test_a_replacing_value_ingest_would_refuse_fails_before_the_old_item_is_forg
 
 # -- a messages value is a chat: add_messages' rules (issue 37 item 5) --------------------------------------
 
-DISTRICT = [{"role": "user", "content": "Which district do I live in?"},
-            {"role": "assistant", "content": "You probably live in Kreuzberg, the district by the canal."},
-            {"role": "user", "content": "I adopted a cat named Pixel."}]
+DISTRICT = [
+    {"role": "user", "content": "Which district do I live in?"},
+    {"role": "assistant", "content": "You probably live in Kreuzberg, the district by the canal."},
+    {"role": "user", "content": "I adopted a cat named Pixel."},
+]
 
 
 def _chat_kinds(resources: Resources, namespace: str) -> list[tuple[str, str | None, bool, bool]]:
@@ -296,11 +348,11 @@ def _chat_kinds(resources: Resources, namespace: str) -> list[tuple[str, str | N
 
 def _district(store: LogicMapStore, resources: Resources, *, trusted: bool) -> None:
     store.put(ALICE, "chat", {"messages": DISTRICT})
-    logicmap.add_messages("memories.carol", DISTRICT, resources=resources, policy="heuristic",
-                          trust_assistant=trusted)
+    logicmap.add_messages("memories.carol", DISTRICT, resources=resources, policy="heuristic", trust_assistant=trusted)
     for strategy in ("rerank", "dense", "bm25"):
-        result = answer(strategy, "Which district do I live in?", "memories.alice", resources=resources,
-                        policy="heuristic")
+        result = answer(
+            strategy, "Which district do I live in?", "memories.alice", resources=resources, policy="heuristic"
+        )
         recalled = [e.text for e in result.evidence]
         assert any("Kreuzberg" in t for t in recalled) is trusted, (strategy, recalled)
         assert not [t for t in recalled if "Which district" in t], (strategy, recalled)  # a question is context
@@ -320,15 +372,25 @@ def test_a_store_that_trusts_the_assistant_keeps_its_replies_as_evidence(resourc
 
 def test_a_messages_value_is_checked_like_add_messages(store: LogicMapStore, resources: Resources) -> None:
     with pytest.raises(InvalidItemError) as err:
-        store.put(ALICE, "k", {"messages": [{"role": "user", "content": "I like tea."},
-                                            {"role": "narrator", "content": "She smiled."}]})
+        store.put(
+            ALICE,
+            "k",
+            {"messages": [{"role": "user", "content": "I like tea."}, {"role": "narrator", "content": "She smiled."}]},
+        )
     assert "\n" not in str(err.value) and "message 1: unknown role 'narrator'" in str(err.value)
     assert store.list_namespaces() == []  # nothing was written
-    store.put(ALICE, "k", {"messages": [{"role": "system", "content": "Be brief."},
-                                        {"role": "user", "content": "I like tea."}]})
+    store.put(
+        ALICE,
+        "k",
+        {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "I like tea."}]},
+    )
     assert [k[0] for k in _chat_kinds(resources, "memories.alice")] == ["I like tea."]  # system: not conversation
-    thread = [HumanMessage("I moved to Oslo."), AIMessage("", tool_calls=[{"name": "save", "args": {}, "id": "c1"}]),
-              ToolMessage("saved", tool_call_id="c1"), AIMessage("Noted: Oslo.")]  # an agent's thread
+    thread = [
+        HumanMessage("I moved to Oslo."),
+        AIMessage("", tool_calls=[{"name": "save", "args": {}, "id": "c1"}]),
+        ToolMessage("saved", tool_call_id="c1"),
+        AIMessage("Noted: Oslo."),
+    ]  # an agent's thread
     store.put(ALICE, "thread", {"messages": thread})
     texts = [k[0] for k in _chat_kinds(resources, "memories.alice")]
     assert texts == ["I like tea.", "I moved to Oslo.", "Noted: Oslo."]  # the tool call and its result left out
@@ -338,22 +400,37 @@ def test_a_messages_value_is_checked_like_add_messages(store: LogicMapStore, res
 # -- tests/reliability/test_store_shared_namespace.py) ------------------------------------------------------
 
 
-def test_an_item_an_older_put_left_under_a_tagged_id_is_read_replaced_and_deleted(store: LogicMapStore,
-                                                                                  resources: Resources) -> None:
+def test_an_item_an_older_put_left_under_a_tagged_id_is_read_replaced_and_deleted(
+    store: LogicMapStore, resources: Resources
+) -> None:
     from logicmap.graphs.ingest.ingest import ingest_conversation
     from logicmap.memory.files.loaders import Conversation, RawTurn, Session
     from logicmap.memory.records.records import stable_hash
 
-    logicmap.add_messages("memories.alice", [{"role": "user", "content": "I live in Lisbon."}], resources=resources,
-                          policy="heuristic")
+    logicmap.add_messages(
+        "memories.alice", [{"role": "user", "content": "I live in Lisbon."}], resources=resources, policy="heuristic"
+    )
     # What a put into this chat-made namespace stored before the fix: the key's session under a source tag.
     sid = item_session_id("home")
-    item = {"key": "home", "value": {"content": "I keep bees in Sintra."}, "created_at": "2026-01-02T00:00:00+00:00",
-            "updated_at": "2026-01-02T00:00:00+00:00", "indexed": True}
-    old = Session(session_id=f"{sid}@{stable_hash('store', length=8)}",
-                  turns=[RawTurn(dia_id=f"{sid}:1", speaker="user", text="I keep bees in Sintra.", item=item)])
-    ingest_conversation(Conversation(conversation_id="old", sessions=[old]), "memories.alice", resources=resources,
-                        policy="heuristic", source="chat", append=True)
+    item = {
+        "key": "home",
+        "value": {"content": "I keep bees in Sintra."},
+        "created_at": "2026-01-02T00:00:00+00:00",
+        "updated_at": "2026-01-02T00:00:00+00:00",
+        "indexed": True,
+    }
+    old = Session(
+        session_id=f"{sid}@{stable_hash('store', length=8)}",
+        turns=[RawTurn(dia_id=f"{sid}:1", speaker="user", text="I keep bees in Sintra.", item=item)],
+    )
+    ingest_conversation(
+        Conversation(conversation_id="old", sessions=[old]),
+        "memories.alice",
+        resources=resources,
+        policy="heuristic",
+        source="chat",
+        append=True,
+    )
     assert store.get(ALICE, "home").value == {"content": "I keep bees in Sintra."}
     store.put(ALICE, "home", {"content": "I keep goats in Porto."})
     texts = [t.text for t in resources.store.snapshot("memories.alice").turns.values()]
@@ -365,10 +442,14 @@ def test_an_item_an_older_put_left_under_a_tagged_id_is_read_replaced_and_delete
     assert [t.text for t in resources.store.snapshot("memories.alice").turns.values()] == ["I live in Lisbon."]
 
 
-def test_a_put_whose_id_a_session_without_its_item_holds_is_refused_in_one_line(store: LogicMapStore,
-                                                                                 resources: Resources) -> None:
-    store.put(ALICE, "m", {"messages": [{"role": "user", "content": "I like tea."},
-                                        {"role": "user", "content": "I like jazz."}]})
+def test_a_put_whose_id_a_session_without_its_item_holds_is_refused_in_one_line(
+    store: LogicMapStore, resources: Resources
+) -> None:
+    store.put(
+        ALICE,
+        "m",
+        {"messages": [{"role": "user", "content": "I like tea."}, {"role": "user", "content": "I like jazz."}]},
+    )
     forget("memories.alice", turn_ids=[f"{item_session_id('m')}:1"], resources=resources)  # the item's own turn
     generation = resources.store.snapshot("memories.alice").generation
     with pytest.raises(InvalidItemError) as err:

@@ -96,8 +96,12 @@ def test_inner_epochs_above_one_make_the_clip_act(trained) -> None:
     decision = manager_decision(policy, memory, candidates, 0, TINY, generator=torch.Generator().manual_seed(0))
     for shift, clipped in ((0.5, True), (0.05, False)):  # rho = e^shift
         generation = decision.generation
-        moved = Generation(generation.text, generation.tokens, [lp - shift for lp in generation.logprobs], generation.allowed)
-        sample = Sample(Decision("manager", decision.messages, moved, True, [], 0, memory, tuple(candidates)), 1.0, "local")
+        moved = Generation(
+            generation.text, generation.tokens, [lp - shift for lp in generation.logprobs], generation.allowed
+        )
+        sample = Sample(
+            Decision("manager", decision.messages, moved, True, [], 0, memory, tuple(candidates)), 1.0, "local"
+        )
         policy.model.zero_grad()
         _, parts = logo_loss(policy, [sample], TINY, backward=True)
         grad = sum(float(p.grad.abs().sum()) for p in policy.trainable_parameters() if p.grad is not None)

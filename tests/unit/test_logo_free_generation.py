@@ -159,7 +159,9 @@ def test_one_local_reward_definition(policy, task) -> None:
 
 def test_the_answer_agent_is_the_chat_model_when_there_is_one() -> None:
     memory = FactMemory("t")
-    memory.apply(logo_train.parse_completion('{"edits":[{"op":"ADD","fact":0}]}'), [CandidateFact(text="Maya lives in Porto")])
+    memory.apply(
+        logo_train.parse_completion('{"edits":[{"op":"ADD","fact":0}]}'), [CandidateFact(text="Maya lives in Porto")]
+    )
     model = ScriptedChatModel(default={"answer": "Porto, in Portugal"})
     agent = AnswerAgent(model)
     assert agent.label == "chat model" and agent("Where does Maya live?", memory) == "Porto, in Portugal"
@@ -170,7 +172,9 @@ def test_the_answer_agent_is_the_chat_model_when_there_is_one() -> None:
 def test_train_export_and_cli(tmp_path, capsys, task) -> None:
     trained = load_policy(TINY)
     report = train_logo(trained, [x.conversation for x in task], TINY, max_steps=1)
-    assert report.steps == 1 and report.groups_local == TINY.group_size and "fallback" in report.answerer  # one per rollout
+    assert (
+        report.steps == 1 and report.groups_local == TINY.group_size and "fallback" in report.answerer
+    )  # one per rollout
     from transformers import AutoModelForCausalLM
 
     written = export_policy(trained, tmp_path / "out")
@@ -179,7 +183,8 @@ def test_train_export_and_cli(tmp_path, capsys, task) -> None:
     d = manager_decision(trained, memory, candidates, 0, TINY, greedy=True)
     with torch.no_grad():
         assert torch.allclose(
-            trained.token_logprobs(d.messages, d.generation), trained.token_logprobs(d.messages, d.generation, model=merged),
+            trained.token_logprobs(d.messages, d.generation),
+            trained.token_logprobs(d.messages, d.generation, model=merged),
             atol=1e-4,
         )
     from logicmap.__main__ import main

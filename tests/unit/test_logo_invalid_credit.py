@@ -48,7 +48,10 @@ def policy():
 
 def _conversation() -> Conversation:
     turns = [
-        [RawTurn(dia_id="D1:1", speaker="Maya", text="I live in Porto."), RawTurn(dia_id="D1:2", speaker="Maya", text="Hi!")],
+        [
+            RawTurn(dia_id="D1:1", speaker="Maya", text="I live in Porto."),
+            RawTurn(dia_id="D1:2", speaker="Maya", text="Hi!"),
+        ],
         [RawTurn(dia_id="D2:1", speaker="Maya", text="Hi!")],
     ]
     sessions = [Session(session_id=f"S{i + 1}", timestamp_text=f"day {i + 1}", turns=t) for i, t in enumerate(turns)]
@@ -59,8 +62,13 @@ def _conversation() -> Conversation:
 def _state() -> tuple[FactMemory, list[CandidateFact]]:
     """Memory holds the city and a small-talk line; the new session repeats the small talk word for word."""
     memory = FactMemory("t")
-    first = [CandidateFact(text="Maya lives in Porto.", turn_ids=("D1:1",)), CandidateFact(text=SMALL_TALK, turn_ids=("D1:2",))]
-    memory.apply(parse_manager_completion('{"edits":[{"op":"ADD","fact":0},{"op":"ADD","fact":1}]}', memory, first, {})[0], first)
+    first = [
+        CandidateFact(text="Maya lives in Porto.", turn_ids=("D1:1",)),
+        CandidateFact(text=SMALL_TALK, turn_ids=("D1:2",)),
+    ]
+    memory.apply(
+        parse_manager_completion('{"edits":[{"op":"ADD","fact":0},{"op":"ADD","fact":1}]}', memory, first, {})[0], first
+    )
     return memory, [CandidateFact(text=SMALL_TALK, turn_ids=("D2:1",))]
 
 
@@ -83,7 +91,9 @@ def _forced(policy, memory: FactMemory, candidates: list[CandidateFact], pieces:
     with torch.no_grad():
         generation.logprobs = policy.token_logprobs(messages, generation, TINY.temperature).tolist()
     edits, problems = parse_manager_completion(generation.text, memory, candidates, related)
-    return Decision("manager", messages, generation, not problems, problems, 1, memory.snapshot(), tuple(candidates), edits)
+    return Decision(
+        "manager", messages, generation, not problems, problems, 1, memory.snapshot(), tuple(candidates), edits
+    )
 
 
 def test_a_re_add_is_invalid_gets_a_negative_advantage_and_the_grpo_step_makes_it_less_likely(policy) -> None:
@@ -101,12 +111,16 @@ def test_a_re_add_is_invalid_gets_a_negative_advantage_and_the_grpo_step_makes_i
     fresh = load_policy(TINY)
     samples = [Sample(d, a, "local") for d, a in zip((re_add, noop, re_add, noop), advantages)]
     with torch.no_grad():
-        before = {k: float(fresh.token_logprobs(d.messages, d.generation).sum()) for k, d in (("add", re_add), ("noop", noop))}
+        before = {
+            k: float(fresh.token_logprobs(d.messages, d.generation).sum()) for k, d in (("add", re_add), ("noop", noop))
+        }
     optimizer = torch.optim.SGD(fresh.trainable_parameters(), lr=0.5)
     logo_loss(fresh, samples, TINY, backward=True)
     optimizer.step()
     with torch.no_grad():
-        after = {k: float(fresh.token_logprobs(d.messages, d.generation).sum()) for k, d in (("add", re_add), ("noop", noop))}
+        after = {
+            k: float(fresh.token_logprobs(d.messages, d.generation).sum()) for k, d in (("add", re_add), ("noop", noop))
+        }
     assert after["add"] < before["add"] and after["noop"] > before["noop"]
 
 

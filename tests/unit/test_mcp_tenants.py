@@ -21,8 +21,14 @@ def test_tokens_map_to_namespaces_and_anything_else_maps_to_none() -> None:
     tokens = TenantTokens({TOKEN_A: "alice", TOKEN_B: "acme.bob"})
     assert tokens.namespace({"authorization": f"Bearer {TOKEN_A}"}) == "alice"
     assert tokens.namespace({"authorization": f"bearer {TOKEN_B}"}) == "acme.bob"
-    for headers in (None, {}, {"authorization": TOKEN_A}, {"authorization": f"Bearer {TOKEN_A}x"},
-                    {"authorization": "Bearer "}, {"authorization": f"Basic {TOKEN_A}"}):
+    for headers in (
+        None,
+        {},
+        {"authorization": TOKEN_A},
+        {"authorization": f"Bearer {TOKEN_A}x"},
+        {"authorization": "Bearer "},
+        {"authorization": f"Basic {TOKEN_A}"},
+    ):
         assert tokens.namespace(headers) is None, headers
     with pytest.raises(ValueError, match="16 characters"):
         TenantTokens({"short": "alice"})
@@ -44,8 +50,9 @@ def test_a_bad_tenants_file_is_one_clear_error(tmp_path: Path, capsys: pytest.Ca
 
 
 @pytest.mark.parametrize("port", ["99999", "-1", "65536"])
-def test_a_port_out_of_range_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str], resources: Any,
-                                                port: str) -> None:
+def test_a_port_out_of_range_is_one_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], resources: Any, port: str
+) -> None:
     from logicmap.graphs.surfaces.mcp_server import serve_http
 
     argv = ["--data-dir", str(tmp_path / "m"), "--embeddings", "hashing"]

@@ -55,9 +55,21 @@ NO_LLM_MODULES = [
 SCHEMA_TABLES = {"DEFAULT_CARDINALITY", "RELATION_ALIASES", "CAUSAL_RELATIONS", "HYPONYM_RELATIONS"}
 # Names, not text: the public names, the learned ranker's feature names, the rank of each cue kind, the
 # memory manager's operations.
-IDENTIFIER_TABLES = {"__all__", "FEATURES", "_KIND_RANK", "DECISION_ORDER", "GRAPH_FEATURES", "BASE_FEATURES",
-                     "ALL_FEATURES", "CANDIDATE_FEATURES", "BASE", "COMPONENTS", "CHOSEN", "CATEGORIES",
-                     "PREVIOUS_COEFFICIENTS"}
+IDENTIFIER_TABLES = {
+    "__all__",
+    "FEATURES",
+    "_KIND_RANK",
+    "DECISION_ORDER",
+    "GRAPH_FEATURES",
+    "BASE_FEATURES",
+    "ALL_FEATURES",
+    "CANDIDATE_FEATURES",
+    "BASE",
+    "COMPONENTS",
+    "CHOSEN",
+    "CATEGORIES",
+    "PREVIOUS_COEFFICIENTS",
+}
 # Words the issue names as fitted to the sample (and a phrase); the vocabulary check below generalises them.
 NAMED_IN_ISSUE = {"retriever", "balcony", "pack", "nata", "pasteis", "custard"}
 # Capitalised by convention without being names: months and weekdays ("Sun", "May"), "Fourth", "co", "rose".
@@ -97,8 +109,9 @@ def data_vocabulary() -> tuple[set[str], set[str]]:
                 lower.add(token)
             elif before and before[-1] not in ".!?:;\"'(-" and not token.isupper():
                 capitalised.add(token.lower())  # capitalised inside a sentence: a name
-    return lower | capitalised | {t.lower() for text in _conversation_texts()
-                                  for t in re.findall(r"[A-Za-zÀ-ÿ]+", text)}, capitalised - lower - _CAPITALISED_CLASSES
+    return lower | capitalised | {
+        t.lower() for text in _conversation_texts() for t in re.findall(r"[A-Za-zÀ-ÿ]+", text)
+    }, capitalised - lower - _CAPITALISED_CLASSES
 
 
 def _regex_words(pattern: str) -> list[str]:
@@ -156,9 +169,13 @@ def word_lists(source: str) -> dict[str, set[str]]:
         if isinstance(func, ast.Attribute) and func.attr == "split" and not node.args:
             for text in _strings(func.value):
                 add(f"split string (line {node.lineno})", _WORD.findall(text.lower()))
-        elif (isinstance(func, ast.Attribute) and func.attr in _RE_FUNCTIONS and isinstance(func.value, ast.Name)
-              and func.value.id == "re" and node.args) or (isinstance(func, ast.Name) and func.id.endswith("Pattern")
-                                                           and node.args):
+        elif (
+            isinstance(func, ast.Attribute)
+            and func.attr in _RE_FUNCTIONS
+            and isinstance(func.value, ast.Name)
+            and func.value.id == "re"
+            and node.args
+        ) or (isinstance(func, ast.Name) and func.id.endswith("Pattern") and node.args):
             for text in _strings(node.args[0]):
                 add(f"regex (line {node.lineno})", _regex_words(text))
     return found
@@ -204,9 +221,11 @@ def test_no_llm_code_names_no_person_or_place_of_the_data(module: str, vocabular
     """Not in any string of the module, schema tables included: proper nouns of data/ and the issue's words."""
     _, proper = vocabulary
     tree = ast.parse((ROOT / module).read_text())
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
-                  and isinstance(n.body[0], ast.Expr)}
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body and isinstance(n.body[0], ast.Expr)
+    }
     capitalised, lowercase = set(), set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
@@ -269,12 +288,17 @@ def test_no_llm_word_lists_hold_no_word_of_the_development_conversations(module:
 def test_no_llm_code_names_no_person_or_place_of_the_development_conversations(module: str, dev_vocabulary) -> None:
     _, proper = dev_vocabulary
     tree = ast.parse((ROOT / module).read_text())
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
-                  and isinstance(n.body[0], ast.Expr)}
-    capitalised = {w.lower() for node in ast.walk(tree) if isinstance(node, ast.Constant)
-                   and isinstance(node.value, str) and id(node) not in docstrings
-                   for w in re.findall(r"[A-Z][a-zà-ÿ]{2,}", node.value)}
+    docstrings = {
+        id(n.body[0].value)
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body and isinstance(n.body[0], ast.Expr)
+    }
+    capitalised = {
+        w.lower()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+        for w in re.findall(r"[A-Z][a-zà-ÿ]{2,}", node.value)
+    }
     named = capitalised & proper
     assert not named, f"{module} names people or places of {DEV_DATA}: {sorted(named)}"
 

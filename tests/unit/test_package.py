@@ -64,7 +64,11 @@ def test_an_application_with_its_own_tools_graphs_and_memory_uses_logicmap(tmp_p
     env = {k: v for k, v in os.environ.items() if not k.startswith("LOGICMAP_")}
     done = subprocess.run(
         [sys.executable, "main.py", str(SAMPLE_PATH), str(tmp_path / "memory")],
-        cwd=app, env=env, capture_output=True, text=True, timeout=600,
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
@@ -81,8 +85,15 @@ def test_an_application_with_its_own_tools_graphs_and_memory_uses_logicmap(tmp_p
 def test_nothing_generic_is_importable_at_top_level(tmp_path: Path, generic: str) -> None:
     """Outside the repository (no checkout on sys.path), only ``logicmap`` is installed."""
     done = subprocess.run(
-        [sys.executable, "-c", f"import importlib.util, sys; sys.exit(importlib.util.find_spec({generic!r}) is not None)"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            f"import importlib.util, sys; sys.exit(importlib.util.find_spec({generic!r}) is not None)",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"PYTHONSAFEPATH": "1"},
     )
     assert done.returncode == 0, f"{generic!r} is importable at top level: {done.stdout}{done.stderr}"
@@ -90,13 +101,26 @@ def test_nothing_generic_is_importable_at_top_level(tmp_path: Path, generic: str
 
 def test_the_public_api_is_short_and_lazy() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", "import sys, logicmap; print(sorted(logicmap.__all__)); "
-                               "print('logicmap.graphs.strategies.compass' in sys.modules, 'torch' in sys.modules)"],
-        capture_output=True, text=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "import sys, logicmap; print(sorted(logicmap.__all__)); "
+            "print('logicmap.graphs.strategies.compass' in sys.modules, 'torch' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stderr
     names, loaded = done.stdout.strip().splitlines()
-    for name in ("ingest_conversation", "answer", "create_memory_toolkit", "build_chatbot_graph",
-                 "LogicMapSettings", "AnswerResult", "Resources"):
+    for name in (
+        "ingest_conversation",
+        "answer",
+        "create_memory_toolkit",
+        "build_chatbot_graph",
+        "LogicMapSettings",
+        "AnswerResult",
+        "Resources",
+    ):
         assert name in names
     assert loaded == "False False", "import logicmap loaded graphs or a model"

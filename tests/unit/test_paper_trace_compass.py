@@ -63,8 +63,9 @@ def _run(resources, namespace: str, llm: ScriptedChatModel, **settings):
     ctx = CompassContext(namespace=namespace, resources=resources, **settings)
     resources.llm_ = llm
     nodes, updates, final = [], [], {}
-    for mode, chunk in compiled.stream({"question": QUESTION}, context=ctx, stream_mode=["updates", "values"],
-                                       config={"recursion_limit": 500}):
+    for mode, chunk in compiled.stream(
+        {"question": QUESTION}, context=ctx, stream_mode=["updates", "values"], config={"recursion_limit": 500}
+    ):
         if mode == "updates":
             for node, update in chunk.items():
                 nodes.append(node)
@@ -97,19 +98,23 @@ CASE_EDGES = [("M", "follow_up", "J"), ("U", "motivation", "P"), ("U", "elaborat
 
 
 def test_case_study_global_queue_refinement_and_responder(resources) -> None:
-    build_namespace(resources, "case", CASE_EVENTS, CASE_EDGES, {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"],
-                                                                "T2": ["S"]})
+    build_namespace(
+        resources, "case", CASE_EVENTS, CASE_EDGES, {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"], "T2": ["S"]}
+    )
     # After h1 is satisfied, M's own child J is the worst queued event for the open subgoals (Eq. 11).
     for other in ("P", "V", "X"):
         assert max(_sim(resources, CASE_EVENTS["J"], g) for g in SUBGOALS[1:]) < max(
-            _sim(resources, CASE_EVENTS[other], g) for g in SUBGOALS[1:])
-    explorers = Explorers({
-        "M": {"action": "EXPAND", "next_events": ["J"], "satisfied_subgoals": [0]},
-        "U": {"action": "SKIP", "next_events": ["P", "V"], "satisfied_subgoals": []},
-        "Q": {"action": "SKIP", "next_events": ["X"], "satisfied_subgoals": []},
-        "P": {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [1]},
-        "S": {"action": "ANSWER", "next_events": [], "satisfied_subgoals": [2]},
-    })
+            _sim(resources, CASE_EVENTS[other], g) for g in SUBGOALS[1:]
+        )
+    explorers = Explorers(
+        {
+            "M": {"action": "EXPAND", "next_events": ["J"], "satisfied_subgoals": [0]},
+            "U": {"action": "SKIP", "next_events": ["P", "V"], "satisfied_subgoals": []},
+            "Q": {"action": "SKIP", "next_events": ["X"], "satisfied_subgoals": []},
+            "P": {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [1]},
+            "S": {"action": "ANSWER", "next_events": [], "satisfied_subgoals": [2]},
+        }
+    )
     llm = ScriptedChatModel(
         routes={
             PLANNER: [{"subgoals": SUBGOALS}],
@@ -153,16 +158,23 @@ def test_faithful_search_asks_with_the_papers_action_decision_and_refinement_pro
     """``faithful``: the explorers get the Action Decision Prompt and the refiner the Refinement Query Prompt
     (Appendix F.2), each with a typed reply; the case study runs to the same evidence. The default keeps the
     project's prompts (``test_case_study_global_queue_refinement_and_responder``)."""
-    build_namespace(resources, "case-paper", CASE_EVENTS, CASE_EDGES,
-                    {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"], "T2": ["S"]})
+    build_namespace(
+        resources,
+        "case-paper",
+        CASE_EVENTS,
+        CASE_EDGES,
+        {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"], "T2": ["S"]},
+    )
     reason = {"reasoning": "(1) info (2) satisfied (3) remaining (4) next"}
-    explorers = Explorers({
-        "M": {"action": "EXPAND", "next_events": ["J"], "satisfied_subgoals": [0], **reason},
-        "U": {"action": "SKIP", "next_events": ["P", "V"], "satisfied_subgoals": [], **reason},
-        "Q": {"action": "SKIP", "next_events": ["X"], "satisfied_subgoals": [], **reason},
-        "P": {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [1], **reason},
-        "S": {"action": "ANSWER", "next_events": [], "satisfied_subgoals": [2], **reason},
-    })
+    explorers = Explorers(
+        {
+            "M": {"action": "EXPAND", "next_events": ["J"], "satisfied_subgoals": [0], **reason},
+            "U": {"action": "SKIP", "next_events": ["P", "V"], "satisfied_subgoals": [], **reason},
+            "Q": {"action": "SKIP", "next_events": ["X"], "satisfied_subgoals": [], **reason},
+            "P": {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [1], **reason},
+            "S": {"action": "ANSWER", "next_events": [], "satisfied_subgoals": [2], **reason},
+        }
+    )
     llm = ScriptedChatModel(
         routes={
             PLANNER: [{"subgoals": SUBGOALS}],
@@ -177,11 +189,14 @@ def test_faithful_search_asks_with_the_papers_action_decision_and_refinement_pro
     explore_calls = [c for c in llm.calls if PAPER_EXPLORER in str(c[0].content)]
     assert explore_calls and not [c for c in llm.calls if EXPLORER in str(c[0].content)]
     system = str(explore_calls[0][0].content)
-    for rule in ("3. ANSWER: Use ONLY when ALL sub-goals are SATISFIED (or nearly all).",
-                 "Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead.",
-                 "Only mark a sub-goal as satisfied if you have DIRECT evidence.",
-                 "(3) Only include sub-goals with DIRECT evidence; (4) Do NOT speculate.",
-                 "Multi-node selection rules: Maximum 3 nodes, only select HIGHLY relevant ones.", '"reasoning"'):
+    for rule in (
+        "3. ANSWER: Use ONLY when ALL sub-goals are SATISFIED (or nearly all).",
+        "Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead.",
+        "Only mark a sub-goal as satisfied if you have DIRECT evidence.",
+        "(3) Only include sub-goals with DIRECT evidence; (4) Do NOT speculate.",
+        "Multi-node selection rules: Maximum 3 nodes, only select HIGHLY relevant ones.",
+        '"reasoning"',
+    ):
         assert rule in system, rule
     shown = str(explore_calls[0][1].content)
     assert "QUESTION: " in shown and "PREVIOUSLY KEPT INFORMATION:" in shown and "NEIGHBOR NODES" in shown
@@ -189,8 +204,11 @@ def test_faithful_search_asks_with_the_papers_action_decision_and_refinement_pro
     asked = str(refine_call[1].content)
     assert f"Satisfied sub-goals:\n1. {SUBGOALS[0]}\n2. {SUBGOALS[1]}\n" in asked
     assert f"Unsatisfied sub-goals:\n3. {SUBGOALS[2]}\n" in asked
-    for rule in ("3. Use different keywords or phrases than the original question.", "5. NOT repeat the original question.",
-                 '"target_subgoals"'):
+    for rule in (
+        "3. Use different keywords or phrases than the original question.",
+        "5. NOT repeat the original question.",
+        '"target_subgoals"',
+    ):
         assert rule in asked, rule
     assert not [c for c in llm.calls if REFINER in str(c[0].content)]
 
@@ -202,8 +220,10 @@ def test_faithful_budget_runs_a_round_until_the_queue_is_empty(resources) -> Non
     chain["C8"] = "finished the stained glass window"
     edges = [(f"C{i}", "follow_up", f"C{i + 1}") for i in range(1, 8)]
     build_namespace(resources, "chain", chain, edges, {"T0": list(chain)})
-    decisions = {f"C{i}": {"action": "EXPAND", "next_events": [f"C{i + 1}"], "satisfied_subgoals": [0] if i == 1 else []}
-                 for i in range(1, 8)}
+    decisions = {
+        f"C{i}": {"action": "EXPAND", "next_events": [f"C{i + 1}"], "satisfied_subgoals": [0] if i == 1 else []}
+        for i in range(1, 8)
+    }
     decisions["C8"] = {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [1]}
     routes = {
         PLANNER: [{"subgoals": ["the long project", "the stained glass window"]}],
@@ -212,14 +232,24 @@ def test_faithful_budget_runs_a_round_until_the_queue_is_empty(resources) -> Non
         RESPONDER: [{"answer": "a stained glass window", "cited_ids": ["C8"]}],
     }
     # The paper's configuration: the search is not cut at six supersteps; it walks the whole path.
-    nodes, updates, final = _run(resources, "chain", ScriptedChatModel(routes=routes, respond=Explorers(decisions)),
-                                 faithful=True, max_refinements=0)
+    nodes, updates, final = _run(
+        resources,
+        "chain",
+        ScriptedChatModel(routes=routes, respond=Explorers(decisions)),
+        faithful=True,
+        max_refinements=0,
+    )
     assert _supersteps(updates) == [[f"C{i}"] for i in range(1, 9)]
     assert final["satisfied"] == [True, True] and "C8" in final["kept"]
     assert [u for n, u in updates if n == "merge"][-1]["log"][0]["stop"] == "satisfied"
     # The project's cost cap (max_steps=6, an extension) would stop with C7 still queued.
-    _, capped, _ = _run(resources, "chain", ScriptedChatModel(routes=routes, respond=Explorers(decisions)),
-                        max_steps=6, max_refinements=0)
+    _, capped, _ = _run(
+        resources,
+        "chain",
+        ScriptedChatModel(routes=routes, respond=Explorers(decisions)),
+        max_steps=6,
+        max_refinements=0,
+    )
     last = [u for n, u in capped if n == "merge"][-1]
     assert len(_supersteps(capped)) == 6 and last["log"][0]["stop"] == "budget" and "C7" in last["queue"]
     # Every extension is off in the faithful configuration.
@@ -232,11 +262,15 @@ def test_faithful_budget_runs_a_round_until_the_queue_is_empty(resources) -> Non
 def test_three_explorers_by_default(resources) -> None:
     """The paper's three parallel explorers (4.3.2, App. B) are the default: four starting nodes take two
     supersteps, three events in the first, the fourth (the least promising) in the next."""
-    build_namespace(resources, "four", CASE_EVENTS, CASE_EDGES, {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"],
-                                                                "T2": ["S"]})
+    build_namespace(
+        resources, "four", CASE_EVENTS, CASE_EDGES, {"T0": ["M", "J"], "T1": ["U", "P", "V", "Q", "X"], "T2": ["S"]}
+    )
     llm = ScriptedChatModel(
-        routes={PLANNER: [{"subgoals": SUBGOALS}], LOCALIZER: [{"event_ids": ["M", "U", "Q", "S"]}],
-                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        routes={
+            PLANNER: [{"subgoals": SUBGOALS}],
+            LOCALIZER: [{"event_ids": ["M", "U", "Q", "S"]}],
+            RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}],
+        },
         respond=Explorers({}),  # every event skipped: the four starts are all there is to explore
     )
     _, updates, _ = _run(resources, "four", llm, plan_starts=False, max_refinements=0)
@@ -248,8 +282,10 @@ class FirstTooMany:
     """An explorer that names four next events for the move, then (sent back) three."""
 
     def __init__(self) -> None:
-        self.replies = [{"action": "EXPAND", "next_events": ["A", "B", "C", "D"], "satisfied_subgoals": [0]},
-                        {"action": "EXPAND", "next_events": ["B", "C", "D"], "satisfied_subgoals": [0]}]
+        self.replies = [
+            {"action": "EXPAND", "next_events": ["A", "B", "C", "D"], "satisfied_subgoals": [0]},
+            {"action": "EXPAND", "next_events": ["B", "C", "D"], "satisfied_subgoals": [0]},
+        ]
         self.retries: list[str] = []
 
     def __call__(self, messages) -> dict:
@@ -264,13 +300,21 @@ class FirstTooMany:
 def test_an_expand_names_at_most_three_next_events(resources) -> None:
     """Eq. 9-10 and F.2: an EXPAND names at most 3 next nodes. A reply naming four is sent back; the three of
     the retry are queued (a cap of four would queue the first reply's A, or all four)."""
-    events = {"M": CASE_EVENTS["M"], "A": "a colleague at the chicago job", "B": "the chicago apartment",
-              "C": "the neighbourhood cafe", "D": "the commute by train"}
+    events = {
+        "M": CASE_EVENTS["M"],
+        "A": "a colleague at the chicago job",
+        "B": "the chicago apartment",
+        "C": "the neighbourhood cafe",
+        "D": "the commute by train",
+    }
     build_namespace(resources, "fan", events, [("M", "follow_up", n) for n in "ABCD"], {"T0": list(events)})
     explorer = FirstTooMany()
     llm = ScriptedChatModel(
-        routes={PLANNER: [{"subgoals": SUBGOALS}], LOCALIZER: [{"event_ids": ["M"]}],
-                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        routes={
+            PLANNER: [{"subgoals": SUBGOALS}],
+            LOCALIZER: [{"event_ids": ["M"]}],
+            RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}],
+        },
         respond=explorer,
     )
     _, updates, _ = _run(resources, "fan", llm, plan_starts=False, max_refinements=0)
@@ -284,8 +328,16 @@ def test_the_no_llm_explorer_expands_to_at_most_three_neighbours() -> None:
 
     goal = np.eye(4)[0].astype(np.float32)
     near = np.vstack([goal] * 4)  # four neighbours, each as close to the open subgoal as can be
-    decision = similarity_decision(goal[None, :], [goal[None, :]], [False], ["A", "B", "C", "D"], near,
-                                   keep_threshold=0.1, satisfy_threshold=2.0, expand_threshold=0.1)
+    decision = similarity_decision(
+        goal[None, :],
+        [goal[None, :]],
+        [False],
+        ["A", "B", "C", "D"],
+        near,
+        keep_threshold=0.1,
+        satisfy_threshold=2.0,
+        expand_threshold=0.1,
+    )
     assert decision.action == "EXPAND" and decision.next_events == ["A", "B", "C"]
 
 
@@ -309,13 +361,13 @@ class GuidedModel(SessionModel):
     def _segmenter(self, text: str) -> dict:
         ids = [m.group("id") for m in _TURN.finditer(text)]
         size = 2 if "AGGRESSIVELY COMBINE" in self._system else 1
-        chunks = [ids[i: i + size] for i in range(0, len(ids), size)]
+        chunks = [ids[i : i + size] for i in range(0, len(ids), size)]
         return {"events": [{"summary": f"Event over {c[0]} to {c[-1]}.", "turn_ids": c} for c in chunks]}
 
     def _relations(self, text: str) -> dict:
         keys = _EVENT.findall(text.split("\n\nTurns:")[0])
         if "ALL unordered pairs" in self._system:
-            pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1:]]
+            pairs = [(a, b) for i, a in enumerate(keys) for b in keys[i + 1 :]]
         else:
             pairs = list(zip(keys, keys[1:]))
         return {"relations": [{"source": a, "target": b, "label": "follow_up"} for a, b in pairs]}
@@ -338,8 +390,14 @@ def _case_conversation(sessions: int = 1) -> Conversation:
     for s in range(1, sessions + 1):
         turns = [RawTurn(dia_id=f"D{s}:{i + 1}", speaker=who, text=text) for i, (who, text) in enumerate(CASE_DIALOG)]
         stamp = datetime(2023, 5, 4 + 7 * (s - 1), 10, 0)
-        out.append(Session(session_id=f"S{s}", timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
-                           turns=turns))
+        out.append(
+            Session(
+                session_id=f"S{s}",
+                timestamp=stamp,
+                timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
+                turns=turns,
+            )
+        )
     return Conversation(conversation_id="case", speakers=["Sam", "Ana"], sessions=out)
 
 
@@ -358,8 +416,9 @@ def test_merged_analyst_yields_the_separate_roles_events_and_relations(resources
         model = GuidedModel()
         resources.llm_ = model
         ns = f"case-{'merged' if combined else 'separate'}"
-        ingest_conversation(conv, ns, resources=resources,
-                            context=IngestContext(policy="llm", combined_extraction=combined))
+        ingest_conversation(
+            conv, ns, resources=resources, context=IngestContext(policy="llm", combined_extraction=combined)
+        )
         assert ("analysis" in model.role_calls) is combined and ("segmenter" in model.role_calls) is not combined
         layers[combined] = _layer(resources, ns)
     events, relations = layers[True]
@@ -379,8 +438,9 @@ def test_cross_session_links_are_an_option_off_in_the_faithful_construction(reso
         return [r for r in snap.relations.values() if session[r.source] != session[r.target]]
 
     for links, ns in ((True, "links-on"), (False, "links-off")):
-        ingest_conversation(conv, ns, resources=resources,
-                            context=IngestContext(policy="heuristic", cross_session_links=links))
+        ingest_conversation(
+            conv, ns, resources=resources, context=IngestContext(policy="heuristic", cross_session_links=links)
+        )
     assert any(r.label == "temporal_before" for r in crossing("links-on"))  # the project's extension
     assert crossing("links-off") == []  # the paper's: relations within a session (and fusion links)
 
@@ -388,8 +448,11 @@ def test_cross_session_links_are_an_option_off_in_the_faithful_construction(reso
 def test_the_responder_never_answers_that_the_information_is_insufficient(resources) -> None:
     build_namespace(resources, "resp", {"M": CASE_EVENTS["M"]}, [], {"T0": ["M"]})
     llm = ScriptedChatModel(
-        routes={PLANNER: [{"subgoals": SUBGOALS}], REFINER: [{"query": REFINED}],
-                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        routes={
+            PLANNER: [{"subgoals": SUBGOALS}],
+            REFINER: [{"query": REFINED}],
+            RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}],
+        },
         respond=Explorers({"M": {"action": "EXPAND", "next_events": [], "satisfied_subgoals": [0]}}),
     )
     _, _, final = _run(resources, "resp", llm, max_refinements=0)
@@ -405,8 +468,10 @@ def test_the_planner_gives_two_to_five_subgoals(resources) -> None:
     with the rule, and the retry's three subgoals are the plan."""
     build_namespace(resources, "plan", {"M": CASE_EVENTS["M"]}, [], {"T0": ["M"]})
     llm = ScriptedChatModel(
-        routes={PLANNER: [{"subgoals": [QUESTION]}, {"subgoals": SUBGOALS}],
-                RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}]},
+        routes={
+            PLANNER: [{"subgoals": [QUESTION]}, {"subgoals": SUBGOALS}],
+            RESPONDER: [{"answer": "paintings", "cited_ids": ["M"]}],
+        },
         respond=Explorers({}),
     )
     _, _, final = _run(resources, "plan", llm, plan_starts=False, max_refinements=0)
@@ -418,15 +483,41 @@ def test_the_planner_gives_two_to_five_subgoals(resources) -> None:
 def test_the_batched_explorer_asks_with_the_action_decision_prompt_in_faithful() -> None:
     from logicmap.agents.explorer import ExplorerView, explore_batch
 
-    views = [ExplorerView("E1", "(E1) moved to Chicago", [("E2", "follow_up", "(E2) the new job")]),
-             ExplorerView("E2", "(E2) the new job", [])]
-    model = ScriptedChatModel(routes={PAPER_EXPLORER: [{"decisions": [
-        {"event_id": "E1", "action": "EXPAND", "next_events": ["E2"], "satisfied_subgoals": [0], "reasoning": "move"},
-        {"event_id": "E2", "action": "SKIP", "next_events": [], "satisfied_subgoals": [], "reasoning": "job"}]}]})
-    outcome = explore_batch(model, "Question: q\nSubgoals:\n  0. [ ] the move\nKept evidence: (none yet)", views, 1,
-                            paper=True)
+    views = [
+        ExplorerView("E1", "(E1) moved to Chicago", [("E2", "follow_up", "(E2) the new job")]),
+        ExplorerView("E2", "(E2) the new job", []),
+    ]
+    model = ScriptedChatModel(
+        routes={
+            PAPER_EXPLORER: [
+                {
+                    "decisions": [
+                        {
+                            "event_id": "E1",
+                            "action": "EXPAND",
+                            "next_events": ["E2"],
+                            "satisfied_subgoals": [0],
+                            "reasoning": "move",
+                        },
+                        {
+                            "event_id": "E2",
+                            "action": "SKIP",
+                            "next_events": [],
+                            "satisfied_subgoals": [],
+                            "reasoning": "job",
+                        },
+                    ]
+                }
+            ]
+        }
+    )
+    outcome = explore_batch(
+        model, "Question: q\nSubgoals:\n  0. [ ] the move\nKept evidence: (none yet)", views, 1, paper=True
+    )
     assert [(d.event_id, d.action, d.next_events) for d in outcome.output.decisions] == [
-        ("E1", "EXPAND", ["E2"]), ("E2", "SKIP", [])]
+        ("E1", "EXPAND", ["E2"]),
+        ("E2", "SKIP", []),
+    ]
     system, shown = str(model.calls[0][0].content), str(model.calls[0][1].content)
     assert "Be conservative: If ANY sub-goal remains unsatisfied, use EXPAND instead." in system
     assert "one decision per event id" in system and "PREVIOUSLY KEPT INFORMATION: (none yet)" in shown

@@ -44,8 +44,11 @@ QUESTION = "I like the cafe I went to last week, what drink should I try this ti
 GOAL = "find x: recommend (x:drink) to Alice from the menu of the cafe she went to last week"
 
 # The paper's rule (Running Example 2) and the second decomposition, unlike it.
-LIKES, CONTAINS, SERVED = "Alice likes (y:flavor)", "(x:drink) contains (y:flavor)", \
-    "(x:drink) is served at (z:cafe) Alice visited last week"
+LIKES, CONTAINS, SERVED = (
+    "Alice likes (y:flavor)",
+    "(x:drink) contains (y:flavor)",
+    "(x:drink) is served at (z:cafe) Alice visited last week",
+)
 VISITED, WAS_AT = "Alice visited (z:cafe) last week", "Alice was at (z:cafe) on (t:date)"  # antecedents
 PAID = "Alice paid at (z:cafe) last week"  # a second antecedent for one subgoal: sent back
 SEASONAL, WENT = "(x:drink) is the seasonal drink of (z:cafe)", "Alice went to (z:cafe) last week"
@@ -62,9 +65,17 @@ TURNS = {
     "D2:4": "The new cafe Ben took me to is called Momoco.",
 }
 # B_retrieve: the first rule whose words are in the query gives the memories.
-RETRIEVAL = [("served at", ["D1:2"]), ("likes", ["D1:1"]), ("contains", ["D1:2"]), ("visited", ["D1:3"]),
-             ("was at", ["D1:3"]), ("seasonal", ["D2:1"]), ("went to", ["D1:3"]), ("took", ["D2:3"]),
-             ("named", ["D2:4"])]
+RETRIEVAL = [
+    ("served at", ["D1:2"]),
+    ("likes", ["D1:1"]),
+    ("contains", ["D1:2"]),
+    ("visited", ["D1:3"]),
+    ("was at", ["D1:3"]),
+    ("seasonal", ["D2:1"]),
+    ("went to", ["D1:3"]),
+    ("took", ["D2:3"]),
+    ("named", ["D2:4"]),
+]
 
 # The unifier: a subgoal (found by its words) is grounded when every memory it needs was retrieved.
 UNIFY = [
@@ -137,8 +148,14 @@ class PaperModel:
                 results.append({"subgoal": sid, "resolved": False, "reason": "the retrieved memories do not say it"})
                 continue
             free = _variables(text)
-            results.append({"subgoal": sid, "resolved": True, "facts": sorted(needed),
-                            "bindings": [{"variable": v, "value": b} for v, b in bindings.items() if v in free]})
+            results.append(
+                {
+                    "subgoal": sid,
+                    "resolved": True,
+                    "facts": sorted(needed),
+                    "bindings": [{"variable": v, "value": b} for v, b in bindings.items() if v in free],
+                }
+            )
         return {"results": results}
 
     def _refine(self, messages: Sequence[BaseMessage]) -> Any:
@@ -173,8 +190,9 @@ class PaperBackbone:
 
 def _session(sid: str, stamp: datetime, ids: Sequence[str]) -> Session:
     turns = [RawTurn(dia_id=i, speaker="Alice", text=TURNS[i]) for i in ids]
-    return Session(session_id=sid, timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"),
-                   turns=turns)
+    return Session(
+        session_id=sid, timestamp=stamp, timestamp_text=stamp.strftime("%-I:%M %p on %-d %B, %Y"), turns=turns
+    )
 
 
 @pytest.fixture(scope="module")
@@ -183,10 +201,14 @@ def memory(tmp_path_factory: pytest.TempPathFactory) -> Resources:
     from tests.conftest import make_resources
 
     res = make_resources(Path(tmp_path_factory.mktemp("alice-cafe")))
-    conversation = Conversation(conversation_id=NAMESPACE, speakers=["Alice", "Ben"], sessions=[
-        _session("S1", datetime(2024, 3, 20, 10, 0), ["D1:1", "D1:2", "D1:3"]),
-        _session("S2", datetime(2024, 5, 6, 18, 0), ["D2:1", "D2:2", "D2:3", "D2:4"]),
-    ])
+    conversation = Conversation(
+        conversation_id=NAMESPACE,
+        speakers=["Alice", "Ben"],
+        sessions=[
+            _session("S1", datetime(2024, 3, 20, 10, 0), ["D1:1", "D1:2", "D1:3"]),
+            _session("S2", datetime(2024, 5, 6, 18, 0), ["D2:1", "D2:2", "D2:3", "D2:4"]),
+        ],
+    )
     ingest_conversation(conversation, NAMESPACE, resources=res, policy="heuristic")
     yield res
     res.store.close()
@@ -198,12 +220,19 @@ def _with_model(base: Resources, model: Any) -> Resources:
     return res
 
 
-def _run(memory: Resources, model: PaperModel | None = None,
-         **limits: Any) -> tuple[PaperModel, PaperBackbone, list[str], dict[str, Any]]:
+def _run(
+    memory: Resources, model: PaperModel | None = None, **limits: Any
+) -> tuple[PaperModel, PaperBackbone, list[str], dict[str, Any]]:
     """The graph streamed: the nodes in the order they ran (one ``retrieve`` per ``Send``) and the final state."""
     model, backbone = model or PaperModel(), PaperBackbone()
-    context = GoalMemContext(namespace=NAMESPACE, resources=_with_model(memory, model.model), policy="llm",
-                             retriever=backbone, backbone="paper", **limits)
+    context = GoalMemContext(
+        namespace=NAMESPACE,
+        resources=_with_model(memory, model.model),
+        policy="llm",
+        retriever=backbone,
+        backbone="paper",
+        **limits,
+    )
     nodes: list[str] = []
     final: dict[str, Any] = {}
     for mode, chunk in graph.stream({"question": QUESTION}, context=context, stream_mode=["updates", "values"]):
@@ -250,7 +279,11 @@ def test_the_depth_loop_refines_one_antecedent_per_frontier_subgoal(trace) -> No
     # Breadth 2's proof: G2 <- G3 <- G4, one antecedent each.
     assert final["antecedent_of"] == {"G3": "G2", "G4": "G3"}
     assert {sid: atom.render() for sid, atom in final["subgoals"].items()} == {
-        "G1": SEASONAL, "G2": WENT, "G3": TOOK, "G4": NAMED}
+        "G1": SEASONAL,
+        "G2": WENT,
+        "G3": TOOK,
+        "G4": NAMED,
+    }
 
 
 def test_the_depth_loop_stops_when_no_new_memory_arrives(trace) -> None:
@@ -268,15 +301,31 @@ def test_the_depth_loop_stops_when_no_new_memory_arrives(trace) -> None:
 def test_the_breadth_loop_tries_a_decomposition_unlike_the_failed_one(trace) -> None:
     model, backbone, nodes, final = trace
     assert final["breadth"] == 2 and final["solved_depth"] == 2
-    assert [r.render() for r, _ in final["failed"]] == [f"{' AND '.join(RULE_1)} => {GOAL.split(': ', 1)[1]}"] or \
-        len(final["failed"]) == 1
+    assert [r.render() for r, _ in final["failed"]] == [f"{' AND '.join(RULE_1)} => {GOAL.split(': ', 1)[1]}"] or len(
+        final["failed"]
+    ) == 1
     second = str(model.calls["decompose"][1][1].content)
     assert SERVED.split(" (z")[0].split(") ")[1] in second and "Alice visited" in second  # the failed rule is shown
     assert final["substitution"].as_dict() == {"x": "Kyoto Latte", "z": "Momoco", "p": "Ben", "w": "Momoco"}
     assert [e.id for e in final["evidence"]] == ["D2:1", "D2:3", "D2:4"]
     # Every LLM request in order (the refiner's retry included), within the bound 1 + B(2 + 2D) = 37.
-    assert model.order == ["parse", "decompose", "unify", "refine", "refine", "unify", "refine", "unify",
-                           "decompose", "unify", "refine", "unify", "refine", "unify", "generate"]
+    assert model.order == [
+        "parse",
+        "decompose",
+        "unify",
+        "refine",
+        "refine",
+        "unify",
+        "refine",
+        "unify",
+        "decompose",
+        "unify",
+        "refine",
+        "unify",
+        "refine",
+        "unify",
+        "generate",
+    ]
     assert final["llm_requests"] == len(model.order) == 15 <= call_bound(3, 5) == 37
     assert nodes[-2:] == ["generate", "finish"] and not final["fallbacks"]
 
@@ -328,8 +377,15 @@ def test_the_call_bound_is_enforced_and_exposed(memory: Resources) -> None:
     assert [f.role for f in final["fallbacks"]] == ["goalmem_refine"]
     assert "no retry left in the call budget" in final["fallbacks"][0].reason
     assert final["status"] == "failed" and nodes[-2:] == ["fail", "finish"]
-    res = answer(QUESTION, NAMESPACE, resources=_with_model(memory, PaperModel().model), policy="llm",
-                 backbone=PaperBackbone(), max_breadth=1, max_depth=1)
+    res = answer(
+        QUESTION,
+        NAMESPACE,
+        resources=_with_model(memory, PaperModel().model),
+        policy="llm",
+        backbone=PaperBackbone(),
+        max_breadth=1,
+        max_depth=1,
+    )
     assert res.details["call_bound"] == 5 and res.details["llm_requests"] == res.cost.llm_calls == 5
 
 
@@ -350,8 +406,12 @@ class ListModel:
 def resolved(sid: str, facts: list[str], **bindings: str | tuple[str, str]) -> dict:
     """A resolved subgoal; a binding is a value or (value, the value's type)."""
     pairs = [(name, value if isinstance(value, tuple) else (value, None)) for name, value in bindings.items()]
-    return {"subgoal": sid, "resolved": True, "facts": facts,
-            "bindings": [{"variable": name, "value": value, "type": kind} for name, (value, kind) in pairs]}
+    return {
+        "subgoal": sid,
+        "resolved": True,
+        "facts": facts,
+        "bindings": [{"variable": name, "value": value, "type": kind} for name, (value, kind) in pairs],
+    }
 
 
 def _run_list(model: ListModel, memory: Resources, question: str) -> tuple[list[str], dict[str, Any]]:
@@ -416,8 +476,9 @@ def test_mechanical_checks_still_refuse_unknown_memories_and_unbound_variables()
     assert model.order == ["unify"]
     # The same reply checked subgoal by subgoal (how an LLM reply that passed validation is applied): the
     # judgment is kept, the mechanical failures are refused and said why.
-    step = apply_unification(Unification.model_validate(reply), subgoals, Substitution(),
-                             memory_ids={"D2:1", "D2:3"}, trust_judgments=True)
+    step = apply_unification(
+        Unification.model_validate(reply), subgoals, Substitution(), memory_ids={"D2:1", "D2:3"}, trust_judgments=True
+    )
     assert step.resolved == {"G1": ["D2:3"]} and step.substitution.as_dict() == {"f": "matcha", "y": "Blue Finch"}
     assert step.unresolved["G2"] == "cites memory ids that were not retrieved: ['D7:7']"
     assert step.unresolved["G3"] == "variables ['p'] left unbound" and len(step.rejected) == 2
@@ -447,8 +508,14 @@ def test_at_most_sixty_memories_per_question_by_default(memory: Resources) -> No
     per subgoal, the first decomposition's three searches share the 60 (20 each); a cap of 50 would give 17, 17,
     16, one of 100 the 30 asked."""
     model, backbone = PaperModel(), CountingBackbone()
-    context = GoalMemContext(namespace=NAMESPACE, resources=_with_model(memory, model.model), policy="llm",
-                             retriever=backbone, backbone="paper", k_per_subgoal=30)
+    context = GoalMemContext(
+        namespace=NAMESPACE,
+        resources=_with_model(memory, model.model),
+        policy="llm",
+        retriever=backbone,
+        backbone="paper",
+        k_per_subgoal=30,
+    )
     final = graph.invoke({"question": QUESTION}, context=context)
     assert backbone.asked[:3] == [20, 20, 20]
     # Each later step's searches share what is left of the 60 (the memories retrieved so far, on every breadth
@@ -459,18 +526,26 @@ def test_at_most_sixty_memories_per_question_by_default(memory: Resources) -> No
 # -- the faithful configuration: the paper's prompts (Appendix I) -------------------------------------------
 
 PAPER_RULES = {
-    "decompose": ["Use general human commonsense only.", "Do NOT use any specific retrieved facts or invented details.",
-                  "DO NOT phrase premises as META-CLAIMS about the conversation itself.",
-                  "Closely related but distinct entities are not substitutes",
-                  "What career field is Caroline likely to pursue in her education?"],
-    "unify": ["ENTITY-ANCHOR CHECK (do this BEFORE selecting facts):",
-              "Do not pick a thematically similar fact as a fallback.",
-              "if facts ground the same required variable with incompatible values and the conflict cannot be "
-              'resolved from the facts alone, answer "I dont know"', "Topical similarity is not enough."],
-    "refine": ["5. Do not invent constants.", "6. Avoid repeated refinement.",
-               "Alice visited (z:cafe) last week"],
-    "generate": ['the value is not grounded by a successful substitution or an explicit fact, answer "I dont know"',
-                 "Partial or hedged answers", "are FORBIDDEN"],
+    "decompose": [
+        "Use general human commonsense only.",
+        "Do NOT use any specific retrieved facts or invented details.",
+        "DO NOT phrase premises as META-CLAIMS about the conversation itself.",
+        "Closely related but distinct entities are not substitutes",
+        "What career field is Caroline likely to pursue in her education?",
+    ],
+    "unify": [
+        "ENTITY-ANCHOR CHECK (do this BEFORE selecting facts):",
+        "Do not pick a thematically similar fact as a fallback.",
+        "if facts ground the same required variable with incompatible values and the conflict cannot be "
+        'resolved from the facts alone, answer "I dont know"',
+        "Topical similarity is not enough.",
+    ],
+    "refine": ["5. Do not invent constants.", "6. Avoid repeated refinement.", "Alice visited (z:cafe) last week"],
+    "generate": [
+        'the value is not grounded by a successful substitution or an explicit fact, answer "I dont know"',
+        "Partial or hedged answers",
+        "are FORBIDDEN",
+    ],
 }
 
 

@@ -37,8 +37,15 @@ RACE_TEXT = "I finished the half marathon"  # said only in the race event's turn
 SUPPORTING = {("event", DOG_EVENT), ("turn", "D1:1"), ("turn", "D1:2")}
 QUERY_CUES = "You extract the cues of a question"  # the query cue role's system prompt (prompts/query_cues.py)
 # Table 4 of the paper, in its order.
-PAPER_TOOLS = ["query_tag_events", "query_conversation_time", "query_event_keywords", "query_event_context",
-               "query_personal_information", "query_personal_aspect", "query_topic_events"]
+PAPER_TOOLS = [
+    "query_tag_events",
+    "query_conversation_time",
+    "query_event_keywords",
+    "query_event_context",
+    "query_personal_information",
+    "query_personal_aspect",
+    "query_topic_events",
+]
 
 
 class Recorder(ScriptedChatModel):
@@ -49,6 +56,8 @@ class Recorder(ScriptedChatModel):
     def bind_tools(self, tools: Any, **kwargs: Any) -> Recorder:
         self.bound.append([getattr(t, "name", None) or t["function"]["name"] for t in tools])
         return self
+
+
 _MEMORY_LINE = re.compile(r"^(M\d+): \[(\w+) ([^,\]]+)", re.MULTILINE)
 
 
@@ -162,11 +171,19 @@ def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested
         )
     ]
     final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.8}
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator, FINAL: [final]},
-                              respond=Pruner(answer_at=1))
+    model = ScriptedChatModel(
+        routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator, FINAL: [final]}, respond=Pruner(answer_at=1)
+    )
     nodes, after, state = run_trace(with_model(ingested_sample, model))
 
-    assert nodes == ["seed", "navigate", "tools", "prune", "force_answer", "finish"]  # the pruner found the kept set enough
+    assert nodes == [
+        "seed",
+        "navigate",
+        "tools",
+        "prune",
+        "force_answer",
+        "finish",
+    ]  # the pruner found the kept set enough
     assert after["prune"][0] == SUPPORTING and ("event", RACE_EVENT) in after["tools"][0]
     final_prompt = str(model.calls[-1][-1].content)
     assert FINAL in str(model.calls[-1][0].content)
@@ -177,11 +194,17 @@ def test_the_pruner_routes_to_the_answer_which_sees_only_the_pruned_set(ingested
 
 
 def test_a_pruner_reply_that_stays_invalid_falls_back_to_the_similarity_rule(ingested_sample) -> None:
-    navigator = [AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")])]
+    navigator = [
+        AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")])
+    ]
     final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.5}
     model = ScriptedChatModel(
-        routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator, "You prune": [{"keep": ["M99"]}, "no idea"],
-                FINAL: [final]}
+        routes={
+            QUERY_CUES: [{"keywords": ["dog"]}],
+            NAVIGATOR: navigator,
+            "You prune": [{"keep": ["M99"]}, "no idea"],
+            FINAL: [final],
+        }
     )
     result = answer(DOG, NS, resources=with_model(ingested_sample, model), max_turns=1, max_active=3)
     (record,) = [f for f in result.fallbacks if f.role == "active_pruner"]
@@ -201,14 +224,30 @@ def test_no_llm_policy_prunes_with_the_rule_each_round(ingested_sample) -> None:
 
 
 def answer_at_once(navigator_turns: list[Any] | None = None) -> list[Any]:
-    return navigator_turns or [AIMessage(content="", tool_calls=[call("submit_answer", {
-        "answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])]
+    return navigator_turns or [
+        AIMessage(
+            content="",
+            tool_calls=[
+                call(
+                    "submit_answer",
+                    {
+                        "answer": "Biscuit",
+                        "cited_event_ids": [DOG_EVENT],
+                        "cited_turn_ids": ["D1:1"],
+                        "confidence": 0.9,
+                    },
+                    "a1",
+                )
+            ],
+        )
+    ]
 
 
 def test_query_cues_are_an_llm_role_whose_keywords_seed_the_active_set(ingested_sample) -> None:
     # The first reply invents a keyword ("puppy" is not in the question): sent back; the retry copies "dog" only.
-    model = Recorder(routes={QUERY_CUES: [{"keywords": ["dog", "puppy"]}, {"keywords": ["dog"]}],
-                             NAVIGATOR: answer_at_once()})
+    model = Recorder(
+        routes={QUERY_CUES: [{"keywords": ["dog", "puppy"]}, {"keywords": ["dog"]}], NAVIGATOR: answer_at_once()}
+    )
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
     assert "keywords ['puppy'] are not in the question" in str(model.calls[1][-1].content)
     assert result.details["query_keywords"] == ["dog"] and result.details["seed_cues"] == ["dog"]
@@ -233,9 +272,14 @@ def test_the_navigator_is_given_exactly_the_papers_seven_tools(ingested_sample) 
     snapshot = ingested_sample.store.snapshot(NS)
     topic = next(t.id for t in snapshot.topics.values() if DOG_EVENT in t.members)
     navigator = [
-        AIMessage(content="", tool_calls=[call("query_topic_events", {"topic_id": topic}, "t1"),
-                                          call("query_personal_information", {"person": "Maya"}, "t2"),
-                                          call("search_events", {"query": "dog"}, "t3")]),  # an extra: not given
+        AIMessage(
+            content="",
+            tool_calls=[
+                call("query_topic_events", {"topic_id": topic}, "t1"),
+                call("query_personal_information", {"person": "Maya"}, "t2"),
+                call("search_events", {"query": "dog"}, "t3"),
+            ],
+        ),  # an extra: not given
         *answer_at_once(),
     ]
     model = Recorder(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: navigator}, respond=Pruner())
@@ -388,8 +432,12 @@ def _ingest_with_topics(resources: Resources, topic_reply: Any) -> tuple[Any, li
 
 def test_topics_are_abstracted_by_the_llm_from_the_clustered_events(resources) -> None:
     def abstraction(prompt: str) -> dict[str, Any]:
-        return {"topics": [{"topic": tid, "label": f"pattern of {tid}", "description": f"What {tid}'s episodes share."}
-                           for tid, _ in _TOPIC_BLOCK.findall(prompt)]}
+        return {
+            "topics": [
+                {"topic": tid, "label": f"pattern of {tid}", "description": f"What {tid}'s episodes share."}
+                for tid, _ in _TOPIC_BLOCK.findall(prompt)
+            ]
+        }
 
     report, shown = _ingest_with_topics(resources, abstraction)
     snap = resources.store.snapshot("eq18")
@@ -401,7 +449,10 @@ def test_topics_are_abstracted_by_the_llm_from_the_clustered_events(resources) -
         assert all(snap.events[m].summary[:60] in blocks[tid] for m in topic.members[:6]), tid
         # ... and each topic node carries the model's abstraction, linked to its episodes (topic-episode links).
         assert (topic.label, topic.description, topic.label_source) == (
-            f"pattern of {tid}", f"What {tid}'s episodes share.", "llm")
+            f"pattern of {tid}",
+            f"What {tid}'s episodes share.",
+            "llm",
+        )
         text = str(toolkit.create_query_topic_events_tool("eq18", store=resources.store).invoke({"topic_id": tid}))
         assert f"Topic {tid}: pattern of {tid}" in text
         assert all(snap.events[m].summary[:40] in text for m in topic.members[:5])
@@ -417,8 +468,10 @@ def test_a_garbage_topic_abstraction_records_its_fallback(resources) -> None:
     assert record.role == "topic_abstractor" and record.reason == "invalid model output after one retry"
     assert any(line.startswith("topic_abstractor") for line in report.sessions[0].fallbacks)
     # The recorded fallback: the key terms of the most central events, marked as such on the topic.
-    clusters = [TopicCluster(tid, tuple(line[2:] for line in body.splitlines() if not line.startswith("- ... and")))
-                for tid, body in _TOPIC_BLOCK.findall(shown[0])]
+    clusters = [
+        TopicCluster(tid, tuple(line[2:] for line in body.splitlines() if not line.startswith("- ... and")))
+        for tid, body in _TOPIC_BLOCK.findall(shown[0])
+    ]
     expected = {t.topic: t.label for t in fallback_abstracts(clusters).topics}
     assert {tid: t.label for tid, t in snap.topics.items() if t.label} == expected and expected
     assert {t.label_source for t in snap.topics.values() if t.label} == {"fallback"}
@@ -430,11 +483,14 @@ def test_the_papers_budgets_by_default_eight_turns_of_at_most_ten_tool_calls(ing
     from tests.unit.test_reconstruct import event_of, keep_everything, tool_call, with_model
 
     eid = event_of(ingested_sample, "D4:4")
-    twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}")
-                                               for i in range(12)])
+    twelve = AIMessage(
+        content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)]
+    )
     final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["Leo", "half marathon"]}],
-                                      NAVIGATOR: [twelve] * 12, FINAL: [final]}, respond=keep_everything)
+    model = ScriptedChatModel(
+        routes={QUERY_CUES: [{"keywords": ["Leo", "half marathon"]}], NAVIGATOR: [twelve] * 12, FINAL: [final]},
+        respond=keep_everything,
+    )
     result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model))
     assert result.steps == 8 and result.details["mode"] == "forced"
     assert result.details["tool_calls"] == 80 and result.details["dropped_tool_calls"] == 16
@@ -484,15 +540,32 @@ def test_faithful_routing_judges_only_the_new_candidates_and_keeps_the_reconstru
     and its ``answer_now`` does not end the navigation (the navigator decides). The default re-judges the whole
     active set each round (the tests above)."""
     navigator = [
-        AIMessage(content="", tool_calls=[call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
-                                          call("query_event_context", {"event_id": RACE_EVENT, "window": 0}, "r1b")]),
+        AIMessage(
+            content="",
+            tool_calls=[
+                call("query_tag_events", {"cue": "Biscuit"}, "r1a"),
+                call("query_event_context", {"event_id": RACE_EVENT, "window": 0}, "r1b"),
+            ],
+        ),
         AIMessage(content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r2a")]),
-        AIMessage(content="", tool_calls=[call("submit_answer", {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT],
-                                                                 "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "r3")]),
+        AIMessage(
+            content="",
+            tool_calls=[
+                call(
+                    "submit_answer",
+                    {
+                        "answer": "Biscuit",
+                        "cited_event_ids": [DOG_EVENT],
+                        "cited_turn_ids": ["D1:1"],
+                        "confidence": 0.9,
+                    },
+                    "r3",
+                )
+            ],
+        ),
     ]
     router = Router()  # says "answer now" on every call: the faithful step ignores it
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], PAPER_NAVIGATOR: navigator},
-                              respond=router)
+    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], PAPER_NAVIGATOR: navigator}, respond=router)
     nodes, after, state = faithful_trace(ingested_sample, model)
 
     assert nodes == ["seed", "navigate", "tools", "prune", "navigate", "tools", "prune", "navigate", "answer", "finish"]
@@ -509,10 +582,12 @@ def test_faithful_routing_judges_only_the_new_candidates_and_keeps_the_reconstru
     assert state["final"].answer == "Biscuit" and state["mode"] == "answered"
     # The navigator was asked with the paper's QA and Tool-Use Prompt: its answer rules, no abstention.
     system = str([c for c in model.calls if PAPER_NAVIGATOR in str(c[0].content)][0][0].content)
-    for rule in ("Yes/No questions: output `Yes`, `No`, `Likely yes`, or `Likely no`.",
-                 "Location questions: answer with a specific place name.",
-                 "Counting questions: answer with the number of relevant items.",
-                 "Other questions: output the minimal concrete entity or phrase."):
+    for rule in (
+        "Yes/No questions: output `Yes`, `No`, `Likely yes`, or `Likely no`.",
+        "Location questions: answer with a specific place name.",
+        "Counting questions: answer with the number of relevant items.",
+        "Other questions: output the minimal concrete entity or phrase.",
+    ):
         assert rule in system
     assert "not in memory" not in system.lower()
 
@@ -522,10 +597,18 @@ def test_faithful_runs_without_a_model_and_its_forced_answer_keeps_the_papers_an
     steps = result.details["prune_trace"]
     assert steps and all(s["by"] == "rule" for s in steps) and "Biscuit" in result.answer
     final = {"answer": "Biscuit", "cited_event_ids": [DOG_EVENT], "cited_turn_ids": ["D1:1"], "confidence": 0.5}
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], PAPER_FINAL: [final],
-                                      PAPER_NAVIGATOR: [AIMessage(content="", tool_calls=[
-                                          call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")])]},
-                              default={"keep": []})
+    model = ScriptedChatModel(
+        routes={
+            QUERY_CUES: [{"keywords": ["dog"]}],
+            PAPER_FINAL: [final],
+            PAPER_NAVIGATOR: [
+                AIMessage(
+                    content="", tool_calls=[call("query_event_context", {"event_id": DOG_EVENT, "window": 0}, "r1")]
+                )
+            ],
+        },
+        default={"keep": []},
+    )
     forced = answer(DOG, NS, resources=with_model(ingested_sample, model), max_turns=1, faithful=True)
     (messages,) = [c for c in model.calls if PAPER_FINAL in str(c[0].content)]
     assert "Counting questions: answer with the number of relevant items." in str(messages[0].content)
@@ -538,19 +621,32 @@ def test_faithful_cue_extractor_asks_with_the_dialogue_processing_prompt(resourc
     import dataclasses
 
     processor = "You are a dialogue processor"
-    asked = {"turn_id": "D1:1", "content": "Leo asks how Maya's sister Ana is.", "tags": ["family"],
-             "cues": [{"cue": "Ana", "kind": "person"}]}
-    model = ScriptedChatModel(routes={processor: [unit("Ana adopted Biscuit in May."),
-                                                  {"units": [asked, {**unit("Ana adopted Biscuit in May.")["units"][0],
-                                                                     "tags": ["pet"]}]}]})
+    asked = {
+        "turn_id": "D1:1",
+        "content": "Leo asks how Maya's sister Ana is.",
+        "tags": ["family"],
+        "cues": [{"cue": "Ana", "kind": "person"}],
+    }
+    model = ScriptedChatModel(
+        routes={
+            processor: [
+                unit("Ana adopted Biscuit in May."),
+                {"units": [asked, {**unit("Ana adopted Biscuit in May.")["units"][0], "tags": ["pet"]}]},
+            ]
+        }
+    )
     request, _, _ = adoption_session(resources, model)
     enrichment = enrich(dataclasses.replace(request, paper_prompts=True))
     assert enrichment.cost.llm_calls == 2 and not enrichment.fallbacks
     system = str(model.calls[0][0].content)
-    for rule in ("- Preserve every original sentence.", "- Replace all pronouns with explicit entities or noun phrases",
-                 "Assign a short concrete `tag` (at most two words).", "Normalize time to `YYYY-MM-DD`",
-                 "If a question is answered by the next sentence, merge them.",
-                 "Do not invent, paraphrase, or generalize keywords."):
+    for rule in (
+        "- Preserve every original sentence.",
+        "- Replace all pronouns with explicit entities or noun phrases",
+        "Assign a short concrete `tag` (at most two words).",
+        "Normalize time to `YYYY-MM-DD`",
+        "If a question is answered by the next sentence, merge them.",
+        "Do not invent, paraphrase, or generalize keywords.",
+    ):
         assert rule in system, rule
     retry = str(model.calls[1][-1].content)
     assert "no unit for turns ['D1:1']" in retry and "one short concrete tag (at most two words)" in retry

@@ -40,8 +40,10 @@ _FACT_LINE = re.compile(r"^(\d+): .*\(related: ([^)]*)\)$", re.M)
 
 def stored_memory() -> FactMemory:
     memory = FactMemory("maya")
-    memory.apply([FactEdit(op="ADD", fact=i) for i in range(len(STORED))],
-                 [CandidateFact(text=t, turn_ids=(f"D1:{i + 1}",)) for i, t in enumerate(STORED)])
+    memory.apply(
+        [FactEdit(op="ADD", fact=i) for i in range(len(STORED))],
+        [CandidateFact(text=t, turn_ids=(f"D1:{i + 1}",)) for i, t in enumerate(STORED)],
+    )
     return memory
 
 
@@ -51,8 +53,10 @@ def candidates(texts: Sequence[str], first: int = 0) -> list[CandidateFact]:
 
 def related_ids(messages: Sequence[BaseMessage]) -> dict[int, list[str]]:
     """Each new fact's related memory ids, as the prompt shows them (none when it shows none)."""
-    shown = {int(n): [i.strip() for i in ids.split(",") if i.strip() and i.strip() != "none"]
-             for n, ids in _FACT_LINE.findall(str(messages[1].content))}
+    shown = {
+        int(n): [i.strip() for i in ids.split(",") if i.strip() and i.strip() != "none"]
+        for n, ids in _FACT_LINE.findall(str(messages[1].content))
+    }
     return shown
 
 
@@ -117,7 +121,12 @@ def test_the_manager_follows_the_papers_procedure_with_two_edits_for_a_contradic
     # Fact 0 contradicts F1: DELETE F1 and ADD the fact (two edits); fact 1 refines F2: UPDATE, nothing lost;
     # fact 2 is held by F3: NOOP; fact 3 is new: ADD. Leo's guitar (unrelated) is untouched.
     assert [(e.op, e.fact, e.id) for e in outcome.edits] == [
-        ("ADD", 0, None), ("ADD", 3, None), ("UPDATE", 1, "F2"), ("DELETE", 0, "F1"), ("NOOP", 2, "F3")]
+        ("ADD", 0, None),
+        ("ADD", 3, None),
+        ("UPDATE", 1, "F2"),
+        ("DELETE", 0, "F1"),
+        ("NOOP", 2, "F3"),
+    ]
     assert report.added == ["F5", "F6"] and report.updated == ["F2"] and report.deleted == ["F1"] and report.noop == 1
     live = {r.id: r.text for r in memory.live()}
     assert live == {"F2": REFINES[(1, "F2")], "F3": STORED[2], "F4": STORED[3], "F5": NEW[0], "F6": NEW[3]}
@@ -142,8 +151,13 @@ def test_a_fact_on_the_same_subject_and_attribute_is_related_however_few_words_i
     old home (few shared words, below five closer facts about other people) is still shown, so the manager can
     DELETE it; related by similarity alone, it would stay live beside the new home."""
     memory = FactMemory("maya")
-    old = ["Maya lives in Porto", *(f"{name} shares a flat beside the harbour in Lisbon with friends"
-                                   for name in ("Leo", "Ana", "Rui", "Eva", "Tom"))]
+    old = [
+        "Maya lives in Porto",
+        *(
+            f"{name} shares a flat beside the harbour in Lisbon with friends"
+            for name in ("Leo", "Ana", "Rui", "Eva", "Tom")
+        ),
+    ]
     memory.apply([FactEdit(op="ADD", fact=i) for i in range(len(old))], candidates(old))
     new = candidates(["Maya lives in a flat beside the harbour in Lisbon with friends"])
     related = r2_roles.related_memories(memory, new)

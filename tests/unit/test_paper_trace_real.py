@@ -37,41 +37,63 @@ Scores = tuple[float, float, float]
 
 def case_facts() -> list[Fact]:
     def f(head, relation, tail, turn, intent="FACT"):
-        return make_fact(NS, head, relation, tail, valid_from="2023-02-01", confidence=0.9, intent=intent,
-                         turn_ids=[turn])
+        return make_fact(
+            NS, head, relation, tail, valid_from="2023-02-01", confidence=0.9, intent=intent, turn_ids=[turn]
+        )
 
-    return apply_fact_updates({}, [
-        f("Caroline", "started_adoption_with", "Hope agency", "D1:1"),
-        f("Caroline", "moved_from", "her home country", "D1:2"),
-        f("Caroline", "attends", "a support group", "D1:3"),
-        f("Caroline", "met", "a counselor", "D1:4", intent="TEMPORAL"),
-        f("Hope agency", "approved", "the home study", "D1:5"),
-        f("Hope agency", "located_in", "Boston", "D1:6"),
-        f("a support group", "meets_on", "Tuesdays", "D1:7"),
-        f("a counselor", "recommended", "the foster plan", "D1:8"),
-        # A second root for the intent-per-hop trace: a causal beam, a temporal hop, then a plain fact.
-        f("Melanie", "signed_up_for", "a pottery class", "D1:9", intent="TEMPORAL"),
-        f("a pottery class", "taught_by", "Jon", "D1:10"),
-        # Facts pointing INTO Dana only: the symmetry rule's hypotheses when Dana's expansion fails.
-        f("Dana", "mentions", "the adoption decision", "D1:11"),
-        f("Melanie", "talked_adoption_decision_with", "Dana", "D1:12"),
-        f("Hope agency", "sent_papers_to", "Dana", "D1:13"),
-        # Six leaves of two roots, for the final-set size.
-        *(f(root, f"owns_{i}", f"{root.lower()} thing {i}", f"D2:{j}")
-          for j, (root, i) in enumerate([(r, i) for r in ("Rex", "Zoe") for i in range(3)], start=1)),
-    ]).facts
+    return apply_fact_updates(
+        {},
+        [
+            f("Caroline", "started_adoption_with", "Hope agency", "D1:1"),
+            f("Caroline", "moved_from", "her home country", "D1:2"),
+            f("Caroline", "attends", "a support group", "D1:3"),
+            f("Caroline", "met", "a counselor", "D1:4", intent="TEMPORAL"),
+            f("Hope agency", "approved", "the home study", "D1:5"),
+            f("Hope agency", "located_in", "Boston", "D1:6"),
+            f("a support group", "meets_on", "Tuesdays", "D1:7"),
+            f("a counselor", "recommended", "the foster plan", "D1:8"),
+            # A second root for the intent-per-hop trace: a causal beam, a temporal hop, then a plain fact.
+            f("Melanie", "signed_up_for", "a pottery class", "D1:9", intent="TEMPORAL"),
+            f("a pottery class", "taught_by", "Jon", "D1:10"),
+            # Facts pointing INTO Dana only: the symmetry rule's hypotheses when Dana's expansion fails.
+            f("Dana", "mentions", "the adoption decision", "D1:11"),
+            f("Melanie", "talked_adoption_decision_with", "Dana", "D1:12"),
+            f("Hope agency", "sent_papers_to", "Dana", "D1:13"),
+            # Six leaves of two roots, for the final-set size.
+            *(
+                f(root, f"owns_{i}", f"{root.lower()} thing {i}", f"D2:{j}")
+                for j, (root, i) in enumerate([(r, i) for r in ("Rex", "Zoe") for i in range(3)], start=1)
+            ),
+        ],
+    ).facts
 
 
 @pytest.fixture
 def memory(resources):
     facts = case_facts()
-    turns = [Turn(namespace=NS, session_id="S1", dia_id=f"D1:{j}", speaker="Caroline", text=f"turn {j}",
-                  session_time=datetime(2023, 6, 1, 10, 0), position=j) for j in range(1, 14)]
+    turns = [
+        Turn(
+            namespace=NS,
+            session_id="S1",
+            dia_id=f"D1:{j}",
+            speaker="Caroline",
+            text=f"turn {j}",
+            session_time=datetime(2023, 6, 1, 10, 0),
+            position=j,
+        )
+        for j in range(1, 14)
+    ]
     emb = resources.embeddings
-    resources.store.commit(ChangeSet(
-        namespace=NS, base_generation=0, turns=turns, turn_vectors=emb.embed_documents([t.text for t in turns]),
-        facts=facts, fact_vectors=emb.embed_documents([fact_text(f) for f in facts]),
-    ))
+    resources.store.commit(
+        ChangeSet(
+            namespace=NS,
+            base_generation=0,
+            turns=turns,
+            turn_vectors=emb.embed_documents([t.text for t in turns]),
+            facts=facts,
+            fact_vectors=emb.embed_documents([fact_text(f) for f in facts]),
+        )
+    )
     return resources
 
 
@@ -98,12 +120,19 @@ def scripted(judge: Callable[[str], Scores], roots: Sequence[tuple[str, str]]) -
     def respond(messages: Sequence[BaseMessage]) -> dict:
         system, human = str(messages[0].content), str(messages[1].content)
         if "REAL root planner" in system:
-            return {"roots": [{"entity": e, "intent": i} for e, i in roots], "reference_time": None,
-                    "include_uncertain": False}
+            return {
+                "roots": [{"entity": e, "intent": i} for e, i in roots],
+                "reference_time": None,
+                "include_uncertain": False,
+            }
         if "REAL path evaluator" in system:
             lines = re.findall(r"^(P\d+): (.*)$", human, re.MULTILINE)
-            return {"scores": [dict(zip(("path_id", "relevance", "coherence", "sufficiency"), (label, *judge(text)),
-                                        strict=True)) for label, text in lines]}
+            return {
+                "scores": [
+                    dict(zip(("path_id", "relevance", "coherence", "sufficiency"), (label, *judge(text)), strict=True))
+                    for label, text in lines
+                ]
+            }
         if "REAL answerer" in system:
             first = re.search(r"^(path-\w+): (.*)$", human, re.MULTILINE)
             return {"answer": "the foster plan", "path_ids": [first.group(1)] if first else []}
@@ -229,15 +258,23 @@ def test_faithful_causal_beam_follows_causal_facts_only(resources):
     ns = "real-causal"
 
     def f(relation: str, tail: str, intent: str, turn: str) -> Fact:
-        return make_fact(ns, "Nora", relation, tail, valid_from="2023-02-01", confidence=0.9, intent=intent,
-                         turn_ids=[turn])
+        return make_fact(
+            ns, "Nora", relation, tail, valid_from="2023-02-01", confidence=0.9, intent=intent, turn_ids=[turn]
+        )
 
-    commit_facts(resources, ns, apply_fact_updates({}, [
-        f("quit_because_of", "the noisy gym", "CAUSAL", "D1:1"),
-        f("signed_up_for", "a yoga class", "TEMPORAL", "D1:2"),
-        f("switched_to", "morning runs", "EVOLUTION", "D1:3"),
-        f("likes", "green tea", "FACT", "D1:4"),
-    ]).facts)
+    commit_facts(
+        resources,
+        ns,
+        apply_fact_updates(
+            {},
+            [
+                f("quit_because_of", "the noisy gym", "CAUSAL", "D1:1"),
+                f("signed_up_for", "a yoga class", "TEMPORAL", "D1:2"),
+                f("switched_to", "morning runs", "EVOLUTION", "D1:3"),
+                f("likes", "green tea", "FACT", "D1:4"),
+            ],
+        ).facts,
+    )
     followed = {}
     for faithful in (False, True):
         resources.llm_ = llm = scripted(lambda text: (0.9, 0.9, 0.5), [("Nora", "CAUSAL")])
@@ -252,19 +289,40 @@ def test_faithful_causal_beam_follows_causal_facts_only(resources):
 
 def commit_facts(resources, namespace: str, facts: list[Fact]) -> None:
     turns = sorted({t for f in facts for t in f.turn_ids})
-    records = [Turn(namespace=namespace, session_id="S1", dia_id=t, speaker="Nora", text=f"turn {t}",
-                    session_time=datetime(2023, 6, 1, 10, 0), position=j) for j, t in enumerate(turns, start=1)]
+    records = [
+        Turn(
+            namespace=namespace,
+            session_id="S1",
+            dia_id=t,
+            speaker="Nora",
+            text=f"turn {t}",
+            session_time=datetime(2023, 6, 1, 10, 0),
+            position=j,
+        )
+        for j, t in enumerate(turns, start=1)
+    ]
     emb = resources.embeddings
-    resources.store.commit(ChangeSet(
-        namespace=namespace, base_generation=0, turns=records, turn_vectors=emb.embed_documents([t.text for t in records]),
-        facts=facts, fact_vectors=emb.embed_documents([fact_text(f) for f in facts]),
-    ))
+    resources.store.commit(
+        ChangeSet(
+            namespace=namespace,
+            base_generation=0,
+            turns=records,
+            turn_vectors=emb.embed_documents([t.text for t in records]),
+            facts=facts,
+            fact_vectors=emb.embed_documents([fact_text(f) for f in facts]),
+        )
+    )
 
 
-@pytest.mark.parametrize(("relevance", "coherence", "repaired"), [
-    (0.45, 0.9, True), (0.55, 0.9, False),  # delta_QR = 0.5: 0.4 or 0.6 would swap one of these
-    (0.9, 0.45, True), (0.9, 0.55, False),  # delta_LC = 0.5, likewise
-])
+@pytest.mark.parametrize(
+    ("relevance", "coherence", "repaired"),
+    [
+        (0.45, 0.9, True),
+        (0.55, 0.9, False),  # delta_QR = 0.5: 0.4 or 0.6 would swap one of these
+        (0.9, 0.45, True),
+        (0.9, 0.55, False),  # delta_LC = 0.5, likewise
+    ],
+)
 def test_repair_thresholds_delta_qr_and_delta_lc_are_one_half(memory, relevance, coherence, repaired):
     def judge(text: str) -> Scores:
         return (0.9, 0.9, 0.8) if "sent_papers_to" in text else (relevance, coherence, 0.1)
@@ -281,11 +339,15 @@ def test_expansion_admits_facts_of_confidence_theta_stable_08(resources):
     ns = "real-theta"
 
     def f(relation: str, tail: str, confidence: float, turn: str) -> Fact:
-        return make_fact(ns, "Nora", relation, tail, valid_from="2023-02-01", confidence=confidence, intent="FACT",
-                         turn_ids=[turn])
+        return make_fact(
+            ns, "Nora", relation, tail, valid_from="2023-02-01", confidence=confidence, intent="FACT", turn_ids=[turn]
+        )
 
-    commit_facts(resources, ns, apply_fact_updates({}, [f("joined", "a choir", 0.85, "D1:1"),
-                                                         f("visited", "Vienna", 0.75, "D1:2")]).facts)
+    commit_facts(
+        resources,
+        ns,
+        apply_fact_updates({}, [f("joined", "a choir", 0.85, "D1:1"), f("visited", "Vienna", 0.75, "D1:2")]).facts,
+    )
     resources.llm_ = llm = scripted(lambda text: (0.9, 0.9, 0.5), [("Nora", "FACT")])
     answer("What does Nora do?", ns, resources=resources, repair=False)
     lines = [line for call in shown(llm) for line in call]
@@ -297,8 +359,12 @@ def test_paths_end_at_d_max_three(resources):
     P_final)."""
     ns = "real-depth"
     chain = ["Ivy", "a garden", "a seed", "a sprout", "a tree", "a forest"]
-    facts = [make_fact(ns, a, f"leads_to_{i}", b, valid_from="2023-02-01", confidence=0.9, intent="FACT",
-                       turn_ids=[f"D1:{i}"]) for i, (a, b) in enumerate(zip(chain, chain[1:]), start=1)]
+    facts = [
+        make_fact(
+            ns, a, f"leads_to_{i}", b, valid_from="2023-02-01", confidence=0.9, intent="FACT", turn_ids=[f"D1:{i}"]
+        )
+        for i, (a, b) in enumerate(zip(chain, chain[1:]), start=1)
+    ]
     commit_facts(resources, ns, apply_fact_updates({}, facts).facts)
 
     def deeper(text: str) -> Scores:
@@ -306,5 +372,4 @@ def test_paths_end_at_d_max_three(resources):
 
     resources.llm_ = scripted(deeper, [("Ivy", "FACT")])
     result = answer("Where does Ivy's garden lead?", ns, resources=resources, repair=False)
-    assert [relations(result, p) for p in result.details["final_paths"]] == [
-        ["leads_to_1", "leads_to_2", "leads_to_3"]]
+    assert [relations(result, p) for p in result.details["final_paths"]] == [["leads_to_1", "leads_to_2", "leads_to_3"]]

@@ -24,8 +24,10 @@ from tests.conftest import make_resources
 STRATEGIES = ("compass", "goalmem", "real", "reconstruct")
 QUESTION = "What is the name of Maya's dog?"
 # A session that answers the question differently: a run that read it would find other evidence.
-NEW_TURNS = [("Maya", "I adopted a second dog last week. Her name is Pretzel and she is a beagle puppy."),
-             ("Leo", "Pretzel the beagle! Congratulations Maya.")]
+NEW_TURNS = [
+    ("Maya", "I adopted a second dog last week. Her name is Pretzel and she is a beagle puppy."),
+    ("Leo", "Pretzel the beagle! Congratulations Maya."),
+]
 
 
 @pytest.fixture
@@ -36,8 +38,9 @@ def memory(tmp_path: Path, sample: Any) -> Any:
 
 
 def _ingest(res: Resources, sample: Any, namespace: str) -> None:
-    ingest_conversation(sample.model_copy(update={"sessions": sample.sessions[:3]}), namespace, resources=res,
-                        policy="heuristic")
+    ingest_conversation(
+        sample.model_copy(update={"sessions": sample.sessions[:3]}), namespace, resources=res, policy="heuristic"
+    )
 
 
 def _commit_new_session(res: Resources, namespace: str) -> int:
@@ -63,8 +66,9 @@ def _run(strategy: str, res: Resources, namespace: str, commit_after: str | None
     state_keys = list(module.graph.builder.schemas[module.graph.builder.state_schema])
     final: dict[str, Any] = {}
     committed = False
-    for mode, chunk in module.graph.stream({"question": QUESTION}, context=context, stream_mode=["updates", "values"],
-                                           output_keys=state_keys):
+    for mode, chunk in module.graph.stream(
+        {"question": QUESTION}, context=context, stream_mode=["updates", "values"], output_keys=state_keys
+    ):
         if mode == "values":
             final = chunk
         elif commit_after in chunk and not committed:
@@ -76,8 +80,7 @@ def _run(strategy: str, res: Resources, namespace: str, commit_after: str | None
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_a_commit_between_two_nodes_changes_nothing_the_run_sees(memory: Resources, sample: Any,
-                                                                 strategy: str) -> None:
+def test_a_commit_between_two_nodes_changes_nothing_the_run_sees(memory: Resources, sample: Any, strategy: str) -> None:
     first = {"compass": "planner", "goalmem": "parse_goal", "real": "roots", "reconstruct": "seed"}[strategy]
     _ingest(memory, sample, "busy")
     quiet = _seen(_run(strategy, memory, "busy"))  # the same namespace, no commit during the run
@@ -94,12 +97,18 @@ def test_the_pin_is_the_run_s_resolved_namespace_policy_and_generation(memory: R
     from logicmap.graphs.strategies.compass import CompassContext, graph
 
     _ingest(memory, sample, "alice")
-    final = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
-                         context=CompassContext(namespace="{user_id}", resources=memory,
-                                                policy="auto"))
+    final = graph.invoke(
+        {"question": QUESTION},
+        {"configurable": {"user_id": "alice"}},
+        context=CompassContext(namespace="{user_id}", resources=memory, policy="auto"),
+    )
     keys = list(graph.builder.schemas[graph.builder.state_schema])
-    full = graph.invoke({"question": QUESTION}, {"configurable": {"user_id": "alice"}},
-                        context=CompassContext(namespace="{user_id}", resources=memory), output_keys=keys)
+    full = graph.invoke(
+        {"question": QUESTION},
+        {"configurable": {"user_id": "alice"}},
+        context=CompassContext(namespace="{user_id}", resources=memory),
+        output_keys=keys,
+    )
     assert full["namespace"] == "alice" and full["policy"] == "heuristic"  # auto, no chat model: one rule
     assert full["generation"] == memory.store.snapshot("alice").generation
     assert final["answer"] == full["answer"]
@@ -141,8 +150,9 @@ def test_superseded_snapshots_are_kept_within_a_vector_budget(memory: Resources)
     def superseded(generation: int, mb: int) -> NamespaceSnapshot:
         rows = mb * 2**20 // (384 * 4)
         table = VectorTable([f"t{i}" for i in range(rows)], np.ones((rows, 384), dtype=np.float32))
-        return NamespaceSnapshot(namespace="big", manifest=Manifest(namespace="big", generation=generation),
-                                 turn_vectors=table)
+        return NamespaceSnapshot(
+            namespace="big", manifest=Manifest(namespace="big", generation=generation), turn_vectors=table
+        )
 
     store = memory.store
     for generation in (1, 2, 3):

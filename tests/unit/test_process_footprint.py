@@ -163,8 +163,21 @@ def test_the_copied_stop_words_are_scikit_learns() -> None:
     assert frozenset(ENGLISH_STOP_WORDS) == SKLEARN_STOP_WORDS
 
 
-HEAVY_AT_START = ("torch", "chromadb", "sklearn", "scipy", "pandas", "nltk", "networkx", "transformers",
-                  "sentence_transformers", "langchain_openai", "langchain_core", "langgraph", "matplotlib")
+HEAVY_AT_START = (
+    "torch",
+    "chromadb",
+    "sklearn",
+    "scipy",
+    "pandas",
+    "nltk",
+    "networkx",
+    "transformers",
+    "sentence_transformers",
+    "langchain_openai",
+    "langchain_core",
+    "langgraph",
+    "matplotlib",
+)
 
 
 def test_import_logicmap_and_the_cli_parser_load_nothing_heavy() -> None:
@@ -186,19 +199,22 @@ def test_import_logicmap_and_the_cli_parser_load_nothing_heavy() -> None:
 def test_importing_the_store_loads_what_langgraphs_own_store_does_and_not_the_pipelines() -> None:
     # What ``from logicmap import LogicMapStore`` loads, beside ``InMemoryStore`` + ``langmem`` (the reference of
     # evals/bench/bench_startup): the ingest and answer pipelines, chat models and networkx load on first use.
-    found = _run(
-        "import json, sys\n"
-        "from logicmap import LogicMapStore\n"
-        "print(json.dumps(sorted(sys.modules)))"
-    )
+    found = _run("import json, sys\nfrom logicmap import LogicMapStore\nprint(json.dumps(sorted(sys.modules)))")
     reference = _run(
         "import json, sys\n"
         "from langgraph.store.memory import InMemoryStore\n"
         "import langmem\n"
         "print(json.dumps(sorted(sys.modules)))"
     )
-    deferred = ("networkx", "langsmith.run_trees", "logicmap.graphs.ingest.ingest", "logicmap.graphs.writes.forget",
-                "logicmap.agents.compass_policy", "logicmap.graphs.runtime.resources", "logicmap.graphs.chat.messages")
+    deferred = (
+        "networkx",
+        "langsmith.run_trees",
+        "logicmap.graphs.ingest.ingest",
+        "logicmap.graphs.writes.forget",
+        "logicmap.agents.compass_policy",
+        "logicmap.graphs.runtime.resources",
+        "logicmap.graphs.chat.messages",
+    )
     assert not set(found) & set(deferred), sorted(set(found) & set(deferred))
     assert len(found) < len(reference), (len(found), len(reference))
 

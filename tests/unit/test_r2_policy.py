@@ -14,9 +14,11 @@ from logicmap.memory.records.r2 import FactRecord
 from logicmap.prompts import r2_distill
 
 QUESTION = "What is the name of Maya's dog?"
-FACTS = [FactRecord(id="F1", text="Maya has a dog named Biscuit.", turn_ids=("D1:3",)),
-         FactRecord(id="F2", text="Leo ran a half marathon in Porto.", turn_ids=("D2:1",)),
-         FactRecord(id="F3", text="Maya walks Biscuit on the beach.", turn_ids=("D3:2",))]
+FACTS = [
+    FactRecord(id="F1", text="Maya has a dog named Biscuit.", turn_ids=("D1:3",)),
+    FactRecord(id="F2", text="Leo ran a half marathon in Porto.", turn_ids=("D2:1",)),
+    FactRecord(id="F3", text="Maya walks Biscuit on the beach.", turn_ids=("D3:2",)),
+]
 EVIDENCE = [EvidenceText("F1", "Maya has a dog named Biscuit."), EvidenceText("F2", "Leo ran a half marathon.")]
 KW = {"method": "function_calling", "tags": ["strategy:r2"], "metadata": {"namespace": "ns"}}
 
@@ -42,8 +44,10 @@ def test_the_rule_distillation_keeps_the_most_similar() -> None:
 
 
 def test_the_llm_policy_asks_the_model_and_records_its_fallbacks() -> None:
-    model = ScriptedChatModel(routes={r2_distill.ROLE_MARKER: [{"selected": ["F3", "F9"]}, {"selected": ["F3"]}]},
-                              replies=["garbage", "garbage"])
+    model = ScriptedChatModel(
+        routes={r2_distill.ROLE_MARKER: [{"selected": ["F3", "F9"]}, {"selected": ["F3"]}]},
+        replies=["garbage", "garbage"],
+    )
     policy = LLMR2Policy(model)
     distilled = policy.distill(QUESTION, FACTS, keep=2, **KW)
     # F9 was never shown: the model is told and asked once more; its corrected choice stands, nothing is recorded

@@ -27,22 +27,39 @@ from tests.conftest import make_resources
 
 NS = "maya"
 SESSIONS = [
-    ("S1", datetime(2023, 5, 1, 10), [("D1:1", "Maya", "I live in Porto and I work as a nurse."),
-                                      ("D1:2", "Leo", "Nice! Porto is lovely.")]),
-    ("S2", datetime(2023, 6, 1, 10), [("D2:1", "Maya", "Big news: I moved to Lisbon last week."),
-                                      ("D2:2", "Leo", "Congratulations on the move!")]),
-    ("S3", datetime(2023, 7, 1, 10), [("D3:1", "Maya", "I quit nursing, I don't work as a nurse anymore."),
-                                      ("D3:2", "Leo", "A fresh start then.")]),
+    (
+        "S1",
+        datetime(2023, 5, 1, 10),
+        [("D1:1", "Maya", "I live in Porto and I work as a nurse."), ("D1:2", "Leo", "Nice! Porto is lovely.")],
+    ),
+    (
+        "S2",
+        datetime(2023, 6, 1, 10),
+        [("D2:1", "Maya", "Big news: I moved to Lisbon last week."), ("D2:2", "Leo", "Congratulations on the move!")],
+    ),
+    (
+        "S3",
+        datetime(2023, 7, 1, 10),
+        [("D3:1", "Maya", "I quit nursing, I don't work as a nurse anymore."), ("D3:2", "Leo", "A fresh start then.")],
+    ),
 ]
 EXTRACTED = {
-    "S1": {"facts": [{"text": "Maya lives in Porto", "turn_ids": ["D1:1"]},
-                     {"text": "Maya works as a nurse", "turn_ids": ["D1:1"]}]},
+    "S1": {
+        "facts": [
+            {"text": "Maya lives in Porto", "turn_ids": ["D1:1"]},
+            {"text": "Maya works as a nurse", "turn_ids": ["D1:1"]},
+        ]
+    },
     "S2": {"facts": [{"text": "Maya lives in Lisbon", "turn_ids": ["D2:1"]}]},
     "S3": {"facts": [{"text": "Maya no longer works as a nurse", "turn_ids": ["D3:1"]}]},
 }
 MANAGED = {
     "S1": {"edits": [{"op": "ADD", "fact": 0}, {"op": "ADD", "fact": 1}]},
-    "S2": {"edits": [{"op": "UPDATE", "fact": 0, "id": "F1", "text": "Maya lives in Lisbon (moved from Porto in May 2023)"}]},
+    "S2": {
+        "edits": [
+            {"op": "UPDATE", "fact": 0, "id": "F1", "text": "Maya lives in Lisbon (moved from Porto in May 2023)"}
+        ]
+    },
     # The paper's procedure: DELETE the contradicted memory, then the new fact is new information: ADD it.
     "S3": {"edits": [{"op": "ADD", "fact": 0}, {"op": "DELETE", "fact": 0, "id": "F2"}]},
 }
@@ -50,8 +67,12 @@ MANAGED = {
 
 def conversation(upto: int) -> Conversation:
     sessions = [
-        Session(session_id=sid, timestamp=when, timestamp_text=when.strftime("%-I:%M %p on %-d %B, %Y"),
-                turns=[RawTurn(dia_id=d, speaker=s, text=t) for d, s, t in turns])
+        Session(
+            session_id=sid,
+            timestamp=when,
+            timestamp_text=when.strftime("%-I:%M %p on %-d %B, %Y"),
+            turns=[RawTurn(dia_id=d, speaker=s, text=t) for d, s, t in turns],
+        )
         for sid, when, turns in SESSIONS[:upto]
     ]
     return Conversation(conversation_id="maya-leo", speakers=["Maya", "Leo"], sessions=sessions)
@@ -91,7 +112,9 @@ def test_add_then_update_then_delete_across_three_sessions_keeps_history(res: An
     ingest(res, 1)
     snap = store.snapshot(NS)
     assert {r: (f.text, f.deleted) for r, f in snap.r2_facts.items()} == {
-        "F1": ("Maya lives in Porto", False), "F2": ("Maya works as a nurse", False)}
+        "F1": ("Maya lives in Porto", False),
+        "F2": ("Maya works as a nurse", False),
+    }
     assert snap.r2_facts["F1"].created_in == "S1" and snap.r2_facts["F1"].turn_ids == ("D1:1",)
     assert snap.r2_facts["F1"].namespace == NS and set(snap.r2_fact_vectors) == {"F1", "F2"}
     assert snap.manifest.sessions["S1"].memory_manager == "r2"
@@ -177,8 +200,17 @@ def test_the_no_llm_manager_is_deterministic(tmp_path: Path) -> None:
 
 def test_namespaces_never_see_each_others_r2_memory(res: Any) -> None:
     ingest_conversation(conversation(2), "tenant-a", resources=res, policy="heuristic", memory_manager="r2")
-    other = Conversation(conversation_id="b", speakers=["Ana", "Rui"], sessions=[Session(
-        session_id="S1", timestamp=datetime(2023, 5, 1), turns=[RawTurn(dia_id="D1:1", speaker="Ana", text="I keep bees.")])])
+    other = Conversation(
+        conversation_id="b",
+        speakers=["Ana", "Rui"],
+        sessions=[
+            Session(
+                session_id="S1",
+                timestamp=datetime(2023, 5, 1),
+                turns=[RawTurn(dia_id="D1:1", speaker="Ana", text="I keep bees.")],
+            )
+        ],
+    )
     ingest_conversation(other, "tenant-b", resources=res, policy="heuristic", memory_manager="r2")
     a, b = res.store.snapshot("tenant-a"), res.store.snapshot("tenant-b")
     assert all(f.namespace == "tenant-a" for f in a.r2_facts.values())
@@ -199,13 +231,16 @@ def test_namespaces_never_see_each_others_r2_memory(res: Any) -> None:
 def test_the_r2_strategy_retrieves_then_distills_then_answers_from_the_distilled_memories_only(res: Any) -> None:
     res.llm_ = scripted([EXTRACTED[s] for s in ("S1", "S2", "S3")], [MANAGED[s] for s in ("S1", "S2", "S3")])
     ingest(res, 3)
-    res.llm_ = ScriptedChatModel(routes={r2_distill.ROLE_MARKER: [{"selected": ["F1"]}]},
-                                 respond=lambda _: Answer(answer="Lisbon", cited_ids=["F1"]).model_dump())
+    res.llm_ = ScriptedChatModel(
+        routes={r2_distill.ROLE_MARKER: [{"selected": ["F1"]}]},
+        respond=lambda _: Answer(answer="Lisbon", cited_ids=["F1"]).model_dump(),
+    )
     context = R2Context(namespace=NS, resources=res, policy="llm")
     nodes: list[str] = []
     final: dict[str, Any] = {}
-    for mode, chunk in graph.stream({"question": "Where does Maya live now?"}, context=context,
-                                    stream_mode=["updates", "values"]):
+    for mode, chunk in graph.stream(
+        {"question": "Where does Maya live now?"}, context=context, stream_mode=["updates", "values"]
+    ):
         if mode == "updates":
             nodes.extend(chunk)
         else:
@@ -224,8 +259,10 @@ def test_the_answer_sees_only_what_the_distiller_kept(res: Any) -> None:
     live = [r for r, f in res.store.snapshot(NS).r2_facts.items() if not f.deleted]
     assert len(live) >= 3
     keep = live[1]
-    res.llm_ = ScriptedChatModel(routes={r2_distill.ROLE_MARKER: [{"selected": [keep, "F404"]}, {"selected": [keep]}]},
-                                 respond=lambda _: {"answer": "something", "cited_ids": [keep]})
+    res.llm_ = ScriptedChatModel(
+        routes={r2_distill.ROLE_MARKER: [{"selected": [keep, "F404"]}, {"selected": [keep]}]},
+        respond=lambda _: {"answer": "something", "cited_ids": [keep]},
+    )
     result = answer("What did Maya say?", NS, resources=res, policy="llm")
     assert result.details["distilled"] == [keep] and [e.id for e in result.evidence] == [keep]
     assert len(result.details["retrieved"]) == len(live)
@@ -284,8 +321,11 @@ def window_reply(messages: list[BaseMessage]) -> Any:
 
 def test_a_session_longer_than_the_context_is_extracted_in_windows(res: Any) -> None:
     long = "I live in Porto and I work as a nurse. " * 14  # about 550 characters a turn
-    session = Session(session_id="S1", timestamp=datetime(2023, 5, 1), turns=[
-        RawTurn(dia_id=f"D1:{i}", speaker="Maya", text=f"{i}: {long}") for i in range(1, 5)])
+    session = Session(
+        session_id="S1",
+        timestamp=datetime(2023, 5, 1),
+        turns=[RawTurn(dia_id=f"D1:{i}", speaker="Maya", text=f"{i}: {long}") for i in range(1, 5)],
+    )
     res.llm_ = ScriptedChatModel(respond=window_reply)
     ctx = IngestContext(policy="llm", memory_manager="r2", extract_cues=False, extract_facts=False, context_tokens=1000)
     conv = Conversation(conversation_id="long", speakers=["Maya"], sessions=[session])
@@ -308,19 +348,26 @@ def test_faithful_answers_with_the_papers_prompt_and_its_answer_span(res: Any) -
 
     res.llm_ = scripted([EXTRACTED[s] for s in ("S1", "S2", "S3")], [MANAGED[s] for s in ("S1", "S2", "S3")])
     ingest(res, 3)
-    res.llm_ = ScriptedChatModel(routes={
-        r2_distill.ROLE_MARKER: [{"selected": ["F1", "F3"]}],
-        r2_answer.ROLE_MARKER: [{"response": "Maya lives in Lisbon."},
-                                {"response": "F1 is the most recent. <answer>Lisbon</answer>"}],
-    })
+    res.llm_ = ScriptedChatModel(
+        routes={
+            r2_distill.ROLE_MARKER: [{"selected": ["F1", "F3"]}],
+            r2_answer.ROLE_MARKER: [
+                {"response": "Maya lives in Lisbon."},
+                {"response": "F1 is the most recent. <answer>Lisbon</answer>"},
+            ],
+        }
+    )
     result = answer("Where does Maya live now?", NS, resources=res, policy="llm", faithful=True)
     assert result.answer == "Lisbon" and not result.fallbacks
     first, retry = [c for c in res.llm_.calls if r2_answer.ROLE_MARKER in str(c[0].content)]
     system, shown = str(first[0].content), str(first[-1].content)
-    for rule in ("If the memories contain contradictory information, prioritize the most recent memory",
-                 "If memories are insufficient and the question is about a general world fact, you may use reliable "
-                 "general world knowledge", "# APPROACH (Think step by step):",
-                 "<answer>YOUR_FINAL_ANSWER</answer>"):
+    for rule in (
+        "If the memories contain contradictory information, prioritize the most recent memory",
+        "If memories are insufficient and the question is about a general world fact, you may use reliable "
+        "general world knowledge",
+        "# APPROACH (Think step by step):",
+        "<answer>YOUR_FINAL_ANSWER</answer>",
+    ):
         assert rule in system, rule
     assert shown.startswith("Memories for user Maya:\n") and "Maya lives in Lisbon" in shown
     assert "Not mentioned" not in system
@@ -342,31 +389,58 @@ def test_a_faithful_ingest_asks_with_the_papers_construction_prompts(res: Any) -
     from logicmap.memory.records.records import Turn
     from logicmap.prompts import cues
 
-    units = {"units": [
-        {"turn_id": "D1:1", "content": "Maya lives in Porto and Maya works as a nurse.", "tags": ["home"],
-         "cues": [{"cue": "Porto", "kind": "place"}]},
-        {"turn_id": "D1:2", "content": "Porto is lovely.", "tags": ["city"], "cues": [{"cue": "Porto", "kind": "place"}]},
-    ], "person_facts": []}
-    res.llm_ = ScriptedChatModel(routes={r2_extract.ROLE_MARKER: [EXTRACTED["S1"]], r2_manage.ROLE_MARKER: [MANAGED["S1"]],
-                                         "You are a dialogue processor": [units]})
+    units = {
+        "units": [
+            {
+                "turn_id": "D1:1",
+                "content": "Maya lives in Porto and Maya works as a nurse.",
+                "tags": ["home"],
+                "cues": [{"cue": "Porto", "kind": "place"}],
+            },
+            {
+                "turn_id": "D1:2",
+                "content": "Porto is lovely.",
+                "tags": ["city"],
+                "cues": [{"cue": "Porto", "kind": "place"}],
+            },
+        ],
+        "person_facts": [],
+    }
+    res.llm_ = ScriptedChatModel(
+        routes={
+            r2_extract.ROLE_MARKER: [EXTRACTED["S1"]],
+            r2_manage.ROLE_MARKER: [MANAGED["S1"]],
+            "You are a dialogue processor": [units],
+        }
+    )
     ctx = IngestContext(policy="llm", memory_manager="r2", extract_cues=True, faithful=True)
     report = ingest_conversation(conversation(1), NS, resources=res, context=ctx)
     calls = res.llm_.calls
     (extract,) = [c for c in calls if r2_extract.ROLE_MARKER in str(c[0].content)]
-    for rule in ("5. Health and Wellness (NON-DIAGNOSTIC)", "Extract facts from the provided dialogue turns for BOTH "
-                 "speakers.", "Ignore small talk, greetings, generic statements, opinions without substance"):
+    for rule in (
+        "5. Health and Wellness (NON-DIAGNOSTIC)",
+        "Extract facts from the provided dialogue turns for BOTH speakers.",
+        "Ignore small talk, greetings, generic statements, opinions without substance",
+    ):
         assert rule in str(extract[0].content), rule
     (processed,) = [c for c in calls if "You are a dialogue processor" in str(c[0].content)]
-    for rule in ("- Preserve every original sentence.", "Assign a short concrete `tag` (at most two words).",
-                 "Normalize time to `YYYY-MM-DD` using `conversation_time`.",
-                 "If a question is answered by the next sentence, merge them.", "Do not invent, paraphrase, or generalize"):
+    for rule in (
+        "- Preserve every original sentence.",
+        "Assign a short concrete `tag` (at most two words).",
+        "Normalize time to `YYYY-MM-DD` using `conversation_time`.",
+        "If a question is answered by the next sentence, merge them.",
+        "Do not invent, paraphrase, or generalize",
+    ):
         assert rule in str(processed[0].content), rule
     assert not [f for f in report.fallbacks if f.role in ("cue_extractor", "r2_extractor")]
     assert "Types of Information to Remember" not in str(r2_extract.build_messages("", None, ["Maya"])[0].content)
-    turns = [Turn(namespace=NS, session_id="S1", dia_id=d, speaker=s, text=t, position=i)
-             for i, (d, s, t) in enumerate(SESSIONS[0][2])]
-    two_tags = cues.CueExtraction.model_validate({**units, "units": [{**units["units"][0], "tags": ["home", "job"]},
-                                                                     units["units"][1]]})
+    turns = [
+        Turn(namespace=NS, session_id="S1", dia_id=d, speaker=s, text=t, position=i)
+        for i, (d, s, t) in enumerate(SESSIONS[0][2])
+    ]
+    two_tags = cues.CueExtraction.model_validate(
+        {**units, "units": [{**units["units"][0], "tags": ["home", "job"]}, units["units"][1]]}
+    )
     assert any("one short concrete tag" in p for p in validate_paper_extraction(two_tags, turns))
     one_turn = cues.CueExtraction.model_validate({**units, "units": units["units"][:1]})
     assert any("preserve every original sentence" in p for p in validate_paper_extraction(one_turn, turns))

@@ -15,12 +15,22 @@ from logicmap.memory.retrieval.ranking_keys import CANDIDATE_FEATURES, diversifi
 from logicmap.memory.store import ChangeSet
 
 SESSIONS = {
-    "S1": (datetime(2023, 5, 8), [("Ada", "I started pottery classes with Bruno last week."),
-                                  ("Kim", "That sounds relaxing."),
-                                  ("Ada", "The weather was awful all weekend.")]),
-    "S2": (datetime(2023, 7, 2), [("Kim", "Did you finish a bowl?"),
-                                  ("Ada", "My teacher Bruno fired my first bowl in the kiln yesterday."),
-                                  ("Kim", "I adopted a puppy.")]),
+    "S1": (
+        datetime(2023, 5, 8),
+        [
+            ("Ada", "I started pottery classes with Bruno last week."),
+            ("Kim", "That sounds relaxing."),
+            ("Ada", "The weather was awful all weekend."),
+        ],
+    ),
+    "S2": (
+        datetime(2023, 7, 2),
+        [
+            ("Kim", "Did you finish a bowl?"),
+            ("Ada", "My teacher Bruno fired my first bowl in the kiln yesterday."),
+            ("Kim", "I adopted a puppy."),
+        ],
+    ),
 }
 
 
@@ -30,17 +40,42 @@ def _commit(resources, namespace: str = "keys") -> None:
         ids = []
         for speaker, text in lines:
             dia_id = f"D{s[1]}:{len(ids) + 1}"
-            turns.append(Turn(namespace=namespace, session_id=s, dia_id=dia_id, speaker=speaker, text=text,
-                              session_time=when, position=len(turns)))
+            turns.append(
+                Turn(
+                    namespace=namespace,
+                    session_id=s,
+                    dia_id=dia_id,
+                    speaker=speaker,
+                    text=text,
+                    session_time=when,
+                    position=len(turns),
+                )
+            )
             ids.append(dia_id)
-        events.append(Event(id=f"E{s}", namespace=namespace, session_id=s, order=len(events), turn_ids=ids,
-                            summary=" ".join(t for _, t in lines)))
+        events.append(
+            Event(
+                id=f"E{s}",
+                namespace=namespace,
+                session_id=s,
+                order=len(events),
+                turn_ids=ids,
+                summary=" ".join(t for _, t in lines),
+            )
+        )
     fact = Fact(id="F1", namespace=namespace, head="Ada", relation="takes", tail="pottery classes", turn_ids=["D1:1"])
     emb = resources.embeddings
-    resources.store.commit(ChangeSet(
-        namespace=namespace, base_generation=0, turns=turns, turn_vectors=emb.embed_documents([t.render() for t in turns]),
-        events=events, event_vectors=emb.embed_documents([e.summary for e in events]),
-        facts=[fact], fact_vectors=emb.embed_documents(["Ada takes pottery classes"])))
+    resources.store.commit(
+        ChangeSet(
+            namespace=namespace,
+            base_generation=0,
+            turns=turns,
+            turn_vectors=emb.embed_documents([t.render() for t in turns]),
+            events=events,
+            event_vectors=emb.embed_documents([e.summary for e in events]),
+            facts=[fact],
+            fact_vectors=emb.embed_documents(["Ada takes pottery classes"]),
+        )
+    )
 
 
 def _rows(resources, question: str) -> dict[str, dict[str, float]]:

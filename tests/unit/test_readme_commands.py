@@ -150,8 +150,9 @@ def test_the_readme_shows_commands_of_both_kinds(readme_commands: list[tuple[str
     assert kinds == {True, False} and len(readme_commands) > 20
 
 
-def test_every_readme_command_parses_as_written(readme_commands: list[tuple[str, bool]],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_every_readme_command_parses_as_written(
+    readme_commands: list[tuple[str, bool]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     problems = {c: p for c, whole in readme_commands if (p := command_problems(c, monkeypatch, whole))}
     assert problems == {}
 

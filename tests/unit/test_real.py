@@ -24,7 +24,9 @@ Scores = tuple[float, float, float]
 
 def build_facts() -> list[Fact]:
     def f(head, relation, tail, when, turns, confidence=0.9, intent="FACT"):
-        return make_fact(NS, head, relation, tail, valid_from=when, confidence=confidence, intent=intent, turn_ids=turns)
+        return make_fact(
+            NS, head, relation, tail, valid_from=when, confidence=confidence, intent=intent, turn_ids=turns
+        )
 
     incoming = [
         f("Maya", "lives_in", "Porto", "2023-03-04", ["D1:2", "D1:3"]),
@@ -43,8 +45,14 @@ def build_facts() -> list[Fact]:
 def commit_facts(resources, facts: Sequence[Fact], namespace: str = NS) -> None:
     store = resources.store
     vectors = resources.embeddings.embed_documents([fact_text(f) for f in facts])
-    store.commit(ChangeSet(namespace=namespace, base_generation=store.manifest(namespace).generation,
-                           facts=list(facts), fact_vectors=vectors))
+    store.commit(
+        ChangeSet(
+            namespace=namespace,
+            base_generation=store.manifest(namespace).generation,
+            facts=list(facts),
+            fact_vectors=vectors,
+        )
+    )
 
 
 @pytest.fixture
@@ -67,8 +75,11 @@ def scripted(
     def respond(messages: Sequence[BaseMessage]) -> dict:
         system, human = str(messages[0].content), str(messages[1].content)
         if "REAL root planner" in system:
-            return {"roots": [{"entity": e, "intent": i} for e, i in roots], "reference_time": reference_time,
-                    "include_uncertain": include_uncertain}
+            return {
+                "roots": [{"entity": e, "intent": i} for e, i in roots],
+                "reference_time": reference_time,
+                "include_uncertain": include_uncertain,
+            }
         if "REAL path evaluator" in system:
             lines = re.findall(r"^(P\d+): (.*)$", human, re.MULTILINE)
             if evaluator_reply is not None:
@@ -76,7 +87,9 @@ def scripted(
             scores = []
             for label, text in lines:
                 relevance, coherence, sufficiency = judge(text)
-                scores.append({"path_id": label, "relevance": relevance, "coherence": coherence, "sufficiency": sufficiency})
+                scores.append(
+                    {"path_id": label, "relevance": relevance, "coherence": coherence, "sufficiency": sufficiency}
+                )
             return {"scores": scores}
         if "REAL answerer" in system:
             first = re.search(r"^(path-\w+): (.*)$", human, re.MULTILINE)
@@ -127,7 +140,9 @@ def test_a_path_no_child_improves_on_is_closed_and_is_the_evidence(memory):
     assert result.cost.llm_calls == 3  # roots + one evaluator call + answer
     # Time validity "now": the closed Porto version is not an expansion.
     assert "Lisbon" in evaluator_prompts(llm)[0] and "Porto" not in evaluator_prompts(llm)[0]
-    assert [e.id for e in result.evidence] == sorted(result.details["final_paths"], key=[e.id for e in result.evidence].index)
+    assert [e.id for e in result.evidence] == sorted(
+        result.details["final_paths"], key=[e.id for e in result.evidence].index
+    )
     assert set(e.id for e in result.evidence) == set(result.details["final_paths"])
     top = result.evidence[0]
     assert top.id == lisbon[0]
@@ -135,7 +150,12 @@ def test_a_path_no_child_improves_on_is_closed_and_is_the_evidence(memory):
     assert top.time == "2023-04-24 -> open"
     fact = result.details["paths"][0]["facts"][0]
     assert (fact["relation"], fact["tail"], fact["valid_from"], fact["valid_to"], fact["confidence"]) == (
-        "lives_in", "Lisbon", "2023-04-24", None, 0.9)
+        "lives_in",
+        "Lisbon",
+        "2023-04-24",
+        None,
+        0.9,
+    )
     assert result.details["paths"][0]["intent"] == "EVOLUTION"  # the intent is carried per hop: the fact's label
     assert result.answer == "Lisbon" and result.strategy == "real" and not result.fallbacks
 
@@ -219,7 +239,9 @@ def test_confidence_filtering_and_upgrade_through_the_graph(resources):
     answer("What boat does Maya have?", NS, resources=resources)
     assert not any("sailing boat" in p for p in evaluator_prompts(llm))  # 0.6 < 0.8: not shown
 
-    resources.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "sailing" in t else (0.2, 0.9, 0.0), include_uncertain=True)
+    resources.llm_ = llm = scripted(
+        lambda t: (0.9, 0.9, 0.9) if "sailing" in t else (0.2, 0.9, 0.0), include_uncertain=True
+    )
     asked = answer("What boat might Maya want?", NS, resources=resources)
     assert "sailing boat" in evaluator_prompts(llm)[0] and asked.answer == "a sailing boat"
 
@@ -247,7 +269,9 @@ def test_intent_filtering_through_the_graph(memory):
 
 
 def test_reference_time_from_the_planner_selects_the_old_version(memory):
-    memory.llm_ = llm = scripted(lambda t: (0.9, 0.9, 0.9) if "lives_in" in t else (0.2, 0.9, 0.0), reference_time="2023-03")
+    memory.llm_ = llm = scripted(
+        lambda t: (0.9, 0.9, 0.9) if "lives_in" in t else (0.2, 0.9, 0.0), reference_time="2023-03"
+    )
     result = answer("Where did Maya live in March 2023?", NS, resources=memory, repair=False)
     assert "Porto" in evaluator_prompts(llm)[0] and "Lisbon" not in evaluator_prompts(llm)[0]
     assert result.answer == "Porto" and result.details["reference_time"] == "2023-03"
@@ -257,8 +281,12 @@ def test_reference_time_from_the_planner_selects_the_old_version(memory):
 
 
 def test_invalid_evaluator_replies_fall_back_to_similarity_scores(memory):
-    memory.llm_ = scripted(lambda t: (0, 0, 0), evaluator_reply=lambda labels: {"scores": [{"path_id": "P99", "relevance": 2,
-                                                                                           "coherence": 0, "sufficiency": 0}]})
+    memory.llm_ = scripted(
+        lambda t: (0, 0, 0),
+        evaluator_reply=lambda labels: {
+            "scores": [{"path_id": "P99", "relevance": 2, "coherence": 0, "sufficiency": 0}]
+        },
+    )
     result = answer("Where does Maya live now?", NS, resources=memory)
     roles = [f.role for f in result.fallbacks]
     assert roles.count("real_evaluator") == result.details["evaluator_calls"] >= 1
@@ -339,7 +367,9 @@ def test_nodes_run_alone_roots_expand_evaluate_repair_select(memory):
     runtime = run_with(RealContext(policy="heuristic", namespace=NS, resources=memory))
     state = {"question": "Where does Maya live now?", "reference_time": "now"}
     state |= roots(state, runtime)
-    assert state["namespace"] == NS and [r.entity for r in state["roots"]] == ["Maya"] and state["beam"][0].end == "Maya"
+    assert (
+        state["namespace"] == NS and [r.entity for r in state["roots"]] == ["Maya"] and state["beam"][0].end == "Maya"
+    )
     assert state["cost"].llm_calls == 0 and not state["fallbacks"] and state["current_time"].startswith("2023-06-03")
 
     state |= expand(state, runtime)

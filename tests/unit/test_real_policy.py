@@ -16,10 +16,12 @@ QUESTION = "Where does Maya live now?"
 
 def _index() -> FactIndex:
     facts = [
-        make_fact(NS, "Maya", "lives_in", "Lisbon", valid_from="2023-04-24", confidence=0.9, intent="FACT",
-                  turn_ids=["D4:1"]),
-        make_fact(NS, "Maya", "has_pet", "Biscuit", valid_from="2023-02-01", confidence=0.9, intent="FACT",
-                  turn_ids=["D1:1"]),
+        make_fact(
+            NS, "Maya", "lives_in", "Lisbon", valid_from="2023-04-24", confidence=0.9, intent="FACT", turn_ids=["D4:1"]
+        ),
+        make_fact(
+            NS, "Maya", "has_pet", "Biscuit", valid_from="2023-02-01", confidence=0.9, intent="FACT", turn_ids=["D1:1"]
+        ),
     ]
     return FactIndex({f.id: f for f in apply_fact_updates({}, facts).facts})
 
@@ -65,17 +67,22 @@ def test_the_llm_policy_without_a_model_follows_the_rules_and_records_it_once() 
 
 def test_the_llm_policy_asks_the_model_and_falls_back_on_garbage_recorded() -> None:
     index, paths = _index(), _paths(_index())
-    model = ScriptedChatModel(replies=[{"roots": [{"entity": "maya", "intent": "FACT"}], "reference_time": "now",
-                                        "include_uncertain": False}])
+    model = ScriptedChatModel(
+        replies=[{"roots": [{"entity": "maya", "intent": "FACT"}], "reference_time": "now", "include_uncertain": False}]
+    )
     roots = real_policy("llm", model).roots(QUESTION, index, [])
     assert len(model.calls) == 1 and roots.fallback is None
     assert [r.entity for r in roots.output.roots] == ["Maya"] and roots.output.reference_time == "now"
 
-    garbage = ScriptedChatModel(replies=["no scores", {"scores": [{"path_id": "P7", "relevance": 2, "coherence": 0,
-                                                                    "sufficiency": 0}]}])
-    scored = real_policy("llm", garbage).evaluate(QUESTION, paths, index, similarities=[0.5, 0.1], window=None,
-                                                  reference_time=None)
+    garbage = ScriptedChatModel(
+        replies=["no scores", {"scores": [{"path_id": "P7", "relevance": 2, "coherence": 0, "sufficiency": 0}]}]
+    )
+    scored = real_policy("llm", garbage).evaluate(
+        QUESTION, paths, index, similarities=[0.5, 0.1], window=None, reference_time=None
+    )
     assert len(garbage.calls) == 2 and scored.attempts == 2
     assert scored.fallback is not None and scored.fallback.role == "real_evaluator"
-    assert scored.output == RULES.evaluate(QUESTION, paths, index, similarities=[0.5, 0.1], window=None,
-                                           reference_time=None).output
+    assert (
+        scored.output
+        == RULES.evaluate(QUESTION, paths, index, similarities=[0.5, 0.1], window=None, reference_time=None).output
+    )

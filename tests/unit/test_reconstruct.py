@@ -77,13 +77,37 @@ def test_no_chat_model_with_llm_policy_uses_the_deterministic_navigator(ingested
 
 def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sample) -> None:
     eid = event_of(ingested_sample, "D1:1")
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: [
-        AIMessage(content="", tool_calls=[tool_call("query_tag_events", {"cue": "Biscuit"}, "c1"),
-                                          tool_call("get_event", {"event_id": "S9-E9"}, "c2")]),
-        AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c3")]),
-        AIMessage(content="", tool_calls=[tool_call("submit_answer", {
-            "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "c4")]),
-    ]}, respond=keep_everything)
+    model = ScriptedChatModel(
+        routes={
+            QUERY_CUES: [{"keywords": ["dog"]}],
+            NAVIGATOR: [
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        tool_call("query_tag_events", {"cue": "Biscuit"}, "c1"),
+                        tool_call("get_event", {"event_id": "S9-E9"}, "c2"),
+                    ],
+                ),
+                AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c3")]),
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        tool_call(
+                            "submit_answer",
+                            {
+                                "answer": "Biscuit",
+                                "cited_event_ids": [eid],
+                                "cited_turn_ids": ["D1:1"],
+                                "confidence": 0.9,
+                            },
+                            "c4",
+                        )
+                    ],
+                ),
+            ],
+        },
+        respond=keep_everything,
+    )
     result = answer(DOG, NS, resources=with_model(ingested_sample, model), extra_tools=True)  # get_event: an extra
     assert result.answer == "Biscuit" and result.details["confidence"] == 0.9
     assert result.details["mode"] == "answered" and result.steps == 3
@@ -101,12 +125,25 @@ def test_scripted_agent_navigates_recovers_from_a_bad_id_and_answers(ingested_sa
 
 def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) -> None:
     eid = event_of(ingested_sample, "D4:4")
-    twelve = AIMessage(content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)])
+    twelve = AIMessage(
+        content="", tool_calls=[tool_call("query_event_keywords", {"event_id": eid}, f"k{i}") for i in range(12)]
+    )
     final = {"answer": "1 hour 52 minutes", "cited_event_ids": [eid], "cited_turn_ids": ["D4:4"], "confidence": 0.7}
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["Leo", "half marathon"]}],
-                                      NAVIGATOR: [twelve, twelve, twelve], FINAL: [final]}, respond=keep_everything)
-    result = answer("What was Leo's half marathon time?", NS, resources=with_model(ingested_sample, model),
-                    max_turns=3, max_tool_calls_per_turn=10)
+    model = ScriptedChatModel(
+        routes={
+            QUERY_CUES: [{"keywords": ["Leo", "half marathon"]}],
+            NAVIGATOR: [twelve, twelve, twelve],
+            FINAL: [final],
+        },
+        respond=keep_everything,
+    )
+    result = answer(
+        "What was Leo's half marathon time?",
+        NS,
+        resources=with_model(ingested_sample, model),
+        max_turns=3,
+        max_tool_calls_per_turn=10,
+    )
     assert result.steps == 3 and result.details["tool_calls"] == 30 and result.details["dropped_tool_calls"] == 6
     assert result.details["mode"] == "forced" and result.answer == "1 hour 52 minutes"
     assert result.cost.llm_calls == 8  # query cues, three navigator turns, a pruner per tool round, the forced answer
@@ -119,16 +156,42 @@ def test_tool_call_and_turn_budgets_then_a_forced_final_answer(ingested_sample) 
 
 def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_sample) -> None:
     eid = event_of(ingested_sample, "D1:1")
-    model = ScriptedChatModel(routes={
-        QUERY_CUES: [{"keywords": ["dog"]}],
-        NAVIGATOR: [
-            AIMessage(content="", invalid_tool_calls=[{"name": "get_event", "args": "{event_id: S1", "id": "bad1",
-                                                       "error": "Expecting property name", "type": "invalid_tool_call"}]),
-            AIMessage(content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"],
-                                                                            "cited_turn_ids": [], "confidence": 0.8}, "c2")]),
-        ],
-        FINAL: [{"answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.6}],
-    }, respond=keep_everything)
+    model = ScriptedChatModel(
+        routes={
+            QUERY_CUES: [{"keywords": ["dog"]}],
+            NAVIGATOR: [
+                AIMessage(
+                    content="",
+                    invalid_tool_calls=[
+                        {
+                            "name": "get_event",
+                            "args": "{event_id: S1",
+                            "id": "bad1",
+                            "error": "Expecting property name",
+                            "type": "invalid_tool_call",
+                        }
+                    ],
+                ),
+                AIMessage(
+                    content="",
+                    tool_calls=[
+                        tool_call(
+                            "submit_answer",
+                            {
+                                "answer": "Biscuit",
+                                "cited_event_ids": ["S42-E1"],
+                                "cited_turn_ids": [],
+                                "confidence": 0.8,
+                            },
+                            "c2",
+                        )
+                    ],
+                ),
+            ],
+            FINAL: [{"answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.6}],
+        },
+        respond=keep_everything,
+    )
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
     told = [m for m in tool_messages(model.calls[3]) if m.tool_call_id == "bad1"]
     assert told and told[0].status == "error" and "not valid JSON" in told[0].content
@@ -138,8 +201,13 @@ def test_invalid_answers_and_unparseable_arguments_are_told_or_forced(ingested_s
 
 
 def test_plain_text_then_bad_final_output_falls_back_to_the_extractive_answer(ingested_sample) -> None:
-    model = ScriptedChatModel(routes={QUERY_CUES: [{"keywords": ["dog"]}], NAVIGATOR: ["I think the dog is called Rex."],
-                                      FINAL: ["no idea", "still no JSON"]})
+    model = ScriptedChatModel(
+        routes={
+            QUERY_CUES: [{"keywords": ["dog"]}],
+            NAVIGATOR: ["I think the dog is called Rex."],
+            FINAL: ["no idea", "still no JSON"],
+        }
+    )
     result = answer(DOG, NS, resources=with_model(ingested_sample, model))
     assert result.cost.llm_calls == 4  # query cues, navigator, final answer, its one retry
     assert {f.role for f in result.fallbacks} == {"navigator", "reconstruct_answer"}
@@ -188,10 +256,14 @@ def test_unknown_namespace_raises(ingested_sample) -> None:
 def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample) -> None:
     compiled = build_reconstruct_graph().compile()
     # The namespace from config['configurable'], as a deployment passes it; the whole state read back.
-    final = asyncio.run(compiled.ainvoke({"question": DOG}, {"configurable": {"namespace": NS}},
-                                         context=ReconstructContext(policy="heuristic", max_turns=2,
-                                                                    resources=ingested_sample),
-                                         output_keys=list(ReconstructState.__annotations__)))
+    final = asyncio.run(
+        compiled.ainvoke(
+            {"question": DOG},
+            {"configurable": {"namespace": NS}},
+            context=ReconstructContext(policy="heuristic", max_turns=2, resources=ingested_sample),
+            output_keys=list(ReconstructState.__annotations__),
+        )
+    )
     assert final["turns"] == 2 and "Biscuit" in final["final"].answer and final["answer"] == final["final"].answer
     assert ReconstructContext().max_turns == 8 and ReconstructContext().max_tool_calls_per_turn == 10
 
@@ -199,7 +271,9 @@ def test_graph_runs_async_and_reports_its_budgets_in_the_context(ingested_sample
 def test_compiled_graph_diagram_matches_the_snapshot() -> None:
     diagram = build_reconstruct_graph().compile().get_graph().draw_mermaid()
     path = SNAPSHOTS / "reconstruct.mmd"
-    assert diagram == path.read_text(encoding="utf-8"), "the reconstruct topology changed: update the snapshot if intended"
+    assert diagram == path.read_text(encoding="utf-8"), (
+        "the reconstruct topology changed: update the snapshot if intended"
+    )
 
 
 # -- single nodes, called alone ---------------------------------------------------------------------
@@ -242,10 +316,22 @@ def test_run_tools_alone_answers_bad_calls_with_error_messages(ingested_sample) 
     assert "get_event" in {t.name for t in memory_tools(NS, ingested_sample)}
     eid = event_of(ingested_sample, "D1:1")
     runtime = run_with(ReconstructContext(policy="heuristic", max_turns=1, resources=ingested_sample))
-    last = AIMessage(content="", tool_calls=[tool_call("get_event", {"event_id": eid}, "c1"),
-                                             tool_call("get_event", {"event_id": "S9-E9"}, "c2")],
-                     invalid_tool_calls=[{"name": "get_event", "args": "{event_id: S1", "id": "bad1",
-                                          "error": "Expecting property name", "type": "invalid_tool_call"}])
+    last = AIMessage(
+        content="",
+        tool_calls=[
+            tool_call("get_event", {"event_id": eid}, "c1"),
+            tool_call("get_event", {"event_id": "S9-E9"}, "c2"),
+        ],
+        invalid_tool_calls=[
+            {
+                "name": "get_event",
+                "args": "{event_id: S1",
+                "id": "bad1",
+                "error": "Expecting property name",
+                "type": "invalid_tool_call",
+            }
+        ],
+    )
     state = {"namespace": NS, "question": DOG, "messages": [last], "turns": 1, "tool_calls": 0}
     update = run_tools(state, runtime, node_config(runtime))
     by_id = {m.tool_call_id: m for m in tool_messages(update["messages"])}
@@ -261,11 +347,21 @@ def test_answer_nodes_run_alone(ingested_sample) -> None:
 
     runtime = run_with(ReconstructContext(policy="heuristic", resources=ingested_sample))
     eid = event_of(ingested_sample, "D1:1")
-    good = AIMessage(content="", tool_calls=[tool_call("submit_answer", {
-        "answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9}, "a1")])
+    good = AIMessage(
+        content="",
+        tool_calls=[
+            tool_call(
+                "submit_answer",
+                {"answer": "Biscuit", "cited_event_ids": [eid], "cited_turn_ids": ["D1:1"], "confidence": 0.9},
+                "a1",
+            )
+        ],
+    )
     taken = take_answer({"namespace": NS, "question": DOG, "messages": [good]}, runtime)
     assert taken["final"].answer == "Biscuit" and taken["mode"] == "heuristic" and after_answer(taken) == "finish"
-    bad = AIMessage(content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"]}, "a2")])
+    bad = AIMessage(
+        content="", tool_calls=[tool_call("submit_answer", {"answer": "Biscuit", "cited_event_ids": ["S42-E1"]}, "a2")]
+    )
     refused = take_answer({"namespace": NS, "question": DOG, "messages": [bad]}, runtime)
     assert refused["final"] is None and after_answer(refused) == "force_answer"
 

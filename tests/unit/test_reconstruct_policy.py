@@ -26,8 +26,17 @@ DOG = "What is the name of Maya's dog?"
 
 
 def turn_of(res: Any, number: int, **changes: Any) -> NavigatorTurn:
-    values: dict[str, Any] = dict(question=DOG, turn=number, messages=[], active=[], seed_cues=["dog", "Maya"],
-                                  snapshot=res.store.snapshot(NS), k=5, max_turns=8, max_tool_calls=10)
+    values: dict[str, Any] = dict(
+        question=DOG,
+        turn=number,
+        messages=[],
+        active=[],
+        seed_cues=["dog", "Maya"],
+        snapshot=res.store.snapshot(NS),
+        k=5,
+        max_turns=8,
+        max_tool_calls=10,
+    )
     return NavigatorTurn(**{**values, **changes})
 
 
@@ -69,13 +78,20 @@ def test_the_rule_policy_decides_by_the_no_llm_rules(ingested_sample) -> None:
     last = policy.navigate(turn_of(ingested_sample, 8, active=active), no_tools, {})  # the turns are spent: answer
     assert last.reply is not None
     answer = last.reply.tool_calls[0]
-    expected = answer_from_active_set(DOG, active, snapshot, ranked_events=rank_events([], active),
-                                      cues=["dog", "Maya"])
+    expected = answer_from_active_set(
+        DOG, active, snapshot, ranked_events=rank_events([], active), cues=["dog", "Maya"]
+    )
     assert answer["name"] == ANSWER_TOOL and answer["args"] == expected.model_dump() and "Biscuit" in expected.answer
 
     assert policy.budget_note(3, 1, 10) == [] and policy.tool_extras(False) and policy.answered_mode() == "heuristic"
-    final = policy.final_answer(build_final_messages(DOG, "(none)"), validate=lambda r: [], fallback=lambda: expected,
-                                method="function_calling", tags=(), metadata={})
+    final = policy.final_answer(
+        build_final_messages(DOG, "(none)"),
+        validate=lambda r: [],
+        fallback=lambda: expected,
+        method="function_calling",
+        tags=(),
+        metadata={},
+    )
     assert final.output == expected and final.cost.llm_calls == 0
     assert policy.recorded(final.fallback) == []  # the rule is the policy, not a fallback
 
@@ -83,8 +99,16 @@ def test_the_rule_policy_decides_by_the_no_llm_rules(ingested_sample) -> None:
 def test_the_rule_prune_keeps_what_the_rule_keeps(ingested_sample) -> None:
     policy = RuleReconstructPolicy()
     memories = [("M1", "Maya: My dog Biscuit loves the beach."), ("M2", "Leo: The weather in Porto was grey.")]
-    outcome = policy.prune(DOG, memories, embeddings=ingested_sample.embeddings, floor=0.1, limit=1,
-                           question_date=None, method="function_calling", tags=())
+    outcome = policy.prune(
+        DOG,
+        memories,
+        embeddings=ingested_sample.embeddings,
+        floor=0.1,
+        limit=1,
+        question_date=None,
+        method="function_calling",
+        tags=(),
+    )
     assert outcome.output.keep == ["M1"] and policy.pruned_by(outcome) == "rule"
     assert policy.recorded(outcome.fallback) == [] and outcome.cost.llm_calls == 0
 
@@ -110,9 +134,14 @@ def test_the_llm_policy_asks_the_model_and_records_its_fallbacks(ingested_sample
     assert built == [True] and step.cost is not None and step.cost.llm_calls == 1
     assert step.reply is not None and len(step.reply.tool_calls) == 2 and step.dropped == 1  # the per-turn budget
 
-    final = policy.final_answer(build_final_messages(DOG, "(none)"), validate=lambda r: [],
-                                fallback=lambda: answer_from_active_set(DOG, [], ingested_sample.store.snapshot(NS)),
-                                method="function_calling", tags=(), metadata={})
+    final = policy.final_answer(
+        build_final_messages(DOG, "(none)"),
+        validate=lambda r: [],
+        fallback=lambda: answer_from_active_set(DOG, [], ingested_sample.store.snapshot(NS)),
+        method="function_calling",
+        tags=(),
+        metadata={},
+    )
     assert final.fallback is not None and policy.recorded(final.fallback) == [final.fallback]
     assert len(model.calls) == 5 and policy.answered_mode() == "answered"
     assert policy.budget_note(3, 1, 10)[0].content and policy.tool_extras(False) is False
@@ -134,5 +163,6 @@ def test_a_run_that_asks_for_the_model_without_one_runs_the_rules_and_says_so_on
     rules = answer(DOG, NS, resources=ingested_sample, policy="heuristic")
     assert asked.answer == rules.answer and "Biscuit" in asked.answer and asked.cost.llm_calls == 0
     assert [(f.role, f.reason) for f in asked.fallbacks] == [
-        ("navigator", "no chat model configured: deterministic navigation used")]
+        ("navigator", "no chat model configured: deterministic navigation used")
+    ]
     assert rules.fallbacks == [] and asked.details["mode"] == rules.details["mode"]

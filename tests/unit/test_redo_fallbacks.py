@@ -185,8 +185,9 @@ def test_redo_labels_topics_as_a_fresh_ingest_with_the_same_model_does(resources
     broken = _labels(resources.store.snapshot("ns"))
     assert any("Model event" not in (label or "") for label, _, _ in broken.values())  # S2's fallback events
     resources.llm_ = LabellingModel()
-    report = ingest_conversation(conv, "ns", resources=resources, redo_fallbacks=True,
-                                 context=IngestContext(policy="llm", **every_step))
+    report = ingest_conversation(
+        conv, "ns", resources=resources, redo_fallbacks=True, context=IngestContext(policy="llm", **every_step)
+    )
     assert [s.session_id for s in report.sessions if not s.skipped] == ["S2"] and not report.fallbacks
     assert resources.llm_.role_calls.get("topics") == 1  # one abstraction call in the rebuild, as per ingested session
     ingest_conversation(conv, "fresh", resources=resources, context=IngestContext(policy="llm", **every_step))
@@ -204,8 +205,9 @@ def test_redo_without_reclustering_relabels_the_topics_whose_events_it_rebuilt(r
     resources.llm_ = LabellingModel(garbage={"segmenter"}, garbage_when="[D2:1]")
     ingest_conversation(conv, "ns", resources=resources, context=IngestContext(policy="llm", **incremental))
     resources.llm_ = LabellingModel()
-    ingest_conversation(conv, "ns", resources=resources, redo_fallbacks=True,
-                        context=IngestContext(policy="llm", **incremental))
+    ingest_conversation(
+        conv, "ns", resources=resources, redo_fallbacks=True, context=IngestContext(policy="llm", **incremental)
+    )
     after = resources.store.snapshot("ns")
     summaries = {e.summary for e in after.events.values()}
     s2 = {e.id for e in after.events.values() if e.session_id == "S2"}

@@ -76,14 +76,29 @@ def test_the_llm_policy_answers_from_the_reranked_evidence(ingested_sample) -> N
 
 def test_a_turn_no_event_cites_is_evidence_on_its_own(resources) -> None:
     texts = ["I adopted a beagle named Biscuit.", "Biscuit loves the beach.", "My sister plays the cello."]
-    turns = [Turn(namespace="lone", session_id="S1", dia_id=f"D1:{i + 1}", speaker="Ann", text=t, position=i)
-             for i, t in enumerate(texts)]
-    event = Event(id="E1", namespace="lone", session_id="S1", summary="Ann adopted Biscuit, a beagle", order=0,
-                  participants=["Ann"], turn_ids=["D1:1", "D1:2"])
-    resources.store.commit(ChangeSet(
-        namespace="lone", base_generation=0, turns=turns, turn_vectors=resources.embeddings.embed_documents(texts),
-        events=[event], event_vectors=resources.embeddings.embed_documents([event.summary]),
-    ))
+    turns = [
+        Turn(namespace="lone", session_id="S1", dia_id=f"D1:{i + 1}", speaker="Ann", text=t, position=i)
+        for i, t in enumerate(texts)
+    ]
+    event = Event(
+        id="E1",
+        namespace="lone",
+        session_id="S1",
+        summary="Ann adopted Biscuit, a beagle",
+        order=0,
+        participants=["Ann"],
+        turn_ids=["D1:1", "D1:2"],
+    )
+    resources.store.commit(
+        ChangeSet(
+            namespace="lone",
+            base_generation=0,
+            turns=turns,
+            turn_vectors=resources.embeddings.embed_documents(texts),
+            events=[event],
+            event_vectors=resources.embeddings.embed_documents([event.summary]),
+        )
+    )
     result = answer("Who plays the cello?", "lone", resources=resources, policy="heuristic", context_turns=3)
     by_id = {item.id: item for item in result.evidence}
     assert set(by_id) == {"E1", "D1:3"}
@@ -103,7 +118,7 @@ def test_rerank_is_a_registered_strategy_everywhere(ingested_sample) -> None:
 
     result = top_level_answer("rerank", QUESTION, "sample", resources=ingested_sample, policy="heuristic")
     assert result.strategy == "rerank"
-    (spec, fn), = resolve_strategies(["rerank"])[0]
+    ((spec, fn),) = resolve_strategies(["rerank"])[0]
     assert spec.name == "rerank" and fn is answer
     assert "rerank" in GRAPH_STRATEGIES and "rerank" in get_args(StrategyName)
     studio = json.loads((Path(__file__).resolve().parents[2] / "studio" / "langgraph.json").read_text())

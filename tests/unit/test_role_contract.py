@@ -210,7 +210,10 @@ def test_parts_are_read_from_the_raw_reply_and_asked_again_on_their_own() -> Non
 
     model = ToolScripted(replies=[_tool_reply({"left": 1, "right": 5}, name="Both"), {"right": "r"}])
     outcome = run_role_parts(
-        model, role="both", messages=list(MESSAGES), schema=Both,
+        model,
+        role="both",
+        messages=list(MESSAGES),
+        schema=Both,
         parts=[RolePart("left", Left, lambda: Left(left=0)), RolePart("right", Right, lambda: Right(right="f"))],
     )
     assert outcome.fallbacks == [] and outcome.outputs == {"left": Left(left=1), "right": Right(right="r")}
@@ -242,8 +245,10 @@ def test_each_method_sends_its_request_and_counts_the_served_usage(server: FakeO
     body = server.requests[-1].body
     expected_format = {
         "function_calling": None,
-        "json_schema": {"type": "json_schema",
-                        "json_schema": {"name": "Pick", "schema": Pick.model_json_schema(), "strict": False}},
+        "json_schema": {
+            "type": "json_schema",
+            "json_schema": {"name": "Pick", "schema": Pick.model_json_schema(), "strict": False},
+        },
         "json_mode": {"type": "json_object"},
         "prompt": None,
     }[method]

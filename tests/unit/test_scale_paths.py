@@ -34,8 +34,10 @@ def test_the_lazy_ranking_is_the_full_stable_sort_without_the_excluded(n: int) -
 
 
 def _turns(namespace: str, session: str, texts: list[str]) -> list[Turn]:
-    return [Turn(namespace=namespace, session_id=session, dia_id=f"D{session[1:]}:{i + 1}", speaker="A", text=t,
-                 position=i) for i, t in enumerate(texts)]
+    return [
+        Turn(namespace=namespace, session_id=session, dia_id=f"D{session[1:]}:{i + 1}", speaker="A", text=t, position=i)
+        for i, t in enumerate(texts)
+    ]
 
 
 def test_records_live_in_metadata_and_older_document_records_still_read(tmp_path: Path) -> None:
@@ -49,8 +51,12 @@ def test_records_live_in_metadata_and_older_document_records_still_read(tmp_path
     assert sorted(Turn.model_validate_json(m[_RECORD]).text for m in got["metadatas"]) == ["one", "two"]
     # A record as versions before this one wrote it: the JSON in the document, visible from generation 1.
     old = _turns("ns", "S0", ["older"])[0]
-    col.add(ids=["D0:1@1"], embeddings=[[0.6, 0.8]], documents=[old.model_dump_json()],
-            metadatas=[{"rid": "D0:1", "born": 1, "died": 2**31, "session_id": "S0"}])
+    col.add(
+        ids=["D0:1@1"],
+        embeddings=[[0.6, 0.8]],
+        documents=[old.model_dump_json()],
+        metadatas=[{"rid": "D0:1", "born": 1, "died": 2**31, "session_id": "S0"}],
+    )
     chroma.forget_snapshots(store)
     snap = store.snapshot("ns")
     assert snap.turns["D0:1"].text == "older" and snap.turns["D1:1"].text == "one"
@@ -61,14 +67,21 @@ def test_records_live_in_metadata_and_older_document_records_still_read(tmp_path
 def test_a_delta_read_drops_what_was_retired_and_adds_what_was_born(tmp_path: Path) -> None:
     res = make_resources(tmp_path / "m")
     store = res.store
-    store.commit(ChangeSet(namespace="ns", base_generation=0, turns=_turns("ns", "S1", ["a", "b", "c"]),
-                           turn_vectors=[[1.0, 0.0]] * 3))
+    store.commit(
+        ChangeSet(
+            namespace="ns", base_generation=0, turns=_turns("ns", "S1", ["a", "b", "c"]), turn_vectors=[[1.0, 0.0]] * 3
+        )
+    )
     cached = store.snapshot("ns")
     changed = _turns("ns", "S1", ["a", "b2"])[1:]
-    store.commit(ChangeSet(namespace="ns", base_generation=1, turns=changed, turn_vectors=[[0.0, 1.0]],
-                           retire={"turns": ["D1:3"]}))
-    store.commit(ChangeSet(namespace="ns", base_generation=2, turns=_turns("ns", "S2", ["d"]),
-                           turn_vectors=[[0.6, 0.8]]))
+    store.commit(
+        ChangeSet(
+            namespace="ns", base_generation=1, turns=changed, turn_vectors=[[0.0, 1.0]], retire={"turns": ["D1:3"]}
+        )
+    )
+    store.commit(
+        ChangeSet(namespace="ns", base_generation=2, turns=_turns("ns", "S2", ["d"]), turn_vectors=[[0.6, 0.8]])
+    )
     after = store.snapshot("ns")  # read as a delta on the cached generation 1
     assert cached.generation == 1 and after.generation == 3
     assert {k: t.text for k, t in after.turns.items()} == {"D1:1": "a", "D1:2": "b2", "D2:1": "d"}
@@ -83,8 +96,9 @@ def test_query_is_exact_over_every_record_and_refuses_kinds_without_vectors(tmp_
     store = res.store
     vectors = np.random.default_rng(0).normal(size=(40, 8)).astype(np.float32)
     texts = [f"turn {i}" for i in range(40)]
-    store.commit(ChangeSet(namespace="ns", base_generation=0, turns=_turns("ns", "S1", texts),
-                           turn_vectors=vectors.tolist()))
+    store.commit(
+        ChangeSet(namespace="ns", base_generation=0, turns=_turns("ns", "S1", texts), turn_vectors=vectors.tolist())
+    )
     probe = vectors[3] + 0.1
     hits = store.query("ns", "turns", probe.tolist(), k=40)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -97,8 +111,14 @@ def test_query_is_exact_over_every_record_and_refuses_kinds_without_vectors(tmp_
     with pytest.raises(ValueError, match="width 3"):
         store.query("ns", "turns", [1.0, 0.0, 0.0], k=3)
     with pytest.raises(ValueError, match="one width"):
-        store.commit(ChangeSet(namespace="ns", base_generation=1, turns=_turns("ns", "S2", ["x", "y"]),
-                               turn_vectors=[[1.0, 0.0], [1.0]]))
+        store.commit(
+            ChangeSet(
+                namespace="ns",
+                base_generation=1,
+                turns=_turns("ns", "S2", ["x", "y"]),
+                turn_vectors=[[1.0, 0.0], [1.0]],
+            )
+        )
     store.close()
 
 
@@ -127,14 +147,23 @@ def test_the_graph_shares_unit_vectors_and_normalizes_others() -> None:
     from logicmap.memory.records.records import Event
     from logicmap.memory.store import Manifest
 
-    events = {f"e{i}": Event(id=f"e{i}", namespace="ns", session_id="S1", summary=f"event {i}", order=i)
-              for i in range(3)}
+    events = {
+        f"e{i}": Event(id=f"e{i}", namespace="ns", session_id="S1", summary=f"event {i}", order=i) for i in range(3)
+    }
     unit = np.eye(3, dtype=np.float32)
-    snap = NamespaceSnapshot(namespace="ns", manifest=Manifest(namespace="ns", generation=1), events=events,
-                             event_vectors=VectorTable(list(events), unit))
+    snap = NamespaceSnapshot(
+        namespace="ns",
+        manifest=Manifest(namespace="ns", generation=1),
+        events=events,
+        event_vectors=VectorTable(list(events), unit),
+    )
     assert np.shares_memory(EventGraph(snap).matrix, snap.event_vectors.matrix)
-    snap2 = NamespaceSnapshot(namespace="ns", manifest=Manifest(namespace="ns", generation=1), events=events,
-                              event_vectors=VectorTable(list(events), unit * 3))
+    snap2 = NamespaceSnapshot(
+        namespace="ns",
+        manifest=Manifest(namespace="ns", generation=1),
+        events=events,
+        event_vectors=VectorTable(list(events), unit * 3),
+    )
     assert np.allclose(EventGraph(snap2).matrix, unit)
     assert json.dumps(EventGraph(snap2).ranking(np.array([0.1, 0.9, 0.5]))) == '["e1", "e2", "e0"]'
 
@@ -143,8 +172,9 @@ def test_a_store_query_in_a_namespace_sees_only_its_records(tmp_path: Path) -> N
     res = make_resources(tmp_path / "m")
     store: MemoryStore = res.store
     for ns, text in (("left", "left text"), ("right", "right text")):
-        store.commit(ChangeSet(namespace=ns, base_generation=0, turns=_turns(ns, "S1", [text]),
-                               turn_vectors=[[1.0, 0.0]]))
+        store.commit(
+            ChangeSet(namespace=ns, base_generation=0, turns=_turns(ns, "S1", [text]), turn_vectors=[[1.0, 0.0]])
+        )
     assert [r for r, _ in store.query("left", "turns", [1.0, 0.0], k=5)] == ["D1:1"]
     assert store.snapshot("left").turns["D1:1"].text == "left text"
     store.close()

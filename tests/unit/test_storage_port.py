@@ -70,8 +70,15 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
 
 
 def _turn(namespace: str, session: str, n: int, text: str) -> Turn:
-    return Turn(namespace=namespace, dia_id=f"{session}:{n}", session_id=session, speaker="Ana", text=text,
-                position=n, session_time=datetime(2024, 5, n % 28 + 1, 10, 0))
+    return Turn(
+        namespace=namespace,
+        dia_id=f"{session}:{n}",
+        session_id=session,
+        speaker="Ana",
+        text=text,
+        position=n,
+        session_time=datetime(2024, 5, n % 28 + 1, 10, 0),
+    )
 
 
 def _vector(text: str) -> list[float]:
@@ -82,8 +89,15 @@ def _vector(text: str) -> list[float]:
 def _session_change(namespace: str, base: int, session: str, texts: list[str], **extra: Any) -> ChangeSet:
     turns = [_turn(namespace, session, i + 1, text) for i, text in enumerate(texts)]
     info = SessionInfo(session_id=session, content_hash=f"h-{session}-{len(texts)}", generation=0, policy="heuristic")
-    return ChangeSet(namespace=namespace, base_generation=base, session=info, turns=turns,
-                     turn_vectors=[_vector(t.text) for t in turns], embedder="hashing", **extra)
+    return ChangeSet(
+        namespace=namespace,
+        base_generation=base,
+        session=info,
+        turns=turns,
+        turn_vectors=[_vector(t.text) for t in turns],
+        embedder="hashing",
+        **extra,
+    )
 
 
 def _texts(store: StoragePort, namespace: str, generation: int | None = None) -> list[str]:
@@ -218,11 +232,15 @@ def check_concurrent_writers(open_store_: Opener) -> None:
 def _namespace_operations(store: Any, bad: Any) -> dict[str, Callable[[], object]]:
     """Each port operation that takes a namespace, called with ``bad``."""
     return {
-        "manifest": lambda: store.manifest(bad), "has_namespace": lambda: store.has_namespace(bad),
-        "require_namespace": lambda: store.require_namespace(bad), "snapshot": lambda: store.snapshot(bad),
-        "snapshot_at": lambda: store.snapshot_at(bad, 1), "query": lambda: store.query(bad, "turns", [1.0] * 8, 1),
+        "manifest": lambda: store.manifest(bad),
+        "has_namespace": lambda: store.has_namespace(bad),
+        "require_namespace": lambda: store.require_namespace(bad),
+        "snapshot": lambda: store.snapshot(bad),
+        "snapshot_at": lambda: store.snapshot_at(bad, 1),
+        "query": lambda: store.query(bad, "turns", [1.0] * 8, 1),
         "commit": lambda: store.commit(ChangeSet.model_construct(namespace=bad, base_generation=0)),
-        "purge": lambda: store.purge(bad), "drop_namespace": lambda: store.drop_namespace(bad),
+        "purge": lambda: store.purge(bad),
+        "drop_namespace": lambda: store.drop_namespace(bad),
         "pending_writes": lambda: store.pending_writes(bad, after=0),
         "pending_heads": lambda: store.pending_heads(bad, after=0),
     }
@@ -240,8 +258,16 @@ def check_invalid_namespaces_are_refused(open_store_: Opener) -> None:
     assert store.namespaces() == []
 
 
-SUITE = [check_commit_and_read, check_generation_conflicts, check_atomicity, check_snapshot_isolation,
-         check_retire_and_purge, check_drop, check_concurrent_writers, check_invalid_namespaces_are_refused]
+SUITE = [
+    check_commit_and_read,
+    check_generation_conflicts,
+    check_atomicity,
+    check_snapshot_isolation,
+    check_retire_and_purge,
+    check_drop,
+    check_concurrent_writers,
+    check_invalid_namespaces_are_refused,
+]
 
 
 @pytest.mark.parametrize("check", SUITE, ids=lambda c: c.__name__)

@@ -107,7 +107,9 @@ def test_new_version_replaces_old_and_retire_hides(resources) -> None:
     store = resources.store
     rel = Relation(id="a|x|b", namespace="ns", source="a", target="b", label="x")
     store.commit(ChangeSet(namespace="ns", base_generation=0, relations=[rel]))
-    store.commit(ChangeSet(namespace="ns", base_generation=1, relations=[rel.model_copy(update={"turn_ids": ["D1:1"]})]))
+    store.commit(
+        ChangeSet(namespace="ns", base_generation=1, relations=[rel.model_copy(update={"turn_ids": ["D1:1"]})])
+    )
     assert store.snapshot("ns").relations["a|x|b"].turn_ids == ["D1:1"]
     store.commit(ChangeSet(namespace="ns", base_generation=2, retire={"relations": ["a|x|b"]}))
     assert store.snapshot("ns").relations == {}
@@ -134,7 +136,11 @@ def test_second_process_on_the_embedded_store_is_refused_with_a_pointer_to_serve
 def test_reads_are_paged_so_large_namespaces_load_whole(resources, monkeypatch) -> None:
     chroma.read_in_pages_of(monkeypatch, 7)
     turns = [Turn(namespace="big", session_id="S1", dia_id=f"D1:{i}", speaker="A", text=f"turn {i}") for i in range(30)]
-    resources.store.commit(ChangeSet(namespace="big", base_generation=0, turns=turns, turn_vectors=[[1.0, float(i), 0.0] for i in range(30)]))
+    resources.store.commit(
+        ChangeSet(
+            namespace="big", base_generation=0, turns=turns, turn_vectors=[[1.0, float(i), 0.0] for i in range(30)]
+        )
+    )
     chroma.forget_snapshots(resources.store)
     assert len(resources.store.snapshot("big").turns) == 30
     # Recovery scans are paged too: 30 orphans of a crashed generation are all cleared.
@@ -154,8 +160,13 @@ def test_a_newer_generation_is_read_as_a_delta_that_equals_a_full_read(resources
         ingest_conversation(part, "delta", resources=resources, policy="heuristic")
         snapshots.append(store.snapshot("delta"))  # advanced from the previous cached generation
         fingerprints.append(snapshots[-1].fingerprint())
-    store.commit(ChangeSet(namespace="delta", base_generation=store.manifest("delta").generation,
-                           retire={"events": [next(iter(snapshots[-1].events))], "turns": ["D1:1"]}))
+    store.commit(
+        ChangeSet(
+            namespace="delta",
+            base_generation=store.manifest("delta").generation,
+            retire={"events": [next(iter(snapshots[-1].events))], "turns": ["D1:1"]},
+        )
+    )
     delta = store.snapshot("delta")
     chroma.forget_snapshots(store)
     full = store.snapshot("delta")

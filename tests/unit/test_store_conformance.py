@@ -88,8 +88,14 @@ def test_put_then_get_returns_the_value_under_its_namespace(calls: Calls) -> Non
 
 
 def test_a_json_value_without_text_round_trips_exactly(calls: Calls) -> None:
-    value = {"name": "Alice", "age": 31, "tags": ["nurse", "runner"], "address": {"city": "Lisbon", "zip": "1100"},
-             "active": True, "score": 0.5}
+    value = {
+        "name": "Alice",
+        "age": 31,
+        "tags": ["nurse", "runner"],
+        "address": {"city": "Lisbon", "zip": "1100"},
+        "active": True,
+        "score": 0.5,
+    }
     calls.put(ALICE, "profile", value)
     assert calls.get(ALICE, "profile").value == value
 
@@ -140,9 +146,11 @@ def test_search_spans_the_namespaces_under_the_prefix_only(calls: Calls) -> None
 
 
 def test_filters_compare_value_fields_like_langgraph(calls: Calls) -> None:
-    people = {"ann": {"name": "Ann", "age": 25, "team": "red", "meta": {"level": 1}},
-              "ben": {"name": "Ben", "age": 31, "team": "blue", "meta": {"level": 2}},
-              "cy": {"name": "Cy", "age": 40, "team": "red", "meta": {"level": 3}}}
+    people = {
+        "ann": {"name": "Ann", "age": 25, "team": "red", "meta": {"level": 1}},
+        "ben": {"name": "Ben", "age": 31, "team": "blue", "meta": {"level": 2}},
+        "cy": {"name": "Cy", "age": 40, "team": "red", "meta": {"level": 3}},
+    }
     for key, value in people.items():
         calls.put(ALICE, key, value)
 
@@ -179,9 +187,13 @@ def test_list_namespaces_honours_prefix_suffix_depth_limit_and_offset(calls: Cal
     for ns in [("memories", "alice"), ("memories", "bob"), ("memories", "bob", "notes"), ("docs", "alice", "notes")]:
         calls.put(ns, "k", {"content": f"something in {'/'.join(ns)}"})
     assert calls.list_namespaces() == sorted(
-        [("docs", "alice", "notes"), ("memories", "alice"), ("memories", "bob"), ("memories", "bob", "notes")])
-    assert calls.list_namespaces(prefix=("memories",)) == [("memories", "alice"), ("memories", "bob"),
-                                                            ("memories", "bob", "notes")]
+        [("docs", "alice", "notes"), ("memories", "alice"), ("memories", "bob"), ("memories", "bob", "notes")]
+    )
+    assert calls.list_namespaces(prefix=("memories",)) == [
+        ("memories", "alice"),
+        ("memories", "bob"),
+        ("memories", "bob", "notes"),
+    ]
     assert calls.list_namespaces(suffix=("notes",)) == [("docs", "alice", "notes"), ("memories", "bob", "notes")]
     assert calls.list_namespaces(prefix=("*", "alice")) == [("docs", "alice", "notes"), ("memories", "alice")]
     assert calls.list_namespaces(max_depth=1) == [("docs",), ("memories",)]
@@ -192,12 +204,14 @@ def test_list_namespaces_honours_prefix_suffix_depth_limit_and_offset(calls: Cal
 
 def test_batch_reads_see_memory_as_before_the_batch_writes(calls: Calls) -> None:
     calls.put(ALICE, "old", {"content": "Alice's old note."})
-    results = calls.batch([
-        PutOp(ALICE, "new", {"content": "Alice's new note."}),
-        GetOp(ALICE, "old"),
-        SearchOp(ALICE, limit=10),
-        PutOp(ALICE, "old", None),
-    ])
+    results = calls.batch(
+        [
+            PutOp(ALICE, "new", {"content": "Alice's new note."}),
+            GetOp(ALICE, "old"),
+            SearchOp(ALICE, limit=10),
+            PutOp(ALICE, "old", None),
+        ]
+    )
     assert results[0] is None and results[3] is None
     assert results[1].value == {"content": "Alice's old note."}
     assert _keys(results[2]) == ["old"]

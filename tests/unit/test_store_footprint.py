@@ -35,8 +35,11 @@ def test_rewritten_topics_keep_their_old_versions_compact_and_readable_at_their_
     try:
         before = tracemalloc.get_traced_memory()[0]
         for seed in range(1, rounds + 1):  # a re-clustering rewrites every topic: the old versions retire
-            store.commit(ChangeSet(namespace=namespace, base_generation=seed, topics=_topics(namespace, seed),
-                                   embedder="hashing"))
+            store.commit(
+                ChangeSet(
+                    namespace=namespace, base_generation=seed, topics=_topics(namespace, seed), embedder="hashing"
+                )
+            )
         gc.collect()
         retained = tracemalloc.get_traced_memory()[0] - before
     finally:
@@ -48,7 +51,8 @@ def test_rewritten_topics_keep_their_old_versions_compact_and_readable_at_their_
     old = store.snapshot_at(namespace, 3).topics  # a run pinned to generation 3 reads its topics as committed
     assert [t.centroid for t in old.values()] == [t.centroid for t in _topics(namespace, 2)]
     assert [t.centroid for t in store.snapshot(namespace).topics.values()] == [
-        t.centroid for t in _topics(namespace, rounds)]
+        t.centroid for t in _topics(namespace, rounds)
+    ]
     report = store.purge(namespace)
     assert report.versions_removed == {"topics": rounds * 5}
 
@@ -65,8 +69,12 @@ def test_a_store_app_retains_a_bounded_number_of_bytes_per_consolidated_item() -
     namespace = ("memories", "alice")
 
     def put(lo: int, hi: int) -> None:
-        store.batch([PutOp(namespace, f"m{i}", {"content": f"Memory {i}: I talked about " + " ".join(
-            rng.choice(words, 7))}) for i in range(lo, hi)])
+        store.batch(
+            [
+                PutOp(namespace, f"m{i}", {"content": f"Memory {i}: I talked about " + " ".join(rng.choice(words, 7))})
+                for i in range(lo, hi)
+            ]
+        )
         store.flush()
 
     put(0, 20)  # the code paths' own first-use allocations (modules, caches) before measuring

@@ -49,17 +49,21 @@ def test_each_store_route_names_its_namespace() -> None:
     assert read_store_request("POST", "/runs", b"", b"{}") is None
 
 
-@pytest.mark.parametrize(("method", "path", "query", "body", "status"), [
-    ("GET", "/store/items", b"namespace=a.b&namespace=a.c&key=k", b"", 400),
-    ("GET", "/store/items", b"namespace=a.b&key=k&extra=1", b"", 400),
-    ("PUT", "/store/items", b"namespace=a.b", b'{"namespace": ["a", "b"]}', 400),
-    ("PUT", "/store/items", b"", b'{"namespace": ["a", "b"], "namespace": ["a", "c"]}', 400),
-    ("PUT", "/store/items", b"", b'[["a", "b"]]', 400),
-    ("PATCH", "/store/items", b"", b"{}", 405),
-    ("POST", "/store/items/batch", b"", b"{}", 404),
-])
-def test_a_request_the_guard_will_not_read_is_refused_with_its_status(method: str, path: str, query: bytes,
-                                                                      body: bytes, status: int) -> None:
+@pytest.mark.parametrize(
+    ("method", "path", "query", "body", "status"),
+    [
+        ("GET", "/store/items", b"namespace=a.b&namespace=a.c&key=k", b"", 400),
+        ("GET", "/store/items", b"namespace=a.b&key=k&extra=1", b"", 400),
+        ("PUT", "/store/items", b"namespace=a.b", b'{"namespace": ["a", "b"]}', 400),
+        ("PUT", "/store/items", b"", b'{"namespace": ["a", "b"], "namespace": ["a", "c"]}', 400),
+        ("PUT", "/store/items", b"", b'[["a", "b"]]', 400),
+        ("PATCH", "/store/items", b"", b"{}", 405),
+        ("POST", "/store/items/batch", b"", b"{}", 404),
+    ],
+)
+def test_a_request_the_guard_will_not_read_is_refused_with_its_status(
+    method: str, path: str, query: bytes, body: bytes, status: int
+) -> None:
     with pytest.raises(BadRequest) as refused:
         read_store_request(method, path, query, body)
     assert refused.value.status == status and "\n" not in refused.value.detail

@@ -15,7 +15,8 @@ PAGE = Path(__file__).resolve().parents[2] / "docs" / "strategies.md"
 
 def test_the_committed_page_is_what_the_command_prints() -> None:
     assert PAGE.read_text(encoding="utf-8") == strategies_page(), (
-        "docs/strategies.md is stale: run `python -m logicmap.graphs.strategies.docs docs/strategies.md`")
+        "docs/strategies.md is stale: run `python -m logicmap.graphs.strategies.docs docs/strategies.md`"
+    )
 
 
 def test_the_page_names_every_strategy_variant_and_option() -> None:
@@ -28,7 +29,8 @@ def test_the_page_names_every_strategy_variant_and_option() -> None:
 
 def test_the_command_writes_the_page(tmp_path: Path) -> None:
     out = tmp_path / "strategies.md"
-    done = subprocess.run([sys.executable, "-m", "logicmap.graphs.strategies.docs", str(out)], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "logicmap.graphs.strategies.docs", str(out)], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert out.read_text(encoding="utf-8") == strategies_page()

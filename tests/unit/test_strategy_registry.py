@@ -19,22 +19,28 @@ LIFECYCLE_GRAPHS = ("forget", "list_memories", "delete_namespace")  # graphs.lif
 def test_studio_lists_every_graph_strategy_of_the_registry() -> None:
     config = json.loads(STUDIO.read_text())
     graphs = config["graphs"]
-    listed = {name: entry["path"] for name, entry in graphs.items() if name not in ("ingest", "chatbot", *LIFECYCLE_GRAPHS)}
+    listed = {
+        name: entry["path"] for name, entry in graphs.items() if name not in ("ingest", "chatbot", *LIFECYCLE_GRAPHS)
+    }
     expected = {name: f"logicmap.graphs.strategies.{name}:graph" for name, s in GRAPH_STRATEGIES.items()}
     assert listed == expected
     assert studio_config_problems(config) == []
     del graphs["real"]
-    assert studio_config_problems(config) == ["graphs.real: expected path 'logicmap.graphs.strategies.real:graph', found None"]
+    assert studio_config_problems(config) == [
+        "graphs.real: expected path 'logicmap.graphs.strategies.real:graph', found None"
+    ]
 
 
 def test_importing_the_registry_loads_no_strategy_module() -> None:
     import subprocess
     import sys
 
-    probe = ("import sys; import logicmap.graphs.strategies.registry as s; "
-             "print(sorted(m for m in sys.modules if m in ('logicmap.graphs.strategies.compass', 'logicmap.graphs.strategies.goalmem', "
-             "'logicmap.graphs.strategies.real', 'logicmap.graphs.strategies.reconstruct'))); s.STRATEGIES['real']; "
-             "print('logicmap.graphs.strategies.real' in sys.modules)")
+    probe = (
+        "import sys; import logicmap.graphs.strategies.registry as s; "
+        "print(sorted(m for m in sys.modules if m in ('logicmap.graphs.strategies.compass', 'logicmap.graphs.strategies.goalmem', "
+        "'logicmap.graphs.strategies.real', 'logicmap.graphs.strategies.reconstruct'))); s.STRATEGIES['real']; "
+        "print('logicmap.graphs.strategies.real' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.split() == ["[]", "True"], out.stdout
 
@@ -56,7 +62,14 @@ def test_graph_strategies_share_the_base_schemas() -> None:
         assert strategy_function(name) is s.run
     assert set(get_type_hints(QuestionInput)) == {"question", "question_date"}
     assert STRATEGIES["compass"].variants == (
-        "traversal", "similarity", "faithful", "no-readings", "no-step-cap", "no-plan-starts", "dense")
+        "traversal",
+        "similarity",
+        "faithful",
+        "no-readings",
+        "no-step-cap",
+        "no-plan-starts",
+        "dense",
+    )
     assert STRATEGIES["goalmem"].variants == ("bm25", "dense", "events", "faithful")
     # every method of the papers has its paper's configuration (docs/fidelity.md)
     assert all("faithful" in STRATEGIES[name].variants for name in ("compass", "goalmem", "real", "reconstruct", "r2"))

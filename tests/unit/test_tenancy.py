@@ -41,9 +41,14 @@ def test_untrusted_template_values_stay_one_segment() -> None:
     hostile += ["".join(rng.choice(string.printable) for _ in range(rng.randint(1, 20))) for _ in range(60)]
     rejected = 0
     for value in hostile:
-        ok = isinstance(value, str | int) and not isinstance(value, bool) and value != "" and all(
-            c.isascii() and (c.isalnum() or c in "_-") for c in str(value)) and str(value)[0].isalnum() and len(
-            str(value)) <= 64
+        ok = (
+            isinstance(value, str | int)
+            and not isinstance(value, bool)
+            and value != ""
+            and all(c.isascii() and (c.isalnum() or c in "_-") for c in str(value))
+            and str(value)[0].isalnum()
+            and len(str(value)) <= 64
+        )
         if ok:
             assert resolve_namespace("t-{user_id}", {"user_id": value}) == f"t-{value}"
             continue

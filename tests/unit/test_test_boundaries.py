@@ -54,8 +54,15 @@ def _private(node: ast.AST, private: frozenset[str]) -> str | None:
     if isinstance(node, ast.Attribute) and node.attr == "client":
         own = isinstance(node.value, ast.Name) and node.value.id in OWN
         return None if own else "the store's Chroma client (.client)"
-    named = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
-             else node.name.rsplit(".", 1)[-1] if isinstance(node, ast.alias) else None)
+    named = (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else node.name.rsplit(".", 1)[-1]
+        if isinstance(node, ast.alias)
+        else None
+    )
     if named == "StoreCore":
         return "StoreCore"
     if isinstance(node, ast.ImportFrom) and node.module == "logicmap.memory.store.core":
@@ -79,8 +86,10 @@ def test_no_test_file_but_the_helper_reaches_into_the_chroma_backend(tmp_path: P
     files = sorted(p for p in TESTS.rglob("*.py") if p not in (HELPER, Path(__file__).resolve()))
     assert len(files) > 100  # the walk found the suite
     found = [hit for p in files for hit in reaches(p.read_text(encoding="utf-8"), str(p.relative_to(TESTS)), private)]
-    assert not found, "tests reach into the Chroma backend; use the storage port, or tests/chroma_internals.py " \
-                      "for a Chroma-specific test:\n" + "\n".join(found)
+    assert not found, (
+        "tests reach into the Chroma backend; use the storage port, or tests/chroma_internals.py "
+        "for a Chroma-specific test:\n" + "\n".join(found)
+    )
 
 
 def test_the_check_sees_each_way_in_and_spares_what_is_not_the_store() -> None:

@@ -14,7 +14,13 @@ from logicmap.memory.language.text import (
 
 
 def test_stem_is_porter_after_irregular_forms() -> None:
-    assert [stem(w) for w in ("visited", "cafes", "moving", "named", "Maya's")] == ["visit", "cafe", "move", "name", "maya"]
+    assert [stem(w) for w in ("visited", "cafes", "moving", "named", "Maya's")] == [
+        "visit",
+        "cafe",
+        "move",
+        "name",
+        "maya",
+    ]
     assert stem("went") == stem("go") and stem("had") == stem("have") and stem("ate") == stem("eating")
 
 
@@ -28,7 +34,11 @@ def test_content_stems_drop_stop_words_and_lone_letters() -> None:
 
 
 def test_split_sentences_needs_a_capital_after_the_stop() -> None:
-    assert split_sentences("I ran 3.5 km. It was hard! e.g. this stays. Ok?") == ["I ran 3.5 km.", "It was hard! e.g. this stays.", "Ok?"]
+    assert split_sentences("I ran 3.5 km. It was hard! e.g. this stays. Ok?") == [
+        "I ran 3.5 km.",
+        "It was hard! e.g. this stays.",
+        "Ok?",
+    ]
 
 
 def test_best_sentence() -> None:
@@ -39,5 +49,7 @@ def test_best_sentence() -> None:
 
 
 def test_no_answer() -> None:
-    assert is_no_answer(NO_ANSWER) and is_no_answer("not in memory") and is_no_answer("I don't know.") and is_no_answer("")
+    assert (
+        is_no_answer(NO_ANSWER) and is_no_answer("not in memory") and is_no_answer("I don't know.") and is_no_answer("")
+    )
     assert not is_no_answer("Biscuit") and not is_no_answer("She was not mentioned... no, Biscuit")

@@ -43,7 +43,9 @@ def test_date_text_says_a_date_at_its_precision() -> None:
 
     from logicmap.memory.language.timeparse import date_text
 
-    assert date_text("2023-05-07") == "7 May 2023" and date_text("2023-04") == "April 2023" and date_text("2023") == "2023"
+    assert (
+        date_text("2023-05-07") == "7 May 2023" and date_text("2023-04") == "April 2023" and date_text("2023") == "2023"
+    )
     assert date_text(datetime(2023, 4, 1), "month") == "April 2023" and date_text(date(2023, 2, 9)) == "9 February 2023"
     assert date_text("late April") == "late April"  # not a date it can read: left as given
 

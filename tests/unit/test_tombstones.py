@@ -56,11 +56,14 @@ def _files_holding(directory: Path, needle: bytes) -> list[str]:
 
 
 def _conversation(conversation_id: str, session_id: str, texts: list[str]) -> Conversation:
-    turns = [RawTurn(dia_id=f"D{session_id}:{i}", speaker="Maya" if i % 2 else "Leo", text=text)
-             for i, text in enumerate(texts, start=1)]
+    turns = [
+        RawTurn(dia_id=f"D{session_id}:{i}", speaker="Maya" if i % 2 else "Leo", text=text)
+        for i, text in enumerate(texts, start=1)
+    ]
     session = Session(session_id=session_id, timestamp=T0, timestamp_text="9:00 am on 1 May, 2025", turns=turns)
-    return Conversation(conversation_id=conversation_id, speakers=["Maya", "Leo"], sessions=[session],
-                        source_format="jsonl")
+    return Conversation(
+        conversation_id=conversation_id, speakers=["Maya", "Leo"], sessions=[session], source_format="jsonl"
+    )
 
 
 def test_a_thread_sent_again_after_a_forget_does_not_store_the_forgotten_message(resources: Resources) -> None:
@@ -145,21 +148,24 @@ def test_an_old_backup_leaves_the_forgotten_turn_out_unless_allowed(resources: R
 
     snap = resources.store.snapshot("acme-copy")
     assert "D1:3" not in snap.turns and not memory_problems(snap) and report.forgotten == 1
-    assert all(CANARY not in r.model_dump_json() for kind in ("turns", "events", "facts", "cues", "tags")
-               for r in getattr(snap, kind).values())
+    assert all(
+        CANARY not in r.model_dump_json()
+        for kind in ("turns", "events", "facts", "cues", "tags")
+        for r in getattr(snap, kind).values()
+    )
     assert [t.content for t in snap.tombstones.values()] == [content_hash(SECRET)]
     assert snap.manifest.forgets[-1].surface == "import" and report.counts["turn"] == len(texts) - 1
     # The copy refuses the content too; the override restores the file as it is.
-    again = ingest_conversation(_conversation("c2", "7", [SECRET]), "acme-copy", resources=resources,
-                                policy="heuristic")
+    again = ingest_conversation(
+        _conversation("c2", "7", [SECRET]), "acme-copy", resources=resources, policy="heuristic"
+    )
     assert again.sessions[0].skipped and CANARY not in str(resources.store.snapshot("acme-copy").turns)
     whole = import_namespace(resources.store, tmp_path / "old.jsonl", "acme-whole", allow_forgotten=True)
     assert whole.forgotten == 0 and resources.store.snapshot("acme-whole").turns["D1:3"].text == SECRET
 
 
 def test_the_cli_import_says_what_it_left_out(resources: Resources, tmp_path: Path, capsys, monkeypatch) -> None:
-    ingest_conversation(_conversation("c1", "1", ["Hello.", SECRET]), "acme", resources=resources,
-                        policy="heuristic")
+    ingest_conversation(_conversation("c1", "1", ["Hello.", SECRET]), "acme", resources=resources, policy="heuristic")
     export_namespace(resources.store, "acme", tmp_path / "old.jsonl")
     forget("acme", turn_ids=["D1:2"], resources=resources)
     resources.store.close()
@@ -183,24 +189,33 @@ def test_the_cli_import_says_what_it_left_out(resources: Resources, tmp_path: Pa
 
 
 def test_a_file_of_the_same_content_leaves_the_forgotten_turn_out(resources: Resources) -> None:
-    ingest_conversation(_conversation("c1", "1", ["I got a new bike.", SECRET]), "acme", resources=resources,
-                        policy="heuristic")
+    ingest_conversation(
+        _conversation("c1", "1", ["I got a new bike.", SECRET]), "acme", resources=resources, policy="heuristic"
+    )
     forget("acme", turn_ids=["D1:2"], resources=resources)
 
-    report = ingest_conversation(_conversation("c2", "5", ["Back from the trip.", SECRET, "See you."]), "acme",
-                                 resources=resources, policy="heuristic")
+    report = ingest_conversation(
+        _conversation("c2", "5", ["Back from the trip.", SECRET, "See you."]),
+        "acme",
+        resources=resources,
+        policy="heuristic",
+    )
 
     texts = [t.text for t in resources.store.snapshot("acme").turns.values()]
     assert SECRET not in texts and "Back from the trip." in texts and "See you." in texts
     assert any("tombstone" in note for note in report.sessions[0].notes)
     # A session all of whose turns were forgotten is skipped whole (nothing committed), and so is a re-run.
     forget("acme", session_ids=["1"], resources=resources)
-    rerun = ingest_conversation(_conversation("c1", "1", ["I got a new bike.", SECRET]), "acme",
-                                resources=resources, policy="heuristic")
+    rerun = ingest_conversation(
+        _conversation("c1", "1", ["I got a new bike.", SECRET]), "acme", resources=resources, policy="heuristic"
+    )
     assert rerun.sessions[0].skipped and "1" not in resources.store.manifest("acme").sessions
-    allowed = ingest_conversation(_conversation("c3", "9", [SECRET]), "acme", resources=resources,
-                                  policy="heuristic", allow_forgotten=True)
-    assert not allowed.sessions[0].skipped and SECRET in [t.text for t in resources.store.snapshot("acme").turns.values()]
+    allowed = ingest_conversation(
+        _conversation("c3", "9", [SECRET]), "acme", resources=resources, policy="heuristic", allow_forgotten=True
+    )
+    assert not allowed.sessions[0].skipped and SECRET in [
+        t.text for t in resources.store.snapshot("acme").turns.values()
+    ]
 
 
 def test_a_store_put_after_a_delete_stores_the_value_again(resources: Resources) -> None:
@@ -216,8 +231,10 @@ def test_a_store_put_after_a_delete_stores_the_value_again(resources: Resources)
 
 
 def test_the_import_summary_is_the_no_llm_policys() -> None:
-    turns = [Turn(namespace="n", session_id="S1", dia_id="D1:1", speaker="A", text="hi", image_caption="a dog"),
-             Turn(namespace="n", session_id="S1", dia_id="D1:2", speaker="B", text="hello")]
+    turns = [
+        Turn(namespace="n", session_id="S1", dia_id="D1:1", speaker="A", text="hi", image_caption="a dog"),
+        Turn(namespace="n", session_id="S1", dia_id="D1:2", speaker="B", text="hello"),
+    ]
     assert said_summary(turns) == turns_summary(turns)
 
 
@@ -232,5 +249,6 @@ def test_a_backup_taken_after_the_forget_carries_its_tombstones(resources: Resou
     assert exported.counts["tombstone"] == 1 and CANARY not in (tmp_path / "new.jsonl").read_text()
     import_namespace(resources.store, tmp_path / "new.jsonl", "ann-copy")
     assert resources.store.snapshot("ann-copy").tombstones == {
-        k: v.model_copy(update={"namespace": "ann-copy"}) for k, v in resources.store.snapshot("ann").tombstones.items()}
+        k: v.model_copy(update={"namespace": "ann-copy"}) for k, v in resources.store.snapshot("ann").tombstones.items()
+    }
     assert add_messages("ann-copy", _thread(), resources=resources, policy="heuristic").forgotten == 1

@@ -82,7 +82,10 @@ def test_search_events(toolkit, snapshot) -> None:
 
     bad = call(toolkit["search_events"], {"query": "x", "k": 50})
     assert bad.status == "error" and bad.artifact is None
-    assert "k: Input should be less than or equal to 20 (got 50)" in bad.content and "call search_events again" in bad.content
+    assert (
+        "k: Input should be less than or equal to 20 (got 50)" in bad.content
+        and "call search_events again" in bad.content
+    )
     assert "query" in call(toolkit["search_events"], {"k": 2}).content  # missing argument named
 
 
@@ -93,7 +96,11 @@ def test_get_event(toolkit, snapshot) -> None:
     assert msg.artifact[0]["id"] == eid and {r["id"] for r in msg.artifact[1:]} == set(snapshot.events[eid].turn_ids)
 
     unknown = call(toolkit["get_event"], {"event_id": "S9-E9"})
-    assert unknown.status == "error" and "No event with id 'S9-E9'" in unknown.content and "search_events" in unknown.content
+    assert (
+        unknown.status == "error"
+        and "No event with id 'S9-E9'" in unknown.content
+        and "search_events" in unknown.content
+    )
     turn_id = call(toolkit["get_event"], {"event_id": "D4:4"})
     assert f"Call again with event_id='{event_of(snapshot, 'D4:4')}'" in turn_id.content
     wrong_name = call(toolkit["get_event"], {"id": eid})
@@ -111,7 +118,11 @@ def test_get_neighbors(toolkit, snapshot) -> None:
     assert all(r["relation"] == "temporal_before" and r["direction"] == "out" for r in out.artifact)
 
     bad = call(toolkit["get_neighbors"], {"event_id": eid, "relation_types": ["causal_magic"]})
-    assert bad.status == "error" and "No relation labelled causal_magic" in bad.content and "temporal_before" in bad.content
+    assert (
+        bad.status == "error"
+        and "No relation labelled causal_magic" in bad.content
+        and "temporal_before" in bad.content
+    )
     bad_direction = call(toolkit["get_neighbors"], {"event_id": eid, "direction": "sideways"})
     assert "direction: Input should be 'out', 'in' or 'both'" in bad_direction.content
 
@@ -121,10 +132,17 @@ def test_events_in_time_range(toolkit, snapshot) -> None:
     assert msg.status == "success" and event_of(snapshot, "D4:4") in {r["id"] for r in msg.artifact}  # dated 2023-05-07
     month = call(toolkit["events_in_time_range"], {"start": "May 2023"})
     assert {r["id"] for r in month.artifact} == {r["id"] for r in msg.artifact}
-    assert "No events between 2019-01-01 and 2019-12-31" in call(toolkit["events_in_time_range"], {"start": "2019"}).content
+    assert (
+        "No events between 2019-01-01 and 2019-12-31"
+        in call(toolkit["events_in_time_range"], {"start": "2019"}).content
+    )
 
     bad = call(toolkit["events_in_time_range"], {"start": "next tuesday"})
-    assert bad.status == "error" and "Could not read 'next tuesday' as a date" in bad.content and "YYYY-MM-DD" in bad.content
+    assert (
+        bad.status == "error"
+        and "Could not read 'next tuesday' as a date" in bad.content
+        and "YYYY-MM-DD" in bad.content
+    )
     backwards = call(toolkit["events_in_time_range"], {"start": "2023-06", "end": "2023-05"})
     assert "swap start and end" in backwards.content
 
@@ -231,8 +249,13 @@ def test_remember_then_search_finds_it(resources) -> None:
     from logicmap.graphs.chat.chatbot import session_ingester
 
     remember = create_remember_tool("alice", ingest=session_ingester(resources, policy="heuristic"))
-    assert call(remember, {"text": "I keep bees on the roof of my house in Braga.", "speaker": "Alice"}).status == "success"
-    search = create_memory_toolkit("alice", store=resources.store, embeddings=resources.embeddings, include=["search_events"])[0]
+    assert (
+        call(remember, {"text": "I keep bees on the roof of my house in Braga.", "speaker": "Alice"}).status
+        == "success"
+    )
+    search = create_memory_toolkit(
+        "alice", store=resources.store, embeddings=resources.embeddings, include=["search_events"]
+    )[0]
     msg = call(search, {"query": "bees roof", "k": 1})
     assert "bees on the roof" in msg.content
 
@@ -257,11 +280,14 @@ def _tool_graph(tools):
 
 def test_tool_node_returns_messages_for_bad_calls_and_raises_configuration_errors(toolkit) -> None:
     node = _tool_graph(list(toolkit.values()))
-    ai = AIMessage(content="", tool_calls=[
-        {"name": "get_event", "args": {"event_id": "S9-E9"}, "id": "a"},
-        {"name": "search_events", "args": {"query": "sushi", "k": "many"}, "id": "b"},
-        {"name": "read_mind", "args": {}, "id": "c"},
-    ])
+    ai = AIMessage(
+        content="",
+        tool_calls=[
+            {"name": "get_event", "args": {"event_id": "S9-E9"}, "id": "a"},
+            {"name": "search_events", "args": {"query": "sushi", "k": "many"}, "id": "b"},
+            {"name": "read_mind", "args": {}, "id": "c"},
+        ],
+    )
     out = node.invoke({"messages": [ai]})["messages"][1:]
     assert [m.status for m in out] == ["error", "error", "error"]
     assert "No event with id" in out[0].content and "k: Input should be a valid integer" in out[1].content
@@ -272,4 +298,6 @@ def test_tool_node_returns_messages_for_bad_calls_and_raises_configuration_error
 
     node = _tool_graph([create_remember_tool("alice", ingest=broken)])
     with pytest.raises(MemoryToolConfigError, match="not configured"):
-        node.invoke({"messages": [AIMessage(content="", tool_calls=[{"name": "remember", "args": {"text": "x"}, "id": "r"}])]})
+        node.invoke(
+            {"messages": [AIMessage(content="", tool_calls=[{"name": "remember", "args": {"text": "x"}, "id": "r"}])]}
+        )

@@ -29,8 +29,12 @@ CLUSTERS = [
     TopicCluster("T0", ("Maya adopted a dog named Biscuit.", "Maya walks Biscuit the dog in the park.")),
     TopicCluster("T1", ("Leo trains for the half marathon.",)),
 ]
-GOOD = {"topics": [{"topic": "T0", "label": "Maya's dog Biscuit", "description": "Adopting and walking Biscuit."},
-                   {"topic": "T1", "label": "marathon training", "description": "Leo's running."}]}
+GOOD = {
+    "topics": [
+        {"topic": "T0", "label": "Maya's dog Biscuit", "description": "Adopting and walking Biscuit."},
+        {"topic": "T1", "label": "marathon training", "description": "Leo's running."},
+    ]
+}
 _LISTED = re.compile(r"^(T\d+) \((\d+) events\):", re.MULTILINE)
 
 
@@ -57,16 +61,19 @@ def test_a_missing_topic_is_asked_again_with_the_error() -> None:
 
 def test_invented_ids_overlong_labels_and_garbage_fall_back_to_key_terms() -> None:
     invented = {"topics": [*GOOD["topics"], {"topic": "T9", "label": "x", "description": "y"}]}
-    long_label = {"topics": [{**GOOD["topics"][0], "label": "a label of far too many words for a topic"},
-                             GOOD["topics"][1]]}
+    long_label = {
+        "topics": [{**GOOD["topics"][0], "label": "a label of far too many words for a topic"}, GOOD["topics"][1]]
+    }
     for replies in ([invented, "not json"], [long_label, long_label], ["", ""]):
         outcome = abstract_topics(ScriptedChatModel(replies=list(replies)), CLUSTERS)
         assert outcome.fallback is not None and outcome.fallback.role == "topic_abstractor"
         assert outcome.cost.llm_calls == 2
         assert outcome.output == fallback_abstracts(CLUSTERS)
     labels = {t.topic: (t.label, t.description) for t in fallback_abstracts(CLUSTERS).topics}
-    assert labels == {"T0": ("Maya dog Biscuit", "Maya adopted a dog named Biscuit."),
-                      "T1": ("Leo trains half", "Leo trains for the half marathon.")}
+    assert labels == {
+        "T0": ("Maya dog Biscuit", "Maya adopted a dog named Biscuit."),
+        "T1": ("Leo trains half", "Leo trains for the half marathon."),
+    }
 
 
 def test_key_terms_are_deterministic_and_skip_function_words() -> None:
@@ -82,8 +89,10 @@ def test_no_model_and_no_cluster() -> None:
 
 
 def test_a_small_context_shows_fewer_events_per_topic() -> None:
-    many = [TopicCluster(f"T{i}", tuple(f"Event {i}.{j} about the topic number {i}." * 3 for j in range(6)))
-            for i in range(30)]
+    many = [
+        TopicCluster(f"T{i}", tuple(f"Event {i}.{j} about the topic number {i}." * 3 for j in range(6)))
+        for i in range(30)
+    ]
     from logicmap.agents.windowing import ContextBudget
 
     model = ScriptedChatModel(replies=["", ""])
@@ -108,8 +117,12 @@ class TopicModel(ScriptedChatModel):
         if SYSTEM_MARKER in str(messages[0].content):
             shown = str(messages[-1].content)
             self.topic_prompts.append(shown)
-            return {"topics": [{"topic": t, "label": f"theme {t} of {n}", "description": f"{n} events of {t}."}
-                               for t, n in _LISTED.findall(shown)]}
+            return {
+                "topics": [
+                    {"topic": t, "label": f"theme {t} of {n}", "description": f"{n} events of {t}."}
+                    for t, n in _LISTED.findall(shown)
+                ]
+            }
         return scripted_reply(messages)
 
 
@@ -124,8 +137,9 @@ def test_ingest_abstracts_only_the_topics_whose_members_changed_once_per_session
     report = ingest_conversation(_first(sample, 1), "ns", resources=resources, context=context)
     assert not report.fallbacks and len(model.topic_prompts) == 1
     first = resources.store.snapshot("ns").topics
-    assert first and all(t.label == f"theme {t.id} of {len(t.members)}" and t.label_source == "llm"
-                         for t in first.values())
+    assert first and all(
+        t.label == f"theme {t.id} of {len(t.members)}" and t.label_source == "llm" for t in first.values()
+    )
     report = ingest_conversation(_two_sessions(sample), "ns", resources=resources, context=context)
     assert not report.fallbacks and len(model.topic_prompts) == 2  # one call for the second session
     after = resources.store.snapshot("ns").topics
@@ -174,7 +188,8 @@ def test_the_tool_and_the_reconstruct_graph_show_the_labels(resources, sample) -
     assert f"Topic {topic.id}: theme {topic.id} of {len(topic.members)}" in text and topic.description in text
     active = [EvidenceItem(kind="event", id=topic.members[0], text="")]
     assert f"{topic.id}: theme {topic.id} of {len(topic.members)} ({len(topic.members)} events)" in _topics_text(
-        snap, active)
+        snap, active
+    )
 
 
 # -- records, backups, snapshot files -------------------------------------------------------------------
@@ -214,13 +229,31 @@ def _first(sample, n: int):
 def test_a_reclustering_keeps_the_label_of_a_topic_whose_members_stayed() -> None:
     from logicmap.graphs.ingest.nodes import carry_topic_labels
 
-    before = {"T0": Topic(id="T0", namespace="n", centroid=[1.0], members=["a", "b"], label="dogs",
-                          description="About dogs.", label_source="llm"),
-              "T1": Topic(id="T1", namespace="n", centroid=[0.0], members=["c"], label="runs",
-                          description="Running.", label_source="fallback")}
-    after = [Topic(id="T0", namespace="n", centroid=[0.9], members=["b", "a"]),  # same members, rebuilt
-             Topic(id="T1", namespace="n", centroid=[0.1], members=["c", "d"]),  # a new member
-             Topic(id="T2", namespace="n", centroid=[0.5], members=["e"])]  # a new topic
+    before = {
+        "T0": Topic(
+            id="T0",
+            namespace="n",
+            centroid=[1.0],
+            members=["a", "b"],
+            label="dogs",
+            description="About dogs.",
+            label_source="llm",
+        ),
+        "T1": Topic(
+            id="T1",
+            namespace="n",
+            centroid=[0.0],
+            members=["c"],
+            label="runs",
+            description="Running.",
+            label_source="fallback",
+        ),
+    }
+    after = [
+        Topic(id="T0", namespace="n", centroid=[0.9], members=["b", "a"]),  # same members, rebuilt
+        Topic(id="T1", namespace="n", centroid=[0.1], members=["c", "d"]),  # a new member
+        Topic(id="T2", namespace="n", centroid=[0.5], members=["e"]),
+    ]  # a new topic
     changed = carry_topic_labels(before, after)
     assert [t.id for t in changed] == ["T1", "T2"]
     assert (after[0].label, after[0].description, after[0].label_source) == ("dogs", "About dogs.", "llm")

@@ -130,16 +130,23 @@ def test_ingest_reclusters_every_fourth_session_by_default(resources, tmp_path) 
     from logicmap.memory.files.loaders import Conversation, RawTurn, Session
 
     sessions = [
-        Session(session_id=f"S{s}", timestamp=datetime(2024, 1, s, 10, 0), timestamp_text=f"10:00 am on {s} January, 2024",
-                turns=[RawTurn(dia_id=f"D{s}:1", speaker="Ann", text=f"On day {s} I painted a picture of boat {s}."),
-                       RawTurn(dia_id=f"D{s}:2", speaker="Bo", text=f"Lovely, what colour was boat number {s}?")])
+        Session(
+            session_id=f"S{s}",
+            timestamp=datetime(2024, 1, s, 10, 0),
+            timestamp_text=f"10:00 am on {s} January, 2024",
+            turns=[
+                RawTurn(dia_id=f"D{s}:1", speaker="Ann", text=f"On day {s} I painted a picture of boat {s}."),
+                RawTurn(dia_id=f"D{s}:2", speaker="Bo", text=f"Lovely, what colour was boat number {s}?"),
+            ],
+        )
         for s in range(1, 6)
     ]
     conversation = Conversation(conversation_id="boats", speakers=["Ann", "Bo"], sessions=sessions)
     runs = {
         "settings": ingest_conversation(conversation, "boats-a", resources=resources, policy="heuristic"),
-        "context": ingest_conversation(conversation, "boats-b", resources=resources,
-                                       context=IngestContext(policy="heuristic")),
+        "context": ingest_conversation(
+            conversation, "boats-b", resources=resources, context=IngestContext(policy="heuristic")
+        ),
     }
     for report in runs.values():
         assert [s.topics_reclustered for s in report.sessions] == [True, False, False, True, False]

@@ -77,8 +77,9 @@ class Collector:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
-        self.client = langsmith.Client(api_url=f"http://127.0.0.1:{self.server.server_port}", api_key="local",
-                                       auto_batch_tracing=False)
+        self.client = langsmith.Client(
+            api_url=f"http://127.0.0.1:{self.server.server_port}", api_key="local", auto_batch_tracing=False
+        )
 
     def capture(self, call: Any) -> Any:
         """``call()`` with tracing on, sent to this collector; returns its result (the runs are in ``runs``)."""
@@ -147,7 +148,9 @@ def test_every_strategy_sends_one_root_run(collector: Collector, memory: Resourc
     assert {"dense", "bm25", "forward_react"} <= set(STRATEGIES)
     for name in STRATEGIES:
         namespace = "alice-r2" if name == "r2" else "alice"
-        result = collector.capture(partial(answer, name, QUESTION, namespace, resources=_scripted(memory), policy="llm"))
+        result = collector.capture(
+            partial(answer, name, QUESTION, namespace, resources=_scripted(memory), policy="llm")
+        )
         root = _check_root(collector, name, "llm", namespace)
         assert root["extra"]["metadata"]["llm_calls"] == result.cost.llm_calls > 0, name
         llm_runs = [r for r in collector.runs.values() if r.get("run_type") == "llm"]
@@ -158,8 +161,9 @@ def _turn(graph: Any, context: Any, config: dict[str, Any] | None = None) -> dic
     config = config or {"configurable": {"thread_id": str(uuid.uuid4()), "user_id": "alice"}}
     # A statement, not a question: a chat stores a user's statement as evidence (its ingestion runs the roles whose
     # fallbacks the turn reports), a question only as the context of the reply.
-    return graph.invoke({"messages": [("user", "My dog Biscuit is a beagle and loves the beach.")]}, config,
-                        context=context)
+    return graph.invoke(
+        {"messages": [("user", "My dog Biscuit is a beagle and loves the beach.")]}, config, context=context
+    )
 
 
 def _check_chat_turn(collector: Collector, out: dict[str, Any]) -> None:
@@ -172,26 +176,33 @@ def _check_chat_turn(collector: Collector, out: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("compiled", ["module graph", "build().compile()", "build().compile(checkpointer)"])
-def test_the_chatbot_however_compiled_sends_one_root_run(collector: Collector, memory: Resources,
-                                                         compiled: str) -> None:
+def test_the_chatbot_however_compiled_sends_one_root_run(
+    collector: Collector, memory: Resources, compiled: str
+) -> None:
     from logicmap.graphs.chat.chatbot import ChatContext, build_chatbot_graph, graph
 
-    bot = {"module graph": graph, "build().compile()": build_chatbot_graph().compile(),
-           "build().compile(checkpointer)": build_chatbot_graph().compile(checkpointer=InMemorySaver())}[compiled]
+    bot = {
+        "module graph": graph,
+        "build().compile()": build_chatbot_graph().compile(),
+        "build().compile(checkpointer)": build_chatbot_graph().compile(checkpointer=InMemorySaver()),
+    }[compiled]
     context = ChatContext(namespace="{user_id}", strategy="dense", remember_mode="sync", resources=_scripted(memory))
     out = collector.capture(lambda: _turn(bot, context))
     _check_chat_turn(collector, out)
 
 
-def test_the_served_chatbot_sends_one_root_run_with_the_resolved_tenant(collector: Collector,
-                                                                        memory: Resources) -> None:
+def test_the_served_chatbot_sends_one_root_run_with_the_resolved_tenant(
+    collector: Collector, memory: Resources
+) -> None:
     """As the LangGraph API server runs it: the assistant's context mirrored into ``configurable`` (and from there
     into the metadata, as a template), the authenticated user in ``configurable``, process-wide resources."""
     from logicmap.graphs.chat.chatbot import graph
 
     context = {"namespace": "{user_id}", "strategy": "dense", "remember_mode": "sync"}  # the turn stored in its run
-    config = {"configurable": {**context, "langgraph_auth_user_id": "alice", "thread_id": str(uuid.uuid4())},
-              "metadata": {**context, "langgraph_api_version": "test"}}
+    config = {
+        "configurable": {**context, "langgraph_auth_user_id": "alice", "thread_id": str(uuid.uuid4())},
+        "metadata": {**context, "langgraph_api_version": "test"},
+    }
     set_default_resources(_scripted(memory))
     set_server_mode(True)
     try:

@@ -17,8 +17,15 @@ class Budgets:
 
 
 def test_run_config_names_tags_and_flattens_budgets() -> None:
-    config = run_config("compass", namespace="alice", policy="heuristic", budgets=Budgets(), tags=["explorers:batch"],
-                        metadata={"question_len": 12}, recursion_limit=40)
+    config = run_config(
+        "compass",
+        namespace="alice",
+        policy="heuristic",
+        budgets=Budgets(),
+        tags=["explorers:batch"],
+        metadata={"question_len": 12},
+        recursion_limit=40,
+    )
     assert config["run_name"] == "compass"
     assert config["tags"] == ["strategy:compass", "policy:heuristic", "explorers:batch"]
     meta = config["metadata"]
@@ -39,8 +46,14 @@ def test_the_hidden_resources_field_stays_out_of_the_metadata() -> None:
 
 def test_cost_metadata_is_flat_numbers() -> None:
     figures = cost_metadata(Cost(llm_calls=3, prompt_tokens=100, completion_tokens=20, wall_time_s=1.23456))
-    assert figures == {"llm_calls": 3, "prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120,
-                       "tokens_estimated": False, "wall_time_s": 1.235}
+    assert figures == {
+        "llm_calls": 3,
+        "prompt_tokens": 100,
+        "completion_tokens": 20,
+        "total_tokens": 120,
+        "tokens_estimated": False,
+        "wall_time_s": 1.235,
+    }
     assert cost_metadata(None)["llm_calls"] == 0
 
 

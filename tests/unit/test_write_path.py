@@ -35,8 +35,11 @@ def resources(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Resour
         res = make_resources(tmp_path / "memory")
     else:
         name = f"write-path-{os.getpid()}-{id(tmp_path)}"
-        res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
-                                                  store_url=f"memory://{name}"))
+        res = Resources(
+            settings=LogicMapSettings(
+                data_dir=tmp_path / "memory", embedding_provider="hashing", store_url=f"memory://{name}"
+            )
+        )
     yield res
     if res.store_ is not None:
         res.store_.close()
@@ -80,7 +83,9 @@ def test_a_replacing_put_shows_the_new_value_only_before_and_after_consolidation
     texts = [t.text for t in view.turns.values()]
     assert texts == ["I moved to Porto last spring."]  # the old value is hidden, with what derives from it
     assert not any("Lisbon" in e.summary for e in view.events.values())
-    assert [h.value["content"] for h in store.search(ALICE, query="where do I live")] == ["I moved to Porto last spring."]
+    assert [h.value["content"] for h in store.search(ALICE, query="where do I live")] == [
+        "I moved to Porto last spring."
+    ]
     result = answer("compass", "Where did I move last spring?", NS, resources=resources, policy="heuristic")
     assert "Porto" in result.answer and "Lisbon" not in result.answer
     store.flush()
@@ -129,18 +134,27 @@ def test_consolidation_is_batched_in_order_and_resumes_where_it_stopped(resource
     assert len(resources.store.snapshot(NS).turns) == 5
 
 
-def test_a_consolidation_run_takes_at_most_its_turn_budget_and_reads_only_what_it_takes(resources: Resources,
-                                                                                        monkeypatch: pytest.MonkeyPatch,
-                                                                                        ) -> None:
+def test_a_consolidation_run_takes_at_most_its_turn_budget_and_reads_only_what_it_takes(
+    resources: Resources,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Issue 37, item 11: a backlog of large writes (one ``add_messages`` of 100,000 messages is 50 sessions of
     2,000) is consolidated a turn budget at a time, and a run reads whole only the writes it takes."""
     from logicmap.graphs.writes import consolidate as module
 
     monkeypatch.setattr(module, "BATCH_TURNS", 5)
-    write_sessions(NS, [Session(session_id=f"s{i}", turns=[RawTurn(dia_id=f"s{i}:{j}", speaker="user",
-                                                                   text=f"Fact {i}.{j} on tennis.")
-                                                            for j in range(3)]) for i in range(4)],
-                   resources=resources, policy="heuristic")
+    write_sessions(
+        NS,
+        [
+            Session(
+                session_id=f"s{i}",
+                turns=[RawTurn(dia_id=f"s{i}:{j}", speaker="user", text=f"Fact {i}.{j} on tennis.") for j in range(3)],
+            )
+            for i in range(4)
+        ],
+        resources=resources,
+        policy="heuristic",
+    )
     read: list[object] = []
     original = type(resources.store).pending_writes
 
@@ -165,9 +179,12 @@ def test_a_pending_log_written_before_heads_had_columns_is_read_and_consolidated
     import sqlite3
 
     res = make_resources(tmp_path / "memory")
-    write_sessions(NS, [Session(session_id="old", turns=[RawTurn(dia_id="old:1", speaker="user",
-                                                                   text="I keep bees in Sintra.")])],
-                   resources=res, policy="heuristic")
+    write_sessions(
+        NS,
+        [Session(session_id="old", turns=[RawTurn(dia_id="old:1", speaker="user", text="I keep bees in Sintra.")])],
+        resources=res,
+        policy="heuristic",
+    )
     res.store.close()
     db = sqlite3.connect(tmp_path / "memory" / PENDING_FILE)
     db.execute("CREATE TABLE old AS SELECT seq, namespace, body, vectors FROM pending")
@@ -219,8 +236,14 @@ def test_past_max_pending_a_write_consolidates_first(resources: Resources) -> No
 
 def test_a_chat_session_written_fast_is_consolidated_without_a_key(resources: Resources) -> None:
     turns = [RawTurn(dia_id="chat-1:1", speaker="user", text="I ran the Lisbon marathon in May.", role="user")]
-    write_sessions(NS, [Session(session_id="chat-1", turns=turns)], resources=resources, policy="heuristic",
-                   source="chat", keys=None)
+    write_sessions(
+        NS,
+        [Session(session_id="chat-1", turns=turns)],
+        resources=resources,
+        policy="heuristic",
+        source="chat",
+        keys=None,
+    )
     assert [t.text for t in live_snapshot(resources.store, NS).turns.values()] == ["I ran the Lisbon marathon in May."]
     assert consolidate(NS, resources=resources).sessions == 1
     assert [t.text for t in resources.store.snapshot(NS).turns.values()] == ["I ran the Lisbon marathon in May."]
@@ -240,8 +263,13 @@ def test_a_written_put_survives_a_killed_process(tmp_path: Path) -> None:
         store.put(("memories", "alice"), "home", {{"content": "I live in Braga."}})
         os.kill(os.getpid(), signal.SIGKILL)
     """)
-    done = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[2],
-                          capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == -9, done.stderr[-2000:]
     res = make_resources(data)
     try:
@@ -268,7 +296,9 @@ def test_a_deleted_write_leaves_no_text_in_the_pending_log_files(tmp_path: Path)
         res.store.close()
 
 
-def test_logicmap_consolidate_builds_what_a_manual_store_left(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_logicmap_consolidate_builds_what_a_manual_store_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from logicmap.__main__ import main
 
     res = make_resources(tmp_path / "memory")
@@ -310,31 +340,47 @@ def test_add_messages_and_remember_are_fast_writes_recalled_before_consolidation
     from logicmap.graphs.writes.consolidate import flush
     from logicmap.tools.remember import statement_session
 
-    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
-                                              consolidation="manual"))
+    res = Resources(
+        settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing", consolidation="manual")
+    )
     try:
-        report = add_messages("bob", [{"role": "user", "content": "My cat is called Mochi.", "id": "m1"}],
-                              resources=res, policy="heuristic")
+        report = add_messages(
+            "bob",
+            [{"role": "user", "content": "My cat is called Mochi.", "id": "m1"}],
+            resources=res,
+            policy="heuristic",
+        )
         assert report.added == 1 and report.ingest is not None and report.ingest.sessions == []  # nothing built yet
         assert not res.store.snapshot("bob").turns and len(res.store.pending_writes("bob")) == 1
-        again = add_messages("bob", [{"role": "user", "content": "My cat is called Mochi.", "id": "m1"}],
-                             resources=res, policy="heuristic")
+        again = add_messages(
+            "bob",
+            [{"role": "user", "content": "My cat is called Mochi.", "id": "m1"}],
+            resources=res,
+            policy="heuristic",
+        )
         assert again.added == 0 and again.already_stored == 1  # a pending message is not written twice
-        ingest_session(statement_session("bob", "I bake bread on Sundays.", "user", datetime(2026, 1, 4)), "bob",
-                       resources=res, policy="heuristic")
+        ingest_session(
+            statement_session("bob", "I bake bread on Sundays.", "user", datetime(2026, 1, 4)),
+            "bob",
+            resources=res,
+            policy="heuristic",
+        )
         for question, word in (("What is my cat called?", "Mochi"), ("When do I bake bread?", "Sundays")):
             assert word in answer("rerank", question, "bob", resources=res, policy="heuristic").answer
         assert flush("bob", resources=res).sessions == 2
         assert sorted(t.text for t in res.store.snapshot("bob").turns.values()) == [
-            "I bake bread on Sundays.", "My cat is called Mochi."]
+            "I bake bread on Sundays.",
+            "My cat is called Mochi.",
+        ]
     finally:
         res.store.close()
 
 
 @pytest.mark.parametrize("every", [0, 4])
 def test_replaced_values_are_compacted_every_few_replaces(tmp_path: Path, every: int) -> None:
-    res = Resources(settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing",
-                                              compact_every=every))
+    res = Resources(
+        settings=LogicMapSettings(data_dir=tmp_path / "memory", embedding_provider="hashing", compact_every=every)
+    )
     try:
         store = LogicMapStore(resources=res, policy="heuristic", consolidation="sync")
         for i in range(11):  # one value, then ten replaces of it
@@ -359,8 +405,14 @@ def test_a_large_add_messages_keeps_each_pending_vector_as_one_float32_row(resou
 
     resources.settings.consolidation = "manual"  # the writes stay pending: what is measured is theirs
     n = 1200
-    batch = [{"role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}",
-              "content": f"In Lisbon I worked on project number {i}, then went for a run."} for i in range(n)]
+    batch = [
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "id": f"m{i}",
+            "content": f"In Lisbon I worked on project number {i}, then went for a run.",
+        }
+        for i in range(n)
+    ]
     add_messages("warm", batch[:2], resources=resources, policy="heuristic")
     gc.collect()
     tracemalloc.start()
