@@ -48,6 +48,7 @@ demo: install
 
 test: install llm-venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	mkdir -p .typecheck && ln -sfn "$(CURDIR)" .typecheck/logicmap
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -q
@@ -55,13 +56,14 @@ test: install llm-venv
 test-unit: lint
 	$(BIN)/python -m pytest -q tests/unit
 
-# The inner loop: lint, then the unit tests without the slow and integration marks (pyproject.toml's markers).
-# No llm-venv: nothing here needs the local model server.
+# The inner loop: lint, then the unit tests without the slow and integration marks (pyproject.toml's markers), in
+# two worker processes (pytest-xdist). No llm-venv: nothing here needs the local model server.
 check: lint
-	$(BIN)/python -m pytest -q -m "not slow and not integration" tests/unit
+	$(BIN)/python -m pytest -q -n 2 -m "not slow and not integration" tests/unit
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	mkdir -p .typecheck && ln -sfn "$(CURDIR)" .typecheck/logicmap
 	$(BIN)/mypy
 

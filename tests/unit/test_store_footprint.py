@@ -57,6 +57,7 @@ def test_rewritten_topics_keep_their_old_versions_compact_and_readable_at_their_
     assert report.versions_removed == {"topics": rounds * 5}
 
 
+@pytest.mark.slow  # 18 s: in `make test`, not in the inner loop
 def test_a_store_app_retains_a_bounded_number_of_bytes_per_consolidated_item() -> None:
     from langgraph.store.base import PutOp
 
