@@ -8,6 +8,7 @@ import tracemalloc
 import uuid
 
 import numpy as np
+import pytest
 
 from logicmap.memory.records.records import Topic
 from logicmap.memory.store import ChangeSet, open_store
