@@ -27,12 +27,14 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, cast
 
+from langchain_core.embeddings import Embeddings
 from pydantic import BaseModel, Field
 
 from logicmap.agents.base import Cost, FallbackRecord
 from logicmap.graphs.ingest.nodes import IngestReport, SessionReport
 from logicmap.graphs.runtime.resources import Resources, default_resources
 from logicmap.memory.files.loaders import Conversation, Session
+from logicmap.memory.indexes.embeddings import CachedEmbeddings
 from logicmap.memory.records.items import STORE_SOURCE
 from logicmap.memory.records.records import validate_namespace
 from logicmap.memory.store import ChangeSet, GenerationConflict, StoragePort
@@ -156,13 +158,32 @@ def write_sessions(
         for s, k in zip(sessions, keys if keys is not None else [None] * len(sessions))
     ]
     texts = [t.render() for e in entries for t in pending_turns(e, namespace, 0)]
-    vectors = vector_matrix(resources.embeddings.embed_documents(texts) if texts else [])
+    vectors = vector_matrix(_embed_for_the_log(resources.embeddings, texts) if texts else [])
     at = 0
     for entry in entries:
         n = len(entry.session["turns"])
         entry.vectors = vectors[at : at + n].copy() if n else vector_matrix([])
         at += n
     return store.append_pending(entries)
+
+
+def _embed_for_the_log(embeddings: Embeddings, texts: list[str]) -> list[list[float]]:
+    """The vectors of a fast write's turns. The log keeps them, and the consolidation hands them to the embedding
+    cache when it builds those turns (``_seed_cache``): cached now as well, 100,000 pending messages held 180 MB
+    twice (issue 37, item 11)."""
+    if isinstance(embeddings, CachedEmbeddings):
+        return embeddings.embed_uncached(texts)
+    return embeddings.embed_documents(texts)
+
+
+def _seed_cache(embeddings: Embeddings, namespace: str, group: Sequence[PendingWrite]) -> None:
+    """The embedding cache gets the vectors a batch's writes were written with, so its ingest embeds none again."""
+    if not isinstance(embeddings, CachedEmbeddings):
+        return
+    for entry in group:
+        texts = [t.render() for t in pending_turns(entry, namespace, 0)]
+        if len(texts) == len(entry.vectors):
+            embeddings.seed(texts, entry.vectors)
 
 
 def store_sessions(
@@ -276,6 +297,7 @@ def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources,
 
     store = res.store
     _ = res.embeddings, res.llm  # built once here: the staged copy of the resources shares them
+    _seed_cache(res.embeddings, namespace, group)
     for attempt in range(MAX_BATCH_CONFLICTS):
         staged = StagedStore(store, namespace)
         scoped = dataclasses.replace(res, store_=cast(StoragePort, staged))

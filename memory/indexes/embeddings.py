@@ -358,6 +358,20 @@ class CachedEmbeddings(Embeddings):
         with self._lock:
             self._cache.clear()
 
+    def embed_uncached(self, texts: list[str]) -> list[list[float]]:
+        """``texts`` embedded by the inner embedder, nothing cached (a write that keeps its own vectors: the pending
+        log holds them until ``seed`` hands them to the consolidation that needs them)."""
+        return self.inner.embed_documents(texts)
+
+    def seed(self, texts: Sequence[str], vectors: Any) -> None:
+        """Cache ``vectors`` (one row per text) as the vectors of ``texts``, as an ``embed_documents`` miss would."""
+        with self._lock:
+            for text, vector in zip(texts, vectors):
+                self._cache[self._key(text)] = _compact(list(map(float, vector)))
+                self._cache.move_to_end(self._key(text))
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
+
 
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 

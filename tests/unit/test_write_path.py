@@ -430,3 +430,24 @@ def test_a_large_add_messages_keeps_each_pending_vector_as_one_float32_row(resou
     for write in writes:
         assert isinstance(write.vectors, np.ndarray) and write.vectors.dtype == np.float32
         assert write.vectors.shape == (len(write.session["turns"]), 384)
+
+
+def test_a_fast_write_is_embedded_once_and_cached_only_when_it_is_consolidated(resources: Resources) -> None:
+    """Issue 37, item 11: the pending log holds a write's vectors, so the embedding cache does not hold them a second
+    time while the write waits; the consolidation hands them to the cache, and its ingest embeds none of the
+    write's turns again."""
+    from logicmap.graphs.chat.messages import add_messages
+    from logicmap.graphs.writes.consolidate import flush
+    from logicmap.memory.indexes.embeddings import CachedEmbeddings
+
+    resources.settings.consolidation = "manual"
+    embeddings = resources.embeddings
+    assert isinstance(embeddings, CachedEmbeddings)
+    batch = [{"role": "user", "id": f"m{i}", "content": f"I planted tree number {i} in Sintra."} for i in range(40)]
+    before = (embeddings.hits, embeddings.misses)
+    add_messages("trees", batch, resources=resources, policy="heuristic")
+    assert (embeddings.hits, embeddings.misses) == before  # embedded for the log, nothing cached
+    report = flush("trees", resources=resources)
+    assert report.sessions >= 1
+    assert embeddings.hits - before[0] >= 40  # every turn's vector came from the log
+    assert len(resources.store.snapshot("trees").turns) == 40
