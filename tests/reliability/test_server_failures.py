@@ -43,8 +43,21 @@ def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def _wait_for_a_commit(server: ChromaServer, namespace: str, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    """Until ``namespace`` has a committed session (or the ingest ended, or ``timeout_s``)."""
+    store = server.store()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and proc.poll() is None:
+            if store.has_namespace(namespace) and store.manifest(namespace).sessions:
+                return
+            time.sleep(0.05)
+    finally:
+        store.close()
+
+
 def _conversation_file(tmp: Path, marker: str) -> tuple[Path, int]:
-    conversation = marked_conversation(marker, sessions=12, turns_per_session=6)
+    conversation = marked_conversation(marker, sessions=24, turns_per_session=6)
     file = tmp / f"{marker}.json"
     file.write_text(json.dumps(locomo_document(conversation)), encoding="utf-8")
     return file, len(conversation.sessions)
@@ -61,7 +74,8 @@ def test_a_server_killed_during_ingest_is_one_line_and_the_rerun_commits_everyth
         namespace = f"killed-{trial}"
         file, sessions = _conversation_file(tmp_path, f"zq{trial}x")
         proc = _ingest(server, tmp_path, file, namespace)
-        time.sleep(rng.uniform(2.0, 6.0))
+        _wait_for_a_commit(server, namespace, proc)  # the kill lands after the ingest's first commit, however
+        time.sleep(rng.uniform(0.1, 0.8))  # fast the process starts (a fixed 2-6 s delay missed every ingest)
         server.kill()
         out, err = proc.communicate(timeout=120)
         if proc.returncode == 0:
