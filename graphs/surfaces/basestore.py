@@ -67,6 +67,7 @@ from logicmap.memory.records.items import (
     validate_key,
 )
 from logicmap.memory.runtime.blocking import run_blocking
+from logicmap.memory.store.errors import StoreError
 
 if TYPE_CHECKING:
     # Imported when first used (a put, a search, the default resources), not with the class: importing
@@ -155,6 +156,7 @@ class LogicMapStore(BaseStore):
         self._consolidation = consolidation
         self.max_pending = max_pending
         self._consolidator: Consolidator | None = None
+        self._closed = False
         self._locks: dict[str, threading.Lock] = {}
         self._locks_lock = threading.Lock()
 
@@ -201,9 +203,30 @@ class LogicMapStore(BaseStore):
 
     # -- the interface ---------------------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Stop this store's background consolidator after its current run, and refuse every later operation
+        (``with LogicMapStore(...) as store:`` closes on leaving). Nothing is lost: a write not yet consolidated
+        waits, durable, in the pending log, and is shown and consolidated by the next store on the same memory
+        (or ``logicmap consolidate``); ``flush()`` first to have it built now. The shared storage backend stays
+        open (it belongs to the resources, ``Resources.store``). Closing twice is harmless."""
+        self._closed = True
+        if self._consolidator is not None:
+            self._consolidator.stop(wait=True)
+
+    def __enter__(self) -> LogicMapStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError("this LogicMapStore is closed: open a new LogicMapStore on the same resources")
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run the operations: reads (gets, searches, listings) first, on memory as before the batch, then every
         put, grouped per namespace (the last put of a key wins)."""
+        self._check_open()
         ops = list(ops)
         results: list[Result] = [None] * len(ops)
         puts: dict[str, dict[str, PutOp]] = {}
@@ -472,6 +495,7 @@ class LogicMapStore(BaseStore):
         the event graph, facts and cues then include every write made before the call."""
         from logicmap.graphs.writes.consolidate import flush
 
+        self._check_open()
         store = self.resources.store
         names = [namespace_of(tuple(namespace))] if namespace is not None else store.pending_namespaces()
         return [flush(name, resources=self.resources) for name in names]

@@ -149,6 +149,7 @@ def write_sessions(
         PendingWrite(
             namespace=namespace,
             session=s.model_dump(mode="json"),
+            embedder=store.embedder,
             key=k,
             policy=policy,
             source=source,
@@ -176,11 +177,16 @@ def _embed_for_the_log(embeddings: Embeddings, texts: list[str]) -> list[list[fl
     return embeddings.embed_documents(texts)
 
 
-def _seed_cache(embeddings: Embeddings, namespace: str, group: Sequence[PendingWrite]) -> None:
-    """The embedding cache gets the vectors a batch's writes were written with, so its ingest embeds none again."""
+def _seed_cache(embeddings: Embeddings, namespace: str, group: Sequence[PendingWrite], embedder: str) -> None:
+    """The embedding cache gets the vectors a batch's writes were written with, so its ingest embeds none again:
+    only those of writes made with ``embedder`` (the store's now). A write logged under another embedder (the
+    provider changed while it waited) or before writes recorded theirs is embedded again by the ingest: its vectors
+    committed under this embedder's name would corrupt search, and cached they would reach other namespaces."""
     if not isinstance(embeddings, CachedEmbeddings):
         return
     for entry in group:
+        if entry.embedder != embedder:
+            continue
         texts = [t.render() for t in pending_turns(entry, namespace, 0)]
         if len(texts) == len(entry.vectors):
             embeddings.seed(texts, entry.vectors)
@@ -297,7 +303,7 @@ def _ingest_batch(namespace: str, group: Sequence[PendingWrite], res: Resources,
 
     store = res.store
     _ = res.embeddings, res.llm  # built once here: the staged copy of the resources shares them
-    _seed_cache(res.embeddings, namespace, group)
+    _seed_cache(res.embeddings, namespace, group, store.embedder)
     for attempt in range(MAX_BATCH_CONFLICTS):
         staged = StagedStore(store, namespace)
         scoped = dataclasses.replace(res, store_=cast(StoragePort, staged))

@@ -307,7 +307,7 @@ class MiniLMEmbeddings(Embeddings):
         return self.embed_documents([text])[0]
 
 
-def _compact(vector: list[float]) -> np.ndarray:
+def _compact(vector: Sequence[float] | np.ndarray) -> np.ndarray:
     """A cached vector as an array: float32 when that holds its values exactly (every local embedder's), else
     float64. A list of 384 Python floats takes 12 kB, the float32 array 1.5 kB: a cache of 200,000 lists held
     2.4 GB on a long ingest. ``tolist()`` gives back the very same floats."""
@@ -367,8 +367,9 @@ class CachedEmbeddings(Embeddings):
         """Cache ``vectors`` (one row per text) as the vectors of ``texts``, as an ``embed_documents`` miss would."""
         with self._lock:
             for text, vector in zip(texts, vectors):
-                self._cache[self._key(text)] = _compact(list(map(float, vector)))
-                self._cache.move_to_end(self._key(text))
+                key = self._key(text)
+                self._cache[key] = _compact(vector)  # a new array: never a view that keeps the whole matrix alive
+                self._cache.move_to_end(key)
             while len(self._cache) > self.max_entries:
                 self._cache.popitem(last=False)
 

@@ -62,6 +62,9 @@ class LiveReader(Protocol):
 
     def pending_writes(self, namespace: str, after: int | None = None) -> list[PendingWrite]: ...
 
+    @property
+    def embedder(self) -> str: ...
+
 
 def live_snapshot(
     store: LiveReader, namespace: str, *, generation: int | None = None, through: int | None = None
@@ -84,7 +87,7 @@ def live_snapshot(
         if hit is not None and hit[0] is committed:
             _cache.move_to_end(key)
             return hit[1]
-    view = overlay(committed, entries)
+    view = overlay(committed, entries, embedder=store.embedder)
     with _cache_lock:
         _cache[key] = (committed, view)  # the committed snapshot is held, so its id is not reused while cached
         while len(_cache) > _CACHE_SIZE:
@@ -133,8 +136,12 @@ def pending_turns(entry: PendingWrite, namespace: str, offset: int) -> list[Turn
     return session_turns(namespace, session, offset, [raw.dia_id for raw in session.turns])
 
 
-def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> NamespaceSnapshot:
-    """``snap`` with ``entries`` shown (see the module docstring)."""
+def overlay(
+    snap: NamespaceSnapshot, entries: Sequence[PendingWrite], *, embedder: str | None = None
+) -> NamespaceSnapshot:
+    """``snap`` with ``entries`` shown (see the module docstring). A write made with another embedder than
+    ``embedder`` (the reader's; the provider changed while it waited) shows its turns without vectors and without a
+    provisional event: found by words, never compared with vectors of another space."""
     entries = latest_entries(entries)
     sessions = [str(e.session["session_id"]) for e in entries]
     held = {t.session_id for t in snap.turns.values()}
@@ -157,17 +164,22 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
     offset = max((t.position for t in view.turns.values()), default=-1) + 1
     order = max((e.order for e in view.events.values()), default=-1) + 1
     turns: list[Turn] = []
+    unembedded: list[Turn] = []  # after ``turns``: a change's vectors are its first turns'
     vectors_out: list[list[float]] = []
     events: list[Event] = []
     event_vectors: list[list[float]] = []
     manifest = view.manifest.model_copy()
     manifest.sessions = dict(manifest.sessions)
     for entry in entries:
-        shown = pending_turns(entry, snap.namespace, offset + len(turns))
-        turns += shown
-        vectors_out += entry.vectors[: len(shown)].tolist()
+        shown = pending_turns(entry, snap.namespace, offset + len(turns) + len(unembedded))
         sid = str(entry.session["session_id"])
-        if shown and len(entry.vectors) >= len(shown):
+        embedded = embedder is None or entry.embedder is None or entry.embedder == embedder
+        if embedded:
+            turns += shown
+            vectors_out += entry.vectors[: len(shown)].tolist()
+        else:
+            unembedded += shown
+        if embedded and shown and len(entry.vectors) >= len(shown):
             events.append(provisional_event(sid, shown, order + len(events)))
             mean = np.mean(entry.vectors[: len(shown)], axis=0)
             event_vectors.append(list(map(float, mean / (float(np.linalg.norm(mean)) or 1.0))))
@@ -183,7 +195,7 @@ def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite]) -> Namespa
     change = ChangeSet(
         namespace=snap.namespace,
         base_generation=snap.generation,
-        turns=turns,
+        turns=turns + unembedded,
         turn_vectors=vectors_out if len(vectors_out) == len(turns) else [],
         events=events,
         event_vectors=event_vectors,

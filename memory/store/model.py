@@ -165,6 +165,11 @@ class PendingWrite(BaseModel):
         default_factory=lambda: np.zeros((0, 0), dtype=np.float32),
         description="one float32 row per turn, of the turn's render",
     )
+    embedder: str | None = Field(
+        default=None,
+        description="the identity of the embedder that made ``vectors`` (``embedder_identity``; None: a write logged "
+        "before it was recorded). Its vectors are shown and reused only by a store with the same embedder",
+    )
     key: str | None = Field(default=None, description="the store key the session holds (None: a chat's turns)")
     policy: str = "heuristic"
     source: str | None = None

