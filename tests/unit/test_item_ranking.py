@@ -282,7 +282,8 @@ def test_a_fact_about_something_else_answers_a_question_about_the_owner_less(res
 def test_a_newer_item_only_a_little_alike_does_not_bury_an_older_fact(resources: Resources) -> None:
     # With the hashing embedder: for "live Lisbon" the home scores 0.306 and the newer piano lessons 0.214 (within
     # 0.1), the two 0.294 alike, below RIVAL_SIMILARITY: the lessons are no restatement of the home, the home stays
-    # current and first. Rivals at 0.2 alike within 0.15 (the rule before the interleaved bench_items) buried it.
+    # current and first. Rivals at 0.2 alike within 0.15 (the rule before the interleaved bench_items) buried it;
+    # so would either threshold alone (0.2 alike within 0.1, 0.3 alike within 0.15).
     store = LogicMapStore(resources=resources, policy="heuristic")
     ns = ("memories", "finn")
     store.put(ns, "home", {"content": "My home is in Lisbon by the river."})
@@ -291,3 +292,11 @@ def test_a_newer_item_only_a_little_alike_does_not_bury_an_older_fact(resources:
     found = store.search(ns, query="live Lisbon", limit=5)
     assert [i.key for i in found] == ["home", "piano"], [(i.key, i.score) for i in found]
     assert found[0].score == pytest.approx(0.306, abs=0.001)
+    # 0.356 against 0.214 for "home in Lisbon" (0.142 apart, beyond RIVAL_MARGIN), 0.342 alike: no rival either.
+    ns = ("memories", "gail")
+    store.put(ns, "home", {"content": "I live in Lisbon."})
+    time.sleep(0.01)
+    store.put(ns, "piano", {"content": "I moved my piano lessons to Lisbon's old town."})
+    found = store.search(ns, query="home in Lisbon", limit=5)
+    assert [i.key for i in found] == ["home", "piano"], [(i.key, i.score) for i in found]
+    assert found[0].score == pytest.approx(0.356, abs=0.001)
