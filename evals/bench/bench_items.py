@@ -1,21 +1,31 @@
 """Store items ranked like facts: ``LogicMapStore.search`` beside LangGraph's ``InMemoryStore`` on generated memories.
 
 Personal facts of 12 generated users (seeded RNG, templates: city, job, employer, pet, car, partner, hobby, diet,
-favourite food, sport, instrument, language), written as LangMem's manage tool writes memories: each fact is
-created under its own key; then some facts are corrected, half by a NEW key (a second memory, newer, states the
-same attribute: "I moved to Porto."), half by an UPDATE of the same key; then some items are deleted. Every user
-also holds distractors that share the attribute's words about someone else ("My sister lives in Lyon.", "I
-visited Oslo last year."). Each attribute is asked by a paraphrased question; the gold item is the attribute's
-current memory (the correction's when corrected; a deleted attribute is not asked).
+favourite food, sport, instrument, language), written as LangMem's manage tool writes memories, in four phases:
+
+1. each fact created under its own key, with 8 of the user's 20 distractors: items that share the attributes'
+   words, about someone else ("My sister lives in Lyon.", "A dog named Luna lives next door.") or one-off events
+   of the user's ("I visited Oslo last year.");
+2. the first corrections of 6 attributes (in turn: a NEW key, "I moved to Porto."; an UPDATE of the key; a DELETE
+   of the key and a new key), shuffled with 6 more distractors;
+3. second corrections of 3 of them (a new key or an update of the current key), shuffled with the last 6
+   distractors;
+4. the deletes of one more attribute (every key of it).
+
+A correction is phrased by any template of its attribute other than the one of the statement it replaces: a
+marked change ("I moved to Porto last month."), a plain restatement ("I'm based in Porto.") or an indirect one
+("Just signed a lease in Porto."). Each attribute is asked by a paraphrased question; the gold item is the
+attribute's current memory (a deleted attribute is not asked).
 
 The same operations, in the same order, go to ``LogicMapStore`` (``policy="heuristic"``, one batch per user and
 phase) and to ``InMemoryStore(index={"embed": <the same embedder>, "dims": ...})``. Reported per half of the
-users: top-1 accuracy over every question; over the correction questions, the share whose corrected item ranks
-first, and the share whose corrected item ranks above the stale one (the correction wins; an update by key leaves no
-stale item). Users u00-u05 are the DEVELOPMENT half (where the item scoring was chosen, over seeds 41-43); u06-u11
-the HELD-OUT half (reported, never tuned on).
+users: top-1 accuracy over every question; over the correction questions, the share whose current item ranks
+first, and the share whose current item ranks above every older item of the attribute still stored (the
+correction wins; an update by key or a delete leaves none). Users u00-u05 are the DEVELOPMENT half (where the item
+scoring is chosen, over seeds 41-43; ``--users dev`` runs only them); u06-u11 the HELD-OUT half (reported, never
+tuned on).
 
-Usage: ``python -m logicmap.evals.bench.bench_items [--embeddings hashing,minilm] [--seed 41]``.
+Usage: ``python -m logicmap.evals.bench.bench_items [--embeddings hashing,minilm] [--seed 41] [--users both]``.
 """
 
 from __future__ import annotations
