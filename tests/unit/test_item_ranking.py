@@ -194,6 +194,8 @@ def test_whose_fact_a_statement_or_a_question_is() -> None:
         "I live with my partner Ana.",
         "My dog is called Rex.",
         "I met a teacher at the party.",
+        "The user lives in Lisbon and works as a nurse.",  # LangMem's notes name the owner "the user"
+        "The user's dog is called Rex.",
     ]
     assert all(_THIRD_PARTY_STATEMENT.search(t) for t in others)
     assert not any(_THIRD_PARTY_STATEMENT.search(t) for t in owners)
@@ -257,6 +259,8 @@ def test_a_statement_that_never_names_the_speaker_is_someone_elses() -> None:
         "Lisbon is where I'm settled these days.",
         "My dog is called Rex.",
         "I met a teacher at the party.",
+        "The user lives in Lisbon and works as a nurse.",  # LangMem's notes name the owner "the user"
+        "The user's dog is called Rex.",
     ]
     assert all(about_someone_else(t) for t in others)
     assert not any(about_someone_else(t) for t in owners)
