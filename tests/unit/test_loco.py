@@ -85,7 +85,7 @@ def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_pat
 def _spread(conversation: str, gathering: bool, turns: int = 30) -> Question:
     """A gathering question's gold turns are its best turn (session 0) and a turn of session 1 that nine other
     turns of session 0 outscore (the first feature); a question that does not gather has its ten gold turns, the
-    best ones, all in session 0."""
+    best ones, all in session 0, and ten turns of session 1 just below them."""
     from logicmap.evals.loco import feature_names
 
     matrix = np.zeros((turns, len(feature_names())))
@@ -95,7 +95,7 @@ def _spread(conversation: str, gathering: bool, turns: int = 30) -> Question:
         matrix[0, 0] = 0.9
         gold_rows = [0, 20]
     else:
-        matrix[:10, 0] = 0.9
+        matrix[:10, 0], matrix[15:25, 0] = 0.9, 0.85
         gold_rows = list(range(10))
     ids = [f"D1:{i}" for i in range(turns)]
     labels = np.array([1 if i in gold_rows else 0 for i in range(turns)])
@@ -106,8 +106,10 @@ def test_gathering_questions_get_their_own_diversity_weight_chosen_without_the_h
     # Issue 41, item 3: by score alone a gathering question's top ten are session 0 and miss its session-1 gold
     # turn (recall 0.5). The ``gather`` component's weight, chosen on the training conversations' gathering
     # questions only, takes a turn of session 1 for them, and leaves the questions that do not gather, whose gold
-    # turns all sit in one session, ranked by score (recall 1.0).
+    # turns all sit in one session, ranked by score (recall 1.0). Diversity for every question (``diverse``)
+    # cannot serve both kinds.
     questions = [_spread(c, g) for c in "abc" for g in (True, False)]
     plain = loco(questions, [])[1]
     assert plain == [0.5, 1.0] * 3
     assert loco(questions, ["gather"])[1] == [1.0] * 6
+    assert loco(questions, ["diverse"])[1] != [1.0] * 6
