@@ -9,13 +9,15 @@ Every question of categories 1-4 with gold evidence gives each turn of its conve
 ranker's ``memory.retrieval.ranking`` features and the candidate keys of ``memory.retrieval.ranking_keys``) and a label (gold or
 not). For each held-out conversation, every configuration is fitted on the *other* conversations only (a
 logistic regression, balanced classes, C=1, as ``evals/train/turn_ranker.py``; the session-diversity weight
-of the ``diverse`` component is chosen on the other conversations too) and scored on the held-out one: recall
+of the ``diverse`` component, and the ``gather`` component's for questions that gather their answer over the
+conversation, ``memory.retrieval.ranking_keys.gathers``, are chosen on the other conversations too) and scored on the held-out one: recall
 at 10 turns, averaged over questions, per LoCoMo category. The table has the shipped ranker (no fit), the
 ranker refitted on its own features, each component alone on top of that, all of them, the chosen ones, the
 chosen ones without each of them, and with each other component added. Every fit has the question's context
 beside each turn's features (``design``: each feature's best value over the question's turns, the same in all
 its rows; ``memory.retrieval.ranking.TurnRanker.context``); the row "chosen, fitted without question context" is the
-fit before that (issue 41), ``--quick`` prints only it, the shipped ranker before this work and the chosen row.
+fit before that (issue 41), ``--quick`` prints only it, the shipped ranker before this work, the chosen row
+without ``gather`` (issue 41, item 3) and the chosen row.
 ``--write-weights`` fits the chosen configuration (``CHOSEN``) on every conversation of FILE and writes the
 weights module: its LOCO figures are the ones reported, since no figure is measured on a conversation it saw.
 """
@@ -63,13 +65,15 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "bridge": ("bridge",),
     "time": ("time_match",),
     "diverse": (),
+    "gather": (),
     "event_bm25": ("event_bm25",),
     "window_bm25": ("window_bm25",),
 }
 #: The components kept in the default strategy. A first LOCO table over the five conversations (session and
 #: event_bm25 chosen, every other component added to them; docs/performance.md) showed each of these adding recall
 #: to them and bridge and diverse adding none; the table this module prints checks the set (without each one).
-CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf", "time")
+#: ``gather`` (session diversity for gathering questions only) was added for multi-hop (issue 41, item 3).
+CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf", "time", "gather")
 #: The ranker shipped before this work (fitted on the project's files in ``data/`` by evals/train/turn_ranker.py,
 #: 2026-11-22): the table's first row, the baseline.
 PREVIOUS_COEFFICIENTS = {
@@ -103,6 +107,7 @@ class Question:
     labels: np.ndarray
     gold: list[str]
     session_of: np.ndarray
+    gathering: bool = False
 
 
 def _code_digest() -> str:
@@ -126,6 +131,7 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
     from logicmap.memory.indexes.embeddings import normalize
     from logicmap.memory.language.text import query_readings
     from logicmap.memory.retrieval.ranking import turn_features
+    from logicmap.memory.retrieval.ranking_keys import gathers
 
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     cache = cache_dir / f"loco-{digest[:12]}-{_code_digest()}.pkl"
@@ -162,6 +168,7 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
                     np.array([1 if t in gold else 0 for t in base.turn_ids]),
                     gold,
                     np.array([index[s] for s in sessions], dtype=np.int64),
+                    gathers(qa.question),
                 )
             )
         print(
@@ -211,10 +218,27 @@ def fit(questions: Sequence[Question], columns: list[int], context: bool = True)
 
 
 def _best_weight(questions: Sequence[Question], score: Callable[[Question], np.ndarray]) -> float:
-    """The diversity weight of ``DIVERSITY_GRID`` with the best mean recall on ``questions``."""
+    """The diversity weight of ``DIVERSITY_GRID`` with the best mean recall on ``questions`` (0 without any)."""
+    if not questions:
+        return 0.0
     scored = [(q, score(q)) for q in questions]
     means = [np.mean([recall(q, diversified(s, q.session_of, w)) for q, s in scored]) for w in DIVERSITY_GRID]
     return DIVERSITY_GRID[int(np.argmax(means))]
+
+
+def _weights(
+    questions: Sequence[Question], components: Sequence[str], score: Callable[[Question], np.ndarray]
+) -> tuple[float, float]:
+    """The session-diversity weight (``diverse``) and the gathering questions' one (``gather``, chosen on the
+    gathering questions of ``questions`` only), each 0 without its component."""
+    weight = _best_weight(questions, score) if "diverse" in components else 0.0
+    gather = _best_weight([q for q in questions if q.gathering], score) if "gather" in components else 0.0
+    return weight, gather
+
+
+def _diversity(question: Question, weight: float, gather: float) -> float:
+    """The weight ``question``'s first turns are taken with (``memory.retrieval.ranking.TurnRanker.diversity``)."""
+    return gather if gather > 0 and question.gathering else weight
 
 
 def loco(
@@ -239,10 +263,11 @@ def loco(
         def score(q: Question, model: Any = model) -> np.ndarray:
             return np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
 
-        weight = _best_weight(train, score) if "diverse" in components else 0.0
+        weight, gather = _weights(train, components, score)
         for q in questions:
             if q.conversation == held:
-                by_category[q.category].append(recall(q, diversified(score(q), q.session_of, weight)))
+                chosen = diversified(score(q), q.session_of, _diversity(q, weight, gather))
+                by_category[q.category].append(recall(q, chosen))
     return by_category
 
 
@@ -254,6 +279,8 @@ def _row(label: str, results: dict[int, list[float]], reference: float | None) -
 
 
 WITHOUT_CONTEXT = "chosen, fitted without question context (the fit before issue 41)"
+#: The shipped fit before issue 41's item 3 (``CHOSEN`` without ``gather``), in the quick table too.
+WITHOUT_GATHER = [c for c in CHOSEN if c != "gather"]
 
 
 def configurations(quick: bool = False) -> list[tuple[str, list[str] | None]]:
@@ -261,7 +288,8 @@ def configurations(quick: bool = False) -> list[tuple[str, list[str] | None]]:
     if quick:
         return [
             ("ranker before this work (fitted on data/, no refit)", None),
-            (WITHOUT_CONTEXT, list(CHOSEN)),
+            (WITHOUT_CONTEXT, WITHOUT_GATHER),
+            ("chosen without gather", WITHOUT_GATHER),
             (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN)),
         ]
     configs: list[tuple[str, list[str] | None]] = [
@@ -270,7 +298,7 @@ def configurations(quick: bool = False) -> list[tuple[str, list[str] | None]]:
     ]
     configs += [(f"refit + {c}", [c]) for c in names]
     configs += [("refit + all components", names)]
-    configs += [(WITHOUT_CONTEXT, list(CHOSEN)), (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN))]
+    configs += [(WITHOUT_CONTEXT, WITHOUT_GATHER), (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN))]
     configs += [(f"chosen without {c}", [n for n in CHOSEN if n != c]) for c in CHOSEN if len(CHOSEN) > 1]
     configs += [(f"chosen + {c}", [*CHOSEN, c]) for c in names if c not in CHOSEN]
     seen: set[tuple[Any, ...] | None] = set()
@@ -287,9 +315,9 @@ def write_weights(questions: Sequence[Question], components: Sequence[str], out:
     columns = columns_of(components)
     names = [feature_names()[i] for i in columns]
     model = fit(questions, columns)
-    weight = 0.0
-    if "diverse" in components:
-        weight = _best_weight(questions, lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns]))))
+    weight, gather = _weights(
+        questions, components, lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns])))
+    )
     files = sorted({q.conversation for q in questions})
     lines = [
         '"""Weights of the graph-feature reranker (``memory.retrieval.ranking``), written by ``python -m logicmap.evals.loco``.',
@@ -309,6 +337,7 @@ def write_weights(questions: Sequence[Question], components: Sequence[str], out:
         "}",
         f"INTERCEPT = {float(model.intercept_[0]):.6f}",
         f"SESSION_DIVERSITY = {weight}",
+        f"GATHER_DIVERSITY = {gather}",
         "",
     ]
     out.write_text("\n".join(lines))
@@ -324,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="only the shipped ranker before this work and the chosen configuration with and without context",
+        help="only the shipped ranker before this work and the chosen configuration without context, without gather "
+        "and as chosen",
     )
     parser.add_argument(
         "--embeddings",

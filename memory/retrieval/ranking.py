@@ -23,7 +23,13 @@ from logicmap.memory.indexes.embeddings import normalize
 from logicmap.memory.indexes.graph import EventGraph
 from logicmap.memory.language.timeparse import find_time_phrases
 from logicmap.memory.records.chat_turns import recall_turn_ids
-from logicmap.memory.retrieval.ranking_keys import CANDIDATE_FEATURES, build_key_layout, diversify, key_features
+from logicmap.memory.retrieval.ranking_keys import (
+    CANDIDATE_FEATURES,
+    build_key_layout,
+    diversify,
+    gathers,
+    key_features,
+)
 from logicmap.memory.retrieval.retrieval import turn_index
 from logicmap.memory.store import NamespaceSnapshot
 
@@ -211,6 +217,8 @@ class TurnRanker:
     """A linear scorer over ``names`` (``FEATURES`` unless given; a logistic regression's coefficients and
     intercept). ``session_diversity``: the first ``DIVERSE_BUDGET`` turns are taken greedily, each losing this
     much per turn already taken from its session (``memory.retrieval.ranking_keys.diversify``; 0: by score alone).
+    ``gather_diversity``: that weight for a question that gathers its answer over the conversation
+    (``memory.retrieval.ranking_keys.gathers``: "What books has Tim read?"; 0: ``session_diversity`` for it too).
     ``context``: coefficients of the question's best value of each feature (its maximum over the namespace's
     turns; empty: none). That term is the same for every turn of a question, so it never reorders them; it is
     there because the weights are fitted with it (``evals/loco.py``): the fit pools turns of many questions, and
@@ -222,6 +230,7 @@ class TurnRanker:
     names: tuple[str, ...] = FEATURES
     session_diversity: float = 0.0
     context: tuple[float, ...] = ()
+    gather_diversity: float = 0.0
 
     def __post_init__(self) -> None:
         unknown = [n for n in self.names if n not in ALL_FEATURES]
@@ -236,6 +245,12 @@ class TurnRanker:
                 f"a turn ranker's context needs {len(self.names)} coefficients or none, got {len(self.context)}"
             )
 
+    def diversity(self, question: str) -> float:
+        """The session-diversity weight the first turns of ``question`` are taken with."""
+        if self.gather_diversity > 0 and gathers(question):
+            return self.gather_diversity
+        return self.session_diversity
+
     def scores(
         self, snapshot: NamespaceSnapshot, question: str, readings: Sequence[Sequence[float]] | np.ndarray
     ) -> dict[str, float]:
@@ -244,8 +259,9 @@ class TurnRanker:
         values = features.matrix @ np.asarray(self.coefficients) + self.intercept
         if self.context and len(values):
             values = values + float(features.matrix.max(axis=0) @ np.asarray(self.context))
-        if self.session_diversity > 0 and len(values):
-            values = diversify(values, key_layout(snapshot)["session_of"], self.session_diversity)
+        weight = self.diversity(question)
+        if weight > 0 and len(values):
+            values = diversify(values, key_layout(snapshot)["session_of"], weight)
         return dict(zip(features.turn_ids, values.tolist()))
 
 
@@ -261,4 +277,5 @@ def default_ranker() -> TurnRanker:
         FEATURES,
         getattr(weights, "SESSION_DIVERSITY", 0.0),
         tuple(context[name] for name in FEATURES) if context else (),
+        getattr(weights, "GATHER_DIVERSITY", 0.0),
     )

@@ -29,6 +29,7 @@ __all__ = [
     "build_key_layout",
     "diversified_rows",
     "diversify",
+    "gathers",
     "key_features",
 ]
 
@@ -48,6 +49,10 @@ FIRST_PASS = 5
 DIVERSE_BUDGET = 10
 _YEAR_DATE = re.compile(r"(?:\b[A-Za-z]+\.?\s+)?(?:\d{1,2}(?:st|nd|rd|th)?,?\s+)?(?:\b[A-Za-z]+\.?\s+)?\b\d{4}\b")
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]{2,}\b")
+# A question that gathers its answer over the conversation: a present perfect whose subject is a name ("What
+# books has Tim read?": everything up to now), "both" (two people's turns) or "how many" (a count of mentions);
+# "how long has X ..." asks one duration and is not one.
+_GATHERING = re.compile(r"(?<!long )\b(?:has|have)\s+[A-Z]|(?i:\bboth\b|\bhow many\b)")
 
 
 def _entities(text: str, speakers: set[str]) -> set[str]:
@@ -179,6 +184,14 @@ def key_features(
 def _z(x: np.ndarray) -> np.ndarray:
     spread = float(x.std())
     return cast(np.ndarray, (x - x.mean()) / (spread if spread > 1e-9 else 1.0))
+
+
+def gathers(question: str) -> bool:
+    """Whether ``question`` gathers its answer over the conversation (its evidence is several turns, usually of
+    several sessions): a present perfect with a named subject, "both" or "how many". The ranker takes such a
+    question's first turns with the gathering diversity weight (``memory.retrieval.ranking.TurnRanker``); LOCO on
+    public conversations flags 70 of 142 multi-hop questions and 17 of 618 others (docs/performance.md)."""
+    return _GATHERING.search(question) is not None
 
 
 def diversified_rows(

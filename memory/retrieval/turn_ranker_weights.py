@@ -4,7 +4,7 @@ Fitted on 2026-11-27 (logistic regression, balanced classes, C=1, with the quest
 CONTEXT weighs each feature's best value over the question's turns; evals.loco.design) on the public LoCoMo
 conversations conv-26, conv-30, conv-41, conv-42, conv-43 (../shared/data/locomo-dev5.json; not in this repository).
 Leave-one-conversation-out evidence recall at 10 turns of this configuration when they were written:
-    R@10 0.812; multi-hop 0.521, temporal 0.929, open-domain 0.570, single-hop 0.892
+    R@10 0.813; multi-hop 0.527, temporal 0.929, open-domain 0.570, single-hop 0.892
 """
 
 COEFFICIENTS = {
@@ -53,3 +53,4 @@ CONTEXT = {
 }
 INTERCEPT = 0.351181
 SESSION_DIVERSITY = 0.0
+GATHER_DIVERSITY = 0.5

@@ -80,3 +80,36 @@ def test_the_command_prints_the_ablation_and_writes_weights(tmp_path, sample_pat
     assert set(weights["COEFFICIENTS"]) == set(FEATURES) and weights["SESSION_DIVERSITY"] == 0.0
     assert set(weights["CONTEXT"]) == set(FEATURES) and "| chosen, fitted without question context" in printed
     assert not held_by_a_store(tmp_path / "m")  # the command closed the store it opened
+
+
+def _spread(conversation: str, gathering: bool, turns: int = 30) -> Question:
+    """A gathering question's gold turns are its best turn (session 0) and a turn of session 1 that nine other
+    turns of session 0 outscore (the first feature); a question that does not gather has its ten gold turns, the
+    best ones, all in session 0, and ten turns of session 1 just below them."""
+    from logicmap.evals.loco import feature_names
+
+    matrix = np.zeros((turns, len(feature_names())))
+    sessions = np.array([0] * 15 + [1] * 15, dtype=np.int64)
+    if gathering:
+        matrix[:10, 0], matrix[20, 0] = 0.8, 0.6
+        matrix[0, 0] = 0.9
+        gold_rows = [0, 20]
+    else:
+        matrix[:10, 0], matrix[15:25, 0] = 0.9, 0.85
+        gold_rows = list(range(10))
+    ids = [f"D1:{i}" for i in range(turns)]
+    labels = np.array([1 if i in gold_rows else 0 for i in range(turns)])
+    return Question(conversation, 1, ids, matrix, labels, [ids[i] for i in gold_rows], sessions, gathering)
+
+
+def test_gathering_questions_get_their_own_diversity_weight_chosen_without_the_held_out_conversation() -> None:
+    # Issue 41, item 3: by score alone a gathering question's top ten are session 0 and miss its session-1 gold
+    # turn (recall 0.5). The ``gather`` component's weight, chosen on the training conversations' gathering
+    # questions only, takes a turn of session 1 for them, and leaves the questions that do not gather, whose gold
+    # turns all sit in one session, ranked by score (recall 1.0). Diversity for every question (``diverse``)
+    # cannot serve both kinds.
+    questions = [_spread(c, g) for c in "abc" for g in (True, False)]
+    plain = loco(questions, [])[1]
+    assert plain == [0.5, 1.0] * 3
+    assert loco(questions, ["gather"])[1] == [1.0] * 6
+    assert loco(questions, ["diverse"])[1] != [1.0] * 6

@@ -11,7 +11,7 @@ from logicmap.memory.indexes.embeddings import normalize
 from logicmap.memory.language.text import query_readings
 from logicmap.memory.records.records import Event, Fact, Turn
 from logicmap.memory.retrieval.ranking import ALL_FEATURES, FEATURES, TurnRanker, default_ranker, turn_features
-from logicmap.memory.retrieval.ranking_keys import CANDIDATE_FEATURES, diversified_rows, diversify
+from logicmap.memory.retrieval.ranking_keys import CANDIDATE_FEATURES, diversified_rows, diversify, gathers
 from logicmap.memory.store import ChangeSet
 
 SESSIONS = {
@@ -117,6 +117,53 @@ def test_session_diversity_takes_turns_of_more_sessions_first() -> None:
     assert diversified_rows(scores, sessions, 2.0, 3) == [0, 2, 1]  # the second turn of session 0 waits
     reordered = diversify(scores, sessions, 2.0, 3)
     assert list(np.argsort(-reordered, kind="stable")) == [0, 2, 1, 3, 4]
+
+
+def test_a_question_that_gathers_over_the_conversation_is_recognised() -> None:
+    # Issue 41, item 3: a present perfect with a named subject, "both" and "how many" gather their answer over
+    # the conversation (multi-hop); a past tense, "how long has" (one duration) and "have" as a main verb do not.
+    for question in (
+        "What books has Tim read?",
+        "Which cities have John and Jean visited?",
+        "Did Jon and Gina both take part in dance competitions?",
+        "How many games has John mentioned winning?",
+        "Both of them like what animal?",
+    ):
+        assert gathers(question), question
+    for question in (
+        "What book did Tim read?",
+        "How long has Caroline had her current group of friends?",
+        "What do Melanie's kids have in common?",
+        "When has the party been planned?",
+        "Where did Caroline move from 4 years ago?",
+    ):
+        assert not gathers(question), question
+
+
+def test_a_gathering_question_takes_its_first_turns_from_more_sessions(resources) -> None:
+    # A ranker whose score is the session's lexical match puts every turn of the kiln session first. With a
+    # gathering weight, a gathering question ("has Ada") takes its second turn from the other session; a question
+    # that does not gather keeps the order by score, and so does a ranker without the weight.
+    _commit(resources)
+    snapshot = resources.store.snapshot("keys")
+
+    def order(ranker: TurnRanker, question: str) -> list[str]:
+        readings = normalize(
+            np.asarray(resources.embeddings.embed_documents(query_readings(question)), dtype=np.float32)
+        )
+        scores = ranker.scores(snapshot, question, readings)
+        return sorted(scores, key=lambda t: -scores[t])
+
+    plain = TurnRanker((10.0, 1.0), names=("session_bm25", "own"))
+    gathering = TurnRanker((10.0, 1.0), names=("session_bm25", "own"), gather_diversity=20.0)
+    assert gathering.diversity("What has Ada fired in the kiln?") == 20.0
+    assert gathering.diversity("What did Ada fire in the kiln?") == plain.diversity("What has Ada fired?") == 0.0
+    asked = "What has Ada fired in the kiln?"
+    assert [t[:2] for t in order(plain, asked)[:3]] == ["D2", "D2", "D2"]
+    assert [t[:2] for t in order(gathering, asked)[:2]] == ["D2", "D1"]
+    told = "What did Ada fire in the kiln?"
+    assert order(gathering, told) == order(plain, told)
+    assert default_ranker().gather_diversity > 0 == default_ranker().session_diversity
 
 
 def test_a_ranker_names_its_features_and_the_shipped_one_covers_them(resources) -> None:
