@@ -95,7 +95,7 @@ _THIRD_PARTY_STATEMENT = re.compile(rf"^\W*(?:my|our)\s+(?:[a-z]+\s+)?{_OTHER}",
 # speaker. A statement with the subject left out ("Bought a violin and practise daily.") is the speaker's.
 # LangMem's manage tool writes the model's notes about the owner in the third person ("The user lives in Lisbon.",
 # "User prefers dark mode."): "user" names the speaker too.
-_SPEAKER = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|ourselves|user|users|human)\b", re.IGNORECASE)
+_SPEAKER = re.compile(r"\b(?:i|me|my|mine|myself|we|us|our|ours|ourselves|user)\b", re.IGNORECASE)
 _OWN_SUBJECT = re.compile(r"^\W*(?:a|an|the|this|that|these|those)\b", re.IGNORECASE)
 # A question about another person: a relative or friend as the subject of its verb or the possessor of what it
 # asks ("What does my brother do?", "the user's sister's city", "the city of my sister"); "Who is the user's
