@@ -109,8 +109,8 @@ def _rows(prepared: Sequence[Prepared], weight: float, items: int) -> list[list[
         before = _answer(question, sentences, speakers, choose(question, sentences, rule, dense, weight=0.0, items=0))
         best = choose(question, sentences, rule, dense, weight=weight, items=items)
         after = _answer(question, sentences, speakers, best)
-        values = (1.0, float(ceiling), float(contains_answer(before, gold)), float(contains_answer(after, gold)))
-        values += (token_f1(before, gold, r["category"]), token_f1(after, gold, r["category"]))
+        values = [1.0, float(ceiling), float(contains_answer(before, gold)), float(contains_answer(after, gold))]
+        values += [token_f1(before, gold, r["category"]), token_f1(after, gold, r["category"])]
         for file in (r["file"], "pooled"):
             cell = cells.setdefault((file, category_label(r["category"])), [0.0] * 6)
             for i, value in enumerate(values):
