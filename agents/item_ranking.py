@@ -133,10 +133,19 @@ def _build_vectors(snapshot: NamespaceSnapshot, *, embeddings: Embeddings) -> It
         if texts
         else np.zeros((0, 1), dtype=np.float32)
     )
-    first = np.searchsorted(index.flat_items, np.arange(len(index.items)))
-    own = turns[first] if len(index.items) else np.zeros((0, turns.shape[1]), dtype=np.float32)
+    own = _first_rows(turns, np.searchsorted(index.flat_items, np.arange(len(index.items))))
     evidence = np.fromiter((turn is not None and turn.evidence for turn in turns_of), dtype=bool, count=len(turns_of))
     return ItemVectors(turns=turns, own=own, evidence=evidence)
+
+
+def _first_rows(turns: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The rows ``first`` of ``turns`` (each item's first turn): a view of the leading rows when they are those
+    (every item of one turn, as a store's one-line items), not a copy of the whole table (1.5 kB an item)."""
+    if not len(first):
+        return np.zeros((0, turns.shape[1]), dtype=np.float32)
+    if np.array_equal(first, np.arange(len(first))):
+        return turns[: len(first)]
+    return turns[first]
 
 
 def item_relevance(index: ItemIndex, vectors: ItemVectors, query: np.ndarray) -> np.ndarray:

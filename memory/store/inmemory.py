@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pickle
 import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -55,15 +56,51 @@ class _Version:
 
     @property
     def record(self) -> BaseModel:
-        return self.held if isinstance(self.held, BaseModel) else cast(BaseModel, pickle.loads(self.held))
+        return self.held if isinstance(self.held, BaseModel) else _unpack(self.held)
 
     def retire(self, generation: int) -> None:
-        """Retired at ``generation``: only a run pinned to an older one reads it again, so it is kept pickled (as
-        the Chroma backend keeps it on disk until a purge), not as objects. A topic's 384 centroid floats take
-        12 kB as Python objects, under 4 kB pickled; a topic is rewritten at every re-clustering."""
+        """Retired at ``generation``: only a run pinned to an older one reads it again, so it is kept packed (as
+        the Chroma backend keeps it on disk until a purge), not as objects (``_pack``). A topic's 384 centroid
+        floats take 12 kB as Python objects, under 2 kB packed; a topic is rewritten at every re-clustering. Its
+        vector, a row of the latest snapshot's table while it was live (``InProcessStore._read``), becomes a copy
+        of its own: a retired version does not keep a whole table alive."""
         self.died = generation
         if isinstance(self.held, BaseModel):
-            self.held = pickle.dumps(self.held, protocol=pickle.HIGHEST_PROTOCOL)
+            self.held = _pack(self.held)
+        if self.vector is not None and self.vector.base is not None:
+            self.vector = self.vector.copy()
+
+
+_CENTROID = "centroid"  # a topic's centroid: float32 values (``memory.indexes.topics``) kept as Python floats
+
+
+def _pack(record: BaseModel) -> bytes:
+    """A record as compressed pickle bytes; a centroid whose floats are all float32 values travels as float32
+    bytes (``_unpack`` gives back the very same floats), else as it is."""
+    centroid = getattr(record, _CENTROID, None)
+    packed: bytes | None = None
+    if isinstance(centroid, list) and centroid:
+        narrow = np.asarray(centroid, dtype=np.float32)
+        if narrow.astype(np.float64).tolist() == centroid:
+            record, packed = record.model_copy(update={_CENTROID: []}), narrow.tobytes()
+    return zlib.compress(pickle.dumps((record, packed), protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _unpack(held: bytes) -> BaseModel:
+    record, packed = pickle.loads(zlib.decompress(held))
+    if packed is not None:
+        centroid = np.frombuffer(packed, dtype=np.float32).astype(np.float64).tolist()
+        record = record.model_copy(update={_CENTROID: centroid})
+    return cast(BaseModel, record)
+
+
+def _share_rows(by_id: dict[str, list[_Version]], table: VectorTable) -> None:
+    """Each live version's vector becomes its row of the latest snapshot's table (a view, equal values): the
+    vectors are held once, not once in the versions and again in the table (1.5 kB a vector)."""
+    for rid, versions in by_id.items():
+        live = versions[-1]
+        if live.died == SENTINEL and live.vector is not None and rid in table:
+            live.vector = table[rid]
 
 
 @dataclass
@@ -168,7 +205,10 @@ class InProcessStore(PendingWrites):
                     vectors[rid] = seen.vector
             setattr(snap, kind.field, records)
             if kind.vector_field is not None:
-                setattr(snap, kind.vector_field, VectorTable.of(vectors))
+                table = VectorTable.of(vectors)
+                setattr(snap, kind.vector_field, table)
+                if manifest.generation == space.manifest.generation:
+                    _share_rows(space.versions[kind.field], table)
         ordered(snap)
         return snap
 
