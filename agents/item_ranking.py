@@ -143,9 +143,8 @@ def _first_rows(turns: np.ndarray, first: np.ndarray) -> np.ndarray:
     (every item of one turn, as a store's one-line items), not a copy of the whole table (1.5 kB an item)."""
     if not len(first):
         return np.zeros((0, turns.shape[1]), dtype=np.float32)
-    if np.array_equal(first, np.arange(len(first))):
-        return turns[: len(first)]
-    return turns[first]
+    rows: np.ndarray = turns[: len(first)] if np.array_equal(first, np.arange(len(first))) else turns[first]
+    return rows
 
 
 def item_relevance(index: ItemIndex, vectors: ItemVectors, query: np.ndarray) -> np.ndarray:
