@@ -13,6 +13,7 @@ memory, as two stores on one Chroma directory would.
 from __future__ import annotations
 
 import pickle
+import sys
 import threading
 import zlib
 from collections.abc import Sequence
@@ -109,15 +110,23 @@ def _share_rows(by_id: dict[str, list[_Version]], table: VectorTable) -> None:
 _FIELDS_SETS: dict[tuple[type, frozenset[str]], set[str]] = {}
 
 
-def _shared_fields_set(record: BaseModel) -> BaseModel:
-    """The stored record with pydantic's set of its explicitly set fields shared with every stored record of its
-    model that set the same fields (a set of 7 names takes 728 bytes; a relation takes 1.4 kB in all). Stored
-    records are read, never changed in place (a snapshot hands the same objects to every reader); a copy of one
+def _compact(record: BaseModel) -> BaseModel:
+    """The stored record holding what it shares with other stored records once. Pydantic's set of its explicitly
+    set fields is shared with every stored record of its model that set the same ones (a set of 7 names takes 728
+    bytes, a relation 1.4 kB in all); its strings, and those of its lists of strings, are interned (an event's id
+    is its relations' source or target and its tags' target, a turn's session id its event's). Stored records are
+    read, never changed in place (a snapshot hands the same objects to every reader); a copy of one
     (``model_copy``) gets a set of its own."""
     fields = record.__pydantic_fields_set__
     shared = _FIELDS_SETS.setdefault((type(record), frozenset(fields)), fields)
     if shared is not fields:
         object.__setattr__(record, "__pydantic_fields_set__", shared)
+    values = record.__dict__
+    for name, value in values.items():
+        if type(value) is str:
+            values[name] = sys.intern(value)
+        elif type(value) is list and value and all(type(v) is str for v in value):
+            value[:] = [sys.intern(v) for v in value]
     return record
 
 
@@ -283,9 +292,7 @@ class InProcessStore(PendingWrites):
                 raise ValueError(f"{kind.field}: {len(records)} records but {len(vectors)} vectors")
             for i, record in enumerate(records):
                 vector = np.asarray(vectors[i], dtype=np.float32) if vectors is not None else None
-                writes.append(
-                    (kind.field, kind.record_id(record), _shared_fields_set(record.model_copy(deep=True)), vector)
-                )
+                writes.append((kind.field, kind.record_id(record), _compact(record.model_copy(deep=True)), vector))
         return writes
 
     @staticmethod

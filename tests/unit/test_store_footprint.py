@@ -105,7 +105,7 @@ def test_a_committed_vector_is_held_once_by_the_store_and_its_latest_snapshot() 
     assert store.snapshot_at(namespace, 1).turn_vectors["D0:1"].tolist() == np.float32(vectors[0]).tolist()
 
 
-def test_stored_records_share_the_set_of_their_set_fields_and_a_copy_gets_its_own() -> None:
+def test_stored_records_share_their_set_of_set_fields_and_their_strings_and_a_copy_gets_its_own() -> None:
     store = open_store(LogicMapSettings(store_url=f"memory://{uuid.uuid4().hex}", embedding_provider="hashing"))
     namespace, n = "foot.relations", 400
     relations = [
@@ -135,6 +135,7 @@ def test_stored_records_share_the_set_of_their_set_fields_and_a_copy_gets_its_ow
     assert per_relation < 1_000, per_relation
     first, second = snap.relations["E0|next|E1"], snap.relations["E1|next|E2"]
     assert first == relations[0] and first.model_fields_set == relations[0].model_fields_set
+    assert first.target is second.source  # an event id its relations name is held once
     changed = second.model_copy(update={"session_id": "S9"})  # a copy's set is its own
     changed.__pydantic_fields_set__.add("extra")
     assert "extra" not in first.model_fields_set
