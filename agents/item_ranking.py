@@ -50,6 +50,7 @@ from langchain_core.embeddings import Embeddings
 from logicmap.memory.indexes.embeddings import normalize
 from logicmap.memory.language.lexicon import KINSHIP_TERMS
 from logicmap.memory.records.items import ItemIndex, item_index
+from logicmap.memory.runtime.heap import trim_freed_memory
 from logicmap.memory.store.model import NamespaceSnapshot
 
 __all__ = [
@@ -134,6 +135,9 @@ _BUILDERS: weakref.WeakKeyDictionary[Embeddings, Callable[[NamespaceSnapshot], I
 _BUILDERS_LOCK = threading.Lock()
 
 
+_TRIM_AFTER = 1_000  # turns embedded in one build (12 kB of Python floats each) before freed pages are trimmed
+
+
 def _build_vectors(snapshot: NamespaceSnapshot, *, embeddings: Embeddings) -> ItemVectors:
     index = item_index(snapshot)
     turns_of = [snapshot.turns.get(t) for t in index.flat_turns]
@@ -143,10 +147,20 @@ def _build_vectors(snapshot: NamespaceSnapshot, *, embeddings: Embeddings) -> It
         if texts
         else np.zeros((0, 1), dtype=np.float32)
     )
-    first = np.searchsorted(index.flat_items, np.arange(len(index.items)))
-    own = turns[first] if len(index.items) else np.zeros((0, turns.shape[1]), dtype=np.float32)
+    if len(texts) >= _TRIM_AFTER:  # the embedder's lists of Python floats are freed: hand their pages back
+        trim_freed_memory()
+    own = _first_rows(turns, np.searchsorted(index.flat_items, np.arange(len(index.items))))
     evidence = np.fromiter((turn is not None and turn.evidence for turn in turns_of), dtype=bool, count=len(turns_of))
     return ItemVectors(turns=turns, own=own, evidence=evidence)
+
+
+def _first_rows(turns: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """The rows ``first`` of ``turns`` (each item's first turn): a view of the leading rows when they are those
+    (every item of one turn, as a store's one-line items), not a copy of the whole table (1.5 kB an item)."""
+    if not len(first):
+        return np.zeros((0, turns.shape[1]), dtype=np.float32)
+    rows: np.ndarray = turns[: len(first)] if np.array_equal(first, np.arange(len(first))) else turns[first]
+    return rows
 
 
 def item_relevance(index: ItemIndex, vectors: ItemVectors, query: np.ndarray) -> np.ndarray:

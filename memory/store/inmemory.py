@@ -2,7 +2,7 @@
 
 Nothing reaches disk and nothing outlives the process. Each record is kept as versions with the generations they
 were born and retired at (as the Chroma backend keeps them), so a run pinned to a generation reads it however many
-commits land meanwhile (a retired version is kept pickled: ``_Version.retire``); a commit is checked whole (``port.check_commit``, turn ids) before one version is written,
+commits land meanwhile (a retired version is kept packed: ``_Version.retire``); a commit is checked whole (``port.check_commit``, turn ids) before one version is written,
 then applied under the store's lock, so it is all or nothing and a reader sees the old generation or the new one.
 ``purge`` drops the retired versions; ``drop_namespace`` the namespace.
 
@@ -13,7 +13,9 @@ memory, as two stores on one Chroma directory would.
 from __future__ import annotations
 
 import pickle
+import sys
 import threading
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -43,7 +45,7 @@ __all__ = ["InProcessStore", "clear_in_process_memory"]
 
 @dataclass
 class _Version:
-    """One version of a record: the record itself while it is live; once retired, pickled (``retire``)."""
+    """One version of a record: the record itself while it is live; once retired, packed (``retire``)."""
 
     held: BaseModel | bytes
     vector: np.ndarray | None
@@ -55,15 +57,77 @@ class _Version:
 
     @property
     def record(self) -> BaseModel:
-        return self.held if isinstance(self.held, BaseModel) else cast(BaseModel, pickle.loads(self.held))
+        return self.held if isinstance(self.held, BaseModel) else _unpack(self.held, self.vector)
 
     def retire(self, generation: int) -> None:
-        """Retired at ``generation``: only a run pinned to an older one reads it again, so it is kept pickled (as
-        the Chroma backend keeps it on disk until a purge), not as objects. A topic's 384 centroid floats take
-        12 kB as Python objects, under 4 kB pickled; a topic is rewritten at every re-clustering."""
+        """Retired at ``generation``: only a run pinned to an older one reads it again, so it is kept packed (as
+        the Chroma backend keeps it on disk until a purge), not as objects (``_pack``). A topic's 384 centroid
+        floats take 12 kB as Python objects and nothing packed (they are its float32 vector's); a topic is
+        rewritten at every re-clustering. Its vector, a row of the latest snapshot's table while it was live
+        (``InProcessStore._read``), becomes a copy of its own: a retired version keeps no whole table alive."""
         self.died = generation
+        if self.vector is not None and self.vector.base is not None:
+            self.vector = self.vector.copy()
         if isinstance(self.held, BaseModel):
-            self.held = pickle.dumps(self.held, protocol=pickle.HIGHEST_PROTOCOL)
+            self.held = _pack(self.held, self.vector)
+
+
+_CENTROID = "centroid"  # a topic's centroid: float32 values (``memory.indexes.topics``) kept as Python floats
+_SAME = b""  # a packed centroid equal to the version's own vector (a topic's is): not kept twice
+
+
+def _pack(record: BaseModel, vector: np.ndarray | None) -> bytes:
+    """A record as compressed pickle bytes. A centroid whose floats are all float32 values travels as float32
+    bytes, or not at all when it is the version's own vector (``_unpack`` gives back the very same floats);
+    any other record as it is."""
+    centroid = getattr(record, _CENTROID, None)
+    packed: bytes | None = None
+    if isinstance(centroid, list) and centroid:
+        narrow = np.asarray(centroid, dtype=np.float32)
+        if narrow.astype(np.float64).tolist() == centroid:
+            same = vector is not None and vector.dtype == np.float32 and np.array_equal(narrow, vector)
+            record, packed = record.model_copy(update={_CENTROID: []}), _SAME if same else narrow.tobytes()
+    return zlib.compress(pickle.dumps((record, packed), protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+
+def _unpack(held: bytes, vector: np.ndarray | None) -> BaseModel:
+    record, packed = pickle.loads(zlib.decompress(held))
+    if packed is not None:
+        narrow = np.frombuffer(packed, dtype=np.float32) if packed != _SAME or vector is None else vector
+        record = record.model_copy(update={_CENTROID: narrow.astype(np.float64).tolist()})
+    return cast(BaseModel, record)
+
+
+def _share_rows(by_id: dict[str, list[_Version]], table: VectorTable) -> None:
+    """Each live version's vector becomes its row of the latest snapshot's table (a view, equal values): the
+    vectors are held once, not once in the versions and again in the table (1.5 kB a vector)."""
+    for rid, versions in by_id.items():
+        live = versions[-1]
+        if live.died == SENTINEL and live.vector is not None and rid in table:
+            live.vector = table[rid]
+
+
+_FIELDS_SETS: dict[tuple[type, frozenset[str]], set[str]] = {}
+
+
+def _compact(record: BaseModel) -> BaseModel:
+    """The stored record holding what it shares with other stored records once. Pydantic's set of its explicitly
+    set fields is shared with every stored record of its model that set the same ones (a set of 7 names takes 728
+    bytes, a relation 1.4 kB in all); its strings, and those of its lists of strings, are interned (an event's id
+    is its relations' source or target and its tags' target, a turn's session id its event's). Stored records are
+    read, never changed in place (a snapshot hands the same objects to every reader); a copy of one
+    (``model_copy``) gets a set of its own."""
+    fields = record.__pydantic_fields_set__
+    shared = _FIELDS_SETS.setdefault((type(record), frozenset(fields)), fields)
+    if shared is not fields:
+        object.__setattr__(record, "__pydantic_fields_set__", shared)
+    values = record.__dict__
+    for name, value in values.items():
+        if type(value) is str:
+            values[name] = sys.intern(value)
+        elif type(value) is list and value and all(type(v) is str for v in value):
+            value[:] = [sys.intern(v) for v in value]
+    return record
 
 
 @dataclass
@@ -168,7 +232,10 @@ class InProcessStore(PendingWrites):
                     vectors[rid] = seen.vector
             setattr(snap, kind.field, records)
             if kind.vector_field is not None:
-                setattr(snap, kind.vector_field, VectorTable.of(vectors))
+                table = VectorTable.of(vectors)
+                setattr(snap, kind.vector_field, table)
+                if manifest.generation == space.manifest.generation:
+                    _share_rows(space.versions[kind.field], table)
         ordered(snap)
         return snap
 
@@ -225,7 +292,7 @@ class InProcessStore(PendingWrites):
                 raise ValueError(f"{kind.field}: {len(records)} records but {len(vectors)} vectors")
             for i, record in enumerate(records):
                 vector = np.asarray(vectors[i], dtype=np.float32) if vectors is not None else None
-                writes.append((kind.field, kind.record_id(record), record.model_copy(deep=True), vector))
+                writes.append((kind.field, kind.record_id(record), _compact(record.model_copy(deep=True)), vector))
         return writes
 
     @staticmethod
