@@ -98,13 +98,17 @@ def _unpack(held: bytes, vector: np.ndarray | None) -> BaseModel:
     return cast(BaseModel, record)
 
 
-def _share_rows(by_id: dict[str, list[_Version]], table: VectorTable) -> None:
+def _share_rows(space: _Space, latest: NamespaceSnapshot) -> None:
     """Each live version's vector becomes its row of the latest snapshot's table (a view, equal values): the
     vectors are held once, not once in the versions and again in the table (1.5 kB a vector)."""
-    for rid, versions in by_id.items():
-        live = versions[-1]
-        if live.died == SENTINEL and live.vector is not None and rid in table:
-            live.vector = table[rid]
+    for kind in RECORD_KINDS:
+        if kind.vector_field is None:
+            continue
+        table: VectorTable = getattr(latest, kind.vector_field)
+        for rid, versions in space.versions[kind.field].items():
+            live = versions[-1]
+            if live.died == SENTINEL and live.vector is not None and rid in table:
+                live.vector = table[rid]
 
 
 _FIELDS_SETS: dict[tuple[type, frozenset[str]], set[str]] = {}
@@ -198,6 +202,7 @@ class InProcessStore(PendingWrites):
                 return NamespaceSnapshot(namespace=namespace, manifest=Manifest(namespace=namespace))
             if space.latest is None:
                 space.latest = self._read(space, space.manifest)
+                _share_rows(space, space.latest)
             return space.latest
 
     def snapshot_at(self, namespace: str, generation: int) -> NamespaceSnapshot:
@@ -232,10 +237,7 @@ class InProcessStore(PendingWrites):
                     vectors[rid] = seen.vector
             setattr(snap, kind.field, records)
             if kind.vector_field is not None:
-                table = VectorTable.of(vectors)
-                setattr(snap, kind.vector_field, table)
-                if manifest.generation == space.manifest.generation:
-                    _share_rows(space.versions[kind.field], table)
+                setattr(snap, kind.vector_field, VectorTable.of(vectors))
         ordered(snap)
         return snap
 

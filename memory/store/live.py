@@ -136,9 +136,7 @@ def pending_turns(entry: PendingWrite, namespace: str, offset: int) -> list[Turn
     return session_turns(namespace, session, offset, [raw.dia_id for raw in session.turns])
 
 
-def overlay(
-    snap: NamespaceSnapshot, entries: Sequence[PendingWrite], *, embedder: str | None = None
-) -> NamespaceSnapshot:
+def overlay(snap: NamespaceSnapshot, entries: Sequence[PendingWrite], *, embedder: str) -> NamespaceSnapshot:
     """``snap`` with ``entries`` shown (see the module docstring). A write made with another embedder than
     ``embedder`` (the reader's; the provider changed while it waited) shows its turns without vectors and without a
     provisional event: found by words, never compared with vectors of another space."""
@@ -173,7 +171,7 @@ def overlay(
     for entry in entries:
         shown = pending_turns(entry, snap.namespace, offset + len(turns) + len(unembedded))
         sid = str(entry.session["session_id"])
-        embedded = embedder is None or entry.embedder is None or entry.embedder == embedder
+        embedded = entry.embedder in (None, embedder)  # None: logged before writes recorded it, shown as before
         if embedded:
             turns += shown
             vectors_out += entry.vectors[: len(shown)].tolist()
