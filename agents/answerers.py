@@ -51,6 +51,7 @@ __all__ = [
     "answer_from_best_fact",
     "answer_from_evidence",
     "answer_from_memory_lines",
+    "answer_with_sentence",
     "asks_when",
     "evidence_sentences",
     "retrieve_facts",
@@ -145,9 +146,15 @@ def answer_from_evidence(question: str, evidence: Sequence[EvidenceLike]) -> Ans
     """
     sentences, speakers = evidence_sentences(evidence)
     best = choose_answer(question, [SlotCandidate(s.text, s.rank, s.context) for s in sentences], ignore=speakers)
-    if best is None:
+    return answer_with_sentence(question, sentences[best] if best is not None else None, speakers)
+
+
+def answer_with_sentence(question: str, chosen: EvidenceSentence | None, speakers: Sequence[str]) -> Answer:
+    """The answer ``answer_from_evidence`` gives once its sentence is ``chosen`` (None: nothing answers): a "when"
+    question's date, else the sentence's clause that answers (``answer_slots.answer_clause``)."""
+    if chosen is None:
         return Answer(answer=NO_ANSWER, cited_ids=[])
-    sentence, item_id, anchor = sentences[best][:3]
+    sentence, item_id, anchor = chosen[:3]
     if question_focus(question) == "time":  # "yesterday", said on 8 May 2023, answers "When ...?" with 7 May 2023
         for phrase in find_time_phrases(sentence):
             resolved = resolve_relative(phrase, anchor)

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import tempfile
 import time
@@ -28,17 +27,13 @@ from pathlib import Path
 from typing import Any
 
 from logicmap.evals.common import fresh_resources, print_table
+from logicmap.memory.indexes.embeddings import cosine_matrix
 
 __all__ = ["Prepared", "choose", "main", "prepare"]
 
 Prepared = tuple[dict[str, Any], list[Any], list[str], list[float], list[float], bool]
 """A record, its evidence sentences, the speaker prefixes, the rule's scores, the dense similarities, and
 whether its cited turns contain the gold answer (the ceiling)."""
-
-
-def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
-    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(x * x for x in b))
-    return sum(x * y for x, y in zip(a, b, strict=True)) / norm if norm else 0.0
 
 
 def prepare(records: Sequence[dict[str, Any]], embeddings: Any) -> list[Prepared]:
@@ -57,7 +52,7 @@ def prepare(records: Sequence[dict[str, Any]], embeddings: Any) -> list[Prepared
             r["question"], [SlotCandidate(s.text, s.rank, s.context) for s in sentences], ignore=speakers
         )
         vectors = embeddings.embed_documents([r["question"], *(s.text for s in sentences)])
-        dense = [_cosine(vectors[0], v) for v in vectors[1:]]
+        dense = cosine_matrix(vectors[:1], vectors[1:])[0].tolist() if sentences else []
         ceiling_text = "\n".join(turn_answer_text(t["text"], parse_timestamp(t["time"])) for t in r["cited"])
         prepared.append((r, sentences, speakers, rule, dense, contains_answer(ceiling_text, r["gold"])))
     return prepared
@@ -82,21 +77,9 @@ def choose(
 
 def _answer(question: str, sentences: Sequence[Any], speakers: Sequence[str], best: int | None) -> str:
     """``answerers.answer_from_evidence``'s text for the chosen sentence."""
-    from logicmap.memory.language.text import NO_ANSWER
-    from logicmap.memory.language.timeparse import date_text, find_time_phrases, resolve_relative
-    from logicmap.memory.retrieval.answer_slots import answer_clause, question_focus
+    from logicmap.agents.answerers import answer_with_sentence
 
-    if best is None:
-        return NO_ANSWER
-    sentence, anchor = sentences[best].text, sentences[best].anchor
-    if question_focus(question) == "time":
-        for phrase in find_time_phrases(sentence):
-            resolved = resolve_relative(phrase, anchor)
-            if resolved:
-                return date_text(resolved)
-        if anchor is not None:
-            return f"{sentence} ({date_text(anchor)})"
-    return answer_clause(question, sentence, ignore=speakers)
+    return answer_with_sentence(question, sentences[best] if best is not None else None, speakers).answer
 
 
 def _rows(prepared: Sequence[Prepared], weight: float, items: int) -> list[list[Any]]:
