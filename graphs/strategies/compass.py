@@ -63,6 +63,7 @@ from logicmap.graphs.strategies.strategy import (
     QuestionInput,
     StrategyContext,
     StrategyState,
+    cited_turn_texts,
     finish_run,
     graph_strategy,
 )
@@ -833,9 +834,7 @@ def _result(
             "refinements": final.get("refinements", 0),
             "cited_ids": final.get("cited_ids", []),
             "explorer_mode": ctx.explorer_mode,
-            "turn_texts": {
-                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
-            },
+            "turn_texts": cited_turn_texts(snapshot, evidence),
         },
     )
 

@@ -28,7 +28,14 @@ from logicmap.graphs.runtime.pin import pin_run, pinned_store, snapshot_of
 from logicmap.graphs.runtime.resources import Resources, resources_of, run_context
 from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
 from logicmap.graphs.runtime.tracing import traced_graph
-from logicmap.graphs.strategies.strategy import AnswerOutput, StrategyContext, StrategyState, finish_run, graph_strategy
+from logicmap.graphs.strategies.strategy import (
+    AnswerOutput,
+    StrategyContext,
+    StrategyState,
+    cited_turn_texts,
+    finish_run,
+    graph_strategy,
+)
 from logicmap.memory.records.nl_logic import Atom, Goal, Rule, Substitution, Term
 from logicmap.memory.retrieval.backbones import make_backbone
 from logicmap.memory.retrieval.retrieval import Backbone
@@ -722,13 +729,7 @@ def _turn_texts(
 ) -> dict[str, str]:
     """The turns behind non-turn evidence (events, facts), so a reader sees what they cite (the run's pinned memory)."""
     snapshot = snapshot_of(resources.store, {**final, "namespace": namespace})
-    return {
-        tid: snapshot.turns[tid].render()
-        for item in evidence
-        if item.kind != "turn"
-        for tid in item.turn_ids
-        if tid in snapshot.turns
-    }
+    return cited_turn_texts(snapshot, [item for item in evidence if item.kind != "turn"])
 
 
 def _details(final: dict[str, Any], ctx: GoalMemContext, pool: dict[str, EvidenceItem]) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from logicmap.graphs.strategies.strategy import (
     QuestionInput,
     StrategyContext,
     StrategyState,
+    cited_turn_texts,
     finish_run,
     graph_strategy,
 )
@@ -259,9 +260,7 @@ def _result(
             "retrieved": final.get("retrieved", []),
             "distilled": final.get("distilled", []),
             "cited_ids": final.get("cited_ids", []),
-            "turn_texts": {
-                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
-            },
+            "turn_texts": cited_turn_texts(snapshot, evidence),
         },
     )
 

@@ -58,6 +58,7 @@ from logicmap.graphs.strategies.strategy import (
     QuestionInput,
     StrategyContext,
     StrategyState,
+    cited_turn_texts,
     finish_run,
     graph_strategy,
 )
@@ -745,9 +746,7 @@ def _result(
             "answer_paths": final.get("answer_paths", []),
             "trail": final.get("trail", []),
             "paths": [_serialize_path(p, index) for p in kept],
-            "turn_texts": {
-                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
-            },
+            "turn_texts": cited_turn_texts(snapshot, evidence),
         },
     )
 

@@ -38,6 +38,7 @@ from logicmap.graphs.strategies.strategy import (
     QuestionInput,
     StrategyContext,
     StrategyState,
+    cited_turn_texts,
     finish_run,
     graph_strategy,
 )
@@ -755,9 +756,7 @@ def _result(
             "dropped_tool_calls": final.get("dropped_calls", 0),
             "tool_trace": final.get("trace", []),
             "prune_trace": final.get("pruned", []),
-            "turn_texts": {
-                t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns
-            },
+            "turn_texts": cited_turn_texts(snapshot, evidence),
         },
     )
 

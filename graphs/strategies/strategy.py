@@ -27,9 +27,10 @@ from logicmap.graphs.runtime.resources import (
     run_context,
     with_resources,
 )
-from logicmap.graphs.runtime.result import AnswerResult
+from logicmap.graphs.runtime.result import AnswerResult, EvidenceItem
 from logicmap.graphs.runtime.tracing import invoke_strategy
 from logicmap.memory.runtime.tenancy import python_caller
+from logicmap.memory.store import NamespaceSnapshot
 
 __all__ = [
     "AnswerOutput",
@@ -37,6 +38,7 @@ __all__ = [
     "Strategy",
     "StrategyContext",
     "StrategyState",
+    "cited_turn_texts",
     "finish_run",
     "graph_strategy",
     "run_graph",
@@ -106,6 +108,12 @@ class StrategyState(TypedDict, total=False):
 
 ResultBuilder = Callable[[str, str, dict[str, Any], Any, Resources, float], AnswerResult]
 """``result(question, namespace, final state, context, resources, elapsed seconds) -> AnswerResult``."""
+
+
+def cited_turn_texts(snapshot: NamespaceSnapshot, evidence: Sequence[EvidenceItem]) -> dict[str, str]:
+    """Each turn ``evidence`` cites, rendered from the run's pinned memory (a result's ``details["turn_texts"]``: what
+    a reader sees behind events, facts and paths)."""
+    return {t: snapshot.turns[t].render() for item in evidence for t in item.turn_ids if t in snapshot.turns}
 
 
 def finish_run(state: Mapping[str, Any], runtime: Any, context: type, build: ResultBuilder) -> dict[str, Any]:
