@@ -8,6 +8,7 @@ The counts (trials, kills mid-run, runs that finished first) are printed: ``pyte
 from __future__ import annotations
 
 import random
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -69,27 +70,39 @@ def test_killed_consolidations_lose_and_repeat_nothing(tmp_path: Path) -> None:
     _write(data)
     want = {k: [v] for k, v in _expected().items()}
     assert _seen(data) == want
-    script = textwrap.dedent(f"""
+    script = textwrap.dedent("""
         from pathlib import Path
         from tests.conftest import make_resources
         from logicmap.graphs.writes.consolidate import consolidate
-        res = make_resources(Path({str(data)!r}))
+        import sys, time
+        res = make_resources(Path(sys.argv[1]))
         print("ready", flush=True)
+        started = time.perf_counter()
         consolidate("memories.alice", resources=res, limit=2)
-        print("done", flush=True)
+        print("done", time.perf_counter() - started, flush=True)
     """)
+    # How long one run takes on this machine, now (a copy of the same memory, left to finish): the kills fall within
+    # three times that, so some land mid-run and some after however fast or loaded the machine is (a fixed range of
+    # seconds let a faster consolidation finish first in 10 of 12 trials)
+    rehearsal = tmp_path / "rehearsal"
+    shutil.copytree(data, rehearsal)
+    timed = subprocess.run(
+        [sys.executable, "-c", script, str(rehearsal)], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert timed.returncode == 0, timed.stderr[-2000:]
+    run_s = float(timed.stdout.split("done")[1])
     rng = random.Random(7)
     outcomes: Counter[str] = Counter()
     for _ in range(12):
-        child = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", script, str(data)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert child.stdout is not None
         assert child.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.0, 5.0))
+        time.sleep(rng.uniform(0.0, 3.0 * run_s))
         child.kill()
         rest = child.communicate(timeout=120)[0]
         outcomes["finished before the kill" if "done" in rest else "killed mid-run"] += 1
         assert _seen(data) == want  # after every kill: every key once, its last value, nothing stale
-    print(f"\nconsolidation kill trials: {dict(outcomes)}")
+    print(f"\nconsolidation kill trials (one run: {run_s:.2f} s): {dict(outcomes)}")
     assert outcomes["killed mid-run"] >= 3
     res = make_resources(data)
     try:
