@@ -189,6 +189,9 @@ class StoreCore(PendingWrites):
         if self._lock_path and os.getpid() == self._pid:
             release_process_lock(self._lock_path)
         self._lock_path = None
+        if os.getpid() == self._pid and self._broken is None:  # later calls get this line, not the client's crash
+            where = f" of {self._directory}" if self._directory is not None else ""
+            self._broken = StoreError(f"the memory store{where} is closed: open a new one to use it again")
 
     def __enter__(self) -> StoreCore:
         return self

@@ -488,6 +488,38 @@ def test_a_write_logged_by_another_embedder_is_not_shown_or_cached_by_its_vector
     assert reader.embeddings.embed_documents([render]) == HashingEmbeddings().embed_documents([render])
 
 
+def test_a_memory_store_closed_under_a_live_store_refuses_in_one_line_and_keeps_the_writes(tmp_path: Path) -> None:
+    """Closing the memory store (``resources.store.close()``) while a ``LogicMapStore`` still uses it: every later
+    call, the consolidator's included, gets one line saying the store is closed (was a Chroma client's
+    ``AttributeError: 'RustBindingsAPI' ...`` or a silently empty pending log); the writes stay for the next store."""
+    from logicmap.memory.store.errors import StoreError
+
+    data = tmp_path / "memory"
+    res = make_resources(data)
+    store = _store(res)
+    store.put(ALICE, "dog", {"content": "My dog is called Biscuit."})
+    res.store.close()
+    for call in (
+        lambda: store.put(ALICE, "cat", {"content": "My cat is called Miso."}),
+        lambda: store.search(ALICE, query="dog"),
+        lambda: store.flush(),
+        lambda: res.store.pending_writes(NS),
+        lambda: res.store.snapshot(NS),
+    ):
+        with pytest.raises(StoreError, match=r"^the memory store of .* is closed: open a new one") as caught:
+            call()
+        assert "\n" not in str(caught.value)
+    res.store.close()  # twice: harmless
+    reopened = make_resources(data)
+    try:
+        again = _store(reopened)
+        assert [i.key for i in again.search(ALICE, limit=5)] == ["dog"]
+        again.flush()
+        assert len(reopened.store.snapshot(NS).turns) == 1
+    finally:
+        reopened.store.close()
+
+
 def test_closing_a_store_stops_its_consolidator_and_loses_no_write(resources: Resources) -> None:
     """``LogicMapStore.close()`` (or leaving ``with``) stops the background consolidator's thread, refuses later
     operations with one clear error, and keeps every write: what was not consolidated waits in the pending log for
