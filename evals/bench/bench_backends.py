@@ -109,6 +109,7 @@ def measure_store(settings: Any, size: int, *, queries: int, puts: int, real: in
             rows.append([what, len(times), f"{p50:.1f}", f"{p95:.1f}"])
         return rows
     finally:
+        store.close()  # its consolidator stops before the memory store closes under it
         res.store.close()
 
 

@@ -453,8 +453,9 @@ def run(embedder: str, seed: int, users: str = "both") -> dict[str, dict[str, tu
     with tempfile.TemporaryDirectory() as tmp:
         res = fresh_resources(Path(tmp), embeddings=embedder)
         dims = len(res.embeddings.embed_query("dimension probe"))
+        logicmap = LogicMapStore(resources=res, policy="heuristic")
         stores = {
-            "LogicMapStore": LogicMapStore(resources=res, policy="heuristic"),
+            "LogicMapStore": logicmap,
             "InMemoryStore": InMemoryStore(index={"embed": res.embeddings, "dims": dims}),
         }
         try:
@@ -465,6 +466,7 @@ def run(embedder: str, seed: int, users: str = "both") -> dict[str, dict[str, tu
                 time.sleep(0.01)  # a later phase is strictly newer
             return {name: _score(store, plans) for name, store in stores.items()}
         finally:
+            logicmap.close()  # its consolidator stops before the memory store closes under it
             res.store.close()
 
 

@@ -169,6 +169,7 @@ def measure(size: int, *, queries: int, real: int, embeddings: str, workdir: Pat
         f"{bulk_build:.1f}s; rss {rss_mb():.0f} MB",
         flush=True,
     )
+    store.close()  # its consolidator stops before the memory store closes under it
     if res.store_ is not None:
         res.store_.close()
     return rows

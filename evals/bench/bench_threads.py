@@ -62,6 +62,7 @@ def _build(data_dir: Path, embeddings: str, items: int) -> None:
     store.put(NAMESPACE, "first", {"content": "The first note."})
     _bulk_items(res, 0, items, np.random.default_rng(items))
     store.put(NAMESPACE, "second", {"content": "A note after the bulk load (clusters every event)."})
+    store.close()  # its consolidator stops before the memory store closes under it
     if res.store_ is not None:
         res.store_.close()
 
