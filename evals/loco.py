@@ -68,12 +68,17 @@ COMPONENTS: dict[str, tuple[str, ...]] = {
     "gather": (),
     "event_bm25": ("event_bm25",),
     "window_bm25": ("window_bm25",),
+    "stems": ("bm25_stem", "window_stem", "session_stem"),
 }
+#: Columns a component takes the place of: ``stems`` reads the turn's, its window's and its session's BM25 with
+#: -ing and -ed forms stemmed, instead of as they are (issue 41, item 3).
+REPLACES: dict[str, tuple[str, ...]] = {"stems": ("bm25", "window_bm25", "session_bm25")}
 #: The components kept in the default strategy. A first LOCO table over the five conversations (session and
 #: event_bm25 chosen, every other component added to them; docs/performance.md) showed each of these adding recall
 #: to them and bridge and diverse adding none; the table this module prints checks the set (without each one).
-#: ``gather`` (session diversity for gathering questions only) was added for multi-hop (issue 41, item 3).
-CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf", "time", "gather")
+#: ``gather`` (session diversity for gathering questions only) and ``stems`` (stemmed lexical keys) were added for
+#: multi-hop (issue 41, item 3).
+CHOSEN: tuple[str, ...] = ("session", "event_bm25", "window_bm25", "facts", "prf", "time", "gather", "stems")
 #: The ranker shipped before this work (fitted on the project's files in ``data/`` by evals/train/turn_ranker.py,
 #: 2026-11-22): the table's first row, the baseline.
 PREVIOUS_COEFFICIENTS = {
@@ -194,7 +199,8 @@ def recall(question: Question, rows: Sequence[int]) -> float:
 
 def columns_of(components: Sequence[str]) -> list[int]:
     names = feature_names()
-    wanted = [*BASE, *(f for c in components for f in COMPONENTS[c])]
+    replaced = {f for c in components for f in REPLACES.get(c, ())}
+    wanted = [n for n in (*BASE, *(f for c in components for f in COMPONENTS[c])) if n not in replaced]
     return [names.index(n) for n in wanted]
 
 
@@ -279,8 +285,10 @@ def _row(label: str, results: dict[int, list[float]], reference: float | None) -
 
 
 WITHOUT_CONTEXT = "chosen, fitted without question context (the fit before issue 41)"
-#: The shipped fit before issue 41's item 3 (``CHOSEN`` without ``gather``), in the quick table too.
-WITHOUT_GATHER = [c for c in CHOSEN if c != "gather"]
+#: The shipped fit before the stemmed lexical keys (``CHOSEN`` without ``stems``), in the quick table too.
+WITHOUT_STEMS = [c for c in CHOSEN if c != "stems"]
+#: The shipped fit before issue 41's item 3 (without ``gather`` and ``stems``), in the quick table too.
+WITHOUT_GATHER = [c for c in WITHOUT_STEMS if c != "gather"]
 
 
 def configurations(quick: bool = False) -> list[tuple[str, list[str] | None]]:
@@ -289,7 +297,8 @@ def configurations(quick: bool = False) -> list[tuple[str, list[str] | None]]:
         return [
             ("ranker before this work (fitted on data/, no refit)", None),
             (WITHOUT_CONTEXT, WITHOUT_GATHER),
-            ("chosen without gather", WITHOUT_GATHER),
+            ("chosen without gather and stems", WITHOUT_GATHER),
+            ("chosen without stems", WITHOUT_STEMS),
             (f"chosen: {' + '.join(CHOSEN)}", list(CHOSEN)),
         ]
     configs: list[tuple[str, list[str] | None]] = [

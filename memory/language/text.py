@@ -41,6 +41,7 @@ __all__ = [
     "split_sentences",
     "stem",
     "tokenize",
+    "verb_stemmed_tokens",
     "without_names",
 ]
 
@@ -149,6 +150,14 @@ def stem(word: str) -> str:
     (``visited`` -> ``visit``, ``cafes`` -> ``cafe``, ``moving`` -> ``move``); a possessive ``'s`` goes first."""
     lowered = word.lower().strip("'").removesuffix("'s")
     return str(_PORTER.stem(_IRREGULAR.get(lowered, lowered)))
+
+
+def verb_stemmed_tokens(text: str) -> list[str]:
+    """``tokenize``'s tokens with the ``-ing`` and ``-ed`` forms stemmed (``researching`` and ``researched`` ->
+    ``research``, ``camped`` -> ``camp``), the others as they are: the reranker's stemmed lexical keys
+    (``memory.retrieval.ranking_keys``). Only those inflections: a full stem would also fold derived words into
+    common ones (``likely`` -> ``like``), which cost recall on public conversations (docs/performance.md)."""
+    return [stem(tok) if tok.endswith(("ing", "ed")) else tok for tok in tokenize(text)]
 
 
 def content_stems(text: str, *, stop: frozenset[str] = STOP_WORDS) -> list[str]:

@@ -65,8 +65,20 @@ BASE_FEATURES = (
 ALL_FEATURES = (*BASE_FEATURES, *CANDIDATE_FEATURES)
 #: The features of the shipped ranker (``memory/retrieval/turn_ranker_weights.py``): the base ones and the extra keys that
 #: held out on public conversations (``evals/loco.py``): the turn's session, event and neighbours as lexical keys,
-#: the facts drawn from it, pseudo-relevance feedback and the sessions a stated date points at.
-FEATURES = (*BASE_FEATURES, "session_own", "session_bm25", "event_bm25", "window_bm25", "fact_key", "prf", "time_match")
+#: the facts drawn from it, pseudo-relevance feedback and the sessions a stated date points at. The turn's, its
+#: window's and its session's BM25 are read with -ing and -ed forms stemmed (``bm25_stem``, ``window_stem``,
+#: ``session_stem`` in place of ``bm25``, ``window_bm25``, ``session_bm25``; issue 41, item 3).
+FEATURES = (
+    *(f for f in BASE_FEATURES if f != "bm25"),
+    "session_own",
+    "event_bm25",
+    "fact_key",
+    "prf",
+    "time_match",
+    "bm25_stem",
+    "window_stem",
+    "session_stem",
+)
 # The features only the event graph gives a turn (its event, topic, neighbours in its event, the question it
 # replies to); the others a plain turn index has too. ``evals/train/turn_ranker.py`` fits a ranker without them
 # to show what the graph adds.

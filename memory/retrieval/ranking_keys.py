@@ -42,6 +42,11 @@ CANDIDATE_FEATURES = (
     "time_match",  # the question states an absolute date and the turn's session falls in it
     "event_bm25",  # BM25 of the turn's event (its turns' text), over the best event's
     "window_bm25",  # BM25 of the turn with the turns before and after it in its session, over the best window's
+    # The lexical keys again, read with -ing and -ed forms stemmed ("researching" matches "research"), each turn
+    # as ``Turn.render()`` (speaker and image caption included):
+    "bm25_stem",  # BM25 of the turn, over the best turn's
+    "window_stem",  # BM25 of the turn with its neighbours in its session, over the best window's
+    "session_stem",  # BM25 of the turn's whole session, over the best session's
 )
 #: How many of the first pass's best turns feed pseudo-relevance feedback and entity bridges.
 FIRST_PASS = 5
@@ -97,6 +102,14 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
         " ".join(lines[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
         for i in range(len(ids))
     ]
+    rendered = [snapshot.turns[t].render() for t in ids]
+    rendered_sessions: dict[str, list[str]] = defaultdict(list)
+    for line, s in zip(rendered, sessions):
+        rendered_sessions[s].append(line)
+    rendered_windows = [
+        " ".join(rendered[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
+        for i in range(len(ids))
+    ]
     return {
         "session_of": np.array([session_row[s] for s in sessions], dtype=np.int64),
         "sessions": len(session_ids),
@@ -110,6 +123,9 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
         "event_index": BM25Index([event_texts[e] for e in events]),
         "event_row": np.array([event_row.get(int(e), -1) for e in event_of], dtype=np.int64),
         "window_index": BM25Index(windows),
+        "stem_index": BM25Index(rendered, stemmed=True),
+        "stem_window_index": BM25Index(rendered_windows, stemmed=True),
+        "stem_session_index": BM25Index([" ".join(rendered_sessions[s]) for s in session_ids], stemmed=True),
     }
 
 
@@ -178,7 +194,28 @@ def key_features(
     )
     window = keys["window_index"].scores(question).astype(np.float64)
     window = window / (window.max() or 1.0)
-    return np.column_stack([fact_key, session_own, session_lex[session_of], prf, bridge, time_match, event_key, window])
+    stemmed = [_relative(keys[k].scores(question)) for k in ("stem_index", "stem_window_index", "stem_session_index")]
+    return np.column_stack(
+        [
+            fact_key,
+            session_own,
+            session_lex[session_of],
+            prf,
+            bridge,
+            time_match,
+            event_key,
+            window,
+            stemmed[0],
+            stemmed[1],
+            stemmed[2][session_of],
+        ]
+    )
+
+
+def _relative(scores: np.ndarray) -> np.ndarray:
+    """BM25 scores over the best one (all 0 when nothing matches)."""
+    out = scores.astype(np.float64)
+    return cast(np.ndarray, out / (out.max() if len(out) and out.max() > 0 else 1.0))
 
 
 def _z(x: np.ndarray) -> np.ndarray:

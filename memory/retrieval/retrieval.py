@@ -16,7 +16,7 @@ import numpy as np
 from langchain_core.embeddings import Embeddings
 
 from logicmap.memory.indexes.embeddings import normalize
-from logicmap.memory.language.text import tokenize
+from logicmap.memory.language.text import tokenize, verb_stemmed_tokens
 from logicmap.memory.records.chat_turns import recall_turn_ids
 from logicmap.memory.runtime.deadline import check_deadline
 from logicmap.memory.store import NamespaceSnapshot, SnapshotReader
@@ -44,12 +44,20 @@ def _terms(document: str) -> Counter[str]:
     return Counter(tokenize(document))
 
 
-class BM25Index:
-    """Okapi BM25 (k1 = 1.5, b = 0.75) over a fixed list of documents."""
+@lru_cache(maxsize=1 << 17)
+def _stemmed_terms(document: str) -> Counter[str]:
+    """``_terms`` with ``verb_stemmed_tokens`` (a ``BM25Index(..., stemmed=True)``)."""
+    return Counter(verb_stemmed_tokens(document))
 
-    def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75) -> None:
+
+class BM25Index:
+    """Okapi BM25 (k1 = 1.5, b = 0.75) over a fixed list of documents; ``stemmed``: documents and queries read
+    with ``-ing`` and ``-ed`` forms stemmed (``memory.language.text.verb_stemmed_tokens``)."""
+
+    def __init__(self, documents: Sequence[str], k1: float = 1.5, b: float = 0.75, *, stemmed: bool = False) -> None:
         self.k1, self.b = k1, b
-        self.docs = [_terms(d) for d in documents]
+        self.tokens = verb_stemmed_tokens if stemmed else tokenize
+        self.docs = [(_stemmed_terms if stemmed else _terms)(d) for d in documents]
         self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=np.float32)
         self.avg = float(self.lengths.mean()) if len(self.docs) else 0.0
         df: Counter[str] = Counter()
@@ -73,7 +81,7 @@ class BM25Index:
 
     def scores(self, query: str) -> np.ndarray:
         out = np.zeros(len(self.docs), dtype=np.float32)
-        for t in tokenize(query):  # a repeated query term counts again, as in the per-document sum
+        for t in self.tokens(query):  # a repeated query term counts again, as in the per-document sum
             check_deadline("while scoring turns with BM25")
             if t in self.postings:
                 rows, f = self.postings[t]

@@ -111,6 +111,19 @@ def test_an_entity_bridges_sessions_and_a_stated_date_picks_its_sessions(resourc
     assert not any(r["time_match"] for r in _rows(resources, "What did Ada do with Bruno?").values())
 
 
+def test_stemmed_lexical_keys_match_an_inflected_verb(resources) -> None:
+    # Issue 41, item 3: "start" finds "I started pottery classes", which plain BM25 (light plural strip) misses;
+    # the turn's, its window's and its session's stemmed BM25 rank it first, the unstemmed keys do not.
+    _commit(resources)
+    rows = _rows(resources, "What did Ada start?")
+    assert rows["D1:1"]["bm25_stem"] == 1.0 > max(rows[t]["bm25_stem"] for t in rows if t != "D1:1")
+    assert rows["D1:1"]["bm25"] < 1.0  # unstemmed, only "Ada" matches, and a shorter turn of hers ranks first
+    held = [rows[t]["window_stem"] for t in ("D1:1", "D1:2")]  # the windows that hold D1:1
+    assert max(held) == 1.0 and min(held) > max(rows[t]["window_stem"] for t in ("D1:3", "D2:1", "D2:2", "D2:3"))
+    assert rows["D1:2"]["session_stem"] == 1.0 > rows["D2:2"]["session_stem"]
+    assert rows["D1:1"]["session_bm25"] == rows["D2:2"]["session_bm25"]
+
+
 def test_session_diversity_takes_turns_of_more_sessions_first() -> None:
     scores, sessions = np.array([5.0, 4.0, 3.0, 2.0, 1.0]), np.array([0, 0, 1, 1, 2])
     assert diversified_rows(scores, sessions, 0.0, 3) == [0, 1, 2]

@@ -10,6 +10,7 @@ from logicmap.memory.language.text import (
     split_sentences,
     stem,
     tokenize,
+    verb_stemmed_tokens,
 )
 
 
@@ -27,6 +28,20 @@ def test_stem_is_porter_after_irregular_forms() -> None:
 def test_tokenize_keeps_its_light_plural_strip() -> None:
     # BM25 and the hashing embedder read these tokens: no stemming beyond the plural strip.
     assert tokenize("The custard tarts and the dogs were moving") == ["custard", "tart", "dogs", "moving"]
+
+
+def test_verb_stemmed_tokens_stem_only_ing_and_ed_forms() -> None:
+    # The reranker's stemmed lexical keys: "researching" meets "research", "likely" stays apart from "like".
+    assert verb_stemmed_tokens("Researching agencies, she camped likely near the painted lake") == [
+        "research",
+        "agencie",
+        "camp",
+        "likely",
+        "near",
+        "paint",
+        "lake",
+    ]
+    assert verb_stemmed_tokens("What did Caroline research?") == ["caroline", "research"]
 
 
 def test_content_stems_drop_stop_words_and_lone_letters() -> None:
