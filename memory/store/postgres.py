@@ -165,6 +165,8 @@ class PostgresStore(PendingWrites):
                 f"this memory store was opened by process {self._pid} and used in its forked child {os.getpid()}; "
                 "its PostgreSQL connections belong to the parent: open a store in the child"
             )
+        if self._pool.closed:  # psycopg_pool's PoolClosed says nothing of which store or what to do
+            raise StoreError(f"the memory store at {self._where} is closed: open a new one to use it again")
         try:
             with self._pool.connection(timeout=CONNECT_TIMEOUT_S) as conn:
                 yield conn

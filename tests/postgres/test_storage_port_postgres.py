@@ -124,3 +124,27 @@ def test_a_store_that_cannot_connect_is_one_line_at_once_without_the_password(po
         assert time.monotonic() - started < 5
     with pytest.raises((ValueError, StoreUnavailableError), match="invalid sslmode value"):
         open_store(LogicMapSettings(store_url="postgresql://127.0.0.1/x?sslmode=bogus", embedding_provider="hashing"))
+
+
+def test_a_closed_store_refuses_every_later_call_in_one_line(postgres_url: str) -> None:
+    """After ``close()`` the store's pool is gone: a later call says so in one line, naming the store without its
+    password (was "PostgreSQL at HOST/DB did not answer: the pool ... is already closed", as if the server were down), as
+    the Chroma backend does
+    (``tests/unit/test_write_path.py``); the memory stays in the database for the next store."""
+    from logicmap.memory.store import StoreError
+
+    settings = LogicMapSettings(store_url=postgres_url, embedding_provider="hashing")
+    store = open_store(settings)
+    assert isinstance(store, PostgresStore)
+    before = store.namespaces()
+    store.close()
+    for call in (store.namespaces, lambda: store.snapshot("memories.alice"), lambda: store.manifest("mem")):
+        with pytest.raises(StoreError, match=r"^the memory store at .* is closed: open a new one") as caught:
+            call()
+        assert "\n" not in str(caught.value) and (settings.store_url or "") not in str(caught.value)
+    store.close()  # twice: harmless
+    again = open_store(settings)
+    try:
+        assert again.namespaces() == before
+    finally:
+        again.close()
