@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import pickle
 import time
 from collections.abc import Callable, Sequence
@@ -339,10 +340,10 @@ def write_weights(questions: Sequence[Question], components: Sequence[str], out:
         '"""',
         "",
         "COEFFICIENTS = {",
-        *[f"    {name!r}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][: len(names)])],
+        *[f"    {json.dumps(name)}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][: len(names)])],
         "}",
         "CONTEXT = {",
-        *[f"    {name!r}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][len(names) :])],
+        *[f"    {json.dumps(name)}: {float(c):.6f}," for name, c in zip(names, model.coef_[0][len(names) :])],
         "}",
         f"INTERCEPT = {float(model.intercept_[0]):.6f}",
         f"SESSION_DIVERSITY = {weight}",
