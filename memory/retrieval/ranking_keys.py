@@ -164,8 +164,7 @@ def key_features(
     best = np.full(keys["sessions"], -1.0)
     np.maximum.at(best, session_of, own)
     session_own = best[session_of]
-    session_lex = keys["session_index"].scores(question).astype(np.float64)
-    session_lex = session_lex / (session_lex.max() or 1.0)
+    session_lex = _relative(keys["session_index"].scores(question))
     # A parameter-free first pass (standardised dense + lexical) for feedback and bridges.
     first = _z(own) + _z(lexical)
     top = np.argsort(-first, kind="stable")[:FIRST_PASS]
@@ -187,13 +186,11 @@ def key_features(
         time_match = np.array(
             [1.0 if t is not None and period[0] <= t < period[1] else 0.0 for t in keys["session_time"]]
         )
-    event_lex = keys["event_index"].scores(question).astype(np.float64)
-    event_lex = event_lex / (event_lex.max() if len(event_lex) and event_lex.max() > 0 else 1.0)
+    event_lex = _relative(keys["event_index"].scores(question))
     event_key = np.where(
         keys["event_row"] >= 0, event_lex[np.maximum(keys["event_row"], 0)] if len(event_lex) else 0.0, 0.0
     )
-    window = keys["window_index"].scores(question).astype(np.float64)
-    window = window / (window.max() or 1.0)
+    window = _relative(keys["window_index"].scores(question))
     stemmed = [_relative(keys[k].scores(question)) for k in ("stem_index", "stem_window_index", "stem_session_index")]
     return np.column_stack(
         [
