@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -83,10 +84,6 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
     ]
     fact_turns = [[row[t] for t in snapshot.facts[f].turn_ids if t in row] for f in fact_ids]
     dim = layout["turn_matrix"].shape[1] if len(ids) else 1
-    texts: dict[str, list[str]] = defaultdict(list)
-    for t, s in zip(ids, sessions):
-        turn = snapshot.turns[t]
-        texts[s].append(turn.text + (f" {turn.image_caption}" if turn.image_caption else ""))
     speakers = {s for s in layout["speakers"] if s}
     speaker_words = {w for s in speakers for w in s.split()}
     times = [snapshot.turns[t].session_time for t in ids]
@@ -98,22 +95,11 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
     events = sorted({int(e) for e in event_of if e >= 0})
     event_texts = {e: " ".join(line for line, owner in zip(lines, event_of) if owner == e) for e in events}
     event_row = {e: i for i, e in enumerate(events)}
-    windows = [
-        " ".join(lines[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
-        for i in range(len(ids))
-    ]
     rendered = [snapshot.turns[t].render() for t in ids]
-    rendered_sessions: dict[str, list[str]] = defaultdict(list)
-    for line, s in zip(rendered, sessions):
-        rendered_sessions[s].append(line)
-    rendered_windows = [
-        " ".join(rendered[j] for j in (i - 1, i, i + 1) if 0 <= j < len(ids) and sessions[j] == sessions[i])
-        for i in range(len(ids))
-    ]
     return {
         "session_of": np.array([session_row[s] for s in sessions], dtype=np.int64),
         "sessions": len(session_ids),
-        "session_index": BM25Index([" ".join(texts[s]) for s in session_ids]),
+        "session_index": BM25Index(_session_texts(lines, sessions, session_ids)),
         "fact_matrix": normalize(np.vstack([snapshot.fact_vectors[f] for f in fact_ids]))
         if fact_ids
         else np.zeros((0, dim)),
@@ -122,11 +108,27 @@ def build_key_layout(snapshot: NamespaceSnapshot, layout: dict[str, Any]) -> dic
         "session_time": [None if s is None else s.replace(tzinfo=None) for s in times],
         "event_index": BM25Index([event_texts[e] for e in events]),
         "event_row": np.array([event_row.get(int(e), -1) for e in event_of], dtype=np.int64),
-        "window_index": BM25Index(windows),
+        "window_index": BM25Index(_windows(lines, sessions)),
         "stem_index": BM25Index(rendered, stemmed=True),
-        "stem_window_index": BM25Index(rendered_windows, stemmed=True),
-        "stem_session_index": BM25Index([" ".join(rendered_sessions[s]) for s in session_ids], stemmed=True),
+        "stem_window_index": BM25Index(_windows(rendered, sessions), stemmed=True),
+        "stem_session_index": BM25Index(_session_texts(rendered, sessions, session_ids), stemmed=True),
     }
+
+
+def _session_texts(lines: Sequence[str], sessions: Sequence[str], session_ids: Sequence[str]) -> list[str]:
+    """Each session's lines joined, in ``session_ids`` order."""
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for line, s in zip(lines, sessions):
+        grouped[s].append(line)
+    return [" ".join(grouped[s]) for s in session_ids]
+
+
+def _windows(lines: Sequence[str], sessions: Sequence[str]) -> list[str]:
+    """Each line with the lines before and after it in its session."""
+    n = len(lines)
+    return [
+        " ".join(lines[j] for j in (i - 1, i, i + 1) if 0 <= j < n and sessions[j] == sessions[i]) for i in range(n)
+    ]
 
 
 def _question_period(question: str) -> tuple[Any, Any] | None:
