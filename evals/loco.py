@@ -39,7 +39,7 @@ import numpy as np
 
 from logicmap.evals.common import machine_line, open_resources, print_table
 
-__all__ = ["BASE", "CHOSEN", "COMPONENTS", "Question", "design", "loco", "main"]
+__all__ = ["BASE", "CHOSEN", "COMPONENTS", "Learner", "Question", "Scorer", "design", "linear", "loco", "main"]
 
 BUDGET = 10
 #: The ranker's features before this work (the shipped weights cover these).
@@ -224,6 +224,22 @@ def fit(questions: Sequence[Question], columns: list[int], context: bool = True)
     return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x, y)
 
 
+#: A question's score for each of its turns (higher: cited first).
+Scorer = Callable[[Question], np.ndarray]
+#: Fits a scorer on the training questions' ``columns`` (with the question's context columns or not).
+Learner = Callable[[Sequence[Question], list[int], bool], Scorer]
+
+
+def linear(questions: Sequence[Question], columns: list[int], context: bool = True) -> Scorer:
+    """The shipped learner: ``fit``'s logistic regression, scoring by its logit."""
+    model = fit(questions, columns, context)
+
+    def score(q: Question) -> np.ndarray:
+        return np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
+
+    return score
+
+
 def _best_weight(questions: Sequence[Question], score: Callable[[Question], np.ndarray]) -> float:
     """The diversity weight of ``DIVERSITY_GRID`` with the best mean recall on ``questions`` (0 without any)."""
     if not questions:
@@ -249,11 +265,11 @@ def _diversity(question: Question, weight: float, gather: float) -> float:
 
 
 def loco(
-    questions: Sequence[Question], components: Sequence[str] | None, context: bool = True
+    questions: Sequence[Question], components: Sequence[str] | None, context: bool = True, learner: Learner = linear
 ) -> dict[int, list[float]]:
     """Per category, each question's R@10 with the configuration fitted without its conversation
     (``components`` None: the ranker shipped before this work, ``PREVIOUS_COEFFICIENTS``, no fit; ``context``:
-    fitted with the question's context columns, ``design``)."""
+    fitted with the question's context columns, ``design``; ``learner``: how, ``linear`` as shipped)."""
     by_category: dict[int, list[float]] = {c: [] for c in CATEGORIES}
     if components is None:
         weights = np.array([PREVIOUS_COEFFICIENTS[n] for n in BASE])
@@ -265,11 +281,7 @@ def loco(
     columns = columns_of(components)
     for held in dict.fromkeys(q.conversation for q in questions):
         train = [q for q in questions if q.conversation != held]
-        model = fit(train, columns, context)
-
-        def score(q: Question, model: Any = model) -> np.ndarray:
-            return np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
-
+        score = learner(train, columns, context)
         weight, gather = _weights(train, components, score)
         for q in questions:
             if q.conversation == held:
@@ -278,7 +290,7 @@ def loco(
     return by_category
 
 
-def _row(label: str, results: dict[int, list[float]], reference: float | None) -> list[str]:
+def table_row(label: str, results: dict[int, list[float]], reference: float | None) -> list[str]:
     every = [v for values in results.values() for v in values]
     overall = float(np.mean(every))
     gain = "" if reference is None else f"{overall - reference:+.3f}"
@@ -392,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         rows, reference, chosen = [], None, None
         for label, components in configurations(args.quick):
             results = loco(questions, components, context=label != WITHOUT_CONTEXT)
-            rows.append(_row(label, results, reference))
+            rows.append(table_row(label, results, reference))
             if components == []:
                 reference = float(np.mean([v for values in results.values() for v in values]))
             if components is not None and list(CHOSEN) == components and label != WITHOUT_CONTEXT:
@@ -409,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
             rows,
         )
         if args.write_weights:
-            summary = _row("", chosen or loco(questions, list(CHOSEN)), None)
+            summary = table_row("", chosen or loco(questions, list(CHOSEN)), None)
             text = f"R@10 {summary[1]}; " + ", ".join(f"{CATEGORIES[c]} {v}" for c, v in zip(CATEGORIES, summary[3:]))
             write_weights(questions, CHOSEN, Path(args.write_weights), text)
             print(f"wrote {args.write_weights}")
