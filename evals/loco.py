@@ -39,7 +39,19 @@ import numpy as np
 
 from logicmap.evals.common import machine_line, open_resources, print_table
 
-__all__ = ["BASE", "CHOSEN", "COMPONENTS", "Learner", "Question", "Scorer", "design", "linear", "loco", "main"]
+__all__ = [
+    "BASE",
+    "CHOSEN",
+    "COMPONENTS",
+    "Learner",
+    "Question",
+    "Scorer",
+    "design",
+    "linear",
+    "loco",
+    "main",
+    "training_rows",
+]
 
 BUDGET = 10
 #: The ranker's features before this work (the shipped weights cover these).
@@ -216,12 +228,21 @@ def design(matrix: np.ndarray, context: bool = True) -> np.ndarray:
     return np.hstack([matrix, np.broadcast_to(matrix.max(axis=0), matrix.shape)])
 
 
-def fit(questions: Sequence[Question], columns: list[int], context: bool = True) -> Any:
+def training_rows(
+    questions: Sequence[Question], columns: list[int], context: bool = True
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every turn of ``questions`` as a fit sees it (``design``) and its label (gold or not)."""
+    x = np.vstack([design(q.matrix[:, columns], context) for q in questions])
+    return x, np.concatenate([q.labels for q in questions])
+
+
+def fit(questions: Sequence[Question], columns: list[int], context: bool = True, strength: float = 1.0) -> Any:
+    """The shipped fit: a logistic regression, balanced classes, ``C = strength`` (1)."""
     from sklearn.linear_model import LogisticRegression
 
-    x = np.vstack([design(q.matrix[:, columns], context) for q in questions])
-    y = np.concatenate([q.labels for q in questions])
-    return LogisticRegression(C=1.0, max_iter=5000, class_weight="balanced").fit(x, y)
+    return LogisticRegression(C=strength, max_iter=5000, class_weight="balanced").fit(
+        *training_rows(questions, columns, context)
+    )
 
 
 #: A question's score for each of its turns (higher: cited first).
@@ -230,9 +251,9 @@ Scorer = Callable[[Question], np.ndarray]
 Learner = Callable[[Sequence[Question], list[int], bool], Scorer]
 
 
-def linear(questions: Sequence[Question], columns: list[int], context: bool = True) -> Scorer:
-    """The shipped learner: ``fit``'s logistic regression, scoring by its logit."""
-    model = fit(questions, columns, context)
+def linear(questions: Sequence[Question], columns: list[int], context: bool = True, strength: float = 1.0) -> Scorer:
+    """The shipped learner: ``fit``'s logistic regression (at ``C = strength``), scoring by its logit."""
+    model = fit(questions, columns, context, strength)
 
     def score(q: Question) -> np.ndarray:
         return np.asarray(model.decision_function(design(q.matrix[:, columns], context)))

@@ -16,6 +16,7 @@ import argparse
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,7 @@ from logicmap.evals.loco import (
     loco,
     questions_of,
     table_row,
+    training_rows,
 )
 
 __all__ = ["LEARNERS", "gathering_fit", "linear_at", "main", "pairwise", "trees"]
@@ -39,15 +41,7 @@ __all__ = ["LEARNERS", "gathering_fit", "linear_at", "main", "pairwise", "trees"
 
 def linear_at(strength: float) -> Learner:
     """The shipped logistic regression (balanced classes, the question's context) at ``C = strength``."""
-    from sklearn.linear_model import LogisticRegression
-
-    def learn(questions: Sequence[Question], columns: list[int], context: bool = True) -> Scorer:
-        x = np.vstack([design(q.matrix[:, columns], context) for q in questions])
-        y = np.concatenate([q.labels for q in questions])
-        model = LogisticRegression(C=strength, max_iter=5000, class_weight="balanced").fit(x, y)
-        return lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
-
-    return learn
+    return partial(linear, strength=strength)
 
 
 def trees(rounds: int, rate: float, leaves: int) -> Learner:
@@ -56,11 +50,9 @@ def trees(rounds: int, rate: float, leaves: int) -> Learner:
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     def learn(questions: Sequence[Question], columns: list[int], context: bool = True) -> Scorer:
-        x = np.vstack([design(q.matrix[:, columns], context) for q in questions])
-        y = np.concatenate([q.labels for q in questions])
         model = HistGradientBoostingClassifier(
             max_iter=rounds, learning_rate=rate, max_leaf_nodes=leaves, class_weight="balanced", random_state=0
-        ).fit(x, y)
+        ).fit(*training_rows(questions, columns, context))
         return lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
 
     return learn
