@@ -36,7 +36,7 @@ from logicmap.evals.loco import (
     training_rows,
 )
 
-__all__ = ["LEARNERS", "gathering_fit", "linear_at", "main", "pairwise", "trees"]
+__all__ = ["LEARNERS", "gathering_fit", "learner_rows", "linear_at", "main", "pairwise", "trees"]
 
 
 def linear_at(strength: float) -> Learner:
