@@ -199,6 +199,17 @@ def questions_of(path: Path, resources: Any, cache_dir: Path) -> list[Question]:
     return out
 
 
+def featurised(path: Path, data_dir: str | None, embeddings: str = "minilm") -> list[Question]:
+    """``questions_of`` the file with fresh resources of the ``embeddings`` embedder, its ingest and feature cache
+    kept in ``data_dir`` (a temporary directory without one)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="logicmap-loco-") as tmp:
+        directory = Path(data_dir or tmp)
+        with open_resources(directory, embeddings=embeddings) as resources:
+            return questions_of(path, resources, directory)
+
+
 def diversified(scores: np.ndarray, session_of: np.ndarray, weight: float, budget: int = BUDGET) -> list[int]:
     from logicmap.memory.retrieval.ranking_keys import diversified_rows
 
@@ -410,42 +421,37 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         parser.error(f"no such file: {path}")
     print(machine_line())
-    import tempfile
-
-    with tempfile.TemporaryDirectory(prefix="logicmap-loco-") as tmp:
-        data_dir = Path(args.data_dir or tmp)
-        started = time.perf_counter()
-        with open_resources(data_dir, embeddings=args.embeddings) as resources:
-            questions = questions_of(path, resources, data_dir)
-        convs = list(dict.fromkeys(q.conversation for q in questions))
-        print(
-            f"{len(questions)} questions with gold evidence (categories 1-4) in {len(convs)} conversations "
-            f"({', '.join(convs)}), featurised in {time.perf_counter() - started:.1f}s"
-        )
-        rows, reference, chosen = [], None, None
-        for label, components in configurations(args.quick):
-            results = loco(questions, components, context=label != WITHOUT_CONTEXT)
-            rows.append(table_row(label, results, reference))
-            if components == []:
-                reference = float(np.mean([v for values in results.values() for v in values]))
-            if components is not None and list(CHOSEN) == components and label != WITHOUT_CONTEXT:
-                chosen = results
-            print(f"  {label}: {rows[-1][1]}", flush=True)
-        counts = {c: sum(q.category == c for q in questions) for c in CATEGORIES}
-        print_table(
-            [
-                "configuration (LOCO: fitted without the held-out conversation)",
-                "R@10",
-                "vs refit",
-                *(f"{CATEGORIES[c]} ({counts[c]} q)" for c in CATEGORIES),
-            ],
-            rows,
-        )
-        if args.write_weights:
-            summary = table_row("", chosen or loco(questions, list(CHOSEN)), None)
-            text = f"R@10 {summary[1]}; " + ", ".join(f"{CATEGORIES[c]} {v}" for c, v in zip(CATEGORIES, summary[3:]))
-            write_weights(questions, CHOSEN, Path(args.write_weights), text)
-            print(f"wrote {args.write_weights}")
+    started = time.perf_counter()
+    questions = featurised(path, args.data_dir, args.embeddings)
+    convs = list(dict.fromkeys(q.conversation for q in questions))
+    print(
+        f"{len(questions)} questions with gold evidence (categories 1-4) in {len(convs)} conversations "
+        f"({', '.join(convs)}), featurised in {time.perf_counter() - started:.1f}s"
+    )
+    rows, reference, chosen = [], None, None
+    for label, components in configurations(args.quick):
+        results = loco(questions, components, context=label != WITHOUT_CONTEXT)
+        rows.append(table_row(label, results, reference))
+        if components == []:
+            reference = float(np.mean([v for values in results.values() for v in values]))
+        if components is not None and list(CHOSEN) == components and label != WITHOUT_CONTEXT:
+            chosen = results
+        print(f"  {label}: {rows[-1][1]}", flush=True)
+    counts = {c: sum(q.category == c for q in questions) for c in CATEGORIES}
+    print_table(
+        [
+            "configuration (LOCO: fitted without the held-out conversation)",
+            "R@10",
+            "vs refit",
+            *(f"{CATEGORIES[c]} ({counts[c]} q)" for c in CATEGORIES),
+        ],
+        rows,
+    )
+    if args.write_weights:
+        summary = table_row("", chosen or loco(questions, list(CHOSEN)), None)
+        text = f"R@10 {summary[1]}; " + ", ".join(f"{CATEGORIES[c]} {v}" for c, v in zip(CATEGORIES, summary[3:]))
+        write_weights(questions, CHOSEN, Path(args.write_weights), text)
+        print(f"wrote {args.write_weights}")
     return 0
 
 

@@ -13,7 +13,6 @@ trees over the same columns, a fit of its own for the questions that gather thei
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from logicmap.evals.common import machine_line, open_resources, print_table
+from logicmap.evals.common import machine_line, print_table
 from logicmap.evals.loco import (
     CATEGORIES,
     CHOSEN,
@@ -29,9 +28,9 @@ from logicmap.evals.loco import (
     Question,
     Scorer,
     design,
+    featurised,
     linear,
     loco,
-    questions_of,
     table_row,
     training_rows,
 )
@@ -157,10 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if not path.is_file():
         parser.error(f"no such file: {path}")
     print(machine_line())
-    with tempfile.TemporaryDirectory(prefix="logicmap-loco-") as tmp:
-        data_dir = Path(args.data_dir or tmp)
-        with open_resources(data_dir, embeddings="minilm") as resources:
-            questions = questions_of(path, resources, data_dir)
+    questions = featurised(path, args.data_dir)
     print(f"{len(questions)} questions with gold evidence (categories 1-4); components {', '.join(CHOSEN)}")
     counts = {c: sum(q.category == c for q in questions) for c in CATEGORIES}
     rows = learner_rows(questions, progress=lambda line: print(line, flush=True))
