@@ -47,9 +47,12 @@ __all__ = [
     "Question",
     "Scorer",
     "design",
+    "featurised",
     "linear",
     "loco",
     "main",
+    "model_scorer",
+    "table_row",
     "training_rows",
 ]
 
@@ -262,14 +265,18 @@ Scorer = Callable[[Question], np.ndarray]
 Learner = Callable[[Sequence[Question], list[int], bool], Scorer]
 
 
-def linear(questions: Sequence[Question], columns: list[int], context: bool = True, strength: float = 1.0) -> Scorer:
-    """The shipped learner: ``fit``'s logistic regression (at ``C = strength``), scoring by its logit."""
-    model = fit(questions, columns, context, strength)
+def model_scorer(model: Any, columns: list[int], context: bool = True) -> Scorer:
+    """A fitted classifier's scorer: its decision function over a question's turns as the fit saw them."""
 
     def score(q: Question) -> np.ndarray:
         return np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
 
     return score
+
+
+def linear(questions: Sequence[Question], columns: list[int], context: bool = True, strength: float = 1.0) -> Scorer:
+    """The shipped learner: ``fit``'s logistic regression (at ``C = strength``), scoring by its logit."""
+    return model_scorer(fit(questions, columns, context, strength), columns, context)
 
 
 def _best_weight(questions: Sequence[Question], score: Callable[[Question], np.ndarray]) -> float:
@@ -369,9 +376,7 @@ def write_weights(questions: Sequence[Question], components: Sequence[str], out:
     columns = columns_of(components)
     names = [feature_names()[i] for i in columns]
     model = fit(questions, columns)
-    weight, gather = _weights(
-        questions, components, lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns])))
-    )
+    weight, gather = _weights(questions, components, model_scorer(model, columns))
     files = sorted({q.conversation for q in questions})
     lines = [
         '"""Weights of the graph-feature reranker (``memory.retrieval.ranking``), written by ``python -m logicmap.evals.loco``.',

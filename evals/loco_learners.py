@@ -27,10 +27,10 @@ from logicmap.evals.loco import (
     Learner,
     Question,
     Scorer,
-    design,
     featurised,
     linear,
     loco,
+    model_scorer,
     table_row,
     training_rows,
 )
@@ -52,7 +52,7 @@ def trees(rounds: int, rate: float, leaves: int) -> Learner:
         model = HistGradientBoostingClassifier(
             max_iter=rounds, learning_rate=rate, max_leaf_nodes=leaves, class_weight="balanced", random_state=0
         ).fit(*training_rows(questions, columns, context))
-        return lambda q: np.asarray(model.decision_function(design(q.matrix[:, columns], context)))
+        return model_scorer(model, columns, context)
 
     return learn
 
